@@ -1,0 +1,1202 @@
+"""The context assembly pipeline (SPEC §4, reference §3–§8): what the model receives.
+
+``assemble`` is a pure function of the parsed conversation, its effective settings, a
+tokenizer and the caller's inputs (the referenced template, project file contents read
+from disk, today's date). It follows Onyx's semantics step by step — branch and summary,
+history conversion, prompts, project files, budget, newest-first contiguous fill, dropped
+and orphaned files, the forgotten-files listing, the orphan pass, the eight segments,
+provider translation and the compression plan — with the deliberate improvements listed in
+the README (chiefly: the forgotten-files listing is re-charged on every rebuild, so the
+assembled total never exceeds the available budget).
+
+A document that cannot be assembled (Onyx would raise) yields an ``Assembly`` with no
+messages and an ``AssemblyError`` saying why; nothing here raises on user input.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from assembly import texts
+from assembly.model import (
+    Conversation,
+    FileAttachment,
+    Image,
+    Message,
+    PromptRef,
+    PromptTemplate,
+    Role,
+    TextBlock,
+)
+from assembly.settings import Settings
+from assembly.sysprompt import (
+    PromptContext,
+    build_custom_agent_prompt,
+    build_replacement_system_prompt,
+    build_system_prompt,
+    parse_prompt_text,
+    substitute_user_placeholders,
+)
+from assembly.text import TextRange
+from assembly.tokens import Tokenizer
+
+MsgKind = Literal["system", "user", "assistant", "tool", "reminder"]
+SEGMENTS = (
+    "system",
+    "history",
+    "custom_agent",
+    "project_files",
+    "forgotten_files",
+    "last_user",
+    "this_turn",
+    "reminder",
+)
+PROJECT_FILE_SHARE = 0.6  # Onyx's max_llm_context_percentage for project files
+APPROX_CHARS_PER_TOKEN = 4
+AZURE_IMAGE_CAP = 50
+FILE_READER_TOOLS = frozenset({"read_file"})
+CITEABLE_TOOLS = frozenset({"internal_search", "web_search", "open_url"})
+_NON_VISION_MARKER_ID = "x" * 36
+_FORMATTING_MODELS = re.compile(r"(?<![A-Za-z0-9.])(gpt-5\.1|gpt-5|o3|o1)(?![A-Za-z0-9])")
+_TOOL_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+# ------------------------------------------------------------------------------ results
+
+
+@dataclass(frozen=True, slots=True)
+class CallOut:
+    """A tool call as it is sent: id, name and arguments (text when not a JSON object)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | str
+
+
+@dataclass(frozen=True, slots=True)
+class LlmMessage:
+    """One message of the model's input (Onyx's ``ChatMessageSimple``).
+
+    ``tokens`` is what the budget charges for it (its replay cost). ``source`` is the
+    document message it came from (None for messages the pipeline creates).
+    """
+
+    id: str
+    kind: MsgKind
+    text: str
+    tokens: int
+    source: Message | None = None
+    tool_calls: tuple[CallOut, ...] = ()
+    tool_call_id: str | None = None
+    file_id: str | None = None
+    images: tuple[Image, ...] = ()
+    image_tokens: int = 0
+    replaced: bool = False  # an earlier turn's tool result replaced by the placeholder
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutEntry:
+    """One assembled message: which segment it is in and what it costs."""
+
+    message: LlmMessage
+    segment: str
+    tokens: int
+    cache: bool
+
+    @property
+    def id(self) -> str:
+        return self.message.id
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    name: str
+    tokens: int
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    max_input_tokens: int
+    safety_margin: float
+    available_tokens: int
+    tools: int
+    system: int
+    custom_agent: int
+    project_files: int
+    reminder: int
+    history_budget: int
+    used: int
+
+
+@dataclass(frozen=True, slots=True)
+class ForgottenFile:
+    file_id: str
+    filename: str
+    approx_char_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompressionPlan:
+    """What Onyx's post-turn compression would do with this conversation (reference §9)."""
+
+    triggered: bool
+    threshold: int
+    history_tokens: int
+    reserved_tokens: int
+    tokens_for_recent: int
+    summarize: tuple[str, ...]
+    keep: tuple[str, ...]
+    progressive: bool
+    request: tuple[dict[str, Any], ...]  # the summarization request (OpenAI messages)
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyError:
+    """Why the conversation cannot be assembled (Onyx raises here), or a pipeline warning."""
+
+    code: str
+    message: str
+    range: TextRange
+    severity: str = "error"
+    related: tuple[tuple[TextRange, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly:
+    """The assembled context and everything about how it was reached."""
+
+    settings: Settings
+    encoding: str
+    budget: Budget
+    layout: tuple[LayoutEntry, ...]
+    segments: tuple[Segment, ...]
+    provider_messages: tuple[dict[str, Any], ...]
+    history: tuple[LlmMessage, ...]  # the converted history, before the budget cut
+    dropped: tuple[str, ...]
+    orphans_dropped: tuple[str, ...]
+    forgotten_files: tuple[ForgottenFile, ...]
+    compression: CompressionPlan
+    cache_prefix_length: int
+    errors: tuple[AssemblyError, ...]
+    system_text: str | None = None
+    reserved_tokens: int = 0
+    chain: tuple[str, ...] = ()  # ids of the document messages on the current branch
+    summary_id: str | None = None
+    images_dropped: int = 0
+    tokens_by_id: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(e.severity == "error" for e in self.errors)
+
+
+@dataclass(frozen=True, slots=True)
+class AssembleOptions:
+    """The caller's inputs besides the conversation.
+
+    ``system_template`` is the parsed ``*.prompt.md`` that ``system_prompt`` points to (the
+    caller reads it); ``file_contents`` maps a project file's ``file_id`` to the text read
+    from its ``path``; ``today`` feeds ``{{CURRENT_DATETIME}}``.
+    """
+
+    today: dt.date
+    system_template: PromptTemplate | None = None
+    file_contents: Mapping[str, str] = field(default_factory=dict)
+
+
+def assemble(
+    conv: Conversation, settings: Settings, tokenizer: Tokenizer, opts: AssembleOptions
+) -> Assembly:
+    """Assemble the model's input for the conversation's current turn.
+
+    Args:
+        conv: the parsed conversation.
+        settings: its effective settings (all sources merged).
+        tokenizer: counts tokens; its ``encoding`` is reported.
+        opts: the referenced template, project file contents and the date.
+
+    Returns:
+        The ``Assembly``; on an Onyx error its ``errors`` say why and ``layout`` is empty.
+    """
+    return _Pipeline(conv, settings, tokenizer, opts).run()
+
+
+def sanitize_tool_name(name: str) -> str:
+    """Replace every character outside ``[A-Za-z0-9_-]`` with ``_`` (as Onyx does)."""
+    return _TOOL_NAME_UNSAFE.sub("_", name)
+
+
+def tool_call_tokens(tokenizer: Tokenizer, call: CallOut) -> int:
+    """Onyx's cost of a tool call: the JSON of ``{"function_name", "arguments"}``."""
+    return tokenizer.count(json.dumps({"function_name": call.name, "arguments": call.arguments}))
+
+
+# ------------------------------------------------------------------------------ pipeline
+
+
+@dataclass(slots=True)
+class _FileMeta:
+    file_id: str
+    filename: str
+    approx_char_count: int
+
+
+class _Pipeline:
+    def __init__(
+        self, conv: Conversation, settings: Settings, tokenizer: Tokenizer, opts: AssembleOptions
+    ) -> None:
+        self.conv = conv
+        self.s = settings
+        self.tok = tokenizer
+        self.opts = opts
+        self.errors: list[AssemblyError] = []
+        self.tool_names = [t.name for t in conv.tools or ()]
+        self.has_file_reader = any(n in FILE_READER_TOOLS for n in self.tool_names)
+
+    def count(self, text: str) -> int:
+        return self.tok.count(text)
+
+    def error(self, code: str, message: str, rng: TextRange, **kw: Any) -> None:
+        self.errors.append(AssemblyError(code, message, rng, **kw))
+
+    # The whole pipeline, in Onyx's order.
+    def run(self) -> Assembly:
+        conv, s = self.conv, self.s
+        chain = self._resolve_branch()
+        system_msg, chain = self._take_system_message(chain)
+        summary, cut_chain, summarized_meta = self._apply_summary(chain)
+        self._precount(cut_chain)
+        history, converter_meta, last_user_pos = self._convert_history(cut_chain, summary)
+        metadata: dict[str, _FileMeta] = dict(converter_meta) if self.has_file_reader else {}
+        for fid, meta in summarized_meta.items():
+            metadata.setdefault(fid, meta)
+
+        after_last_user = history[last_user_pos + 1 :] if last_user_pos >= 0 else []
+        ran_tools = _tools_that_ran(after_last_user)
+        project = self._project_files_prepare()
+        cite = bool(project.loaded_texts) or bool(ran_tools & CITEABLE_TOOLS)
+        ctx = PromptContext(
+            today=self.opts.today,
+            tools=self.tool_names,
+            cite=cite,
+            datetime_aware=s.datetime_aware,
+            user_info=conv.user_info,
+        )
+        system, custom_agent, system_text, worst_system = self._prompts(system_msg, ctx)
+        reserved = self._reserved_tokens(worst_system, history, last_user_pos)
+        project_msgs = self._project_messages(project, reserved)
+        reminder = self._reminder(ran_tools, cite)
+
+        available = int(s.max_input_tokens * (1 - s.safety_margin))
+        tool_tokens = 0
+        if not s.last_cycle:
+            tool_tokens = sum(self.count(json.dumps(t.schema)) for t in conv.tools or ())
+        budget_in = max(0, available - tool_tokens)
+
+        result = self._construct(
+            system, custom_agent, history, reminder, project_msgs, budget_in, metadata
+        )
+        layout_msgs, cached_ids, dropped, orphans, forgotten, history_budget = result
+
+        layout = tuple(LayoutEntry(m, seg, m.tokens, m.id in cached_ids) for m, seg in layout_msgs)
+        provider, images_dropped = self._translate([e.message for e in layout])
+        if images_dropped:
+            note = LlmMessage(
+                "$images_dropped",
+                "user",
+                texts.IMAGES_DROPPED.format(n=images_dropped),
+                self.count(texts.IMAGES_DROPPED.format(n=images_dropped)),
+            )
+            layout += (LayoutEntry(note, "reminder", note.tokens, False),)
+        cache_prefix = 0
+        for e in layout:
+            if not e.cache:
+                break
+            cache_prefix += 1
+        segments = tuple(
+            Segment(
+                name,
+                sum(e.tokens for e in layout if e.segment == name),
+                tuple(e.id for e in layout if e.segment == name),
+            )
+            for name in SEGMENTS
+        )
+        budget = Budget(
+            max_input_tokens=s.max_input_tokens,
+            safety_margin=s.safety_margin,
+            available_tokens=available,
+            tools=tool_tokens,
+            system=system.tokens if system else 0,
+            custom_agent=custom_agent.tokens if custom_agent else 0,
+            project_files=sum(m.tokens for m in project_msgs),
+            reminder=reminder.tokens if reminder else 0,
+            history_budget=history_budget,
+            used=sum(e.tokens for e in layout),
+        )
+        compression = self._compression_plan(history, summary, reserved)
+        tokens_by_id = {m.id: m.tokens for m in history}
+        for e in layout:
+            tokens_by_id[e.id] = e.tokens
+        return Assembly(
+            settings=s,
+            encoding=self.tok.encoding,
+            budget=budget,
+            layout=layout,
+            segments=segments,
+            provider_messages=tuple(provider),
+            history=tuple(history),
+            dropped=tuple(dropped),
+            orphans_dropped=tuple(orphans),
+            forgotten_files=tuple(
+                ForgottenFile(f.file_id, f.filename, f.approx_char_count) for f in forgotten
+            ),
+            compression=compression,
+            cache_prefix_length=cache_prefix,
+            errors=tuple(self.errors),
+            system_text=system_text,
+            reserved_tokens=reserved,
+            chain=tuple(m.id for m in chain),
+            summary_id=summary.id if summary else None,
+            images_dropped=images_dropped,
+            tokens_by_id=tokens_by_id,
+        )
+
+    # -------------------------------------------------------------- branch and summary
+
+    def _resolve_branch(self) -> list[Message]:
+        """Return the messages of the current branch, root first (SPEC §2.1)."""
+        msgs = self.conv.messages
+        if not msgs:
+            return []
+        by_id = {m.id: m for m in msgs}
+        tip_id = self.s.branch_tip
+        if tip_id is not None and tip_id not in by_id:
+            rng = self.conv.settings_ranges.get("branch_tip", TextRange(0, 0))
+            self.error(
+                "invalid-setting",
+                f"`branch_tip` names no message: `{tip_id}`; the last message is used",
+                rng,
+            )
+            tip_id = None
+        if not any(m.parent is not None for m in msgs):
+            end = by_id[tip_id].index + 1 if tip_id is not None else len(msgs)
+            return list(msgs[:end])
+        # A tree: a message without `parent` hangs on the message before it.
+        tip = by_id[tip_id] if tip_id is not None else msgs[-1]
+        chain: list[Message] = []
+        seen: set[str] = set()
+        cur: Message | None = tip
+        while cur is not None:
+            if cur.id in seen:
+                self.error(
+                    "schema-error",
+                    f"`parent` links form a cycle through `{cur.id}`",
+                    cur.parent_range or cur.range,
+                )
+                break
+            seen.add(cur.id)
+            chain.append(cur)
+            if cur.parent is None:
+                cur = msgs[cur.index - 1] if cur.index > 0 else None
+            elif cur.parent in by_id:
+                cur = by_id[cur.parent]
+            else:
+                self.error(
+                    "schema-error",
+                    f"`parent` names no message: `{cur.parent}`",
+                    cur.parent_range or cur.range,
+                )
+                cur = None
+        chain.reverse()
+        return chain
+
+    def _take_system_message(self, chain: list[Message]) -> tuple[Message | None, list[Message]]:
+        """Take the first system message as the system prompt unless one is given."""
+        if self.conv.system_prompt is not None:
+            return None, chain
+        for i, m in enumerate(chain):
+            if m.role is Role.SYSTEM:
+                return m, chain[:i] + chain[i + 1 :]
+        return None, chain
+
+    def _apply_summary(
+        self, chain: list[Message]
+    ) -> tuple[Message | None, list[Message], dict[str, _FileMeta]]:
+        """Apply the newest summary node of the branch (reference §3 step 2, §9.8)."""
+        summaries = [i for i, m in enumerate(chain) if m.role is Role.SUMMARY]
+        plain = [m for m in chain if m.role is not Role.SUMMARY]
+        if not summaries:
+            return None, plain, {}
+        summary: Message | None = None
+        cut = -1
+        for i in reversed(summaries):
+            node = chain[i]
+            pos = next((j for j in range(i) if chain[j].id == node.summarizes_through), None)
+            if pos is None:
+                self.error(
+                    "summary-on-other-branch",
+                    f"summary `{node.id}` summarizes through `{node.summarizes_through}`, "
+                    "which is not an earlier message of this branch; it is ignored",
+                    node.summarizes_through_range or node.range,
+                    severity="warning",
+                )
+                continue
+            summary = node
+            cut = pos
+            break
+        if summary is None:
+            return None, plain, {}
+        meta: dict[str, _FileMeta] = {}
+        summarized = [m for m in chain[: cut + 1] if m.role is not Role.SUMMARY]
+        for m in summarized:
+            for f in m.files:
+                meta.setdefault(f.file_id, _FileMeta(f.file_id, f.filename or "unknown", 0))
+            if m.file_id:
+                meta.setdefault(m.file_id, _FileMeta(m.file_id, m.filename or "unknown", 0))
+        kept_ids = {m.id for m in summarized}
+        rest = [m for m in plain if m.id not in kept_ids]
+        return summary, rest, meta
+
+    # -------------------------------------------------------------- history conversion
+
+    def _precount(self, chain: Sequence[Message]) -> None:
+        """Count every text of the branch in one batch (parallel on a cold cache)."""
+        batch: list[str] = []
+        for m in chain:
+            if m.token_count is None:
+                batch.append(m.content)
+            for f in m.files:
+                if f.content and f.token_count is None:
+                    batch.append(texts.FILE_TEMPLATE.format(name=f.filename, content=f.content))
+        self.tok.count_many(batch)
+
+    def _convert_history(
+        self, chain: list[Message], summary: Message | None
+    ) -> tuple[list[LlmMessage], dict[str, _FileMeta], int]:
+        """Turn the branch into model messages (reference §4); return them, the injected
+        files' metadata and the position of the last user message (-1 when none)."""
+        last_user_doc = max(
+            (i for i, m in enumerate(chain) if m.role is Role.USER and m.file_id is None),
+            default=max((i for i, m in enumerate(chain) if m.role is Role.USER), default=-1),
+        )
+        call_names = {c.id: c.name for m in chain for c in m.tool_calls}
+        meta: dict[str, _FileMeta] = {}
+        out: list[LlmMessage] = []
+        if summary is not None:
+            out.append(
+                LlmMessage(
+                    summary.id,
+                    "assistant",
+                    summary.content,
+                    self._own_tokens(summary),
+                    source=summary,
+                )
+            )
+        last_user_pos = -1
+        for i, m in enumerate(chain):
+            if m.role is Role.USER:
+                out.extend(self._injected_files(m, meta))
+                if m.file_id is not None:
+                    meta.setdefault(
+                        m.file_id,
+                        _FileMeta(m.file_id, m.filename or "unknown", len(m.content)),
+                    )
+                images = m.images + tuple(
+                    Image(f.file_id, f.range, f.token_count) for f in m.files if f.kind == "image"
+                )
+                image_tokens = sum(img.token_count or 0 for img in images)
+                tokens = (
+                    m.token_count
+                    if m.token_count is not None
+                    else self.count(m.content) + image_tokens
+                )
+                out.append(
+                    LlmMessage(
+                        m.id,
+                        "user",
+                        m.content,
+                        tokens,
+                        source=m,
+                        file_id=m.file_id,
+                        images=images,
+                        image_tokens=image_tokens,
+                    )
+                )
+                if i == last_user_doc:
+                    last_user_pos = len(out) - 1
+            elif m.role is Role.ASSISTANT:
+                calls = tuple(
+                    CallOut(
+                        c.id, c.name, c.arguments if c.arguments is not None else c.arguments_text
+                    )
+                    for c in m.tool_calls
+                )
+                if m.token_count is not None:
+                    tokens = m.token_count
+                else:
+                    tokens = self.count(m.content) + sum(
+                        c.token_count
+                        if c.token_count is not None
+                        else tool_call_tokens(self.tok, co)
+                        for c, co in zip(m.tool_calls, calls, strict=True)
+                    )
+                out.append(
+                    LlmMessage(m.id, "assistant", m.content, tokens, source=m, tool_calls=calls)
+                )
+            elif m.role is Role.TOOL:
+                past = i < last_user_doc
+                if past and not self.s.keep_past_tool_results:
+                    name = call_names.get(m.tool_call_id or "", "")
+                    text = _past_tool_result(name, m.content)
+                    out.append(
+                        LlmMessage(
+                            m.id,
+                            "tool",
+                            text,
+                            self.count(text),
+                            source=m,
+                            tool_call_id=m.tool_call_id,
+                            replaced=text != m.content,
+                        )
+                    )
+                else:
+                    out.append(
+                        LlmMessage(
+                            m.id,
+                            "tool",
+                            m.content,
+                            self._own_tokens(m),
+                            source=m,
+                            tool_call_id=m.tool_call_id,
+                        )
+                    )
+            elif m.role is Role.REMINDER:
+                out.append(LlmMessage(m.id, "reminder", m.content, self._own_tokens(m), source=m))
+            elif m.role is Role.SYSTEM:
+                out.append(LlmMessage(m.id, "system", m.content, self._own_tokens(m), source=m))
+        return out, meta, last_user_pos
+
+    def _own_tokens(self, m: Message) -> int:
+        return m.token_count if m.token_count is not None else self.count(m.content)
+
+    def _injected_files(self, m: Message, meta: dict[str, _FileMeta]) -> list[LlmMessage]:
+        """Uploaded files become their own user messages right before their message."""
+        out = []
+        for k, f in enumerate(m.files):
+            if f.kind == "image":
+                continue
+            content = f.content or ""
+            if f.kind == "tabular":
+                text = texts.FILE_METADATA_ONLY.format(name=f.filename, id=f.file_id)
+                tokens = f.token_count if f.token_count is not None else max(1, len(text) // 4)
+            elif not content.strip():
+                text = texts.FILE_NO_TEXT.format(name=f.filename)
+                tokens = f.token_count if f.token_count is not None else max(1, len(text) // 4)
+            else:
+                text = texts.FILE_TEMPLATE.format(name=f.filename, content=content)
+                tokens = f.token_count if f.token_count is not None else self.count(text)
+            approx = f.approx_char_count if f.approx_char_count is not None else len(content)
+            meta.setdefault(f.file_id, _FileMeta(f.file_id, f.filename, approx))
+            out.append(
+                LlmMessage(f"{m.id}/files/{k}", "user", text, tokens, source=m, file_id=f.file_id)
+            )
+        return out
+
+    # -------------------------------------------------------------- prompts
+
+    def _prompts(
+        self, system_msg: Message | None, ctx: PromptContext
+    ) -> tuple[LlmMessage | None, LlmMessage | None, str | None, str]:
+        """Build S and CA (reference §5.1); return them, S's text and the worst-case S text."""
+        conv, s = self.conv, self.s
+        ca_block = conv.custom_agent_prompt
+        source = conv.system_prompt
+        template: PromptTemplate | None = None
+        override: int | None = None
+        sys_id = "$system"
+        if isinstance(source, PromptRef):
+            template = self.opts.system_template
+        elif isinstance(source, TextBlock):
+            template = parse_prompt_text(source.content)
+            override = source.token_count
+        elif system_msg is not None:
+            template = parse_prompt_text(system_msg.content)
+            override = system_msg.token_count
+            sys_id = system_msg.id
+        base_text = template.text[template.body_range.start :] if template else ""
+
+        if s.replace_system_prompt:
+            # Branch 1: the custom prompt replaces the base prompt; no CA message.
+            text = ca_block.content if ca_block else ""
+            if not text.strip():
+                return None, None, None, ""
+            built = build_replacement_system_prompt(text, ctx)
+            tokens = ca_block.token_count if ca_block and ca_block.token_count is not None else None
+            return self._system_msg("$system", built, tokens), None, built, built
+        if template is None or not base_text.strip():
+            # Branch 3: an empty base prompt; the custom prompt (if any) becomes the system.
+            if ca_block is None or not ca_block.content.strip():
+                return None, None, None, ""
+            built = build_replacement_system_prompt(ca_block.content, ctx)
+            return self._system_msg("$system", built, ca_block.token_count), None, built, built
+        # Branch 2: normal.
+        built = build_system_prompt(template, ctx)
+        worst = build_system_prompt(
+            template,
+            PromptContext(ctx.today, ctx.tools, True, True, ctx.user_info),
+            all_guidance=True,
+        )
+        system = self._system_msg(sys_id, built, override, source=system_msg)
+        custom_agent = None
+        if ca_block is not None and ca_block.content.strip():
+            ca_text = build_custom_agent_prompt(ca_block.content, ctx)
+            tokens = (
+                ca_block.token_count if ca_block.token_count is not None else self.count(ca_text)
+            )
+            custom_agent = LlmMessage("$custom_agent", "user", ca_text, tokens)
+        return system, custom_agent, built, worst
+
+    def _system_msg(
+        self, msg_id: str, text: str, override: int | None, source: Message | None = None
+    ) -> LlmMessage:
+        tokens = override if override is not None else self.count(text)
+        return LlmMessage(msg_id, "system", text, tokens, source=source)
+
+    def _reserved_tokens(
+        self, worst_system: str, history: list[LlmMessage], last_user_pos: int
+    ) -> int:
+        """Onyx's reserved tokens (reference §5.3), or the configured number."""
+        if isinstance(self.s.reserved_tokens, int):
+            return self.s.reserved_tokens
+        ca = self.conv.custom_agent_prompt
+        persona_text = ca.content if ca is not None else ""
+        reserved = self.count(persona_text + " " + worst_system)
+        if last_user_pos >= 0:
+            last = history[last_user_pos]
+            # The current message's uploaded files: the injected messages right before it.
+            j = last_user_pos - 1
+            while j >= 0 and history[j].id.startswith(f"{last.id}/files/"):
+                reserved += history[j].tokens
+                j -= 1
+        return reserved
+
+    # -------------------------------------------------------------- project files
+
+    @dataclass(slots=True)
+    class _Project:
+        loaded_texts: list[tuple[FileAttachment, str, int]]  # file, content, tokens
+        tabular: list[tuple[FileAttachment, str]]
+        images: list[FileAttachment]
+        all_overrides: bool
+
+    def _project_files_prepare(self) -> _Pipeline._Project:
+        loaded: list[tuple[FileAttachment, str, int]] = []
+        tabular: list[tuple[FileAttachment, str]] = []
+        images: list[FileAttachment] = []
+        all_overrides = True
+        for f in self.conv.project_files:
+            content = f.content if f.content is not None else self.opts.file_contents.get(f.file_id)
+            if f.kind == "image":
+                images.append(f)
+                continue
+            if content is None:
+                continue  # the caller reported the unreadable path
+            if f.kind == "tabular":
+                tabular.append((f, content))
+                continue
+            if f.token_count is None:
+                all_overrides = False
+            tokens = f.token_count if f.token_count is not None else self.count(content)
+            loaded.append((f, content, tokens))
+        return _Pipeline._Project(loaded, tabular, images, all_overrides)
+
+    def _project_messages(self, project: _Project, reserved: int) -> list[LlmMessage]:
+        """The documents message and the file listing (reference §6.5, §7.1)."""
+        aggregate = sum(t for _, _, t in project.loaded_texts)
+        limit = (self.s.max_input_tokens - reserved) * PROJECT_FILE_SHARE
+        listing: list[_FileMeta] = []
+        msgs: list[LlmMessage] = []
+        if project.loaded_texts and aggregate >= limit:
+            # Overflow (the DISABLE_VECTOR_DB path): nothing loaded, every file listed.
+            for f, _, tokens in project.loaded_texts:
+                listing.append(_FileMeta(f.file_id, f.filename, tokens * APPROX_CHARS_PER_TOKEN))
+            project.loaded_texts.clear()
+        elif project.loaded_texts:
+            docs = [
+                {"document": i, **({"title": f.filename} if f.filename else {}), "contents": c}
+                for i, (f, c, _) in enumerate(project.loaded_texts, start=1)
+            ]
+            text = texts.PROJECT_DOCUMENTS_HEADER + json.dumps({"documents": docs}, indent=2)
+            image_tokens = sum(f.token_count or 0 for f in project.images)
+            tokens = (
+                aggregate + image_tokens
+                if project.all_overrides
+                else self.count(text) + image_tokens
+            )
+            msgs.append(LlmMessage("$project_files", "user", text, tokens))
+        for f, content in project.tabular:
+            approx = f.approx_char_count if f.approx_char_count is not None else len(content)
+            listing.append(_FileMeta(f.file_id, f.filename, approx))
+        if listing:
+            text = _listing_text(listing)
+            msgs.append(LlmMessage("$project_file_list", "user", text, self.count(text)))
+        return msgs
+
+    # -------------------------------------------------------------- reminder
+
+    def _reminder(self, ran_tools: set[str], cite: bool) -> LlmMessage | None:
+        """The reminder priority chain (reference §5.4)."""
+        block = self.conv.reminder
+        if "generate_image" in ran_tools:
+            text = texts.IMAGE_REMINDER
+            return LlmMessage("$reminder", "reminder", text, self.count(text))
+        if "web_search" in ran_tools and "open_url" in self.tool_names and not self.s.last_cycle:
+            text = texts.OPEN_URL_REMINDER
+            return LlmMessage("$reminder", "reminder", text, self.count(text))
+        base = ""
+        if block is not None:
+            base = substitute_user_placeholders(block.content.strip(), self.conv.user_info)
+        text = base
+        if self.s.last_cycle:
+            text += "\n\n" + texts.LAST_CYCLE_REMINDER
+        if cite:
+            text += "\n\n" + texts.CITATION_REMINDER
+        text = text.strip()
+        if not text:
+            return None
+        if block is not None and block.token_count is not None and text == block.content.strip():
+            tokens = block.token_count
+        else:
+            tokens = self.count(text)
+        return LlmMessage("$reminder", "reminder", text, tokens)
+
+    # -------------------------------------------------------------- construct (§6.2)
+
+    def _construct(
+        self,
+        system: LlmMessage | None,
+        custom_agent: LlmMessage | None,
+        history: list[LlmMessage],
+        reminder: LlmMessage | None,
+        project_msgs: list[LlmMessage],
+        available: int,
+        metadata: dict[str, _FileMeta],
+    ) -> tuple[list[tuple[LlmMessage, str]], set[str], list[str], list[str], list[_FileMeta], int]:
+        """Onyx's ``construct_message_history`` with the budget re-charged on every rebuild.
+
+        Returns the assembled (message, segment) list, the ids marked for caching, the
+        dropped ids, the orphaned tool responses dropped, the forgotten files and the
+        history budget.
+        """
+        fixed = [m for m in (system, custom_agent, reminder) if m is not None]
+        project_tokens = sum(m.tokens for m in project_msgs)
+        history_budget = available - sum(m.tokens for m in fixed) - project_tokens
+        empty: tuple[
+            list[tuple[LlmMessage, str]], set[str], list[str], list[str], list[_FileMeta], int
+        ]
+        empty = ([], set(), [], [], [], history_budget)
+        if history_budget < 0:
+            self._budget_overrun(available, system, custom_agent, project_tokens, reminder)
+            return empty
+        head: list[tuple[LlmMessage, str]] = []
+        if system is not None:
+            head.append((system, "system"))
+        tail_fixed: list[tuple[LlmMessage, str]] = []
+        if custom_agent is not None:
+            tail_fixed.append((custom_agent, "custom_agent"))
+        tail_fixed.extend((m, "project_files") for m in project_msgs)
+        cached = {system.id} if system is not None else set()
+        if not history:
+            out = head + tail_fixed + ([(reminder, "reminder")] if reminder else [])
+            return out, cached, [], [], [], history_budget
+
+        marker = self._marker_cost(history)
+        cost = {m.id: _replay_cost(m, marker) for m in history}
+        last_idx = max((i for i, m in enumerate(history) if m.kind == "user"), default=-1)
+        if last_idx < 0:
+            first = history[0].source
+            self.error(
+                "no-user-message",
+                "the conversation has no user message: there is no turn to assemble",
+                first.range if first else TextRange(0, 0),
+            )
+            return empty
+        before, last, after = history[:last_idx], history[last_idx], history[last_idx + 1 :]
+        required = cost[last.id] + sum(cost[m.id] for m in after)
+        if required > history_budget:
+            src = last.source
+            self.error(
+                "last-turn-over-budget",
+                f"the last user message and what follows need {required:,} tokens but only "
+                f"{history_budget:,} are left for history (over by {required - history_budget:,})",
+                src.range if src else TextRange(0, 0),
+            )
+            return empty
+        remaining = history_budget - required
+
+        kept: list[LlmMessage] = []
+        kept_cost = 0
+        for m in reversed(before):
+            c = cost[m.id]
+            if kept_cost + c > remaining:
+                break
+            kept.append(m)
+            kept_cost += c
+        kept.reverse()
+        n_dropped = len(before) - len(kept)
+        dropped_msgs = before[:n_dropped]
+        dropped_fids = [m.file_id for m in dropped_msgs if m.file_id]
+        history_fids = {m.file_id for m in history if m.file_id}
+        for fid in metadata:
+            if fid not in history_fids and fid not in dropped_fids:
+                dropped_fids.append(fid)
+
+        forgotten: list[_FileMeta] = []
+        fg: LlmMessage | None = None
+        if dropped_fids and metadata:
+            forgotten = [metadata[f] for f in dropped_fids if f in metadata]
+            forgotten = _dedupe(forgotten)
+        if forgotten:
+            fg = self._listing_msg(forgotten)
+            # Re-charged on every rebuild (Onyx charges only the first version).
+            while kept and kept_cost > remaining - fg.tokens:
+                m = kept.pop(0)
+                kept_cost -= cost[m.id]
+                if (
+                    m.file_id
+                    and m.file_id in metadata
+                    and all(f.file_id != m.file_id for f in forgotten)
+                ):
+                    forgotten.append(metadata[m.file_id])
+                    fg = self._listing_msg(forgotten)
+            while forgotten and fg is not None and fg.tokens > remaining - kept_cost:
+                # Even with no history left the listing does not fit: keep its newest lines.
+                forgotten.pop(0)
+                fg = self._listing_msg(forgotten) if forgotten else None
+            if fg is None:
+                self.error(
+                    "budget-overrun",
+                    "the forgotten-files listing does not fit in the budget and is left out",
+                    TextRange(0, 0),
+                    severity="warning",
+                )
+        n_dropped = len(before) - len(kept)
+        dropped = [m.id for m in before[:n_dropped]]
+        cached |= {m.id for m in kept}
+
+        out: list[tuple[LlmMessage, str]] = list(head)
+        out.extend((m, "history") for m in kept)
+        out.extend(tail_fixed)
+        if fg is not None:
+            out.append((fg, "forgotten_files"))
+        out.append((last, "last_user"))
+        out.extend((m, "this_turn") for m in after)
+        if reminder is not None:
+            out.append((reminder, "reminder"))
+
+        # Orphan pass: drop tool responses whose call is not earlier in the list.
+        seen_calls: set[str] = set()
+        final: list[tuple[LlmMessage, str]] = []
+        orphans: list[str] = []
+        for m, seg in out:
+            if m.kind == "assistant":
+                seen_calls.update(c.id for c in m.tool_calls)
+            if m.kind == "tool" and (not m.tool_call_id or m.tool_call_id not in seen_calls):
+                orphans.append(m.id)
+                continue
+            final.append((m, seg))
+        final = [(_with_cost(m, cost), seg) for m, seg in final]
+        return final, cached, dropped, orphans, forgotten if fg else [], history_budget
+
+    def _budget_overrun(
+        self,
+        available: int,
+        system: LlmMessage | None,
+        custom_agent: LlmMessage | None,
+        project_tokens: int,
+        reminder: LlmMessage | None,
+    ) -> None:
+        parts = [
+            ("system prompt", system.tokens if system else 0),
+            ("custom agent prompt", custom_agent.tokens if custom_agent else 0),
+            ("project files", project_tokens),
+            ("reminder", reminder.tokens if reminder else 0),
+        ]
+        total = sum(n for _, n in parts)
+        detail = ", ".join(f"{name} {n:,}" for name, n in parts if n)
+        self.error(
+            "budget-overrun",
+            f"the fixed parts need {total:,} tokens but only {available:,} are available after "
+            f"the tool definitions (over by {total - available:,}: {detail})",
+            TextRange(0, 0),
+        )
+
+    def _marker_cost(self, history: list[LlmMessage]) -> int | None:
+        """Per-image marker cost when images are replayed as text markers, else None."""
+        if self.s.vision or not any(m.kind == "user" and m.images for m in history):
+            return None
+        return self.count(texts.IMAGE_NOT_SUPPORTED.format(id=_NON_VISION_MARKER_ID))
+
+    def _listing_msg(self, files: list[_FileMeta]) -> LlmMessage:
+        text = _listing_text(files)
+        return LlmMessage("$forgotten_files", "user", text, self.count(text))
+
+    # -------------------------------------------------------------- translation (§8)
+
+    def _translate(self, msgs: list[LlmMessage]) -> tuple[list[dict[str, Any]], int]:
+        s = self.s
+        cap = s.image_cap
+        if cap is None and s.provider == "azure":
+            cap = AZURE_IMAGE_CAP
+        keep_images: set[tuple[str, int]] | None = None
+        images_dropped = 0
+        if cap is not None and s.vision:
+            keep_images = set()
+            total = 0
+            for m in reversed(msgs):
+                if m.kind != "user":
+                    continue
+                for k, _img in enumerate(m.images):
+                    total += 1
+                    if len(keep_images) < cap:
+                        keep_images.add((m.id, k))
+            images_dropped = max(0, total - cap)
+        ollama = s.provider == "ollama"
+        out: list[dict[str, Any]] = []
+        for m in msgs:
+            if m.kind == "system":
+                out.append({"role": "system", "content": m.text})
+            elif m.kind == "reminder":
+                out.append({"role": "user", "content": texts.REMINDER_WRAPPER.format(text=m.text)})
+            elif m.kind == "user":
+                out.append(self._user_message(m, keep_images))
+            elif m.kind == "assistant":
+                out.append(_assistant_message(m, ollama=ollama))
+            elif m.kind == "tool":
+                if ollama:
+                    content = f"[Tool Result] id={m.tool_call_id}\n{m.text}"
+                    out.append({"role": "user", "content": content})
+                else:
+                    out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.text})
+        if images_dropped:
+            out.append({"role": "user", "content": texts.IMAGES_DROPPED.format(n=images_dropped)})
+        if _FORMATTING_MODELS.search(s.model.lower()):
+            for msg in out:
+                if msg["role"] == "system":
+                    msg["content"] = texts.FORMATTING_REENABLED + msg["content"]
+                    break
+        return out, images_dropped
+
+    def _user_message(
+        self, m: LlmMessage, keep_images: set[tuple[str, int]] | None
+    ) -> dict[str, Any]:
+        if not m.images:
+            return {"role": "user", "content": m.text}
+        parts: list[dict[str, Any]] = [{"type": "text", "text": m.text}]
+        for k, img in enumerate(m.images):
+            if keep_images is not None and (m.id, k) not in keep_images:
+                continue
+            if not self.s.vision:
+                parts.append({"type": "text", "text": texts.IMAGE_NOT_SUPPORTED.format(id=img.ref)})
+                continue
+            parts.append({"type": "text", "text": texts.IMAGE_LABEL.format(id=img.ref)})
+            parts.append({"type": "image_url", "image_url": {"url": img.ref}})
+        return {"role": "user", "content": parts}
+
+    # -------------------------------------------------------------- compression (§9)
+
+    def _compression_plan(
+        self, history: list[LlmMessage], summary: Message | None, reserved: int
+    ) -> CompressionPlan:
+        s = self.s
+        total = sum(m.tokens for m in history)
+        threshold = int((s.max_input_tokens - reserved) * s.compression_trigger_ratio)
+        triggered = total > threshold
+        for_recent = int(total * s.recent_messages_ratio)
+        candidates = [
+            m
+            for m in history
+            if m.source is not None
+            and m.source is not summary
+            and "/files/" not in m.id
+            and m.kind in ("user", "assistant", "tool")
+            and m.text.strip()
+        ]
+        recent: list[LlmMessage] = []
+        used = 0
+        for m in reversed(candidates):
+            c = m.tokens
+            if used + c > for_recent and recent:
+                break
+            recent.append(m)
+            used += c
+        recent.reverse()
+        while recent and recent[0].kind != "user":
+            recent.pop(0)
+        if not recent:
+            users = [i for i, m in enumerate(candidates) if m.kind == "user"]
+            recent = candidates[users[-1] :] if users else list(candidates)
+            older: list[LlmMessage] = [] if not users else candidates[: users[-1]]
+        else:
+            recent_ids = {m.id for m in recent}
+            older = [m for m in candidates if m.id not in recent_ids]
+        request: tuple[dict[str, Any], ...] = ()
+        if triggered and older:
+            request = _summarization_request(older, recent, summary)
+        return CompressionPlan(
+            triggered=triggered,
+            threshold=threshold,
+            history_tokens=total,
+            reserved_tokens=reserved,
+            tokens_for_recent=for_recent,
+            summarize=tuple(m.id for m in older) if triggered else (),
+            keep=tuple(m.id for m in recent) if triggered else tuple(m.id for m in candidates),
+            progressive=summary is not None,
+            request=request,
+        )
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _tools_that_ran(after: Sequence[LlmMessage]) -> set[str]:
+    """Names of the tools that answered in this turn (tool responses after the last user)."""
+    names = {c.id: c.name for m in after for c in m.tool_calls}
+    return {names[m.tool_call_id] for m in after if m.kind == "tool" and m.tool_call_id in names}
+
+
+def _past_tool_result(tool_name: str, content: str) -> str:
+    """Onyx's replacement for an earlier turn's tool result (reference §4)."""
+    if tool_name != "generate_image":
+        return texts.TOOL_RESULT_PLACEHOLDER
+    try:
+        data = json.loads(content)
+    except ValueError:
+        data = None
+    images = []
+    if isinstance(data, list):
+        for item in data:
+            if isinstance(item, dict) and isinstance(item.get("file_id"), str):
+                prompt = item.get("revised_prompt")
+                images.append(
+                    {
+                        "file_id": item["file_id"],
+                        "revised_prompt": prompt if isinstance(prompt, str) else "",
+                    }
+                )
+    if images:
+        return json.dumps(images)
+    return content if content else texts.TOOL_RESULT_PLACEHOLDER
+
+
+def _replay_cost(m: LlmMessage, marker: int | None) -> int:
+    if marker is None or m.kind != "user" or not m.images:
+        return m.tokens
+    return max(0, m.tokens - m.image_tokens) + len(m.images) * marker
+
+
+def _with_cost(m: LlmMessage, cost: Mapping[str, int]) -> LlmMessage:
+    c = cost.get(m.id)
+    if c is None or c == m.tokens:
+        return m
+    return LlmMessage(
+        m.id,
+        m.kind,
+        m.text,
+        c,
+        m.source,
+        m.tool_calls,
+        m.tool_call_id,
+        m.file_id,
+        m.images,
+        m.image_tokens,
+        m.replaced,
+    )
+
+
+def _listing_text(files: Sequence[_FileMeta]) -> str:
+    lines = [texts.FILE_LISTING_HEADER]
+    lines.extend(
+        f'- file_id="{f.file_id}" filename="{f.filename}" (~{f.approx_char_count:,} chars)'
+        for f in files
+    )
+    return "\n".join(lines)
+
+
+def _dedupe(files: list[_FileMeta]) -> list[_FileMeta]:
+    seen: set[str] = set()
+    res = []
+    for f in files:
+        if f.file_id not in seen:
+            seen.add(f.file_id)
+            res.append(f)
+    return res
+
+
+def _assistant_message(m: LlmMessage, *, ollama: bool) -> dict[str, Any]:
+    if not m.tool_calls:
+        return {"role": "assistant", "content": m.text or None}
+    if ollama:
+        lines = [
+            f"[Tool Call] name={c.name} id={c.id} args={_args_json(c.arguments)}"
+            for c in m.tool_calls
+        ]
+        prefix = m.text + "\n" if m.text else ""
+        return {"role": "assistant", "content": prefix + "\n".join(lines)}
+    return {
+        "role": "assistant",
+        "content": m.text or None,
+        "tool_calls": [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {
+                    "name": sanitize_tool_name(c.name),
+                    "arguments": _args_json(c.arguments),
+                },
+            }
+            for c in m.tool_calls
+        ],
+    }
+
+
+def _args_json(args: dict[str, Any] | str) -> str:
+    return args if isinstance(args, str) else json.dumps(args)
+
+
+def _summarization_request(
+    older: list[LlmMessage], recent: list[LlmMessage], summary: Message | None
+) -> tuple[dict[str, Any], ...]:
+    system = texts.SUMMARIZATION_PROMPT
+    if summary is not None:
+        system += texts.EXISTING_SUMMARY.format(summary=summary.content)
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    out.extend(_for_summary(older))
+    out.append({"role": "user", "content": texts.CONTEXT_CUTOFF})
+    out.extend(_for_summary(recent))
+    final = (
+        texts.SUMMARY_REMINDER_PROGRESSIVE if summary is not None else texts.SUMMARY_REMINDER_FIRST
+    )
+    out.append({"role": "user", "content": final})
+    return tuple(out)
+
+
+def _for_summary(msgs: list[LlmMessage]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in msgs:
+        if not m.text.strip():
+            continue
+        if m.kind == "assistant" and m.tool_calls:
+            names = ", ".join(c.name for c in m.tool_calls)
+            out.append({"role": "assistant", "content": f"[Used tools: {names}]"})
+        elif m.kind == "assistant":
+            out.append({"role": "assistant", "content": m.text})
+        elif m.kind == "user":
+            out.append({"role": "user", "content": m.text})
+    return out

@@ -1,0 +1,623 @@
+"""Reading conversation documents (SPEC §2.1) into the ``Conversation`` model.
+
+The three formats (JSON, JSONL, YAML) are parsed into the same source tree
+(``syntax.SNode``); this module reads that tree. A bare array is a message list; an object
+has ``settings``, ``system_prompt``, ``custom_agent_prompt``, ``project_files``, ``tools``,
+``reminder`` and ``messages``. Reading never raises: anything that does not fit the schema
+becomes an ``Issue`` (code ``schema-error``) at the exact place and is left out, and the rest
+of the document is still read.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from assembly.model import (
+    Conversation,
+    DocFormat,
+    FileAttachment,
+    Image,
+    Issue,
+    Message,
+    PromptRef,
+    Role,
+    TextBlock,
+    ToolCall,
+    ToolDef,
+)
+from assembly.syntax import ParsedData, SNode, parse_json, parse_jsonl, parse_yaml
+from assembly.text import TextRange
+
+MAX_DOCUMENT_CHARS = 64 * 1024 * 1024
+
+CONVERSATION_SUFFIXES: dict[str, DocFormat] = {
+    ".conv.json": DocFormat.JSON,
+    ".conv.jsonl": DocFormat.JSONL,
+    ".conv.yaml": DocFormat.YAML,
+    ".conv.yml": DocFormat.YAML,
+}
+
+_TOP_KEYS = (
+    "$schema",
+    "settings",
+    "system_prompt",
+    "custom_agent_prompt",
+    "project_files",
+    "tools",
+    "reminder",
+    "messages",
+    "user_info",
+)
+_MESSAGE_KEYS = {
+    "id",
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "parent",
+    "file_id",
+    "filename",
+    "files",
+    "token_count",
+    "summarizes_through",
+    "promptls-ignore",
+    "refusal",
+    "function_call",
+    "audio",
+}
+_IGNORE_KEY = "promptls-ignore"
+
+
+def format_for_path(path: str) -> DocFormat | None:
+    """Return the conversation format a file name implies, or None."""
+    lower = path.lower()
+    for suffix, fmt in CONVERSATION_SUFFIXES.items():
+        if lower.endswith(suffix):
+            return fmt
+    return None
+
+
+def parse_conversation(text: str, fmt: DocFormat) -> Conversation:
+    """Parse a conversation document; never raises on user input."""
+    if len(text) > MAX_DOCUMENT_CHARS:
+        issue = Issue(
+            "document-too-large",
+            f"document has {len(text):,} characters; the limit is {MAX_DOCUMENT_CHARS:,}",
+            TextRange(0, 0),
+        )
+        return Conversation(fmt, (), issues=(issue,), length=len(text))
+    if fmt is DocFormat.JSON:
+        parsed = parse_json(text)
+    elif fmt is DocFormat.YAML:
+        parsed = parse_yaml(text)
+    else:
+        parsed = parse_jsonl(text)
+    return _Reader(fmt, len(text)).read(parsed)
+
+
+def read_tools(node: SNode) -> tuple[tuple[ToolDef, ...], list[Issue]]:
+    """Read a ``tools`` list (e.g. from a template's front matter) on its own."""
+    reader = _Reader(DocFormat.YAML, 0)
+    return reader._tools(node), reader.issues
+
+
+class _Reader:
+    def __init__(self, fmt: DocFormat, length: int) -> None:
+        self.fmt = fmt
+        self.length = length
+        self.issues: list[Issue] = []
+
+    def error(self, message: str, rng: TextRange, code: str = "schema-error") -> None:
+        self.issues.append(Issue(code, message, rng))
+
+    def warn(self, message: str, rng: TextRange) -> None:
+        self.issues.append(Issue("schema-error", message, rng, severity="warning"))
+
+    # ---------------------------------------------------------------- document
+
+    def read(self, parsed: ParsedData) -> Conversation:
+        for err in parsed.errors:
+            self.issues.append(Issue(err.code, err.message, err.range))
+        root = parsed.root
+        fields: dict[str, Any] = {}
+        messages: tuple[Message, ...] = ()
+        if root is None:
+            pass
+        elif self.fmt is DocFormat.JSONL:
+            messages = self._read_jsonl(root, fields)
+        elif root.is_array:
+            messages = self._messages(root)
+        elif root.is_object:
+            messages = self._read_object(root, fields)
+        else:
+            self.error(
+                "a conversation must be an array of messages or an object with `messages`",
+                root.range,
+            )
+        return Conversation(
+            format=self.fmt,
+            messages=messages,
+            issues=tuple(self.issues),
+            root=root,
+            length=self.length,
+            **fields,
+        )
+
+    def _read_jsonl(self, root: SNode, fields: dict[str, Any]) -> tuple[Message, ...]:
+        lines = list(root.items)
+        head_keys = {"settings", "system_prompt", "custom_agent_prompt", "project_files"}
+        head_keys |= {"tools", "reminder", "user_info"}
+        message_nodes: list[SNode] = []
+        for i, node in enumerate(lines):
+            if (
+                node.is_object
+                and node.get("role") is None
+                and any(k.key in head_keys for k in node.members)
+            ):
+                if message_nodes:
+                    self.error("document keys must come before the first message line", node.range)
+                    continue
+                if i > 0 and "settings" in fields:
+                    self.warn("a second header line: its keys are merged", node.range)
+                self._top_fields(node, fields, allow_messages=False)
+                continue
+            message_nodes.append(node)
+        return self._message_list(message_nodes)
+
+    def _read_object(self, root: SNode, fields: dict[str, Any]) -> tuple[Message, ...]:
+        self._top_fields(root, fields, allow_messages=True)
+        node = root.get("messages")
+        if node is None:
+            self.error("missing `messages`: the conversation has no message list", _head(root))
+            return ()
+        if not node.is_array:
+            self.error("`messages` must be an array of message objects", node.range)
+            return ()
+        return self._messages(node)
+
+    def _top_fields(self, node: SNode, fields: dict[str, Any], *, allow_messages: bool) -> None:
+        for m in node.members:
+            key, value = m.key, m.value
+            if key == "settings":
+                self._settings(value, fields)
+            elif key == "system_prompt":
+                fields["system_prompt"] = self._system_prompt(value)
+            elif key == "custom_agent_prompt":
+                fields["custom_agent_prompt"] = self._text_block(value, key)
+            elif key == "reminder":
+                fields["reminder"] = self._text_block(value, key)
+            elif key == "project_files":
+                fields["project_files"] = self._project_files(value)
+            elif key == "tools":
+                fields["tools"] = self._tools(value)
+            elif key == "user_info":
+                if value.is_object:
+                    fields["user_info"] = value.to_python()
+                else:
+                    self.error("`user_info` must be an object", value.range)
+            elif (key == "messages" and allow_messages) or key == "$schema":
+                continue
+            else:
+                expected = ", ".join(f"`{k}`" for k in _TOP_KEYS if k != "$schema")
+                self.warn(f"unknown key `{key}` (expected one of {expected})", m.key_range)
+
+    def _settings(self, node: SNode, fields: dict[str, Any]) -> None:
+        if not node.is_object:
+            self.error("`settings` must be an object", node.range)
+            return
+        values = dict(fields.get("settings", {}))
+        ranges = dict(fields.get("settings_ranges", {}))
+        for m in node.members:
+            values[m.key] = m.value.to_python()
+            ranges[m.key] = m.value.range
+        fields["settings"] = values
+        fields["settings_ranges"] = ranges
+
+    def _system_prompt(self, node: SNode) -> TextBlock | PromptRef | None:
+        if node.is_string and _looks_like_path(node.value):
+            return PromptRef(node.value, node.range)
+        if node.is_object and node.get("path") is not None:
+            path = node.get("path")
+            assert path is not None
+            if not path.is_string:
+                self.error("`path` must be a string", path.range)
+                return None
+            return PromptRef(path.value, path.range)
+        return self._text_block(node, "system_prompt")
+
+    def _text_block(self, node: SNode, what: str) -> TextBlock | None:
+        if node.kind == "null":
+            return None
+        if node.is_string:
+            return TextBlock(node.value, node.range, node.range)
+        if node.is_object:
+            content = node.get("content")
+            if content is None or not content.is_string:
+                self.error(f"`{what}` needs a string `content`", (content or node).range)
+                return None
+            return TextBlock(content.value, node.range, content.range, self._token_count(node))
+        self.error(f"`{what}` must be a string or an object with `content`", node.range)
+        return None
+
+    def _token_count(self, node: SNode) -> int | None:
+        tc = node.get("token_count")
+        if tc is None or tc.kind == "null":
+            return None
+        if (
+            tc.kind == "number"
+            and isinstance(tc.value, int)
+            and not isinstance(tc.value, bool)
+            and tc.value >= 0
+        ):
+            return tc.value
+        self.error("`token_count` must be a whole number ≥ 0", tc.range)
+        return None
+
+    def _project_files(self, node: SNode) -> tuple[FileAttachment, ...]:
+        if not node.is_array:
+            self.error("`project_files` must be an array of files", node.range)
+            return ()
+        res = []
+        for item in node.items:
+            f = self._file(item, "project file", allow_path=True)
+            if f is not None:
+                res.append(f)
+        return tuple(res)
+
+    def _file(self, node: SNode, what: str, *, allow_path: bool) -> FileAttachment | None:
+        if not node.is_object:
+            self.error(f"a {what} must be an object with `file_id` and `filename`", node.range)
+            return None
+        file_id = self._string(node, "file_id", what=what)
+        filename = self._string(node, "filename", what=what, required=False)
+        if file_id is None:
+            return None
+        kind_node = node.get("type") or node.get("kind")
+        kind = "text"
+        if kind_node is not None:
+            if kind_node.is_string and kind_node.value in ("text", "tabular", "image", "document"):
+                kind = "text" if kind_node.value == "document" else kind_node.value
+            else:
+                self.error("file `type` must be `text`, `tabular` or `image`", kind_node.range)
+        content_node = node.get("content")
+        path_node = node.get("path") if allow_path else None
+        content = None
+        if content_node is not None:
+            if content_node.is_string:
+                content = content_node.value
+            elif content_node.kind != "null":
+                self.error("file `content` must be a string", content_node.range)
+        path = None
+        if path_node is not None:
+            if path_node.is_string:
+                path = path_node.value
+                if content is not None:
+                    self.warn(
+                        "a file has both `content` and `path`: `content` is used", path_node.range
+                    )
+            else:
+                self.error("file `path` must be a string", path_node.range)
+        approx = node.get("approx_char_count")
+        approx_value = (
+            approx.value if approx is not None and isinstance(approx.value, int) else None
+        )
+        return FileAttachment(
+            file_id=file_id,
+            filename=filename if filename is not None else "unknown",
+            content=content,
+            range=node.range,
+            kind=kind,
+            token_count=self._token_count(node),
+            approx_char_count=approx_value,
+            path=path,
+            path_range=path_node.range if path_node is not None else None,
+        )
+
+    def _tools(self, node: SNode) -> tuple[ToolDef, ...]:
+        if not node.is_array:
+            self.error("`tools` must be an array of tool schemas", node.range)
+            return ()
+        res = []
+        for item in node.items:
+            if item.is_string:
+                # Shorthand: a bare tool name.
+                schema = {"type": "function", "function": {"name": item.value}}
+                res.append(ToolDef(item.value, schema, item.range, item.range))
+                continue
+            if not item.is_object:
+                self.error("a tool must be an OpenAI tool schema object", item.range)
+                continue
+            fn = item.get("function")
+            holder = fn if fn is not None and fn.is_object else item
+            name = holder.get("name")
+            if name is None or not name.is_string or not name.value:
+                self.error("a tool needs `function.name`", (name or item).range)
+                continue
+            res.append(ToolDef(name.value, item.to_python(), item.range, name.range))
+        return tuple(res)
+
+    # ---------------------------------------------------------------- messages
+
+    def _messages(self, node: SNode) -> tuple[Message, ...]:
+        return self._message_list(list(node.items))
+
+    def _message_list(self, nodes: list[SNode]) -> tuple[Message, ...]:
+        res: list[Message] = []
+        seen: dict[str, TextRange] = {}
+        for node in nodes:
+            msg = self._message(node, len(res))
+            if msg is None:
+                continue
+            if msg.id in seen:
+                self.error(f"duplicate message id `{msg.id}`", msg.id_range or msg.range)
+                continue
+            seen[msg.id] = msg.range
+            res.append(msg)
+        return tuple(res)
+
+    def _message(self, node: SNode, index: int) -> Message | None:
+        if not node.is_object:
+            self.error("a message must be an object with a `role`", node.range)
+            return None
+        for m in node.members:
+            if m.key not in _MESSAGE_KEYS:
+                self.warn(f"unknown message key `{m.key}`", m.key_range)
+        role_node = node.get("role")
+        if role_node is None:
+            self.error("message has no `role`", _head(node))
+            return None
+        try:
+            role = Role(role_node.value) if role_node.is_string else None
+        except ValueError:
+            role = None
+        if role is None:
+            roles = ", ".join(f"`{r.value}`" for r in Role)
+            self.error(f"unknown role {_show(role_node)}: expected one of {roles}", role_node.range)
+            return None
+        id_node = node.get("id")
+        msg_id = str(index)
+        if id_node is not None:
+            if id_node.is_string and id_node.value:
+                msg_id = id_node.value
+            elif id_node.kind == "number" and isinstance(id_node.value, int):
+                msg_id = str(id_node.value)
+            else:
+                self.error("message `id` must be a non-empty string or an integer", id_node.range)
+        content, content_range, images = self._content(node)
+        parent_node = node.get("parent")
+        parent = None
+        if parent_node is not None and parent_node.kind != "null":
+            if parent_node.is_string or (
+                parent_node.kind == "number" and isinstance(parent_node.value, int)
+            ):
+                parent = str(parent_node.value)
+            else:
+                self.error("`parent` must be a message id", parent_node.range)
+        tool_calls = self._tool_calls(node, role)
+        tcid_node = node.get("tool_call_id")
+        tool_call_id = None
+        if tcid_node is not None and tcid_node.kind != "null":
+            if tcid_node.is_string:
+                tool_call_id = tcid_node.value
+            else:
+                self.error("`tool_call_id` must be a string", tcid_node.range)
+        if role is Role.TOOL and tool_call_id is None and tcid_node is None:
+            self.error("a tool message needs `tool_call_id`", role_node.range)
+        files: tuple[FileAttachment, ...] = ()
+        files_node = node.get("files")
+        if files_node is not None:
+            if role is not Role.USER:
+                self.error("only user messages carry uploaded `files`", files_node.range)
+            elif not files_node.is_array:
+                self.error("`files` must be an array of files", files_node.range)
+            else:
+                files = tuple(
+                    f
+                    for f in (self._file(i, "file", allow_path=False) for i in files_node.items)
+                    if f
+                )
+        file_id = self._string(node, "file_id", what="message", required=False)
+        filename = self._string(node, "filename", what="message", required=False)
+        if file_id is not None and role is not Role.USER:
+            self.error("only user messages can be injected files (`file_id`)", node.range)
+            file_id = None
+        st_node = node.get("summarizes_through")
+        summarizes_through = None
+        if role is Role.SUMMARY:
+            if st_node is None or st_node.kind == "null":
+                self.error(
+                    "a summary needs `summarizes_through`: the id of the last summarized message",
+                    role_node.range,
+                )
+            elif st_node.is_string or (st_node.kind == "number" and isinstance(st_node.value, int)):
+                summarizes_through = str(st_node.value)
+            else:
+                self.error("`summarizes_through` must be a message id", st_node.range)
+        elif st_node is not None:
+            self.error(
+                "`summarizes_through` belongs on a message with role `summary`", st_node.range
+            )
+        ignore = self._ignore_list(node)
+        return Message(
+            id=msg_id,
+            index=index,
+            role=role,
+            content=content,
+            range=node.range,
+            content_range=content_range,
+            id_range=id_node.range if id_node is not None else None,
+            role_range=role_node.range,
+            parent=parent,
+            parent_range=parent_node.range if parent_node is not None else None,
+            images=images,
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
+            tool_call_id_range=tcid_node.range if tcid_node is not None else None,
+            name=self._string(node, "name", what="message", required=False),
+            file_id=file_id,
+            filename=filename,
+            files=files,
+            token_count=self._token_count(node),
+            summarizes_through=summarizes_through,
+            summarizes_through_range=st_node.range if st_node is not None else None,
+            ignore=ignore,
+        )
+
+    def _content(self, node: SNode) -> tuple[str, TextRange | None, tuple[Image, ...]]:
+        c = node.get("content")
+        if c is None or c.kind == "null":
+            return "", c.range if c is not None else None, ()
+        if c.is_string:
+            return c.value, c.range, ()
+        if not c.is_array:
+            self.error("`content` must be a string, null or an array of content parts", c.range)
+            return "", c.range, ()
+        texts: list[str] = []
+        images: list[Image] = []
+        for part in c.items:
+            if part.is_string:
+                texts.append(part.value)
+                continue
+            if not part.is_object:
+                self.error("a content part must be an object with a `type`", part.range)
+                continue
+            ptype = part.get("type")
+            kind = ptype.value if ptype is not None and ptype.is_string else None
+            if kind == "text":
+                text = part.get("text")
+                if text is not None and text.is_string:
+                    texts.append(text.value)
+                else:
+                    self.error("a text part needs a string `text`", part.range)
+            elif kind in ("image_url", "image", "input_image"):
+                ref = _image_ref(part)
+                if ref is None:
+                    self.error("an image part needs `image_url.url` or `file_id`", part.range)
+                else:
+                    images.append(Image(ref, part.range, self._token_count(part)))
+            else:
+                self.error(
+                    f"unsupported content part type {_show(ptype) if ptype else '(none)'}",
+                    part.range,
+                )
+        return "\n".join(texts), c.range, tuple(images)
+
+    def _tool_calls(self, node: SNode, role: Role) -> tuple[ToolCall, ...]:
+        tcs = node.get("tool_calls")
+        if tcs is None or tcs.kind == "null":
+            return ()
+        if role is not Role.ASSISTANT:
+            self.error("only assistant messages make `tool_calls`", tcs.range)
+            return ()
+        if not tcs.is_array:
+            self.error("`tool_calls` must be an array", tcs.range)
+            return ()
+        res = []
+        for tc in tcs.items:
+            call = self._tool_call(tc)
+            if call is not None:
+                res.append(call)
+        return tuple(res)
+
+    def _tool_call(self, tc: SNode) -> ToolCall | None:
+        if not tc.is_object:
+            self.error("a tool call must be an object with `id` and `function`", tc.range)
+            return None
+        id_node = tc.get("id")
+        fn = tc.get("function")
+        if id_node is None or not id_node.is_string or not id_node.value:
+            self.error("a tool call needs a string `id`", (id_node or tc).range)
+            return None
+        if fn is None or not fn.is_object:
+            self.error("a tool call needs a `function` object", (fn or tc).range)
+            return None
+        name = fn.get("name")
+        if name is None or not name.is_string:
+            self.error("a tool call needs `function.name`", (name or fn).range)
+            return None
+        args_node = fn.get("arguments")
+        args: dict[str, Any] | None
+        if args_node is None or args_node.kind == "null":
+            args_text, args, args_range = "{}", {}, fn.range
+        elif args_node.is_string:
+            args_text, args_range = args_node.value, args_node.range
+            try:
+                loaded = json.loads(args_text) if args_text.strip() else {}
+            except ValueError:
+                loaded = None
+            args = loaded if isinstance(loaded, dict) else None
+            if args is None:
+                self.warn("tool call `arguments` is not a JSON object", args_node.range)
+        elif args_node.is_object:
+            args = args_node.to_python()
+            args_text, args_range = json.dumps(args), args_node.range
+        else:
+            self.error("`arguments` must be a JSON string or an object", args_node.range)
+            return None
+        return ToolCall(
+            id=id_node.value,
+            name=name.value,
+            arguments=args,
+            arguments_text=args_text,
+            range=tc.range,
+            id_range=id_node.range,
+            name_range=name.range,
+            arguments_range=args_range,
+            token_count=self._token_count(tc),
+        )
+
+    def _string(self, node: SNode, key: str, *, what: str, required: bool = True) -> str | None:
+        v = node.get(key)
+        if v is None or v.kind == "null":
+            if required:
+                self.error(f"a {what} needs `{key}`", _head(node))
+            return None
+        if v.is_string:
+            return v.value
+        if v.kind == "number" and isinstance(v.value, int):
+            return str(v.value)
+        self.error(f"`{key}` must be a string", v.range)
+        return None
+
+    def _ignore_list(self, node: SNode) -> tuple[str, ...]:
+        v = node.get(_IGNORE_KEY)
+        if v is None:
+            return ()
+        if v.is_string:
+            return (v.value,)
+        if v.is_array and all(i.is_string for i in v.items):
+            return tuple(i.value for i in v.items)
+        self.error(f"`{_IGNORE_KEY}` must be a rule code or a list of codes", v.range)
+        return ()
+
+
+def _image_ref(part: SNode) -> str | None:
+    fid = part.get("file_id")
+    if fid is not None and fid.is_string:
+        return fid.value
+    url = part.get("image_url")
+    if url is not None:
+        if url.is_string:
+            return url.value
+        if url.is_object:
+            u = url.get("url")
+            if u is not None and u.is_string:
+                return u.value
+    return None
+
+
+def _looks_like_path(value: str) -> bool:
+    return "\n" not in value and value.strip().lower().endswith((".md", ".txt", ".prompt"))
+
+
+def _head(node: SNode) -> TextRange:
+    """A short range at the start of a node (its opening bracket), for whole-object errors."""
+    return TextRange(node.range.start, min(node.range.end, node.range.start + 1))
+
+
+def _show(node: SNode) -> str:
+    value = node.to_python()
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else f"`{value}`"
+    return text if len(text) <= 40 else text[:39] + "…"

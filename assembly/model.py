@@ -1,0 +1,216 @@
+"""The document model: conversations and prompt templates as frozen dataclasses.
+
+Every message, field and sentence carries its exact source range (code-point offsets into
+the document it came from). Values are plain Python; ranges are ``TextRange``s. These types
+are built by ``documents.py`` (conversations) and ``prompts.py`` (templates) and never hold
+anything protocol-specific.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from assembly.syntax import SNode
+from assembly.text import TextRange
+
+
+class Role(StrEnum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    REMINDER = "reminder"
+    SUMMARY = "summary"
+
+
+class DocFormat(StrEnum):
+    JSON = "json"
+    JSONL = "jsonl"
+    YAML = "yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """A problem found while reading a document, before any rule runs.
+
+    ``code`` is a rule code of the catalogue (``syntax-error``, ``schema-error``, …);
+    ``path`` names the file when the problem is in another file than the document.
+    """
+
+    code: str
+    message: str
+    range: TextRange
+    severity: str = "error"
+    path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """An image content part or an uploaded image file."""
+
+    ref: str  # file id, or the URL / data URL of an image_url part
+    range: TextRange
+    token_count: int | None = None  # stored image cost; None = not counted (as Onyx)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """An OpenAI-style tool call of an assistant message."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None  # None when the arguments text is not a JSON object
+    arguments_text: str
+    range: TextRange
+    id_range: TextRange
+    name_range: TextRange
+    arguments_range: TextRange
+    token_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileAttachment:
+    """A file uploaded with a user message (``files``) or a project file."""
+
+    file_id: str
+    filename: str
+    content: str | None  # None: not loaded (a path that could not be read, or an image)
+    range: TextRange
+    kind: str = "text"  # text | tabular | image
+    token_count: int | None = None
+    approx_char_count: int | None = None
+    path: str | None = None  # as written in the document (project files may use a path)
+    path_range: TextRange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of the conversation as written in the document."""
+
+    id: str
+    index: int  # position in the document's message list
+    role: Role
+    content: str  # text parts joined with "\n"; "" for null content
+    range: TextRange
+    content_range: TextRange | None = None
+    id_range: TextRange | None = None
+    role_range: TextRange | None = None
+    parent: str | None = None
+    parent_range: TextRange | None = None
+    images: tuple[Image, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    tool_call_id_range: TextRange | None = None
+    name: str | None = None
+    file_id: str | None = None  # an injected file message
+    filename: str | None = None
+    files: tuple[FileAttachment, ...] = ()
+    token_count: int | None = None
+    summarizes_through: str | None = None
+    summarizes_through_range: TextRange | None = None
+    ignore: tuple[str, ...] = ()  # rule codes suppressed on this message
+
+
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    """A prompt given inline (``{"content": …}`` or a plain string) in a conversation."""
+
+    content: str
+    range: TextRange
+    content_range: TextRange | None = None
+    token_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PromptRef:
+    """``system_prompt`` given as a path to a ``*.prompt.md`` template."""
+
+    path: str
+    range: TextRange
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDef:
+    """A tool offered this turn (OpenAI tool schema)."""
+
+    name: str
+    schema: dict[str, Any]
+    range: TextRange
+    name_range: TextRange
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A parsed conversation document (any of the three formats)."""
+
+    format: DocFormat
+    messages: tuple[Message, ...]
+    settings: dict[str, Any] = field(default_factory=dict)
+    settings_ranges: dict[str, TextRange] = field(default_factory=dict)
+    system_prompt: TextBlock | PromptRef | None = None
+    custom_agent_prompt: TextBlock | None = None
+    project_files: tuple[FileAttachment, ...] = ()
+    tools: tuple[ToolDef, ...] | None = None  # None: the document does not say
+    reminder: TextBlock | None = None
+    user_info: dict[str, Any] | None = None
+    issues: tuple[Issue, ...] = ()
+    root: SNode | None = None
+    length: int = 0  # length of the document text
+
+
+# ------------------------------------------------------------------------------------
+# Prompt templates
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A heading and everything up to the next heading of the same or a higher level."""
+
+    title: str
+    level: int  # 1 for "#", 2 for "##", …
+    heading_range: TextRange  # the heading line, without its line break
+    range: TextRange  # heading line through the end of the section (nested ones included)
+    body_range: TextRange  # after the heading line through the end of the section
+    parent: int | None  # index of the enclosing section in ``PromptTemplate.sections``
+
+
+@dataclass(frozen=True, slots=True)
+class Placeholder:
+    """A ``{{NAME}}`` occurrence (``user.x`` keys keep their dotted name)."""
+
+    name: str
+    range: TextRange
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    """A sentence of prose (code blocks, front matter and headings excluded)."""
+
+    text: str
+    range: TextRange
+    section: int | None  # index of the innermost enclosing section
+
+
+@dataclass(frozen=True, slots=True)
+class PromptTemplate:
+    """A parsed ``*.prompt.md`` template (or any prompt text parsed as Markdown)."""
+
+    text: str
+    body_range: TextRange  # the text after the front matter
+    front_matter: dict[str, Any] = field(default_factory=dict)
+    front_matter_range: TextRange | None = None
+    front_matter_root: SNode | None = None  # offsets into ``text``
+    sections: tuple[Section, ...] = ()
+    placeholders: tuple[Placeholder, ...] = ()
+    sentences: tuple[Sentence, ...] = ()
+    issues: tuple[Issue, ...] = ()
+
+    def section_named(self, title: str, *, parent: int | None = None) -> int | None:
+        """Return the index of the first section titled ``title`` (case-insensitive)."""
+        want = title.strip().lower()
+        for i, s in enumerate(self.sections):
+            if s.title.strip().lower() == want and (parent is None or s.parent == parent):
+                return i
+        return None

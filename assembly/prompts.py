@@ -1,0 +1,372 @@
+"""Parse prompt templates (``*.prompt.md``) into a ``PromptTemplate``.
+
+A template is Markdown with optional YAML front matter. The parser finds the front matter,
+the sections (ATX and setext headings), the ``{{NAME}}`` placeholders and the prose
+sentences, each with its exact source range.
+
+Invariants:
+
+- Offsets are code points into the text exactly as given (CRLF kept); every range lies
+  within the text, and every ``Sentence.text`` is the source slice of its range.
+- ``parse_prompt`` never raises on user input: malformed front matter becomes an ``Issue``
+  and everything else is read as well as it can be.
+- Headings and sentences are never taken from fenced code blocks, HTML comments or front
+  matter; placeholders are taken from the whole body, code blocks included, because they
+  are substituted by plain string replacement.
+- The scan is one pass over the lines with regexes and ``str.find``; no per-character
+  Python loops.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+
+from assembly.model import Issue, Placeholder, PromptTemplate, Section, Sentence
+from assembly.syntax import Member, SNode, parse_yaml
+from assembly.text import TextRange
+
+
+def parse_prompt(text: str) -> PromptTemplate:
+    """Parse a prompt template; never raises.
+
+    Args:
+        text: the whole document text.
+
+    Returns:
+        The template with every range as code-point offsets into ``text``.
+    """
+    front = _parse_front_matter(text)
+    body_start = front.body_start
+    scan = _BodyScanner(text, body_start)
+    scan.run()
+    sections = _build_sections(text, scan.headings)
+    heading_starts = [h.start for h in scan.headings]
+    sentences: list[Sentence] = []
+    for block_start, block_end in scan.blocks:
+        for start, end in _split_sentences(text, block_start, block_end):
+            section = bisect.bisect_right(heading_starts, start) - 1
+            sentences.append(
+                Sentence(text[start:end], TextRange(start, end), section if section >= 0 else None)
+            )
+    placeholders = tuple(
+        Placeholder(m.group(1), TextRange(m.start(), m.end()))
+        for m in _PLACEHOLDER.finditer(text, body_start)
+    )
+    return PromptTemplate(
+        text=text,
+        body_range=TextRange(body_start, len(text)),
+        front_matter=front.value,
+        front_matter_range=front.range,
+        front_matter_root=front.root,
+        sections=tuple(sections),
+        placeholders=placeholders,
+        sentences=tuple(sentences),
+        issues=tuple(front.issues),
+    )
+
+
+def shift_node(node: SNode, delta: int) -> SNode:
+    """Return a copy of ``node`` with every range (keys included) moved by ``delta``."""
+    if delta == 0:
+        return node
+    return SNode(
+        node.kind,
+        node.range.shift(delta),
+        node.value,
+        tuple(shift_node(item, delta) for item in node.items),
+        tuple(
+            Member(m.key, m.key_range.shift(delta), shift_node(m.value, delta))
+            for m in node.members
+        ),
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Front matter
+
+_FM_OPEN = re.compile(r"\ufeff?---[ \t]*(?:\r?\n|\Z)")
+_FM_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?(?:\n|\Z)", re.MULTILINE)
+
+
+@dataclass(slots=True)
+class _FrontMatter:
+    body_start: int = 0
+    value: dict[str, object] = field(default_factory=dict)
+    range: TextRange | None = None
+    root: SNode | None = None
+    issues: list[Issue] = field(default_factory=list)
+
+
+def _parse_front_matter(text: str) -> _FrontMatter:
+    res = _FrontMatter()
+    opening = _FM_OPEN.match(text)
+    if opening is None:
+        return res
+    inner_start = opening.end()
+    closing = _FM_CLOSE.search(text, inner_start)
+    if closing is None:
+        line_end = len(text[: opening.end()].rstrip("\r\n"))
+        res.issues.append(
+            Issue(
+                "syntax-error",
+                "front matter is not closed: expected `---`",
+                TextRange(0, line_end),
+            )
+        )
+        return res
+    res.body_start = closing.end()
+    res.range = TextRange(0, len(text[: closing.end()].rstrip("\r\n")))
+    parsed = parse_yaml(text[inner_start : closing.start()])
+    res.issues.extend(Issue(e.code, e.message, e.range.shift(inner_start)) for e in parsed.errors)
+    if parsed.root is None:
+        return res
+    res.root = shift_node(parsed.root, inner_start)
+    if res.root.is_object:
+        res.value = res.root.to_python()
+    else:
+        res.issues.append(Issue("schema-error", "front matter must be a mapping", res.root.range))
+    return res
+
+
+# --------------------------------------------------------------------------------------
+# Body: headings and prose blocks
+
+_BLANK = re.compile(r"[ \t\r\f\v]*\Z")
+_FENCE_OPEN = re.compile(r"[ \t]*(`{3,}(?=[^`]*\Z)|~{3,})")
+_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+|\Z)(.*)")
+_ATX_CLOSING = re.compile(r"(?:\A|[ \t]+)#+[ \t]*\Z")
+_SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*\Z")
+_THEMATIC = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*\Z")
+_TABLE_SEP = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*\Z")
+_TABLE_CELL = re.compile(r"[^|]+")
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]+(?:\[[ xX]\][ \t]+)?|\Z)")
+_QUOTE = re.compile(r"[ \t]*(?:>[ \t]?)+")
+_LIST_FIRST = frozenset("-*+0123456789")
+_COMMENT_TAG = re.compile(r"<!--.*?-->")
+
+
+@dataclass(frozen=True, slots=True)
+class _Heading:
+    level: int
+    title: str
+    start: int  # start of the heading's first line
+    end: int  # end of its last line, without the line break
+    body_start: int  # after the line break of its last line
+
+
+class _BodyScanner:
+    """One pass over the body's lines: collects headings and prose blocks.
+
+    A prose block is a contiguous source range in which a sentence may wrap over lines: a
+    paragraph, a list item (with its indented continuation lines) or a table cell. Blank
+    lines, headings, fences, comments and thematic breaks end a block.
+    """
+
+    def __init__(self, text: str, start: int) -> None:
+        self.text = text
+        self.headings: list[_Heading] = []
+        self.blocks: list[tuple[int, int]] = []
+        # (start, end) of each line of the body, without its line break.
+        self._lines = _line_bounds(text, start)
+        self._fence = ""  # the opening fence of the code block we are in, or ""
+        self._in_comment = False
+        self._block_start = -1  # -1: no open prose block
+        self._block_end = -1
+        self._block_is_list = False  # the open block is a list item
+
+    def run(self) -> None:
+        index = 0
+        while index < len(self._lines):
+            index = self._scan_line(index)
+        self._end_block()
+
+    def _scan_line(self, index: int) -> int:
+        """Read line ``index``; return the index of the next line to read."""
+        text = self.text
+        ls, le = self._lines[index]
+        line = text[ls:le]
+        if self._fence:
+            closing = _FENCE_OPEN.match(line)
+            if (
+                closing is not None
+                and closing.group(1)[0] == self._fence[0]
+                and len(closing.group(1)) >= len(self._fence)
+                and _BLANK.match(line, closing.end())
+            ):
+                self._fence = ""
+            return index + 1
+        if self._in_comment:
+            close = line.find("-->")
+            if close != -1:
+                self._in_comment = False
+                self._add_prose(ls + close + 3, le)
+            return index + 1
+        if _BLANK.match(line):
+            self._end_block()
+            return index + 1
+        first = line.lstrip(" \t")[:1]
+        if first in ("`", "~") and (fence := _FENCE_OPEN.match(line)):
+            self._end_block()
+            self._fence = fence.group(1)
+            return index + 1
+        if first == "#" and (atx := _ATX.match(line)):
+            self._end_block()
+            title = _ATX_CLOSING.sub("", atx.group(2).strip(" \t"))
+            self._add_heading(len(atx.group(1)), title, index, index)
+            return index + 1
+        if first in ("-", "*", "_") and _THEMATIC.match(line):
+            self._end_block()
+            return index + 1
+        if first == "|":
+            self._end_block()
+            if not _TABLE_SEP.match(line):
+                for cell in _TABLE_CELL.finditer(line):
+                    self._add_prose(ls + cell.start(), ls + cell.end())
+                    self._end_block()
+                    if self._in_comment:
+                        break
+            return index + 1
+        if first in _LIST_FIRST and (item := _LIST_ITEM.match(line)):
+            self._end_block()
+            self._block_is_list = True
+            self._add_prose(ls + item.end(), le)
+            return index + 1
+        if self._block_is_list and first == line[:1]:
+            # A line that is not indented ends the list item (no lazy continuation).
+            self._end_block()
+        if index + 1 < len(self._lines) and not self._block_is_list and "<!--" not in line:
+            nls, nle = self._lines[index + 1]
+            if _SETEXT.match(text, nls, nle):
+                self._end_block()
+                level = 1 if text[nls:nle].strip()[0] == "=" else 2
+                self._add_heading(level, line.strip(), index, index + 1)
+                return index + 2
+        quote = _QUOTE.match(line) if first == ">" else None
+        self._add_prose(ls + quote.end() if quote is not None else ls, le)
+        return index + 1
+
+    def _add_heading(self, level: int, title: str, first_line: int, last_line: int) -> None:
+        if "<!--" in title:
+            title = _COMMENT_TAG.sub("", title)
+            opening = title.find("<!--")
+            if opening != -1:
+                # An unclosed comment in a heading hides the lines that follow.
+                title = title[:opening]
+                self._in_comment = True
+            title = title.strip()
+        start = self._lines[first_line][0]
+        end = self._lines[last_line][1]
+        if last_line + 1 < len(self._lines):
+            body_start = self._lines[last_line + 1][0]
+        else:
+            body_start = len(self.text)
+        self.headings.append(_Heading(level, title, start, end, body_start))
+
+    def _add_prose(self, start: int, end: int) -> None:
+        """Add a line's prose from ``start`` to ``end``, cutting out HTML comments."""
+        text = self.text
+        while start < end:
+            opening = text.find("<!--", start, end)
+            if opening == -1:
+                self._extend_block(start, end)
+                return
+            self._extend_block(start, opening)
+            self._end_block()
+            closing = text.find("-->", opening + 4, end)
+            if closing == -1:
+                self._in_comment = True
+                return
+            start = closing + 3
+
+    def _extend_block(self, start: int, end: int) -> None:
+        if start >= end or _BLANK.match(self.text, start, end):
+            return
+        if self._block_start < 0:
+            self._block_start = start
+        self._block_end = end
+
+    def _end_block(self) -> None:
+        if self._block_start >= 0:
+            self.blocks.append((self._block_start, self._block_end))
+        self._block_start = -1
+        self._block_is_list = False
+
+
+def _line_bounds(text: str, start: int) -> list[tuple[int, int]]:
+    """Return ``(start, end)`` of each line from ``start`` on, without its line break."""
+    res: list[tuple[int, int]] = []
+    find = text.find
+    line_start = start
+    newline = find("\n", start)
+    while newline != -1:
+        end = newline - 1 if newline > line_start and text[newline - 1] == "\r" else newline
+        res.append((line_start, end))
+        line_start = newline + 1
+        newline = find("\n", line_start)
+    res.append((line_start, len(text)))
+    return res
+
+
+def _build_sections(text: str, headings: list[_Heading]) -> list[Section]:
+    """Give each heading its extent (up to the next heading of its level or higher) and parent."""
+    ends = [len(text)] * len(headings)
+    parents: list[int | None] = [None] * len(headings)
+    open_sections: list[int] = []
+    for index, heading in enumerate(headings):
+        while open_sections and headings[open_sections[-1]].level >= heading.level:
+            ends[open_sections.pop()] = heading.start
+        parents[index] = open_sections[-1] if open_sections else None
+        open_sections.append(index)
+    return [
+        Section(
+            title=h.title,
+            level=h.level,
+            heading_range=TextRange(h.start, h.end),
+            range=TextRange(h.start, end),
+            body_range=TextRange(h.body_start, end),
+            parent=parent,
+        )
+        for h, end, parent in zip(headings, ends, parents, strict=True)
+    ]
+
+
+# --------------------------------------------------------------------------------------
+# Sentences and placeholders
+
+_PLACEHOLDER = re.compile(r"\{\{[ \t]*([A-Za-z_][A-Za-z0-9_.]*)[ \t]*\}\}")
+
+# A sentence ends at `.`, `!` or `?` followed by whitespace (closing quotes, brackets and
+# Markdown emphasis may come between), or at CJK full stops, which need no space after.
+_SENTENCE_END = re.compile(r"[.!?]+[\"'”’»)\]*_`]*(?=\s|\Z)|[。！？]+[\"'”’」』）)\]*_]*")
+
+# Abbreviations that do not end a sentence when the next word is lowercase.
+_ABBREVIATION = re.compile(
+    r"(?<![\w.])(?:e\.g|i\.e|etc|vs|cf|approx|incl|esp|resp|viz)\Z", re.IGNORECASE
+)
+_NEXT_WORD = re.compile(r"\s*(\S)")
+
+
+def _split_sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Split the prose block ``[start, end)`` into trimmed sentence ranges."""
+    res: list[tuple[int, int]] = []
+    cursor = start
+    for m in _SENTENCE_END.finditer(text, start, end):
+        dot = m.start()
+        if text[dot] == "." and _ABBREVIATION.search(text, max(start, dot - 8), dot):
+            following = _NEXT_WORD.match(text, m.end(), end)
+            if following is not None and following.group(1).islower():
+                continue
+        _append_trimmed(res, text, cursor, m.end())
+        cursor = m.end()
+    _append_trimmed(res, text, cursor, end)
+    return res
+
+
+def _append_trimmed(res: list[tuple[int, int]], text: str, start: int, end: int) -> None:
+    piece = text[start:end]
+    stripped = piece.strip()
+    if stripped:
+        lead = len(piece) - len(piece.lstrip())
+        res.append((start + lead, start + lead + len(stripped)))

@@ -1,0 +1,145 @@
+"""The settings schema (SPEC §3): one pydantic model, its defaults and its validation.
+
+Sources are merged in order, later wins: built-in defaults < ``[tool.promptls]`` in the
+nearest ``pyproject.toml`` or a ``promptls.toml`` < editor settings < the document's own
+``settings``. Finding and reading those files is the caller's IO; this module only takes
+their values as ``SettingsLayer``s. An invalid value is reported at its exact place in the
+layer that set it and the value from the layers below (ultimately the default) is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
+
+from assembly.text import TextRange
+
+DEFAULT_SECTION_TOPICS: dict[str, list[str]] = {
+    "Tools": ["tool", "tools", "call", "function", "search", "read_file", "open_url", "query"],
+    "Citations": ["cite", "citation", "citations", "source", "sources", "reference"],
+    "User Information": ["user", "name", "email", "role", "preference", "memory", "memories"],
+}
+
+
+class Settings(BaseModel):
+    """Effective settings of one document (defaults are Onyx's)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(
+        "gpt-4o", description="Model name; picks the encoding when `encoding` is unset."
+    )
+    encoding: str | None = Field(
+        None, description="tiktoken encoding; default: from the model, else cl100k_base."
+    )
+    max_input_tokens: int = Field(128000, gt=0, description="The model's input window.")
+    safety_margin: float = Field(
+        0.05, ge=0, lt=1, description="Share of the window kept free (Onyx's 0.05)."
+    )
+    compression_trigger_ratio: float = Field(
+        0.75,
+        gt=0,
+        le=1,
+        description="History share of (window - reserved) that triggers compression.",
+    )
+    recent_messages_ratio: float = Field(
+        0.2, gt=0, lt=1, description="Share of the history kept verbatim when compressing."
+    )
+    reserved_tokens: Literal["auto"] | NonNegativeInt = Field(
+        "auto",
+        description="Tokens reserved for prompts; `auto`: the worst-case system prompt "
+        "with all tool guidance.",
+    )
+    provider: Literal["openai", "ollama", "azure"] = Field(
+        "openai", description="Provider format of the assembled messages."
+    )
+    image_cap: int | None = Field(
+        None, gt=0, description="Most images per request (50 when provider is azure)."
+    )
+    keep_past_tool_results: bool = Field(
+        False, description="Keep earlier turns' tool results instead of Onyx's placeholder."
+    )
+    instruction_distance: int = Field(
+        400, ge=0, description="Tokens an instruction may sit away from its section."
+    )
+    section_topics: dict[str, list[str]] = Field(
+        default_factory=lambda: {k: list(v) for k, v in DEFAULT_SECTION_TOPICS.items()},
+        description="Heading -> words that mark an instruction as belonging to it.",
+    )
+    branch_tip: str | None = Field(
+        None, description="Message id the conversation ends at (default: the last message)."
+    )
+    replace_system_prompt: bool = Field(
+        False, description="The custom agent prompt replaces the system prompt."
+    )
+    datetime_aware: bool = Field(
+        True, description="Add the current date to the system prompt when it has no placeholder."
+    )
+    vision: bool = Field(True, description="The model accepts image input.")
+    last_cycle: bool = Field(
+        False, description="Assemble for the last tool cycle of the turn (no tools offered)."
+    )
+
+    def reserved_is_auto(self) -> bool:
+        return self.reserved_tokens == "auto"
+
+
+SETTING_NAMES: tuple[str, ...] = tuple(Settings.model_fields)
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsLayer:
+    """Values from one source; ``ranges`` locate each key's value in ``source``."""
+
+    source: str
+    values: Mapping[str, Any]
+    ranges: Mapping[str, TextRange] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SettingIssue:
+    """An invalid or unknown setting, located in the layer that set it."""
+
+    source: str
+    key: str
+    message: str
+    range: TextRange | None
+    severity: Literal["error", "warning"] = "error"
+
+
+def resolve_settings(layers: Sequence[SettingsLayer]) -> tuple[Settings, list[SettingIssue]]:
+    """Merge ``layers`` (later wins) into valid ``Settings`` and the issues found.
+
+    Each key is validated on its own, so one bad value never hides the others and the
+    previous layer's value (or the default) stays in force.
+    """
+    merged: dict[str, Any] = {}
+    issues: list[SettingIssue] = []
+    for layer in layers:
+        for key, value in layer.values.items():
+            where = layer.ranges.get(key)
+            if key not in Settings.model_fields:
+                issues.append(
+                    SettingIssue(
+                        layer.source, key, f"unknown setting `{key}`", where, severity="warning"
+                    )
+                )
+                continue
+            problem = _check_one(key, value)
+            if problem is not None:
+                issues.append(SettingIssue(layer.source, key, problem, where))
+                continue
+            merged[key] = value
+    return Settings.model_validate(merged), issues
+
+
+def _check_one(key: str, value: Any) -> str | None:
+    try:
+        Settings.model_validate({key: value})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        return f"invalid value for `{key}`: {err['msg'].lower()} (got {value!r})"
+    return None

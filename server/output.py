@@ -1,0 +1,216 @@
+"""Command-line renderings of an analysis: the §7 JSON contract and the text table.
+
+Positions in the JSON are 1-based lines and columns counted in code points (the
+convention of ruff and eslint); the language server converts to LSP units elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from assembly.assemble import Assembly
+from assembly.diagnostics import Diagnostic, sort_key
+from assembly.text import LineIndex, TextRange
+from server.workspace import Analysis
+
+
+def assembly_json(analysis: Analysis, *, display_path: str) -> dict[str, Any]:
+    """Return the ``assemble --format json`` object (SPEC §7)."""
+    a = analysis.assembly
+    b = a.budget
+    return {
+        "file": display_path,
+        "settings": analysis.settings.model_dump(mode="json"),
+        "encoding": a.encoding,
+        "encoding_requested": analysis.encoding_requested,
+        "budget": {
+            "max_input_tokens": b.max_input_tokens,
+            "safety_margin": b.safety_margin,
+            "available_tokens": b.available_tokens,
+            "tools": b.tools,
+            "system": b.system,
+            "custom_agent": b.custom_agent,
+            "project_files": b.project_files,
+            "reminder": b.reminder,
+            "history_budget": b.history_budget,
+            "used": b.used,
+            "reserved_tokens": a.reserved_tokens,
+        },
+        "segments": [
+            {"name": s.name, "tokens": s.tokens, "messages": list(s.ids)} for s in a.segments
+        ],
+        "layout": [
+            {"id": e.id, "segment": e.segment, "tokens": e.tokens, "cache": e.cache}
+            for e in a.layout
+        ],
+        "messages": list(a.provider_messages),
+        "dropped": list(a.dropped),
+        "orphans_dropped": list(a.orphans_dropped),
+        "forgotten_files": [
+            {"file_id": f.file_id, "filename": f.filename, "approx_char_count": f.approx_char_count}
+            for f in a.forgotten_files
+        ],
+        "compression": {
+            "triggered": a.compression.triggered,
+            "threshold": a.compression.threshold,
+            "history_tokens": a.compression.history_tokens,
+            "tokens_for_recent": a.compression.tokens_for_recent,
+            "summarize": list(a.compression.summarize),
+            "keep": list(a.compression.keep),
+            "progressive": a.compression.progressive,
+            "request": list(a.compression.request),
+        },
+        "cache_prefix_length": a.cache_prefix_length,
+        "diagnostics": diagnostics_json(analysis, display_path=display_path),
+    }
+
+
+def diagnostics_json(analysis: Analysis, *, display_path: str) -> list[dict[str, Any]]:
+    """Diagnostics as ``lint --format json`` objects."""
+    indexes: dict[str | None, LineIndex] = {None: LineIndex(analysis.text)}
+    for p, t in analysis.other_texts.items():
+        indexes[p] = LineIndex(t)
+
+    def where(path: str | None) -> tuple[str, LineIndex | None]:
+        return (display_path if path is None else path), indexes.get(path)
+
+    res = []
+    for d in sorted(analysis.diagnostics, key=sort_key):
+        file, index = where(d.path)
+        related = []
+        for r in d.related:
+            rfile, rindex = where(r.path)
+            related.append(
+                {"file": rfile, "range": _range_json(r.range, rindex), "message": r.message}
+            )
+        fix = None
+        if d.fix is not None:
+            fix = {
+                "title": d.fix.title,
+                "edits": [
+                    {"range": _range_json(e.range, index), "new_text": e.new_text}
+                    for e in d.fix.edits
+                ],
+            }
+        res.append(
+            {
+                "file": file,
+                "code": d.code,
+                "severity": d.severity.value,
+                "message": d.message,
+                "range": _range_json(d.range, index),
+                "related": related,
+                "fix": fix,
+            }
+        )
+    return res
+
+
+def render_text(analysis: Analysis, *, display_path: str) -> str:
+    """A per-segment table a person reads instead of the JSON."""
+    a = analysis.assembly
+    b = a.budget
+    lines = [
+        f"{display_path}  ·  {analysis.settings.model}  ·  {a.encoding}"
+        + (f" (asked for {analysis.encoding_requested})" if analysis.encoding_warning else ""),
+        (
+            f"budget: {b.used:,} / {b.available_tokens - b.tools:,} tokens used"
+            f"  (max_input_tokens {b.max_input_tokens:,} × (1 − {b.safety_margin:g}) = "
+            f"{b.available_tokens:,}, tools {b.tools:,})"
+        ),
+        (
+            f"fixed: system {b.system:,} · custom agent {b.custom_agent:,} · project files "
+            f"{b.project_files:,} · reminder {b.reminder:,}  →  history budget {b.history_budget:,}"
+        ),
+        "",
+    ]
+    lines.extend(_table(a))
+    c = a.compression
+    lines.append("")
+    lines.append(
+        f"compression: {'DUE' if c.triggered else 'not due'} — history {c.history_tokens:,} "
+        f"{'>' if c.triggered else '≤'} threshold {c.threshold:,}"
+        + (
+            f"; would summarize {len(c.summarize)} message(s), keep {len(c.keep)}"
+            if c.triggered
+            else ""
+        )
+    )
+    if a.forgotten_files:
+        names = ", ".join(f.filename for f in a.forgotten_files)
+        lines.append(f"forgotten files: {names}")
+    if a.cache_prefix_length:
+        lines.append(f"cacheable prefix: {a.cache_prefix_length} message(s)")
+    diags = diagnostics_json(analysis, display_path=display_path)
+    if diags:
+        lines.append("")
+        for d in diags:
+            start = d["range"]["start"]
+            lines.append(
+                f"{d['file']}:{start['line']}:{start['column']}: {d['severity']} "
+                f"[{d['code']}] {d['message']}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _table(a: Assembly) -> list[str]:
+    """One row per message: kept rows in model order, the dropped span where it was cut."""
+    rows: list[tuple[str, ...]] = []
+    cumulative = 0
+    dropped_shown = not a.dropped
+    for e in a.layout:
+        if not dropped_shown and e.segment != "system":
+            rows.extend(_dropped_rows(a))
+            dropped_shown = True
+        cumulative += e.tokens
+        rows.append((e.segment, e.id, e.message.kind, f"{e.tokens:,}", "kept", f"{cumulative:,}"))
+    if not dropped_shown:
+        rows.extend(_dropped_rows(a))
+    orphans = set(a.orphans_dropped)
+    for m in a.history:
+        if m.id in orphans:
+            rows.append(("", m.id, m.kind, f"{m.tokens:,}", "orphan dropped", ""))
+    header = ("segment", "message", "role", "tokens", "status", "cumulative")
+    rows = [(r[0], _clip(r[1]), *r[2:]) for r in rows]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def fmt(r: Iterable[str]) -> str:
+        cells = zip(r, widths, strict=True)
+        return "  ".join(
+            c.rjust(w) if i in (3, 5) else c.ljust(w) for i, (c, w) in enumerate(cells)
+        ).rstrip()
+
+    return [fmt(header), fmt("-" * w for w in widths), *(fmt(r) for r in rows)]
+
+
+def _dropped_rows(a: Assembly) -> list[tuple[str, ...]]:
+    """The dropped span; a long one is shown as its ends and a count."""
+    dropped = set(a.dropped)
+    msgs = [m for m in a.history if m.id in dropped]
+    shown = msgs if len(msgs) <= 12 else msgs[:3] + msgs[-3:]
+    rows = [("history", m.id, m.kind, f"{m.tokens:,}", "dropped", "") for m in shown]
+    if len(msgs) > 12:
+        hidden = msgs[3:-3]
+        total = sum(m.tokens for m in hidden)
+        rows.insert(3, ("history", f"… {len(hidden):,} more", "", f"{total:,}", "dropped", ""))
+    return rows
+
+
+def _clip(s: str, n: int = 40) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _range_json(rng: TextRange, index: LineIndex | None) -> dict[str, Any]:
+    if index is None:
+        return {"start": {"line": 1, "column": 1}, "end": {"line": 1, "column": 1}}
+    s = index.line_col(rng.start)
+    e = index.line_col(rng.end)
+    return {
+        "start": {"line": s.line + 1, "column": s.column + 1},
+        "end": {"line": e.line + 1, "column": e.column + 1},
+    }
+
+
+def sorted_diagnostics(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
+    return sorted(diags, key=sort_key)

@@ -1,0 +1,232 @@
+"""Loading a document with everything it depends on: the IO half of the pipeline.
+
+``analyze`` reads nothing itself beyond what it is told: the document text (or the file),
+the settings file found above it, the ``*.prompt.md`` its ``system_prompt`` points to and
+the project files given by ``path``. Referenced paths resolve relative to the document and
+only inside the workspace root (no ``..`` or symlink escape). Then it calls the pure
+``assembly`` pipeline. The command line uses it now; the language server will use it with
+its own text and editor settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assembly.assemble import AssembleOptions, Assembly, assemble
+from assembly.diagnostics import Diagnostic, Severity, from_issues, from_setting_issues
+from assembly.documents import format_for_path, parse_conversation, read_tools
+from assembly.model import Conversation, DocFormat, PromptRef, PromptTemplate
+from assembly.prompts import parse_prompt
+from assembly.settings import Settings, SettingsLayer, resolve_settings
+from assembly.text import TextRange
+from server.config import editor_layer, find_config
+from server.tokenizers import load_tokenizer
+
+MAX_FILE_BYTES = 64 * 1024 * 1024
+DOCUMENT_SOURCE = "<document>"
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """A document, its effective settings, its assembly and every diagnostic about it."""
+
+    path: Path
+    text: str
+    conversation: Conversation
+    settings: Settings
+    assembly: Assembly
+    diagnostics: tuple[Diagnostic, ...]
+    encoding_requested: str
+    encoding_warning: str | None
+    dependencies: tuple[Path, ...] = field(default=())
+    # Texts of the other files that diagnostics point into, by path.
+    other_texts: dict[str, str] = field(default_factory=dict)
+
+
+def find_root(path: Path) -> Path:
+    """The workspace root of a file: the nearest ancestor with ``.git``, else its folder."""
+    start = path.resolve().parent
+    for cur in (start, *start.parents):
+        if (cur / ".git").exists():
+            return cur
+    return start
+
+
+def read_text(path: Path) -> tuple[str, list[Diagnostic]]:
+    """Read a file as UTF-8; invalid bytes are replaced and reported where they are."""
+    data = path.read_bytes()
+    if len(data) > MAX_FILE_BYTES:
+        msg = f"file is {len(data):,} bytes; the limit is {MAX_FILE_BYTES:,}"
+        return "", [Diagnostic("document-too-large", Severity.ERROR, msg, TextRange(0, 0))]
+    try:
+        return data.decode("utf-8-sig" if data.startswith(b"\xef\xbb\xbf") else "utf-8"), []
+    except UnicodeDecodeError as exc:
+        text = data.decode("utf-8", errors="replace")
+        offset = len(data[: exc.start].decode("utf-8", errors="replace"))
+        msg = f"invalid UTF-8 (byte 0x{data[exc.start]:02x}); it was replaced by U+FFFD"
+        return text, [
+            Diagnostic("syntax-error", Severity.ERROR, msg, TextRange(offset, offset + 1))
+        ]
+
+
+def analyze(
+    path: Path,
+    *,
+    text: str | None = None,
+    root: Path | None = None,
+    editor_settings: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    today: dt.date | None = None,
+) -> Analysis:
+    """Parse, configure and assemble one conversation document.
+
+    ``overrides`` (command-line flags) win over every other settings source.
+    """
+    path = path.absolute()
+    root = (root or find_root(path)).resolve()
+    diags: list[Diagnostic] = []
+    if text is None:
+        text, read_diags = read_text(path)
+        diags.extend(read_diags)
+    fmt = format_for_path(path.name) or _sniff_format(text)
+    conv = parse_conversation(text, fmt)
+    diags.extend(from_issues(conv.issues))
+    deps: list[Path] = []
+    others: dict[str, str] = {}
+
+    layers: list[SettingsLayer] = []
+    config = find_config(path.parent, root)
+    if config is not None:
+        deps.append(config.path)
+        others[str(config.path)] = config.text
+        if config.layer is not None:
+            layers.append(config.layer)
+        elif config.error:
+            diags.append(
+                Diagnostic(
+                    "invalid-setting",
+                    Severity.ERROR,
+                    config.error,
+                    config.error_range or TextRange(0, 0),
+                    path=str(config.path),
+                )
+            )
+    if editor_settings:
+        layers.append(editor_layer(editor_settings))
+
+    template, template_path = _load_template(conv, path, root, diags)
+    if template is not None and template_path is not None:
+        others[str(template_path)] = template.text
+    if template_path is not None:
+        deps.append(template_path)
+    if template is not None and template.front_matter:
+        fm_settings = template.front_matter.get("settings")
+        if isinstance(fm_settings, dict):
+            layers.append(SettingsLayer(str(template_path), fm_settings))
+        fm_tools = template.front_matter_root.get("tools") if template.front_matter_root else None
+        if conv.tools is None and fm_tools is not None:
+            tools, tool_issues = read_tools(fm_tools)
+            conv = _replace(conv, tools=tools)
+            if template_path is not None:
+                diags.extend(_elsewhere(from_issues(tool_issues), template_path))
+    layers.append(SettingsLayer(DOCUMENT_SOURCE, conv.settings, conv.settings_ranges))
+    if overrides:
+        layers.append(SettingsLayer("command line", dict(overrides)))
+    settings, setting_issues = resolve_settings(layers)
+    diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
+
+    file_contents = _load_project_files(conv, path, root, diags, deps)
+    load = load_tokenizer(settings.encoding, model=settings.model)
+    opts = AssembleOptions(
+        today=today or dt.date.today(), system_template=template, file_contents=file_contents
+    )
+    result = assemble(conv, settings, load.tokenizer, opts)
+    diags.extend(
+        Diagnostic(e.code, Severity(e.severity), e.message, e.range) for e in result.errors
+    )
+    return Analysis(
+        path=path,
+        text=text,
+        conversation=conv,
+        settings=settings,
+        assembly=result,
+        diagnostics=tuple(diags),
+        encoding_requested=load.requested,
+        encoding_warning=load.warning,
+        dependencies=tuple(deps),
+        other_texts=others,
+    )
+
+
+def resolve_reference(doc: Path, ref: str, root: Path) -> tuple[Path | None, str | None, str]:
+    """Resolve ``ref`` relative to the document; return (path, problem, problem code)."""
+    target = (doc.parent / ref).resolve()
+    if not target.is_relative_to(root):
+        return None, f"`{ref}` resolves outside the workspace ({root})", "path-outside-workspace"
+    if not target.is_file():
+        return None, f"file not found: `{ref}`", "file-not-found"
+    return target, None, ""
+
+
+def _load_template(
+    conv: Conversation, path: Path, root: Path, diags: list[Diagnostic]
+) -> tuple[PromptTemplate | None, Path | None]:
+    ref = conv.system_prompt
+    if not isinstance(ref, PromptRef):
+        return None, None
+    target, problem, code = resolve_reference(path, ref.path, root)
+    if target is None:
+        diags.append(Diagnostic(code, Severity.ERROR, problem or "", ref.range))
+        return None, None
+    text, read_diags = read_text(target)
+    diags.extend(_elsewhere(read_diags, target))
+    template = parse_prompt(text)
+    diags.extend(_elsewhere(from_issues(template.issues), target))
+    return template, target
+
+
+def _load_project_files(
+    conv: Conversation, path: Path, root: Path, diags: list[Diagnostic], deps: list[Path]
+) -> dict[str, str]:
+    res: dict[str, str] = {}
+    for f in conv.project_files:
+        if f.content is not None or f.path is None:
+            continue
+        rng = f.path_range or f.range
+        target, problem, code = resolve_reference(path, f.path, root)
+        if target is None:
+            diags.append(Diagnostic(code, Severity.ERROR, problem or "", rng))
+            continue
+        deps.append(target)
+        text, read_diags = read_text(target)
+        diags.extend(_elsewhere(read_diags, target))
+        res[f.file_id] = text
+    return res
+
+
+def _elsewhere(diags: list[Diagnostic], target: Path) -> list[Diagnostic]:
+    return [
+        Diagnostic(d.code, d.severity, d.message, d.range, path=str(target), related=d.related)
+        for d in diags
+    ]
+
+
+def _sniff_format(text: str) -> DocFormat:
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        return DocFormat.JSON
+    if stripped.startswith("{"):
+        first, _, rest = stripped.partition("\n")
+        if rest.strip().startswith("{") and first.rstrip().endswith("}"):
+            return DocFormat.JSONL
+        return DocFormat.JSON
+    return DocFormat.YAML
+
+
+def _replace(conv: Conversation, **changes: Any) -> Conversation:
+    return dataclasses.replace(conv, **changes)
