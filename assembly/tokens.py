@@ -7,7 +7,6 @@ Counts are memoised by content, so an edit recounts only what changed.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
@@ -57,11 +56,11 @@ class TiktokenTokenizer:
     while encoding), which is what makes a cold 10 MB conversation fast.
     """
 
-    def __init__(self, encoding: object, name: str, *, threads: int | None = None) -> None:
+    def __init__(self, encoding: object, name: str, *, threads: int = 1) -> None:
         self._enc = encoding
         self.encoding = name
         self._cache: dict[str, int] = {}
-        self._threads = threads if threads is not None else min(4, os.cpu_count() or 1)
+        self._threads = threads
 
     def count(self, text: str) -> int:
         if not text:

