@@ -11,6 +11,7 @@ of the document is still read.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from assembly.model import (
@@ -79,8 +80,13 @@ def format_for_path(path: str) -> DocFormat | None:
     return None
 
 
-def parse_conversation(text: str, fmt: DocFormat) -> Conversation:
-    """Parse a conversation document; never raises on user input."""
+def parse_conversation(
+    text: str, fmt: DocFormat, *, on_string: Callable[[str], None] | None = None
+) -> Conversation:
+    """Parse a conversation document; never raises on user input.
+
+    ``on_string`` sees the document's long strings as they are read (see ``parse_json``).
+    """
     if len(text) > MAX_DOCUMENT_CHARS:
         issue = Issue(
             "document-too-large",
@@ -89,11 +95,11 @@ def parse_conversation(text: str, fmt: DocFormat) -> Conversation:
         )
         return Conversation(fmt, (), issues=(issue,), length=len(text))
     if fmt is DocFormat.JSON:
-        parsed = parse_json(text)
+        parsed = parse_json(text, on_string)
     elif fmt is DocFormat.YAML:
         parsed = parse_yaml(text)
     else:
-        parsed = parse_jsonl(text)
+        parsed = parse_jsonl(text, on_string)
     return _Reader(fmt, len(text)).read(parsed)
 
 

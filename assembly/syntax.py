@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 from typing import Any, Literal
 
 from assembly.text import TextRange
@@ -112,14 +113,18 @@ class ParsedData:
     lines: tuple[TextRange, ...] = field(default=())
 
 
-def parse_json(text: str) -> ParsedData:
-    """Parse JSON text; never raises."""
-    parser = _JsonParser(text, 0, len(text))
+def parse_json(text: str, on_string: Callable[[str], None] | None = None) -> ParsedData:
+    """Parse JSON text; never raises.
+
+    ``on_string`` is called with every string value as it is read (a hook to start
+    counting tokens while parsing goes on).
+    """
+    parser = _JsonParser(text, 0, len(text), on_string)
     root = parser.parse_document()
     return ParsedData(root, tuple(parser.errors))
 
 
-def parse_jsonl(text: str) -> ParsedData:
+def parse_jsonl(text: str, on_string: Callable[[str], None] | None = None) -> ParsedData:
     """Parse JSON Lines: one value per non-blank line, each parsed on its own.
 
     The root is an array of the lines' values; a line that cannot be read at all is left
@@ -135,7 +140,7 @@ def parse_jsonl(text: str) -> ParsedData:
         if end == -1:
             end = n
         if text[start:end].strip():
-            parser = _JsonParser(text, start, end)
+            parser = _JsonParser(text, start, end, on_string)
             node = parser.parse_document(what="line")
             errors.extend(parser.errors)
             if node is not None:
@@ -190,14 +195,11 @@ def iter_nodes(node: SNode) -> Iterator[SNode]:
 # --------------------------------------------------------------------------------------
 # JSON
 
-_TOKEN = re.compile(
-    r"[ \t\r\n]*(?:"
-    r'("[^"\\\n]*(?:\\.[^"\\\n]*)*")'  # 1: a complete string on one line
-    r"|([{}\[\]:,])"  # 2: punctuation
-    r"|(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?![0-9A-Za-z_.])"  # 3: number
-    r"|(true|false|null)(?![0-9A-Za-z_])"  # 4: literal
-    r"|($)"  # 5: end of input
-    r")"
+_WS = re.compile(r"[ \t\r\n]*")
+_LOOSE_STRING = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"')
+_SCALAR = re.compile(
+    r"(?:(?P<n>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?![0-9A-Za-z_.])"
+    r"|(?P<l>true|false|null)(?![0-9A-Za-z_]))"
 )
 _UNTERMINATED = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*')
 _BAREWORD = re.compile(r"[^ \t\r\n{}\[\]:,\"]+")
@@ -214,42 +216,23 @@ class _JsonParser:
     consumers see only complete members.
     """
 
-    def __init__(self, text: str, start: int, end: int) -> None:
+    def __init__(
+        self, text: str, start: int, end: int, on_string: Callable[[str], None] | None = None
+    ) -> None:
         self.text = text
-        self.end = end
-        self.pos = start
         self.errors: list[SyntaxIssue] = []
-        self._tok: tuple[int, str, int, int] | None = None
+        self.toks = _tokenize(text, start, end, on_string)
+        self.i = 0
 
-    # Tokens: (kind, text, start, end).
-    def _peek(self) -> tuple[int, str, int, int]:
-        if self._tok is None:
-            self._tok = self._scan()
-        return self._tok
+    # Tokens: (kind, raw text, start, end, decoded value).
+    def _peek(self) -> tuple[int, str, int, int, Any]:
+        return self.toks[self.i]
 
-    def _next(self) -> tuple[int, str, int, int]:
-        tok = self._peek()
-        self._tok = None
-        self.pos = tok[3]
+    def _next(self) -> tuple[int, str, int, int, Any]:
+        tok = self.toks[self.i]
+        if tok[0] != _EOF:
+            self.i += 1
         return tok
-
-    def _scan(self) -> tuple[int, str, int, int]:
-        text, pos, end = self.text, self.pos, self.end
-        m = _TOKEN.match(text, pos, end)
-        if m is not None:
-            kind = m.lastindex or _EOF
-            s = m.start(kind)
-            return (kind, m.group(kind), s, m.end())
-        # Skip whitespace, then classify the bad token.
-        while pos < end and text[pos] in " \t\r\n":
-            pos += 1
-        if text[pos] == '"':
-            m = _UNTERMINATED.match(text, pos, end)
-            assert m is not None
-            return (_BAD, "unterminated string", pos, m.end())
-        m = _BAREWORD.match(text, pos, end)
-        stop = m.end() if m is not None else pos + 1
-        return (_BAD, f"unexpected `{_clip(text[pos:stop])}`", pos, stop)
 
     def _error(self, message: str, start: int, end: int) -> None:
         self.errors.append(SyntaxIssue(message, TextRange(start, max(start, end))))
@@ -284,12 +267,12 @@ class _JsonParser:
 
     def _value(self, depth: int) -> SNode | None:
         tok = self._peek()
-        kind, raw, start, end = tok
+        kind, raw, start, end, decoded = tok
         if kind == _STRING:
-            self._next()
-            return SNode("string", TextRange(start, end), _decode_string(raw))
+            self.i += 1
+            return SNode("string", TextRange(start, end), decoded)
         if kind == _NUMBER:
-            self._next()
+            self.i += 1
             return SNode("number", TextRange(start, end), _decode_number(raw))
         if kind == _LITERAL:
             self._next()
@@ -318,7 +301,7 @@ class _JsonParser:
         members: list[Member] = []
         while True:
             tok = self._peek()
-            kind, raw, s, e = tok
+            kind, raw, s, e, decoded = tok
             if kind == _PUNCT and raw == "}":
                 self._next()
                 return SNode("object", TextRange(start, e), members=tuple(members))
@@ -345,8 +328,8 @@ class _JsonParser:
                     self._next()
                     self._error(f"expected a property name in double quotes, found `{raw}`", s, e)
                 continue
-            self._next()
-            key = _decode_string(raw)
+            self.i += 1
+            key = decoded
             key_range = TextRange(s, e)
             tok = self._peek()
             if tok[0] == _PUNCT and tok[1] == ":":
@@ -377,7 +360,7 @@ class _JsonParser:
         items: list[SNode] = []
         while True:
             tok = self._peek()
-            kind, raw, s, e = tok
+            kind, raw, s, e, _ = tok
             if kind == _PUNCT and raw == "]":
                 self._next()
                 return SNode("array", TextRange(start, e), items=tuple(items))
@@ -401,6 +384,61 @@ class _JsonParser:
                 continue
             else:
                 self._error("expected `,` or `]`", value.range.end if value else tok[2], tok[2])
+
+
+def _tokenize(
+    text: str, pos: int, end: int, on_string: Callable[[str], None] | None
+) -> list[tuple[int, str, int, int, Any]]:
+    """Split ``text[pos:end]`` into tokens; the last one is always ``_EOF``.
+
+    Strings are decoded by the C scanner of the ``json`` module; one that it rejects (an
+    unterminated string, a raw control character) is re-read by the tolerant regexes.
+    """
+    toks: list[tuple[int, str, int, int, Any]] = []
+    append = toks.append
+    ws = _WS.match
+    scalar = _SCALAR.match
+    while True:
+        pos = ws(text, pos, end).end()
+        if pos >= end:
+            append((_EOF, "", end, end, None))
+            return toks
+        c = text[pos]
+        if c == '"':
+            try:
+                value, stop = _scanstring(text, pos + 1, True)
+            except ValueError:
+                stop = -1
+            if stop == -1 or stop > end:
+                m = _LOOSE_STRING.match(text, pos, end)
+                if m is not None:
+                    stop = m.end()
+                    raw = text[pos:stop]
+                    append((_STRING, raw, pos, stop, _decode_string(raw)))
+                else:
+                    m = _UNTERMINATED.match(text, pos, end)
+                    assert m is not None
+                    stop = m.end()
+                    append((_BAD, "unterminated string", pos, stop, None))
+            else:
+                append((_STRING, text[pos:stop], pos, stop, value))
+                if on_string is not None and stop - pos > 64:
+                    on_string(value)
+            pos = stop
+        elif c in "{}[]:,":
+            append((_PUNCT, c, pos, pos + 1, None))
+            pos += 1
+        else:
+            m = scalar(text, pos, end)
+            if m is not None:
+                kind = _NUMBER if m.lastindex == 1 else _LITERAL
+                append((kind, m.group(m.lastindex or 0), pos, m.end(), None))
+                pos = m.end()
+            else:
+                m = _BAREWORD.match(text, pos, end)
+                stop = m.end() if m is not None else pos + 1
+                append((_BAD, f"unexpected `{_clip(text[pos:stop])}`", pos, stop, None))
+                pos = stop
 
 
 def _decode_string(raw: str) -> str:

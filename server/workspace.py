@@ -93,12 +93,8 @@ def analyze(
     if text is None:
         text, read_diags = read_text(path)
         diags.extend(read_diags)
-    fmt = format_for_path(path.name) or _sniff_format(text)
-    conv = parse_conversation(text, fmt)
-    diags.extend(from_issues(conv.issues))
     deps: list[Path] = []
     others: dict[str, str] = {}
-
     layers: list[SettingsLayer] = []
     config = find_config(path.parent, root)
     if config is not None:
@@ -118,6 +114,17 @@ def analyze(
             )
     if editor_settings:
         layers.append(editor_layer(editor_settings))
+
+    # Count while parsing: the tokenizer the settings known so far ask for gets every long
+    # string as it is read (if the document's own settings pick another encoding, those
+    # counts are simply not used).
+    guess = resolve_settings([*layers, SettingsLayer("command line", dict(overrides or {}))])[0]
+    prefetch = getattr(
+        load_tokenizer(guess.encoding, model=guess.model).tokenizer, "prefetch", None
+    )
+    fmt = format_for_path(path.name) or _sniff_format(text)
+    conv = parse_conversation(text, fmt, on_string=prefetch)
+    diags.extend(from_issues(conv.issues))
 
     template, template_path = _load_template(conv, path, root, diags)
     if template is not None and template_path is not None:

@@ -1,0 +1,176 @@
+"""The IO half: settings files, referenced files and the workspace boundary."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import pytest
+
+from assembly.diagnostics import Diagnostic
+from assembly.text import LineIndex
+from server.workspace import analyze
+
+TODAY = dt.date(2026, 7, 15)
+CONV = """\
+system_prompt: prompts/agent.prompt.md
+tools: [read_file]
+messages:
+  - {id: u1, role: user, content: "hello"}
+"""
+PROMPT = """\
+---
+name: agent
+settings:
+  max_input_tokens: 64000
+---
+# Role
+You are a careful assistant. Today is {{CURRENT_DATETIME}}.
+
+# Tools
+
+## read_file
+Pass the file_id UUID, never the filename.
+
+## web_search
+Search the web only for public facts.
+"""
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+
+
+def _at(d: Diagnostic, text: str) -> str:
+    """Render a diagnostic as `code line:col `source`` for readable assertions."""
+    pos = LineIndex(text).line_col(d.range.start)
+    return f"{d.code} {pos.line + 1}:{pos.column + 1} `{text[d.range.start : d.range.end]}`"
+
+
+def test_template_is_resolved_and_only_offered_tools_keep_guidance(tmp_path: Path) -> None:
+    _write(tmp_path, {"c.conv.yaml": CONV, "prompts/agent.prompt.md": PROMPT})
+    a = analyze(tmp_path / "c.conv.yaml", root=tmp_path, today=TODAY)
+    system = a.assembly.system_text or ""
+    assert "Today is Wednesday July 15, 2026." in system
+    assert "## read_file" in system
+    assert "web_search" not in system
+    # The template's front matter settings apply below the document's own.
+    assert a.settings.max_input_tokens == 64000
+    assert [d.code for d in a.diagnostics] == []
+    assert tmp_path / "prompts/agent.prompt.md" in a.dependencies
+
+
+def test_pyproject_setting_invalid_value_is_reported_where_written(tmp_path: Path) -> None:
+    pyproject = '[project]\nname = "x"\n\n[tool.promptls]\nsafety_margin = 1.5\nmodel = "gpt-4.1"\n'
+    _write(
+        tmp_path,
+        {
+            "pyproject.toml": pyproject,
+            "c.conv.yaml": CONV.replace("system_prompt: prompts/agent.prompt.md\n", ""),
+        },
+    )
+    a = analyze(tmp_path / "c.conv.yaml", root=tmp_path, today=TODAY)
+    (d,) = a.diagnostics
+    assert d.path == str(tmp_path / "pyproject.toml")
+    assert _at(d, pyproject) == "invalid-setting 5:17 `1.5`"
+    assert "less than 1" in d.message
+    assert a.settings.safety_margin == 0.05  # the default stays in force
+    assert a.settings.model == "gpt-4.1"  # the valid key of the same file applies
+
+
+def test_promptls_toml_is_found_above_the_document_and_the_document_wins(tmp_path: Path) -> None:
+    conv = "settings: {max_input_tokens: 9000}\nmessages:\n  - {role: user, content: hi}\n"
+    _write(
+        tmp_path,
+        {
+            "promptls.toml": "max_input_tokens = 5000\nkeep_past_tool_results = true\n",
+            "sub/c.conv.yaml": conv,
+        },
+    )
+    a = analyze(tmp_path / "sub/c.conv.yaml", root=tmp_path, today=TODAY)
+    assert a.settings.max_input_tokens == 9000
+    assert a.settings.keep_past_tool_results is True
+
+
+def test_document_setting_invalid_value_is_reported_at_its_value(tmp_path: Path) -> None:
+    conv = "settings:\n  provider: bedrock\nmessages:\n  - {role: user, content: hi}\n"
+    _write(tmp_path, {"c.conv.yaml": conv})
+    a = analyze(tmp_path / "c.conv.yaml", root=tmp_path, today=TODAY)
+    (d,) = a.diagnostics
+    assert d.path is None
+    assert _at(d, conv) == "invalid-setting 2:13 `bedrock`"
+    assert a.settings.provider == "openai"
+
+
+@pytest.mark.parametrize(
+    ("ref", "code"),
+    [
+        ("../outside.prompt.md", "path-outside-workspace"),
+        ("prompts/missing.prompt.md", "file-not-found"),
+    ],
+)
+def test_system_prompt_path_problems(tmp_path: Path, ref: str, code: str) -> None:
+    ws = tmp_path / "ws"
+    _write(tmp_path, {"outside.prompt.md": PROMPT})
+    conv = CONV.replace("prompts/agent.prompt.md", ref)
+    _write(ws, {"c.conv.yaml": conv})
+    a = analyze(ws / "c.conv.yaml", root=ws, today=TODAY)
+    (d,) = a.diagnostics
+    assert _at(d, conv) == f"{code} 1:16 `{ref}`"
+    assert a.assembly.system_text is None
+
+
+def test_symlink_escaping_the_workspace_is_refused(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    _write(tmp_path, {"secret.md": "top secret"})
+    conv = (
+        "project_files:\n  - {file_id: f1, filename: s.md, path: docs/link.md}\n"
+        "messages:\n  - {role: user, content: hi}\n"
+    )
+    _write(ws, {"c.conv.yaml": conv})
+    (ws / "docs").mkdir()
+    os.symlink(tmp_path / "secret.md", ws / "docs/link.md")
+    a = analyze(ws / "c.conv.yaml", root=ws, today=TODAY)
+    assert [d.code for d in a.diagnostics] == ["path-outside-workspace"]
+    assert all("top secret" not in str(m.get("content")) for m in a.assembly.provider_messages)
+
+
+def test_project_file_path_is_read_relative_to_the_document(tmp_path: Path) -> None:
+    conv = (
+        "project_files:\n  - {file_id: f1, filename: policy.md, path: docs/policy.md}\n"
+        "messages:\n  - {role: user, content: hi}\n"
+    )
+    _write(tmp_path, {"a/c.conv.yaml": conv, "a/docs/policy.md": "Refunds within 30 days."})
+    a = analyze(tmp_path / "a/c.conv.yaml", root=tmp_path, today=TODAY)
+    assert a.diagnostics == ()
+    (docs,) = [e for e in a.assembly.layout if e.id == "$project_files"]
+    assert "Refunds within 30 days." in docs.message.text
+    assert '"title": "policy.md"' in docs.message.text
+
+
+def test_invalid_utf8_is_reported_and_the_rest_assembled(tmp_path: Path) -> None:
+    path = tmp_path / "c.conv.json"
+    path.write_bytes(b'[{"role": "user", "content": "caf\xe9 ok"}]')
+    a = analyze(path, root=tmp_path, today=TODAY)
+    (d,) = a.diagnostics
+    assert d.code == "syntax-error"
+    assert a.text[d.range.start] == "\ufffd"
+    assert [e.id for e in a.assembly.layout] == ["0"]
+
+
+def test_unavailable_encoding_falls_back_with_one_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty-cache"))
+    _write(
+        tmp_path,
+        {"c.conv.yaml": "settings: {model: gpt-4o}\nmessages: [{role: user, content: hi}]\n"},
+    )
+    a = analyze(tmp_path / "c.conv.yaml", root=tmp_path, today=TODAY)
+    assert a.assembly.encoding == "cl100k_base"
+    assert a.encoding_requested == "o200k_base"
+    assert a.encoding_warning is not None and "o200k_base" in a.encoding_warning
