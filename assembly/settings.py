@@ -79,6 +79,9 @@ class Settings(BaseModel):
         True, description="Add the current date to the system prompt when it has no placeholder."
     )
     vision: bool = Field(True, description="The model accepts image input.")
+    rules: dict[str, Literal["error", "warning", "info", "hint", "off"]] = Field(
+        default_factory=dict, description="Per-rule severity, or `off`: `{rule-code: severity}`."
+    )
     last_cycle: bool = Field(
         False, description="Assemble for the last tool cycle of the turn (no tools offered)."
     )

@@ -33,6 +33,7 @@ NodeKind = Literal["object", "array", "string", "number", "bool", "null"]
 
 MAX_DEPTH = 256
 MAX_YAML_NODES = 2_000_000
+MAX_YAML_ALIAS_NODES = 100_000  # values reached again through aliases
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -478,6 +479,8 @@ class _YamlConverter:
     def __init__(self) -> None:
         self.errors: list[SyntaxIssue] = []
         self.budget = MAX_YAML_NODES
+        self.alias_budget = MAX_YAML_ALIAS_NODES
+        self._seen: set[int] = set()
         self._over = False
 
     def convert(self, node: Any, depth: int) -> SNode | None:
@@ -485,16 +488,20 @@ class _YamlConverter:
 
         rng = TextRange(node.start_mark.index, max(node.start_mark.index, node.end_mark.index))
         self.budget -= 1
-        if self.budget < 0:
+        if id(node) in self._seen:
+            self.alias_budget -= 1
+        else:
+            self._seen.add(id(node))
+        if self.budget < 0 or self.alias_budget < 0:
             if not self._over:
                 self._over = True
+                what = (
+                    f"aliases expand to more than {MAX_YAML_ALIAS_NODES:,} repeated values"
+                    if self.alias_budget < 0
+                    else f"the document has more than {MAX_YAML_NODES:,} values"
+                )
                 self.errors.append(
-                    SyntaxIssue(
-                        f"YAML expands to more than {MAX_YAML_NODES:,} values (aliases?): "
-                        "the rest is ignored",
-                        rng,
-                        code="document-too-large",
-                    )
+                    SyntaxIssue(f"YAML {what}: the rest is ignored", rng, code="document-too-large")
                 )
             return None
         if depth >= MAX_DEPTH:

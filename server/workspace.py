@@ -12,13 +12,21 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from assembly.assemble import AssembleOptions, Assembly, assemble
-from assembly.diagnostics import Diagnostic, Severity, from_issues, from_setting_issues
+from assembly.diagnostics import (
+    Diagnostic,
+    Related,
+    RuleContext,
+    Severity,
+    check,
+    from_issues,
+    from_setting_issues,
+)
 from assembly.documents import format_for_path, parse_conversation, read_tools
 from assembly.model import Conversation, DocFormat, PromptRef, PromptTemplate
 from assembly.prompts import parse_prompt
@@ -45,6 +53,18 @@ class Analysis:
     encoding_warning: str | None
     dependencies: tuple[Path, ...] = field(default=())
     # Texts of the other files that diagnostics point into, by path.
+    other_texts: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PromptAnalysis:
+    """A prompt template checked on its own."""
+
+    path: Path
+    text: str
+    template: PromptTemplate
+    settings: Settings
+    diagnostics: tuple[Diagnostic, ...]
     other_texts: dict[str, str] = field(default_factory=dict)
 
 
@@ -82,10 +102,13 @@ def analyze(
     editor_settings: Mapping[str, Any] | None = None,
     overrides: Mapping[str, Any] | None = None,
     today: dt.date | None = None,
+    select: Collection[str] | None = None,
+    ignore: Collection[str] = (),
 ) -> Analysis:
     """Parse, configure and assemble one conversation document.
 
-    ``overrides`` (command-line flags) win over every other settings source.
+    ``overrides`` (command-line flags) win over every other settings source; ``select``
+    and ``ignore`` choose the rules that run (see ``assembly.diagnostics.check``).
     """
     path = path.absolute()
     root = (root or find_root(path)).resolve()
@@ -94,26 +117,8 @@ def analyze(
         text, read_diags = read_text(path)
         diags.extend(read_diags)
     deps: list[Path] = []
-    others: dict[str, str] = {}
-    layers: list[SettingsLayer] = []
-    config = find_config(path.parent, root)
-    if config is not None:
-        deps.append(config.path)
-        others[str(config.path)] = config.text
-        if config.layer is not None:
-            layers.append(config.layer)
-        elif config.error:
-            diags.append(
-                Diagnostic(
-                    "invalid-setting",
-                    Severity.ERROR,
-                    config.error,
-                    config.error_range or TextRange(0, 0),
-                    path=str(config.path),
-                )
-            )
-    if editor_settings:
-        layers.append(editor_layer(editor_settings))
+    layers, others = _config_layers(path, root, editor_settings, diags)
+    deps.extend(Path(p) for p in others)
 
     # Count while parsing: the tokenizer the settings known so far ask for gets every long
     # string as it is read (if the document's own settings pick another encoding, those
@@ -154,8 +159,26 @@ def analyze(
     )
     result = assemble(conv, settings, load.tokenizer, opts)
     diags.extend(
-        Diagnostic(e.code, Severity(e.severity), e.message, e.range) for e in result.errors
+        Diagnostic(
+            e.code,
+            Severity(e.severity),
+            e.message,
+            e.range,
+            related=tuple(Related(r, m) for r, m in e.related),
+        )
+        for e in result.errors
     )
+    ctx = RuleContext(
+        text=text,
+        settings=settings,
+        tokenizer=load.tokenizer,
+        conversation=conv,
+        assembly=result,
+        template=template,
+        template_path=str(template_path) if template_path is not None else None,
+        reported=tuple(diags),
+    )
+    diags = check(ctx, select=select, ignore=ignore)
     return Analysis(
         path=path,
         text=text,
@@ -170,14 +193,90 @@ def analyze(
     )
 
 
+def analyze_prompt(
+    path: Path,
+    *,
+    text: str | None = None,
+    root: Path | None = None,
+    editor_settings: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    select: Collection[str] | None = None,
+    ignore: Collection[str] = (),
+) -> PromptAnalysis:
+    """Parse and check a ``*.prompt.md`` template on its own (no conversation)."""
+    path = path.absolute()
+    root = (root or find_root(path)).resolve()
+    diags: list[Diagnostic] = []
+    if text is None:
+        text, read_diags = read_text(path)
+        diags.extend(read_diags)
+    template = parse_prompt(text)
+    diags.extend(from_issues(template.issues))
+    layers, others = _config_layers(path, root, editor_settings, diags)
+    fm_settings = template.front_matter.get("settings")
+    if isinstance(fm_settings, dict):
+        layers.append(SettingsLayer(DOCUMENT_SOURCE, fm_settings, _front_matter_ranges(template)))
+    if overrides:
+        layers.append(SettingsLayer("command line", dict(overrides)))
+    settings, setting_issues = resolve_settings(layers)
+    diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
+    load = load_tokenizer(settings.encoding, model=settings.model)
+    ctx = RuleContext(
+        text=text,
+        settings=settings,
+        tokenizer=load.tokenizer,
+        template=template,
+        reported=tuple(diags),
+    )
+    return PromptAnalysis(
+        path=path,
+        text=text,
+        template=template,
+        settings=settings,
+        diagnostics=tuple(check(ctx, select=select, ignore=ignore)),
+        other_texts=others,
+    )
+
+
 def resolve_reference(doc: Path, ref: str, root: Path) -> tuple[Path | None, str | None, str]:
     """Resolve ``ref`` relative to the document; return (path, problem, problem code)."""
     target = (doc.parent / ref).resolve()
     if not target.is_relative_to(root):
-        return None, f"`{ref}` resolves outside the workspace ({root})", "path-outside-workspace"
+        return None, f"`{ref}` resolves outside the workspace", "path-outside-workspace"
     if not target.is_file():
         return None, f"file not found: `{ref}`", "file-not-found"
     return target, None, ""
+
+
+def _config_layers(
+    path: Path, root: Path, editor_settings: Mapping[str, Any] | None, diags: list[Diagnostic]
+) -> tuple[list[SettingsLayer], dict[str, str]]:
+    """The settings file above ``path`` and the editor's settings, as layers."""
+    layers: list[SettingsLayer] = []
+    others: dict[str, str] = {}
+    config = find_config(path.parent, root)
+    if config is not None:
+        others[str(config.path)] = config.text
+        if config.layer is not None:
+            layers.append(config.layer)
+        elif config.error:
+            rng = config.error_range or TextRange(0, 0)
+            diags.append(
+                Diagnostic(
+                    "invalid-setting", Severity.ERROR, config.error, rng, path=str(config.path)
+                )
+            )
+    if editor_settings:
+        layers.append(editor_layer(editor_settings))
+    return layers, others
+
+
+def _front_matter_ranges(template: PromptTemplate) -> dict[str, TextRange]:
+    root = template.front_matter_root
+    node = root.get("settings") if root is not None else None
+    if node is None or not node.is_object:
+        return {}
+    return {m.key: m.value.range for m in node.members}
 
 
 def _load_template(

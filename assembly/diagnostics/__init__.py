@@ -1,86 +1,144 @@
-"""Findings about documents: the ``Diagnostic`` type every producer reports with.
+"""The rule engine: the one table of rules, and ``check`` that runs it.
 
-Reading problems (``model.Issue``), invalid settings (``settings.SettingIssue``) and the
-pipeline's own errors (``assemble.AssemblyError``) all become ``Diagnostic``s here, so the
-command line and the language server show them one way. Ranges are code-point offsets into
-the file named by ``path`` (None: the document itself).
+Every finding promptls reports is produced by a rule of ``RULES``: a stable slug code, a
+default severity and a pure check function whose docstring is the rule's documentation
+(``RULES.md`` is generated from it). ``check`` runs the enabled rules on a
+``RuleContext``, applies per-rule severities from the settings and the suppressions
+written in the documents (``promptls: ignore[code]`` comments in YAML and Markdown, a
+``"promptls-ignore": ["code"]`` key on a JSON message), and sorts the result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-from enum import StrEnum
+import dataclasses
+import re
+from collections.abc import Collection, Mapping
 
-from assembly.model import Issue
-from assembly.settings import SettingIssue
-from assembly.text import TextRange
+from assembly.diagnostics.core import (
+    Diagnostic,
+    Fix,
+    Related,
+    Rule,
+    RuleContext,
+    Severity,
+    TextEdit,
+    from_issues,
+    from_setting_issues,
+    sort_key,
+)
+from assembly.diagnostics.rules import reported
+from assembly.text import LineIndex
+
+__all__ = [
+    "RULES",
+    "Diagnostic",
+    "Fix",
+    "Related",
+    "Rule",
+    "RuleContext",
+    "Severity",
+    "TextEdit",
+    "check",
+    "from_issues",
+    "from_setting_issues",
+    "rule_by_code",
+    "sort_key",
+]
+
+E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
+
+# The rule table. Codes are never renamed or reused.
+RULES: tuple[Rule, ...] = (
+    # Bad input.
+    Rule("syntax-error", E, reported.syntax_error),
+    Rule("schema-error", E, reported.schema_error),
+    Rule("invalid-setting", E, reported.invalid_setting),
+    Rule("file-not-found", E, reported.file_not_found),
+    Rule("path-outside-workspace", E, reported.path_outside_workspace),
+    Rule("document-too-large", E, reported.document_too_large),
+    # The pipeline cannot assemble.
+    Rule("budget-overrun", E, reported.budget_overrun),
+    Rule("last-turn-over-budget", E, reported.last_turn_over_budget),
+    Rule("no-user-message", E, reported.no_user_message),
+)
+
+_BY_CODE = {r.code: r for r in RULES}
+_IGNORE_COMMENT = re.compile(r"promptls:\s*ignore\[([A-Za-z0-9_,\s-]+)\]")
 
 
-class Severity(StrEnum):
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-    HINT = "hint"
+def rule_by_code(code: str) -> Rule | None:
+    return _BY_CODE.get(code)
 
 
-@dataclass(frozen=True, slots=True)
-class Related:
-    """Another place that explains a finding (the other end of a tool call, …)."""
-
-    range: TextRange
-    message: str
-    path: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TextEdit:
-    range: TextRange
-    new_text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Fix:
-    title: str
-    edits: tuple[TextEdit, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Diagnostic:
-    code: str
-    severity: Severity
-    message: str
-    range: TextRange
-    path: str | None = None
-    related: tuple[Related, ...] = ()
-    fix: Fix | None = None
-    unnecessary: bool = False
-
-
-def from_issues(issues: Iterable[Issue]) -> list[Diagnostic]:
-    """Turn reading problems into diagnostics."""
-    return [
-        Diagnostic(i.code, Severity(i.severity), i.message, i.range, path=i.path) for i in issues
-    ]
-
-
-def from_setting_issues(
-    issues: Iterable[SettingIssue], *, document_source: str
+def check(
+    ctx: RuleContext,
+    *,
+    select: Collection[str] | None = None,
+    ignore: Collection[str] = (),
+    severities: Mapping[str, str] | None = None,
 ) -> list[Diagnostic]:
-    """Turn settings problems into diagnostics; ``document_source`` names the document's layer.
+    """Run the enabled rules and return their findings, sorted by place.
 
-    A problem in another layer (a ``pyproject.toml``, the editor) keeps that layer's name as
-    ``path``; one without a known place points at the start of its file.
+    ``select`` limits the run to these codes (None: all); ``ignore`` removes codes;
+    ``severities`` maps a code to a severity or ``off`` (the ``rules`` setting when None).
     """
-    res = []
-    for i in issues:
-        path = None if i.source == document_source else i.source
-        code = "invalid-setting"
-        res.append(
-            Diagnostic(code, Severity(i.severity), i.message, i.range or TextRange(0, 0), path=path)
-        )
+    severities = ctx.settings.rules if severities is None else severities
+    suppress = _Suppressions(ctx)
+    res: list[Diagnostic] = []
+    for rule in RULES:
+        if select is not None and rule.code not in select:
+            continue
+        if rule.code in ignore:
+            continue
+        level = severities.get(rule.code)
+        if level == "off":
+            continue
+        for d in rule.check(ctx):
+            if level is not None:
+                d = dataclasses.replace(d, severity=Severity(level))
+            if not suppress(d):
+                res.append(d)
+    res.sort(key=sort_key)
     return res
 
 
-def sort_key(d: Diagnostic) -> tuple[str, int, int, str]:
-    return (d.path or "", d.range.start, d.range.end, d.code)
+class _Suppressions:
+    """Answers whether a finding is suppressed where it is reported."""
+
+    def __init__(self, ctx: RuleContext) -> None:
+        self.ctx = ctx
+        self._by_file: dict[str | None, tuple[LineIndex, dict[int, set[str]]]] = {}
+
+    def __call__(self, d: Diagnostic) -> bool:
+        if d.path is None and self.ctx.conversation is not None:
+            for m in self.ctx.conversation.messages:
+                if m.ignore and m.range.start <= d.range.start < max(
+                    m.range.end, m.range.start + 1
+                ):
+                    if d.code in m.ignore or "all" in m.ignore:
+                        return True
+        found = self._comments(d.path)
+        if found is None:
+            return False
+        index, lines = found
+        line = index.line_col(d.range.start).line
+        codes = lines.get(line, set()) | lines.get(line - 1, set())
+        return d.code in codes or "all" in codes
+
+    def _comments(self, path: str | None) -> tuple[LineIndex, dict[int, set[str]]] | None:
+        if path in self._by_file:
+            return self._by_file[path]
+        if path is None:
+            text = self.ctx.text
+        elif path == self.ctx.template_path and self.ctx.template is not None:
+            text = self.ctx.template.text
+        else:
+            return None
+        lines: dict[int, set[str]] = {}
+        index = LineIndex(text)
+        if "promptls:" in text:
+            for m in _IGNORE_COMMENT.finditer(text):
+                codes = {c.strip() for c in m.group(1).split(",") if c.strip()}
+                lines.setdefault(index.line_col(m.start()).line, set()).update(codes)
+        self._by_file[path] = (index, lines)
+        return self._by_file[path]

@@ -1,0 +1,1 @@
+"""The rule implementations, one module per family; the table is in ``diagnostics``."""

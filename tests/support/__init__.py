@@ -1,0 +1,1 @@
+"""Shared test helpers: renderers and golden-file comparison."""
