@@ -55,9 +55,9 @@ REMINDER_TAG_DESCRIPTION = (
 )
 DATETIME_APPEND = "\n\nAdditional Information:\n\t- The current date is {datetime}."
 CITATION_GUIDANCE = (
-    "\n\n# Citations\n"
-    'Cite the documents you use inline as [1], [2], … by their "document" number. '
-    "Cite only documents that support the statement; never invent a citation."
+    "\n\nCite the documents you use inline as [1], [2], … by their "
+    '"document" number. Cite only documents that support the statement; never invent a '
+    "citation."
 )
 IMAGE_REMINDER = (
     "Very briefly describe the image(s) generated. Do not include any links or attachments."
