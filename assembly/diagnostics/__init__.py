@@ -26,7 +26,14 @@ from assembly.diagnostics.core import (
     from_setting_issues,
     sort_key,
 )
-from assembly.diagnostics.rules import reported
+from assembly.diagnostics.rules import (
+    budget,
+    files,
+    instructions,
+    ordering,
+    reported,
+    tool_calls,
+)
 from assembly.text import LineIndex
 
 __all__ = [
@@ -60,6 +67,34 @@ RULES: tuple[Rule, ...] = (
     Rule("budget-overrun", E, reported.budget_overrun),
     Rule("last-turn-over-budget", E, reported.last_turn_over_budget),
     Rule("no-user-message", E, reported.no_user_message),
+    # Budget and history.
+    Rule("history-truncated", INFO, budget.history_truncated),
+    Rule("compression-due", INFO, budget.compression_due),
+    # Ordering and templates.
+    Rule("reminder-not-last", W, ordering.reminder_not_last),
+    Rule("custom-prompt-in-system", W, ordering.custom_prompt_in_system),
+    Rule("unknown-placeholder", W, ordering.unknown_placeholder, fixable=True),
+    Rule("summary-on-other-branch", W, ordering.summary_on_other_branch),
+    # Instructions.
+    Rule(
+        "instruction-far-from-section",
+        W,
+        instructions.instruction_far_from_section,
+        fixable=True,
+    ),
+    Rule("guidance-for-unavailable-tool", W, instructions.guidance_for_unavailable_tool),
+    # Tool calls and file ids.
+    Rule("orphaned-tool-response", W, tool_calls.orphaned_tool_response, fixable=True),
+    Rule("unanswered-tool-call", W, tool_calls.unanswered_tool_call),
+    Rule("duplicate-tool-call-id", E, tool_calls.duplicate_tool_call_id),
+    Rule("tool-call-in-text", W, tool_calls.tool_call_in_text, fixable=True),
+    Rule("file-id-not-in-read-file-list", W, files.file_id_not_in_read_file_list),
+    Rule(
+        "filename-instead-of-file-id",
+        E,
+        files.filename_instead_of_file_id,
+        fixable=True,
+    ),
 )
 
 _BY_CODE = {r.code: r for r in RULES}

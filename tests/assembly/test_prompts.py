@@ -50,7 +50,7 @@ def test_front_matter_ranges_are_offsets_into_the_whole_text() -> None:
     text = "---\nname: agent\ntools:\n  - open_url\n---\nBody."
     root = parse_prompt(text).front_matter_root
     assert root is not None
-    assert text[root.range.start : root.range.end] == "name: agent\ntools:\n  - open_url\n"
+    assert text[root.range.start : root.range.end] == "name: agent\ntools:\n  - open_url"
     name, tools = root.members
     assert text[name.key_range.start : name.key_range.end] == "name"
     assert text[name.value.range.start : name.value.range.end] == "agent"
@@ -114,7 +114,7 @@ def test_front_matter_that_is_not_a_mapping() -> None:
 """,
         """
         front_matter 1:1-4:4 {}
-        issue schema-error 2:1-4:1: front matter must be a mapping
+        issue schema-error 2:1-3:4: front matter must be a mapping
         body 5:1-5:1
         """,
     )

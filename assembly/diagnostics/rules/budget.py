@@ -1,0 +1,248 @@
+"""Budget and history rules: what the token budget leaves out of the assembled context.
+
+The pipeline has already decided what is sent; these rules turn its decisions into
+findings at the place in the document they concern: one finding over the contiguous span
+of older messages the budget cut off, and one over the span the post-turn compression
+would summarize. They read ``ctx.assembly`` only and walk each list once, so a
+10,000-message log costs a linear pass and never floods the editor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from assembly.assemble import Assembly, LlmMessage
+from assembly.diagnostics.core import Diagnostic, Related, RuleContext, Severity
+from assembly.model import Message, Role
+from assembly.text import TextRange
+
+MAX_RELATED_FILES = 5
+_SENT_SEGMENTS = frozenset({"history", "last_user", "this_turn"})
+
+
+def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """Older messages will not be sent: the history budget is full.
+
+    ## What it does
+    Reports the messages the budget cuts off, as one finding over the whole dropped span
+    (the cut is contiguous: the pipeline fills the history newest-first and stops at the
+    first message that does not fit), with how many messages and tokens are left out and
+    the budget they did not fit in. Uploaded files injected in the span are named: they
+    go with their messages and reach the model only as entries of the forgotten-files
+    listing (when a `read_file` tool is offered). The span is tagged *unnecessary*, so
+    editors fade it; the related location is the oldest message still sent.
+
+    ## Why is this bad?
+    It is not a mistake (truncation is what the pipeline is for), but the model does not
+    see what was said there: an answer that relies on it will be wrong. Move what must
+    survive into the system prompt or a project file, or let compression summarize it.
+
+    ## Example
+    ```yaml
+    settings: {max_input_tokens: 4096}
+    messages:   # 300 messages of analysis
+      - {id: m1, role: user, content: "…"}
+    ```
+    `312 older messages (48,210 tokens) will not be sent: the history budget of 119,248
+    tokens is full`
+    """
+    a = ctx.assembly
+    if a is None or not a.dropped or not a.ok:
+        return
+    by_id = {m.id: m for m in a.history}
+    dropped = [by_id[i] for i in a.dropped if i in by_id]
+    span, summary = _span(dropped, a.summary_id)
+    if span is None:
+        return
+    tokens = sum(m.tokens for m in dropped)
+    n = _n_messages(dropped)
+    forgotten = {f.file_id for f in a.forgotten_files}
+    uploads = list(_uploads(dropped))
+    names = ", ".join(f"`{name}`" for _, name, _ in uploads[:MAX_RELATED_FILES])
+    if len(uploads) > MAX_RELATED_FILES:
+        names += f" and {len(uploads) - MAX_RELATED_FILES:,} more"
+    the_uploads = f"the upload{'' if len(uploads) == 1 else 's'} {names}"
+    why = f"the history budget of {a.budget.history_budget:,} tokens is full"
+    if summary is not None:
+        n -= 1  # counted apart: it is not written where the history starts
+    subjects = [f"{n:,} older {'message' if n == 1 else 'messages'}"] if n else []
+    if summary is not None:
+        subjects.append(f"the summary `{summary.id}`")
+    if subjects:
+        message = f"{' and '.join(subjects)} ({tokens:,} tokens) will not be sent: {why}"
+        if uploads:
+            verb = "goes" if len(uploads) == 1 else "go"
+            them = "it" if n + (summary is not None) == 1 else "them"
+            message += f"; {the_uploads} {verb} with {them}"
+    else:  # only uploads injected before a message that is still sent
+        message = f"{the_uploads} ({tokens:,} tokens) will not be sent: {why}"
+    listed = sum(1 for fid, _, _ in uploads if fid in forgotten)
+    if uploads and listed == len(uploads):
+        message += " (listed for `read_file` among the forgotten files)"
+    elif listed:
+        message += f" ({listed:,} listed for `read_file` among the forgotten files)"
+    related: list[Related] = []
+    first_kept = _first_sent(a, set(a.dropped))
+    if first_kept is not None:
+        related.append(Related(first_kept.range, f"the oldest message sent: `{first_kept.id}`"))
+    if summary is not None and summary.range != span:
+        related.append(Related(summary.range, f"the summary `{summary.id}` is not sent either"))
+    for fid, name, rng in uploads[:MAX_RELATED_FILES]:
+        if rng == span:
+            continue
+        state = "listed as a forgotten file" if fid in forgotten else "not offered again"
+        related.append(Related(rng, f"`{name}` was injected here; {state}"))
+    yield Diagnostic(
+        "history-truncated",
+        Severity.INFO,
+        message,
+        span,
+        related=tuple(related),
+        unnecessary=True,
+    )
+
+
+def compression_due(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """The history passes the compression trigger: older messages would be summarized.
+
+    ## What it does
+    Reports when the history's tokens pass Onyx's compression threshold
+    (⌊(max_input_tokens − reserved) × compression_trigger_ratio⌋), with both figures and
+    what the post-turn compression would summarize: the finding spans those messages (the
+    cut moved back to a user message); the related location is the first message kept
+    verbatim.
+
+    ## Why is this bad?
+    After this turn Onyx replaces the older messages by a summary written by the model:
+    details in them (ids, figures, exact wording) survive only as far as the summary keeps
+    them. Conversation fixtures usually mean to test one side of that line.
+
+    ## Example
+    ```yaml
+    settings: {max_input_tokens: 8000}
+    messages:   # 7,000 tokens of history
+      - {id: m1, role: user, content: "…"}
+    ```
+    `history of 7,000 tokens passes the compression trigger of 5,250: 14 messages (m1 … m14)
+    would be summarized, 3 kept`
+    """
+    a = ctx.assembly
+    if a is None or not a.compression.triggered or not a.ok:
+        return
+    plan = a.compression
+    by_id = {m.id: m for m in a.history}
+    older = [by_id[i] for i in plan.summarize if i in by_id]
+    recent = [by_id[i] for i in plan.keep if i in by_id]
+    s = a.settings
+    head = (
+        f"history of {plan.history_tokens:,} tokens passes the compression trigger of "
+        f"{plan.threshold:,} ({s.compression_trigger_ratio * 100:g}% of {s.max_input_tokens:,}"
+        f" − {plan.reserved_tokens:,} reserved)"
+    )
+    span, _ = _span(older, None)
+    related: list[Related] = []
+    first_recent = next((m.source for m in recent if m.source is not None), None)
+    if span is None:
+        last = first_recent or _last_message(ctx)
+        if last is None:
+            return
+        yield Diagnostic(
+            "compression-due",
+            Severity.INFO,
+            f"{head}, but nothing before the last user message can be summarized",
+            last.range,
+        )
+        return
+    n = _n_messages(older)
+    tokens = sum(m.tokens for m in older)
+    ids = f"`{older[0].id}`" if n == 1 else f"`{older[0].id}` … `{older[-1].id}`"
+    message = (
+        f"{head}: {n:,} {'message' if n == 1 else 'messages'} ({ids}, {tokens:,} tokens) "
+        f"would be summarized, {_n_messages(recent):,} kept"
+    )
+    if plan.progressive:
+        message += " (building on the existing summary)"
+    if first_recent is not None:
+        related.append(Related(first_recent.range, f"kept verbatim from here: `{first_recent.id}`"))
+    yield Diagnostic("compression-due", Severity.INFO, message, span, related=tuple(related))
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _span(
+    msgs: Iterable[LlmMessage], summary_id: str | None
+) -> tuple[TextRange | None, Message | None]:
+    """The document span from the first to the last of ``msgs``' sources, and the summary
+    node among them (placed anywhere in the document, so it is kept out of the span)."""
+    start = end = -1
+    summary: Message | None = None
+    for m in msgs:
+        src = m.source
+        if src is None:
+            continue
+        if src.id == summary_id and src.role is Role.SUMMARY:
+            summary = src
+            continue
+        rng = _own_range(m, src)
+        if start < 0 or rng.start < start:
+            start = rng.start
+        end = max(end, rng.end)
+    if start < 0:
+        return (summary.range if summary is not None else None), summary
+    return TextRange(start, end), summary
+
+
+def _own_range(m: LlmMessage, src: Message) -> TextRange:
+    """Where ``m`` is written: its message, or the entry of ``files`` it was injected from."""
+    k = _file_index(m, src)
+    return src.range if k is None else src.files[k].range
+
+
+def _file_index(m: LlmMessage, src: Message) -> int | None:
+    """The index in ``src.files`` of an injected upload (id ``<message id>/files/<i>``)."""
+    _, sep, tail = m.id.rpartition("/files/")
+    if sep and tail.isdigit() and int(tail) < len(src.files):
+        return int(tail)
+    return None
+
+
+def _n_messages(msgs: Iterable[LlmMessage]) -> int:
+    """Document messages among ``msgs`` (an upload injected before its message is not one)."""
+    seen: set[str] = set()
+    for m in msgs:
+        if m.source is not None and _file_index(m, m.source) is None:
+            seen.add(m.source.id)
+    return len(seen)
+
+
+def _uploads(msgs: Iterable[LlmMessage]) -> Iterator[tuple[str, str, TextRange]]:
+    """(file id, filename, range) of the files injected by ``msgs``."""
+    for m in msgs:
+        src = m.source
+        if m.file_id is None or src is None:
+            continue
+        k = _file_index(m, src)
+        if k is not None:
+            f = src.files[k]
+            yield f.file_id, f.filename, f.range
+        else:
+            yield m.file_id, src.filename or m.file_id, src.range
+
+
+def _first_sent(a: Assembly, dropped: set[str]) -> Message | None:
+    for e in a.layout:
+        src = e.message.source
+        if e.segment in _SENT_SEGMENTS and src is not None and e.id not in dropped:
+            return src
+    return None
+
+
+def _last_message(ctx: RuleContext) -> Message | None:
+    conv, a = ctx.conversation, ctx.assembly
+    if conv is None or not conv.messages:
+        return None
+    if a is not None and a.chain:
+        tip = a.chain[-1]
+        return next((m for m in reversed(conv.messages) if m.id == tip), conv.messages[-1])
+    return conv.messages[-1]

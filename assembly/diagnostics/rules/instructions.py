@@ -1,0 +1,1096 @@
+"""Instruction rules: where the instructions of a prompt sit, and which tools they ask for.
+
+Prompt text comes from three places:
+
+- a ``*.prompt.md`` checked on its own (``ctx.template``, ``ctx.template_path`` None):
+  ranges are offsets into the document, and only these findings carry fixes;
+- the template a conversation's ``system_prompt`` points to: findings carry its path;
+- prompts written inline in a conversation (``system_prompt`` content, else the first
+  ``system`` message, ``custom_agent_prompt``, ``reminder``): parsed as Markdown and mapped
+  back to document offsets with ``sourcemap.string_offset_map``.
+
+An *instruction* is a prose sentence that directs the model: an imperative (it starts
+with a verb in the base form, possibly after a leading adverb or a conditional clause) or a
+modal directive ("you must", "never", "make sure", …). The section it is *about* is the
+section of a tool it names, else the section whose vocabulary (heading words, the
+``section_topics`` setting, salient words of the section's own prose) it matches with a
+clear margin over every other section, while its own section has no claim on it.
+
+Everything is a linear pass over the sentences with precompiled regexes and inverted
+indexes; tokens are counted only for the few candidates far enough away to matter, from
+per-section counts that the tokenizer caches, so a 200 KB prompt costs one encode at most.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from assembly.diagnostics.core import Diagnostic, Fix, Related, RuleContext, Severity, TextEdit
+from assembly.documents import read_tools
+from assembly.model import (
+    Conversation,
+    Message,
+    PromptTemplate,
+    Role,
+    Section,
+    Sentence,
+    TextBlock,
+)
+from assembly.prompts import parse_prompt
+from assembly.sourcemap import string_offset_map
+from assembly.syntax import SNode
+from assembly.sysprompt import guidance_sections
+from assembly.text import TextRange
+from assembly.tokens import Tokenizer
+
+# Onyx's built-in tools: a sentence naming one of these names a tool even when the prompt
+# has no guidance for it.
+KNOWN_TOOLS = frozenset(
+    {
+        "internal_search",
+        "web_search",
+        "open_url",
+        "read_file",
+        "run_python",
+        "generate_image",
+        "add_memory",
+        "file_reader",
+    }
+)
+READ_FILE = "read_file"
+
+
+def instruction_far_from_section(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """An instruction sits far from the section it is about.
+
+    ## What it does
+    Finds the instructions of a prompt (imperatives such as "Cite the source of every
+    figure", and directives with "you must", "never", "always", "make sure", "if you need
+    more information, call …") and decides which section each is about:
+
+    - the section of a tool it names: a `## <tool>` under `# Tools` (or under a heading
+      such as `Available tools` or `Functions`), or the tools section itself for a tool
+      without guidance and for several tools at once;
+    - else the section whose vocabulary it matches clearly better than any other: the
+      heading's words, the `section_topics` setting (built in: Tools, Citations, User
+      Information), the salient words of the section's own prose. One matching word is
+      not enough, and a section that also has a claim on the instruction (the one it is
+      in, or one around it) keeps it.
+
+    An instruction inside that section is fine, and so is tool guidance that mentions
+    another tool. Otherwise the finding gives the distance in tokens from the instruction
+    to the nearest edge of its section, when that is more than `instruction_distance`
+    (default 400). Templates, inline system prompts and custom agent prompts are checked;
+    in a `*.prompt.md` the quick fix moves the sentence to the end of its section. A
+    deliberate repetition (a closing recap of the rules) is kept with
+    `<!-- promptls: ignore[instruction-far-from-section] -->` on the line before it.
+
+    ## Why is this bad?
+    Models follow an instruction far more reliably when it sits next to what it
+    constrains. Onyx measured it: "if you need more information, keep calling tools" was
+    followed by every model inside the Tools section and ignored most of the time (90% →
+    30%) at the top of the system prompt, only a paragraph away.
+
+    ## Example
+    ```markdown
+    You are a research assistant. If you need more information, call web_search again.
+
+    # Response Style
+    …1,200 tokens…
+
+    # Tools
+    ## web_search
+    Searches the public web.
+    ```
+    `instruction about `web_search` sits 1,214 tokens before `## web_search``: move the
+    sentence into the `## web_search` section.
+    """
+    limit = ctx.settings.instruction_distance
+    tool_names = _offered_names(ctx) or set()
+    for source in _sources(ctx, with_reminder=False):
+        yield from _far_instructions(ctx, source, tool_names, limit)
+
+
+def guidance_for_unavailable_tool(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """A prompt asks for a tool that is not offered this turn.
+
+    ## What it does
+    Knows the tools offered this turn (the conversation's `tools`; for a `*.prompt.md` on
+    its own, the `tools` of its front matter; without either the rule does not run) and
+    reports:
+
+    - an instruction in the system prompt, the custom agent prompt or the reminder that
+      asks the model to use a tool that is not offered (warning);
+    - a `read_file` listing (forgotten files, or project files given by file id) sent
+      while no `read_file` tool is offered (warning);
+    - a `## <tool>` guidance section under `# Tools` for a tool the prompt never offers: a
+      tool missing from the front matter `tools` of a template, or, in a system prompt
+      written inline in a conversation, from the conversation's `tools` (info, faded: the
+      pipeline leaves that section out, so it is never sent). A template file without
+      front matter `tools` is shared by conversations that offer different tools, so its
+      guidance for a tool that only other turns offer is expected and not reported.
+
+    Sentences inside guidance the pipeline leaves out this turn are not reported.
+
+    ## Why is this bad?
+    The model tries to call a tool it was told about and gets an error, or gives up on the
+    instruction; either way the turn is wasted. Onyx gates its own `open_url` reminder on
+    the tool being available for exactly this reason.
+
+    ## Example
+    ```yaml
+    reminder: Open the two best web_search results with open_url before you answer.
+    tools:
+      - {type: function, function: {name: web_search, parameters: {type: object}}}
+    ```
+    `instruction asks for `open_url`, which is not offered this turn`
+    """
+    offered = _offered_names(ctx)
+    if offered is None:
+        return
+    where = _tools_location(ctx)
+    called = _called_tools(ctx.conversation)
+    for source in _sources(ctx, with_reminder=True):
+        yield from _unavailable_in_prompt(ctx, source, offered, called, where)
+    yield from _read_file_listing(ctx, offered, where)
+
+
+# --------------------------------------------------------------------------------------
+# Prompt sources
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """One prompt text, parsed, and how its offsets reach the file a finding is in."""
+
+    template: PromptTemplate
+    path: str | None  # the file findings are in (None: the document)
+    to_doc: Callable[[TextRange], TextRange]  # template range -> range in that file
+    kind: str  # template | system | custom agent prompt | reminder
+    fixable: bool = False  # a *.prompt.md checked on its own
+    shared: bool = False  # a template file a conversation references
+
+    def range(self, rng: TextRange) -> TextRange:
+        return self.to_doc(rng)
+
+
+def _sources(ctx: RuleContext, *, with_reminder: bool) -> list[_Source]:
+    """The prompt texts of the context, in the order they are sent."""
+    conv = ctx.conversation
+    if conv is None:
+        if ctx.template is None:
+            return []
+        return [_Source(ctx.template, None, _identity, "template", fixable=True)]
+    res: list[_Source] = []
+    if ctx.template is not None and ctx.template_path is not None:
+        res.append(_Source(ctx.template, ctx.template_path, _identity, "template", shared=True))
+    system_block = conv.system_prompt if isinstance(conv.system_prompt, TextBlock) else None
+    if system_block is not None:
+        res.extend(_inline(ctx.text, system_block.content, system_block.content_range, "system"))
+    elif conv.system_prompt is None:
+        message = _system_message(ctx, conv)
+        if message is not None:
+            res.extend(_inline(ctx.text, message.content, message.content_range, "system"))
+    ca = conv.custom_agent_prompt
+    if ca is not None:
+        res.extend(_inline(ctx.text, ca.content, ca.content_range, "custom agent prompt"))
+    if with_reminder and conv.reminder is not None:
+        r = conv.reminder
+        res.extend(_inline(ctx.text, r.content, r.content_range, "reminder"))
+    return res
+
+
+def _inline(text: str, content: str, rng: TextRange | None, kind: str) -> list[_Source]:
+    if rng is None or not content.strip() or not _is_scalar(text, rng):
+        return []
+    offsets = string_offset_map(text, rng, content)
+    return [_Source(parse_prompt(content), None, lambda r: offsets.range(r.start, r.end), kind)]
+
+
+def _is_scalar(text: str, rng: TextRange) -> bool:
+    """Whether the value at ``rng`` is a string (content parts cannot be mapped back)."""
+    head = text[rng.start : rng.start + 2]
+    return bool(head) and head[0] not in "[{" and not re.match(r"-[ \t\r\n]", head)
+
+
+def _system_message(ctx: RuleContext, conv: Conversation) -> Message | None:
+    """The system message the pipeline took as the system prompt (else the first one)."""
+    if ctx.assembly is not None:
+        for entry in ctx.assembly.layout:
+            if entry.segment == "system" and entry.message.source is not None:
+                return entry.message.source
+    return next((m for m in conv.messages if m.role is Role.SYSTEM), None)
+
+
+def _identity(rng: TextRange) -> TextRange:
+    return rng
+
+
+# --------------------------------------------------------------------------------------
+# instruction-far-from-section
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    section: int
+    label: str  # what the instruction is about: "`web_search`", "citations", …
+
+
+def _far_instructions(
+    ctx: RuleContext, source: _Source, tool_names: Collection[str], limit: int
+) -> Iterator[Diagnostic]:
+    template = source.template
+    if not template.sections or not template.sentences:
+        return
+    topics = _Topics(template, tool_names, ctx.settings.section_topics)
+    gaps: _Gaps | None = None
+    text = template.text
+    for k, sentence in enumerate(template.sentences):
+        if not is_instruction(sentence.text):
+            continue
+        target = topics.target(k)
+        if target is None:
+            continue
+        section = template.sections[target.section]
+        end = _content_end(text, section.range)
+        if sentence.range.end <= section.range.start:
+            a, b, side = sentence.range.end, section.range.start, "before"
+        elif sentence.range.start >= end:
+            a, b, side = end, sentence.range.start, "after"
+        else:
+            continue  # it overlaps the section: a sentence cut by a heading
+        if (b - a) * 4 <= limit:  # a code point is at most 4 bytes, and a token 1 byte or more
+            continue
+        if gaps is None:
+            gaps = _Gaps(template, ctx.tokenizer)
+        distance = gaps.tokens(a, b)
+        if distance <= limit:
+            continue
+        heading = _heading(section)
+        about = f" about {target.label}" if target.label else ""
+        yield Diagnostic(
+            "instruction-far-from-section",
+            Severity.WARNING,
+            f"instruction{about} sits {distance:,} tokens {side} `{_clip(heading)}`",
+            source.range(sentence.range),
+            path=source.path,
+            related=(
+                Related(
+                    source.range(section.heading_range),
+                    "the section this instruction is about",
+                    source.path,
+                ),
+            ),
+            fix=_move_fix(template, sentence, target.section, heading) if source.fixable else None,
+        )
+
+
+class _Topics:
+    """Decides which section each sentence of a template is about.
+
+    Sections are scored against a sentence's content words (stemmed, stop words out):
+    ``STRONG`` per heading or ``section_topics`` word, ``BODY`` per word of the section's
+    own prose (the sentence itself left out), both times the word's inverse section
+    frequency, and ``TOOL`` for a tool the sentence names. Only words whose inverse
+    frequency reaches ``MIN_IDF`` count: a word found in most sections says nothing. The
+    winner needs a heading, topic or tool match, two pieces of evidence (one word is a
+    coincidence: "Format your answers in Markdown" is not about `## Code Block
+    Formatting`), a clear margin over unrelated sections, and no claim from the
+    sentence's own section.
+
+    Tool sections are the subsections of a section titled like `Tools`, `Available
+    tools` or `Functions` whose heading is a tool name (`## web_search`, `### Shell`,
+    `### control_browser Tool Guidelines`); tool guidance refers to other tools all the
+    time, so a sentence anywhere under such a section is never sent elsewhere in it.
+    """
+
+    STRONG = 3.0
+    BODY = 1.0
+    TOOL = 8.0
+    MIN_IDF = 0.45
+    MIN_SCORE = 2.5  # about one heading word found in two sections, or one tool name
+    MIN_EVIDENCE = 2  # distinct matching words (a tool name counts twice)
+    MARGIN = 2.0  # the winner must score twice any unrelated section
+    CHAIN_SHARE = 0.3  # the sentence's own section keeps it with this share of the winner
+
+    def __init__(
+        self,
+        template: PromptTemplate,
+        tool_names: Collection[str],
+        section_topics: Mapping[str, list[str]],
+    ) -> None:
+        self.template = template
+        sections = template.sections
+        # The subtree of each section: [index, end index) in document order.
+        self.subtree_end = _subtree_ends(sections)
+        self.tool_roots = [i for i, s in enumerate(sections) if _TOOLS_TITLE.search(s.title)]
+        self.in_tools = [False] * len(sections)
+        for root in self.tool_roots:
+            for i in range(root, self.subtree_end[root]):
+                self.in_tools[i] = True
+        self.tools_section = _tools_section(template)
+        if self.tools_section is None and len(self.tool_roots) == 1:
+            self.tools_section = self.tool_roots[0]
+        self.tool_sections = _tool_sections(template, self.tool_roots)  # name -> section
+        self.tool_names = set(self.tool_sections) | {n.lower() for n in tool_names}
+        self.tool_finders = _tool_finders(self.tool_names)
+        self.sentence_words = [_content_words(s.text) for s in template.sentences]
+        titles = [_title_words(s) for s in sections]
+        self.title_size = [len(t) for t in titles]
+        self.topic_words = [_topic_words(s, section_topics) for s in sections]
+        strong = [t | topics for t, topics in zip(titles, self.topic_words, strict=True)]
+        body: list[Counter[str]] = [Counter() for _ in sections]
+        preamble: Counter[str] = Counter()
+        for s, words in zip(template.sentences, self.sentence_words, strict=True):
+            (preamble if s.section is None else body[s.section]).update(words)
+        n_units = len(sections) + (1 if preamble else 0)
+        df: Counter[str] = Counter(preamble.keys())
+        for i in range(len(sections)):
+            df.update(strong[i] | body[i].keys())
+        self.idf = {
+            w: idf
+            for w, n in df.items()
+            if (idf := math.log((n_units + 1) / (n + 0.5))) >= self.MIN_IDF
+        }
+        self.strong_index: dict[str, list[int]] = defaultdict(list)
+        self.body_index: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for i in range(len(sections)):
+            for w in strong[i]:
+                if w in self.idf:
+                    self.strong_index[w].append(i)
+            for w, n in body[i].items():
+                if w in self.idf and w not in strong[i]:
+                    self.body_index[w].append((i, n))
+
+    def target(self, k: int) -> _Target | None:
+        """The section sentence ``k`` is about when it clearly lies outside it, else None."""
+        sentence = self.template.sentences[k]
+        words = [w for w in self.sentence_words[k] if w in self.idf]
+        tools = self.named_tools(sentence.text)
+        if not tools and not any(w in self.strong_index for w in words):
+            return None
+        score: dict[int, float] = defaultdict(float)
+        evidence: dict[int, list[str]] = defaultdict(list)
+        title_hits: Counter[int] = Counter()
+        strong_hit: set[int] = set()
+        for w in words:
+            idf = self.idf[w]
+            for i in self.strong_index.get(w, ()):
+                score[i] += self.STRONG * idf
+                evidence[i].append(w)
+                if w in self.topic_words[i]:
+                    strong_hit.add(i)
+                else:
+                    title_hits[i] += 1
+            for i, n in self.body_index.get(w, ()):
+                if i == sentence.section:
+                    n -= 1  # leave the sentence itself out
+                if n > 0:
+                    score[i] += self.BODY * idf
+                    evidence[i].append(w)
+        # A heading of several words needs two of them (a third of a long one): one is a
+        # coincidence ("Format your answers in Markdown" vs `## Code Block Formatting`).
+        strong_hit.update(i for i, n in title_hits.items() if n >= self._title_quorum(i))
+        tool_target = self._tool_section(tools)
+        if tool_target is not None:
+            score[tool_target] += self.TOOL
+            evidence[tool_target] += ["<tool>", "<tool>"]
+            strong_hit.add(tool_target)
+        if not strong_hit:
+            return None
+        best = max(strong_hit, key=lambda i: (score[i], -i))
+        best_score = score[best]
+        if best_score < self.MIN_SCORE or len(evidence[best]) < self.MIN_EVIDENCE:
+            return None
+        chain = self._chain(sentence.section)
+        if best in chain or self._both_in_tools(best, sentence.section):
+            return None
+        for c in chain:
+            if c in strong_hit or score.get(c, 0.0) >= self.CHAIN_SHARE * best_score:
+                return None  # its own section has a claim on it too
+            if self.in_tools[c] and evidence.get(c):
+                return None  # tool guidance about the tool's own output, citations, …
+        runner_up = max(
+            (v for i, v in score.items() if i not in chain and not self._related(i, best)),
+            default=0.0,
+        )
+        if best_score < self.MARGIN * runner_up:
+            return None
+        return _Target(best, self._label(best))
+
+    def _title_quorum(self, i: int) -> int:
+        n = self.title_size[i]
+        return n if n <= 2 else max(2, -(-n // 3))
+
+    def named_tools(self, text: str) -> set[str]:
+        res: set[str] = set()
+        for finder in self.tool_finders:
+            res.update((m.group(1) or m.group(2)).lower() for m in finder.finditer(text))
+        return res
+
+    def _tool_section(self, tools: set[str]) -> int | None:
+        """The section a sentence naming ``tools`` is about: one tool's section, or Tools."""
+        if not tools:
+            return None
+        guided = {self.tool_sections[t] for t in tools if t in self.tool_sections}
+        if len(guided) == 1 and len(tools) == 1:
+            return guided.pop()
+        # Several tools (or one without guidance): the innermost tools section holding them.
+        roots = [r for r in self.tool_roots if all(self._inside(g, r) for g in guided)]
+        if roots:
+            return max(roots)
+        return self.tools_section
+
+    def _chain(self, section: int | None) -> list[int]:
+        res = []
+        while section is not None:
+            res.append(section)
+            section = self.template.sections[section].parent
+        return res
+
+    def _inside(self, i: int, outer: int) -> bool:
+        return outer <= i < self.subtree_end[outer]
+
+    def _related(self, i: int, j: int) -> bool:
+        return self._inside(i, j) or self._inside(j, i)
+
+    def _both_in_tools(self, best: int, section: int | None) -> bool:
+        """Tool guidance refers to other tools all the time: anywhere in Tools is fine."""
+        return section is not None and self.in_tools[best] and self.in_tools[section]
+
+    def _label(self, i: int) -> str:
+        section = self.template.sections[i]
+        for name, j in self.tool_sections.items():
+            if j == i:
+                return f"`{_tool_display_name(section.title) or name}`"
+        if i in self.tool_roots:
+            return "tool use"
+        title = _NUMBERING.sub("", section.title.strip().strip("#*_` ")).rstrip(":")
+        words = title.split()
+        if len(words) > 4:
+            return ""
+        return " ".join(w if w.isupper() and len(w) > 1 else w.lower() for w in words)
+
+
+_TOOLS_TITLE = re.compile(r"(?<![\w-])(?:tools?|functions|tool\s+use|tool\s+usage)(?![\w-])", re.I)
+_NUMBERING = re.compile(r"^(?:(?:step|phase|part|section)\s+)?[0-9ivx]+[.):]?\s+", re.I)
+# Words that may follow a tool's name in its heading: "control_browser Tool Guidelines".
+_TOOL_HEADING_TAIL = re.compile(
+    r"(?:\s*[-—:(]?\s*(?:tool|function|usage|guidelines?|instructions?|guide|notes?|"
+    r"\(tool\)|\)))*\s*\Z",
+    re.I,
+)
+_TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
+
+
+def _tool_display_name(title: str) -> str | None:
+    """The tool a heading names (`web_search`, `Shell`, `control_browser Tool Guidelines`)."""
+    title = title.strip().replace("`", "").strip("*_ ")
+    title = title[: _TOOL_HEADING_TAIL.search(title).start()]  # type: ignore[union-attr]
+    return title if _TOOL_NAME.match(title) else None
+
+
+def _tool_sections(template: PromptTemplate, roots: list[int]) -> dict[str, int]:
+    """Map tool name (lower case) -> its section: the tool-named subsections of ``roots``."""
+    res: dict[str, int] = dict(guidance_sections(template))
+    root_set = set(roots)
+    for i, s in enumerate(template.sections):
+        if s.parent in root_set:
+            name = _tool_display_name(s.title)
+            if name is not None:
+                res.setdefault(name.lower(), i)
+    return res
+
+
+def _is_identifier(name: str) -> bool:
+    """A name that cannot be an ordinary word: `web_search`, `get-logs`, `AwaitShell`."""
+    return any(c in name for c in "_-.0123456789") or any(c.isupper() for c in name[1:])
+
+
+def _tool_finders(names: Iterable[str]) -> list[re.Pattern[str]]:
+    """Regexes that find tool names in prose (group 1 or 2 is the name).
+
+    Identifier-like names are found anywhere as whole words; a name that is an ordinary
+    word (`Shell`, `python`, `web`) only in backticks or right before "tool".
+    """
+    names = sorted({n for n in names if n}, key=len, reverse=True)
+    identifiers = [n for n in names if _is_identifier(n)]
+    words = [n for n in names if not _is_identifier(n)]
+    res = []
+    if identifiers:
+        alt = "|".join(re.escape(n) for n in identifiers)
+        res.append(re.compile(rf"(?<![A-Za-z0-9_-])({alt})(?![A-Za-z0-9_]|-\w)", re.I))
+    if words:
+        alt = "|".join(re.escape(n) for n in words)
+        res.append(re.compile(rf"`({alt})`|(?<![A-Za-z0-9_-])({alt})(?=\s+tool\b)", re.I))
+    return res
+
+
+class _Gaps:
+    """Token counts of the text between two offsets of a template, from cached pieces.
+
+    The template is cut at every heading; each piece is counted once (the tokenizer caches
+    counts by content, so an edit recounts only the pieces it touched). A gap is its two
+    partial pieces plus the whole pieces between them. BPE merges never cross the line
+    break before a heading, so this is the count of the gap itself, give or take a token.
+    """
+
+    EXACT_BELOW = 8_000  # count a gap shorter than this (in code points) directly
+
+    def __init__(self, template: PromptTemplate, tokenizer: Tokenizer) -> None:
+        self.text = template.text
+        self.tokenizer = tokenizer
+        cuts = {template.body_range.start, len(self.text)}
+        cuts.update(s.range.start for s in template.sections)
+        self.cuts = sorted(cuts)
+        self._prefix: list[int] | None = None
+
+    def tokens(self, a: int, b: int) -> int:
+        count = self.tokenizer.count
+        if b - a < self.EXACT_BELOW:
+            return count(self.text[a:b])
+        i = bisect.bisect_left(self.cuts, a)
+        j = bisect.bisect_right(self.cuts, b) - 1
+        if i >= j:
+            return count(self.text[a:b])
+        prefix = self._prefixes()
+        return (
+            count(self.text[a : self.cuts[i]])
+            + prefix[j]
+            - prefix[i]
+            + count(self.text[self.cuts[j] : b])
+        )
+
+    def _prefixes(self) -> list[int]:
+        if self._prefix is None:
+            pieces = [self.text[x:y] for x, y in zip(self.cuts, self.cuts[1:], strict=False)]
+            prefix = [0]
+            for n in self.tokenizer.count_many(pieces):
+                prefix.append(prefix[-1] + n)
+            self._prefix = prefix
+        return self._prefix
+
+
+def _move_fix(template: PromptTemplate, sentence: Sentence, target: int, heading: str) -> Fix:
+    """Delete the sentence where it is and append it, as a paragraph, to its section."""
+    text = template.text
+    section = template.sections[target]
+    children = [s.range.start for s in template.sections if s.parent == target]
+    own_end = min(children, default=section.range.end)
+    insert_at = max(_content_end(text, TextRange(section.body_range.start, own_end)), 0)
+    if insert_at <= section.body_range.start:
+        insert_at = section.heading_range.end
+    moved = " ".join(sentence.text.split())
+    return Fix(
+        f"Move the instruction to the end of `{heading}`",
+        (
+            TextEdit(_deletion(text, sentence.range), ""),
+            TextEdit(TextRange.empty(insert_at), "\n\n" + moved),
+        ),
+    )
+
+
+_LINE_PREFIX = re.compile(r"[ \t]*(?:>[ \t]?)*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?\Z")
+
+
+def _deletion(text: str, rng: TextRange) -> TextRange:
+    """The sentence's range, plus its whole line when it is alone there, else one space."""
+    line_start = text.rfind("\n", 0, rng.start) + 1
+    line_end = text.find("\n", rng.end)
+    line_end = len(text) if line_end == -1 else line_end
+    alone = _LINE_PREFIX.match(text, line_start, rng.start) and not text[rng.end : line_end].strip()
+    if alone:
+        if line_end < len(text):
+            return TextRange(line_start, line_end + 1)
+        return TextRange(max(line_start - 1, 0), line_end)
+    if text[rng.end : rng.end + 1] in (" ", "\t"):
+        return TextRange(rng.start, rng.end + 1)
+    if rng.start > 0 and text[rng.start - 1] in (" ", "\t"):
+        return TextRange(rng.start - 1, rng.end)
+    return rng
+
+
+def _content_end(text: str, rng: TextRange) -> int:
+    """The end of ``rng`` without the whitespace (blank lines) it ends with."""
+    return rng.start + len(text[rng.start : rng.end].rstrip())
+
+
+def _heading(section: Section) -> str:
+    return f"{'#' * section.level} {section.title}"
+
+
+def _clip(heading: str, n: int = 60) -> str:
+    return heading if len(heading) <= n else heading[: n - 1].rstrip() + "…"
+
+
+def _subtree_ends(sections: tuple[Section, ...]) -> list[int]:
+    """For each section, the index after its last descendant (sections are in order)."""
+    ends = list(range(1, len(sections) + 1))
+    for i in range(len(sections) - 1, -1, -1):
+        parent = sections[i].parent
+        if parent is not None:
+            ends[parent] = max(ends[parent], ends[i])
+    return ends
+
+
+def _tools_section(template: PromptTemplate) -> int | None:
+    for i, s in enumerate(template.sections):
+        if s.title.strip().strip("`*_ ").lower() == "tools":
+            return i
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# Instruction detection
+
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Base-form verbs that open an imperative in prompts. Words that are more often nouns at
+# the start of a sentence ("Search results …", "Answers …") are told apart by the word
+# after them (see ``_imperative_at``).
+VERBS = _wordset(
+    """
+    abide acknowledge act add address adhere adjust aim alert allow analyse analyze answer
+    apologise apologize append apply approach ask assess assign assume attach attribute avoid
+    base be begin break bring browse build calculate call cap cite check choose clarify
+    classify close collect combine compare compile compose compute confirm consider consult
+    continue convert copy correct count create cross-check decide decline default defer
+    define delegate delete describe determine disclose display do document double-check
+    draft echo emit emphasise emphasize employ enable encourage end ensure escalate estimate
+    evaluate exclude execute expand explain express fall favor favour fetch fill filter find
+    finish fix flag focus follow format forward gather generate get give greet ground group
+    guide handle help highlight hold identify ignore include indicate infer inform insert
+    inspect interpret invoke issue keep label lead leave let limit link list load log look
+    make map mark match mention merge minimise minimize mirror note notify obey offer omit
+    open order organise organize output paraphrase pass pause pay pick place plan point
+    present preserve prefer prepare prioritise prioritize proceed produce prompt protect
+    provide pull push put query quote raise rank re-read re-run read rebuild recommend
+    record redact reason refer reference refine reflect refrain refuse reject rely remain render
+    remember remind remove rephrase reply report request require rerun research resolve
+    respect respond restate retrieve retry return reuse review revise rewrite round route
+    run save say scan search select send separate set share show sign simplify skip sort
+    specify split start state stay steer stick stop store structure suggest summarise
+    summarize supply support surface switch tag take tailor talk tell test thank think
+    track transfer translate treat trigger trust try turn understand update upload use
+    validate verify wait warn watch weigh word wrap write
+    """
+)
+# Words that may come before the verb of an imperative.
+_LEADING = _wordset(
+    """
+    always never only also then just please first finally next instead briefly politely
+    carefully simply now still again immediately strictly kindly gently quickly usually
+    generally preferably ideally additionally otherwise secondly thirdly lastly
+    """
+)
+# A clause before the comma: "If X, call Y", "When the user asks, answer …".
+_CONDITIONAL = _wordset(
+    """
+    if when whenever before after once unless while until for in where as on during with
+    without to given since because whether regardless depending
+    """
+)
+_NOT_AFTER_VERB = _wordset(
+    "is are was were has have had can could will would may might should must does did"
+)
+_OBJECT_WORDS = _wordset(
+    """
+    the a an it them this that these those what which your their its each every all any
+    only one no some his her our my him us me who whom whoever whatever whichever
+    """
+)
+_DIRECTIVE = re.compile(
+    r"\b(?:must|should|shall|never|always|make\s+sure|be\s+sure|remember\s+to|do\s+not|"
+    r"don['’]t|dont|need\s+to|needs\s+to|have\s+to|has\s+to|ought\s+to|may\s+not|"
+    r"may\s+only|can\s+only|cannot|can['’]t|(?:is|are)\s+(?:not\s+)?(?:required|expected|"
+    r"encouraged|allowed|permitted|supposed|to\s+be)\b|it\s+is\s+(?:important|essential|"
+    r"critical|crucial)|important:)",
+    re.IGNORECASE,
+)
+_LABEL = re.compile(r"[\s*_>`\"'“(\[]*[A-Za-z][\w -]{0,30}?[*_`]*:[*_`]*\s")
+_WORDS = re.compile(r"[A-Za-z][A-Za-z0-9_]*(?:[-'’][A-Za-z]+)*")
+
+
+def is_instruction(text: str) -> bool:
+    """Whether a sentence directs the model (an imperative or a modal directive)."""
+    stripped = text.rstrip(" \t\n*_`\"'”’)")
+    if not stripped or stripped.endswith("?") or stripped.startswith(("{{", "|", "<")):
+        return False
+    words = [w.lower().replace("’", "'") for w in _WORDS.findall(text, 0, 400)]
+    if len(words) < 2:
+        return False
+    if stripped.endswith(":") and len(words) <= 5:
+        return False  # a label: "**Format Illustration:**"
+    if _DIRECTIVE.search(text):
+        return True
+    label = _LABEL.match(text)
+    if label is not None:
+        # "Note: this is …" is a remark; "**Output:** Render as …" an instruction.
+        words = [w.lower() for w in _WORDS.findall(text, label.end(), label.end() + 400)]
+        if not words:
+            return False
+    if _imperative_at(words, 0):
+        return True
+    if words[0] in _CONDITIONAL:
+        comma = _clause_end(text)
+        if comma != -1:
+            rest = [w.lower() for w in _WORDS.findall(text, comma, comma + 200)]
+            return _imperative_at(rest, 0)
+    return False
+
+
+def _imperative_at(words: list[str], i: int) -> bool:
+    while i < len(words) and words[i] in _LEADING:
+        i += 1
+    if i >= len(words) or words[i] not in VERBS:
+        return False
+    following = words[i + 1 : i + 3]
+    if not following:
+        return True
+    if following[0] in _OBJECT_WORDS:
+        return True
+    return not any(w in _NOT_AFTER_VERB for w in following)
+
+
+def _clause_end(text: str) -> int:
+    """The offset after the comma (or "then") that ends a leading conditional clause."""
+    m = re.search(r",|\bthen\b", text[:300])
+    return -1 if m is None else m.end()
+
+
+# --------------------------------------------------------------------------------------
+# Vocabulary
+
+STOP_WORDS = _wordset(
+    """
+    a about above after again against all also am an and any are aren't as at be because
+    been before being below between both but by can can't cannot could couldn't did didn't
+    do does doesn't doing don't down during each few for from further had hadn't has hasn't
+    have haven't having he her here hers herself him himself his how however i if in into is
+    isn't it it's its itself just let's me more most mustn't my myself no nor not now of off
+    on once only or other ought our ours ourselves out over own same shan't she should
+    shouldn't so some such than that that's the their theirs them themselves then there
+    there's these they this those through to too under until up upon very was wasn't we
+    were weren't what when where which while who whom why will with won't would wouldn't you
+    your yours yourself yourselves via per e g i.e eg ie etc vs
+    must shall may might never always please make sure need needs use using used also
+    instead first then else every each one two three unless whether whenever
+    """
+)
+# Heading words that name no topic.
+GENERIC_HEADING_WORDS = _wordset(
+    """
+    section part chapter overview introduction intro general guidelines guideline guidance
+    rules rule instructions instruction notes note important details detail other misc
+    miscellaneous additional information info context background summary appendix step
+    steps and the of for your you our a an to in on how what key core main basic basics
+    tool tools usage available
+    """
+)
+_SUFFIXES = (
+    ("ations", ""),
+    ("ation", ""),
+    ("ating", ""),
+    ("ated", ""),
+    ("ates", ""),
+    ("ate", ""),
+    ("ities", ""),
+    ("ity", ""),
+    ("ings", ""),
+    ("ing", ""),
+    ("ies", "y"),
+    ("ied", "y"),
+    ("ed", ""),
+    ("ches", "ch"),
+    ("shes", "sh"),
+    ("sses", "ss"),
+    ("xes", "x"),
+    ("s", ""),
+)
+_KEEP_S = ("ss", "us", "is", "ous")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def stem(word: str) -> str:
+    """A light suffix-stripping stem: cite/cites/cited/citing/citation(s) -> ``cit``.
+
+    Identifiers (with ``_`` or digits) are kept whole: they are tool and field names.
+    """
+    w = word.lower()
+    if not w.isalpha():
+        return w
+    for suffix, repl in _SUFFIXES:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            if suffix == "s" and w.endswith(_KEEP_S):
+                break
+            w = w[: -len(suffix)] + repl
+            if (
+                suffix in ("ing", "ed", "ings")
+                and len(w) > 3
+                and w[-1] == w[-2]
+                and w[-1] not in "lsz"
+            ):
+                w = w[:-1]  # formatting -> format
+            break
+    if len(w) > 3 and w.endswith("e"):
+        w = w[:-1]
+    return w
+
+
+def _content_words(text: str) -> set[str]:
+    res = set()
+    for w in _WORDS.findall(text):
+        lw = w.lower().replace("’", "'")
+        if lw.endswith("'s"):
+            lw = lw[:-2]
+        if len(lw) < 3 or lw in STOP_WORDS:
+            continue
+        res.add(stem(lw))
+    return res
+
+
+def _title_words(section: Section) -> set[str]:
+    """The stems of a heading's words that name a topic."""
+    title = section.title.strip().strip("`*_ ")
+    return {
+        stem(w)
+        for w in (x.lower() for x in _WORDS.findall(title))
+        if w not in GENERIC_HEADING_WORDS and w not in STOP_WORDS and len(w) > 1
+    }
+
+
+def _topic_words(section: Section, section_topics: Mapping[str, list[str]]) -> set[str]:
+    """The ``section_topics`` words of a heading: those of every key all of whose words
+    are in the heading ("Tools" matches `# Tools` and `## Tool use`)."""
+    title_stems = {stem(w.lower()) for w in _WORDS.findall(section.title)}
+    res: set[str] = set()
+    for key, topic_words in section_topics.items():
+        key_stems = {stem(w.lower()) for w in _WORDS.findall(key)}
+        if key_stems and key_stems <= title_stems:
+            res.update(stem(w.strip().lower()) for w in topic_words if w.strip())
+    return res
+
+
+# --------------------------------------------------------------------------------------
+# guidance-for-unavailable-tool
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolsWhere:
+    """Where the offered tools are declared (the other end of a finding)."""
+
+    range: TextRange
+    path: str | None
+    what: str  # how to name them: "the tools offered this turn", …
+
+
+_NOT_DECLARED = "not among the template's `tools`"
+_NEGATED = re.compile(
+    r"\b(?:never|not|don['’]t|no|without|avoid|instead\s+of|rather\s+than)\b[^.;:,]*$",
+    re.IGNORECASE,
+)
+_AVAILABILITY = re.compile(
+    r"\b(?:you\s+(?:can|may|have\s+access\s+to|are\s+able\s+to)|available|access\s+to)\b",
+    re.IGNORECASE,
+)
+_NAMED_TOOL = re.compile(
+    r"`([A-Za-z][A-Za-z0-9_-]*)`\s+tool\b|\b([a-z][a-z0-9]*_[a-z0-9_]+)\s+tool\b"
+)
+
+
+def _offered_names(ctx: RuleContext) -> set[str] | None:
+    """Lower-case names of the tools offered this turn; None when nobody says."""
+    if ctx.conversation is not None:
+        tools = ctx.conversation.tools
+        return None if tools is None else {t.name.lower() for t in tools}
+    node = _front_matter_tools(ctx.template)
+    if node is None:
+        return None
+    return {t.name.lower() for t in read_tools(node)[0]}
+
+
+def _front_matter_tools(template: PromptTemplate | None) -> SNode | None:
+    if template is None or template.front_matter_root is None:
+        return None
+    return template.front_matter_root.get("tools")
+
+
+def _tools_location(ctx: RuleContext) -> _ToolsWhere | None:
+    conv = ctx.conversation
+    if conv is not None and conv.root is not None:
+        member = conv.root.member("tools") if conv.root.is_object else None
+        if member is not None:
+            return _ToolsWhere(member.key_range, None, "the tools offered this turn")
+    template = ctx.template
+    if template is not None and template.front_matter_root is not None:
+        member = template.front_matter_root.member("tools")
+        if member is not None:
+            path = ctx.template_path if conv is not None else None
+            return _ToolsWhere(member.key_range, path, "the template's tools")
+    return None
+
+
+def _called_tools(conv: Conversation | None) -> set[str]:
+    if conv is None:
+        return set()
+    return {c.name.lower() for m in conv.messages for c in m.tool_calls if c.name}
+
+
+def _unavailable_in_prompt(
+    ctx: RuleContext,
+    source: _Source,
+    offered: set[str],
+    called: set[str],
+    where: _ToolsWhere | None,
+) -> Iterator[Diagnostic]:
+    template = source.template
+    guidance = guidance_sections(template)
+    tools_idx = _tools_section(template)
+    # Guidance the pipeline leaves out this turn: not sent, so not asking for anything.
+    dropped: list[TextRange] = []
+    if tools_idx is not None and not offered:
+        dropped.append(template.sections[tools_idx].range)
+    else:
+        dropped.extend(template.sections[i].range for t, i in guidance.items() if t not in offered)
+    yield from _unsent_guidance(ctx, source, guidance, offered, where)
+
+    known = set(guidance) | offered | KNOWN_TOOLS | called
+    for m in _NAMED_TOOL.finditer(template.text, template.body_range.start):
+        known.add((m.group(1) or m.group(2)).lower())
+    finders = _tool_finders(known - offered)
+    if not finders:
+        return
+    related = _tools_related(where, offered)
+    for sentence in template.sentences:
+        if any(r.start <= sentence.range.start < r.end for r in dropped):
+            continue
+        text = sentence.text
+        names: list[str] = []
+        for finder in finders:
+            for m in finder.finditer(text):
+                name = (m.group(1) or m.group(2)).lower()
+                if name not in names and not _NEGATED.search(text, 0, m.start()):
+                    names.append(name)
+        if not names:
+            continue
+        if not (is_instruction(text) or _AVAILABILITY.search(text)):
+            continue
+        listed = ", ".join(f"`{n}`" for n in names)
+        which = "which is" if len(names) == 1 else "which are"
+        place = "" if source.kind in ("template", "system") else f" in the {source.kind}"
+        missing = "not offered this turn" if ctx.conversation is not None else _NOT_DECLARED
+        yield Diagnostic(
+            "guidance-for-unavailable-tool",
+            Severity.WARNING,
+            f"instruction{place} asks for {listed}, {which} {missing}",
+            source.range(sentence.range),
+            path=source.path,
+            related=related,
+        )
+
+
+def _unsent_guidance(
+    ctx: RuleContext,
+    source: _Source,
+    guidance: Mapping[str, int],
+    offered: set[str],
+    where: _ToolsWhere | None,
+) -> Iterator[Diagnostic]:
+    """Guidance sections for tools the prompt itself never offers."""
+    if source.kind not in ("template", "system"):
+        return
+    template = source.template
+    declared = offered
+    why = (
+        f"it is {_NOT_DECLARED}"
+        if ctx.conversation is None
+        else "the tool is not offered this turn"
+    )
+    if source.shared:
+        root = template.front_matter_root
+        member = root.member("tools") if root is not None else None
+        if member is None:
+            return  # a shared template: other turns may offer the tool
+        declared = {t.name.lower() for t in read_tools(member.value)[0]}
+        where = _ToolsWhere(member.key_range, source.path, "the template's tools")
+        why = f"it is {_NOT_DECLARED}"
+    for tool, i in guidance.items():
+        if tool in declared or tool in offered:
+            continue
+        section = template.sections[i]
+        rng = TextRange(section.range.start, _content_end(template.text, section.range))
+        yield Diagnostic(
+            "guidance-for-unavailable-tool",
+            Severity.INFO,
+            f"guidance for `{tool}` is not sent: {why}",
+            source.range(rng),
+            path=source.path,
+            related=_tools_related(where, declared),
+            unnecessary=True,
+        )
+
+
+def _read_file_listing(
+    ctx: RuleContext, offered: set[str], where: _ToolsWhere | None
+) -> Iterator[Diagnostic]:
+    a, conv = ctx.assembly, ctx.conversation
+    if a is None or conv is None or READ_FILE in offered:
+        return
+    related = _tools_related(where, offered)
+    for entry in a.layout:
+        if entry.id == "$forgotten_files":
+            n = len(a.forgotten_files)
+            rng = _forgotten_file_range(conv, [f.file_id for f in a.forgotten_files])
+            what = f"{n} forgotten file{'s' if n != 1 else ''}"
+        elif entry.id == "$project_file_list":
+            n = entry.message.text.count('\n- file_id="')
+            rng = _member_key(conv, "project_files")
+            what = f"{n} project file{'s' if n != 1 else ''}"
+        else:
+            continue
+        yield Diagnostic(
+            "guidance-for-unavailable-tool",
+            Severity.WARNING,
+            f"a read_file listing of {what} is sent, but no `read_file` tool is offered this turn",
+            rng,
+            related=related,
+        )
+
+
+def _forgotten_file_range(conv: Conversation, file_ids: list[str]) -> TextRange:
+    wanted = set(file_ids)
+    for m in conv.messages:
+        if m.file_id in wanted:
+            return m.range
+        for f in m.files:
+            if f.file_id in wanted:
+                return f.range
+    for m in conv.messages:
+        if m.role is Role.SUMMARY:
+            return m.role_range or m.range
+    return TextRange(0, 0)
+
+
+def _member_key(conv: Conversation, key: str) -> TextRange:
+    if conv.root is not None and conv.root.is_object:
+        member = conv.root.member(key)
+        if member is not None:
+            return member.key_range
+    return TextRange(0, 0)
+
+
+def _tools_related(where: _ToolsWhere | None, tools: Collection[str]) -> tuple[Related, ...]:
+    """Point at where the tools are declared, naming them."""
+    if where is None:
+        return ()
+    names = ", ".join(f"`{t}`" for t in sorted(tools)) or "none"
+    return (Related(where.range, f"{where.what}: {names}", where.path),)

@@ -1,0 +1,515 @@
+"""Ordering and template rules: prompts and messages that do not land where the author meant.
+
+A reminder written in the middle of the history, a custom agent prompt that repeats (or
+silently replaces) the system prompt, a placeholder the pipeline does not know and leaves
+literal, a summary node that the current branch never reaches: each reads fine on its own
+and is only wrong given where the pipeline puts it. Inline prompts are strings inside the
+conversation document; their offsets are mapped onto the document with
+``assembly.sourcemap`` so findings point at the exact characters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from assembly.diagnostics.core import (
+    Diagnostic,
+    Fix,
+    Related,
+    RuleContext,
+    Severity,
+    TextEdit,
+)
+from assembly.model import Message, PromptRef, Role, TextBlock
+from assembly.sourcemap import string_offset_map
+from assembly.sysprompt import KNOWN_PLACEHOLDERS, USER_PLACEHOLDER_KEYS
+from assembly.text import TextRange
+
+# The placeholder syntax of ``prompts.py`` (``user.x`` keys keep their dotted name).
+_PLACEHOLDER = re.compile(r"\{\{[ \t]*([A-Za-z_][A-Za-z0-9_.]*)[ \t]*\}\}")
+_USER_KEY = re.compile(r"user\.([A-Za-z_][A-Za-z0-9_]*)")
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+_WORD = re.compile(r"\S+")
+SUGGESTION_CUTOFF = 0.8
+MIN_DUPLICATE_WORDS = 6  # shorter paragraphs ("Be concise.") repeat by coincidence
+
+
+# ------------------------------------------------------------------------------ rules
+
+
+def reminder_not_last(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """A reminder message is not the last message of the conversation.
+
+    ## What it does
+    Reports a message with role `reminder` in `messages` that has other messages of the
+    current branch after it. Such a message is sent where it stands, wrapped in
+    `<system-reminder>` tags, in the middle of the history. The related location is the
+    message the branch really ends with.
+
+    ## Why is this bad?
+    Providers and Onyx treat the reminder as the last thing the model reads before it
+    answers: that is what makes it work. In the middle of the history it is just another
+    old message, and the turn goes out without it. The document's `reminder` key is
+    always placed last.
+
+    ## Example
+    ```yaml
+    messages:
+      - {role: user, content: "Summarise the incident."}
+      - {role: reminder, content: "Cite the runbook for every step."}
+      - {role: assistant, content: "…"}
+      - {role: user, content: "And the follow-ups?"}
+    ```
+    Use `reminder: "Cite the runbook for every step."` instead.
+    """
+    conv, a = ctx.conversation, ctx.assembly
+    if conv is None or not conv.messages:
+        return
+    if a is not None and a.chain:
+        order = {mid: i for i, mid in enumerate(a.chain)}
+    else:
+        order = {m.id: m.index for m in conv.messages}
+    by_id = {m.id: m for m in conv.messages}
+    branch = [by_id[mid] for mid in order if mid in by_id]
+    # Messages sent from each position on (a summary node is moved to the front).
+    sent_after = [0] * (len(branch) + 1)
+    for i in range(len(branch) - 1, -1, -1):
+        sent_after[i] = sent_after[i + 1] + (branch[i].role is not Role.SUMMARY)
+    # The branch's last message.
+    last = next((m for m in reversed(branch) if m.role is not Role.SUMMARY), None)
+    if last is None:
+        return
+    position = {m.id: i for i, m in enumerate(branch)}
+    for m in conv.messages:
+        pos = position.get(m.id)
+        if m.role is not Role.REMINDER or pos is None or sent_after[pos + 1] == 0:
+            continue
+        after = sent_after[pos + 1]
+        noun = "message follows" if after == 1 else "messages follow"
+        yield Diagnostic(
+            "reminder-not-last",
+            Severity.WARNING,
+            f"reminder `{m.id}` is not the last message: {after:,} {noun} it, so it is sent "
+            "in the middle of the history instead of last (use the `reminder` key)",
+            m.role_range or m.range,
+            related=(Related(last.range, f"the conversation ends here: `{last.id}`"),),
+        )
+
+
+def custom_prompt_in_system(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """The custom agent prompt repeats or silently replaces the system prompt.
+
+    ## What it does
+    Reports text of `custom_agent_prompt` that also appears in the system prompt (a whole
+    paragraph of at least six words, whitespace ignored), with the tokens paid twice; and
+    a system prompt that is discarded because `replace_system_prompt` is on (the custom
+    agent prompt is sent in its place, or nothing when there is none). The discarded
+    prompt is tagged *unnecessary*.
+
+    ## Why is this bad?
+    The custom agent prompt is sent as its own message after the history, every turn: a
+    paragraph it shares with the system prompt costs its tokens twice and weighs
+    twice. With `replace_system_prompt` the base prompt (its tool guidance, its style
+    rules) never reaches the model, however carefully it was written.
+
+    ## Example
+    ```yaml
+    system_prompt: prompts/support.prompt.md   # contains "Always answer in English."
+    custom_agent_prompt: |
+      Always answer in English, even when the customer writes in another language.
+    ```
+    """
+    conv = ctx.conversation
+    if conv is None:
+        return
+    base = _base_system_prompt(ctx)
+    ca = conv.custom_agent_prompt
+    if ctx.settings.replace_system_prompt:
+        if base is not None and base.text[base.start :].strip():
+            yield _discarded(ctx, base, ca)
+        return
+    if base is None or ca is None or not ca.content.strip():
+        return
+    yield from _duplicates(ctx, base, _inline(ca, "custom agent prompt"))
+
+
+def unknown_placeholder(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """A `{{NAME}}` placeholder that the pipeline does not fill and sends literally.
+
+    ## What it does
+    Checks every `{{…}}` in the system prompt (template or inline), the custom agent
+    prompt and the reminder against the placeholders the pipeline fills:
+    `{{CURRENT_DATETIME}}`, `{{CITATION_GUIDANCE}}`, `{{REMINDER_TAG_DESCRIPTION}}` and
+    `{{user.<key>}}`. A `user.<key>` is unknown when the document's `user_info` lacks the
+    key (without `user_info`: when the key is not one Onyx fills from the user's profile).
+    The message suggests the closest known name; the fix puts it in.
+
+    ## Why is this bad?
+    Onyx substitutes placeholders by plain string replacement and leaves unknown ones as
+    they are: the model reads a raw `{{CURRENT_DATE}}` instead of the date, and the
+    instruction built around it makes no sense.
+
+    ## Example
+    ```markdown
+    The current date is {{CURRENT_DATE}}.
+    ```
+    Use `{{CURRENT_DATETIME}}`.
+    """
+    conv = ctx.conversation
+    user_info = conv.user_info if conv is not None else None
+    for prompt in _prompts(ctx):
+        mapper = None
+        for m in _PLACEHOLDER.finditer(prompt.text, prompt.start):
+            name = m.group(1)
+            problem = _placeholder_problem(name, user_info, prompt.what)
+            if problem is None:
+                continue
+            mapper = mapper or prompt.mapper(ctx)
+            rng = mapper(m.start(), m.end())
+            suggestion = _suggest(name, user_info)
+            message = problem
+            fix = None
+            if suggestion is not None:
+                message += f"; did you mean `{{{{{suggestion}}}}}`?"
+                if rng is not None and prompt.source_text(ctx, rng) == m.group(0):
+                    fix = Fix(
+                        f"Replace with `{{{{{suggestion}}}}}`",
+                        (TextEdit(rng, f"{{{{{suggestion}}}}}"),),
+                    )
+            yield Diagnostic(
+                "unknown-placeholder",
+                Severity.WARNING,
+                message,
+                rng if rng is not None else prompt.whole,
+                path=prompt.path,
+                fix=fix,
+            )
+
+
+def summary_on_other_branch(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """A summary node is not applied: it belongs to another branch.
+
+    ## What it does
+    Reports a `summary` message whose `summarizes_through` is not an earlier message of
+    the current branch (found by the pipeline, which ignores the summary), and a summary
+    node that is not on the current branch at all: its `parent` chain does not lead to the
+    branch tip (`settings.branch_tip`, default the last message). Both summaries are
+    tagged *unnecessary*: neither is sent.
+
+    ## Why is this bad?
+    Onyx applies only the summary of the current branch; a summary written for another
+    branch (or a `summarizes_through` that names the wrong message) leaves the history
+    unsummarized, so the budget and what the model remembers are not what the fixture
+    means to test.
+
+    ## Example
+    ```yaml
+    settings: {branch_tip: u3}
+    messages:
+      - {id: u1, role: user, content: "…"}
+      - {id: a1, role: assistant, content: "…", parent: u1}
+      - {id: s1, role: summary, summarizes_through: a1, parent: a1, content: "…"}
+      - {id: u3, role: user, content: "…", parent: a1}
+    ```
+    `s1` hangs off `a1` beside `u3`: the branch u1 → a1 → u3 does not contain it.
+    """
+    conv, a = ctx.conversation, ctx.assembly
+    by_id = {m.id: m for m in conv.messages} if conv is not None else {}
+    # The pipeline reports at `summarizes_through` (or the summary itself when it has none).
+    summaries: dict[TextRange, Message] = {}
+    for m in conv.messages if conv is not None else ():
+        if m.role is Role.SUMMARY:
+            summaries.setdefault(m.range, m)
+            if m.summarizes_through_range is not None:
+                summaries.setdefault(m.summarizes_through_range, m)
+    reported: set[int] = set()
+    for d in ctx.reported:
+        if d.code != "summary-on-other-branch":
+            continue
+        node = summaries.get(d.range)
+        if node is not None and node.summarizes_through is None:
+            continue  # a schema error already says the summary lacks its cut
+        related = d.related
+        if node is not None:
+            reported.add(node.index)
+            related = (*related, Related(node.range, f"summary `{node.id}` is not sent"))
+        yield dataclasses.replace(d, related=related, unnecessary=True)
+    if conv is None or a is None or not a.chain:
+        return
+    on_branch = set(a.chain)
+    tip = by_id.get(a.chain[-1])
+    for m in conv.messages:
+        if m.role is not Role.SUMMARY or m.id in on_branch or m.index in reported:
+            continue
+        tip_related = (
+            (Related(tip.range, f"the current branch ends here: `{tip.id}`"),)
+            if tip is not None
+            else ()
+        )
+        yield Diagnostic(
+            "summary-on-other-branch",
+            Severity.WARNING,
+            f"summary `{m.id}` is on another branch: its `parent` chain does not reach the "
+            f"branch tip `{a.chain[-1]}`, so it is not applied",
+            m.range,
+            related=tip_related,
+            unnecessary=True,
+        )
+
+
+# ------------------------------------------------------------------------------ prompts
+
+
+@dataclass(frozen=True, slots=True)
+class _Prompt:
+    """A prompt's text and how to turn offsets in it into ranges of a file.
+
+    ``value_range`` set: an inline string of the document (offsets mapped through
+    ``sourcemap``); else ``text`` is the text of the file ``path`` (None: the document).
+    ``whole`` (in ``path``'s coordinates) is where to point when an offset cannot be
+    mapped; ``given`` is where the document gives the prompt (a template's path value).
+    """
+
+    what: str
+    text: str
+    start: int
+    path: str | None
+    whole: TextRange
+    given: TextRange
+    value_range: TextRange | None = None
+
+    def mapper(self, ctx: RuleContext) -> Callable[[int, int], TextRange | None]:
+        """Map a span of ``text`` to a range of ``path`` (None: it cannot be mapped)."""
+        vr = self.value_range
+        if vr is None:
+            return TextRange
+        if vr.start >= len(ctx.text) or ctx.text[vr.start] in "[{":
+            return lambda start, end: None  # content parts: no single string to map into
+        return string_offset_map(ctx.text, vr, self.text).range
+
+    def source_text(self, ctx: RuleContext, rng: TextRange) -> str:
+        if self.path is None:
+            return ctx.text[rng.start : rng.end]
+        if ctx.template is not None and self.path == ctx.template_path:
+            return ctx.template.text[rng.start : rng.end]
+        return ""
+
+
+def _inline(block: TextBlock, what: str) -> _Prompt:
+    whole = block.content_range or block.range
+    return _Prompt(what, block.content, 0, None, whole, block.range, block.content_range)
+
+
+def _base_system_prompt(ctx: RuleContext) -> _Prompt | None:
+    """The base system prompt as written: the template, the inline text or a message."""
+    conv, t = ctx.conversation, ctx.template
+    if conv is None:
+        if t is None:
+            return None
+        return _Prompt(
+            "system prompt", t.text, t.body_range.start, None, t.body_range, t.body_range
+        )
+    src = conv.system_prompt
+    if isinstance(src, PromptRef):
+        if t is None:
+            return None
+        body = t.body_range
+        return _Prompt("system prompt", t.text, body.start, ctx.template_path, body, src.range)
+    if isinstance(src, TextBlock):
+        return _inline(src, "system prompt")
+    m = _first_system_message(ctx)
+    if m is None:
+        return None
+    whole = m.content_range or m.range
+    return _Prompt("system prompt", m.content, 0, None, whole, m.range, m.content_range)
+
+
+def _first_system_message(ctx: RuleContext) -> Message | None:
+    """The system message the pipeline takes as the system prompt: the first one of the
+    branch (the pipeline takes it out of ``Assembly.chain``, so the branch is walked
+    again here, from the tip through the ``parent`` links)."""
+    conv = ctx.conversation
+    if conv is None or not any(m.role is Role.SYSTEM for m in conv.messages):
+        return None
+    msgs = conv.messages
+    by_id = {m.id: m for m in msgs}
+    tip_id = ctx.settings.branch_tip
+    cur: Message | None = by_id.get(tip_id) if tip_id is not None else None
+    if cur is None:
+        cur = msgs[-1]
+    tree = any(m.parent is not None for m in msgs)
+    first: Message | None = None
+    seen: set[str] = set()
+    while cur is not None and cur.id not in seen:
+        seen.add(cur.id)
+        if cur.role is Role.SYSTEM:
+            first = cur
+        if tree and cur.parent is not None:
+            cur = by_id.get(cur.parent)
+        else:
+            cur = msgs[cur.index - 1] if cur.index > 0 else None
+    return first
+
+
+def _prompts(ctx: RuleContext) -> Iterator[_Prompt]:
+    base = _base_system_prompt(ctx)
+    if base is not None:
+        yield base
+    conv = ctx.conversation
+    if conv is None:
+        return
+    if conv.custom_agent_prompt is not None:
+        yield _inline(conv.custom_agent_prompt, "custom agent prompt")
+    if conv.reminder is not None:
+        yield _inline(conv.reminder, "reminder")
+
+
+# ------------------------------------------------------------------------------ custom prompt
+
+
+def _discarded(ctx: RuleContext, base: _Prompt, ca: TextBlock | None) -> Diagnostic:
+    conv = ctx.conversation
+    assert conv is not None
+    related: list[Related] = []
+    setting = conv.settings_ranges.get("replace_system_prompt")
+    if setting is not None:
+        related.append(Related(setting, "`replace_system_prompt` is turned on here"))
+    if ca is not None and ca.content.strip():
+        related.append(Related(ca.range, "the custom agent prompt is sent as the system prompt"))
+        message = (
+            "`replace_system_prompt` is on, so this system prompt is discarded: the custom "
+            "agent prompt is sent in its place"
+        )
+    else:
+        message = (
+            "`replace_system_prompt` is on and there is no custom agent prompt: this system "
+            "prompt is discarded and the turn has no system prompt at all"
+        )
+    # A template's own text is not faded (other conversations may use it): the reference is.
+    return Diagnostic(
+        "custom-prompt-in-system",
+        Severity.WARNING,
+        message,
+        base.given,
+        related=tuple(related),
+        unnecessary=True,
+    )
+
+
+def _duplicates(ctx: RuleContext, base: _Prompt, ca: _Prompt) -> Iterator[Diagnostic]:
+    """One finding per paragraph of the custom prompt found in the system prompt, or one
+    for the whole custom prompt when all of it is."""
+    haystack = " ".join(base.text[base.start :].split())
+    found: list[tuple[int, int, re.Match[str]]] = []
+    paragraphs = list(_paragraphs(ca.text))
+    for start, end in paragraphs:
+        words = ca.text[start:end].split()
+        if len(words) < MIN_DUPLICATE_WORDS or " ".join(words) not in haystack:
+            continue
+        pattern = re.compile(r"\s+".join(re.escape(w) for w in words))
+        hit = pattern.search(base.text, base.start)
+        if hit is not None:
+            found.append((start, end, hit))
+    if not found:
+        return
+    ca_map, base_map = ca.mapper(ctx), base.mapper(ctx)
+    if len(found) == len(paragraphs):
+        tokens = ctx.tokenizer.count(ca.text)
+        first = found[0][2]
+        yield Diagnostic(
+            "custom-prompt-in-system",
+            Severity.WARNING,
+            f"the whole custom agent prompt is already in the system prompt: its {tokens:,} "
+            "tokens are sent twice",
+            ca.whole,
+            related=(_system_place(base, base_map, first, "the same text in the system prompt"),),
+        )
+        return
+    for start, end, hit in found:
+        tokens = ctx.tokenizer.count(ca.text[start:end])
+        yield Diagnostic(
+            "custom-prompt-in-system",
+            Severity.WARNING,
+            f"this paragraph of the custom agent prompt is also in the system prompt: "
+            f"{tokens:,} tokens sent twice",
+            ca_map(start, end) or ca.whole,
+            related=(
+                _system_place(base, base_map, hit, "the same paragraph in the system prompt"),
+            ),
+        )
+
+
+def _system_place(
+    base: _Prompt,
+    base_map: Callable[[int, int], TextRange | None],
+    hit: re.Match[str],
+    message: str,
+) -> Related:
+    rng = base_map(hit.start(), hit.end()) or base.whole
+    return Related(rng, message, base.path)
+
+
+def _paragraphs(text: str) -> Iterator[tuple[int, int]]:
+    """Trimmed (start, end) of the non-blank paragraphs of ``text``."""
+    pos = 0
+    for brk in (*_PARAGRAPH_BREAK.finditer(text), None):
+        stop = brk.start() if brk is not None else len(text)
+        words = list(_WORD.finditer(text, pos, stop))
+        if words:
+            yield words[0].start(), words[-1].end()
+        if brk is not None:
+            pos = brk.end()
+
+
+# ------------------------------------------------------------------------------ placeholders
+
+
+def _placeholder_problem(name: str, user_info: Mapping[str, Any] | None, where: str) -> str | None:
+    """Why ``{{name}}`` is not filled as written, or None when it is."""
+    if name in KNOWN_PLACEHOLDERS:
+        return None
+    tag = f"`{{{{{name}}}}}` in the {where}"
+    m = _USER_KEY.fullmatch(name)
+    if m is None:
+        return f"unknown placeholder {tag} is sent literally"
+    key = m.group(1)
+    if user_info is not None:
+        if key in user_info:
+            return None
+        if key in USER_PLACEHOLDER_KEYS:
+            return f"{tag} becomes an empty string: `user_info` has no `{key}`"
+        return f"{tag} is sent literally: `user_info` has no `{key}`"
+    if key in USER_PLACEHOLDER_KEYS:
+        return None
+    return f"{tag} is sent literally: `{key}` is not a user field Onyx fills"
+
+
+def _suggest(name: str, user_info: Mapping[str, Any] | None) -> str | None:
+    """The closest known placeholder name (case-insensitive), or None.
+
+    Close means a `difflib` ratio of at least 0.8 (`CURRENT_DATE`, `user.nmae`), or, for
+    the fixed names, a name that is the start or the end of one (`CITATION`, `DATETIME`);
+    a looser match would offer a fix that changes the meaning (`user.team_name` is not
+    `user.name`).
+    """
+    keys = set(user_info) if user_info is not None else set(USER_PLACEHOLDER_KEYS)
+    candidates = [*KNOWN_PLACEHOLDERS, *(f"user.{k}" for k in sorted(keys))]
+    folded = {c.lower(): c for c in candidates}
+    want = name.lower()
+    if want.startswith("user."):
+        pool = [c for c in folded if c.startswith("user.")]
+    else:
+        pool = [c for c in folded if not c.startswith("user.")]
+        if len(want) >= 4:
+            pool_hit = [c for c in pool if c.startswith(want) or c.endswith(want)]
+            if len(pool_hit) == 1 and folded[pool_hit[0]] != name:
+                return folded[pool_hit[0]]
+    match = difflib.get_close_matches(want, pool, n=1, cutoff=SUGGESTION_CUTOFF)
+    if not match or folded[match[0]] == name:
+        return None
+    return folded[match[0]]

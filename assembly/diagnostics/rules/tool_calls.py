@@ -1,0 +1,601 @@
+"""Rules about tool calls and their responses: orphans, unanswered calls, duplicate ids and
+calls written as text.
+
+Everything is judged on the current branch (``Assembly.chain``, in order), which is what the
+model is sent; messages on other branches only serve as the "other end" of a finding. Each
+rule walks the branch once (no quadratic loops: a 10,000-message log stays fast).
+
+Also here, for the file rules (``files.py``): ``branch_messages`` and ``MessageNodes`` (the
+source tree of each message, for exact ranges and edits), and ``decoded_range`` (a span of
+a decoded string back to the document).
+
+Fixes are text edits that keep the document parsing: a removed message takes its separating
+comma (JSON), its line (JSONL) or its list-item lines (YAML) with it; where no such edit is
+safe, no fix is offered.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from assembly.diagnostics.core import Diagnostic, Fix, Related, RuleContext, Severity, TextEdit
+from assembly.model import Conversation, DocFormat, Message, Role, ToolCall
+from assembly.sourcemap import OffsetMap, string_offset_map
+from assembly.syntax import SNode
+from assembly.text import TextRange
+from assembly.toolcalls import RecoveredCall, extract_tool_calls, looks_like_tool_call_markup
+
+# Recovered shapes that are unmistakably a call; a bare schema match ({"query": "…"}) in
+# prose is reported only when the text also looks like tool-call markup (Onyx's trigger).
+_EXPLICIT_SHAPES = frozenset({"name-arguments", "function-wrapper", "tool-key", "invoke"})
+_ARGS_PREVIEW = 80
+
+
+def orphaned_tool_response(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """A tool response has no matching earlier tool call.
+
+    ## What it does
+    Walks the current branch and reports every `tool` message whose `tool_call_id` was not
+    made by an earlier assistant tool call: as written (the call is missing, comes later, or
+    sits on another branch), and after truncation (the call was older than the budget cut,
+    or summarized away, so the response is silently dropped too). The related information
+    points at the call the response lost; dropped responses are faded.
+
+    ## Why is this bad?
+    Providers reject a tool result without its call, so Onyx drops such responses before
+    sending: whatever the result said never reaches the model.
+
+    ## Example
+    ```yaml
+    messages:
+      - {role: user, content: "What is the weather in Oslo?"}
+      - {role: tool, tool_call_id: call_1, content: "12 °C, rain"}
+    ```
+    No assistant message made `call_1`. The fix removes the response.
+    """
+    conv = ctx.conversation
+    if conv is None:
+        return
+    branch = branch_messages(ctx)
+    made: dict[str, tuple[ToolCall, Message]] = {}
+    written: set[str] = set()
+    calls: _CallIndex | None = None
+    for m in branch:
+        if m.role is Role.ASSISTANT:
+            for call in m.tool_calls:
+                made.setdefault(call.id, (call, m))
+            continue
+        if m.role is not Role.TOOL or m.tool_call_id_range is None:
+            continue
+        if m.tool_call_id and m.tool_call_id in made:
+            continue
+        written.add(m.id)
+        calls = calls or _CallIndex(conv, branch)
+        yield _orphan_as_written(ctx, m, calls)
+    assembly = ctx.assembly
+    if assembly is None or not assembly.orphans_dropped:
+        return
+    by_id = {m.id: m for m in branch}
+    dropped = set(assembly.dropped)
+    for msg_id in assembly.orphans_dropped:
+        m = by_id.get(msg_id)
+        if m is None or m.id in written or m.role is not Role.TOOL:
+            continue
+        found = made.get(m.tool_call_id or "")
+        if found is None:
+            continue
+        call, owner = found
+        if owner.id in dropped:
+            why = f"its call in `{owner.id}` is cut by the token budget"
+            note = "the call, dropped by the budget cut"
+        else:
+            why = f"its call in `{owner.id}` is replaced by the summary"
+            note = "the call, summarized away"
+        yield Diagnostic(
+            "orphaned-tool-response",
+            Severity.WARNING,
+            f"tool response to `{call.id}` is not sent: {why}",
+            m.range,
+            related=(Related(call.id_range, note),),
+            unnecessary=True,
+        )
+
+
+def unanswered_tool_call(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """An assistant tool call has no tool response after it.
+
+    ## What it does
+    Reports every tool call on the current branch that no later `tool` message answers
+    (no `tool_call_id` equal to the call's `id` after it).
+
+    ## Why is this bad?
+    OpenAI-compatible providers reject a request in which an assistant tool call is not
+    followed by its result. Onyx keeps such calls silently, so the turn fails at the
+    provider rather than in the editor.
+
+    ## Example
+    ```yaml
+    messages:
+      - {role: user, content: "Find the refund policy"}
+      - role: assistant
+        tool_calls: [{id: call_1, type: function,
+                      function: {name: internal_search, arguments: '{"query": "refund"}'}}]
+      - {role: user, content: "Any luck?"}
+    ```
+    `call_1` is never answered: add its `tool` message right after the call.
+    """
+    answered: set[str] = set()
+    res: list[Diagnostic] = []
+    for m in reversed(branch_messages(ctx)):
+        if m.role is Role.TOOL and m.tool_call_id:
+            answered.add(m.tool_call_id)
+        elif m.role is Role.ASSISTANT:
+            for call in reversed(m.tool_calls):
+                if call.id not in answered:
+                    res.append(
+                        Diagnostic(
+                            "unanswered-tool-call",
+                            Severity.WARNING,
+                            f"tool call `{call.id}` to `{call.name}` has no tool response",
+                            call.id_range,
+                        )
+                    )
+    yield from reversed(res)
+
+
+def duplicate_tool_call_id(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """The same tool call id is used twice.
+
+    ## What it does
+    Reports a tool call whose `id` an earlier call on the current branch already used, and
+    a `tool` message answering a call that an earlier `tool` message already answered
+    (more answers than calls with that id; a response that comes before its call is an
+    `orphaned-tool-response`).
+    The related information points at the first use.
+
+    ## Why is this bad?
+    A response is matched to its call by id: with two calls of one id, one of them has no
+    result of its own (or gets the other's), and providers reject duplicate ids.
+
+    ## Example
+    ```yaml
+    - role: assistant
+      tool_calls:
+        - {id: call_1, type: function, function: {name: web_search, arguments: '{"query": "a"}'}}
+        - {id: call_1, type: function, function: {name: web_search, arguments: '{"query": "b"}'}}
+    ```
+    """
+    calls: dict[str, ToolCall] = {}
+    n_calls: dict[str, int] = {}
+    responses: dict[str, tuple[TextRange, int]] = {}  # first answer, number of answers
+    for m in branch_messages(ctx):
+        if m.role is Role.ASSISTANT:
+            for call in m.tool_calls:
+                n_calls[call.id] = n_calls.get(call.id, 0) + 1
+                first = calls.get(call.id)
+                if first is None:
+                    calls[call.id] = call
+                    continue
+                yield Diagnostic(
+                    "duplicate-tool-call-id",
+                    Severity.ERROR,
+                    f"tool call id `{call.id}` is already used by an earlier call",
+                    call.id_range,
+                    related=(Related(first.id_range, "first used here"),),
+                )
+        elif m.role is Role.TOOL and m.tool_call_id in calls:
+            # Only answers count (a response before its call is an orphan, reported there),
+            # and only those beyond one per call made with that id.
+            assert m.tool_call_id is not None and m.tool_call_id_range is not None
+            earlier, n_answers = responses.get(m.tool_call_id, (m.tool_call_id_range, 0))
+            responses[m.tool_call_id] = (earlier, n_answers + 1)
+            if n_answers < n_calls[m.tool_call_id]:
+                continue
+            yield Diagnostic(
+                "duplicate-tool-call-id",
+                Severity.ERROR,
+                f"tool call `{m.tool_call_id}` is answered twice",
+                m.tool_call_id_range,
+                related=(Related(earlier, "first answer"),),
+            )
+
+
+def tool_call_in_text(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """An assistant message wrote a tool call as text.
+
+    ## What it does
+    Runs Onyx's text tool-call recovery over each assistant message of the current branch,
+    with the tools offered this turn: JSON objects shaped like a call
+    (`{"name": …, "arguments": …}`, `{"function": {…}}`, `{"<tool>": {…}}`) and
+    `<invoke name="…">` blocks. A bare object that only matches a tool's parameter schema
+    counts when the text also looks like tool-call markup (`<function_calls>` with
+    `<invoke>`), as in Onyx. A text call that repeats one of the message's structured
+    `tool_calls` is not reported. The message shows the call the parser recovers.
+
+    ## Why is this bad?
+    A call written as text is not executed: the model meant to use the tool, but the turn
+    ends with markup in the answer, or Onyx's once-per-turn fallback parser has to guess
+    the call. In a test conversation it replays as text, not as the call it stands for.
+
+    ## Example
+    ```json
+    {"role": "assistant",
+     "content": "{\\"name\\": \\"web_search\\", \\"arguments\\": {\\"query\\": \\"Oslo\\"}}"}
+    ```
+    The fix (JSON and JSONL documents) moves the call into `tool_calls`.
+    """
+    conv = ctx.conversation
+    if conv is None or not conv.tools:
+        return
+    tools = _tool_definitions(conv)
+    branch = branch_messages(ctx)
+    nodes: MessageNodes | None = None
+    taken: set[str] | None = None
+    for m in branch:
+        if m.role is not Role.ASSISTANT or not _may_hold_call(m.content):
+            continue
+        recovered = extract_tool_calls(m.content, tools)
+        if not recovered:
+            continue
+        markup = looks_like_tool_call_markup(m.content)
+        made = [(c.name, c.arguments) for c in m.tool_calls]
+        calls = [
+            c
+            for c in recovered
+            if (markup or c.shape in _EXPLICIT_SHAPES) and (c.name, c.arguments) not in made
+        ]
+        if not calls:
+            continue
+        nodes = nodes or MessageNodes(conv)
+        if taken is None:
+            taken = {c.id for msg in conv.messages for c in msg.tool_calls}
+        spans = decoded_spans(ctx, m, nodes)
+        for call in calls:
+            if spans is not None:
+                rng = spans.range(call.start, call.end)
+            else:
+                rng = m.content_range if m.content_range is not None else m.range
+            args = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+            if len(args) > _ARGS_PREVIEW:
+                args = args[: _ARGS_PREVIEW - 1] + "…"
+            yield Diagnostic(
+                "tool-call-in-text",
+                Severity.WARNING,
+                f"tool call written as text: the fallback parser recovers `{call.name}({args})`",
+                rng,
+                fix=_structured_call_fix(ctx, m, call, nodes, taken),
+            )
+
+
+# ------------------------------------------------------------------------- shared helpers
+
+
+def branch_messages(ctx: RuleContext) -> list[Message]:
+    """The document messages of the current branch, in order (all of them without a chain)."""
+    conv = ctx.conversation
+    if conv is None:
+        return []
+    assembly = ctx.assembly
+    if assembly is None or not assembly.chain:
+        return list(conv.messages)
+    by_id = {m.id: m for m in conv.messages}
+    return [by_id[i] for i in assembly.chain if i in by_id]
+
+
+class MessageNodes:
+    """The source tree of each message, found by the message's range."""
+
+    def __init__(self, conv: Conversation) -> None:
+        self.conv = conv
+        self.array: SNode | None = None
+        root = conv.root
+        if root is not None and root.is_array:
+            self.array = root
+        elif root is not None and root.is_object:
+            messages = root.get("messages")
+            if messages is not None and messages.is_array:
+                self.array = messages
+        items = self.array.items if self.array is not None else ()
+        self.index = {item.range.start: k for k, item in enumerate(items)}
+        # What deleting a message could break: ids named by `parent`/`summarizes_through`,
+        # and the position of the last message named by its index (no `id`).
+        self.referenced: set[str] = set()
+        self.last_implicit_id = -1
+        for m in conv.messages:
+            if m.parent is not None:
+                self.referenced.add(m.parent)
+            if m.summarizes_through is not None:
+                self.referenced.add(m.summarizes_through)
+            if m.id_range is None:
+                self.last_implicit_id = m.index
+
+    def node(self, m: Message) -> SNode | None:
+        k = self.index.get(m.range.start)
+        if k is None or self.array is None:
+            return None
+        node = self.array.items[k]
+        return node if node.range == m.range and node.is_object else None
+
+    def call_node(self, m: Message, call: ToolCall) -> SNode | None:
+        """The source object of one of the message's tool calls."""
+        node = self.node(m)
+        calls = node.get("tool_calls") if node is not None else None
+        if calls is None or not calls.is_array:
+            return None
+        return next((c for c in calls.items if c.range == call.range), None)
+
+
+class DecodedSpans:
+    """Maps spans of a decoded text made of one or more string nodes to document ranges.
+
+    ``pieces`` are ``(offset in the decoded text, node, map)``: a message's content parts
+    are joined with one ``"\\n"`` between them, as the reader joins them.
+    """
+
+    def __init__(self, pieces: list[tuple[int, SNode, OffsetMap]]) -> None:
+        self.pieces = pieces
+
+    def range(self, start: int, end: int) -> TextRange:
+        first = self._piece(start)
+        last = self._piece(max(start, end - 1))
+        lo = first[2](start - first[0])
+        hi = last[2].end(end - last[0]) if end > start else lo
+        return TextRange(lo, max(lo, hi))
+
+    def _piece(self, offset: int) -> tuple[int, SNode, OffsetMap]:
+        res = self.pieces[0]
+        for piece in self.pieces:
+            if piece[0] > offset:
+                break
+            res = piece
+        return res
+
+
+def decoded_spans(ctx: RuleContext, m: Message, nodes: MessageNodes) -> DecodedSpans | None:
+    """The span map of a message's content (a string or text parts), or None."""
+    if m.content_range is None:
+        return None
+    node = nodes.node(m)
+    content = node.get("content") if node is not None else None
+    if content is None or content.range != m.content_range:
+        return None
+    if content.is_string:
+        return decoded_range(ctx.text, content)
+    if not content.is_array:
+        return None
+    pieces: list[tuple[int, SNode, OffsetMap]] = []
+    offset = 0
+    for part in content.items:
+        text_node = part if part.is_string else None
+        if part.is_object:
+            ptype = part.get("type")
+            candidate = part.get("text")
+            if ptype is not None and ptype.value == "text" and candidate is not None:
+                text_node = candidate if candidate.is_string else None
+        if text_node is None:
+            continue
+        value = str(text_node.value)
+        pieces.append((offset, text_node, string_offset_map(ctx.text, text_node.range, value)))
+        offset += len(value) + 1
+    return DecodedSpans(pieces) if pieces else None
+
+
+def decoded_range(text: str, node: SNode) -> DecodedSpans:
+    """The span map of one string node."""
+    return DecodedSpans([(0, node, string_offset_map(text, node.range, str(node.value)))])
+
+
+def remove_message_edit(ctx: RuleContext, m: Message, nodes: MessageNodes) -> TextEdit | None:
+    """An edit that deletes a message and keeps the document valid, or None when unsafe."""
+    conv = ctx.conversation
+    if conv is None or not _nothing_refers_to(ctx, nodes, m):
+        return None
+    text = ctx.text
+    if conv.format is DocFormat.JSONL:
+        return _remove_line(text, m.range)
+    array = nodes.array
+    k = nodes.index.get(m.range.start)
+    if array is None or k is None:
+        return None
+    items = array.items
+    if text[array.range.start : array.range.start + 1] == "[":
+        return _remove_flow_item(text, array, k)
+    if len(items) < 2:
+        return None  # an empty block sequence would leave `messages:` null
+    return _remove_block_item(text, items[k].range)
+
+
+# ------------------------------------------------------------------------- orphans
+
+
+class _CallIndex:
+    """The first call of each id on the branch and in the whole document."""
+
+    def __init__(self, conv: Conversation, branch: Sequence[Message]) -> None:
+        self.nodes = MessageNodes(conv)
+        self.on_branch: dict[str, ToolCall] = {}
+        for m in branch:
+            for call in m.tool_calls:
+                self.on_branch.setdefault(call.id, call)
+        self.anywhere: dict[str, ToolCall] = {}
+        for m in conv.messages:
+            for call in m.tool_calls:
+                self.anywhere.setdefault(call.id, call)
+
+
+def _orphan_as_written(ctx: RuleContext, m: Message, calls: _CallIndex) -> Diagnostic:
+    """An orphan as written: the branch makes its call only later, or nowhere."""
+    assert m.tool_call_id_range is not None
+    call_id = m.tool_call_id or ""
+    related: tuple[Related, ...] = ()
+    later = calls.on_branch.get(call_id)
+    elsewhere = calls.anywhere.get(call_id)
+    if not call_id:
+        message = "tool response has an empty `tool_call_id`: it answers no call and is not sent"
+    elif later is not None:
+        message = f"tool response to `{call_id}` comes before its call and is not sent"
+        related = (Related(later.id_range, "the call, made after its response"),)
+    elif elsewhere is not None:
+        message = f"tool response to `{call_id}` has no call on this branch and is not sent"
+        related = (Related(elsewhere.id_range, "the call, on another branch"),)
+    else:
+        message = f"tool response to `{call_id}` answers no tool call and is not sent"
+    edit = remove_message_edit(ctx, m, calls.nodes)
+    fix = Fix("Remove the orphaned tool response", (edit,)) if edit is not None else None
+    return Diagnostic(
+        "orphaned-tool-response",
+        Severity.WARNING,
+        message,
+        m.tool_call_id_range,
+        related=related,
+        fix=fix,
+    )
+
+
+def _nothing_refers_to(ctx: RuleContext, nodes: MessageNodes, m: Message) -> bool:
+    """Whether deleting ``m`` leaves every message reference (and implicit id) intact."""
+    tip = ctx.settings.branch_tip
+    if tip == m.id or m.id in nodes.referenced:
+        return False
+    if tip is None and not nodes.referenced:
+        return True
+    # Later messages without an `id` are named by their index, which the deletion shifts.
+    return nodes.last_implicit_id < m.index
+
+
+def _remove_line(text: str, rng: TextRange) -> TextEdit | None:
+    start = text.rfind("\n", 0, rng.start) + 1
+    end = text.find("\n", rng.end)
+    if text[start : rng.start].strip() or text[rng.end : end if end != -1 else None].strip():
+        return None
+    if end != -1:
+        return TextEdit(TextRange(start, end + 1), "")
+    return TextEdit(TextRange(max(0, start - 1), len(text)), "")
+
+
+def _remove_flow_item(text: str, array: SNode, k: int) -> TextEdit | None:
+    items = array.items
+    if len(items) == 1:
+        return TextEdit(
+            TextRange(array.range.start + 1, max(array.range.start + 1, array.range.end - 1)), ""
+        )
+    if k + 1 < len(items):
+        between = text[items[k].range.end : items[k + 1].range.start]
+        if between.strip() != ",":
+            return None
+        return TextEdit(TextRange(items[k].range.start, items[k + 1].range.start), "")
+    between = text[items[k - 1].range.end : items[k].range.start]
+    if between.strip() != ",":
+        return None
+    return TextEdit(TextRange(items[k - 1].range.end, items[k].range.end), "")
+
+
+def _remove_block_item(text: str, rng: TextRange) -> TextEdit | None:
+    dash = rng.start - 1
+    while dash >= 0 and text[dash] in " \t\r\n":
+        dash -= 1
+    if dash < 0 or text[dash] != "-":
+        return None
+    start = text.rfind("\n", 0, dash) + 1
+    if text[start:dash].strip(" "):
+        return None
+    end = text.find("\n", rng.end)
+    rest = text[rng.end : end if end != -1 else None].strip()
+    if rest and not rest.startswith("#"):
+        return None
+    return TextEdit(TextRange(start, end + 1 if end != -1 else len(text)), "")
+
+
+# ------------------------------------------------------------------------- calls in text
+
+
+def _tool_definitions(conv: Conversation) -> list[dict[str, Any]]:
+    """The offered tools as OpenAI function definitions (shorthand forms normalized)."""
+    res: list[dict[str, Any]] = []
+    for tool in conv.tools or ():
+        function = tool.schema.get("function")
+        if not isinstance(function, Mapping):
+            function = tool.schema
+        res.append({"type": "function", "function": {**function, "name": tool.name}})
+    return res
+
+
+def _may_hold_call(content: str) -> bool:
+    """A cheap pre-check: only text with a brace or an invoke tag can hold a call."""
+    return "{" in content or "<invoke" in content.lower()
+
+
+_FUNCTION_CALLS_OPEN = re.compile(r"<function_calls\s*>\s*$", re.IGNORECASE)
+_FUNCTION_CALLS_CLOSE = re.compile(r"^\s*</function_calls>", re.IGNORECASE)
+
+
+def _without_call(content: str, start: int, end: int) -> str:
+    """The content with one recovered call (and a wrapper left empty by it) removed."""
+    before, after = content[:start], content[end:]
+    opened = _FUNCTION_CALLS_OPEN.search(before)
+    closed = _FUNCTION_CALLS_CLOSE.search(after)
+    if opened is not None and closed is not None:
+        before, after = before[: opened.start()], after[closed.end() :]
+    left, right = before.rstrip(), after.lstrip()
+    if not left or not right:
+        return left + right
+    # Keep the wider of the two breaks around the call, not both.
+    gaps = (before[len(left) :], after[: len(after) - len(right)])
+    if any("\n\n" in gap for gap in gaps):
+        return f"{left}\n\n{right}"
+    return left + ("\n" if any("\n" in gap for gap in gaps) else " ") + right
+
+
+def _structured_call_fix(
+    ctx: RuleContext, m: Message, call: RecoveredCall, nodes: MessageNodes, taken: set[str]
+) -> Fix | None:
+    """Move a recovered call into the message's `tool_calls` (JSON and JSONL only)."""
+    conv = ctx.conversation
+    if conv is None or conv.format is DocFormat.YAML:
+        return None
+    node = nodes.node(m)
+    content = node.get("content") if node is not None else None
+    if node is None or content is None or not content.is_string:
+        return None
+    call_id = call.id
+    n = 2
+    while call_id in taken:
+        call_id, n = f"{call.id}_{n}", n + 1
+    structured = {
+        "id": call_id,
+        "type": "function",
+        "function": {
+            "name": call.name,
+            "arguments": json.dumps(call.arguments, ensure_ascii=False),
+        },
+    }
+    call_json = json.dumps(structured, ensure_ascii=False)
+    rest = _without_call(m.content, call.start, call.end)
+    content_json = json.dumps(rest, ensure_ascii=False) if rest.strip() else "null"
+    member = node.member("tool_calls")
+    edits: list[TextEdit]
+    if member is None:
+        edits = [TextEdit(content.range, f'{content_json}, "tool_calls": [{call_json}]')]
+    elif member.value.kind == "null":
+        edits = [
+            TextEdit(content.range, content_json),
+            TextEdit(member.value.range, f"[{call_json}]"),
+        ]
+    elif member.value.is_array and member.value.items:
+        last = member.value.items[-1].range.end
+        edits = [
+            TextEdit(content.range, content_json),
+            TextEdit(TextRange(last, last), f", {call_json}"),
+        ]
+    elif member.value.is_array:
+        edits = [
+            TextEdit(content.range, content_json),
+            TextEdit(member.value.range, f"[{call_json}]"),
+        ]
+    else:
+        return None
+    edits.sort(key=lambda e: e.range.start)
+    return Fix(f"Make the `{call.name}` call a structured tool call", tuple(edits))

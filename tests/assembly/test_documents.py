@@ -1,0 +1,504 @@
+"""Reading conversation documents (SPEC §2.1, §9): the schema, its errors and hostile input.
+
+``check_document`` is the only code that calls ``parse_conversation``: it renders what was
+read (one line per message) and every issue (code, severity, 1-based ``line:column`` range
+in code points, the source it covers, message), and compares with the expectation. The
+settings and file-reading cases go through ``server.workspace.analyze``, the same path the
+command line and the language server take.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from assembly.documents import parse_conversation
+from assembly.model import Conversation, DocFormat, Role
+from assembly.syntax import MAX_DEPTH
+from assembly.text import LineIndex, TextRange
+from server.workspace import Analysis, analyze
+
+TODAY = dt.date(2025, 1, 15)
+
+
+def check_document(text: str, fmt: DocFormat, expected: str) -> Conversation:
+    """Parse ``text`` and compare the rendering of its messages and issues."""
+    conv = parse_conversation(text, fmt)
+    assert _render(conv, text) == textwrap.dedent(expected).strip("\n")
+    return conv
+
+
+def _render(conv: Conversation, text: str) -> str:
+    index = LineIndex(text)
+    lines = []
+    for m in conv.messages:
+        extra = []
+        if m.tool_calls:
+            extra.append("calls=" + ",".join(f"{c.id}:{c.name}" for c in m.tool_calls))
+        if m.tool_call_id is not None:
+            extra.append(f"answers={m.tool_call_id}")
+        if m.files:
+            extra.append("files=" + ",".join(f.file_id for f in m.files))
+        if m.file_id is not None:
+            extra.append(f"file_id={m.file_id}")
+        if m.token_count is not None:
+            extra.append(f"token_count={m.token_count}")
+        if m.summarizes_through is not None:
+            extra.append(f"through={m.summarizes_through}")
+        lines.append(" ".join([f"message {m.id} {m.role.value} {m.content!r}", *extra]))
+    for i in conv.issues:
+        lines.append(
+            f"{i.severity} {i.code} {_span(index, i.range)} `{text[i.range.start : i.range.end]}`"
+            f": {i.message}"
+        )
+    return "\n".join(lines)
+
+
+def _span(index: LineIndex, rng: TextRange) -> str:
+    start, end = index.line_col(rng.start), index.line_col(rng.end)
+    return f"{start.line + 1}:{start.column + 1}-{end.line + 1}:{end.column + 1}"
+
+
+def analyze_text(tmp_path: Path, name: str, text: str) -> Analysis:
+    """Analyze an editor buffer (``text=``) of a document in a fresh workspace."""
+    return analyze(tmp_path / name, text=text, root=tmp_path, today=TODAY)
+
+
+# ------------------------------------------------------------------------------ shapes
+
+
+def test_bare_array_is_a_message_list() -> None:
+    check_document(
+        '[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]',
+        DocFormat.JSON,
+        """
+        message 0 system 'Be brief.'
+        message 1 user 'hi'
+        """,
+    )
+
+
+def test_bare_array_in_yaml() -> None:
+    check_document(
+        "- role: user\n  content: hi\n- {role: assistant, content: hello}\n",
+        DocFormat.YAML,
+        """
+        message 0 user 'hi'
+        message 1 assistant 'hello'
+        """,
+    )
+
+
+def test_object_form_reads_every_document_key() -> None:
+    text = """\
+{
+  "$schema": "https://example.com/conv.schema.json",
+  "settings": {"max_input_tokens": 4000, "model": "gpt-4"},
+  "system_prompt": {"content": "You are helpful.", "token_count": 5},
+  "custom_agent_prompt": "Answer in French.",
+  "project_files": [{"file_id": "p1", "filename": "a.md", "content": "A"}],
+  "tools": ["read_file", {"type": "function", "function": {"name": "web_search"}}],
+  "reminder": {"content": "Cite sources."},
+  "user_info": {"name": "Ada"},
+  "messages": [{"id": "u1", "role": "user", "content": "hi"}]
+}
+"""
+    conv = check_document(text, DocFormat.JSON, "message u1 user 'hi'")
+    assert conv.settings == {"max_input_tokens": 4000, "model": "gpt-4"}
+    assert text[slice(*_pair(conv.settings_ranges["max_input_tokens"]))] == "4000"
+    assert conv.custom_agent_prompt is not None
+    assert conv.custom_agent_prompt.content == "Answer in French."
+    assert [f.file_id for f in conv.project_files] == ["p1"]
+    assert [t.name for t in conv.tools or ()] == ["read_file", "web_search"]
+    assert conv.reminder is not None and conv.reminder.content == "Cite sources."
+    assert conv.user_info == {"name": "Ada"}
+
+
+def _pair(rng: TextRange) -> tuple[int, int]:
+    return rng.start, rng.end
+
+
+def test_jsonl_header_line_then_messages() -> None:
+    conv = check_document(
+        '{"settings": {"max_input_tokens": 500}, "reminder": "Be kind."}\n'
+        '{"role": "user", "content": "a"}\n'
+        '{"role": "assistant", "content": "b"}\n',
+        DocFormat.JSONL,
+        """
+        message 0 user 'a'
+        message 1 assistant 'b'
+        """,
+    )
+    assert conv.settings == {"max_input_tokens": 500}
+
+
+def test_jsonl_header_after_a_message_is_an_error() -> None:
+    check_document(
+        '{"role": "user", "content": "a"}\n{"settings": {"max_input_tokens": 500}}\n',
+        DocFormat.JSONL,
+        """
+        message 0 user 'a'
+        error schema-error 2:1-2:40 `{"settings": {"max_input_tokens": 500}}`: document keys must come before the first message line
+        """,  # noqa: E501
+    )
+
+
+def test_object_without_messages() -> None:
+    check_document(
+        '{"settings": {}}',
+        DocFormat.JSON,
+        "error schema-error 1:1-1:2 `{`: missing `messages`: the conversation has no message list",
+    )
+
+
+def test_a_scalar_document() -> None:
+    check_document(
+        '"hello"',
+        DocFormat.JSON,
+        'error schema-error 1:1-1:8 `"hello"`: a conversation must be an array of messages or an '
+        "object with `messages`",
+    )
+
+
+# ------------------------------------------------------------------------------ messages
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        pytest.param(
+            '{"role": "robot", "content": "beep"}',
+            'error schema-error 2:10-2:17 `"robot"`: unknown role `robot`: expected one of '
+            "`system`, `user`, `assistant`, `tool`, `reminder`, `summary`",
+            id="unknown-role",
+        ),
+        pytest.param(
+            '{"role": 7, "content": "beep"}',
+            "error schema-error 2:10-2:11 `7`: unknown role 7: expected one of "
+            "`system`, `user`, `assistant`, `tool`, `reminder`, `summary`",
+            id="role-not-a-string",
+        ),
+        pytest.param(
+            '{"content": "beep"}',
+            "error schema-error 2:1-2:2 `{`: message has no `role`",
+            id="missing-role",
+        ),
+        pytest.param(
+            '"just text"',
+            'error schema-error 2:1-2:12 `"just text"`: a message must be an object with a `role`',
+            id="not-an-object",
+        ),
+    ],
+)
+def test_a_message_that_cannot_be_read_is_left_out(message: str, expected: str) -> None:
+    # The rest of the document is still read.
+    check_document(
+        f'[{{"role": "user", "content": "a"}},\n{message},\n{{"role": "user", "content": "b"}}]',
+        DocFormat.JSON,
+        f"""
+        message 0 user 'a'
+        message 1 user 'b'
+        {expected}
+        """,
+    )
+
+
+def test_bad_tool_calls() -> None:
+    text = """\
+[
+{"role": "assistant", "content": "", "tool_calls": {"id": "c1"}},
+{"role": "assistant", "content": "", "tool_calls": [
+  {"type": "function", "function": {"name": "f", "arguments": "{}"}},
+  {"id": "c2", "type": "function"},
+  {"id": "c3", "function": {"arguments": "{}"}},
+  {"id": "c4", "function": {"name": "f", "arguments": "not json"}},
+  {"id": "c5", "function": {"name": "f", "arguments": 5}},
+  {"id": "c6", "function": {"name": "g", "arguments": {"k": 1}}},
+  "c7"
+]},
+{"role": "user", "content": "x", "tool_calls": []},
+{"role": "tool", "content": "r"},
+{"role": "tool", "tool_call_id": 6, "content": "r"}
+]
+"""
+    check_document(
+        text,
+        DocFormat.JSON,
+        """
+        message 0 assistant ''
+        message 1 assistant '' calls=c4:f,c6:g
+        message 2 user 'x'
+        message 3 tool 'r'
+        message 4 tool 'r'
+        error schema-error 2:52-2:64 `{"id": "c1"}`: `tool_calls` must be an array
+        error schema-error 4:3-4:69 `{"type": "function", "function": {"name": "f", "arguments": "{}"}}`: a tool call needs a string `id`
+        error schema-error 5:3-5:35 `{"id": "c2", "type": "function"}`: a tool call needs a `function` object
+        error schema-error 6:28-6:47 `{"arguments": "{}"}`: a tool call needs `function.name`
+        warning schema-error 7:55-7:65 `"not json"`: tool call `arguments` is not a JSON object
+        error schema-error 8:55-8:56 `5`: `arguments` must be a JSON string or an object
+        error schema-error 10:3-10:7 `"c7"`: a tool call must be an object with `id` and `function`
+        error schema-error 12:48-12:50 `[]`: only assistant messages make `tool_calls`
+        error schema-error 13:10-13:16 `"tool"`: a tool message needs `tool_call_id`
+        error schema-error 14:34-14:35 `6`: `tool_call_id` must be a string
+        """,  # noqa: E501
+    )
+
+
+def test_duplicate_message_ids() -> None:
+    check_document(
+        """\
+[{"id": "a", "role": "user", "content": "first"},
+ {"id": "a", "role": "assistant", "content": "second"},
+ {"id": 1, "role": "user", "content": "third"},
+ {"id": "1", "role": "user", "content": "fourth"},
+ {"id": "", "role": "user", "content": "fifth"}]
+""",
+        DocFormat.JSON,
+        """
+        message a user 'first'
+        message 1 user 'third'
+        message 2 user 'fifth'
+        error schema-error 2:9-2:12 `"a"`: duplicate message id `a`
+        error schema-error 4:9-4:12 `"1"`: duplicate message id `1`
+        error schema-error 5:9-5:11 `""`: message `id` must be a non-empty string or an integer
+        """,
+    )
+
+
+@pytest.mark.parametrize("value", ["-1", "1.5", '"10"', "true", "[3]"])
+def test_invalid_token_count_is_reported_and_counted_instead(value: str) -> None:
+    text = f'[{{"role": "user", "content": "hi", "token_count": {value}}}]'
+    check_document(
+        text,
+        DocFormat.JSON,
+        f"""
+        message 0 user 'hi'
+        error schema-error 1:51-1:{51 + len(value)} `{value}`: `token_count` must be a whole number ≥ 0
+        """,  # noqa: E501
+    )
+
+
+def test_valid_token_counts() -> None:
+    check_document(
+        '[{"role": "user", "content": "hi", "token_count": 0},'
+        ' {"role": "assistant", "content": "yo", "token_count": null},'
+        ' {"role": "user", "content": "ok", "token_count": 12}]',
+        DocFormat.JSON,
+        """
+        message 0 user 'hi' token_count=0
+        message 1 assistant 'yo'
+        message 2 user 'ok' token_count=12
+        """,
+    )
+
+
+def test_files_on_a_non_user_message() -> None:
+    check_document(
+        """\
+- role: assistant
+  content: here
+  files: [{file_id: f1, filename: a.txt, content: A}]
+- role: user
+  content: take it
+  files: [{file_id: f2, filename: b.txt, content: B}, {filename: c.txt}]
+- role: assistant
+  file_id: f3
+  content: C
+""",
+        DocFormat.YAML,
+        """
+        message 0 assistant 'here'
+        message 1 user 'take it' files=f2
+        message 2 assistant 'C'
+        error schema-error 3:10-3:54 `[{file_id: f1, filename: a.txt, content: A}]`: only user messages carry uploaded `files`
+        error schema-error 6:55-6:56 `{`: a file needs `file_id`
+        error schema-error 8:12-8:14 `f3`: only user messages can be injected files (`file_id`)
+        """,  # noqa: E501
+    )
+
+
+def test_summary_needs_summarizes_through() -> None:
+    check_document(
+        """\
+[{"id": "u", "role": "user", "content": "a"},
+ {"id": "s", "role": "summary", "content": "sum"},
+ {"id": "t", "role": "summary", "content": "sum", "summarizes_through": {"id": "u"}},
+ {"id": "v", "role": "user", "content": "b", "summarizes_through": "u"},
+ {"id": "w", "role": "summary", "content": "ok", "summarizes_through": "u"}]
+""",
+        DocFormat.JSON,
+        """
+        message u user 'a'
+        message s summary 'sum'
+        message t summary 'sum'
+        message v user 'b'
+        message w summary 'ok' through=u
+        error schema-error 2:22-2:31 `"summary"`: a summary needs `summarizes_through`: the id of the last summarized message
+        error schema-error 3:73-3:84 `{"id": "u"}`: `summarizes_through` must be a message id
+        error schema-error 4:68-4:71 `"u"`: `summarizes_through` belongs on a message with role `summary`
+        """,  # noqa: E501
+    )
+
+
+def test_unknown_keys_are_warnings() -> None:
+    check_document(
+        '{"mesages": [], "messages": [{"role": "user", "content": "a", "colour": "red"}]}',
+        DocFormat.JSON,
+        """
+        message 0 user 'a'
+        warning schema-error 1:2-1:11 `"mesages"`: unknown key `mesages` (expected one of `settings`, `system_prompt`, `custom_agent_prompt`, `project_files`, `tools`, `reminder`, `messages`, `user_info`)
+        warning schema-error 1:63-1:71 `"colour"`: unknown message key `colour`
+        """,  # noqa: E501
+    )
+
+
+# ------------------------------------------------------------------------------ settings
+
+
+def test_invalid_setting_is_reported_at_its_value_and_the_default_used(tmp_path: Path) -> None:
+    text = (
+        '{"settings": {"max_input_tokens": 1000, "safety_margin": 1.5},\n'
+        ' "messages": [{"role": "user", "content": "hi"}]}\n'
+    )
+    res = analyze_text(tmp_path, "doc.conv.json", text)
+    [diag] = [d for d in res.diagnostics if d.code == "invalid-setting"]
+    assert diag.severity == "error"
+    assert diag.path is None
+    assert text[diag.range.start : diag.range.end] == "1.5"
+    assert (diag.range.start, diag.range.end) == (57, 60)
+    assert "safety_margin" in diag.message
+    assert res.settings.safety_margin == 0.05
+    assert res.settings.max_input_tokens == 1000
+    assert res.assembly.budget.available_tokens == 950
+    assert res.assembly.ok
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "source"),
+    [
+        (
+            "doc.conv.yaml",
+            "settings:\n  safety_margin: 1.5\nmessages:\n  - {role: user, content: hi}\n",
+            "1.5",
+        ),
+        (
+            "doc.conv.jsonl",
+            '{"settings": {"provider": "bedrock"}}\n{"role": "user", "content": "hi"}\n',
+            '"bedrock"',
+        ),
+        (
+            "doc.conv.json",
+            '{"settings": {"max_input_tokens": 0}, "messages": []}',
+            "0",
+        ),
+    ],
+)
+def test_invalid_setting_in_every_format(tmp_path: Path, name: str, text: str, source: str) -> None:
+    res = analyze_text(tmp_path, name, text)
+    [diag] = [d for d in res.diagnostics if d.code == "invalid-setting"]
+    assert text[diag.range.start : diag.range.end] == source
+    assert res.settings.safety_margin == 0.05
+    assert res.settings.provider == "openai"
+    assert res.settings.max_input_tokens == 128000
+
+
+def test_unknown_setting_is_a_warning(tmp_path: Path) -> None:
+    text = '{"settings": {"safety_marign": 0.1}, "messages": []}'
+    res = analyze_text(tmp_path, "doc.conv.json", text)
+    [diag] = [d for d in res.diagnostics if d.code == "invalid-setting"]
+    assert diag.severity == "warning"
+    assert text[diag.range.start : diag.range.end] == "0.1"
+
+
+# ------------------------------------------------------------------------------ hostile input
+
+
+def _billion_laughs() -> str:
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    previous = "a"
+    for name in "bcdefghi":
+        lines.append(f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]")
+        previous = name
+    lines.append("messages: [{role: user, content: hi}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_yaml_alias_bomb_is_refused_in_bounded_time(tmp_path: Path) -> None:
+    text = _billion_laughs()  # 9^9 ≈ 387 million values when expanded
+    started = time.monotonic()
+    res = analyze_text(tmp_path, "bomb.conv.yaml", text)
+    # A generous bound: the refusal takes well under a second; expansion would take hours.
+    assert time.monotonic() - started < 10
+    too_large = [d for d in res.diagnostics if d.code == "document-too-large"]
+    assert len(too_large) == 1
+    assert too_large[0].severity == "error"
+    assert "aliases" in too_large[0].message
+
+
+def test_deeply_nested_json_is_a_diagnostic_not_a_recursion_error() -> None:
+    text = "[" * 10_000
+    conv = parse_conversation(text, DocFormat.JSON)
+    assert [(i.code, i.message) for i in conv.issues] == [
+        ("syntax-error", f"nesting deeper than {MAX_DEPTH} levels"),
+        ("schema-error", "a message must be an object with a `role`"),
+    ]
+    # At the first bracket past the limit; no "unclosed" error per bracket.
+    assert conv.issues[0].range == TextRange(MAX_DEPTH, MAX_DEPTH + 1)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text"),
+    [
+        (DocFormat.JSON, "[" * 10_000 + "]" * 10_000),
+        (DocFormat.JSON, '{"a":' * 10_000),
+        (DocFormat.JSONL, '{"a":' * 10_000 + "\n" + '{"role": "user", "content": "hi"}'),
+        (DocFormat.YAML, "[" * 10_000),
+        (DocFormat.YAML, "- " * 10_000 + "x"),
+        (DocFormat.YAML, "a:\n" + "".join("  " * k + "b:\n" for k in range(1, 2_000))),
+    ],
+    ids=["json-balanced", "json-objects", "jsonl", "yaml-flow", "yaml-block", "yaml-mapping"],
+)
+def test_deep_nesting_in_every_format(fmt: DocFormat, text: str) -> None:
+    conv = parse_conversation(text, fmt)
+    depth_errors = [i for i in conv.issues if i.code == "syntax-error" and "nest" in i.message]
+    assert len(depth_errors) == 1, conv.issues
+    # One clear finding, not one per bracket.
+    assert len(conv.issues) <= 3, conv.issues
+    if fmt is DocFormat.JSONL:
+        assert [m.content for m in conv.messages] == ["hi"]
+
+
+def test_invalid_utf8_is_reported_and_the_replaced_text_assembled(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.conv.json"
+    path.write_bytes(b'[{"role": "user", "content": "caf\xe9 au lait"}]')
+    res = analyze(path, root=tmp_path, today=TODAY)
+    [diag] = [d for d in res.diagnostics if d.code == "syntax-error"]
+    assert diag.severity == "error"
+    assert "0xe9" in diag.message
+    assert res.text[diag.range.start : diag.range.end] == "\ufffd"
+    assert (diag.range.start, diag.range.end) == (33, 34)
+    assert res.assembly.ok
+    assert res.assembly.provider_messages == ({"role": "user", "content": "caf\ufffd au lait"},)
+
+
+def test_invalid_utf8_after_a_bom(tmp_path: Path) -> None:
+    path = tmp_path / "bom.conv.json"
+    path.write_bytes(b'\xef\xbb\xbf[{"role": "user", "content": "caf\xe9"}]')
+    res = analyze(path, root=tmp_path, today=TODAY)
+    assert [(d.code, res.text[d.range.start : d.range.end]) for d in res.diagnostics] == [
+        ("syntax-error", "\ufffd")
+    ]
+    assert "0xe9" in res.diagnostics[0].message
+    assert res.assembly.provider_messages == ({"role": "user", "content": "caf\ufffd"},)
+
+
+def test_a_bom_alone_is_not_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "bom.conv.yaml"
+    path.write_bytes("\ufeff- role: user\n  content: héllo\n".encode())
+    res = analyze(path, root=tmp_path, today=TODAY)
+    assert res.diagnostics == ()
+    assert [m.role for m in res.conversation.messages] == [Role.USER]

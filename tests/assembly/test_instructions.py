@@ -1,0 +1,104 @@
+"""The instruction rules on realistic prompts, and their building blocks.
+
+``tests/data/prompts-corpus/`` holds long system prompts of several domains, written the
+way a careful author writes them (instructions inside the section they constrain), with
+a few instructions deliberately put far from their section. Each of those is marked by
+``<!-- expect: instruction-far-from-section -->`` on the line before it. ``check_corpus``
+runs the rule on a prompt with the real offline cl100k tokenizer and the default settings
+and compares the lines it reports with the marked lines: any extra line is a false
+positive, any missing one a false negative.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from assembly.diagnostics import RuleContext
+from assembly.diagnostics.rules.instructions import (
+    instruction_far_from_section,
+    is_instruction,
+    stem,
+)
+from assembly.prompts import parse_prompt
+from assembly.settings import Settings
+from assembly.text import LineIndex
+from server.tokenizers import load_tokenizer
+
+CORPUS = Path(__file__).resolve().parent.parent / "data" / "prompts-corpus"
+PROMPTS = sorted(CORPUS.glob("*.prompt.md"))
+MARKER = "<!-- expect: instruction-far-from-section -->"
+TOKENIZER = load_tokenizer("cl100k_base").tokenizer
+
+
+def check_corpus(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    expected = {i + 1 for i, line in enumerate(lines) if line.strip() == MARKER}
+    ctx = RuleContext(
+        text=text, settings=Settings(), tokenizer=TOKENIZER, template=parse_prompt(text)
+    )
+    index = LineIndex(text)
+    found = {index.line_col(d.range.start).line for d in instruction_far_from_section(ctx)}
+    extra = sorted(f"{n + 1}: {lines[n].strip()}" for n in found - expected)
+    missing = sorted(f"{n + 1}: {lines[n].strip()}" for n in expected - found)
+    assert (extra, missing) == ([], [])
+
+
+def test_corpus_is_realistic() -> None:
+    assert len(PROMPTS) >= 6
+    for path in PROMPTS:
+        size = len(path.read_bytes())
+        assert 1024 <= size <= 4096, f"{path.name}: {size} bytes"
+
+
+@pytest.mark.parametrize("path", PROMPTS, ids=lambda p: p.name)
+def test_corpus_reports_exactly_the_marked_instructions(path: Path) -> None:
+    check_corpus(path)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "expect"),
+    [
+        ("Use internal_search for questions about company documents.", True),
+        ("If you need more information, call internal_search again.", True),
+        ("Never apologise more than once per conversation.", True),
+        ("You must cite every figure.", True),
+        ("Every statement about pricing must be backed by a document.", True),
+        ("Before answering, open the two best results.", True),
+        ("Always do arithmetic with run_python.", True),
+        ("Make sure the answer fits on one screen.", True),
+        ("Cite what is needed, nothing more.", True),
+        ("Searches the public web and returns snippets.", False),
+        ("Search results are often stale.", False),
+        ("Release notes are the authority on what shipped and when.", False),
+        ("Which plan is the customer on?", False),
+        ("**Format Illustration:**", False),
+        ("{{CITATION_GUIDANCE}}", False),
+        ("You are Lumi, the support agent of Lumen Analytics.", False),
+    ],
+)
+def test_is_instruction(sentence: str, expect: bool) -> None:
+    assert is_instruction(sentence) is expect
+
+
+@pytest.mark.parametrize(
+    "family",
+    [
+        "cite cites cited citing citation citations",
+        "source sources sourced",
+        "search searches searching searched",
+        "escalate escalates escalated escalating escalation",
+        "format formats formatted formatting",
+        "memory memories",
+        "tool tools",
+    ],
+)
+def test_stem_joins_word_families(family: str) -> None:
+    assert len({stem(w) for w in family.split()}) == 1
+
+
+def test_stem_keeps_identifiers() -> None:
+    assert stem("web_search") == "web_search"
+    assert stem("gpt4") == "gpt4"

@@ -1,0 +1,109 @@
+"""Benchmark: ``promptls lint`` throughput on a folder of 1,000 documents (run on demand).
+
+The corpus comes from ``shared/bench/gen_conversation.py`` (run as is): conversations of
+varied sizes and seeds in the three formats (JSON, JSON Lines, YAML) plus some prompt
+templates. Each measurement is the wall time of a fresh ``promptls lint --format json``
+process over the folder, as CI runs it: sequential (``--jobs 1``) and parallel (the
+default, one worker per core). Prints files/s and MB/s (MB = 10^6 bytes of documents), the
+median of ``--repeat`` runs, with the CPU time the run used (user + system, all processes;
+wall time depends on what else the machine is doing, CPU time much less), and checks that
+both modes print the same findings.
+
+    python tests/bench/bench_lint.py [--files 1000] [--repeat 3] [--corpus DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+GEN = ROOT.parent / "shared" / "bench" / "gen_conversation.py"
+FORMATS = ("json", "jsonl", "yaml")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--corpus", type=Path, help="reuse or create the corpus in this folder")
+    args = ap.parse_args()
+    if not GEN.is_file():
+        print(f"generator not found: {GEN}", file=sys.stderr)
+        return 2
+    corpus = args.corpus or Path(tempfile.mkdtemp(prefix="promptls-lint-bench-"))
+    corpus.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    _generate(corpus, args.files)
+    files = sorted(p for p in corpus.rglob("*") if p.is_file())
+    n_bytes = sum(p.stat().st_size for p in files)
+    print(
+        f"corpus: {len(files):,} files, {n_bytes / 1e6:.1f} MB in {corpus} "
+        f"(ready in {time.perf_counter() - started:.1f} s); {os.cpu_count()} cores"
+    )
+    outputs = {}
+    for label, jobs in (("sequential", ["--jobs", "1"]), ("parallel", [])):
+        times, cpu = [], []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            proc = subprocess.run(
+                [sys.executable, "-m", "server.cli", "lint", "--format", "json", *jobs, "."],
+                cwd=corpus,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+            times.append(time.perf_counter() - t0)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+            if proc.returncode not in (0, 1):
+                print(proc.stderr, file=sys.stderr)
+                return 1
+            outputs[label] = proc.stdout
+        t = statistics.median(times)
+        print(
+            f"{label:>10}: {t:6.2f} s  {len(files) / t:7.1f} files/s  {n_bytes / 1e6 / t:6.2f} MB/s"
+            f"  (CPU {statistics.median(cpu):.2f} s; {proc.stderr.strip()})"
+        )
+    same = outputs["sequential"] == outputs["parallel"]
+    print(f"parallel output {'equals' if same else 'DIFFERS FROM'} sequential output")
+    return 0 if same else 1
+
+
+def _generate(corpus: Path, n_files: int) -> None:
+    """Write the corpus (skipping files already there): sizes 2-60 KB, varied seeds."""
+    jobs = []
+    for i in range(n_files):
+        seed = 1000 + i
+        if i % 20 == 19:
+            out = corpus / f"prompts/p{i:04}.prompt.md"
+            cmd = ["--prompt", "--target-bytes", str(4000 + (i * 7919) % 30000)]
+        else:
+            fmt = FORMATS[i % len(FORMATS)]
+            out = corpus / f"d{i % 10}/c{i:04}.conv.{fmt}"
+            messages = 10 + (i * 37) % 90
+            target = 2000 + (i * 7919) % 30000
+            cmd = ["--messages", str(messages), "--target-bytes", str(target), "--format", fmt]
+        if not out.exists():
+            jobs.append([*cmd, "--seed", str(seed), "--out", str(out)])
+    for d in {Path(j[-1]).parent for j in jobs}:
+        d.mkdir(parents=True, exist_ok=True)
+
+    def run(cmd: list[str]) -> None:
+        subprocess.run([sys.executable, str(GEN), *cmd], check=True)
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        list(pool.map(run, jobs))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,666 @@
+"""``promptls lint`` end to end: the real command line and pipeline on small trees.
+
+Most tests run ``server.cli.main`` in-process in a temporary folder (the cwd, so paths print
+relative to it); a few run the installed command in a subprocess: exit codes, colour on a
+terminal, ``--watch``. Findings come from real rules on real documents: a YAML document
+with an unknown role and an unterminated string, a reminder in the middle of the history
+(a warning with a related location), a template with an unknown placeholder (a warning
+with a fix).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from assembly.diagnostics import RULES
+from server.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif" / "sarif-schema-2.1.0.json"
+
+BAD = """\
+messages:
+  - {role: human, content: "hi 😋 there"}
+  - {role: user, content: "hello
+"""
+REMINDER = """\
+system_prompt: prompts/agent.prompt.md
+messages:
+  - {id: u1, role: user, content: "hello"}
+  - {id: r1, role: reminder, content: "Be brief."}
+  - {id: a1, role: assistant, content: "hi"}
+  - {id: u2, role: user, content: "bye"}
+"""
+TEMPLATE = """\
+# Role
+You are a careful assistant. The date is {{CURRENT_DATE}}.
+"""
+OK_JSON = '[{"role": "user", "content": "hello"}]\n'
+OK_YAML = "messages:\n  - {role: user, content: hello}\n"
+# One syntax error per file: every linted file shows up in the findings.
+BROKEN = '[{"role": "user", "content": "hello}]\n'
+
+TREE = {
+    "bad.conv.yaml": BAD,
+    "chat.conv.yaml": REMINDER,
+    "prompts/agent.prompt.md": TEMPLATE,
+    "ok.conv.json": OK_JSON,
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    rc: int
+    out: str
+    err: str
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    return root
+
+
+def _lint(
+    root: Path, *args: str, capsys: pytest.CaptureFixture[str], mp: pytest.MonkeyPatch
+) -> Run:
+    """Run ``promptls lint ARGS`` in-process with ``root`` as the working directory."""
+    mp.chdir(root)
+    capsys.readouterr()
+    try:
+        rc = main(["lint", *args])
+    except SystemExit as exc:  # argparse refuses a bad flag this way.
+        rc = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return Run(rc, captured.out, captured.err)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(extra)
+    return env
+
+
+def _cli(root: Path, *args: str, **env: str) -> Run:
+    """Run the real command line in a subprocess."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "server.cli", "lint", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=_env(**env),
+        timeout=120,
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _files_linted(run: Run) -> list[str]:
+    return sorted({f["file"] for f in json.loads(run.out)})
+
+
+# --- text ---------------------------------------------------------------------------------
+
+
+def test_text_output(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, TREE)
+    run = _lint(tmp_path, capsys=capsys, mp=monkeypatch)
+    assert run.rc == 1
+    assert run.out == (
+        "bad.conv.yaml:2:12: error[schema-error] unknown role `human`: expected one of "
+        "`system`, `user`, `assistant`, `tool`, `reminder`, `summary`\n"
+        "  |\n"
+        '2 |   - {role: human, content: "hi 😋 there"}\n'
+        "  |            ^^^^^\n"
+        "  |\n"
+        "\n"
+        "bad.conv.yaml:3:27: error[syntax-error] invalid YAML: found unexpected end of stream "
+        "while scanning a quoted scalar\n"
+        "  |\n"
+        '3 |   - {role: user, content: "hello\n'
+        "  |                           ^^^^^^\n"
+        "  |\n"
+        "\n"
+        "chat.conv.yaml:4:20: warning[reminder-not-last] reminder `r1` is not the last "
+        "message: 2 messages follow it, so it is sent in the middle of the history instead "
+        "of last (use the `reminder` key)\n"
+        "  |\n"
+        '4 |   - {id: r1, role: reminder, content: "Be brief."}\n'
+        "  |                    ^^^^^^^^\n"
+        "  |\n"
+        "  = related: chat.conv.yaml:6:5: the conversation ends here: `u2`\n"
+        "\n"
+        "prompts/agent.prompt.md:2:42: warning[unknown-placeholder] unknown placeholder "
+        "`{{CURRENT_DATE}}` in the system prompt is sent literally; did you mean "
+        "`{{CURRENT_DATETIME}}`?\n"
+        "  |\n"
+        "2 | You are a careful assistant. The date is {{CURRENT_DATE}}.\n"
+        "  |                                          ^^^^^^^^^^^^^^^^\n"
+        "  |\n"
+        "  = fix available: Replace with `{{CURRENT_DATETIME}}`\n"
+        "\n"
+        "Found 4 problems (2 errors, 2 warnings, 0 infos) in 3 files; 1 fixable\n"
+    )
+
+
+def test_excerpt_aligns_wide_characters_and_clips_long_lines(tmp_path, capsys, monkeypatch):
+    long_line = "x" * 300
+    _write(
+        tmp_path,
+        {
+            "wide.conv.yaml": 'messages:\n  - {content: "日本語😋", role: humain}\n',
+            "long.conv.json": (
+                f'[{{"content": "{long_line}", "role": "usr", "id": "{long_line}"}}]\n'
+            ),
+        },
+    )
+    run = _lint(tmp_path, capsys=capsys, mp=monkeypatch)
+    lines = run.out.splitlines()
+    i = lines.index('2 |   - {content: "日本語😋", role: humain}')
+    # Each of the four wide characters takes two terminal columns.
+    assert lines[i + 1] == "  |" + " " * (1 + 15 + 2 * 4 + 9) + "^^^^^^"
+    j = next(k for k, line in enumerate(lines) if line.startswith("1 | "))
+    shown = lines[j][4:]
+    assert shown.startswith("…") and shown.endswith("…")
+    assert 'x", "role": "usr"' in shown
+    caret = lines[j + 1][4:]
+    assert shown[caret.index("^") :].startswith('"usr"')
+
+
+def test_summary_when_clean(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, {"a.conv.json": OK_JSON, "b.conv.yaml": OK_YAML})
+    run = _lint(tmp_path, capsys=capsys, mp=monkeypatch)
+    assert (run.rc, run.out) == (0, "All checks passed (2 files)\n")
+
+
+def test_no_documents(tmp_path, capsys, monkeypatch):
+    run = _lint(tmp_path, capsys=capsys, mp=monkeypatch)
+    assert (run.rc, run.out) == (0, "All checks passed (0 files)\n")
+    assert "no documents found" in run.err
+
+
+def test_paths_outside_the_cwd_stay_absolute(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, {"docs/x.conv.json": BROKEN, "elsewhere/.keep": ""})
+    run = _lint(tmp_path / "elsewhere", str(tmp_path / "docs"), capsys=capsys, mp=monkeypatch)
+    assert run.out.startswith(f"{tmp_path / 'docs' / 'x.conv.json'}:1:")
+
+
+# --- json ---------------------------------------------------------------------------------
+
+
+def test_json_findings(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, TREE)
+    run = _lint(tmp_path, "--format", "json", capsys=capsys, mp=monkeypatch)
+    assert run.rc == 1
+    findings = json.loads(run.out)
+    assert [(f["file"], f["code"]) for f in findings] == [
+        ("bad.conv.yaml", "schema-error"),
+        ("bad.conv.yaml", "syntax-error"),
+        ("chat.conv.yaml", "reminder-not-last"),
+        # Reported once, though both the template and the conversation using it find it.
+        ("prompts/agent.prompt.md", "unknown-placeholder"),
+    ]
+    keys = ["file", "code", "severity", "message", "range", "related", "fix"]
+    assert all(list(f) == keys for f in findings)
+    assert findings[0]["range"] == {
+        "start": {"line": 2, "column": 12},
+        "end": {"line": 2, "column": 17},
+    }
+    assert findings[2]["related"] == [
+        {
+            "file": "chat.conv.yaml",
+            "range": {"start": {"line": 6, "column": 5}, "end": {"line": 6, "column": 41}},
+            "message": "the conversation ends here: `u2`",
+        }
+    ]
+    assert findings[3]["fix"] == {
+        "title": "Replace with `{{CURRENT_DATETIME}}`",
+        "edits": [
+            {
+                "range": {"start": {"line": 2, "column": 42}, "end": {"line": 2, "column": 58}},
+                "new_text": "{{CURRENT_DATETIME}}",
+            }
+        ],
+    }
+    assert run.err == "Found 4 problems (2 errors, 2 warnings, 0 infos) in 3 files; 1 fixable\n"
+
+
+def test_json_finding_in_the_settings_file(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, {"promptls.toml": "max_input_tokens = -5\n", "a.conv.json": OK_JSON})
+    run = _lint(tmp_path, "--format", "json", capsys=capsys, mp=monkeypatch)
+    # An invalid value is a finding in the settings file, not a configuration error.
+    assert run.rc == 1
+    [finding] = json.loads(run.out)
+    assert (finding["file"], finding["code"]) == ("promptls.toml", "invalid-setting")
+    assert finding["range"]["start"] == {"line": 1, "column": 20}
+
+
+# --- sarif --------------------------------------------------------------------------------
+
+
+def test_sarif_is_valid_and_complete(tmp_path, capsys, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    _write(tmp_path, TREE)
+    run = _lint(tmp_path / "prompts", "--format", "sarif", "..", capsys=capsys, mp=monkeypatch)
+    log = json.loads(run.out)
+    schema = json.loads(SARIF_SCHEMA.read_text(encoding="utf-8"))
+    jsonschema.Draft4Validator.check_schema(schema)
+    jsonschema.Draft4Validator(schema).validate(log)
+
+    assert log["version"] == "2.1.0"
+    [sarif_run] = log["runs"]
+    driver = sarif_run["tool"]["driver"]
+    assert driver["name"] == "promptls" and driver["version"]
+    assert [r["id"] for r in driver["rules"]] == [r.code for r in RULES]
+    rule = driver["rules"][[r.code for r in RULES].index("syntax-error")]
+    assert rule["helpUri"].endswith("RULES.md#syntax-error")
+    assert rule["shortDescription"]["text"]
+    assert rule["defaultConfiguration"] == {"level": "error"}
+    assert sarif_run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == tmp_path.as_uri() + "/"
+
+    results = sarif_run["results"]
+    assert [(r["ruleId"], r["level"]) for r in results] == [
+        ("schema-error", "error"),
+        ("syntax-error", "error"),
+        ("reminder-not-last", "warning"),
+        ("unknown-placeholder", "warning"),
+    ]
+    for r in results:
+        assert driver["rules"][r["ruleIndex"]]["id"] == r["ruleId"]
+    # URIs are relative to the repository root, wherever the command runs.
+    loc = results[0]["locations"][0]["physicalLocation"]
+    assert loc == {
+        "artifactLocation": {"uri": "bad.conv.yaml", "uriBaseId": "%SRCROOT%"},
+        "region": {"startLine": 2, "startColumn": 12, "endLine": 2, "endColumn": 17},
+    }
+    assert results[2]["relatedLocations"][0]["message"]["text"] == (
+        "the conversation ends here: `u2`"
+    )
+    fix = results[3]["fixes"][0]
+    assert fix["description"]["text"] == "Replace with `{{CURRENT_DATETIME}}`"
+    [change] = fix["artifactChanges"]
+    assert change["artifactLocation"]["uri"] == "prompts/agent.prompt.md"
+    assert change["replacements"] == [
+        {
+            "deletedRegion": {"startLine": 2, "startColumn": 42, "endLine": 2, "endColumn": 58},
+            "insertedContent": {"text": "{{CURRENT_DATETIME}}"},
+        }
+    ]
+
+
+def test_sarif_levels_follow_the_rules_setting(tmp_path, capsys, monkeypatch):
+    _write(
+        tmp_path,
+        {
+            "promptls.toml": 'rules = { reminder-not-last = "info" }\n',
+            "chat.conv.yaml": REMINDER.replace("system_prompt: prompts/agent.prompt.md\n", ""),
+        },
+    )
+    run = _lint(tmp_path, "--format", "sarif", capsys=capsys, mp=monkeypatch)
+    [result] = json.loads(run.out)["runs"][0]["results"]
+    assert (result["ruleId"], result["level"]) == ("reminder-not-last", "note")
+
+
+# --- github -------------------------------------------------------------------------------
+
+
+def test_github_annotations(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, TREE)
+    run = _lint(tmp_path, "--format", "github", capsys=capsys, mp=monkeypatch)
+    assert run.rc == 1
+    assert run.out.splitlines() == [
+        "::error file=bad.conv.yaml,line=2,col=12,endLine=2,endColumn=17,title=schema-error"
+        "::unknown role `human`: expected one of `system`, `user`, `assistant`, `tool`, "
+        "`reminder`, `summary`",
+        "::error file=bad.conv.yaml,line=3,col=27,endLine=3,endColumn=33,title=syntax-error"
+        "::invalid YAML: found unexpected end of stream while scanning a quoted scalar",
+        "::warning file=chat.conv.yaml,line=4,col=20,endLine=4,endColumn=28,"
+        "title=reminder-not-last::reminder `r1` is not the last message: 2 messages follow "
+        "it, so it is sent in the middle of the history instead of last (use the `reminder` "
+        "key)%0Arelated: chat.conv.yaml:6:5: the conversation ends here: `u2`",
+        "::warning file=prompts/agent.prompt.md,line=2,col=42,endLine=2,endColumn=58,"
+        "title=unknown-placeholder::unknown placeholder `{{CURRENT_DATE}}` in the system "
+        "prompt is sent literally; did you mean `{{CURRENT_DATETIME}}`?"
+        "%0Afix available: Replace with `{{CURRENT_DATETIME}}`",
+        "Found 4 problems (2 errors, 2 warnings, 0 infos) in 3 files; 1 fixable",
+    ]
+
+
+def test_github_escaping(tmp_path, capsys, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    _write(tmp_path, {"a,b:c.conv.yaml": 'messages:\n  - {role: "50%,\\r\\nx:y", content: hi}\n'})
+    run = _lint(tmp_path, "--format", "github", capsys=capsys, mp=monkeypatch)
+    first = run.out.splitlines()[0]
+    assert first.startswith("::error file=a%2Cb%3Ac.conv.yaml,line=2,")
+    assert "::unknown role `50%25,%0D%0Ax:y`" in first
+
+
+def test_info_findings_are_notices(tmp_path, capsys, monkeypatch):
+    _write(
+        tmp_path,
+        {
+            "promptls.toml": 'rules = { reminder-not-last = "info" }\n',
+            "chat.conv.yaml": REMINDER.replace("system_prompt: prompts/agent.prompt.md\n", ""),
+        },
+    )
+    run = _lint(tmp_path, "--format", "github", capsys=capsys, mp=monkeypatch)
+    assert run.out.startswith("::notice file=chat.conv.yaml,line=3,")
+
+
+# --- select, ignore, severities and exit codes -------------------------------------------
+
+
+def test_select_and_ignore(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, TREE)
+
+    def codes(*args: str) -> list[str]:
+        run = _lint(tmp_path, "--format", "json", *args, capsys=capsys, mp=monkeypatch)
+        return [f["code"] for f in json.loads(run.out)]
+
+    assert codes("--select", "syntax-error, reminder-not-last") == [
+        "syntax-error",
+        "reminder-not-last",
+    ]
+    assert codes("--ignore", "schema-error,syntax-error,unknown-placeholder") == [
+        "reminder-not-last"
+    ]
+    assert codes("--select", "syntax-error,schema-error", "--ignore", "schema-error") == [
+        "syntax-error"
+    ]
+
+
+@pytest.mark.parametrize("option", ["--select", "--ignore"])
+def test_unknown_code_is_a_usage_error(tmp_path, capsys, monkeypatch, option):
+    _write(tmp_path, TREE)
+    run = _lint(tmp_path, option, "syntax-eror", capsys=capsys, mp=monkeypatch)
+    assert (run.rc, run.out) == (2, "")
+    assert run.err == (
+        f"promptls: error: unknown rule code `syntax-eror` in {option}; "
+        "did you mean `syntax-error`?\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("files", "args", "rc"),
+    [
+        ({"ok.conv.json": OK_JSON}, [], 0),
+        ({"bad.conv.yaml": BAD}, [], 1),
+        ({"chat.conv.yaml": REMINDER, "prompts/agent.prompt.md": "# Role\n"}, [], 0),
+        (
+            {"chat.conv.yaml": REMINDER, "prompts/agent.prompt.md": "# Role\n"},
+            ["--fail-on", "warning"],
+            1,
+        ),
+        (
+            {
+                "chat.conv.yaml": REMINDER,
+                "prompts/agent.prompt.md": "# Role\n",
+                "promptls.toml": 'rules = { reminder-not-last = "info" }\n',
+            },
+            ["--fail-on", "warning"],
+            0,
+        ),
+        (
+            {
+                "chat.conv.yaml": REMINDER,
+                "prompts/agent.prompt.md": "# Role\n",
+                "promptls.toml": 'rules = { reminder-not-last = "info" }\n',
+            },
+            ["--fail-on", "info"],
+            1,
+        ),
+        (
+            {
+                "chat.conv.yaml": REMINDER,
+                "prompts/agent.prompt.md": "# Role\n",
+                "promptls.toml": 'rules = { reminder-not-last = "error" }\n',
+            },
+            [],
+            1,
+        ),
+        ({"ok.conv.json": OK_JSON}, ["missing-folder"], 2),
+        ({"ok.conv.json": OK_JSON}, ["--fail-on", "hint"], 2),
+        ({"ok.conv.json": OK_JSON}, ["--format", "xml"], 2),
+        ({"ok.conv.json": OK_JSON}, ["--jobs", "0"], 2),
+        ({"ok.conv.json": OK_JSON, "promptls.toml": "max_input_tokens = [\n"}, [], 2),
+        ({"ok.conv.json": OK_JSON, "pyproject.toml": "[tool.promptls\nmodel = 1\n"}, [], 2),
+    ],
+)
+def test_exit_codes(tmp_path, capsys, monkeypatch, files, args, rc):
+    _write(tmp_path, files)
+    assert _lint(tmp_path, *args, capsys=capsys, mp=monkeypatch).rc == rc
+
+
+def test_rule_turned_off_in_settings(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, {**TREE, "promptls.toml": 'rules = { schema-error = "off" }\n'})
+    run = _lint(tmp_path, "--format", "json", capsys=capsys, mp=monkeypatch)
+    assert "schema-error" not in {f["code"] for f in json.loads(run.out)}
+
+
+def test_configuration_error_message(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, {"ok.conv.json": OK_JSON, "promptls.toml": "max_input_tokens = [\n"})
+    run = _lint(tmp_path, capsys=capsys, mp=monkeypatch)
+    assert run.err.startswith("promptls: error: promptls.toml: invalid TOML: ")
+
+
+def test_suppression_comments(tmp_path, capsys, monkeypatch):
+    suppressed = BAD.replace(
+        "  - {role: human", "  # promptls: ignore[schema-error]\n  - {role: human"
+    )
+    reminder = (
+        '[{"role": "user", "content": "a"}, {"role": "reminder", "content": "b", '
+        '"promptls-ignore": ["reminder-not-last"]}, {"role": "user", "content": "c"}]\n'
+    )
+    template = TEMPLATE.replace("The date", "<!-- promptls: ignore[all] -->\nThe date")
+    files = {"bad.conv.yaml": suppressed, "r.conv.json": reminder, "t.prompt.md": template}
+    _write(tmp_path, files)
+    run = _lint(tmp_path, "--format", "json", capsys=capsys, mp=monkeypatch)
+    assert [(f["file"], f["code"]) for f in json.loads(run.out)] == [
+        ("bad.conv.yaml", "syntax-error")
+    ]
+    _write(
+        tmp_path,
+        {"r.conv.json": reminder.replace(', "promptls-ignore": ["reminder-not-last"]', "")},
+    )
+    run = _lint(tmp_path, "--format", "json", "r.conv.json", capsys=capsys, mp=monkeypatch)
+    assert [f["code"] for f in json.loads(run.out)] == ["reminder-not-last"]
+
+
+# --- discovery ----------------------------------------------------------------------------
+
+
+def test_gitignore_and_skipped_folders(tmp_path, capsys, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    _write(
+        tmp_path,
+        {
+            ".gitignore": "build/\n*.tmp.conv.json\n!keep.tmp.conv.json\n/top.conv.json\n"
+            "docs/**/drafts\n",
+            "a.conv.json": BROKEN,
+            "top.conv.json": BROKEN,
+            "sub/top.conv.json": BROKEN,
+            "x.tmp.conv.json": BROKEN,
+            "keep.tmp.conv.json": BROKEN,
+            "build/b.conv.json": BROKEN,
+            "docs/one/two/drafts/d.conv.json": BROKEN,
+            "docs/one/e.conv.json": BROKEN,
+            "sub/.gitignore": "local.conv.json\n!x.tmp.conv.json\n",
+            "sub/local.conv.json": BROKEN,
+            "sub/x.tmp.conv.json": BROKEN,
+            "node_modules/n.conv.json": BROKEN,
+            ".venv/v.conv.json": BROKEN,
+            ".git/g.conv.json": BROKEN,
+            "notes.txt": BROKEN,
+            "README.md": "# not a prompt\n",
+        },
+    )
+    run = _lint(tmp_path, "--format", "json", capsys=capsys, mp=monkeypatch)
+    assert _files_linted(run) == [
+        "a.conv.json",
+        "docs/one/e.conv.json",
+        "keep.tmp.conv.json",
+        "sub/top.conv.json",
+        "sub/x.tmp.conv.json",
+    ]
+    # The repository's .gitignore applies to a subfolder linted on its own.
+    run = _lint(tmp_path / "sub", "--format", "json", capsys=capsys, mp=monkeypatch)
+    assert _files_linted(run) == ["top.conv.json", "x.tmp.conv.json"]
+
+
+def test_named_files_are_always_linted(tmp_path, capsys, monkeypatch):
+    _write(
+        tmp_path,
+        {
+            ".gitignore": "*.conv.json\n",
+            "ignored.conv.json": BROKEN,
+            "notes.txt": BROKEN,
+            "node_modules/n.conv.json": BROKEN,
+        },
+    )
+    args = ["--format", "json", "ignored.conv.json", "notes.txt", "node_modules/n.conv.json"]
+    run = _lint(tmp_path, *args, capsys=capsys, mp=monkeypatch)
+    assert _files_linted(run) == ["ignored.conv.json", "node_modules/n.conv.json", "notes.txt"]
+
+
+def test_include_and_exclude_settings(tmp_path, capsys, monkeypatch):
+    _write(
+        tmp_path,
+        {
+            "pyproject.toml": "[tool.promptls]\n"
+            'include = ["chats/*.json", "*.chat.yaml"]\n'
+            'exclude = ["archive/", "skip-*.conv.json"]\n',
+            "chats/one.json": BROKEN,
+            "chats/deeper/two.json": BROKEN,
+            "sub/three.chat.yaml": "messages: [\n",
+            "archive/old.conv.json": BROKEN,
+            "skip-me.conv.json": BROKEN,
+            "a.conv.json": BROKEN,
+            "templates/t.md": "# not included\n",
+        },
+    )
+    run = _lint(tmp_path, "--format", "json", capsys=capsys, mp=monkeypatch)
+    assert _files_linted(run) == ["a.conv.json", "chats/one.json", "sub/three.chat.yaml"]
+
+
+def test_invalid_include_is_a_finding(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, {"promptls.toml": 'include = "*.json"\n', "a.conv.json": OK_JSON})
+    run = _lint(tmp_path, "--format", "json", capsys=capsys, mp=monkeypatch)
+    assert [(f["file"], f["code"]) for f in json.loads(run.out)] == [
+        ("promptls.toml", "invalid-setting")
+    ]
+
+
+# --- parallel -----------------------------------------------------------------------------
+
+
+def test_parallel_equals_sequential(tmp_path, capsys, monkeypatch):
+    files = {f"d{i:02}/c{i:02}.conv.yaml": BAD if i % 3 else OK_YAML for i in range(30)}
+    _write(tmp_path, {**files, **TREE})
+    for fmt in ("text", "json", "sarif", "github"):
+        runs = [
+            _lint(tmp_path, "--format", fmt, *jobs, capsys=capsys, mp=monkeypatch)
+            for jobs in (["-j", "1"], ["-j", "3"], [])
+        ]
+        assert runs[0].out.count("schema-error") >= 20
+        assert runs[0] == runs[1] == runs[2]
+
+
+# --- subprocess: the installed command ----------------------------------------------------
+
+
+def test_subprocess_exit_codes_and_plain_output(tmp_path):
+    _write(tmp_path, TREE)
+    run = _cli(tmp_path)
+    assert run.rc == 1
+    assert "\x1b[" not in run.out
+    assert run.out.endswith(
+        "Found 4 problems (2 errors, 2 warnings, 0 infos) in 3 files; 1 fixable\n"
+    )
+    assert _cli(tmp_path, "--select", "reminder-not-last").rc == 0
+    run = _cli(tmp_path, "nowhere")
+    assert (run.rc, run.err) == (2, "promptls: error: no such file or directory: nowhere\n")
+
+
+@pytest.mark.parametrize(("no_color", "colored"), [("", True), ("1", False)])
+def test_colour_only_on_a_terminal_without_no_color(tmp_path, no_color, colored):
+    _write(tmp_path, {"bad.conv.yaml": BAD})
+    main_fd, child_fd = pty.openpty()
+    env = _env(NO_COLOR=no_color) if no_color else _env()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.cli", "lint"],
+        cwd=tmp_path,
+        stdout=child_fd,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    os.close(child_fd)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main_fd, 4096)
+        except OSError:  # EIO: the child closed the terminal.
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=60) == 1
+    os.close(main_fd)
+    out = b"".join(chunks).decode()
+    assert ("\x1b[1;31merror[schema-error]\x1b[0m" in out) is colored
+    assert "error[schema-error]" in out
+
+
+def test_watch_relints_on_change(tmp_path):
+    _write(tmp_path, {"a.conv.json": OK_JSON, "b.conv.yaml": OK_YAML})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.cli", "lint", "--watch", "."],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+
+    def wait_for(text: str, *, touch: Path | None = None, content: str = "") -> bool:
+        """Wait for a line with ``text``, (re)writing ``touch`` until the watcher sees it."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if touch is not None:
+                touch.write_text(content, encoding="utf-8")
+            try:
+                while True:
+                    if text in lines.get(timeout=2):
+                        return True
+            except queue.Empty:
+                continue
+        return False
+
+    try:
+        assert wait_for("All checks passed (2 files)")
+        assert wait_for("syntax-error", touch=tmp_path / "a.conv.json", content=BROKEN)
+        assert wait_for("in 1 file;")
+        fixed = tmp_path / "a.conv.json"
+        assert wait_for("All checks passed (2 files)", touch=fixed, content=OK_JSON)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,66 @@
+"""The pre-commit hook (``.pre-commit-hooks.yaml``) runs the installed ``promptls lint``.
+
+pre-commit installs this repository into a virtual environment (``language: python``) and
+calls ``entry`` with the staged files that match ``files``; so the entry's executable must
+be the package's console script and ``files`` must match every document promptls reads.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from assembly.documents import CONVERSATION_SUFFIXES
+from server.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+DOCUMENT_SUFFIXES = (*CONVERSATION_SUFFIXES, ".prompt.md")
+
+
+def _hook() -> dict:
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    assert isinstance(hooks, list)
+    assert [h["id"] for h in hooks] == ["promptls"]
+    return hooks[0]
+
+
+def test_hook_runs_the_console_script() -> None:
+    hook = _hook()
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "scripts"
+    ]
+    executable, *args = shlex.split(hook["entry"])
+    assert executable in scripts
+    assert scripts[executable] == "server.cli:main"
+    assert args == ["lint"]
+    assert hook["language"] == "python"
+    assert hook["pass_filenames"] is True
+
+
+def test_hook_entry_lints_the_files_it_is_given() -> None:
+    _, *args = shlex.split(_hook()["entry"])
+    files = ["examples/support-agent.conv.json", "examples/prompts/support-agent.prompt.md"]
+    assert main([*args, *(str(REPO / f) for f in files)]) == 0
+
+
+@pytest.mark.parametrize("suffix", DOCUMENT_SUFFIXES)
+def test_hook_matches_every_document(suffix: str) -> None:
+    assert re.search(_hook()["files"], f"dir/case{suffix}")
+
+
+@pytest.mark.parametrize(
+    "name", ["pyproject.toml", "notes.md", "data.json", "a.conv.json.bak", "conv.yaml"]
+)
+def test_hook_skips_other_files(name: str) -> None:
+    assert not re.search(_hook()["files"], name)
+
+
+def test_readme_shows_the_hook() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "repo: https://github.com/promptls/promptls" in readme
+    assert "hooks: [{id: promptls}]" in readme
