@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -308,3 +309,80 @@ def test_cli_last_turn_over_budget_exits_1_and_still_prints(tmp_path: Path) -> N
     assert obj["layout"] == []
     codes = [(d["code"], d["severity"]) for d in obj["diagnostics"]]
     assert ("last-turn-over-budget", "error") in codes
+
+
+@pytest.mark.parametrize("fmt", ["json", "sarif", "github", "text"])
+def test_lint_of_the_examples_reports_only_what_the_overflow_example_shows(fmt: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "server.cli", "lint", "examples", "--format", fmt],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr  # infos and a warning: below --fail-on error
+    expected = [
+        ("examples/overflow.conv.yaml", "history-truncated", 122),
+        ("examples/overflow.conv.yaml", "compression-due", 122),
+        ("examples/overflow.conv.yaml", "orphaned-tool-response", 317),
+    ]
+    if fmt == "json":
+        found = [
+            (d["file"], d["code"], d["range"]["start"]["line"]) for d in json.loads(proc.stdout)
+        ]
+    elif fmt == "sarif":
+        results = json.loads(proc.stdout)["runs"][0]["results"]
+        found = [
+            (
+                r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+                r["ruleId"],
+                r["locations"][0]["physicalLocation"]["region"]["startLine"],
+            )
+            for r in results
+        ]
+    elif fmt == "github":
+        rows = [r for r in proc.stdout.splitlines() if r.startswith("::")]
+        found = [
+            (
+                re.search(r"file=([^,]+)", r).group(1),  # type: ignore[union-attr]
+                re.search(r"title=([^:,]+)", r).group(1),  # type: ignore[union-attr]
+                int(re.search(r",line=(\d+)", r).group(1)),  # type: ignore[union-attr]
+            )
+            for r in rows
+        ]
+    else:
+        rows = re.findall(r"^(\S+):(\d+):\d+: \w+\[([a-z-]+)\]", proc.stdout, re.MULTILINE)
+        found = [(file, code, int(line)) for file, line, code in rows]
+    assert found == expected
+
+
+def test_cli_summary_request_is_opt_in() -> None:
+    plain = json.loads(_run_cli(Path("examples/overflow.conv.yaml")).stdout)
+    assert "request" not in plain["compression"]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "assemble",
+            "examples/overflow.conv.yaml",
+            "--format",
+            "json",
+            "--today",
+            "2026-07-15",
+            "--summary-request",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    request = json.loads(proc.stdout)["compression"]["request"]
+    assert request[0]["role"] == "system"
+    cutoff = [m for m in request if m["content"].startswith("<context_cutoff>")]
+    assert len(cutoff) == 1
+    assert request[-1]["content"].startswith("Help summarize the conversation up to the cutoff")
+    # Older messages come before the marker; an assistant that used tools is summarized as
+    # the names of its tools only.
+    before = request[1 : request.index(cutoff[0])]
+    assert any(m["content"].startswith("[Used tools: ") for m in before)
