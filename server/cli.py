@@ -104,7 +104,44 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("code", metavar="CODE", help="a rule code, as listed by `promptls rules`")
     p.set_defaults(run=_rule)
+    p = sub.add_parser(
+        "serve",
+        help="run the language server (stdio by default)",
+        description="Run the promptls language server.",
+    )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--stdio", action="store_true", help="talk over stdin/stdout (default)")
+    where.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP (e.g. 127.0.0.1:2087)")
+    where.add_argument("--ws", metavar="HOST:PORT", help="listen on a WebSocket")
+    p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument("--log-file", help="write the log there instead of stderr")
+    p.set_defaults(run=_serve)
     return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from server.app import build_server
+
+    logging.basicConfig(
+        level=args.log_level,
+        filename=args.log_file,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    server = build_server()
+    if args.tcp or args.ws:
+        host, _, port = (args.tcp or args.ws).rpartition(":")
+        if not host or not port.isdigit():
+            print("promptls: error: expected HOST:PORT, e.g. 127.0.0.1:2087", file=sys.stderr)
+            return EXIT_USAGE
+        if args.tcp:
+            server.start_tcp(host, int(port))
+        else:
+            server.start_ws(host, int(port))
+        return EXIT_OK
+    server.start_io()
+    return EXIT_OK
 
 
 def _assemble(args: argparse.Namespace) -> int:

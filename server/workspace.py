@@ -109,11 +109,13 @@ def analyze(
     today: dt.date | None = None,
     select: Collection[str] | None = None,
     ignore: Collection[str] = (),
+    overlay: Mapping[Path, str] | None = None,
 ) -> Analysis:
     """Parse, configure and assemble one conversation document.
 
     ``overrides`` (command-line flags) win over every other settings source; ``select``
     and ``ignore`` choose the rules that run (see ``assembly.diagnostics.check``).
+    ``overlay`` holds texts that replace files on disk (an editor's unsaved buffers).
     """
     path = path.absolute()
     root = (root or find_root(path)).resolve()
@@ -137,7 +139,7 @@ def analyze(
         pending.seed(conv)
     diags.extend(from_issues(conv.issues))
 
-    template, template_path = _load_template(conv, path, root, diags)
+    template, template_path = _load_template(conv, path, root, diags, overlay or {})
     if template is not None and template_path is not None:
         others[str(template_path)] = template.text
     if template_path is not None:
@@ -158,7 +160,7 @@ def analyze(
     settings, setting_issues = resolve_settings(layers)
     diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
 
-    file_contents = _load_project_files(conv, path, root, diags, deps)
+    file_contents = _load_project_files(conv, path, root, diags, deps, overlay or {})
     load = load_tokenizer(settings.encoding, model=settings.model)
     opts = AssembleOptions(
         today=today or dt.date.today(), system_template=template, file_contents=file_contents
@@ -286,7 +288,11 @@ def _front_matter_ranges(template: PromptTemplate) -> dict[str, TextRange]:
 
 
 def _load_template(
-    conv: Conversation, path: Path, root: Path, diags: list[Diagnostic]
+    conv: Conversation,
+    path: Path,
+    root: Path,
+    diags: list[Diagnostic],
+    overlay: Mapping[Path, str],
 ) -> tuple[PromptTemplate | None, Path | None]:
     ref = conv.system_prompt
     if not isinstance(ref, PromptRef):
@@ -295,7 +301,7 @@ def _load_template(
     if target is None:
         diags.append(Diagnostic(code, Severity.ERROR, problem or "", ref.range))
         return None, None
-    text, read_diags = read_text(target)
+    text, read_diags = _read_with_overlay(target, overlay)
     diags.extend(_elsewhere(read_diags, target))
     template = parse_prompt(text)
     diags.extend(_elsewhere(from_issues(template.issues), target))
@@ -303,7 +309,12 @@ def _load_template(
 
 
 def _load_project_files(
-    conv: Conversation, path: Path, root: Path, diags: list[Diagnostic], deps: list[Path]
+    conv: Conversation,
+    path: Path,
+    root: Path,
+    diags: list[Diagnostic],
+    deps: list[Path],
+    overlay: Mapping[Path, str],
 ) -> dict[str, str]:
     res: dict[str, str] = {}
     for f in conv.project_files:
@@ -315,10 +326,17 @@ def _load_project_files(
             diags.append(Diagnostic(code, Severity.ERROR, problem or "", rng))
             continue
         deps.append(target)
-        text, read_diags = read_text(target)
+        text, read_diags = _read_with_overlay(target, overlay)
         diags.extend(_elsewhere(read_diags, target))
         res[f.file_id] = text
     return res
+
+
+def _read_with_overlay(target: Path, overlay: Mapping[Path, str]) -> tuple[str, list[Diagnostic]]:
+    text = overlay.get(target)
+    if text is not None:
+        return text, []
+    return read_text(target)
 
 
 def _elsewhere(diags: list[Diagnostic], target: Path) -> list[Diagnostic]:

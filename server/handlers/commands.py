@@ -1,0 +1,44 @@
+"""workspace/executeCommand: ``promptls.assemble`` returns the §7 JSON of a document."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.uris import to_fs_path
+
+from server.app import PromptServer
+from server.ext import ASSEMBLE_COMMAND, SHOW_ASSEMBLED_COMMAND
+from server.handlers.documents import current_snapshot
+from server.output import assembly_json
+from server.workspace import Analysis, analyze
+
+
+async def assemble(ls: PromptServer, args: Any) -> dict[str, Any]:
+    """Arguments: ``[document URI]``; an open document is assembled from its buffer."""
+    uri = _uri_argument(args)
+    snap = await current_snapshot(ls, uri)
+    if snap is not None and isinstance(snap.analysis, Analysis):
+        return assembly_json(snap.analysis, display_path=str(snap.analysis.path))
+    path = to_fs_path(uri)
+    if path is None or not path.endswith((".json", ".jsonl", ".yaml", ".yml")):
+        raise JsonRpcInvalidParams(f"not a conversation document: {uri}")
+    from pathlib import Path
+
+    analysis = analyze(Path(path), root=ls.session.root, editor_settings=ls.session.settings)
+    return assembly_json(analysis, display_path=path)
+
+
+def _uri_argument(args: Any) -> str:
+    if isinstance(args, list) and args and isinstance(args[0], str):
+        return args[0]
+    if isinstance(args, str):
+        return args
+    raise JsonRpcInvalidParams("promptls.assemble takes one argument: the document URI")
+
+
+HANDLERS: dict[str, Callable[[PromptServer, Any], Awaitable[dict[str, Any]]]] = {
+    ASSEMBLE_COMMAND: assemble,
+    SHOW_ASSEMBLED_COMMAND: assemble,
+}

@@ -1,0 +1,170 @@
+"""didOpen / didChange / didSave / didClose, and scheduling analyses.
+
+Every change replaces the document's ``DocState`` and schedules a debounced analysis on the
+worker thread. When it finishes, push clients get ``publishDiagnostics`` with the analysed
+version — unless the document has moved on, in which case nothing is published (the newer
+version's analysis will be).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from lsprotocol import types as lsp
+from pygls.uris import to_fs_path
+
+from server import convert
+from server.app import PromptServer
+from server.session import DEBOUNCE_S, DocState, Snapshot, kind_of
+
+log = logging.getLogger(__name__)
+
+
+def did_open(ls: PromptServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    _update(ls, params.text_document.uri, params.text_document.version, now=True)
+
+
+def did_change(ls: PromptServer, params: lsp.DidChangeTextDocumentParams) -> None:
+    _update(ls, params.text_document.uri, params.text_document.version, now=False)
+
+
+def did_save(ls: PromptServer, params: lsp.DidSaveTextDocumentParams) -> None:
+    path = to_fs_path(params.text_document.uri)
+    if path:
+        schedule_paths(ls, [Path(path)])
+
+
+def did_close(ls: PromptServer, params: lsp.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    s = ls.session
+    s.documents.pop(uri, None)
+    s.snapshots.pop(uri, None)
+    timer = s.timers.pop(uri, None)
+    if timer is not None:
+        timer.cancel()
+    if not s.capabilities.pull_diagnostics:
+        ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+    path = to_fs_path(uri)
+    if path:  # dependents read the file from disk again
+        schedule_paths(ls, [Path(path)])
+
+
+def schedule(ls: PromptServer, uri: str, *, delay: float = DEBOUNCE_S) -> None:
+    """(Re)start the debounced analysis of an open document."""
+    s = ls.session
+    timer = s.timers.pop(uri, None)
+    if timer is not None:
+        timer.cancel()
+    doc = s.documents.get(uri)
+    if doc is None or s.loop is None:
+        return
+    s.timers[uri] = s.loop.call_later(delay, lambda: start(ls, uri))
+
+
+def start(ls: PromptServer, uri: str) -> None:
+    """Submit the analysis of the document's current version now."""
+    s = ls.session
+    s.timers.pop(uri, None)
+    doc = s.documents.get(uri)
+    if doc is None or s.loop is None:
+        return
+    loop = s.loop
+    s.submit(doc, lambda snap: loop.call_soon_threadsafe(_finished, ls, snap))
+
+
+async def current_snapshot(ls: PromptServer, uri: str) -> Snapshot | None:
+    """The analysis of the document's current version, waiting for it if needed."""
+    s = ls.session
+    doc = s.documents.get(uri)
+    if doc is None:
+        return s.snapshots.get(uri)
+    snap = s.snapshots.get(uri)
+    if snap is not None and snap.version == doc.version:
+        return snap
+    timer = s.timers.pop(uri, None)
+    if timer is not None:
+        timer.cancel()
+    loop = asyncio.get_running_loop()
+    future = s.submit(doc, lambda sn: loop.call_soon_threadsafe(_finished, ls, sn))
+    try:
+        return await asyncio.wrap_future(future)
+    except Exception:
+        log.exception("analysis of %s failed", uri)
+        return s.snapshots.get(uri)
+
+
+def latest_snapshot(ls: PromptServer, uri: str) -> Snapshot | None:
+    """The latest finished analysis, current or not: for answers that must not wait."""
+    return ls.session.snapshots.get(uri)
+
+
+def schedule_all(ls: PromptServer) -> None:
+    for uri in list(ls.session.documents):
+        schedule(ls, uri)
+
+
+def schedule_paths(ls: PromptServer, paths: list[Path]) -> None:
+    """Re-analyse the documents that depend on ``paths`` (all of them for settings files)."""
+    s = ls.session
+    if any(p.name in ("pyproject.toml", "promptls.toml") for p in paths):
+        schedule_all(ls)
+        return
+    for path in paths:
+        for uri in s.dependents(path.resolve()):
+            schedule(ls, uri)
+
+
+def publish(ls: PromptServer, snap: Snapshot) -> None:
+    """Push the snapshot's diagnostics of this document (findings in other files stay out)."""
+    diags = [
+        convert.to_lsp_diagnostic(snap.text_map, d, snap.uri)
+        for d in snap.analysis.diagnostics
+        if d.path is None
+    ]
+    ls.text_document_publish_diagnostics(
+        lsp.PublishDiagnosticsParams(uri=snap.uri, diagnostics=diags, version=snap.version)
+    )
+
+
+def _update(ls: PromptServer, uri: str, version: int | None, *, now: bool) -> None:
+    s = ls.session
+    path = to_fs_path(uri)
+    kind = kind_of(path or uri)
+    if path is None or kind is None:
+        return
+    text = ls.workspace.get_text_document(uri).source
+    s.documents[uri] = DocState(uri, Path(path), version, text, kind)
+    if now:
+        start(ls, uri)
+    else:
+        schedule(ls, uri)
+    # Open conversations that read this file see the new text.
+    for dependent in s.dependents(Path(path).resolve()):
+        if dependent != uri:
+            schedule(ls, dependent)
+
+
+def _finished(ls: PromptServer, snap: Snapshot) -> None:
+    s = ls.session
+    if snap.uri not in s.documents:
+        return
+    previous = s.snapshots.get(snap.uri)
+    if previous is not None and _newer(previous.version, snap.version):
+        return
+    s.snapshots[snap.uri] = snap
+    if not s.is_current(snap):
+        return  # never publish an older version over a newer one
+    if s.capabilities.pull_diagnostics:
+        # The client pulls after its own edits; a re-analysis of the same version (a file
+        # it depends on changed) needs a nudge.
+        reanalysed = previous is not None and previous.version == snap.version
+        if reanalysed and s.capabilities.diagnostic_refresh:
+            ls.workspace_diagnostic_refresh(None)
+        return
+    publish(ls, snap)
+
+
+def _newer(a: int | None, b: int | None) -> bool:
+    return a is not None and b is not None and a > b
