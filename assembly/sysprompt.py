@@ -74,12 +74,7 @@ def build_system_prompt(
     tokens, as Onyx's ``include_all_guidance``).
     """
     text = _drop_unavailable_tool_guidance(template, ctx.tools, all_guidance=all_guidance)
-    text = substitute_user_placeholders(text, ctx.user_info)
-    text = _REMINDER_TAG.sub(lambda _: texts.REMINDER_TAG_DESCRIPTION, text)
-    if _DATETIME.search(text):
-        text = _DATETIME.sub(lambda _: format_datetime(ctx.today), text)
-    elif ctx.datetime_aware:
-        text += texts.DATETIME_APPEND.format(datetime=format_datetime(ctx.today))
+    text = _date_and_tags(text, ctx, append_date=ctx.datetime_aware)
     append_citation = False
     if _CITATION.search(text):
         text = _CITATION.sub(lambda _: texts.CITATION_GUIDANCE if ctx.cite else "", text)
@@ -93,21 +88,25 @@ def build_system_prompt(
 
 def build_replacement_system_prompt(text: str, ctx: PromptContext) -> str:
     """The custom prompt as system prompt: placeholders and date, no user info, no tools."""
-    text = substitute_user_placeholders(text, ctx.user_info)
-    text = _REMINDER_TAG.sub(lambda _: texts.REMINDER_TAG_DESCRIPTION, text)
-    if _DATETIME.search(text):
-        text = _DATETIME.sub(lambda _: format_datetime(ctx.today), text)
-    elif ctx.datetime_aware:
-        text += texts.DATETIME_APPEND.format(datetime=format_datetime(ctx.today))
+    text = _date_and_tags(text, ctx, append_date=ctx.datetime_aware)
     return _CITATION.sub(lambda _: texts.CITATION_GUIDANCE if ctx.cite else "", text)
 
 
 def build_custom_agent_prompt(text: str, ctx: PromptContext) -> str:
     """The custom agent prompt as a user message: placeholders only, never a date appended."""
+    text = _date_and_tags(text, ctx, append_date=False)
+    return _CITATION.sub(lambda _: texts.CITATION_GUIDANCE if ctx.cite else "", text)
+
+
+def _date_and_tags(text: str, ctx: PromptContext, *, append_date: bool) -> str:
+    """Onyx's first placeholder steps: user fields, the reminder tag, the date."""
     text = substitute_user_placeholders(text, ctx.user_info)
     text = _REMINDER_TAG.sub(lambda _: texts.REMINDER_TAG_DESCRIPTION, text)
-    text = _DATETIME.sub(lambda _: format_datetime(ctx.today), text)
-    return _CITATION.sub(lambda _: texts.CITATION_GUIDANCE if ctx.cite else "", text)
+    if _DATETIME.search(text):
+        return _DATETIME.sub(lambda _: format_datetime(ctx.today), text)
+    if append_date:
+        text += texts.DATETIME_APPEND.format(datetime=format_datetime(ctx.today))
+    return text
 
 
 def substitute_user_placeholders(text: str, user_info: Mapping[str, Any] | None) -> str:
