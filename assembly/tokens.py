@@ -78,6 +78,10 @@ class TiktokenTokenizer:
                 cache[t] = len(encode(t))
         return [cache[t] if t else 0 for t in texts]
 
+    def cached(self, text: str) -> int | None:
+        """Return the count of ``text`` if it was counted or seeded before, else None."""
+        return self._cache.get(text) if text else 0
+
     def seed(self, counts: Mapping[str, int]) -> None:
         """Add counts made elsewhere with this same encoding."""
         self._cache.update(counts)

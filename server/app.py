@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from pygls.exceptions import JsonRpcContentModified
 from pygls.lsp.server import LanguageServer
 
 from server.session import Session
@@ -28,6 +29,10 @@ class PromptServer(LanguageServer):
         self._error_shown = False
 
     def report_server_error(self, error: Exception, source: Any) -> None:
+        if isinstance(error, JsonRpcContentModified) or isinstance(
+            getattr(error, "__cause__", None), JsonRpcContentModified
+        ):
+            return  # the intended answer to a request about an outdated version
         log.error("error in %s", getattr(source, "__name__", source), exc_info=error)
         if self._error_shown:
             return

@@ -16,6 +16,7 @@ class ResolvedCapabilities:
     diagnostic_refresh: bool = False  # workspace/diagnostic/refresh
     markdown_hover: bool = True
     snippet_support: bool = False
+    markdown_completion_docs: bool = False  # completion item documentation as Markdown
     watched_files_dynamic: bool = False  # can register workspace/didChangeWatchedFiles
     configuration: bool = False  # workspace/configuration
     work_done_progress: bool = False  # window/workDoneProgress/create
@@ -36,6 +37,11 @@ class ResolvedCapabilities:
             diagnostic_refresh=bool(ws and ws.diagnostics and ws.diagnostics.refresh_support),
             markdown_hover=hover_formats is None or lsp.MarkupKind.Markdown in hover_formats,
             snippet_support=bool(completion and completion.snippet_support),
+            markdown_completion_docs=bool(
+                completion
+                and completion.documentation_format
+                and lsp.MarkupKind.Markdown in completion.documentation_format
+            ),
             watched_files_dynamic=bool(
                 ws
                 and ws.did_change_watched_files

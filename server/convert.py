@@ -3,17 +3,32 @@
 ``assembly`` speaks code-point offsets; LSP speaks (line, character) in the position
 encoding negotiated at initialize (UTF-16 by default, UTF-8 or UTF-32 when the client
 offers them). Nothing else in the server builds an ``lsp.Position`` from numbers. Out of
-range positions are clamped, never an error. A ``\\r\\n`` line break belongs to its line's
-end: a column never counts the ``\\r``.
+range positions are clamped, never an error. A line ends at ``\\n``; the ``\\r`` of a
+``\\r\\n`` belongs to the line break, so a column never counts it.
+
+Work is proportional to the length of the lines involved, never to the document: a
+``TextMap`` (text + line index) is built once per analysed version and shared by every
+conversion of that version.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from lsprotocol import types as lsp
 
-from assembly.diagnostics import Diagnostic, Severity
+from assembly.diagnostics import Diagnostic, Related, Severity, TextEdit
+from assembly.ide.completion import CompletionItem, CompletionKind
+from assembly.ide.fixes import FindingKey, QuickFix
+from assembly.ide.folding import Fold, FoldKind
+from assembly.ide.hover import HoverResult, plain_text
+from assembly.ide.inlay import InlayHint
+from assembly.ide.lens import Lens
+from assembly.ide.navigation import Target
+from assembly.ide.symbols import Symbol, SymbolKind
 from assembly.text import LineIndex, TextRange
 from server.links import rule_doc_url
 
@@ -23,6 +38,8 @@ _SEVERITY = {
     Severity.INFO: lsp.DiagnosticSeverity.Information,
     Severity.HINT: lsp.DiagnosticSeverity.Hint,
 }
+_ENCODINGS = ("utf-8", "utf-16", "utf-32")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,17 +52,23 @@ class TextMap:
 
     @staticmethod
     def of(text: str, encoding: str) -> TextMap:
-        return TextMap(text, LineIndex(text), encoding)
+        """Index ``text``; an encoding LSP does not define counts as UTF-16 (its default)."""
+        encoding = str(getattr(encoding, "value", encoding)).lower()
+        return TextMap(text, LineIndex(text), encoding if encoding in _ENCODINGS else "utf-16")
 
 
 def to_lsp_position(m: TextMap, offset: int) -> lsp.Position:
     """Convert a code-point offset to an LSP position in the negotiated encoding."""
     lc = m.index.line_col(offset)
-    if m.encoding == "utf-32":
-        return lsp.Position(lc.line, lc.column)
     start = m.index.line_start(lc.line)
-    prefix = m.text[start : start + lc.column]
-    return lsp.Position(lc.line, _units(prefix, m.encoding))
+    column = lc.column
+    end = start + column
+    # An offset between the "\r" and the "\n" of a line break is the line's end.
+    if column and m.text[end - 1] == "\r" and m.text[end : end + 1] == "\n":
+        column -= 1
+    if m.encoding == "utf-32":
+        return lsp.Position(lc.line, column)
+    return lsp.Position(lc.line, _units(m.text[start : start + column], m.encoding))
 
 
 def to_lsp_range(m: TextMap, rng: TextRange) -> lsp.Range:
@@ -53,19 +76,27 @@ def to_lsp_range(m: TextMap, rng: TextRange) -> lsp.Range:
 
 
 def from_lsp_position(m: TextMap, position: lsp.Position) -> int:
-    """Convert an LSP position to a code-point offset, clamped to the text."""
+    """Convert an LSP position to a code-point offset, clamped to the text.
+
+    A line past the last one is the end of the text; a character past the end of its line
+    is the line's end (before its ``\\r\\n``); negative values count as 0. A character in
+    the middle of a code point (half a surrogate pair, part of a UTF-8 sequence) rounds
+    down to the start of that code point.
+    """
     if position.line < 0:
         return 0
     if position.line >= m.index.line_count:
         return len(m.text)
     start = m.index.line_start(position.line)
-    end = m.index.offset(position.line, 1 << 62)  # the line's end (before \r\n or \n)
-    line = m.text[start:end]
-    if line.endswith("\r"):
-        line = line[:-1]
+    end = m.index.offset(position.line, len(m.text))  # the line's end, before its "\n"
+    if end > start and m.text[end - 1] == "\r" and m.text[end : end + 1] == "\n":
+        end -= 1
+    units = max(position.character, 0)
+    # A code point is at least one unit in every encoding: only ``units`` can be needed.
+    line = m.text[start : min(end, start + units)]
     if m.encoding == "utf-32":
-        return start + min(max(position.character, 0), len(line))
-    return start + _column_of_units(line, max(position.character, 0), m.encoding)
+        return start + len(line)
+    return start + _column_of_units(line, units, m.encoding)
 
 
 def from_lsp_range(m: TextMap, rng: lsp.Range) -> TextRange:
@@ -74,16 +105,20 @@ def from_lsp_range(m: TextMap, rng: lsp.Range) -> TextRange:
     return TextRange(min(start, end), max(start, end))
 
 
-def to_lsp_diagnostic(m: TextMap, d: Diagnostic, uri: str) -> lsp.Diagnostic:
-    """Convert a finding in this document; related places in other files keep their path."""
+def to_lsp_diagnostic(
+    m: TextMap, d: Diagnostic, uri: str, *, others: Mapping[str, TextMap] | None = None
+) -> lsp.Diagnostic:
+    """Convert a finding in this document.
+
+    Related places in this document are always kept; a related place in another file is
+    kept when ``others`` has that file's ``TextMap`` (by path), else left out, since its
+    offsets cannot be placed without the file's text.
+    """
     related = [
-        lsp.DiagnosticRelatedInformation(
-            location=lsp.Location(uri=uri, range=to_lsp_range(m, r.range)), message=r.message
-        )
+        info
         for r in d.related
-        if r.path is None
+        if (info := _related_information(m, r, uri, others or {})) is not None
     ]
-    tags = [lsp.DiagnosticTag.Unnecessary] if d.unnecessary else None
     return lsp.Diagnostic(
         range=to_lsp_range(m, d.range),
         message=d.message,
@@ -92,35 +127,241 @@ def to_lsp_diagnostic(m: TextMap, d: Diagnostic, uri: str) -> lsp.Diagnostic:
         code_description=lsp.CodeDescription(href=rule_doc_url(d.code)),
         source="promptls",
         related_information=related or None,
-        tags=tags,
+        tags=[lsp.DiagnosticTag.Unnecessary] if d.unnecessary else None,
         data={"code": d.code, "start": d.range.start, "end": d.range.end},
     )
+
+
+def to_lsp_diagnostics(
+    m: TextMap,
+    diagnostics: Iterable[Diagnostic],
+    uri: str,
+    *,
+    other_texts: Mapping[str, str] | None = None,
+) -> list[lsp.Diagnostic]:
+    """Convert the findings in this document (those in other files are skipped).
+
+    ``other_texts`` holds the texts of other files by path (``Analysis.other_texts``);
+    each file that related places point into is indexed once for the whole list.
+    """
+    mine = [d for d in diagnostics if d.path is None]
+    texts = other_texts or {}
+    paths = {r.path for d in mine for r in d.related if r.path is not None and r.path in texts}
+    others = {p: TextMap.of(texts[p], m.encoding) for p in paths}
+    return [to_lsp_diagnostic(m, d, uri, others=others) for d in mine]
 
 
 def to_lsp_text_edits(m: TextMap, edits: list[tuple[TextRange, str]]) -> list[lsp.TextEdit]:
     return [lsp.TextEdit(range=to_lsp_range(m, r), new_text=t) for r, t in edits]
 
 
+def to_lsp_hover(m: TextMap, res: HoverResult, *, markdown: bool) -> lsp.Hover:
+    """Markdown, or readable plain text for clients that cannot render Markdown."""
+    contents = (
+        lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=res.markdown)
+        if markdown
+        else lsp.MarkupContent(kind=lsp.MarkupKind.PlainText, value=plain_text(res.markdown))
+    )
+    return lsp.Hover(contents=contents, range=to_lsp_range(m, res.range))
+
+
+def to_lsp_inlay_hint(m: TextMap, hint: InlayHint) -> lsp.InlayHint:
+    return lsp.InlayHint(
+        position=to_lsp_position(m, hint.offset), label=hint.label, tooltip=hint.tooltip or None
+    )
+
+
+def to_lsp_code_lens(m: TextMap, lens: Lens) -> lsp.CodeLens:
+    command = lsp.Command(title=lens.title, command=lens.command, arguments=list(lens.arguments))
+    return lsp.CodeLens(range=to_lsp_range(m, lens.range), command=command)
+
+
+# ------------------------------------------------------------------------------ outline,
+# folding, navigation, completion, code actions
+
+_SYMBOL_KINDS = {
+    SymbolKind.SETTINGS: lsp.SymbolKind.Namespace,
+    SymbolKind.SETTING: lsp.SymbolKind.Property,
+    SymbolKind.PROMPT: lsp.SymbolKind.String,
+    SymbolKind.FILES: lsp.SymbolKind.Array,
+    SymbolKind.FILE: lsp.SymbolKind.File,
+    SymbolKind.TOOLS: lsp.SymbolKind.Array,
+    SymbolKind.TOOL: lsp.SymbolKind.Function,
+    SymbolKind.TOOL_CALL: lsp.SymbolKind.Function,
+    SymbolKind.OBJECT: lsp.SymbolKind.Object,
+    SymbolKind.FRONT_MATTER: lsp.SymbolKind.Namespace,
+    SymbolKind.SECTION: lsp.SymbolKind.String,  # as Markdown outlines show headings
+    SymbolKind.SYSTEM_MESSAGE: lsp.SymbolKind.Constant,
+    SymbolKind.USER_MESSAGE: lsp.SymbolKind.Event,
+    SymbolKind.ASSISTANT_MESSAGE: lsp.SymbolKind.Method,
+    SymbolKind.TOOL_MESSAGE: lsp.SymbolKind.Field,
+    SymbolKind.REMINDER_MESSAGE: lsp.SymbolKind.Constant,
+    SymbolKind.SUMMARY_MESSAGE: lsp.SymbolKind.Namespace,
+}
+_COMPLETION_KINDS = {
+    CompletionKind.PLACEHOLDER: lsp.CompletionItemKind.Variable,
+    CompletionKind.TOOL: lsp.CompletionItemKind.Function,
+    CompletionKind.FILE: lsp.CompletionItemKind.File,
+    CompletionKind.TOOL_CALL: lsp.CompletionItemKind.Reference,
+    CompletionKind.ROLE: lsp.CompletionItemKind.EnumMember,
+}
+_FOLD_KINDS = {
+    FoldKind.REGION: lsp.FoldingRangeKind.Region,
+    FoldKind.COMMENT: lsp.FoldingRangeKind.Comment,
+}
+FIX_ALL_KIND = f"{lsp.CodeActionKind.SourceFixAll.value}.promptls"
+
+
+def to_lsp_document_symbol(m: TextMap, s: Symbol) -> lsp.DocumentSymbol:
+    return lsp.DocumentSymbol(
+        name=s.name,
+        kind=_SYMBOL_KINDS[s.kind],
+        range=to_lsp_range(m, s.range),
+        selection_range=to_lsp_range(m, s.focus_range),
+        detail=s.detail,
+        children=[to_lsp_document_symbol(m, c) for c in s.children] or None,
+    )
+
+
+def to_lsp_folding_range(m: TextMap, fold: Fold) -> lsp.FoldingRange:
+    """A fold as whole lines (every client supports line folding)."""
+    return lsp.FoldingRange(
+        start_line=m.index.line_col(fold.range.start).line,
+        end_line=m.index.line_col(fold.range.end).line,
+        kind=_FOLD_KINDS.get(fold.kind) if fold.kind is not None else None,
+    )
+
+
+def to_lsp_location(m: TextMap, uri: str, target: Target) -> lsp.Location:
+    return lsp.Location(uri=uri, range=to_lsp_range(m, target.focus_range))
+
+
+def to_lsp_completion_item(
+    m: TextMap, item: CompletionItem, *, markdown: bool
+) -> lsp.CompletionItem:
+    """Documentation in Markdown, or a plain string for clients that do not render it."""
+    doc = item.documentation
+    documentation: lsp.MarkupContent | str | None = None
+    if doc and markdown:
+        documentation = lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=doc)
+    elif doc:
+        documentation = plain_text(doc)
+    return lsp.CompletionItem(
+        label=item.label,
+        kind=_COMPLETION_KINDS[item.kind],
+        detail=item.detail,
+        documentation=documentation,
+        sort_text=item.sort_text,
+        text_edit=lsp.TextEdit(range=to_lsp_range(m, item.range), new_text=item.new_text),
+    )
+
+
+def from_lsp_finding(m: TextMap, d: lsp.Diagnostic) -> FindingKey | None:
+    """The finding an editor's diagnostic stands for: by its ``data``, else by its range."""
+    data = d.data if isinstance(d.data, dict) else {}
+    code, start, end = data.get("code"), data.get("start"), data.get("end")
+    if isinstance(code, str) and isinstance(start, int) and isinstance(end, int):
+        if 0 <= start <= end:
+            return FindingKey(code, TextRange(start, end))
+    if d.code is None:
+        return None
+    return FindingKey(str(d.code), from_lsp_range(m, d.range))
+
+
+def to_lsp_code_actions(
+    m: TextMap,
+    uri: str,
+    fixes: Iterable[QuickFix],
+    fix_all: list[TextEdit],
+    *,
+    only: Iterable[str] | None,
+) -> list[lsp.CodeAction]:
+    """Quick fixes (each with the diagnostic it fixes), then "fix all" when there is one.
+
+    ``only`` is the client's filter of code action kinds (a kind matches its sub-kinds).
+    """
+    wanted = [str(getattr(k, "value", k)) for k in only] if only is not None else None
+
+    def allowed(kind: str) -> bool:
+        return wanted is None or any(kind == w or kind.startswith(w + ".") for w in wanted)
+
+    res = []
+    if allowed(lsp.CodeActionKind.QuickFix.value):
+        for f in fixes:
+            edits = to_lsp_text_edits(m, [(e.range, e.new_text) for e in f.fix.edits])
+            res.append(
+                lsp.CodeAction(
+                    title=f.fix.title,
+                    kind=lsp.CodeActionKind.QuickFix,
+                    diagnostics=[to_lsp_diagnostic(m, f.diagnostic, uri)],
+                    is_preferred=f.preferred or None,
+                    edit=lsp.WorkspaceEdit(changes={uri: edits}),
+                )
+            )
+    if fix_all and allowed(FIX_ALL_KIND):
+        edits = to_lsp_text_edits(m, [(e.range, e.new_text) for e in fix_all])
+        res.append(
+            lsp.CodeAction(
+                title="Apply every promptls fix",
+                kind=FIX_ALL_KIND,
+                edit=lsp.WorkspaceEdit(changes={uri: edits}),
+            )
+        )
+    return res
+
+
+def _related_information(
+    m: TextMap, r: Related, uri: str, others: Mapping[str, TextMap]
+) -> lsp.DiagnosticRelatedInformation | None:
+    if r.path is None:
+        location = lsp.Location(uri=uri, range=to_lsp_range(m, r.range))
+    elif (other := others.get(r.path)) is not None:
+        location = lsp.Location(uri=Path(r.path).as_uri(), range=to_lsp_range(other, r.range))
+    else:
+        return None
+    return lsp.DiagnosticRelatedInformation(location=location, message=r.message)
+
+
 def _units(s: str, encoding: str) -> int:
+    """The length of ``s`` in code units (lone surrogates count as one code point)."""
+    if encoding == "utf-32" or s.isascii():
+        return len(s)
     if encoding == "utf-8":
         return len(s.encode("utf-8", "surrogatepass"))
-    if s.isascii():
-        return len(s)
-    return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)
+    return len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _column_of_units(line: str, units: int, encoding: str) -> int:
-    """The code-point column that ``units`` code units into ``line`` falls on (clamped)."""
+    """The code-point column that ``units`` code units into ``line`` fall on (clamped).
+
+    ASCII runs are skipped at once and a non-ASCII run is bisected, so a long line costs
+    a few encodes, not a Python loop over its code points.
+    """
     if line.isascii():
         return min(units, len(line))
-    used = 0
-    for i, ch in enumerate(line):
-        width = (
-            len(ch.encode("utf-8", "surrogatepass"))
-            if encoding == "utf-8"
-            else (2 if ord(ch) > 0xFFFF else 1)
-        )
+    col = used = 0
+    for run in _NON_ASCII.finditer(line):
+        n_ascii = run.start() - col
+        if used + n_ascii >= units:
+            return col + (units - used)
+        used += n_ascii
+        col = run.start()
+        text = run.group()
+        width = _units(text, encoding)
         if used + width > units:
-            return i
+            return col + _fit(text, units - used, encoding)
         used += width
-    return len(line)
+        col = run.end()
+    return min(col + (units - used), len(line))
+
+
+def _fit(s: str, units: int, encoding: str) -> int:
+    """The longest prefix of ``s`` (in code points) that is at most ``units`` long."""
+    lo, hi = 0, min(len(s), units)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _units(s[:mid], encoding) <= units:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -47,7 +47,10 @@ class PendingCounts:
         if not counts:
             return 0
         found = {}
+        lengths = {n for _, n in counts}  # hashing a long string costs; comparing lengths not
         for text in _strings(conv):
+            if len(text) not in lengths:
+                continue
             n = counts.get((hash(text), len(text)))
             if n is not None:
                 found[text] = n
@@ -87,8 +90,13 @@ def start(text: str, fmt: DocFormat, tokenizer: Tokenizer) -> PendingCounts | No
         status = 0
         try:
             os.close(read_fd)
+            # This child inherited the cache: when the document was analysed before, only
+            # the strings an edit changed are counted and sent (the parent has the rest).
+            cached = tokenizer.cached
             triples = [
-                (hash(s), len(s), len(tokenizer.encode(s))) for s in _document_strings(text, fmt)
+                (hash(s), len(s), len(tokenizer.encode(s)))
+                for s in _document_strings(text, fmt)
+                if cached(s) is None
             ]
             data = pickle.dumps(triples, protocol=pickle.HIGHEST_PROTOCOL)
             view = memoryview(data)

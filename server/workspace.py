@@ -110,12 +110,15 @@ def analyze(
     select: Collection[str] | None = None,
     ignore: Collection[str] = (),
     overlay: Mapping[Path, str] | None = None,
+    cold_cache: bool = True,
 ) -> Analysis:
     """Parse, configure and assemble one conversation document.
 
     ``overrides`` (command-line flags) win over every other settings source; ``select``
     and ``ignore`` choose the rules that run (see ``assembly.diagnostics.check``).
     ``overlay`` holds texts that replace files on disk (an editor's unsaved buffers).
+    ``cold_cache=False`` says the document's texts were counted before (a re-analysis
+    after an edit): then forking a counting child costs more than it saves.
     """
     path = path.absolute()
     root = (root or find_root(path)).resolve()
@@ -133,7 +136,7 @@ def analyze(
     guess = resolve_settings([*layers, SettingsLayer("command line", dict(overrides or {}))])[0]
     guess_tokenizer = load_tokenizer(guess.encoding, model=guess.model).tokenizer
     fmt = format_for_path(path.name) or _sniff_format(text)
-    pending = precount.start(text, fmt, guess_tokenizer)
+    pending = precount.start(text, fmt, guess_tokenizer) if cold_cache else None
     conv = parse_conversation(text, fmt)
     if pending is not None:
         pending.seed(conv)

@@ -142,25 +142,28 @@ class _Suppressions:
 
     def __init__(self, ctx: RuleContext) -> None:
         self.ctx = ctx
-        self._by_file: dict[str | None, tuple[LineIndex, dict[int, set[str]]]] = {}
+        conv = ctx.conversation
+        # Per document, not per finding: the few messages that carry an ignore key.
+        self._ignoring = [m for m in conv.messages if m.ignore] if conv is not None else []
+        self._by_file: dict[str | None, tuple[LineIndex | None, dict[int, set[str]]]] = {}
 
     def __call__(self, d: Diagnostic) -> bool:
-        if d.path is None and self.ctx.conversation is not None:
-            for m in self.ctx.conversation.messages:
-                if m.ignore and m.range.start <= d.range.start < max(
-                    m.range.end, m.range.start + 1
-                ):
+        if d.path is None:
+            for m in self._ignoring:
+                if m.range.start <= d.range.start < max(m.range.end, m.range.start + 1):
                     if d.code in m.ignore or "all" in m.ignore:
                         return True
         found = self._comments(d.path)
         if found is None:
             return False
         index, lines = found
+        if index is None:
+            return False
         line = index.line_col(d.range.start).line
         codes = lines.get(line, set()) | lines.get(line - 1, set())
         return d.code in codes or "all" in codes
 
-    def _comments(self, path: str | None) -> tuple[LineIndex, dict[int, set[str]]] | None:
+    def _comments(self, path: str | None) -> tuple[LineIndex | None, dict[int, set[str]]] | None:
         if path in self._by_file:
             return self._by_file[path]
         if path is None:
@@ -170,8 +173,9 @@ class _Suppressions:
         else:
             return None
         lines: dict[int, set[str]] = {}
-        index = LineIndex(text)
+        index = None  # indexing a large document costs more than all its rules: only if needed
         if "promptls:" in text:
+            index = LineIndex(text)
             for m in _IGNORE_COMMENT.finditer(text):
                 codes = {c.strip() for c in m.group(1).split(",") if c.strip()}
                 lines.setdefault(index.line_col(m.start()).line, set()).update(codes)

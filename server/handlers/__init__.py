@@ -6,7 +6,20 @@ from lsprotocol import types as lsp
 
 from server.app import PromptServer
 from server.ext import COMMANDS
-from server.handlers import commands, diagnostics, documents, lifecycle
+from server.handlers import (
+    code_actions,
+    code_lens,
+    commands,
+    completion,
+    diagnostics,
+    documents,
+    folding,
+    hover,
+    inlay_hints,
+    lifecycle,
+    navigation,
+    symbols,
+)
 
 
 def register(server: PromptServer) -> None:
@@ -30,6 +43,24 @@ def register(server: PromptServer) -> None:
         ),
     )(diagnostics.document_diagnostic)
     f(lsp.WORKSPACE_DIAGNOSTIC)(diagnostics.workspace_diagnostic)
+    # What the model receives, shown in the editor.
+    f(lsp.TEXT_DOCUMENT_HOVER)(hover.hover)
+    f(lsp.TEXT_DOCUMENT_INLAY_HINT, lsp.InlayHintOptions(resolve_provider=False))(
+        inlay_hints.inlay_hint
+    )
+    f(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=False))(code_lens.code_lens)
+    # Outline, folding, navigation, completion, fixes.
+    f(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)(symbols.document_symbol)
+    f(lsp.TEXT_DOCUMENT_FOLDING_RANGE)(folding.folding_range)
+    f(lsp.TEXT_DOCUMENT_DEFINITION)(navigation.definition)
+    f(lsp.TEXT_DOCUMENT_REFERENCES)(navigation.references)
+    trigger = completion.TRIGGER_CHARACTERS
+    f(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=trigger))(
+        completion.completion
+    )
+    f(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(code_action_kinds=code_actions.KINDS))(
+        code_actions.code_action
+    )
     # Commands.
     for name in COMMANDS:
         server.command(name)(commands.HANDLERS[name])

@@ -1,16 +1,23 @@
 """Pull diagnostics: textDocument/diagnostic and workspace/diagnostic.
 
 Push clients get ``publishDiagnostics`` from ``documents`` when an analysis finishes; pull
-clients ask here, and the answer is the analysis of the version they have.
+clients ask here, and the answer is the analysis of the version they have. A workspace-wide
+pull reports ``$/progress`` on the request's token, or on one the server creates when the
+client supports ``window/workDoneProgress/create``.
 """
 
 from __future__ import annotations
+
+import logging
+import uuid
 
 from lsprotocol import types as lsp
 
 from server import convert
 from server.app import PromptServer
 from server.handlers.documents import current_snapshot
+
+log = logging.getLogger(__name__)
 
 
 async def document_diagnostic(
@@ -23,11 +30,9 @@ async def document_diagnostic(
     result_id = f"{uri}@{snap.version}:{id(snap)}"
     if params.previous_result_id == result_id:
         return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
-    items = [
-        convert.to_lsp_diagnostic(snap.text_map, d, uri)
-        for d in snap.analysis.diagnostics
-        if d.path is None
-    ]
+    items = convert.to_lsp_diagnostics(
+        snap.text_map, snap.analysis.diagnostics, uri, other_texts=snap.analysis.other_texts
+    )
     return lsp.RelatedFullDocumentDiagnosticReport(items=items, result_id=result_id)
 
 
@@ -35,16 +40,49 @@ async def workspace_diagnostic(
     ls: PromptServer, params: lsp.WorkspaceDiagnosticParams
 ) -> lsp.WorkspaceDiagnosticReport:
     reports: list[lsp.WorkspaceDocumentDiagnosticReport] = []
-    for uri in list(ls.session.documents):
-        snap = await current_snapshot(ls, uri)
-        if snap is None:
-            continue
-        items = [
-            convert.to_lsp_diagnostic(snap.text_map, d, uri)
-            for d in snap.analysis.diagnostics
-            if d.path is None
-        ]
-        reports.append(
-            lsp.WorkspaceFullDocumentDiagnosticReport(uri=uri, version=snap.version, items=items)
-        )
+    uris = list(ls.session.documents)
+    token = await _begin_progress(ls, params.work_done_token, "promptls: diagnostics")
+    try:
+        for done, uri in enumerate(uris, 1):
+            snap = await current_snapshot(ls, uri)
+            if snap is not None:
+                items = convert.to_lsp_diagnostics(
+                    snap.text_map,
+                    snap.analysis.diagnostics,
+                    uri,
+                    other_texts=snap.analysis.other_texts,
+                )
+                reports.append(
+                    lsp.WorkspaceFullDocumentDiagnosticReport(
+                        uri=uri, version=snap.version, items=items
+                    )
+                )
+            if token is not None:
+                ls.work_done_progress.report(
+                    token,
+                    lsp.WorkDoneProgressReport(
+                        message=f"{done}/{len(uris)} documents", percentage=done * 100 // len(uris)
+                    ),
+                )
+    finally:
+        if token is not None:
+            ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd())
+            ls.work_done_progress.tokens.pop(token, None)
     return lsp.WorkspaceDiagnosticReport(items=reports)
+
+
+async def _begin_progress(
+    ls: PromptServer, token: lsp.ProgressToken | None, title: str
+) -> lsp.ProgressToken | None:
+    """Begin work-done progress on the client's token, or on a new one if the client allows."""
+    if token is None:
+        if not ls.session.capabilities.work_done_progress:
+            return None
+        token = f"promptls/diagnostics/{uuid.uuid4().hex}"
+        try:
+            await ls.work_done_progress.create_async(token)
+        except Exception:  # the client refused: the work goes on without a progress bar
+            log.warning("window/workDoneProgress/create failed", exc_info=True)
+            return None
+    ls.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(title=title, percentage=0))
+    return token

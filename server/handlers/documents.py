@@ -1,9 +1,10 @@
 """didOpen / didChange / didSave / didClose, and scheduling analyses.
 
-Every change replaces the document's ``DocState`` and schedules a debounced analysis on the
-worker thread. When it finishes, push clients get ``publishDiagnostics`` with the analysed
-version — unless the document has moved on, in which case nothing is published (the newer
-version's analysis will be).
+Every change replaces the document's ``DocState`` and schedules an analysis on the worker
+thread: at once when none of the document is under way, else right after the running one
+(changes in between coalesce; see ``server.session``). When it finishes, push clients get
+``publishDiagnostics`` with the analysed version — unless the document has moved on, in
+which case nothing is published (the newer version's analysis will be).
 """
 
 from __future__ import annotations
@@ -17,17 +18,17 @@ from pygls.uris import to_fs_path
 
 from server import convert
 from server.app import PromptServer
-from server.session import DEBOUNCE_S, DocState, Snapshot, kind_of
+from server.session import DocState, Snapshot, kind_of
 
 log = logging.getLogger(__name__)
 
 
 def did_open(ls: PromptServer, params: lsp.DidOpenTextDocumentParams) -> None:
-    _update(ls, params.text_document.uri, params.text_document.version, now=True)
+    _update(ls, params.text_document.uri, params.text_document.version)
 
 
 def did_change(ls: PromptServer, params: lsp.DidChangeTextDocumentParams) -> None:
-    _update(ls, params.text_document.uri, params.text_document.version, now=False)
+    _update(ls, params.text_document.uri, params.text_document.version)
 
 
 def did_save(ls: PromptServer, params: lsp.DidSaveTextDocumentParams) -> None:
@@ -41,9 +42,7 @@ def did_close(ls: PromptServer, params: lsp.DidCloseTextDocumentParams) -> None:
     s = ls.session
     s.documents.pop(uri, None)
     s.snapshots.pop(uri, None)
-    timer = s.timers.pop(uri, None)
-    if timer is not None:
-        timer.cancel()
+    s.stale.discard(uri)
     if not s.capabilities.pull_diagnostics:
         ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
     path = to_fs_path(uri)
@@ -51,27 +50,28 @@ def did_close(ls: PromptServer, params: lsp.DidCloseTextDocumentParams) -> None:
         schedule_paths(ls, [Path(path)])
 
 
-def schedule(ls: PromptServer, uri: str, *, delay: float = DEBOUNCE_S) -> None:
-    """(Re)start the debounced analysis of an open document."""
+def schedule(ls: PromptServer, uri: str) -> None:
+    """Analyse an open document's current state as soon as its running analysis ends."""
     s = ls.session
-    timer = s.timers.pop(uri, None)
-    if timer is not None:
-        timer.cancel()
-    doc = s.documents.get(uri)
-    if doc is None or s.loop is None:
+    if uri not in s.documents:
         return
-    s.timers[uri] = s.loop.call_later(delay, lambda: start(ls, uri))
+    running = s.running.get(uri)
+    if running is not None and not running[1].done():
+        s.stale.add(uri)  # ``_settled`` starts it when the running analysis ends
+        return
+    start(ls, uri)
 
 
 def start(ls: PromptServer, uri: str) -> None:
     """Submit the analysis of the document's current version now."""
     s = ls.session
-    s.timers.pop(uri, None)
     doc = s.documents.get(uri)
     if doc is None or s.loop is None:
         return
     loop = s.loop
-    s.submit(doc, lambda snap: loop.call_soon_threadsafe(_finished, ls, snap))
+    future = s.submit(doc, lambda snap: loop.call_soon_threadsafe(_finished, ls, snap))
+    # Runs after ``_finished`` (callbacks run in order), also when the analysis failed.
+    future.add_done_callback(lambda _: loop.call_soon_threadsafe(_settled, ls, uri))
 
 
 async def current_snapshot(ls: PromptServer, uri: str) -> Snapshot | None:
@@ -83,9 +83,6 @@ async def current_snapshot(ls: PromptServer, uri: str) -> Snapshot | None:
     snap = s.snapshots.get(uri)
     if snap is not None and snap.version == doc.version:
         return snap
-    timer = s.timers.pop(uri, None)
-    if timer is not None:
-        timer.cancel()
     loop = asyncio.get_running_loop()
     future = s.submit(doc, lambda sn: loop.call_soon_threadsafe(_finished, ls, sn))
     try:
@@ -118,17 +115,15 @@ def schedule_paths(ls: PromptServer, paths: list[Path]) -> None:
 
 def publish(ls: PromptServer, snap: Snapshot) -> None:
     """Push the snapshot's diagnostics of this document (findings in other files stay out)."""
-    diags = [
-        convert.to_lsp_diagnostic(snap.text_map, d, snap.uri)
-        for d in snap.analysis.diagnostics
-        if d.path is None
-    ]
+    diags = convert.to_lsp_diagnostics(
+        snap.text_map, snap.analysis.diagnostics, snap.uri, other_texts=snap.analysis.other_texts
+    )
     ls.text_document_publish_diagnostics(
         lsp.PublishDiagnosticsParams(uri=snap.uri, diagnostics=diags, version=snap.version)
     )
 
 
-def _update(ls: PromptServer, uri: str, version: int | None, *, now: bool) -> None:
+def _update(ls: PromptServer, uri: str, version: int | None) -> None:
     s = ls.session
     path = to_fs_path(uri)
     kind = kind_of(path or uri)
@@ -136,10 +131,7 @@ def _update(ls: PromptServer, uri: str, version: int | None, *, now: bool) -> No
         return
     text = ls.workspace.get_text_document(uri).source
     s.documents[uri] = DocState(uri, Path(path), version, text, kind)
-    if now:
-        start(ls, uri)
-    else:
-        schedule(ls, uri)
+    schedule(ls, uri)
     # Open conversations that read this file see the new text.
     for dependent in s.dependents(Path(path).resolve()):
         if dependent != uri:
@@ -156,6 +148,7 @@ def _finished(ls: PromptServer, snap: Snapshot) -> None:
     s.snapshots[snap.uri] = snap
     if not s.is_current(snap):
         return  # never publish an older version over a newer one
+    _refresh_views(ls)
     if s.capabilities.pull_diagnostics:
         # The client pulls after its own edits; a re-analysis of the same version (a file
         # it depends on changed) needs a nudge.
@@ -164,6 +157,26 @@ def _finished(ls: PromptServer, snap: Snapshot) -> None:
             ls.workspace_diagnostic_refresh(None)
         return
     publish(ls, snap)
+
+
+def _refresh_views(ls: PromptServer) -> None:
+    """Ask the client to re-request inlay hints and code lenses, which show the latest
+    finished analysis (they may have been answered from an older one)."""
+    caps = ls.session.capabilities
+    if caps.inlay_hint_refresh:
+        ls.workspace_inlay_hint_refresh(None)
+    if caps.code_lens_refresh:
+        ls.workspace_code_lens_refresh(None)
+
+
+def _settled(ls: PromptServer, uri: str) -> None:
+    """An analysis of ``uri`` ended: start the next one if the document changed meanwhile."""
+    s = ls.session
+    running = s.running.get(uri)
+    if running is not None and running[1].done():
+        del s.running[uri]  # do not keep a finished analysis alive
+    if uri in s.stale:
+        schedule(ls, uri)
 
 
 def _newer(a: int | None, b: int | None) -> bool:

@@ -27,7 +27,7 @@ def initialize(ls: PromptServer, params: lsp.InitializeParams) -> None:
     s.root = _root(params)
     options = params.initialization_options
     if isinstance(options, dict):
-        s.settings_for(options.get(SECTION, options))
+        s.initial_settings_for(options.get(SECTION, options))
     s.loop = asyncio.get_running_loop()
 
 

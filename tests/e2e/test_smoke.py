@@ -33,6 +33,15 @@ async def client(request: pytest.FixtureRequest, lsp_client: LanguageClient):  #
     def register_capability(params: lsp.RegistrationParams) -> None:
         return None
 
+    # VS Code's recorded capabilities accept these; the server sends them after an analysis.
+    @lsp_client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)
+    def code_lens_refresh(params: None) -> None:
+        return None
+
+    @lsp_client.feature(lsp.WORKSPACE_INLAY_HINT_REFRESH)
+    def inlay_hint_refresh(params: None) -> None:
+        return None
+
     result = await lsp_client.initialize_session(
         lsp.InitializeParams(
             capabilities=client_capabilities(request.param), root_uri=REPO.as_uri()

@@ -1,0 +1,272 @@
+"""Where each document message went in the assembly, and why: the facts hover, inlay
+hints and the code lens show.
+
+A document message is *kept* (sent, in one of the eight segments), *dropped* by the budget
+cut, dropped as an *orphan* tool response, *summarized* (replaced by a summary node),
+an *unused summary*, on *another branch*, or *not assembled* (the conversation cannot be
+assembled at all). Figures are the assembly's own; nothing here counts tokens.
+
+Cumulative figures start with the tool definitions (sent with every request, before the
+messages) so that the last message's cumulative total is the lens's assembled total.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal, Protocol
+
+from assembly.assemble import Assembly, AssemblyError, LayoutEntry, LlmMessage
+from assembly.model import Conversation, Message, Role
+from assembly.settings import Settings
+
+Status = Literal[
+    "kept", "dropped", "orphan", "summarized", "summary_unused", "other_branch", "not_assembled"
+]
+
+
+class ConversationDoc(Protocol):
+    """An analysed conversation (``server.workspace.Analysis`` has these fields)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def conversation(self) -> Conversation: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def assembly(self) -> Assembly: ...
+    @property
+    def encoding_requested(self) -> str: ...
+    @property
+    def encoding_warning(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FilePart:
+    """An uploaded file injected as its own user message right before its message."""
+
+    id: str  # e.g. ``m10/files/0``
+    file_id: str | None
+    tokens: int
+    kept: bool
+    segment: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """What happened to one document message."""
+
+    message: Message
+    status: Status
+    tokens: int | None  # what the budget charges for it (None: never counted)
+    segment: str | None = None  # where it is sent (kept messages)
+    index: int | None = None  # its position among the sent messages (0-based)
+    cumulative: int | None = None  # tool definitions + every message sent up to it
+    cached: bool = False  # inside the prompt-cache prefix
+    replaced: bool = False  # an earlier turn's tool result sent as the placeholder sentence
+    files: tuple[FilePart, ...] = ()
+
+    @property
+    def sent(self) -> bool:
+        return self.status == "kept"
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """The assembled total as the lens and the head hover show it."""
+
+    used: int  # tool definitions + messages sent
+    available: int  # floor(max_input_tokens × (1 − safety_margin))
+    dropped: int  # messages dropped by the budget cut or as orphans
+    forgotten: int  # files in the forgotten-files listing
+    error: AssemblyError | None  # the first error that stopped the assembly
+
+
+class Placements:
+    """Placements of a conversation's messages, computed on demand.
+
+    Indexes are built the first time they are needed, so a hover on a kept message of a
+    10 MB conversation touches the layout (the messages sent), not every message written.
+    """
+
+    def __init__(self, conversation: Conversation, assembly: Assembly) -> None:
+        self.conversation = conversation
+        self.assembly = assembly
+
+    @cached_property
+    def _layout_index(self) -> dict[str, int]:
+        res: dict[str, int] = {}
+        for i, e in enumerate(self.assembly.layout):
+            res.setdefault(e.id, i)
+        return res
+
+    @cached_property
+    def _cumulative(self) -> list[int]:
+        return list(
+            itertools.accumulate(
+                (e.tokens for e in self.assembly.layout), initial=self.assembly.budget.tools
+            )
+        )[1:]
+
+    @cached_property
+    def _history(self) -> dict[str, LlmMessage]:
+        return {m.id: m for m in self.assembly.history}
+
+    @cached_property
+    def _dropped(self) -> frozenset[str]:
+        return frozenset(self.assembly.dropped)
+
+    @cached_property
+    def _orphans(self) -> frozenset[str]:
+        return frozenset(self.assembly.orphans_dropped)
+
+    @cached_property
+    def _chain(self) -> frozenset[str]:
+        return frozenset(self.assembly.chain)
+
+    @cached_property
+    def _system_id(self) -> str | None:
+        if self.conversation.system_prompt is not None:
+            return None
+        return next((m.id for m in self.conversation.messages if m.role is Role.SYSTEM), None)
+
+    def of(self, m: Message) -> Placement:
+        """Return where ``m`` went."""
+        a = self.assembly
+        files = self._files(m)
+        pos = self._layout_index.get(m.id)
+        if pos is not None and a.layout[pos].message.source is m:
+            e = a.layout[pos]
+            return Placement(
+                m,
+                "kept",
+                e.tokens,
+                e.segment,
+                pos,
+                self._cumulative[pos],
+                pos < a.cache_prefix_length,
+                e.message.replaced,
+                files,
+            )
+        own = self._history.get(m.id)
+        tokens = own.tokens if own is not None else m.token_count
+        replaced = own.replaced if own is not None else False
+        if m.id in self._dropped:
+            return Placement(m, "dropped", tokens, replaced=replaced, files=files)
+        if m.id in self._orphans:
+            return Placement(m, "orphan", tokens, replaced=replaced, files=files)
+        if not a.layout and error_of(a) is not None:
+            if own is not None or m.id in self._chain or m.id == self._system_id:
+                return Placement(m, "not_assembled", tokens, files=files)
+        if m.id in self._chain:
+            if m.role is Role.SUMMARY:
+                return Placement(m, "summary_unused", m.token_count)
+            return Placement(m, "summarized", m.token_count, files=files)
+        return Placement(m, "other_branch", m.token_count, files=files)
+
+    def message_at(self, offset: int) -> Message | None:
+        """The message whose source range holds ``offset``, or None."""
+        msgs = self.conversation.messages
+        i = bisect.bisect_right(msgs, offset, key=lambda m: m.range.start) - 1
+        if i >= 0 and msgs[i].range.contains(offset):
+            return msgs[i]
+        return None
+
+    def by_id(self, message_id: str) -> Message | None:
+        for m in self.conversation.messages:
+            if m.id == message_id:
+                return m
+        return None
+
+    def cut_at(self) -> str | None:
+        """The newest message dropped by the budget cut (where the fill stopped)."""
+        return self.assembly.dropped[-1] if self.assembly.dropped else None
+
+    def totals(self) -> Totals:
+        a = self.assembly
+        return Totals(
+            used=a.budget.tools + a.budget.used,
+            available=a.budget.available_tokens,
+            dropped=len(a.dropped) + len(a.orphans_dropped),
+            forgotten=len(a.forgotten_files),
+            error=error_of(a),
+        )
+
+    def tip(self) -> str | None:
+        """The id of the message the current branch ends at."""
+        return self.assembly.chain[-1] if self.assembly.chain else None
+
+    def _files(self, m: Message) -> tuple[FilePart, ...]:
+        if m.role is not Role.USER or not m.files:
+            return ()
+        res = []
+        prefix = f"{m.id}/files/"
+        for k in range(len(m.files)):
+            fid = f"{prefix}{k}"
+            own = self._history.get(fid)
+            if own is None:
+                continue  # images ride on the message itself
+            pos = self._layout_index.get(fid)
+            entry: LayoutEntry | None = self.assembly.layout[pos] if pos is not None else None
+            res.append(
+                FilePart(
+                    fid,
+                    own.file_id,
+                    entry.tokens if entry is not None else own.tokens,
+                    entry is not None,
+                    entry.segment if entry is not None else None,
+                )
+            )
+        return tuple(res)
+
+
+def placements(conv: Conversation, assembly: Assembly) -> Placements:
+    """Where the messages of ``conv`` went in ``assembly`` (indexed lazily)."""
+    return Placements(conv, assembly)
+
+
+def error_of(a: Assembly) -> AssemblyError | None:
+    """The first error that stopped the assembly (a warning never does)."""
+    return next((e for e in a.errors if e.severity == "error"), None)
+
+
+def short_error(e: AssemblyError, *, limit: int = 120) -> str:
+    """``code: message`` cut to one short line (parenthesised details go first)."""
+    message = e.message.split(" (", 1)[0]
+    res = f"{e.code}: {message}"
+    return res if len(res) <= limit else res[: limit - 1] + "…"
+
+
+def fmt_tokens(n: int) -> str:
+    return f"{n:,}"
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+def percent(part: int, whole: int) -> str:
+    if whole <= 0:
+        return "–"
+    share = 100 * part / whole
+    if 0 < share < 0.1:
+        return "<0.1%"
+    return f"{share:.1f}%"
+
+
+def first_lines(text: str, n: int, *, width: int = 120) -> tuple[list[str], int]:
+    """The first ``n`` lines of ``text`` (each clipped) and how many lines were left out."""
+    lines = text.splitlines()
+    shown = [line if len(line) <= width else line[: width - 1] + "…" for line in lines[:n]]
+    return shown, max(0, len(lines) - n)
+
+
+def ids(values: Sequence[str]) -> str:
+    """``a``, ``b`` … ``z`` for a long list."""
+    if len(values) <= 4:
+        return ", ".join(f"`{v}`" for v in values)
+    return f"`{values[0]}`, `{values[1]}` … `{values[-1]}`"

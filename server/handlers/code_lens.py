@@ -1,0 +1,27 @@
+"""textDocument/codeLens: the assembled total at the top of a conversation.
+
+The logic is ``assembly.ide.lens``; clicking the lens runs ``promptls.showAssembled`` with
+the document URI, which the server answers with the ``promptls.assemble`` object.
+"""
+
+from __future__ import annotations
+
+from lsprotocol import types as lsp
+
+from assembly.ide import lens
+from server import convert
+from server.app import PromptServer
+from server.ext import SHOW_ASSEMBLED_COMMAND
+from server.handlers.documents import current_snapshot, latest_snapshot
+from server.workspace import Analysis
+
+
+async def code_lens(ls: PromptServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens] | None:
+    uri = params.text_document.uri
+    snap = latest_snapshot(ls, uri) or await current_snapshot(ls, uri)
+    if snap is None or not isinstance(snap.analysis, Analysis):
+        return None
+    lenses = lens.conversation_lenses(
+        snap.analysis, command=SHOW_ASSEMBLED_COMMAND, arguments=(uri,)
+    )
+    return [convert.to_lsp_code_lens(snap.text_map, x) for x in lenses]

@@ -1,0 +1,444 @@
+"""Benchmark: the language server over stdio on 1 MB and 10 MB conversations (on demand).
+
+The documents come from ``shared/bench/gen_conversation.py`` (run as is). A minimal
+JSON-RPC client (subprocess pipes, a reader thread that timestamps every message as it
+arrives) drives two servers in the same run: ``python -m server`` and a trivial pygls
+server (incremental sync, one fixed diagnostic per change, a constant hover), so the
+figures can be told apart from what pygls and the transport cost anyway.
+
+Per server and document it measures: didOpen -> first ``publishDiagnostics``; ``--edits``
+one-character incremental ``didChange``s at varied places inside message contents, each
+waiting for the ``publishDiagnostics`` of its version (median, p95); ``--hovers`` hover
+round trips at varied positions while idle (median, p95); a hover sent right after a
+``didChange``, while the server analyses it; and the server process's peak RSS (VmHWM).
+
+    python tests/bench/bench_lsp.py [--edits 30] [--hovers 100] [--sizes 1,10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+GEN = ROOT.parent / "shared" / "bench" / "gen_conversation.py"
+SIZES = {1: ("1000", "1000000"), 10: ("10000", "10000000")}  # MB -> messages, bytes
+TIMEOUT_S = 300.0
+
+TRIVIAL_SERVER = textwrap.dedent(
+    '''
+    """A trivial pygls server: the floor the real one is compared with."""
+    from lsprotocol import types as lsp
+    from pygls.lsp.server import LanguageServer
+
+    server = LanguageServer("trivial", "0")  # incremental sync by default
+    DIAG = lsp.Diagnostic(
+        range=lsp.Range(lsp.Position(0, 0), lsp.Position(0, 1)), message="one diagnostic"
+    )
+
+    def publish(ls, uri):
+        doc = ls.workspace.get_text_document(uri)
+        ls.text_document_publish_diagnostics(
+            lsp.PublishDiagnosticsParams(uri=uri, version=doc.version, diagnostics=[DIAG])
+        )
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls, params):
+        publish(ls, params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls, params):
+        publish(ls, params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
+    def hover(ls, params):
+        return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.PlainText, value="x"))
+
+    if __name__ == "__main__":
+        server.start_io()
+    '''
+)
+
+CAPABILITIES: dict[str, Any] = {
+    "general": {"positionEncodings": ["utf-16"]},
+    "textDocument": {
+        "synchronization": {"didSave": True, "dynamicRegistration": False},
+        "publishDiagnostics": {"versionSupport": True, "relatedInformation": True},
+        "hover": {"contentFormat": ["markdown", "plaintext"]},
+    },
+    "workspace": {
+        "configuration": False,
+        "didChangeWatchedFiles": {"dynamicRegistration": True},
+    },
+}
+
+
+@dataclass
+class Result:
+    server: str
+    size: str
+    open_s: float = 0.0
+    edits_s: list[float] = field(default_factory=list)
+    hovers_s: list[float] = field(default_factory=list)
+    busy_hovers_s: list[float] = field(default_factory=list)
+    hover_note: str = ""
+    codes: list[str] = field(default_factory=list)  # of the last publishDiagnostics
+    peak_rss_kb: int = 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--edits", type=int, default=30)
+    ap.add_argument("--hovers", type=int, default=100)
+    ap.add_argument("--busy-hovers", type=int, default=10)
+    ap.add_argument("--sizes", default="1,10", help="document sizes in MB: 1, 10 or both")
+    ap.add_argument("--corpus", type=Path, help="reuse or create the documents in this folder")
+    args = ap.parse_args()
+    if not GEN.is_file():
+        print(f"generator not found: {GEN}", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="promptls-lsp-bench-"))
+    corpus = args.corpus or work
+    corpus.mkdir(parents=True, exist_ok=True)
+    trivial = work / "trivial_server.py"
+    trivial.write_text(TRIVIAL_SERVER, encoding="utf-8")
+    servers = {
+        "promptls": [sys.executable, "-m", "server"],
+        "trivial pygls": [sys.executable, str(trivial)],
+    }
+    print(f"{os.cpu_count()} cores; python {sys.version.split()[0]}; work dir {work}")
+    results = []
+    for mb in (int(s) for s in args.sizes.split(",")):
+        doc = _generate(corpus, mb)
+        print(f"{doc.name}: {doc.stat().st_size:,} bytes")
+        for name, command in servers.items():
+            res = _run(name, command, doc, f"{mb} MB", args)
+            results.append(res)
+            print(f"  {name}: done", flush=True)
+    _print_table(results)
+    return 0
+
+
+def _generate(corpus: Path, mb: int) -> Path:
+    messages, target = SIZES[mb]
+    out = corpus / f"bench-{mb}mb.conv.json"
+    if not out.is_file():
+        subprocess.run(
+            [
+                sys.executable,
+                str(GEN),
+                "--messages",
+                messages,
+                "--target-bytes",
+                target,
+                "--out",
+                str(out),
+            ],
+            check=True,
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- the client
+
+
+class Rpc:
+    """A JSON-RPC connection to a server process; every incoming message is timestamped."""
+
+    def __init__(self, command: list[str], cwd: Path, stderr: Path) -> None:
+        self._err = stderr.open("wb")
+        self.proc = subprocess.Popen(
+            command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err
+        )
+        self._next_id = 0
+        self._lock = threading.Condition()
+        self._inbox: list[tuple[float, dict[str, Any]]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def notify(self, method: str, params: Any) -> float:
+        """Send a notification; return the time it was written."""
+        return self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def request(self, method: str, params: Any) -> tuple[int, float]:
+        self._next_id += 1
+        sent = self._send(
+            {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}
+        )
+        return self._next_id, sent
+
+    def response(self, request_id: int) -> tuple[float, dict[str, Any]]:
+        return self.wait(lambda m: m.get("id") == request_id and "method" not in m)
+
+    def wait(self, pred: Callable[[dict[str, Any]], bool]) -> tuple[float, dict[str, Any]]:
+        """Wait for (and consume) the first message that satisfies ``pred``."""
+        deadline = time.monotonic() + TIMEOUT_S
+        with self._lock:
+            while True:
+                for i, (t, msg) in enumerate(self._inbox):
+                    if pred(msg):
+                        del self._inbox[i]
+                        return t, msg
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    raise TimeoutError("no answer from the server")
+                self._lock.wait(left)
+
+    def drop(self, pred: Callable[[dict[str, Any]], bool]) -> None:
+        with self._lock:
+            self._inbox = [(t, m) for t, m in self._inbox if not pred(m)]
+
+    def close(self) -> None:
+        try:
+            request_id, _ = self.request("shutdown", None)
+            self.response(request_id)
+            self.notify("exit", None)
+            self.proc.wait(timeout=10)
+        except (TimeoutError, OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self._err.close()
+
+    def _send(self, msg: dict[str, Any]) -> float:
+        body = json.dumps(msg, ensure_ascii=False).encode("utf-8")
+        assert self.proc.stdin is not None
+        now = time.perf_counter()
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.proc.stdin.flush()
+        return now
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        while True:
+            length = 0
+            while True:
+                line = out.readline()
+                if not line:
+                    with self._lock:
+                        self._lock.notify_all()
+                    return
+                if line in (b"\r\n", b"\n"):
+                    break
+                name, _, value = line.decode("ascii").partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            msg = json.loads(out.read(length))
+            now = time.perf_counter()
+            if "method" in msg and "id" in msg:  # a request from the server
+                self._answer(msg)
+                continue
+            with self._lock:
+                self._inbox.append((now, msg))
+                self._lock.notify_all()
+
+    def _answer(self, msg: dict[str, Any]) -> None:
+        result: Any = None
+        if msg["method"] == "workspace/configuration":
+            result = [None for _ in msg["params"]["items"]]
+        self._send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+
+
+# ---------------------------------------------------------------------------- a session
+
+
+def _run(name: str, command: list[str], doc: Path, size: str, args: argparse.Namespace) -> Result:
+    res = Result(name, size)
+    text = doc.read_text(encoding="utf-8")
+    uri = doc.as_uri()
+    rpc = Rpc(command, ROOT, doc.parent / f"{doc.stem}-{name.replace(' ', '-')}.stderr.log")
+    try:
+        request_id, _ = rpc.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": doc.parent.as_uri(),
+                "capabilities": CAPABILITIES,
+                "workspaceFolders": [{"uri": doc.parent.as_uri(), "name": "bench"}],
+            },
+        )
+        rpc.response(request_id)
+        rpc.notify("initialized", {})
+        sent = rpc.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": uri, "languageId": "json", "version": 1, "text": text}},
+        )
+        got, _ = rpc.wait(_diagnostics_of(uri, 1))
+        res.open_s = got - sent
+        version = 1
+        places = _edit_places(text, args.edits + args.busy_hovers)
+        for offset in places[: args.edits]:
+            version += 1
+            text, change = _insert(text, offset + (version - 2), "x")
+            sent = _did_change(rpc, uri, version, change)
+            got, _ = rpc.wait(_diagnostics_of(uri, version))
+            res.edits_s.append(got - sent)
+        hover_at = _hover_positions(text, args.hovers)
+        for position in hover_at:
+            request_id, sent = rpc.request(
+                "textDocument/hover", {"textDocument": {"uri": uri}, "position": position}
+            )
+            got, msg = rpc.response(request_id)
+            res.hovers_s.append(got - sent)
+            if "error" in msg and not res.hover_note:
+                res.hover_note = f"hover answered an error: {msg['error'].get('message')}"
+        for i, offset in enumerate(places[args.edits :]):
+            version += 1
+            text, change = _insert(text, offset + (version - 2), "x")
+            _did_change(rpc, uri, version, change)
+            request_id, sent = rpc.request(
+                "textDocument/hover",
+                {"textDocument": {"uri": uri}, "position": hover_at[i % len(hover_at)]},
+            )
+            got, _ = rpc.response(request_id)
+            res.busy_hovers_s.append(got - sent)
+            _, msg = rpc.wait(_diagnostics_of(uri, version))
+            res.codes = sorted(str(d.get("code")) for d in msg["params"]["diagnostics"])
+        res.peak_rss_kb = _peak_rss_kb(rpc.proc.pid)
+    finally:
+        rpc.close()
+    return res
+
+
+def _diagnostics_of(uri: str, version: int) -> Callable[[dict[str, Any]], bool]:
+    def pred(msg: dict[str, Any]) -> bool:
+        if msg.get("method") != "textDocument/publishDiagnostics":
+            return False
+        params = msg["params"]
+        return bool(params["uri"] == uri and params.get("version") == version)
+
+    return pred
+
+
+def _did_change(rpc: Rpc, uri: str, version: int, change: dict[str, Any]) -> float:
+    return rpc.notify(
+        "textDocument/didChange",
+        {"textDocument": {"uri": uri, "version": version}, "contentChanges": [change]},
+    )
+
+
+def _edit_places(text: str, n: int) -> list[int]:
+    """``n`` offsets inside message contents, spread over the document, in order."""
+    key = '"content": "'
+    start = text.index('"messages"')
+    places = []
+    i = text.find(key, start)
+    while i != -1:
+        places.append(i + len(key))
+        i = text.find(key, i + 1)
+    step = max(1, len(places) // n)
+    chosen = places[::step][:n]
+    # A few characters into the content (never inside an escape sequence).
+    res = []
+    for k, p in enumerate(chosen):
+        skip = k % 5
+        while skip and any(c in text[p : p + skip + 1] for c in '\\"'):
+            skip -= 1
+        res.append(p + skip)
+    return res
+
+
+def _insert(text: str, offset: int, new: str) -> tuple[str, dict[str, Any]]:
+    position = _position(text, offset)
+    change = {"range": {"start": position, "end": position}, "text": new}
+    return text[:offset] + new + text[offset:], change
+
+
+def _position(text: str, offset: int) -> dict[str, int]:
+    line = text.count("\n", 0, offset)
+    line_start = text.rfind("\n", 0, offset) + 1
+    units = len(text[line_start:offset].encode("utf-16-le")) // 2
+    return {"line": line, "character": units}
+
+
+def _hover_positions(text: str, n: int) -> list[dict[str, int]]:
+    """The document head, then message roles and contents spread over the document."""
+    res = [{"line": 0, "character": 0}]
+    lines = text.split("\n")
+    wanted = [i for i, line in enumerate(lines) if '"role"' in line or '"content"' in line]
+    step = max(1, len(wanted) // max(1, n - 1))
+    for i in wanted[::step][: n - 1]:
+        res.append({"line": i, "character": lines[i].index('"') + 2})
+    return res
+
+
+def _peak_rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def _print_table(results: list[Result]) -> None:
+    head = (
+        "server",
+        "doc",
+        "open->diags",
+        "edit->diags med",
+        "p95",
+        "hover med",
+        "p95",
+        "hover while busy med",
+        "max",
+        "peak RSS",
+    )
+    rows = [head]
+    for r in results:
+        rows.append(
+            (
+                r.server,
+                r.size,
+                _ms(r.open_s),
+                _ms(statistics.median(r.edits_s)),
+                _ms(_p95(r.edits_s)),
+                _ms(statistics.median(r.hovers_s)),
+                _ms(_p95(r.hovers_s)),
+                _ms(statistics.median(r.busy_hovers_s)) if r.busy_hovers_s else "-",
+                _ms(max(r.busy_hovers_s)) if r.busy_hovers_s else "-",
+                f"{r.peak_rss_kb / 1024:.0f} MB",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    print()
+    for k, row in enumerate(rows):
+        print(
+            "  ".join(
+                c.rjust(w) if i > 1 else c.ljust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+    n_edits = max((len(r.edits_s) for r in results), default=0)
+    n_hovers = max((len(r.hovers_s) for r in results), default=0)
+    print(f"\n{n_edits} edits and {n_hovers} hovers per row; p95 = nearest rank.")
+    for r in results:
+        print(f"{r.server} {r.size}: last diagnostics {r.codes}. {r.hover_note}")
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, -(-95 * len(ordered) // 100) - 1)]
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
