@@ -18,16 +18,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from server import lint
-from server.output import assembly_json, render_text
-from server.rulesdoc import (
-    find_rule,
-    render_rule_doc,
-    render_rules_table,
-    rules_json,
-    suggest_codes,
-)
-from server.workspace import analyze
+from server import formats
+
+# The engine is imported by the subcommands that use it, so that `assemble` can start
+# counting a large document's tokens in a forked child before the heavy imports.
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -75,12 +69,12 @@ def _parser() -> argparse.ArgumentParser:
         "above --fail-on, 2 usage or configuration error.",
     )
     p.add_argument("paths", nargs="*", metavar="PATH", help="files and folders (default: .)")
-    p.add_argument("--format", choices=lint.FORMATS, default="text")
+    p.add_argument("--format", choices=formats.FORMATS, default="text")
     p.add_argument("--select", metavar="CODES", help="comma-separated rule codes to run")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes to skip")
     p.add_argument(
         "--fail-on",
-        choices=lint.FAIL_ON,
+        choices=formats.FAIL_ON,
         default="error",
         help="exit 1 when a finding is at least this severe (default: error)",
     )
@@ -154,7 +148,21 @@ def _assemble(args: argparse.Namespace) -> int:
         print(f"promptls: error: --root is not a directory: {args.root}", file=sys.stderr)
         return EXIT_USAGE
     overrides = {"provider": args.provider} if args.provider else None
-    analysis = analyze(path, root=root, overrides=overrides, today=args.today)
+    from server import precount  # standard library and tiktoken only: cheap
+
+    early = precount.start_early(path)  # a large document is counted meanwhile
+
+    from server.output import assembly_json, render_text
+    from server.workspace import analyze
+
+    analysis = analyze(
+        path,
+        text=early.text if early else None,
+        root=root,
+        overrides=overrides,
+        today=args.today,
+        pending=early.pending if early else None,
+    )
     if analysis.encoding_warning:
         print(f"promptls: note: {analysis.encoding_warning}", file=sys.stderr)
     if args.format == "json":
@@ -166,6 +174,8 @@ def _assemble(args: argparse.Namespace) -> int:
 
 
 def _lint(args: argparse.Namespace) -> int:
+    from server import lint
+
     try:
         return lint.run(args)
     except lint.LintError as exc:
@@ -174,6 +184,8 @@ def _lint(args: argparse.Namespace) -> int:
 
 
 def _rules(args: argparse.Namespace) -> int:
+    from server.rulesdoc import render_rules_table, rules_json
+
     if args.format == "json":
         sys.stdout.write(json.dumps(rules_json(), ensure_ascii=False, indent=2) + "\n")
     else:
@@ -182,6 +194,8 @@ def _rules(args: argparse.Namespace) -> int:
 
 
 def _rule(args: argparse.Namespace) -> int:
+    from server.rulesdoc import find_rule, render_rule_doc, suggest_codes
+
     rule = find_rule(args.code)
     if rule is None:
         close = suggest_codes(args.code)

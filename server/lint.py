@@ -45,8 +45,6 @@ from server.tokenizers import load_tokenizer
 from server.workspace import analyze, analyze_prompt
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-FORMATS = ("text", "json", "sarif", "github")
-FAIL_ON = ("error", "warning", "info")
 PROMPT_SUFFIX = ".prompt.md"
 DOCUMENT_SUFFIXES = (*CONVERSATION_SUFFIXES, PROMPT_SUFFIX)
 SKIP_DIRS = frozenset({".git", "node_modules", ".venv"})

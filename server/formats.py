@@ -1,0 +1,6 @@
+"""Output formats and thresholds of `promptls lint`, importable without the engine."""
+
+from __future__ import annotations
+
+FORMATS = ("text", "json", "sarif", "github")
+FAIL_ON = ("error", "warning", "info")
