@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from tests.support.lsp_session import initialize
 
 REPO = Path(__file__).resolve().parents[2]
 SUPPORT = REPO / "examples" / "support-agent.conv.json"
@@ -36,27 +38,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
     params=CLIENTS,
 )
 async def client(request: pytest.FixtureRequest, lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
-    refreshes: dict[str, int] = {}
-    lsp_client.refreshes = refreshes  # type: ignore[attr-defined]
-
-    @lsp_client.feature(lsp.CLIENT_REGISTER_CAPABILITY)
-    def register_capability(params: lsp.RegistrationParams) -> None:
-        return None
-
-    @lsp_client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)
-    def code_lens_refresh(params: None) -> None:
-        refreshes["codeLens"] = refreshes.get("codeLens", 0) + 1
-
-    @lsp_client.feature(lsp.WORKSPACE_INLAY_HINT_REFRESH)
-    def inlay_hint_refresh(params: None) -> None:
-        refreshes["inlayHint"] = refreshes.get("inlayHint", 0) + 1
-
-    result = await lsp_client.initialize_session(
-        lsp.InitializeParams(
-            capabilities=client_capabilities(request.param), root_uri=REPO.as_uri()
-        )
-    )
-    lsp_client.encoding = result.capabilities.position_encoding or "utf-16"
+    result = await initialize(lsp_client, request.param, REPO)
     assert result.capabilities.hover_provider
     assert result.capabilities.inlay_hint_provider
     assert result.capabilities.code_lens_provider == lsp.CodeLensOptions(resolve_provider=False)

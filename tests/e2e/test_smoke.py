@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from tests.support.lsp_session import initialize
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "overflow.conv.yaml"
@@ -29,25 +31,7 @@ SEGMENTS = [
     params=["visual-studio-code", "neovim@v0.7.0", "emacs"],
 )
 async def client(request: pytest.FixtureRequest, lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
-    @lsp_client.feature(lsp.CLIENT_REGISTER_CAPABILITY)
-    def register_capability(params: lsp.RegistrationParams) -> None:
-        return None
-
-    # VS Code's recorded capabilities accept these; the server sends them after an analysis.
-    @lsp_client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)
-    def code_lens_refresh(params: None) -> None:
-        return None
-
-    @lsp_client.feature(lsp.WORKSPACE_INLAY_HINT_REFRESH)
-    def inlay_hint_refresh(params: None) -> None:
-        return None
-
-    result = await lsp_client.initialize_session(
-        lsp.InitializeParams(
-            capabilities=client_capabilities(request.param), root_uri=REPO.as_uri()
-        )
-    )
-    lsp_client.encoding = result.capabilities.position_encoding or "utf-16"
+    await initialize(lsp_client, request.param, REPO)
     yield
     await lsp_client.shutdown_session()
 
