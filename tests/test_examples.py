@@ -386,3 +386,12 @@ def test_cli_summary_request_is_opt_in() -> None:
     # the names of its tools only.
     before = request[1 : request.index(cutoff[0])]
     assert any(m["content"].startswith("[Used tools: ") for m in before)
+
+
+@pytest.mark.parametrize("name", ALL_EXAMPLES)
+def test_cli_json_contract_holds_for_every_example(name: str) -> None:
+    proc = _run_cli(Path("examples") / name)
+    assert proc.returncode == 0, proc.stderr
+    obj = json.loads(proc.stdout)
+    _check_contract(obj)
+    assert obj["budget"]["used"] <= obj["budget"]["available_tokens"] - obj["budget"]["tools"]
