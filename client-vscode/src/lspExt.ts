@@ -1,0 +1,73 @@
+// Mirrors server/ext.py, nothing else: custom command names and the shape of their answers.
+
+/** workspace/executeCommand, arguments [document URI]: the §7 JSON of that document. */
+export const ASSEMBLE_COMMAND = "promptls.assemble";
+/** workspace/executeCommand (the code lens): same answer; the client opens the assembled view. */
+export const SHOW_ASSEMBLED_COMMAND = "promptls.showAssembled";
+
+export const COMMANDS = [ASSEMBLE_COMMAND, SHOW_ASSEMBLED_COMMAND] as const;
+
+/** `promptls assemble --format json` (SPEC §7), the parts the client reads. */
+export interface Budget {
+  max_input_tokens: number;
+  safety_margin: number;
+  available_tokens: number;
+  tools: number;
+  system: number;
+  custom_agent: number;
+  project_files: number;
+  reminder: number;
+  history_budget: number;
+  used: number;
+  reserved_tokens: number;
+}
+
+export interface Segment {
+  name: string;
+  tokens: number;
+  messages: string[];
+}
+
+export interface LayoutEntry {
+  id: string;
+  segment: string;
+  tokens: number;
+  cache?: boolean;
+}
+
+export interface Position7 {
+  line: number;
+  column: number;
+}
+
+export interface Diagnostic7 {
+  file?: string;
+  code: string;
+  severity: "error" | "warning" | "info" | "hint";
+  message: string;
+  range?: { start: Position7; end: Position7 };
+}
+
+export interface Compression {
+  triggered: boolean;
+  threshold?: number;
+  history_tokens?: number;
+  [key: string]: unknown;
+}
+
+export interface Assembled {
+  file: string;
+  settings?: Record<string, unknown>;
+  encoding?: string;
+  encoding_requested?: string;
+  budget: Budget;
+  segments: Segment[];
+  layout: LayoutEntry[];
+  messages: Array<Record<string, unknown>>;
+  dropped?: string[];
+  orphans_dropped?: string[];
+  forgotten_files?: Array<Record<string, unknown>>;
+  compression?: Compression | null;
+  cache_prefix_length?: number;
+  diagnostics?: Diagnostic7[];
+}

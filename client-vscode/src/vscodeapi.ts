@@ -1,0 +1,105 @@
+// Thin wrappers over `vscode`: every other module calls the editor through these, so unit
+// tests can stub this module (or the `vscode` module) without an extension host.
+import * as vscode from "vscode";
+
+export type Disposable = vscode.Disposable;
+
+export function registerCommand(id: string, run: (...args: any[]) => unknown): vscode.Disposable {
+  return vscode.commands.registerCommand(id, run);
+}
+
+export function executeCommand<T>(id: string, ...args: unknown[]): Thenable<T> {
+  return vscode.commands.executeCommand<T>(id, ...args);
+}
+
+export function getConfiguration(section: string, scope?: vscode.ConfigurationScope | null): vscode.WorkspaceConfiguration {
+  return vscode.workspace.getConfiguration(section, scope);
+}
+
+export function onDidChangeConfiguration(listener: (e: vscode.ConfigurationChangeEvent) => unknown): vscode.Disposable {
+  return vscode.workspace.onDidChangeConfiguration(listener);
+}
+
+export function onDidChangeTextDocument(listener: (e: vscode.TextDocumentChangeEvent) => unknown): vscode.Disposable {
+  return vscode.workspace.onDidChangeTextDocument(listener);
+}
+
+export function onDidOpenTextDocument(listener: (d: vscode.TextDocument) => unknown): vscode.Disposable {
+  return vscode.workspace.onDidOpenTextDocument(listener);
+}
+
+export function onDidChangeActiveTextEditor(listener: (e: vscode.TextEditor | undefined) => unknown): vscode.Disposable {
+  return vscode.window.onDidChangeActiveTextEditor(listener);
+}
+
+export function activeTextEditor(): vscode.TextEditor | undefined {
+  return vscode.window.activeTextEditor;
+}
+
+export function textDocuments(): readonly vscode.TextDocument[] {
+  return vscode.workspace.textDocuments;
+}
+
+export function matchesSelector(selector: vscode.DocumentSelector, doc: vscode.TextDocument): boolean {
+  return vscode.languages.match(selector, doc) > 0;
+}
+
+export function createOutputChannel(name: string): vscode.LogOutputChannel {
+  return vscode.window.createOutputChannel(name, { log: true });
+}
+
+export function createStatusBarItem(id: string, priority: number): vscode.StatusBarItem {
+  return vscode.window.createStatusBarItem(id, vscode.StatusBarAlignment.Right, priority);
+}
+
+export function themeColor(id: string): vscode.ThemeColor {
+  return new vscode.ThemeColor(id);
+}
+
+export function showErrorMessage(message: string, ...items: string[]): Thenable<string | undefined> {
+  return vscode.window.showErrorMessage(message, ...items);
+}
+
+export function showInformationMessage(message: string, ...items: string[]): Thenable<string | undefined> {
+  return vscode.window.showInformationMessage(message, ...items);
+}
+
+export function withProgress<T>(title: string, task: () => Thenable<T>): Thenable<T> {
+  return vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title }, task);
+}
+
+export function registerTextDocumentContentProvider(
+  scheme: string,
+  provider: vscode.TextDocumentContentProvider,
+): vscode.Disposable {
+  return vscode.workspace.registerTextDocumentContentProvider(scheme, provider);
+}
+
+export function newEventEmitter<T>(): vscode.EventEmitter<T> {
+  return new vscode.EventEmitter<T>();
+}
+
+export function parseUri(value: string): vscode.Uri {
+  return vscode.Uri.parse(value, true);
+}
+
+export async function showDocument(uri: vscode.Uri): Promise<void> {
+  const doc = await vscode.workspace.openTextDocument(uri);
+  await vscode.window.showTextDocument(doc, { viewColumn: vscode.ViewColumn.Beside, preview: false, preserveFocus: true });
+}
+
+export function openTextDocument(uri: vscode.Uri): Thenable<vscode.TextDocument> {
+  return vscode.workspace.openTextDocument(uri);
+}
+
+export function findFiles(include: string, exclude: string, max: number): Thenable<vscode.Uri[]> {
+  return vscode.workspace.findFiles(include, exclude, max);
+}
+
+export function getExtension(id: string): vscode.Extension<any> | undefined {
+  return vscode.extensions.getExtension(id);
+}
+
+export function workspaceFolders(): readonly vscode.WorkspaceFolder[] {
+  return vscode.workspace.workspaceFolders ?? [];
+}
