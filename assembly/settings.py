@@ -111,12 +111,6 @@ class Settings(BaseModel):
             return {k: "off" if v is False else v for k, v in value.items()}
         return value
 
-    def reserved_is_auto(self) -> bool:
-        return self.reserved_tokens == "auto"
-
-
-SETTING_NAMES: tuple[str, ...] = tuple(Settings.model_fields)
-
 
 @dataclass(frozen=True, slots=True)
 class SettingsLayer:

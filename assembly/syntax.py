@@ -251,11 +251,12 @@ class _JsonParser:
             self._error(f"unexpected content after the end of the {what}", tok[2], tok[3])
             self._next()
             if tok[0] == _PUNCT and tok[1] in "{[":
-                self._skip_container(tok[1])
+                self._skip_container()
             tok = self._peek()
         return node
 
-    def _skip_container(self, opener: str) -> None:
+    def _skip_container(self) -> None:
+        """Skip to the bracket closing the one just read (any kind: this is recovery)."""
         depth = 1
         while depth:
             tok = self._next()
@@ -285,7 +286,7 @@ class _JsonParser:
                 self._error(f"nesting deeper than {MAX_DEPTH} levels", start, end)
                 self.too_deep = True
                 self._next()
-                self._skip_container(raw)
+                self._skip_container()
                 return None
             return self._object(depth) if raw == "{" else self._array(depth)
         if kind == _BAD:
@@ -330,7 +331,7 @@ class _JsonParser:
                 elif kind == _PUNCT and raw in "{[":
                     self._error("expected a property name in double quotes", s, e)
                     self._next()
-                    self._skip_container(raw)
+                    self._skip_container()
                 else:
                     self._next()
                     self._error(f"expected a property name in double quotes, found `{raw}`", s, e)

@@ -53,7 +53,7 @@ class LineIndex:
     of a position never counts it. Offsets past the end are clamped.
     """
 
-    __slots__ = ("_len", "_starts", "has_crlf")
+    __slots__ = ("_len", "_starts")
 
     def __init__(self, text: str) -> None:
         starts = [0]
@@ -64,7 +64,6 @@ class LineIndex:
             i = find("\n", i + 1)
         self._starts = starts
         self._len = len(text)
-        self.has_crlf = "\r\n" in text
 
     @property
     def line_count(self) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from assembly.assemble import Assembly
-from assembly.diagnostics import Diagnostic, sort_key
+from assembly.diagnostics import sort_key
 from assembly.text import LineIndex, TextRange
 from server.workspace import Analysis
 
@@ -216,7 +216,3 @@ def _range_json(rng: TextRange, index: LineIndex | None) -> dict[str, Any]:
         "start": {"line": s.line + 1, "column": s.column + 1},
         "end": {"line": e.line + 1, "column": e.column + 1},
     }
-
-
-def sorted_diagnostics(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
-    return sorted(diags, key=sort_key)

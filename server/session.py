@@ -54,10 +54,6 @@ class Snapshot:
     analysis: Analysis | PromptAnalysis
     elapsed_s: float
 
-    @property
-    def is_conversation(self) -> bool:
-        return isinstance(self.analysis, Analysis)
-
 
 _UNWATCHED = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".tox"})
 
