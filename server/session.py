@@ -192,6 +192,11 @@ class Session:
                 doc.path, text=doc.text, root=self.root, editor_settings=self.settings
             )
         else:
+            prev = self.snapshots.get(doc.uri)
+            prev_analysis = prev.analysis if prev is not None else None
+            previous = None
+            if isinstance(prev_analysis, Analysis) and prev_analysis.parsed is not None:
+                previous = (prev_analysis.text, prev_analysis.parsed)
             analysis = analyze(
                 doc.path,
                 text=doc.text,
@@ -199,6 +204,7 @@ class Session:
                 editor_settings=self.settings,
                 overlay=self.overlay(),
                 cold_cache=doc.uri not in self.snapshots,
+                previous=previous,
             )
         elapsed = time.perf_counter() - start
         log.debug("analysed %s@%s in %.1f ms", doc.uri, doc.version, elapsed * 1000)

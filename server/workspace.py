@@ -28,6 +28,7 @@ from assembly.diagnostics import (
     from_setting_issues,
 )
 from assembly.documents import format_for_path, parse_conversation, read_tools
+from assembly.incremental import reparse_conversation
 from assembly.model import Conversation, DocFormat, PromptRef, PromptTemplate
 from assembly.prompts import parse_prompt
 from assembly.settings import Settings, SettingsLayer, resolve_settings
@@ -55,6 +56,9 @@ class Analysis:
     dependencies: tuple[Path, ...] = field(default=())
     # Texts of the other files that diagnostics point into, by path.
     other_texts: dict[str, str] = field(default_factory=dict)
+    # The conversation exactly as read from ``text`` (before tools from a template are
+    # added): what the next analysis may re-read incrementally (``previous``).
+    parsed: Conversation | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +116,7 @@ def analyze(
     overlay: Mapping[Path, str] | None = None,
     cold_cache: bool = True,
     pending: precount.PendingCounts | None = None,
+    previous: tuple[str, Conversation] | None = None,
 ) -> Analysis:
     """Parse, configure and assemble one conversation document.
 
@@ -121,6 +126,8 @@ def analyze(
     ``cold_cache=False`` says the document's texts were counted before (a re-analysis
     after an edit): then forking a counting child costs more than it saves. ``pending``
     is a counting child the caller started already (``precount.start_early``).
+    ``previous`` is the text of the previous analysis of this document and its ``parsed``
+    conversation: after an edit inside one message, only that message is parsed again.
     """
     path = path.absolute()
     root = (root or find_root(path)).resolve()
@@ -140,7 +147,12 @@ def analyze(
     fmt = format_for_path(path.name) or _sniff_format(text)
     if pending is None and cold_cache:
         pending = precount.start(text, fmt, guess_tokenizer)
-    conv = parse_conversation(text, fmt)
+    conv = None
+    if previous is not None:
+        conv = reparse_conversation(previous[1], previous[0], text, fmt)
+    if conv is None:
+        conv = parse_conversation(text, fmt)
+    parsed = conv
     diags.extend(from_issues(conv.issues))
 
     template, template_path = _load_template(conv, path, root, diags, overlay or {})
@@ -204,6 +216,7 @@ def analyze(
         encoding_warning=load.warning,
         dependencies=tuple(deps),
         other_texts=others,
+        parsed=parsed,
     )
 
 

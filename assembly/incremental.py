@@ -1,0 +1,231 @@
+"""Re-reading a conversation after an edit inside one message (JSON and JSONL only).
+
+``reparse_conversation`` finds the one changed span of the text (common prefix and
+suffix), and when it lies strictly inside one message object of the previous parse,
+re-parses that object alone, re-reads it into a ``Message`` (same index) and moves every
+range after the edit by the length difference: the source tree (``root``) included. It
+returns None whenever that might not give exactly what ``parse_conversation`` gives; the
+caller then parses the whole text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from bisect import bisect_right
+from typing import Any
+
+from assembly.documents import MAX_DOCUMENT_CHARS, _Reader
+from assembly.model import Conversation, DocFormat, Message
+from assembly.syntax import _EOF, Member, SNode, _JsonParser
+from assembly.text import TextRange
+
+
+def common_prefix(a: str, b: str) -> int:
+    """Length of the common prefix of ``a`` and ``b`` (binary search over C comparisons)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a.startswith(b[lo:mid], lo):  # copies only a slice of ``b``
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def common_suffix(a: str, b: str, limit: int) -> int:
+    """Length of the common suffix of ``a`` and ``b``, at most ``limit``."""
+    la, lb = len(a), len(b)
+    lo, hi = 0, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a.endswith(b[lb - mid : lb - lo], 0, la - lo):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def reparse_conversation(
+    prev: Conversation, prev_text: str, new_text: str, fmt: DocFormat
+) -> Conversation | None:
+    """The conversation of ``new_text`` from that of ``prev_text``, or None (parse it all)."""
+    if fmt not in (DocFormat.JSON, DocFormat.JSONL) or prev.format is not fmt:
+        return None  # YAML: always parsed again
+    if prev.issues or prev.root is None or prev.length != len(prev_text):
+        return None
+    if len(new_text) > MAX_DOCUMENT_CHARS:
+        return None
+    if new_text == prev_text:
+        return prev
+    la, lb = len(prev_text), len(new_text)
+    p = common_prefix(prev_text, new_text)
+    s = common_suffix(prev_text, new_text, min(la, lb) - p)
+    old_end = la - s  # the changed span is [p, old_end) before, [p, lb - s) after
+    delta = lb - la
+
+    # The message nodes, and their depth in the parse of the whole text.
+    root = prev.root
+    holder: SNode | None  # the array node holding the messages (JSON)
+    if fmt is DocFormat.JSONL:
+        if not root.is_array:
+            return None
+        holder, items, depth = None, root.items, 0
+        first_message = len(items) - len(prev.messages)  # header lines come first
+    elif root.is_array:
+        holder, items, depth, first_message = root, root.items, 1, 0
+    elif root.is_object:
+        holder = root.get("messages")
+        if holder is None or not holder.is_array:
+            return None
+        items, depth, first_message = holder.items, 2, 0
+    else:
+        return None
+    if first_message < 0:
+        return None
+    k = bisect_right(items, p, key=_start) - 1
+    if k < first_message:
+        return None
+    node = items[k]
+    # Strictly inside: the opening and the closing brace are both untouched.
+    if not (node.is_object and node.range.start < p and old_end < node.range.end):
+        return None
+    index = k - first_message
+    if index >= len(prev.messages):
+        return None
+    old_msg = prev.messages[index]
+    if old_msg.range != node.range or old_msg.index != index:
+        return None
+
+    start, new_end = node.range.start, node.range.end + delta
+    if fmt is DocFormat.JSONL and new_text.find("\n", start, new_end) != -1:
+        return None  # a line break splits the line: the lines change
+    parser = _JsonParser(new_text, start, new_end)
+    new_node = parser._value(depth)
+    if (
+        parser.errors
+        or new_node is None
+        or not new_node.is_object
+        or new_node.range != TextRange(start, new_end)
+        or parser._peek()[0] != _EOF
+    ):
+        return None
+    reader = _Reader(fmt, lb)
+    new_msg = reader._message(new_node, index)
+    if new_msg is None or reader.issues or new_msg.id != old_msg.id:
+        return None
+
+    # Everything from the old end of the message on moves by ``delta``.
+    at = node.range.end
+    messages = list(prev.messages[:index])
+    messages.append(new_msg)
+    messages.extend(_shift_message(m, delta) for m in prev.messages[index + 1 :])
+    new_items = (*items[:k], new_node, *(_shift_node(n, delta) for n in items[k + 1 :]))
+    if fmt is DocFormat.JSONL:
+        new_root = SNode("array", TextRange(0, lb), items=new_items)
+    else:
+        assert holder is not None
+        new_holder = SNode("array", _move_end(holder.range, delta), items=new_items)
+        if root is holder:
+            new_root = new_holder
+        else:
+            members = []
+            for m in root.members:
+                if m.value is holder:
+                    members.append(Member(m.key, m.key_range, new_holder))
+                elif m.key_range.start >= at:
+                    members.append(
+                        Member(m.key, m.key_range.shift(delta), _shift_node(m.value, delta))
+                    )
+                else:
+                    members.append(m)
+            new_root = SNode("object", _move_end(root.range, delta), members=tuple(members))
+
+    return dataclasses.replace(
+        prev,
+        messages=tuple(messages),
+        settings_ranges={
+            key: (r.shift(delta) if r.start >= at else r) for key, r in prev.settings_ranges.items()
+        },
+        system_prompt=_shift_any(prev.system_prompt, at, delta),
+        custom_agent_prompt=_shift_any(prev.custom_agent_prompt, at, delta),
+        project_files=_shift_any(prev.project_files, at, delta),
+        tools=_shift_any(prev.tools, at, delta),
+        reminder=_shift_any(prev.reminder, at, delta),
+        root=new_root,
+        length=lb,
+    )
+
+
+def _start(node: SNode) -> int:
+    return node.range.start
+
+
+def _move_end(r: TextRange, delta: int) -> TextRange:
+    return TextRange(r.start, r.end + delta)
+
+
+def _shift_node(node: SNode, delta: int) -> SNode:
+    """A copy of ``node`` with every range (keys included) moved by ``delta``."""
+    kind = node.kind
+    r = node.range
+    if kind == "object":
+        return SNode(
+            kind,
+            TextRange(r.start + delta, r.end + delta),
+            node.value,
+            (),
+            tuple(
+                Member(m.key, m.key_range.shift(delta), _shift_node(m.value, delta))
+                for m in node.members
+            ),
+        )
+    if kind == "array":
+        return SNode(
+            kind,
+            TextRange(r.start + delta, r.end + delta),
+            node.value,
+            tuple(_shift_node(i, delta) for i in node.items),
+        )
+    return SNode(kind, TextRange(r.start + delta, r.end + delta), node.value)
+
+
+def _shift_opt(r: TextRange | None, delta: int) -> TextRange | None:
+    return None if r is None else TextRange(r.start + delta, r.end + delta)
+
+
+def _shift_message(m: Message, delta: int) -> Message:
+    """A message wholly after the edit, moved by ``delta``."""
+    return dataclasses.replace(
+        m,
+        range=m.range.shift(delta),
+        content_range=_shift_opt(m.content_range, delta),
+        id_range=_shift_opt(m.id_range, delta),
+        role_range=_shift_opt(m.role_range, delta),
+        parent_range=_shift_opt(m.parent_range, delta),
+        tool_call_id_range=_shift_opt(m.tool_call_id_range, delta),
+        summarizes_through_range=_shift_opt(m.summarizes_through_range, delta),
+        images=_shift_any(m.images, 0, delta) if m.images else (),
+        tool_calls=_shift_any(m.tool_calls, 0, delta) if m.tool_calls else (),
+        files=_shift_any(m.files, 0, delta) if m.files else (),
+    )
+
+
+def _shift_any(obj: Any, at: int, delta: int) -> Any:
+    """Move every ``TextRange`` starting at or after ``at`` in a model value by ``delta``.
+
+    Walks ranges, tuples and the model's dataclasses; anything else (strings, numbers, the
+    plain dicts of schemas and settings) holds no range and is returned as is.
+    """
+    if isinstance(obj, TextRange):
+        return obj.shift(delta) if obj.start >= at else obj
+    if isinstance(obj, tuple):
+        return tuple(_shift_any(x, at, delta) for x in obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, (type, SNode)):
+        changes = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            moved = _shift_any(value, at, delta)
+            if moved is not value:
+                changes[f.name] = moved
+        return dataclasses.replace(obj, **changes) if changes else obj
+    return obj

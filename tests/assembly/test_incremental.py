@@ -1,0 +1,278 @@
+"""Incremental re-reading after an edit inside one message (``assembly.incremental``).
+
+The property: for any conversation and any single edit, ``reparse_conversation`` either
+declines (None) or gives exactly what ``parse_conversation`` of the new text gives, every
+range of the model and of the source tree included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assembly.documents import parse_conversation
+from assembly.incremental import common_prefix, common_suffix, reparse_conversation
+from assembly.model import Conversation, DocFormat
+from assembly.syntax import SNode
+from server.workspace import analyze
+
+
+def _tree(node: SNode | None) -> Any:
+    if node is None:
+        return None
+    return (
+        node.kind,
+        node.range,
+        node.value,
+        tuple(_tree(i) for i in node.items),
+        tuple((m.key, m.key_range, _tree(m.value)) for m in node.members),
+    )
+
+
+def normalise(conv: Conversation) -> tuple[Any, ...]:
+    """Every field of the conversation (messages compared field by field) and its tree."""
+    fields = {f.name: getattr(conv, f.name) for f in dataclasses.fields(conv) if f.name != "root"}
+    fields["messages"] = tuple(
+        tuple((f.name, getattr(m, f.name)) for f in dataclasses.fields(m)) for m in conv.messages
+    )
+    return (tuple(sorted(fields.items(), key=lambda kv: kv[0])), _tree(conv.root))
+
+
+def check_edit(text: str, new_text: str, fmt: DocFormat) -> Conversation | None:
+    prev = parse_conversation(text, fmt)
+    res = reparse_conversation(prev, text, new_text, fmt)
+    if res is not None:
+        assert normalise(res) == normalise(parse_conversation(new_text, fmt))
+    return res
+
+
+# ---------------------------------------------------------------------------------------
+# Documents
+
+_TEXT = st.text(
+    alphabet=st.sampled_from([*'ab xyz"\\{}[],:\t\n', "é", "😀", "\u2028"]),
+    max_size=12,
+)
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    n = draw(st.integers(1, 5))
+    messages: list[dict[str, Any]] = []
+    for i in range(n):
+        role = draw(st.sampled_from(["user", "assistant", "tool", "system"]))
+        msg: dict[str, Any] = {"role": role, "content": draw(_TEXT)}
+        if draw(st.booleans()):
+            msg = {"id": f"m{i}", **msg}
+        if role == "assistant" and draw(st.booleans()):
+            args = json.dumps({"q": draw(_TEXT)})
+            msg["tool_calls"] = [
+                {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": args}}
+            ]
+        if role == "tool":
+            msg["tool_call_id"] = f"c{i}"
+        messages.append(msg)
+    head: dict[str, Any] = {}
+    if draw(st.booleans()):
+        head["settings"] = {"model": "gpt-4o"}
+    return head, messages
+
+
+def render(head: dict[str, Any], messages: list[dict[str, Any]], fmt: DocFormat, style: int) -> str:
+    if fmt is DocFormat.JSONL:
+        lines = [json.dumps(head, ensure_ascii=False)] if head else []
+        lines += [json.dumps(m, ensure_ascii=False) for m in messages]
+        return "\n".join(lines) + "\n"
+    if style == 0:
+        return json.dumps(messages, ensure_ascii=False, indent=2)
+    # Top-level fields before and after the messages: those after move with an edit.
+    doc = {
+        **head,
+        "messages": messages,
+        "system_prompt": {"content": "Be brief."},
+        "tools": [{"type": "function", "function": {"name": "f"}}],
+        "reminder": "r",
+    }
+    return json.dumps(doc, ensure_ascii=False, indent=2 if style == 1 else None)
+
+
+def _anchor_positions(text: str, conv: Conversation) -> list[int]:
+    """Places worth editing at: inside contents and arguments, and message boundaries."""
+    res = [0, 1, len(text)]
+    for m in conv.messages:
+        res += [m.range.start, m.range.start + 1, m.range.end - 1, m.range.end]
+        if m.content_range is not None:
+            res += [m.content_range.start, m.content_range.start + 1, m.content_range.end - 1]
+        for c in m.tool_calls:
+            res += [c.arguments_range.start + 1, c.arguments_range.end - 1, c.id_range.start + 1]
+        if m.id_range is not None:
+            res.append(m.id_range.start + 1)
+    return [min(max(p, 0), len(text)) for p in res]
+
+
+@settings(
+    max_examples=int(os.environ.get("INCREMENTAL_EXAMPLES", "400")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    doc=conversations(),
+    fmt=st.sampled_from([DocFormat.JSON, DocFormat.JSONL]),
+    style=st.integers(0, 2),
+    data=st.data(),
+)
+def test_reparse_equals_full_parse(
+    doc: tuple[dict[str, Any], list[dict[str, Any]]],
+    fmt: DocFormat,
+    style: int,
+    data: st.DataObject,
+) -> None:
+    text = render(*doc, fmt, style)
+    conv = parse_conversation(text, fmt)
+    anchors = _anchor_positions(text, conv)
+    start = data.draw(st.one_of(st.sampled_from(anchors), st.integers(0, len(text))))
+    kind = data.draw(st.sampled_from(["insert", "delete", "replace", "across"]))
+    if kind == "across":
+        # From somewhere to a later anchor: may span two messages.
+        end = data.draw(st.sampled_from(sorted({a for a in anchors if a >= start} | {start})))
+    elif kind == "insert":
+        end = start
+    else:
+        end = min(len(text), start + data.draw(st.integers(1, 6)))
+    insert = "" if kind == "delete" else data.draw(_TEXT)
+    new_text = text[:start] + insert + text[end:]
+    check_edit(text, new_text, fmt)
+    # A second edit on top of an incremental result: it is a valid ``prev`` too.
+    res = reparse_conversation(conv, text, new_text, fmt)
+    if res is not None:
+        pos = data.draw(st.integers(0, len(new_text)))
+        newer = new_text[:pos] + "z" + new_text[pos:]
+        again = reparse_conversation(res, new_text, newer, fmt)
+        if again is not None:
+            assert normalise(again) == normalise(parse_conversation(newer, fmt))
+
+
+# ---------------------------------------------------------------------------------------
+# Examples
+
+DOC = {
+    "settings": {"model": "gpt-4o"},
+    "messages": [
+        {"id": "a", "role": "user", "content": "hello there"},
+        {
+            "id": "b",
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "search", "arguments": '{"q": "x"}'},
+                }
+            ],
+        },
+        {"id": "c", "role": "tool", "tool_call_id": "c1", "content": "result"},
+        {"id": "d", "role": "user", "content": "thanks"},
+    ],
+    "tools": [{"type": "function", "function": {"name": "search"}}],
+    "system_prompt": {"content": "Be brief."},
+}
+
+
+def _doc(fmt: DocFormat) -> str:
+    if fmt is DocFormat.JSONL:
+        return render({"settings": DOC["settings"]}, DOC["messages"], fmt, 0)
+    return json.dumps(DOC, indent=2)
+
+
+def _insert(text: str, after: str, what: str) -> str:
+    at = text.index(after) + len(after)
+    return text[:at] + what + text[at:]
+
+
+def test_edit_in_content_is_incremental() -> None:
+    for fmt in (DocFormat.JSON, DocFormat.JSONL):
+        text = _doc(fmt)
+        res = check_edit(text, _insert(text, "hello", " dear"), fmt)
+        assert res is not None
+        assert res.messages[0].content == "hello dear there"
+        assert res.messages[3].range.start > parse_conversation(text, fmt).messages[3].range.start
+        assert res.tools is not None or fmt is DocFormat.JSONL
+
+
+def test_edit_in_tool_call_arguments_is_incremental() -> None:
+    for fmt in (DocFormat.JSON, DocFormat.JSONL):
+        text = _doc(fmt)
+        res = check_edit(text, _insert(text, '\\"q\\": \\"x', "yz"), fmt)
+        assert res is not None
+        assert res.messages[1].tool_calls[0].arguments == {"q": "xyz"}
+
+
+def test_delete_shrinks_later_ranges() -> None:
+    text = _doc(DocFormat.JSON)
+    at = text.index("thanks")
+    res = check_edit(text, text[:at] + text[at + 3 :], DocFormat.JSON)
+    assert res is not None and res.messages[3].content == "nks"
+
+
+def test_declines_what_it_cannot_do() -> None:
+    text = _doc(DocFormat.JSON)
+    prev = parse_conversation(text, DocFormat.JSON)
+    # A changed id, a syntax error, an edit across two messages, at the head of the document,
+    # a new schema error.
+    cases = [
+        text.replace('"id": "a"', '"id": "aa"'),
+        _insert(text, "hello", '"'),
+        text.replace('"hello there"\n    },', '"hello there", "x": 1}, {"role": "user"},'),
+        "\n" + text,
+        text.replace('"role": "user"', '"role": "bogus"', 1),
+    ]
+    for new_text in cases:
+        assert reparse_conversation(prev, text, new_text, DocFormat.JSON) is None
+        check_edit(text, new_text, DocFormat.JSON)
+    # YAML is always parsed again; a previous parse with issues too.
+    assert reparse_conversation(prev, text, text + " ", DocFormat.YAML) is None
+    broken = text[:-3]
+    bad = parse_conversation(broken, DocFormat.JSON)
+    assert bad.issues
+    assert reparse_conversation(bad, broken, _insert(broken, "hello", "x"), DocFormat.JSON) is None
+
+
+def test_jsonl_line_break_inside_a_message_declines() -> None:
+    text = _doc(DocFormat.JSONL)
+    prev = parse_conversation(text, DocFormat.JSONL)
+    new_text = _insert(text, '"role": "user",', "\n")
+    assert reparse_conversation(prev, text, new_text, DocFormat.JSONL) is None
+
+
+def test_common_prefix_and_suffix() -> None:
+    assert common_prefix("abcdef", "abXdef") == 2
+    assert common_suffix("abcdef", "abXdef", 4) == 3
+    assert common_prefix("abc", "abc") == 3
+    assert common_prefix("", "x") == 0
+    assert common_suffix("aaa", "aaaa", 3) == 3
+
+
+def test_analyze_with_previous_gives_the_same_diagnostics(tmp_path: Path) -> None:
+    path = tmp_path / "chat.conv.json"
+    text = _doc(DocFormat.JSON)
+    path.write_text(text)
+    today = dt.date(2025, 1, 15)
+    first = analyze(path, text=text, root=tmp_path, today=today)
+    assert first.parsed is not None
+    new_text = _insert(text, "hello", " dear")
+    inc = analyze(
+        path, text=new_text, root=tmp_path, today=today, previous=(first.text, first.parsed)
+    )
+    full = analyze(path, text=new_text, root=tmp_path, today=today)
+    assert inc.diagnostics == full.diagnostics
+    assert inc.parsed is not None and full.parsed is not None
+    assert normalise(inc.parsed) == normalise(full.parsed)
+    assert normalise(inc.conversation) == normalise(full.conversation)
