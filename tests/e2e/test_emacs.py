@@ -18,6 +18,7 @@ from tests.support.editors import (
     FIX_LINE_AFTER,
     FIX_LINE_BEFORE,
     OVERFLOW,
+    check_part,
     hermetic_env,
     require_editor,
     run_editor,
@@ -64,13 +65,8 @@ def emacs_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {**run.result, "report": run.report(), "elapsed_s": run.elapsed_s}
 
 
-def _check(run: dict[str, Any], part: str) -> None:
-    if part in run["errors"]:
-        pytest.fail(f"{part}: {run['errors'][part]}\n\n{run['report']}")
-
-
 def test_diagnostics_at_the_right_places(emacs_run: dict[str, Any]) -> None:
-    _check(emacs_run, "diagnostics")
+    check_part(emacs_run, "diagnostics")
     got = [
         (d["code"], d["type"], d["line"], d["col"], d["end_line"], d["end_col"])
         for d in emacs_run["diagnostics"]
@@ -81,7 +77,7 @@ def test_diagnostics_at_the_right_places(emacs_run: dict[str, Any]) -> None:
 
 
 def test_hover_shows_the_segment_table(emacs_run: dict[str, Any]) -> None:
-    _check(emacs_run, "hover")
+    check_part(emacs_run, "hover")
     shown = emacs_run["hover_shown"]
     assert "max_input_tokens 4,096" in shown, shown  # the budget line
     if emacs_run["hover"]["contents"]["kind"] == "markdown":  # markdown-mode is installed
@@ -96,7 +92,7 @@ def test_hover_shows_the_segment_table(emacs_run: dict[str, Any]) -> None:
 
 
 def test_quick_fix_applied(emacs_run: dict[str, Any]) -> None:
-    _check(emacs_run, "quick_fix")
+    check_part(emacs_run, "quick_fix")
     [before] = emacs_run["fix_diagnostics"]
     # Code-point columns: the finding starts after the two emoji, at column 47.
     assert (before["code"], before["col"], before["end_col"], before["covered"]) == (
@@ -116,6 +112,6 @@ def test_readme_snippet_starts_promptls_serve(emacs_run: dict[str, Any]) -> None
 
 
 def test_servers_exit_cleanly(emacs_run: dict[str, Any]) -> None:
-    _check(emacs_run, "exit")
+    check_part(emacs_run, "exit")
     # One server per project (README's snippet): the repository and the fix document's folder.
     assert emacs_run["server_exit"] == [["exit", 0], ["exit", 0]], emacs_run["report"]

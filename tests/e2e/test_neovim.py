@@ -20,6 +20,7 @@ from tests.support.editors import (
     FIX_LINE,
     FIX_LINE_AFTER,
     OVERFLOW,
+    check_part,
     hermetic_env,
     require_editor,
     run_editor,
@@ -65,13 +66,8 @@ def nvim_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {**run.result, "report": run.report(), "elapsed_s": run.elapsed_s}
 
 
-def _check(run: dict[str, Any], part: str) -> None:
-    if part in run["errors"]:
-        pytest.fail(f"{part}: {run['errors'][part]}\n\n{run['report']}")
-
-
 def test_diagnostics_at_the_right_places(nvim_run: dict[str, Any]) -> None:
-    _check(nvim_run, "diagnostics")
+    check_part(nvim_run, "diagnostics")
     got = [
         (d["code"], d["severity"], d["lnum"], d["col"], d["end_lnum"], d["end_col"])
         for d in nvim_run["diagnostics"]
@@ -81,7 +77,7 @@ def test_diagnostics_at_the_right_places(nvim_run: dict[str, Any]) -> None:
 
 
 def test_hover_shows_the_segment_table(nvim_run: dict[str, Any]) -> None:
-    _check(nvim_run, "hover")
+    check_part(nvim_run, "hover")
     assert nvim_run["hover"]["contents"]["kind"] == "markdown"
     shown = "\n".join(nvim_run["hover_window"])  # what vim.lsp.buf.hover() shows, in a float
     assert "| segment |" in shown and "tokens" in shown, shown
@@ -91,7 +87,7 @@ def test_hover_shows_the_segment_table(nvim_run: dict[str, Any]) -> None:
 
 
 def test_quick_fix_applied(nvim_run: dict[str, Any]) -> None:
-    _check(nvim_run, "quick_fix")
+    check_part(nvim_run, "quick_fix")
     [before] = nvim_run["fix_diagnostics"]
     # Byte columns: "😀" and "📊" are 4 bytes each, so the finding starts at byte 53.
     assert (before["code"], before["lnum"], before["col"], before["end_col"]) == (
@@ -110,6 +106,6 @@ def test_readme_snippet_starts_promptls_serve(nvim_run: dict[str, Any]) -> None:
 
 
 def test_servers_exit_cleanly(nvim_run: dict[str, Any]) -> None:
-    _check(nvim_run, "exit")
+    check_part(nvim_run, "exit")
     # One server per root (README's snippet): the repository and the fix document's folder.
     assert nvim_run["server_exit"] == [[0, 0], [0, 0]], nvim_run["report"]

@@ -58,6 +58,12 @@ def require_editor(binary: str, package: str, *, probe: Sequence[str] = ()) -> s
     pytest.skip(msg)
 
 
+def check_part(run: dict[str, Any], part: str) -> None:
+    """Fail with the whole run's report when the editor driver recorded an error for ``part``."""
+    if part in run["errors"]:
+        pytest.fail(f"{part}: {run['errors'][part]}\n\n{run['report']}")
+
+
 def write_readme_snippet(heading: str, lang: str, path: Path) -> Path:
     """Write the first ``lang`` code block under README's ``### heading`` to ``path``."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
