@@ -193,10 +193,7 @@ class Session:
             )
         else:
             prev = self.snapshots.get(doc.uri)
-            prev_analysis = prev.analysis if prev is not None else None
-            previous = None
-            if isinstance(prev_analysis, Analysis) and prev_analysis.parsed is not None:
-                previous = (prev_analysis.text, prev_analysis.parsed)
+            previous = prev.analysis if prev is not None else None
             analysis = analyze(
                 doc.path,
                 text=doc.text,
@@ -204,7 +201,7 @@ class Session:
                 editor_settings=self.settings,
                 overlay=self.overlay(),
                 cold_cache=doc.uri not in self.snapshots,
-                previous=previous,
+                previous=previous if isinstance(previous, Analysis) else None,
             )
         elapsed = time.perf_counter() - start
         log.debug("analysed %s@%s in %.1f ms", doc.uri, doc.version, elapsed * 1000)

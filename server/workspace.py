@@ -59,6 +59,8 @@ class Analysis:
     # The conversation exactly as read from ``text`` (before tools from a template are
     # added): what the next analysis may re-read incrementally (``previous``).
     parsed: Conversation | None = None
+    # What the stages keep for the next analysis of the same document, by stage name.
+    caches: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +118,7 @@ def analyze(
     overlay: Mapping[Path, str] | None = None,
     cold_cache: bool = True,
     pending: precount.PendingCounts | None = None,
-    previous: tuple[str, Conversation] | None = None,
+    previous: Analysis | None = None,
 ) -> Analysis:
     """Parse, configure and assemble one conversation document.
 
@@ -126,8 +128,8 @@ def analyze(
     ``cold_cache=False`` says the document's texts were counted before (a re-analysis
     after an edit): then forking a counting child costs more than it saves. ``pending``
     is a counting child the caller started already (``precount.start_early``).
-    ``previous`` is the text of the previous analysis of this document and its ``parsed``
-    conversation: after an edit inside one message, only that message is parsed again.
+    ``previous`` is the previous analysis of this document: after an edit inside one
+    message, only that message is parsed again, and the stages reuse what it cached.
     """
     path = path.absolute()
     root = (root or find_root(path)).resolve()
@@ -148,8 +150,8 @@ def analyze(
     if pending is None and cold_cache:
         pending = precount.start(text, fmt, guess_tokenizer)
     conv = None
-    if previous is not None:
-        conv = reparse_conversation(previous[1], previous[0], text, fmt)
+    if previous is not None and previous.parsed is not None:
+        conv = reparse_conversation(previous.parsed, previous.text, text, fmt)
     if conv is None:
         conv = parse_conversation(text, fmt)
     parsed = conv

@@ -269,7 +269,7 @@ def test_analyze_with_previous_gives_the_same_diagnostics(tmp_path: Path) -> Non
     assert first.parsed is not None
     new_text = _insert(text, "hello", " dear")
     inc = analyze(
-        path, text=new_text, root=tmp_path, today=today, previous=(first.text, first.parsed)
+        path, text=new_text, root=tmp_path, today=today, previous=first
     )
     full = analyze(path, text=new_text, root=tmp_path, today=today)
     assert inc.diagnostics == full.diagnostics
