@@ -27,7 +27,7 @@ from assembly.model import (
     ToolDef,
 )
 from assembly.syntax import ParsedData, SNode, parse_json, parse_jsonl, parse_yaml
-from assembly.text import TextRange
+from assembly.text import TextRange, sub_range
 
 MAX_DOCUMENT_CHARS = 64 * 1024 * 1024
 
@@ -616,7 +616,7 @@ def _looks_like_path(value: str) -> bool:
 
 def _head(node: SNode) -> TextRange:
     """A short range at the start of a node (its opening bracket), for whole-object errors."""
-    return TextRange(node.range.start, min(node.range.end, node.range.start + 1))
+    return sub_range(node.range, node.range.start, min(node.range.end, node.range.start + 1))
 
 
 def _show(node: SNode) -> str:

@@ -2,22 +2,36 @@
 
 ``reparse_conversation`` finds the one changed span of the text (common prefix and
 suffix), and when it lies strictly inside one message object of the previous parse,
-re-parses that object alone, re-reads it into a ``Message`` (same index) and moves every
-range after the edit by the length difference: the source tree (``root``) included. It
+re-parses that object alone and re-reads it into a ``Message`` (same index). Every other
+message is kept as is (same object): the ranges inside a message are anchored to it
+(``assembly.text.AnchoredRange``), so the messages after the edit move by one assignment
+to their anchor each, not by a copy. The few nodes outside the messages (the enclosing
+array and object, members after the messages) are copied with their ranges moved. It
 returns None whenever that might not give exactly what ``parse_conversation`` gives; the
 caller then parses the whole text.
+
+Moving the anchors also moves the ranges of the previous conversation, which shares them:
+it is marked ``moved`` and never serves as the base of another re-parse.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_right
-from typing import Any
+from typing import Any, Protocol
 
 from assembly.documents import MAX_DOCUMENT_CHARS, _Reader
-from assembly.model import Conversation, DocFormat, Message
+from assembly.model import Conversation, DocFormat
 from assembly.syntax import _EOF, Member, SNode, _JsonParser
-from assembly.text import TextRange
+from assembly.text import Anchor, AnchoredRange, TextRange
+
+
+class EditableText(Protocol):
+    """A document text other than ``str`` (the server's rope): sliced, never copied whole."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, key: slice) -> str: ...
+    def changed_span(self, old: Any) -> tuple[int, int, int]: ...
 
 
 def common_prefix(a: str, b: str) -> int:
@@ -45,22 +59,36 @@ def common_suffix(a: str, b: str, limit: int) -> int:
     return lo
 
 
+def changed_span(old: str | EditableText, new: str | EditableText) -> tuple[int, int, int] | None:
+    """``(p, old_end, new_end)``: ``old[p:old_end]`` became ``new[p:new_end]``; None if
+    the two texts are of kinds that cannot be compared without copying them."""
+    if isinstance(old, str) and isinstance(new, str):
+        la, lb = len(old), len(new)
+        p = common_prefix(old, new)
+        s = common_suffix(old, new, min(la, lb) - p)
+        return p, la - s, lb - s
+    if not isinstance(old, str) and not isinstance(new, str) and type(old) is type(new):
+        return new.changed_span(old)
+    return None
+
+
 def reparse_conversation(
-    prev: Conversation, prev_text: str, new_text: str, fmt: DocFormat
+    prev: Conversation, prev_text: str | EditableText, new_text: str | EditableText, fmt: DocFormat
 ) -> Conversation | None:
     """The conversation of ``new_text`` from that of ``prev_text``, or None (parse it all)."""
     if fmt not in (DocFormat.JSON, DocFormat.JSONL) or prev.format is not fmt:
         return None  # YAML: always parsed again
-    if prev.issues or prev.root is None or prev.length != len(prev_text):
+    if prev.issues or prev.root is None or prev.length != len(prev_text) or prev.moved[0]:
         return None
     if len(new_text) > MAX_DOCUMENT_CHARS:
         return None
-    if new_text == prev_text:
-        return prev
     la, lb = len(prev_text), len(new_text)
-    p = common_prefix(prev_text, new_text)
-    s = common_suffix(prev_text, new_text, min(la, lb) - p)
-    old_end = la - s  # the changed span is [p, old_end) before, [p, lb - s) after
+    found = changed_span(prev_text, new_text)
+    if found is None:
+        return None
+    p, old_end, _ = found  # the changed span is [p, old_end) before, [p, new_end) after
+    if p == la == lb:
+        return prev  # the same text
     delta = lb - la
 
     # The message nodes, and their depth in the parse of the whole text.
@@ -96,10 +124,14 @@ def reparse_conversation(
     if old_msg.range != node.range or old_msg.index != index:
         return None
 
+    if not all(isinstance(n.range, AnchoredRange) for n in items[k + 1 :]):
+        return None  # not read by this parser (cannot happen for JSON; be safe)
     start, new_end = node.range.start, node.range.end + delta
-    if fmt is DocFormat.JSONL and new_text.find("\n", start, new_end) != -1:
+    source = new_text[start:new_end]
+    if fmt is DocFormat.JSONL and "\n" in source:
         return None  # a line break splits the line: the lines change
-    parser = _JsonParser(new_text, start, new_end)
+    # The message alone, anchored at its start: offsets in ``source`` are relative to it.
+    parser = _JsonParser(source, 0, len(source), Anchor(start), 0)
     new_node = parser._value(depth)
     if (
         parser.errors
@@ -114,12 +146,15 @@ def reparse_conversation(
     if new_msg is None or reader.issues or new_msg.id != old_msg.id:
         return None
 
-    # Everything from the old end of the message on moves by ``delta``.
+    # Everything from the old end of the message on moves by ``delta``: the messages by
+    # their anchors (the same objects stay), the rest by copies.
     at = node.range.end
-    messages = list(prev.messages[:index])
-    messages.append(new_msg)
-    messages.extend(_shift_message(m, delta) for m in prev.messages[index + 1 :])
-    new_items = (*items[:k], new_node, *(_shift_node(n, delta) for n in items[k + 1 :]))
+    prev.moved[0] = True
+    messages = (*prev.messages[:index], new_msg, *prev.messages[index + 1 :])
+    if delta:
+        for n in items[k + 1 :]:
+            n.range.anchor.offset += delta  # type: ignore[attr-defined]
+    new_items = (*items[:k], new_node, *items[k + 1 :])
     if fmt is DocFormat.JSONL:
         new_root = SNode("array", TextRange(0, lb), items=new_items)
     else:
@@ -142,10 +177,8 @@ def reparse_conversation(
 
     return dataclasses.replace(
         prev,
-        messages=tuple(messages),
-        settings_ranges={
-            key: (r.shift(delta) if r.start >= at else r) for key, r in prev.settings_ranges.items()
-        },
+        messages=messages,
+        settings_ranges={key: _shift_any(r, at, delta) for key, r in prev.settings_ranges.items()},
         system_prompt=_shift_any(prev.system_prompt, at, delta),
         custom_agent_prompt=_shift_any(prev.custom_agent_prompt, at, delta),
         project_files=_shift_any(prev.project_files, at, delta),
@@ -153,6 +186,7 @@ def reparse_conversation(
         reminder=_shift_any(prev.reminder, at, delta),
         root=new_root,
         length=lb,
+        moved=[False],
     )
 
 
@@ -165,9 +199,15 @@ def _move_end(r: TextRange, delta: int) -> TextRange:
 
 
 def _shift_node(node: SNode, delta: int) -> SNode:
-    """A copy of ``node`` with every range (keys included) moved by ``delta``."""
+    """``node`` with every range (keys included) moved by ``delta``.
+
+    An anchored item (and all inside it) moves by its anchor; the rest is copied.
+    """
     kind = node.kind
     r = node.range
+    if isinstance(r, AnchoredRange):
+        r.anchor.offset += delta
+        return node
     if kind == "object":
         return SNode(
             kind,
@@ -189,33 +229,14 @@ def _shift_node(node: SNode, delta: int) -> SNode:
     return SNode(kind, TextRange(r.start + delta, r.end + delta), node.value)
 
 
-def _shift_opt(r: TextRange | None, delta: int) -> TextRange | None:
-    return None if r is None else TextRange(r.start + delta, r.end + delta)
-
-
-def _shift_message(m: Message, delta: int) -> Message:
-    """A message wholly after the edit, moved by ``delta``."""
-    return dataclasses.replace(
-        m,
-        range=m.range.shift(delta),
-        content_range=_shift_opt(m.content_range, delta),
-        id_range=_shift_opt(m.id_range, delta),
-        role_range=_shift_opt(m.role_range, delta),
-        parent_range=_shift_opt(m.parent_range, delta),
-        tool_call_id_range=_shift_opt(m.tool_call_id_range, delta),
-        summarizes_through_range=_shift_opt(m.summarizes_through_range, delta),
-        images=_shift_any(m.images, 0, delta) if m.images else (),
-        tool_calls=_shift_any(m.tool_calls, 0, delta) if m.tool_calls else (),
-        files=_shift_any(m.files, 0, delta) if m.files else (),
-    )
-
-
 def _shift_any(obj: Any, at: int, delta: int) -> Any:
     """Move every ``TextRange`` starting at or after ``at`` in a model value by ``delta``.
 
     Walks ranges, tuples and the model's dataclasses; anything else (strings, numbers, the
     plain dicts of schemas and settings) holds no range and is returned as is.
     """
+    if isinstance(obj, AnchoredRange):
+        return obj  # inside an item: moved with its anchor (or not at all)
     if isinstance(obj, TextRange):
         return obj.shift(delta) if obj.start >= at else obj
     if isinstance(obj, tuple):

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 from typing import Any, Literal
 
-from assembly.text import TextRange
+from assembly.text import Anchor, AnchoredRange, TextRange
 
 NodeKind = Literal["object", "array", "string", "number", "bool", "null"]
 
@@ -137,7 +137,7 @@ def parse_jsonl(text: str) -> ParsedData:
         if end == -1:
             end = n
         if text[start:end].strip():
-            parser = _JsonParser(text, start, end)
+            parser = _JsonParser(text, start, end, Anchor(start), start)
             node = parser.parse_document(what="line")
             errors.extend(parser.errors)
             if node is not None:
@@ -219,8 +219,16 @@ class _JsonParser:
     value and is dropped, so consumers see only complete members.
     """
 
-    def __init__(self, text: str, start: int, end: int) -> None:
+    def __init__(
+        self, text: str, start: int, end: int, anchor: Anchor | None = None, base: int = 0
+    ) -> None:
         self.text = text
+        # Ranges of nodes inside an item of the top-level array (or of an array that is a
+        # member of the top-level object: the messages) are anchored to that item, so a
+        # re-parse after an edit moves an item by moving its anchor. ``base`` is the
+        # offset in ``text`` where the anchor's item starts.
+        self.anchor = anchor
+        self.base = base
         self.too_deep = False
         self.errors: list[SyntaxIssue] = []
         self.toks = _tokenize(text, start, end)
@@ -235,6 +243,12 @@ class _JsonParser:
         if tok[0] != _EOF:
             self.i += 1
         return tok
+
+    def _range(self, start: int, end: int) -> TextRange:
+        a = self.anchor
+        if a is None:
+            return TextRange(start, end)
+        return AnchoredRange(a, start - self.base, end - self.base)
 
     def _error(self, message: str, start: int, end: int) -> None:
         self.errors.append(SyntaxIssue(message, TextRange(start, max(start, end))))
@@ -273,14 +287,17 @@ class _JsonParser:
         kind, raw, start, end, decoded = tok
         if kind == _STRING:
             self.i += 1
-            return SNode("string", TextRange(start, end), decoded)
+            a = self.anchor
+            if a is None:
+                return SNode("string", TextRange(start, end), decoded)
+            return SNode("string", AnchoredRange(a, start - self.base, end - self.base), decoded)
         if kind == _NUMBER:
             self.i += 1
-            return SNode("number", TextRange(start, end), _decode_number(raw))
+            return SNode("number", self._range(start, end), _decode_number(raw))
         if kind == _LITERAL:
             self._next()
             value = _LITERALS[raw]
-            return SNode("null" if value is None else "bool", TextRange(start, end), value)
+            return SNode("null" if value is None else "bool", self._range(start, end), value)
         if kind == _PUNCT and raw in "{[":
             if depth >= MAX_DEPTH:
                 self._error(f"nesting deeper than {MAX_DEPTH} levels", start, end)
@@ -308,13 +325,13 @@ class _JsonParser:
             kind, raw, s, e, decoded = tok
             if kind == _PUNCT and raw == "}":
                 self._next()
-                return SNode("object", TextRange(start, e), members=tuple(members))
+                return SNode("object", self._range(start, e), members=tuple(members))
             if kind == _EOF:
                 if not self.too_deep:
                     self._error("unclosed object: expected `}`", start, start + 1)
                 # It ends with the last token read, not with the whitespace before the EOF.
                 return SNode(
-                    "object", TextRange(start, self.toks[self.i - 1][3]), members=tuple(members)
+                    "object", self._range(start, self.toks[self.i - 1][3]), members=tuple(members)
                 )
             if kind == _PUNCT and raw == ",":
                 self._next()
@@ -338,7 +355,7 @@ class _JsonParser:
                 continue
             self.i += 1
             key = decoded
-            key_range = TextRange(s, e)
+            key_range = self._range(s, e)
             tok = self._peek()
             if tok[0] == _PUNCT and tok[1] == ":":
                 self._next()
@@ -373,18 +390,24 @@ class _JsonParser:
             kind, raw, s, e, _ = tok
             if kind == _PUNCT and raw == "]":
                 self._next()
-                return SNode("array", TextRange(start, e), items=tuple(items))
+                return SNode("array", self._range(start, e), items=tuple(items))
             if kind == _EOF:
                 if not self.too_deep:
                     self._error("unclosed array: expected `]`", start, start + 1)
                 return SNode(
-                    "array", TextRange(start, self.toks[self.i - 1][3]), items=tuple(items)
+                    "array", self._range(start, self.toks[self.i - 1][3]), items=tuple(items)
                 )
             if kind == _PUNCT and raw in ",}:":
                 self._next()
                 self._error(f"unexpected `{raw}` in an array", s, e)
                 continue
-            value = self._value(depth + 1)
+            if depth <= 1 and self.anchor is None:
+                # An item of the top level (a message): its own anchor.
+                self.anchor, self.base = Anchor(s), s
+                value = self._value(depth + 1)
+                self.anchor = None
+            else:
+                value = self._value(depth + 1)
             if value is not None:
                 items.append(value)
             tok = self._peek()

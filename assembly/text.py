@@ -11,15 +11,45 @@ import bisect
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True, order=True)
 class TextRange:
-    """A half-open span ``[start, end)`` of code-point offsets."""
+    """A half-open span ``[start, end)`` of code-point offsets.
 
-    start: int
-    end: int
+    Immutable by convention; equal, hashed and ordered by value, whatever the subclass.
+    """
 
-    def __post_init__(self) -> None:
-        assert 0 <= self.start <= self.end, (self.start, self.end)
+    __slots__ = ("end", "start")
+    __match_args__ = ("start", "end")
+
+    def __init__(self, start: int, end: int) -> None:
+        assert 0 <= start <= end, (start, end)
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return f"TextRange(start={self.start}, end={self.end})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TextRange):
+            return NotImplemented
+        return self.start == other.start and self.end == other.end
+
+    def __hash__(self) -> int:
+        return hash((self.start, self.end))
+
+    def __lt__(self, other: TextRange) -> bool:
+        return (self.start, self.end) < (other.start, other.end)
+
+    def __le__(self, other: TextRange) -> bool:
+        return (self.start, self.end) <= (other.start, other.end)
+
+    def __gt__(self, other: TextRange) -> bool:
+        return (self.start, self.end) > (other.start, other.end)
+
+    def __ge__(self, other: TextRange) -> bool:
+        return (self.start, self.end) >= (other.start, other.end)
+
+    def __reduce__(self) -> tuple[type[TextRange], tuple[int, int]]:
+        return (TextRange, (self.start, self.end))  # pickled by value, anchored or not
 
     @staticmethod
     def empty(offset: int) -> TextRange:
@@ -32,10 +62,82 @@ class TextRange:
         return self.start <= offset <= self.end
 
     def cover(self, other: TextRange) -> TextRange:
-        return TextRange(min(self.start, other.start), max(self.end, other.end))
+        return span(
+            self if self.start <= other.start else other,
+            self if self.end >= other.end else other,
+        )
 
     def shift(self, delta: int) -> TextRange:
         return TextRange(self.start + delta, self.end + delta)
+
+    def absolute(self) -> TextRange:
+        """This range as a plain ``TextRange`` that no later edit moves."""
+        return TextRange(self.start, self.end)
+
+
+class Anchor:
+    """The current offset of a message (or another item) in its document.
+
+    Ranges inside the item are ``AnchoredRange``s relative to it, so when an edit before
+    the item changes the length of the text, moving the item is one assignment to
+    ``offset`` instead of a copy of every range in it. Only the re-parse of an edit moves
+    anchors (``assembly/incremental.py``).
+    """
+
+    __slots__ = ("offset",)
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+    def __repr__(self) -> str:
+        return f"Anchor({self.offset})"
+
+
+class AnchoredRange(TextRange):
+    """A range stored relative to an ``Anchor``; ``start`` and ``end`` follow the anchor."""
+
+    __slots__ = ("anchor", "rel_end", "rel_start")
+
+    def __init__(self, anchor: Anchor, rel_start: int, rel_end: int) -> None:
+        self.anchor = anchor
+        self.rel_start = rel_start
+        self.rel_end = rel_end
+
+    @property  # type: ignore[override]
+    def start(self) -> int:
+        return self.anchor.offset + self.rel_start
+
+    @property  # type: ignore[override]
+    def end(self) -> int:
+        return self.anchor.offset + self.rel_end
+
+    def __len__(self) -> int:
+        return self.rel_end - self.rel_start
+
+    def shift(self, delta: int) -> TextRange:
+        return AnchoredRange(self.anchor, self.rel_start + delta, self.rel_end + delta)
+
+
+def span(first: TextRange, last: TextRange) -> TextRange:
+    """The range from the start of ``first`` to the end of ``last``.
+
+    Anchored when both are anchored to the same item, so the result moves with it.
+    """
+    if (
+        isinstance(first, AnchoredRange)
+        and isinstance(last, AnchoredRange)
+        and first.anchor is last.anchor
+    ):
+        return AnchoredRange(first.anchor, first.rel_start, last.rel_end)
+    return TextRange(first.start, last.end)
+
+
+def sub_range(rng: TextRange, start: int, end: int) -> TextRange:
+    """The range ``[start, end)`` (absolute offsets) anchored like ``rng``."""
+    if isinstance(rng, AnchoredRange):
+        base = rng.anchor.offset
+        return AnchoredRange(rng.anchor, start - base, end - base)
+    return TextRange(start, end)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from assembly.documents import parse_conversation
 from assembly.incremental import common_prefix, common_suffix, reparse_conversation
 from assembly.model import Conversation, DocFormat
 from assembly.syntax import SNode
+from assembly.text import AnchoredRange
 from server.workspace import analyze
 
 
@@ -159,6 +160,43 @@ def test_reparse_equals_full_parse(
             assert normalise(again) == normalise(parse_conversation(newer, fmt))
 
 
+@settings(
+    max_examples=int(os.environ.get("INCREMENTAL_EXAMPLES", "400")) // 4,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    doc=conversations(),
+    fmt=st.sampled_from([DocFormat.JSON, DocFormat.JSONL]),
+    style=st.integers(0, 2),
+    data=st.data(),
+)
+def test_chains_of_edits_stay_exact(
+    doc: tuple[dict[str, Any], list[dict[str, Any]]],
+    fmt: DocFormat,
+    style: int,
+    data: st.DataObject,
+) -> None:
+    """Each re-parse is the base of the next, as in an editor: every link stays exact, and
+    a conversation whose anchors were moved is never a base again."""
+    text = render(*doc, fmt, style)
+    conv = parse_conversation(text, fmt)
+    for _ in range(data.draw(st.integers(1, 8))):
+        pos = data.draw(st.sampled_from(_anchor_positions(text, conv)))
+        cut = data.draw(st.integers(0, 3))
+        new_text = text[:pos] + data.draw(_TEXT) + text[pos + cut :]
+        res = reparse_conversation(conv, text, new_text, fmt)
+        full = parse_conversation(new_text, fmt)
+        if res is None:
+            conv = full
+        else:
+            assert normalise(res) == normalise(full)
+            if res is not conv:
+                assert reparse_conversation(conv, text, new_text, fmt) is None
+            conv = res
+        text = new_text
+
+
 # ---------------------------------------------------------------------------------------
 # Examples
 
@@ -205,6 +243,21 @@ def test_edit_in_content_is_incremental() -> None:
         assert res.messages[0].content == "hello dear there"
         assert res.messages[3].range.start > parse_conversation(text, fmt).messages[3].range.start
         assert res.tools is not None or fmt is DocFormat.JSONL
+
+
+def test_untouched_messages_are_kept_and_moved_by_their_anchors() -> None:
+    text = _doc(DocFormat.JSON)
+    prev = parse_conversation(text, DocFormat.JSON)
+    before = [m.range.start for m in prev.messages]
+    res = reparse_conversation(prev, text, _insert(text, "hello", " dear"), DocFormat.JSON)
+    assert res is not None
+    assert res.messages[0] is not prev.messages[0]
+    assert all(a is b for a, b in zip(res.messages[1:], prev.messages[1:], strict=True))
+    assert [m.range.start for m in res.messages] == [before[0], *(b + 5 for b in before[1:])]
+    assert isinstance(res.messages[2].tool_call_id_range, AnchoredRange)
+    # The previous conversation shares the moved messages: it is never a base again.
+    assert prev.moved == [True] and res.moved == [False]
+    assert reparse_conversation(prev, text, _insert(text, "hello", "!"), DocFormat.JSON) is None
 
 
 def test_edit_in_tool_call_arguments_is_incremental() -> None:
@@ -268,9 +321,7 @@ def test_analyze_with_previous_gives_the_same_diagnostics(tmp_path: Path) -> Non
     first = analyze(path, text=text, root=tmp_path, today=today)
     assert first.parsed is not None
     new_text = _insert(text, "hello", " dear")
-    inc = analyze(
-        path, text=new_text, root=tmp_path, today=today, previous=first
-    )
+    inc = analyze(path, text=new_text, root=tmp_path, today=today, previous=first)
     full = analyze(path, text=new_text, root=tmp_path, today=today)
     assert inc.diagnostics == full.diagnostics
     assert inc.parsed is not None and full.parsed is not None
