@@ -1,0 +1,407 @@
+"""An immutable document text made of chunks, edited in time proportional to the edit.
+
+A language server receives one small edit after another to a document that may be many
+megabytes long. Splicing a ``str`` copies all of it (tens of milliseconds at 10 MB), and so
+does re-indexing its lines. A ``Rope`` keeps the text as a tuple of chunks of whole lines
+(about ``CHUNK_SIZE`` to ``2 * CHUNK_SIZE`` code points each; a single line longer than
+that is cut where it must be), with prefix sums of the chunk lengths and of their line
+breaks. ``edit`` rebuilds only the chunks the edit touches and shares every other chunk
+with the rope it came from, so ``changed_span`` finds what changed by chunk identity.
+
+Invariants: offsets are code points (Python ``str`` indices); a line ends after ``\\n``
+only (a ``\\r`` before it belongs to the line break; U+2028 and friends are ordinary
+characters, as in LSP); a rope is never mutated (the only state set after construction is
+a cache of values derived from the content); no chunk is empty unless the text is.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Iterator
+from typing import overload
+
+from assembly.text import LineCol
+
+__all__ = ["CHUNK_SIZE", "Rope", "Text"]
+
+CHUNK_SIZE = 16 * 1024  # target chunk length in code points; chunks grow to twice this
+
+
+class _Chunk:
+    """A piece of the text, with its line breaks found once (chunks are shared by ropes)."""
+
+    __slots__ = ("_breaks", "n_breaks", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.n_breaks = text.count("\n")
+        self._breaks: list[int] | None = None
+
+    def breaks(self) -> list[int]:
+        """The offsets in the chunk just after each ``\\n`` (the starts of the lines)."""
+        res = self._breaks
+        if res is None:
+            # ``split`` and ``accumulate`` run in C: a few microseconds for a chunk.
+            pieces = self.text.split("\n")
+            res = list(itertools.accumulate(len(p) + 1 for p in pieces[:-1]))
+            self._breaks = res
+        return res
+
+
+class Rope:
+    """An immutable text, indexable and sliceable like a ``str``, with a line index.
+
+    Build one with ``Rope.from_str``; ``edit`` returns a new rope. ``str(rope)`` joins
+    the chunks once and keeps the result: avoid it where the text is large and the work
+    should be proportional to an edit.
+    """
+
+    __slots__ = ("_chunk_size", "_chunks", "_len", "_lines", "_starts", "_str")
+
+    def __init__(self, chunks: tuple[_Chunk, ...], chunk_size: int) -> None:
+        assert chunks, "a rope has at least one chunk"
+        self._chunks = chunks
+        self._chunk_size = chunk_size
+        # ``_starts[i]`` is where chunk ``i`` starts; the last entry is the length.
+        self._starts = [0, *itertools.accumulate(len(c.text) for c in chunks)]
+        # ``_lines[i]`` is how many line breaks come before chunk ``i``.
+        self._lines = [0, *itertools.accumulate(c.n_breaks for c in chunks)]
+        self._len = self._starts[-1]
+        self._str: str | None = None
+
+    @staticmethod
+    def from_str(text: str, *, chunk_size: int = CHUNK_SIZE) -> Rope:
+        """The rope of ``text``; ``chunk_size`` (code points) exists for tests."""
+        assert chunk_size >= 1
+        return Rope(tuple(_Chunk(t) for t in _split(text, chunk_size)), chunk_size)
+
+    # ------------------------------------------------------------------ str-like reading
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __str__(self) -> str:
+        res = self._str
+        if res is None:
+            res = "".join(c.text for c in self._chunks)
+            self._str = res
+        return res
+
+    def __repr__(self) -> str:
+        return f"Rope(len={self._len}, chunks={len(self._chunks)})"
+
+    @overload
+    def __getitem__(self, key: int) -> str: ...
+    @overload
+    def __getitem__(self, key: slice) -> str: ...
+    def __getitem__(self, key: int | slice) -> str:
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self._len)
+            if step != 1:
+                return str(self)[start:stop:step]
+            return self._slice(start, stop)
+        i = key.__index__()
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError("rope index out of range")
+        k = bisect.bisect_right(self._starts, i) - 1
+        return self._chunks[k].text[i - self._starts[k]]
+
+    def __iter__(self) -> Iterator[str]:
+        for c in self._chunks:
+            yield from c.text
+
+    def __contains__(self, sub: str) -> bool:
+        return self.find(sub) != -1
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Rope):
+            return self._len == other._len and self.changed_span(other)[0] == self._len
+        if isinstance(other, str):
+            return len(other) == self._len and all(
+                other.startswith(c.text, s)
+                for c, s in zip(self._chunks, self._starts, strict=False)
+            )
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(str(self))  # equal to a ``str`` with the same text, so hash as one
+
+    def find(self, sub: str, start: int | None = 0, end: int | None = None) -> int:
+        """Like ``str.find``: the lowest offset of ``sub`` in ``[start, end)``, or -1."""
+        start, end = _adjust(start, end, self._len)
+        m = len(sub)
+        if end - start < m:
+            return -1
+        if m == 0:
+            return start
+        starts, chunks = self._starts, self._chunks
+        k = bisect.bisect_right(starts, start) - 1
+        while True:
+            s, boundary = starts[k], starts[k + 1]
+            res = chunks[k].text.find(sub, start - s if start > s else 0, min(end, boundary) - s)
+            if res != -1:
+                return s + res
+            if boundary >= end:
+                return -1
+            # A match that starts in this chunk and ends in a later one.
+            lo = max(start, boundary - m + 1)
+            res = self._slice(lo, min(end, boundary + m - 1)).find(sub)
+            if res != -1:
+                return lo + res
+            k += 1
+
+    def rfind(self, sub: str, start: int | None = 0, end: int | None = None) -> int:
+        """Like ``str.rfind``: the highest offset of ``sub`` in ``[start, end)``, or -1."""
+        start, end = _adjust(start, end, self._len)
+        m = len(sub)
+        if end - start < m:
+            return -1
+        if m == 0:
+            return end
+        starts, chunks = self._starts, self._chunks
+        k = bisect.bisect_right(starts, end - 1) - 1
+        while True:
+            s = starts[k]
+            res = chunks[k].text.rfind(sub, start - s if start > s else 0, end - s)
+            if res != -1:
+                return s + res
+            if s <= start:
+                return -1
+            # A match that starts in an earlier chunk and ends in this one.
+            lo = max(start, s - m + 1)
+            res = self._slice(lo, min(end, s + m - 1)).rfind(sub)
+            if res != -1:
+                return lo + res
+            k -= 1
+
+    def startswith(self, prefix: str, start: int | None = 0, end: int | None = None) -> bool:
+        """Like ``str.startswith`` with one prefix."""
+        start, end = _adjust(start, end, self._len)
+        if end - start < len(prefix):
+            return False
+        return self._slice(start, start + len(prefix)) == prefix
+
+    def endswith(self, suffix: str, start: int | None = 0, end: int | None = None) -> bool:
+        """Like ``str.endswith`` with one suffix."""
+        start, end = _adjust(start, end, self._len)
+        if end - start < len(suffix):
+            return False
+        return self._slice(end - len(suffix), end) == suffix
+
+    # ------------------------------------------------------------------------- editing
+
+    def edit(self, start: int, end: int, new: str) -> Rope:
+        """The text with ``[start, end)`` replaced by ``new`` (offsets clamped to the text).
+
+        Only the chunks the edit touches are rebuilt (merged with a neighbour when they
+        become small, split when they grow large); every other chunk is shared.
+        """
+        n = self._len
+        start = max(0, min(start, n))
+        end = max(start, min(end, n))
+        chunks, starts = self._chunks, self._starts
+        last = len(chunks) - 1
+        i = min(bisect.bisect_right(starts, start) - 1, last)
+        j = max(i, min(bisect.bisect_left(starts, end) - 1, last))
+        piece = chunks[i].text[: start - starts[i]] + new + chunks[j].text[end - starts[j] :]
+        lo, hi = i, j + 1
+        small = self._chunk_size // 2
+        if len(piece) < small and lo > 0:
+            lo -= 1
+            piece = chunks[lo].text + piece
+        if len(piece) < small and hi <= last:
+            piece += chunks[hi].text
+            hi += 1
+        middle = tuple(_Chunk(t) for t in _split(piece, self._chunk_size) if t)
+        res = chunks[:lo] + middle + chunks[hi:]
+        return Rope(res or (_Chunk(""),), self._chunk_size)
+
+    def with_text(self, text: str) -> Rope:
+        """The rope of ``text``, sharing the chunks of this rope outside what differs.
+
+        For a client that sends the whole document on every change: the result is
+        ``Rope.from_str(text)`` in content, and ``changed_span`` against this rope stays
+        cheap.
+        """
+        limit = min(self._len, len(text))
+        p = _common_prefix(self, 0, text, 0, limit)
+        s = _common_suffix(self, self._len, text, len(text), limit - p)
+        return self.edit(p, self._len - s, text[p : len(text) - s])
+
+    def changed_span(self, old: Rope) -> tuple[int, int, int]:
+        """Where this rope differs from ``old``: ``(p, old_end, new_end)``.
+
+        ``old[:p] == self[:p]`` and ``old[old_end:] == self[new_end:]``, with ``p`` as
+        large as possible and then the common suffix as long as possible without
+        overlapping it. Chunks shared with ``old`` (or equal to its chunks at the same
+        place) are skipped without reading them.
+        """
+        oc, nc = old._chunks, self._chunks
+        m = min(len(oc), len(nc))
+        i = 0
+        while i < m and _same(oc[i], nc[i]):
+            i += 1
+        j = 0
+        while j < m - i and _same(oc[-1 - j], nc[-1 - j]):
+            j += 1
+        p0 = old._starts[i]  # the same in both: the chunks before are the same
+        old_stop, new_stop = old._starts[len(oc) - j], self._starts[len(nc) - j]
+        limit = min(old._len, self._len)
+        p = p0 + _common_prefix(old, p0, self, p0, limit - p0)
+        shared = old._len - old_stop  # the chunks after are the same
+        if shared >= limit - p:
+            s = limit - p
+        else:
+            s = shared + _common_suffix(old, old_stop, self, new_stop, limit - p - shared)
+        return p, old._len - s, self._len - s
+
+    # ------------------------------------------------------------------------ line index
+
+    @property
+    def line_count(self) -> int:
+        return self._lines[-1] + 1
+
+    def line_start(self, line: int) -> int:
+        """The offset where a 0-based line starts (the line is clamped to the text)."""
+        line = max(0, min(line, self._lines[-1]))
+        if line == 0:
+            return 0
+        # The chunk holding the ``line``-th line break (1-based).
+        k = bisect.bisect_left(self._lines, line) - 1
+        return self._starts[k] + self._chunks[k].breaks()[line - self._lines[k] - 1]
+
+    def line_col(self, offset: int) -> LineCol:
+        """The 0-based line and code-point column of an offset (clamped to the text)."""
+        offset = max(0, min(offset, self._len))
+        k = min(bisect.bisect_right(self._starts, offset) - 1, len(self._chunks) - 1)
+        local = offset - self._starts[k]
+        breaks = self._chunks[k].breaks()
+        n = bisect.bisect_right(breaks, local)
+        line = self._lines[k] + n
+        start = self._starts[k] + breaks[n - 1] if n else self.line_start(line)
+        return LineCol(line, offset - start)
+
+    def offset_at(self, line: int, column: int) -> int:
+        """The offset of a 0-based line and column, clamped to the line's end (before its
+        ``\\n``; a column may point before the ``\\r`` of a ``\\r\\n`` or after it)."""
+        if line < 0:
+            return 0
+        if line > self._lines[-1]:
+            return self._len
+        start = self.line_start(line)
+        end = self.line_start(line + 1) - 1 if line < self._lines[-1] else self._len
+        return start + max(0, min(column, end - start))
+
+    # ``LineIndex`` spells it so: a rope can stand where a ``LineIndex`` is expected.
+    offset = offset_at
+
+    def line_text(self, line: int) -> str:
+        """The text of a 0-based line without its line break (``\\n`` or ``\\r\\n``); the
+        empty string for a line past the end."""
+        if line < 0 or line > self._lines[-1]:
+            return ""
+        start = self.line_start(line)
+        if line == self._lines[-1]:
+            return self._slice(start, self._len)
+        res = self._slice(start, self.line_start(line + 1) - 1)
+        return res[:-1] if res.endswith("\r") else res
+
+    # -------------------------------------------------------------------------- private
+
+    def _slice(self, start: int, stop: int) -> str:
+        """``text[start:stop]`` for ``0 <= start``, ``stop <= len``."""
+        if stop <= start:
+            return ""
+        starts, chunks = self._starts, self._chunks
+        i = bisect.bisect_right(starts, start) - 1
+        s = starts[i]
+        if stop <= starts[i + 1]:
+            return chunks[i].text[start - s : stop - s]
+        if start == 0 and stop == self._len and self._str is not None:
+            return self._str
+        j = bisect.bisect_left(starts, stop) - 1
+        parts = [chunks[i].text[start - s :]]
+        parts.extend(c.text for c in chunks[i + 1 : j])
+        parts.append(chunks[j].text[: stop - starts[j]])
+        return "".join(parts)
+
+
+Text = str | Rope  # what code reading a document's text accepts
+
+
+def _split(text: str, size: int) -> list[str]:
+    """Cut ``text`` into pieces of ``size`` to ``2 * size`` code points after a ``\\n``
+    where there is one (the last piece may be shorter)."""
+    n = len(text)
+    if n <= 2 * size:
+        return [text]
+    res = []
+    pos = 0
+    while n - pos > 2 * size:
+        cut = text.find("\n", pos + size - 1, pos + 2 * size - 1)
+        if cut == -1:
+            cut = text.rfind("\n", pos + size // 2, pos + size - 1)
+        if cut == -1:
+            cut = pos + size - 1  # a line longer than a chunk: cut it
+        res.append(text[pos : cut + 1])
+        pos = cut + 1
+    res.append(text[pos:])
+    return res
+
+
+def _same(a: _Chunk, b: _Chunk) -> bool:
+    return a is b or a.text == b.text
+
+
+def _adjust(start: int | None, end: int | None, n: int) -> tuple[int, int]:
+    """Normalise ``str.find``-style bounds (negative counts from the end), as CPython does."""
+    start = 0 if start is None else start
+    end = n if end is None else end
+    if end > n:
+        end = n
+    elif end < 0:
+        end = max(end + n, 0)
+    if start < 0:
+        start = max(start + n, 0)
+    return start, end
+
+
+def _common_prefix(a: Text, ia: int, b: Text, ib: int, limit: int) -> int:
+    """The length of the common prefix of ``a[ia:]`` and ``b[ib:]``, at most ``limit``.
+
+    Compares slices of doubling length, then bisects the first one that differs: a few
+    C-speed comparisons, and slices no longer than twice the answer.
+    """
+    lo, step = 0, 64
+    while lo < limit:
+        hi = min(limit, lo + step)
+        if a[ia + lo : ia + hi] != b[ib + lo : ib + hi]:
+            while hi - lo > 1:  # ``[lo, hi)`` holds the first difference
+                mid = (lo + hi) // 2
+                if a[ia + lo : ia + mid] == b[ib + lo : ib + mid]:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
+        lo, step = hi, step * 2
+    return limit
+
+
+def _common_suffix(a: Text, ea: int, b: Text, eb: int, limit: int) -> int:
+    """The length of the common suffix of ``a[:ea]`` and ``b[:eb]``, at most ``limit``."""
+    lo, step = 0, 64
+    while lo < limit:
+        hi = min(limit, lo + step)
+        if a[ea - hi : ea - lo] != b[eb - hi : eb - lo]:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if a[ea - mid : ea - lo] == b[eb - mid : eb - lo]:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
+        lo, step = hi, step * 2
+    return limit

@@ -1,0 +1,220 @@
+"""``assembly.rope``: a ``Rope`` behaves as the ``str`` it stands for, after any edits.
+
+Hypothesis builds texts from pieces that matter for offsets and lines (``\\n``, ``\\r\\n``,
+a lone ``\\r``, CJK, an emoji outside the BMP, U+2028, which is *not* a line break here),
+cuts them into tiny chunks so every operation crosses chunk boundaries, applies random
+edit sequences, and ``check_rope`` compares every operation with the same one on the plain
+``str`` (and the line functions with ``assembly.text.LineIndex``). A seeded run of edits
+over the conversation fixtures and examples does the same with realistic text.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assembly.rope import Rope
+from assembly.text import LineIndex
+
+ROOT = Path(__file__).resolve().parents[2]
+PIECES = ("a", "b", "ab", " ", "\n", "\r\n", "\r", "中文", "😀", "\u2028", "{", "}", "\n\n")
+PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+texts = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
+chunk_sizes = st.sampled_from([1, 2, 3, 4, 7, 16, 1024])
+
+
+def check_rope(rope: Rope, text: str, data: st.DataObject | None = None) -> None:
+    """Every reading of ``rope`` agrees with ``text``."""
+    n = len(text)
+    assert len(rope) == n
+    assert str(rope) == text
+    assert rope == text
+    assert rope == Rope.from_str(text, chunk_size=5)
+    assert list(rope) == list(text)
+    for i in range(-n, n):
+        assert rope[i] == text[i]
+    for i in (n, -n - 1):
+        with pytest.raises(IndexError):
+            rope[i]
+    for a in range(-2, n + 3):
+        for b in (a, a + 1, a + 3, n, n + 2, -1, None):
+            assert rope[a:b] == text[a:b], (a, b)
+    assert rope[::2] == text[::2]
+    # find / rfind / startswith / endswith, bounds as str takes them
+    subs = {"", "\n", "\r\n", "a", "ab", "😀", "\u2028", "zz", text[1:4], text[-3:]}
+    bounds = [0, 1, n // 2, n - 1, n, n + 1, -1, -3, None]
+    for sub in subs:
+        assert (sub in rope) == (sub in text)
+        for start in bounds:
+            for end in bounds:
+                assert rope.find(sub, start, end) == text.find(sub, start, end), (sub, start, end)
+                assert rope.rfind(sub, start, end) == text.rfind(sub, start, end), (
+                    sub,
+                    start,
+                    end,
+                )
+                assert rope.startswith(sub, start, end) == text.startswith(sub, start, end)
+                assert rope.endswith(sub, start, end) == text.endswith(sub, start, end)
+    # the line index: lines end after "\n" only
+    index = LineIndex(text)
+    lines = text.split("\n")
+    assert rope.line_count == index.line_count == len(lines)
+    for line in range(-1, rope.line_count + 2):
+        assert rope.line_start(line) == index.line_start(line)
+        expected_text = lines[line] if 0 <= line < len(lines) else ""
+        if expected_text.endswith("\r") and line < len(lines) - 1:
+            expected_text = expected_text[:-1]
+        assert rope.line_text(line) == expected_text
+        for column in (-1, 0, 1, 2, 5, 100):
+            assert rope.offset_at(line, column) == index.offset(line, column), (line, column)
+            assert rope.offset(line, column) == index.offset(line, column)
+    for offset in range(-1, n + 2):
+        assert rope.line_col(offset) == index.line_col(offset), offset
+    if data is not None:  # a few more random slices
+        for _ in range(5):
+            a = data.draw(st.integers(-n - 2, n + 2))
+            b = data.draw(st.integers(-n - 2, n + 2))
+            assert rope[a:b] == text[a:b]
+
+
+def expected_span(old: str, new: str) -> tuple[int, int, int]:
+    """The longest common prefix, then the longest common suffix that does not overlap it."""
+    limit = min(len(old), len(new))
+    p = 0
+    while p < limit and old[p] == new[p]:
+        p += 1
+    s = 0
+    while s < limit - p and old[-1 - s] == new[-1 - s]:
+        s += 1
+    return p, len(old) - s, len(new) - s
+
+
+def edit_of(data: st.DataObject, n: int) -> tuple[int, int, str]:
+    start = data.draw(st.integers(0, n))
+    end = data.draw(st.integers(start, n))
+    return start, end, data.draw(texts)
+
+
+@PROPERTY
+@given(texts, chunk_sizes, st.data())
+def test_a_rope_reads_as_its_text(text: str, chunk_size: int, data: st.DataObject) -> None:
+    check_rope(Rope.from_str(text, chunk_size=chunk_size), text, data)
+
+
+@PROPERTY
+@given(texts, chunk_sizes, st.data())
+def test_edits_give_the_edited_text_and_their_span(
+    text: str, chunk_size: int, data: st.DataObject
+) -> None:
+    rope = Rope.from_str(text, chunk_size=chunk_size)
+    for _ in range(data.draw(st.integers(1, 6))):
+        start, end, new = edit_of(data, len(text))
+        edited = text[:start] + new + text[end:]
+        res = rope.edit(start, end, new)
+        assert str(res) == edited
+        assert res.changed_span(rope) == expected_span(text, edited)
+        assert rope.changed_span(res) == expected_span(edited, text)
+        assert str(rope) == text, "editing never changes the rope edited"
+        rope, text = res, edited
+    check_rope(rope, text, data)
+
+
+@PROPERTY
+@given(texts, texts, chunk_sizes)
+def test_span_between_unrelated_ropes(old: str, new: str, chunk_size: int) -> None:
+    a, b = Rope.from_str(old, chunk_size=chunk_size), Rope.from_str(new, chunk_size=3)
+    assert b.changed_span(a) == expected_span(old, new)
+    assert (a == b) == (old == new)
+
+
+@PROPERTY
+@given(texts, texts, chunk_sizes)
+def test_with_text_gives_the_new_text(old: str, new: str, chunk_size: int) -> None:
+    rope = Rope.from_str(old, chunk_size=chunk_size)
+    res = rope.with_text(new)
+    check_rope(res, new)
+    assert res.changed_span(rope) == expected_span(old, new)
+
+
+def test_an_edit_shares_the_chunks_it_does_not_touch() -> None:
+    text = "".join(f"line {i} 😀 中文\r\n" for i in range(5000))
+    rope = Rope.from_str(text, chunk_size=256)
+    offset = text.index("line 2500")
+    res = rope.edit(offset, offset + 4, "LINE")
+    shared = {id(c) for c in rope._chunks} & {id(c) for c in res._chunks}
+    assert len(shared) >= len(rope._chunks) - 3
+    assert res.changed_span(rope) == (offset, offset + 4, offset + 4)
+    check_edit_sequence(text, chunk_size=256, n_edits=30, seed=7)
+
+
+def test_full_replacement_shares_chunks_outside_the_change() -> None:
+    text = "".join(f'{{"id": "m{i}", "content": "text {i}"}}\n' for i in range(3000))
+    rope = Rope.from_str(text, chunk_size=512)
+    at = text.index('"text 1500"') + 1
+    res = rope.with_text(text[:at] + "x" + text[at:])
+    assert res.changed_span(rope) == (at, at, at + 1)
+    shared = {id(c) for c in rope._chunks} & {id(c) for c in res._chunks}
+    assert len(shared) >= len(rope._chunks) - 3
+
+
+def test_empty_rope() -> None:
+    rope = Rope.from_str("")
+    check_rope(rope, "")
+    assert rope.line_col(5).line == 0
+    res = rope.edit(0, 0, "a\nb")
+    check_rope(res, "a\nb")
+    check_rope(res.edit(0, 3, ""), "")
+
+
+def test_long_lines_are_cut_into_chunks() -> None:
+    text = "x" * 5000 + "\r\n" + "y" * 3000
+    rope = Rope.from_str(text, chunk_size=100)
+    assert len(rope._chunks) > 30
+    assert rope.line_count == 2
+    assert rope.line_col(len(text)).column == 3000
+    assert rope.offset_at(0, 10_000) == 5001  # before the "\n", after the "\r", as LineIndex
+    assert rope.line_text(0) == "x" * 5000
+    check_edit_sequence(text, chunk_size=100, n_edits=20, seed=3)
+
+
+def fixture_texts() -> list[Path]:
+    patterns = ("*.conv.json", "*.conv.jsonl", "*.conv.yaml", "*.prompt.md")
+    dirs = (ROOT / "tests" / "data", ROOT / "examples")
+    found = {p for d in dirs for pattern in patterns for p in d.rglob(pattern)}
+    return sorted(found)[:40]
+
+
+@pytest.mark.parametrize("path", fixture_texts(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_random_edits_on_fixtures(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    check_edit_sequence(text, chunk_size=64, n_edits=25, seed=len(text))
+
+
+def check_edit_sequence(text: str, *, chunk_size: int, n_edits: int, seed: int) -> None:
+    """Random small edits (typing, deleting, pasting lines) agree with ``str`` splicing."""
+    rng = random.Random(seed)
+    rope = Rope.from_str(text, chunk_size=chunk_size)
+    for _ in range(n_edits):
+        start = rng.randint(0, len(text))
+        end = min(len(text), start + rng.choice([0, 0, 1, 2, 10, 200]))
+        new = rng.choice(["", "x", "\n", "é", "😀", '"a": 1,\r\n', "line\n" * 50])
+        edited = text[:start] + new + text[end:]
+        res = rope.edit(start, end, new)
+        assert res.changed_span(rope) == expected_span(text, edited)
+        rope, text = res, edited
+        assert len(rope) == len(text)
+        for offset in rng.sample(range(len(text) + 1), min(20, len(text) + 1)):
+            lc = rope.line_col(offset)
+            assert rope.line_start(lc.line) + lc.column == offset
+            assert rope.find("\n", offset) == text.find("\n", offset)
+            assert rope.rfind("\n", 0, offset) == text.rfind("\n", 0, offset)
+            assert rope[offset : offset + 30] == text[offset : offset + 30]
+    assert str(rope) == text
+    index = LineIndex(text)
+    for offset in range(0, len(text) + 1, max(1, len(text) // 500)):
+        assert rope.line_col(offset) == index.line_col(offset)
