@@ -1,14 +1,25 @@
-"""Building the language server: the pygls server class that owns the ``Session``."""
+"""Building the language server: the pygls server class that owns the ``Session``.
+
+pygls keeps a copy of every open document and applies each ``didChange`` to it by
+rebuilding a ``str``: time proportional to the document, on every keystroke. For the
+documents the session analyses (``session.document_kind``), ``PromptProtocol`` skips that
+copy and hands the notification straight to our handlers, which keep the text as a rope
+(``handlers.documents``); pygls still keeps the documents we do not analyse.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Generator
 from typing import Any
 
+from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcContentModified
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 
-from server.session import Session
+from server.session import Session, document_kind
 
 log = logging.getLogger(__name__)
 
@@ -20,11 +31,47 @@ except Exception:  # running from a source tree that is not installed
     VERSION = "0.0.0"
 
 
+class PromptProtocol(LanguageServerProtocol):
+    """pygls' protocol without its own copy of the documents the session keeps.
+
+    Each override is pygls' built-in handler of the same name (a generator that yields
+    the user's handler to run), minus the workspace bookkeeping for our documents.
+    """
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: lsp.DidOpenTextDocumentParams) -> _Steps:
+        if document_kind(params.text_document.uri) is None:
+            return (yield from super().lsp_text_document__did_open(params))
+        yield from self._user_handler(lsp.TEXT_DOCUMENT_DID_OPEN, params)
+        return None
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams) -> _Steps:
+        if document_kind(params.text_document.uri) is None:
+            return (yield from super().lsp_text_document__did_change(params))
+        yield from self._user_handler(lsp.TEXT_DOCUMENT_DID_CHANGE, params)
+        return None
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: lsp.DidCloseTextDocumentParams) -> _Steps:
+        if document_kind(params.text_document.uri) is None:
+            return (yield from super().lsp_text_document__did_close(params))
+        yield from self._user_handler(lsp.TEXT_DOCUMENT_DID_CLOSE, params)
+        return None
+
+    def _user_handler(self, method: str, params: Any) -> _Steps:
+        if (handler := self.fm.features.get(method)) is not None:
+            yield handler, (params,), None
+
+
+_Steps = Generator[Any, Any, None]  # what pygls' built-in handlers yield to its dispatcher
+
+
 class PromptServer(LanguageServer):
     """A pygls server with one ``Session``; errors are logged, never fatal."""
 
     def __init__(self) -> None:
-        super().__init__("promptls", VERSION)
+        super().__init__("promptls", VERSION, protocol_cls=PromptProtocol)
         self.session = Session()
         self._error_shown = False
 

@@ -8,7 +8,10 @@ range positions are clamped, never an error. A line ends at ``\\n``; the ``\\r``
 
 Work is proportional to the length of the lines involved, never to the document: a
 ``TextMap`` (text + line index) is built once per analysed version and shared by every
-conversion of that version.
+conversion of that version. An open document's text is a ``Rope``, which is its own line
+index, so its ``TextMap`` costs nothing to build; other texts (files that related places
+point into) are plain ``str`` indexed with a ``LineIndex``. ``apply_lsp_changes`` turns a
+``didChange``'s content changes into edits of the rope.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from assembly.ide.inlay import InlayHint
 from assembly.ide.lens import Lens
 from assembly.ide.navigation import Target
 from assembly.ide.symbols import Symbol, SymbolKind
+from assembly.rope import Rope, Text
 from assembly.text import LineIndex, TextRange
 from server.links import rule_doc_url
 
@@ -46,15 +50,31 @@ _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 class TextMap:
     """A text, its line index and the negotiated encoding: what conversions need."""
 
-    text: str
-    index: LineIndex
+    text: Text
+    index: LineIndex | Rope  # a rope is its own line index
     encoding: str  # "utf-16" | "utf-8" | "utf-32"
 
     @staticmethod
-    def of(text: str, encoding: str) -> TextMap:
-        """Index ``text``; an encoding LSP does not define counts as UTF-16 (its default)."""
+    def of(text: Text, encoding: str) -> TextMap:
+        """Index ``text`` (a rope at no cost, a ``str`` in one pass over it); an encoding
+        LSP does not define counts as UTF-16 (its default)."""
         encoding = str(getattr(encoding, "value", encoding)).lower()
-        return TextMap(text, LineIndex(text), encoding if encoding in _ENCODINGS else "utf-16")
+        index = text if isinstance(text, Rope) else LineIndex(text)
+        return TextMap(text, index, encoding if encoding in _ENCODINGS else "utf-16")
+
+
+def apply_lsp_changes(
+    text: Rope, changes: Iterable[lsp.TextDocumentContentChangeEvent], encoding: str
+) -> Rope:
+    """Apply a ``didChange``'s content changes in order; each range is in the text the
+    previous change left, in the negotiated encoding (clamped like every position)."""
+    for change in changes:
+        if isinstance(change, lsp.TextDocumentContentChangePartial):
+            rng = from_lsp_range(TextMap.of(text, encoding), change.range)
+            text = text.edit(rng.start, rng.end, change.text)
+        else:
+            text = text.with_text(change.text)
+    return text
 
 
 def to_lsp_position(m: TextMap, offset: int) -> lsp.Position:

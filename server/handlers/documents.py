@@ -5,6 +5,10 @@ thread: at once when none of the document is under way, else right after the run
 (changes in between coalesce; see ``server.session``). When it finishes, push clients get
 ``publishDiagnostics`` with the analysed version — unless the document has moved on, in
 which case nothing is published (the newer version's analysis will be).
+
+The text of the documents we analyse is ours, not pygls' (``server.app.PromptProtocol``):
+``didOpen`` builds a ``Rope`` and ``didChange`` edits it (``convert.apply_lsp_changes``),
+in time proportional to the edit.
 """
 
 from __future__ import annotations
@@ -16,19 +20,27 @@ from pathlib import Path
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
+from assembly.rope import Rope
 from server import convert
 from server.app import PromptServer
-from server.session import DocState, Snapshot, kind_of
+from server.session import DocState, Snapshot, document_kind
 
 log = logging.getLogger(__name__)
 
 
 def did_open(ls: PromptServer, params: lsp.DidOpenTextDocumentParams) -> None:
-    _update(ls, params.text_document.uri, params.text_document.version)
+    doc = params.text_document
+    if document_kind(doc.uri) is not None:
+        _update(ls, doc.uri, doc.version, Rope.from_str(doc.text))
 
 
 def did_change(ls: PromptServer, params: lsp.DidChangeTextDocumentParams) -> None:
-    _update(ls, params.text_document.uri, params.text_document.version)
+    uri = params.text_document.uri
+    old = ls.session.documents.get(uri)
+    if old is None:
+        return  # not a document we analyse, or changed without being opened
+    text = convert.apply_lsp_changes(old.text, params.content_changes, ls.session.encoding)
+    _update(ls, uri, params.text_document.version, text)
 
 
 def did_save(ls: PromptServer, params: lsp.DidSaveTextDocumentParams) -> None:
@@ -123,13 +135,12 @@ def publish(ls: PromptServer, snap: Snapshot) -> None:
     )
 
 
-def _update(ls: PromptServer, uri: str, version: int | None) -> None:
+def _update(ls: PromptServer, uri: str, version: int | None, text: Rope) -> None:
     s = ls.session
     path = to_fs_path(uri)
-    kind = kind_of(path or uri)
+    kind = document_kind(uri)
     if path is None or kind is None:
         return
-    text = ls.workspace.get_text_document(uri).source
     s.documents[uri] = DocState(uri, Path(path), version, text, kind)
     schedule(ls, uri)
     # Open conversations that read this file see the new text.

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as lsp
 
+from assembly.rope import Rope
 from server.handlers import documents
 from server.session import THAW_EVERY, DocState, Snapshot
 from tests.support.inprocess import InProcessClient
@@ -168,7 +169,7 @@ async def test_a_late_snapshot_is_neither_published_nor_kept_over_a_newer_one(
     ls, s = client.server, client.server.session
     path = workspace / "chat.conv.yaml"
     uri = path.as_uri()
-    old, new = (DocState(uri, path, v, text_of(v), "conversation") for v in (1, 2))
+    old, new = (DocState(uri, path, v, Rope.from_str(text_of(v)), "conversation") for v in (1, 2))
     old_snap, new_snap = s.analyze_now(old), s.analyze_now(new)
     s.documents[uri] = new
     documents._finished(ls, new_snap)
@@ -183,8 +184,10 @@ async def test_a_snapshot_of_an_old_version_is_kept_for_hovers_but_not_published
     ls, s = client.server, client.server.session
     path = workspace / "chat.conv.yaml"
     uri = path.as_uri()
-    snap: Snapshot = s.analyze_now(DocState(uri, path, 1, text_of(1), "conversation"))
-    s.documents[uri] = DocState(uri, path, 2, text_of(2), "conversation")
+    snap: Snapshot = s.analyze_now(
+        DocState(uri, path, 1, Rope.from_str(text_of(1)), "conversation")
+    )
+    s.documents[uri] = DocState(uri, path, 2, Rope.from_str(text_of(2)), "conversation")
     documents._finished(ls, snap)
     assert published(client, uri) == []
     assert documents.latest_snapshot(ls, uri) is snap
@@ -317,17 +320,17 @@ async def test_an_analysis_leaves_the_collector_on_and_its_result_frozen(
     s = client.server.session
     path = workspace / "chat.conv.yaml"
     assert gc.isenabled()
-    s.analyze_now(DocState(path.as_uri(), path, 1, text_of(2), "conversation"))
+    s.analyze_now(DocState(path.as_uri(), path, 1, Rope.from_str(text_of(2)), "conversation"))
     assert gc.isenabled()
     assert gc.get_freeze_count() > 0
     # Every THAW_EVERY analyses the frozen objects go back to the collector.
     s.n_analyses = THAW_EVERY - 1
-    s.analyze_now(DocState(path.as_uri(), path, 2, text_of(2), "conversation"))
+    s.analyze_now(DocState(path.as_uri(), path, 2, Rope.from_str(text_of(2)), "conversation"))
     assert gc.get_freeze_count() == 0
     # A caller that turned the collector off keeps it off.
     gc.disable()
     try:
-        s.analyze_now(DocState(path.as_uri(), path, 3, text_of(3), "conversation"))
+        s.analyze_now(DocState(path.as_uri(), path, 3, Rope.from_str(text_of(3)), "conversation"))
         assert not gc.isenabled()
     finally:
         gc.enable()

@@ -1,0 +1,147 @@
+"""Text sync: ``didOpen``/``didChange``/``didClose`` keep our documents as ropes, not pygls.
+
+A real ``PromptServer`` in-process (``tests.support.inprocess``). Edits are made the way a
+client makes them: a random offset range of the client's own ``str`` is turned into an LSP
+range with the ``str`` path of ``server.convert`` (a ``LineIndex``) in the negotiated
+encoding, sent as an incremental change, and the client's ``str`` is spliced. The server's
+rope, edited through the rope's own line index, must equal the client's text after every
+notification, and pygls must hold no copy of the document.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as lsp
+
+from assembly.text import TextRange
+from server.convert import TextMap, to_lsp_range
+from tests.support.inprocess import InProcessClient
+
+ENCODINGS = ("utf-8", "utf-16", "utf-32")
+START = (
+    "messages:\r\n"
+    '  - {id: u1, role: user, content: "Summarise 数据 for Q3 🙂"}\r\n'
+    "  - {id: a1, role: assistant, content: 'line\u2028separator stays on one line'}\n"
+    "  - {id: u2, role: user, content: |\n      naïve 👨‍💻 text\n      more}\n"
+)
+INSERTS = ("", "x", "\n", "\r\n", "é", "😀", "\u2028", "数据", "  - {id: u9, role: user}\n")
+
+
+async def started(encoding: str) -> InProcessClient:
+    client = InProcessClient()
+    general = lsp.GeneralClientCapabilities(position_encodings=[encoding])
+    res = await client.initialize(lsp.ClientCapabilities(general=general))
+    assert res.capabilities.position_encoding == encoding
+    return client
+
+
+@pytest.fixture(params=ENCODINGS)
+async def client(request: pytest.FixtureRequest) -> AsyncIterator[InProcessClient]:
+    res = await started(request.param)
+    yield res
+    res.shutdown()
+
+
+def check_server_text(client: InProcessClient, uri: str, text: str) -> None:
+    doc = client.server.session.documents[uri]
+    assert str(doc.text) == text
+    assert doc.text.line_count == text.count("\n") + 1
+    assert uri not in client.server.workspace.text_documents  # pygls keeps no copy
+
+
+def change(
+    client: InProcessClient,
+    uri: str,
+    version: int,
+    changes: list[lsp.TextDocumentContentChangeEvent],
+) -> None:
+    client.notify(
+        lsp.TEXT_DOCUMENT_DID_CHANGE,
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=changes,
+        ),
+    )
+
+
+def random_change(
+    rng: random.Random, text: str, encoding: str
+) -> tuple[lsp.TextDocumentContentChangePartial, str]:
+    """A change as a client sends it, and the client's text after it."""
+    start = rng.randint(0, len(text))
+    end = min(len(text), start + rng.choice([0, 0, 1, 2, 7, 40]))
+    # A client never places a position inside a "\r\n" or a surrogate pair: LSP has no
+    # position there (the conversion puts it at the line's end), so neither do we.
+    start, end = (
+        o - 1 if 0 < o < len(text) and text[o - 1 : o + 1] == "\r\n" else o for o in (start, end)
+    )
+    new = rng.choice(INSERTS)
+    rng_lsp = to_lsp_range(TextMap.of(text, encoding), TextRange(start, end))
+    res = lsp.TextDocumentContentChangePartial(range=rng_lsp, text=new)
+    return res, text[:start] + new + text[end:]
+
+
+async def test_incremental_changes_edit_the_servers_rope(
+    client: InProcessClient, tmp_path: Path
+) -> None:
+    uri = (tmp_path / "chat.conv.yaml").as_uri()
+    encoding = client.server.session.encoding
+    await client.open(uri, START)
+    check_server_text(client, uri, START)
+    rng = random.Random(encoding)
+    text = START
+    for version in range(2, 60):
+        changes: list[lsp.TextDocumentContentChangeEvent] = []
+        for _ in range(rng.randint(1, 3)):  # each change is relative to the one before
+            c, text = random_change(rng, text, encoding)
+            changes.append(c)
+        change(client, uri, version, changes)
+        check_server_text(client, uri, text)
+    await client.analysed(uri, 59)
+    change(client, uri, 60, [lsp.TextDocumentContentChangeWholeDocument(text=START)])
+    check_server_text(client, uri, START)
+
+
+async def test_a_line_separator_is_not_a_line_break(
+    client: InProcessClient, tmp_path: Path
+) -> None:
+    """pygls splits lines at U+2028 (``str.splitlines``); LSP and this server do not."""
+    uri = (tmp_path / "sep.conv.yaml").as_uri()
+    await client.open(uri, "a\u2028b\nc\u2029d\r\ne")
+    insert = lsp.Range(lsp.Position(1, 0), lsp.Position(1, 0))
+    change(client, uri, 2, [lsp.TextDocumentContentChangePartial(range=insert, text="X")])
+    check_server_text(client, uri, "a\u2028b\nXc\u2029d\r\ne")
+    past_end = lsp.Range(lsp.Position(1, 99), lsp.Position(2, 0))  # clamped: the "\r\n"
+    change(client, uri, 3, [lsp.TextDocumentContentChangePartial(range=past_end, text="|")])
+    check_server_text(client, uri, "a\u2028b\nXc\u2029d|e")
+
+
+async def test_close_forgets_the_document(client: InProcessClient, tmp_path: Path) -> None:
+    uri = (tmp_path / "c.conv.yaml").as_uri()
+    await client.open(uri, START)
+    client.notify(
+        lsp.TEXT_DOCUMENT_DID_CLOSE,
+        lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)),
+    )
+    assert uri not in client.server.session.documents
+    assert uri not in client.server.workspace.text_documents
+
+
+async def test_other_documents_stay_with_pygls(client: InProcessClient, tmp_path: Path) -> None:
+    uri = (tmp_path / "notes.md").as_uri()
+    client.notify(
+        lsp.TEXT_DOCUMENT_DID_OPEN,
+        lsp.DidOpenTextDocumentParams(
+            text_document=lsp.TextDocumentItem(
+                uri=uri, language_id="markdown", version=1, text="ab"
+            )
+        ),
+    )
+    insert = lsp.Range(lsp.Position(0, 1), lsp.Position(0, 1))
+    change(client, uri, 2, [lsp.TextDocumentContentChangePartial(range=insert, text="X")])
+    assert client.server.workspace.get_text_document(uri).source == "aXb"
+    assert uri not in client.server.session.documents
