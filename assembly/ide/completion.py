@@ -29,6 +29,7 @@ from assembly import texts
 from assembly.documents import read_tools
 from assembly.ide._tree import path_at
 from assembly.model import Conversation, DocFormat, PromptTemplate, Role, TextBlock
+from assembly.rope import Text
 from assembly.sysprompt import KNOWN_PLACEHOLDERS, USER_PLACEHOLDER_KEYS
 from assembly.text import TextRange
 
@@ -80,7 +81,7 @@ ROLE_DOCS: Mapping[Role, str] = {
 }
 
 
-def conversation_completions(conv: Conversation, text: str, offset: int) -> list[CompletionItem]:
+def conversation_completions(conv: Conversation, text: Text, offset: int) -> list[CompletionItem]:
     """Proposals at ``offset`` of a conversation document (empty: nothing to offer here)."""
     if _in_prompt_text(conv, text, offset):
         typed = _placeholder_typed(text, offset)
@@ -158,9 +159,9 @@ class _Slot:
     lead: str  # written before a value that has no quote yet (a space after a YAML `:`)
 
 
-def _value_slot(text: str, offset: int, *, yaml: bool) -> _Slot | None:
-    line_start = text.rfind("\n", 0, offset) + 1
-    before = text[line_start:offset]
+def _value_slot(text: Text, offset: int, *, yaml: bool) -> _Slot | None:
+    line, line_start = _line_around(text, offset)
+    before = line[: offset - line_start]
     m = _QUOTED_KEY.search(before)
     lead = ""
     if m is not None:
@@ -179,7 +180,7 @@ def _value_slot(text: str, offset: int, *, yaml: bool) -> _Slot | None:
         line_end = text.find("\n", offset)
         end = close if close != -1 and (line_end == -1 or close < line_end) else offset
     else:
-        end = _PLAIN_VALUE_REST.match(text, offset).end()  # type: ignore[union-attr]
+        end = line_start + _PLAIN_VALUE_REST.match(line, offset - line_start).end()  # type: ignore[union-attr]
     return _Slot(m.group("key"), TextRange(start, end), open_quote, quote, lead)
 
 
@@ -198,7 +199,7 @@ def _item(
     return CompletionItem(value, kind, slot.range, new_text, detail, documentation, sort_text)
 
 
-def _in_prompt_text(conv: Conversation, text: str, offset: int) -> bool:
+def _in_prompt_text(conv: Conversation, text: Text, offset: int) -> bool:
     """The cursor is inside the text of a prompt (not on its quotes)."""
     ranges = [
         b.content_range
@@ -215,17 +216,19 @@ def _in_prompt_text(conv: Conversation, text: str, offset: int) -> bool:
     return False
 
 
-def _placeholder_typed(text: str, offset: int) -> str | None:
-    line_start = text.rfind("\n", 0, offset) + 1
-    m = _PLACEHOLDER_OPEN.search(text, line_start, offset)
+def _placeholder_typed(text: Text, offset: int) -> str | None:
+    line, line_start = _line_around(text, offset)
+    m = _PLACEHOLDER_OPEN.search(line, 0, offset - line_start)
     return m.group(1) if m is not None else None
 
 
 def _placeholders(
-    text: str, typed: str, offset: int, user_info: Mapping[str, Any] | None
+    text: Text, typed: str, offset: int, user_info: Mapping[str, Any] | None
 ) -> list[CompletionItem]:
-    end = _NAME_CHARS.match(text, offset).end()  # type: ignore[union-attr]
-    closed = text[end:].lstrip(" \t").startswith("}}")
+    line, line_start = _line_around(text, offset)
+    end = _NAME_CHARS.match(line, offset - line_start).end()  # type: ignore[union-attr]
+    closed = line[end:].lstrip(" \t").startswith("}}")
+    end += line_start
     rng = TextRange(offset - len(typed), end)
     res = []
     for name in KNOWN_PLACEHOLDERS:
@@ -281,7 +284,7 @@ def _open_calls(conv: Conversation, slot: _Slot, offset: int) -> list[Completion
     ]
 
 
-def _in_tool_call_function(conv: Conversation, text: str, offset: int) -> bool:
+def _in_tool_call_function(conv: Conversation, text: Text, offset: int) -> bool:
     """The cursor is in the ``function`` object of an entry of ``tool_calls``.
 
     The tree is asked about the last character typed before the cursor: an object left
@@ -293,6 +296,17 @@ def _in_tool_call_function(conv: Conversation, text: str, offset: int) -> bool:
     path = path_at(conv.root, max(0, probe - 1))
     keys = [s.key for s in path if s.node.kind in ("object", "array")]
     return len(keys) >= 3 and keys[-1] == "function" and keys[-3] == "tool_calls"
+
+
+def _line_around(text: Text, offset: int) -> tuple[str, int]:
+    """The line holding ``offset`` (without its ``\\n``) and where it starts.
+
+    Regexes run on this line, never on the whole document: it may be a ``Rope``, and a
+    large one.
+    """
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    return text[start : len(text) if end == -1 else end], start
 
 
 def _under_tools(template: PromptTemplate, line_start: int) -> bool:

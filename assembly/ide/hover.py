@@ -39,6 +39,7 @@ from assembly.ide.placement import (
     short_error,
 )
 from assembly.model import Conversation, Message, PromptTemplate, Role, Section
+from assembly.rope import Text
 from assembly.settings import Settings
 from assembly.sysprompt import (
     KNOWN_PLACEHOLDERS,
@@ -580,19 +581,24 @@ def _offers_reader(doc: ConversationDoc) -> bool:
     return any(t.name in FILE_READER_TOOLS for t in doc.conversation.tools or ())
 
 
-def _id_at(text: str, offset: int) -> tuple[TextRange, str] | None:
+def _id_at(text: Text, offset: int) -> tuple[TextRange, str] | None:
     """The id-like word at ``offset`` if it stands where a value does (quoted or after
     ``:``/``=``)."""
+    # An id never spans lines: look only at the cursor's line.
+    rng = _line_at(text, offset)
+    if not rng.start <= offset <= rng.end:
+        return None  # past the end, or between the "\r" and the "\n" of a line break
+    line, offset = text[rng.start : rng.end], offset - rng.start
     start = offset
-    while start > 0 and _ID_CHARS.fullmatch(text[start - 1]):
+    while start > 0 and _ID_CHARS.fullmatch(line[start - 1]):
         start -= 1
-    m = _ID_CHARS.match(text, start)
+    m = _ID_CHARS.match(line, start)
     if m is None or m.end() < offset:
         return None
-    before = text[max(0, start - 12) : start]
+    before = line[max(0, start - 12) : start]
     if not before.endswith(('"', "'", "=", ": ", ":")):
         return None
-    return TextRange(start, m.end()), m.group(0)
+    return TextRange(rng.start + start, rng.start + m.end()), m.group(0)
 
 
 # ------------------------------------------------------------------------------ placeholders
@@ -635,11 +641,12 @@ def _conversation_placeholder(
     return HoverResult(rng, _placeholder_markdown(name, where, fill))
 
 
-def _placeholder_at(text: str, offset: int) -> tuple[TextRange, str] | None:
+def _placeholder_at(text: Text, offset: int) -> tuple[TextRange, str] | None:
     line = _line_at(text, offset)
-    for m in _PLACEHOLDER.finditer(text, line.start, line.end):
-        if m.start() <= offset <= m.end():
-            return TextRange(m.start(), m.end()), m.group(1)
+    for m in _PLACEHOLDER.finditer(text[line.start : line.end]):
+        start, end = line.start + m.start(), line.start + m.end()
+        if start <= offset <= end:
+            return TextRange(start, end), m.group(1)
     return None
 
 
@@ -803,7 +810,7 @@ def _counted_with(settings: Settings, tokenizer: Tokenizer) -> str:
 # ------------------------------------------------------------------------------ helpers
 
 
-def _line_at(text: str, offset: int) -> TextRange:
+def _line_at(text: Text, offset: int) -> TextRange:
     offset = max(0, min(offset, len(text)))
     start = text.rfind("\n", 0, offset) + 1
     end = text.find("\n", offset)

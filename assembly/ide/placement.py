@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 
 from assembly.assemble import Assembly, AssemblyError, LayoutEntry, LlmMessage
 from assembly.model import Conversation, Message, Role
+from assembly.rope import Text
 from assembly.settings import Settings
 
 Status = Literal[
@@ -32,7 +33,7 @@ class ConversationDoc(Protocol):
     """An analysed conversation (``server.workspace.Analysis`` has these fields)."""
 
     @property
-    def text(self) -> str: ...
+    def text(self) -> Text: ...
     @property
     def conversation(self) -> Conversation: ...
     @property
