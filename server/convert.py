@@ -44,6 +44,7 @@ _SEVERITY = {
 }
 _ENCODINGS = ("utf-8", "utf-16", "utf-32")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+_SAME_LINE_SPAN = 4096  # a longer range is converted end by end (it may span many lines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,20 +80,43 @@ def apply_lsp_changes(
 
 def to_lsp_position(m: TextMap, offset: int) -> lsp.Position:
     """Convert a code-point offset to an LSP position in the negotiated encoding."""
+    offset = max(0, min(offset, len(m.text)))
     lc = m.index.line_col(offset)
-    start = m.index.line_start(lc.line)
     column = lc.column
-    end = start + column
+    if not column:
+        return lsp.Position(lc.line, 0)
+    # The line up to the offset, and one more character: one slice (of one chunk, mostly).
+    line = m.text[offset - column : offset + 1]
     # An offset between the "\r" and the "\n" of a line break is the line's end.
-    if column and m.text[end - 1] == "\r" and m.text[end : end + 1] == "\n":
+    if line[column - 1] == "\r" and line[column:] == "\n":
         column -= 1
     if m.encoding == "utf-32":
         return lsp.Position(lc.line, column)
-    return lsp.Position(lc.line, _units(m.text[start : start + column], m.encoding))
+    return lsp.Position(lc.line, _units(line[:column], m.encoding))
 
 
 def to_lsp_range(m: TextMap, rng: TextRange) -> lsp.Range:
-    return lsp.Range(to_lsp_position(m, rng.start), to_lsp_position(m, rng.end))
+    """Convert a range; one on a single line reads that line once, for both ends."""
+    n = len(m.text)
+    start, end = max(0, min(rng.start, n)), max(0, min(rng.end, n))
+    if end <= start:
+        position = to_lsp_position(m, start)
+        return lsp.Range(position, position)
+    if end - start > _SAME_LINE_SPAN:
+        return lsp.Range(to_lsp_position(m, start), to_lsp_position(m, end))
+    lc = m.index.line_col(start)
+    line_start = start - lc.column
+    line = m.text[line_start : end + 1]  # the line up to the end, and one more character
+    a, b = lc.column, end - line_start
+    if line.find("\n", a, b) != -1 or (a and line[a - 1] == "\r" and line[a] == "\n"):
+        return lsp.Range(to_lsp_position(m, start), to_lsp_position(m, end))
+    # Both ends on one line, the start not inside a "\r\n"; the end may be.
+    b_column = b - 1 if line[b - 1] == "\r" and line[b:] == "\n" else b
+    if m.encoding == "utf-32":
+        return lsp.Range(lsp.Position(lc.line, a), lsp.Position(lc.line, b_column))
+    a_units = _units(line[:a], m.encoding)
+    b_units = a_units + _units(line[a:b_column], m.encoding)
+    return lsp.Range(lsp.Position(lc.line, a_units), lsp.Position(lc.line, b_units))
 
 
 def from_lsp_position(m: TextMap, position: lsp.Position) -> int:

@@ -15,10 +15,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lsprotocol import types as lsp
 
+from assembly.rope import Rope
 from assembly.text import TextRange
-from server.convert import TextMap, to_lsp_range
+from server.convert import TextMap, from_lsp_position, to_lsp_position, to_lsp_range
 from tests.support.inprocess import InProcessClient
 
 ENCODINGS = ("utf-8", "utf-16", "utf-32")
@@ -145,3 +148,28 @@ async def test_other_documents_stay_with_pygls(client: InProcessClient, tmp_path
     change(client, uri, 2, [lsp.TextDocumentContentChangePartial(range=insert, text="X")])
     assert client.server.workspace.get_text_document(uri).source == "aXb"
     assert uri not in client.server.session.documents
+
+
+PIECES = ("a", "é", " ", "\n", "\r\n", "\r", "中文", "😀", "\u2028", "x" * 30)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=30).map("".join), st.data())
+def test_a_rope_converts_as_its_str(text: str, data: st.DataObject) -> None:
+    """Positions and ranges in every encoding agree between a rope's map and a str's."""
+    for encoding in ENCODINGS:
+        on_str = TextMap.of(text, encoding)
+        on_rope = TextMap.of(Rope.from_str(text, chunk_size=3), encoding)
+        for offset in range(len(text) + 2):
+            position = to_lsp_position(on_str, offset)
+            assert to_lsp_position(on_rope, offset) == position
+            assert from_lsp_position(on_rope, position) == from_lsp_position(on_str, position)
+        for _ in range(10):
+            start = data.draw(st.integers(0, len(text) + 1))
+            end = data.draw(st.integers(start, len(text) + 1))
+            expected = lsp.Range(to_lsp_position(on_str, start), to_lsp_position(on_str, end))
+            assert to_lsp_range(on_rope, TextRange(start, end)) == expected
+            assert to_lsp_range(on_str, TextRange(start, end)) == expected
+            line = data.draw(st.integers(0, text.count("\n") + 1))
+            position = lsp.Position(line, data.draw(st.integers(0, 40)))
+            assert from_lsp_position(on_rope, position) == from_lsp_position(on_str, position)
