@@ -211,9 +211,7 @@ class Session:
             previous = prev.analysis if prev is not None else None
             analysis = analyze(
                 doc.path,
-                # FIXME(issue 4): pass the rope once ``analyze`` takes ``str | Rope`` (the
-                # lead's change); joining it costs a few ms per edit at 10 MB.
-                text=str(doc.text),
+                text=doc.text,
                 root=self.root,
                 editor_settings=self.settings,
                 overlay=self.overlay(),

@@ -31,6 +31,7 @@ from assembly.documents import format_for_path, parse_conversation, read_tools
 from assembly.incremental import reparse_conversation
 from assembly.model import Conversation, DocFormat, PromptRef, PromptTemplate
 from assembly.prompts import parse_prompt
+from assembly.rope import Rope
 from assembly.settings import Settings, SettingsLayer, resolve_settings
 from assembly.text import TextRange
 from server import precount
@@ -46,7 +47,7 @@ class Analysis:
     """A document, its effective settings, its assembly and every diagnostic about it."""
 
     path: Path
-    text: str
+    text: str | Rope  # a rope when it is an editor's buffer
     conversation: Conversation
     settings: Settings
     assembly: Assembly
@@ -108,7 +109,7 @@ def read_text(path: Path) -> tuple[str, list[Diagnostic]]:
 def analyze(
     path: Path,
     *,
-    text: str | None = None,
+    text: str | Rope | None = None,
     root: Path | None = None,
     editor_settings: Mapping[str, Any] | None = None,
     overrides: Mapping[str, Any] | None = None,
@@ -146,14 +147,16 @@ def analyze(
     # another encoding, those counts are simply not used).
     guess = resolve_settings([*layers, SettingsLayer("command line", dict(overrides or {}))])[0]
     guess_tokenizer = load_tokenizer(guess.encoding, model=guess.model).tokenizer
-    fmt = format_for_path(path.name) or _sniff_format(text)
+    # A rope (an editor's buffer) is joined into one string only for a full parse: after
+    # an edit inside one message, only that message is read out of it.
+    fmt = format_for_path(path.name) or _sniff_format(str(text))
     if pending is None and cold_cache:
-        pending = precount.start(text, fmt, guess_tokenizer)
+        pending = precount.start(str(text), fmt, guess_tokenizer)
     conv = None
     if previous is not None and previous.parsed is not None:
         conv = reparse_conversation(previous.parsed, previous.text, text, fmt)
     if conv is None:
-        conv = parse_conversation(text, fmt)
+        conv = parse_conversation(str(text), fmt)
     parsed = conv
     diags.extend(from_issues(conv.issues))
 
