@@ -107,10 +107,23 @@ class MessageMemo:
     Values must not hold absolute offsets: a shared message may have moved.
     """
 
-    __slots__ = ("_values",)
+    __slots__ = ("_derived", "_values")
 
     def __init__(self) -> None:
         self._values: dict[int, tuple[Message, dict[str, Any]]] = {}
+        self._derived: dict[str, tuple[object, Any]] = {}
+
+    def derived(self, kind: str, key: object, compute: Callable[[], _T]) -> _T:
+        """A value derived from several messages, kept while ``key`` stays equal.
+
+        One value per ``kind``. It may hold message objects (which can move), never offsets.
+        """
+        hit = self._derived.get(kind)
+        if hit is not None and (hit[0] is key or hit[0] == key):
+            return hit[1]  # type: ignore[no-any-return]
+        value = compute()
+        self._derived[kind] = (key, value)
+        return value
 
     def get(self, kind: str, m: Message, compute: Callable[[Message], _T]) -> _T:
         """The ``kind`` value of ``m``, computed by ``compute(m)`` the first time."""
@@ -126,6 +139,7 @@ class MessageMemo:
 
     def clear(self) -> None:
         self._values.clear()
+        self._derived.clear()
 
     def forget(self, m: Message) -> None:
         """Drop the values of a message that is no longer in the document."""
