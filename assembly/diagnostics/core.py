@@ -107,11 +107,26 @@ class MessageMemo:
     Values must not hold absolute offsets: a shared message may have moved.
     """
 
-    __slots__ = ("_derived", "_values")
+    __slots__ = ("_derived", "_run", "_values")
 
     def __init__(self) -> None:
         self._values: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._derived: dict[str, tuple[object, Any]] = {}
+        self._run: dict[tuple[str, int], tuple[object, Any]] = {}
+
+    def of_run(self, kind: str, owner: object, compute: Callable[[], _T]) -> _T:
+        """A value derived from ``owner`` (the assembly, …), shared by the rules of one
+        run and dropped at its end (``end_run``)."""
+        key = (kind, id(owner))
+        hit = self._run.get(key)
+        if hit is not None and hit[0] is owner:
+            return hit[1]  # type: ignore[no-any-return]
+        value = compute()
+        self._run[key] = (owner, value)
+        return value
+
+    def end_run(self) -> None:
+        self._run.clear()
 
     def derived(self, kind: str, key: object, compute: Callable[[], _T]) -> _T:
         """A value derived from several messages, kept while ``key`` stays equal.
@@ -140,6 +155,7 @@ class MessageMemo:
     def clear(self) -> None:
         self._values.clear()
         self._derived.clear()
+        self._run.clear()
 
     def forget(self, m: Message) -> None:
         """Drop the values of a message that is no longer in the document."""

@@ -77,6 +77,7 @@ class RuleCache:
         self._findings: dict[str, tuple[object, tuple[Diagnostic, ...]]] = {}
         self._n_comments = 0  # occurrences of COMMENT_MARK in the last run's text
         self._ignoring: tuple[int, ...] = ()  # indexes of the messages with an ignore key
+        self._document_key: object = None  # ``document_inputs`` of the last run
 
     def begin(self, ctx: RuleContext) -> CacheRun:
         """Start a run on ``ctx``: find what changed since the last run."""
@@ -116,6 +117,8 @@ class RuleCache:
         self._findings = run.findings
         self._n_comments = run.n_comments
         self._ignoring = run.ignoring
+        self._document_key = run.document_key
+        self.memo.end_run()
         if run.edited is not None:
             self.memo.forget(run.edited[0])
         elif run.move is None:
@@ -180,7 +183,11 @@ class CacheRun:
         self.n_comments = n_comments
         self.ignoring = ignoring
         self.findings: dict[str, tuple[object, tuple[Diagnostic, ...]]] = {}
-        self._scratch: dict[str, Any] = {}
+        self._scratch: dict[str, Any] = {"previous document": cache._document_key}
+
+    @property
+    def document_key(self) -> object:
+        return self._scratch.get("document")
 
     @property
     def ignoring_messages(self) -> list[Message]:
@@ -250,7 +257,11 @@ def document_inputs(ctx: RuleContext, scratch: dict[str, Any]) -> object:
     branch, cut and listings (offsets are moved, not compared)."""
     key = scratch.get("document")
     if key is None:
-        key = scratch["document"] = (_context_key(ctx), _assembly_key(ctx, scratch))
+        key = (_context_key(ctx), _assembly_key(ctx, scratch))
+        previous = scratch.get("previous document")
+        if previous is not None and previous == key:
+            key = previous  # the same object: every rule's comparison is then immediate
+        scratch["document"] = key
     return key
 
 

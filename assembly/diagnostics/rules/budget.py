@@ -291,16 +291,13 @@ def _own(src: Message, k: int | None) -> TextRange:
 
 
 def _history_ids(a: Assembly, memo: MessageMemo) -> tuple[str, ...]:
-    return memo.derived("history-ids", id(a), lambda: (a, tuple(map(_ID, a.history))))[1]
+    return memo.of_run("history-ids", a, lambda: tuple(map(_ID, a.history)))
 
 
 def _history_by_id(a: Assembly, memo: MessageMemo) -> dict[str, LlmMessage]:
     """``{m.id: m for m in a.history}`` (the last one wins), built at C speed."""
-    # Keyed by identity: the value holds the assembly, so its id cannot be reused.
     ids = _history_ids(a, memo)
-    return memo.derived(
-        "history-by-id", id(a), lambda: (a, dict(zip(ids, a.history, strict=True)))
-    )[1]
+    return memo.of_run("history-by-id", a, lambda: dict(zip(ids, a.history, strict=True)))
 
 
 def _file_index(m: LlmMessage, src: Message) -> int | None:
