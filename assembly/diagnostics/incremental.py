@@ -78,6 +78,7 @@ class RuleCache:
         self._n_comments = 0  # occurrences of COMMENT_MARK in the last run's text
         self._ignoring: tuple[int, ...] = ()  # indexes of the messages with an ignore key
         self._document_key: object = None  # ``document_inputs`` of the last run
+        self.reused = False  # whether the last run could reuse findings (for tests, logs)
 
     def begin(self, ctx: RuleContext) -> CacheRun:
         """Start a run on ``ctx``: find what changed since the last run."""
@@ -118,6 +119,7 @@ class RuleCache:
         self._n_comments = run.n_comments
         self._ignoring = run.ignoring
         self._document_key = run.document_key
+        self.reused = run.move is not None
         self.memo.end_run()
         if run.edited is not None:
             self.memo.forget(run.edited[0])
