@@ -109,7 +109,11 @@ def _run_shared(path: Path, text: str, *, seed: int, n_edits: int) -> int:
         pos = rnd.randrange(rng.start + 1, rng.end - 1)
         if not text[pos].isalpha() or text[pos - 1] == "\\":
             continue
-        new_text = text[:pos] + rnd.choice("abxyz") + text[pos + 1 :]
+        # A few characters, so the token counts (and with them the budget cut) change.
+        n = min(rnd.choice((1, 6)), rng.end - 1 - pos)
+        if not all(c.isalnum() or c == " " for c in text[pos : pos + n]):
+            n = 1
+        new_text = text[:pos] + "".join(rnd.choice("ab xy,") for _ in range(n)) + text[pos + n :]
         re_read = reparse_conversation(conv, text, new_text, conv.format)
         if re_read is None:
             if conv.format is DocFormat.YAML:
@@ -144,6 +148,11 @@ def test_cached_rules_equal_fresh_rules_on_a_generated_conversation(tmp_path: Pa
     _run(out, text, seed=7, n_edits=15)
     reused = _run_shared(out, text, seed=7, n_edits=40)
     assert reused >= 20  # the sequence exercises the reuse, not only the fallback
+    # A budget that cuts the history in the middle: edits move the cut.
+    tight = text.replace('"max_input_tokens": 128000', '"max_input_tokens": 9000', 1)
+    assert tight != text
+    out.write_text(tight, encoding="utf-8")
+    assert _run_shared(out, tight, seed=11, n_edits=60) >= 20
 
 
 def test_reuse_moves_findings_after_the_edited_message() -> None:
