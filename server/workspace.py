@@ -21,6 +21,7 @@ from assembly.assemble import AssembleOptions, Assembly, assemble
 from assembly.diagnostics import (
     Diagnostic,
     Related,
+    RuleCache,
     RuleContext,
     Severity,
     check,
@@ -209,7 +210,10 @@ def analyze(
         template_path=str(template_path) if template_path is not None else None,
         reported=tuple(diags),
     )
-    diags = check(ctx, select=select, ignore=ignore)
+    rules_cache = previous.caches.get("rules") if previous is not None else None
+    if not isinstance(rules_cache, RuleCache):
+        rules_cache = RuleCache()
+    diags = check(ctx, select=select, ignore=ignore, cache=rules_cache)
     return Analysis(
         path=path,
         text=text,
@@ -222,6 +226,7 @@ def analyze(
         dependencies=tuple(deps),
         other_texts=others,
         parsed=parsed,
+        caches={"rules": rules_cache},
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from assembly.diagnostics.core import (
     Diagnostic,
@@ -26,6 +26,12 @@ from assembly.diagnostics.core import (
     from_setting_issues,
     sort_key,
 )
+from assembly.diagnostics.incremental import (
+    COMMENT_MARK,
+    RuleCache,
+    document_inputs,
+    summary_inputs,
+)
 from assembly.diagnostics.rules import (
     budget,
     files,
@@ -34,6 +40,8 @@ from assembly.diagnostics.rules import (
     reported,
     tool_calls,
 )
+from assembly.diagnostics.window import contains
+from assembly.model import Message
 from assembly.text import LineIndex
 
 __all__ = [
@@ -42,6 +50,7 @@ __all__ = [
     "Fix",
     "Related",
     "Rule",
+    "RuleCache",
     "RuleContext",
     "Severity",
     "TextEdit",
@@ -53,8 +62,11 @@ __all__ = [
 ]
 
 E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
+DOC = document_inputs  # what most rules read besides the messages (``incremental``)
 
-# The rule table. Codes are never renamed or reused.
+# The rule table. Codes are never renamed or reused. Rules without ``inputs`` only filter
+# what was reported and run every time; the others' findings are reused after an edit
+# that leaves their inputs and every message's facts equal.
 RULES: tuple[Rule, ...] = (
     # Bad input.
     Rule("syntax-error", E, reported.syntax_error),
@@ -71,29 +83,33 @@ RULES: tuple[Rule, ...] = (
     Rule("history-truncated", INFO, budget.history_truncated),
     Rule("compression-due", INFO, budget.compression_due),
     # Ordering and templates.
-    Rule("reminder-not-last", W, ordering.reminder_not_last),
-    Rule("custom-prompt-in-system", W, ordering.custom_prompt_in_system),
-    Rule("unknown-placeholder", W, ordering.unknown_placeholder, fixable=True),
-    Rule("summary-on-other-branch", W, ordering.summary_on_other_branch),
+    Rule("reminder-not-last", W, ordering.reminder_not_last, inputs=DOC),
+    Rule("custom-prompt-in-system", W, ordering.custom_prompt_in_system, inputs=DOC),
+    Rule("unknown-placeholder", W, ordering.unknown_placeholder, fixable=True, inputs=DOC),
+    Rule("summary-on-other-branch", W, ordering.summary_on_other_branch, inputs=summary_inputs),
     # Instructions.
     Rule(
         "instruction-far-from-section",
         W,
         instructions.instruction_far_from_section,
         fixable=True,
+        inputs=DOC,
     ),
-    Rule("guidance-for-unavailable-tool", W, instructions.guidance_for_unavailable_tool),
+    Rule(
+        "guidance-for-unavailable-tool", W, instructions.guidance_for_unavailable_tool, inputs=DOC
+    ),
     # Tool calls and file ids.
-    Rule("orphaned-tool-response", W, tool_calls.orphaned_tool_response, fixable=True),
-    Rule("unanswered-tool-call", W, tool_calls.unanswered_tool_call),
-    Rule("duplicate-tool-call-id", E, tool_calls.duplicate_tool_call_id),
-    Rule("tool-call-in-text", W, tool_calls.tool_call_in_text, fixable=True),
-    Rule("file-id-not-in-read-file-list", W, files.file_id_not_in_read_file_list),
+    Rule("orphaned-tool-response", W, tool_calls.orphaned_tool_response, fixable=True, inputs=DOC),
+    Rule("unanswered-tool-call", W, tool_calls.unanswered_tool_call, inputs=DOC),
+    Rule("duplicate-tool-call-id", E, tool_calls.duplicate_tool_call_id, inputs=DOC),
+    Rule("tool-call-in-text", W, tool_calls.tool_call_in_text, fixable=True, inputs=DOC),
+    Rule("file-id-not-in-read-file-list", W, files.file_id_not_in_read_file_list, inputs=DOC),
     Rule(
         "filename-instead-of-file-id",
         E,
         files.filename_instead_of_file_id,
         fixable=True,
+        inputs=DOC,
     ),
 )
 
@@ -111,14 +127,25 @@ def check(
     select: Collection[str] | None = None,
     ignore: Collection[str] = (),
     severities: Mapping[str, str] | None = None,
+    cache: RuleCache | None = None,
 ) -> list[Diagnostic]:
     """Run the enabled rules and return their findings, sorted by place.
 
     ``select`` limits the run to these codes (None: all); ``ignore`` removes codes;
     ``severities`` maps a code to a severity or ``off`` (the ``rules`` setting when None).
+    ``cache`` is what the previous run on an earlier version of the same document kept:
+    findings that cannot have changed are reused from it (``incremental``), and it is
+    updated for the next run. None: everything is computed afresh.
     """
     severities = ctx.settings.rules if severities is None else severities
-    suppress = _Suppressions(ctx)
+    run = cache.begin(ctx) if cache is not None else None
+    if run is not None:
+        ctx = dataclasses.replace(ctx, memo=run.cache.memo)
+        suppress = _Suppressions(
+            ctx, has_comments=run.n_comments > 0, ignoring=run.ignoring_messages
+        )
+    else:
+        suppress = _Suppressions(ctx)
     res: list[Diagnostic] = []
     for rule in RULES:
         if select is not None and rule.code not in select:
@@ -128,23 +155,39 @@ def check(
         level = severities.get(rule.code)
         if level == "off":
             continue
-        for d in rule.check(ctx):
+        found: Iterable[Diagnostic] = run.run(rule, ctx) if run is not None else rule.check(ctx)
+        for d in found:
             if level is not None:
                 d = dataclasses.replace(d, severity=Severity(level))
             if not suppress(d):
                 res.append(d)
+    if run is not None:
+        run.cache.finish(run)
     res.sort(key=sort_key)
     return res
 
 
 class _Suppressions:
-    """Answers whether a finding is suppressed where it is reported."""
+    """Answers whether a finding is suppressed where it is reported.
 
-    def __init__(self, ctx: RuleContext) -> None:
+    ``has_comments`` and ``ignoring`` (the messages with an ignore key) come from a cache
+    when the caller has them; else they are found here.
+    """
+
+    def __init__(
+        self,
+        ctx: RuleContext,
+        *,
+        has_comments: bool | None = None,
+        ignoring: list[Message] | None = None,
+    ) -> None:
         self.ctx = ctx
         conv = ctx.conversation
-        # Per document, not per finding: the few messages that carry an ignore key.
-        self._ignoring = [m for m in conv.messages if m.ignore] if conv is not None else []
+        if ignoring is None:
+            # Per document, not per finding: the few messages that carry an ignore key.
+            ignoring = [m for m in conv.messages if m.ignore] if conv is not None else []
+        self._ignoring = ignoring
+        self._has_comments = has_comments
         self._by_file: dict[str | None, tuple[LineIndex | None, dict[int, set[str]]]] = {}
 
     def __call__(self, d: Diagnostic) -> bool:
@@ -167,14 +210,18 @@ class _Suppressions:
         if path in self._by_file:
             return self._by_file[path]
         if path is None:
-            text = self.ctx.text
+            has = self._has_comments
+            if has is None:
+                has = contains(self.ctx.text, COMMENT_MARK)
+            # Indexing a large document costs more than all its rules: only if needed.
+            text = str(self.ctx.text) if has else ""
         elif path == self.ctx.template_path and self.ctx.template is not None:
             text = self.ctx.template.text
         else:
             return None
         lines: dict[int, set[str]] = {}
-        index = None  # indexing a large document costs more than all its rules: only if needed
-        if "promptls:" in text:
+        index = None
+        if COMMENT_MARK in text:
             index = LineIndex(text)
             for m in _IGNORE_COMMENT.finditer(text):
                 codes = {c.strip() for c in m.group(1).split(",") if c.strip()}

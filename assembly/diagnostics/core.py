@@ -12,9 +12,10 @@ import inspect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any, TypeVar
 
 from assembly.assemble import Assembly
-from assembly.model import Conversation, Issue, PromptTemplate
+from assembly.model import Conversation, Issue, Message, PromptTemplate
 from assembly.settings import SettingIssue, Settings
 from assembly.text import TextRange
 from assembly.tokens import Tokenizer
@@ -73,6 +74,9 @@ class RuleContext:
     is checked on its own (``template_path`` None), else the file a conversation's
     ``system_prompt`` points to (``template_path`` names it, and findings in it carry that
     path). ``reported`` holds what reading, configuring and assembling already found.
+    ``text`` may be any immutable str-like text (a ``Rope``): rules only index and slice
+    it (``window.py``). ``memo`` holds per-message values kept from earlier runs
+    (``check`` sets it from its ``RuleCache``; None: computed afresh).
     """
 
     text: str
@@ -83,9 +87,91 @@ class RuleContext:
     template: PromptTemplate | None = None
     template_path: str | None = None
     reported: tuple[Diagnostic, ...] = ()
+    memo: MessageMemo | None = None
 
 
 RuleCheck = Callable[[RuleContext], Iterator[Diagnostic]]
+# What a rule's findings depend on besides the messages (compared with ``==``); the dict
+# is scratch space shared by the input functions of one run.
+RuleInputs = Callable[[RuleContext, dict[str, Any]], object]
+
+_T = TypeVar("_T")
+
+
+class MessageMemo:
+    """Values computed from a single message, kept as long as that ``Message`` object is.
+
+    A message object never changes, and the re-read after an edit shares every message
+    the edit did not touch, so what a rule derives from one message alone (the calls
+    written in its text, the file ids it names) is computed once per message object.
+    Values must not hold absolute offsets: a shared message may have moved.
+    """
+
+    __slots__ = ("_derived", "_run", "_values")
+
+    def __init__(self) -> None:
+        self._values: dict[int, tuple[Message, dict[str, Any]]] = {}
+        self._derived: dict[str, tuple[object, Any]] = {}
+        self._run: dict[tuple[str, int], tuple[object, Any]] = {}
+
+    def of_run(self, kind: str, owner: object, compute: Callable[[], _T]) -> _T:
+        """A value derived from ``owner`` (the assembly, …), shared by the rules of one
+        run and dropped at its end (``end_run``)."""
+        key = (kind, id(owner))
+        hit = self._run.get(key)
+        if hit is not None and hit[0] is owner:
+            return hit[1]  # type: ignore[no-any-return]
+        value = compute()
+        self._run[key] = (owner, value)
+        return value
+
+    def end_run(self) -> None:
+        self._run.clear()
+
+    def derived(self, kind: str, key: object, compute: Callable[[], _T]) -> _T:
+        """A value derived from several messages, kept while ``key`` stays equal.
+
+        One value per ``kind``. It may hold message objects (which can move), never offsets.
+        """
+        hit = self._derived.get(kind)
+        if hit is not None and (hit[0] is key or hit[0] == key):
+            return hit[1]  # type: ignore[no-any-return]
+        value = compute()
+        self._derived[kind] = (key, value)
+        return value
+
+    def get(self, kind: str, m: Message, compute: Callable[[Message], _T]) -> _T:
+        """The ``kind`` value of ``m``, computed by ``compute(m)`` the first time."""
+        hit = self._values.get(id(m))
+        if hit is None or hit[0] is not m:
+            hit = (m, {})
+            self._values[id(m)] = hit
+        values = hit[1]
+        if kind in values:
+            return values[kind]  # type: ignore[no-any-return]
+        value = values[kind] = compute(m)
+        return value
+
+    def clear(self) -> None:
+        self._values.clear()
+        self._derived.clear()
+        self._run.clear()
+
+    def forget(self, m: Message) -> None:
+        """Drop the values of a message that is no longer in the document."""
+        hit = self._values.get(id(m))
+        if hit is not None and hit[0] is m:
+            del self._values[id(m)]
+
+    def retain(self, messages: Iterable[Message]) -> None:
+        """Keep only the values of ``messages``."""
+        live = {id(m) for m in messages}
+        self._values = {k: v for k, v in self._values.items() if k in live}
+
+
+def message_memo(ctx: RuleContext) -> MessageMemo:
+    """The memo of a run (a fresh one when the caller keeps none)."""
+    return ctx.memo if ctx.memo is not None else MessageMemo()
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +179,17 @@ class Rule:
     """One entry of the rule table: a stable slug code, a default severity, a check.
 
     The check's docstring is the rule's documentation: a one-line summary, then the
-    sections ``What it does``, ``Why is this bad?`` and ``Example``.
+    sections ``What it does``, ``Why is this bad?`` and ``Example``. ``inputs`` says what
+    the findings depend on besides the messages, so ``check`` can reuse them.
     """
 
     code: str
     severity: Severity
     check: RuleCheck
     fixable: bool = False
+    # None: the rule runs every time (it is cheap); else its findings are reused after an
+    # edit that changes no message's facts and leaves these inputs equal (``incremental``).
+    inputs: RuleInputs | None = None
 
     @property
     def summary(self) -> str:

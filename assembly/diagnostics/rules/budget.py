@@ -9,15 +9,28 @@ would summarize. They read ``ctx.assembly`` only and walk each list once, so a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import dataclasses
+import operator
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 from assembly.assemble import Assembly, LlmMessage
-from assembly.diagnostics.core import Diagnostic, Related, RuleContext, Severity
+from assembly.diagnostics.core import (
+    Diagnostic,
+    MessageMemo,
+    Related,
+    RuleContext,
+    Severity,
+    message_memo,
+)
 from assembly.model import Message, Role
 from assembly.text import TextRange
 
 MAX_RELATED_FILES = 5
-_SENT_SEGMENTS = frozenset({"history", "last_user", "this_turn"})
+SENT_SEGMENTS = frozenset({"history", "last_user", "this_turn"})
+_ID = operator.attrgetter("id")
+_TOKENS = operator.attrgetter("tokens")
+_FILE_ID = operator.attrgetter("file_id")
 
 
 def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -49,15 +62,29 @@ def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
     a = ctx.assembly
     if a is None or not a.dropped or not a.ok:
         return
-    by_id = {m.id: m for m in a.history}
-    dropped = [by_id[i] for i in a.dropped if i in by_id]
-    span, summary = _span(dropped, a.summary_id)
+    memo = message_memo(ctx)
+    by_id = _history_by_id(a, memo)
+    dropped = [m for m in map(by_id.get, a.dropped) if m is not None]
+    first_kept = _first_sent(a, a.dropped)
+    key = (
+        a.dropped,
+        a.summary_id,
+        _history_ids(a, memo),
+        tuple(map(_FILE_ID, dropped)),
+        a.forgotten_files,
+        first_kept,
+    )
+    cut = memo.derived("history-truncated", key, lambda: _Cut.of(a, dropped, first_kept))
+    if not cut.current(ctx):  # the edited message is one of its places: find them again
+        cut = _Cut.of(a, dropped, first_kept)
+    span = cut.span()
     if span is None:
         return
-    tokens = sum(m.tokens for m in dropped)
-    n = _n_messages(dropped)
+    summary = cut.summary
+    tokens = sum(map(_TOKENS, dropped))
+    n = cut.n
     forgotten = {f.file_id for f in a.forgotten_files}
-    uploads = list(_uploads(dropped))
+    uploads = [(fid, name, _own(src, k)) for fid, name, src, k in cut.uploads]
     names = ", ".join(f"`{name}`" for _, name, _ in uploads[:MAX_RELATED_FILES])
     if len(uploads) > MAX_RELATED_FILES:
         names += f" and {len(uploads) - MAX_RELATED_FILES:,} more"
@@ -82,7 +109,6 @@ def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
     elif listed:
         message += f" ({listed:,} listed for `read_file` among the forgotten files)"
     related: list[Related] = []
-    first_kept = _first_sent(a, set(a.dropped))
     if first_kept is not None:
         related.append(Related(first_kept.range, f"the oldest message sent: `{first_kept.id}`"))
     if summary is not None and summary.range != span:
@@ -130,18 +156,22 @@ def compression_due(ctx: RuleContext) -> Iterator[Diagnostic]:
     if a is None or not a.compression.triggered or not a.ok:
         return
     plan = a.compression
-    by_id = {m.id: m for m in a.history}
-    older = [by_id[i] for i in plan.summarize if i in by_id]
-    recent = [by_id[i] for i in plan.keep if i in by_id]
+    memo = message_memo(ctx)
+    by_id = _history_by_id(a, memo)
+    older = [m for m in map(by_id.get, plan.summarize) if m is not None]
     s = a.settings
     head = (
         f"history of {plan.history_tokens:,} tokens passes the compression trigger of "
         f"{plan.threshold:,} ({s.compression_trigger_ratio * 100:g}% of {s.max_input_tokens:,}"
         f" − {plan.reserved_tokens:,} reserved)"
     )
-    span, _ = _span(older, None)
+    key = (plan.summarize, plan.keep, _history_ids(a, memo))
+    cut = memo.derived("compression-due", key, lambda: _Compression.of(older, plan.keep, by_id))
+    if not cut.current(ctx):
+        cut = _Compression.of(older, plan.keep, by_id)
+    span = cut.older.span()
     related: list[Related] = []
-    first_recent = next((m.source for m in recent if m.source is not None), None)
+    first_recent = cut.first_recent
     if span is None:
         last = first_recent or _last_message(ctx)
         if last is None:
@@ -153,12 +183,12 @@ def compression_due(ctx: RuleContext) -> Iterator[Diagnostic]:
             last.range,
         )
         return
-    n = _n_messages(older)
-    tokens = sum(m.tokens for m in older)
+    n = cut.older.n
+    tokens = sum(map(_TOKENS, older))
     ids = f"`{older[0].id}`" if n == 1 else f"`{older[0].id}` … `{older[-1].id}`"
     message = (
         f"{head}: {n:,} {'message' if n == 1 else 'messages'} ({ids}, {tokens:,} tokens) "
-        f"would be summarized, {_n_messages(recent):,} kept"
+        f"would be summarized, {cut.n_recent:,} kept"
     )
     if plan.progressive:
         message += " (building on the existing summary)"
@@ -170,12 +200,74 @@ def compression_due(ctx: RuleContext) -> Iterator[Diagnostic]:
 # ------------------------------------------------------------------------------ helpers
 
 
-def _span(
+_Place = tuple[Message, int | None]  # a message, or the entry of its ``files`` (index)
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """Where a list of history messages is written, as message objects (they may move).
+
+    ``first``/``last`` are the places that start and end the document span of the
+    messages (the summary node, placed anywhere, apart); ``n`` counts the document
+    messages among them and ``uploads`` the files they inject (file id, name, place).
+    """
+
+    first: _Place | None
+    last: _Place | None
+    summary: Message | None
+    n: int
+    uploads: tuple[tuple[str, str, Message, int | None], ...] = ()
+    others: tuple[Message | None, ...] = ()  # further messages the findings point at
+
+    @staticmethod
+    def of(
+        a: Assembly | None, msgs: Sequence[LlmMessage], first_kept: Message | None = None
+    ) -> _Cut:
+        first, last, summary = _span_places(msgs, a.summary_id if a is not None else None)
+        uploads = tuple(_uploads(msgs)) if a is not None else ()
+        return _Cut(first, last, summary, _n_messages(msgs), uploads, (first_kept,))
+
+    def span(self) -> TextRange | None:
+        if self.first is None or self.last is None:
+            return self.summary.range if self.summary is not None else None
+        return TextRange(_own(*self.first).start, _own(*self.last).end)
+
+    def current(self, ctx: RuleContext) -> bool:
+        """Whether every message it names is still in the document (not re-read)."""
+        conv = ctx.conversation
+        msgs = conv.messages if conv is not None else ()
+        places = [self.summary, *self.others, *(u[2] for u in self.uploads)]
+        places.extend(p[0] for p in (self.first, self.last) if p is not None)
+        return all(m is None or (m.index < len(msgs) and msgs[m.index] is m) for m in places)
+
+
+@dataclass(frozen=True, slots=True)
+class _Compression:
+    older: _Cut
+    n_recent: int
+    first_recent: Message | None
+
+    @staticmethod
+    def of(
+        older: Sequence[LlmMessage], keep: Sequence[str], by_id: dict[str, LlmMessage]
+    ) -> _Compression:
+        recent = [m for m in map(by_id.get, keep) if m is not None]
+        first_recent = next((m.source for m in recent if m.source is not None), None)
+        return _Compression(_Cut.of(None, older), _n_messages(recent), first_recent)
+
+    def current(self, ctx: RuleContext) -> bool:
+        return dataclasses.replace(self.older, others=(self.first_recent,)).current(ctx)
+
+
+def _span_places(
     msgs: Iterable[LlmMessage], summary_id: str | None
-) -> tuple[TextRange | None, Message | None]:
-    """The document span from the first to the last of ``msgs``' sources, and the summary
-    node among them (placed anywhere in the document, so it is kept out of the span)."""
+) -> tuple[_Place | None, _Place | None, Message | None]:
+    """The places where the document span of ``msgs``' sources starts and ends, and the
+    summary node among them (placed anywhere in the document, so it is kept out of the
+    span)."""
     start = end = -1
+    first: _Place | None = None
+    last: _Place | None = None
     summary: Message | None = None
     for m in msgs:
         src = m.source
@@ -184,19 +276,28 @@ def _span(
         if src.id == summary_id and src.role is Role.SUMMARY:
             summary = src
             continue
-        rng = _own_range(m, src)
+        k = _file_index(m, src)
+        rng = _own(src, k)
         if start < 0 or rng.start < start:
-            start = rng.start
-        end = max(end, rng.end)
-    if start < 0:
-        return (summary.range if summary is not None else None), summary
-    return TextRange(start, end), summary
+            start, first = rng.start, (src, k)
+        if rng.end > end:
+            end, last = rng.end, (src, k)
+    return first, last, summary
 
 
-def _own_range(m: LlmMessage, src: Message) -> TextRange:
-    """Where ``m`` is written: its message, or the entry of ``files`` it was injected from."""
-    k = _file_index(m, src)
+def _own(src: Message, k: int | None) -> TextRange:
+    """Where a message is written: the message, or the entry ``k`` of its ``files``."""
     return src.range if k is None else src.files[k].range
+
+
+def _history_ids(a: Assembly, memo: MessageMemo) -> tuple[str, ...]:
+    return memo.of_run("history-ids", a, lambda: tuple(map(_ID, a.history)))
+
+
+def _history_by_id(a: Assembly, memo: MessageMemo) -> dict[str, LlmMessage]:
+    """``{m.id: m for m in a.history}`` (the last one wins), built at C speed."""
+    ids = _history_ids(a, memo)
+    return memo.of_run("history-by-id", a, lambda: dict(zip(ids, a.history, strict=True)))
 
 
 def _file_index(m: LlmMessage, src: Message) -> int | None:
@@ -216,8 +317,8 @@ def _n_messages(msgs: Iterable[LlmMessage]) -> int:
     return len(seen)
 
 
-def _uploads(msgs: Iterable[LlmMessage]) -> Iterator[tuple[str, str, TextRange]]:
-    """(file id, filename, range) of the files injected by ``msgs``."""
+def _uploads(msgs: Iterable[LlmMessage]) -> Iterator[tuple[str, str, Message, int | None]]:
+    """(file id, filename, message, index in its ``files``) of the files ``msgs`` inject."""
     for m in msgs:
         src = m.source
         if m.file_id is None or src is None:
@@ -225,15 +326,15 @@ def _uploads(msgs: Iterable[LlmMessage]) -> Iterator[tuple[str, str, TextRange]]
         k = _file_index(m, src)
         if k is not None:
             f = src.files[k]
-            yield f.file_id, f.filename, f.range
+            yield f.file_id, f.filename, src, k
         else:
-            yield m.file_id, src.filename or m.file_id, src.range
+            yield m.file_id, src.filename or m.file_id, src, None
 
 
-def _first_sent(a: Assembly, dropped: set[str]) -> Message | None:
+def _first_sent(a: Assembly, dropped: Collection[str]) -> Message | None:
     for e in a.layout:
         src = e.message.source
-        if e.segment in _SENT_SEGMENTS and src is not None and e.id not in dropped:
+        if e.segment in SENT_SEGMENTS and src is not None and e.id not in dropped:
             return src
     return None
 

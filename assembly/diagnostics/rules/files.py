@@ -17,15 +17,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from assembly.assemble import FILE_READER_TOOLS
-from assembly.diagnostics.core import Diagnostic, Fix, Related, RuleContext, Severity, TextEdit
+from assembly.diagnostics.core import (
+    Diagnostic,
+    Fix,
+    Related,
+    RuleContext,
+    Severity,
+    TextEdit,
+    message_memo,
+)
 from assembly.diagnostics.rules.tool_calls import (
     MessageNodes,
     branch_messages,
     decoded_range,
     decoded_spans,
 )
+from assembly.diagnostics.window import TextLike, offset_map
 from assembly.model import Conversation, Message, Role, ToolCall
-from assembly.sourcemap import string_offset_map
 from assembly.syntax import SNode, parse_json
 from assembly.text import TextRange
 
@@ -68,6 +76,7 @@ def file_id_not_in_read_file_list(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     files = _Files(ctx, conv)
     nodes = _LazyNodes(conv)
+    memo = message_memo(ctx)
     for m, offered in files.walk():
         if m.role is Role.ASSISTANT:
             for call in m.tool_calls:
@@ -76,21 +85,22 @@ def file_id_not_in_read_file_list(ctx: RuleContext) -> Iterator[Diagnostic]:
                     continue
                 ref = _locate_argument(ctx, m, call, value, nodes)
                 yield _not_offered(files, value, ref.range, f"`{call.name}` asks for")
-        elif m.role is Role.USER and m.file_id is None and "file_id" in m.content:
-            missing = [x for x in _FILE_ID_PATTERN.finditer(m.content) if x[2] not in offered]
+        elif m.role is Role.USER:
+            refs = memo.get("file_refs", m, file_refs)
+            missing = [ref for ref in refs if ref[0] not in offered]
             if not missing:
                 continue
             spans = decoded_spans(ctx, m, nodes.get())
-            for match in missing:
+            for value, start, end in missing:
                 if spans is not None:
-                    rng = spans.range(match.start(2), match.end(2))
+                    rng = spans.range(start, end)
                 else:
                     rng = m.content_range if m.content_range is not None else m.range
-                yield _not_offered(files, match[2], rng, "the user message names")
+                yield _not_offered(files, value, rng, "the user message names")
     block = conv.custom_agent_prompt
     if block is not None and block.content_range is not None and "file_id" in block.content:
         offered = files.offered_at_end
-        offsets = string_offset_map(ctx.text, block.content_range, block.content)
+        offsets = offset_map(ctx.text, block.content_range, block.content)
         for match in _FILE_ID_PATTERN.finditer(block.content):
             if match[2] not in offered:
                 rng = offsets.range(match.start(2), match.end(2))
@@ -159,6 +169,13 @@ def filename_instead_of_file_id(ctx: RuleContext) -> Iterator[Diagnostic]:
                 related=related,
                 fix=fix,
             )
+
+
+def file_refs(m: Message) -> tuple[tuple[str, int, int], ...]:
+    """The ``file_id="…"`` values a user message writes: (value, start, end in content)."""
+    if m.role is not Role.USER or m.file_id is not None or "file_id" not in m.content:
+        return ()
+    return tuple((x[2], x.start(2), x.end(2)) for x in _FILE_ID_PATTERN.finditer(m.content))
 
 
 # ------------------------------------------------------------------------- files known
@@ -297,7 +314,7 @@ class _ArgumentRef:
 
     value: str
     range: TextRange
-    text: str
+    text: TextLike
     outer: SNode | None  # the `arguments` string node when arguments are a JSON string
     exact: bool = True  # False: ``range`` is all of the arguments (the value was not found)
 

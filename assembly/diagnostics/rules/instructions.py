@@ -32,6 +32,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from assembly.diagnostics.core import Diagnostic, Fix, Related, RuleContext, Severity, TextEdit
+from assembly.diagnostics.window import TextLike, offset_map
 from assembly.documents import read_tools
 from assembly.model import (
     Conversation,
@@ -43,7 +44,6 @@ from assembly.model import (
     TextBlock,
 )
 from assembly.prompts import parse_prompt
-from assembly.sourcemap import string_offset_map
 from assembly.syntax import SNode
 from assembly.sysprompt import guidance_sections
 from assembly.text import TextRange
@@ -206,14 +206,14 @@ def _sources(ctx: RuleContext, *, with_reminder: bool) -> list[_Source]:
     return res
 
 
-def _inline(text: str, content: str, rng: TextRange | None, kind: str) -> list[_Source]:
+def _inline(text: TextLike, content: str, rng: TextRange | None, kind: str) -> list[_Source]:
     if rng is None or not content.strip() or not _is_scalar(text, rng):
         return []
-    offsets = string_offset_map(text, rng, content)
+    offsets = offset_map(text, rng, content)
     return [_Source(parse_prompt(content), None, lambda r: offsets.range(r.start, r.end), kind)]
 
 
-def _is_scalar(text: str, rng: TextRange) -> bool:
+def _is_scalar(text: TextLike, rng: TextRange) -> bool:
     """Whether the value at ``rng`` is a string (content parts cannot be mapped back)."""
     head = text[rng.start : rng.start + 2]
     return bool(head) and head[0] not in "[{" and not re.match(r"-[ \t\r\n]", head)

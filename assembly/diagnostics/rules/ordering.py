@@ -25,8 +25,8 @@ from assembly.diagnostics.core import (
     Severity,
     TextEdit,
 )
+from assembly.diagnostics.window import offset_map
 from assembly.model import Message, PromptRef, Role, TextBlock
-from assembly.sourcemap import string_offset_map
 from assembly.sysprompt import KNOWN_PLACEHOLDERS, USER_PLACEHOLDER_KEYS
 from assembly.text import TextRange
 
@@ -290,7 +290,7 @@ class _Prompt:
             return TextRange
         if vr.start >= len(ctx.text) or ctx.text[vr.start] in "[{":
             return lambda start, end: None  # content parts: no single string to map into
-        return string_offset_map(ctx.text, vr, self.text).range
+        return offset_map(ctx.text, vr, self.text).range
 
     def source_text(self, ctx: RuleContext, rng: TextRange) -> str:
         if self.path is None:

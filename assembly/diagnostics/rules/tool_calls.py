@@ -21,9 +21,18 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from assembly.diagnostics.core import Diagnostic, Fix, Related, RuleContext, Severity, TextEdit
+from assembly.diagnostics.core import (
+    Diagnostic,
+    Fix,
+    Related,
+    RuleContext,
+    Severity,
+    TextEdit,
+    message_memo,
+)
+from assembly.diagnostics.window import TextLike, find_newline, line_start, offset_map
 from assembly.model import Conversation, DocFormat, Message, Role, ToolCall
-from assembly.sourcemap import OffsetMap, string_offset_map
+from assembly.sourcemap import OffsetMap
 from assembly.syntax import SNode
 from assembly.text import TextRange
 from assembly.toolcalls import RecoveredCall, extract_tool_calls, looks_like_tool_call_markup
@@ -232,21 +241,13 @@ def tool_call_in_text(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     tools = _tool_definitions(conv)
     branch = branch_messages(ctx)
+    memo = message_memo(ctx)
     nodes: MessageNodes | None = None
     taken: set[str] | None = None
     for m in branch:
-        if m.role is not Role.ASSISTANT or not _may_hold_call(m.content):
+        if m.role is not Role.ASSISTANT:
             continue
-        recovered = extract_tool_calls(m.content, tools)
-        if not recovered:
-            continue
-        markup = looks_like_tool_call_markup(m.content)
-        made = [(c.name, c.arguments) for c in m.tool_calls]
-        calls = [
-            c
-            for c in recovered
-            if (markup or c.shape in _EXPLICIT_SHAPES) and (c.name, c.arguments) not in made
-        ]
+        calls = memo.get("text_calls", m, lambda m: text_calls(m, tools))
         if not calls:
             continue
         nodes = nodes or MessageNodes(conv)
@@ -271,6 +272,28 @@ def tool_call_in_text(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 
 # ------------------------------------------------------------------------- shared helpers
+
+
+def text_calls(m: Message, tools: Sequence[Mapping[str, Any]]) -> tuple[RecoveredCall, ...]:
+    """The calls written in the text of an assistant message that `tool-call-in-text`
+    reports, with offsets into its content; depends on the message and ``tools`` alone."""
+    if m.role is not Role.ASSISTANT or not _may_hold_call(m.content):
+        return ()
+    recovered = extract_tool_calls(m.content, tools)
+    if not recovered:
+        return ()
+    markup = looks_like_tool_call_markup(m.content)
+    made = [(c.name, c.arguments) for c in m.tool_calls]
+    return tuple(
+        c
+        for c in recovered
+        if (markup or c.shape in _EXPLICIT_SHAPES) and (c.name, c.arguments) not in made
+    )
+
+
+def tool_definitions(conv: Conversation) -> list[dict[str, Any]]:
+    """The offered tools as OpenAI function definitions (what ``text_calls`` matches)."""
+    return _tool_definitions(conv)
 
 
 def branch_messages(ctx: RuleContext) -> list[Message]:
@@ -378,14 +401,14 @@ def decoded_spans(ctx: RuleContext, m: Message, nodes: MessageNodes) -> DecodedS
         if text_node is None:
             continue
         value = str(text_node.value)
-        pieces.append((offset, text_node, string_offset_map(ctx.text, text_node.range, value)))
+        pieces.append((offset, text_node, offset_map(ctx.text, text_node.range, value)))
         offset += len(value) + 1
     return DecodedSpans(pieces) if pieces else None
 
 
-def decoded_range(text: str, node: SNode) -> DecodedSpans:
+def decoded_range(text: TextLike, node: SNode) -> DecodedSpans:
     """The span map of one string node."""
-    return DecodedSpans([(0, node, string_offset_map(text, node.range, str(node.value)))])
+    return DecodedSpans([(0, node, offset_map(text, node.range, str(node.value)))])
 
 
 def remove_message_edit(ctx: RuleContext, m: Message, nodes: MessageNodes) -> TextEdit | None:
@@ -466,9 +489,9 @@ def _nothing_refers_to(ctx: RuleContext, nodes: MessageNodes, m: Message) -> boo
     return nodes.last_implicit_id < m.index
 
 
-def _remove_line(text: str, rng: TextRange) -> TextEdit | None:
-    start = text.rfind("\n", 0, rng.start) + 1
-    end = text.find("\n", rng.end)
+def _remove_line(text: TextLike, rng: TextRange) -> TextEdit | None:
+    start = line_start(text, rng.start)
+    end = find_newline(text, rng.end)
     if text[start : rng.start].strip() or text[rng.end : end if end != -1 else None].strip():
         return None
     if end != -1:
@@ -476,7 +499,7 @@ def _remove_line(text: str, rng: TextRange) -> TextEdit | None:
     return TextEdit(TextRange(max(0, start - 1), len(text)), "")
 
 
-def _remove_flow_item(text: str, array: SNode, k: int) -> TextEdit | None:
+def _remove_flow_item(text: TextLike, array: SNode, k: int) -> TextEdit | None:
     items = array.items
     if len(items) == 1:
         return TextEdit(
@@ -493,16 +516,16 @@ def _remove_flow_item(text: str, array: SNode, k: int) -> TextEdit | None:
     return TextEdit(TextRange(items[k - 1].range.end, items[k].range.end), "")
 
 
-def _remove_block_item(text: str, rng: TextRange) -> TextEdit | None:
+def _remove_block_item(text: TextLike, rng: TextRange) -> TextEdit | None:
     dash = rng.start - 1
     while dash >= 0 and text[dash] in " \t\r\n":
         dash -= 1
     if dash < 0 or text[dash] != "-":
         return None
-    start = text.rfind("\n", 0, dash) + 1
+    start = line_start(text, dash)
     if text[start:dash].strip(" "):
         return None
-    end = text.find("\n", rng.end)
+    end = find_newline(text, rng.end)
     rest = text[rng.end : end if end != -1 else None].strip()
     if rest and not rest.startswith("#"):
         return None

@@ -1,0 +1,450 @@
+"""Incremental rules: ``RuleCache``, what ``check`` keeps between runs on one document.
+
+After an edit inside one message, the re-read conversation shares every other ``Message``
+object with the previous one (``assembly/incremental.py``); those after the edit may have
+moved. ``check(ctx, cache=…)`` then:
+
+- finds the edited message by identity (one C-level pass). Anything else (several new
+  message objects, a different count, a length that does not add up, a document with a
+  single message, where nothing proves that the rest of the text is the same) and nothing
+  is reused;
+- compares the edited message's *facts* before and after: every field but its ranges and
+  its content, plus what rules read from the content (all of it for a system message, the
+  calls written as text, the ``file_id="…"`` references). Equal facts mean the rules see
+  the same conversation, only moved;
+- reuses a rule's previous findings when the rule's ``inputs`` (settings, prompts, the
+  assembly's branch and cut, …) are equal too, moving every offset after the edited
+  message by the length difference. A finding with an offset strictly inside the edited
+  message is not moved (its place in the message may have changed): the rule runs again.
+
+Findings are kept with plain absolute ranges in the coordinates of the run that produced
+or moved them, so a later move of anchored ranges cannot change them. Rules without
+``inputs`` always run: those that only filter what was reported, and the budget rules,
+whose figures change with every edit (they keep their costly part, where the cut lies, in
+the memo and re-read its ranges and tokens each time). The cache also keeps the
+per-message memo (``MessageMemo``) and what the suppressions need: the number of
+``promptls:`` comments in the text and the messages with an ignore key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from assembly.assemble import Assembly
+from assembly.diagnostics.core import (
+    Diagnostic,
+    Fix,
+    MessageMemo,
+    Related,
+    Rule,
+    RuleContext,
+    TextEdit,
+)
+from assembly.diagnostics.rules.files import file_refs
+from assembly.diagnostics.rules.tool_calls import text_calls, tool_definitions
+from assembly.diagnostics.window import TextLike
+from assembly.model import Conversation, Message, Role
+from assembly.text import TextRange
+
+__all__ = [
+    "COMMENT_MARK",
+    "RuleCache",
+    "document_inputs",
+    "summary_inputs",
+]
+
+COMMENT_MARK = "promptls:"  # what every suppression comment contains
+
+_ID = operator.attrgetter("id")
+
+
+class RuleCache:
+    """What ``check`` keeps between two runs on successive versions of one document.
+
+    Pass the same object to every ``check`` of the document (the language server keeps it
+    in the analysis); a fresh one reuses nothing.
+    """
+
+    def __init__(self) -> None:
+        self.memo = MessageMemo()  # per-message values, by message object
+        self._messages: tuple[Message, ...] | None = None  # of the last run
+        self._text: TextLike | None = None  # the last run's text
+        self._tools: list[dict[str, Any]] | None = None  # the memo's tool definitions
+        self._findings: dict[str, tuple[object, tuple[Diagnostic, ...]]] = {}
+        self._n_comments = 0  # occurrences of COMMENT_MARK in the last run's text
+        self._ignoring: tuple[int, ...] = ()  # indexes of the messages with an ignore key
+        self._document_key: object = None  # ``document_inputs`` of the last run
+        self.reused = False  # whether the last run could reuse findings (for tests, logs)
+
+    def begin(self, ctx: RuleContext) -> CacheRun:
+        """Start a run on ``ctx``: find what changed since the last run."""
+        conv = ctx.conversation
+        msgs = conv.messages if conv is not None else ()
+        tools = tool_definitions(conv) if conv is not None else []
+        if tools != self._tools:
+            self.memo.clear()  # the calls found in a text depend on the tools
+            self._messages = None
+            self._tools = tools
+        move: _Move | None = None
+        edited: tuple[Message, Message] | None = None
+        if conv is not None and self._messages is not None and self._text is not None:
+            move, edited = self._compare(self._messages, msgs, self._text, ctx.text)
+        # What the suppressions need.
+        if edited is not None:
+            old, new = edited
+            assert self._text is not None
+            old_text = self._text[old.range.start : old.range.end]
+            new_text = ctx.text[new.range.start : new.range.end]
+            n_comments = self._n_comments - old_text.count(COMMENT_MARK)
+            n_comments += new_text.count(COMMENT_MARK)
+        elif move is not None:
+            n_comments = self._n_comments
+        else:
+            n_comments = _count(ctx.text, COMMENT_MARK)
+        if move is not None:
+            ignoring = self._ignoring
+        else:
+            ignoring = tuple(i for i, m in enumerate(msgs) if m.ignore)
+        return CacheRun(self, move, edited, msgs, ctx.text, n_comments, ignoring)
+
+    def finish(self, run: CacheRun) -> None:
+        """Keep what ``run`` found for the next run."""
+        self._messages = run.messages
+        self._text = run.text
+        self._findings = run.findings
+        self._n_comments = run.n_comments
+        self._ignoring = run.ignoring
+        self._document_key = run.document_key
+        self.reused = run.move is not None
+        self.memo.end_run()
+        if run.edited is not None:
+            self.memo.forget(run.edited[0])
+        elif run.move is None:
+            self.memo.retain(run.messages)
+
+    def _compare(
+        self,
+        prev: tuple[Message, ...],
+        msgs: tuple[Message, ...],
+        prev_text: TextLike,
+        text: TextLike,
+    ) -> tuple[_Move | None, tuple[Message, Message] | None]:
+        """How the text moved since the last run (None: unknown) and the edited message.
+
+        Only the incremental re-read shares message objects, and it does so only when the
+        edit lies strictly inside one message: a shared message proves that the text
+        outside the new message objects is unchanged.
+        """
+        if not msgs or len(prev) != len(msgs):
+            return None, None
+        same = list(map(operator.is_, prev, msgs))
+        try:
+            i = same.index(False)
+        except ValueError:  # all shared: the very same text
+            return (_Move(0, 0, 0) if len(text) == len(prev_text) else None), None
+        try:
+            same.index(False, i + 1)
+            return None, None  # several messages are new: a full parse
+        except ValueError:
+            pass
+        if len(msgs) < 2:
+            return None, None  # nothing is shared: no proof the rest is unchanged
+        old, new = prev[i], msgs[i]
+        start, old_end, new_end = old.range.start, old.range.end, new.range.end
+        if new.range.start != start or len(text) - len(prev_text) != new_end - old_end:
+            return None, None
+        if message_facts(old, self.memo, self._tools or []) != message_facts(
+            new, self.memo, self._tools or []
+        ):
+            return None, (old, new)
+        return _Move(start, old_end, new_end), (old, new)
+
+
+class CacheRun:
+    """One ``check`` run with a cache: reuses or recomputes each rule's findings."""
+
+    def __init__(
+        self,
+        cache: RuleCache,
+        move: _Move | None,
+        edited: tuple[Message, Message] | None,
+        messages: tuple[Message, ...],
+        text: TextLike,
+        n_comments: int,
+        ignoring: tuple[int, ...],
+    ) -> None:
+        self.cache = cache
+        self.move = move  # None: nothing is reused
+        self.edited = edited  # (old, new) when exactly one message object is new
+        self.messages = messages
+        self.text = text
+        self.n_comments = n_comments
+        self.ignoring = ignoring
+        self.findings: dict[str, tuple[object, tuple[Diagnostic, ...]]] = {}
+        self._scratch: dict[str, Any] = {"previous document": cache._document_key}
+
+    @property
+    def document_key(self) -> object:
+        return self._scratch.get("document")
+
+    @property
+    def ignoring_messages(self) -> list[Message]:
+        return [self.messages[i] for i in self.ignoring]
+
+    def run(self, rule: Rule, ctx: RuleContext) -> Iterable[Diagnostic]:
+        """The findings of ``rule`` on ``ctx``: the previous ones moved, or new ones."""
+        if rule.inputs is None:
+            return rule.check(ctx)
+        key = rule.inputs(ctx, self._scratch)
+        kept = self.cache._findings.get(rule.code)
+        if self.move is not None and kept is not None and kept[0] == key:
+            moved = _move_all(kept[1], self.move)
+            if moved is not None:
+                self.findings[rule.code] = (key, moved)
+                return moved
+        found = list(rule.check(ctx))
+        self.findings[rule.code] = (key, tuple(map(_absolute, found)))
+        return found
+
+
+# ------------------------------------------------------------------------------ facts
+
+
+def message_facts(m: Message, memo: MessageMemo, tools: Sequence[dict[str, Any]]) -> object:
+    """What the rules can read in a message, apart from where it is.
+
+    Every field but the ranges and the content, plus the content of a system message
+    (taken as the system prompt), the calls its text holds and the file ids it names.
+    """
+    return (
+        _shape(m),
+        m.content if m.role is Role.SYSTEM else None,
+        memo.get("text_calls", m, lambda m: text_calls(m, tools)),
+        memo.get("file_refs", m, file_refs),
+    )
+
+
+_MESSAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Message) if f.name != "content")
+
+
+def _shape(m: Message) -> tuple[Any, ...]:
+    return tuple(_strip(getattr(m, name)) for name in _MESSAGE_FIELDS)
+
+
+def _strip(value: Any) -> Any:
+    """``value`` with every range replaced by a marker (ranges are compared by moving)."""
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    if isinstance(value, TextRange):
+        return ...
+    if isinstance(value, tuple):
+        return tuple(_strip(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (
+            type(value).__name__,
+            *(_strip(getattr(value, f.name)) for f in dataclasses.fields(value)),
+        )
+    return value  # dicts and lists of plain values (settings, schemas, arguments)
+
+
+# ------------------------------------------------------------------------------ inputs
+
+
+def document_inputs(ctx: RuleContext, scratch: dict[str, Any]) -> object:
+    """What most rules read besides the messages: settings, prompts, tools, the assembly's
+    branch, cut and listings (offsets are moved, not compared)."""
+    key = scratch.get("document")
+    if key is None:
+        key = (_context_key(ctx), _assembly_key(ctx, scratch))
+        previous = scratch.get("previous document")
+        if previous is not None and previous == key:
+            key = previous  # the same object: every rule's comparison is then immediate
+        scratch["document"] = key
+    return key
+
+
+def summary_inputs(ctx: RuleContext, scratch: dict[str, Any]) -> object:
+    """``document_inputs`` and what the pipeline reported about summaries."""
+    reported = tuple(
+        (d.message, d.severity, d.path, tuple((r.message, r.path) for r in d.related))
+        for d in ctx.reported
+        if d.code == "summary-on-other-branch"
+    )
+    return (document_inputs(ctx, scratch), reported)
+
+
+def _context_key(ctx: RuleContext) -> object:
+    t = ctx.template
+    return (
+        ctx.settings,
+        getattr(ctx.tokenizer, "encoding", id(ctx.tokenizer)),
+        ctx.template_path,
+        t.text if t is not None else None,
+        _conversation_key(ctx.conversation) if ctx.conversation is not None else None,
+    )
+
+
+def _conversation_key(conv: Conversation) -> object:
+    root = conv.root
+    members = tuple(m.key for m in root.members) if root is not None and root.is_object else ()
+    return (
+        conv.format,
+        conv.settings,
+        tuple(conv.settings_ranges),
+        _strip(conv.system_prompt),
+        _strip(conv.custom_agent_prompt),
+        _strip(conv.project_files),
+        _strip(conv.tools),
+        _strip(conv.reminder),
+        conv.user_info,
+        root.kind if root is not None else None,
+        members,
+        len(conv.messages),
+    )
+
+
+def _assembly_key(ctx: RuleContext, scratch: dict[str, Any]) -> object:
+    a = ctx.assembly
+    if a is None:
+        return None
+    # The listings and the system message the rules look at (few entries: the prompts
+    # and the listings come before and after the history).
+    layout = tuple(
+        (
+            e.id,
+            e.segment,
+            e.message.text if e.id.startswith("$") else None,
+            e.message.source.index if e.message.source is not None else None,
+        )
+        for e in a.layout
+        if e.segment == "system" or e.id.startswith("$")
+    )
+    return (
+        a.ok,
+        a.chain,
+        a.dropped,
+        a.orphans_dropped,
+        a.forgotten_files,
+        a.summary_id,
+        _history_ids(a, scratch),
+        bool(a.layout),
+        layout,
+    )
+
+
+def _history_ids(a: Assembly, scratch: dict[str, Any]) -> tuple[str, ...]:
+    ids = scratch.get("history_ids")
+    if ids is None:
+        ids = scratch["history_ids"] = tuple(map(_ID, a.history))
+    return ids  # type: ignore[no-any-return]
+
+
+# ------------------------------------------------------------------------------ moving
+
+
+@dataclass(frozen=True, slots=True)
+class _Move:
+    """An edit strictly inside the message at ``[at, old_end)``, now ``[at, new_end)``."""
+
+    at: int
+    old_end: int
+    new_end: int
+
+    def offset(self, x: int) -> int | None:
+        """Where offset ``x`` of the last run is now; None strictly inside the message."""
+        if x <= self.at:
+            return x
+        if x >= self.old_end:
+            return x + self.new_end - self.old_end
+        return None
+
+
+def _move_all(found: Sequence[Diagnostic], move: _Move) -> tuple[Diagnostic, ...] | None:
+    if move.new_end == move.old_end:
+        # Nothing moves; only offsets strictly inside the message could be wrong.
+        inside = move.offset
+        if all(_all_offsets(d, inside) for d in found):
+            return tuple(found)
+        return None
+
+    def shift(r: TextRange) -> TextRange | None:
+        start, end = move.offset(r.start), move.offset(r.end)
+        if start is None or end is None:
+            return None
+        return r if start == r.start and end == r.end else TextRange(start, end)
+
+    res = []
+    for d in found:
+        moved = _map_diagnostic(d, shift)
+        if moved is None:
+            return None
+        res.append(moved)
+    return tuple(res)
+
+
+def _all_offsets(d: Diagnostic, offset: Callable[[int], int | None]) -> bool:
+    ranges = []
+    if d.path is None:
+        ranges.append(d.range)
+        if d.fix is not None:
+            ranges.extend(e.range for e in d.fix.edits)
+    ranges.extend(r.range for r in d.related if r.path is None)
+    return all(offset(r.start) is not None and offset(r.end) is not None for r in ranges)
+
+
+def _absolute(d: Diagnostic) -> Diagnostic:
+    res = _map_diagnostic(d, _plain)
+    assert res is not None
+    return res
+
+
+def _plain(r: TextRange) -> TextRange:
+    """An absolute copy of a range that may follow an anchor."""
+    return r if type(r) is TextRange else TextRange(r.start, r.end)
+
+
+def _map_diagnostic(
+    d: Diagnostic, doc: Callable[[TextRange], TextRange | None]
+) -> Diagnostic | None:
+    """``d`` with ``doc`` applied to its ranges in the document (None if one fails) and
+    the ranges in other files copied as they are."""
+
+    def other(r: TextRange) -> TextRange:
+        return _plain(r)
+
+    own = doc if d.path is None else other
+    rng = own(d.range)
+    if rng is None:
+        return None
+    related = []
+    for r in d.related:
+        moved = (doc if r.path is None else other)(r.range)
+        if moved is None:
+            return None
+        related.append(r if moved is r.range else Related(moved, r.message, r.path))
+    fix = d.fix
+    if fix is not None:
+        edits = []
+        for e in fix.edits:
+            moved = own(e.range)
+            if moved is None:
+                return None
+            edits.append(e if moved is e.range else TextEdit(moved, e.new_text))
+        if any(a is not b for a, b in zip(edits, fix.edits, strict=True)):
+            fix = Fix(fix.title, tuple(edits))
+    if (
+        rng is d.range
+        and fix is d.fix
+        and all(a is b for a, b in zip(related, d.related, strict=True))
+    ):
+        return d
+    return dataclasses.replace(d, range=rng, related=tuple(related), fix=fix)
+
+
+def _count(text: TextLike, needle: str) -> int:
+    """Occurrences of ``needle`` in the whole text (a full run reads it all anyway)."""
+    return (text if isinstance(text, str) else str(text)).count(needle)
