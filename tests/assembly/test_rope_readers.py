@@ -102,17 +102,18 @@ def check_same(a: Analysis) -> None:
     assert check(dataclasses.replace(ctx, text=r.text)) == check(ctx)  # type: ignore[arg-type]
 
 
-def test_suppression_comments_are_not_read_from_a_rope(tmp_path: Path) -> None:
-    # FIXME(issue 4): ``check`` should read ``# promptls: ignore[...]`` comments from a rope
-    # too; ``Suppressions._comments`` in ``assembly/diagnostics/__init__.py`` runs a regex
-    # (and a ``LineIndex``) over the whole text, so a rope raises ``TypeError`` there.
+def test_suppression_comments_are_read_from_a_rope(tmp_path: Path) -> None:
     source = (
         ROOT / "tests" / "data" / "diagnostics" / "history-truncated" / "dropped-span.conv.yaml"
     )
     path = tmp_path / source.name
-    text = "# promptls: ignore[compression-due]\n" + source.read_text(encoding="utf-8")
+    base = source.read_text(encoding="utf-8")
+    found = analyze(path, text=base, today=TODAY).diagnostics
+    at = next(d.range.start for d in found if d.code == "history-truncated")
+    line = base.rfind("\n", 0, at) + 1
+    text = base[:line] + "# promptls: ignore[history-truncated]\n" + base[line:]
     a = analyze(path, text=text, today=TODAY)
-    assert a.diagnostics, "the suppressions are read only when there is a finding"
+    assert not a.diagnostics  # the comment suppresses the one finding
     tokenizer = load_tokenizer(a.settings.encoding, model=a.settings.model).tokenizer
     ctx = RuleContext(
         text=text,
@@ -121,5 +122,9 @@ def test_suppression_comments_are_not_read_from_a_rope(tmp_path: Path) -> None:
         conversation=a.conversation,
         assembly=a.assembly,
     )
-    with pytest.raises(TypeError):
-        check(dataclasses.replace(ctx, text=Rope.from_str(text)))  # type: ignore[arg-type]
+    on_rope = check(dataclasses.replace(ctx, text=Rope.from_str(text)))  # type: ignore[arg-type]
+    assert on_rope == check(ctx)
+    assert "history-truncated" not in {d.code for d in on_rope}
+    plain = Rope.from_str(text.replace("promptls:", "promptls-", 1))
+    unsuppressed = dataclasses.replace(ctx, text=plain)
+    assert "history-truncated" in {d.code for d in check(unsuppressed)}  # type: ignore[arg-type]
