@@ -19,9 +19,9 @@ import dataclasses
 import datetime as dt
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from assembly import texts
 from assembly.model import (
@@ -45,6 +45,9 @@ from assembly.sysprompt import (
 )
 from assembly.text import TextRange
 from assembly.tokens import Tokenizer
+
+if TYPE_CHECKING:
+    from assembly.assemble_cache import AssemblyCache
 
 MsgKind = Literal["system", "user", "assistant", "tool", "reminder"]
 SEGMENTS = (
@@ -213,7 +216,11 @@ class AssembleOptions:
 
 
 def assemble(
-    conv: Conversation, settings: Settings, tokenizer: Tokenizer, opts: AssembleOptions
+    conv: Conversation,
+    settings: Settings,
+    tokenizer: Tokenizer,
+    opts: AssembleOptions,
+    cache: AssemblyCache | None = None,
 ) -> Assembly:
     """Assemble the model's input for the conversation's current turn.
 
@@ -222,10 +229,15 @@ def assemble(
         settings: its effective settings (all sources merged).
         tokenizer: counts tokens; its ``encoding`` is reported.
         opts: the referenced template, project file contents and the date.
+        cache: what the previous call for the same document kept
+            (``assembly.assemble_cache.AssemblyCache``); after an edit inside a few
+            messages only those are converted again. The result is the same without it.
 
     Returns:
         The ``Assembly``; on an Onyx error its ``errors`` say why and ``layout`` is empty.
     """
+    if cache is not None:
+        return cache.assemble(conv, settings, tokenizer, opts)
     return _Pipeline(conv, settings, tokenizer, opts).run()
 
 
@@ -249,6 +261,37 @@ class _FileMeta:
     approx_char_count: int
 
 
+@dataclass(slots=True)
+class _Fixed:
+    """The parts of the model's input around the history (``_Pipeline._fixed_parts``)."""
+
+    system: LlmMessage | None
+    custom_agent: LlmMessage | None
+    system_text: str | None
+    reserved: int
+    project_msgs: list[LlmMessage]
+    reminder: LlmMessage | None
+    available: int  # the window less the safety margin
+    tool_tokens: int
+
+
+@dataclass(slots=True)
+class _Trace:
+    """What a full run found before the budget cut, for ``assemble_cache`` to build on."""
+
+    chain: list[Message]  # the branch without the system message taken as the prompt
+    system_msg: Message | None
+    summary: Message | None
+    cut_chain: list[Message]  # what the history is converted from
+    history: list[LlmMessage]
+    metadata: dict[str, _FileMeta]
+    last_user_doc: int  # position in cut_chain of the last user message, -1 when none
+    last_user_pos: int  # its position in history
+    call_names: dict[str, str]
+    structure_errors: int  # errors of the branch and summary steps
+    construct_ok: bool = False  # the budget cut ran to its end (no empty result)
+
+
 class _Pipeline:
     def __init__(
         self, conv: Conversation, settings: Settings, tokenizer: Tokenizer, opts: AssembleOptions
@@ -262,6 +305,7 @@ class _Pipeline:
         self.has_file_reader = any(n in FILE_READER_TOOLS for n in self.tool_names)
         self.tool_tokens = 0  # the tool definitions offered this turn
         self.system_range: TextRange | None = None  # where the document gives the system prompt
+        self.trace: _Trace | None = None  # set by run()
 
     def count(self, text: str) -> int:
         return self.tok.count(text)
@@ -271,47 +315,37 @@ class _Pipeline:
 
     # The whole pipeline, in Onyx's order.
     def run(self) -> Assembly:
-        conv, s = self.conv, self.s
+        s = self.s
         chain = self._resolve_branch()
         system_msg, chain = self._take_system_message(chain)
         summary, cut_chain, summarized_meta = self._apply_summary(chain)
+        structure_errors = len(self.errors)
         self._precount(cut_chain)
-        history, converter_meta, last_user_pos = self._convert_history(cut_chain, summary)
+        last_user_doc, call_names = _chain_facts(cut_chain)
+        history, converter_meta, last_user_pos = self._convert_history(
+            cut_chain, summary, last_user_doc, call_names
+        )
         metadata: dict[str, _FileMeta] = dict(converter_meta) if self.has_file_reader else {}
         for fid, meta in summarized_meta.items():
             metadata.setdefault(fid, meta)
-
-        after_last_user = history[last_user_pos + 1 :] if last_user_pos >= 0 else []
-        ran_tools = _tools_that_ran(after_last_user)
-        last_cycle_tools = _tools_that_ran(_last_cycle(after_last_user))
-        project = self._project_files_prepare()
-        cite = bool(project.loaded_texts) or bool(ran_tools & CITEABLE_TOOLS)
-        ctx = PromptContext(
-            today=self.opts.today,
-            tools=self.tool_names,
-            cite=cite,
-            datetime_aware=s.datetime_aware,
-            user_info=conv.user_info,
+        self.trace = _Trace(
+            chain,
+            system_msg,
+            summary,
+            cut_chain,
+            history,
+            metadata,
+            last_user_doc,
+            last_user_pos,
+            call_names,
+            structure_errors,
         )
-        system, custom_agent, system_text, worst_system = self._prompts(system_msg, ctx)
-        reserved = self._reserved_tokens(worst_system, history, last_user_pos)
-        project_msgs = self._project_messages(project, reserved)
-        if cite and not project.loaded_texts and not ran_tools & CITEABLE_TOOLS:
-            # The project files overflowed into the read_file listing: nothing is cited
-            # after all (Onyx decides citing after loading them).
-            cite = False
-            ctx = dataclasses.replace(ctx, cite=False)
-            system, custom_agent, system_text, _ = self._prompts(system_msg, ctx)
-        reminder = self._reminder(ran_tools, last_cycle_tools, cite)
 
-        available = int(s.max_input_tokens * (1 - s.safety_margin))
-        tool_tokens = 0
-        # No tools are offered on the last cycle nor after an image was generated (§6.1).
-        if not s.last_cycle and "generate_image" not in ran_tools:
-            tool_tokens = sum(self.count(json.dumps(t.schema)) for t in conv.tools or ())
-        # Not clamped: tool definitions alone over the window are a budget overrun.
+        fixed = self._fixed_parts(system_msg, history, last_user_pos)
+        system, custom_agent, reminder = fixed.system, fixed.custom_agent, fixed.reminder
+        project_msgs, reserved, tool_tokens = fixed.project_msgs, fixed.reserved, fixed.tool_tokens
+        system_text, available = fixed.system_text, fixed.available
         budget_in = available - tool_tokens
-        self.tool_tokens = tool_tokens
 
         result = self._construct(
             system, custom_agent, history, reminder, project_msgs, budget_in, metadata
@@ -380,6 +414,55 @@ class _Pipeline:
             images_dropped=images_dropped,
             tokens_by_id=tokens_by_id,
         )
+
+    def _fixed_parts(
+        self, system_msg: Message | None, history: list[LlmMessage], last_user_pos: int
+    ) -> _Fixed:
+        """Everything besides the history: prompts, project files, reminder, tools."""
+        conv, s = self.conv, self.s
+        after_last_user = history[last_user_pos + 1 :] if last_user_pos >= 0 else []
+        ran_tools = _tools_that_ran(after_last_user)
+        last_cycle_tools = _tools_that_ran(_last_cycle(after_last_user))
+        project = self._project_files_prepare()
+        cite = bool(project.loaded_texts) or bool(ran_tools & CITEABLE_TOOLS)
+        ctx = PromptContext(
+            today=self.opts.today,
+            tools=self.tool_names,
+            cite=cite,
+            datetime_aware=s.datetime_aware,
+            user_info=conv.user_info,
+        )
+        system, custom_agent, system_text, worst_system = self._prompts(system_msg, ctx)
+        reserved = self._reserved_tokens(worst_system, history, last_user_pos)
+        project_msgs, still_loaded = self._project_messages(project, reserved)
+        if cite and not still_loaded and not ran_tools & CITEABLE_TOOLS:
+            # The project files overflowed into the read_file listing: nothing is cited
+            # after all (Onyx decides citing after loading them).
+            cite = False
+            ctx = dataclasses.replace(ctx, cite=False)
+            system, custom_agent, system_text, _ = self._prompts(system_msg, ctx)
+        reminder = self._reminder(ran_tools, last_cycle_tools, cite)
+
+        available = int(s.max_input_tokens * (1 - s.safety_margin))
+        tool_tokens = 0
+        # No tools are offered on the last cycle nor after an image was generated (§6.1).
+        if not s.last_cycle and "generate_image" not in ran_tools:
+            tool_tokens = self._tool_definition_tokens()
+        # Not clamped: tool definitions alone over the window are a budget overrun.
+        self.tool_tokens = tool_tokens
+        return _Fixed(
+            system,
+            custom_agent,
+            system_text,
+            reserved,
+            project_msgs,
+            reminder,
+            available,
+            tool_tokens,
+        )
+
+    def _tool_definition_tokens(self) -> int:
+        return sum(self.count(json.dumps(t.schema)) for t in self.conv.tools or ())
 
     # -------------------------------------------------------------- branch and summary
 
@@ -491,118 +574,121 @@ class _Pipeline:
         self.tok.count_many(batch)
 
     def _convert_history(
-        self, chain: list[Message], summary: Message | None
+        self,
+        chain: list[Message],
+        summary: Message | None,
+        last_user_doc: int,
+        call_names: Mapping[str, str],
     ) -> tuple[list[LlmMessage], dict[str, _FileMeta], int]:
         """Turn the branch into model messages (reference §4); return them, the injected
-        files' metadata and the position of the last user message (-1 when none)."""
-        last_user_doc = max(
-            (i for i, m in enumerate(chain) if m.role is Role.USER and m.file_id is None),
-            default=max((i for i, m in enumerate(chain) if m.role is Role.USER), default=-1),
-        )
-        call_names = {c.id: c.name for m in chain for c in m.tool_calls}
+        files' metadata and the position of the last user message (-1 when none).
+
+        ``last_user_doc`` and ``call_names`` are the branch's ``_chain_facts``.
+        """
         meta: dict[str, _FileMeta] = {}
         out: list[LlmMessage] = []
         if summary is not None:
-            out.append(
-                LlmMessage(
-                    summary.id,
-                    "assistant",
-                    summary.content,
-                    self._own_tokens(summary),
-                    source=summary,
-                )
-            )
+            out.append(self._summary_message(summary))
         last_user_pos = -1
         for i, m in enumerate(chain):
-            if m.role is Role.USER:
-                out.extend(self._injected_files(m, meta))
-                if m.file_id is not None:
-                    meta.setdefault(
-                        m.file_id,
-                        _FileMeta(m.file_id, m.filename or "unknown", len(m.content)),
-                    )
-                images = m.images + tuple(
-                    Image(f.file_id, f.range, f.token_count) for f in m.files if f.kind == "image"
+            self._convert_message(m, i, last_user_doc, call_names, meta, out)
+            if i == last_user_doc:
+                last_user_pos = len(out) - 1
+        return out, meta, last_user_pos
+
+    def _summary_message(self, summary: Message) -> LlmMessage:
+        return LlmMessage(
+            summary.id, "assistant", summary.content, self._own_tokens(summary), source=summary
+        )
+
+    def _convert_message(
+        self,
+        m: Message,
+        i: int,
+        last_user_doc: int,
+        call_names: Mapping[str, str],
+        meta: dict[str, _FileMeta],
+        out: list[LlmMessage],
+    ) -> None:
+        """Append the model messages of ``m``, the ``i``-th message of the branch."""
+        if m.role is Role.USER:
+            out.extend(self._injected_files(m, meta))
+            if m.file_id is not None:
+                meta.setdefault(
+                    m.file_id,
+                    _FileMeta(m.file_id, m.filename or "unknown", len(m.content)),
                 )
-                image_tokens = sum(img.token_count or 0 for img in images)
-                if i == last_user_doc:
-                    # Project images ride on the last user message, after its own images;
-                    # their tokens are not counted here (reference §4 step 4).
-                    images += tuple(
-                        Image(f.file_id, f.range, f.token_count)
-                        for f in self.conv.project_files
-                        if f.kind == "image"
-                    )
-                tokens = (
-                    m.token_count
-                    if m.token_count is not None
-                    else self.count(m.content) + image_tokens
+            images = m.images + tuple(
+                Image(f.file_id, f.range, f.token_count) for f in m.files if f.kind == "image"
+            )
+            image_tokens = sum(img.token_count or 0 for img in images)
+            if i == last_user_doc:
+                # Project images ride on the last user message, after its own images;
+                # their tokens are not counted here (reference §4 step 4).
+                images += tuple(
+                    Image(f.file_id, f.range, f.token_count)
+                    for f in self.conv.project_files
+                    if f.kind == "image"
                 )
+            tokens = (
+                m.token_count if m.token_count is not None else self.count(m.content) + image_tokens
+            )
+            out.append(
+                LlmMessage(
+                    m.id,
+                    "user",
+                    m.content,
+                    tokens,
+                    source=m,
+                    file_id=m.file_id,
+                    images=images,
+                    image_tokens=image_tokens,
+                )
+            )
+        elif m.role is Role.ASSISTANT:
+            calls = tuple(
+                CallOut(c.id, c.name, c.arguments if c.arguments is not None else c.arguments_text)
+                for c in m.tool_calls
+            )
+            if m.token_count is not None:
+                tokens = m.token_count
+            else:
+                tokens = self.count(m.content) + sum(
+                    c.token_count if c.token_count is not None else tool_call_tokens(self.tok, co)
+                    for c, co in zip(m.tool_calls, calls, strict=True)
+                )
+            out.append(LlmMessage(m.id, "assistant", m.content, tokens, source=m, tool_calls=calls))
+        elif m.role is Role.TOOL:
+            past = i < last_user_doc
+            if past and not self.s.keep_past_tool_results:
+                name = call_names.get(m.tool_call_id or "", "")
+                text = _past_tool_result(name, m.content)
                 out.append(
                     LlmMessage(
                         m.id,
-                        "user",
-                        m.content,
-                        tokens,
+                        "tool",
+                        text,
+                        self.count(text),
                         source=m,
-                        file_id=m.file_id,
-                        images=images,
-                        image_tokens=image_tokens,
+                        tool_call_id=m.tool_call_id,
+                        replaced=text != m.content,
                     )
                 )
-                if i == last_user_doc:
-                    last_user_pos = len(out) - 1
-            elif m.role is Role.ASSISTANT:
-                calls = tuple(
-                    CallOut(
-                        c.id, c.name, c.arguments if c.arguments is not None else c.arguments_text
-                    )
-                    for c in m.tool_calls
-                )
-                if m.token_count is not None:
-                    tokens = m.token_count
-                else:
-                    tokens = self.count(m.content) + sum(
-                        c.token_count
-                        if c.token_count is not None
-                        else tool_call_tokens(self.tok, co)
-                        for c, co in zip(m.tool_calls, calls, strict=True)
-                    )
+            else:
                 out.append(
-                    LlmMessage(m.id, "assistant", m.content, tokens, source=m, tool_calls=calls)
+                    LlmMessage(
+                        m.id,
+                        "tool",
+                        m.content,
+                        self._tool_result_tokens(m),
+                        source=m,
+                        tool_call_id=m.tool_call_id,
+                    )
                 )
-            elif m.role is Role.TOOL:
-                past = i < last_user_doc
-                if past and not self.s.keep_past_tool_results:
-                    name = call_names.get(m.tool_call_id or "", "")
-                    text = _past_tool_result(name, m.content)
-                    out.append(
-                        LlmMessage(
-                            m.id,
-                            "tool",
-                            text,
-                            self.count(text),
-                            source=m,
-                            tool_call_id=m.tool_call_id,
-                            replaced=text != m.content,
-                        )
-                    )
-                else:
-                    out.append(
-                        LlmMessage(
-                            m.id,
-                            "tool",
-                            m.content,
-                            self._tool_result_tokens(m),
-                            source=m,
-                            tool_call_id=m.tool_call_id,
-                        )
-                    )
-            elif m.role is Role.REMINDER:
-                out.append(LlmMessage(m.id, "reminder", m.content, self._own_tokens(m), source=m))
-            elif m.role is Role.SYSTEM:
-                out.append(LlmMessage(m.id, "system", m.content, self._own_tokens(m), source=m))
-        return out, meta, last_user_pos
+        elif m.role is Role.REMINDER:
+            out.append(LlmMessage(m.id, "reminder", m.content, self._own_tokens(m), source=m))
+        elif m.role is Role.SYSTEM:
+            out.append(LlmMessage(m.id, "system", m.content, self._own_tokens(m), source=m))
 
     def _own_tokens(self, m: Message) -> int:
         return m.token_count if m.token_count is not None else self.count(m.content)
@@ -750,17 +836,19 @@ class _Pipeline:
             loaded.append((f, content, tokens))
         return _Pipeline._Project(loaded, tabular, images, all_overrides)
 
-    def _project_messages(self, project: _Project, reserved: int) -> list[LlmMessage]:
-        """The documents message and the file listing (reference §6.5, §7.1)."""
+    def _project_messages(self, project: _Project, reserved: int) -> tuple[list[LlmMessage], bool]:
+        """The documents message and the file listing (reference §6.5, §7.1), and whether
+        the files' texts are still loaded (False when they overflowed into the listing)."""
         aggregate = sum(t for _, _, t in project.loaded_texts)
         limit = (self.s.max_input_tokens - reserved) * PROJECT_FILE_SHARE
         listing: list[_FileMeta] = []
         msgs: list[LlmMessage] = []
+        still_loaded = bool(project.loaded_texts)
         if project.loaded_texts and aggregate >= limit:
             # Overflow (the DISABLE_VECTOR_DB path): nothing loaded, every file listed.
             for f, _, tokens in project.loaded_texts:
                 listing.append(_FileMeta(f.file_id, f.filename, tokens * APPROX_CHARS_PER_TOKEN))
-            project.loaded_texts.clear()
+            still_loaded = False
         elif project.loaded_texts:
             docs = [
                 {"document": i, **({"title": f.filename} if f.filename else {}), "contents": c}
@@ -780,7 +868,7 @@ class _Pipeline:
         if listing:
             text = _listing_text(listing)
             msgs.append(LlmMessage("$project_file_list", "user", text, self.count(text)))
-        return msgs
+        return msgs, still_loaded
 
     # -------------------------------------------------------------- reminder
 
@@ -968,6 +1056,8 @@ class _Pipeline:
                 continue
             final.append((m, seg))
         final = [(_with_cost(m, cost), seg) for m, seg in final]
+        if self.trace is not None:
+            self.trace.construct_ok = True
         return final, cached, dropped, orphans, forgotten if fg else [], history_budget
 
     def _budget_overrun(
@@ -1076,23 +1166,7 @@ class _Pipeline:
                     if len(keep_images) < cap:
                         keep_images.add((m.id, k))
             images_dropped = max(0, total - cap)
-        ollama = s.provider == "ollama"
-        out: list[dict[str, Any]] = []
-        for m in msgs:
-            if m.kind == "system":
-                out.append({"role": "system", "content": m.text})
-            elif m.kind == "reminder":
-                out.append({"role": "user", "content": texts.REMINDER_WRAPPER.format(text=m.text)})
-            elif m.kind == "user":
-                out.append(self._user_message(m, keep_images))
-            elif m.kind == "assistant":
-                out.append(_assistant_message(m, ollama=ollama))
-            elif m.kind == "tool":
-                if ollama:
-                    content = f"[Tool Result] id={m.tool_call_id}\n{m.text}"
-                    out.append({"role": "user", "content": content})
-                else:
-                    out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.text})
+        out = [self._provider_message(m, keep_images) for m in msgs]
         if images_dropped:
             out.append({"role": "user", "content": texts.IMAGES_DROPPED.format(n=images_dropped)})
         if _FORMATTING_MODELS.search(s.model.lower()):
@@ -1101,6 +1175,24 @@ class _Pipeline:
                     msg["content"] = texts.FORMATTING_REENABLED + msg["content"]
                     break
         return out, images_dropped
+
+    def _provider_message(
+        self, m: LlmMessage, keep_images: set[tuple[str, int]] | None
+    ) -> dict[str, Any]:
+        """One message as the provider receives it (before the formatting prefix)."""
+        ollama = self.s.provider == "ollama"
+        if m.kind == "system":
+            return {"role": "system", "content": m.text}
+        if m.kind == "reminder":
+            return {"role": "user", "content": texts.REMINDER_WRAPPER.format(text=m.text)}
+        if m.kind == "user":
+            return self._user_message(m, keep_images)
+        if m.kind == "assistant":
+            return _assistant_message(m, ollama=ollama)
+        assert m.kind == "tool", m.kind
+        if ollama:
+            return {"role": "user", "content": f"[Tool Result] id={m.tool_call_id}\n{m.text}"}
+        return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.text}
 
     def _user_message(
         self, m: LlmMessage, keep_images: set[tuple[str, int]] | None
@@ -1225,6 +1317,16 @@ def _hang_side_summaries(chain: list[Message], msgs: Sequence[Message]) -> list[
     return res
 
 
+def _chain_facts(chain: Sequence[Message]) -> tuple[int, dict[str, str]]:
+    """The position of the last user message of the branch (not an injected file when
+    there is another one; -1 when none) and the tool names by call id."""
+    last_user_doc = max(
+        (i for i, m in enumerate(chain) if m.role is Role.USER and m.file_id is None),
+        default=max((i for i, m in enumerate(chain) if m.role is Role.USER), default=-1),
+    )
+    return last_user_doc, {c.id: c.name for m in chain for c in m.tool_calls}
+
+
 def _last_cycle(after: Sequence[LlmMessage]) -> Sequence[LlmMessage]:
     """This turn's last tool cycle: its last assistant tool-call message and what follows."""
     for i in range(len(after) - 1, -1, -1):
@@ -1346,13 +1448,20 @@ def _args_json(args: dict[str, Any] | str) -> str:
 def _summarization_request(
     older: list[LlmMessage], recent: list[LlmMessage], summary: Message | None
 ) -> tuple[dict[str, Any], ...]:
+    return _summarization_request_of(_for_summary(older), _for_summary(recent), summary)
+
+
+def _summarization_request_of(
+    older: Iterable[dict[str, Any]], recent: Iterable[dict[str, Any]], summary: Message | None
+) -> tuple[dict[str, Any], ...]:
+    """The summarization request around the older and recent messages' ``_for_summary``."""
     system = texts.SUMMARIZATION_PROMPT
     if summary is not None:
         system += texts.EXISTING_SUMMARY.format(summary=summary.content)
     out: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    out.extend(_for_summary(older))
+    out.extend(older)
     out.append({"role": "user", "content": texts.CONTEXT_CUTOFF})
-    out.extend(_for_summary(recent))
+    out.extend(recent)
     final = (
         texts.SUMMARY_REMINDER_PROGRESSIVE if summary is not None else texts.SUMMARY_REMINDER_FIRST
     )

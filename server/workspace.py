@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from assembly.assemble import AssembleOptions, Assembly, assemble
+from assembly.assemble_cache import AssemblyCache
 from assembly.diagnostics import (
     Diagnostic,
     Related,
@@ -189,7 +190,10 @@ def analyze(
     opts = AssembleOptions(
         today=today or dt.date.today(), system_template=template, file_contents=file_contents
     )
-    result = assemble(conv, settings, load.tokenizer, opts)
+    assemble_cache = previous.caches.get("assemble") if previous is not None else None
+    if not isinstance(assemble_cache, AssemblyCache):
+        assemble_cache = AssemblyCache()
+    result = assemble(conv, settings, load.tokenizer, opts, cache=assemble_cache)
     diags.extend(
         Diagnostic(
             e.code,
@@ -226,7 +230,7 @@ def analyze(
         dependencies=tuple(deps),
         other_texts=others,
         parsed=parsed,
-        caches={"rules": rules_cache},
+        caches={"assemble": assemble_cache, "rules": rules_cache},
     )
 
 
