@@ -1,0 +1,394 @@
+"""``AssemblyCache``: an assembly made incrementally equals a fresh one, field by field.
+
+For every conversation of ``tests/data/assembly``, ``examples/`` and a generated one, a
+seeded random sequence of steps replaces messages with re-read copies (same id and index:
+content, role, tool calls, counts, uploaded files) or changes the settings (budget, model,
+provider, …); after each step ``assemble`` with the document's cache must give exactly what
+it gives without one. Other tests check that edits inside a message are answered without
+the whole pipeline (so the equality is not only that of the fallback), and that changed
+inputs are noticed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assembly import texts
+from assembly.assemble import AssembleOptions, Assembly, assemble
+from assembly.assemble_cache import AssemblyCache
+from assembly.model import Conversation, FileAttachment, Message, Role, ToolCall
+from assembly.settings import Settings
+from assembly.tokens import TiktokenTokenizer, Tokenizer
+from server import workspace
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = sorted(
+    p
+    for folder in (ROOT / "tests" / "data" / "assembly", ROOT / "examples")
+    for p in folder.iterdir()
+    if ".conv." in p.name
+)
+GENERATOR = ROOT.parent / "shared" / "bench" / "gen_conversation.py"
+
+Inputs = tuple[Conversation, Settings, Tokenizer, AssembleOptions]
+
+
+def inputs_of(path: Path, monkeypatch: pytest.MonkeyPatch) -> Inputs:
+    """What ``analyze`` passes to ``assemble`` for the document (settings, template, files)."""
+    seen: list[Inputs] = []
+
+    def spy(
+        conv: Conversation, s: Settings, tok: Tokenizer, opts: AssembleOptions, **kw: Any
+    ) -> Assembly:
+        seen.append((conv, s, tok, opts))
+        return assemble(conv, s, tok, opts)
+
+    with monkeypatch.context() as m:
+        m.setattr(workspace, "assemble", spy)
+        workspace.analyze(path, cold_cache=False)
+    return seen[0]
+
+
+def assert_same(cached: Assembly, fresh: Assembly) -> None:
+    """Every field equal, dict key orders included."""
+    for f in dataclasses.fields(Assembly):
+        assert getattr(cached, f.name) == getattr(fresh, f.name), f.name
+    assert list(cached.tokens_by_id) == list(fresh.tokens_by_id)
+    assert json.dumps(cached.provider_messages) == json.dumps(fresh.provider_messages)
+    assert json.dumps(cached.compression.request) == json.dumps(fresh.compression.request)
+
+
+def check_sequence(
+    inputs: Inputs, steps: int, seed: int, *, settings_every: int = 0
+) -> AssemblyCache:
+    """Apply random message edits (and settings changes every ``settings_every`` steps),
+    comparing the cached and the fresh assembly after each."""
+    conv, settings, tok, opts = inputs
+    rng = random.Random(seed)
+    cache = AssemblyCache()
+    assert_same(
+        assemble(conv, settings, tok, opts, cache=cache), assemble(conv, settings, tok, opts)
+    )
+    for step in range(steps):
+        if settings_every and step % settings_every == settings_every - 1:
+            settings = change_settings(settings, rng)
+        elif conv.messages:
+            msgs = list(conv.messages)
+            k = rng.randrange(len(msgs))
+            msgs[k] = rng.choice(EDITS)(msgs[k], rng)
+            conv = dataclasses.replace(conv, messages=tuple(msgs))
+        cached = assemble(conv, settings, tok, opts, cache=cache)
+        assert_same(cached, assemble(conv, settings, tok, opts))
+    return cache
+
+
+# ---------------------------------------------------------------------------------------
+# Edits: each returns a re-read copy of the message (a new object, same id and index).
+
+_CHARS = ["x", " ", "\n", "é", "😀", "{", '"']
+
+
+def edit_insert(m: Message, rng: random.Random) -> Message:
+    i = rng.randrange(len(m.content) + 1)
+    return dataclasses.replace(m, content=m.content[:i] + rng.choice(_CHARS) + m.content[i:])
+
+
+def edit_delete(m: Message, rng: random.Random) -> Message:
+    if not m.content:
+        return dataclasses.replace(m)
+    i = rng.randrange(len(m.content))
+    return dataclasses.replace(m, content=m.content[:i] + m.content[i + 1 :])
+
+
+def edit_replace(m: Message, rng: random.Random) -> Message:
+    content = rng.choice(["", "  \n", "ok", texts.TOOL_FAILURE, "word " * rng.randrange(1, 3000)])
+    return dataclasses.replace(m, content=content)
+
+
+def edit_role(m: Message, rng: random.Random) -> Message:
+    return dataclasses.replace(m, role=rng.choice([r for r in Role if r is not Role.SUMMARY]))
+
+
+def edit_token_count(m: Message, rng: random.Random) -> Message:
+    return dataclasses.replace(m, token_count=rng.choice([None, 0, 7, 5000, 200_000]))
+
+
+def edit_arguments(m: Message, rng: random.Random) -> Message:
+    """New arguments for one tool call (its id and name kept)."""
+    if not m.tool_calls:
+        return edit_insert(m, rng)
+    k = rng.randrange(len(m.tool_calls))
+    args = {"query": "q" * rng.randrange(1, 400)}
+    arguments: dict[str, Any] | None = args if rng.random() < 0.8 else None
+    call = dataclasses.replace(
+        m.tool_calls[k], arguments=arguments, arguments_text=json.dumps(args) + "x" * (not args)
+    )
+    return dataclasses.replace(m, tool_calls=_put(m.tool_calls, k, call))
+
+
+def edit_call_identity(m: Message, rng: random.Random) -> Message:
+    """Rename a tool call or change its id, or add one; or point a tool result elsewhere."""
+    if m.role is Role.TOOL:
+        return dataclasses.replace(m, tool_call_id=rng.choice([None, "nope", m.tool_call_id]))
+    if m.tool_calls and rng.random() < 0.7:
+        k = rng.randrange(len(m.tool_calls))
+        change = rng.choice([{"name": "generate_image"}, {"name": "web_search"}, {"id": "c-new"}])
+        return dataclasses.replace(
+            m, tool_calls=_put(m.tool_calls, k, dataclasses.replace(m.tool_calls[k], **change))
+        )
+    call = ToolCall("c-added", "read_file", {}, "{}", m.range, m.range, m.range, m.range)
+    return dataclasses.replace(m, tool_calls=(*m.tool_calls, call))
+
+
+def edit_files(m: Message, rng: random.Random) -> Message:
+    """Edit an uploaded file's text, or upload one more."""
+    if m.files and rng.random() < 0.6:
+        k = rng.randrange(len(m.files))
+        f = m.files[k]
+        content = (f.content or "") + "more text"
+        return dataclasses.replace(
+            m, files=_put(m.files, k, dataclasses.replace(f, content=content))
+        )
+    f = FileAttachment(f"f-{rng.randrange(3)}", "notes.txt", "file text " * 20, m.range)
+    return dataclasses.replace(m, files=(*m.files, f))
+
+
+def _put(items: tuple[Any, ...], k: int, item: Any) -> tuple[Any, ...]:
+    return (*items[:k], item, *items[k + 1 :])
+
+
+EDITS: list[Callable[[Message, random.Random], Message]] = [
+    edit_insert,
+    edit_insert,
+    edit_insert,
+    edit_delete,
+    edit_replace,
+    edit_role,
+    edit_token_count,
+    edit_arguments,
+    edit_call_identity,
+    edit_files,
+]
+
+
+def change_settings(s: Settings, rng: random.Random) -> Settings:
+    field, values = rng.choice(
+        [
+            ("max_input_tokens", [300, 2000, 8000, 128_000, 1_000_000]),
+            ("model", ["gpt-4o", "o1", "gpt-5", "llama3"]),
+            ("provider", ["openai", "ollama", "azure"]),
+            ("vision", [True, False]),
+            ("image_cap", [None, 1, 3]),
+            ("keep_past_tool_results", [True, False]),
+            ("reserved_tokens", ["auto", 0, 500]),
+            ("last_cycle", [True, False]),
+            ("safety_margin", [0.0, 0.1]),
+        ]
+    )
+    return s.model_copy(update={field: rng.choice(values)})
+
+
+# ---------------------------------------------------------------------------------------
+# Tests
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_random_edits_equal_fresh(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    check_sequence(inputs_of(path, monkeypatch), steps=30, seed=len(path.name), settings_every=7)
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_typing_is_incremental(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Typing in a message is answered without the whole pipeline, except after a result
+    with an error (the budget cut gave nothing) or in an injected file's text (its length
+    is listed when it is forgotten)."""
+    conv, s, tok, opts = inputs_of(path, monkeypatch)
+    rng = random.Random(len(path.name))
+    cache = AssemblyCache()
+    prev = assemble(conv, s, tok, opts, cache=cache)
+    whole = _image_note_possible(prev, s)
+    for _ in range(12 if conv.messages else 0):
+        msgs = list(conv.messages)
+        k = rng.randrange(len(msgs))
+        msgs[k] = edit_insert(msgs[k], rng)
+        conv = dataclasses.replace(conv, messages=tuple(msgs))
+        fast_runs = cache.fast_runs
+        res = assemble(conv, s, tok, opts, cache=cache)
+        assert_same(res, assemble(conv, s, tok, opts))
+        expect_fast = not whole and not prev.errors and not res.errors and msgs[k].file_id is None
+        assert (cache.fast_runs > fast_runs) == expect_fast
+        prev = res
+
+
+def _image_note_possible(a: Assembly, s: Settings) -> bool:
+    """More images than the cap: the whole pipeline handles the image-limit note."""
+    cap = s.image_cap if s.image_cap is not None else (50 if s.provider == "azure" else None)
+    n = sum(len(m.images) for m in a.history if m.kind == "user")
+    return s.vision and cap is not None and n > cap
+
+
+def test_formatting_prefix_on_a_history_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The formatting prefix goes on a system message of the history (no system prompt)
+    and is added once per result, though that message is reused between results."""
+    path = tmp_path / "doc.conv.yaml"
+    path.write_text(
+        'system_prompt: ""\nsettings: {model: o1}\nmessages:\n'
+        '  - {id: s1, role: system, content: "Be brief."}\n'
+        '  - {id: u1, role: user, content: "Hello!"}\n'
+    )
+    conv, s, tok, opts = inputs_of(path, monkeypatch)
+    cache = AssemblyCache()
+    for _ in range(4):
+        cached = assemble(conv, s, tok, opts, cache=cache)
+        assert_same(cached, assemble(conv, s, tok, opts))
+        assert cached.provider_messages[0]["content"].startswith(texts.FORMATTING_REENABLED)
+        u1 = dataclasses.replace(conv.messages[1], content=conv.messages[1].content + "!")
+        conv = dataclasses.replace(conv, messages=(conv.messages[0], u1))
+    assert cache.fast_runs == 3
+
+
+def synthetic(seed: int, budget: int) -> dict[str, Any]:
+    """Turns of a user message (some with uploads, some injected files), a read_file call,
+    its result (some orphaned) and an answer, with stated counts so the cut is controlled."""
+    rng = random.Random(seed)
+    msgs: list[dict[str, Any]] = []
+    for t in range(24):
+        user: dict[str, Any] = {"id": f"u{t}", "role": "user", "content": f"question {t}"}
+        if t % 3 == 0:  # the same files again and again
+            upload = {"file_id": f"up{t % 4}", "filename": f"up{t % 4}.txt", "content": "text"}
+            user["files"] = [upload]
+        if t % 5 == 1:
+            user.update(file_id=f"inj{t}", filename=f"inj{t}.txt")
+        call = {"id": f"c{t}", "type": "function"}
+        call["function"] = {"name": "read_file", "arguments": json.dumps({"file_id": f"up{t}"})}
+        result_for = f"c{t}" if t % 7 else "nowhere"
+        msgs += [
+            user,
+            {"id": f"a{t}", "role": "assistant", "content": "", "tool_calls": [call]},
+            {"id": f"r{t}", "role": "tool", "tool_call_id": result_for, "content": f"result {t}"},
+            {"id": f"b{t}", "role": "assistant", "content": f"answer {t}"},
+        ]
+    for m in msgs:
+        m["token_count"] = rng.randrange(1, 80)
+    settings = {"max_input_tokens": budget, "safety_margin": 0, "reserved_tokens": 0}
+    return {"settings": settings, "tools": ["read_file"], "messages": msgs[:-3]}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_moving_cut_equals_fresh(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counts changed one message at a time move the budget cut over uploads, injected
+    files and orphaned results: what is dropped, forgotten and orphaned follows."""
+    rng = random.Random(seed)
+    path = tmp_path / "doc.conv.json"
+    path.write_text(json.dumps(synthetic(seed, rng.choice([400, 900, 1500, 2500]))))
+    conv, s, tok, opts = inputs_of(path, monkeypatch)
+    cache = AssemblyCache()
+    assemble(conv, s, tok, opts, cache=cache)
+    for _ in range(60):
+        msgs = list(conv.messages)
+        k = rng.randrange(len(msgs))
+        count = rng.choice([0, 1, 5, 40, 150, 400])
+        msgs[k] = dataclasses.replace(msgs[k], token_count=count)
+        conv = dataclasses.replace(conv, messages=tuple(msgs))
+        assert_same(assemble(conv, s, tok, opts, cache=cache), assemble(conv, s, tok, opts))
+    assert cache.fast_runs > 30
+
+
+@pytest.mark.parametrize(
+    "first_id", ["$custom_agent", "$reminder", "$system", "$forgotten_files", "u1/files/0"]
+)
+def test_ids_shared_with_the_pipeline(
+    first_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message id that the pipeline also gives to a message it makes."""
+    path = tmp_path / "doc.conv.json"
+    doc = {
+        "custom_agent_prompt": {"content": "Be kind.", "token_count": 4},
+        "reminder": "Cite.",
+        "tools": ["read_file"],
+        "messages": [
+            {"id": first_id, "role": "user", "content": "hi", "token_count": 30},
+            {"id": "a0", "role": "assistant", "content": "hello", "token_count": 3},
+            {"id": "u1", "role": "user", "content": "more", "files": [{"file_id": "f"}]},
+        ],
+    }
+    path.write_text(json.dumps(doc))
+    conv, s, tok, opts = inputs_of(path, monkeypatch)
+    for budget in (10_000, 150):
+        inputs = (conv, s.model_copy(update={"max_input_tokens": budget}), tok, opts)
+        check_sequence(inputs, steps=6, seed=len(first_id))
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A conversation of the benchmark corpus: tool calls, uploads, a summary, a reminder."""
+    out = tmp_path_factory.mktemp("gen") / "gen.conv.json"
+    size = ["--messages", "400", "--target-bytes", "300000"]
+    subprocess.run([sys.executable, str(GENERATOR), *size, "--out", str(out)], check=True)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_generated_random_edits_equal_fresh(
+    generated: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conv, s, tok, opts = inputs_of(generated, monkeypatch)
+    # A budget that keeps part of the history (and forgets files), and one that keeps all.
+    budget = [8_000, 30_000, 128_000, 1_000_000][seed]
+    inputs = (conv, s.model_copy(update={"max_input_tokens": budget}), tok, opts)
+    check_sequence(inputs, steps=40, seed=seed, settings_every=13)
+
+
+@pytest.mark.parametrize("budget", [8_000, 30_000, 1_000_000])
+def test_edits_inside_messages_are_incremental(
+    generated: Path, budget: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Typing in any message, tool-call arguments and counts never run the whole pipeline."""
+    conv, s, tok, opts = inputs_of(generated, monkeypatch)
+    s = s.model_copy(update={"max_input_tokens": budget})
+    rng = random.Random(budget)
+    cache = AssemblyCache()
+    assemble(conv, s, tok, opts, cache=cache)
+    for _ in range(25):
+        msgs = list(conv.messages)
+        k = rng.randrange(len(msgs))
+        edit = rng.choice([edit_insert, edit_delete, edit_arguments, edit_token_count])
+        msgs[k] = edit(msgs[k], rng)
+        conv = dataclasses.replace(conv, messages=tuple(msgs))
+        assert_same(assemble(conv, s, tok, opts, cache=cache), assemble(conv, s, tok, opts))
+    assert (cache.full_runs, cache.fast_runs) == (1, 25)
+
+
+def test_changed_inputs_are_noticed(generated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings, the tokenizer, the date and the document's other parts reset the cache."""
+    conv, s, tok, opts = inputs_of(generated, monkeypatch)
+    cache = AssemblyCache()
+    assemble(conv, s, tok, opts, cache=cache)
+    variants: list[Inputs] = [
+        (conv, s.model_copy(update={"max_input_tokens": 20_000}), tok, opts),
+        (conv, s.model_copy(update={"model": "gpt-5"}), tok, opts),
+        (conv, s.model_copy(update={"provider": "ollama"}), tok, opts),
+        (conv, s, tok, dataclasses.replace(opts, today=opts.today.replace(year=2001))),
+        (dataclasses.replace(conv, tools=()), s, tok, opts),
+        (dataclasses.replace(conv, reminder=None), s, tok, opts),
+        (dataclasses.replace(conv, project_files=conv.project_files[:1]), s, tok, opts),
+        (conv, s, TiktokenTokenizer(tok._enc, tok.encoding), opts),  # type: ignore[attr-defined]
+    ]
+    for c, s2, t, o in variants:
+        for args in ((c, s2, t, o), (conv, s, tok, opts)):  # the change, then back
+            full_runs = cache.full_runs
+            assert_same(assemble(*args, cache=cache), assemble(*args))
+            assert cache.full_runs == full_runs + 1
