@@ -72,8 +72,9 @@ _PIPELINE_IDS = frozenset(
         "$images_dropped",
     }
 )
-# More changed messages than this is not an edit: a full run is cheaper than patching.
-MAX_CHANGED = 64
+# Patching a changed message costs about what a full run spends on two or three: beyond
+# a third of the messages (and at least this many) the whole pipeline runs instead.
+MIN_PATCHABLE = 64
 
 
 class AssemblyCache:
@@ -419,7 +420,7 @@ def _assemble_fast(
     changed: list[int] = []
     if new is not old:
         changed = list(itertools.compress(itertools.count(), map(operator.is_not, old, new)))
-    if len(changed) > MAX_CHANGED:
+    if len(changed) > max(MIN_PATCHABLE, len(new) // 3):
         return None
     for k in changed:
         if _signature(new[k]) != _signature(old[k]):
