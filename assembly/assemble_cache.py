@@ -161,6 +161,7 @@ class _State:
     key: tuple[Any, ...]
     tokenizer: Tokenizer
     messages: tuple[Message, ...]  # the conversation's messages at the last call
+    project_files: tuple[FileAttachment, ...]  # and its project files
     memo: _Memo
     # The structure (fixed while the state lives).
     chain_ids: tuple[str, ...]
@@ -168,6 +169,7 @@ class _State:
     summary_index: int | None  # the summary node applied
     where: dict[int, tuple[int, int, int]]  # message index -> (branch pos, history start, end)
     last_user_doc: int
+    last_user_index: int  # the last user message's index in the conversation, -1 when none
     last_user_pos: int
     last_idx: int  # the last history position of kind "user"
     call_names: dict[str, str]
@@ -224,9 +226,8 @@ def _block_key(block: TextBlock | PromptRef | None) -> tuple[Any, ...] | None:
 
 
 def _project_file_key(f: FileAttachment) -> tuple[Any, ...]:
-    # An image's range reaches the result (on the last user message).
-    rng = f.range if f.kind == "image" else None
-    return (f.file_id, f.filename, f.content, f.kind, f.token_count, f.approx_char_count, rng)
+    # Not the range: project images (which carry it) are handled in ``_assemble_fast``.
+    return (f.file_id, f.filename, f.content, f.kind, f.token_count, f.approx_char_count)
 
 
 def _signature(m: Message) -> tuple[Any, ...]:
@@ -311,12 +312,14 @@ def _build_state(pipe: _Pipeline, key: tuple[Any, ...], tokenizer: Tokenizer) ->
         key=key,
         tokenizer=tokenizer,
         messages=messages,
+        project_files=pipe.conv.project_files,
         memo=_Memo(),
         chain_ids=tuple(m.id for m in tr.chain),
         system_index=tr.system_msg.index if tr.system_msg is not None else None,
         summary_index=summary.index if summary is not None else None,
         where=where,
         last_user_doc=tr.last_user_doc,
+        last_user_index=tr.cut_chain[tr.last_user_doc].index if tr.last_user_doc >= 0 else -1,
         last_user_pos=tr.last_user_pos,
         last_idx=last_idx,
         call_names=tr.call_names,
@@ -425,6 +428,13 @@ def _assemble_fast(
     for k in changed:
         if _signature(new[k]) != _signature(old[k]):
             return None
+    if conv.project_files is not st.project_files:
+        # Project images ride on the last user message with their ranges: convert it
+        # again so that it holds the current objects.
+        if st.last_user_doc >= 0 and any(f.kind == "image" for f in conv.project_files):
+            if st.last_user_index not in changed:
+                changed.append(st.last_user_index)
+        st.project_files = conv.project_files
     pipe = _MemoPipeline(conv, settings, tokenizer, opts, st.memo)
     summary = new[st.summary_index] if st.summary_index is not None else None
     for k in changed:

@@ -308,11 +308,40 @@ def test_moving_cut_equals_fresh(
     assert cache.fast_runs > 30
 
 
+def test_moved_project_images(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Project images ride on the last user message with their ranges: re-read copies
+    that moved are what the result holds."""
+    path = (
+        ROOT
+        / "tests/data/assembly/a11_attaches_project_images_to_last_user_message_only_once.conv.yaml"
+    )
+    conv, s, tok, opts = inputs_of(path, monkeypatch)
+    assert any(f.kind == "image" for f in conv.project_files)
+    cache = AssemblyCache()
+    assemble(conv, s, tok, opts, cache=cache)
+    for delta in (3, 10, 4):
+        moved = tuple(
+            dataclasses.replace(f, range=f.range.shift(delta)) for f in conv.project_files
+        )
+        conv = dataclasses.replace(conv, project_files=moved)
+        assert_same(assemble(conv, s, tok, opts, cache=cache), assemble(conv, s, tok, opts))
+    assert cache.fast_runs == 3
+
+
 @pytest.mark.parametrize(
-    "first_id", ["$custom_agent", "$reminder", "$system", "$forgotten_files", "u1/files/0"]
+    ("system_id", "first_id"),
+    [
+        ("s", "$custom_agent"),
+        ("s", "$reminder"),
+        ("s", "$system"),
+        ("s", "$forgotten_files"),
+        ("s", "u1/files/0"),
+        ("$custom_agent", "u0"),
+        ("u1/files/0", "u0"),
+    ],
 )
 def test_ids_shared_with_the_pipeline(
-    first_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    system_id: str, first_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A message id that the pipeline also gives to a message it makes."""
     path = tmp_path / "doc.conv.json"
@@ -321,6 +350,7 @@ def test_ids_shared_with_the_pipeline(
         "reminder": "Cite.",
         "tools": ["read_file"],
         "messages": [
+            {"id": system_id, "role": "system", "content": "Be brief."},
             {"id": first_id, "role": "user", "content": "hi", "token_count": 30},
             {"id": "a0", "role": "assistant", "content": "hello", "token_count": 3},
             {"id": "u1", "role": "user", "content": "more", "files": [{"file_id": "f"}]},
