@@ -1,0 +1,99 @@
+"""Benchmark: ``assemble`` after a one-character edit, without and with ``AssemblyCache``.
+
+Generates the 10 MB conversation with ``shared/bench/gen_conversation.py`` (as is), parses
+it, assembles it once with a cache, then types one character into the content of messages
+near the start, the middle and the end, re-reading the document as the editor does
+(``reparse_conversation``: only the edited message is a new object). For each edit it times
+``assemble`` of the new conversation with the cache and without it (the tokenizer's count
+cache is warm in both). Medians over ``--edits`` edits per place, in milliseconds.
+
+    python tests/bench/bench_assemble_edit.py [--edits 9] [--size 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from assembly.assemble import AssembleOptions, assemble
+from assembly.assemble_cache import AssemblyCache
+from assembly.documents import parse_conversation
+from assembly.incremental import reparse_conversation
+from assembly.model import Conversation, DocFormat
+from assembly.settings import SettingsLayer, resolve_settings
+from server.tokenizers import load_tokenizer
+
+ROOT = Path(__file__).resolve().parents[2]
+GEN = ROOT.parent / "shared" / "bench" / "gen_conversation.py"
+SIZES = {1: (1000, 1_000_000), 10: (10000, 10_000_000)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--edits", type=int, default=9)
+    ap.add_argument("--size", type=int, default=10, choices=sorted(SIZES))
+    args = ap.parse_args()
+    if not GEN.is_file():
+        print(f"generator not found: {GEN}", file=sys.stderr)
+        return 2
+    messages, target = SIZES[args.size]
+    doc = Path(tempfile.mkdtemp(prefix="promptls-bench-")) / "bench.conv.json"
+    size = ["--messages", str(messages), "--target-bytes", str(target)]
+    subprocess.run([sys.executable, str(GEN), *size, "--out", str(doc)], check=True)
+    text = doc.read_text(encoding="utf-8")
+    conv = parse_conversation(text, DocFormat.JSON)
+    settings = resolve_settings([SettingsLayer("<document>", conv.settings)])[0]
+    tokenizer = load_tokenizer(settings.encoding, model=settings.model).tokenizer
+    opts = AssembleOptions(today=dt.date(2026, 1, 1))
+    cache = AssemblyCache()
+    assemble(conv, settings, tokenizer, opts, cache=cache)
+    n = len(conv.messages)
+    print(f"{args.size} MB, {n:,} messages: assemble after an edit, median ms (max)")
+    print("place    uncached   cached")
+    for place, first in (("start", 1), ("middle", n // 2), ("end", n - 3 * args.edits)):
+        uncached, cached = [], []
+        for k in _string_contents(conv, text, first)[: args.edits]:
+            rng = conv.messages[k].content_range
+            assert rng is not None
+            at = rng.start + 1
+            new_text = text[:at] + "x" + text[at:]
+            new = reparse_conversation(conv, text, new_text, DocFormat.JSON)
+            assert new is not None, "the edit was not re-read incrementally"
+            gc.collect()
+            cached.append(_ms(lambda c=new: assemble(c, settings, tokenizer, opts, cache=cache)))
+            uncached.append(_ms(lambda c=new: assemble(c, settings, tokenizer, opts)))
+            conv, text = new, new_text
+        print(f"{place:8} {_fmt(uncached):>9} {_fmt(cached):>12}")
+    print(f"(full runs {cache.full_runs}, incremental {cache.fast_runs})")
+    return 0
+
+
+def _string_contents(conv: Conversation, text: str, first: int) -> list[int]:
+    """Indexes from ``first`` on of messages whose content is one JSON string."""
+    return [
+        m.index
+        for m in conv.messages[first:]
+        if m.content_range is not None and text[m.content_range.start] == '"'
+    ]
+
+
+def _ms(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def _fmt(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f} ({max(values):.1f})"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
