@@ -395,9 +395,12 @@ class _MemoPipeline(_Pipeline):
     def _project_messages(
         self, project: _Pipeline._Project, reserved: int
     ) -> tuple[list[LlmMessage], bool]:
-        hit = self.memo.project_msgs.get(reserved)
+        memo = self.memo.project_msgs
+        hit = memo.get(reserved)
         if hit is None:
-            hit = self.memo.project_msgs[reserved] = super()._project_messages(project, reserved)
+            if len(memo) >= 4:  # typing in the system prompt moves ``reserved``
+                memo.clear()
+            hit = memo[reserved] = super()._project_messages(project, reserved)
         return hit
 
     def _tool_definition_tokens(self) -> int:
