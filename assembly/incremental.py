@@ -124,8 +124,12 @@ def reparse_conversation(
     if old_msg.range != node.range or old_msg.index != index:
         return None
 
-    if not all(isinstance(n.range, AnchoredRange) for n in items[k + 1 :]):
-        return None  # not read by this parser (cannot happen for JSON; be safe)
+    # The JSON parser anchors every item of the message list (``_JsonParser._array``);
+    # checking the ends is enough to know the items came from it.
+    if k + 1 < len(items) and not (
+        isinstance(items[k + 1].range, AnchoredRange) and isinstance(items[-1].range, AnchoredRange)
+    ):
+        return None
     start, new_end = node.range.start, node.range.end + delta
     source = new_text[start:new_end]
     if fmt is DocFormat.JSONL and "\n" in source:

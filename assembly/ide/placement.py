@@ -226,8 +226,20 @@ class Placements:
 
 
 def placements(conv: Conversation, assembly: Assembly) -> Placements:
-    """Where the messages of ``conv`` went in ``assembly`` (indexed lazily)."""
-    return Placements(conv, assembly)
+    """Where the messages of ``conv`` went in ``assembly`` (indexed lazily).
+
+    The last one is kept, so successive hovers and hints on one analysis index it once
+    (its indexes are by id, never by offset: a later edit cannot make them wrong).
+    """
+    last = _last
+    if last and last[0].conversation is conv and last[0].assembly is assembly:
+        return last[0]
+    res = Placements(conv, assembly)
+    _last[:] = [res]
+    return res
+
+
+_last: list[Placements] = []
 
 
 def error_of(a: Assembly) -> AssemblyError | None:
