@@ -15,8 +15,6 @@ import dataclasses
 import json
 import random
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,7 +36,8 @@ FIXTURES = sorted(
     for p in folder.iterdir()
     if ".conv." in p.name
 )
-GENERATOR = ROOT.parent / "shared" / "bench" / "gen_conversation.py"
+# ``gen_conversation.py --messages 400 --target-bytes 300000`` of the benchmark corpus.
+GENERATED = ROOT / "tests" / "data" / "generated" / "m400.conv.json"
 
 Inputs = tuple[Conversation, Settings, Tokenizer, AssembleOptions]
 
@@ -367,8 +366,7 @@ def test_ids_shared_with_the_pipeline(
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A conversation of the benchmark corpus: tool calls, uploads, a summary, a reminder."""
     out = tmp_path_factory.mktemp("gen") / "gen.conv.json"
-    size = ["--messages", "400", "--target-bytes", "300000"]
-    subprocess.run([sys.executable, str(GENERATOR), *size, "--out", str(out)], check=True)
+    out.write_bytes(GENERATED.read_bytes())
     return out
 
 
