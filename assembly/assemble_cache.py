@@ -12,7 +12,12 @@ The fast path needs the same inputs besides the messages (settings, tokenizer, p
 tools, project files, options: the context key), the same number of messages and, for each
 message that changed, the same *signature*: everything about it that matters beyond its
 own converted messages (id, role, place in the branch, file ids, tool-call ids and names,
-image count). It also needs a run that went all the way through the budget cut without a
+image count). The sizes of uploaded files are not in it: what they decide is computed
+again on every call (the file metadata of the forgotten-files listing from the converted
+message, the reserved tokens and whether the project files still fit from the patched
+history). Nor is the text of the system message taken as the system prompt: the fixed
+parts (prompts, reserved tokens, project files, reminder) are built again from it before
+the budget cut. It also needs a run that went all the way through the budget cut without a
 branch or summary problem, unique ids and no image-cap note. Anything else takes the full
 pipeline and the state is rebuilt from that run.
 
@@ -174,6 +179,9 @@ class _State:
     last_idx: int  # the last history position of kind "user"
     call_names: dict[str, str]
     metadata: dict[str, _FileMeta]
+    # File id -> the first history position carrying it: the file metadata the run keeps
+    # (``_convert_history``'s first one) comes from there; empty without read_file.
+    meta_owner: dict[str, int]
     marker: int | None
     ids: list[str]
     kinds: list[str]
@@ -231,7 +239,11 @@ def _project_file_key(f: FileAttachment) -> tuple[Any, ...]:
 
 
 def _signature(m: Message) -> tuple[Any, ...]:
-    """What a message decides beyond its own converted messages and their counts."""
+    """What a message decides beyond its own converted messages and their counts.
+
+    Not the sizes of its files (nor of an injected file message's text): they reach only
+    the file metadata, which ``_assemble_fast`` reads again from the converted message.
+    """
     return (
         m.id,
         m.index,
@@ -240,19 +252,10 @@ def _signature(m: Message) -> tuple[Any, ...]:
         m.summarizes_through,
         m.file_id,
         m.filename,
-        len(m.content) if m.file_id is not None else -1,
         tuple((c.id, c.name) for c in m.tool_calls),
         m.tool_call_id,
         len(m.images),
-        tuple(
-            (
-                f.file_id,
-                f.filename,
-                f.kind,
-                f.approx_char_count if f.approx_char_count is not None else len(f.content or ""),
-            )
-            for f in m.files
-        ),
+        tuple((f.file_id, f.filename, f.kind) for f in m.files),
     )
 
 
@@ -328,6 +331,7 @@ def _build_state(pipe: _Pipeline, key: tuple[Any, ...], tokenizer: Tokenizer) ->
         ids=ids,
         kinds=kinds,
         fids=fids,
+        meta_owner=_meta_owners(fids) if pipe.has_file_reader else {},
         history_fids={f for f in fids if f},
         tool_positions=tool_positions,
         call_pos=call_pos,
@@ -344,6 +348,16 @@ def _build_state(pipe: _Pipeline, key: tuple[Any, ...], tokenizer: Tokenizer) ->
         provider=_Lazy.empty(n),
         for_summary=_Lazy.empty(n),
     )
+
+
+def _meta_owners(fids: list[str | None]) -> dict[str, int]:
+    """The first position of each file id: the injected file messages (and the injected
+    file message itself) carry their file's id, in the order the history is converted."""
+    owners: dict[str, int] = {}
+    for p, fid in enumerate(fids):
+        if fid is not None:
+            owners.setdefault(fid, p)
+    return owners
 
 
 def _is_candidate(h: LlmMessage, summary: Message | None) -> bool:
@@ -446,13 +460,15 @@ def _assemble_fast(
             continue  # not in the history: the system prompt (read below) or off the branch
         branch_pos, a, b = loc
         out: list[LlmMessage] = []
+        meta: dict[str, _FileMeta] = {}
         if k == st.summary_index:
             out.append(pipe._summary_message(new[k]))
         else:
-            pipe._convert_message(new[k], branch_pos, st.last_user_doc, st.call_names, {}, out)
+            pipe._convert_message(new[k], branch_pos, st.last_user_doc, st.call_names, meta, out)
         assert len(out) == b - a, (new[k].id, len(out), b - a)
         for p, h in enumerate(out, start=a):
             _set_position(st, p, h, summary)
+        _update_metadata(st, meta, a, b)
     st.messages = new
     if changed:
         st.prefix = list(itertools.accumulate(st.cost, initial=0))
@@ -463,6 +479,17 @@ def _assemble_fast(
     if cut is None:
         return None
     return _result(st, pipe, fixed, cut, summary)
+
+
+def _update_metadata(st: _State, meta: dict[str, _FileMeta], a: int, b: int) -> None:
+    """Take the file metadata of the message converted again at positions ``[a, b)``
+    where the run keeps its entry (a file's size is typed in): the forgotten-files
+    listing is then made again."""
+    for fid, fm in meta.items():
+        p = st.meta_owner.get(fid)
+        if p is not None and a <= p < b and st.metadata[fid] != fm:
+            st.metadata[fid] = fm  # same key: the order of the entries is kept
+            st.memo.forgotten = None
 
 
 def _set_position(st: _State, p: int, h: LlmMessage, summary: Message | None) -> None:

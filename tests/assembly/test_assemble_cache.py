@@ -162,6 +162,32 @@ def edit_files(m: Message, rng: random.Random) -> Message:
     return dataclasses.replace(m, files=(*m.files, f))
 
 
+def edit_file_text(m: Message, rng: random.Random) -> Message:
+    """Type in, cut or replace the text of an uploaded file (or of an injected file message)."""
+    if not m.files:
+        return edit_replace(m, rng) if m.file_id is not None else edit_insert(m, rng)
+    k = rng.randrange(len(m.files))
+    f = m.files[k]
+    return dataclasses.replace(
+        m, files=_put(m.files, k, dataclasses.replace(f, content=resized(f.content or "", rng)))
+    )
+
+
+def resized(text: str, rng: random.Random) -> str:
+    """One character typed or deleted, or a text of another size (empty, blank, long)."""
+    i = rng.randrange(len(text) + 1)
+    return rng.choice(
+        [
+            text[:i] + rng.choice(_CHARS) + text[i:],
+            text[: max(0, i - 1)] + text[i:],
+            text[: rng.randrange(len(text) + 1)],
+            text + "more words " * rng.randrange(1, 2000),
+            "",
+            " \n ",
+        ]
+    )
+
+
 def _put(items: tuple[Any, ...], k: int, item: Any) -> tuple[Any, ...]:
     return (*items[:k], item, *items[k + 1 :])
 
@@ -177,6 +203,7 @@ EDITS: list[Callable[[Message, random.Random], Message]] = [
     edit_arguments,
     edit_call_identity,
     edit_files,
+    edit_file_text,
 ]
 
 
@@ -208,9 +235,8 @@ def test_random_edits_equal_fresh(path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
 def test_typing_is_incremental(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Typing in a message is answered without the whole pipeline, except after a result
-    with an error (the budget cut gave nothing) or in an injected file's text (its length
-    is listed when it is forgotten)."""
+    """Typing in a message (an injected file's text included) is answered without the whole
+    pipeline, except after a result with an error (the budget cut gave nothing)."""
     conv, s, tok, opts = inputs_of(path, monkeypatch)
     rng = random.Random(len(path.name))
     cache = AssemblyCache()
@@ -224,7 +250,7 @@ def test_typing_is_incremental(path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         fast_runs = cache.fast_runs
         res = assemble(conv, s, tok, opts, cache=cache)
         assert_same(res, assemble(conv, s, tok, opts))
-        expect_fast = not whole and not prev.errors and not res.errors and msgs[k].file_id is None
+        expect_fast = not whole and not prev.errors and not res.errors
         assert (cache.fast_runs > fast_runs) == expect_fast
         prev = res
 
@@ -462,3 +488,136 @@ def test_analyze_with_previous_assembles_incrementally(
         assert cache.fast_runs >= 3
     else:
         assert (cache.full_runs, cache.fast_runs) == (1, 6)
+
+
+@pytest.mark.parametrize("budget", [8_000, 30_000, 1_000_000])
+def test_system_and_file_typing_is_incremental(
+    generated: Path, budget: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Typing in the system message taken as the system prompt, or in the text of a file
+    uploaded with a user message, never runs the whole pipeline."""
+    conv, s, tok, opts = inputs_of(generated, monkeypatch)
+    s = s.model_copy(update={"max_input_tokens": budget})
+    system = next(m.index for m in conv.messages if m.role is Role.SYSTEM)
+    uploads = [m.index for m in conv.messages if m.files]
+    assert conv.system_prompt is None and uploads
+    rng = random.Random(budget)
+    cache = AssemblyCache()
+    first = assemble(conv, s, tok, opts, cache=cache)
+    assert first.layout[0].message.source is conv.messages[system]
+    for step in range(30):
+        msgs = list(conv.messages)
+        if step % 3 == 0:
+            edit = rng.choice([edit_insert, edit_delete])
+            msgs[system] = edit(msgs[system], rng)
+        else:
+            k = rng.choice(uploads)
+            j = rng.randrange(len(msgs[k].files))
+            f = msgs[k].files[j]
+            text = f.content or ""
+            i = rng.randrange(len(text) + 1)
+            text = text[:i] + "x" + text[i:] if step % 2 else text[: max(0, i - 1)] + text[i:]
+            msgs[k] = dataclasses.replace(
+                msgs[k], files=_put(msgs[k].files, j, dataclasses.replace(f, content=text))
+            )
+        conv = dataclasses.replace(conv, messages=tuple(msgs))
+        res = assemble(conv, s, tok, opts, cache=cache)
+        assert_same(res, assemble(conv, s, tok, opts))
+        assert res.system_text is not None and msgs[system].content[:20] in res.system_text
+    assert (cache.full_runs, cache.fast_runs) == (1, 30)
+
+
+def thresholds_doc(upload_words: int) -> dict[str, Any]:
+    """A system message, turns with uploads (the same file ids again, a tabular file, an
+    injected file message) and a last user message whose upload is counted in the reserved
+    tokens: at about 9,930 words the project file no longer fits its share of the window
+    and is listed instead of loaded (and not cited)."""
+    msgs: list[dict[str, Any]] = [
+        {"id": "s", "role": "system", "content": "You are the helpful assistant of the team."}
+    ]
+    for t in range(6):
+        upload = {"file_id": f"f{t % 3}", "filename": f"f{t % 3}.txt", "content": "old " * 600}
+        user: dict[str, Any] = {"id": f"u{t}", "role": "user", "content": f"q{t}"}
+        user["files"] = [upload]
+        if t == 2:
+            user["files"].append(
+                {"file_id": "tab", "filename": "t.csv", "type": "tabular", "content": "a,b\n1,2"}
+            )
+        msgs.append(user)
+        if t == 3:
+            msgs.append(
+                {"id": "inj", "role": "user", "file_id": "inj", "content": "injected " * 100}
+            )
+        msgs.append({"id": f"a{t}", "role": "assistant", "content": "answer " * 400})
+    upload = {"file_id": "big", "filename": "big.txt", "content": "word " * upload_words}
+    msgs.append({"id": "last", "role": "user", "content": "now this", "files": [upload]})
+    project = {"file_id": "p1", "filename": "p1.md", "content": "text", "token_count": 6000}
+    return {
+        "settings": {"max_input_tokens": 20_000, "safety_margin": 0},
+        "tools": ["read_file"],
+        "project_files": [project],
+        "messages": msgs,
+    }
+
+
+def resize_near(text: str, rng: random.Random) -> str:
+    """A character typed or deleted, some words added or cut, or emptied."""
+    i = rng.randrange(len(text) + 1)
+    return rng.choice(
+        [
+            text[:i] + rng.choice(_CHARS) + text[i:],
+            text[: max(0, i - 1)] + text[i:],
+            text + "word " * rng.randrange(1, 120),
+            text[: max(0, len(text) - 5 * rng.randrange(1, 120))],
+            "" if rng.random() < 0.2 else text,
+            " \n" if rng.random() < 0.2 else text,
+        ]
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sizes_across_thresholds(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files growing and shrinking across what their size decides: the project file loaded
+    or listed (the last upload is reserved), the history cut, the forgotten-files listing
+    with its sizes, an empty file; and the system message growing, shrinking and emptied.
+    Each step equals a fresh run and is answered incrementally."""
+    rng = random.Random(seed)
+    path = tmp_path / "doc.conv.json"
+    path.write_text(json.dumps(thresholds_doc(9_900 + 10 * seed)))
+    conv, s, tok, opts = inputs_of(path, monkeypatch)
+    index = {m.id: m.index for m in conv.messages}
+    cache = AssemblyCache()
+    assemble(conv, s, tok, opts, cache=cache)
+    project_parts, listed, systems = set(), set(), set()
+    steps = 80
+    for _ in range(steps):
+        msgs = list(conv.messages)
+        k = index[rng.choice(["s", "inj", "last", "last", "last", "u0", "u2", "u3", "u4"])]
+        m = msgs[k]
+        if m.files:
+            j = rng.randrange(len(m.files))
+            f = m.files[j]
+            if m.id == "last" and rng.random() < 0.3:
+                text = "word " * rng.randrange(9_700, 10_200)  # about the threshold
+            else:
+                text = resize_near(f.content or "", rng)
+            msgs[k] = dataclasses.replace(
+                m, files=_put(m.files, j, dataclasses.replace(f, content=text))
+            )
+        else:
+            text = resize_near(m.content, rng)
+            if m.id == "s" and rng.random() < 0.4:
+                text = rng.choice(["", " ", "Be brief. " * rng.randrange(1, 200)])
+            msgs[k] = dataclasses.replace(m, content=text)
+        conv = dataclasses.replace(conv, messages=tuple(msgs))
+        res = assemble(conv, s, tok, opts, cache=cache)
+        assert_same(res, assemble(conv, s, tok, opts))
+        assert res.ok
+        project_parts.add(tuple(i for i in res.segments[3].ids))
+        listed.add(res.forgotten_files)
+        systems.add(res.system_text is not None)
+    assert (cache.full_runs, cache.fast_runs) == (1, steps)
+    assert project_parts == {("$project_files",), ("$project_file_list",)}
+    assert len(listed) > 3 and systems == {True, False}

@@ -2,10 +2,12 @@
 
 Generates the 10 MB conversation with ``shared/bench/gen_conversation.py`` (as is), parses
 it, assembles it once with a cache, then types one character into the content of messages
-near the start, the middle and the end, re-reading the document as the editor does
-(``reparse_conversation``: only the edited message is a new object). For each edit it times
-``assemble`` of the new conversation with the cache and without it (the tokenizer's count
-cache is warm in both). Medians over ``--edits`` edits per place, in milliseconds.
+near the start, the middle and the end, into the system message taken as the system prompt,
+and into the text of files uploaded with user messages near the start, the middle and the
+end, re-reading the document as the editor does (``reparse_conversation``: only the edited
+message is a new object). For each edit it times ``assemble`` of the new conversation with
+the cache and without it (the tokenizer's count cache is warm in both). Medians over
+``--edits`` edits per place, in milliseconds, and how many were answered incrementally.
 
     python tests/bench/bench_assemble_edit.py [--edits 9] [--size 10]
 """
@@ -27,7 +29,7 @@ from assembly.assemble import AssembleOptions, assemble
 from assembly.assemble_cache import AssemblyCache
 from assembly.documents import parse_conversation
 from assembly.incremental import reparse_conversation
-from assembly.model import Conversation, DocFormat
+from assembly.model import Conversation, DocFormat, Message, Role
 from assembly.settings import SettingsLayer, resolve_settings
 from server.tokenizers import load_tokenizer
 
@@ -55,25 +57,70 @@ def main() -> int:
     opts = AssembleOptions(today=dt.date(2026, 1, 1))
     cache = AssemblyCache()
     assemble(conv, settings, tokenizer, opts, cache=cache)
+
+    def bench(c: Conversation) -> tuple[float, float, bool]:
+        fast_runs = cache.fast_runs
+        cached = _ms(lambda: assemble(c, settings, tokenizer, opts, cache=cache))
+        return (
+            cached,
+            _ms(lambda: assemble(c, settings, tokenizer, opts)),
+            cache.fast_runs > fast_runs,
+        )
+
     n = len(conv.messages)
     print(f"{args.size} MB, {n:,} messages: assemble after an edit, median ms (max)")
-    print("place    uncached   cached")
+    print("edit              uncached       cached   incremental")
+    system = next((m.index for m in conv.messages if m.role is Role.SYSTEM), None)
     for place, first in (("start", 1), ("middle", n // 2), ("end", n - 3 * args.edits)):
-        uncached, cached = [], []
-        for k in _string_contents(conv, text, first)[: args.edits]:
-            rng = conv.messages[k].content_range
-            assert rng is not None
-            at = rng.start + 1
-            new_text = text[:at] + "x" + text[at:]
-            new = reparse_conversation(conv, text, new_text, DocFormat.JSON)
-            assert new is not None, "the edit was not re-read incrementally"
-            gc.collect()
-            cached.append(_ms(lambda c=new: assemble(c, settings, tokenizer, opts, cache=cache)))
-            uncached.append(_ms(lambda c=new: assemble(c, settings, tokenizer, opts)))
-            conv, text = new, new_text
-        print(f"{place:8} {_fmt(uncached):>9} {_fmt(cached):>12}")
+        where = [(k, None) for k in _string_contents(conv, text, first)[: args.edits]]
+        conv, text = _time_edits(f"message {place}", where, conv, text, bench)
+    if system is not None:
+        conv, text = _time_edits("system message", [(system, None)] * args.edits, conv, text, bench)
+    uploads = [m.index for m in conv.messages if m.files]
+    e, half = args.edits, len(uploads) // 2
+    for place, ks in (
+        ("start", uploads[:e]),
+        ("middle", uploads[half : half + e]),
+        ("end", uploads[-e:]),
+    ):
+        conv, text = _time_edits(f"file {place}", [(k, 0) for k in ks], conv, text, bench)
     print(f"(full runs {cache.full_runs}, incremental {cache.fast_runs})")
     return 0
+
+
+Bench = Callable[[Conversation], tuple[float, float, bool]]
+
+
+def _time_edits(
+    label: str, where: list[tuple[int, int | None]], conv: Conversation, text: str, bench: Bench
+) -> tuple[Conversation, str]:
+    """Type one character at each place (a message's content, or the content of its
+    uploaded file number ``f``), timing ``bench`` on each re-read conversation."""
+    uncached, cached = [], []
+    fast = 0
+    for k, f in where:
+        at = _content_start(conv.messages[k], f, text) + 1
+        new_text = text[:at] + "x" + text[at:]
+        new = reparse_conversation(conv, text, new_text, DocFormat.JSON)
+        assert new is not None, "the edit was not re-read incrementally"
+        gc.collect()
+        c, u, incremental = bench(new)
+        fast += incremental
+        cached.append(c)
+        uncached.append(u)
+        conv, text = new, new_text
+    if where:
+        print(f"{label:16} {_fmt(uncached):>13} {_fmt(cached):>12}   {fast}/{len(where)}")
+    return conv, text
+
+
+def _content_start(m: Message, f: int | None, text: str) -> int:
+    """Where the JSON string of the message's content, or of its file ``f``'s, starts."""
+    if f is None:
+        assert m.content_range is not None
+        return m.content_range.start
+    rng = m.files[f].range
+    return text.index('"content": "', rng.start, rng.end) + len('"content": ')
 
 
 def _string_contents(conv: Conversation, text: str, first: int) -> list[int]:
