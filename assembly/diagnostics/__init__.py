@@ -28,6 +28,9 @@ from assembly.diagnostics.core import (
 )
 from assembly.diagnostics.incremental import (
     COMMENT_MARK,
+    FILE_REFS,
+    SYSTEM_TEXT,
+    TEXT_CALLS,
     RuleCache,
     document_inputs,
     summary_inputs,
@@ -63,10 +66,15 @@ __all__ = [
 
 E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 DOC = document_inputs  # what most rules read besides the messages (``incremental``)
+NONE: frozenset[str] = frozenset()  # reads no content fact: only the messages' shapes
+SYSTEM = frozenset({SYSTEM_TEXT})  # reads the system prompt (a system message's content)
 
 # The rule table. Codes are never renamed or reused. Rules without ``inputs`` only filter
-# what was reported and run every time; the others' findings are reused after an edit
-# that leaves their inputs and every message's facts equal.
+# what was reported, or read the budget figures of every message, and run every time; the
+# others' findings are reused after an edit inside one message that leaves their inputs,
+# the message's shape and the content facts they ``reads`` equal (``incremental``). No
+# rule with ``inputs`` reads the contents of attached files (the assembly's figures that
+# depend on them, the cut and the forgotten-file listing, are in ``document_inputs``).
 RULES: tuple[Rule, ...] = (
     # Bad input.
     Rule("syntax-error", E, reported.syntax_error),
@@ -83,10 +91,29 @@ RULES: tuple[Rule, ...] = (
     Rule("history-truncated", INFO, budget.history_truncated),
     Rule("compression-due", INFO, budget.compression_due),
     # Ordering and templates.
-    Rule("reminder-not-last", W, ordering.reminder_not_last, inputs=DOC),
-    Rule("custom-prompt-in-system", W, ordering.custom_prompt_in_system, inputs=DOC),
-    Rule("unknown-placeholder", W, ordering.unknown_placeholder, fixable=True, inputs=DOC),
-    Rule("summary-on-other-branch", W, ordering.summary_on_other_branch, inputs=summary_inputs),
+    Rule("reminder-not-last", W, ordering.reminder_not_last, inputs=DOC, reads=NONE),
+    Rule(
+        "custom-prompt-in-system",
+        W,
+        ordering.custom_prompt_in_system,
+        inputs=DOC,
+        reads=SYSTEM,
+    ),
+    Rule(
+        "unknown-placeholder",
+        W,
+        ordering.unknown_placeholder,
+        fixable=True,
+        inputs=DOC,
+        reads=SYSTEM,
+    ),
+    Rule(
+        "summary-on-other-branch",
+        W,
+        ordering.summary_on_other_branch,
+        inputs=summary_inputs,
+        reads=NONE,
+    ),
     # Instructions.
     Rule(
         "instruction-far-from-section",
@@ -94,22 +121,48 @@ RULES: tuple[Rule, ...] = (
         instructions.instruction_far_from_section,
         fixable=True,
         inputs=DOC,
+        reads=SYSTEM,
     ),
     Rule(
-        "guidance-for-unavailable-tool", W, instructions.guidance_for_unavailable_tool, inputs=DOC
+        "guidance-for-unavailable-tool",
+        W,
+        instructions.guidance_for_unavailable_tool,
+        inputs=DOC,
+        reads=SYSTEM,
     ),
     # Tool calls and file ids.
-    Rule("orphaned-tool-response", W, tool_calls.orphaned_tool_response, fixable=True, inputs=DOC),
-    Rule("unanswered-tool-call", W, tool_calls.unanswered_tool_call, inputs=DOC),
-    Rule("duplicate-tool-call-id", E, tool_calls.duplicate_tool_call_id, inputs=DOC),
-    Rule("tool-call-in-text", W, tool_calls.tool_call_in_text, fixable=True, inputs=DOC),
-    Rule("file-id-not-in-read-file-list", W, files.file_id_not_in_read_file_list, inputs=DOC),
+    Rule(
+        "orphaned-tool-response",
+        W,
+        tool_calls.orphaned_tool_response,
+        fixable=True,
+        inputs=DOC,
+        reads=NONE,
+    ),
+    Rule("unanswered-tool-call", W, tool_calls.unanswered_tool_call, inputs=DOC, reads=NONE),
+    Rule("duplicate-tool-call-id", E, tool_calls.duplicate_tool_call_id, inputs=DOC, reads=NONE),
+    Rule(
+        "tool-call-in-text",
+        W,
+        tool_calls.tool_call_in_text,
+        fixable=True,
+        inputs=DOC,
+        reads=frozenset({TEXT_CALLS}),
+    ),
+    Rule(
+        "file-id-not-in-read-file-list",
+        W,
+        files.file_id_not_in_read_file_list,
+        inputs=DOC,
+        reads=frozenset({FILE_REFS}),
+    ),
     Rule(
         "filename-instead-of-file-id",
         E,
         files.filename_instead_of_file_id,
         fixable=True,
         inputs=DOC,
+        reads=NONE,
     ),
 )
 

@@ -105,14 +105,21 @@ class MessageMemo:
     the edit did not touch, so what a rule derives from one message alone (the calls
     written in its text, the file ids it names) is computed once per message object.
     Values must not hold absolute offsets: a shared message may have moved.
+
+    ``shapes`` is an object that stays the same while every message of the document keeps
+    its shape (all but its ranges and contents, ``incremental.message_facts``): the
+    ``RuleCache`` replaces it whenever it cannot prove that. A value computed from the
+    shapes alone (the first system message of the branch, the tools called) can be kept
+    with ``derived`` under a key holding it.
     """
 
-    __slots__ = ("_derived", "_run", "_values")
+    __slots__ = ("_derived", "_run", "_values", "shapes")
 
     def __init__(self) -> None:
         self._values: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._derived: dict[str, tuple[object, Any]] = {}
         self._run: dict[tuple[str, int], tuple[object, Any]] = {}
+        self.shapes: object = object()
 
     def of_run(self, kind: str, owner: object, compute: Callable[[], _T]) -> _T:
         """A value derived from ``owner`` (the assembly, …), shared by the rules of one
@@ -156,6 +163,7 @@ class MessageMemo:
         self._values.clear()
         self._derived.clear()
         self._run.clear()
+        self.shapes = object()
 
     def forget(self, m: Message) -> None:
         """Drop the values of a message that is no longer in the document."""
@@ -180,7 +188,8 @@ class Rule:
 
     The check's docstring is the rule's documentation: a one-line summary, then the
     sections ``What it does``, ``Why is this bad?`` and ``Example``. ``inputs`` says what
-    the findings depend on besides the messages, so ``check`` can reuse them.
+    the findings depend on besides the messages, and ``reads`` what it reads in the
+    messages' contents, so ``check`` can reuse them.
     """
 
     code: str
@@ -188,8 +197,12 @@ class Rule:
     check: RuleCheck
     fixable: bool = False
     # None: the rule runs every time (it is cheap); else its findings are reused after an
-    # edit that changes no message's facts and leaves these inputs equal (``incremental``).
+    # edit inside one message that leaves these inputs and the facts the rule reads of
+    # that message equal (``incremental``).
     inputs: RuleInputs | None = None
+    # The kinds of content facts the rule reads (``incremental.CONTENT_FACTS``): an edit
+    # that changes only other kinds keeps its findings. None: all of them.
+    reads: frozenset[str] | None = None
 
     @property
     def summary(self) -> str:

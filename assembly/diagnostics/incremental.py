@@ -8,14 +8,20 @@ moved. ``check(ctx, cache=…)`` then:
   message objects, a different count, a length that does not add up, a document with a
   single message, where nothing proves that the rest of the text is the same) and nothing
   is reused;
-- compares the edited message's *facts* before and after: every field but its ranges and
-  its content, plus what rules read from the content (all of it for a system message, the
-  calls written as text, the ``file_id="…"`` references). Equal facts mean the rules see
-  the same conversation, only moved;
+- compares the edited message's *facts* before and after: its *shape* (every field but
+  its ranges, its content and the contents of its attached files) and its *content facts*,
+  what rules read from the contents, by kind (``CONTENT_FACTS``): all of the text of a
+  system message (taken as the system prompt), the calls written as text, the
+  ``file_id="…"`` references, the contents of the attached files. A different shape and
+  nothing is reused; else the kinds that differ are noted;
 - reuses a rule's previous findings when the rule's ``inputs`` (settings, prompts, the
-  assembly's branch and cut, …) are equal too, moving every offset after the edited
-  message by the length difference. A finding with an offset strictly inside the edited
-  message is not moved (its place in the message may have changed): the rule runs again.
+  assembly's branch and cut, …) are equal and it ``reads`` none of the content facts that
+  differ, moving every offset after the edited message by the length difference. So
+  typing in a system message re-runs only the four rules that read the system prompt, and
+  typing in an attached file's content re-runs none (what its length changes in the
+  assembly, such as the cut, is in ``inputs``). A finding with an offset strictly inside
+  the edited message is not moved (its place in the message may have changed): the rule
+  runs again.
 
 Findings are kept with plain absolute ranges in the coordinates of the run that produced
 or moved them, so a later move of anchored ranges cannot change them. Rules without
@@ -47,17 +53,30 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.rules.files import file_refs
 from assembly.diagnostics.rules.tool_calls import text_calls, tool_definitions
 from assembly.diagnostics.window import TextLike
-from assembly.model import Conversation, Message, Role
+from assembly.model import Conversation, FileAttachment, Message, Role
 from assembly.text import TextRange
 
 __all__ = [
     "COMMENT_MARK",
+    "CONTENT_FACTS",
+    "FILE_CONTENTS",
+    "FILE_REFS",
+    "SYSTEM_TEXT",
+    "TEXT_CALLS",
     "RuleCache",
     "document_inputs",
     "summary_inputs",
 ]
 
 COMMENT_MARK = "promptls:"  # what every suppression comment contains
+
+# The kinds of content facts (``message_facts``), what a rule's ``reads`` names.
+SYSTEM_TEXT = "system text"  # a system message's content (the system prompt)
+TEXT_CALLS = "text calls"  # the calls an assistant message writes as text
+FILE_REFS = "file refs"  # the ``file_id="…"`` values a user message writes
+FILE_CONTENTS = "file contents"  # the contents of the files attached to a message
+CONTENT_FACTS = frozenset({SYSTEM_TEXT, TEXT_CALLS, FILE_REFS, FILE_CONTENTS})
+FORGOTTEN_LISTING = "$forgotten_files"  # the layout id of the forgotten-files listing
 
 _ID = operator.attrgetter("id")
 
@@ -79,6 +98,8 @@ class RuleCache:
         self._ignoring: tuple[int, ...] = ()  # indexes of the messages with an ignore key
         self._document_key: object = None  # ``document_inputs`` of the last run
         self.reused = False  # whether the last run could reuse findings (for tests, logs)
+        self.changed: frozenset[str] = frozenset()  # content facts the last edit changed
+        self.recomputed: tuple[str, ...] = ()  # rules with inputs the last run ran again
 
     def begin(self, ctx: RuleContext) -> CacheRun:
         """Start a run on ``ctx``: find what changed since the last run."""
@@ -91,8 +112,11 @@ class RuleCache:
             self._tools = tools
         move: _Move | None = None
         edited: tuple[Message, Message] | None = None
+        changed: frozenset[str] = frozenset()
         if conv is not None and self._messages is not None and self._text is not None:
-            move, edited = self._compare(self._messages, msgs, self._text, ctx.text)
+            move, edited, changed = self._compare(self._messages, msgs, self._text, ctx.text)
+        if move is None:
+            self.memo.shapes = object()  # the messages' shapes may differ from the last run's
         # What the suppressions need.
         if edited is not None:
             old, new = edited
@@ -109,7 +133,7 @@ class RuleCache:
             ignoring = self._ignoring
         else:
             ignoring = tuple(i for i, m in enumerate(msgs) if m.ignore)
-        return CacheRun(self, move, edited, msgs, ctx.text, n_comments, ignoring)
+        return CacheRun(self, move, edited, changed, msgs, ctx.text, n_comments, ignoring)
 
     def finish(self, run: CacheRun) -> None:
         """Keep what ``run`` found for the next run."""
@@ -120,6 +144,8 @@ class RuleCache:
         self._ignoring = run.ignoring
         self._document_key = run.document_key
         self.reused = run.move is not None
+        self.changed = run.changed
+        self.recomputed = tuple(run.recomputed)
         self.memo.end_run()
         if run.edited is not None:
             self.memo.forget(run.edited[0])
@@ -132,36 +158,40 @@ class RuleCache:
         msgs: tuple[Message, ...],
         prev_text: TextLike,
         text: TextLike,
-    ) -> tuple[_Move | None, tuple[Message, Message] | None]:
-        """How the text moved since the last run (None: unknown) and the edited message.
+    ) -> tuple[_Move | None, tuple[Message, Message] | None, frozenset[str]]:
+        """How the text moved since the last run (None: unknown), the edited message and
+        the kinds of its content facts that changed.
 
         Only the incremental re-read shares message objects, and it does so only when the
         edit lies strictly inside one message: a shared message proves that the text
         outside the new message objects is unchanged.
         """
+        none: frozenset[str] = frozenset()
         if not msgs or len(prev) != len(msgs):
-            return None, None
+            return None, None, none
         same = list(map(operator.is_, prev, msgs))
         try:
             i = same.index(False)
         except ValueError:  # all shared: the very same text
-            return (_Move(0, 0, 0) if len(text) == len(prev_text) else None), None
+            return (_Move(0, 0, 0) if len(text) == len(prev_text) else None), None, none
         try:
             same.index(False, i + 1)
-            return None, None  # several messages are new: a full parse
+            return None, None, none  # several messages are new: a full parse
         except ValueError:
             pass
         if len(msgs) < 2:
-            return None, None  # nothing is shared: no proof the rest is unchanged
+            return None, None, none  # nothing is shared: no proof the rest is unchanged
         old, new = prev[i], msgs[i]
         start, old_end, new_end = old.range.start, old.range.end, new.range.end
         if new.range.start != start or len(text) - len(prev_text) != new_end - old_end:
-            return None, None
-        if message_facts(old, self.memo, self._tools or []) != message_facts(
-            new, self.memo, self._tools or []
-        ):
-            return None, (old, new)
-        return _Move(start, old_end, new_end), (old, new)
+            return None, None, none
+        tools = self._tools or []
+        old_shape, old_facts = message_facts(old, self.memo, tools)
+        new_shape, new_facts = message_facts(new, self.memo, tools)
+        if old_shape != new_shape:
+            return None, (old, new), none
+        changed = frozenset(k for k, v in old_facts.items() if new_facts[k] != v)
+        return _Move(start, old_end, new_end), (old, new), changed
 
 
 class CacheRun:
@@ -172,6 +202,7 @@ class CacheRun:
         cache: RuleCache,
         move: _Move | None,
         edited: tuple[Message, Message] | None,
+        changed: frozenset[str],
         messages: tuple[Message, ...],
         text: TextLike,
         n_comments: int,
@@ -180,6 +211,8 @@ class CacheRun:
         self.cache = cache
         self.move = move  # None: nothing is reused
         self.edited = edited  # (old, new) when exactly one message object is new
+        self.changed = changed  # the kinds of the edited message's content facts that differ
+        self.recomputed: list[str] = []  # the rules with inputs run again
         self.messages = messages
         self.text = text
         self.n_comments = n_comments
@@ -201,38 +234,58 @@ class CacheRun:
             return rule.check(ctx)
         key = rule.inputs(ctx, self._scratch)
         kept = self.cache._findings.get(rule.code)
-        if self.move is not None and kept is not None and kept[0] == key:
+        if self.move is not None and kept is not None and kept[0] == key and not self._reads(rule):
             moved = _move_all(kept[1], self.move)
             if moved is not None:
                 self.findings[rule.code] = (key, moved)
                 return moved
+        self.recomputed.append(rule.code)
         found = list(rule.check(ctx))
         self.findings[rule.code] = (key, tuple(map(_absolute, found)))
         return found
+
+    def _reads(self, rule: Rule) -> bool:
+        """Whether ``rule`` reads a content fact that the edit changed."""
+        if not self.changed:
+            return False
+        return rule.reads is None or not rule.reads.isdisjoint(self.changed)
 
 
 # ------------------------------------------------------------------------------ facts
 
 
-def message_facts(m: Message, memo: MessageMemo, tools: Sequence[dict[str, Any]]) -> object:
-    """What the rules can read in a message, apart from where it is.
+def message_facts(
+    m: Message, memo: MessageMemo, tools: Sequence[dict[str, Any]]
+) -> tuple[object, dict[str, object]]:
+    """What the rules can read in a message, apart from where it is: its shape and its
+    content facts by kind.
 
-    Every field but the ranges and the content, plus the content of a system message
-    (taken as the system prompt), the calls its text holds and the file ids it names.
+    The shape is every field but the ranges, the content and the contents of the attached
+    files (whether a file has one is shape). The content facts (``CONTENT_FACTS``) are the
+    content of a system message (taken as the system prompt), the calls its text holds,
+    the file ids it names and the contents of its files; a rule reads no other part of a
+    message's contents, and one that reads these says so in its ``reads``.
     """
-    return (
-        _shape(m),
-        m.content if m.role is Role.SYSTEM else None,
-        memo.get("text_calls", m, lambda m: text_calls(m, tools)),
-        memo.get("file_refs", m, file_refs),
-    )
+    facts: dict[str, object] = {
+        SYSTEM_TEXT: m.content if m.role is Role.SYSTEM else None,
+        TEXT_CALLS: memo.get("text_calls", m, lambda m: text_calls(m, tools)),
+        FILE_REFS: memo.get("file_refs", m, file_refs),
+        FILE_CONTENTS: tuple(f.content for f in m.files),
+    }
+    return _shape(m), facts
 
 
-_MESSAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Message) if f.name != "content")
+_MESSAGE_FIELDS = tuple(
+    f.name for f in dataclasses.fields(Message) if f.name not in ("content", "files")
+)
+_FILE_FIELDS = tuple(f.name for f in dataclasses.fields(FileAttachment) if f.name != "content")
 
 
 def _shape(m: Message) -> tuple[Any, ...]:
-    return tuple(_strip(getattr(m, name)) for name in _MESSAGE_FIELDS)
+    files = tuple(
+        (f.content is None, *(_strip(getattr(f, name)) for name in _FILE_FIELDS)) for f in m.files
+    )
+    return (*(_strip(getattr(m, name)) for name in _MESSAGE_FIELDS), files)
 
 
 def _strip(value: Any) -> Any:
@@ -312,12 +365,14 @@ def _assembly_key(ctx: RuleContext, scratch: dict[str, Any]) -> object:
     if a is None:
         return None
     # The listings and the system message the rules look at (few entries: the prompts
-    # and the listings come before and after the history).
+    # and the listings come before and after the history). The forgotten files are
+    # compared by id and name: the rules read nothing else of them, and their character
+    # counts (also in the listing's text) change as one types in an attached file.
     layout = tuple(
         (
             e.id,
             e.segment,
-            e.message.text if e.id.startswith("$") else None,
+            e.message.text if e.id.startswith("$") and e.id != FORGOTTEN_LISTING else None,
             e.message.source.index if e.message.source is not None else None,
         )
         for e in a.layout
@@ -328,7 +383,7 @@ def _assembly_key(ctx: RuleContext, scratch: dict[str, Any]) -> object:
         a.chain,
         a.dropped,
         a.orphans_dropped,
-        a.forgotten_files,
+        tuple((f.file_id, f.filename) for f in a.forgotten_files),
         a.summary_id,
         _history_ids(a, scratch),
         bool(a.layout),

@@ -31,7 +31,15 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from assembly.diagnostics.core import Diagnostic, Fix, Related, RuleContext, Severity, TextEdit
+from assembly.diagnostics.core import (
+    Diagnostic,
+    Fix,
+    Related,
+    RuleContext,
+    Severity,
+    TextEdit,
+    message_memo,
+)
 from assembly.diagnostics.window import TextLike, offset_map
 from assembly.documents import read_tools
 from assembly.model import (
@@ -155,7 +163,7 @@ def guidance_for_unavailable_tool(ctx: RuleContext) -> Iterator[Diagnostic]:
     if offered is None:
         return
     where = _tools_location(ctx)
-    called = _called_tools(ctx.conversation)
+    called = _called_tools(ctx)
     for source in _sources(ctx, with_reminder=True):
         yield from _unavailable_in_prompt(ctx, source, offered, called, where)
     yield from _read_file_listing(ctx, offered, where)
@@ -939,17 +947,24 @@ def _tools_location(ctx: RuleContext) -> _ToolsWhere | None:
     return None
 
 
-def _called_tools(conv: Conversation | None) -> set[str]:
+def _called_tools(ctx: RuleContext) -> frozenset[str]:
+    """The tools the messages call (kept in the memo while the messages' shapes are)."""
+    conv = ctx.conversation
     if conv is None:
-        return set()
-    return {c.name.lower() for m in conv.messages for c in m.tool_calls if c.name}
+        return frozenset()
+    memo = message_memo(ctx)
+    return memo.derived(
+        "called-tools",
+        memo.shapes,
+        lambda: frozenset(c.name.lower() for m in conv.messages for c in m.tool_calls if c.name),
+    )
 
 
 def _unavailable_in_prompt(
     ctx: RuleContext,
     source: _Source,
     offered: set[str],
-    called: set[str],
+    called: frozenset[str],
     where: _ToolsWhere | None,
 ) -> Iterator[Diagnostic]:
     template = source.template

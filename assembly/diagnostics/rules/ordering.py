@@ -24,6 +24,7 @@ from assembly.diagnostics.core import (
     RuleContext,
     Severity,
     TextEdit,
+    message_memo,
 )
 from assembly.diagnostics.window import offset_map
 from assembly.model import Message, PromptRef, Role, TextBlock
@@ -332,13 +333,27 @@ def _base_system_prompt(ctx: RuleContext) -> _Prompt | None:
 def _first_system_message(ctx: RuleContext) -> Message | None:
     """The system message the pipeline takes as the system prompt: the first one of the
     branch (the pipeline takes it out of ``Assembly.chain``, so the branch is walked
-    again here, from the tip through the ``parent`` links)."""
+    again here, from the tip through the ``parent`` links).
+
+    Its index depends on the messages' shapes and the branch tip only: it is kept in the
+    memo while they stay the same (typing in a message walks nothing)."""
     conv = ctx.conversation
-    if conv is None or not any(m.role is Role.SYSTEM for m in conv.messages):
+    if conv is None:
         return None
-    msgs = conv.messages
-    by_id = {m.id: m for m in msgs}
+    memo = message_memo(ctx)
     tip_id = ctx.settings.branch_tip
+    i = memo.derived(
+        "first-system-message",
+        (memo.shapes, tip_id),
+        lambda: _first_system_index(conv.messages, tip_id),
+    )
+    return conv.messages[i] if i is not None else None
+
+
+def _first_system_index(msgs: tuple[Message, ...], tip_id: str | None) -> int | None:
+    if not any(m.role is Role.SYSTEM for m in msgs):
+        return None
+    by_id = {m.id: m for m in msgs}
     cur: Message | None = by_id.get(tip_id) if tip_id is not None else None
     if cur is None:
         cur = msgs[-1]
@@ -353,7 +368,7 @@ def _first_system_message(ctx: RuleContext) -> Message | None:
             cur = by_id.get(cur.parent)
         else:
             cur = msgs[cur.index - 1] if cur.index > 0 else None
-    return first
+    return first.index if first is not None else None
 
 
 def _prompts(ctx: RuleContext) -> Iterator[_Prompt]:
