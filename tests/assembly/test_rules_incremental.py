@@ -4,20 +4,25 @@ Random edit sequences on the rule fixtures, the examples and a generated convers
 are analysed twice: through ``server.workspace.analyze`` with the previous analysis (the
 incremental re-read and the rule cache, as the language server does), and afresh. The
 diagnostics must be equal, ranges, related locations and fixes included; and the cache
-must really have been used, so the test cannot pass on the fallback alone.
+must really have been used, so the test cannot pass on the fallback alone. Typing in a
+system message and in an attached file's content must re-run only the rules that read
+them (``Rule.reads``): the system-prompt rules, and none.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import random
+import re
 from pathlib import Path
 
 import pytest
 
 from assembly.assemble import AssembleOptions, assemble
 from assembly.diagnostics import (
+    RULES,
     Diagnostic,
     Related,
     RuleCache,
@@ -26,9 +31,11 @@ from assembly.diagnostics import (
     check,
     from_issues,
 )
+from assembly.diagnostics.incremental import CONTENT_FACTS, FILE_CONTENTS, SYSTEM_TEXT
+from assembly.diagnostics.rules.tool_calls import MessageNodes
 from assembly.documents import parse_conversation
 from assembly.incremental import reparse_conversation
-from assembly.model import Conversation, DocFormat
+from assembly.model import Conversation, DocFormat, Role
 from assembly.settings import SettingsLayer, resolve_settings
 from assembly.text import TextRange
 from assembly.tokens import Tokenizer
@@ -46,6 +53,15 @@ _DOCS = sorted(
     if not p.name.endswith(".expected")
 )
 _ALPHABET = 'ab {}[]":,\n\\é😀x_'
+# The rules that read the system prompt: typing in a system message re-runs these only.
+SYSTEM_RULES = frozenset(
+    {
+        "custom-prompt-in-system",
+        "unknown-placeholder",
+        "instruction-far-from-section",
+        "guidance-for-unavailable-tool",
+    }
+)
 
 
 def _edit(text: str, rnd: random.Random, conv: Conversation) -> str:
@@ -232,3 +248,230 @@ def test_moving_findings_keeps_offsets_before_shifts_after_and_refuses_inside() 
     assert _move_all([diag(12, 14)], move) is None  # inside the edited message
     assert _move_all([diag(0, 5, (11, 12))], move) is None
     assert _move_all([diag(5, 15)], _Move(10, 20, 20)) is None
+
+
+# ------------------------------------------------------------------ typing in a system
+# message and in an attached file
+
+
+def _typing_places(conv: Conversation) -> dict[str, list[TextRange]]:
+    """Where one types: the content of the system messages, of the files attached to
+    messages (their ``content`` string nodes), of the other messages."""
+    nodes = MessageNodes(conv)
+    places: dict[str, list[TextRange]] = {"system": [], "file": [], "message": []}
+    for m in conv.messages:
+        if m.content_range is not None:
+            places["system" if m.role is Role.SYSTEM else "message"].append(m.content_range)
+        node = nodes.node(m)
+        files = node.get("files") if node is not None else None
+        for item in files.items if files is not None and files.is_array else ():
+            content = item.get("content") if item.is_object else None
+            if content is not None and content.is_string:
+                places["file"].append(content.range)
+    return places
+
+
+def _type(text: str, rnd: random.Random, conv: Conversation, kind: str) -> tuple[str, int]:
+    """One keystroke in a place of ``kind`` (else in any message), and where: mostly plain
+    typing, sometimes a character that changes the document's structure."""
+    places = _typing_places(conv)
+    candidates = [r for r in places[kind] if len(r) > 2] or [
+        r for rs in places.values() for r in rs if len(r) > 2
+    ]
+    if not candidates:
+        return text + " ", len(text)
+    rng = rnd.choice(candidates)
+    pos = rnd.randrange(rng.start + 1, rng.end - 1)
+    ch = rnd.choice("abxy ") if rnd.random() < 0.8 else rnd.choice(_ALPHABET)
+    op = rnd.random()
+    if op < 0.6:
+        return text[:pos] + ch + text[pos:], pos
+    if op < 0.85:
+        return text[:pos] + ch + text[pos + 1 :], pos
+    return text[:pos] + text[pos + 1 :], pos
+
+
+def _pointing_inside(an: Analysis, pos: int) -> set[str]:
+    """The codes of the findings with a place strictly inside the message at ``pos``: a
+    cache must run those rules again (where in the message they point may have changed)."""
+    conv = an.conversation
+    m = next((m for m in conv.messages if m.range.start < pos < m.range.end), None)
+    if m is None:
+        return set()
+    res = set()
+    for d in an.diagnostics:
+        ranges = [] if d.path is not None else [d.range]
+        ranges.extend(r.range for r in d.related if r.path is None)
+        if d.fix is not None and d.path is None:
+            ranges.extend(e.range for e in d.fix.edits)
+        offsets = [x for r in ranges for x in (r.start, r.end)]
+        if any(m.range.start < x < m.range.end for x in offsets):
+            res.add(d.code)
+    return res
+
+
+# What a run that reused findings saw: the content facts that changed, the rules run
+# again, whether the budget cut moved, the rules with findings inside the edited message.
+_Fast = tuple[frozenset[str], tuple[str, ...], bool, set[str]]
+
+
+def _run_typing(
+    path: Path, text: str, *, seed: int, n_edits: int, kinds: tuple[str, ...]
+) -> dict[str, list[_Fast]]:
+    """Analyse ``n_edits`` keystrokes of the ``kinds`` incrementally and afresh: equal
+    diagnostics. A keystroke that breaks the document is undone by the next edit (as in an
+    editor, and so that the rest of the sequence types in a readable document again).
+    Return, by kind, what each run that reused findings saw: the content facts that
+    changed, the rules run again, whether the budget cut moved."""
+    rnd = random.Random(seed)
+    prev = analyze(path, text=text, today=TODAY, cold_cache=False)
+    fast: dict[str, list[_Fast]] = {k: [] for k in kinds}
+    undo: str | None = None
+    for _ in range(n_edits):
+        kind = rnd.choice(kinds)
+        if undo is not None:
+            text, undo, kind, pos = undo, None, "undo", -1
+        else:
+            before = text
+            text, pos = _type(text, rnd, prev.conversation, kind)
+        got = analyze(path, text=text, today=TODAY, cold_cache=False, previous=prev)
+        want = analyze(path, text=text, today=TODAY, cold_cache=False)
+        assert _key(got) == _key(want), (path.name, seed, kind)
+        cache = got.caches["rules"]
+        assert isinstance(cache, RuleCache)
+        if len(got.conversation.issues) > len(prev.conversation.issues):
+            undo = before
+        if cache.reused and kind in fast:
+            moved = (
+                got.assembly is None
+                or prev.assembly is None
+                or got.assembly.dropped != prev.assembly.dropped
+            )
+            fast[kind].append((cache.changed, cache.recomputed, moved, _pointing_inside(prev, pos)))
+        prev = got
+    return fast
+
+
+# The documents with a system message or attached files.
+_TYPING_DOCS = [
+    p
+    for p in _DOCS
+    if re.search(r"""role"?:\s*"?system|"?files"?:""", p.read_text(encoding="utf-8"))
+]
+
+
+@pytest.mark.parametrize("path", _TYPING_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_typing_in_system_messages_and_files_on_fixtures(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    seed = sum(map(ord, path.name)) + 1
+    _run_typing(path, text, seed=seed, n_edits=8, kinds=("system", "file", "message"))
+
+
+def _rich_conversation(tmp_path: Path, *, budget: int, read_file: bool) -> Path:
+    """A generated conversation (``m400``, committed) whose system message the
+    system-prompt rules report on (an unknown placeholder, the custom agent prompt
+    repeated, a tool not offered), with attached files (forgotten ones under a tight
+    ``budget``)."""
+    doc = json.loads((ROOT / "tests" / "data" / "generated" / "m400.conv.json").read_text("utf-8"))
+    doc["settings"]["max_input_tokens"] = budget
+    if not read_file:
+        doc["tools"] = [t for t in doc["tools"] if t["function"]["name"] != "read_file"]
+    system = doc["messages"][0]
+    assert system["role"] == "system"
+    system["content"] = (
+        system["content"].replace("{{CURRENT_DATETIME}}", "{{CURRENT_DATE}}")
+        + "\n\nAlways generate_image a diagram before you answer.\n\n"
+        + doc["custom_agent_prompt"]
+        + "\n\n## run_shell\nRuns a shell command.\n"
+    )
+    out = tmp_path / f"rich-{budget}-{read_file}.conv.json"
+    out.write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    return out
+
+
+@pytest.mark.parametrize(("budget", "read_file"), [(128000, True), (9000, True), (9000, False)])
+def test_typing_in_a_system_message_or_a_file_reruns_only_the_rules_that_read_it(
+    tmp_path: Path, budget: int, read_file: bool
+) -> None:
+    path = _rich_conversation(tmp_path, budget=budget, read_file=read_file)
+    text = path.read_text(encoding="utf-8")
+    first = analyze(path, text=text, today=TODAY, cold_cache=False)
+    codes = {d.code for d in first.diagnostics}
+    assert codes >= {"unknown-placeholder", "custom-prompt-in-system"}
+    assert "guidance-for-unavailable-tool" in codes
+    if budget < 128000 and read_file:
+        assert first.assembly is not None and first.assembly.forgotten_files
+    fast = _run_typing(path, text, seed=budget + read_file, n_edits=40, kinds=("system", "file"))
+    # Typing in the system prompt: only the rules that read it ran again, and those with
+    # a finding inside the edited message (all of them when the budget cut moved with the
+    # system prompt's tokens).
+    system = [f for f in fast["system"] if f[0] == {SYSTEM_TEXT}]
+    assert len(system) >= 10
+    assert all(set(ran) <= SYSTEM_RULES | inside for _, ran, moved, inside in system if not moved)
+    assert sum(set(ran) == SYSTEM_RULES for _, ran, _, _ in system) >= len(system) // 2
+    # Typing in an attached file (forgotten or not): only the rules with a finding inside
+    # the edited message ran again (without read_file, every file is named by a finding).
+    files = [f for f in fast["file"] if f[0] == {FILE_CONTENTS}]
+    assert len(files) >= 10
+    assert all(set(ran) <= inside for _, ran, moved, inside in files if not moved)
+    if read_file:
+        assert sum(ran == () for _, ran, _, _ in files) >= len(files) // 2
+
+
+def _edit_pair(text: str, new_text: str) -> tuple[Analysis, Analysis]:
+    """The analysis of ``new_text`` after one of ``text`` (incremental), and afresh."""
+    path, root = Path("/virtual/doc.conv.json"), Path("/virtual")
+    prev = analyze(path, text=text, today=TODAY, cold_cache=False, root=root)
+    got = analyze(path, text=new_text, today=TODAY, cold_cache=False, previous=prev, root=root)
+    return got, analyze(path, text=new_text, today=TODAY, cold_cache=False, root=root)
+
+
+def test_fixing_a_placeholder_in_a_system_message_reruns_the_system_prompt_rules() -> None:
+    text = (
+        '{"messages": [\n'
+        '  {"id": "s", "role": "system", "content": "The date is {{CURRENT_DATE}}."},\n'
+        '  {"id": "u1", "role": "user", "content": "hello"},\n'
+        '  {"id": "u2", "role": "user", "content": "bye"}\n'
+        "]}"
+    )
+    got, want = _edit_pair(text, text.replace("CURRENT_DATE}}", "CURRENT_DATETIME}}"))
+    cache = got.caches["rules"]
+    assert isinstance(cache, RuleCache)
+    assert cache.reused and cache.changed == {SYSTEM_TEXT}
+    assert set(cache.recomputed) == SYSTEM_RULES
+    assert _key(got) == _key(want)
+    assert "unknown-placeholder" not in {d.code for d in got.diagnostics}
+
+
+def test_a_rule_that_hid_what_it_reads_would_be_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Emptying a system prompt that ``replace_system_prompt`` discards: the finding on the
+    whole message goes. Had the rule not declared that it reads the system prompt, its
+    stale finding would be reused (moved with the message)."""
+    text = (
+        '{"settings": {"replace_system_prompt": true}, "custom_agent_prompt": "Be brief.",\n'
+        ' "messages": [\n'
+        '  {"id": "s", "role": "system", "content": "x"},\n'
+        '  {"id": "u1", "role": "user", "content": "hello"},\n'
+        '  {"id": "u2", "role": "user", "content": "bye"}\n'
+        "]}"
+    )
+    new_text = text.replace('"content": "x"', '"content": ""')
+    got, want = _edit_pair(text, new_text)
+    assert "custom-prompt-in-system" not in {d.code for d in got.diagnostics}
+    assert _key(got) == _key(want)
+    cache = got.caches["rules"]
+    assert isinstance(cache, RuleCache) and cache.reused
+    hidden = tuple(
+        dataclasses.replace(r, reads=frozenset()) if r.code == "custom-prompt-in-system" else r
+        for r in RULES
+    )
+    monkeypatch.setattr("assembly.diagnostics.RULES", hidden)
+    got, want = _edit_pair(text, new_text)
+    assert "custom-prompt-in-system" in {d.code for d in got.diagnostics}
+    assert _key(got) != _key(want)
+
+
+def test_every_reused_rule_says_what_it_reads() -> None:
+    for rule in RULES:
+        if rule.inputs is not None:
+            assert rule.reads is not None and rule.reads <= CONTENT_FACTS, rule.code
