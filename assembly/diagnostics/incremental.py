@@ -40,7 +40,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from assembly.assemble import Assembly
 from assembly.diagnostics.core import (
     Diagnostic,
     Fix,
@@ -49,7 +48,9 @@ from assembly.diagnostics.core import (
     Rule,
     RuleContext,
     TextEdit,
+    message_memo,
 )
+from assembly.diagnostics.rules.budget import history_ids
 from assembly.diagnostics.rules.files import file_refs
 from assembly.diagnostics.rules.tool_calls import text_calls, tool_definitions
 from assembly.diagnostics.window import TextLike
@@ -77,8 +78,6 @@ FILE_REFS = "file refs"  # the ``file_id="…"`` values a user message writes
 FILE_CONTENTS = "file contents"  # the contents of the files attached to a message
 CONTENT_FACTS = frozenset({SYSTEM_TEXT, TEXT_CALLS, FILE_REFS, FILE_CONTENTS})
 FORGOTTEN_LISTING = "$forgotten_files"  # the layout id of the forgotten-files listing
-
-_ID = operator.attrgetter("id")
 
 
 class RuleCache:
@@ -385,17 +384,10 @@ def _assembly_key(ctx: RuleContext, scratch: dict[str, Any]) -> object:
         a.orphans_dropped,
         tuple((f.file_id, f.filename) for f in a.forgotten_files),
         a.summary_id,
-        _history_ids(a, scratch),
+        history_ids(a, message_memo(ctx)),
         bool(a.layout),
         layout,
     )
-
-
-def _history_ids(a: Assembly, scratch: dict[str, Any]) -> tuple[str, ...]:
-    ids = scratch.get("history_ids")
-    if ids is None:
-        ids = scratch["history_ids"] = tuple(map(_ID, a.history))
-    return ids  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------------------ moving

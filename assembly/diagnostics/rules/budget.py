@@ -66,17 +66,18 @@ def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
     by_id = _history_by_id(a, memo)
     dropped = [m for m in map(by_id.get, a.dropped) if m is not None]
     first_kept = _first_sent(a, a.dropped)
+    # The places depend on the messages' shapes, not on their contents: typing in a
+    # message keeps them (``rebased`` swaps in the message re-read after the edit).
     key = (
+        memo.shapes,
         a.dropped,
         a.summary_id,
-        _history_ids(a, memo),
+        history_ids(a, memo),
         tuple(map(_FILE_ID, dropped)),
-        a.forgotten_files,
-        first_kept,
+        first_kept.index if first_kept is not None else None,
     )
     cut = memo.derived("history-truncated", key, lambda: _Cut.of(a, dropped, first_kept))
-    if not cut.current(ctx):  # the edited message is one of its places: find them again
-        cut = _Cut.of(a, dropped, first_kept)
+    cut = cut.rebased(ctx)
     span = cut.span()
     if span is None:
         return
@@ -165,10 +166,9 @@ def compression_due(ctx: RuleContext) -> Iterator[Diagnostic]:
         f"{plan.threshold:,} ({s.compression_trigger_ratio * 100:g}% of {s.max_input_tokens:,}"
         f" − {plan.reserved_tokens:,} reserved)"
     )
-    key = (plan.summarize, plan.keep, _history_ids(a, memo))
+    key = (memo.shapes, plan.summarize, plan.keep, history_ids(a, memo))
     cut = memo.derived("compression-due", key, lambda: _Compression.of(older, plan.keep, by_id))
-    if not cut.current(ctx):
-        cut = _Compression.of(older, plan.keep, by_id)
+    cut = cut.rebased(ctx)
     span = cut.older.span()
     related: list[Related] = []
     first_recent = cut.first_recent
@@ -240,6 +240,31 @@ class _Cut:
         places.extend(p[0] for p in (self.first, self.last) if p is not None)
         return all(m is None or (m.index < len(msgs) and msgs[m.index] is m) for m in places)
 
+    def rebased(self, ctx: RuleContext) -> _Cut:
+        """The same places in the document's messages, which have the shapes of those the
+        cut was found in (``MessageMemo.shapes``): a message re-read after an edit inside
+        it takes the place of its old object."""
+        if self.current(ctx):
+            return self
+        conv = ctx.conversation
+        assert conv is not None
+        msgs = conv.messages
+
+        def at(m: Message | None) -> Message | None:
+            return msgs[m.index] if m is not None else None
+
+        def place(p: _Place | None) -> _Place | None:
+            return (msgs[p[0].index], p[1]) if p is not None else None
+
+        return _Cut(
+            place(self.first),
+            place(self.last),
+            at(self.summary),
+            self.n,
+            tuple((fid, name, msgs[src.index], k) for fid, name, src, k in self.uploads),
+            tuple(map(at, self.others)),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class _Compression:
@@ -255,8 +280,14 @@ class _Compression:
         first_recent = next((m.source for m in recent if m.source is not None), None)
         return _Compression(_Cut.of(None, older), _n_messages(recent), first_recent)
 
-    def current(self, ctx: RuleContext) -> bool:
-        return dataclasses.replace(self.older, others=(self.first_recent,)).current(ctx)
+    def rebased(self, ctx: RuleContext) -> _Compression:
+        """The same places in the document's messages (``_Cut.rebased``)."""
+        both = dataclasses.replace(self.older, others=(self.first_recent,))
+        if both.current(ctx):
+            return self
+        rebased = both.rebased(ctx)
+        older = dataclasses.replace(rebased, others=self.older.others)
+        return _Compression(older, self.n_recent, rebased.others[0])
 
 
 def _span_places(
@@ -290,13 +321,14 @@ def _own(src: Message, k: int | None) -> TextRange:
     return src.range if k is None else src.files[k].range
 
 
-def _history_ids(a: Assembly, memo: MessageMemo) -> tuple[str, ...]:
+def history_ids(a: Assembly, memo: MessageMemo) -> tuple[str, ...]:
+    """The ids of ``a.history``, computed once per run (the rules' inputs read them too)."""
     return memo.of_run("history-ids", a, lambda: tuple(map(_ID, a.history)))
 
 
 def _history_by_id(a: Assembly, memo: MessageMemo) -> dict[str, LlmMessage]:
     """``{m.id: m for m in a.history}`` (the last one wins), built at C speed."""
-    ids = _history_ids(a, memo)
+    ids = history_ids(a, memo)
     return memo.of_run("history-by-id", a, lambda: dict(zip(ids, a.history, strict=True)))
 
 

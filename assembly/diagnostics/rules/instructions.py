@@ -200,25 +200,28 @@ def _sources(ctx: RuleContext, *, with_reminder: bool) -> list[_Source]:
         res.append(_Source(ctx.template, ctx.template_path, _identity, "template", shared=True))
     system_block = conv.system_prompt if isinstance(conv.system_prompt, TextBlock) else None
     if system_block is not None:
-        res.extend(_inline(ctx.text, system_block.content, system_block.content_range, "system"))
+        res.extend(_inline(ctx, system_block.content, system_block.content_range, "system"))
     elif conv.system_prompt is None:
         message = _system_message(ctx, conv)
         if message is not None:
-            res.extend(_inline(ctx.text, message.content, message.content_range, "system"))
+            res.extend(_inline(ctx, message.content, message.content_range, "system"))
     ca = conv.custom_agent_prompt
     if ca is not None:
-        res.extend(_inline(ctx.text, ca.content, ca.content_range, "custom agent prompt"))
+        res.extend(_inline(ctx, ca.content, ca.content_range, "custom agent prompt"))
     if with_reminder and conv.reminder is not None:
         r = conv.reminder
-        res.extend(_inline(ctx.text, r.content, r.content_range, "reminder"))
+        res.extend(_inline(ctx, r.content, r.content_range, "reminder"))
     return res
 
 
-def _inline(text: TextLike, content: str, rng: TextRange | None, kind: str) -> list[_Source]:
+def _inline(ctx: RuleContext, content: str, rng: TextRange | None, kind: str) -> list[_Source]:
+    text = ctx.text
     if rng is None or not content.strip() or not _is_scalar(text, rng):
         return []
     offsets = offset_map(text, rng, content)
-    return [_Source(parse_prompt(content), None, lambda r: offsets.range(r.start, r.end), kind)]
+    # Parsed once while the text stays the same (offsets into ``content`` only).
+    template = message_memo(ctx).derived(f"prompt: {kind}", content, lambda: parse_prompt(content))
+    return [_Source(template, None, lambda r: offsets.range(r.start, r.end), kind)]
 
 
 def _is_scalar(text: TextLike, rng: TextRange) -> bool:
