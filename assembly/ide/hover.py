@@ -466,6 +466,8 @@ def _file_hover(doc: ConversationDoc, pl: Placements, offset: int) -> HoverResul
     if word is None:
         return None
     rng, value = word
+    if value not in pl.file_ids:
+        return None
     ref = _find_file(doc.conversation, value)
     if ref is None:
         return None

@@ -118,6 +118,17 @@ class Placements:
         return {m.id: m for m in self.assembly.history}
 
     @cached_property
+    def file_ids(self) -> frozenset[str]:
+        """Every file id the document names: project files, uploads, injected files."""
+        conv = self.conversation
+        ids = {f.file_id for f in conv.project_files}
+        for m in conv.messages:
+            ids.update(f.file_id for f in m.files)
+            if m.file_id is not None:
+                ids.add(m.file_id)
+        return frozenset(ids)
+
+    @cached_property
     def _dropped(self) -> frozenset[str]:
         return frozenset(self.assembly.dropped)
 
