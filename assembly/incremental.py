@@ -18,20 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_right
-from typing import Any, Protocol
+from typing import Any
 
 from assembly.documents import MAX_DOCUMENT_CHARS, _Reader
 from assembly.model import Conversation, DocFormat
+from assembly.rope import Rope, Text
 from assembly.syntax import _EOF, Member, SNode, _JsonParser
 from assembly.text import Anchor, AnchoredRange, TextRange
-
-
-class EditableText(Protocol):
-    """A document text other than ``str`` (the server's rope): sliced, never copied whole."""
-
-    def __len__(self) -> int: ...
-    def __getitem__(self, key: slice) -> str: ...
-    def changed_span(self, old: Any) -> tuple[int, int, int]: ...
 
 
 def common_prefix(a: str, b: str) -> int:
@@ -59,21 +52,21 @@ def common_suffix(a: str, b: str, limit: int) -> int:
     return lo
 
 
-def changed_span(old: str | EditableText, new: str | EditableText) -> tuple[int, int, int] | None:
-    """``(p, old_end, new_end)``: ``old[p:old_end]`` became ``new[p:new_end]``; None if
-    the two texts are of kinds that cannot be compared without copying them."""
+def changed_span(old: Text, new: Text) -> tuple[int, int, int] | None:
+    """``(p, old_end, new_end)``: ``old[p:old_end]`` became ``new[p:new_end]``; None for a
+    string and a rope (comparing them would copy the rope)."""
     if isinstance(old, str) and isinstance(new, str):
         la, lb = len(old), len(new)
         p = common_prefix(old, new)
         s = common_suffix(old, new, min(la, lb) - p)
         return p, la - s, lb - s
-    if not isinstance(old, str) and not isinstance(new, str) and type(old) is type(new):
+    if isinstance(old, Rope) and isinstance(new, Rope):
         return new.changed_span(old)
     return None
 
 
 def reparse_conversation(
-    prev: Conversation, prev_text: str | EditableText, new_text: str | EditableText, fmt: DocFormat
+    prev: Conversation, prev_text: Text, new_text: Text, fmt: DocFormat
 ) -> Conversation | None:
     """The conversation of ``new_text`` from that of ``prev_text``, or None (parse it all)."""
     if fmt not in (DocFormat.JSON, DocFormat.JSONL) or prev.format is not fmt:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from assembly.documents import parse_conversation
 from assembly.incremental import common_prefix, common_suffix, reparse_conversation
 from assembly.model import Conversation, DocFormat
+from assembly.rope import Rope
 from assembly.syntax import SNode
 from assembly.text import AnchoredRange
 from server.workspace import analyze
@@ -327,3 +328,17 @@ def test_analyze_with_previous_gives_the_same_diagnostics(tmp_path: Path) -> Non
     assert inc.parsed is not None and full.parsed is not None
     assert normalise(inc.parsed) == normalise(full.parsed)
     assert normalise(inc.conversation) == normalise(full.conversation)
+
+
+def test_ropes_are_re_read_like_strings() -> None:
+    """The server's texts are ropes: the edit is found by chunk identity, never by a copy."""
+    for fmt in (DocFormat.JSON, DocFormat.JSONL):
+        text = _doc(fmt)
+        new_text = _insert(text, "hello", " dear")
+        old, new = Rope.from_str(text), Rope.from_str(text)
+        new = new.edit(text.index("hello") + 5, text.index("hello") + 5, " dear")
+        res = reparse_conversation(parse_conversation(text, fmt), old, new, fmt)
+        assert res is not None
+        assert normalise(res) == normalise(parse_conversation(new_text, fmt))
+        # A string and a rope are not compared (that would copy the rope): parse it all.
+        assert reparse_conversation(parse_conversation(text, fmt), text, new, fmt) is None
