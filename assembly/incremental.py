@@ -98,6 +98,8 @@ def reparse_conversation(
         holder = root.get("messages")
         if holder is None or not holder.is_array:
             return None
+        if not (holder.range.start < p and old_end < holder.range.end):
+            return _reparse_member(prev, root, p, old_end, delta, new_text)
         items, depth, first_message = holder.items, 2, 0
     else:
         return None
@@ -184,6 +186,67 @@ def reparse_conversation(
         root=new_root,
         length=lb,
         moved=[False],
+    )
+
+
+def _reparse_member(
+    prev: Conversation, root: SNode, p: int, old_end: int, delta: int, new_text: Text
+) -> Conversation | None:
+    """An edit strictly inside the value of a top-level member other than ``messages``
+    (``settings``, ``system_prompt``, ``custom_agent_prompt``, ``project_files``...): that
+    value is parsed again, the document's fields are read again from the top-level
+    members (cheap: no message is read), and the messages are kept, moved by their
+    anchors when they come after the edit."""
+    index = next(
+        (
+            j
+            for j, m in enumerate(root.members)
+            if m.value.range.start < p and old_end < m.value.range.end
+        ),
+        None,
+    )
+    if index is None:
+        return None
+    member = root.members[index]
+    value = member.value
+    if member.key == "messages":
+        return None
+    start, new_end = value.range.start, value.range.end + delta
+    source = new_text[start:new_end]
+    # Anchored at its start like a message: a later edit before it moves it by its anchor.
+    parser = _JsonParser(source, 0, len(source), Anchor(start), 0)
+    new_value = parser._value(1)
+    if (
+        parser.errors
+        or new_value is None
+        or new_value.kind != value.kind
+        or new_value.range != TextRange(start, new_end)
+        or parser._peek()[0] != _EOF
+    ):
+        return None
+    members = list(root.members)
+    members[index] = Member(member.key, member.key_range, new_value)
+    new_root = SNode("object", _move_end(root.range, delta), members=tuple(members))
+    reader = _Reader(prev.format, prev.length + delta)
+    fields: dict[str, Any] = {}
+    reader._top_fields(new_root, fields, allow_messages=True)
+    if reader.issues:
+        return None
+    # All checks are done: move what comes after the edit.
+    prev.moved[0] = True
+    for j in range(index + 1, len(members)):
+        m = members[j]
+        members[j] = Member(m.key, m.key_range.shift(delta), _shift_node(m.value, delta))
+    new_root = SNode("object", new_root.range, members=tuple(members))
+    if delta:  # the fields were read before the move: read them again from the moved tree
+        fields = {}
+        reader._top_fields(new_root, fields, allow_messages=True)
+    return Conversation(
+        format=prev.format,
+        messages=prev.messages,
+        root=new_root,
+        length=prev.length + delta,
+        **fields,
     )
 
 

@@ -11,6 +11,8 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from assembly.documents import parse_conversation
 from assembly.incremental import common_prefix, common_suffix, reparse_conversation
 from assembly.model import Conversation, DocFormat
 from assembly.rope import Rope
-from assembly.syntax import SNode
+from assembly.syntax import SNode, iter_nodes
 from assembly.text import AnchoredRange
 from server.workspace import analyze
 
@@ -116,6 +118,10 @@ def _anchor_positions(text: str, conv: Conversation) -> list[int]:
             res += [c.arguments_range.start + 1, c.arguments_range.end - 1, c.id_range.start + 1]
         if m.id_range is not None:
             res.append(m.id_range.start + 1)
+    if conv.root is not None and conv.root.is_object:  # inside the other top-level values
+        for member in conv.root.members:
+            r = member.value.range
+            res += [r.start + 1, (r.start + r.end) // 2, r.end - 1]
     return [min(max(p, 0), len(text)) for p in res]
 
 
@@ -261,6 +267,23 @@ def test_untouched_messages_are_kept_and_moved_by_their_anchors() -> None:
     assert reparse_conversation(prev, text, _insert(text, "hello", "!"), DocFormat.JSON) is None
 
 
+def test_edit_in_a_top_level_value_keeps_the_messages() -> None:
+    text = _doc(DocFormat.JSON)
+    prev = parse_conversation(text, DocFormat.JSON)
+    before = [m.range.start for m in prev.messages]
+    new_text = _insert(text, '"model": "gpt-4o', "-mini")
+    res = reparse_conversation(prev, text, new_text, DocFormat.JSON)
+    assert res is not None and res.settings == {"model": "gpt-4o-mini"}
+    assert normalise(res) == normalise(parse_conversation(new_text, DocFormat.JSON))
+    assert all(a is b for a, b in zip(res.messages, prev.messages, strict=True))
+    assert [m.range.start for m in res.messages] == [b + 5 for b in before]
+    # After the messages: the system prompt's text.
+    newer = _insert(new_text, "Be brief", " and kind")
+    again = check_edit(new_text, newer, DocFormat.JSON)
+    assert again is not None and again.system_prompt is not None
+    assert again.system_prompt.content == "Be brief and kind."  # type: ignore[union-attr]
+
+
 def test_edit_in_tool_call_arguments_is_incremental() -> None:
     for fmt in (DocFormat.JSON, DocFormat.JSONL):
         text = _doc(fmt)
@@ -342,3 +365,49 @@ def test_ropes_are_re_read_like_strings() -> None:
         assert normalise(res) == normalise(parse_conversation(new_text, fmt))
         # A string and a rope are not compared (that would copy the rope): parse it all.
         assert reparse_conversation(parse_conversation(text, fmt), text, new, fmt) is None
+
+
+def test_typing_in_top_level_values_analyses_like_a_fresh_start(tmp_path: Path) -> None:
+    """Keystrokes in the settings, prompts and project files of the example, analysed
+    with the previous analysis: diagnostics (with their ranges) and the assembly equal a
+    fresh analysis every time, and the messages are never read again."""
+    example = Path(__file__).resolve().parents[2] / "examples"
+    for name in ("support-agent.conv.json", "prompts"):
+        src = example / name
+        if src.is_dir():
+            shutil.copytree(src, tmp_path / name)
+        else:
+            shutil.copy(src, tmp_path / name)
+    path = tmp_path / "support-agent.conv.json"
+    text = path.read_text(encoding="utf-8")
+    today = dt.date(2025, 1, 15)
+    prev = analyze(path, text=text, root=tmp_path, today=today)
+    rnd = random.Random(5)
+    kept = 0
+    for _ in range(40):
+        assert prev.parsed is not None and prev.parsed.root is not None
+        strings = [
+            n.range
+            for m in prev.parsed.root.members
+            if m.key != "messages"
+            for n in iter_nodes(m.value)
+            if n.is_string and len(n.range) > 2
+        ]
+        r = rnd.choice(strings)
+        at = rnd.randrange(r.start + 1, r.end - 1)
+        if text[at - 1] == "\\" or text[at] in '"\\':
+            continue
+        cut = rnd.choice((0, 0, 1))
+        new_text = text[:at] + rnd.choice("ab 7") + text[at + cut :]
+        inc = analyze(path, text=new_text, root=tmp_path, today=today, previous=prev)
+        full = analyze(path, text=new_text, root=tmp_path, today=today)
+        assert [(d, d.range.start, d.range.end) for d in inc.diagnostics] == [
+            (d, d.range.start, d.range.end) for d in full.diagnostics
+        ]
+        assert inc.assembly == full.assembly
+        assert inc.parsed is not None and full.parsed is not None
+        assert normalise(inc.parsed) == normalise(full.parsed)
+        assert not inc.parsed.issues, new_text[at - 20 : at + 20]
+        kept += inc.parsed.messages[0] is prev.parsed.messages[0]
+        prev, text = inc, new_text
+    assert kept >= 20  # the re-read kept the messages, not only the fallback
