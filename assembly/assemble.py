@@ -737,10 +737,10 @@ class _Pipeline:
         if isinstance(source, PromptRef):
             template = self.opts.system_template
         elif isinstance(source, TextBlock):
-            template = parse_prompt_text(source.content)
+            template = self._parse_prompt(source.content)
             override = source.token_count
         elif system_msg is not None:
-            template = parse_prompt_text(system_msg.content)
+            template = self._parse_prompt(system_msg.content)
             override = system_msg.token_count
             sys_id = system_msg.id
         base_text = template.text[template.body_range.start :] if template else ""
@@ -781,6 +781,10 @@ class _Pipeline:
             )
             custom_agent = LlmMessage("$custom_agent", "user", ca_text, tokens)
         return system, custom_agent, built, worst
+
+    def _parse_prompt(self, text: str) -> PromptTemplate:
+        """The base prompt's text parsed as a template (a hook for ``assemble_cache``)."""
+        return parse_prompt_text(text)
 
     def _system_msg(
         self, msg_id: str, text: str, override: int | None, source: Message | None = None

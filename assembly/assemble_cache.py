@@ -63,7 +63,14 @@ from assembly.assemble import (
     _with_cost,
     texts,
 )
-from assembly.model import Conversation, FileAttachment, Message, PromptRef, TextBlock
+from assembly.model import (
+    Conversation,
+    FileAttachment,
+    Message,
+    PromptRef,
+    PromptTemplate,
+    TextBlock,
+)
 from assembly.settings import Settings
 from assembly.text import TextRange
 from assembly.tokens import Tokenizer
@@ -136,6 +143,7 @@ class _Memo:
 
     # By ``cite``: (the system message taken as the prompt, the inline prompts, the result).
     prompts: dict[bool, tuple[Message | None, tuple[Any, ...], Any]] = field(default_factory=dict)
+    template: tuple[str, PromptTemplate] | None = None  # the base prompt's text, parsed
     project: _Pipeline._Project | None = None
     project_msgs: dict[bool, tuple[list[LlmMessage], bool]] = field(
         default_factory=dict
@@ -419,6 +427,13 @@ class _MemoPipeline(_Pipeline):
         res = super()._prompts(system_msg, ctx)
         self.memo.prompts[ctx.cite] = (system_msg, inline, res)
         return res
+
+    def _parse_prompt(self, text: str) -> PromptTemplate:
+        # Typing in another prompt does not parse the base prompt again.
+        hit = self.memo.template
+        if hit is None or hit[0] != text:
+            hit = self.memo.template = (text, super()._parse_prompt(text))
+        return hit[1]
 
     def _project_files_prepare(self) -> _Pipeline._Project:
         if self.memo.project is None:
