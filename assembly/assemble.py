@@ -737,10 +737,10 @@ class _Pipeline:
         if isinstance(source, PromptRef):
             template = self.opts.system_template
         elif isinstance(source, TextBlock):
-            template = parse_prompt_text(source.content)
+            template = self._parse_prompt(source.content)
             override = source.token_count
         elif system_msg is not None:
-            template = parse_prompt_text(system_msg.content)
+            template = self._parse_prompt(system_msg.content)
             override = system_msg.token_count
             sys_id = system_msg.id
         base_text = template.text[template.body_range.start :] if template else ""
@@ -781,6 +781,10 @@ class _Pipeline:
             )
             custom_agent = LlmMessage("$custom_agent", "user", ca_text, tokens)
         return system, custom_agent, built, worst
+
+    def _parse_prompt(self, text: str) -> PromptTemplate:
+        """The base prompt's text parsed as a template (a hook for ``assemble_cache``)."""
+        return parse_prompt_text(text)
 
     def _system_msg(
         self, msg_id: str, text: str, override: int | None, source: Message | None = None
@@ -839,12 +843,18 @@ class _Pipeline:
     def _project_messages(self, project: _Project, reserved: int) -> tuple[list[LlmMessage], bool]:
         """The documents message and the file listing (reference §6.5, §7.1), and whether
         the files' texts are still loaded (False when they overflowed into the listing)."""
+        return self._project_messages_of(project, _project_overflows(project, self.s, reserved))
+
+    def _project_messages_of(
+        self, project: _Project, overflow: bool
+    ) -> tuple[list[LlmMessage], bool]:
+        """``_project_messages`` once it is known whether the texts overflow their share
+        (all that ``reserved`` decides)."""
         aggregate = sum(t for _, _, t in project.loaded_texts)
-        limit = (self.s.max_input_tokens - reserved) * PROJECT_FILE_SHARE
         listing: list[_FileMeta] = []
         msgs: list[LlmMessage] = []
         still_loaded = bool(project.loaded_texts)
-        if project.loaded_texts and aggregate >= limit:
+        if overflow:
             # Overflow (the DISABLE_VECTOR_DB path): nothing loaded, every file listed.
             for f, _, tokens in project.loaded_texts:
                 listing.append(_FileMeta(f.file_id, f.filename, tokens * APPROX_CHARS_PER_TOKEN))
@@ -1264,6 +1274,15 @@ class _Pipeline:
 
 
 # ------------------------------------------------------------------------------ helpers
+
+
+def _project_overflows(project: _Pipeline._Project, s: Settings, reserved: int) -> bool:
+    """Whether the project files' texts exceed their share of the window left after
+    ``reserved``: they are then listed instead of loaded (reference §6.5)."""
+    if not project.loaded_texts:
+        return False
+    aggregate = sum(t for _, _, t in project.loaded_texts)
+    return aggregate >= (s.max_input_tokens - reserved) * PROJECT_FILE_SHARE
 
 
 def _doc_span(msgs: Sequence[LlmMessage]) -> TextRange | None:

@@ -15,9 +15,13 @@ own converted messages (id, role, place in the branch, file ids, tool-call ids a
 image count). The sizes of uploaded files are not in it: what they decide is computed
 again on every call (the file metadata of the forgotten-files listing from the converted
 message, the reserved tokens and whether the project files still fit from the patched
-history). Nor is the text of the system message taken as the system prompt: the fixed
-parts (prompts, reserved tokens, project files, reminder) are built again from it before
-the budget cut. It also needs a run that went all the way through the budget cut without a
+history). Nor is the text of the system message taken as the system prompt, nor that of
+the inline prompts (``system_prompt`` given inline, ``custom_agent_prompt``, ``reminder``:
+only whether the system prompt is given inline or by a path is in the key, as it decides
+whether a system message is taken): the fixed parts (prompts, reserved tokens, project
+files, reminder) are built again from them before the budget cut, their memo keyed by
+what they read (the prompts by the texts, the project messages by whether the texts
+overflow their share). It also needs a run that went all the way through the budget cut without a
 branch or summary problem, unique ids and no image-cap note. Anything else takes the full
 pipeline and the state is rebuilt from that run.
 
@@ -59,7 +63,14 @@ from assembly.assemble import (
     _with_cost,
     texts,
 )
-from assembly.model import Conversation, FileAttachment, Message, PromptRef, TextBlock
+from assembly.model import (
+    Conversation,
+    FileAttachment,
+    Message,
+    PromptRef,
+    PromptTemplate,
+    TextBlock,
+)
 from assembly.settings import Settings
 from assembly.text import TextRange
 from assembly.tokens import Tokenizer
@@ -130,9 +141,13 @@ class AssemblyCache:
 class _Memo:
     """Results of the fixed parts that depend on the context key only (or on little more)."""
 
-    prompts: dict[bool, tuple[Message | None, Any]] = field(default_factory=dict)
+    # By ``cite``: (the system message taken as the prompt, the inline prompts, the result).
+    prompts: dict[bool, tuple[Message | None, tuple[Any, ...], Any]] = field(default_factory=dict)
+    template: tuple[str, PromptTemplate] | None = None  # the base prompt's text, parsed
     project: _Pipeline._Project | None = None
-    project_msgs: dict[int, tuple[list[LlmMessage], bool]] = field(default_factory=dict)
+    project_msgs: dict[bool, tuple[list[LlmMessage], bool]] = field(
+        default_factory=dict
+    )  # overflow
     tool_tokens: int | None = None
     orphans: tuple[int, list[int]] | None = None  # (cut, orphaned positions)
     forgotten: tuple[int, list[_FileMeta], LlmMessage | None] | None = None  # by cut
@@ -205,16 +220,15 @@ class _State:
 
 
 def _context_key(conv: Conversation, settings: Settings, opts: AssembleOptions) -> tuple[Any, ...]:
-    """Everything besides the messages that the pipeline reads, compared by value.
+    """Everything besides the messages and the inline prompts' texts that the pipeline
+    reads, compared by value (the texts are read again on every call).
 
     Ranges are left out where they reach only errors, which the fast path never reports.
     """
     tools = None if conv.tools is None else tuple((t.name, t.schema) for t in conv.tools)
     return (
         settings,
-        _block_key(conv.system_prompt),
-        _block_key(conv.custom_agent_prompt),
-        _block_key(conv.reminder),
+        _system_source(conv.system_prompt),
         tools,
         conv.user_info,
         tuple(_project_file_key(f) for f in conv.project_files),
@@ -223,6 +237,16 @@ def _context_key(conv: Conversation, settings: Settings, opts: AssembleOptions) 
         None if opts.system_template is None else opts.system_template.text,
         dict(opts.file_contents),
     )
+
+
+def _system_source(block: TextBlock | PromptRef | None) -> tuple[Any, ...] | None:
+    """How the system prompt is given, not its inline text: whether a system message is
+    taken as the prompt (none is when one is given) and which template it names."""
+    if block is None:
+        return None
+    if isinstance(block, PromptRef):
+        return ("ref", block.path)
+    return ("text",)
 
 
 def _block_key(block: TextBlock | PromptRef | None) -> tuple[Any, ...] | None:
@@ -393,28 +417,36 @@ class _MemoPipeline(_Pipeline):
     def _prompts(
         self, system_msg: Message | None, ctx: PromptContext
     ) -> tuple[LlmMessage | None, LlmMessage | None, str | None, str]:
-        # Everything else the prompts read is in the context key.
+        # Everything else the prompts read is in the context key. (A hit leaves
+        # ``system_range`` unset: it reaches only the budget-overrun error, which the fast
+        # path never reports.)
+        inline = (_block_key(self.conv.system_prompt), _block_key(self.conv.custom_agent_prompt))
         hit = self.memo.prompts.get(ctx.cite)
-        if hit is not None and hit[0] is system_msg:
-            return hit[1]  # type: ignore[no-any-return]
+        if hit is not None and hit[0] is system_msg and hit[1] == inline:
+            return hit[2]  # type: ignore[no-any-return]
         res = super()._prompts(system_msg, ctx)
-        self.memo.prompts[ctx.cite] = (system_msg, res)
+        self.memo.prompts[ctx.cite] = (system_msg, inline, res)
         return res
+
+    def _parse_prompt(self, text: str) -> PromptTemplate:
+        # Typing in another prompt does not parse the base prompt again.
+        hit = self.memo.template
+        if hit is None or hit[0] != text:
+            hit = self.memo.template = (text, super()._parse_prompt(text))
+        return hit[1]
 
     def _project_files_prepare(self) -> _Pipeline._Project:
         if self.memo.project is None:
             self.memo.project = super()._project_files_prepare()
         return self.memo.project
 
-    def _project_messages(
-        self, project: _Pipeline._Project, reserved: int
+    def _project_messages_of(
+        self, project: _Pipeline._Project, overflow: bool
     ) -> tuple[list[LlmMessage], bool]:
-        memo = self.memo.project_msgs
-        hit = memo.get(reserved)
+        # Typing in a prompt moves ``reserved``, which decides only ``overflow``.
+        hit = self.memo.project_msgs.get(overflow)
         if hit is None:
-            if len(memo) >= 4:  # typing in the system prompt moves ``reserved``
-                memo.clear()
-            hit = memo[reserved] = super()._project_messages(project, reserved)
+            hit = self.memo.project_msgs[overflow] = super()._project_messages_of(project, overflow)
         return hit
 
     def _tool_definition_tokens(self) -> int:

@@ -2,11 +2,12 @@
 
 For every conversation of ``tests/data/assembly``, ``examples/`` and a generated one, a
 seeded random sequence of steps replaces messages with re-read copies (same id and index:
-content, role, tool calls, counts, uploaded files) or changes the settings (budget, model,
-provider, …); after each step ``assemble`` with the document's cache must give exactly what
-it gives without one. Other tests check that edits inside a message are answered without
-the whole pipeline (so the equality is not only that of the fallback), and that changed
-inputs are noticed.
+content, role, tool calls, counts, uploaded files), edits the inline prompts (system
+prompt, custom agent prompt, reminder: typed in, emptied, grown, placeholders added) or
+changes the settings (budget, model, provider, …); after each step ``assemble`` with the
+document's cache must give exactly what it gives without one. Other tests check that edits
+inside a message or an inline prompt are answered without the whole pipeline (so the
+equality is not only that of the fallback), and that changed inputs are noticed.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ import pytest
 from assembly import texts
 from assembly.assemble import AssembleOptions, Assembly, assemble
 from assembly.assemble_cache import AssemblyCache
-from assembly.model import Conversation, FileAttachment, Message, Role, ToolCall
+from assembly.model import Conversation, FileAttachment, Message, Role, TextBlock, ToolCall
 from assembly.settings import Settings
+from assembly.text import TextRange
 from assembly.tokens import TiktokenTokenizer, Tokenizer
 from server import workspace
 
@@ -68,10 +70,11 @@ def assert_same(cached: Assembly, fresh: Assembly) -> None:
 
 
 def check_sequence(
-    inputs: Inputs, steps: int, seed: int, *, settings_every: int = 0
+    inputs: Inputs, steps: int, seed: int, *, settings_every: int = 0, prompt_share: float = 0.25
 ) -> AssemblyCache:
-    """Apply random message edits (and settings changes every ``settings_every`` steps),
-    comparing the cached and the fresh assembly after each."""
+    """Apply random message edits, inline prompt edits (about ``prompt_share`` of the
+    steps) and settings changes (every ``settings_every`` steps), comparing the cached and
+    the fresh assembly after each."""
     conv, settings, tok, opts = inputs
     rng = random.Random(seed)
     cache = AssemblyCache()
@@ -81,6 +84,8 @@ def check_sequence(
     for step in range(steps):
         if settings_every and step % settings_every == settings_every - 1:
             settings = change_settings(settings, rng)
+        elif rng.random() < prompt_share:
+            conv = edit_prompt(conv, rng)
         elif conv.messages:
             msgs = list(conv.messages)
             k = rng.randrange(len(msgs))
@@ -192,6 +197,49 @@ def _put(items: tuple[Any, ...], k: int, item: Any) -> tuple[Any, ...]:
     return (*items[:k], item, *items[k + 1 :])
 
 
+# Inline prompt edits: the re-read conversation shares every message and has a new
+# ``TextBlock`` for the edited field (what the incremental re-parse gives).
+
+INLINE_PROMPTS = ("system_prompt", "custom_agent_prompt", "reminder")
+_PROMPT_TEXTS = [
+    "",
+    " \n",
+    "Be brief.",
+    "# Tools\n\n## read_file\nPass the file_id.\n\n## web_search\nSearch the web.\n",
+    "Today is {{CURRENT_DATETIME}}. {{CITATION_GUIDANCE}} {{REMINDER_TAG_DESCRIPTION}}",
+    "Hello {{user.name}} of {{ user.department }}, {{user.nope}}.",
+]
+
+
+def edit_prompt(conv: Conversation, rng: random.Random) -> Conversation:
+    """Type in, cut, empty, grow or replace one inline prompt; now and then give one where
+    there was none, or take it away (the system prompt only when given inline: otherwise
+    the branch's system message would stop, or start, being the prompt)."""
+    name = rng.choice(INLINE_PROMPTS)
+    block = getattr(conv, name)
+    if not isinstance(block, TextBlock):
+        if name == "system_prompt" and (block is not None or rng.random() < 0.8):
+            name = rng.choice(INLINE_PROMPTS[1:])
+            block = getattr(conv, name)
+        if block is None:
+            text = rng.choice(_PROMPT_TEXTS[2:])
+            return dataclasses.replace(conv, **{name: TextBlock(text, TextRange(0, len(text)))})
+    assert isinstance(block, TextBlock)
+    r = rng.random()
+    if r < 0.05 and name != "system_prompt":
+        return dataclasses.replace(conv, **{name: None})
+    if r < 0.15:
+        new = dataclasses.replace(block, token_count=rng.choice([None, 0, 9, 3000, 200_000]))
+    elif r < 0.3:
+        new = dataclasses.replace(block, content=rng.choice(_PROMPT_TEXTS))
+    elif r < 0.4:
+        extra = rng.choice(_PROMPT_TEXTS[2:])
+        new = dataclasses.replace(block, content=block.content + "\n" + extra)
+    else:
+        new = dataclasses.replace(block, content=resized(block.content, rng))
+    return dataclasses.replace(conv, **{name: new})
+
+
 EDITS: list[Callable[[Message, random.Random], Message]] = [
     edit_insert,
     edit_insert,
@@ -219,6 +267,8 @@ def change_settings(s: Settings, rng: random.Random) -> Settings:
             ("reserved_tokens", ["auto", 0, 500]),
             ("last_cycle", [True, False]),
             ("safety_margin", [0.0, 0.1]),
+            ("replace_system_prompt", [True, False]),
+            ("datetime_aware", [True, False]),
         ]
     )
     return s.model_copy(update={field: rng.choice(values)})
@@ -438,7 +488,8 @@ def test_changed_inputs_are_noticed(generated: Path, monkeypatch: pytest.MonkeyP
         (conv, s.model_copy(update={"provider": "ollama"}), tok, opts),
         (conv, s, tok, dataclasses.replace(opts, today=opts.today.replace(year=2001))),
         (dataclasses.replace(conv, tools=()), s, tok, opts),
-        (dataclasses.replace(conv, reminder=None), s, tok, opts),
+        (dataclasses.replace(conv, system_prompt=TextBlock("Be.", TextRange(0, 3))), s, tok, opts),
+        (dataclasses.replace(conv, user_info={"name": "Ada"}), s, tok, opts),
         (dataclasses.replace(conv, project_files=conv.project_files[:1]), s, tok, opts),
         (conv, s, TiktokenTokenizer(tok._enc, tok.encoding), opts),  # type: ignore[attr-defined]
     ]
@@ -621,3 +672,106 @@ def test_sizes_across_thresholds(
     assert (cache.full_runs, cache.fast_runs) == (1, steps)
     assert project_parts == {("$project_files",), ("$project_file_list",)}
     assert len(listed) > 3 and systems == {True, False}
+
+
+def grown_or_cut(text: str, rng: random.Random) -> str:
+    """A character typed or deleted, words added or cut, a placeholder added, or emptied."""
+    i = rng.randrange(len(text) + 1)
+    return rng.choice(
+        [
+            text[:i] + rng.choice(_CHARS) + text[i:],
+            text[:i] + rng.choice(_CHARS) + text[i:],
+            text[: max(0, i - 1)] + text[i:],
+            text + " word" * rng.randrange(1, 400),
+            text[: max(0, len(text) - 5 * rng.randrange(1, 400))],
+            text + " " + rng.choice(_PROMPT_TEXTS[3:]),
+            "" if rng.random() < 0.3 else text,
+        ]
+    )
+
+
+@pytest.mark.parametrize("inline_system", [False, True])
+@pytest.mark.parametrize("budget", [8_000, 30_000, 1_000_000])
+def test_inline_prompt_typing_is_incremental(
+    generated: Path, budget: int, inline_system: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Typing in the custom agent prompt, the reminder and a system prompt given inline,
+    emptying them and growing them so that the history cut moves, never runs the whole
+    pipeline; each result equals a fresh run."""
+    conv, s, tok, opts = inputs_of(generated, monkeypatch)
+    assert conv.custom_agent_prompt is not None and conv.reminder is not None
+    s = s.model_copy(update={"max_input_tokens": budget})
+    names = ["custom_agent_prompt", "reminder"]
+    if inline_system:
+        system = next(m for m in conv.messages if m.role is Role.SYSTEM)
+        conv = dataclasses.replace(conv, system_prompt=TextBlock(system.content, system.range))
+        names.append("system_prompt")
+    rng = random.Random(budget + inline_system)
+    cache = AssemblyCache()
+    assemble(conv, s, tok, opts, cache=cache)
+    dropped, prompts, reminders = set(), set(), set()
+    steps = 36
+    for step in range(steps):
+        name = names[step % len(names)]
+        block = getattr(conv, name)
+        content = grown_or_cut(block.content, rng)[:12_000]
+        conv = dataclasses.replace(conv, **{name: dataclasses.replace(block, content=content)})
+        res = assemble(conv, s, tok, opts, cache=cache)
+        assert_same(res, assemble(conv, s, tok, opts))
+        assert res.ok
+        dropped.add(len(res.dropped))
+        prompts.add(tuple(e.message.text for e in res.layout if e.segment != "history"))
+        reminders.add(res.segments[-1].tokens)
+    assert (cache.full_runs, cache.fast_runs) == (1, steps)
+    assert len(prompts) > 3 and len(reminders) > 3
+    if budget < 1_000_000:
+        assert len(dropped) > 1  # the cut moved
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_inline_prompts_across_thresholds(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inline prompts growing and shrinking across what their size decides: the reserved
+    tokens (the project file loaded, or listed and not cited), the history cut and the
+    forgotten-files listing; the base prompt emptied (the custom agent prompt becomes the
+    system prompt) and given again; token counts stated. Each step equals a fresh run and
+    is answered incrementally."""
+    rng = random.Random(seed)
+    doc = thresholds_doc(9_600 + 10 * seed)
+    doc["messages"] = doc["messages"][1:]  # the system prompt is given inline instead
+    for m in doc["messages"]:
+        if m["role"] == "assistant":
+            m["content"] = "answer " * 120  # a finer cut
+    doc["system_prompt"] = {"content": "You are the helpful assistant of the team."}
+    doc["custom_agent_prompt"] = "Answer as the release assistant. " + "word " * 150
+    doc["reminder"] = {"content": "Keep it short, {{user.name}}."}
+    if seed % 2:
+        doc["settings"]["replace_system_prompt"] = True
+    path = tmp_path / "doc.conv.json"
+    path.write_text(json.dumps(doc))
+    conv, s, tok, opts = inputs_of(path, monkeypatch)
+    cache = AssemblyCache()
+    assemble(conv, s, tok, opts, cache=cache)
+    project_parts, listed, dropped, agents = set(), set(), set(), set()
+    steps = 80
+    for _ in range(steps):
+        name = rng.choice(INLINE_PROMPTS)
+        block = getattr(conv, name)
+        if rng.random() < 0.1:
+            new = dataclasses.replace(block, token_count=rng.choice([None, None, 50, 400]))
+        else:
+            new = dataclasses.replace(block, content=grown_or_cut(block.content, rng)[:6_000])
+        conv = dataclasses.replace(conv, **{name: new})
+        res = assemble(conv, s, tok, opts, cache=cache)
+        assert_same(res, assemble(conv, s, tok, opts))
+        assert res.ok
+        project_parts.add(tuple(res.segments[3].ids))
+        listed.add(res.forgotten_files)
+        dropped.add(res.dropped)
+        agents.add(res.segments[2].ids)
+    assert (cache.full_runs, cache.fast_runs) == (1, steps)
+    assert project_parts == {("$project_files",), ("$project_file_list",)}
+    assert len(listed) > 1 and len(dropped) > 1
+    # The custom agent prompt a user message, or the system prompt (the base one blank).
+    assert agents == ({()} if seed % 2 else {(), ("$custom_agent",)})

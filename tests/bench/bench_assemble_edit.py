@@ -5,9 +5,14 @@ it, assembles it once with a cache, then types one character into the content of
 near the start, the middle and the end, into the system message taken as the system prompt,
 and into the text of files uploaded with user messages near the start, the middle and the
 end, re-reading the document as the editor does (``reparse_conversation``: only the edited
-message is a new object). For each edit it times ``assemble`` of the new conversation with
-the cache and without it (the tokenizer's count cache is warm in both). Medians over
-``--edits`` edits per place, in milliseconds, and how many were answered incrementally.
+message is a new object). Then it types into the inline prompts at the top of the document:
+the ``custom_agent_prompt`` and the ``reminder`` the generated document has, and a
+``system_prompt`` given inline (the text of its system message, added once with a full run);
+such an edit is re-read as the same conversation with a new ``TextBlock`` for the field
+(``dataclasses.replace``), as the incremental re-parse of the top of the document gives.
+For each edit it times ``assemble`` of the new conversation with the cache and without it
+(the tokenizer's count cache is warm in both). Medians over ``--edits`` edits per place, in
+milliseconds, and how many were answered incrementally.
 
     python tests/bench/bench_assemble_edit.py [--edits 9] [--size 10]
 """
@@ -15,6 +20,7 @@ the cache and without it (the tokenizer's count cache is warm in both). Medians 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import gc
 import statistics
@@ -29,7 +35,7 @@ from assembly.assemble import AssembleOptions, assemble
 from assembly.assemble_cache import AssemblyCache
 from assembly.documents import parse_conversation
 from assembly.incremental import reparse_conversation
-from assembly.model import Conversation, DocFormat, Message, Role
+from assembly.model import Conversation, DocFormat, Message, Role, TextBlock
 from assembly.settings import SettingsLayer, resolve_settings
 from server.tokenizers import load_tokenizer
 
@@ -84,6 +90,16 @@ def main() -> int:
         ("end", uploads[-e:]),
     ):
         conv, text = _time_edits(f"file {place}", [(k, 0) for k in ks], conv, text, bench)
+    for name in ("custom_agent_prompt", "reminder"):
+        if getattr(conv, name) is not None:
+            conv = _time_block_edits(name, args.edits, conv, bench)
+    if system is not None and conv.system_prompt is None:
+        content = conv.messages[system].content
+        conv = dataclasses.replace(
+            conv, system_prompt=TextBlock(content, conv.messages[system].range)
+        )
+        assemble(conv, settings, tokenizer, opts, cache=cache)  # a new structure: a full run
+        conv = _time_block_edits("system_prompt", args.edits, conv, bench)
     print(f"(full runs {cache.full_runs}, incremental {cache.fast_runs})")
     return 0
 
@@ -112,6 +128,28 @@ def _time_edits(
     if where:
         print(f"{label:16} {_fmt(uncached):>13} {_fmt(cached):>12}   {fast}/{len(where)}")
     return conv, text
+
+
+def _time_block_edits(name: str, edits: int, conv: Conversation, bench: Bench) -> Conversation:
+    """Type one character at a time into the inline prompt ``name`` (middle of its text)."""
+    uncached, cached = [], []
+    fast = 0
+    for _ in range(edits):
+        block = getattr(conv, name)
+        assert isinstance(block, TextBlock)
+        at = len(block.content) // 2
+        content = block.content[:at] + "x" + block.content[at:]
+        conv = dataclasses.replace(conv, **{name: dataclasses.replace(block, content=content)})
+        gc.collect()
+        c, u, incremental = bench(conv)
+        fast += incremental
+        cached.append(c)
+        uncached.append(u)
+    label = {"custom_agent_prompt": "custom agent", "system_prompt": "system prompt"}.get(
+        name, name
+    )
+    print(f"{label:16} {_fmt(uncached):>13} {_fmt(cached):>12}   {fast}/{edits}")
+    return conv
 
 
 def _content_start(m: Message, f: int | None, text: str) -> int:
