@@ -28,7 +28,9 @@ from assembly.diagnostics.core import (
 )
 from assembly.diagnostics.incremental import (
     COMMENT_MARK,
+    CUSTOM_AGENT_TEXT,
     FILE_REFS,
+    REMINDER_TEXT,
     SYSTEM_TEXT,
     TEXT_CALLS,
     RuleCache,
@@ -67,14 +69,18 @@ __all__ = [
 E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 DOC = document_inputs  # what most rules read besides the messages (``incremental``)
 NONE: frozenset[str] = frozenset()  # reads no content fact: only the messages' shapes
-SYSTEM = frozenset({SYSTEM_TEXT})  # reads the system prompt (a system message's content)
+# What the prompt rules read: the system prompt (a system message's content or the inline
+# ``system_prompt``), the custom agent prompt, the reminder.
+SYSTEM_CUSTOM = frozenset({SYSTEM_TEXT, CUSTOM_AGENT_TEXT})
+PROMPTS = frozenset({SYSTEM_TEXT, CUSTOM_AGENT_TEXT, REMINDER_TEXT})
 
 # The rule table. Codes are never renamed or reused. Rules without ``inputs`` only filter
 # what was reported, or read the budget figures of every message, and run every time; the
-# others' findings are reused after an edit inside one message that leaves their inputs,
-# the message's shape and the content facts they ``reads`` equal (``incremental``). No
-# rule with ``inputs`` reads the contents of attached files (the assembly's figures that
-# depend on them, the cut and the forgotten-file listing, are in ``document_inputs``).
+# others' findings are reused after an edit inside one message or one inline prompt that
+# leaves their inputs, the message's shape and the content facts they ``reads`` equal
+# (``incremental``). No rule with ``inputs`` reads the contents of attached files (the
+# assembly's figures that depend on them, the cut and the forgotten-file listing, are in
+# ``document_inputs``).
 RULES: tuple[Rule, ...] = (
     # Bad input.
     Rule("syntax-error", E, reported.syntax_error),
@@ -97,7 +103,7 @@ RULES: tuple[Rule, ...] = (
         W,
         ordering.custom_prompt_in_system,
         inputs=DOC,
-        reads=SYSTEM,
+        reads=SYSTEM_CUSTOM,
     ),
     Rule(
         "unknown-placeholder",
@@ -105,7 +111,7 @@ RULES: tuple[Rule, ...] = (
         ordering.unknown_placeholder,
         fixable=True,
         inputs=DOC,
-        reads=SYSTEM,
+        reads=PROMPTS,
     ),
     Rule(
         "summary-on-other-branch",
@@ -121,14 +127,14 @@ RULES: tuple[Rule, ...] = (
         instructions.instruction_far_from_section,
         fixable=True,
         inputs=DOC,
-        reads=SYSTEM,
+        reads=SYSTEM_CUSTOM,
     ),
     Rule(
         "guidance-for-unavailable-tool",
         W,
         instructions.guidance_for_unavailable_tool,
         inputs=DOC,
-        reads=SYSTEM,
+        reads=PROMPTS,
     ),
     # Tool calls and file ids.
     Rule(
@@ -154,7 +160,7 @@ RULES: tuple[Rule, ...] = (
         W,
         files.file_id_not_in_read_file_list,
         inputs=DOC,
-        reads=frozenset({FILE_REFS}),
+        reads=frozenset({FILE_REFS, CUSTOM_AGENT_TEXT}),
     ),
     Rule(
         "filename-instead-of-file-id",

@@ -2,7 +2,9 @@
 
 After an edit inside one message, the re-read conversation shares every other ``Message``
 object with the previous one (``assembly/incremental.py``); those after the edit may have
-moved. ``check(ctx, cache=…)`` then:
+moved. After an edit inside an inline prompt (the string of ``system_prompt``,
+``custom_agent_prompt`` or ``reminder``), it shares every message and has a new
+``TextBlock`` for that prompt. ``check(ctx, cache=…)`` then:
 
 - finds the edited message by identity (one C-level pass). Anything else (several new
   message objects, a different count, a length that does not add up, a document with a
@@ -14,22 +16,28 @@ moved. ``check(ctx, cache=…)`` then:
   system message (taken as the system prompt), the calls written as text, the
   ``file_id="…"`` references, the contents of the attached files. A different shape and
   nothing is reused; else the kinds that differ are noted;
-- reuses a rule's previous findings when the rule's ``inputs`` (settings, prompts, the
-  assembly's branch and cut, …) are equal and it ``reads`` none of the content facts that
-  differ, moving every offset after the edited message by the length difference. So
-  typing in a system message re-runs only the four rules that read the system prompt, and
-  typing in an attached file's content re-runs none (what its length changes in the
-  assembly, such as the cut, is in ``inputs``). A finding with an offset strictly inside
-  the edited message is not moved (its place in the message may have changed): the rule
-  runs again.
+- when every message is shared, compares the inline prompts instead (``PROMPT_FACTS``:
+  their texts and what the pipeline sent for them). Exactly one prompt's text may differ,
+  its string starting where it did and longer by what the document grew (on a ``Rope``,
+  whose ``changed_span`` is cheap, the changed span must also lie strictly inside that
+  string): the edit lies inside it, and its kind is noted as changed;
+- reuses a rule's previous findings when the rule's ``inputs`` (settings, the prompts'
+  shapes, the assembly's branch and cut, …) are equal and it ``reads`` none of the content
+  facts that differ, moving every offset after the edited message (or prompt string) by
+  the length difference. So typing in a system message re-runs only the four rules that
+  read the system prompt, typing in the custom agent prompt those five that read it,
+  typing in the reminder the two that read it, and typing in an attached file's content
+  none (what its length changes in the assembly, such as the cut, is in ``inputs``). A
+  finding with an offset strictly inside the edited message or string is not moved (its
+  place in it may have changed): the rule runs again.
 
 Findings are kept with plain absolute ranges in the coordinates of the run that produced
-or moved them, so a later move of anchored ranges cannot change them. Rules without
-``inputs`` always run: those that only filter what was reported, and the budget rules,
-whose figures change with every edit (they keep their costly part, where the cut lies, in
-the memo and re-read its ranges and tokens each time). The cache also keeps the
-per-message memo (``MessageMemo``) and what the suppressions need: the number of
-``promptls:`` comments in the text and the messages with an ignore key.
+or moved them, so a later move of anchored ranges cannot change them; so are the places of
+the inline prompts. Rules without ``inputs`` always run: those that only filter what was
+reported, and the budget rules, whose figures change with every edit (they keep their
+costly part, where the cut lies, in the memo and re-read its ranges and tokens each time).
+The cache also keeps the per-message memo (``MessageMemo``) and what the suppressions
+need: the number of ``promptls:`` comments in the text and the messages with an ignore key.
 """
 
 from __future__ import annotations
@@ -53,15 +61,20 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.rules.budget import history_ids
 from assembly.diagnostics.rules.files import file_refs
 from assembly.diagnostics.rules.tool_calls import text_calls, tool_definitions
+from assembly.assemble import Assembly, LayoutEntry
 from assembly.diagnostics.window import TextLike
-from assembly.model import Conversation, FileAttachment, Message, Role
+from assembly.model import Conversation, FileAttachment, Message, Role, TextBlock
+from assembly.rope import Rope
 from assembly.text import TextRange
 
 __all__ = [
     "COMMENT_MARK",
     "CONTENT_FACTS",
+    "CUSTOM_AGENT_TEXT",
     "FILE_CONTENTS",
     "FILE_REFS",
+    "PROMPT_FACTS",
+    "REMINDER_TEXT",
     "SYSTEM_TEXT",
     "TEXT_CALLS",
     "RuleCache",
@@ -71,13 +84,29 @@ __all__ = [
 
 COMMENT_MARK = "promptls:"  # what every suppression comment contains
 
-# The kinds of content facts (``message_facts``), what a rule's ``reads`` names.
-SYSTEM_TEXT = "system text"  # a system message's content (the system prompt)
+# The kinds of content facts (``message_facts``, ``prompt_facts``), what a rule's
+# ``reads`` names.
+SYSTEM_TEXT = "system text"  # a system message's content, an inline ``system_prompt``
 TEXT_CALLS = "text calls"  # the calls an assistant message writes as text
 FILE_REFS = "file refs"  # the ``file_id="…"`` values a user message writes
 FILE_CONTENTS = "file contents"  # the contents of the files attached to a message
-CONTENT_FACTS = frozenset({SYSTEM_TEXT, TEXT_CALLS, FILE_REFS, FILE_CONTENTS})
+CUSTOM_AGENT_TEXT = "custom agent prompt"  # the text of ``custom_agent_prompt``
+REMINDER_TEXT = "reminder"  # the text of the ``reminder`` key
+# The inline prompts, by kind: where the conversation holds each, and the id of what the
+# pipeline sends for it (``Assembly.layout``; the system prompt's entry takes a system
+# message's id when that message is the system prompt, whose content is a message fact).
+PROMPT_FACTS: dict[str, tuple[str, str]] = {
+    SYSTEM_TEXT: ("system_prompt", "$system"),
+    CUSTOM_AGENT_TEXT: ("custom_agent_prompt", "$custom_agent"),
+    REMINDER_TEXT: ("reminder", "$reminder"),
+}
+CONTENT_FACTS = frozenset(
+    {SYSTEM_TEXT, TEXT_CALLS, FILE_REFS, FILE_CONTENTS, CUSTOM_AGENT_TEXT, REMINDER_TEXT}
+)
 FORGOTTEN_LISTING = "$forgotten_files"  # the layout id of the forgotten-files listing
+_PROMPT_IDS = frozenset(layout_id for _, layout_id in PROMPT_FACTS.values())
+_ENTRY_ID = operator.attrgetter("id")
+_NOT_KEYED = _PROMPT_IDS | {FORGOTTEN_LISTING}  # layout texts not in ``document_inputs``
 
 
 class RuleCache:
@@ -96,6 +125,7 @@ class RuleCache:
         self._n_comments = 0  # occurrences of COMMENT_MARK in the last run's text
         self._ignoring: tuple[int, ...] = ()  # indexes of the messages with an ignore key
         self._document_key: object = None  # ``document_inputs`` of the last run
+        self._prompts: dict[str, _Prompt] | None = None  # ``prompt_facts`` of the last run
         self.reused = False  # whether the last run could reuse findings (for tests, logs)
         self.changed: frozenset[str] = frozenset()  # content facts the last edit changed
         self.recomputed: tuple[str, ...] = ()  # rules with inputs the last run ran again
@@ -109,30 +139,37 @@ class RuleCache:
             self.memo.clear()  # the calls found in a text depend on the tools
             self._messages = None
             self._tools = tools
+        prompts = prompt_facts(conv, ctx.assembly) if conv is not None else None
         move: _Move | None = None
         edited: tuple[Message, Message] | None = None
         changed: frozenset[str] = frozenset()
-        if conv is not None and self._messages is not None and self._text is not None:
-            move, edited, changed = self._compare(self._messages, msgs, self._text, ctx.text)
+        span: _Move | None = None  # where the text changed, when known
+        if (
+            prompts is not None
+            and self._prompts is not None
+            and self._messages is not None
+            and self._text is not None
+        ):
+            move, edited, changed, span = self._compare(
+                self._messages, msgs, self._text, ctx.text, self._prompts, prompts
+            )
         if move is None:
             self.memo.shapes = object()  # the messages' shapes may differ from the last run's
         # What the suppressions need.
-        if edited is not None:
-            old, new = edited
+        if span is not None:
             assert self._text is not None
-            old_text = self._text[old.range.start : old.range.end]
-            new_text = ctx.text[new.range.start : new.range.end]
-            n_comments = self._n_comments - old_text.count(COMMENT_MARK)
-            n_comments += new_text.count(COMMENT_MARK)
+            n_comments = self._n_comments + _count_change(self._text, ctx.text, span)
         elif move is not None:
-            n_comments = self._n_comments
+            n_comments = self._n_comments  # the very same text
         else:
             n_comments = _count(ctx.text, COMMENT_MARK)
         if move is not None:
             ignoring = self._ignoring
         else:
             ignoring = tuple(i for i, m in enumerate(msgs) if m.ignore)
-        return CacheRun(self, move, edited, changed, msgs, ctx.text, n_comments, ignoring)
+        run = CacheRun(self, move, edited, changed, msgs, ctx.text, n_comments, ignoring)
+        run.prompts = prompts
+        return run
 
     def finish(self, run: CacheRun) -> None:
         """Keep what ``run`` found for the next run."""
@@ -142,6 +179,7 @@ class RuleCache:
         self._n_comments = run.n_comments
         self._ignoring = run.ignoring
         self._document_key = run.document_key
+        self._prompts = run.prompts
         self.reused = run.move is not None
         self.changed = run.changed
         self.recomputed = tuple(run.recomputed)
@@ -157,40 +195,80 @@ class RuleCache:
         msgs: tuple[Message, ...],
         prev_text: TextLike,
         text: TextLike,
-    ) -> tuple[_Move | None, tuple[Message, Message] | None, frozenset[str]]:
-        """How the text moved since the last run (None: unknown), the edited message and
-        the kinds of its content facts that changed.
+        prev_prompts: dict[str, _Prompt],
+        prompts: dict[str, _Prompt],
+    ) -> tuple[_Move | None, tuple[Message, Message] | None, frozenset[str], _Move | None]:
+        """How the text moved since the last run (None: unknown), the edited message, the
+        kinds of content facts that changed, and where the text changed (when known).
 
         Only the incremental re-read shares message objects, and it does so only when the
-        edit lies strictly inside one message: a shared message proves that the text
-        outside the new message objects is unchanged.
+        edit lies strictly inside one message or one inline prompt's string: a shared
+        message proves that the text outside the new message object (or, all being
+        shared, outside the prompt whose text changed) is unchanged.
         """
         none: frozenset[str] = frozenset()
         if not msgs or len(prev) != len(msgs):
-            return None, None, none
+            return None, None, none, None
+        # What the pipeline sends for the prompts is read by the rules that read them.
+        rendered = frozenset(k for k, p in prompts.items() if p.rendered != prev_prompts[k].rendered)
+        texts = [k for k, p in prompts.items() if p.content != prev_prompts[k].content]
         same = list(map(operator.is_, prev, msgs))
         try:
             i = same.index(False)
-        except ValueError:  # all shared: the very same text
-            return (_Move(0, 0, 0) if len(text) == len(prev_text) else None), None, none
+        except ValueError:  # all shared: the very same text, or an edit inside one prompt
+            return self._prompt_edit(prev_text, text, prev_prompts, prompts, texts, rendered)
         try:
             same.index(False, i + 1)
-            return None, None, none  # several messages are new: a full parse
+            return None, None, none, None  # several messages are new: a full parse
         except ValueError:
             pass
-        if len(msgs) < 2:
-            return None, None, none  # nothing is shared: no proof the rest is unchanged
+        if len(msgs) < 2 or texts:
+            # Nothing is shared: no proof the rest is unchanged; or a prompt's text changed
+            # too: not one edit inside the message.
+            return None, None, none, None
         old, new = prev[i], msgs[i]
         start, old_end, new_end = old.range.start, old.range.end, new.range.end
         if new.range.start != start or len(text) - len(prev_text) != new_end - old_end:
-            return None, None, none
+            return None, None, none, None
+        span = _Move(start, old_end, new_end)
         tools = self._tools or []
         old_shape, old_facts = message_facts(old, self.memo, tools)
         new_shape, new_facts = message_facts(new, self.memo, tools)
         if old_shape != new_shape:
-            return None, (old, new), none
+            return None, (old, new), none, span
         changed = frozenset(k for k, v in old_facts.items() if new_facts[k] != v)
-        return _Move(start, old_end, new_end), (old, new), changed
+        return span, (old, new), changed | rendered, span
+
+    @staticmethod
+    def _prompt_edit(
+        prev_text: TextLike,
+        text: TextLike,
+        prev_prompts: dict[str, _Prompt],
+        prompts: dict[str, _Prompt],
+        texts: list[str],
+        rendered: frozenset[str],
+    ) -> tuple[_Move | None, None, frozenset[str], _Move | None]:
+        """``_compare`` when every message is shared: the text is the same, or one inline
+        prompt's text changed strictly inside its string."""
+        if not texts:
+            if len(text) != len(prev_text):
+                return None, None, frozenset(), None  # an edit elsewhere (nothing reads it)
+            return _Move(0, 0, 0), None, rendered, None
+        if len(texts) > 1:
+            return None, None, frozenset(), None
+        kind = texts[0]
+        old, new = prev_prompts[kind].place, prompts[kind].place
+        if old is None or new is None:
+            return None, None, frozenset(), None  # a prompt appeared, or is no string
+        (at, old_end), (new_at, new_end) = old, new
+        if new_at != at or len(text) - len(prev_text) != new_end - old_end:
+            return None, None, frozenset(), None
+        if isinstance(text, Rope) and isinstance(prev_text, Rope):
+            p, changed_end, _ = text.changed_span(prev_text)
+            if not at < p <= changed_end < old_end:
+                return None, None, frozenset(), None  # not strictly inside the string
+        span = _Move(at, old_end, new_end)
+        return span, None, rendered | {kind}, span
 
 
 class CacheRun:
@@ -217,6 +295,7 @@ class CacheRun:
         self.n_comments = n_comments
         self.ignoring = ignoring
         self.findings: dict[str, tuple[object, tuple[Diagnostic, ...]]] = {}
+        self.prompts: dict[str, _Prompt] | None = None  # ``prompt_facts`` of this run
         self._scratch: dict[str, Any] = {"previous document": cache._document_key}
 
     @property
@@ -272,6 +351,53 @@ def message_facts(
         FILE_CONTENTS: tuple(f.content for f in m.files),
     }
     return _shape(m), facts
+
+
+@dataclass(frozen=True, slots=True)
+class _Prompt:
+    """What the rules can read of one inline prompt: its text and what the pipeline sent
+    for it; and where its string is written (absolute offsets of that run, for moving)."""
+
+    content: str | None  # None: not given inline
+    place: tuple[int, int] | None  # its string's range; None: none
+    rendered: tuple[str, ...]  # the texts of the layout entries with its id
+
+
+def prompt_facts(conv: Conversation, assembly: Assembly | None) -> dict[str, _Prompt]:
+    """The inline prompts' facts by kind (``PROMPT_FACTS``).
+
+    The texts the pipeline builds from the prompts (placeholders filled, guidance added,
+    …) are compared with them: only the rules that read a prompt read what it became.
+    """
+    rendered = _rendered(assembly.layout) if assembly is not None else {}
+    res = {}
+    for kind, (attr, layout_id) in PROMPT_FACTS.items():
+        block = getattr(conv, attr)
+        if isinstance(block, TextBlock):
+            rng = block.content_range
+            place = (rng.start, rng.end) if rng is not None else None
+            res[kind] = _Prompt(block.content, place, rendered.get(layout_id, ()))
+        else:
+            res[kind] = _Prompt(None, None, rendered.get(layout_id, ()))
+    return res
+
+
+def _rendered(layout: Sequence[LayoutEntry]) -> dict[str, tuple[str, ...]]:
+    """The texts of the entries of ``layout`` with a prompt's id (``_PROMPT_IDS``; a
+    document message may take such an id too), found by C-level searches of the ids."""
+    ids = list(map(_ENTRY_ID, layout))
+    res: dict[str, tuple[str, ...]] = {}
+    for layout_id in _PROMPT_IDS:
+        texts = []
+        k = -1
+        while True:
+            try:
+                k = ids.index(layout_id, k + 1)
+            except ValueError:
+                break
+            texts.append(layout[k].message.text)
+        res[layout_id] = tuple(texts)
+    return res
 
 
 _MESSAGE_FIELDS = tuple(
@@ -347,16 +473,23 @@ def _conversation_key(conv: Conversation) -> object:
         conv.format,
         conv.settings,
         tuple(conv.settings_ranges),
-        _strip(conv.system_prompt),
-        _strip(conv.custom_agent_prompt),
+        _prompt_shape(conv.system_prompt),
+        _prompt_shape(conv.custom_agent_prompt),
         _strip(conv.project_files),
         _strip(conv.tools),
-        _strip(conv.reminder),
+        _prompt_shape(conv.reminder),
         conv.user_info,
         root.kind if root is not None else None,
         members,
         len(conv.messages),
     )
+
+
+def _prompt_shape(block: object) -> object:
+    """A prompt given in the conversation, but its text (``prompt_facts``)."""
+    if isinstance(block, TextBlock):
+        return ("TextBlock", block.token_count, block.content_range is None)
+    return _strip(block)
 
 
 def _assembly_key(ctx: RuleContext, scratch: dict[str, Any]) -> object:
@@ -366,12 +499,14 @@ def _assembly_key(ctx: RuleContext, scratch: dict[str, Any]) -> object:
     # The listings and the system message the rules look at (few entries: the prompts
     # and the listings come before and after the history). The forgotten files are
     # compared by id and name: the rules read nothing else of them, and their character
-    # counts (also in the listing's text) change as one types in an attached file.
+    # counts (also in the listing's text) change as one types in an attached file. What
+    # the prompts became is compared as the prompts' facts (``prompt_facts``): only the
+    # rules that read a prompt read it.
     layout = tuple(
         (
             e.id,
             e.segment,
-            e.message.text if e.id.startswith("$") and e.id != FORGOTTEN_LISTING else None,
+            e.message.text if e.id.startswith("$") and e.id not in _NOT_KEYED else None,
             e.message.source.index if e.message.source is not None else None,
         )
         for e in a.layout
@@ -490,6 +625,17 @@ def _map_diagnostic(
     ):
         return d
     return dataclasses.replace(d, range=rng, related=tuple(related), fix=fix)
+
+
+def _count_change(old: TextLike, new: TextLike, span: _Move) -> int:
+    """How many more ``COMMENT_MARK``s ``new`` has than ``old``, which differ only in
+    ``span``: counted in the span widened by the mark's length less one on each side (a
+    mark across the span's edge is in the window; one across the window's edge is outside
+    the span, so in both texts alike)."""
+    reach = len(COMMENT_MARK) - 1
+    a = max(0, span.at - reach)
+    before = old[a : min(len(old), span.old_end + reach)].count(COMMENT_MARK)
+    return new[a : min(len(new), span.new_end + reach)].count(COMMENT_MARK) - before
 
 
 def _count(text: TextLike, needle: str) -> int:
