@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from assembly.assemble import Assembly, LayoutEntry
 from assembly.diagnostics.core import (
     Diagnostic,
     Fix,
@@ -61,7 +62,6 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.rules.budget import history_ids
 from assembly.diagnostics.rules.files import file_refs
 from assembly.diagnostics.rules.tool_calls import text_calls, tool_definitions
-from assembly.assemble import Assembly, LayoutEntry
 from assembly.diagnostics.window import TextLike
 from assembly.model import Conversation, FileAttachment, Message, Role, TextBlock
 from assembly.rope import Rope
@@ -210,7 +210,9 @@ class RuleCache:
         if not msgs or len(prev) != len(msgs):
             return None, None, none, None
         # What the pipeline sends for the prompts is read by the rules that read them.
-        rendered = frozenset(k for k, p in prompts.items() if p.rendered != prev_prompts[k].rendered)
+        rendered = frozenset(
+            k for k, p in prompts.items() if p.rendered != prev_prompts[k].rendered
+        )
         texts = [k for k, p in prompts.items() if p.content != prev_prompts[k].content]
         same = list(map(operator.is_, prev, msgs))
         try:

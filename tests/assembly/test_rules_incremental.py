@@ -31,13 +31,22 @@ from assembly.diagnostics import (
     check,
     from_issues,
 )
-from assembly.diagnostics.incremental import CONTENT_FACTS, FILE_CONTENTS, SYSTEM_TEXT
+from assembly.diagnostics.incremental import (
+    CONTENT_FACTS,
+    CUSTOM_AGENT_TEXT,
+    FILE_CONTENTS,
+    FILE_REFS,
+    REMINDER_TEXT,
+    SYSTEM_TEXT,
+)
 from assembly.diagnostics.rules.tool_calls import MessageNodes
-from assembly.documents import parse_conversation
+from assembly.documents import format_for_path, parse_conversation
 from assembly.incremental import reparse_conversation
-from assembly.model import Conversation, DocFormat, Role
+from assembly.model import Conversation, DocFormat, Role, TextBlock
+from assembly.rope import Rope
 from assembly.settings import SettingsLayer, resolve_settings
-from assembly.text import TextRange
+from assembly.syntax import Member, SNode
+from assembly.text import AnchoredRange, TextRange
 from assembly.tokens import Tokenizer
 from server.tokenizers import load_tokenizer
 from server.workspace import Analysis, analyze
@@ -475,3 +484,384 @@ def test_every_reused_rule_says_what_it_reads() -> None:
     for rule in RULES:
         if rule.inputs is not None:
             assert rule.reads is not None and rule.reads <= CONTENT_FACTS, rule.code
+
+
+# ------------------------------------------------------------------ typing in an inline
+# prompt (``system_prompt``, ``custom_agent_prompt``, ``reminder``)
+
+# The rules that read each inline prompt: typing in it re-runs these only (and those with
+# a finding inside its string, and all when the budget cut moves).
+PROMPT_READERS = {
+    "system_prompt": SYSTEM_RULES,
+    "custom_agent_prompt": SYSTEM_RULES | {"file-id-not-in-read-file-list"},
+    "reminder": frozenset({"unknown-placeholder", "guidance-for-unavailable-tool"}),
+}
+_PROMPT_KINDS = {
+    "system_prompt": SYSTEM_TEXT,
+    "custom_agent_prompt": CUSTOM_AGENT_TEXT,
+    "reminder": REMINDER_TEXT,
+}
+
+
+def _inline_prompts(conv: Conversation) -> list[str]:
+    """The inline prompts of ``conv`` one can type in (a string of three characters or
+    more)."""
+    return [
+        attr
+        for attr in PROMPT_READERS
+        if isinstance(block := getattr(conv, attr), TextBlock)
+        and block.content_range is not None
+        and len(block.content_range) > 2
+    ]
+
+
+def _reread_prompt_edit(
+    conv: Conversation, fresh: Conversation, attr: str, at: int, delta: int
+) -> Conversation | None:
+    """What the incremental re-read of an edit at ``at`` inside the string of the prompt
+    ``attr`` gives (``fresh`` is the parse of the new text): every ``Message`` object of
+    ``conv`` and, anchored, its node, moved by its anchor when after the edit; the edited
+    prompt's ``TextBlock`` and everything else as parsed. None when the re-read could not
+    give it (the edit changed more than the prompt's text, or the messages are not
+    anchored and would have to move)."""
+    if fresh.issues or conv.issues or len(fresh.messages) != len(conv.messages):
+        return None
+    for other in PROMPT_READERS:
+        if other != attr and _strip_block(getattr(fresh, other)) != _strip_block(
+            getattr(conv, other)
+        ):
+            return None
+    old, new = getattr(conv, attr), getattr(fresh, attr)
+    if not isinstance(new, TextBlock) or new.content == old.content:
+        return None
+    after = [m for m in conv.messages if m.range.start > at]
+    anchored = all(isinstance(m.range, AnchoredRange) for m in conv.messages)
+    if after and delta and not anchored:
+        return None  # YAML: nothing to move the messages by
+    if delta:
+        for anchor in {id(m.range.anchor): m.range.anchor for m in after}.values():  # type: ignore[attr-defined]
+            anchor.offset += delta
+    conv.moved[0] = True
+    if conv.messages != fresh.messages:
+        return None
+    root = fresh.root
+    if anchored and conv.root is not None and root is not None:
+        # The message nodes of ``conv`` (the same anchors), in the new tree's places.
+        old_items = MessageNodes(conv).array
+        new_items = MessageNodes(fresh).array
+        if old_items is None or new_items is None:
+            return None
+        n = len(conv.messages)
+        items = (*new_items.items[: len(new_items.items) - n], *old_items.items[-n:])
+        kept = SNode("array", new_items.range, items=items)
+        if root is new_items:
+            root = kept
+        else:
+            members = tuple(
+                Member(m.key, m.key_range, kept) if m.value is new_items else m
+                for m in root.members
+            )
+            root = SNode("object", root.range, members=members)
+    return dataclasses.replace(fresh, messages=conv.messages, root=root)
+
+
+def _strip_block(block: object) -> object:
+    return block.content if isinstance(block, TextBlock) else block
+
+
+def _type_in_prompt(
+    text: str, rnd: random.Random, conv: Conversation, attr: str
+) -> tuple[str, int, int]:
+    """One keystroke strictly inside the string of the prompt ``attr``: the new text,
+    where, and the length change."""
+    block = getattr(conv, attr)
+    rng = block.content_range
+    pos = rnd.randrange(rng.start + 1, rng.end - 1)
+    ch = rnd.choice("abxy {}_") if rnd.random() < 0.85 else rnd.choice(_ALPHABET)
+    op = rnd.random()
+    if op < 0.5:
+        return text[:pos] + ch + text[pos:], pos, 1
+    if op < 0.8:
+        return text[:pos] + ch + text[pos + 1 :], pos, 0
+    return text[:pos] + text[pos + 1 :], pos, -1
+
+
+# What a run on a prompt edit saw: the prompt, the rules run again, whether the cut moved,
+# the rules with a finding inside the prompt's string.
+_PromptRun = tuple[str, frozenset[str], tuple[str, ...], bool, set[str]]
+
+
+def _run_prompt_typing(
+    path: Path, text: str, *, seed: int, n_edits: int, rope: bool
+) -> tuple[list[_PromptRun], int]:
+    """Random keystrokes in the inline prompts and in the messages' contents, re-read as
+    the incremental re-read does (the messages shared): ``check`` with the cache equals
+    ``check`` without, on the text as a ``str`` or a ``Rope``. Return what each prompt
+    edit that reused findings saw, and how many runs there were."""
+    an = analyze(path, text=text, today=TODAY, cold_cache=False)
+    conv = an.parsed
+    assert conv is not None
+    fmt = conv.format
+    tokenizer = load_tokenizer(an.settings.encoding).tokenizer
+
+    def ctx_of(c: Conversation, t: str) -> RuleContext:
+        ctx = _context(c, t, tokenizer)
+        return dataclasses.replace(ctx, text=Rope.from_str(t)) if rope else ctx
+
+    cache = RuleCache()
+    ctx = ctx_of(conv, text)
+    prev_diags = check(ctx, cache=cache)
+    rnd = random.Random(seed)
+    seen: list[_PromptRun] = []
+    runs = 0
+    undo: str | None = None
+    for _ in range(n_edits):
+        prompts = _inline_prompts(conv)
+        if undo is not None:
+            # A keystroke that broke the document is undone (a full parse).
+            attr, new_text, undo = "", undo, None
+            new_conv = parse_conversation(new_text, fmt)
+        elif prompts and rnd.random() < 0.75:
+            attr = rnd.choice(prompts)
+            new_text, pos, delta = _type_in_prompt(text, rnd, conv, attr)
+            fresh = parse_conversation(new_text, fmt)
+            before = (conv.custom_agent_prompt, conv.reminder, conv.system_prompt)
+            new_conv = _reread_prompt_edit(conv, fresh, attr, pos, delta)
+            if new_conv is None:
+                # A full parse (no message shared), as the re-read would give.
+                assert (conv.custom_agent_prompt, conv.reminder, conv.system_prompt) == before
+                new_conv, attr = fresh, ""
+        else:
+            attr = ""
+            new_text, _ = _type(text, rnd, conv, "message")
+            re_read = reparse_conversation(conv, text, new_text, fmt)
+            new_conv = re_read if re_read is not None else parse_conversation(new_text, fmt)
+        new_ctx = ctx_of(new_conv, new_text)
+        got = check(new_ctx, cache=cache)
+        assert got == check(new_ctx), (path.name, seed, attr)
+        runs += 1
+        if len(new_conv.issues) > len(conv.issues):
+            undo = text
+        if attr and cache.reused:
+            dropped = ctx.assembly.dropped if ctx.assembly is not None else None
+            moved = new_ctx.assembly is None or new_ctx.assembly.dropped != dropped
+            block = getattr(conv, attr)
+            inside = {
+                d.code
+                for d in prev_diags
+                if d.path is None
+                and any(
+                    block.content_range.start < x < block.content_range.end
+                    for r in (d.range, *(r.range for r in d.related if r.path is None))
+                    for x in (r.start, r.end)
+                )
+            }
+            seen.append((attr, cache.changed, cache.recomputed, moved, inside))
+        conv, text, ctx, prev_diags = new_conv, new_text, new_ctx, got
+    return seen, runs
+
+
+def _has_inline_prompt(path: Path) -> bool:
+    fmt = format_for_path(str(path))
+    if fmt is None:
+        return False
+    return bool(_inline_prompts(parse_conversation(path.read_text(encoding="utf-8"), fmt)))
+
+
+# The documents with an inline prompt.
+_PROMPT_DOCS = [p for p in _DOCS if _has_inline_prompt(p)]
+
+
+def test_the_prompt_fixtures_are_found() -> None:
+    names = {p.name for p in _PROMPT_DOCS}
+    assert {"support-agent.conv.json", "support-agent.conv.jsonl", "inline.conv.yaml"} <= names
+    assert len(_PROMPT_DOCS) >= 15
+
+
+@pytest.mark.parametrize("path", _PROMPT_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_typing_in_inline_prompts_on_fixtures(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    seed = sum(map(ord, path.name)) + 2
+    seen, runs = _run_prompt_typing(path, text, seed=seed, n_edits=12, rope=seed % 2 == 0)
+    assert runs == 12
+    if path.suffix == ".json" or path.suffix == ".jsonl":
+        assert seen  # the fast path is taken on the documents whose messages are anchored
+    for attr, changed, ran, moved, inside in seen:
+        assert _PROMPT_KINDS[attr] in changed
+        if not moved:
+            assert set(ran) <= PROMPT_READERS[attr] | inside, (attr, ran)
+
+
+def _prompted_conversation(tmp_path: Path, *, budget: int) -> Path:
+    """The generated ``m400`` conversation with the three inline prompts before the
+    messages, written so that the rules report in them (unknown placeholders, a tool that
+    is not offered, a file id of no file, the custom agent prompt repeated in the system
+    prompt), and a message's content mentioning ``promptls:``."""
+    doc = json.loads((ROOT / "tests" / "data" / "generated" / "m400.conv.json").read_text("utf-8"))
+    doc["settings"]["max_input_tokens"] = budget
+    system = doc["messages"][0]
+    assert system["role"] == "system"
+    agent = doc.pop("custom_agent_prompt")
+    prompts = {
+        "system_prompt": system["content"].replace("{{CURRENT_DATETIME}}", "{{CURRENT_DATE}}")
+        + "\n\nAlways generate_image a diagram before you answer.\n\n"
+        + agent
+        + "\n\n## run_shell\nRuns a shell command.\n",
+        "custom_agent_prompt": agent + '\n\nRead file_id="nope-1" first. Hello {{user.nickname}}.',
+        "reminder": "Open the best result with open_url. Answer by {{DEADLINE}}.",
+    }
+    doc.pop("reminder", None)
+    doc = {**prompts, **doc}
+    out = tmp_path / f"prompted-{budget}.conv.json"
+    out.write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    return out
+
+
+@pytest.mark.parametrize("budget", [128000, 9000])
+def test_typing_in_an_inline_prompt_reruns_only_the_rules_that_read_it(
+    tmp_path: Path, budget: int
+) -> None:
+    path = _prompted_conversation(tmp_path, budget=budget)
+    text = path.read_text(encoding="utf-8")
+    first = analyze(path, text=text, today=TODAY, cold_cache=False)
+    codes = {d.code for d in first.diagnostics}
+    assert {"unknown-placeholder", "custom-prompt-in-system"} <= codes
+    assert {"guidance-for-unavailable-tool", "file-id-not-in-read-file-list"} <= codes
+    for rope in (False, True):
+        seen, _ = _run_prompt_typing(path, text, seed=budget + rope, n_edits=45, rope=rope)
+        for attr in PROMPT_READERS:
+            mine = [s for s in seen if s[0] == attr]
+            assert len(mine) >= 5, attr
+            for _, changed, ran, moved, inside in mine:
+                assert _PROMPT_KINDS[attr] in changed
+                if not moved:
+                    assert set(ran) <= PROMPT_READERS[attr] | inside, (attr, ran)
+            # Most runs ran exactly the rules that read the prompt again.
+            exact = sum(set(ran) == PROMPT_READERS[attr] for _, _, ran, _, _ in mine)
+            assert exact >= len(mine) // 2, (attr, [s[2] for s in mine])
+
+
+def _prompt_pair(text: str, new_text: str, attr: str) -> tuple[RuleCache, RuleContext]:
+    """A cache after ``text``, and the context of ``new_text`` as re-read after an edit
+    inside the prompt ``attr``."""
+    tokenizer: Tokenizer = load_tokenizer("cl100k_base").tokenizer
+    conv = parse_conversation(text, DocFormat.JSON)
+    cache = RuleCache()
+    check(_context(conv, text, tokenizer), cache=cache)
+    old = getattr(conv, attr).content_range
+    at = next(i for i, (a, b) in enumerate(zip(text, new_text, strict=False)) if a != b)
+    assert old.start < at < old.end
+    fresh = parse_conversation(new_text, DocFormat.JSON)
+    new_conv = _reread_prompt_edit(conv, fresh, attr, at, len(new_text) - len(text))
+    assert new_conv is not None
+    return cache, _context(new_conv, new_text, tokenizer)
+
+
+_SMALL = (
+    '{"custom_agent_prompt": "Read file_id=\\"f-1\\" and file_id=\\"zz\\".",\n'
+    ' "reminder": "Answer by {{DEADLINE}}.",\n'
+    ' "messages": [\n'
+    '  {"id": "u1", "role": "user", "content": "hello",'
+    ' "files": [{"file_id": "f-1", "filename": "a.md", "content": "x"}]},\n'
+    '  {"id": "t9", "role": "tool", "tool_call_id": "c9", "content": "x"},\n'
+    '  {"id": "u2", "role": "user", "content": "bye"}\n'
+    "]}"
+)
+
+
+def test_fixing_a_file_id_in_the_custom_agent_prompt() -> None:
+    """The finding inside the prompt goes; the others are moved, not run again."""
+    new_text = _SMALL.replace('\\"zz\\"', '\\"f-1\\" (yes)')
+    cache, ctx = _prompt_pair(_SMALL, new_text, "custom_agent_prompt")
+    got = check(ctx, cache=cache)
+    assert got == check(ctx)
+    # Without a system prompt the custom agent prompt is sent as the system prompt: what
+    # is sent as the system prompt changed too.
+    assert cache.reused and cache.changed == {CUSTOM_AGENT_TEXT, SYSTEM_TEXT}
+    assert set(cache.recomputed) == PROMPT_READERS["custom_agent_prompt"]
+    assert "file-id-not-in-read-file-list" not in {d.code for d in got}
+    orphan = next(d for d in got if d.code == "orphaned-tool-response")
+    assert orphan.range.start == new_text.index('"c9"')  # moved by the length change
+    assert orphan.fix is not None
+    assert orphan.fix.edits[0].range.start == new_text.index('{"id": "t9"')
+
+
+def test_a_rule_that_hid_that_it_reads_the_custom_agent_prompt_would_be_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Typing a file id of no file in the custom agent prompt: the new finding appears.
+    Had the rule not declared that it reads the prompt, it would not have run again (no
+    finding of it lay inside the string) and the finding would be missing."""
+    text = _SMALL.replace('\\"zz\\"', '\\"f-1\\"')
+    new_text = text.replace('\\"f-1\\".', '\\"f-2\\".')
+    cache, ctx = _prompt_pair(text, new_text, "custom_agent_prompt")
+    assert "file-id-not-in-read-file-list" in {d.code for d in check(ctx, cache=cache)}
+    hidden = tuple(
+        dataclasses.replace(r, reads=frozenset({FILE_REFS}))
+        if r.code == "file-id-not-in-read-file-list"
+        else r
+        for r in RULES
+    )
+    monkeypatch.setattr("assembly.diagnostics.RULES", hidden)
+    cache, ctx = _prompt_pair(text, new_text, "custom_agent_prompt")
+    got = check(ctx, cache=cache)
+    assert cache.reused
+    assert "file-id-not-in-read-file-list" not in {d.code for d in got}  # stale
+    assert got != check(ctx)
+
+
+def test_typing_a_suppression_comment_in_a_prompt() -> None:
+    """The ``promptls:`` comments are counted again in the edited string (and around it)."""
+    text = _SMALL.replace("{{DEADLINE}}.", "{{DEADLINE}}. promptls")
+    new_text = text.replace("promptls", "promptls: ignore[unknown-placeholder]")
+    cache, ctx = _prompt_pair(text, new_text, "reminder")
+    got = check(ctx, cache=cache)
+    assert cache.reused and got == check(ctx)
+    assert "unknown-placeholder" not in {d.code for d in got}
+    # And back: the comment's colon deleted.
+    cache, ctx = _prompt_pair(new_text, new_text.replace("promptls:", "promptls"), "reminder")
+    got = check(ctx, cache=cache)
+    assert cache.reused and got == check(ctx)
+    assert "unknown-placeholder" in {d.code for d in got}
+    # Other rules' findings were kept: the comment counts come from the cache.
+    assert "unknown-placeholder" in cache.recomputed
+    assert "orphaned-tool-response" not in cache.recomputed
+
+
+def test_what_is_not_one_edit_inside_one_prompt_is_not_reused() -> None:
+    from assembly.diagnostics.incremental import _Move, _Prompt
+
+    def facts(**texts: tuple[str, tuple[int, int]] | None) -> dict[str, _Prompt]:
+        res = {}
+        for attr, kind in _PROMPT_KINDS.items():
+            given = texts.get(attr)
+            res[kind] = _Prompt(None, None, ()) if given is None else _Prompt(*given, ())
+        return res
+
+    prev = facts(custom_agent_prompt=("abc", (10, 15)), reminder=("x", (20, 23)))
+    old, new = "-" * 30, "-" * 31
+    same = RuleCache._prompt_edit
+    one = facts(custom_agent_prompt=("abcd", (10, 16)), reminder=("x", (21, 24)))
+    texts = [CUSTOM_AGENT_TEXT]
+    assert same(old, new, prev, one, texts, frozenset())[0] == _Move(10, 15, 16)
+    # Two prompts' texts differ.
+    two = facts(custom_agent_prompt=("abcd", (10, 16)), reminder=("y", (21, 24)))
+    assert same(old, new, prev, two, [CUSTOM_AGENT_TEXT, REMINDER_TEXT], frozenset())[0] is None
+    # The string starts elsewhere, or the document grew by another length.
+    moved = facts(custom_agent_prompt=("abcd", (11, 17)))
+    assert same(old, new, prev, moved, texts, frozenset())[0] is None
+    assert same(old, "-" * 32, prev, one, texts, frozenset())[0] is None
+    # A prompt that appears.
+    appears = facts(
+        custom_agent_prompt=("abc", (10, 15)), reminder=("x", (20, 23)), system_prompt=("s", (0, 3))
+    )
+    assert same(old, new, prev, appears, [SYSTEM_TEXT], frozenset())[0] is None
+    # On ropes, the changed span must lie strictly inside the string.
+    r_old = Rope.from_str("0123456789" + '"abc"' + "-" * 15)
+    inside = Rope.from_str("0123456789" + '"abcd"' + "-" * 15)
+    outside = Rope.from_str("0123456789" + '"abc"' + "--" + "-" * 14)
+    assert same(r_old, inside, prev, one, texts, frozenset())[0] == _Move(10, 15, 16)
+    assert same(r_old, outside, prev, one, texts, frozenset())[0] is None
+    # Nothing changed but the length: an edit the prompts do not explain.
+    assert same(old, new, prev, prev, [], frozenset())[0] is None
+    assert same(old, old, prev, prev, [], frozenset())[0] == _Move(0, 0, 0)
