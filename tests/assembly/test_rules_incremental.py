@@ -865,3 +865,25 @@ def test_what_is_not_one_edit_inside_one_prompt_is_not_reused() -> None:
     # Nothing changed but the length: an edit the prompts do not explain.
     assert same(old, new, prev, prev, [], frozenset())[0] is None
     assert same(old, old, prev, prev, [], frozenset())[0] == _Move(0, 0, 0)
+
+
+def test_the_reread_of_a_prompt_edit_takes_the_fast_path_through_analyze() -> None:
+    """``analyze`` with the previous analysis (the incremental re-read of a top-level
+    value, then the rule cache): typing in each inline prompt re-runs only its readers."""
+    text = _SMALL.replace(
+        '"custom_agent_prompt"', '"system_prompt": "Be {{TONE}}.",\n "custom_agent_prompt"'
+    )
+    for attr, needle in (
+        ("system_prompt", "Be "),
+        ("custom_agent_prompt", "Read "),
+        ("reminder", "Answer "),
+    ):
+        at = text.index(needle) + 2
+        new_text = text[:at] + "x" + text[at:]
+        got, want = _edit_pair(text, new_text)
+        cache = got.caches["rules"]
+        assert isinstance(cache, RuleCache)
+        assert cache.reused and _PROMPT_KINDS[attr] in cache.changed, attr
+        assert set(cache.recomputed) == PROMPT_READERS[attr], attr
+        assert _key(got) == _key(want)
+        text = new_text
