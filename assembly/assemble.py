@@ -274,6 +274,21 @@ class _Fixed:
     available: int  # the window less the safety margin
     tool_tokens: int
 
+    def budget(self, s: Settings, history_budget: int, used: int) -> Budget:
+        """The budget line of an assembly built around these parts."""
+        return Budget(
+            max_input_tokens=s.max_input_tokens,
+            safety_margin=s.safety_margin,
+            available_tokens=self.available,
+            tools=self.tool_tokens,
+            system=self.system.tokens if self.system else 0,
+            custom_agent=self.custom_agent.tokens if self.custom_agent else 0,
+            project_files=sum(m.tokens for m in self.project_msgs),
+            reminder=self.reminder.tokens if self.reminder else 0,
+            history_budget=history_budget,
+            used=used,
+        )
+
 
 @dataclass(slots=True)
 class _Trace:
@@ -375,18 +390,7 @@ class _Pipeline:
             )
             for name in SEGMENTS
         )
-        budget = Budget(
-            max_input_tokens=s.max_input_tokens,
-            safety_margin=s.safety_margin,
-            available_tokens=available,
-            tools=tool_tokens,
-            system=system.tokens if system else 0,
-            custom_agent=custom_agent.tokens if custom_agent else 0,
-            project_files=sum(m.tokens for m in project_msgs),
-            reminder=reminder.tokens if reminder else 0,
-            history_budget=history_budget,
-            used=sum(e.tokens for e in layout),
-        )
+        budget = fixed.budget(s, history_budget, sum(e.tokens for e in layout))
         compression = self._compression_plan(history, summary, reserved)
         tokens_by_id = {m.id: m.tokens for m in history}
         for e in layout:

@@ -45,7 +45,6 @@ from assembly.assemble import (
     AssembleOptions,
     Assembly,
     AssemblyError,
-    Budget,
     CompressionPlan,
     ForgottenFile,
     LayoutEntry,
@@ -744,18 +743,7 @@ def _result(
         "reminder": tuple(e.id for e in tail),
     }
     segments = tuple(Segment(name, sums[name], seg_ids[name]) for name in SEGMENTS)
-    budget = Budget(
-        max_input_tokens=s.max_input_tokens,
-        safety_margin=s.safety_margin,
-        available_tokens=fixed.available,
-        tools=fixed.tool_tokens,
-        system=fixed.system.tokens if fixed.system else 0,
-        custom_agent=fixed.custom_agent.tokens if fixed.custom_agent else 0,
-        project_files=sum(m.tokens for m in fixed.project_msgs),
-        reminder=fixed.reminder.tokens if fixed.reminder else 0,
-        history_budget=cut.history_budget,
-        used=sum(sums.values()),
-    )
+    budget = fixed.budget(s, cut.history_budget, sum(sums.values()))
     tokens_by_id = st.tokens_by_id.copy()
     orphan_set = set(orphans)
     for p in st.image_positions:
