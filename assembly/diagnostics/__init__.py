@@ -22,6 +22,7 @@ from assembly.diagnostics.core import (
     RuleContext,
     Severity,
     TextEdit,
+    from_exception,
     from_issues,
     from_setting_issues,
     sort_key,
@@ -60,6 +61,7 @@ __all__ = [
     "Severity",
     "TextEdit",
     "check",
+    "from_exception",
     "from_issues",
     "from_setting_issues",
     "rule_by_code",
@@ -82,6 +84,8 @@ PROMPTS = frozenset({SYSTEM_TEXT, CUSTOM_AGENT_TEXT, REMINDER_TEXT})
 # assembly's figures that depend on them, the cut and the forgotten-file listing, are in
 # ``document_inputs``).
 RULES: tuple[Rule, ...] = (
+    # promptls itself failed.
+    Rule("internal-error", E, reported.internal_error),
     # Bad input.
     Rule("syntax-error", E, reported.syntax_error),
     Rule("schema-error", E, reported.schema_error),
