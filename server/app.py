@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
@@ -74,6 +75,8 @@ class PromptServer(LanguageServer):
         super().__init__("promptls", VERSION, protocol_cls=PromptProtocol)
         self.session = Session()
         self._error_shown = False
+        self.refused_roots: list[Path] = []  # workspace folders refused at initialize
+        self.shown_setting_problems = ""  # the invalid editor settings last shown
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         if isinstance(error, JsonRpcContentModified) or isinstance(
