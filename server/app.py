@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcContentModified
+from pygls.exceptions import JsonRpcContentModified, JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -60,12 +60,43 @@ class PromptProtocol(LanguageServerProtocol):
         yield from self._user_handler(lsp.TEXT_DOCUMENT_DID_CLOSE, params)
         return None
 
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        """pygls' reading of a message, except that a request whose params do not fit its
+        method (a negative or too large position, a missing or mistyped field) is answered
+        with a JSON-RPC error instead of being dropped with only a log line."""
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            msg_id = data.get("id") if isinstance(data, dict) else None
+            method = data.get("method") if isinstance(data, dict) else None
+            if not isinstance(msg_id, int | str) or isinstance(msg_id, bool) or method is None:
+                raise
+            cause = _first_line(exc.__cause__) if exc.__cause__ is not None else ""
+            message = f"invalid params for {method}" + (f": {cause}" if cause else "")
+            log.warning("%s (request %r)", message, msg_id)
+            self._send_response(msg_id, error=lsp.ResponseError(code=exc.code, message=message))
+            return _ANSWERED
+
+    def handle_message(self, message: Any) -> None:
+        if message is _ANSWERED:
+            return
+        super().handle_message(message)
+
     def _user_handler(self, method: str, params: Any) -> _Steps:
         if (handler := self.fm.features.get(method)) is not None:
             yield handler, (params,), None
 
 
 _Steps = Generator[Any, Any, None]  # what pygls' built-in handlers yield to its dispatcher
+_ANSWERED = object()  # a malformed request, already answered with an error
+
+
+def _first_line(exc: BaseException) -> str:
+    """A short, one-line cause (cattrs nests its errors: take the innermost)."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
 
 
 class PromptServer(LanguageServer):

@@ -105,8 +105,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     where = p.add_mutually_exclusive_group()
     where.add_argument("--stdio", action="store_true", help="talk over stdin/stdout (default)")
-    where.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP (e.g. 127.0.0.1:2087)")
-    where.add_argument("--ws", metavar="HOST:PORT", help="listen on a WebSocket")
+    where.add_argument(
+        "--tcp", metavar="HOST:PORT", help="listen on TCP, loopback only (e.g. 127.0.0.1:2087)"
+    )
+    where.add_argument("--ws", metavar="HOST:PORT", help="listen on a WebSocket, loopback only")
+    p.add_argument(
+        "--allow-origin",
+        metavar="ORIGIN",
+        action="append",
+        default=[],
+        help="with --ws: accept browser connections from this origin (e.g. "
+        "http://localhost:3000; repeatable). Browser origins are refused by default",
+    )
     p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.add_argument("--log-file", help="write the log there instead of stderr")
     p.set_defaults(run=_serve)
@@ -123,17 +133,22 @@ def _serve(args: argparse.Namespace) -> int:
         filename=args.log_file,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    server = build_server()
-    if args.tcp or args.ws:
-        host, _, port = (args.tcp or args.ws).rpartition(":")
-        if not host or not port.isdigit():
-            print("promptls: error: expected HOST:PORT, e.g. 127.0.0.1:2087", file=sys.stderr)
+    if args.tcp or args.ws or args.allow_origin:
+        from server import transport
+
+        try:
+            if args.allow_origin and not args.ws:
+                raise transport.TransportError("--allow-origin applies to --ws only")
+            host, port = transport.parse_address(args.tcp or args.ws)
+            origins = transport.check_origins(args.allow_origin)
+        except transport.TransportError as e:
+            print(f"promptls: error: {e}", file=sys.stderr)
             return EXIT_USAGE
+        server = build_server()
         if args.tcp:
-            server.start_tcp(host, int(port))
-        else:
-            server.start_ws(host, int(port))
-        return EXIT_OK
+            return transport.serve_tcp(server, host, port)
+        return transport.serve_ws(server, host, port, origins)
+    server = build_server()
     server.start_io()
     return EXIT_OK
 
