@@ -227,7 +227,8 @@ class Session:
         """Open conversations whose last analysis read ``path``."""
         res = []
         for uri, snap in self.snapshots.items():
-            deps = getattr(snap.analysis, "dependencies", ())
+            base = snap.analysis or (snap.last_good.analysis if snap.last_good else None)
+            deps = getattr(base, "dependencies", ())
             if uri in self.documents and path in deps:
                 res.append(uri)
         return res

@@ -19,6 +19,7 @@ shows as a mismatch.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -273,7 +274,7 @@ class Fuzzer:
 
     def _check_order(self, uri: str) -> None:
         versions = [v for v, _, _ in self.published.get(uri, []) if v is not None]
-        for a, b in zip(versions, versions[1:], strict=False):
+        for a, b in itertools.pairwise(versions):
             if b < a:
                 self.report.out_of_order.append(f"{uri}: v{b} after v{a}")
             elif a == b:
