@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.support.fuzz import Fuzzer, workspace_from_examples
 
 
-async def main(edits: int, seed: int) -> int:
+async def main(edits: int, seed: int, only: str | None, keep: Path | None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp) / "ws"
-        paths = workspace_from_examples(ws)
+        paths = [p for p in workspace_from_examples(ws) if only is None or p.name == only]
         per_document = max(1, edits // len(paths))
         log = Path(tmp) / "server.log"
         fuzzer = Fuzzer(ws, seed=seed, log_file=log)
@@ -40,6 +40,10 @@ async def main(edits: int, seed: int) -> int:
         print(report.summary())
         for problem in report.stale + report.missing + report.request_errors[:10]:
             print("  ", problem)
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            for name, text in report.stale_texts.items():
+                (keep / name.replace(" ", "-")).write_bytes(text.encode("utf-8", "surrogatepass"))
         tracebacks = log.read_text(encoding="utf-8").count("Traceback")
         print(f"tracebacks in the server log: {tracebacks}")
         return 0 if report.ok() and not tracebacks else 1
@@ -49,5 +53,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edits", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--only", help="fuzz only the example document of this name")
+    parser.add_argument("--keep", type=Path, help="write the texts of stale checkpoints here")
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.edits, args.seed)))
+    sys.exit(asyncio.run(main(args.edits, args.seed, args.only, args.keep)))

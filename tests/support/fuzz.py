@@ -73,6 +73,7 @@ class Report:
     out_of_order: list[str] = field(default_factory=list)
     republished: list[str] = field(default_factory=list)  # a version published twice
     publish_waits_s: list[float] = field(default_factory=list)  # last edit -> its publish
+    stale_texts: dict[str, str] = field(default_factory=dict)  # the texts of stale checkpoints
 
     def ok(self) -> bool:
         return not (
@@ -265,12 +266,15 @@ class Fuzzer:
             self.report.missing.append(f"{path.name} v{version}")
             return
         self.report.publish_waits_s.append(got[0][2] - sent)
-        ours = sorted(_from_lsp(d) for d in got[0][1])
-        theirs = sorted(lint(path, text))
+        places = _Places(text)
+        ours = sorted(places.finding(*_from_lsp(d)) for d in got[0][1])
+        theirs = sorted(places.finding(*f) for f in lint(path, text))
         if ours != theirs:
-            self.report.stale.append(
-                f"{path.name} v{version}: published {ours[:3]}… lint {theirs[:3]}…"
-            )
+            only_ours = [d for d in ours if d not in theirs]
+            only_lint = [d for d in theirs if d not in ours]
+            name = f"{path.name} v{version}"
+            self.report.stale.append(f"{name}: only published {only_ours}; only lint {only_lint}")
+            self.report.stale_texts[name] = text
 
     def _check_order(self, uri: str) -> None:
         versions = [v for v, _, _ in self.published.get(uri, []) if v is not None]
@@ -279,6 +283,27 @@ class Fuzzer:
                 self.report.out_of_order.append(f"{uri}: v{b} after v{a}")
             elif a == b:
                 self.report.republished.append(f"{uri}: v{a}")
+
+
+class _Places:
+    """Line and column (1-based, code points) to offsets in one text, an offset between
+    the "\r" and the "\n" of a line break taken as the line's end (LSP has no position
+    there, the command line shows its column: the same place)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0] + [m.end() for m in _LINE_END.finditer(text)]
+
+    def offset(self, line: int, column: int) -> int:
+        offset = self.starts[min(line, len(self.starts)) - 1] + column - 1
+        if self.text[offset - 1 : offset + 1] == "\r\n":
+            offset -= 1
+        return offset
+
+    def finding(
+        self, code: str, line: int, column: int, end_line: int, end_column: int, message: str
+    ) -> tuple[str, int, int, str]:
+        return code, self.offset(line, column), self.offset(end_line, end_column), message
 
 
 def _from_lsp(d: lsp.Diagnostic) -> tuple[str, int, int, int, int, str]:
