@@ -147,7 +147,6 @@ class Scheduler:
         # it replaces: publish it.
         self.on_current: Callable[[Snapshot, Snapshot | None], None] = lambda snap, prev: None
         self.wait_s = WAIT_S
-        self.started = 0  # analyses started, for tests and benchmarks
         self.stopped = False  # set at shutdown: nothing starts any more
 
     # ------------------------------------------------------------------------ changes
@@ -173,10 +172,6 @@ class Scheduler:
     def busy(self) -> bool:
         """Whether any analysis is running or due (for tests and benchmarks)."""
         return any(d.running is not None or d.due for d in self._docs.values())
-
-    def generation(self, uri: str) -> int:
-        d = self._docs.get(uri)
-        return d.generation if d is not None else 0
 
     # ----------------------------------------------------------------------- requests
 
@@ -237,7 +232,6 @@ class Scheduler:
             return
         generation = d.generation
         d.due = False
-        self.started += 1
         future = s.executor.submit(s.analyze_now, doc)
         d.running = future
         future.add_done_callback(
