@@ -35,7 +35,7 @@ from server.capabilities import ResolvedCapabilities
 from server.convert import TextMap
 from server.scheduler import Scheduler, moved
 from server.watch import Watcher
-from server.workspace import Analysis, PromptAnalysis, analyze, analyze_prompt
+from server.workspace import Analysis, PromptAnalysis, analyze, analyze_prompt, find_root
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +178,18 @@ class Session:
                         best = r
         return best
 
+    def document_root(self, path: Path) -> Path:
+        """The root a document reads inside: its workspace folder; for a document in none,
+        its own project (``find_root``: the nearest folder with ``.git``, else its own),
+        unless that is the file system's root: then the document itself, inside which
+        nothing lies, so every reference it makes is refused."""
+        root = self.root_for(path)
+        if root is None:
+            root = find_root(path)
+            if _is_filesystem_root(root):
+                root = path
+        return root
+
     def in_workspace(self, path: Path) -> bool:
         """Whether ``path`` (resolved: no symlink out) lies inside a workspace folder."""
         real = path.resolve()
@@ -265,7 +277,7 @@ class Session:
     def _analyze(self, doc: DocState) -> Snapshot:
         start = time.perf_counter()
         analysis: Analysis | PromptAnalysis
-        root = self.root_for(doc.path)
+        root = self.document_root(doc.path)
         if doc.kind == "prompt":  # templates are small: joining one costs nothing
             analysis = analyze_prompt(
                 doc.path, text=str(doc.text), root=root, editor_settings=self.settings

@@ -140,6 +140,20 @@ async def test_the_file_system_root_is_refused_as_a_workspace_folder(
     assert "the secret" not in text
 
 
+def test_a_document_outside_the_folders_reads_inside_its_project_never_the_whole_disk(
+    tmp_path: Path,
+) -> None:
+    from server.session import Session
+
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    s = Session()
+    s.set_roots([tmp_path / "elsewhere"])
+    assert s.document_root(project / "sub" / "chat.conv.yaml") == project
+    # A document right under "/" reads nothing around it.
+    assert s.document_root(Path("/chat.conv.yaml")) == Path("/chat.conv.yaml")
+
+
 # promptls.assemble of files that are not open ---------------------------------------------
 
 
