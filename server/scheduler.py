@@ -148,6 +148,9 @@ class Scheduler:
         self.on_current: Callable[[Snapshot, Snapshot | None], None] = lambda snap, prev: None
         self.wait_s = WAIT_S
         self.stopped = False  # set at shutdown: nothing starts any more
+        # (uri, kind) -> the view it was computed for, the computation, and its base
+        # (kept so that ``id`` is not reused while the entry lives).
+        self._shared: dict[tuple[str, str], tuple[Any, asyncio.Future[Any], Any]] = {}
 
     # ------------------------------------------------------------------------ changes
 
@@ -163,6 +166,8 @@ class Scheduler:
             d.due = True
 
     def closed(self, uri: str) -> None:
+        for key in [k for k in self._shared if k[0] == uri]:
+            del self._shared[key]
         d = self._docs.pop(uri, None)
         if d is not None:
             for _, waiter in d.waiters:
@@ -209,6 +214,19 @@ class Scheduler:
         if not fresh:
             log.info("answering about %s from an analysis of version %s", uri, snap.version)
         return View(snap, base, text_map, fresh, span)
+
+    async def shared(self, view: View, kind: str, compute: Callable[[View], _T]) -> _T:
+        """``compute(view)`` on a worker thread, once per document, kind and view: requests
+        that waited for the same analysis (an outline and a folding request per keystroke)
+        share one computation instead of each making its own."""
+        key = (view.snap.uri, kind)
+        ident = (id(view.base), view.span, id(view.text_map.text))
+        entry = self._shared.get(key)
+        if entry is None or entry[0] != ident or entry[2] is not view.base:
+            task = asyncio.ensure_future(asyncio.to_thread(compute, view))
+            entry = (ident, task, view.base)
+            self._shared[key] = entry
+        return await asyncio.shield(entry[1])  # type: ignore[no-any-return]
 
     async def _wait(self, uri: str, d: _Doc, target: int) -> None:
         if d.running is None and not d.due:  # cannot happen: every change starts one

@@ -3,11 +3,11 @@
 The logic is ``assembly.ide.folding``; folds are of the version the request was sent for
 (``documents.current_view``), found and converted off the message loop (a 10 MB
 conversation has over ten thousand of them).
+Requests that waited for the same analysis share one
+computation (``Scheduler.shared``): an editor asks for the folds after every keystroke.
 """
 
 from __future__ import annotations
-
-import asyncio
 
 from lsprotocol import types as lsp
 
@@ -25,7 +25,7 @@ async def folding_range(
     view = await current_view(ls, params.text_document.uri)
     if view is None or view.base is None:
         return None
-    return await asyncio.to_thread(_folds, view) or None
+    return await ls.session.scheduler.shared(view, "folding", _folds) or None
 
 
 def _folds(view: View) -> list[lsp.FoldingRange]:

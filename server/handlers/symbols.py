@@ -3,12 +3,12 @@
 The logic is ``assembly.ide.symbols``; the outline is of the version the request was sent
 for (``documents.current_view``). It is built and converted off the message loop: a 10 MB
 conversation has ten thousand messages, and their outline takes a few hundred
-milliseconds, during which hovers must still answer.
+milliseconds, during which hovers must still answer. Requests that waited for the same
+analysis share one computation (``Scheduler.shared``): an editor asks for the outline
+after every keystroke.
 """
 
 from __future__ import annotations
-
-import asyncio
 
 from lsprotocol import types as lsp
 
@@ -26,7 +26,7 @@ async def document_symbol(
     view = await current_view(ls, params.text_document.uri)
     if view is None or view.base is None:
         return None
-    return await asyncio.to_thread(_outline, view) or None
+    return await ls.session.scheduler.shared(view, "symbols", _outline) or None
 
 
 def _outline(view: View) -> list[lsp.DocumentSymbol]:
