@@ -289,3 +289,37 @@ async def test_a_closed_document_drops_its_running_analysis(
     assert await symbols is None  # the waiting request is answered, not left hanging
     await run_next(client)
     assert [list(p.diagnostics) for p in published(client, uri)] == [[]]  # the clearing only
+
+
+async def test_requests_waiting_for_one_analysis_share_one_outline(
+    client: InProcessClient, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from server.handlers import folding, symbols
+
+    calls = {"symbols": 0, "folding": 0}
+    real = {"symbols": symbols._outline, "folding": folding._folds}
+
+    def counting(kind: str) -> Callable[[Any], Any]:
+        def run(view: Any) -> Any:
+            calls[kind] += 1
+            return real[kind](view)
+
+        return run
+
+    monkeypatch.setattr(symbols, "_outline", counting("symbols"))
+    monkeypatch.setattr(folding, "_folds", counting("folding"))
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(1))
+    requests = []
+    for version in range(2, 12):  # ten keystrokes, an outline and folds after each
+        client.change(uri, version, text_of(version))
+        requests.append(outline(client, uri))
+        folds = lsp.FoldingRangeParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+        requests.append(asyncio.create_task(client.request(lsp.TEXT_DOCUMENT_FOLDING_RANGE, folds)))
+        await turn()
+    await run_next(client)  # v1: every request still waits for a later version
+    assert calls == {"symbols": 0, "folding": 0}
+    await run_next(client)  # v11, the latest: all twenty requests answered from it
+    results = await asyncio.gather(*requests)
+    assert all(results[::2])  # outlines (a two-line document has no folds)
+    assert calls == {"symbols": 1, "folding": 1}
