@@ -13,19 +13,17 @@ from lsprotocol import types as lsp
 
 from assembly.ide import folding as ide_folding
 from server import convert
-from server.app import PromptServer
+from server.app import Prepared, PromptServer, prepare
 from server.handlers.documents import current_view
 from server.scheduler import View
 from server.workspace import Analysis
 
 
-async def folding_range(
-    ls: PromptServer, params: lsp.FoldingRangeParams
-) -> list[lsp.FoldingRange] | None:
+async def folding_range(ls: PromptServer, params: lsp.FoldingRangeParams) -> Prepared | None:
     view = await current_view(ls, params.text_document.uri)
     if view is None or view.base is None:
         return None
-    return await ls.session.scheduler.shared(view, "folding", _folds) or None
+    return await ls.session.scheduler.shared(view, "folding", lambda v: prepare(ls, _folds(v)))
 
 
 def _folds(view: View) -> list[lsp.FoldingRange]:

@@ -14,19 +14,17 @@ from lsprotocol import types as lsp
 
 from assembly.ide import symbols as ide_symbols
 from server import convert
-from server.app import PromptServer
+from server.app import Prepared, PromptServer, prepare
 from server.handlers.documents import current_view
 from server.scheduler import View
 from server.workspace import Analysis
 
 
-async def document_symbol(
-    ls: PromptServer, params: lsp.DocumentSymbolParams
-) -> list[lsp.DocumentSymbol] | None:
+async def document_symbol(ls: PromptServer, params: lsp.DocumentSymbolParams) -> Prepared | None:
     view = await current_view(ls, params.text_document.uri)
     if view is None or view.base is None:
         return None
-    return await ls.session.scheduler.shared(view, "symbols", _outline) or None
+    return await ls.session.scheduler.shared(view, "symbols", lambda v: prepare(ls, _outline(v)))
 
 
 def _outline(view: View) -> list[lsp.DocumentSymbol]:
