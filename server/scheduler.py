@@ -13,9 +13,11 @@ document, the scheduler keeps at most one analysis running and at most one due:
   the latest generation: an older state's result is kept for answers that must not wait,
   never published over a newer one.
 - Requests never start analyses: ``view`` waits, at most ``wait_s``, for the analysis of
-  the generation the request was sent in (or a later one), else answers from the newest
-  finished snapshot seen through the edits made since (``View.fresh`` is False, and the
-  offsets are mapped between the two texts).
+  the generation the request was sent in, or of the latest one when the document changed
+  meanwhile (so that requests sent while typing share the analysis, and the computation
+  on it, that follows the last keystroke), else answers from the newest finished
+  snapshot seen through the edits made since (``View.fresh`` is False, and the offsets
+  are mapped between the two texts). Answers are in the current text's coordinates.
 - An analysis that raises becomes a snapshot of its own state all the same
   (``Session.failed_snapshot``: an ``internal-error`` at the document head and the last
   good findings moved into the current text and marked stale), so it is published, and
@@ -46,6 +48,7 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 WAIT_S = 5.0  # the longest a request waits for the analysis of its version
+SETTLE_S = 0.05  # how long costly requests wait for more edits (``view``'s ``settle``)
 
 
 @dataclass
@@ -180,21 +183,41 @@ class Scheduler:
 
     # ----------------------------------------------------------------------- requests
 
-    async def view(self, uri: str, *, wait: bool = True) -> View | None:
+    async def view(self, uri: str, *, wait: bool = True, settle: float = 0.0) -> View | None:
         """The analysis a request about ``uri`` answers from.
 
-        ``wait``: wait (at most ``wait_s``) for the analysis of the document's state when
-        the request arrived; else take the latest finished one at once, waiting only when
-        there is none yet (the first analysis after opening).
+        ``wait``: wait, at most ``wait_s`` in all, for the analysis of the document's state
+        when the request arrived, and, when the document changed meanwhile, for that of
+        its latest state (an answer is given in the current text: computing one for each
+        state passed while typing would only slow the analysis the client waits for);
+        else take the latest finished one at once, waiting only when there is none yet
+        (the first analysis after opening). ``settle``: once there, wait that long for
+        more edits (then for their analysis) before answering, for requests whose answer
+        is costly to compute (an outline of a large document) and that editors send after
+        every keystroke: the edits already sent are read first.
         """
         s = self._session
         d = self._docs.get(uri)
         snap = s.snapshots.get(uri)
         if d is not None and uri in s.documents:
-            target = d.generation
-            if snap is None or (wait and snap.generation < target):
-                await self._wait(uri, d, target)
-                snap = s.snapshots.get(uri)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.wait_s
+            while True:
+                while snap is None or (wait and snap.generation < d.generation):
+                    left = deadline - loop.time()
+                    if left <= 0:
+                        log.info("no analysis of %s in time: answering from an older one", uri)
+                        break
+                    await self._wait(uri, d, d.generation, left)
+                    snap = s.snapshots.get(uri)
+                    if self._docs.get(uri) is not d:
+                        break  # closed meanwhile
+                if not settle or loop.time() + settle > deadline:
+                    break
+                seen = d.generation
+                await asyncio.sleep(settle)
+                if d.generation == seen or self._docs.get(uri) is not d:
+                    break
         doc = s.documents.get(uri)
         if snap is None:
             return None
@@ -228,15 +251,15 @@ class Scheduler:
             self._shared[key] = entry
         return await asyncio.shield(entry[1])  # type: ignore[no-any-return]
 
-    async def _wait(self, uri: str, d: _Doc, target: int) -> None:
+    async def _wait(self, uri: str, d: _Doc, target: int, timeout: float) -> None:
         if d.running is None and not d.due:  # cannot happen: every change starts one
             self._start(uri, d)
         waiter = asyncio.get_running_loop().create_future()
         d.waiters.append((target, waiter))
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), self.wait_s)
+            await asyncio.wait_for(asyncio.shield(waiter), timeout)
         except TimeoutError:
-            log.info("no analysis of %s in %.1f s: answering from an older one", uri, self.wait_s)
+            pass
         finally:
             if (target, waiter) in d.waiters:
                 d.waiters.remove((target, waiter))

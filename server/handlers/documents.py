@@ -22,7 +22,7 @@ from pygls.uris import to_fs_path
 from assembly.rope import Rope
 from server import convert
 from server.app import PromptServer
-from server.scheduler import View
+from server.scheduler import SETTLE_S, View
 from server.session import DocState, Snapshot, document_kind
 
 log = logging.getLogger(__name__)
@@ -67,10 +67,11 @@ def schedule(ls: PromptServer, uri: str) -> None:
     ls.session.scheduler.changed(uri)
 
 
-async def current_view(ls: PromptServer, uri: str) -> View | None:
+async def current_view(ls: PromptServer, uri: str, *, costly: bool = False) -> View | None:
     """The analysis of the document's state when the request came, waiting (bounded) for
-    it; else the newest finished one, mapped into the current text (``View.fresh``)."""
-    return await ls.session.scheduler.view(uri)
+    it; else the newest finished one, mapped into the current text (``View.fresh``).
+    ``costly``: the answer takes long to compute; let edits already sent arrive first."""
+    return await ls.session.scheduler.view(uri, settle=SETTLE_S if costly else 0.0)
 
 
 async def latest_view(ls: PromptServer, uri: str) -> View | None:

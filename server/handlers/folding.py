@@ -20,7 +20,7 @@ from server.workspace import Analysis
 
 
 async def folding_range(ls: PromptServer, params: lsp.FoldingRangeParams) -> Prepared | None:
-    view = await current_view(ls, params.text_document.uri)
+    view = await current_view(ls, params.text_document.uri, costly=True)
     if view is None or view.base is None:
         return None
     return await ls.session.scheduler.shared(view, "folding", lambda v: prepare(ls, _folds(v)))

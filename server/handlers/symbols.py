@@ -21,7 +21,7 @@ from server.workspace import Analysis
 
 
 async def document_symbol(ls: PromptServer, params: lsp.DocumentSymbolParams) -> Prepared | None:
-    view = await current_view(ls, params.text_document.uri)
+    view = await current_view(ls, params.text_document.uri, costly=True)
     if view is None or view.base is None:
         return None
     return await ls.session.scheduler.shared(view, "symbols", lambda v: prepare(ls, _outline(v)))
