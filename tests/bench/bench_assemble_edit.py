@@ -1,6 +1,6 @@
 """Benchmark: ``assemble`` after a one-character edit, without and with ``AssemblyCache``.
 
-Generates the 10 MB conversation with ``shared/bench/gen_conversation.py`` (as is), parses
+Generates the 10 MB conversation with ``tests/bench/gen_conversation.py`` (as is), parses
 it, assembles it once with a cache, then types one character into the content of messages
 near the start, the middle and the end, into the system message taken as the system prompt,
 and into the text of files uploaded with user messages near the start, the middle and the
@@ -40,7 +40,7 @@ from assembly.settings import SettingsLayer, resolve_settings
 from server.tokenizers import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
-GEN = ROOT.parent / "shared" / "bench" / "gen_conversation.py"
+GEN = Path(__file__).resolve().parent / "gen_conversation.py"
 SIZES = {1: (1000, 1_000_000), 10: (10000, 10_000_000)}
 
 

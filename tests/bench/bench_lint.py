@@ -1,6 +1,6 @@
 """Benchmark: ``promptls lint`` throughput on a folder of 1,000 documents (run on demand).
 
-The corpus comes from ``shared/bench/gen_conversation.py`` (run as is): conversations of
+The corpus comes from ``tests/bench/gen_conversation.py`` (run as is): conversations of
 varied sizes and seeds in the three formats (JSON, JSON Lines, YAML) plus some prompt
 templates. Each measurement is the wall time of a fresh ``promptls lint --format json``
 process over the folder, as CI runs it: sequential (``--jobs 1``) and parallel (the
@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-GEN = ROOT.parent / "shared" / "bench" / "gen_conversation.py"
+GEN = Path(__file__).resolve().parent / "gen_conversation.py"
 FORMATS = ("json", "jsonl", "yaml")
 
 

@@ -2,7 +2,7 @@
 ``RuleCache``.
 
 Takes the 10 MB conversation (``--doc``, else generated with
-``shared/bench/gen_conversation.py``), gives it an inline ``system_prompt`` (its system
+``tests/bench/gen_conversation.py``), gives it an inline ``system_prompt`` (its system
 message's text) if it has none, and types one character at a time into the strings of
 ``system_prompt``, ``custom_agent_prompt`` and ``reminder`` (all before the messages),
 and, for comparison, into a message's content. The text is a ``Rope``, as in the language
@@ -12,7 +12,7 @@ text, outside the timing), then assembled afresh (outside the timing). ``check``
 context is timed with the cache and without it; medians over ``--edits`` edits per place,
 in milliseconds, and how many runs reused findings.
 
-    python tests/bench/bench_rules_edit.py [--edits 9] [--doc /tmp/bench10.conv.json]
+    python tests/bench/bench_rules_edit.py [--edits 9] [--doc FILE]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from assembly.tokens import Tokenizer
 from server.tokenizers import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
-GEN = ROOT.parent / "shared" / "bench" / "gen_conversation.py"
+GEN = Path(__file__).resolve().parent / "gen_conversation.py"
 TODAY = dt.date(2026, 1, 1)
 
 
