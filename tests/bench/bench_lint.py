@@ -15,8 +15,10 @@ both modes print the same findings.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,7 +41,9 @@ def main() -> int:
     if not GEN.is_file():
         print(f"generator not found: {GEN}", file=sys.stderr)
         return 2
-    corpus = args.corpus or Path(tempfile.mkdtemp(prefix="promptls-lint-bench-"))
+    scratch = Path(tempfile.mkdtemp(prefix="promptls-lint-bench-"))
+    atexit.register(shutil.rmtree, scratch, True)  # the generated files go
+    corpus = args.corpus or scratch
     corpus.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     _generate(corpus, args.files)

@@ -18,8 +18,10 @@ round trips at varied positions while idle (median, p95); a hover sent right aft
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -109,7 +111,9 @@ def main() -> int:
     if not GEN.is_file():
         print(f"generator not found: {GEN}", file=sys.stderr)
         return 2
-    work = Path(tempfile.mkdtemp(prefix="promptls-lsp-bench-"))
+    scratch = Path(tempfile.mkdtemp(prefix="promptls-lsp-bench-"))
+    atexit.register(shutil.rmtree, scratch, True)  # the generated files go
+    work = scratch
     corpus = args.corpus or work
     corpus.mkdir(parents=True, exist_ok=True)
     trivial = work / "trivial_server.py"

@@ -40,7 +40,6 @@ from assembly.text import TextRange
 from server import convert
 from server.app import build_server
 
-
 GEN = Path(__file__).resolve().parent / "gen_conversation.py"
 
 
