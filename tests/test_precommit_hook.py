@@ -60,7 +60,29 @@ def test_hook_skips_other_files(name: str) -> None:
     assert not re.search(_hook()["files"], name)
 
 
-def test_readme_shows_the_hook() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "repo: https://github.com/promptls/promptls" in readme
-    assert "hooks: [{id: promptls}]" in readme
+def _local_hook() -> dict:
+    """The ``repo: local`` hook docs/ci.md tells users to paste under ``repos:``."""
+    doc = (REPO / "docs" / "ci.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", doc, flags=re.DOTALL)
+    [block] = [b for b in blocks if "repo: local" in b]
+    [repo] = yaml.safe_load(block)
+    assert repo["repo"] == "local"
+    [hook] = repo["hooks"]
+    return hook
+
+
+def test_docs_local_hook_is_the_published_hook() -> None:
+    local, published = _local_hook(), _hook()
+    for key in ("id", "entry", "files", "require_serial"):
+        assert local[key] == published[key], key
+    # `system`: the promptls of the environment one commits from (no tag needed).
+    assert local["language"] == "system"
+
+
+def test_docs_local_hook_lints_what_it_is_given() -> None:
+    _, *args = shlex.split(_local_hook()["entry"])
+    good = [REPO / "examples" / "support-agent.conv.json"]
+    assert main([*args, *map(str, good)]) == 0
+    pattern = _local_hook()["files"]
+    assert re.search(pattern, "examples/overflow.conv.yaml")
+    assert not re.search(pattern, "README.md")
