@@ -254,7 +254,7 @@ _CSS = """
 body { color: var(--fg); background: var(--bg); margin: 0;
   font-family: var(--vscode-font-family, system-ui, -apple-system, "Segoe UI", sans-serif);
   font-size: var(--vscode-font-size, 14px); }
-main { padding: 12px 20px 24px; max-width: 1200px; }
+main { padding: 10px 14px 24px; max-width: 1200px; }
 h1 { font-size: 1.25em; margin: 0.2em 0; font-weight: 600; }
 h2 { font-size: 1.05em; margin: 1.2em 0 0.4em; font-weight: 600; }
 .meta, .muted { color: var(--muted); }
@@ -297,10 +297,10 @@ h2 { font-size: 1.05em; margin: 1.2em 0 0.4em; font-weight: 600; }
 .sw { display: inline-block; width: 12px; height: 12px; border-radius: 2px; }
 table { border-collapse: collapse; width: 100%; margin-top: 6px; font-size: 0.92em; }
 td, th { white-space: nowrap; }
-td.reason { white-space: normal; min-width: 10em; }
+td.reason { white-space: normal; min-width: 8em; }
 .tablewrap { overflow-x: auto; }
 caption { text-align: left; color: var(--muted); padding-bottom: 4px; }
-th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid var(--border);
+th, td { text-align: left; padding: 3px 6px; border-bottom: 1px solid var(--border);
   vertical-align: top; }
 th { font-weight: 600; position: sticky; top: 0; background: var(--bg); }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -481,8 +481,8 @@ def _body(m: dict[str, Any], *, webview: bool) -> str:
     )
     out.append(
         '<thead><tr><th class="num">#</th><th>message</th><th>segment</th><th>role</th>'
-        '<th class="num">tokens</th><th class="status">status</th><th>why</th>'
-        "<th>cache</th><th>line</th></tr></thead><tbody>"
+        '<th class="num">tokens</th><th class="status">status</th><th>cache</th>'
+        '<th class="num">line</th><th>why</th></tr></thead><tbody>'
     )
     for r in m["rows"]:
         cls = "dropped" if r["status"] == "dropped" else "kept"
@@ -503,9 +503,9 @@ def _body(m: dict[str, Any], *, webview: bool) -> str:
             f"<td>{e(r['role'])}</td>"
             f'<td class="num">{_n(r["tokens"])}</td>'
             f'<td class="status">{e(r["status"])}</td>'
-            f'<td class="reason">{e(r["reason"])}</td>'
             f"<td>{'prefix' if r['cache'] else ''}</td>"
-            f"<td>{'' if r['line'] is None else r['line'] + 1}</td></tr>"
+            f'<td class="num">{"" if r["line"] is None else r["line"] + 1}</td>'
+            f'<td class="reason">{e(r["reason"])}</td></tr>'
         )
     out.append("</tbody></table></div>")
     out.append("</main>")

@@ -159,6 +159,7 @@ try {
   const missing = SEGMENTS.filter((s) => !text.includes(s));
   if (missing.length) throw new Error(`assembled view lacks segments ${missing.join(", ")}`);
   await page.keyboard.press("Control+b");                // the side bar off: room for the view
+  for (let i = 0; i < 4; i++) await runCommand("View: Decrease Current View Size");   // the source editor narrower
   await page.waitForTimeout(800);
   await page.screenshot({ path: `${SHOTS}/assembled-view.png` });
   await page.keyboard.press("Control+b");

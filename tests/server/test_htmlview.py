@@ -116,15 +116,15 @@ def test_the_table_says_what_is_kept_dropped_and_why() -> None:
     assert sent == [e["id"] for e in j["layout"]]
     dropped = [r[1] for r in rows if r[5] == "dropped"]
     assert dropped == [*j["dropped"], *j["orphans_dropped"]]
-    assert "over the history budget" in by_id["m10"][6]
-    assert "tool call is not sent" in by_id["m11"][6]
-    assert "would be summarized" in by_id["m12"][6]
+    assert "over the history budget" in by_id["m10"][8]
+    assert "tool call is not sent" in by_id["m11"][8]
+    assert "would be summarized" in by_id["m12"][8]
     # The cacheable prefix and the source lines (1-based) of the messages.
-    prefix = [r[1] for r in rows if r[7] == "prefix"]
+    prefix = [r[1] for r in rows if r[6] == "prefix"]
     assert len(prefix) == j["cache_prefix_length"] == 8
     lines = OVERFLOW.read_text(encoding="utf-8").splitlines()
-    assert "id: m19" in lines[int(by_id["m19"][8]) - 1]
-    assert "id: m10" in lines[int(by_id["m10"][8]) - 1]
+    assert "id: m19" in lines[int(by_id["m19"][7]) - 1]
+    assert "id: m10" in lines[int(by_id["m10"][7]) - 1]
 
 
 def test_the_webview_page_has_buttons_to_the_messages_and_its_nonce() -> None:
