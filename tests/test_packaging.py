@@ -124,3 +124,14 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(dist: Path, tmp_path: Path)
         "html",
     )
     assert html.returncode == 0 and "3,218 / 3,891 tokens" in html.stdout
+
+
+def test_version_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    from server.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"promptls {version('promptls')}"
