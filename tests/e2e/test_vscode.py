@@ -6,7 +6,8 @@ private extensions dir and starts ``python -m server`` through ``promptls.server
 client-vscode/e2e/drive.mjs (playwright-core + /usr/bin/chromium) opens the overflow example and
 checks the Problems panel, the status bar total, the hover's segment table, the assembled view
 (the webview: its bar, table and theme colours; a click and the keyboard going to a message; the
-view following an edit), the Markdown export and a quick fix. Everything runs on 127.0.0.1 with the gallery pointed at loopback.
+view following an edit), the Markdown export and a quick fix. Everything runs on 127.0.0.1
+with the gallery pointed at loopback.
 
 Skipped without code-server, chromium or the .vsix, except with CI=true, where that is a failure.
 ``UPDATE_SCREENSHOTS=1`` copies the screenshots to client-vscode/e2e/screenshots/.
