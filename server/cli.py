@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="promptls",
         description="Assemble LLM conversations and prompts the way the model receives them.",
     )
+    parser.add_argument("--version", action="version", version=f"promptls {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser(
         "assemble",
@@ -47,7 +48,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the context assembly pipeline on FILE and print the result.",
     )
     p.add_argument("file", metavar="FILE", help="a *.conv.json, *.conv.jsonl or *.conv.yaml file")
-    p.add_argument("--format", choices=("json", "text"), default="text")
+    p.add_argument(
+        "--format",
+        choices=("json", "text", "html"),
+        default="text",
+        help="text: a table; json: the stable JSON contract; html: a self-contained page "
+        "with the window bar and the message table",
+    )
     p.add_argument("--provider", choices=("openai", "ollama", "azure"))
     p.add_argument("--root", help="workspace root (default: the enclosing git repository)")
     p.add_argument(
@@ -123,6 +130,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("promptls")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return "unknown"
+
+
 def _serve(args: argparse.Namespace) -> int:
     import logging
 
@@ -183,6 +199,10 @@ def _assemble(args: argparse.Namespace) -> int:
     if args.format == "json":
         obj = assembly_json(analysis, display_path=args.file, summary_request=args.summary_request)
         sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+    elif args.format == "html":
+        from server.htmlview import render_html
+
+        sys.stdout.write(render_html(analysis, display_path=args.file))
     else:
         sys.stdout.write(render_text(analysis, display_path=args.file))
     return EXIT_OK if analysis.assembly.ok else EXIT_FINDINGS

@@ -1,5 +1,8 @@
 """workspace/executeCommand: ``promptls.assemble`` returns the §7 JSON of a document.
 
+``promptls.assembledHtml`` returns the same analysis drawn as the assembled view's HTML
+(``server/htmlview.py``, the renderer of ``promptls assemble --format html``).
+
 An open document is assembled from the analysis of its current version. A file that is
 not open is read from disk only when it is a regular file inside a workspace folder
 (``docs/security.md``), and analysed off the message loop with a time limit, so a large
@@ -19,8 +22,9 @@ from pygls.exceptions import JsonRpcContentModified, JsonRpcInternalError, JsonR
 from pygls.uris import to_fs_path
 
 from server.app import PromptServer
-from server.ext import ASSEMBLE_COMMAND, SHOW_ASSEMBLED_COMMAND
+from server.ext import ASSEMBLE_COMMAND, ASSEMBLED_HTML_COMMAND, SHOW_ASSEMBLED_COMMAND
 from server.handlers.documents import current_view
+from server.htmlview import render_html
 from server.output import assembly_json
 from server.workspace import Analysis, analyze
 
@@ -29,12 +33,27 @@ ASSEMBLE_TIMEOUT_S = 60.0  # the longest an unopened file's assembly may take
 
 async def assemble(ls: PromptServer, args: Any) -> dict[str, Any]:
     """Arguments: ``[document URI]``; an open document is assembled from its buffer."""
-    uri = _uri_argument(args)
+    analysis = await _analysis(ls, _uri_argument(args))
+    return assembly_json(analysis, display_path=str(analysis.path))
+
+
+async def assembled_html(ls: PromptServer, *args: Any) -> dict[str, Any]:
+    """Arguments: ``[document URI, {"nonce": str}]``; returns ``{"html": page}``."""
+    analysis = await _analysis(ls, _uri_argument(list(args[:1])))
+    options = args[1] if len(args) > 1 else {}
+    nonce = options.get("nonce") if isinstance(options, dict) else None
+    if not isinstance(nonce, str) or not nonce.isalnum():
+        raise JsonRpcInvalidParams("promptls.assembledHtml needs {nonce: <letters and digits>}")
+    page = render_html(analysis, display_path=analysis.path.name, webview=True, nonce=nonce)
+    return {"html": page}
+
+
+async def _analysis(ls: PromptServer, uri: str) -> Analysis:
     s = ls.session
     if uri in s.documents:
         view = await current_view(ls, uri)
         if view is not None and view.fresh and isinstance(view.snap.analysis, Analysis):
-            return assembly_json(view.snap.analysis, display_path=str(view.snap.analysis.path))
+            return view.snap.analysis
         if view is not None and view.snap.failure:
             raise JsonRpcInternalError(view.snap.failure[0].message)
         raise JsonRpcContentModified(f"{uri} is still being analysed; try again")
@@ -52,7 +71,7 @@ async def assemble(ls: PromptServer, args: Any) -> dict[str, Any]:
         raise JsonRpcInvalidParams(f"not a regular file: {uri}")
     root, settings = s.root_for(target), dict(s.settings)
     try:
-        analysis = await asyncio.wait_for(
+        return await asyncio.wait_for(
             asyncio.to_thread(analyze, target, root=root, editor_settings=settings),
             ASSEMBLE_TIMEOUT_S,
         )
@@ -60,7 +79,6 @@ async def assemble(ls: PromptServer, args: Any) -> dict[str, Any]:
         raise JsonRpcInternalError(
             f"assembling {uri} took longer than {ASSEMBLE_TIMEOUT_S:.0f} s"
         ) from None
-    return assembly_json(analysis, display_path=path)
 
 
 def _uri_argument(args: Any) -> str:
@@ -71,7 +89,8 @@ def _uri_argument(args: Any) -> str:
     raise JsonRpcInvalidParams("promptls.assemble takes one argument: the document URI")
 
 
-HANDLERS: dict[str, Callable[[PromptServer, Any], Awaitable[dict[str, Any]]]] = {
+HANDLERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     ASSEMBLE_COMMAND: assemble,
     SHOW_ASSEMBLED_COMMAND: assemble,
+    ASSEMBLED_HTML_COMMAND: assembled_html,
 }
