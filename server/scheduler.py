@@ -218,6 +218,7 @@ class Scheduler:
                 await asyncio.sleep(settle)
                 if d.generation == seen or self._docs.get(uri) is not d:
                     break
+                snap = s.snapshots.get(uri)
         doc = s.documents.get(uri)
         if snap is None:
             return None
@@ -252,7 +253,11 @@ class Scheduler:
         return await asyncio.shield(entry[1])  # type: ignore[no-any-return]
 
     async def _wait(self, uri: str, d: _Doc, target: int, timeout: float) -> None:
+        snap = self._session.snapshots.get(uri)
+        if snap is not None and snap.generation >= target:
+            return
         if d.running is None and not d.due:  # cannot happen: every change starts one
+            log.error("no analysis of %s under way for a waiting request: starting one", uri)
             self._start(uri, d)
         waiter = asyncio.get_running_loop().create_future()
         d.waiters.append((target, waiter))

@@ -36,3 +36,4 @@ async def test_random_edits_with_interleaved_requests_end_on_the_lint_result(
     assert report.ok(), report
     log = (tmp_path / "server.log").read_text(encoding="utf-8")
     assert "Traceback" not in log, log[-3000:]
+    assert "starting one" not in log  # no request ever had to start an analysis

@@ -323,3 +323,21 @@ async def test_requests_waiting_for_one_analysis_share_one_outline(
     results = await asyncio.gather(*requests)
     assert all(results[::2])  # outlines (a two-line document has no folds)
     assert calls == {"symbols": 1, "folding": 1}
+
+
+async def test_an_edit_analysed_while_an_outline_settles_is_not_analysed_again(
+    client: InProcessClient, workspace: Path
+) -> None:
+    # The outline waits a moment for edits already sent (``SETTLE_S``); an edit that
+    # arrives and is analysed meanwhile is answered from, not analysed a second time.
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(1))
+    await run_next(client)
+    symbols = outline(client, uri)
+    await turn()
+    client.change(uri, 2, text_of(2))
+    await turn()
+    await run_next(client)
+    assert await symbols
+    assert executor(client).submitted == 2 and not executor(client).pending
+    assert [p.version for p in published(client, uri)] == [1, 2]
