@@ -66,7 +66,8 @@ TOOL_FAILURE_TOKENS = 50  # Onyx's fixed count for its tool-failure reply
 AZURE_IMAGE_CAP = 50
 FILE_READER_TOOLS = frozenset({"read_file"})
 CITEABLE_TOOLS = frozenset({"internal_search", "web_search", "open_url"})
-_NON_VISION_MARKER_ID = "x" * 36
+# Onyx measures the marker on an all-zero 36-character id (llm_loop.py:403-409).
+_NON_VISION_MARKER_ID = "0" * 36
 _FORMATTING_MODELS = re.compile(r"(?<![A-Za-z0-9.])(gpt-5\.1|gpt-5|o3|o1)(?![A-Za-z0-9])")
 _TOOL_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -241,6 +242,35 @@ def assemble(
     return _Pipeline(conv, settings, tokenizer, opts).run()
 
 
+def image_cap_of(s: Settings) -> int | None:
+    """Most images per request, or None: Onyx caps only Azure, at its documented limit, and
+    only with ENABLE_AZURE_IMAGE_CAP on (``app_configs.py:1688``, ``llm_step.py:801-851``);
+    a number caps any provider. Markers for non-vision models are never capped."""
+    cap = s.image_cap
+    if not s.vision or cap is False:
+        return None
+    if cap is True:
+        return AZURE_IMAGE_CAP if s.provider == "azure" else None
+    return cap
+
+
+def mark_cache_prefix(s: Settings, n_cached: int, provider: list[dict[str, Any]]) -> int:
+    """The cacheable prefix's length, marking its last message in ``provider`` as the
+    settings ask.
+
+    ``n_cached`` leading messages carry Onyx's ``should_cache`` (the system prompt and the
+    kept earlier history); they form the prefix only with PROMPT_CACHE_CHAT_HISTORY on
+    (``llm_step.py:865-869,912-923``). Anthropic's adapter puts
+    ``cache_control: {"type": "ephemeral"}`` on the prefix's last message
+    (``prompt_cache/providers/anthropic.py:15-31``); OpenAI's caching is implicit.
+    """
+    if not s.prompt_cache_chat_history:
+        return 0
+    if n_cached and s.prompt_cache_marker == "anthropic":
+        provider[n_cached - 1] = {**provider[n_cached - 1], "cache_control": {"type": "ephemeral"}}
+    return n_cached
+
+
 def sanitize_tool_name(name: str) -> str:
     """Replace every character outside ``[A-Za-z0-9_-]`` with ``_`` (as Onyx does)."""
     return _TOOL_NAME_UNSAFE.sub("_", name)
@@ -382,6 +412,7 @@ class _Pipeline:
             if not e.cache:
                 break
             cache_prefix += 1
+        cache_prefix = mark_cache_prefix(s, cache_prefix, provider)
         segments = tuple(
             Segment(
                 name,
@@ -425,8 +456,12 @@ class _Pipeline:
         """Everything besides the history: prompts, project files, reminder, tools."""
         conv, s = self.conv, self.s
         after_last_user = history[last_user_pos + 1 :] if last_user_pos >= 0 else []
-        ran_tools = _tools_that_ran(after_last_user)
-        last_cycle_tools = _tools_that_ran(_last_cycle(after_last_user))
+        ran_tools = _tools_called(after_last_user)
+        turn = _TurnFacts(
+            ran_tools,
+            _web_search_found(_last_cycle(after_last_user)),
+            _python_generated_files(after_last_user),
+        )
         project = self._project_files_prepare()
         cite = bool(project.loaded_texts) or bool(ran_tools & CITEABLE_TOOLS)
         ctx = PromptContext(
@@ -445,7 +480,7 @@ class _Pipeline:
             cite = False
             ctx = dataclasses.replace(ctx, cite=False)
             system, custom_agent, system_text, _ = self._prompts(system_msg, ctx)
-        reminder = self._reminder(ran_tools, last_cycle_tools, cite)
+        reminder = self._reminder(turn, cite)
 
         available = int(s.max_input_tokens * (1 - s.safety_margin))
         tool_tokens = 0
@@ -617,6 +652,14 @@ class _Pipeline:
         """Append the model messages of ``m``, the ``i``-th message of the branch."""
         if m.role is Role.USER:
             out.extend(self._injected_files(m, meta))
+            extra = self.conv.additional_context
+            if i == last_user_doc and extra is not None and extra.content:
+                # Onyx's additional context: a user message after the current message's
+                # files, right before it (chat_utils.py:801-812). Charged what it costs
+                # (Onyx counts only the inner text).
+                text = texts.ADDITIONAL_CONTEXT.format(text=extra.content)
+                tokens = extra.token_count if extra.token_count is not None else self.count(text)
+                out.append(LlmMessage("$additional_context", "user", text, tokens))
             if m.file_id is not None:
                 meta.setdefault(
                     m.file_id,
@@ -654,8 +697,15 @@ class _Pipeline:
                 CallOut(c.id, c.name, c.arguments if c.arguments is not None else c.arguments_text)
                 for c in m.tool_calls
             )
-            if m.token_count is not None:
-                tokens = m.token_count
+            if m.token_count is not None and any(c.token_count is not None for c in m.tool_calls):
+                # As Onyx's row (compression.py:69-85): the message's own count is its
+                # text's, and every call adds its tool-call tokens (pinned or measured).
+                tokens = m.token_count + sum(
+                    c.token_count if c.token_count is not None else tool_call_tokens(self.tok, co)
+                    for c, co in zip(m.tool_calls, calls, strict=True)
+                )
+            elif m.token_count is not None:
+                tokens = m.token_count  # covers its calls
             else:
                 tokens = self.count(m.content) + sum(
                     c.token_count if c.token_count is not None else tool_call_tokens(self.tok, co)
@@ -714,7 +764,10 @@ class _Pipeline:
                 text = texts.FILE_METADATA_ONLY.format(name=f.filename, id=f.file_id)
                 tokens = f.token_count if f.token_count is not None else max(1, len(text) // 4)
             elif not content.strip():
-                text = texts.FILE_NO_TEXT.format(name=f.filename)
+                # Onyx's notice for a file still being processed, else for one without
+                # extractable text (chat_utils.py:124-137).
+                template = texts.FILE_PROCESSING if f.processing else texts.FILE_NO_TEXT
+                text = template.format(name=f.filename)
                 tokens = f.token_count if f.token_count is not None else max(1, len(text) // 4)
             else:
                 text = texts.FILE_TEMPLATE.format(name=f.filename, content=content)
@@ -809,6 +862,8 @@ class _Pipeline:
             last = history[last_user_pos]
             # The current message's uploaded files: the injected messages right before it.
             j = last_user_pos - 1
+            if j >= 0 and history[j].id == "$additional_context":
+                j -= 1  # not reserved (prompt_utils.py:60-124)
             while j >= 0 and history[j].id.startswith(f"{last.id}/files/"):
                 reserved += history[j].tokens
                 j -= 1
@@ -886,23 +941,20 @@ class _Pipeline:
 
     # -------------------------------------------------------------- reminder
 
-    def _reminder(
-        self, ran_tools: set[str], last_cycle_tools: set[str], cite: bool
-    ) -> LlmMessage | None:
-        """The reminder priority chain (reference §5.4).
+    def _reminder(self, turn: _TurnFacts, cite: bool) -> LlmMessage | None:
+        """The reminder priority chain (reference §5.4, ``llm_loop.py:714-740``).
 
-        ``ran_tools`` answered at any cycle of this turn; ``last_cycle_tools`` in the
-        previous cycle only (the open-url nudge follows a web search of that cycle).
+        ``turn.called``: the tools called at any cycle of this turn (Onyx sets its
+        image-generation and citing flags from the calls made, ``llm_loop.py:1375-1386``);
+        ``turn.web_search_found``: a web search of the previous cycle returned results (the
+        open-url nudge, ``llm_loop.py:1194-1195``); ``turn.files_generated``: a
+        ``run_python`` response of this turn generated files (``llm_loop.py:1153-1163``).
         """
         block = self.conv.reminder
-        if "generate_image" in ran_tools:
+        if "generate_image" in turn.called:
             text = texts.IMAGE_REMINDER
             return LlmMessage("$reminder", "reminder", text, self.count(text))
-        if (
-            "web_search" in last_cycle_tools
-            and "open_url" in self.tool_names
-            and not self.s.last_cycle
-        ):
+        if turn.web_search_found and "open_url" in self.tool_names and not self.s.last_cycle:
             text = texts.OPEN_URL_REMINDER
             return LlmMessage("$reminder", "reminder", text, self.count(text))
         base = ""
@@ -913,6 +965,8 @@ class _Pipeline:
             text += "\n\n" + texts.LAST_CYCLE_REMINDER
         if cite:
             text += "\n\n" + texts.CITATION_REMINDER
+        if turn.files_generated:
+            text += "\n\n" + texts.FILE_LINK_REMINDER
         text = text.strip()
         if not text:
             return None
@@ -1139,10 +1193,7 @@ class _Pipeline:
 
     def _image_cap(self) -> int | None:
         """Most images per request, or None (markers for non-vision models are never capped)."""
-        cap = self.s.image_cap
-        if cap is None and self.s.provider == "azure":
-            cap = AZURE_IMAGE_CAP
-        return cap if self.s.vision else None
+        return image_cap_of(self.s)
 
     def _image_note_tokens(self, history: list[LlmMessage]) -> int:
         """The image-limit note's cost (at its largest count), or 0 when it cannot occur."""
@@ -1230,23 +1281,15 @@ class _Pipeline:
         self, history: list[LlmMessage], summary: Message | None, reserved: int
     ) -> CompressionPlan:
         s = self.s
-        total = sum(m.tokens for m in history)
+        total = sum(map(stored_tokens, history))
         threshold = int((s.max_input_tokens - reserved) * s.compression_trigger_ratio)
         triggered = total > threshold
         for_recent = int(total * s.recent_messages_ratio)
-        candidates = [
-            m
-            for m in history
-            if m.source is not None
-            and m.source is not summary
-            and "/files/" not in m.id
-            and m.kind in ("user", "assistant", "tool")
-            and m.text.strip()
-        ]
+        candidates = [m for m in history if is_compression_candidate(m, summary)]
         recent: list[LlmMessage] = []
         used = 0
         for m in reversed(candidates):
-            c = m.tokens
+            c = stored_tokens(m)
             if used + c > for_recent and recent:
                 break
             recent.append(m)
@@ -1287,6 +1330,30 @@ def _project_overflows(project: _Pipeline._Project, s: Settings, reserved: int) 
         return False
     aggregate = sum(t for _, _, t in project.loaded_texts)
     return aggregate >= (s.max_input_tokens - reserved) * PROJECT_FILE_SHARE
+
+
+def stored_tokens(m: LlmMessage) -> int:
+    """What Onyx's compression counts for a history message: the stored message's text
+    plus its tool calls (``compression.py:69-85``), not the files uploaded with it nor its
+    images (0 for an injected file and for what the pipeline creates)."""
+    if m.source is None or m.file_id is not None:
+        return 0
+    if m.kind == "user":
+        return max(0, m.tokens - m.image_tokens)
+    return m.tokens
+
+
+def is_compression_candidate(m: LlmMessage, summary: Message | None) -> bool:
+    """Whether the compression plan considers the message: a stored message (not the
+    summary, an injected file or what the pipeline creates) with text; Onyx drops only
+    empty text, whitespace is text (``compression.py:211``)."""
+    return (
+        m.source is not None
+        and m.source is not summary
+        and m.file_id is None
+        and m.kind in ("user", "assistant", "tool")
+        and m.text != ""
+    )
 
 
 def _doc_span(msgs: Sequence[LlmMessage]) -> TextRange | None:
@@ -1363,10 +1430,58 @@ def _n_images(msgs: Sequence[LlmMessage]) -> int:
     return sum(len(m.images) for m in msgs if m.kind == "user")
 
 
-def _tools_that_ran(after: Sequence[LlmMessage]) -> set[str]:
-    """Names of the tools that answered in this turn (tool responses after the last user)."""
-    names = {c.id: c.name for m in after for c in m.tool_calls}
-    return {names[m.tool_call_id] for m in after if m.kind == "tool" and m.tool_call_id in names}
+@dataclass(frozen=True, slots=True)
+class _TurnFacts:
+    """What this turn's tool cycles decide about the reminder (``_Pipeline._reminder``)."""
+
+    called: set[str]
+    web_search_found: bool
+    files_generated: bool
+
+
+def _tools_called(after: Sequence[LlmMessage]) -> set[str]:
+    """Names of the tools called in this turn, answered or not (Onyx keys its flags on the
+    calls a cycle made, ``llm_loop.py:1375-1386``; there every call is answered)."""
+    return {c.name for m in after if m.kind == "assistant" for c in m.tool_calls}
+
+
+def _answers(msgs: Sequence[LlmMessage], tool: str) -> list[LlmMessage]:
+    """The tool responses in ``msgs`` that answer a call of ``tool`` made in ``msgs``."""
+    ids = {c.id for m in msgs for c in m.tool_calls if c.name == tool}
+    return [m for m in msgs if m.kind == "tool" and m.tool_call_id in ids]
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _web_search_found(cycle: Sequence[LlmMessage]) -> bool:
+    """Whether a ``web_search`` of ``cycle`` returned results: Onyx nudges towards open_url
+    only then (``llm_loop.py:1194-1195``). A response with no text, or Onyx's own form of
+    an empty search (a JSON object whose ``results`` is an empty list,
+    ``web_search_tool.py:335-341``), returned nothing; any other text counts as results."""
+    for m in _answers(cycle, "web_search"):
+        if not m.text.strip():
+            continue
+        data = _json_object(m.text)
+        if data is not None and data.get("results") == []:
+            continue
+        return True
+    return False
+
+
+def _python_generated_files(after: Sequence[LlmMessage]) -> bool:
+    """Whether a ``run_python`` response of this turn lists generated files: a JSON object
+    with a non-empty ``generated_files``, Onyx's test (``llm_loop.py:1153-1163``)."""
+    for m in _answers(after, "run_python"):
+        data = _json_object(m.text)
+        if data is not None and data.get("generated_files"):
+            return True
+    return False
 
 
 def _past_tool_result(tool_name: str, content: str) -> str:
@@ -1495,7 +1610,7 @@ def _summarization_request_of(
 def _for_summary(msgs: list[LlmMessage]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in msgs:
-        if not m.text.strip():
+        if not m.text:  # only empty text is skipped (compression.py:276)
             continue
         if m.kind == "assistant" and m.tool_calls:
             names = ", ".join(c.name for c in m.tool_calls)

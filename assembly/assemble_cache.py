@@ -60,6 +60,9 @@ from assembly.assemble import (
     _replay_cost,
     _summarization_request_of,
     _with_cost,
+    is_compression_candidate,
+    mark_cache_prefix,
+    stored_tokens,
     texts,
 )
 from assembly.model import (
@@ -85,6 +88,7 @@ _PIPELINE_IDS = frozenset(
         "$forgotten_files",
         "$reminder",
         "$images_dropped",
+        "$additional_context",
     }
 )
 # Patching a changed message costs about what a full run spends on two or three: beyond
@@ -207,6 +211,7 @@ class _State:
     # Per position, patched after an edit.
     hist: list[LlmMessage]
     tokens: list[int]
+    stored: list[int]  # what compression counts (``stored_tokens``)
     cost: list[int]
     prefix: list[int]  # prefix sums of ``cost``
     cand: list[bool]  # a compression candidate
@@ -230,6 +235,7 @@ def _context_key(conv: Conversation, settings: Settings, opts: AssembleOptions) 
         _system_source(conv.system_prompt),
         tools,
         conv.user_info,
+        _block_key(conv.additional_context),
         tuple(_project_file_key(f) for f in conv.project_files),
         opts.today,
         # A template is a pure function of its text (``parse_prompt``).
@@ -278,7 +284,7 @@ def _signature(m: Message) -> tuple[Any, ...]:
         tuple((c.id, c.name) for c in m.tool_calls),
         m.tool_call_id,
         len(m.images),
-        tuple((f.file_id, f.filename, f.kind) for f in m.files),
+        tuple((f.file_id, f.filename, f.kind, f.processing) for f in m.files),
     )
 
 
@@ -300,6 +306,8 @@ def _build_state(pipe: _Pipeline, key: tuple[Any, ...], tokenizer: Tokenizer) ->
     cap = pipe._image_cap()
     if cap is not None and _n_images(history) > cap:
         return None
+    if pipe.s.last_n_user_messages is not None:
+        return None  # the last-N filter: the whole pipeline (``_Pipeline._construct``)
     messages = pipe.conv.messages
     branch_pos = {m.index: i for i, m in enumerate(tr.cut_chain)}
     where: dict[int, tuple[int, int, int]] = {}
@@ -363,6 +371,7 @@ def _build_state(pipe: _Pipeline, key: tuple[Any, ...], tokenizer: Tokenizer) ->
         ],
         hist=list(history),
         tokens=tokens,
+        stored=[stored_tokens(h) for h in history],
         cost=cost,
         prefix=list(itertools.accumulate(cost, initial=0)),
         cand=[_is_candidate(h, summary) for h in history],
@@ -385,15 +394,7 @@ def _meta_owners(fids: list[str | None]) -> dict[str, int]:
 
 def _is_candidate(h: LlmMessage, summary: Message | None) -> bool:
     """Whether the compression plan considers the message (``_compression_plan``)."""
-    text = h.text
-    return (
-        h.source is not None
-        and h.source is not summary
-        and "/files/" not in h.id
-        and h.kind in ("user", "assistant", "tool")
-        and bool(text)
-        and not text.isspace()  # the same whitespace as ``str.strip``
-    )
+    return is_compression_candidate(h, summary)
 
 
 # ------------------------------------------------------------------------------ fast path
@@ -526,6 +527,7 @@ def _update_metadata(st: _State, meta: dict[str, _FileMeta], a: int, b: int) -> 
 def _set_position(st: _State, p: int, h: LlmMessage, summary: Message | None) -> None:
     st.hist[p] = h
     st.tokens[p] = h.tokens
+    st.stored[p] = stored_tokens(h)
     st.cost[p] = _replay_cost(h, st.marker)
     st.tokens_by_id[h.id] = h.tokens
     cand = _is_candidate(h, summary)
@@ -721,6 +723,7 @@ def _result(
             d = providers[i]
             providers[i] = {**d, "content": texts.FORMATTING_REENABLED + d["content"]}
 
+    cache_prefix = mark_cache_prefix(s, len(head) + len(kept_entries), providers)
     kept_tokens = prefix[last] - prefix[start] - sum(cost[p] for p in kept_orphans)
     sums = {
         "system": sum(e.tokens for e in head),
@@ -767,7 +770,7 @@ def _result(
         if cut.listing is not None
         else (),
         compression=_compression(st, pipe, fixed.reserved, summary),
-        cache_prefix_length=len(head) + len(kept_entries),
+        cache_prefix_length=cache_prefix,
         errors=tuple(cut.errors),
         system_text=fixed.system_text,
         reserved_tokens=fixed.reserved,
@@ -783,7 +786,7 @@ def _compression(
 ) -> CompressionPlan:
     """``_Pipeline._compression_plan`` on the candidates' prefix sums."""
     s = pipe.s
-    total = sum(st.tokens)
+    total = sum(st.stored)
     threshold = int((s.max_input_tokens - reserved) * s.compression_trigger_ratio)
     triggered = total > threshold
     for_recent = int(total * s.recent_messages_ratio)
@@ -795,7 +798,7 @@ def _compression(
     k = len(cand_pos)
     cand_ids = list(itertools.compress(st.ids, st.cand))
     if k:
-        sums = list(itertools.accumulate(itertools.compress(st.tokens, st.cand), initial=0))
+        sums = list(itertools.accumulate(itertools.compress(st.stored, st.cand), initial=0))
         # The longest suffix within the share (at least one message), from a user message.
         first = min(bisect.bisect_left(sums, sums[k] - for_recent, 0, k), k - 1)
         u = bisect.bisect_left(users, first)

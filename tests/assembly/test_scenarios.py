@@ -322,7 +322,9 @@ EXPECT: dict[str, dict[str, Any]] = {
         "exact": {"tr": "[Tool Result] id=51381e0b0\ntool result body"},
     },
     "a7_flattens_multiple_assistant_tool_calls_for_ollama": {
-        "order": ["u1", "a_tc"],
+        # internal_search was called this turn: Onyx asks to cite from then on
+        # (llm_loop.py:1381-1386), so the citation reminder follows.
+        "order": ["u1", "a_tc", "$reminder"],
         "dropped": [],
         "errors": [],
         "exact": {
