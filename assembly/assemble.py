@@ -15,11 +15,12 @@ messages and an ``AssemblyError`` saying why; nothing here raises on user input.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -1018,6 +1019,15 @@ class _Pipeline:
 
         marker = self._marker_cost(history)
         cost = {m.id: _replay_cost(m, marker) for m in history}
+        sliced: list[LlmMessage] = []
+        if self.s.last_n_user_messages is not None:
+            # Onyx's last-N filter: the history from the N-th last user-type message on
+            # (injected files count); what it removes is simply not sent
+            # (llm_loop.py:456-473).
+            users = [i for i, m in enumerate(history) if m.kind == "user"]
+            if len(users) > self.s.last_n_user_messages:
+                cut_at = users[-self.s.last_n_user_messages]
+                sliced, history = history[:cut_at], history[cut_at:]
         last_idx = max((i for i, m in enumerate(history) if m.kind == "user"), default=-1)
         if last_idx < 0:
             first = history[0].source
@@ -1073,22 +1083,28 @@ class _Pipeline:
             forgotten = [metadata[f] for f in dropped_fids if f in metadata]
             forgotten = _dedupe(forgotten)
         if forgotten:
-            fg = self._listing_msg(forgotten)
-            # Re-charged on every rebuild (Onyx charges only the first version).
-            while kept and kept_cost > remaining - fg.tokens:
-                m = kept.pop(0)
-                kept_cost -= cost[m.id]
-                if (
-                    m.file_id
-                    and m.file_id in metadata
-                    and all(f.file_id != m.file_id for f in forgotten)
-                ):
-                    forgotten.append(metadata[m.file_id])
-                    fg = self._listing_msg(forgotten)
-            while forgotten and fg is not None and fg.tokens > remaining - kept_cost:
-                # Even with no history left the listing does not fit: keep its newest lines.
-                forgotten.pop(0)
-                fg = self._listing_msg(forgotten) if forgotten else None
+            # With the image cap the cut above charged the note; the listing's eviction
+            # does not (the cache never runs with the note, and neither re-charges it).
+            prefix = [0]
+            for m in before:
+                prefix.append(prefix[-1] + cost[m.id])
+            first_kept = n_dropped
+            k, forgotten, fg = fit_listing(
+                _ListingFit(
+                    k0=first_kept,
+                    n=len(before),
+                    remaining=remaining - (kept_cost - (prefix[-1] - prefix[first_kept])),
+                    prefix=prefix,
+                    file_at=lambda q: before[q].file_id if before[q].file_id in metadata else None,
+                    metadata=metadata,
+                    forgotten=forgotten,
+                    newest=lambda: _newest_positions(
+                        [m.file_id for m in [*sliced, *before[:first_kept]]]
+                    ),
+                    listing=self._listing_msg,
+                )
+            )
+            kept = before[k:]
             if fg is None:
                 self.error(
                     "budget-overrun",
@@ -1099,7 +1115,7 @@ class _Pipeline:
                     severity="warning",
                 )
         n_dropped = len(before) - len(kept)
-        dropped = [m.id for m in before[:n_dropped]]
+        dropped = [m.id for m in [*sliced, *before[:n_dropped]]]
         cached |= {m.id for m in kept}
 
         out: list[tuple[LlmMessage, str]] = list(head)
@@ -1531,6 +1547,100 @@ def _with_cost(m: LlmMessage, cost: Mapping[str, int]) -> LlmMessage:
         m.image_tokens,
         m.replaced,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _ListingFit:
+    """What ``fit_listing`` decides from: the history before the last user message as
+    prefix sums of its replay costs (``prefix[i]`` = the cost of its first ``i`` messages),
+    where Onyx's newest-first fill starts keeping (``k0``), the room left for the kept
+    history and the listing together, the forgotten files in Onyx's order, and how to
+    find a message's listable file, the cut files' positions and a listing's cost."""
+
+    k0: int
+    n: int
+    remaining: int
+    prefix: Sequence[int]
+    file_at: Callable[[int], str | None]
+    metadata: Mapping[str, _FileMeta]
+    forgotten: list[_FileMeta]
+    newest: Callable[[], dict[str, int]]
+    listing: Callable[[list[_FileMeta]], LlmMessage]
+
+
+def fit_listing(f: _ListingFit) -> tuple[int, list[_FileMeta], LlmMessage | None]:
+    """Where the kept history starts, the files listed and the listing (the one
+    implementation, for ``_Pipeline._construct`` and ``assemble_cache``).
+
+    The policy (README, ``docs/onyx-differences.md``): a message evicted to make room for
+    the listing is listed too, and the listing is charged every time it grows (Onyx's
+    convergent eviction, ``llm_loop.py:553-585``, re-charged). When even the whole
+    history cannot make room for every forgotten file, the listing keeps the longest run
+    of them by rank — files of messages cut from the history, newest first, then files
+    only a summary remembers, newest first — and the history keeps every message that
+    still fits beside it. Among the layouts this allows, the one chosen lists the most
+    files by rank and then keeps the most history (brute-force tested over all subsets).
+    """
+    full = _fit_with(f, f.forgotten)
+    if full is not None:
+        return full
+    order = {m.file_id: i for i, m in enumerate(f.forgotten)}
+    ranked = _ranked(f.forgotten, f.newest())
+    lo, hi = 0, len(ranked) - 1  # no lines always fits: Onyx's own cut
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _fit_with(f, sorted(ranked[:mid], key=lambda m: order[m.file_id])) is not None:
+            lo = mid
+        else:
+            hi = mid - 1
+    res = _fit_with(f, sorted(ranked[:lo], key=lambda m: order[m.file_id]))
+    assert res is not None
+    return res
+
+
+def _fit_with(
+    f: _ListingFit, base: list[_FileMeta]
+) -> tuple[int, list[_FileMeta], LlmMessage | None] | None:
+    """The least eviction that lists ``base`` and every file it evicts, or None."""
+    files = list(base)
+    listed = {m.file_id for m in files}
+    msg = f.listing(files) if files else None
+    k, prefix, last = f.k0, f.prefix, f.n
+    while True:
+        need = f.remaining - (msg.tokens if msg is not None else 0)
+        if need < 0:
+            return None
+        # The first start whose kept history fits beside this listing (costs are never
+        # negative, so the prefix sums are sorted).
+        stop = bisect.bisect_left(prefix, prefix[last] - need, k, last)
+        carried = None
+        for q in range(k, stop):
+            fid = f.file_at(q)
+            if fid is not None and fid not in listed:
+                carried = q
+                break
+        if carried is None:
+            return stop, files, msg
+        fid = f.file_at(carried)
+        assert fid is not None
+        files.append(f.metadata[fid])
+        listed.add(fid)
+        msg = f.listing(files)
+        k = carried + 1
+
+
+def _ranked(forgotten: list[_FileMeta], newest: Mapping[str, int]) -> list[_FileMeta]:
+    """The listing's lines by rank: files of cut messages (``newest``: their last
+    position), newest first, then the others (only a summary remembers them), newest
+    first (they come in the order Onyx gathered them)."""
+    cut = sorted((m for m in forgotten if m.file_id in newest), key=lambda m: -newest[m.file_id])
+    rest = [m for m in reversed(forgotten) if m.file_id not in newest]
+    return cut + rest
+
+
+def _newest_positions(fids: Sequence[str | None]) -> dict[str, int]:
+    """Each file id's last position in ``fids``."""
+    return {fid: i for i, fid in enumerate(fids) if fid is not None}
 
 
 def _listing_text(files: Sequence[_FileMeta]) -> str:

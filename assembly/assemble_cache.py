@@ -55,11 +55,14 @@ from assembly.assemble import (
     _FileMeta,
     _Fixed,
     _for_summary,
+    _ListingFit,
     _n_images,
+    _newest_positions,
     _Pipeline,
     _replay_cost,
     _summarization_request_of,
     _with_cost,
+    fit_listing,
     is_compression_candidate,
     mark_cache_prefix,
     stored_tokens,
@@ -579,35 +582,20 @@ def _budget_cut(st: _State, pipe: _Pipeline, fixed: _Fixed) -> _Cut | None:
     if forgotten:
         assert listing is not None
         metadata, fids = st.metadata, st.fids
-        listed = {f.file_id for f in forgotten}
-        # Re-charged on every rebuild: drop the oldest kept messages until it fits, and
-        # list the files those carried.
-        while start < last:
-            target = prefix[last] - (remaining - listing.tokens)
-            stop = bisect.bisect_left(prefix, target, start, last)
-            if stop == start:
-                break
-            carried = next(
-                (
-                    q
-                    for q in range(start, stop)
-                    if fids[q] and fids[q] in metadata and fids[q] not in listed
-                ),
-                None,
+        k0 = start
+        start, forgotten, listing = fit_listing(
+            _ListingFit(
+                k0=k0,
+                n=last,
+                remaining=remaining,
+                prefix=prefix,
+                file_at=lambda q: fids[q] if fids[q] in metadata else None,
+                metadata=metadata,
+                forgotten=forgotten,
+                newest=lambda: _newest_positions(fids[:k0]),
+                listing=pipe._listing_msg,
             )
-            if carried is None:
-                start = stop
-                break
-            fid = fids[carried]
-            assert fid is not None
-            forgotten.append(metadata[fid])
-            listed.add(fid)
-            listing = pipe._listing_msg(forgotten)
-            start = carried + 1
-        kept_cost = prefix[last] - prefix[start]
-        while forgotten and listing is not None and listing.tokens > remaining - kept_cost:
-            forgotten.pop(0)
-            listing = pipe._listing_msg(forgotten) if forgotten else None
+        )
         if listing is None:
             errors.append(
                 AssemblyError(
