@@ -99,7 +99,9 @@ class Settings(BaseModel):
         None, description="Message id the conversation ends at (default: the last message)."
     )
     replace_system_prompt: bool = Field(
-        False, description="The custom agent prompt replaces the system prompt."
+        False,
+        description="The custom agent prompt replaces the system prompt (with no system "
+        "prompt at all it is the system message anyway, Onyx's empty-base-prompt branch).",
     )
     datetime_aware: bool = Field(
         True, description="Add the current date to the system prompt when it has no placeholder."

@@ -142,7 +142,9 @@ def _document() -> Schema:
             },
             "custom_agent_prompt": {
                 "description": "Text sent as a user message before the project files; it "
-                "becomes the system prompt when `settings.replace_system_prompt` is true.",
+                "becomes the system prompt when `settings.replace_system_prompt` is true, and "
+                "also when the document has no system prompt (Onyx's empty-base-prompt "
+                "branch: the custom agent prompt is then the system message).",
                 "anyOf": [{"type": "string"}, {"$ref": "#/$defs/text_block"}, {"type": "null"}],
             },
             "project_files": {

@@ -91,6 +91,13 @@ def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
         names += f" and {len(uploads) - MAX_RELATED_FILES:,} more"
     the_uploads = f"the upload{'' if len(uploads) == 1 else 's'} {names}"
     why = f"the history budget of {a.budget.history_budget:,} tokens is full"
+    last_n = a.settings.last_n_user_messages
+    if last_n is not None:
+        why = (
+            f"`last_n_user_messages: {last_n}` keeps the history from the last {last_n:,} "
+            f"user-type messages on, within a history budget of {a.budget.history_budget:,} "
+            "tokens"
+        )
     if summary is not None:
         n -= 1  # counted apart: it is not written where the history starts
     subjects = [f"{n:,} older {'message' if n == 1 else 'messages'}"] if n else []
