@@ -816,6 +816,12 @@ EXPECT: dict[str, dict[str, Any]] = {
         "errors": [],
         "forgotten": ["f-log"],
     },
+    "p03_tool_definitions_over_the_window": {
+        "order": [],
+        "dropped": [],
+        "errors": ["budget-overrun"],
+        "messages": {"budget-overrun": "tool definitions 76"},
+    },
     "p02_tool_failure_reply_costs_50": {
         "order": ["$system", "u1", "a1", "t1", "$reminder"],
         "dropped": [],
