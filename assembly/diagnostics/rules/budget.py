@@ -14,7 +14,7 @@ import operator
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from assembly.assemble import Assembly, LlmMessage
+from assembly.assemble import Assembly, LlmMessage, stored_tokens
 from assembly.diagnostics.core import (
     Diagnostic,
     MessageMemo,
@@ -191,7 +191,7 @@ def compression_due(ctx: RuleContext) -> Iterator[Diagnostic]:
         )
         return
     n = cut.older.n
-    tokens = sum(map(_TOKENS, older))
+    tokens = sum(map(stored_tokens, older))  # as the compression total counts them
     ids = f"`{older[0].id}`" if n == 1 else f"`{older[0].id}` … `{older[-1].id}`"
     message = (
         f"{head}: {n:,} {'message' if n == 1 else 'messages'} ({ids}, {tokens:,} tokens) "
