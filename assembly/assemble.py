@@ -1566,6 +1566,7 @@ class _ListingFit:
     forgotten: list[_FileMeta]
     newest: Callable[[], dict[str, int]]
     listing: Callable[[list[_FileMeta]], LlmMessage]
+    first_listing: LlmMessage | None = None  # the listing of ``forgotten``, when known
 
 
 def fit_listing(f: _ListingFit) -> tuple[int, list[_FileMeta], LlmMessage | None]:
@@ -1581,7 +1582,7 @@ def fit_listing(f: _ListingFit) -> tuple[int, list[_FileMeta], LlmMessage | None
     still fits beside it. Among the layouts this allows, the one chosen lists the most
     files by rank and then keeps the most history (brute-force tested over all subsets).
     """
-    full = _fit_with(f, f.forgotten)
+    full = _fit_with(f, f.forgotten, f.first_listing)
     if full is not None:
         return full
     order = {m.file_id: i for i, m in enumerate(f.forgotten)}
@@ -1599,12 +1600,14 @@ def fit_listing(f: _ListingFit) -> tuple[int, list[_FileMeta], LlmMessage | None
 
 
 def _fit_with(
-    f: _ListingFit, base: list[_FileMeta]
+    f: _ListingFit, base: list[_FileMeta], msg: LlmMessage | None = None
 ) -> tuple[int, list[_FileMeta], LlmMessage | None] | None:
-    """The least eviction that lists ``base`` and every file it evicts, or None."""
+    """The least eviction that lists ``base`` and every file it evicts, or None
+    (``msg``: the listing of ``base`` when known)."""
     files = list(base)
     listed = {m.file_id for m in files}
-    msg = f.listing(files) if files else None
+    if msg is None and files:
+        msg = f.listing(files)
     k, prefix, last = f.k0, f.prefix, f.n
     while True:
         need = f.remaining - (msg.tokens if msg is not None else 0)

@@ -594,6 +594,7 @@ def _budget_cut(st: _State, pipe: _Pipeline, fixed: _Fixed) -> _Cut | None:
                 forgotten=forgotten,
                 newest=lambda: _newest_positions(fids[:k0]),
                 listing=pipe._listing_msg,
+                first_listing=listing,
             )
         )
         if listing is None:
