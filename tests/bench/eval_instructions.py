@@ -120,15 +120,16 @@ def owner(sections: list[OSection], offset: int) -> OSection | None:
     return max(inside, key=lambda s: s.start) if inside else None
 
 
-_STOP = set(
-    """the and for with your you that this from into when then than are was were have has
-    will would should must can could may might not any all each every use using used also
-    only their them they its it's what which who how about more most other some such very
-    just over under after before while where there these those here been being does did
-    instructions instruction guidelines guideline rules rule important notes note general
-    overview section sections steps step process task tasks output format always never
-    make sure need needs like""".split()
-)
+_STOP_WORDS = """
+the and for with your you that this from into when then than are was were have has
+will would should must can could may might not any all each every use using used
+also only their them they its it's what which who how about more most other some
+such very just over under after before while where there these those here been being
+does did instructions instruction guidelines guideline rules rule important notes
+note general overview section sections steps step process task tasks output format
+always never make sure need needs like
+"""
+_STOP = frozenset(_STOP_WORDS.split())
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9]")
 _DIRECTIVE = re.compile(
     r"\b(?:must|should|never|always|do not|don't|make sure|ensure|prefer|avoid|only|"
@@ -309,7 +310,8 @@ def evaluate(files: list[dict], labels: dict, show_misses: bool, show_findings: 
                 if show_misses and not placed:
                     why = "wrong section" if found else "missed"
                     print(
-                        f"  MISS {kind:9} {row['file']}: [{c.section.title}] {c.sentence[:90]!r} ({why})"
+                        f"  MISS {kind:9} {row['file']}: [{c.section.title}] "
+                        f"{c.sentence[:90]!r} ({why})"
                     )
         want = labels.get(row["file"], [])
         for d in lint(text):
@@ -366,17 +368,18 @@ def main() -> int:
     halves = ["tune", "heldout"] if args.split == "both" else [args.split]
     print(
         f"{'half':8} {'prompts':>7} | {'top: moves':>10} {'found':>6} {'recall':>7} | "
-        f"{'unrel: moves':>12} {'found':>6} {'recall':>7} | {'findings':>8} {'right':>5} {'precision':>9}"
+        f"{'unrel: moves':>12} {'found':>6} {'recall':>7} | "
+        f"{'findings':>8} {'right':>5} {'precision':>9}"
     )
     for half in halves:
         files = [r for r in manifest if half == "all" or r["split"] == half]
         st = evaluate(files, labels, args.show_misses, args.show_findings)
         t, u = st["top"], st["unrelated"]
         prec = f"{st['right'] / st['findings']:.0%}" if st["findings"] else "n/a"
-        print(
-            f"{half:8} {len(files):>7} | {t[0]:>10} {t[1]:>6} {t[2] / max(t[0], 1):>7.0%} | "
-            f"{u[0]:>12} {u[1]:>6} {u[2] / max(u[0], 1):>7.0%} | {st['findings']:>8} {st['right']:>5} {prec:>9}"
-        )
+        top = f"{t[0]:>10} {t[1]:>6} {t[2] / max(t[0], 1):>7.0%}"
+        unrelated = f"{u[0]:>12} {u[1]:>6} {u[2] / max(u[0], 1):>7.0%}"
+        found = f"{st['findings']:>8} {st['right']:>5} {prec:>9}"
+        print(f"{half:8} {len(files):>7} | {top} | {unrelated} | {found}")
     if args.repeat:
         cold, warm, n = speed(args.repeat)
         print(

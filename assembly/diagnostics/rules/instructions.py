@@ -120,7 +120,7 @@ def instruction_far_from_section(ctx: RuleContext) -> Iterator[Diagnostic]:
     sentence into the `## web_search` section.
     """
     limit = ctx.settings.instruction_distance
-    tool_names = _offered_names(ctx) or set()
+    tool_names = (_offered_names(ctx) or set()) | setting_tool_names(ctx.settings.tools)
     for source in _sources(ctx, with_reminder=False):
         yield from _far_instructions(ctx, source, tool_names, limit)
 
@@ -262,11 +262,16 @@ def _far_instructions(
     topics = _Topics(template, tool_names, ctx.settings.section_topics)
     gaps: _Gaps | None = None
     text = template.text
+    found: list[tuple[Sentence, _Target]] = []
     for k, sentence in enumerate(template.sentences):
         if not is_instruction(sentence.text):
             continue
         target = topics.target(k)
-        if target is None:
+        if target is not None:
+            found.append((sentence, target))
+    previews = _overviews(found)
+    for sentence, target in found:
+        if sentence.section in previews:
             continue
         section = template.sections[target.section]
         end = _content_end(text, section.range)
@@ -285,10 +290,11 @@ def _far_instructions(
             continue
         heading = _heading(section)
         about = f" about {target.label}" if target.label else ""
+        where, severity = _placement(template, sentence, target.section)
         yield Diagnostic(
             "instruction-far-from-section",
-            Severity.WARNING,
-            f"instruction{about} sits {distance:,} tokens {side} `{_clip(heading)}`",
+            severity,
+            f"instruction{about} sits {where}, {distance:,} tokens {side} `{_clip(heading)}`",
             source.range(sentence.range),
             path=source.path,
             related=(
@@ -298,7 +304,7 @@ def _far_instructions(
                     source.path,
                 ),
             ),
-            fix=_move_fix(template, sentence, target.section, heading) if source.fixable else None,
+            fix=_fix(template, sentence, target.section, heading) if source.fixable else None,
         )
 
 
@@ -340,7 +346,9 @@ class _Topics:
         sections = template.sections
         # The subtree of each section: [index, end index) in document order.
         self.subtree_end = _subtree_ends(sections)
-        self.tool_roots = [i for i, s in enumerate(sections) if _TOOLS_TITLE.search(s.title)]
+        self.tool_roots = [
+            i for i, s in enumerate(sections) if _TOOLS_TITLE.search(s.title.replace("_", " "))
+        ]
         self.in_tools = [False] * len(sections)
         for root in self.tool_roots:
             for i in range(root, self.subtree_end[root]):
@@ -348,8 +356,9 @@ class _Topics:
         self.tools_section = _tools_section(template)
         if self.tools_section is None and len(self.tool_roots) == 1:
             self.tools_section = self.tool_roots[0]
-        self.tool_sections = _tool_sections(template, self.tool_roots)  # name -> section
-        self.tool_names = set(self.tool_sections) | {n.lower() for n in tool_names}
+        declared = {n.lower() for n in tool_names} | text_tool_names(template)
+        self.tool_sections = _tool_sections(template, self.tool_roots, declared)
+        self.tool_names = set(self.tool_sections) | declared
         self.tool_finders = _tool_finders(self.tool_names)
         self.sentence_words = [_content_words(s.text) for s in template.sentences]
         titles = [_title_words(s) for s in sections]
@@ -369,6 +378,14 @@ class _Topics:
             for w, n in df.items()
             if (idf := math.log((n_units + 1) / (n + 0.5))) >= self.MIN_IDF
         }
+        # A heading word stays salient while few headings have it, however many bodies
+        # use it: in a short prompt the topic of a section is mentioned everywhere.
+        title_df: Counter[str] = Counter()
+        for i in range(len(sections)):
+            title_df.update(strong[i])
+        for w, n in title_df.items():
+            if w not in self.idf and n * 3 <= len(sections):
+                self.idf[w] = max(math.log((len(sections) + 1) / (n + 0.5)) / 2, self.MIN_IDF)
         self.strong_index: dict[str, list[int]] = defaultdict(list)
         self.body_index: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for i in range(len(sections)):
@@ -386,6 +403,8 @@ class _Topics:
         tools = self.named_tools(sentence.text)
         if not tools and not any(w in self.strong_index for w in words):
             return None
+        if not tools and sentence.section is not None and self.in_tools[sentence.section]:
+            return None  # tool guidance says when to use the tool, whatever the topic
         score: dict[int, float] = defaultdict(float)
         evidence: dict[int, list[str]] = defaultdict(list)
         title_hits: Counter[int] = Counter()
@@ -489,15 +508,122 @@ class _Topics:
         return " ".join(w if w.isupper() and len(w) > 1 else w.lower() for w in words)
 
 
-_TOOLS_TITLE = re.compile(r"(?<![\w-])(?:tools?|functions|tool\s+use|tool\s+usage)(?![\w-])", re.I)
+# A title that names tools as a category ("Tools", "Available tools", "TOOL USE",
+# `<tool_calling>`), not a heading that merely contains the word ("## Plan tool").
+_TOOLS_TITLE = re.compile(
+    r"^\W*(?:[0-9ivx]+[.):]?\s+)?(?:(?:available|your|the|using|use\s+of|about|on|"
+    r"working\s+with|calling)[\s_]+)?(?:tools?|functions|function[\s_]+calling)"
+    r"(?:[\s_]+(?:use|usage|calling|call|guidelines?|guidance|instructions?|available|"
+    r"reference|overview|policy|policies|rules|access|definitions?|list|notes)){0,2}\W*$",
+    re.I,
+)
 _NUMBERING = re.compile(r"^(?:(?:step|phase|part|section)\s+)?[0-9ivx]+[.):]?\s+", re.I)
 # Words that may follow a tool's name in its heading: "control_browser Tool Guidelines".
 _TOOL_HEADING_TAIL = re.compile(
-    r"(?:\s*[-—:(]?\s*(?:tool|function|usage|guidelines?|instructions?|guide|notes?|"
-    r"\(tool\)|\)))*\s*\Z",
+    r"(?:(?:\s+|\s*[-—:(]\s*)(?:tool|function|usage|guidelines?|instructions?|guide|"
+    r"notes?)\b\)?|\s*\(tool\))*\s*\Z",
     re.I,
 )
 _TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
+
+
+def _overviews(found: list[tuple[Sentence, _Target]]) -> set[int | None]:
+    """Sections that preview others: a workflow overview ("1. Understand the problem …
+    2. Investigate …") whose instructions each point at a later section. A section whose
+    instructions are about two or more other sections (three for the text before the
+    first section) restates them on purpose."""
+    about: dict[int | None, set[int]] = defaultdict(set)
+    for sentence, target in found:
+        about[sentence.section].add(target.section)
+    return {own for own, targets in about.items() if len(targets) >= (3 if own is None else 2)}
+
+
+def _top(template: PromptTemplate, i: int | None) -> int | None:
+    """The top-level section holding section ``i``."""
+    while i is not None and template.sections[i].parent is not None:
+        i = template.sections[i].parent
+    return i
+
+
+def _placement(template: PromptTemplate, sentence: Sentence, target: int) -> tuple[str, Severity]:
+    """Where an instruction sits, in words, and the severity that distance earns.
+
+    Onyx measured the drop at the top of the prompt (90 % -> 30 %); an instruction in
+    another top-level part is as far in structure, one in a neighbouring part of the
+    same top-level section is nearer and reported as information.
+    """
+    own = sentence.section
+    if own is None:
+        return "at the top of the prompt", Severity.WARNING
+    own_top, target_top = _top(template, own), _top(template, target)
+    where = f"in `{_clip(_heading(template.sections[own]), 40)}`"
+    if own_top is None or target_top is None:
+        return where, Severity.WARNING
+    if own_top == target_top:
+        # Siblings next to each other are neighbours; the intro of an enclosing section
+        # (a title over the whole prompt) is as far as the top of the prompt.
+        own_parent, target_parent = template.sections[own].parent, template.sections[target].parent
+        siblings = [i for i, s in enumerate(template.sections) if s.parent == own_parent]
+        if own_parent == target_parent and abs(siblings.index(own) - siblings.index(target)) == 1:
+            return f"{where}, a neighbouring section", Severity.INFO
+        return where, Severity.WARNING
+    tops = [i for i, s in enumerate(template.sections) if s.parent is None]
+    if abs(tops.index(own_top) - tops.index(target_top)) > 1:
+        return where, Severity.WARNING
+    return f"{where}, a neighbouring section", Severity.INFO
+
+
+def setting_tool_names(tools: Iterable[object] | None) -> set[str]:
+    """Lower-case tool names of the `tools` setting: names, or OpenAI tool schemas."""
+    res: set[str] = set()
+    for t in tools or ():
+        if isinstance(t, str):
+            res.add(t.lower())
+        elif isinstance(t, dict):
+            fn = t.get("function") if isinstance(t.get("function"), dict) else t
+            name = fn.get("name") if isinstance(fn, dict) else None
+            if isinstance(name, str) and name:
+                res.add(name.lower())
+    return res
+
+
+# Where a prompt names its tools: "the `task` tool", "call write_todos", "use read_file(…)".
+_TOOL_MENTION = re.compile(
+    r"`([A-Za-z_][\w.-]{1,40})(?:\(\))?`\s+(?:tool|function)s?\b"
+    r"|\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\s+(?:tool|function)s?\b"
+    r"|\b(?:call|use|invoke|run|using|calling|with)\s+(?:the\s+)?`?([A-Za-z_][\w.]*_[\w.]+|"
+    r"[a-z]+[A-Z]\w*)(?:\([^)]{0,40}\))?`?",
+)
+# A backticked or bare identifier: snake_case, dotted, camelCase (files are left out).
+_IDENT = re.compile(
+    r"`([A-Za-z_][\w.]{2,40})(?:\([^)`]{0,40}\))?`|\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b"
+)
+_FILE_LIKE = re.compile(
+    r"\.(?:py|md|json|ya?ml|txt|js|ts|tsx|toml|cfg|ini|sh|html|css|lock)\Z", re.I
+)
+
+
+def text_tool_names(template: PromptTemplate) -> set[str]:
+    """Tool names a prompt itself shows: named as tools, or identifiers it repeats.
+
+    A name counts when the prompt calls it a tool or asks to call/use it, and it is an
+    identifier (`write_todos`, `read_file`, `AwaitShell`) or written in backticks; a bare
+    identifier found three times or more in the prose counts too.
+    """
+    text = template.text
+    res: set[str] = set()
+    for m in _TOOL_MENTION.finditer(text, template.body_range.start):
+        name = (m.group(1) or m.group(2) or m.group(3) or "").lower()
+        if name and not _FILE_LIKE.search(name):
+            res.add(name)
+    counts: Counter[str] = Counter()
+    for sentence in template.sentences:
+        for m in _IDENT.finditer(sentence.text):
+            name = (m.group(1) or m.group(2)).lower()
+            if _is_identifier(name) and "_" in name and not _FILE_LIKE.search(name):
+                counts[name] += 1
+    res.update(n for n, c in counts.items() if c >= 3)
+    return res
 
 
 def _tool_display_name(title: str) -> str | None:
@@ -507,21 +633,27 @@ def _tool_display_name(title: str) -> str | None:
     return title if _TOOL_NAME.match(title) else None
 
 
-def _tool_sections(template: PromptTemplate, roots: list[int]) -> dict[str, int]:
+def _tool_sections(
+    template: PromptTemplate, roots: list[int], known: Collection[str] = ()
+) -> dict[str, int]:
     """Map tool name (lower case) -> its section: the tool-named subsections of ``roots``."""
     res: dict[str, int] = dict(guidance_sections(template))
     root_set = set(roots)
     for i, s in enumerate(template.sections):
-        if s.parent in root_set:
-            name = _tool_display_name(s.title)
-            if name is not None:
-                res.setdefault(name.lower(), i)
+        name = _tool_display_name(s.title)
+        if name is None:
+            continue
+        # Under a tools section any name; elsewhere an identifier or a known tool.
+        if s.parent in root_set or _is_identifier(name) or name.lower() in known:
+            res.setdefault(name.lower(), i)
     return res
 
 
 def _is_identifier(name: str) -> bool:
     """A name that cannot be an ordinary word: `web_search`, `get-logs`, `AwaitShell`."""
-    return any(c in name for c in "_-.0123456789") or any(c.isupper() for c in name[1:])
+    if any(c in name for c in "_-.0123456789"):
+        return not name.replace("_", "").isupper() or len(name) <= 12
+    return any(c.isupper() for c in name[1:]) and not name.isupper()
 
 
 def _tool_finders(names: Iterable[str]) -> list[re.Pattern[str]]:
@@ -588,6 +720,33 @@ class _Gaps:
         return self._prefix
 
 
+def _fix(template: PromptTemplate, sentence: Sentence, target: int, heading: str) -> Fix:
+    """Move the sentence into its section, or delete it when the section already says it."""
+    copy = _same_instruction(template, sentence, target)
+    if copy is not None:
+        return Fix(
+            f"Delete the stray copy: `{_clip(heading)}` already says this",
+            (TextEdit(_deletion(template.text, sentence.range), ""),),
+        )
+    return _move_fix(template, sentence, target, heading)
+
+
+def _same_instruction(template: PromptTemplate, sentence: Sentence, target: int) -> int | None:
+    """A sentence of section ``target`` that gives the same instruction (the same content
+    words, give or take a fifth), else None."""
+    words = _content_words(sentence.text)
+    if not words:
+        return None
+    body = template.sections[target].range
+    for k, other in enumerate(template.sentences):
+        if other is sentence or not body.start <= other.range.start < body.end:
+            continue
+        theirs = _content_words(other.text)
+        if theirs and len(words & theirs) >= 0.8 * len(words | theirs):
+            return k
+    return None
+
+
 def _move_fix(template: PromptTemplate, sentence: Sentence, target: int, heading: str) -> Fix:
     """Delete the sentence where it is and append it, as a paragraph, to its section."""
     text = template.text
@@ -633,7 +792,7 @@ def _content_end(text: str, rng: TextRange) -> int:
 
 
 def _heading(section: Section) -> str:
-    return f"{'#' * section.level} {section.title}"
+    return section.label
 
 
 def _clip(heading: str, n: int = 60) -> str:
