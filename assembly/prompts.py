@@ -192,7 +192,9 @@ class _Heading:
 _RULE_LINE = re.compile(r" {0,3}={3,}[ \t]*\Z")
 _XML_OPEN = re.compile(r"[ \t]*<([A-Za-z_][\w.:-]*)(?:[ \t]+[^<>]*)?>[ \t]*\Z")
 _XML_CLOSE = re.compile(r"(?:(.*\S)[ \t]*)?</([A-Za-z_][\w.:-]*)>[ \t]*\Z")
-_BOLD_TITLE = re.compile(r" {0,3}(\*\*|__)([^*_\n]{1,80}?)[ \t]*:?\1[ \t]*:?[ \t]*\Z")
+_BOLD_TITLE = re.compile(
+    r" {0,3}(?:\*\*([^*\n]{1,80}?)[ \t]*:?\*\*|__([^_\n]{1,80}?)[ \t]*:?__)[ \t]*:?[ \t]*\Z"
+)
 _CAPS_TITLE = re.compile(r" {0,3}([A-Z][A-Z0-9 &/'()+,_-]*[A-Z0-9)])[ \t]*:?[ \t]*\Z")
 # Capitals that mark a remark rather than name a part of the prompt.
 _NOT_CAPS_TITLES = frozenset({"IMPORTANT", "NOTE", "WARNING", "CRITICAL", "TODO", "TIP", "OK"})
@@ -364,9 +366,10 @@ class _BodyScanner:
             if _SETEXT.match(self.text, nls, nle) or _RULE_LINE.match(self.text, nls, nle):
                 return False
         bold = _BOLD_TITLE.match(line)
-        if bold is not None and _is_short_title(bold.group(2)):
+        title = (bold.group(1) or bold.group(2)) if bold is not None else ""
+        if title and _is_short_title(title):
             self._end_block()
-            self._add_heading(0, bold.group(2).strip().rstrip(":").strip(), index, index, "bold")
+            self._add_heading(0, title.strip().rstrip(":").strip(), index, index, "bold")
             return True
         caps = _CAPS_TITLE.match(line)
         if caps is not None and _is_caps_title(caps.group(1)):

@@ -82,9 +82,14 @@ def instruction_far_from_section(ctx: RuleContext) -> Iterator[Diagnostic]:
     figure", and directives with "you must", "never", "always", "make sure", "if you need
     more information, call …") and decides which section each is about:
 
-    - the section of a tool it names: a `## <tool>` under `# Tools` (or under a heading
-      such as `Available tools` or `Functions`), or the tools section itself for a tool
-      without guidance and for several tools at once;
+    Sections are Markdown headings, XML-style blocks (`<tool_calling>` … `</tool_calling>`,
+    nested), `====` blocks with a title line, bold title lines and ALL-CAPS title lines.
+    Tools are those of the conversation, the front matter `tools`, the `tools` setting,
+    the prompt's tool sections and the names it calls tools or asks to call.
+
+    - the section of a tool it names: a section titled with the tool's name (`## web_search`,
+      `<codebase_search>`, `**run_sql**`), or the tools section (`# Tools`, `TOOL USE`,
+      `<tool_calling>`) for a tool without guidance and for several tools at once;
     - else the section whose vocabulary it matches clearly better than any other: the
       heading's words, the `section_topics` setting (built in: Tools, Citations, User
       Information), the salient words of the section's own prose. One matching word is
@@ -92,10 +97,13 @@ def instruction_far_from_section(ctx: RuleContext) -> Iterator[Diagnostic]:
       in, or one around it) keeps it.
 
     An instruction inside that section is fine, and so is tool guidance that mentions
-    another tool. Otherwise the finding gives the distance in tokens from the instruction
-    to the nearest edge of its section, when that is more than `instruction_distance`
-    (default 400). Templates, inline system prompts and custom agent prompts are checked;
-    in a `*.prompt.md` the quick fix moves the sentence to the end of its section. A
+    another tool, and a workflow overview whose steps preview later sections. Otherwise
+    the finding says where the instruction sits and how many tokens from its section:
+    a warning at the top of the prompt or in another part of it, information in a
+    neighbouring section. `instruction_distance` (default 0) mutes findings nearer than
+    that many tokens. Templates, inline system prompts and custom agent prompts are
+    checked; in a `*.prompt.md` the quick fix moves the sentence to the end of its
+    section, or deletes it when the section already says the same. A
     deliberate repetition (a closing recap of the rules) is kept with
     `<!-- promptls: ignore[instruction-far-from-section] -->` on the line before it.
 
@@ -591,7 +599,7 @@ def setting_tool_names(tools: Iterable[object] | None) -> set[str]:
 _TOOL_MENTION = re.compile(
     r"`([A-Za-z_][\w.-]{1,40})(?:\(\))?`\s+(?:tool|function)s?\b"
     r"|\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\s+(?:tool|function)s?\b"
-    r"|\b(?:call|use|invoke|run|using|calling|with)\s+(?:the\s+)?`?([A-Za-z_][\w.]*_[\w.]+|"
+    r"|\b(?:call|use|invoke|run|using|calling)\s+(?:the\s+)?`?([A-Za-z_][\w.]*_[\w.]+|"
     r"[a-z]+[A-Z]\w*)(?:\([^)]{0,40}\))?`?",
 )
 # A backticked or bare identifier: snake_case, dotted, camelCase (files are left out).
@@ -859,7 +867,8 @@ _LEADING = _wordset(
     """
     always never only also then just please first finally next instead briefly politely
     carefully simply now still again immediately strictly kindly gently quickly usually
-    generally preferably ideally additionally otherwise secondly thirdly lastly
+    generally preferably ideally additionally otherwise secondly thirdly lastly strongly
+    proactively actively
     """
 )
 # A clause before the comma: "If X, call Y", "When the user asks, answer …".
@@ -883,10 +892,14 @@ _DIRECTIVE = re.compile(
     r"don['’]t|dont|need\s+to|needs\s+to|have\s+to|has\s+to|ought\s+to|may\s+not|"
     r"may\s+only|can\s+only|cannot|can['’]t|(?:is|are)\s+(?:not\s+)?(?:required|expected|"
     r"encouraged|allowed|permitted|supposed|to\s+be)\b|it\s+is\s+(?:important|essential|"
-    r"critical|crucial)|important:)",
+    r"critical|crucial)|important:|you\s+(?:can|may|could)\s+(?:also\s+)?(?:use|call|invoke|"
+    r"run|try)\b)",
     re.IGNORECASE,
 )
 _LABEL = re.compile(r"[\s*_>`\"'“(\[]*[A-Za-z][\w -]{0,30}?[*_`]*:[*_`]*\s")
+_SHOUT = re.compile(
+    r"[\s*_>`]*(?:CRITICAL|IMPORTANT|NOTE|WARNING|REMEMBER|RULE)[*_`]*\s*[-–—:!]+[*_`]*\s*"
+)
 _WORDS = re.compile(r"[A-Za-z][A-Za-z0-9_]*(?:[-'’][A-Za-z]+)*")
 
 
@@ -902,7 +915,13 @@ def is_instruction(text: str) -> bool:
         return False  # a label: "**Format Illustration:**"
     if _DIRECTIVE.search(text):
         return True
-    label = _LABEL.match(text)
+    shout = _SHOUT.match(text)
+    if shout is not None:
+        # "CRITICAL - use …", "IMPORTANT: never …": the label, then an instruction.
+        words = [w.lower() for w in _WORDS.findall(text, shout.end(), shout.end() + 400)]
+        if not words:
+            return False
+    label = _LABEL.match(text) if shout is None else None
     if label is not None:
         # "Note: this is …" is a remark; "**Output:** Render as …" an instruction.
         words = [w.lower() for w in _WORDS.findall(text, label.end(), label.end() + 400)]
