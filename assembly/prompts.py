@@ -179,11 +179,11 @@ _COMMENT_TAG = re.compile(r"<!--.*?-->")
 class _Heading:
     level: int  # Markdown level; 0 for a `====` block; computed for title lines
     title: str
-    start: int  # start of the heading's first line (of the `====` line for "rule")
+    start: int  # start of the heading's first line (the `====` line for "rule": the
+    # heading of a `====` block is both lines, so its range starts where the section does)
     end: int  # end of its last line, without the line break
     body_start: int  # after the line break of its last line
     kind: str = "heading"
-    title_start: int = -1  # start of the title line when it is not ``start`` ("rule")
     close_start: int = -1  # "xml": start of the closing tag's line (-1: not closed yet)
     close_end: int = -1  # "xml": end of the closing tag's line
     name: str = ""  # "xml": the tag name as written
@@ -279,7 +279,6 @@ class _BodyScanner:
         if after_rule >= 0 and _is_short_title(line) and not _LIST_ITEM.match(line):
             self._end_block()
             self._add_heading(0, line.strip().strip("*_#").strip(), index, index, "rule")
-            self.headings[-1].title_start = ls
             self.headings[-1].start = after_rule
             return index + 1
         if first == "<" and self._tag_line(index, line):
@@ -497,13 +496,12 @@ def _build_sections(text: str, headings: list[_Heading]) -> list[Section]:
         ends[e] = headings[e].close_end if headings[e].kind == "xml" else limit(len(stack))
     res = []
     for h, end, parent, level in zip(headings, ends, parents, levels, strict=True):
-        title_start = h.title_start if h.title_start >= 0 else h.start
         body_end = h.close_start if h.kind == "xml" else end
         res.append(
             Section(
                 title=h.title,
                 level=level,
-                heading_range=TextRange(title_start, h.end),
+                heading_range=TextRange(h.start, h.end),
                 range=TextRange(h.start, end),
                 body_range=TextRange(min(h.body_start, body_end), body_end),
                 parent=parent,
