@@ -342,8 +342,11 @@ def evaluate(
                     """The related heading is in the section, or heads one around it."""
                     if s0 <= x < s1:
                         return True
-                    head = next((s for s in ms if s.start <= x < s.start + 200 and s.end >= s1), None)
+                    head = next(
+                        (s for s in ms if s.start <= x < s.start + 200 and s.end >= s1), None
+                    )
                     return head is not None and head.start <= s0 and head.end >= s1
+
                 st = stats[kind]
                 st[0] += 1
                 found = [d for d in lint(new) if d.range.start < b and d.range.end > a]
