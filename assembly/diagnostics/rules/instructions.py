@@ -321,6 +321,68 @@ def _far_instructions(
         )
 
 
+@dataclass(frozen=True, slots=True)
+class InstructionMatch:
+    """What ``instruction-far-from-section`` made of one instruction (for the hover)."""
+
+    range: TextRange  # the sentence
+    section: int | None  # the section it was matched to, if any
+    heading_words: tuple[str, ...]  # words of that heading it shares, as written there
+    topic_words: tuple[str, ...]  # its words that are ``section_topics`` words of that section
+    tool: str | None  # the tool it names, when that decided the match
+    score: float  # the matched section's score
+    own: float  # the score of the section it sits in
+    runner_up: float  # the best unrelated section's score
+    reported: bool  # whether the rule reports it
+    reason: str  # why it is, or is not, reported
+
+
+def explain_instruction(
+    template: PromptTemplate,
+    offset: int,
+    tool_names: Collection[str] = (),
+    section_topics: Mapping[str, list[str]] | None = None,
+) -> InstructionMatch | None:
+    """What the rule decided about the instruction at ``offset``, or None when no
+    instruction is there. The decision is the rule's own (``_Topics.target``); only the
+    distance filters (``instruction_distance``, a sentence touching its section) and the
+    overview test over all findings are not applied here."""
+    k = next(
+        (i for i, s in enumerate(template.sentences) if s.range.start <= offset < s.range.end),
+        None,
+    )
+    if k is None or not template.sections or not is_instruction(template.sentences[k].text):
+        return None
+    topics = _Topics(template, tool_names, section_topics or {})
+    found = topics.target(k)
+    match = found or topics.matched
+    rng = template.sentences[k].range
+    if match is None:
+        return InstructionMatch(rng, None, (), (), None, 0.0, 0.0, 0.0, False, topics.rejected)
+    title = template.sections[match.section].title
+    written = tuple(w for w in _WORDS.findall(title) if stem(w.lower()) in set(match.words))
+    in_title = {stem(w.lower()) for w in written}
+    reason = topics.rejected or "it sits outside the section it is about"
+    return InstructionMatch(
+        rng,
+        match.section,
+        written,
+        tuple(
+            dict.fromkeys(
+                w
+                for w in _WORDS.findall(template.sentences[k].text)
+                if stem(w.lower()) in set(match.words) - in_title
+            )
+        ),
+        match.tool,
+        match.score,
+        match.own,
+        match.runner_up,
+        found is not None,
+        reason,
+    )
+
+
 class _Topics:
     """Decides which section each sentence of a template is about.
 
@@ -357,6 +419,8 @@ class _Topics:
         section_topics: Mapping[str, list[str]],
     ) -> None:
         self.template = template
+        self.matched: _Target | None = None  # the best section of the last ``target`` call
+        self.rejected = ""  # why the last ``target`` call returned None
         sections = template.sections
         # The subtree of each section: [index, end index) in document order.
         self.subtree_end = _subtree_ends(sections)
@@ -452,11 +516,13 @@ class _Topics:
         """
         sentence = self.template.sentences[k]
         all_words = self.sentence_words[k]
+        self.matched = None
+        self.rejected = ""
         tools = self.named_tools(sentence.text)
         if not tools and not any(w in self.strong_index for w in all_words):
-            return self._no(1)
+            return self._no("it names no tool and shares no heading word with any section")
         if not tools and sentence.section is not None and self.in_tools[sentence.section]:
-            return self._no(2)  # tool guidance says when to use the tool, whatever the topic
+            return self._no("it sits in tool guidance, which may speak of any topic")
         score: dict[int, float] = defaultdict(float)
         evidence: dict[int, list[str]] = defaultdict(list)
         strong_hit: set[int] = set()
@@ -486,11 +552,18 @@ class _Topics:
             strong_hit.add(tool_target)
         strong_hit -= self.wrappers
         if not strong_hit:
-            return self._no(3)
+            return self._no("no heading or tool points at one section")
         best = max(strong_hit, key=lambda i: (score[i], -i))
         best_score = score[best]
+        self.matched = _Target(
+            best,
+            self._label(best),
+            tuple(sorted(set(title_words.get(best, ())))),
+            next(iter(sorted(tools)), None) if best == tool_target else None,
+            best_score,
+        )
         if best_score < self.MIN_SCORE:
-            return self._no(4)
+            return self._no("the match is too weak")
         if (
             best != tool_target
             and len(title_words[best]) < 2
@@ -499,54 +572,58 @@ class _Topics:
                 self.title_df[w] == 1 and w not in self.topic_words[best] for w in title_words[best]
             )
         ):
-            return self._no(5)  # one shared heading word and nothing else: a coincidence
+            return self._no(
+                "it shares one heading word that other headings share too, and nothing else"
+            )
         if tool_target != best and not any(
             self._concentrated(w, best, k) for w in title_words[best]
         ):
-            return self._no(16)  # the prompt uses that word everywhere: no topic of one part
+            return self._no(
+                "the prompt uses that heading word throughout, not only in that section"
+            )
         chain = self._chain(sentence.section)
         if sentence.section is not None and _RECAP.search(
             self.template.sections[sentence.section].title.replace("_", " ")
         ):
-            return self._no(6)  # a recap repeats the rules on purpose
+            return self._no("it sits in a recap, which repeats the rules on purpose")
         if _CROSS_REFERENCE.search(sentence.text):
-            return self._no(7)  # "see Step 5", "the sections below": it points there on purpose
+            return self._no("it points at another part of the prompt on purpose")
         if best == tool_target and self._tool_elsewhere(k, tools):
-            return self._no(8)  # its own section talks about that tool too
+            return self._no("its own section speaks of that tool too")
         if best in chain or self._both_in_tools(best, sentence.section):
-            return self._no(9)
+            return self._no("it sits in the section it is about")
         own = 0.0
         for c in chain:
             if self._inside(best, c):
                 continue  # a section around both (the prompt's title) takes no side
             if c in strong_hit or title_words.get(c):
-                return self._no(10)  # its own heading names what it is about
+                return self._no("its own heading names what it is about")
             own = max(own, score.get(c, 0.0))
             if self.in_tools[c] and evidence.get(c):
-                return self._no(11)  # tool guidance about the tool's own output, citations, …
+                return self._no("it is tool guidance about the tool's own output")
         if sentence.section is None:
             own = sum(self.idf.get(w, 0.0) for w in all_words if self.preamble[w] > 1)
         if self._previews(k, best):
-            return self._no(12)  # a workflow overview or a list of what comes later
+            return self._no("its section is an overview that previews later sections")
         mine = self.preamble if sentence.section is None else self.body[sentence.section]
         if any(mine[w] > 2 for w in title_words[best]):
-            return self._no(13)  # its own section talks about that topic throughout
+            return self._no("its own section speaks of that topic throughout")
         if own >= self.CHAIN_SHARE * best_score:
-            return self._no(14)  # its own section has a claim on it too
+            return self._no("its own section shares enough of its words")
         runner_up = max(
             (v for i, v in score.items() if i not in chain and not self._related(i, best)),
             default=0.0,
         )
         if best_score < self.MARGIN * runner_up:
-            return self._no(15)
+            return self._no("another section fits it about as well")
         why = sorted(set(title_words.get(best, ())))
         tool = next((t for t in sorted(tools) if self.tool_sections.get(t) == best), None)
         if tool is None and best == tool_target and tools:
             tool = sorted(tools)[0]
         return _Target(best, self._label(best), tuple(why), tool, best_score, own, runner_up)
 
-    def _no(self, why: int) -> None:
-        self.rejected = why  # which test turned the last sentence down (for debugging)
+    def _no(self, why: str) -> None:
+        self.rejected = why  # why the last sentence was not sent elsewhere (for the hover)
 
     def _concentrated(self, w: str, best: int, k: int) -> bool:
         """Whether at least ``CONCENTRATION`` of the uses of word ``w`` (the sentence left
