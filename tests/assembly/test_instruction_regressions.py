@@ -92,7 +92,7 @@ def test_copy_already_in_its_section_is_deleted_not_moved() -> None:
 
 
 def test_move_fix_when_the_section_lacks_it() -> None:
-    text, (d,) = findings("xml-blocks.prompt.md")
+    _, (d,) = findings("xml-blocks.prompt.md")
     assert d.fix is not None and d.fix.title.startswith("Move the instruction")
 
 

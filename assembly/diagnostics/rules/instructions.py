@@ -879,7 +879,8 @@ def _tool_finders(names: Iterable[str]) -> list[re.Pattern[str]]:
     """Regexes that find tool names in prose (group 1 or 2 is the name).
 
     Identifier-like names are found anywhere as whole words; a name that is an ordinary
-    word (`Shell`, `python`, `web`) only in backticks or right before "tool".
+    word (`Shell`, `python`, `lookup`) only in backticks, right before "tool" or right
+    after a verb of calling ("call lookup").
     """
     names = sorted({n for n in names if n}, key=len, reverse=True)
     identifiers = [n for n in names if _is_identifier(n)]
@@ -891,6 +892,14 @@ def _tool_finders(names: Iterable[str]) -> list[re.Pattern[str]]:
     if words:
         alt = "|".join(re.escape(n) for n in words)
         res.append(re.compile(rf"`({alt})`|(?<![A-Za-z0-9_-])({alt})(?=\s+tool\b)", re.I))
+        # "call lookup", "use the search tool": the name right after a verb of calling.
+        res.append(
+            re.compile(
+                rf"\b(?:call|calls|calling|use|using|invoke|invoking|run)\s+(?:the\s+)?"
+                rf"({alt})(?![A-Za-z0-9_])()",
+                re.I,
+            )
+        )
     return res
 
 
