@@ -165,11 +165,25 @@ def family(a: OSection, b: OSection) -> bool:
     return a.start <= b.start < a.end or b.start <= a.start < b.end
 
 
-def bound(sentence: str, sec: OSection, sections: list[OSection]) -> bool:
+def concentrated(text: str, w: str, sec: OSection, sentence: str) -> bool:
+    """Whether more than a third of the prompt's uses of word ``w`` (by its 6-letter prefix),
+    the sentence left out, are in section ``sec``: the word names that section's topic,
+    not one the whole prompt speaks of."""
+
+    def uses(t: str) -> int:
+        return sum(1 for x in _WORD.findall(t) if x.lower()[:6] == w)
+
+    mine = uses(sentence)
+    inside = uses(text[sec.start : sec.end]) - mine
+    return inside * 3 > uses(text) - mine
+
+
+def bound(text: str, sentence: str, sec: OSection, sections: list[OSection]) -> bool:
     """Whether an instruction is *bound* to its section, the one definition both the
     picker and the rule's documentation use: it names a tool-like identifier (``snake_case``,
     dotted, or in backticks) that the section's title names, or it shares a content word
-    with the section's title that no other section's title has; and it shares no title
+    with the section's title that no other section's title has and that the prompt uses
+    mostly there (``concentrated``: more than a third of its uses); and it shares no title
     word or identifier with any section outside the section's family (its enclosing and
     enclosed sections), so it does not fit several headings."""
     ids = identifiers(sentence) | {w.lower() for w in _TICKED.findall(sentence)}
@@ -178,7 +192,7 @@ def bound(sentence: str, sec: OSection, sections: list[OSection]) -> bool:
     own_words = words(sec.title)
     others = [s for s in sections if not family(s, sec)]
     unique = own_words - set().union(*(words(s.title) for s in others)) if others else own_words
-    if not (ids & own_ids or sw & unique):
+    if not (ids & own_ids or any(concentrated(text, w, sec, sentence) for w in sw & unique)):
         return False
     for s in others:
         if (words(s.title) & sw) or (identifiers(s.title) | {s.title.strip("`* ").lower()}) & ids:
@@ -236,7 +250,9 @@ def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
                 continue
             if not (_DIRECTIVE.search(sent) or _VERB_START.match(sent)):
                 continue
-            if bound(sent, sec, sections):
+            if re.search(r"\b(?:see|refer to)\s", sent, re.I):
+                continue  # it points at another section: not bound to its own
+            if bound(text, sent, sec, sections):
                 res.append(Candidate(sent, a, b, sec))
     return res
 
@@ -279,6 +295,7 @@ def move_unrelated(
         if not (s.start <= own.start < s.end or own.start <= s.start < own.end)
         and not (words(s.title) | identifiers(s.title)) & sw
         and text[s.start : s.end].count("\n") >= 2
+        and not _RECAP_TITLE.search(s.title.replace("_", " "))
     ]
     if not options:
         return None
@@ -296,6 +313,11 @@ def move_unrelated(
         return x2 + len(ins) if x2 >= at else x2
 
     return new, a, a + len(c.sentence), moved(own.start), moved(own.end)
+
+
+# A recap repeats the rules on purpose (the rule never reports what sits in one), so no
+# instruction is moved into one.
+_RECAP_TITLE = re.compile(r"\b(?:recap|reminders?|summary|checklist)\b", re.I)
 
 
 def _content_end(text: str, s: OSection) -> int:

@@ -409,7 +409,7 @@ class _Topics:
     MIN_SCORE = 2.5  # about one heading word found in two sections, or one tool name
     MIN_EVIDENCE = 2  # distinct matching words (a tool name counts twice)
     MARGIN = 2.0  # the winner must score twice any unrelated section
-    CONCENTRATION = 0.34  # share of a heading word's uses that must lie in its section
+    CONCENTRATION = 0.34  # more than a third of a heading word's uses must lie in its section
     CHAIN_SHARE = 0.15  # the sentence's own section keeps it with this share of the winner
 
     def __init__(
@@ -421,6 +421,7 @@ class _Topics:
         self.template = template
         self.matched: _Target | None = None  # the best section of the last ``target`` call
         self.rejected = ""  # why the last ``target`` call returned None
+        self._named: dict[str, set[str]] = {}  # named_tools, by sentence text
         sections = template.sections
         # The subtree of each section: [index, end index) in document order.
         self.subtree_end = _subtree_ends(sections)
@@ -490,6 +491,9 @@ class _Topics:
                     self.body_index[w].append((i, n))
         # Which other sections each sentence names by a heading word no other heading
         # has: a section whose sentences name two or more others previews them.
+        self.by_section: dict[int | None, list[int]] = defaultdict(list)
+        for j, s in enumerate(template.sentences):
+            self.by_section[s.section].append(j)
         self.names: list[frozenset[int]] = []
         for s, words in zip(template.sentences, self.sentence_words, strict=True):
             named = {
@@ -606,7 +610,7 @@ class _Topics:
         if self._previews(k, best):
             return self._no("its section is an overview that previews later sections")
         mine = self.preamble if sentence.section is None else self.body[sentence.section]
-        if any(mine[w] > 2 for w in title_words[best]):
+        if any(mine[w] > 1 for w in title_words[best]):
             return self._no("its own section speaks of that topic throughout")
         if own >= self.CHAIN_SHARE * best_score:
             return self._no("its own section shares enough of its words")
@@ -639,33 +643,44 @@ class _Topics:
         return inside >= self.CONCENTRATION * max(total, 1)
 
     def _previews(self, k: int, best: int) -> bool:
-        """Whether sentence ``k``'s section names two other sections besides ``best``: an
-        overview that previews them (the text before the first heading is never one: it
-        is where a misplaced instruction most often lands)."""
+        """Whether the other sentences of sentence ``k``'s section name two sections other
+        than ``best`` (by a heading word no other heading has): an overview that previews
+        them (the text before the first heading is never one: it is where a misplaced
+        instruction most often lands)."""
         own = self.template.sentences[k].section
-        named: set[int] = set()
-        for j, other in enumerate(self.template.sentences):
-            if j != k and other.section == own:
-                named.update(i for i in self.names[j] if not self._related(i, best))
-        return own is not None and len(named) >= 2
+        if own is None:
+            return False
+        named = {
+            i
+            for j in self.by_section[own]
+            if j != k
+            for i in self.names[j]
+            if not self._related(i, best)
+        }
+        return len(named) >= 2
 
     def _tool_elsewhere(self, k: int, tools: set[str]) -> bool:
         """Whether another sentence of sentence ``k``'s own section names one of ``tools``."""
         own = self.template.sentences[k].section
-        for j, other in enumerate(self.template.sentences):
-            if j != k and other.section == own and self.named_tools(other.text) & tools:
-                return True
-        return False
+        sentences = self.template.sentences
+        return any(
+            j != k and self.named_tools(sentences[j].text) & tools for j in self.by_section[own]
+        )
 
     def _title_quorum(self, i: int) -> int:
         n = self.title_size[i]
         return n if n <= 2 else max(2, -(-n // 3))
 
     def named_tools(self, text: str) -> set[str]:
-        res: set[str] = set()
-        for finder in self.tool_finders:
-            res.update((m.group(1) or m.group(2)).lower() for m in finder.finditer(text))
-        return res
+        if not self.tool_finders:
+            return set()
+        res = self._named.get(text)
+        if res is None:
+            res = set()
+            for finder in self.tool_finders:
+                res.update((m.group(1) or m.group(2)).lower() for m in finder.finditer(text))
+            self._named[text] = res
+        return set(res)
 
     def _tool_section(self, tools: set[str]) -> int | None:
         """The section a sentence naming ``tools`` is about: one tool's section, or Tools."""
@@ -1221,6 +1236,8 @@ _SUFFIXES = (
     ("ate", ""),
     ("ities", ""),
     ("ity", ""),
+    ("ably", ""),
+    ("able", ""),
     ("ings", ""),
     ("ing", ""),
     ("ies", "y"),
