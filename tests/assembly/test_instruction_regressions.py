@@ -13,7 +13,11 @@ from pathlib import Path
 import pytest
 
 from assembly.diagnostics import RuleContext, Severity
-from assembly.diagnostics.rules.instructions import instruction_far_from_section, is_instruction
+from assembly.diagnostics.rules.instructions import (
+    explain_instruction,
+    instruction_far_from_section,
+    is_instruction,
+)
 from assembly.prompts import parse_prompt
 from assembly.settings import Settings
 from assembly.text import LineIndex
@@ -137,3 +141,37 @@ def test_tools_setting_names_tools_of_a_standalone_prompt() -> None:
     (message,) = run([{"type": "function", "function": {"name": "lookup"}}])
     assert "about tool use" in message and "# Tools" in message
     assert run(["lookup"]) == [message]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "section", "reported", "reason"),
+    [
+        ("Always offer a repair", "Repairs", True, "outside the section"),
+        ("Book repairs in the calendar", "Repairs", False, "sits in the section"),
+        ("Follow the return rules (see Returns)", "Returns", False, "points at another part"),
+        ("- Tell the customer the price range", "Repairs", False, "recap"),
+    ],
+)
+def test_explanation_names_the_section_and_the_reason(
+    sentence: str, section: str, reported: bool, reason: str
+) -> None:
+    # What the hover shows: the rule's own decision, with the heading words that matched.
+    text = (DATA / "recap-and-references.prompt.md").read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    at = (
+        text.index(sentence) + sentence.index(" ") + 1
+        if sentence.startswith("-")
+        else (text.index(sentence))
+    )
+    m = explain_instruction(template, at)
+    assert m is not None and m.section is not None
+    assert template.sections[m.section].title == section
+    assert m.reported is reported and reason in m.reason
+    assert [w.lower() for w in m.heading_words] in (["repairs"], ["returns"])
+
+
+def test_no_explanation_outside_instructions() -> None:
+    text = (DATA / "recap-and-references.prompt.md").read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    assert explain_instruction(template, text.index("Bikes can be returned")) is None
+    assert explain_instruction(template, text.index("# Greeting") + 2) is None

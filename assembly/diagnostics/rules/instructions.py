@@ -84,22 +84,29 @@ def instruction_far_from_section(ctx: RuleContext) -> Iterator[Diagnostic]:
 
     Sections are Markdown headings, XML-style blocks (`<tool_calling>` … `</tool_calling>`,
     nested), `====` blocks with a title line, bold title lines and ALL-CAPS title lines.
-    Tools are those of the conversation, the front matter `tools`, the `tools` setting,
-    the prompt's tool sections and the names it calls tools or asks to call.
+    Tools are those of the conversation (for a template checked on its own: of the open
+    conversations that use it), the front matter `tools`, the `tools` setting, the
+    prompt's tool sections and the names it calls tools or asks to call.
 
     - the section of a tool it names: a section titled with the tool's name (`## web_search`,
       `<codebase_search>`, `**run_sql**`), or the tools section (`# Tools`, `TOOL USE`,
       `<tool_calling>`) for a tool without guidance and for several tools at once;
-    - else the section whose vocabulary it matches clearly better than any other: the
-      heading's words, the `section_topics` setting (built in: Tools, Citations, User
-      Information), the salient words of the section's own prose. One matching word is
-      not enough, and a section that also has a claim on the instruction (the one it is
-      in, or one around it) keeps it.
+    - else the section whose heading it matches: a heading word that no other heading has
+      and that the prompt uses mostly there (more than a third of its uses), or two
+      heading words, or one with support from the section's prose; the `section_topics`
+      setting adds topic words to headings (built in: Tools, Citations, User
+      Information). It must beat every unrelated section by a clear margin.
 
-    An instruction inside that section is fine, and so is tool guidance that mentions
-    another tool, and a workflow overview whose steps preview later sections. Otherwise
-    the finding says where the instruction sits and how many tokens from its section:
-    a warning at the top of the prompt or in another part of it, information in a
+    Not reported: an instruction inside that section or one around it; one whose own
+    section names the same topic or tool, or shares enough of its words (a restatement);
+    one in a recap (`Important reminders`, `What not to do (recap)`, `<critical_reminders>`);
+    one that points elsewhere on purpose ("see Step 5"); tool guidance that mentions
+    another topic; a workflow overview whose sentences name two or more other sections;
+    an instruction on the line just before its section (under 15 tokens away) unless it
+    names a tool. Hover an instruction to see the section it was matched to and why.
+
+    Otherwise the finding says where the instruction sits and how many tokens from its
+    section: a warning at the top of the prompt or in another part of it, information in a
     neighbouring section. `instruction_distance` (default 0) mutes findings nearer than
     that many tokens. Templates, inline system prompts and custom agent prompts are
     checked; in a `*.prompt.md` the quick fix moves the sentence to the end of its
@@ -568,6 +575,9 @@ class _Topics:
         )
         if best_score < self.MIN_SCORE:
             return self._no("the match is too weak")
+        chain = self._chain(sentence.section)
+        if best in chain or self._both_in_tools(best, sentence.section):
+            return self._no("it sits in the section it is about")
         if (
             best != tool_target
             and len(title_words[best]) < 2
@@ -585,7 +595,6 @@ class _Topics:
             return self._no(
                 "the prompt uses that heading word throughout, not only in that section"
             )
-        chain = self._chain(sentence.section)
         if sentence.section is not None and _RECAP.search(
             self.template.sections[sentence.section].title.replace("_", " ")
         ):
@@ -594,8 +603,6 @@ class _Topics:
             return self._no("it points at another part of the prompt on purpose")
         if best == tool_target and self._tool_elsewhere(k, tools):
             return self._no("its own section speaks of that tool too")
-        if best in chain or self._both_in_tools(best, sentence.section):
-            return self._no("it sits in the section it is about")
         own = 0.0
         for c in chain:
             if self._inside(best, c):
