@@ -447,7 +447,13 @@ class _Topics:
         self.tool_names = set(self.tool_sections) | declared
         self.tool_finders = _tool_finders(self.tool_names)
         self.sentence_words = [_content_words(s.text) for s in template.sentences]
-        titles = [_title_words(s) for s in sections]
+        titles = [
+            _title_words(
+                s,
+                split=s.kind in ("xml", "caps", "rule") and i not in self.tool_sections.values(),
+            )
+            for i, s in enumerate(sections)
+        ]
         self.title_size = [len(t) for t in titles]
         self.topic_words = [_topic_words(s, section_topics) for s in sections]
         strong = [t | topics for t, topics in zip(titles, self.topic_words, strict=True)]
@@ -1302,12 +1308,18 @@ def _content_words(text: str) -> set[str]:
     return res
 
 
-def _title_words(section: Section) -> set[str]:
-    """The stems of a heading's words that name a topic."""
+def _title_words(section: Section, split: bool = False) -> set[str]:
+    """The stems of a heading's words that name a topic. With ``split``, a ``snake_case``
+    title (`<reasoning_rules>`, `TECHNICAL_PHILOSOPHY`) gives its parts too: prose says
+    "reasoning", not "reasoning_rules" (not for a tool's section: `## run_tests` is not
+    about running)."""
     title = section.title.strip().strip("`*_ ")
+    words = [x.lower() for x in _WORDS.findall(title)]
+    if split:
+        words += [p for w in words if "_" in w for p in w.split("_") if p]
     return {
         stem(w)
-        for w in (x.lower() for x in _WORDS.findall(title))
+        for w in words
         if w not in GENERIC_HEADING_WORDS and w not in STOP_WORDS and len(w) > 1
     }
 
