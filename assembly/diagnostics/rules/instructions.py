@@ -93,7 +93,8 @@ def instruction_far_from_section(ctx: RuleContext) -> Iterator[Diagnostic]:
       `<tool_calling>`) for a tool without guidance and for several tools at once;
     - else the section whose heading it matches: a heading word that no other heading has
       and that the prompt uses mostly there (more than a third of its uses), or two
-      heading words, or one with support from the section's prose; the `section_topics`
+      heading words, or one with support from the section's prose (a heading of three or
+      more topic words needs half of them, two at most); the `section_topics`
       setting adds topic words to headings (built in: Tools, Citations, User
       Information). It must beat every unrelated section by a clear margin.
 
@@ -595,6 +596,8 @@ class _Topics:
             return self._no(
                 "it shares one heading word that other headings share too, and nothing else"
             )
+        if tool_target != best and 2 * len(title_words[best]) < min(self.title_size[best], 4):
+            return self._no("it shares too few of that section's heading words")
         if tool_target != best and not any(
             self._concentrated(w, best, k) for w in title_words[best]
         ):
@@ -866,6 +869,8 @@ def text_tool_names(template: PromptTemplate) -> set[str]:
     counts: Counter[str] = Counter()
     for sentence in template.sentences:
         for m in _IDENT.finditer(sentence.text):
+            if m.start() and sentence.text[m.start() - 1] in "</":
+                continue  # `<reasoning_rules>` names a block of the prompt, not a tool
             name = (m.group(1) or m.group(2)).lower()
             if _is_identifier(name) and "_" in name and not _FILE_LIKE.search(name):
                 counts[name] += 1
@@ -890,8 +895,14 @@ def _tool_sections(
         name = _tool_display_name(s.title)
         if name is None:
             continue
-        # Under a tools section any name; elsewhere an identifier or a known tool.
-        if s.parent in root_set or _is_identifier(name) or name.lower() in known:
+        # Under a tools section any name; elsewhere an identifier or a known tool. An XML
+        # block is named like an identifier (`<reasoning_rules>`) whatever it holds: it
+        # is a tool's only when the name is known as one.
+        if (
+            s.parent in root_set
+            or (_is_identifier(name) and s.kind != "xml")
+            or name.lower() in known
+        ):
             res.setdefault(name.lower(), i)
     return res
 
