@@ -83,6 +83,7 @@ class FileAttachment:
     approx_char_count: int | None = None
     path: str | None = None  # as written in the document (project files may use a path)
     path_range: TextRange | None = None
+    processing: bool = False  # still being processed: Onyx sends its notice, not the text
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +155,7 @@ class Conversation:
     project_files: tuple[FileAttachment, ...] = ()
     tools: tuple[ToolDef, ...] | None = None  # None: the document does not say
     reminder: TextBlock | None = None
+    additional_context: TextBlock | None = None  # sent before the last user message
     user_info: dict[str, Any] | None = None
     issues: tuple[Issue, ...] = ()
     root: SNode | None = None
@@ -178,6 +180,21 @@ class Section:
     range: TextRange  # heading line through the end of the section (nested ones included)
     body_range: TextRange  # after the heading line through the end of the section
     parent: int | None  # index of the enclosing section in ``PromptTemplate.sections``
+    # How the section is written: "heading" (Markdown ATX or setext), "xml" (a block
+    # `<name>` … `</name>`, its title the tag name), "rule" (a title line after a `====`
+    # line), "bold" (a line that is only `**Title**`), "caps" (an ALL-CAPS title line).
+    kind: str = "heading"
+
+    @property
+    def label(self) -> str:
+        """How messages name the section: `## Tools`, `<tool_calling>`, `TOOL USE`."""
+        if self.kind == "heading":
+            return f"{'#' * self.level} {self.title}"
+        if self.kind == "xml":
+            return f"<{self.title}>"
+        if self.kind == "bold":
+            return f"**{self.title}**"
+        return self.title
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,7 @@ class _Doc:
     generation: int = 0  # grows on every change of the document or of what it reads
     running: Future[Snapshot] | None = None  # the analysis under way
     due: bool = False  # the latest generation needs an analysis after the running one
+    shown: Snapshot | None = None  # the last snapshot handed to ``on_current``
     # Requests waiting for the analysis of a generation: (generation, wake-up future).
     waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
 
@@ -146,8 +147,8 @@ class Scheduler:
     def __init__(self, session: Session) -> None:
         self._session = session
         self._docs: dict[str, _Doc] = {}
-        # Called on the loop with a snapshot of a document's latest state and the snapshot
-        # it replaces: publish it.
+        # Called on the loop with a snapshot of a document's latest state and the one last
+        # handed to it for that document (None at first): publish it.
         self.on_current: Callable[[Snapshot, Snapshot | None], None] = lambda snap, prev: None
         self.wait_s = WAIT_S
         self.stopped = False  # set at shutdown: nothing starts any more
@@ -310,6 +311,7 @@ class Scheduler:
                 if target <= generation and not waiter.done():
                     waiter.set_result(None)
             if generation == d.generation:
-                self.on_current(snap, previous)
+                shown, d.shown = d.shown, snap
+                self.on_current(snap, shown)
         if d.due or (snap is None and d.generation > generation):
             self._start(uri, d)

@@ -6,8 +6,10 @@ can read it), a tool call id (its response) or a response's ``tool_call_id`` (it
 message (segment, tokens, kept or dropped and why, cumulative position, cache prefix), and
 anywhere else the document head: the per-segment token table and the budget line.
 
-In a ``*.prompt.md`` on its own: a placeholder, or a section heading (its tokens and share
-of the prompt; for ``## <tool>`` guidance, which tools the front matter offers).
+In a ``*.prompt.md`` on its own: a placeholder, a section heading (its tokens and share
+of the prompt; for ``## <tool>`` guidance, which tools the front matter offers), or an
+instruction that ``instruction-far-from-section`` matched to a section (which one, why,
+the scores, and whether it is reported).
 
 Results are Markdown; ``plain_text`` turns them into readable plain text for clients that
 cannot render Markdown. Offsets are code points; nothing here knows about LSP.
@@ -24,6 +26,11 @@ from typing import Literal, Protocol
 
 from assembly import texts
 from assembly.assemble import CITEABLE_TOOLS, FILE_READER_TOOLS, SEGMENTS, Assembly
+from assembly.diagnostics.rules.instructions import (
+    InstructionMatch,
+    explain_instruction,
+    setting_tool_names,
+)
 from assembly.documents import read_tools
 from assembly.ide.placement import (
     ConversationDoc,
@@ -90,6 +97,9 @@ def conversation_hover(doc: ConversationDoc, offset: int, *, today: dt.date) -> 
     res = _file_hover(doc, pl, offset)
     if res is not None:
         return res
+    ca = conv.custom_agent_prompt
+    if ca is not None and ca.range.contains(offset):
+        return HoverResult(ca.range, _custom_agent_markdown(doc))
     m = pl.message_at(offset)
     if m is not None:
         res = _tool_call_hover(pl, m, offset)
@@ -110,7 +120,49 @@ def prompt_hover(
     for i, s in enumerate(t.sections):
         if s.heading_range.contains(offset):
             return HoverResult(s.heading_range, _section_markdown(doc, i, tokenizer))
+    tools = setting_tool_names(doc.settings.tools) | {
+        n.lower() for n in front_matter_tools(t) or ()
+    }
+    match = explain_instruction(t, offset, tools, doc.settings.section_topics)
+    if match is not None and match.section is not None:
+        return HoverResult(match.range, _instruction_markdown(t, match))
     return None
+
+
+def _instruction_markdown(t: PromptTemplate, m: InstructionMatch) -> str:
+    """Which section an instruction was matched to and why, so a finding can be trusted
+    or suppressed."""
+    assert m.section is not None
+    s = t.sections[m.section]
+    heading = _escape(s.title)
+    lines = [f"**Instruction** · about **{heading}**", ""]
+    evidence = []
+    if m.tool:
+        evidence.append(f"names the tool `{m.tool}`")
+    if m.heading_words:
+        words = [w for w in m.heading_words if w.lower() != (m.tool or "")]
+        if words:
+            evidence.append("shares the heading words " + ", ".join(f"“{w}”" for w in words))
+    if m.topic_words:
+        evidence.append(
+            "uses the section's topic words (`section_topics`) "
+            + ", ".join(f"“{w}”" for w in m.topic_words)
+        )
+    if evidence:
+        lines.append(f"- matched because it {' and '.join(evidence)}")
+    if m.reported:
+        lines.append(
+            f"- scores: that section {m.score:.1f}, the section it sits in {m.own:.1f}, "
+            f"the best unrelated section {m.runner_up:.1f}"
+        )
+        lines.append(f"- reported by `instruction-far-from-section`: {m.reason}")
+        lines.append(
+            "- to keep it where it is, put "
+            "`<!-- promptls: ignore[instruction-far-from-section] -->` on the line before it"
+        )
+    else:
+        lines.append(f"- not reported: {m.reason}")
+    return "\n".join(lines)
 
 
 def head_markdown(doc: ConversationDoc, pl: Placements | None = None) -> str:
@@ -251,6 +303,38 @@ def _encoding_line(used: str, requested: str, warning: str | None) -> str:
 # ------------------------------------------------------------------------------ messages
 
 
+def _custom_agent_markdown(doc: ConversationDoc) -> str:
+    """Where the custom agent prompt goes: Onyx's three branches (llm_loop.py:915-991)."""
+    a = doc.assembly
+    title = "**custom agent prompt**"
+    ca = next((e for e in a.layout if e.id == "$custom_agent"), None)
+    system = next((e for e in a.layout if e.segment == "system"), None)
+    if doc.settings.replace_system_prompt:
+        where = (
+            "sent as **the system prompt** (`replace_system_prompt`: it replaces the base "
+            "prompt, with the date appended when datetime-aware)"
+        )
+    elif ca is not None:
+        where = (
+            "sent as **a user message** (`$custom_agent`) after the earlier history, right "
+            "before the project files and the last user message"
+        )
+    elif system is not None and system.id == "$system":
+        where = (
+            "sent as **the system prompt**: the document has no system prompt, and with an "
+            "empty base prompt Onyx makes the custom agent prompt the system message (the date "
+            "appended when datetime-aware) and sends no custom-agent user message, even "
+            "without `replace_system_prompt`"
+        )
+    else:
+        where = "not sent (it is empty, or the conversation cannot be assembled)"
+    bullets = [where]
+    tokens = ca.tokens if ca is not None else (system.tokens if system is not None else None)
+    if tokens is not None and (ca is not None or system is not None):
+        bullets.append(f"tokens: {fmt_tokens(tokens)}")
+    return "\n".join([title, "", *(f"- {b}" for b in bullets)])
+
+
 def _message_markdown(doc: ConversationDoc, pl: Placements, p: Placement) -> str:
     m = p.message
     a = doc.assembly
@@ -282,11 +366,15 @@ def _message_markdown(doc: ConversationDoc, pl: Placements, p: Placement) -> str
         if p.cached:
             bullets.append(f"cache: in the cacheable prefix ({_first(prefix)})")
         else:
-            bullets.append(
-                f"cache: after the cacheable prefix ({plural(prefix, 'message')})"
-                if prefix
-                else "cache: no cacheable prefix"
-            )
+            if prefix:
+                bullets.append(f"cache: after the cacheable prefix ({plural(prefix, 'message')})")
+            elif not a.settings.prompt_cache_chat_history:
+                bullets.append(
+                    "cache: no cacheable prefix (`prompt_cache_chat_history` is off, as by "
+                    "default in Onyx)"
+                )
+            else:
+                bullets.append("cache: no cacheable prefix")
     return "\n".join([title, "", *(f"- {b}" for b in bullets)])
 
 
@@ -694,13 +782,13 @@ def _expansion(name: str, where: Where, fill: _Fill) -> str:
         if fill.cite is None:
             return (
                 "Expands to the citation block when the turn cites (a project file is loaded, "
-                f"or {citeable} answered this turn), and to nothing otherwise:\n\n{block}"
+                f"or {citeable} was called this turn), and to nothing otherwise:\n\n{block}"
             )
         if fill.cite:
             return f"Expands to the citation block (this turn cites):\n\n{block}"
         return (
             "Expands to **nothing**: this turn cites nothing (no project file is loaded and "
-            f"none of {citeable} answered this turn)."
+            f"none of {citeable} was called this turn)."
         )
     if name.startswith("user."):
         key = name[len("user.") :]
