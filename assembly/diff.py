@@ -3,7 +3,8 @@
 ``diff_assembled(old, new)`` compares two ``assemble --format json`` objects (the §7
 contract, so saved outputs compare as well as fresh analyses) and returns a JSON-able dict:
 
-- ``tokens``: the assembled total before and after;
+- ``tokens``: the assembled total before and after; ``tools_tokens`` and
+  ``available_tokens`` (the window less the safety margin) likewise;
 - ``segments``: the segments whose tokens changed, with deltas;
 - ``messages``: the messages whose tokens changed, appeared or disappeared in the layout;
 - ``moved``: messages that went from kept to dropped (the budget cut now removes them) or
@@ -54,6 +55,7 @@ def diff_assembled(
         "status": status,
         "tokens": _pair(a["budget"]["used"], b["budget"]["used"]),
         "tools_tokens": _pair(a["budget"]["tools"], b["budget"]["tools"]),
+        "available_tokens": _pair(a["budget"]["available_tokens"], b["budget"]["available_tokens"]),
         "segments": _segments(a, b),
         "messages": _messages(a, b),
         "moved": _moved(a, b),
@@ -75,6 +77,7 @@ def has_changes(d: Mapping[str, Any]) -> bool:
     return bool(
         d["tokens"]["delta"]
         or d["tools_tokens"]["delta"]
+        or d["available_tokens"]["delta"]
         or d["segments"]
         or d["messages"]
         or d["moved"]["to_dropped"]
@@ -91,7 +94,7 @@ def has_changes(d: Mapping[str, Any]) -> bool:
 
 
 _EMPTY: Mapping[str, Any] = {
-    "budget": {"used": 0, "tools": 0},
+    "budget": {"used": 0, "tools": 0, "available_tokens": 0},
     "segments": [],
     "layout": [],
     "messages": [],

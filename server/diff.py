@@ -218,7 +218,10 @@ def diff_revisions(words: Sequence[str], *, cwd: Path, today: dt.date) -> DiffRe
         full = (cwd / p).resolve()
         if not full.is_relative_to(root):
             raise DiffError(f"path is outside the repository: {p}")
-        scope.append(full.relative_to(root).as_posix())
+        rel = full.relative_to(root)
+        if not full.exists() and not any(_exists_in(c, rel, root) for _, c in revs):
+            raise DiffError(f"unknown revision or path: {p}")
+        scope.append(rel.as_posix())
     assert old.commit is not None
     changed = changed_paths(old.commit, new.commit, root)
     with materialize(old.commit, root) as old_root:
@@ -226,6 +229,14 @@ def diff_revisions(words: Sequence[str], *, cwd: Path, today: dt.date) -> DiffRe
             return _compare(old, new, old_root, root, changed, scope, today)
         with materialize(new.commit, root) as new_root:
             return _compare(old, new, old_root, new_root, changed, scope, today)
+
+
+def _exists_in(commit: str, rel: Path, root: Path) -> bool:
+    """Whether ``rel`` names a file or folder in ``commit``."""
+    proc = subprocess.run(
+        ["git", "cat-file", "-e", f"{commit}:{rel.as_posix()}"], cwd=root, capture_output=True
+    )
+    return proc.returncode == 0
 
 
 def _compare(
@@ -388,9 +399,12 @@ def render_text(res: DiffResult) -> str:
             f"{d['file']}  {d['status']}  tokens {_n(t['old'])} → {_n(t['new'])} "
             f"({_signed(t['delta'])})"
         )
-        if d["tools_tokens"]["delta"]:
-            tt = d["tools_tokens"]
-            lines.append(f"  tools: {_n(tt['old'])} → {_n(tt['new'])} ({_signed(tt['delta'])})")
+        for key, label in (("available_tokens", "window"), ("tools_tokens", "tools")):
+            tt = d[key]
+            if tt["delta"] and d["status"] == "changed":
+                lines.append(
+                    f"  {label}: {_n(tt['old'])} → {_n(tt['new'])} ({_signed(tt['delta'])})"
+                )
         for s in d["segments"]:
             lines.append(
                 f"  segment {s['name']}: {_n(s['old'])} → {_n(s['new'])} ({_signed(s['delta'])})"
@@ -504,16 +518,18 @@ def _markdown_file(d: dict[str, Any]) -> str:
     if d.get("uses"):
         lines += [f"Reads: {', '.join(f'`{u}`' for u in d['uses'])}", ""]
     rows = []
-    if d["tools_tokens"]["delta"]:
-        tt = d["tools_tokens"]
-        rows.append(f"| tools | {_n(tt['old'])} | {_n(tt['new'])} | {_signed(tt['delta'])} |")
+    for key, label in (("available_tokens", "window"), ("tools_tokens", "tools")):
+        tt = d[key]
+        if tt["delta"] and d["status"] == "changed":
+            rows.append(f"| {label} | {_n(tt['old'])} | {_n(tt['new'])} | {_signed(tt['delta'])} |")
     rows += [
         f"| segment `{s['name']}` | {_n(s['old'])} | {_n(s['new'])} | {_signed(s['delta'])} |"
         for s in d["segments"]
     ]
     msgs = d["messages"]
     rows += [
-        f"| message `{_md(m['id'])}`{_md(_kept_note(m))} | {_n(m['old'])} | {_n(m['new'])} "
+        f"| message `{_md(m['id'])}`{_md(_kept_note(m)).replace('  (', ' (')} "
+        f"| {_n(m['old'])} | {_n(m['new'])} "
         f"| {_signed(m['delta'])} |"
         for m in msgs[:MAX_ROWS]
     ]
@@ -559,11 +575,12 @@ def _markdown_file(d: dict[str, Any]) -> str:
 
 def render_github(res: DiffResult) -> str:
     """Workflow commands for the findings that appeared (they annotate the PR's files)."""
-    lines = []
+    lines: list[str] = []
     for d in res.files:
         for f in d["findings"]["appeared"]:
             props = {"file": f["file"], "line": f["line"], "col": f["column"], "title": f["code"]}
             prop_text = ",".join(f"{k}={_gh_property(str(v))}" for k, v in props.items())
             cmd = _GITHUB_COMMANDS[f["severity"]]
             lines.append(f"::{cmd} {prop_text}::{_gh_data(f['message'] + ' (new in this change)')}")
-    return "".join(line + "\n" for line in lines)
+    # A template's finding appears in every conversation that uses it: annotate it once.
+    return "".join(line + "\n" for line in dict.fromkeys(lines))
