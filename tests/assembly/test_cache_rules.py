@@ -7,6 +7,7 @@ import datetime as dt
 from pathlib import Path
 
 from assembly.cache import boundary
+from assembly.ide.hover import conversation_hover
 from server.workspace import Analysis, analyze
 
 TOOL = """  - type: function
@@ -18,6 +19,7 @@ TOOL = """  - type: function
 
 CONV = """settings:
   datetime_aware: {aware}
+  prompt_cache_chat_history: true
 system_prompt: "You are a helper.{date}"
 tools:
 {tools}messages:
@@ -97,3 +99,18 @@ def test_boundary_says_why_the_prefix_ends(tmp_path: Path) -> None:
 def test_boundary_without_a_date(tmp_path: Path) -> None:
     a = _analyze(tmp_path, aware="false")
     assert "every day" not in boundary(a.assembly).markdown()
+
+
+def test_hover_on_the_cache_boundary(tmp_path: Path) -> None:
+    a = _analyze(tmp_path, date=" Today is {{CURRENT_DATETIME}}.")
+    text = str(a.text)
+    last_cached = conversation_hover(a, text.index("id: a2") + 4, today=dt.date(2026, 7, 15))
+    first_after = conversation_hover(a, text.index("id: u2") + 4, today=dt.date(2026, 7, 15))
+    inside = conversation_hover(a, text.index("id: t1") + 4, today=dt.date(2026, 7, 15))
+    for res in (last_cached, first_after):
+        assert (
+            "cache boundary: Cacheable prefix: the tool definitions and the first 5" in res.markdown
+        )
+        assert "It ends before `u2`: it is this turn's user message" in res.markdown
+    assert "cache boundary" not in inside.markdown
+    assert "cache: in the cacheable prefix" in inside.markdown

@@ -177,7 +177,9 @@ def test_unrelated_change_leaves_every_conversation_unchanged(
 def test_settings_file_change_reaches_the_conversations_below_it(
     repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (repo / "promptls.toml").write_text("max_input_tokens = 3000\n", encoding="utf-8")
+    (repo / "promptls.toml").write_text(
+        "prompt_cache_chat_history = true\nmax_input_tokens = 3000\n", encoding="utf-8"
+    )
     _, out, err = run(repo, monkeypatch, capsys, "HEAD", "--format", "json")
     obj = json.loads(out)
     # The two others set max_input_tokens themselves, which wins over the settings file.

@@ -1,11 +1,12 @@
 """A throwaway git repository with a template and the conversations it feeds, in two commits.
 
-``build_review_repo(dest)`` copies the bundled examples into ``dest`` and commits them
-(``base``), then commits a change (``change``): the support-agent template gains an
+``build_review_repo(dest)`` copies the bundled examples into ``dest`` with a
+``promptls.toml`` that turns Onyx's prompt cache on (``prompt_cache_chat_history``), commits
+them (``base``), then commits a change (``change``): the support-agent template gains an
 escalation paragraph with an unknown placeholder (it feeds two conversations), and the
 overflow conversation's window shrinks so that a message falls out of the budget. Commits
 have fixed authors and dates, so their hashes (and the outputs that show them) are stable.
-Used by the diff tests, the worked example in docs/diff.md and ``bench_diff.py``.
+Used by the diff tests and the worked example in docs/diff.md.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def build_review_repo(dest: Path) -> tuple[str, str]:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(EXAMPLES / rel, target)
+    # A team that turns Onyx's prompt cache on (PROMPT_CACHE_CHAT_HISTORY).
+    (dest / "promptls.toml").write_text("prompt_cache_chat_history = true\n", encoding="utf-8")
     git(dest, "add", "-A")
     git(dest, "commit", "-q", "-m", "base")
     base = git(dest, "rev-parse", "HEAD")

@@ -26,7 +26,8 @@ def volatile_in_cached_prefix(ctx: RuleContext) -> Iterator[Diagnostic]:
 
     ## What it does
     Reports a `{{CURRENT_DATETIME}}` placeholder in the system prompt (template, inline or
-    system message) when the system prompt is part of the cacheable prefix. A related note
+    system message) when the system prompt is part of the cacheable prefix (Onyx has one
+    with `prompt_cache_chat_history` on). A related note
     at the place the conversation gives the prompt says how many tokens its prefix holds:
     the tool definitions, the system prompt and the kept history.
 
