@@ -18,6 +18,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -550,12 +551,15 @@ def _markdown_file(d: dict[str, Any]) -> str:
     lines.append(f"- **Cache:** {_md(cache_sentence(d))}")
     first = d["cache"]["first_difference"]
     if first is not None and d["status"] == "changed":
+        # A fence longer than any run of backticks in the excerpts, so none closes it.
+        runs = re.findall(r"`+", first["old"] + first["new"])
+        fence = "`" * max(3, 1 + max((len(r) for r in runs), default=0))
         lines += [
             "",
-            "  ```diff",
+            f"  {fence}diff",
             f"  - {first['old']}",
             f"  + {first['new']}",
-            "  ```",
+            f"  {fence}",
         ]
     if d["compression"]["changed"]:
         lines.append(f"- **Compression:** {_compression_text(d['compression'])}")

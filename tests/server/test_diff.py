@@ -287,3 +287,15 @@ def test_identical_objects_are_unchanged() -> None:
     d = diff_assembled(_obj(msgs, prefix=1), _obj(msgs, prefix=1), file="x")
     assert d["status"] == "unchanged"
     assert d["cache"]["first_difference"] is None
+
+
+def test_markdown_excerpt_fence_outlasts_backticks_in_the_prompt() -> None:
+    from server.diff import DiffResult, Side, render_markdown
+
+    a = [{"role": "system", "content": "Use ```python fences."}]
+    b = [{"role": "system", "content": "Use ```` fences."}]
+    d = diff_assembled(_obj(a, prefix=1), _obj(b, prefix=1), file="x.conv.yaml")
+    res = DiffResult(Side("a", "0" * 40), Side("b", "1" * 40), files=[d])
+    md = render_markdown(res)
+    # The longest run of backticks in the excerpts is 3 (the marker splits the other).
+    assert "  ````diff\n" in md and "\n  ````\n" in md
