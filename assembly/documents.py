@@ -10,6 +10,7 @@ of the document is still read.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -94,7 +95,25 @@ def parse_conversation(text: str, fmt: DocFormat) -> Conversation:
         parsed = parse_yaml(text)
     else:
         parsed = parse_jsonl(text)
-    return _Reader(fmt, len(text)).read(parsed)
+    return read_parsed(parsed, fmt, len(text))
+
+
+def read_parsed(parsed: ParsedData, fmt: DocFormat, length: int) -> Conversation:
+    """Read a parsed document in the format its shape says (``formats.detect``)."""
+    # The format readers build on ``_Reader``: imported here, not at the top.
+    from assembly.formats.anthropic import read_anthropic
+    from assembly.formats.detect import SourceFormat, detect
+    from assembly.formats.responses import read_responses
+
+    found = detect(parsed.root, jsonl=fmt is DocFormat.JSONL)
+    if found.format is SourceFormat.ANTHROPIC:
+        return read_anthropic(parsed, fmt, length, found.why)
+    if found.format is SourceFormat.RESPONSES:
+        return read_responses(parsed, fmt, length, found.why)
+    conv = _Reader(fmt, length).read(parsed)
+    return dataclasses.replace(
+        conv, source_format=found.format.value, source_format_why=found.why
+    )
 
 
 def read_tools(node: SNode) -> tuple[tuple[ToolDef, ...], list[Issue]]:

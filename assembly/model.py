@@ -158,6 +158,10 @@ class Conversation:
     issues: tuple[Issue, ...] = ()
     root: SNode | None = None
     length: int = 0  # length of the document text
+    # The format the document was read as (``formats.detect.SourceFormat``) and the marks
+    # of its shape that decided it, which every output names.
+    source_format: str = "promptls"
+    source_format_why: str = ""
     # [True] once a re-parse (``assembly/incremental.py``) moved the anchors this
     # conversation shares with the one it made: its ranges no longer match its own text,
     # so it must not be the base of another re-parse.

@@ -60,8 +60,10 @@ class Settings(BaseModel):
         description="Tokens reserved for prompts; `auto`: the worst-case system prompt "
         "with all tool guidance.",
     )
-    provider: Literal["openai", "ollama", "azure"] = Field(
-        "openai", description="Provider format of the assembled messages."
+    provider: Literal["openai", "ollama", "azure", "anthropic"] = Field(
+        "openai",
+        description="Provider format of the assembled messages (`anthropic`: an Anthropic "
+        "Messages request, `system` apart).",
     )
     image_cap: int | None = Field(
         None, gt=0, description="Most images per request (50 when provider is azure)."

@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="FILE", help="a *.conv.json, *.conv.jsonl or *.conv.yaml file")
     p.add_argument("--format", choices=("json", "text"), default="text")
-    p.add_argument("--provider", choices=("openai", "ollama", "azure"))
+    p.add_argument("--provider", choices=("openai", "ollama", "azure", "anthropic"))
     p.add_argument("--root", help="workspace root (default: the enclosing git repository)")
     p.add_argument(
         "--today",

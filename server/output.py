@@ -11,6 +11,9 @@ from typing import Any
 
 from assembly.assemble import Assembly
 from assembly.diagnostics import sort_key
+from assembly.formats.anthropic_out import render_assembly
+from assembly.formats.detect import SourceFormat
+from assembly.model import Conversation
 from assembly.text import LineIndex, TextRange
 from server.workspace import Analysis
 
@@ -25,8 +28,9 @@ def assembly_json(
     """
     a = analysis.assembly
     b = a.budget
-    return {
+    res = {
         "file": display_path,
+        "format": format_json(analysis.conversation),
         "settings": analysis.settings.model_dump(mode="json"),
         "encoding": a.encoding,
         "encoding_requested": analysis.encoding_requested,
@@ -70,6 +74,24 @@ def assembly_json(
         "cache_prefix_length": a.cache_prefix_length,
         "diagnostics": diagnostics_json(analysis, display_path=display_path),
     }
+    if a.settings.provider == "anthropic":
+        request = render_assembly(a)
+        res["system"] = request.system
+        res["messages"] = request.messages
+        res["message_sources"] = request.sources
+    return res
+
+
+def format_json(conv: Conversation) -> dict[str, str]:
+    """The format a document was read as, and the marks of its shape that decided it."""
+    fmt = SourceFormat(conv.source_format)
+    return {"name": fmt.value, "title": fmt.title, "why": conv.source_format_why}
+
+
+def format_line(conv: Conversation) -> str:
+    """One line naming the format read, for the text outputs."""
+    f = format_json(conv)
+    return f"read as: {f['title']} ({f['name']}) — by its shape: {f['why']}"
 
 
 def diagnostics_json(analysis: Analysis, *, display_path: str) -> list[dict[str, Any]]:
@@ -120,6 +142,7 @@ def render_text(analysis: Analysis, *, display_path: str) -> str:
     lines = [
         f"{display_path}  ·  {analysis.settings.model}  ·  {a.encoding}"
         + (f" (asked for {analysis.encoding_requested})" if analysis.encoding_warning else ""),
+        format_line(analysis.conversation),
         (
             f"budget: {b.used:,} / {b.available_tokens - b.tools:,} tokens used"
             f"  (max_input_tokens {b.max_input_tokens:,} × (1 − {b.safety_margin:g}) = "
@@ -148,6 +171,12 @@ def render_text(analysis: Analysis, *, display_path: str) -> str:
         lines.append(f"forgotten files: {names}")
     if a.cache_prefix_length:
         lines.append(f"cacheable prefix: {a.cache_prefix_length} message(s)")
+    if a.settings.provider == "anthropic" and a.provider_messages:
+        request = render_assembly(a)
+        lines.append(
+            f"anthropic request: system {'apart' if request.system else 'none'}, "
+            f"{len(request.messages)} alternating turn(s) from {len(a.layout)} message(s)"
+        )
     diags = diagnostics_json(analysis, display_path=display_path)
     if diags:
         lines.append("")
