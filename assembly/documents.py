@@ -111,9 +111,7 @@ def read_parsed(parsed: ParsedData, fmt: DocFormat, length: int) -> Conversation
     if found.format is SourceFormat.RESPONSES:
         return read_responses(parsed, fmt, length, found.why)
     conv = _Reader(fmt, length).read(parsed)
-    return dataclasses.replace(
-        conv, source_format=found.format.value, source_format_why=found.why
-    )
+    return dataclasses.replace(conv, source_format=found.format.value, source_format_why=found.why)
 
 
 def read_tools(node: SNode) -> tuple[tuple[ToolDef, ...], list[Issue]]:

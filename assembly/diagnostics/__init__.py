@@ -38,6 +38,7 @@ from assembly.diagnostics.incremental import (
     summary_inputs,
 )
 from assembly.diagnostics.rules import (
+    anthropic,
     budget,
     files,
     instructions,
@@ -170,6 +171,14 @@ RULES: tuple[Rule, ...] = (
         inputs=DOC,
         reads=NONE,
     ),
+    # The structure Anthropic's Messages API requires (provider `anthropic`); they read
+    # the assembly's rendering, so they run every time.
+    Rule("anthropic-tool-result-placement", E, anthropic.tool_result_placement),
+    Rule("anthropic-unanswered-tool-use", E, anthropic.unanswered_tool_use),
+    Rule("anthropic-first-turn-not-user", W, anthropic.first_turn_not_user),
+    Rule("anthropic-empty-message", W, anthropic.empty_message),
+    Rule("anthropic-merged-turns", INFO, anthropic.merged_turns),
+    Rule("anthropic-tool-use-id", INFO, anthropic.tool_use_id),
 )
 
 _BY_CODE = {r.code: r for r in RULES}

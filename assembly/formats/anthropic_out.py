@@ -48,6 +48,7 @@ class Repair:
     code: str
     id: str  # the layout id of the message it is about
     message: str
+    call_id: str | None = None  # the call it is about, as the document names it
 
 
 @dataclass(slots=True)
@@ -94,7 +95,8 @@ def render_anthropic(messages: Sequence[dict[str, Any]], ids: Sequence[str]) -> 
         turn_role = "assistant" if role == "assistant" else "user"
         turns.append(_Turn(turn_role, blocks, [mid], [mid] * len(blocks)))
     merged = _merge(turns, repairs)
-    _pair(merged, repairs)
+    back = {new: old for names in renames.values() for old, new in names.items()}
+    _pair(merged, repairs, back)
     if merged and merged[0].role != "user":
         first = merged[0].ids[0]
         repairs.append(
@@ -146,6 +148,7 @@ def _call_ids(
                             "anthropic-tool-use-id",
                             ids[k],
                             f"call id `{orig}` is {why}: it is sent as `{name}`",
+                            orig,
                         )
                     )
         elif msg.get("role") == "tool":
@@ -243,7 +246,7 @@ def _authored(mid: str, turn: _Turn) -> bool:
     )
 
 
-def _pair(turns: list[_Turn], repairs: list[Repair]) -> None:
+def _pair(turns: list[_Turn], repairs: list[Repair], back: dict[str, str]) -> None:
     """Every ``tool_use`` answered in the next turn, every ``tool_result`` answering the
     turn before, results first in their turn; what cannot be is sent as text."""
     for i, t in enumerate(turns):
@@ -261,6 +264,7 @@ def _pair(turns: list[_Turn], repairs: list[Repair]) -> None:
                         t.block_ids[k],
                         f"the `tool_use` `{b['id']}` ({b['name']}) has no `tool_result` in the "
                         "next user turn, which the API refuses: it is sent as text",
+                        back.get(b["id"], b["id"]),
                     )
                 )
                 t.blocks[k] = {
@@ -288,6 +292,7 @@ def _pair(turns: list[_Turn], repairs: list[Repair]) -> None:
                         bid,
                         f"the result of `{b['tool_use_id']}` is not in the user turn right "
                         "after its `tool_use`, which the API refuses: it is sent as text",
+                        back.get(b["tool_use_id"], b["tool_use_id"]),
                     )
                 )
                 text = f"[Tool Result] id={b['tool_use_id']}\n{b.get('content', '')}"
@@ -300,6 +305,7 @@ def _pair(turns: list[_Turn], repairs: list[Repair]) -> None:
                         bid,
                         f"the result of `{b['tool_use_id']}` comes after other content of its "
                         "turn; the API takes tool results first: it is moved before them",
+                        back.get(b["tool_use_id"], b["tool_use_id"]),
                     )
                 )
             results.append((b, bid))

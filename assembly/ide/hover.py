@@ -25,6 +25,7 @@ from typing import Literal, Protocol
 from assembly import texts
 from assembly.assemble import CITEABLE_TOOLS, FILE_READER_TOOLS, SEGMENTS, Assembly
 from assembly.documents import read_tools
+from assembly.formats.detect import SourceFormat
 from assembly.ide.placement import (
     ConversationDoc,
     Placement,
@@ -123,6 +124,8 @@ def head_markdown(doc: ConversationDoc, pl: Placements | None = None) -> str:
         f"**promptls** · `{a.settings.model}` · {fmt_tokens(totals.used)} / "
         f"{fmt_tokens(totals.available)} tokens ({percent(totals.used, totals.available)})",
         "",
+        _format_line(doc.conversation),
+        "",
     ]
     if totals.error is not None:
         out += [f"**Cannot be assembled** — {_escape(short_error(totals.error, limit=200))}", ""]
@@ -165,6 +168,13 @@ def head_markdown(doc: ConversationDoc, pl: Placements | None = None) -> str:
     out.extend(_head_notes(doc, pl))
     out += ["", _encoding_line(a.encoding, doc.encoding_requested, doc.encoding_warning)]
     return "\n".join(out)
+
+
+def _format_line(conv: Conversation) -> str:
+    """The format the document was read as, and why: a wrong guess is seen at once."""
+    fmt = SourceFormat(conv.source_format)
+    why = _escape(conv.source_format_why)
+    return f"Read as **{fmt.title}** (`{fmt.value}`), by its shape: {why}."
 
 
 def plain_text(markdown: str) -> str:
