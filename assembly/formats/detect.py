@@ -209,6 +209,9 @@ def top_marks(root: SNode) -> tuple[tuple[str, str], ...]:
             marks.extend([(family, f"top-level `{m.key}`")] * TOP_WEIGHT)
         if m.key == "tools":
             marks.extend(tool_marks(m.value))
+        if m.key == "model" and m.value.is_string and "claude" in m.value.value.lower():
+            # Weak: Claude is also served behind OpenAI-compatible endpoints.
+            marks.append((_A, "a Claude `model`"))
     return tuple(marks)
 
 
