@@ -93,6 +93,3 @@ SUMMARY_REMINDER_PROGRESSIVE = (
     "Update the existing summary by incorporating the new messages up to the cutoff point. "
     "Do not mention the cutoff. Be thorough."
 )
-# Our own: the user turn put first when an Anthropic request would start with the assistant
-# (the Messages API takes user turns first).
-ANTHROPIC_LEADING_USER = "(The earlier part of this conversation is not included.)"

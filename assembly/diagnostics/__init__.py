@@ -175,7 +175,7 @@ RULES: tuple[Rule, ...] = (
     # the assembly's rendering, so they run every time.
     Rule("anthropic-tool-result-placement", E, anthropic.tool_result_placement),
     Rule("anthropic-unanswered-tool-use", E, anthropic.unanswered_tool_use),
-    Rule("anthropic-first-turn-not-user", W, anthropic.first_turn_not_user),
+    Rule("anthropic-first-turn-not-user", INFO, anthropic.first_turn_not_user),
     Rule("anthropic-empty-message", W, anthropic.empty_message),
     Rule("anthropic-merged-turns", INFO, anthropic.merged_turns),
     Rule("anthropic-tool-use-id", INFO, anthropic.tool_use_id),

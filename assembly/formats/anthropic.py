@@ -522,8 +522,8 @@ class _AnthropicReader(_Reader):
                     ref = self._source_ref(part, "image")
                     if ref is not None:
                         images.append(Image(ref, part.range))
-                elif kind in ("document", "search_result"):
-                    continue
+                elif kind in ("document", "search_result", "tool_reference"):
+                    continue  # documented result blocks, not counted
                 else:
                     self.error(
                         "a `tool_result` content block must be `text` or `image`", part.range

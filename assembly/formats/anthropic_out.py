@@ -5,7 +5,7 @@ turns them into what the Messages API takes: the system prompt apart (``system``
 other message a ``user`` or ``assistant`` turn of content blocks, tool calls as
 ``tool_use`` blocks and tool results as ``tool_result`` blocks of the next user turn.
 Consecutive turns of one role are merged into one, as the API itself merges them, so the
-result strictly alternates and starts with a user turn.
+result strictly alternates.
 
 Where the assembled context breaks one of the API's structural rules, the render repairs
 it and says so in a ``Repair`` (each becomes a diagnostic of the ``anthropic-*`` rules):
@@ -17,8 +17,8 @@ it and says so in a ``Repair`` (each becomes a diagnostic of the ``anthropic-*``
   is sent as text (``[Tool Call] name=… id=… args=…``);
 - ``anthropic-merged-turns``: two consecutive document messages of one role become one
   turn (the API merges them; the author may not expect it);
-- ``anthropic-first-turn-not-user``: the first turn would be the assistant's: a short
-  user turn (``texts.ANTHROPIC_LEADING_USER``) is put before it;
+- ``anthropic-first-turn-not-user``: the first turn is the assistant's (the API takes it:
+  a request recorded in 2025 that starts so was answered; it is said, not changed);
 - ``anthropic-empty-message``: a message with nothing to send (empty text blocks are
   refused) is left out;
 - ``anthropic-tool-use-id``: a call id the API refuses (not ``[A-Za-z0-9_-]+``, or used
@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from assembly import texts
 from assembly.assemble import Assembly
 
 _ID_OK = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -103,12 +102,10 @@ def render_anthropic(messages: Sequence[dict[str, Any]], ids: Sequence[str]) -> 
             Repair(
                 "anthropic-first-turn-not-user",
                 first,
-                f"the request would start with the assistant's message `{first}`; the "
-                "Messages API takes a user turn first, so a short one is put before it",
+                f"the request starts with the assistant's message `{first}`: the API takes "
+                "it, and the model reads that turn as its own words",
             )
         )
-        lead = {"type": "text", "text": texts.ANTHROPIC_LEADING_USER}
-        merged.insert(0, _Turn("user", [lead], [], ["$leading_user"]))
     system = "\n\n".join(p for p in system_parts if p) or None
     return AnthropicRequest(
         system=system,

@@ -128,24 +128,25 @@ def merged_turns(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 
 def first_turn_not_user(ctx: RuleContext) -> Iterator[Diagnostic]:
-    """The Anthropic request would start with the assistant.
+    """The Anthropic request starts with the assistant.
 
     ## What it does
-    With the `anthropic` provider, reports the assistant message that would open the
-    request's `messages` (the history starts with it, or the budget cut dropped the user
-    message before it). A short user turn saying that the earlier conversation is not
-    included is put before it in the printed request.
+    With the `anthropic` provider, reports the assistant message that opens the request's
+    `messages` (the history starts with it, or the budget cut dropped the user message
+    before it). The printed request is left as it is: the API takes it (a 2025 request
+    that starts so, recorded in the real-log corpus, was answered).
 
     ## Why is this bad?
-    The Messages API takes a user turn first; a request that starts with the assistant is
-    refused or read as a continuation the model did not write.
+    Claude is trained on conversations that alternate from a user turn; an opening
+    assistant turn is read as words the model said unprompted, and older API versions
+    refused it ("first message must use the user role").
 
     ## Example
     ```json
     [{"role": "assistant", "content": "How can I help?"}, {"role": "user", "content": "Hi"}]
     ```
     """
-    return _found(ctx, "anthropic-first-turn-not-user", Severity.WARNING)
+    return _found(ctx, "anthropic-first-turn-not-user", Severity.INFO)
 
 
 def empty_message(ctx: RuleContext) -> Iterator[Diagnostic]:
