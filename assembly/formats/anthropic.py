@@ -4,7 +4,8 @@ An Anthropic document is an object with ``messages`` (and ``system``, ``tools``,
 ``model``, ``max_tokens``… as the API takes them) or a bare array of its messages. The
 reading, block by block:
 
-- ``system`` (a string or text blocks) becomes a system message with id ``system``;
+- ``system`` (a string or text blocks) is the system prompt (as an inline
+  ``system_prompt``: its id in the layout is ``$system``);
 - a ``text`` block is text, ``image`` (base64, url or file source) an image part,
   ``document`` an uploaded file of its message (its text when the source is text);
 - ``tool_use`` becomes a tool call of its assistant message (``input`` are the arguments);
@@ -37,10 +38,12 @@ from assembly.model import (
     Image,
     Message,
     Role,
+    TextBlock,
     ToolCall,
     ToolDef,
 )
 from assembly.syntax import ParsedData, SNode
+from assembly.text import TextRange
 
 # The request fields of the Messages API (and of Bedrock / Vertex bodies), read or
 # accepted silently.
@@ -158,9 +161,7 @@ class _AnthropicReader(_Reader):
                 else:
                     self.error("`model` must be a non-empty string", value.range)
             elif key == "system":
-                msg = self._system(value)
-                if msg is not None:
-                    out.append(msg)
+                fields["system_prompt"] = self._system(value)
             elif key == "tools":
                 fields["tools"] = self._anthropic_tools(value)
             elif key not in REQUEST_KEYS:
@@ -174,44 +175,38 @@ class _AnthropicReader(_Reader):
         fields["settings"] = settings
         fields["settings_ranges"] = ranges
 
-    def _system(self, node: SNode) -> Message | None:
+    def _system(self, node: SNode) -> TextBlock | None:
+        """``system``: the system prompt, read as an inline ``system_prompt``."""
         if node.kind == "null":
             return None
         if node.is_string:
-            text, content_range = node.value, node.range
-        elif node.is_array:
+            return TextBlock(node.value, node.range, node.range)
+        if node.is_array:
             parts = []
             for block in node.items:
-                t = self._text_of_block(block, "a `system` block")
+                t = self._text_of_block(block)
                 if t is not None:
-                    parts.append((t, block))
-            text = "\n".join(t for t, _ in parts)
-            content_range = parts[0][1].get("text").range if len(parts) == 1 else node.range  # type: ignore[union-attr]
-        else:
-            self.error("`system` must be a string or an array of text blocks", node.range)
-            return None
-        return Message(
-            id="system",
-            index=0,
-            role=Role.SYSTEM,
-            content=text,
-            range=node.range,
-            content_range=content_range,
-        )
+                    parts.append(t)
+            # One block maps back to its string; several have no one string to map to.
+            content_range = parts[0][1].range if len(parts) == 1 else None
+            return TextBlock("\n".join(t for t, _ in parts), node.range, content_range)
+        self.error("`system` must be a string or an array of text blocks", node.range)
+        return None
 
-    def _text_of_block(self, block: SNode, what: str) -> str | None:
+    def _text_of_block(self, block: SNode) -> tuple[str, SNode] | None:
+        """A text block's text and its string node."""
         if not block.is_object:
-            self.error(f"{what} must be an object with `type` and `text`", block.range)
+            self.error("a text block must be an object with `type` and `text`", block.range)
             return None
         text = block.get("text")
         btype = block.get("type")
         if btype is not None and not (btype.is_string and btype.value == "text"):
-            self.error(f"{what} must have `type` `text`", btype.range)
+            self.error("this must be a `text` block", btype.range)
             return None
         if text is None or not text.is_string:
-            self.error(f"{what} needs a string `text`", (text or block).range)
+            self.error("a text block needs a string `text`", (text or block).range)
             return None
-        return str(text.value)
+        return str(text.value), text
 
     def _anthropic_tools(self, node: SNode) -> tuple[ToolDef, ...]:
         if not node.is_array:
@@ -283,30 +278,49 @@ class _AnthropicReader(_Reader):
         if c is not None:
             content_range = text_nodes[0].range if len(text_nodes) == 1 else c.range
         main_needed = bool(texts or images or files or calls) or not results
-        out: list[Message] = []
-        for r in results:
-            out.append(r)
+        # Messages stay in source order with disjoint ranges (hover, rules and the
+        # placements find a message by bisecting on starts): the tool results take the
+        # head of the message's range and the rest its tail.
+        start, end = node.range.start, node.range.end
+        misplaced = results and any(
+            r.range.start > b.range.start for r in results for b in text_nodes
+        )
+        main = None
         if main_needed:
-            out.append(
-                Message(
-                    id=msg_id,
-                    index=index + len(out),
-                    role=role,
-                    content="\n".join(texts),
-                    range=node.range,
-                    content_range=content_range,
-                    id_range=id_node.range if id_node is not None else None,
-                    role_range=role_node.range,
-                    images=tuple(images),
-                    tool_calls=tuple(calls),
-                    files=tuple(files),
-                    token_count=self._token_count(node),
-                    ignore=ignore,
-                )
+            if not results:
+                main_range = node.range
+            elif misplaced:
+                main_range = TextRange(start, results[0].range.start)
+            else:
+                main_range = TextRange(results[-1].range.end, end)
+            main = Message(
+                id=msg_id,
+                index=0,
+                role=role,
+                content="\n".join(texts),
+                range=main_range,
+                content_range=content_range,
+                id_range=id_node.range if id_node is not None else None,
+                role_range=role_node.range,
+                images=tuple(images),
+                tool_calls=tuple(calls),
+                files=tuple(files),
+                token_count=self._token_count(node),
+                ignore=ignore,
             )
-        elif len(out) == 1 and id_node is None:
+        if results and not misplaced:
+            first = results[0]
+            results[0] = replace(first, range=TextRange(start, first.range.end))
+            if main is None:
+                results[-1] = replace(results[-1], range=TextRange(results[-1].range.start, end))
+        if results and main is None and len(results) == 1 and id_node is None:
             # The message is one tool result: it keeps the message's own id.
-            out[0] = _renamed(out[0], msg_id)
+            results[0] = replace(results[0], id=msg_id)
+        out: list[Message] = []
+        if misplaced and main is not None:
+            out = [main, *results]
+        else:
+            out = [*results, *([main] if main is not None else [])]
         return [_at_index(m, index + i) for i, m in enumerate(out)]
 
     def _block(
@@ -433,13 +447,8 @@ class _AnthropicReader(_Reader):
                 if inner is not None and inner.is_string:
                     content = inner.value
                 elif inner is not None and inner.is_array:
-                    content = "\n".join(
-                        t
-                        for t in (
-                            self._text_of_block(i, "a document content block") for i in inner.items
-                        )
-                        if t is not None
-                    )
+                    found = (self._text_of_block(i) for i in inner.items)
+                    content = "\n".join(t for t, _ in (f for f in found if f is not None))
                 else:
                     self.error("a content source needs `content`", src.range)
             else:
@@ -546,10 +555,6 @@ class _AnthropicReader(_Reader):
             token_count=self._token_count(block),
             ignore=ignore,
         )
-
-
-def _renamed(m: Message, msg_id: str) -> Message:
-    return replace(m, id=msg_id)
 
 
 def _at_index(m: Message, index: int) -> Message:

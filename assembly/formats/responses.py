@@ -3,8 +3,8 @@
 A Responses document is a request body (``input``, ``instructions``, ``tools``,
 ``model``…) or a bare array of input items. The reading:
 
-- ``instructions`` becomes a system message with id ``instructions``; a string ``input``
-  one user message with id ``input``;
+- ``instructions`` is the system prompt (as an inline ``system_prompt``: ``$system`` in
+  the layout); a string ``input`` is one user message with id ``input``;
 - a ``message`` item (or an item with a ``role`` and no ``type``) is a message of its
   role (``developer`` and ``system`` are system messages); its parts ``input_text`` /
   ``output_text`` are text, ``input_image`` an image, ``input_file`` an uploaded file;
@@ -37,6 +37,7 @@ from assembly.model import (
     Image,
     Message,
     Role,
+    TextBlock,
     ToolCall,
     ToolDef,
 )
@@ -161,11 +162,7 @@ class _ResponsesReader(_Reader):
                     self.error("`model` must be a non-empty string", value.range)
             elif key == "instructions":
                 if value.is_string:
-                    out.append(
-                        Message(
-                            "instructions", 0, Role.SYSTEM, value.value, value.range, value.range
-                        )
-                    )
+                    fields["system_prompt"] = TextBlock(value.value, value.range, value.range)
                 elif value.kind != "null":
                     self.error("`instructions` must be a string", value.range)
             elif key == "tools":

@@ -77,8 +77,12 @@ def tool_result_placement(ctx: RuleContext) -> Iterator[Diagnostic]:
     ```
     Put the `tool_result` block first.
     """
-    yield from (d for d in ctx.reported if d.code == "anthropic-tool-result-placement")
-    yield from _found(ctx, "anthropic-tool-result-placement", Severity.ERROR)
+    read = [d for d in ctx.reported if d.code == "anthropic-tool-result-placement"]
+    yield from read
+    at = {(d.range.start, d.range.end) for d in read}
+    for d in _found(ctx, "anthropic-tool-result-placement", Severity.ERROR):
+        if (d.range.start, d.range.end) not in at:  # the reader said it already
+            yield d
 
 
 def unanswered_tool_use(ctx: RuleContext) -> Iterator[Diagnostic]:
