@@ -79,7 +79,7 @@ def render_anthropic(messages: Sequence[dict[str, Any]], ids: Sequence[str]) -> 
         if role == "system" and k == 0:
             system_parts.append(str(msg.get("content") or ""))
             continue
-        blocks = _blocks(msg, renames.get(k, {}))
+        blocks = _blocks(msg, renames.get(k, []))
         if not blocks:
             if not str(mid).startswith("$"):
                 repairs.append(
@@ -94,7 +94,10 @@ def render_anthropic(messages: Sequence[dict[str, Any]], ids: Sequence[str]) -> 
         turn_role = "assistant" if role == "assistant" else "user"
         turns.append(_Turn(turn_role, blocks, [mid], [mid] * len(blocks)))
     merged = _merge(turns, repairs)
-    back = {new: old for names in renames.values() for old, new in names.items()}
+    back: dict[str, str] = {}
+    for k, names in renames.items():
+        for call, name in zip(messages[k].get("tool_calls") or (), names, strict=False):
+            back[name] = str(call.get("id", ""))
     _pair(merged, repairs, back)
     if merged and merged[0].role != "user":
         first = merged[0].ids[0]
@@ -117,13 +120,16 @@ def render_anthropic(messages: Sequence[dict[str, Any]], ids: Sequence[str]) -> 
 
 def _call_ids(
     messages: Sequence[dict[str, Any]], ids: Sequence[str], repairs: list[Repair]
-) -> dict[int, dict[str, str]]:
-    """New names for call ids the API refuses, per message position (calls and results)."""
+) -> dict[int, list[str]]:
+    """The id each call is sent as, and each result answers, by message position (one per
+    call of an assistant message, one for a tool message): ids the API refuses are renamed
+    (a result answers the latest call of its id)."""
     used: set[str] = set()
     current: dict[str, str] = {}  # original id -> the name its latest call is sent as
-    res: dict[int, dict[str, str]] = {}
+    res: dict[int, list[str]] = {}
     for k, msg in enumerate(messages):
         if msg.get("role") == "assistant":
+            names = []
             for call in msg.get("tool_calls") or ():
                 orig = str(call.get("id", ""))
                 name = _ID_BAD_CHARS.sub("_", orig) or "call"
@@ -133,12 +139,12 @@ def _call_ids(
                     name = f"{base}_{n}"
                 used.add(name)
                 current[orig] = name
+                names.append(name)
                 if name != orig:
-                    res.setdefault(k, {})[orig] = name
                     why = (
                         "used twice in the request"
                         if _ID_OK.match(orig)
-                        else ("not made of letters, digits, `_` and `-`")
+                        else "not made of letters, digits, `_` and `-`"
                     )
                     repairs.append(
                         Repair(
@@ -148,21 +154,19 @@ def _call_ids(
                             orig,
                         )
                     )
+            res[k] = names
         elif msg.get("role") == "tool":
             orig = str(msg.get("tool_call_id", ""))
-            name = current.get(orig, _ID_BAD_CHARS.sub("_", orig) or "call")
-            if name != orig:
-                res.setdefault(k, {})[orig] = name
+            res[k] = [current.get(orig, _ID_BAD_CHARS.sub("_", orig) or "call")]
     return res
 
 
-def _blocks(msg: dict[str, Any], renames: dict[str, str]) -> list[dict[str, Any]]:
+def _blocks(msg: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
     role = msg.get("role")
     content = msg.get("content")
     out: list[dict[str, Any]] = []
     if role == "tool":
-        orig = str(msg.get("tool_call_id", ""))
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": renames.get(orig, orig)}
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": names[0]}
         if content:
             block["content"] = str(content)
         return [block]
@@ -176,23 +180,15 @@ def _blocks(msg: dict[str, Any], renames: dict[str, str]) -> list[dict[str, Any]
                     out.append({"type": "text", "text": part["text"]})
             elif part.get("type") == "image_url":
                 out.append(_image(str(part.get("image_url", {}).get("url", ""))))
-    for call in msg.get("tool_calls") or ():
+    for call, name in zip(msg.get("tool_calls") or (), names, strict=False):
         fn = call.get("function", {})
-        orig = str(call.get("id", ""))
         try:
             args = json.loads(fn.get("arguments") or "{}")
         except ValueError:
             args = None
         if not isinstance(args, dict):
             args = {"arguments": fn.get("arguments")}
-        out.append(
-            {
-                "type": "tool_use",
-                "id": renames.get(orig, orig),
-                "name": str(fn.get("name", "")),
-                "input": args,
-            }
-        )
+        out.append({"type": "tool_use", "id": name, "name": str(fn.get("name", "")), "input": args})
     return out
 
 
