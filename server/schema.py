@@ -25,6 +25,7 @@ from typing import Any
 
 from assembly.model import Role
 from assembly.settings import Settings
+from server.schema_formats import FORMAT_ROOTS, format_defs
 
 # Where the schema is published, for a document's `"$schema"` key (the file in the repository).
 CONVERSATION_SCHEMA_URL = "https://raw.githubusercontent.com/promptls/promptls/main/assembly/data/conversation.schema.json"
@@ -87,14 +88,20 @@ def conversation_schema() -> Schema:
     for name, value in settings_defs.items():
         assert name not in defs, f"settings definition {name} clashes with ours"
         defs[name] = value
+    defs.update(format_defs(defs["document"]["properties"]))
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": CONVERSATION_SCHEMA_URL,
         "title": "promptls conversation",
         "description": "An LLM conversation for promptls (*.conv.json, *.conv.yaml; a "
         "*.conv.jsonl file holds the same messages one per line): a bare array of "
-        "messages, or an object with `messages` and the context around them.",
-        "anyOf": [{"$ref": "#/$defs/message_list"}, {"$ref": "#/$defs/document"}],
+        "messages, or an object with `messages` and the context around them; an Anthropic "
+        "Messages request or OpenAI Responses input is read too.",
+        "anyOf": [
+            {"$ref": "#/$defs/message_list"},
+            {"$ref": "#/$defs/document"},
+            *FORMAT_ROOTS,
+        ],
         "$defs": defs,
     }
 

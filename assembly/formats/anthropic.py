@@ -375,12 +375,6 @@ class _AnthropicReader(_Reader):
             if role is not Role.USER:
                 self.error("only user messages carry `tool_result` blocks", block.range)
                 return
-            if texts or images or files:
-                self.error(
-                    "a `tool_result` block must come before any other content of its message",
-                    block.range,
-                    code="anthropic-tool-result-placement",
-                )
             r = self._tool_result(block, f"{msg_id}/{b}", ignore)
             if r is not None:
                 results.append(r)

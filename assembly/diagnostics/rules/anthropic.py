@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 from assembly.diagnostics.core import Diagnostic, RuleContext, Severity, message_memo
 from assembly.formats.anthropic_out import AnthropicRequest, Repair, render_assembly
-from assembly.model import Message
+from assembly.formats.detect import SourceFormat, message_nodes
+from assembly.model import DocFormat, Message
 from assembly.text import TextRange
 
 
@@ -55,6 +56,31 @@ def _place(r: Repair, source: Message | None) -> TextRange | None:
     return source.role_range or source.range
 
 
+def _written_after_content(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """``tool_result`` blocks written after other content of their Anthropic message."""
+    conv = ctx.conversation
+    if conv is None or conv.source_format != SourceFormat.ANTHROPIC:
+        return
+    for node in message_nodes(conv.root, conv.format is DocFormat.JSONL):
+        content = node.get("content") if node.is_object else None
+        if content is None or not content.is_array:
+            continue
+        seen_other = False
+        for block in content.items:
+            kind = block.get("type") if block.is_object else None
+            if kind is not None and kind.is_string and kind.value == "tool_result":
+                if seen_other:
+                    yield Diagnostic(
+                        "anthropic-tool-result-placement",
+                        Severity.ERROR,
+                        "a `tool_result` block must come before any other content of its "
+                        "message (the API refuses it after text, images or documents)",
+                        block.range,
+                    )
+            else:
+                seen_other = True
+
+
 def tool_result_placement(ctx: RuleContext) -> Iterator[Diagnostic]:
     """A tool result is not where the Anthropic Messages API takes it.
 
@@ -77,7 +103,7 @@ def tool_result_placement(ctx: RuleContext) -> Iterator[Diagnostic]:
     ```
     Put the `tool_result` block first.
     """
-    read = [d for d in ctx.reported if d.code == "anthropic-tool-result-placement"]
+    read = list(_written_after_content(ctx))
     yield from read
     at = {(d.range.start, d.range.end) for d in read}
     for d in _found(ctx, "anthropic-tool-result-placement", Severity.ERROR):
