@@ -10,6 +10,7 @@ passes the validator written from Anthropic's documented rules
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,17 @@ from hypothesis import strategies as st
 from assembly.documents import parse_conversation
 from assembly.formats.anthropic_out import render_anthropic
 from assembly.formats.detect import SourceFormat
+from assembly.ide.completion import conversation_completions
+from assembly.ide.folding import conversation_folds
+from assembly.ide.hover import conversation_hover
+from assembly.ide.inlay import conversation_inlay_hints
+from assembly.ide.lens import conversation_lenses
+from assembly.ide.navigation import definition, references
+from assembly.ide.symbols import conversation_symbols
 from assembly.incremental import reparse_conversation
 from assembly.model import DocFormat, Role, TextBlock
+from assembly.text import TextRange
+from server.workspace import analyze
 from tests.support.anthropic_validator import validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -456,3 +466,35 @@ def test_validator_refuses_what_the_api_refuses() -> None:
     assert any("answers no tool_use" in p for p in problems)
     assert any("must not be empty" in p for p in problems)
     assert validate({"messages": [{"role": "user", "content": "hi"}]}) == []
+
+
+# ------------------------------------------------------------------------------ editor
+
+REAL = sorted((ROOT / "tests" / "data" / "real-logs").glob("*/*.conv.json"))
+REAL = [p for p in REAL if p.parent.name in ("anthropic", "responses")]
+
+
+@pytest.mark.parametrize("path", REAL, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_editor_feature_answers_on_real_foreign_documents(path: Path) -> None:
+    """Hover, inlay hints, lens, symbols, folds, navigation and completion over a real
+    Anthropic or Responses document: answers inside the document, hovers on messages name
+    the message under the cursor, and no feature raises."""
+    today = dt.date(2026, 7, 15)
+    doc = analyze(path, root=path.parent, today=today)
+    text, conv = str(doc.text), doc.conversation
+    n = len(text)
+    hints = conversation_inlay_hints(doc, TextRange(0, n))
+    assert len(hints) == len(conv.messages)
+    assert all(0 <= h.offset <= n for h in hints)
+    assert conversation_lenses(doc, command="c", arguments=())
+    assert conversation_symbols(conv)
+    assert conversation_folds(conv, text)
+    for offset in range(0, n, max(1, n // 97)):
+        hover = conversation_hover(doc, offset, today=today)
+        assert hover is not None and hover.range.start <= offset <= hover.range.end
+        for m in conv.messages:
+            if m.range.start <= offset < m.range.end and "message `" in hover.markdown[:40]:
+                assert f"message `{m.id}`" in hover.markdown
+        definition(conv, text, offset)
+        references(conv, text, offset, include_declaration=True)
+        conversation_completions(conv, text, offset)
