@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from assembly.documents import parse_conversation
 from assembly.formats.anthropic_out import render_anthropic
-from assembly.formats.detect import SourceFormat
+from assembly.formats.detect import SourceFormat, message_nodes
 from assembly.ide.completion import conversation_completions
 from assembly.ide.folding import conversation_folds
 from assembly.ide.hover import conversation_hover
@@ -31,6 +31,7 @@ from assembly.ide.navigation import definition, references
 from assembly.ide.symbols import conversation_symbols
 from assembly.incremental import reparse_conversation
 from assembly.model import DocFormat, Role, TextBlock
+from assembly.syntax import parse_json
 from assembly.text import TextRange
 from server.workspace import analyze
 from tests.support.anthropic_validator import validate
@@ -365,6 +366,26 @@ def test_hostile_documents_never_raise_and_keep_messages_in_order(doc: Any) -> N
         assert x.range.start <= y.range.start and x.range.end <= y.range.start, (x, y)
     for m in conv.messages:
         assert 0 <= m.range.start <= m.range.end <= len(text)
+    # Every id is the document's: the index k of the message (or item) it comes from,
+    # `k/<block>` for a tool result split from it, or the `id` written on it.
+    # (The promptls reader's ids are the logs-core branch's: checked there.)
+    nodes = message_nodes(parse_json(text).root, jsonl=False)
+    foreign = conv.source_format in (SourceFormat.ANTHROPIC, SourceFormat.RESPONSES)
+    for m in conv.messages if foreign else ():
+        if m.id == "input":
+            continue
+        k = next(
+            i
+            for i, n in enumerate(nodes)
+            if n.range.start <= m.range.start < max(n.range.end, n.range.start + 1)
+        )
+        written = nodes[k].get("id") if nodes[k].is_object else None
+        own = (
+            str(written.value)
+            if written is not None and written.kind in ("string", "number")
+            else None
+        )
+        assert m.id in (str(k), own) or m.id.startswith(f"{k}/"), (m.id, k)
 
 
 # ------------------------------------------------------------------------------ render
