@@ -10,6 +10,7 @@ of the document is still read.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -55,6 +56,7 @@ _MESSAGE_KEYS = {
     "content",
     "tool_calls",
     "tool_call_id",
+    "tool_call_ids",
     "name",
     "parent",
     "file_id",
@@ -63,10 +65,74 @@ _MESSAGE_KEYS = {
     "token_count",
     "summarizes_through",
     "promptls-ignore",
-    "refusal",
     "function_call",
-    "audio",
 }
+# Message fields that real logs carry and that are never sent back as input: read silently.
+# OpenAI response fields (``refusal``, ``audio``, ``annotations``), reasoning traces
+# (``reasoning_content``: DeepSeek, vLLM, Fireworks; ``reasoning``: OpenRouter, Ollama;
+# ``thinking``: Ollama; ``reasoning_details``: OpenRouter; ``thinking_blocks``: LiteLLM),
+# the fine-tuning ``weight`` and the ``prefix`` flag of prefix completion (DeepSeek, Mistral).
+LOG_MESSAGE_KEYS = frozenset(
+    {
+        "refusal",
+        "audio",
+        "annotations",
+        "reasoning_content",
+        "reasoning",
+        "reasoning_details",
+        "thinking",
+        "thinking_blocks",
+        "weight",
+        "prefix",
+    }
+)
+# The roles read as another one: OpenAI's ``developer`` (the system role of o-series and
+# GPT-5 requests) is a system message, the legacy ``function`` role a tool response.
+ROLE_ALIASES: dict[str, Role] = {"developer": Role.SYSTEM, "function": Role.TOOL}
+# A chat-completions request body (or a fine-tuning / eval record) is a conversation:
+# ``messages``, ``tools`` and ``model`` are read (``functions``, the legacy tool list, as
+# tools); the other documented request fields (OpenAI chat completions; Ollama's ``options``,
+# ``format``, ``keep_alive``, ``think``) are accepted silently.
+REQUEST_BODY_KEYS = frozenset(
+    {
+        "model",
+        "functions",
+        "audio",
+        "frequency_penalty",
+        "function_call",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "metadata",
+        "modalities",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "prompt_cache_key",
+        "reasoning_effort",
+        "response_format",
+        "safety_identifier",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "tool_choice",
+        "top_logprobs",
+        "top_p",
+        "user",
+        "verbosity",
+        "web_search_options",
+        "options",
+        "format",
+        "keep_alive",
+        "think",
+    }
+)
 _IGNORE_KEY = "promptls-ignore"
 
 
@@ -112,8 +178,14 @@ class _Reader:
     def error(self, message: str, rng: TextRange, code: str = "schema-error") -> None:
         self.issues.append(Issue(code, message, rng))
 
-    def warn(self, message: str, rng: TextRange) -> None:
-        self.issues.append(Issue("schema-error", message, rng, severity="warning"))
+    def warn(self, message: str, rng: TextRange, code: str = "schema-warning") -> None:
+        self.issues.append(Issue(code, message, rng, severity="warning"))
+
+    def unknown_key(self, message: str, rng: TextRange) -> None:
+        self.warn(message, rng, code="unknown-key")
+
+    def info(self, code: str, message: str, rng: TextRange) -> None:
+        self.issues.append(Issue(code, message, rng, severity="info"))
 
     # ---------------------------------------------------------------- document
 
@@ -191,7 +263,11 @@ class _Reader:
             elif key == "project_files":
                 fields["project_files"] = self._project_files(value)
             elif key == "tools":
-                fields["tools"] = self._tools(value)
+                fields["tools"] = (*fields.get("tools", ()), *self._tools(value))
+            elif key == "functions" and allow_messages:
+                fields["tools"] = (*self._tools(value), *fields.get("tools", ()))
+            elif key == "model" and allow_messages:
+                self._model(value, fields)
             elif key == "user_info":
                 if value.is_object:
                     fields["user_info"] = value.to_python()
@@ -199,9 +275,30 @@ class _Reader:
                     self.error("`user_info` must be an object", value.range)
             elif (key == "messages" and allow_messages) or key == "$schema":
                 continue
+            elif key in REQUEST_BODY_KEYS and allow_messages:
+                continue
             else:
                 expected = ", ".join(f"`{k}`" for k in _TOP_KEYS if k != "$schema")
-                self.warn(f"unknown key `{key}` (expected one of {expected})", m.key_range)
+                self.unknown_key(
+                    f"unknown key `{key}` (expected one of {expected}, or a chat-completions "
+                    "request field)",
+                    m.key_range,
+                )
+
+    def _model(self, node: SNode, fields: dict[str, Any]) -> None:
+        """A request body's ``model`` is the document's ``model`` setting, unless its
+        ``settings`` say otherwise."""
+        if not node.is_string or not node.value:
+            self.error("`model` must be a model name", node.range)
+            return
+        values = dict(fields.get("settings", {}))
+        ranges = dict(fields.get("settings_ranges", {}))
+        if "model" in values:
+            return
+        values["model"] = node.value
+        ranges["model"] = node.range
+        fields["settings"] = values
+        fields["settings_ranges"] = ranges
 
     def _settings(self, node: SNode, fields: dict[str, Any]) -> None:
         if not node.is_object:
@@ -212,7 +309,7 @@ class _Reader:
         for m in node.members:
             values[m.key] = m.value.to_python()
             ranges[m.key] = m.value.range
-        fields["settings"] = values
+        fields["settings"] = values  # ``settings.model`` wins over a request body's ``model``
         fields["settings_ranges"] = ranges
 
     def _system_prompt(self, node: SNode) -> TextBlock | PromptRef | None:
@@ -344,17 +441,66 @@ class _Reader:
         return self._message_list(list(node.items))
 
     def _message_list(self, nodes: list[SNode]) -> tuple[Message, ...]:
+        """Read the messages; each keeps its position in the document as ``index`` (a message
+        that cannot be read is left out without renumbering the ones after it)."""
+        read = [(i, self._message(node, i)) for i, node in enumerate(nodes)]
+        written = {m.id for _, m in read if m is not None}
         res: list[Message] = []
-        seen: dict[str, TextRange] = {}
-        for node in nodes:
-            msg = self._message(node, len(res))
+        seen: set[str] = set()
+        for index, msg in read:
             if msg is None:
                 continue
             if msg.id in seen:
-                self.error(f"duplicate message id `{msg.id}`", msg.id_range or msg.range)
-                continue
-            seen[msg.id] = msg.range
+                # The index, unless another message is written with that id.
+                fallback = str(index)
+                if fallback in seen or (fallback in written and fallback != msg.id):
+                    self.error(
+                        f"duplicate message id `{msg.id}`: the message is left out",
+                        msg.id_range or msg.range,
+                    )
+                    continue
+                self.error(
+                    f"duplicate message id `{msg.id}`: this message is read as `{fallback}`, "
+                    "its index",
+                    msg.id_range or msg.range,
+                )
+                msg = dataclasses.replace(msg, id=fallback)
+            seen.add(msg.id)
             res.append(msg)
+        return self._pair_unnamed_responses(res)
+
+    def _pair_unnamed_responses(self, messages: list[Message]) -> tuple[Message, ...]:
+        """Give the responses written without a usable ``tool_call_id`` the id of the call
+        they answer, in conversation order: a ``tool`` message with ``"tool_call_id": ""`` (or
+        none) answers the oldest unanswered call whose id was made up; a legacy ``function``
+        message answers the oldest unanswered legacy ``function_call`` of its name."""
+        if not any(_depends_on_neighbours(m) for m in messages):
+            return tuple(messages)
+        pending: list[ToolCall] = []
+        res: list[Message] = []
+        for m in messages:
+            if m.role is Role.ASSISTANT:
+                pending.extend(c for c in m.tool_calls if c.synthesized_id)
+            elif _unnamed_response(m):
+                legacy = m.written_role == "function"
+                match = next(
+                    (c for c in pending if not legacy or c.name == (m.name or c.name)), None
+                )
+                if match is not None:
+                    pending.remove(match)
+                    m = dataclasses.replace(m, tool_call_id=match.id)
+                elif legacy:
+                    self.error(
+                        "a `function` message answers no earlier `function_call`"
+                        + (f" of `{m.name}`" if m.name else ""),
+                        m.role_range or m.range,
+                    )
+                else:
+                    self.error(
+                        "a tool message needs `tool_call_id`",
+                        m.tool_call_id_range or m.role_range or m.range,
+                    )
+            res.append(m)
         return tuple(res)
 
     def _message(self, node: SNode, index: int) -> Message | None:
@@ -362,19 +508,25 @@ class _Reader:
             self.error("a message must be an object with a `role`", node.range)
             return None
         for m in node.members:
-            if m.key not in _MESSAGE_KEYS:
-                self.warn(f"unknown message key `{m.key}`", m.key_range)
+            if m.key not in _MESSAGE_KEYS and m.key not in LOG_MESSAGE_KEYS:
+                self.unknown_key(f"unknown message key `{m.key}`", m.key_range)
         role_node = node.get("role")
         if role_node is None:
-            self.error("message has no `role`", _head(node))
+            self.error("message has no `role`: it is left out", _head(node))
             return None
+        written_role = None
         try:
             role = Role(role_node.value) if role_node.is_string else None
         except ValueError:
-            role = None
+            role = ROLE_ALIASES.get(role_node.value)
+            written_role = role_node.value if role is not None else None
         if role is None:
             roles = ", ".join(f"`{r.value}`" for r in Role)
-            self.error(f"unknown role {_show(role_node)}: expected one of {roles}", role_node.range)
+            self.error(
+                f"unknown role {_show(role_node)}: expected one of {roles} (or `developer`, "
+                "`function`); the message is left out",
+                role_node.range,
+            )
             return None
         id_node = node.get("id")
         msg_id = str(index)
@@ -395,16 +547,16 @@ class _Reader:
                 parent = str(parent_node.value)
             else:
                 self.error("`parent` must be a message id", parent_node.range)
-        tool_calls = self._tool_calls(node, role)
+        tool_calls = self._tool_calls(node, role, msg_id)
         tcid_node = node.get("tool_call_id")
         tool_call_id = None
+        if tcid_node is None and role is Role.TOOL:
+            tcid_node = self._tool_call_ids(node)
         if tcid_node is not None and tcid_node.kind != "null":
             if tcid_node.is_string:
                 tool_call_id = tcid_node.value
             else:
                 self.error("`tool_call_id` must be a string", tcid_node.range)
-        if role is Role.TOOL and tool_call_id is None and tcid_node is None:
-            self.error("a tool message needs `tool_call_id`", role_node.range)
         files: tuple[FileAttachment, ...] = ()
         files_node = node.get("files")
         if files_node is not None:
@@ -465,7 +617,18 @@ class _Reader:
             summarizes_through=summarizes_through,
             summarizes_through_range=st_node.range if st_node is not None else None,
             ignore=ignore,
+            written_role=written_role,
         )
+
+    def _tool_call_ids(self, node: SNode) -> SNode | None:
+        """SWE-agent writes a tool response's call id as ``tool_call_ids: [id]``."""
+        ids = node.get("tool_call_ids")
+        if ids is None or not ids.is_array:
+            return ids if ids is not None and ids.kind != "null" else None
+        if len(ids.items) == 1:
+            return ids.items[0]
+        self.error("`tool_call_ids` must name exactly one tool call", ids.range)
+        return None
 
     def _content(self, node: SNode) -> tuple[str, TextRange | None, tuple[Image, ...]]:
         c = node.get("content")
@@ -506,8 +669,16 @@ class _Reader:
                 )
         return "\n".join(texts), c.range, tuple(images)
 
-    def _tool_calls(self, node: SNode, role: Role) -> tuple[ToolCall, ...]:
+    def _tool_calls(self, node: SNode, role: Role, msg_id: str) -> tuple[ToolCall, ...]:
         tcs = node.get("tool_calls")
+        legacy = node.get("function_call")
+        if (tcs is None or tcs.kind == "null") and legacy is not None and legacy.is_object:
+            if role is not Role.ASSISTANT:
+                self.error("only assistant messages make a `function_call`", legacy.range)
+                return ()
+            # The legacy single call: read as a tool call (``function`` is the call itself).
+            call = self._tool_call(legacy, msg_id, 0, function=legacy)
+            return (call,) if call is not None else ()
         if tcs is None or tcs.kind == "null":
             return ()
         if role is not Role.ASSISTANT:
@@ -517,20 +688,23 @@ class _Reader:
             self.error("`tool_calls` must be an array", tcs.range)
             return ()
         res = []
-        for tc in tcs.items:
-            call = self._tool_call(tc)
+        for k, tc in enumerate(tcs.items):
+            call = self._tool_call(tc, msg_id, k)
             if call is not None:
                 res.append(call)
         return tuple(res)
 
-    def _tool_call(self, tc: SNode) -> ToolCall | None:
+    def _tool_call(
+        self, tc: SNode, msg_id: str, k: int, *, function: SNode | None = None
+    ) -> ToolCall | None:
         if not tc.is_object:
             self.error("a tool call must be an object with `id` and `function`", tc.range)
             return None
-        id_node = tc.get("id")
-        fn = tc.get("function")
-        if id_node is None or not id_node.is_string or not id_node.value:
-            self.error("a tool call needs a string `id`", (id_node or tc).range)
+        id_node = tc.get("id") if function is None else None
+        fn = tc.get("function") if function is None else function
+        synthesized = id_node is None or (id_node.is_string and not id_node.value)
+        if not synthesized and (id_node is None or not id_node.is_string):
+            self.error("a tool call `id` must be a string", (id_node or tc).range)
             return None
         if fn is None or not fn.is_object:
             self.error("a tool call needs a `function` object", (fn or tc).range)
@@ -558,16 +732,33 @@ class _Reader:
         else:
             self.error("`arguments` must be a JSON string or an object", args_node.range)
             return None
+        call_id = id_node.value if id_node is not None and not synthesized else ""
+        id_range = id_node.range if id_node is not None else _head(tc)
+        if synthesized:
+            call_id = f"call_{msg_id}_{k}"
+            if function is not None:
+                what = "a legacy `function_call`"
+            elif id_node is None:
+                what = "a tool call without `id`"
+            else:
+                what = 'a tool call with `"id": ""`'
+            self.info(
+                "synthesized-tool-call-id",
+                f"{what} is read as tool call `{call_id}`; the response that answers it "
+                "(in conversation order) gets the same id, and the assembled messages send it",
+                id_range,
+            )
         return ToolCall(
-            id=id_node.value,
+            id=call_id,
             name=name.value,
             arguments=args,
             arguments_text=args_text,
             range=tc.range,
-            id_range=id_node.range,
+            id_range=id_range,
             name_range=name.range,
             arguments_range=args_range,
             token_count=self._token_count(tc),
+            synthesized_id=synthesized,
         )
 
     def _string(self, node: SNode, key: str, *, what: str, required: bool = True) -> str | None:
@@ -593,6 +784,28 @@ class _Reader:
             return tuple(i.value for i in v.items)
         self.error(f"`{_IGNORE_KEY}` must be a rule code or a list of codes", v.range)
         return ()
+
+
+def _depends_on_neighbours(m: Message) -> bool:
+    """Whether reading ``m`` takes the messages around it: a call whose id was made up, or a
+    response without a usable ``tool_call_id`` (paired in conversation order)."""
+    if m.role is Role.TOOL:
+        return _unnamed_response(m)
+    return any(c.synthesized_id for c in m.tool_calls)
+
+
+def _unnamed_response(m: Message) -> bool:
+    """A tool response without a usable ``tool_call_id``: none written, or ``""`` (an invalid
+    value is an error of its own)."""
+    if m.role is not Role.TOOL:
+        return False
+    return m.tool_call_id == "" or (m.tool_call_id is None and m.tool_call_id_range is None)
+
+
+def reads_alone(m: Message) -> bool:
+    """Whether ``m`` reads the same on its own as inside its document (for re-parsing one
+    message after an edit: ``incremental.py``)."""
+    return not _depends_on_neighbours(m)
 
 
 def _image_ref(part: SNode) -> str | None:

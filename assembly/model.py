@@ -68,6 +68,9 @@ class ToolCall:
     name_range: TextRange
     arguments_range: TextRange
     token_count: int | None = None
+    # The call had no usable id (``"id": ""`` from Gemini's OpenAI-compatible endpoint, or a
+    # legacy ``function_call``): ``id`` was made up from the message's id and position.
+    synthesized_id: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,9 @@ class Message:
     summarizes_through: str | None = None
     summarizes_through_range: TextRange | None = None
     ignore: tuple[str, ...] = ()  # rule codes suppressed on this message
+    # The role as the document spells it when it is read as another one (``developer`` is
+    # read as ``system``, the legacy ``function`` as ``tool``); None when it is ``role``.
+    written_role: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
