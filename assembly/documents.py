@@ -22,6 +22,7 @@ from assembly.model import (
     Issue,
     Message,
     PromptRef,
+    RejectedCall,
     Role,
     TextBlock,
     ToolCall,
@@ -174,6 +175,7 @@ class _Reader:
         self.fmt = fmt
         self.length = length
         self.issues: list[Issue] = []
+        self.rejected_calls: list[RejectedCall] = []
 
     def error(self, message: str, rng: TextRange, code: str = "schema-error") -> None:
         self.issues.append(Issue(code, message, rng))
@@ -214,6 +216,7 @@ class _Reader:
             issues=tuple(self.issues),
             root=root,
             length=self.length,
+            rejected_calls=tuple(self.rejected_calls),
             **fields,
         )
 
@@ -273,9 +276,9 @@ class _Reader:
                     fields["user_info"] = value.to_python()
                 else:
                     self.error("`user_info` must be an object", value.range)
-            elif (key == "messages" and allow_messages) or key == "$schema":
-                continue
-            elif key in REQUEST_BODY_KEYS and allow_messages:
+            elif key == "$schema" or (
+                allow_messages and (key == "messages" or key in REQUEST_BODY_KEYS)
+            ):
                 continue
             else:
                 expected = ", ".join(f"`{k}`" for k in _TOP_KEYS if k != "$schema")
@@ -441,8 +444,8 @@ class _Reader:
         return self._message_list(list(node.items))
 
     def _message_list(self, nodes: list[SNode]) -> tuple[Message, ...]:
-        """Read the messages; each keeps its position in the document as ``index`` (a message
-        that cannot be read is left out without renumbering the ones after it)."""
+        """Read the messages. A message that cannot be read is left out; the ones after it
+        keep their ids (the document's ``id``, else their position in the document)."""
         read = [(i, self._message(node, i)) for i, node in enumerate(nodes)]
         written = {m.id for _, m in read if m is not None}
         res: list[Message] = []
@@ -465,6 +468,10 @@ class _Reader:
                     msg.id_range or msg.range,
                 )
                 msg = dataclasses.replace(msg, id=fallback)
+            if msg.index != len(res):
+                # ``index`` is the place in ``Conversation.messages``; the id keeps the
+                # document's position.
+                msg = dataclasses.replace(msg, index=len(res))
             seen.add(msg.id)
             res.append(msg)
         return self._pair_unnamed_responses(res)
@@ -495,11 +502,9 @@ class _Reader:
                         + (f" of `{m.name}`" if m.name else ""),
                         m.role_range or m.range,
                     )
-                else:
-                    self.error(
-                        "a tool message needs `tool_call_id`",
-                        m.tool_call_id_range or m.role_range or m.range,
-                    )
+                elif m.tool_call_id is None:
+                    # (``"tool_call_id": ""`` that answers no call: an orphan, reported there.)
+                    self.error("a tool message needs `tool_call_id`", m.role_range or m.range)
             res.append(m)
         return tuple(res)
 
@@ -707,12 +712,10 @@ class _Reader:
             self.error("a tool call `id` must be a string", (id_node or tc).range)
             return None
         if fn is None or not fn.is_object:
-            self.error("a tool call needs a `function` object", (fn or tc).range)
-            return None
+            return self._reject(tc, id_node, "a tool call needs a `function` object", fn or tc)
         name = fn.get("name")
         if name is None or not name.is_string:
-            self.error("a tool call needs `function.name`", (name or fn).range)
-            return None
+            return self._reject(tc, id_node, "a tool call needs `function.name`", name or fn)
         args_node = fn.get("arguments")
         args: dict[str, Any] | None
         if args_node is None or args_node.kind == "null":
@@ -730,8 +733,9 @@ class _Reader:
             args = args_node.to_python()
             args_text, args_range = json.dumps(args), args_node.range
         else:
-            self.error("`arguments` must be a JSON string or an object", args_node.range)
-            return None
+            return self._reject(
+                tc, id_node, "`arguments` must be a JSON string or an object", args_node
+            )
         call_id = id_node.value if id_node is not None and not synthesized else ""
         id_range = id_node.range if id_node is not None else _head(tc)
         if synthesized:
@@ -760,6 +764,12 @@ class _Reader:
             token_count=self._token_count(tc),
             synthesized_id=synthesized,
         )
+
+    def _reject(self, tc: SNode, id_node: SNode | None, why: str, at: SNode) -> None:
+        """Report a tool call that cannot be read; remember it when it has an id."""
+        self.error(why, at.range)
+        if id_node is not None and id_node.is_string and id_node.value:
+            self.rejected_calls.append(RejectedCall(id_node.value, tc.range, why))
 
     def _string(self, node: SNode, key: str, *, what: str, required: bool = True) -> str | None:
         v = node.get(key)

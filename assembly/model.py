@@ -74,6 +74,16 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class RejectedCall:
+    """A tool call with an id that could not be read (no ``function``, no name…): it is not
+    sent, and the responses to it are orphans that should point at it."""
+
+    id: str
+    range: TextRange
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class FileAttachment:
     """A file uploaded with a user message (``files``) or a project file."""
 
@@ -93,7 +103,7 @@ class Message:
     """One message of the conversation as written in the document."""
 
     id: str
-    index: int  # position in the document's message list
+    index: int  # position in ``Conversation.messages`` (the id defaults to the document's)
     role: Role
     content: str  # text parts joined with "\n"; "" for null content
     range: TextRange
@@ -164,6 +174,7 @@ class Conversation:
     issues: tuple[Issue, ...] = ()
     root: SNode | None = None
     length: int = 0  # length of the document text
+    rejected_calls: tuple[RejectedCall, ...] = ()
     # [True] once a re-parse (``assembly/incremental.py``) moved the anchors this
     # conversation shares with the one it made: its ranges no longer match its own text,
     # so it must not be the base of another re-parse.

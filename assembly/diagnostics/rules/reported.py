@@ -42,9 +42,9 @@ def schema_error(ctx: RuleContext) -> Iterator[Diagnostic]:
 
     ## What it does
     Reports messages without a `role` or with an unknown one (left out; the messages after
-    it keep their ids), tool calls without a `function.name`, `files` on a non-user message, a summary without
-    `summarizes_through`, duplicate message ids and other values of the wrong
-    shape. The offending part is left out and the rest is read.
+    it keep their ids), tool calls without a `function.name`, `files` on a non-user
+    message, a summary without `summarizes_through`, duplicate message ids and other values
+    of the wrong shape. The offending part is left out and the rest is read.
 
     ## Why is this bad?
     The part left out is not sent to the model, which is rarely what the author meant;
