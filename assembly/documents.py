@@ -222,6 +222,9 @@ class _Reader:
 
     def _read_jsonl(self, root: SNode, fields: dict[str, Any]) -> tuple[Message, ...]:
         lines = list(root.items)
+        if is_dataset(root):
+            fields["records"] = self._records(lines)
+            return ()
         head_keys = {"settings", "system_prompt", "custom_agent_prompt", "project_files"}
         head_keys |= {"tools", "reminder", "user_info"}
         message_nodes: list[SNode] = []
@@ -240,6 +243,20 @@ class _Reader:
                 continue
             message_nodes.append(node)
         return self._message_list(message_nodes)
+
+    def _records(self, lines: list[SNode]) -> tuple[Conversation, ...]:
+        """Each line of a dataset is a conversation of its own, read as a JSON document."""
+        res = []
+        for node in lines:
+            if not node.is_object or node.get("messages") is None:
+                self.error(
+                    "a dataset line must be a conversation object with `messages` "
+                    "(this file holds one conversation per line)",
+                    _head(node) if node.is_object else node.range,
+                )
+                continue
+            res.append(_Reader(DocFormat.JSON, self.length).read(ParsedData(node)))
+        return tuple(res)
 
     def _read_object(self, root: SNode, fields: dict[str, Any]) -> tuple[Message, ...]:
         self._top_fields(root, fields, allow_messages=True)
@@ -794,6 +811,17 @@ class _Reader:
             return tuple(i.value for i in v.items)
         self.error(f"`{_IGNORE_KEY}` must be a rule code or a list of codes", v.range)
         return ()
+
+
+def is_dataset(root: SNode) -> bool:
+    """Whether a JSON Lines document holds one conversation per line (fine-tuning sets, eval
+    records: ``{"messages": […], "tools": […]}``) rather than one message per line: its first
+    line is an object with a ``messages`` array and no ``role``."""
+    first = root.items[0] if root.is_array and root.items else None
+    if first is None or not first.is_object or first.get("role") is not None:
+        return False
+    messages = first.get("messages")
+    return messages is not None and messages.is_array
 
 
 def _depends_on_neighbours(m: Message) -> bool:

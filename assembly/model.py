@@ -175,6 +175,10 @@ class Conversation:
     root: SNode | None = None
     length: int = 0  # length of the document text
     rejected_calls: tuple[RejectedCall, ...] = ()
+    # A dataset (JSON Lines with one conversation per line, ``{"messages": […], …}``): each
+    # line's conversation, read on its own (ranges are offsets into the whole document).
+    # ``messages`` is then empty and ``issues`` holds what is wrong with the lines themselves.
+    records: tuple[Conversation, ...] = ()
     # [True] once a re-parse (``assembly/incremental.py``) moved the anchors this
     # conversation shares with the one it made: its ranges no longer match its own text,
     # so it must not be the base of another re-parse.
