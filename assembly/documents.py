@@ -176,6 +176,9 @@ class _Reader:
         self.length = length
         self.issues: list[Issue] = []
         self.rejected_calls: list[RejectedCall] = []
+        # Unknown message keys, by key: reported once each, at the first place (a log whose
+        # every message carries its framework's own field says so once, not per message).
+        self.unknown_message_keys: dict[str, list[TextRange]] = {}
 
     def error(self, message: str, rng: TextRange, code: str = "schema-error") -> None:
         self.issues.append(Issue(code, message, rng))
@@ -464,6 +467,7 @@ class _Reader:
         """Read the messages. A message that cannot be read is left out; the ones after it
         keep their ids (the document's ``id``, else their position in the document)."""
         read = [(i, self._message(node, i)) for i, node in enumerate(nodes)]
+        self._report_unknown_message_keys()
         written = {m.id for _, m in read if m is not None}
         res: list[Message] = []
         seen: set[str] = set()
@@ -492,6 +496,16 @@ class _Reader:
             seen.add(msg.id)
             res.append(msg)
         return self._pair_unnamed_responses(res)
+
+    def _report_unknown_message_keys(self) -> None:
+        for key, places in self.unknown_message_keys.items():
+            more = len(places) - 1
+            also = f" (and on {more:,} more message{'s' if more != 1 else ''})" if more else ""
+            self.unknown_key(f"unknown message key `{key}`{also}: it is ignored", places[0])
+
+    def has_findings(self) -> bool:
+        """Whether reading found anything to report (reported or still to be)."""
+        return bool(self.issues or self.unknown_message_keys)
 
     def _pair_unnamed_responses(self, messages: list[Message]) -> tuple[Message, ...]:
         """Give the responses written without a usable ``tool_call_id`` the id of the call
@@ -531,7 +545,7 @@ class _Reader:
             return None
         for m in node.members:
             if m.key not in _MESSAGE_KEYS and m.key not in LOG_MESSAGE_KEYS:
-                self.unknown_key(f"unknown message key `{m.key}`", m.key_range)
+                self.unknown_message_keys.setdefault(m.key, []).append(m.key_range)
         role_node = node.get("role")
         if role_node is None:
             self.error("message has no `role`: it is left out", _head(node))
@@ -545,8 +559,8 @@ class _Reader:
         if role is None:
             roles = ", ".join(f"`{r.value}`" for r in Role)
             self.error(
-                f"unknown role {_show(role_node)}: expected one of {roles} (or `developer`, "
-                "`function`); the message is left out",
+                f"unknown role {_show(role_node)}: expected one of {roles}; the message is left "
+                "out",
                 role_node.range,
             )
             return None

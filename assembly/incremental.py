@@ -144,7 +144,7 @@ def reparse_conversation(
     new_msg = reader._message(new_node, index)
     if (
         new_msg is None
-        or reader.issues
+        or reader.has_findings()
         or new_msg.id != old_msg.id
         or not reads_alone(new_msg)
         or not reads_alone(old_msg)

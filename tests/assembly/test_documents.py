@@ -173,15 +173,15 @@ def test_a_scalar_document() -> None:
         pytest.param(
             '{"role": "robot", "content": "beep"}',
             'error schema-error 2:10-2:17 `"robot"`: unknown role `robot`: expected one of '
-            "`system`, `user`, `assistant`, `tool`, `reminder`, `summary` (or `developer`, "
-            "`function`); the message is left out",
+            "`system`, `user`, `assistant`, `tool`, `reminder`, `summary`; the message is left "
+            "out",
             id="unknown-role",
         ),
         pytest.param(
             '{"role": 7, "content": "beep"}',
             "error schema-error 2:10-2:11 `7`: unknown role 7: expected one of "
-            "`system`, `user`, `assistant`, `tool`, `reminder`, `summary` (or `developer`, "
-            "`function`); the message is left out",
+            "`system`, `user`, `assistant`, `tool`, `reminder`, `summary`; the message is left "
+            "out",
             id="role-not-a-string",
         ),
         pytest.param(
@@ -354,7 +354,7 @@ def test_unknown_keys_are_warnings() -> None:
         """
         message 0 user 'a'
         warning unknown-key 1:2-1:11 `"mesages"`: unknown key `mesages` (expected one of `settings`, `system_prompt`, `custom_agent_prompt`, `project_files`, `tools`, `reminder`, `messages`, `user_info`, or a chat-completions request field)
-        warning unknown-key 1:63-1:71 `"colour"`: unknown message key `colour`
+        warning unknown-key 1:63-1:71 `"colour"`: unknown message key `colour`: it is ignored
         """,  # noqa: E501
     )
 

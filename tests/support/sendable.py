@@ -16,9 +16,9 @@ Written from the providers' documented request rules:
 - Ollama (``/api/chat``, and its OpenAI-compatible endpoint for content parts): roles
   ``system``, ``user``, ``assistant``, ``tool``; ``content`` a string or text / image parts.
 
-``problems`` returns what a provider would refuse, each tied to the call id when the
-problem is an unanswered call (promptls keeps those, as Onyx does, and reports them with
-``unanswered-tool-call``: the test checks that each such problem has its diagnostic).
+``problems`` returns what a provider would refuse; a problem of pairing calls and answers
+names its call id, so a test can check that promptls, which keeps such input as Onyx does
+(an unanswered call, a second answer, an id reused while open), reports it at its place.
 """
 
 from __future__ import annotations
@@ -48,7 +48,11 @@ _PARTS = {
 class Problem:
     index: int  # the message's place in ``messages``
     text: str
-    unanswered_call: str | None = None  # the call id, for an unanswered call
+    # For the problems of pairing: the call id, and ``unanswered`` (a call no tool message
+    # answers), ``repeated`` (a call id twice among the open calls) or ``unpaired`` (a tool
+    # message that answers no call of the assistant message before its run).
+    call_id: str | None = None
+    kind: str | None = None
 
 
 def problems(messages: Any, provider: str) -> list[Problem]:
@@ -74,7 +78,9 @@ def _openai(messages: list[Any]) -> list[Problem]:
             res.append(Problem(i, f"fields not allowed on a {role} message: {sorted(extra)}"))
         if role != "tool":
             for call_id, at in open_calls.items():
-                res.append(Problem(at, f"tool call `{call_id}` is not answered", call_id))
+                res.append(
+                    Problem(at, f"tool call `{call_id}` is not answered", call_id, "unanswered")
+                )
             open_calls = {}
             in_tool_run = False
         calls = m.get("tool_calls")
@@ -86,7 +92,11 @@ def _openai(messages: list[Any]) -> list[Problem]:
                     res.extend(_call(i, c))
                     if isinstance(c, dict) and isinstance(c.get("id"), str):
                         if c["id"] in open_calls:
-                            res.append(Problem(i, f"tool call id `{c['id']}` repeated"))
+                            res.append(
+                                Problem(
+                                    i, f"tool call id `{c['id']}` repeated", c["id"], "repeated"
+                                )
+                            )
                         open_calls[c["id"]] = i
                 in_tool_run = True
         content = m.get("content")
@@ -113,11 +123,18 @@ def _openai(messages: list[Any]) -> list[Problem]:
             if not isinstance(call_id, str) or not call_id:
                 res.append(Problem(i, "a tool message needs a string `tool_call_id`"))
             elif not in_tool_run or call_id not in open_calls:
-                res.append(Problem(i, f"tool message `{call_id}` answers no preceding call"))
+                res.append(
+                    Problem(
+                        i,
+                        f"tool message `{call_id}` answers no preceding call",
+                        call_id,
+                        "unpaired",
+                    )
+                )
             else:
                 del open_calls[call_id]
     for call_id, at in open_calls.items():
-        res.append(Problem(at, f"tool call `{call_id}` is not answered", call_id))
+        res.append(Problem(at, f"tool call `{call_id}` is not answered", call_id, "unanswered"))
     return res
 
 
