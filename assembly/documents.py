@@ -827,6 +827,23 @@ class _Reader:
         return ()
 
 
+def tools_from_settings(values: list[str | dict[str, Any]]) -> tuple[ToolDef, ...]:
+    """The ``tools`` setting as tool definitions (names, or OpenAI tool schemas)."""
+    res = []
+    nowhere = TextRange(0, 0)
+    for v in values:
+        if isinstance(v, str):
+            schema: dict[str, Any] = {"type": "function", "function": {"name": v}}
+            res.append(ToolDef(v, schema, nowhere, nowhere))
+            continue
+        fn = v.get("function")
+        holder = fn if isinstance(fn, dict) else v
+        name = holder.get("name")
+        if isinstance(name, str) and name:
+            res.append(ToolDef(name, v, nowhere, nowhere))
+    return tuple(res)
+
+
 def is_dataset(root: SNode) -> bool:
     """Whether a JSON Lines document holds one conversation per line (fine-tuning sets, eval
     records: ``{"messages": […], "tools": […]}``) rather than one message per line: its first

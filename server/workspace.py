@@ -30,7 +30,12 @@ from assembly.diagnostics import (
     from_setting_issues,
     sort_key,
 )
-from assembly.documents import format_for_path, parse_conversation, read_tools
+from assembly.documents import (
+    format_for_path,
+    parse_conversation,
+    read_tools,
+    tools_from_settings,
+)
 from assembly.incremental import reparse_conversation
 from assembly.model import Conversation, DocFormat, PromptRef, PromptTemplate
 from assembly.prompts import parse_prompt
@@ -285,6 +290,8 @@ def _analyze_conversation(
         layers.append(SettingsLayer("command line", dict(overrides)))
     settings, setting_issues = resolve_settings(layers)
     diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
+    if conv.tools is None and settings.tools is not None:
+        conv = _replace(conv, tools=tools_from_settings(settings.tools))
 
     file_contents = _load_project_files(conv, path, root, diags, deps, overlay or {})
     load = load_tokenizer(settings.encoding, model=settings.model)

@@ -159,6 +159,13 @@ RULES: tuple[Rule, ...] = (
         reads=frozenset({TEXT_CALLS}),
     ),
     Rule(
+        "tool-call-markup-in-text",
+        INFO,
+        tool_calls.tool_call_markup_in_text,
+        inputs=DOC,
+        reads=frozenset({TEXT_CALLS}),
+    ),
+    Rule(
         "file-id-not-in-read-file-list",
         W,
         files.file_id_not_in_read_file_list,

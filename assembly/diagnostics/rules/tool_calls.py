@@ -36,7 +36,12 @@ from assembly.pairs import CallPairs, pair_tool_calls
 from assembly.sourcemap import OffsetMap
 from assembly.syntax import SNode
 from assembly.text import TextRange
-from assembly.toolcalls import RecoveredCall, extract_tool_calls, looks_like_tool_call_markup
+from assembly.toolcalls import (
+    RecoveredCall,
+    extract_tool_calls,
+    looks_like_tool_call_markup,
+    markup_tool_calls,
+)
 
 # Recovered shapes that are unmistakably a call; a bare schema match ({"query": "…"}) in
 # prose is reported only when the text also looks like tool-call markup (Onyx's trigger).
@@ -279,6 +284,60 @@ def tool_call_in_text(ctx: RuleContext) -> Iterator[Diagnostic]:
                 f"tool call written as text: the fallback parser recovers `{call.name}({args})`",
                 rng,
                 fix=_structured_call_fix(ctx, m, call, nodes, taken),
+            )
+
+
+def tool_call_markup_in_text(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """An assistant message holds a tool call in a model's own markup, and no tool is declared.
+
+    ## What it does
+    When the conversation declares no tools (a bare array of messages cannot; the `tools`
+    key, a request body's `tools`, a template's front matter or the `tools` setting can),
+    recognises the tool-call markup of well-known chat templates in assistant messages:
+    `<tool_call>{"name": …, "arguments": …}</tool_call>` (Hermes, Qwen) and Llama's
+    `<|python_tag|>` followed by a JSON call or a `tool.call(…)` line. With tools declared,
+    `tool-call-in-text` checks the calls against them instead.
+
+    ## Why is this bad?
+    It may not be: open-weight models served without a tool parser, and fine-tuning sets
+    for them, write calls this way. Sent to an OpenAI-compatible API, the call stays text:
+    nothing executes it. Declare the tools (e.g. the `tools` setting) to have the calls
+    checked, or move them into `tool_calls`.
+
+    ## Example
+    ```json
+    {"role": "assistant",
+     "content": "<tool_call>{\\"name\\": \\"get_weather\\", \\"arguments\\": {}}</tool_call>"}
+    ```
+    """
+    conv = ctx.conversation
+    if conv is None or conv.tools:
+        return
+    nodes: MessageNodes | None = None
+    for m in branch_messages(ctx):
+        if m.role is not Role.ASSISTANT or (
+            "<tool_call>" not in m.content and "<|python_tag|>" not in m.content
+        ):
+            continue
+        calls = markup_tool_calls(m.content)
+        if not calls:
+            continue
+        nodes = nodes or MessageNodes(conv)
+        spans = decoded_spans(ctx, m, nodes)
+        for call in calls:
+            if spans is not None:
+                rng = spans.range(call.start, call.end)
+            else:
+                rng = m.content_range if m.content_range is not None else m.range
+            template = (
+                "Hermes/Qwen `<tool_call>`" if call.shape == "hermes" else "Llama `<|python_tag|>`"
+            )
+            yield Diagnostic(
+                "tool-call-markup-in-text",
+                Severity.INFO,
+                f"tool call to `{call.name}` written in {template} markup; no tools are "
+                "declared to check it against",
+                rng,
             )
 
 
