@@ -92,8 +92,11 @@ LOG_MESSAGE_KEYS = frozenset(
 ROLE_ALIASES: dict[str, Role] = {"developer": Role.SYSTEM, "function": Role.TOOL}
 # A chat-completions request body (or a fine-tuning / eval record) is a conversation:
 # ``messages``, ``tools`` and ``model`` are read (``functions``, the legacy tool list, as
-# tools); the other documented request fields (OpenAI chat completions; Ollama's ``options``,
-# ``format``, ``keep_alive``, ``think``) are accepted silently.
+# tools); the other documented request fields are accepted silently: OpenAI chat
+# completions; Ollama's ``options``, ``format``, ``keep_alive``, ``think``; the extensions
+# OpenAI-compatible providers document (Groq's ``reasoning_format``, ``search_settings``;
+# OpenRouter's ``models``, ``provider``, ``transforms``, ``reasoning``, ``usage``,
+# ``plugins``, ``preset``).
 REQUEST_BODY_KEYS = frozenset(
     {
         "model",
@@ -132,6 +135,15 @@ REQUEST_BODY_KEYS = frozenset(
         "format",
         "keep_alive",
         "think",
+        "reasoning_format",
+        "search_settings",
+        "models",
+        "provider",
+        "transforms",
+        "reasoning",
+        "usage",
+        "plugins",
+        "preset",
     }
 )
 _IGNORE_KEY = "promptls-ignore"

@@ -563,6 +563,11 @@ def _tool_call() -> Schema:
                 "as `tool_call_id`.",
             },
             "type": {"const": "function", "description": "Always `function`."},
+            "index": {
+                "type": "integer",
+                "description": "The call's position, as streamed responses and Mistral write "
+                "it; accepted and not sent.",
+            },
             "function": {
                 "type": "object",
                 "description": "The tool called and its arguments.",
