@@ -270,7 +270,8 @@ class _Reader:
                     _head(node) if node.is_object else node.range,
                 )
                 continue
-            res.append(_Reader(DocFormat.JSON, self.length).read(ParsedData(node)))
+            conv = _Reader(DocFormat.JSON, self.length).read(ParsedData(node))
+            res.append(dataclasses.replace(conv, record=len(res) + 1))
         return tuple(res)
 
     def _read_object(self, root: SNode, fields: dict[str, Any]) -> tuple[Message, ...]:

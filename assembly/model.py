@@ -179,6 +179,7 @@ class Conversation:
     # line's conversation, read on its own (ranges are offsets into the whole document).
     # ``messages`` is then empty and ``issues`` holds what is wrong with the lines themselves.
     records: tuple[Conversation, ...] = ()
+    record: int | None = None  # in a dataset: this conversation's 1-based place
     # [True] once a re-parse (``assembly/incremental.py``) moved the anchors this
     # conversation shares with the one it made: its ranges no longer match its own text,
     # so it must not be the base of another re-parse.

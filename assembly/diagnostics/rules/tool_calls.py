@@ -143,10 +143,17 @@ def unanswered_tool_call(ctx: RuleContext) -> Iterator[Diagnostic]:
       - {role: user, content: "Any luck?"}
     ```
     `call_1` is never answered: add its `tool` message right after the call.
+
+    In a dataset (one conversation per JSON Lines line), the calls of a record's last
+    message are the example's answer, not unanswered calls.
     """
     answered: set[str] = set()
     res: list[Diagnostic] = []
-    for m in reversed(branch_messages(ctx)):
+    branch = branch_messages(ctx)
+    conv = ctx.conversation
+    if conv is not None and conv.record is not None and branch:
+        branch = branch[:-1] if branch[-1].role is Role.ASSISTANT else branch
+    for m in reversed(branch):
         if m.role is Role.TOOL and m.tool_call_id:
             answered.add(m.tool_call_id)
         elif m.role is Role.ASSISTANT:
