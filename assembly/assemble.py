@@ -1439,7 +1439,8 @@ def _dedupe(files: list[_FileMeta]) -> list[_FileMeta]:
 
 def _assistant_message(m: LlmMessage, *, ollama: bool) -> dict[str, Any]:
     if not m.tool_calls:
-        return {"role": "assistant", "content": m.text or None}
+        # Never `"content": null` without calls: OpenAI refuses it; "" is valid everywhere.
+        return {"role": "assistant", "content": m.text}
     if ollama:
         lines = [
             f"[Tool Call] name={c.name} id={c.id} args={_args_json(c.arguments)}"

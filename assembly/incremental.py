@@ -20,7 +20,7 @@ import dataclasses
 from bisect import bisect_right
 from typing import Any
 
-from assembly.documents import MAX_DOCUMENT_CHARS, _Reader
+from assembly.documents import MAX_DOCUMENT_CHARS, _Reader, reads_alone
 from assembly.formats.detect import NATIVE, message_marks, tool_marks
 from assembly.model import Conversation, DocFormat
 from assembly.rope import Rope, Text
@@ -147,7 +147,13 @@ def reparse_conversation(
         return None  # the edit may change the format the document is read as
     reader = _Reader(fmt, lb)
     new_msg = reader._message(new_node, index)
-    if new_msg is None or reader.issues or new_msg.id != old_msg.id:
+    if (
+        new_msg is None
+        or reader.has_findings()
+        or new_msg.id != old_msg.id
+        or not reads_alone(new_msg)
+        or not reads_alone(old_msg)
+    ):
         return None
 
     # Everything from the old end of the message on moves by ``delta``: the messages by

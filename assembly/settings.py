@@ -94,6 +94,11 @@ class Settings(BaseModel):
     last_cycle: bool = Field(
         False, description="Assemble for the last tool cycle of the turn (no tools offered)."
     )
+    tools: list[str | dict[str, Any]] | None = Field(
+        None,
+        description="Tools offered when neither the document nor its template declares any "
+        "(a bare array of messages cannot): tool names, or OpenAI tool schemas.",
+    )
     include: list[str] = Field(
         default_factory=list,
         description="More files `promptls lint` checks in folders, as gitignore-style globs "

@@ -245,3 +245,9 @@ def _range_json(rng: TextRange, index: LineIndex | None) -> dict[str, Any]:
         "start": {"line": s.line + 1, "column": s.column + 1},
         "end": {"line": e.line + 1, "column": e.column + 1},
     }
+
+
+def record_line(index: LineIndex, record: Analysis) -> int:
+    """The 1-based line of a dataset record (its conversation's first character)."""
+    root = record.conversation.root
+    return index.line_col(root.range.start if root is not None else 0).line + 1

@@ -86,6 +86,9 @@ RULES: tuple[Rule, ...] = (
     # Bad input.
     Rule("syntax-error", E, reported.syntax_error),
     Rule("schema-error", E, reported.schema_error),
+    Rule("schema-warning", W, reported.schema_warning),
+    Rule("unknown-key", W, reported.unknown_key),
+    Rule("synthesized-tool-call-id", INFO, reported.synthesized_tool_call_id),
     Rule("invalid-setting", E, reported.invalid_setting),
     Rule("file-not-found", E, reported.file_not_found),
     Rule("path-outside-workspace", E, reported.path_outside_workspace),
@@ -153,6 +156,13 @@ RULES: tuple[Rule, ...] = (
         W,
         tool_calls.tool_call_in_text,
         fixable=True,
+        inputs=DOC,
+        reads=frozenset({TEXT_CALLS}),
+    ),
+    Rule(
+        "tool-call-markup-in-text",
+        INFO,
+        tool_calls.tool_call_markup_in_text,
         inputs=DOC,
         reads=frozenset({TEXT_CALLS}),
     ),

@@ -165,7 +165,7 @@ class _AnthropicReader(_Reader):
             elif key == "tools":
                 fields["tools"] = self._anthropic_tools(value)
             elif key not in REQUEST_KEYS:
-                self.warn(
+                self.unknown_key(
                     f"unknown key `{key}` in an {FORMAT_NAME} (read as such because of its shape)",
                     m.key_range,
                 )
@@ -232,7 +232,7 @@ class _AnthropicReader(_Reader):
             return []
         for m in node.members:
             if m.key not in _MESSAGE_KEYS:
-                self.warn(f"unknown message key `{m.key}` in an {FORMAT_NAME}", m.key_range)
+                self.unknown_key(f"unknown message key `{m.key}` in an {FORMAT_NAME}", m.key_range)
         role_node = node.get("role")
         if role_node is None:
             self.error("message has no `role`", _head(node))

@@ -168,7 +168,7 @@ class _ResponsesReader(_Reader):
             elif key == "tools":
                 fields["tools"] = self._response_tools(value)
             elif key not in REQUEST_KEYS:
-                self.warn(
+                self.unknown_key(
                     f"unknown key `{key}` in an {FORMAT_NAME} (read as such because of its shape)",
                     m.key_range,
                 )
@@ -269,7 +269,7 @@ class _ResponsesReader(_Reader):
     def _message_item(self, node: SNode, k: int, index: int) -> Message | None:
         for m in node.members:
             if m.key not in _ITEM_KEYS:
-                self.warn(f"unknown message key `{m.key}` in an {FORMAT_NAME}", m.key_range)
+                self.unknown_key(f"unknown message key `{m.key}` in an {FORMAT_NAME}", m.key_range)
         role_node = node.get("role")
         if role_node is None:
             self.error("a message item has no `role`", _head(node))
@@ -388,7 +388,7 @@ class _ResponsesReader(_Reader):
     def _call(self, node: SNode, kind: str) -> ToolCall | None:
         for m in node.members:
             if m.key not in _CALL_KEYS:
-                self.warn(f"unknown key `{m.key}` of a `{kind}` item", m.key_range)
+                self.unknown_key(f"unknown key `{m.key}` of a `{kind}` item", m.key_range)
         cid = node.get("call_id")
         name = node.get("name")
         if cid is None or not cid.is_string or not cid.value:
@@ -429,7 +429,7 @@ class _ResponsesReader(_Reader):
     def _output(self, node: SNode, k: int, index: int) -> Message | None:
         for m in node.members:
             if m.key not in _OUTPUT_KEYS:
-                self.warn(f"unknown key `{m.key}` of a tool output item", m.key_range)
+                self.unknown_key(f"unknown key `{m.key}` of a tool output item", m.key_range)
         cid = node.get("call_id")
         if cid is None or not cid.is_string:
             self.error("a tool output item needs a string `call_id`", (cid or node).range)

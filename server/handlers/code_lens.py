@@ -21,7 +21,18 @@ async def code_lens(ls: PromptServer, params: lsp.CodeLensParams) -> list[lsp.Co
     snap = latest_snapshot(ls, uri) or await current_snapshot(ls, uri)
     if snap is None or not isinstance(snap.analysis, Analysis):
         return None
-    lenses = lens.conversation_lenses(
-        snap.analysis, command=SHOW_ASSEMBLED_COMMAND, arguments=(uri,)
-    )
+    a = snap.analysis
+    if a.records:  # a dataset: a lens on each record's line
+        lenses = [
+            x
+            for k, r in enumerate(a.records, 1)
+            for x in lens.conversation_lenses(
+                r,
+                command=SHOW_ASSEMBLED_COMMAND,
+                arguments=(uri, k),
+                at=r.conversation.root.range.start if r.conversation.root else 0,
+            )
+        ]
+    else:
+        lenses = lens.conversation_lenses(a, command=SHOW_ASSEMBLED_COMMAND, arguments=(uri,))
     return [convert.to_lsp_code_lens(snap.text_map, x) for x in lenses]

@@ -16,18 +16,31 @@ from server.workspace import Analysis, analyze
 
 
 async def assemble(ls: PromptServer, args: Any) -> dict[str, Any]:
-    """Arguments: ``[document URI]``; an open document is assembled from its buffer."""
+    """Arguments: ``[document URI]``, or ``[document URI, record number]`` for one
+    conversation of a dataset (default: its first); an open document is assembled from its
+    buffer."""
     uri = _uri_argument(args)
+    record = args[1] if isinstance(args, list) and len(args) > 1 else None
     snap = await current_snapshot(ls, uri)
     if snap is not None and isinstance(snap.analysis, Analysis):
-        return assembly_json(snap.analysis, display_path=str(snap.analysis.path))
+        return assembly_json(_record(snap.analysis, record), display_path=str(snap.analysis.path))
     path = to_fs_path(uri)
     if path is None or not path.endswith((".json", ".jsonl", ".yaml", ".yml")):
         raise JsonRpcInvalidParams(f"not a conversation document: {uri}")
     from pathlib import Path
 
     analysis = analyze(Path(path), root=ls.session.root, editor_settings=ls.session.settings)
-    return assembly_json(analysis, display_path=path)
+    return assembly_json(_record(analysis, record), display_path=path)
+
+
+def _record(analysis: Analysis, record: Any) -> Analysis:
+    if not analysis.records:
+        return analysis
+    if record is None:
+        return analysis.records[0]
+    if not isinstance(record, int) or not 1 <= record <= len(analysis.records):
+        raise JsonRpcInvalidParams(f"no record {record!r}: the dataset has {len(analysis.records)}")
+    return analysis.records[record - 1]
 
 
 def _uri_argument(args: Any) -> str:

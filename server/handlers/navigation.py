@@ -22,7 +22,7 @@ async def definition(ls: PromptServer, params: lsp.DefinitionParams) -> list[lsp
     if snap is None or not isinstance(snap.analysis, Analysis):
         return None
     offset = convert.from_lsp_position(snap.text_map, params.position)
-    a = snap.analysis
+    a = snap.analysis.at(offset)
     res = ide_navigation.definition(a.conversation, a.text, offset)
     return [convert.to_lsp_location(snap.text_map, uri, t) for t in res] if res else None
 
@@ -33,7 +33,7 @@ async def references(ls: PromptServer, params: lsp.ReferenceParams) -> list[lsp.
     if snap is None or not isinstance(snap.analysis, Analysis):
         return None
     offset = convert.from_lsp_position(snap.text_map, params.position)
-    a, with_declaration = snap.analysis, params.context.include_declaration
+    a, with_declaration = snap.analysis.at(offset), params.context.include_declaration
     res = ide_navigation.references(
         a.conversation, a.text, offset, include_declaration=with_declaration
     )

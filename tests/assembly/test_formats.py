@@ -368,10 +368,8 @@ def test_hostile_documents_never_raise_and_keep_messages_in_order(doc: Any) -> N
         assert 0 <= m.range.start <= m.range.end <= len(text)
     # Every id is the document's: the index k of the message (or item) it comes from,
     # `k/<block>` for a tool result split from it, or the `id` written on it.
-    # (The promptls reader's ids are the logs-core branch's: checked there.)
     nodes = message_nodes(parse_json(text).root, jsonl=False)
-    foreign = conv.source_format in (SourceFormat.ANTHROPIC, SourceFormat.RESPONSES)
-    for m in conv.messages if foreign else ():
+    for m in conv.messages:
         if m.id == "input":
             continue
         k = next(

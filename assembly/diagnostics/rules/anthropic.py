@@ -70,11 +70,13 @@ def _written_after_content(ctx: RuleContext) -> Iterator[Diagnostic]:
             kind = block.get("type") if block.is_object else None
             if kind is not None and kind.is_string and kind.value == "tool_result":
                 if seen_other:
+                    tid = block.get("tool_use_id")
+                    which = f"the result of `{tid.value}`" if tid and tid.is_string else "a result"
                     yield Diagnostic(
                         "anthropic-tool-result-placement",
                         Severity.ERROR,
-                        "a `tool_result` block must come before any other content of its "
-                        "message (the API refuses it after text, images or documents)",
+                        f"{which} must come before any other content of its message (the "
+                        "API refuses a `tool_result` block after text, images or documents)",
                         block.range,
                     )
             else:
