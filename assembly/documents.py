@@ -289,9 +289,10 @@ class _Reader:
         """Each line of a dataset is a conversation of its own, read as a JSON document."""
         res = []
         for node in lines:
-            if not node.is_object or node.get("messages") is None:
+            if not node.is_object or (node.get("messages") is None and node.get("input") is None):
                 self.error(
-                    "a dataset line must be a conversation object with `messages` "
+                    "a dataset line must be a conversation object with `messages` (or a "
+                    "Responses `input`) "
                     "(this file holds one conversation per line)",
                     _head(node) if node.is_object else node.range,
                 )

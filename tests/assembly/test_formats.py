@@ -517,3 +517,21 @@ def test_every_editor_feature_answers_on_real_foreign_documents(path: Path) -> N
         definition(conv, text, offset)
         references(conv, text, offset, include_declaration=True)
         conversation_completions(conv, text, offset)
+
+
+def test_dataset_records_are_detected_one_by_one() -> None:
+    lines = [
+        {"system": "s", "messages": [{"role": "user", "content": [{"type": "text", "text": "a"}]}]},
+        {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "b"}]},
+        {"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]},
+    ]
+    text = "\n".join(json.dumps(x) for x in lines) + "\n"
+    conv = parse_conversation(text, DocFormat.JSONL)
+    assert [r.source_format for r in conv.records] == [
+        SourceFormat.ANTHROPIC,
+        SourceFormat.OPENAI_CHAT,
+        SourceFormat.RESPONSES,
+    ]
+    assert conv.source_format == SourceFormat.ANTHROPIC
+    assert conv.source_format_why.startswith("one conversation per line; record 1: ")
+    assert conv.records[0].settings["provider"] == "anthropic"
