@@ -188,6 +188,7 @@ RULES: tuple[Rule, ...] = (
     Rule("anthropic-first-turn-not-user", INFO, anthropic.first_turn_not_user),
     Rule("anthropic-empty-message", W, anthropic.empty_message),
     Rule("anthropic-merged-turns", INFO, anthropic.merged_turns),
+    Rule("anthropic-system-in-history", INFO, anthropic.system_in_history),
     Rule("anthropic-tool-use-id", INFO, anthropic.tool_use_id),
 )
 

@@ -21,6 +21,8 @@ it and says so in a ``Repair`` (each becomes a diagnostic of the ``anthropic-*``
   a request recorded in 2025 that starts so was answered; it is said, not changed);
 - ``anthropic-empty-message``: a message with nothing to send (empty text blocks are
   refused) is left out;
+- ``anthropic-system-in-history``: a system message after the first is sent as a user
+  turn's text (the API has one system prompt, apart);
 - ``anthropic-tool-use-id``: a call id the API refuses (not ``[A-Za-z0-9_-]+``, or used
   twice in the request) is sent renamed, and its result with it.
 """
@@ -91,6 +93,15 @@ def render_anthropic(messages: Sequence[dict[str, Any]], ids: Sequence[str]) -> 
                     )
                 )
             continue
+        if role == "system" and not str(mid).startswith("$"):
+            repairs.append(
+                Repair(
+                    "anthropic-system-in-history",
+                    mid,
+                    f"system message `{mid}` is not the first message: the Messages API has "
+                    "one system prompt, so it is sent as a user turn's text",
+                )
+            )
         turn_role = "assistant" if role == "assistant" else "user"
         turns.append(_Turn(turn_role, blocks, [mid], [mid] * len(blocks)))
     merged = _merge(turns, repairs)

@@ -220,3 +220,25 @@ def tool_use_id(ctx: RuleContext) -> Iterator[Diagnostic]:
     ```
     """
     return _found(ctx, "anthropic-tool-use-id", Severity.INFO)
+
+
+def system_in_history(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """A system message in the middle of the conversation, for Anthropic.
+
+    ## What it does
+    With the `anthropic` provider, reports a system message that is not the first message
+    of the assembled context (the first one is the system prompt). The printed request
+    sends its text as a user turn.
+
+    ## Why is this bad?
+    The Messages API has one system prompt, given apart (`system`); OpenAI logs often
+    carry later system messages (notes an agent inserts), which Claude then reads as
+    words of the user.
+
+    ## Example
+    ```json
+    [{"role": "user", "content": "Hi"}, {"role": "system", "content": "Be terse now."},
+     {"role": "user", "content": "And?"}]
+    ```
+    """
+    return _found(ctx, "anthropic-system-in-history", Severity.INFO)
