@@ -7,6 +7,7 @@ convention of ruff and eslint); the language server converts to LSP units elsewh
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from assembly.assemble import Assembly
@@ -79,7 +80,7 @@ def diagnostics_json(analysis: Analysis, *, display_path: str) -> list[dict[str,
         indexes[p] = LineIndex(t)
 
     def where(path: str | None) -> tuple[str, LineIndex | None]:
-        return (display_path if path is None else path), indexes.get(path)
+        return (display_path if path is None else _relative(path)), indexes.get(path)
 
     res = []
     for d in sorted(analysis.diagnostics, key=sort_key):
@@ -216,6 +217,16 @@ def _range_json(rng: TextRange, index: LineIndex | None) -> dict[str, Any]:
         "start": {"line": s.line + 1, "column": s.column + 1},
         "end": {"line": e.line + 1, "column": e.column + 1},
     }
+
+
+def _relative(path: str) -> str:
+    """Another file's path (a settings file, a template) relative to the current folder
+    when it is inside it, as ``promptls lint`` prints paths."""
+    p = Path(path)
+    cwd = Path.cwd()
+    if p.is_absolute() and p.is_relative_to(cwd):
+        return p.relative_to(cwd).as_posix()
+    return path
 
 
 def record_line(index: LineIndex, record: Analysis) -> int:
