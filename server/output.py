@@ -69,18 +69,24 @@ def assembly_json(
             **({"request": list(a.compression.request)} if summary_request else {}),
         },
         "cache_prefix_length": a.cache_prefix_length,
-        "diagnostics": diagnostics_json(analysis, display_path=display_path),
+        "diagnostics": diagnostics_json(analysis, display_path=display_path, relative=True),
     }
 
 
-def diagnostics_json(analysis: Analysis, *, display_path: str) -> list[dict[str, Any]]:
-    """Diagnostics as ``lint --format json`` objects."""
+def diagnostics_json(
+    analysis: Analysis, *, display_path: str, relative: bool = False
+) -> list[dict[str, Any]]:
+    """Diagnostics as ``lint --format json`` objects; ``relative``: another file's path
+    (a settings file, a template) relative to the current folder when inside it, as
+    ``promptls lint`` prints paths (lint itself keeps them absolute: it relocates them)."""
     indexes: dict[str | None, LineIndex] = {None: LineIndex(analysis.text)}
     for p, t in analysis.other_texts.items():
         indexes[p] = LineIndex(t)
 
     def where(path: str | None) -> tuple[str, LineIndex | None]:
-        return (display_path if path is None else _relative(path)), indexes.get(path)
+        if path is None:
+            return display_path, indexes.get(path)
+        return (_relative(path) if relative else path), indexes.get(path)
 
     res = []
     for d in sorted(analysis.diagnostics, key=sort_key):
@@ -149,7 +155,7 @@ def render_text(analysis: Analysis, *, display_path: str) -> str:
         lines.append(f"forgotten files: {names}")
     if a.cache_prefix_length:
         lines.append(f"cacheable prefix: {a.cache_prefix_length} message(s)")
-    diags = diagnostics_json(analysis, display_path=display_path)
+    diags = diagnostics_json(analysis, display_path=display_path, relative=True)
     if diags:
         lines.append("")
         for d in diags:
@@ -220,8 +226,7 @@ def _range_json(rng: TextRange, index: LineIndex | None) -> dict[str, Any]:
 
 
 def _relative(path: str) -> str:
-    """Another file's path (a settings file, a template) relative to the current folder
-    when it is inside it, as ``promptls lint`` prints paths."""
+    """``path`` relative to the current folder when it is inside it."""
     p = Path(path)
     cwd = Path.cwd()
     if p.is_absolute() and p.is_relative_to(cwd):
