@@ -978,7 +978,10 @@ class _Pipeline:
         # message that takes the images over the cap, so the total stays within the budget.
         cap, note_tokens = self._image_cap(), self._image_note_tokens(history)
         n_images = _n_images([last, *after])
-        required = cost[last.id] + sum(cost[m.id] for m in after)
+        # A response of this turn that no earlier message calls is dropped by the orphan
+        # pass whatever the cut: it does not count against the turn (Onyx counts it).
+        doomed = set(uncalled_responses(history, last_idx + 1))
+        required = cost[last.id] + sum(cost[m.id] for m in after if m.id not in doomed)
         if cap is not None and n_images > cap:
             required += note_tokens
         if required > history_budget:
@@ -1434,6 +1437,19 @@ def _dedupe(files: list[_FileMeta]) -> list[_FileMeta]:
         if f.file_id not in seen:
             seen.add(f.file_id)
             res.append(f)
+    return res
+
+
+def uncalled_responses(history: Sequence[LlmMessage], start: int) -> list[str]:
+    """Ids of the tool responses at or after ``start`` that no earlier message of
+    ``history`` calls: the orphan pass drops them wherever the budget cuts."""
+    seen: set[str] = set()
+    res = []
+    for p, m in enumerate(history):
+        if m.kind == "assistant":
+            seen.update(c.id for c in m.tool_calls)
+        elif m.kind == "tool" and p >= start and (not m.tool_call_id or m.tool_call_id not in seen):
+            res.append(m.id)
     return res
 
 

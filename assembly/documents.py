@@ -492,6 +492,18 @@ class _Reader:
             fn = item.get("function")
             holder = fn if fn is not None and fn.is_object else item
             name = holder.get("name")
+            kind = item.get("type")
+            if (
+                fn is None
+                and name is None
+                and kind is not None
+                and kind.is_string
+                and kind.value not in ("", "function")
+            ):
+                # A provider's built-in tool (`{"type": "web_search"}`,
+                # `{"type": "openrouter:advisor", …}`): offered, named by its type.
+                res.append(ToolDef(kind.value, item.to_python(), item.range, kind.range))
+                continue
             if name is None or not name.is_string or not name.value:
                 self.error("a tool needs `function.name`", (name or item).range)
                 continue
@@ -738,6 +750,14 @@ class _Reader:
                     self.error("an image part needs `image_url.url` or `file_id`", part.range)
                 else:
                     images.append(Image(ref, part.range, self._token_count(part)))
+            elif kind == "refusal" and _string_value(part, "refusal") is not None:
+                texts.append(_string_value(part, "refusal") or "")
+            elif kind in _UNASSEMBLED_PARTS:
+                self.warn(
+                    f"content part `{kind}` is neither counted nor sent: promptls assembles "
+                    "text and images",
+                    part.range,
+                )
             else:
                 self.error(
                     f"unsupported content part type {_show(ptype) if ptype else '(none)'}",
@@ -865,6 +885,17 @@ class _Reader:
             return tuple(i.value for i in v.items)
         self.error(f"`{_IGNORE_KEY}` must be a rule code or a list of codes", v.range)
         return ()
+
+
+# Content parts that providers document and promptls does not assemble: OpenAI's `file` and
+# `input_audio`, Mistral's `document_url`, the `video_url` / `audio_url` of vLLM and
+# OpenRouter. Read with a warning (the part is left out), not refused.
+_UNASSEMBLED_PARTS = frozenset({"file", "input_audio", "document_url", "video_url", "audio_url"})
+
+
+def _string_value(node: SNode, key: str) -> str | None:
+    v = node.get(key)
+    return v.value if v is not None and v.is_string else None
 
 
 def tools_from_settings(values: list[str | dict[str, Any]]) -> tuple[ToolDef, ...]:

@@ -7,6 +7,7 @@ convention of ruff and eslint); the language server converts to LSP units elsewh
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from assembly.assemble import Assembly
@@ -72,7 +73,7 @@ def assembly_json(
             **({"request": list(a.compression.request)} if summary_request else {}),
         },
         "cache_prefix_length": a.cache_prefix_length,
-        "diagnostics": diagnostics_json(analysis, display_path=display_path),
+        "diagnostics": diagnostics_json(analysis, display_path=display_path, relative=True),
     }
     if a.settings.provider == "anthropic":
         request = render_assembly(a)
@@ -94,14 +95,20 @@ def format_line(conv: Conversation) -> str:
     return f"read as: {f['title']} ({f['name']}) — by its shape: {f['why']}"
 
 
-def diagnostics_json(analysis: Analysis, *, display_path: str) -> list[dict[str, Any]]:
-    """Diagnostics as ``lint --format json`` objects."""
+def diagnostics_json(
+    analysis: Analysis, *, display_path: str, relative: bool = False
+) -> list[dict[str, Any]]:
+    """Diagnostics as ``lint --format json`` objects; ``relative``: another file's path
+    (a settings file, a template) relative to the current folder when inside it, as
+    ``promptls lint`` prints paths (lint itself keeps them absolute: it relocates them)."""
     indexes: dict[str | None, LineIndex] = {None: LineIndex(analysis.text)}
     for p, t in analysis.other_texts.items():
         indexes[p] = LineIndex(t)
 
     def where(path: str | None) -> tuple[str, LineIndex | None]:
-        return (display_path if path is None else path), indexes.get(path)
+        if path is None:
+            return display_path, indexes.get(path)
+        return (_relative(path) if relative else path), indexes.get(path)
 
     res = []
     for d in sorted(analysis.diagnostics, key=sort_key):
@@ -177,7 +184,7 @@ def render_text(analysis: Analysis, *, display_path: str) -> str:
             f"anthropic request: system {'apart' if request.system else 'none'}, "
             f"{len(request.messages)} alternating turn(s) from {len(a.layout)} message(s)"
         )
-    diags = diagnostics_json(analysis, display_path=display_path)
+    diags = diagnostics_json(analysis, display_path=display_path, relative=True)
     if diags:
         lines.append("")
         for d in diags:
@@ -245,6 +252,15 @@ def _range_json(rng: TextRange, index: LineIndex | None) -> dict[str, Any]:
         "start": {"line": s.line + 1, "column": s.column + 1},
         "end": {"line": e.line + 1, "column": e.column + 1},
     }
+
+
+def _relative(path: str) -> str:
+    """``path`` relative to the current folder when it is inside it."""
+    p = Path(path)
+    cwd = Path.cwd()
+    if p.is_absolute() and p.is_relative_to(cwd):
+        return p.relative_to(cwd).as_posix()
+    return path
 
 
 def record_line(index: LineIndex, record: Analysis) -> int:

@@ -15,10 +15,11 @@ from server.output import assembly_json
 from server.workspace import Analysis, analyze
 
 
-async def assemble(ls: PromptServer, args: Any) -> dict[str, Any]:
+async def assemble(ls: PromptServer, *arguments: Any) -> dict[str, Any]:
     """Arguments: ``[document URI]``, or ``[document URI, record number]`` for one
     conversation of a dataset (default: its first); an open document is assembled from its
     buffer."""
+    args: Any = arguments[0] if len(arguments) == 1 else list(arguments)
     uri = _uri_argument(args)
     record = args[1] if isinstance(args, list) and len(args) > 1 else None
     snap = await current_snapshot(ls, uri)
@@ -51,7 +52,7 @@ def _uri_argument(args: Any) -> str:
     raise JsonRpcInvalidParams("promptls.assemble takes one argument: the document URI")
 
 
-HANDLERS: dict[str, Callable[[PromptServer, Any], Awaitable[dict[str, Any]]]] = {
+HANDLERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     ASSEMBLE_COMMAND: assemble,
     SHOW_ASSEMBLED_COMMAND: assemble,
 }

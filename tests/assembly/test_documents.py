@@ -604,3 +604,21 @@ def test_swe_agent_tool_call_ids() -> None:
         error schema-error 3:11-3:17 `"tool"`: a tool message needs `tool_call_id`
         """,
     )
+
+
+def test_documented_parts_and_builtin_tools_are_read() -> None:
+    conv = check_document(
+        """\
+{"tools": [{"type": "web_search_preview"}, {"type": "function", "function": {"name": "f"}}],
+ "messages": [
+  {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "file", "file": {"file_id": "f1"}}]},
+  {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}]}
+""",  # noqa: E501
+        DocFormat.JSON,
+        """
+        message 0 user 'hi'
+        message 1 assistant 'No.'
+        warning schema-warning 3:64-3:107 `{"type": "file", "file": {"file_id": "f1"}}`: content part `file` is neither counted nor sent: promptls assembles text and images
+        """,  # noqa: E501
+    )
+    assert [t.name for t in conv.tools or ()] == ["web_search_preview", "f"]

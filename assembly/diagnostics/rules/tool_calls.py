@@ -531,6 +531,7 @@ def _orphan_as_written(ctx: RuleContext, m: Message, calls: _CallIndex) -> Diagn
     assert m.tool_call_id_range is not None
     call_id = m.tool_call_id or ""
     related: tuple[Related, ...] = ()
+    rejected: RejectedCall | None = None
     later = calls.on_branch.get(call_id)
     elsewhere = calls.anywhere.get(call_id)
     if not call_id:
@@ -549,7 +550,8 @@ def _orphan_as_written(ctx: RuleContext, m: Message, calls: _CallIndex) -> Diagn
         related = (Related(rejected.range, "the malformed call"),)
     else:
         message = f"tool response to `{call_id}` answers no tool call and is not sent"
-    edit = remove_message_edit(ctx, m, calls.nodes)
+    # The call is there but malformed: repairing it is the fix, not deleting its answer.
+    edit = remove_message_edit(ctx, m, calls.nodes) if rejected is None else None
     fix = Fix("Remove the orphaned tool response", (edit,)) if edit is not None else None
     return Diagnostic(
         "orphaned-tool-response",
