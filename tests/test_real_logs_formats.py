@@ -92,8 +92,9 @@ def test_real_log_reads_as_its_format_and_prints_a_valid_anthropic_request(
     # for a tool result split from its message, an uploaded file's id, or a named part.
     for e in d["layout"]:
         assert re.fullmatch(r"\d+(/\d+)?(/files/\d+)?|system|instructions|input|\$\w+", e["id"]), e
-    documented = [x for x in d["diagnostics"] if x["code"] == "schema-error"]
-    assert documented == []
+    # Every field of these files is documented by its format: no reading finding.
+    reading = {"schema-error", "schema-warning", "unknown-key"}
+    assert [x for x in d["diagnostics"] if x["code"] in reading] == []
 
 
 def test_every_real_file_has_a_hand_checked_note() -> None:
