@@ -143,6 +143,23 @@ async def test_code_lens_and_the_assembled_view(client: LanguageClient) -> None:
     assert overflow[0].command.title == "3,218 / 3,891 tokens · 12 dropped · 1 file forgotten"
 
 
+async def test_the_assembled_view_page_is_drawn_by_the_server(client: LanguageClient) -> None:
+    args = [OVERFLOW.as_uri(), {"nonce": "n0nce"}]
+    page = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="promptls.assembledHtml", arguments=args)
+    )
+    html = page["html"]
+    assert "script-src 'nonce-n0nce'" in html and '<script nonce="n0nce">' in html
+    assert "3,218 / 3,891 tokens" in html
+    assert 'data-key="m19"' in html
+    with pytest.raises(Exception, match="nonce"):
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(
+                command="promptls.assembledHtml", arguments=[OVERFLOW.as_uri(), {"nonce": "'x"}]
+            )
+        )
+
+
 async def test_an_edit_updates_hover_and_lens(client: LanguageClient) -> None:
     uri = OVERFLOW.as_uri()
     line = _line_of(OVERFLOW, "max_input_tokens:")
