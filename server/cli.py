@@ -37,22 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # An unknown flag after the subcommand is that subcommand's usage error.
         sub = _SUBPARSERS.get(args.command) if args.command else None
         (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
-    if args.version:
-        print(f"promptls {_version()}")
-        return EXIT_OK
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     return int(args.run(args))
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("promptls")
-    except PackageNotFoundError:
-        return "unknown (not installed)"
 
 
 def _date(value: str) -> dt.date:
@@ -78,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="promptls",
         description="Assemble LLM conversations and prompts the way the model receives them.",
     )
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--version", action="version", version=f"promptls {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser(
         "assemble",
@@ -86,7 +74,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the context assembly pipeline on FILE and print the result.",
     )
     p.add_argument("file", metavar="FILE", help="a *.conv.json, *.conv.jsonl or *.conv.yaml file")
-    p.add_argument("--format", choices=("json", "text"), default="text")
+    p.add_argument(
+        "--format",
+        choices=("json", "text", "html"),
+        default="text",
+        help="text: a table; json: the stable JSON contract; html: a self-contained page "
+        "with the window bar and the message table",
+    )
     p.add_argument("--provider", choices=("openai", "ollama", "azure"))
     p.add_argument("--root", help="workspace root (default: the enclosing git repository)")
     p.add_argument(
@@ -157,6 +151,15 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_serve)
     _SUBPARSERS.update(sub.choices)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("promptls")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return "unknown"
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -231,6 +234,10 @@ def _assemble(args: argparse.Namespace) -> int:
     if args.format == "json":
         obj = assembly_json(analysis, display_path=args.file, summary_request=args.summary_request)
         sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+    elif args.format == "html":
+        from server.htmlview import render_html
+
+        sys.stdout.write(render_html(analysis, display_path=args.file))
     else:
         sys.stdout.write(render_text(analysis, display_path=args.file))
     return EXIT_OK if analysis.assembly.ok else EXIT_FINDINGS

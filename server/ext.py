@@ -9,4 +9,9 @@ ASSEMBLE_COMMAND = "promptls.assemble"
 # view (the server answers with the same object; clients without a view ignore it).
 SHOW_ASSEMBLED_COMMAND = "promptls.showAssembled"
 
-COMMANDS = (ASSEMBLE_COMMAND, SHOW_ASSEMBLED_COMMAND)
+# workspace/executeCommand: arguments [document URI, {"nonce": str}]; returns {"html": page}:
+# the assembled view drawn by server/htmlview.py for a VS Code webview (its script carries the
+# nonce, for the webview's Content-Security-Policy).
+ASSEMBLED_HTML_COMMAND = "promptls.assembledHtml"
+
+COMMANDS = (ASSEMBLE_COMMAND, SHOW_ASSEMBLED_COMMAND, ASSEMBLED_HTML_COMMAND)

@@ -2,5 +2,5 @@
 
 from __future__ import annotations
 
-FORMATS = ("text", "json", "sarif", "github")
+FORMATS = ("text", "json", "sarif", "github", "gitlab")
 FAIL_ON = ("error", "warning", "info")

@@ -6,7 +6,8 @@ and ``.git``/``node_modules``/``.venv``; a file named on the command line is alw
 linted); ``lint_files`` analyzes each file with ``server.workspace`` (in forked worker
 processes when there are many) and returns one ``FileReport`` per file; ``merge`` sorts
 and de-duplicates the findings (a template referenced by ten conversations reports its
-problems once); ``render_*`` print them as text, JSON, SARIF 2.1.0 or GitHub annotations.
+problems once); ``render_*`` print them as text, JSON, SARIF 2.1.0, GitHub annotations
+or a GitLab Code Quality report.
 
 Findings are the §7 JSON objects of ``server.output.diagnostics_json``: 1-based lines and
 columns counted in code points. Inside this module ``file`` is an absolute, resolved path;
@@ -17,6 +18,7 @@ and GitHub). A usage or configuration error raises ``LintError`` (exit code 2).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import multiprocessing
 import os
@@ -608,6 +610,43 @@ def render_github(res: LintResult, *, src_root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_gitlab(res: LintResult, *, src_root: Path) -> str:
+    """A GitLab Code Quality report: a JSON array of issues, paths relative to the repository.
+
+    The fingerprint identifies an issue across pipelines (GitLab compares them to show what a
+    merge request adds or fixes): a hash of the path, the rule and the message, not the line,
+    so an edit above a finding does not turn it into a new one; equal findings in one file
+    are told apart by their order.
+    """
+    seen: dict[str, int] = {}
+    issues = []
+    for f in res.findings:
+        o = f.obj
+        path = _relative_uri_path(o["file"], src_root)
+        key = "\0".join((path, o["code"], o["message"]))
+        n = seen[key] = seen.get(key, -1) + 1
+        fingerprint = hashlib.sha256(f"{key}\0{n}".encode()).hexdigest()
+        s, e = o["range"]["start"], o["range"]["end"]
+        issues.append(
+            {
+                "type": "issue",
+                "check_name": o["code"],
+                "description": f"{o['code']}: {o['message']}",
+                "categories": ["Bug Risk"],
+                "severity": _GITLAB_SEVERITIES[f.severity],
+                "fingerprint": fingerprint,
+                "location": {
+                    "path": path,
+                    "positions": {
+                        "begin": {"line": s["line"], "column": s["column"]},
+                        "end": {"line": e["line"], "column": e["column"]},
+                    },
+                },
+            }
+        )
+    return json.dumps(issues, ensure_ascii=False, indent=2) + "\n"
+
+
 def summary(res: LintResult) -> str:
     """``Found N problems (…) in F files; M fixable`` or ``All checks passed (F files)``."""
     if not res.findings:
@@ -641,12 +680,14 @@ def _emit(res: LintResult, opts: LintOptions, *, fmt: str, out: TextIO) -> None:
         out.write(render_sarif(res, src_root=source_root(opts)))
     elif fmt == "github":
         out.write(render_github(res, src_root=source_root(opts)))
+    elif fmt == "gitlab":
+        out.write(render_gitlab(res, src_root=source_root(opts)))
     else:
         out.write(render_text(res, cwd=opts.cwd, color=_use_color(out)))
     out.flush()
     if not res.files:
         print("promptls: warning: no documents found", file=sys.stderr)
-    if fmt in ("json", "sarif"):
+    if fmt in ("json", "sarif", "gitlab"):
         print(summary(res), file=sys.stderr)
 
 
@@ -655,6 +696,13 @@ _SEVERITY_COLORS = {
     Severity.WARNING: "1;33",
     Severity.INFO: "1;34",
     Severity.HINT: "1;36",
+}
+# GitLab's scale is info < minor < major < critical < blocker.
+_GITLAB_SEVERITIES = {
+    Severity.ERROR: "major",
+    Severity.WARNING: "minor",
+    Severity.INFO: "info",
+    Severity.HINT: "info",
 }
 _GITHUB_COMMANDS = {
     Severity.ERROR: "error",

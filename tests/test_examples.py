@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from assembly.diagnostics import Severity
 from server.workspace import Analysis, analyze
@@ -395,3 +396,11 @@ def test_cli_json_contract_holds_for_every_example(name: str) -> None:
     obj = json.loads(proc.stdout)
     _check_contract(obj)
     assert obj["budget"]["used"] <= obj["budget"]["available_tokens"] - obj["budget"]["tools"]
+
+
+def test_overflow_comment_names_the_window_it_pins() -> None:
+    text = (EXAMPLES / "overflow.conv.yaml").read_text(encoding="utf-8")
+    said = re.search(r"pinned to ([\d,]+) tokens", text)
+    assert said is not None
+    pinned = yaml.safe_load(text)["settings"]["max_input_tokens"]
+    assert int(said.group(1).replace(",", "")) == pinned == 4096

@@ -137,21 +137,80 @@ try {
   await page.mouse.move(700, 880);
   step("hover");
 
-  // 4. Show Assembled Context from the command palette.
+  // 4. Show Assembled Context: the webview drawn by the server (server/htmlview.py).
   await runCommand("promptls: Show Assembled Context");
-  let text = "";
+  let view;
+  for (let i = 0; i < 100 && !view; i++) {
+    for (const f of page.frames()) {
+      if (f !== page.mainFrame() && (await f.locator("main#view table").count().catch(() => 0)) > 0) view = f;
+    }
+    if (!view) await page.waitForTimeout(300);
+  }
+  if (!view) throw new Error("no webview with the assembled view");
+  await view.locator("button.jump").first().waitFor({ timeout: 30000 });
+  let text = nbsp(await view.locator("main#view").innerText());
+  out.webview_text = text.slice(0, 6000);
+  out.webview_parts = await view.locator(".bar .part").evaluateAll((els) => els.map((e) => e.className.replace("part ", "")));
+  out.webview_dropped_rows = await view.locator("tr.dropped").count();
+  out.webview_marker = await view.locator(".marker").getAttribute("title");
+  // Theme colours: the bar's history part is painted with the theme's charts.blue.
+  out.webview_history_colour = await view.locator(".bar .part.history").evaluate((e) => getComputedStyle(e).backgroundColor);
+  out.webview_theme_blue = await view.locator("body").evaluate((e) => getComputedStyle(e).getPropertyValue("--vscode-charts-blue").trim());
+  const missing = SEGMENTS.filter((s) => !text.includes(s));
+  if (missing.length) throw new Error(`assembled view lacks segments ${missing.join(", ")}`);
+  await page.keyboard.press("Control+b");                // the side bar off: room for the view
+  for (let i = 0; i < 4; i++) await runCommand("View: Decrease Current View Size");   // the source editor narrower
+  await page.waitForTimeout(800);
+  await page.screenshot({ path: `${SHOTS}/assembled-view.png` });
+  await page.keyboard.press("Control+b");
+  step("assembled_view");
+
+  // 4b. A click on a message id puts the cursor on that message in the document.
+  const cursor = page.locator(".statusbar-item").filter({ hasText: /Ln \d+, Col \d+/ }).first();
+  const lineOf = async (id) => Number(/line (\d+)/.exec(await view.locator("button.jump", { hasText: new RegExp(`^${id.replace("$", "\\$")}$`) }).getAttribute("title"))[1]);
+  const waitLine = async (n) => {
+    for (let i = 0; i < 50; i++) { const m = /Ln (\d+)/.exec(nbsp(await cursor.innerText().catch(() => ""))); if (m && Number(m[1]) === n) return; await page.waitForTimeout(200); }
+    throw new Error(`cursor not on line ${n}: ${await cursor.innerText().catch(() => "?")}`);
+  };
+  out.m19_line = await lineOf("m19");
+  await view.locator("button.jump", { hasText: /^m19$/ }).click();
+  await waitLine(out.m19_line);
+  out.click_cursor = nbsp(await cursor.innerText());
+  step("webview_click");
+
+  // 4c. Keyboard: focus m12, ArrowDown moves to m13, Enter jumps there.
+  out.m13_line = await lineOf("m13");
+  await view.locator("button.jump", { hasText: /^m12$/ }).focus();
+  await page.keyboard.press("ArrowDown");
+  out.focused_after_arrow = await view.evaluate(() => document.activeElement?.textContent ?? "");
+  await page.keyboard.press("Enter");
+  await waitLine(out.m13_line);
+  out.keyboard_cursor = nbsp(await cursor.innerText());
+  step("webview_keyboard");
+
+  // 4d. Live: rename m19 in the document; the view follows without being reopened.
+  await view.locator("button.jump", { hasText: /^m19$/ }).click();
+  await waitLine(out.m19_line);
+  await page.keyboard.press("End");
+  await page.keyboard.type("x");
+  await view.locator("button.jump", { hasText: /^m19x$/ }).waitFor({ timeout: 30000 });
+  out.live_text = nbsp(await view.locator("main#view table").innerText()).slice(0, 3000);
+  await page.keyboard.press("Control+s");
+  await page.screenshot({ path: `${SHOTS}/assembled-view-live.png` });
+  step("webview_live");
+
+  // 4e. The Markdown export: a read-only Markdown document of the same assembly.
+  await runCommand("promptls: Export Assembled Context as Markdown");
+  await page.locator(".tabs-container .tab").filter({ hasText: "(assembled)" }).first().waitFor({ timeout: 30000 });
+  text = "";
   for (let i = 0; i < 100; i++) {
     text = await assembledText();
-    if (SEGMENTS.every((s) => text.includes(s))) break;
+    if (text.includes("# Assembled context") && SEGMENTS.every((s) => text.includes(`. ${s} ·`))) break;
     await page.waitForTimeout(300);
   }
   out.assembled_text = text.slice(0, 4000);
   out.tabs = (await page.locator(".tabs-container .tab").allInnerTexts()).map(nbsp);
-  const missing = SEGMENTS.filter((s) => !text.includes(s));
-  if (missing.length) throw new Error(`assembled view lacks segments ${missing.join(", ")}`);
-  await page.waitForTimeout(500);
-  await page.screenshot({ path: `${SHOTS}/assembled-view.png` });
-  step("assembled_view");
+  step("markdown_export");
 
   // 5. Quick fix in the fixable document: Problems row -> Ctrl+. -> the fix -> Enter.
   await runCommand("View: Close All Editors");           // one wide editor for the fix screenshots

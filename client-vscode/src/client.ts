@@ -7,7 +7,7 @@ import {
   type ServerOptions,
   TransportKind,
 } from "vscode-languageclient/node";
-import { ASSEMBLE_COMMAND, SHOW_ASSEMBLED_COMMAND, type Assembled } from "./lspExt";
+import { ASSEMBLE_COMMAND, ASSEMBLED_HTML_COMMAND, SHOW_ASSEMBLED_COMMAND, type Assembled } from "./lspExt";
 import {
   SECTION,
   type ServerCommand,
@@ -117,4 +117,14 @@ export async function startClient(cmd: ServerCommand, hooks: ClientHooks): Promi
 export async function assemble(client: LanguageClient | undefined, uri: string): Promise<Assembled | undefined> {
   if (!client || !client.isRunning()) return undefined;
   return (await client.sendRequest(ExecuteCommandRequest.type, { command: ASSEMBLE_COMMAND, arguments: [uri] })) as Assembled;
+}
+
+/** `promptls.assembledHtml`: the assembled view's page for a document (server/htmlview.py). */
+export async function assembledHtml(client: LanguageClient | undefined, uri: string, nonce: string): Promise<string | undefined> {
+  if (!client || !client.isRunning()) return undefined;
+  const answer = (await client.sendRequest(ExecuteCommandRequest.type, {
+    command: ASSEMBLED_HTML_COMMAND,
+    arguments: [uri, { nonce }],
+  })) as { html?: unknown } | null;
+  return typeof answer?.html === "string" ? answer.html : undefined;
 }

@@ -1,14 +1,17 @@
-// Wiring only: output channel, client lifecycle, status bar, assembled view, commands and the
+// Wiring only: output channel, client lifecycle, status bar, assembled view (a webview) and its
+// Markdown export, commands and the
 // configuration listener (restart debounce).
 import type * as vscode from "vscode";
 import { DidChangeConfigurationNotification, type LanguageClient } from "vscode-languageclient/node";
+import { AssembledPanel } from "./assembledPanel";
 import { AssembledView } from "./assembledView";
-import { DOCUMENT_SELECTOR, assemble, serverCommand, startClient } from "./client";
+import { DOCUMENT_SELECTOR, assemble, assembledHtml, serverCommand, startClient } from "./client";
 import { needsRestart } from "./settings";
 import { StatusBar } from "./statusBar";
 import * as api from "./vscodeapi";
 
 export const SHOW_ASSEMBLED_CONTEXT = "promptls.showAssembledContext";
+export const EXPORT_ASSEMBLED_MARKDOWN = "promptls.exportAssembledMarkdown";
 export const RESTART_SERVER = "promptls.restartServer";
 export const LINT_WORKSPACE = "promptls.lintWorkspace";
 const RESTART_DELAY_MS = 1000;
@@ -24,6 +27,7 @@ const isPromptDocument = (doc: vscode.TextDocument): boolean => api.matchesSelec
 
 export interface CommandHandlers {
   showAssembledContext(uri?: unknown): Promise<void>;
+  exportAssembledMarkdown(uri?: unknown): Promise<void>;
   restartServer(): Promise<void>;
   lintWorkspace(): Promise<void>;
 }
@@ -32,6 +36,7 @@ export interface CommandHandlers {
 export function registerCommands(h: CommandHandlers): vscode.Disposable[] {
   return [
     api.registerCommand(SHOW_ASSEMBLED_CONTEXT, (uri?: unknown) => h.showAssembledContext(uri)),
+    api.registerCommand(EXPORT_ASSEMBLED_MARKDOWN, (uri?: unknown) => h.exportAssembledMarkdown(uri)),
     api.registerCommand(RESTART_SERVER, () => h.restartServer()),
     api.registerCommand(LINT_WORKSPACE, () => h.lintWorkspace()),
   ];
@@ -42,8 +47,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const out = api.createOutputChannel("promptls");
   const request = (uri: string) => ensureStarted().then(() => assemble(client, uri));
   const view = new AssembledView({ assemble: request });
+  const panel = new AssembledPanel({ html: (uri, nonce) => ensureStarted().then(() => assembledHtml(client, uri, nonce)) });
   const status = new StatusBar({ assemble: request, isPromptDocument, showCommand: SHOW_ASSEMBLED_CONTEXT });
-  const hooks = { output: out, onShowAssembled: (uri: string) => void view.show(uri) };
+  const hooks = { output: out, onShowAssembled: (uri: string) => void panel.show(uri) };
 
   const start = async (): Promise<void> => {
     client = await startClient(await serverCommand(out), hooks);
@@ -61,15 +67,19 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     out,
     view,
+    panel,
     status,
     { dispose: () => void client?.stop().catch(() => undefined) },
     ...registerCommands({
       showAssembledContext: async (uri?: unknown) => {
-        const source = typeof uri === "string" ? uri : (uri as vscode.Uri | undefined)?.toString() ?? api.activeTextEditor()?.document.uri.toString();
-        if (!source) {
-          void api.showInformationMessage("promptls: open a conversation document (*.conv.json, *.conv.jsonl, *.conv.yaml) first.");
-          return;
-        }
+        const source = sourceArgument(uri);
+        if (!source) return;
+        await ensureStarted();
+        await panel.show(source);
+      },
+      exportAssembledMarkdown: async (uri?: unknown) => {
+        const source = sourceArgument(uri);
+        if (!source) return;
         await ensureStarted();
         await view.show(source);
       },
@@ -103,6 +113,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   );
   if (api.textDocuments().some(isPromptDocument)) void ensureStarted();
   out.info(`activated in ${Date.now() - activated} ms`);
+}
+
+/** The document a command is about: its argument, else the active editor's (or a hint to open one). */
+function sourceArgument(uri?: unknown): string | undefined {
+  const source = typeof uri === "string" ? uri : (uri as vscode.Uri | undefined)?.toString() ?? api.activeTextEditor()?.document.uri.toString();
+  if (!source) void api.showInformationMessage("promptls: open a conversation document (*.conv.json, *.conv.jsonl, *.conv.yaml) first.");
+  return source;
 }
 
 export async function deactivate(): Promise<void> {

@@ -5,7 +5,10 @@ export const ASSEMBLE_COMMAND = "promptls.assemble";
 /** workspace/executeCommand (the code lens): same answer; the client opens the assembled view. */
 export const SHOW_ASSEMBLED_COMMAND = "promptls.showAssembled";
 
-export const COMMANDS = [ASSEMBLE_COMMAND, SHOW_ASSEMBLED_COMMAND] as const;
+/** workspace/executeCommand, arguments [document URI, {nonce}]: {html}, the assembled view's page. */
+export const ASSEMBLED_HTML_COMMAND = "promptls.assembledHtml";
+
+export const COMMANDS = [ASSEMBLE_COMMAND, SHOW_ASSEMBLED_COMMAND, ASSEMBLED_HTML_COMMAND] as const;
 
 /** `promptls assemble --format json` (SPEC §7), the parts the client reads. */
 export interface Budget {

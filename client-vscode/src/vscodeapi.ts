@@ -103,3 +103,30 @@ export function getExtension(id: string): vscode.Extension<any> | undefined {
 export function workspaceFolders(): readonly vscode.WorkspaceFolder[] {
   return vscode.workspace.workspaceFolders ?? [];
 }
+
+export function createWebviewPanel(viewType: string, title: string): vscode.WebviewPanel {
+  return vscode.window.createWebviewPanel(
+    viewType,
+    title,
+    { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true },
+    { enableScripts: true, enableFindWidget: true, localResourceRoots: [] },
+  );
+}
+
+/** Opens `source` where it is visible (else in the first column) with the cursor on line:column (code points). */
+export async function revealInDocument(source: string, line: number, codePointColumn: number): Promise<void> {
+  const uri = parseUri(source);
+  const doc = await vscode.workspace.openTextDocument(uri);
+  const visible = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === uri.toString());
+  const safeLine = Math.max(0, Math.min(line, doc.lineCount - 1));
+  const text = doc.lineAt(safeLine).text;
+  // The server counts code points; VS Code positions count UTF-16 units.
+  const character = Array.from(text).slice(0, Math.max(0, codePointColumn)).join("").length;
+  const pos = new vscode.Position(safeLine, character);
+  const editor = await vscode.window.showTextDocument(doc, {
+    viewColumn: visible?.viewColumn ?? vscode.ViewColumn.One,
+    preserveFocus: false,
+    selection: new vscode.Range(pos, pos),
+  });
+  editor.revealRange(new vscode.Range(pos, pos), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+}

@@ -1,4 +1,8 @@
-"""workspace/executeCommand: ``promptls.assemble`` returns the §7 JSON of a document."""
+"""workspace/executeCommand: ``promptls.assemble`` returns the §7 JSON of a document.
+
+``promptls.assembledHtml`` returns the same analysis drawn as the assembled view's HTML
+(``server/htmlview.py``, the renderer of ``promptls assemble --format html``).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,9 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
 from server.app import PromptServer
-from server.ext import ASSEMBLE_COMMAND, SHOW_ASSEMBLED_COMMAND
+from server.ext import ASSEMBLE_COMMAND, ASSEMBLED_HTML_COMMAND, SHOW_ASSEMBLED_COMMAND
 from server.handlers.documents import current_snapshot
+from server.htmlview import render_html
 from server.output import assembly_json
 from server.workspace import Analysis, analyze
 
@@ -20,21 +25,13 @@ async def assemble(ls: PromptServer, *arguments: Any) -> dict[str, Any]:
     conversation of a dataset (default: its first); an open document is assembled from its
     buffer."""
     args: Any = arguments[0] if len(arguments) == 1 else list(arguments)
-    uri = _uri_argument(args)
     record = args[1] if isinstance(args, list) and len(args) > 1 else None
-    snap = await current_snapshot(ls, uri)
-    if snap is not None and isinstance(snap.analysis, Analysis):
-        return assembly_json(_record(snap.analysis, record), display_path=str(snap.analysis.path))
-    path = to_fs_path(uri)
-    if path is None or not path.endswith((".json", ".jsonl", ".yaml", ".yml")):
-        raise JsonRpcInvalidParams(f"not a conversation document: {uri}")
-    from pathlib import Path
-
-    analysis = analyze(Path(path), root=ls.session.root, editor_settings=ls.session.settings)
-    return assembly_json(_record(analysis, record), display_path=path)
+    analysis = await _analysis(ls, _uri_argument(args))
+    return assembly_json(_record(analysis, record), display_path=str(analysis.path))
 
 
 def _record(analysis: Analysis, record: Any) -> Analysis:
+    """A dataset's record (1-based; default the first); another document itself."""
     if not analysis.records:
         return analysis
     if record is None:
@@ -42,6 +39,29 @@ def _record(analysis: Analysis, record: Any) -> Analysis:
     if not isinstance(record, int) or not 1 <= record <= len(analysis.records):
         raise JsonRpcInvalidParams(f"no record {record!r}: the dataset has {len(analysis.records)}")
     return analysis.records[record - 1]
+
+
+async def assembled_html(ls: PromptServer, *args: Any) -> dict[str, Any]:
+    """Arguments: ``[document URI, {"nonce": str}]``; returns ``{"html": page}``."""
+    analysis = await _analysis(ls, _uri_argument(list(args[:1])))
+    options = args[1] if len(args) > 1 else {}
+    nonce = options.get("nonce") if isinstance(options, dict) else None
+    if not isinstance(nonce, str) or not nonce.isalnum():
+        raise JsonRpcInvalidParams("promptls.assembledHtml needs {nonce: <letters and digits>}")
+    page = render_html(analysis, display_path=analysis.path.name, webview=True, nonce=nonce)
+    return {"html": page}
+
+
+async def _analysis(ls: PromptServer, uri: str) -> Analysis:
+    snap = await current_snapshot(ls, uri)
+    if snap is not None and isinstance(snap.analysis, Analysis):
+        return snap.analysis
+    path = to_fs_path(uri)
+    if path is None or not path.endswith((".json", ".jsonl", ".yaml", ".yml")):
+        raise JsonRpcInvalidParams(f"not a conversation document: {uri}")
+    from pathlib import Path
+
+    return analyze(Path(path), root=ls.session.root, editor_settings=ls.session.settings)
 
 
 def _uri_argument(args: Any) -> str:
@@ -55,4 +75,5 @@ def _uri_argument(args: Any) -> str:
 HANDLERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     ASSEMBLE_COMMAND: assemble,
     SHOW_ASSEMBLED_COMMAND: assemble,
+    ASSEMBLED_HTML_COMMAND: assembled_html,
 }

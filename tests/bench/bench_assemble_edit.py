@@ -1,6 +1,6 @@
 """Benchmark: ``assemble`` after a one-character edit, without and with ``AssemblyCache``.
 
-Generates the 10 MB conversation with ``shared/bench/gen_conversation.py`` (as is), parses
+Generates the 10 MB conversation with ``tests/bench/gen_conversation.py`` (as is), parses
 it, assembles it once with a cache, then types one character into the content of messages
 near the start, the middle and the end, into the system message taken as the system prompt,
 and into the text of files uploaded with user messages near the start, the middle and the
@@ -20,9 +20,11 @@ milliseconds, and how many were answered incrementally.
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import datetime as dt
 import gc
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,7 +42,7 @@ from assembly.settings import SettingsLayer, resolve_settings
 from server.tokenizers import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
-GEN = ROOT.parent / "shared" / "bench" / "gen_conversation.py"
+GEN = Path(__file__).resolve().parent / "gen_conversation.py"
 SIZES = {1: (1000, 1_000_000), 10: (10000, 10_000_000)}
 
 
@@ -53,7 +55,9 @@ def main() -> int:
         print(f"generator not found: {GEN}", file=sys.stderr)
         return 2
     messages, target = SIZES[args.size]
-    doc = Path(tempfile.mkdtemp(prefix="promptls-bench-")) / "bench.conv.json"
+    scratch = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
+    atexit.register(shutil.rmtree, scratch, True)  # the generated files go
+    doc = scratch / "bench.conv.json"
     size = ["--messages", str(messages), "--target-bytes", str(target)]
     subprocess.run([sys.executable, str(GEN), *size, "--out", str(doc)], check=True)
     text = doc.read_text(encoding="utf-8")

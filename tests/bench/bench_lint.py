@@ -1,6 +1,6 @@
 """Benchmark: ``promptls lint`` throughput on a folder of 1,000 documents (run on demand).
 
-The corpus comes from ``shared/bench/gen_conversation.py`` (run as is): conversations of
+The corpus comes from ``tests/bench/gen_conversation.py`` (run as is): conversations of
 varied sizes and seeds in the three formats (JSON, JSON Lines, YAML) plus some prompt
 templates. Each measurement is the wall time of a fresh ``promptls lint --format json``
 process over the folder, as CI runs it: sequential (``--jobs 1``) and parallel (the
@@ -15,8 +15,10 @@ both modes print the same findings.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -26,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-GEN = ROOT.parent / "shared" / "bench" / "gen_conversation.py"
+GEN = Path(__file__).resolve().parent / "gen_conversation.py"
 FORMATS = ("json", "jsonl", "yaml")
 
 
@@ -39,7 +41,9 @@ def main() -> int:
     if not GEN.is_file():
         print(f"generator not found: {GEN}", file=sys.stderr)
         return 2
-    corpus = args.corpus or Path(tempfile.mkdtemp(prefix="promptls-lint-bench-"))
+    scratch = Path(tempfile.mkdtemp(prefix="promptls-lint-bench-"))
+    atexit.register(shutil.rmtree, scratch, True)  # the generated files go
+    corpus = args.corpus or scratch
     corpus.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     _generate(corpus, args.files)

@@ -1,6 +1,6 @@
 """Benchmark: the language server over stdio on 1 MB and 10 MB conversations (on demand).
 
-The documents come from ``shared/bench/gen_conversation.py`` (run as is). A minimal
+The documents come from ``tests/bench/gen_conversation.py`` (run as is). A minimal
 JSON-RPC client (subprocess pipes, a reader thread that timestamps every message as it
 arrives) drives two servers in the same run: ``python -m server`` and a trivial pygls
 server (incremental sync, one fixed diagnostic per change, a constant hover), so the
@@ -18,8 +18,10 @@ round trips at varied positions while idle (median, p95); a hover sent right aft
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-GEN = ROOT.parent / "shared" / "bench" / "gen_conversation.py"
+GEN = Path(__file__).resolve().parent / "gen_conversation.py"
 SIZES = {1: ("1000", "1000000"), 10: ("10000", "10000000")}  # MB -> messages, bytes
 TIMEOUT_S = 300.0
 
@@ -109,7 +111,9 @@ def main() -> int:
     if not GEN.is_file():
         print(f"generator not found: {GEN}", file=sys.stderr)
         return 2
-    work = Path(tempfile.mkdtemp(prefix="promptls-lsp-bench-"))
+    scratch = Path(tempfile.mkdtemp(prefix="promptls-lsp-bench-"))
+    atexit.register(shutil.rmtree, scratch, True)  # the generated files go
+    work = scratch
     corpus = args.corpus or work
     corpus.mkdir(parents=True, exist_ok=True)
     trivial = work / "trivial_server.py"

@@ -2,7 +2,7 @@
 ``RuleCache``.
 
 Takes the 10 MB conversation (``--doc``, else generated with
-``shared/bench/gen_conversation.py``), gives it an inline ``system_prompt`` (its system
+``tests/bench/gen_conversation.py``), gives it an inline ``system_prompt`` (its system
 message's text) if it has none, and types one character at a time into the strings of
 ``system_prompt``, ``custom_agent_prompt`` and ``reminder`` (all before the messages),
 and, for comparison, into a message's content. The text is a ``Rope``, as in the language
@@ -12,17 +12,19 @@ text, outside the timing), then assembled afresh (outside the timing). ``check``
 context is timed with the cache and without it; medians over ``--edits`` edits per place,
 in milliseconds, and how many runs reused findings.
 
-    python tests/bench/bench_rules_edit.py [--edits 9] [--doc /tmp/bench10.conv.json]
+    python tests/bench/bench_rules_edit.py [--edits 9] [--doc FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import datetime as dt
 import gc
 import json
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,12 +41,12 @@ from assembly.model import Conversation, DocFormat, TextBlock
 from assembly.rope import Rope
 from assembly.settings import SettingsLayer, resolve_settings
 from assembly.syntax import Member, SNode
-from assembly.text import AnchoredRange
+from assembly.text import AnchoredRange, TextRange
 from assembly.tokens import Tokenizer
 from server.tokenizers import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
-GEN = ROOT.parent / "shared" / "bench" / "gen_conversation.py"
+GEN = Path(__file__).resolve().parent / "gen_conversation.py"
 TODAY = dt.date(2026, 1, 1)
 
 
@@ -54,7 +56,9 @@ def main() -> int:
     ap.add_argument("--doc", type=Path, default=None)
     args = ap.parse_args()
     if args.doc is None:
-        args.doc = Path(tempfile.mkdtemp(prefix="promptls-bench-")) / "bench.conv.json"
+        scratch = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
+        atexit.register(shutil.rmtree, scratch, True)  # the generated files go
+        args.doc = scratch / "bench.conv.json"
         size = ["--messages", "10000", "--target-bytes", "10000000"]
         subprocess.run([sys.executable, str(GEN), *size, "--out", str(args.doc)], check=True)
     doc = json.loads(args.doc.read_text(encoding="utf-8"))
@@ -96,24 +100,31 @@ def _type(
     """Type one letter in the string of the prompt ``attr`` (None: in a message's content
     in the middle), and re-read the document as the incremental re-read does."""
     if attr is None:
-        m = conv.messages[len(conv.messages) // 2 + rnd.randrange(100)]
-        rng = m.content_range
-    else:
-        block = getattr(conv, attr)
-        assert isinstance(block, TextBlock)
-        rng = block.content_range
-    assert rng is not None
+        # A message in the middle whose content is one string the re-read can take alone
+        # (a message with content parts, or an edit it must parse in full, is passed over).
+        for _ in range(1000):
+            m = conv.messages[len(conv.messages) // 2 + rnd.randrange(100)]
+            if m.content_range is None or m.content_range.end - m.content_range.start < 8:
+                continue
+            new_text, at = _insert(text, m.content_range, rnd)
+            new = reparse_conversation(conv, text, new_text, DocFormat.JSON)
+            if new is not None:
+                return new, new_text, rope.edit(at, at, new_text[at])
+        raise SystemExit("no message in the middle of the document can be re-read alone")
+    block = getattr(conv, attr)
+    assert isinstance(block, TextBlock) and block.content_range is not None
+    new_text, at = _insert(text, block.content_range, rnd)
+    new_rope = rope.edit(at, at, new_text[at])
+    return _reread_prompt(conv, new_text, attr, at, 1), new_text, new_rope
+
+
+def _insert(text: str, rng: TextRange, rnd: random.Random) -> tuple[str, int]:
+    """``text`` with one letter typed inside ``rng`` (never next to an escape), and where."""
     while True:
         at = rnd.randrange(rng.start + 1, rng.end - 1)
         if text[at - 1] != "\\" and text[at] != "\\":
             break
-    new_text = text[:at] + rnd.choice("abxy") + text[at:]
-    new_rope = rope.edit(at, at, new_text[at])
-    if attr is None:
-        new = reparse_conversation(conv, text, new_text, DocFormat.JSON)
-        assert new is not None
-        return new, new_text, new_rope
-    return _reread_prompt(conv, new_text, attr, at, 1), new_text, new_rope
+    return text[:at] + rnd.choice("abxy") + text[at:], at
 
 
 def _reread_prompt(

@@ -8,7 +8,10 @@ building the ``TextMap``, and converting 100 diagnostics' ranges to LSP. For com
 times what pygls' own text sync costs on the same edits (``TextDocument.apply_change``)
 and what ``TextMap.of(str)`` (a full ``LineIndex``) cost before.
 
-    python tests/bench/bench_textsync.py [--doc /tmp/bench10.conv.json] [--edits 200]
+    python tests/bench/bench_textsync.py [--doc FILE] [--edits 200]
+
+Without ``--doc`` it generates the 10 MB conversation with ``gen_conversation.py`` (next to
+this file) in a temporary folder.
 """
 
 from __future__ import annotations
@@ -17,7 +20,11 @@ import argparse
 import asyncio
 import json
 import random
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,12 +40,27 @@ from assembly.text import TextRange
 from server import convert
 from server.app import build_server
 
+GEN = Path(__file__).resolve().parent / "gen_conversation.py"
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--doc", type=Path, default=Path("/tmp/bench10.conv.json"))
+    ap.add_argument("--doc", type=Path, help="a conversation (default: a generated 10 MB one)")
     ap.add_argument("--edits", type=int, default=200)
-    return asyncio.run(_main(ap.parse_args()))
+    args = ap.parse_args()
+    if args.doc is not None:
+        if not args.doc.is_file():
+            print(f"no such file: {args.doc}", file=sys.stderr)
+            return 2
+        return asyncio.run(_main(args))
+    work = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
+    try:
+        args.doc = work / "bench10.conv.json"
+        size = ["--messages", "10000", "--target-bytes", "10000000"]
+        subprocess.run([sys.executable, str(GEN), *size, "--out", str(args.doc)], check=True)
+        return asyncio.run(_main(args))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 async def _main(args: argparse.Namespace) -> int:

@@ -85,7 +85,10 @@ async def test_hover_on_a_message(client: LanguageClient) -> None:
         "- position: message 17 of 21; 3,742 / 121,600 tokens sent up to and including it "
         "(3.1%, tool definitions first)" in lines
     )
-    assert "- cache: after the cacheable prefix (13 messages)" in lines
+    assert (
+        "- cache: no cacheable prefix (`prompt_cache_chat_history` is off, as by default in Onyx)"
+        in lines
+    )
     dropped = await _hover(client, OVERFLOW, "id: m10")
     assert dropped.contents.value.splitlines()[0] == (
         "**message `m10`** · assistant · **dropped**: budget cut"
@@ -141,6 +144,23 @@ async def test_code_lens_and_the_assembled_view(client: LanguageClient) -> None:
     )
     assert overflow is not None and overflow[0].command is not None
     assert overflow[0].command.title == "3,218 / 3,891 tokens · 12 dropped · 1 file forgotten"
+
+
+async def test_the_assembled_view_page_is_drawn_by_the_server(client: LanguageClient) -> None:
+    args = [OVERFLOW.as_uri(), {"nonce": "n0nce"}]
+    page = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="promptls.assembledHtml", arguments=args)
+    )
+    html = page["html"]
+    assert "script-src 'nonce-n0nce'" in html and '<script nonce="n0nce">' in html
+    assert "3,218 / 3,891 tokens" in html
+    assert 'data-key="m19"' in html
+    with pytest.raises(Exception, match="nonce"):
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(
+                command="promptls.assembledHtml", arguments=[OVERFLOW.as_uri(), {"nonce": "'x"}]
+            )
+        )
 
 
 async def test_an_edit_updates_hover_and_lens(client: LanguageClient) -> None:

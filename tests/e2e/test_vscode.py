@@ -5,7 +5,9 @@ code-server (client-vscode/e2e/install-code-server.sh, testing-clients.md §5b) 
 private extensions dir and starts ``python -m server`` through ``promptls.server.interpreter``.
 client-vscode/e2e/drive.mjs (playwright-core + /usr/bin/chromium) opens the overflow example and
 checks the Problems panel, the status bar total, the hover's segment table, the assembled view
-and a quick fix. Everything runs on 127.0.0.1 with the gallery pointed at loopback.
+(the webview: its bar, table and theme colours; a click and the keyboard going to a message; the
+view following an edit), the Markdown export and a quick fix. Everything runs on 127.0.0.1
+with the gallery pointed at loopback.
 
 Skipped without code-server, chromium or the .vsix, except with CI=true, where that is a failure.
 ``UPDATE_SCREENSHOTS=1`` copies the screenshots to client-vscode/e2e/screenshots/.
@@ -44,6 +46,7 @@ FIX_DOC = (
 FILE_ID = "5f0c2a9e-7d41-4b8e-9a3c-2e6f1d8b4c70"
 SCREENSHOTS = E2E / "screenshots"
 SHOT_NAMES = ("problems", "status-bar", "status-bar-closeup", "hover", "assembled-view")
+SHOT_NAMES += ("assembled-view-live",)
 SHOT_NAMES += ("quickfix", "after-fix")
 # Keep the marketplace on loopback: nothing may leave the machine.
 GALLERY = json.dumps(
@@ -271,8 +274,42 @@ def test_hover_shows_the_segment_table(vscode_run: dict[str, Any]) -> None:
         assert word in text, text
 
 
-def test_assembled_view_lists_the_segments(vscode_run: dict[str, Any]) -> None:
-    assert any("assembled" in tab for tab in vscode_run["tabs"]), vscode_run["tabs"]
+def test_assembled_view_draws_the_window_and_the_messages(vscode_run: dict[str, Any]) -> None:
+    text = vscode_run["webview_text"]
+    assert "3,218 / 3,891 tokens" in text, text
+    for segment in ("system", "history", "forgotten_files", "last_user", "this_turn"):
+        assert segment in text, text
+    # The bar: the non-empty segments in the model's order, then tools, free room, margin.
+    parts = vscode_run["webview_parts"]
+    assert parts[:2] == ["system", "history"], parts
+    assert parts[-3:] == ["tools", "free", "margin"], parts
+    assert "compression threshold: history 2,718" in vscode_run["webview_marker"]
+    # m1 … m10 and the file uploaded with m1, cut by the budget, and the orphan m11.
+    assert vscode_run["webview_dropped_rows"] == 12
+    assert "over the history budget" in text and "its tool call is not sent" in text, text
+
+
+def test_assembled_view_uses_the_theme_colours(vscode_run: dict[str, Any]) -> None:
+    blue = vscode_run["webview_theme_blue"]
+    assert blue.startswith("#"), blue
+    r, g, b = (int(blue[i : i + 2], 16) for i in (1, 3, 5))
+    assert vscode_run["webview_history_colour"] == f"rgb({r}, {g}, {b})"
+
+
+def test_assembled_view_click_and_keyboard_go_to_the_message(vscode_run: dict[str, Any]) -> None:
+    # Lines of m19 and m13 in examples/overflow.conv.yaml.
+    assert vscode_run["m19_line"] == 413 and vscode_run["m13_line"] == 334
+    assert "Ln 413" in vscode_run["click_cursor"], vscode_run["click_cursor"]
+    assert vscode_run["focused_after_arrow"] == "m13"
+    assert "Ln 334" in vscode_run["keyboard_cursor"], vscode_run["keyboard_cursor"]
+
+
+def test_assembled_view_follows_typing(vscode_run: dict[str, Any]) -> None:
+    assert "m19x" in vscode_run["live_text"], vscode_run["live_text"]
+
+
+def test_markdown_export_lists_the_segments(vscode_run: dict[str, Any]) -> None:
+    assert any("(assembled)" in tab for tab in vscode_run["tabs"]), vscode_run["tabs"]
     text = vscode_run["assembled_text"]
     for segment in ("system", "history", "forgotten_files", "last_user", "this_turn"):
         assert segment in text, text

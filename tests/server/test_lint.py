@@ -14,6 +14,7 @@ import json
 import os
 import pty
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -664,3 +665,43 @@ def test_watch_relints_on_change(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# --- gitlab -------------------------------------------------------------------------------
+
+
+def test_gitlab_code_quality_report(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, TREE)
+    run = _lint(tmp_path, "--format", "gitlab", capsys=capsys, mp=monkeypatch)
+    assert run.rc == 1
+    issues = json.loads(run.out)
+    # GitLab's required keys, with its severity names and repository-relative paths.
+    assert [(i["check_name"], i["severity"], i["location"]["path"]) for i in issues] == [
+        ("schema-error", "major", "bad.conv.yaml"),
+        ("syntax-error", "major", "bad.conv.yaml"),
+        ("reminder-not-last", "minor", "chat.conv.yaml"),
+        ("unknown-placeholder", "minor", "prompts/agent.prompt.md"),
+    ]
+    first = issues[0]
+    assert first["description"].startswith("schema-error: unknown role `human`")
+    assert first["location"]["positions"] == {
+        "begin": {"line": 2, "column": 12},
+        "end": {"line": 2, "column": 17},
+    }
+    assert len({i["fingerprint"] for i in issues}) == 4
+    assert all(re.fullmatch(r"[0-9a-f]{64}", i["fingerprint"]) for i in issues)
+    assert "Found 4 problems" in run.err
+
+
+def test_gitlab_fingerprints_survive_lines_moving(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, TREE)
+    before = json.loads(_lint(tmp_path, "--format", "gitlab", capsys=capsys, mp=monkeypatch).out)
+    chat = tmp_path / "chat.conv.yaml"
+    chat.write_text("# a comment above everything\n" + chat.read_text(encoding="utf-8"))
+    after = json.loads(_lint(tmp_path, "--format", "gitlab", capsys=capsys, mp=monkeypatch).out)
+    moved = [i for i in after if i["location"]["path"] == "chat.conv.yaml"]
+    old = [i for i in before if i["location"]["path"] == "chat.conv.yaml"]
+    assert moved[0]["location"]["positions"]["begin"]["line"] == (
+        old[0]["location"]["positions"]["begin"]["line"] + 1
+    )
+    assert [i["fingerprint"] for i in after] == [i["fingerprint"] for i in before]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -64,13 +65,17 @@ def check_part(run: dict[str, Any], part: str) -> None:
         pytest.fail(f"{part}: {run['errors'][part]}\n\n{run['report']}")
 
 
+EDITORS_DOC = REPO / "docs" / "editors.md"
+
+
 def write_readme_snippet(heading: str, lang: str, path: Path) -> Path:
-    """Write the first ``lang`` code block under README's ``### heading`` to ``path``."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split(f"\n### {heading}\n", 1)
-    assert len(section) == 2, f"README has no section '### {heading}'"
+    """Write the first ``lang`` code block under docs/editors.md's ``## heading`` (or
+    ``### heading``) to ``path``: the set-up users copy is the one the editor tests run."""
+    doc = EDITORS_DOC.read_text(encoding="utf-8")
+    section = re.split(rf"\n#{{2,3}} {re.escape(heading)}\n", doc, maxsplit=1)
+    assert len(section) == 2, f"docs/editors.md has no section '{heading}'"
     block = section[1].split(f"```{lang}\n", 1)
-    assert len(block) == 2, f"README's '### {heading}' has no {lang} block"
+    assert len(block) == 2, f"docs/editors.md's '{heading}' has no {lang} block"
     path.write_text(block[1].split("```", 1)[0], encoding="utf-8")
     return path
 

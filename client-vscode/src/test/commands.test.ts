@@ -13,6 +13,7 @@ test("registered command ids are exactly package.json contributes.commands", asy
   const calls: string[] = [];
   const disposables = registerCommands({
     showAssembledContext: async (uri) => void calls.push(`show ${String(uri)}`),
+    exportAssembledMarkdown: async (uri) => void calls.push(`export ${String(uri)}`),
     restartServer: async () => void calls.push("restart"),
     lintWorkspace: async () => void calls.push("lint"),
   });
@@ -20,9 +21,10 @@ test("registered command ids are exactly package.json contributes.commands", asy
   assert.deepEqual([...registered.keys()].sort(), contributed);
   for (const c of pkg.contributes.commands) assert.equal(c.category, "promptls");
   await registered.get("promptls.showAssembledContext")!("file:///a.conv.json");
+  await registered.get("promptls.exportAssembledMarkdown")!("file:///b.conv.json");
   await registered.get("promptls.restartServer")!();
   await registered.get("promptls.lintWorkspace")!();
-  assert.deepEqual(calls, ["show file:///a.conv.json", "restart", "lint"]);
+  assert.deepEqual(calls, ["show file:///a.conv.json", "export file:///b.conv.json", "restart", "lint"]);
   for (const d of disposables) d.dispose();
   assert.equal(registered.size, 0);
 });
