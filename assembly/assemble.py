@@ -15,11 +15,12 @@ messages and an ``AssemblyError`` saying why; nothing here raises on user input.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -66,7 +67,8 @@ TOOL_FAILURE_TOKENS = 50  # Onyx's fixed count for its tool-failure reply
 AZURE_IMAGE_CAP = 50
 FILE_READER_TOOLS = frozenset({"read_file"})
 CITEABLE_TOOLS = frozenset({"internal_search", "web_search", "open_url"})
-_NON_VISION_MARKER_ID = "x" * 36
+# Onyx measures the marker on an all-zero 36-character id (llm_loop.py:403-409).
+_NON_VISION_MARKER_ID = "0" * 36
 _FORMATTING_MODELS = re.compile(r"(?<![A-Za-z0-9.])(gpt-5\.1|gpt-5|o3|o1)(?![A-Za-z0-9])")
 _TOOL_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -241,6 +243,35 @@ def assemble(
     return _Pipeline(conv, settings, tokenizer, opts).run()
 
 
+def image_cap_of(s: Settings) -> int | None:
+    """Most images per request, or None: Onyx caps only Azure, at its documented limit, and
+    only with ENABLE_AZURE_IMAGE_CAP on (``app_configs.py:1688``, ``llm_step.py:801-851``);
+    a number caps any provider. Markers for non-vision models are never capped."""
+    cap = s.image_cap
+    if not s.vision or cap is False:
+        return None
+    if cap is True:
+        return AZURE_IMAGE_CAP if s.provider == "azure" else None
+    return cap
+
+
+def mark_cache_prefix(s: Settings, n_cached: int, provider: list[dict[str, Any]]) -> int:
+    """The cacheable prefix's length, marking its last message in ``provider`` as the
+    settings ask.
+
+    ``n_cached`` leading messages carry Onyx's ``should_cache`` (the system prompt and the
+    kept earlier history); they form the prefix only with PROMPT_CACHE_CHAT_HISTORY on
+    (``llm_step.py:865-869,912-923``). Anthropic's adapter puts
+    ``cache_control: {"type": "ephemeral"}`` on the prefix's last message
+    (``prompt_cache/providers/anthropic.py:15-31``); OpenAI's caching is implicit.
+    """
+    if not s.prompt_cache_chat_history:
+        return 0
+    if n_cached and s.prompt_cache_marker == "anthropic":
+        provider[n_cached - 1] = {**provider[n_cached - 1], "cache_control": {"type": "ephemeral"}}
+    return n_cached
+
+
 def sanitize_tool_name(name: str) -> str:
     """Replace every character outside ``[A-Za-z0-9_-]`` with ``_`` (as Onyx does)."""
     return _TOOL_NAME_UNSAFE.sub("_", name)
@@ -382,6 +413,7 @@ class _Pipeline:
             if not e.cache:
                 break
             cache_prefix += 1
+        cache_prefix = mark_cache_prefix(s, cache_prefix, provider)
         segments = tuple(
             Segment(
                 name,
@@ -425,8 +457,12 @@ class _Pipeline:
         """Everything besides the history: prompts, project files, reminder, tools."""
         conv, s = self.conv, self.s
         after_last_user = history[last_user_pos + 1 :] if last_user_pos >= 0 else []
-        ran_tools = _tools_that_ran(after_last_user)
-        last_cycle_tools = _tools_that_ran(_last_cycle(after_last_user))
+        ran_tools = _tools_called(after_last_user)
+        turn = _TurnFacts(
+            ran_tools,
+            _web_search_found(_last_cycle(after_last_user)),
+            _python_generated_files(after_last_user),
+        )
         project = self._project_files_prepare()
         cite = bool(project.loaded_texts) or bool(ran_tools & CITEABLE_TOOLS)
         ctx = PromptContext(
@@ -445,7 +481,7 @@ class _Pipeline:
             cite = False
             ctx = dataclasses.replace(ctx, cite=False)
             system, custom_agent, system_text, _ = self._prompts(system_msg, ctx)
-        reminder = self._reminder(ran_tools, last_cycle_tools, cite)
+        reminder = self._reminder(turn, cite)
 
         available = int(s.max_input_tokens * (1 - s.safety_margin))
         tool_tokens = 0
@@ -617,6 +653,14 @@ class _Pipeline:
         """Append the model messages of ``m``, the ``i``-th message of the branch."""
         if m.role is Role.USER:
             out.extend(self._injected_files(m, meta))
+            extra = self.conv.additional_context
+            if i == last_user_doc and extra is not None and extra.content:
+                # Onyx's additional context: a user message after the current message's
+                # files, right before it (chat_utils.py:801-812). Charged what it costs
+                # (Onyx counts only the inner text).
+                text = texts.ADDITIONAL_CONTEXT.format(text=extra.content)
+                tokens = extra.token_count if extra.token_count is not None else self.count(text)
+                out.append(LlmMessage("$additional_context", "user", text, tokens))
             if m.file_id is not None:
                 meta.setdefault(
                     m.file_id,
@@ -654,8 +698,15 @@ class _Pipeline:
                 CallOut(c.id, c.name, c.arguments if c.arguments is not None else c.arguments_text)
                 for c in m.tool_calls
             )
-            if m.token_count is not None:
-                tokens = m.token_count
+            if m.token_count is not None and any(c.token_count is not None for c in m.tool_calls):
+                # As Onyx's row (compression.py:69-85): the message's own count is its
+                # text's, and every call adds its tool-call tokens (pinned or measured).
+                tokens = m.token_count + sum(
+                    c.token_count if c.token_count is not None else tool_call_tokens(self.tok, co)
+                    for c, co in zip(m.tool_calls, calls, strict=True)
+                )
+            elif m.token_count is not None:
+                tokens = m.token_count  # covers its calls
             else:
                 tokens = self.count(m.content) + sum(
                     c.token_count if c.token_count is not None else tool_call_tokens(self.tok, co)
@@ -714,7 +765,10 @@ class _Pipeline:
                 text = texts.FILE_METADATA_ONLY.format(name=f.filename, id=f.file_id)
                 tokens = f.token_count if f.token_count is not None else max(1, len(text) // 4)
             elif not content.strip():
-                text = texts.FILE_NO_TEXT.format(name=f.filename)
+                # Onyx's notice for a file still being processed, else for one without
+                # extractable text (chat_utils.py:124-137).
+                template = texts.FILE_PROCESSING if f.processing else texts.FILE_NO_TEXT
+                text = template.format(name=f.filename)
                 tokens = f.token_count if f.token_count is not None else max(1, len(text) // 4)
             else:
                 text = texts.FILE_TEMPLATE.format(name=f.filename, content=content)
@@ -809,6 +863,8 @@ class _Pipeline:
             last = history[last_user_pos]
             # The current message's uploaded files: the injected messages right before it.
             j = last_user_pos - 1
+            if j >= 0 and history[j].id == "$additional_context":
+                j -= 1  # not reserved (prompt_utils.py:60-124)
             while j >= 0 and history[j].id.startswith(f"{last.id}/files/"):
                 reserved += history[j].tokens
                 j -= 1
@@ -886,23 +942,20 @@ class _Pipeline:
 
     # -------------------------------------------------------------- reminder
 
-    def _reminder(
-        self, ran_tools: set[str], last_cycle_tools: set[str], cite: bool
-    ) -> LlmMessage | None:
-        """The reminder priority chain (reference §5.4).
+    def _reminder(self, turn: _TurnFacts, cite: bool) -> LlmMessage | None:
+        """The reminder priority chain (reference §5.4, ``llm_loop.py:714-740``).
 
-        ``ran_tools`` answered at any cycle of this turn; ``last_cycle_tools`` in the
-        previous cycle only (the open-url nudge follows a web search of that cycle).
+        ``turn.called``: the tools called at any cycle of this turn (Onyx sets its
+        image-generation and citing flags from the calls made, ``llm_loop.py:1375-1386``);
+        ``turn.web_search_found``: a web search of the previous cycle returned results (the
+        open-url nudge, ``llm_loop.py:1194-1195``); ``turn.files_generated``: a
+        ``run_python`` response of this turn generated files (``llm_loop.py:1153-1163``).
         """
         block = self.conv.reminder
-        if "generate_image" in ran_tools:
+        if "generate_image" in turn.called:
             text = texts.IMAGE_REMINDER
             return LlmMessage("$reminder", "reminder", text, self.count(text))
-        if (
-            "web_search" in last_cycle_tools
-            and "open_url" in self.tool_names
-            and not self.s.last_cycle
-        ):
+        if turn.web_search_found and "open_url" in self.tool_names and not self.s.last_cycle:
             text = texts.OPEN_URL_REMINDER
             return LlmMessage("$reminder", "reminder", text, self.count(text))
         base = ""
@@ -913,6 +966,8 @@ class _Pipeline:
             text += "\n\n" + texts.LAST_CYCLE_REMINDER
         if cite:
             text += "\n\n" + texts.CITATION_REMINDER
+        if turn.files_generated:
+            text += "\n\n" + texts.FILE_LINK_REMINDER
         text = text.strip()
         if not text:
             return None
@@ -964,6 +1019,15 @@ class _Pipeline:
 
         marker = self._marker_cost(history)
         cost = {m.id: _replay_cost(m, marker) for m in history}
+        sliced: list[LlmMessage] = []
+        if self.s.last_n_user_messages is not None:
+            # Onyx's last-N filter: the history from the N-th last user-type message on
+            # (injected files count); what it removes is simply not sent
+            # (llm_loop.py:456-473).
+            users = [i for i, m in enumerate(history) if m.kind == "user"]
+            if len(users) > self.s.last_n_user_messages:
+                cut_at = users[-self.s.last_n_user_messages]
+                sliced, history = history[:cut_at], history[cut_at:]
         last_idx = max((i for i, m in enumerate(history) if m.kind == "user"), default=-1)
         if last_idx < 0:
             first = history[0].source
@@ -1022,22 +1086,28 @@ class _Pipeline:
             forgotten = [metadata[f] for f in dropped_fids if f in metadata]
             forgotten = _dedupe(forgotten)
         if forgotten:
-            fg = self._listing_msg(forgotten)
-            # Re-charged on every rebuild (Onyx charges only the first version).
-            while kept and kept_cost > remaining - fg.tokens:
-                m = kept.pop(0)
-                kept_cost -= cost[m.id]
-                if (
-                    m.file_id
-                    and m.file_id in metadata
-                    and all(f.file_id != m.file_id for f in forgotten)
-                ):
-                    forgotten.append(metadata[m.file_id])
-                    fg = self._listing_msg(forgotten)
-            while forgotten and fg is not None and fg.tokens > remaining - kept_cost:
-                # Even with no history left the listing does not fit: keep its newest lines.
-                forgotten.pop(0)
-                fg = self._listing_msg(forgotten) if forgotten else None
+            # With the image cap the cut above charged the note; the listing's eviction
+            # does not (the cache never runs with the note, and neither re-charges it).
+            prefix = [0]
+            for m in before:
+                prefix.append(prefix[-1] + cost[m.id])
+            first_kept = n_dropped
+            k, forgotten, fg = fit_listing(
+                _ListingFit(
+                    k0=first_kept,
+                    n=len(before),
+                    remaining=remaining - (kept_cost - (prefix[-1] - prefix[first_kept])),
+                    prefix=prefix,
+                    file_at=lambda q: before[q].file_id if before[q].file_id in metadata else None,
+                    metadata=metadata,
+                    forgotten=forgotten,
+                    newest=lambda: _newest_positions(
+                        [m.file_id for m in [*sliced, *before[:first_kept]]]
+                    ),
+                    listing=self._listing_msg,
+                )
+            )
+            kept = before[k:]
             if fg is None:
                 self.error(
                     "budget-overrun",
@@ -1048,7 +1118,7 @@ class _Pipeline:
                     severity="warning",
                 )
         n_dropped = len(before) - len(kept)
-        dropped = [m.id for m in before[:n_dropped]]
+        dropped = [m.id for m in [*sliced, *before[:n_dropped]]]
         cached |= {m.id for m in kept}
 
         out: list[tuple[LlmMessage, str]] = list(head)
@@ -1142,10 +1212,7 @@ class _Pipeline:
 
     def _image_cap(self) -> int | None:
         """Most images per request, or None (markers for non-vision models are never capped)."""
-        cap = self.s.image_cap
-        if cap is None and self.s.provider == "azure":
-            cap = AZURE_IMAGE_CAP
-        return cap if self.s.vision else None
+        return image_cap_of(self.s)
 
     def _image_note_tokens(self, history: list[LlmMessage]) -> int:
         """The image-limit note's cost (at its largest count), or 0 when it cannot occur."""
@@ -1233,23 +1300,15 @@ class _Pipeline:
         self, history: list[LlmMessage], summary: Message | None, reserved: int
     ) -> CompressionPlan:
         s = self.s
-        total = sum(m.tokens for m in history)
+        total = sum(map(stored_tokens, history))
         threshold = int((s.max_input_tokens - reserved) * s.compression_trigger_ratio)
         triggered = total > threshold
         for_recent = int(total * s.recent_messages_ratio)
-        candidates = [
-            m
-            for m in history
-            if m.source is not None
-            and m.source is not summary
-            and "/files/" not in m.id
-            and m.kind in ("user", "assistant", "tool")
-            and m.text.strip()
-        ]
+        candidates = [m for m in history if is_compression_candidate(m, summary)]
         recent: list[LlmMessage] = []
         used = 0
         for m in reversed(candidates):
-            c = m.tokens
+            c = stored_tokens(m)
             if used + c > for_recent and recent:
                 break
             recent.append(m)
@@ -1290,6 +1349,30 @@ def _project_overflows(project: _Pipeline._Project, s: Settings, reserved: int) 
         return False
     aggregate = sum(t for _, _, t in project.loaded_texts)
     return aggregate >= (s.max_input_tokens - reserved) * PROJECT_FILE_SHARE
+
+
+def stored_tokens(m: LlmMessage) -> int:
+    """What Onyx's compression counts for a history message: the stored message's text
+    plus its tool calls (``compression.py:69-85``), not the files uploaded with it nor its
+    images (0 for an injected file and for what the pipeline creates)."""
+    if m.source is None or m.file_id is not None:
+        return 0
+    if m.kind == "user":
+        return max(0, m.tokens - m.image_tokens)
+    return m.tokens
+
+
+def is_compression_candidate(m: LlmMessage, summary: Message | None) -> bool:
+    """Whether the compression plan considers the message: a stored message (not the
+    summary, an injected file or what the pipeline creates) with text; Onyx drops only
+    empty text, whitespace is text (``compression.py:211``)."""
+    return (
+        m.source is not None
+        and m.source is not summary
+        and m.file_id is None
+        and m.kind in ("user", "assistant", "tool")
+        and m.text != ""
+    )
 
 
 def _doc_span(msgs: Sequence[LlmMessage]) -> TextRange | None:
@@ -1366,10 +1449,58 @@ def _n_images(msgs: Sequence[LlmMessage]) -> int:
     return sum(len(m.images) for m in msgs if m.kind == "user")
 
 
-def _tools_that_ran(after: Sequence[LlmMessage]) -> set[str]:
-    """Names of the tools that answered in this turn (tool responses after the last user)."""
-    names = {c.id: c.name for m in after for c in m.tool_calls}
-    return {names[m.tool_call_id] for m in after if m.kind == "tool" and m.tool_call_id in names}
+@dataclass(frozen=True, slots=True)
+class _TurnFacts:
+    """What this turn's tool cycles decide about the reminder (``_Pipeline._reminder``)."""
+
+    called: set[str]
+    web_search_found: bool
+    files_generated: bool
+
+
+def _tools_called(after: Sequence[LlmMessage]) -> set[str]:
+    """Names of the tools called in this turn, answered or not (Onyx keys its flags on the
+    calls a cycle made, ``llm_loop.py:1375-1386``; there every call is answered)."""
+    return {c.name for m in after if m.kind == "assistant" for c in m.tool_calls}
+
+
+def _answers(msgs: Sequence[LlmMessage], tool: str) -> list[LlmMessage]:
+    """The tool responses in ``msgs`` that answer a call of ``tool`` made in ``msgs``."""
+    ids = {c.id for m in msgs for c in m.tool_calls if c.name == tool}
+    return [m for m in msgs if m.kind == "tool" and m.tool_call_id in ids]
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _web_search_found(cycle: Sequence[LlmMessage]) -> bool:
+    """Whether a ``web_search`` of ``cycle`` returned results: Onyx nudges towards open_url
+    only then (``llm_loop.py:1194-1195``). A response with no text, or Onyx's own form of
+    an empty search (a JSON object whose ``results`` is an empty list,
+    ``web_search_tool.py:335-341``), returned nothing; any other text counts as results."""
+    for m in _answers(cycle, "web_search"):
+        if not m.text.strip():
+            continue
+        data = _json_object(m.text)
+        if data is not None and data.get("results") == []:
+            continue
+        return True
+    return False
+
+
+def _python_generated_files(after: Sequence[LlmMessage]) -> bool:
+    """Whether a ``run_python`` response of this turn lists generated files: a JSON object
+    with a non-empty ``generated_files``, Onyx's test (``llm_loop.py:1153-1163``)."""
+    for m in _answers(after, "run_python"):
+        data = _json_object(m.text)
+        if data is not None and data.get("generated_files"):
+            return True
+    return False
 
 
 def _past_tool_result(tool_name: str, content: str) -> str:
@@ -1419,6 +1550,103 @@ def _with_cost(m: LlmMessage, cost: Mapping[str, int]) -> LlmMessage:
         m.image_tokens,
         m.replaced,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _ListingFit:
+    """What ``fit_listing`` decides from: the history before the last user message as
+    prefix sums of its replay costs (``prefix[i]`` = the cost of its first ``i`` messages),
+    where Onyx's newest-first fill starts keeping (``k0``), the room left for the kept
+    history and the listing together, the forgotten files in Onyx's order, and how to
+    find a message's listable file, the cut files' positions and a listing's cost."""
+
+    k0: int
+    n: int
+    remaining: int
+    prefix: Sequence[int]
+    file_at: Callable[[int], str | None]
+    metadata: Mapping[str, _FileMeta]
+    forgotten: list[_FileMeta]
+    newest: Callable[[], dict[str, int]]
+    listing: Callable[[list[_FileMeta]], LlmMessage]
+    first_listing: LlmMessage | None = None  # the listing of ``forgotten``, when known
+
+
+def fit_listing(f: _ListingFit) -> tuple[int, list[_FileMeta], LlmMessage | None]:
+    """Where the kept history starts, the files listed and the listing (the one
+    implementation, for ``_Pipeline._construct`` and ``assemble_cache``).
+
+    The policy (README, ``docs/onyx-differences.md``): a message evicted to make room for
+    the listing is listed too, and the listing is charged every time it grows (Onyx's
+    convergent eviction, ``llm_loop.py:553-585``, re-charged). When even the whole
+    history cannot make room for every forgotten file, the listing keeps the longest run
+    of them by rank — files of messages cut from the history, newest first, then files
+    only a summary remembers, newest first — and the history keeps every message that
+    still fits beside it. Among the layouts this allows, the one chosen lists the most
+    files by rank and then keeps the most history (brute-force tested over all subsets).
+    """
+    full = _fit_with(f, f.forgotten, f.first_listing)
+    if full is not None:
+        return full
+    order = {m.file_id: i for i, m in enumerate(f.forgotten)}
+    ranked = _ranked(f.forgotten, f.newest())
+    lo, hi = 0, len(ranked) - 1  # no lines always fits: Onyx's own cut
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _fit_with(f, sorted(ranked[:mid], key=lambda m: order[m.file_id])) is not None:
+            lo = mid
+        else:
+            hi = mid - 1
+    res = _fit_with(f, sorted(ranked[:lo], key=lambda m: order[m.file_id]))
+    assert res is not None
+    return res
+
+
+def _fit_with(
+    f: _ListingFit, base: list[_FileMeta], msg: LlmMessage | None = None
+) -> tuple[int, list[_FileMeta], LlmMessage | None] | None:
+    """The least eviction that lists ``base`` and every file it evicts, or None
+    (``msg``: the listing of ``base`` when known)."""
+    files = list(base)
+    listed = {m.file_id for m in files}
+    if msg is None and files:
+        msg = f.listing(files)
+    k, prefix, last = f.k0, f.prefix, f.n
+    while True:
+        need = f.remaining - (msg.tokens if msg is not None else 0)
+        if need < 0:
+            return None
+        # The first start whose kept history fits beside this listing (costs are never
+        # negative, so the prefix sums are sorted).
+        stop = bisect.bisect_left(prefix, prefix[last] - need, k, last)
+        carried = None
+        for q in range(k, stop):
+            fid = f.file_at(q)
+            if fid is not None and fid not in listed:
+                carried = q
+                break
+        if carried is None:
+            return stop, files, msg
+        fid = f.file_at(carried)
+        assert fid is not None
+        files.append(f.metadata[fid])
+        listed.add(fid)
+        msg = f.listing(files)
+        k = carried + 1
+
+
+def _ranked(forgotten: list[_FileMeta], newest: Mapping[str, int]) -> list[_FileMeta]:
+    """The listing's lines by rank: files of cut messages (``newest``: their last
+    position), newest first, then the others (only a summary remembers them), newest
+    first (they come in the order Onyx gathered them)."""
+    cut = sorted((m for m in forgotten if m.file_id in newest), key=lambda m: -newest[m.file_id])
+    rest = [m for m in reversed(forgotten) if m.file_id not in newest]
+    return cut + rest
+
+
+def _newest_positions(fids: Sequence[str | None]) -> dict[str, int]:
+    """Each file id's last position in ``fids``."""
+    return {fid: i for i, fid in enumerate(fids) if fid is not None}
 
 
 def _listing_text(files: Sequence[_FileMeta]) -> str:
@@ -1512,7 +1740,7 @@ def _summarization_request_of(
 def _for_summary(msgs: list[LlmMessage]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in msgs:
-        if not m.text.strip():
+        if not m.text:  # only empty text is skipped (compression.py:276)
             continue
         if m.kind == "assistant" and m.tool_calls:
             names = ", ".join(c.name for c in m.tool_calls)

@@ -55,11 +55,17 @@ from assembly.assemble import (
     _FileMeta,
     _Fixed,
     _for_summary,
+    _ListingFit,
     _n_images,
+    _newest_positions,
     _Pipeline,
     _replay_cost,
     _summarization_request_of,
     _with_cost,
+    fit_listing,
+    is_compression_candidate,
+    mark_cache_prefix,
+    stored_tokens,
     texts,
 )
 from assembly.model import (
@@ -85,6 +91,7 @@ _PIPELINE_IDS = frozenset(
         "$forgotten_files",
         "$reminder",
         "$images_dropped",
+        "$additional_context",
     }
 )
 # Patching a changed message costs about what a full run spends on two or three: beyond
@@ -207,6 +214,7 @@ class _State:
     # Per position, patched after an edit.
     hist: list[LlmMessage]
     tokens: list[int]
+    stored: list[int]  # what compression counts (``stored_tokens``)
     cost: list[int]
     prefix: list[int]  # prefix sums of ``cost``
     cand: list[bool]  # a compression candidate
@@ -230,6 +238,7 @@ def _context_key(conv: Conversation, settings: Settings, opts: AssembleOptions) 
         _system_source(conv.system_prompt),
         tools,
         conv.user_info,
+        _block_key(conv.additional_context),
         tuple(_project_file_key(f) for f in conv.project_files),
         opts.today,
         # A template is a pure function of its text (``parse_prompt``).
@@ -278,7 +287,7 @@ def _signature(m: Message) -> tuple[Any, ...]:
         tuple((c.id, c.name) for c in m.tool_calls),
         m.tool_call_id,
         len(m.images),
-        tuple((f.file_id, f.filename, f.kind) for f in m.files),
+        tuple((f.file_id, f.filename, f.kind, f.processing) for f in m.files),
     )
 
 
@@ -300,6 +309,8 @@ def _build_state(pipe: _Pipeline, key: tuple[Any, ...], tokenizer: Tokenizer) ->
     cap = pipe._image_cap()
     if cap is not None and _n_images(history) > cap:
         return None
+    if pipe.s.last_n_user_messages is not None:
+        return None  # the last-N filter: the whole pipeline (``_Pipeline._construct``)
     messages = pipe.conv.messages
     branch_pos = {m.index: i for i, m in enumerate(tr.cut_chain)}
     where: dict[int, tuple[int, int, int]] = {}
@@ -363,6 +374,7 @@ def _build_state(pipe: _Pipeline, key: tuple[Any, ...], tokenizer: Tokenizer) ->
         ],
         hist=list(history),
         tokens=tokens,
+        stored=[stored_tokens(h) for h in history],
         cost=cost,
         prefix=list(itertools.accumulate(cost, initial=0)),
         cand=[_is_candidate(h, summary) for h in history],
@@ -385,15 +397,7 @@ def _meta_owners(fids: list[str | None]) -> dict[str, int]:
 
 def _is_candidate(h: LlmMessage, summary: Message | None) -> bool:
     """Whether the compression plan considers the message (``_compression_plan``)."""
-    text = h.text
-    return (
-        h.source is not None
-        and h.source is not summary
-        and "/files/" not in h.id
-        and h.kind in ("user", "assistant", "tool")
-        and bool(text)
-        and not text.isspace()  # the same whitespace as ``str.strip``
-    )
+    return is_compression_candidate(h, summary)
 
 
 # ------------------------------------------------------------------------------ fast path
@@ -526,6 +530,7 @@ def _update_metadata(st: _State, meta: dict[str, _FileMeta], a: int, b: int) -> 
 def _set_position(st: _State, p: int, h: LlmMessage, summary: Message | None) -> None:
     st.hist[p] = h
     st.tokens[p] = h.tokens
+    st.stored[p] = stored_tokens(h)
     st.cost[p] = _replay_cost(h, st.marker)
     st.tokens_by_id[h.id] = h.tokens
     cand = _is_candidate(h, summary)
@@ -581,35 +586,21 @@ def _budget_cut(st: _State, pipe: _Pipeline, fixed: _Fixed) -> _Cut | None:
     if forgotten:
         assert listing is not None
         metadata, fids = st.metadata, st.fids
-        listed = {f.file_id for f in forgotten}
-        # Re-charged on every rebuild: drop the oldest kept messages until it fits, and
-        # list the files those carried.
-        while start < last:
-            target = prefix[last] - (remaining - listing.tokens)
-            stop = bisect.bisect_left(prefix, target, start, last)
-            if stop == start:
-                break
-            carried = next(
-                (
-                    q
-                    for q in range(start, stop)
-                    if fids[q] and fids[q] in metadata and fids[q] not in listed
-                ),
-                None,
+        k0 = start
+        start, forgotten, listing = fit_listing(
+            _ListingFit(
+                k0=k0,
+                n=last,
+                remaining=remaining,
+                prefix=prefix,
+                file_at=lambda q: fids[q] if fids[q] in metadata else None,
+                metadata=metadata,
+                forgotten=forgotten,
+                newest=lambda: _newest_positions(fids[:k0]),
+                listing=pipe._listing_msg,
+                first_listing=listing,
             )
-            if carried is None:
-                start = stop
-                break
-            fid = fids[carried]
-            assert fid is not None
-            forgotten.append(metadata[fid])
-            listed.add(fid)
-            listing = pipe._listing_msg(forgotten)
-            start = carried + 1
-        kept_cost = prefix[last] - prefix[start]
-        while forgotten and listing is not None and listing.tokens > remaining - kept_cost:
-            forgotten.pop(0)
-            listing = pipe._listing_msg(forgotten) if forgotten else None
+        )
         if listing is None:
             errors.append(
                 AssemblyError(
@@ -725,6 +716,7 @@ def _result(
             d = providers[i]
             providers[i] = {**d, "content": texts.FORMATTING_REENABLED + d["content"]}
 
+    cache_prefix = mark_cache_prefix(s, len(head) + len(kept_entries), providers)
     kept_tokens = prefix[last] - prefix[start] - sum(cost[p] for p in kept_orphans)
     sums = {
         "system": sum(e.tokens for e in head),
@@ -771,7 +763,7 @@ def _result(
         if cut.listing is not None
         else (),
         compression=_compression(st, pipe, fixed.reserved, summary),
-        cache_prefix_length=len(head) + len(kept_entries),
+        cache_prefix_length=cache_prefix,
         errors=tuple(cut.errors),
         system_text=fixed.system_text,
         reserved_tokens=fixed.reserved,
@@ -787,7 +779,7 @@ def _compression(
 ) -> CompressionPlan:
     """``_Pipeline._compression_plan`` on the candidates' prefix sums."""
     s = pipe.s
-    total = sum(st.tokens)
+    total = sum(st.stored)
     threshold = int((s.max_input_tokens - reserved) * s.compression_trigger_ratio)
     triggered = total > threshold
     for_recent = int(total * s.recent_messages_ratio)
@@ -799,7 +791,7 @@ def _compression(
     k = len(cand_pos)
     cand_ids = list(itertools.compress(st.ids, st.cand))
     if k:
-        sums = list(itertools.accumulate(itertools.compress(st.tokens, st.cand), initial=0))
+        sums = list(itertools.accumulate(itertools.compress(st.stored, st.cand), initial=0))
         # The longest suffix within the share (at least one message), from a user message.
         first = min(bisect.bisect_left(sums, sums[k] - for_recent, 0, k), k - 1)
         u = bisect.bisect_left(users, first)

@@ -48,6 +48,7 @@ _TOP_KEYS = (
     "project_files",
     "tools",
     "reminder",
+    "additional_context",
     "messages",
     "user_info",
 )
@@ -323,6 +324,8 @@ class _Reader:
                 fields["custom_agent_prompt"] = self._text_block(value, key)
             elif key == "reminder":
                 fields["reminder"] = self._text_block(value, key)
+            elif key == "additional_context":
+                fields["additional_context"] = self._text_block(value, key)
             elif key == "project_files":
                 fields["project_files"] = self._project_files(value)
             elif key == "tools":
@@ -459,6 +462,13 @@ class _Reader:
                     )
             else:
                 self.error("file `path` must be a string", path_node.range)
+        processing = False
+        processing_node = node.get("processing")
+        if processing_node is not None and processing_node.kind != "null":
+            if isinstance(processing_node.value, bool):
+                processing = processing_node.value
+            else:
+                self.error("file `processing` must be true or false", processing_node.range)
         approx = node.get("approx_char_count")
         approx_value = (
             approx.value if approx is not None and isinstance(approx.value, int) else None
@@ -473,6 +483,7 @@ class _Reader:
             approx_char_count=approx_value,
             path=path,
             path_range=path_node.range if path_node is not None else None,
+            processing=processing,
         )
 
     def _tools(self, node: SNode) -> tuple[ToolDef, ...]:

@@ -194,6 +194,7 @@ def reparse_conversation(
         project_files=_shift_any(prev.project_files, at, delta),
         tools=_shift_any(prev.tools, at, delta),
         reminder=_shift_any(prev.reminder, at, delta),
+        additional_context=_shift_any(prev.additional_context, at, delta),
         root=new_root,
         length=lb,
         moved=[False],

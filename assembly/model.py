@@ -96,6 +96,7 @@ class FileAttachment:
     approx_char_count: int | None = None
     path: str | None = None  # as written in the document (project files may use a path)
     path_range: TextRange | None = None
+    processing: bool = False  # still being processed: Onyx sends its notice, not the text
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +171,7 @@ class Conversation:
     project_files: tuple[FileAttachment, ...] = ()
     tools: tuple[ToolDef, ...] | None = None  # None: the document does not say
     reminder: TextBlock | None = None
+    additional_context: TextBlock | None = None  # sent before the last user message
     user_info: dict[str, Any] | None = None
     issues: tuple[Issue, ...] = ()
     root: SNode | None = None

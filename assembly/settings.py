@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeInt,
+    PositiveInt,
     ValidationError,
     field_validator,
 )
@@ -65,8 +66,26 @@ class Settings(BaseModel):
         description="Provider format of the assembled messages (`anthropic`: an Anthropic "
         "Messages request, `system` apart).",
     )
-    image_cap: int | None = Field(
-        None, gt=0, description="Most images per request (50 when provider is azure)."
+    image_cap: bool | int = Field(
+        False,
+        description="Cap on images per request: `false` (Onyx's default, "
+        "ENABLE_AZURE_IMAGE_CAP off), `true` (Onyx's cap: Azure's documented limit of 50 "
+        "when provider is azure, none otherwise), or a number of images for any provider.",
+    )
+    prompt_cache_chat_history: bool = Field(
+        False,
+        description="Onyx's PROMPT_CACHE_CHAT_HISTORY: split off the cacheable prefix (the "
+        "system prompt and the kept earlier history); off: no prefix.",
+    )
+    prompt_cache_marker: Literal["none", "anthropic"] = Field(
+        "none",
+        description="How the cacheable prefix is marked: `none` (implicit caching, as Onyx "
+        "sends to OpenAI), `anthropic` (`cache_control: ephemeral` on its last message).",
+    )
+    last_n_user_messages: PositiveInt | None = Field(
+        None,
+        description="Keep only the history from the N-th last user message on (what Onyx's "
+        "deep research and agent tools pass); default: the whole history.",
     )
     keep_past_tool_results: bool = Field(
         False, description="Keep earlier turns' tool results instead of Onyx's placeholder."
@@ -78,11 +97,13 @@ class Settings(BaseModel):
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_SECTION_TOPICS.items()},
         description="Heading -> words that mark an instruction as belonging to it.",
     )
-    branch_tip: str | None = Field(
+    branch_tip: str | int | None = Field(
         None, description="Message id the conversation ends at (default: the last message)."
     )
     replace_system_prompt: bool = Field(
-        False, description="The custom agent prompt replaces the system prompt."
+        False,
+        description="The custom agent prompt replaces the system prompt (with no system "
+        "prompt at all it is the system message anyway, Onyx's empty-base-prompt branch).",
     )
     datetime_aware: bool = Field(
         True, description="Add the current date to the system prompt when it has no placeholder."
@@ -109,6 +130,22 @@ class Settings(BaseModel):
         description="Files and folders `promptls lint` skips in folders, as gitignore-style "
         "globs relative to the settings file.",
     )
+
+    @field_validator("image_cap")
+    @classmethod
+    def _positive_cap(cls, value: bool | int) -> bool | int:
+        """A number of images must be at least 1 (`false` turns the cap off)."""
+        if not isinstance(value, bool) and value <= 0:
+            raise ValueError("a number of images must be > 0 (false turns the cap off)")
+        return value
+
+    @field_validator("branch_tip")
+    @classmethod
+    def _numeric_tip(cls, value: str | int | None) -> str | None:
+        """Accept a numeric message id, as Onyx stores them."""
+        if isinstance(value, bool):
+            raise ValueError("a message id is a string or an integer")
+        return str(value) if isinstance(value, int) else value
 
     @field_validator("rules", mode="before")
     @classmethod

@@ -45,6 +45,12 @@ FILE_TEMPLATE = "File: {name}\n{content}\nEnd of File"
 FILE_METADATA_ONLY = (
     "File: {name} (id={id})\nUse the file_reader or python tools to access this file's contents."
 )
+FILE_PROCESSING = (
+    "File: {name}\nThis file is still being processed, so its text is not available yet. Do "
+    "not guess its contents: tell the user it is still processing and to ask again shortly."
+    "\nEnd of File"
+)
+ADDITIONAL_CONTEXT = "Additional context that may be relevant to the user's question:\n\n{text}"
 FILE_NO_TEXT = (
     "File: {name}\nNo machine-readable text could be extracted from this file.\nEnd of File"
 )
@@ -69,6 +75,10 @@ OPEN_URL_REMINDER = (
 LAST_CYCLE_REMINDER = (
     "You are on your last cycle and no tools are available any more. Answer the user now with "
     "what you have."
+)
+FILE_LINK_REMINDER = (
+    "Your code produced file(s) with download links. When you mention or share one, link it "
+    "as [filename](file_link) with the exact file_link from the execution result."
 )
 CITATION_REMINDER = (
     'Remember to cite the documents you use inline as [1], [2], … by their "document" number.'

@@ -43,15 +43,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(args.run(args))
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("promptls")
-    except PackageNotFoundError:
-        return "unknown (not installed)"
-
-
 def _date(value: str) -> dt.date:
     try:
         return dt.date.fromisoformat(value)
@@ -160,6 +151,15 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_serve)
     _SUBPARSERS.update(sub.choices)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("promptls")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return "unknown"
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -137,7 +137,9 @@ def rows(analysis: Analysis) -> list[Row]:
         else:
             reason = _ALWAYS.get(e.segment, "sent")
         line, col = where(m)
-        row = Row(m.id, e.segment, m.kind, e.tokens, "kept", reason, e.cache, i + 1, line, col)
+        # In the prefix Onyx sends (none unless prompt_cache_chat_history is on).
+        cached = i < a.cache_prefix_length
+        row = Row(m.id, e.segment, m.kind, e.tokens, "kept", reason, cached, i + 1, line, col)
         out.append(row)
     if not dropped_shown:
         out.extend(_dropped_rows(a, where))
@@ -475,10 +477,13 @@ def _body(m: dict[str, Any], *, webview: bool) -> str:
     out.append("<h2>Messages</h2>")
     out.append('<div class="tablewrap"><table>')
     hint = " Select a message id to go to it in the document." if webview else ""
-    out.append(
-        f"<caption>In the order the model receives them; the first "
-        f"{m['cache_prefix_length']} form the cacheable prefix.{hint}</caption>"
+    prefix = m["cache_prefix_length"]
+    where_cached = (
+        f"the first {prefix} form the cacheable prefix"
+        if prefix
+        else "no cacheable prefix (prompt_cache_chat_history is off)"
     )
+    out.append(f"<caption>In the order the model receives them; {where_cached}.{hint}</caption>")
     out.append(
         '<thead><tr><th class="num">#</th><th>message</th><th>segment</th><th>role</th>'
         '<th class="num">tokens</th><th class="status">status</th><th>cache</th>'

@@ -177,7 +177,11 @@ def render_text(analysis: Analysis, *, display_path: str) -> str:
         names = ", ".join(f.filename for f in a.forgotten_files)
         lines.append(f"forgotten files: {names}")
     if a.cache_prefix_length:
-        lines.append(f"cacheable prefix: {a.cache_prefix_length} message(s)")
+        line = f"cacheable prefix: {a.cache_prefix_length} message(s)"
+        marked = a.provider_messages[a.cache_prefix_length - 1]
+        if "cache_control" in marked:
+            line += f", cache_control on `{a.layout[a.cache_prefix_length - 1].id}`"
+        lines.append(line)
     if a.settings.provider == "anthropic" and a.provider_messages:
         request = render_assembly(a)
         lines.append(

@@ -151,7 +151,9 @@ def _document() -> Schema:
             },
             "custom_agent_prompt": {
                 "description": "Text sent as a user message before the project files; it "
-                "becomes the system prompt when `settings.replace_system_prompt` is true.",
+                "becomes the system prompt when `settings.replace_system_prompt` is true, and "
+                "also when the document has no system prompt (Onyx's empty-base-prompt "
+                "branch: the custom agent prompt is then the system message).",
                 "anyOf": [{"type": "string"}, {"$ref": "#/$defs/text_block"}, {"type": "null"}],
             },
             "project_files": {
@@ -168,6 +170,12 @@ def _document() -> Schema:
             },
             "reminder": {
                 "description": "The reminder text, always sent as the very last message.",
+                "anyOf": [{"type": "string"}, {"$ref": "#/$defs/text_block"}, {"type": "null"}],
+            },
+            "additional_context": {
+                "description": "Extra context for this turn (Onyx's `additional_context`, "
+                "e.g. a Slack thread): sent as a user message right before the last user "
+                "message, after its uploaded files.",
                 "anyOf": [{"type": "string"}, {"$ref": "#/$defs/text_block"}, {"type": "null"}],
             },
             "user_info": _user_info(),
@@ -276,6 +284,13 @@ def _file(*, what: str, allow_path: bool) -> Schema:
         "minimum": 0,
         "description": "The file's size in characters, as listed for `read_file`.",
     }
+    if not allow_path:
+        props["processing"] = {
+            "type": ["boolean", "null"],
+            "description": "The file is still being processed (Onyx's PROCESSING or "
+            "INDEXING status): with no `content` the model is told so instead of that no "
+            "text could be extracted.",
+        }
     res: Schema = {
         "type": "object",
         "description": f"A {what}: `file_id`, `filename` and its `content`"

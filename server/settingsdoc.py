@@ -66,7 +66,22 @@ _NOTES = {
     "custom agent prompt and this turn's uploads. It is what Onyx subtracts before deciding "
     "whether project files are inlined or listed for `read_file` (at 60 %).",
     "provider": "`ollama` flattens tool calls into `[Tool Call]` / `[Tool Result]` text; "
-    "`azure` caps images at 50.",
+    "`azure` gets Azure's cap of 50 images per request when `image_cap` is `true`.",
+    "image_cap": "Onyx caps images only with `ENABLE_AZURE_IMAGE_CAP` on, and only for Azure "
+    "(`backend/onyx/configs/app_configs.py:1688`): `true` is that switch. The note that images "
+    "were omitted is charged to the budget.",
+    "prompt_cache_chat_history": "With it on, `cache_prefix_length` counts the leading "
+    "messages Onyx marks `should_cache` (the system prompt and the kept earlier history); off "
+    "(Onyx's default) there is no prefix, though the layout still shows the marks.",
+    "prompt_cache_marker": "Onyx's Anthropic adapter puts `cache_control: {type: ephemeral}` on "
+    "the prefix's last message; OpenAI's caching is implicit (no marker).",
+    "last_n_user_messages": "Injected uploads are user-type messages too. What the filter "
+    "removes is reported in `dropped`, and files no message carries any more are listed for "
+    "`read_file`.",
+    "replace_system_prompt": "A document with no system prompt at all sends its custom agent "
+    "prompt as the system message anyway (Onyx's empty-base-prompt branch), with no "
+    "custom-agent user message.",
+    "branch_tip": "A numeric id, as Onyx stores message ids, is accepted.",
     "keep_past_tool_results": "By default earlier turns' tool results become Onyx's placeholder "
     "sentence (and are charged as such).",
     "vision": "With `false`, images are replaced by text markers and charged as such.",

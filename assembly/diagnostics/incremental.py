@@ -492,6 +492,7 @@ def _conversation_key(conv: Conversation) -> object:
         _strip(conv.project_files),
         _strip(conv.tools),
         _prompt_shape(conv.reminder),
+        _strip(conv.additional_context),
         conv.user_info,
         root.kind if root is not None else None,
         members,

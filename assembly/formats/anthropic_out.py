@@ -56,7 +56,7 @@ class Repair:
 class AnthropicRequest:
     """The ``system`` and ``messages`` of the request, and where each message came from."""
 
-    system: str | None
+    system: str | list[dict[str, Any]] | None  # text blocks when the prefix mark is on it
     messages: list[dict[str, Any]]
     sources: list[list[str]]  # the layout ids each message was made of
     repairs: list[Repair] = field(default_factory=list)
@@ -74,14 +74,19 @@ def render_anthropic(messages: Sequence[dict[str, Any]], ids: Sequence[str]) -> 
     """Render assembled OpenAI-shaped ``messages`` (with their layout ``ids``)."""
     repairs: list[Repair] = []
     system_parts: list[str] = []
+    system_cache: Any = None
     turns: list[_Turn] = []
     renames = _call_ids(messages, ids, repairs)
     for k, (msg, mid) in enumerate(zip(messages, ids, strict=True)):
         role = msg.get("role")
         if role == "system" and k == 0:
             system_parts.append(str(msg.get("content") or ""))
+            system_cache = msg.get("cache_control")
             continue
         blocks = _blocks(msg, renames.get(k, []))
+        if blocks and "cache_control" in msg:
+            # The cacheable prefix's mark (``prompt_cache_marker``) goes on its last block.
+            blocks[-1] = {**blocks[-1], "cache_control": msg["cache_control"]}
         if not blocks:
             if not str(mid).startswith("$"):
                 repairs.append(
@@ -120,7 +125,9 @@ def render_anthropic(messages: Sequence[dict[str, Any]], ids: Sequence[str]) -> 
                 "it, and the model reads that turn as its own words",
             )
         )
-    system = "\n\n".join(p for p in system_parts if p) or None
+    system: str | list[dict[str, Any]] | None = "\n\n".join(p for p in system_parts if p) or None
+    if system and system_cache is not None:
+        system = [{"type": "text", "text": system, "cache_control": system_cache}]
     return AnthropicRequest(
         system=system,
         messages=[{"role": t.role, "content": t.blocks} for t in merged],

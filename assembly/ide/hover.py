@@ -92,6 +92,9 @@ def conversation_hover(doc: ConversationDoc, offset: int, *, today: dt.date) -> 
     res = _file_hover(doc, pl, offset)
     if res is not None:
         return res
+    ca = conv.custom_agent_prompt
+    if ca is not None and ca.range.contains(offset):
+        return HoverResult(ca.range, _custom_agent_markdown(doc))
     m = pl.message_at(offset)
     if m is not None:
         res = _tool_call_hover(pl, m, offset)
@@ -262,6 +265,38 @@ def _encoding_line(used: str, requested: str, warning: str | None) -> str:
 # ------------------------------------------------------------------------------ messages
 
 
+def _custom_agent_markdown(doc: ConversationDoc) -> str:
+    """Where the custom agent prompt goes: Onyx's three branches (llm_loop.py:915-991)."""
+    a = doc.assembly
+    title = "**custom agent prompt**"
+    ca = next((e for e in a.layout if e.id == "$custom_agent"), None)
+    system = next((e for e in a.layout if e.segment == "system"), None)
+    if doc.settings.replace_system_prompt:
+        where = (
+            "sent as **the system prompt** (`replace_system_prompt`: it replaces the base "
+            "prompt, with the date appended when datetime-aware)"
+        )
+    elif ca is not None:
+        where = (
+            "sent as **a user message** (`$custom_agent`) after the earlier history, right "
+            "before the project files and the last user message"
+        )
+    elif system is not None and system.id == "$system":
+        where = (
+            "sent as **the system prompt**: the document has no system prompt, and with an "
+            "empty base prompt Onyx makes the custom agent prompt the system message (the date "
+            "appended when datetime-aware) and sends no custom-agent user message, even "
+            "without `replace_system_prompt`"
+        )
+    else:
+        where = "not sent (it is empty, or the conversation cannot be assembled)"
+    bullets = [where]
+    tokens = ca.tokens if ca is not None else (system.tokens if system is not None else None)
+    if tokens is not None and (ca is not None or system is not None):
+        bullets.append(f"tokens: {fmt_tokens(tokens)}")
+    return "\n".join([title, "", *(f"- {b}" for b in bullets)])
+
+
 def _message_markdown(doc: ConversationDoc, pl: Placements, p: Placement) -> str:
     m = p.message
     a = doc.assembly
@@ -293,11 +328,15 @@ def _message_markdown(doc: ConversationDoc, pl: Placements, p: Placement) -> str
         if p.cached:
             bullets.append(f"cache: in the cacheable prefix ({_first(prefix)})")
         else:
-            bullets.append(
-                f"cache: after the cacheable prefix ({plural(prefix, 'message')})"
-                if prefix
-                else "cache: no cacheable prefix"
-            )
+            if prefix:
+                bullets.append(f"cache: after the cacheable prefix ({plural(prefix, 'message')})")
+            elif not a.settings.prompt_cache_chat_history:
+                bullets.append(
+                    "cache: no cacheable prefix (`prompt_cache_chat_history` is off, as by "
+                    "default in Onyx)"
+                )
+            else:
+                bullets.append("cache: no cacheable prefix")
     return "\n".join([title, "", *(f"- {b}" for b in bullets)])
 
 
@@ -711,13 +750,13 @@ def _expansion(name: str, where: Where, fill: _Fill) -> str:
         if fill.cite is None:
             return (
                 "Expands to the citation block when the turn cites (a project file is loaded, "
-                f"or {citeable} answered this turn), and to nothing otherwise:\n\n{block}"
+                f"or {citeable} was called this turn), and to nothing otherwise:\n\n{block}"
             )
         if fill.cite:
             return f"Expands to the citation block (this turn cites):\n\n{block}"
         return (
             "Expands to **nothing**: this turn cites nothing (no project file is loaded and "
-            f"none of {citeable} answered this turn)."
+            f"none of {citeable} was called this turn)."
         )
     if name.startswith("user."):
         key = name[len("user.") :]

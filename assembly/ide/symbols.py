@@ -142,6 +142,7 @@ _KEY_KINDS = {
     "system_prompt": SymbolKind.PROMPT,
     "custom_agent_prompt": SymbolKind.PROMPT,
     "reminder": SymbolKind.PROMPT,
+    "additional_context": SymbolKind.PROMPT,
     "project_files": SymbolKind.FILES,
     "tools": SymbolKind.TOOLS,
     "user_info": SymbolKind.OBJECT,

@@ -26,8 +26,19 @@ async def assemble(ls: PromptServer, *arguments: Any) -> dict[str, Any]:
     buffer."""
     args: Any = arguments[0] if len(arguments) == 1 else list(arguments)
     record = args[1] if isinstance(args, list) and len(args) > 1 else None
-    analysis = _record(await _analysis(ls, _uri_argument(args)), record)
-    return assembly_json(analysis, display_path=str(analysis.path))
+    analysis = await _analysis(ls, _uri_argument(args))
+    return assembly_json(_record(analysis, record), display_path=str(analysis.path))
+
+
+def _record(analysis: Analysis, record: Any) -> Analysis:
+    """A dataset's record (1-based; default the first); another document itself."""
+    if not analysis.records:
+        return analysis
+    if record is None:
+        return analysis.records[0]
+    if not isinstance(record, int) or not 1 <= record <= len(analysis.records):
+        raise JsonRpcInvalidParams(f"no record {record!r}: the dataset has {len(analysis.records)}")
+    return analysis.records[record - 1]
 
 
 async def assembled_html(ls: PromptServer, *args: Any) -> dict[str, Any]:
@@ -51,16 +62,6 @@ async def _analysis(ls: PromptServer, uri: str) -> Analysis:
     from pathlib import Path
 
     return analyze(Path(path), root=ls.session.root, editor_settings=ls.session.settings)
-
-
-def _record(analysis: Analysis, record: Any) -> Analysis:
-    if not analysis.records:
-        return analysis
-    if record is None:
-        return analysis.records[0]
-    if not isinstance(record, int) or not 1 <= record <= len(analysis.records):
-        raise JsonRpcInvalidParams(f"no record {record!r}: the dataset has {len(analysis.records)}")
-    return analysis.records[record - 1]
 
 
 def _uri_argument(args: Any) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from assembly import texts
-from assembly.assemble import AssembleOptions, Assembly, assemble
+from assembly.assemble import AssembleOptions, Assembly, assemble, image_cap_of
 from assembly.assemble_cache import AssemblyCache
 from assembly.model import Conversation, FileAttachment, Message, Role, TextBlock, ToolCall
 from assembly.settings import Settings
@@ -262,7 +262,10 @@ def change_settings(s: Settings, rng: random.Random) -> Settings:
             ("model", ["gpt-4o", "o1", "gpt-5", "llama3"]),
             ("provider", ["openai", "ollama", "azure"]),
             ("vision", [True, False]),
-            ("image_cap", [None, 1, 3]),
+            ("image_cap", [False, True, 1, 3]),
+            ("prompt_cache_chat_history", [True, False]),
+            ("prompt_cache_marker", ["none", "anthropic"]),
+            ("last_n_user_messages", [None, 1, 2]),
             ("keep_past_tool_results", [True, False]),
             ("reserved_tokens", ["auto", 0, 500]),
             ("last_cycle", [True, False]),
@@ -300,16 +303,18 @@ def test_typing_is_incremental(path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         fast_runs = cache.fast_runs
         res = assemble(conv, s, tok, opts, cache=cache)
         assert_same(res, assemble(conv, s, tok, opts))
-        expect_fast = not whole and not prev.errors and not res.errors
+        # The last-N filter and the additional context take the whole pipeline.
+        routed = s.last_n_user_messages is not None or conv.additional_context is not None
+        expect_fast = not whole and not routed and not prev.errors and not res.errors
         assert (cache.fast_runs > fast_runs) == expect_fast
         prev = res
 
 
 def _image_note_possible(a: Assembly, s: Settings) -> bool:
     """More images than the cap: the whole pipeline handles the image-limit note."""
-    cap = s.image_cap if s.image_cap is not None else (50 if s.provider == "azure" else None)
+    cap = image_cap_of(s)
     n = sum(len(m.images) for m in a.history if m.kind == "user")
-    return s.vision and cap is not None and n > cap
+    return cap is not None and n > cap
 
 
 def test_formatting_prefix_on_a_history_message(

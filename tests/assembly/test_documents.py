@@ -353,7 +353,7 @@ def test_unknown_keys_are_warnings() -> None:
         DocFormat.JSON,
         """
         message 0 user 'a'
-        warning unknown-key 1:2-1:11 `"mesages"`: unknown key `mesages` (expected one of `settings`, `system_prompt`, `custom_agent_prompt`, `project_files`, `tools`, `reminder`, `messages`, `user_info`, or a chat-completions request field)
+        warning unknown-key 1:2-1:11 `"mesages"`: unknown key `mesages` (expected one of `settings`, `system_prompt`, `custom_agent_prompt`, `project_files`, `tools`, `reminder`, `additional_context`, `messages`, `user_info`, or a chat-completions request field)
         warning unknown-key 1:63-1:71 `"colour"`: unknown message key `colour`: it is ignored
         """,  # noqa: E501
     )
@@ -622,3 +622,24 @@ def test_documented_parts_and_builtin_tools_are_read() -> None:
         """,  # noqa: E501
     )
     assert [t.name for t in conv.tools or ()] == ["web_search_preview", "f"]
+
+
+def test_reading_findings_have_their_rules_severity() -> None:
+    """`promptls rules` and the findings agree: one severity per code of reading."""
+    from assembly.diagnostics import rule_by_code
+    from assembly.documents import format_for_path
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    seen: set[str] = set()
+    for path in data.rglob("*"):
+        fmt = format_for_path(path.name) if path.is_file() else None
+        if fmt is None:
+            continue
+        conv = parse_conversation(path.read_text(encoding="utf-8", errors="replace"), fmt)
+        for issue in (i for c in (conv, *conv.records) for i in c.issues):
+            rule = rule_by_code(issue.code)
+            assert rule is not None, issue.code
+            if issue.code in ("schema-error", "schema-warning", "unknown-key"):
+                assert issue.severity == rule.severity, (path.name, issue)
+                seen.add(issue.code)
+    assert seen == {"schema-error", "schema-warning", "unknown-key"}

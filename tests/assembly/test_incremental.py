@@ -411,3 +411,33 @@ def test_typing_in_top_level_values_analyses_like_a_fresh_start(tmp_path: Path) 
         kept += inc.parsed.messages[0] is prev.parsed.messages[0]
         prev, text = inc, new_text
     assert kept >= 20  # the re-read kept the messages, not only the fallback
+
+
+def test_edit_in_additional_context_and_in_a_processing_file() -> None:
+    """The keys issue 12 added re-read like the others: the additional context as a
+    top-level value (messages kept), an upload's ``processing`` flag inside its message."""
+    text = (
+        '{"additional_context": "Thread: deploy failed", "messages": [\n'
+        '  {"id": "u1", "role": "user", "content": "Why?",'
+        ' "files": [{"file_id": "f1", "filename": "a.log", "processing": false}]}\n]}'
+    )
+    prev = parse_conversation(text, DocFormat.JSON)
+    new_text = _insert(text, "deploy", " of 14:02")
+    res = reparse_conversation(prev, text, new_text, DocFormat.JSON)
+    assert res is not None and res.additional_context is not None
+    assert normalise(res) == normalise(parse_conversation(new_text, DocFormat.JSON))
+    assert res.additional_context.content == "Thread: deploy of 14:02 failed"
+    assert all(a is b for a, b in zip(res.messages, prev.messages, strict=True))
+    flipped = new_text.replace('"processing": false', '"processing": true')
+    again = check_edit(new_text, flipped, DocFormat.JSON)
+    final = again if again is not None else parse_conversation(flipped, DocFormat.JSON)
+    assert final.messages[0].files[0].processing is True
+
+
+def test_additional_context_after_the_messages_moves_with_an_edit_before_it() -> None:
+    text = (
+        '{"messages": [\n  {"id": "u1", "role": "user", "content": "Why?"}\n],'
+        ' "additional_context": "Thread: deploy failed"}'
+    )
+    res = check_edit(text, _insert(text, "Why", " not"), DocFormat.JSON)
+    assert res is not None and res.additional_context is not None

@@ -94,6 +94,9 @@ def conversations(draw: st.DrawFn) -> dict[str, Any]:
             f["token_count"] = draw(st.integers(0, 100))
         elif draw(st.booleans()):
             f["token_count"] = draw(st.integers(0, 300))
+        if f.get("type") != "image" and draw(st.integers(0, 5)) == 0:
+            f["processing"] = True
+            f["content"] = None
         return f
 
     if draw(st.booleans()):
@@ -178,7 +181,14 @@ def conversations(draw: st.DrawFn) -> dict[str, Any]:
         "messages": messages,
     }
     if draw(st.integers(0, 2)) == 0:
-        doc["settings"]["image_cap"] = draw(st.integers(1, 2))
+        doc["settings"]["image_cap"] = draw(st.sampled_from([1, 2, True]))
+    if draw(st.integers(0, 3)) == 0:
+        doc["settings"]["last_n_user_messages"] = draw(st.integers(1, 3))
+    if draw(st.integers(0, 3)) == 0:
+        doc["settings"]["prompt_cache_chat_history"] = True
+        doc["settings"]["prompt_cache_marker"] = draw(st.sampled_from(["none", "anthropic"]))
+    if draw(st.integers(0, 4)) == 0:
+        doc["additional_context"] = _block(draw(_text(20)), draw(_token_count()))
     if draw(st.integers(0, 4)) == 0:
         doc["settings"]["vision"] = False
     if tools:

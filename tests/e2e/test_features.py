@@ -85,7 +85,10 @@ async def test_hover_on_a_message(client: LanguageClient) -> None:
         "- position: message 17 of 21; 3,742 / 121,600 tokens sent up to and including it "
         "(3.1%, tool definitions first)" in lines
     )
-    assert "- cache: after the cacheable prefix (13 messages)" in lines
+    assert (
+        "- cache: no cacheable prefix (`prompt_cache_chat_history` is off, as by default in Onyx)"
+        in lines
+    )
     dropped = await _hover(client, OVERFLOW, "id: m10")
     assert dropped.contents.value.splitlines()[0] == (
         "**message `m10`** · assistant · **dropped**: budget cut"

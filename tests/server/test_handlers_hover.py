@@ -165,7 +165,7 @@ async def test_inlay_hints_in_the_negotiated_encoding(
     root: Path, encoding: str, column: int
 ) -> None:
     text = (
-        "settings: {encoding: cl100k_base}\n"
+        "settings: {encoding: cl100k_base, prompt_cache_chat_history: true}\n"
         "messages:\n"
         '  - {id: u1, content: "🚀 ship it 🚀", role: user}\n'
         '  - {id: a1, content: "Shipped.", role: assistant}\n'

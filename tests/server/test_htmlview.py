@@ -120,8 +120,9 @@ def test_the_table_says_what_is_kept_dropped_and_why() -> None:
     assert "tool call is not sent" in by_id["m11"][8]
     assert "would be summarized" in by_id["m12"][8]
     # The cacheable prefix and the source lines (1-based) of the messages.
+    # None by default (Onyx's PROMPT_CACHE_CHAT_HISTORY is off); see the test below.
     prefix = [r[1] for r in rows if r[6] == "prefix"]
-    assert len(prefix) == j["cache_prefix_length"] == 8
+    assert len(prefix) == j["cache_prefix_length"] == 0
     lines = OVERFLOW.read_text(encoding="utf-8").splitlines()
     assert "id: m19" in lines[int(by_id["m19"][7]) - 1]
     assert "id: m10" in lines[int(by_id["m10"][7]) - 1]
@@ -186,3 +187,13 @@ def test_a_document_that_cannot_be_assembled_still_renders(tmp_path: Path) -> No
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     assert proc.stdout.startswith("<!DOCTYPE html>") and "</html>" in proc.stdout
+
+
+def test_the_cacheable_prefix_rows_when_history_caching_is_on() -> None:
+    """With prompt_cache_chat_history the rows of the prefix Onyx sends are marked."""
+    path = Path(__file__).resolve().parent.parent / "data" / "assembly"
+    a = analyze(path / "f11_prompt_cache_prefix_marked_for_anthropic.conv.yaml", today=TODAY)
+    page = render_html(a, display_path="f11.conv.yaml")
+    rows = _parse(page).rows
+    assert [r[1] for r in rows if r[6] == "prefix"] == ["$system", "u1", "a1"]
+    assert "the first 3 form the cacheable prefix" in page

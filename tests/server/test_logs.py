@@ -9,6 +9,7 @@ its version without loading a tokenizer.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -128,8 +129,7 @@ def test_usage_errors_of_assemble(tmp_path, capsys, monkeypatch) -> None:  # typ
 
 def test_version_does_not_load_a_tokenizer() -> None:
     code = (
-        "import sys\nfrom server.cli import main\n"
-        "try:\n    rc = main(['--version'])\nexcept SystemExit as e:\n    rc = e.code\n"
+        "import sys; from server.cli import main; rc = main(['--version']); "
         "print(rc, 'tiktoken' in sys.modules, 'assembly' in sys.modules)"
     )
     res = subprocess.run(
@@ -234,3 +234,29 @@ async def test_the_server_answers_per_record(client: InProcessClient, tmp_path: 
         lsp.DefinitionParams(text_document=doc, position=lsp.Position(1, col)),
     )
     assert [loc["range"]["start"]["line"] for loc in found] == [1]
+
+
+def test_hover_pairs_a_reused_call_id_in_conversation_order(tmp_path: Path) -> None:
+    from assembly.ide.hover import conversation_hover
+
+    (tmp_path / ".git").mkdir()
+    path = tmp_path / "reuse.conv.json"
+    text = (
+        '[{"id": "u1", "role": "user", "content": "Oslo?"},\n'
+        ' {"id": "a1", "role": "assistant", "tool_calls": [{"id": "call_1", "type": "function",'
+        ' "function": {"name": "weather", "arguments": "{}"}}]},\n'
+        ' {"id": "t1", "role": "tool", "tool_call_id": "call_1", "content": "12"},\n'
+        ' {"id": "u2", "role": "user", "content": "Bergen?"},\n'
+        ' {"id": "a2", "role": "assistant", "tool_calls": [{"id": "call_1", "type": "function",'
+        ' "function": {"name": "weather", "arguments": "{}"}}]},\n'
+        ' {"id": "t2", "role": "tool", "tool_call_id": "call_1", "content": "9"}]'
+    )
+    path.write_text(text, encoding="utf-8")
+    a = analyze(path)
+    assert [d.code for d in a.diagnostics] == []
+    first_call = text.index('"call_1"') + 2
+    hover = conversation_hover(a, first_call, today=dt.date(2026, 7, 15))
+    assert "Answered by `t1`" in hover.markdown and "`t2`" not in hover.markdown
+    second_answer = text.rindex('"call_1"') + 2
+    hover = conversation_hover(a, second_answer, today=dt.date(2026, 7, 15))
+    assert "called in `a2`" in hover.markdown

@@ -14,7 +14,7 @@ import operator
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from assembly.assemble import Assembly, LlmMessage
+from assembly.assemble import Assembly, LlmMessage, stored_tokens
 from assembly.diagnostics.core import (
     Diagnostic,
     MessageMemo,
@@ -91,6 +91,13 @@ def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
         names += f" and {len(uploads) - MAX_RELATED_FILES:,} more"
     the_uploads = f"the upload{'' if len(uploads) == 1 else 's'} {names}"
     why = f"the history budget of {a.budget.history_budget:,} tokens is full"
+    last_n = a.settings.last_n_user_messages
+    if last_n is not None:
+        why = (
+            f"`last_n_user_messages: {last_n}` keeps the history from the last {last_n:,} "
+            f"user-type messages on, within a history budget of {a.budget.history_budget:,} "
+            "tokens"
+        )
     if summary is not None:
         n -= 1  # counted apart: it is not written where the history starts
     subjects = [f"{n:,} older {'message' if n == 1 else 'messages'}"] if n else []
@@ -184,7 +191,7 @@ def compression_due(ctx: RuleContext) -> Iterator[Diagnostic]:
         )
         return
     n = cut.older.n
-    tokens = sum(map(_TOKENS, older))
+    tokens = sum(map(stored_tokens, older))  # as the compression total counts them
     ids = f"`{older[0].id}`" if n == 1 else f"`{older[0].id}` … `{older[-1].id}`"
     message = (
         f"{head}: {n:,} {'message' if n == 1 else 'messages'} ({ids}, {tokens:,} tokens) "
