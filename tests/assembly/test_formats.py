@@ -535,3 +535,17 @@ def test_dataset_records_are_detected_one_by_one() -> None:
     assert conv.source_format == SourceFormat.ANTHROPIC
     assert conv.source_format_why.startswith("one conversation per line; record 1: ")
     assert conv.records[0].settings["provider"] == "anthropic"
+
+
+def test_the_cache_mark_goes_on_the_last_block_of_its_message() -> None:
+    mark = {"type": "ephemeral"}
+    msgs = [
+        {"role": "system", "content": "S", "cache_control": mark},
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b", "cache_control": mark},
+        {"role": "user", "content": "c"},
+    ]
+    r = render_anthropic(msgs, ["$system", "0", "1", "2"])
+    assert r.system == [{"type": "text", "text": "S", "cache_control": mark}]
+    assert r.messages[1]["content"][-1] == {"type": "text", "text": "b", "cache_control": mark}
+    assert validate({"system": r.system, "messages": r.messages}) == []
