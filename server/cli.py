@@ -7,6 +7,9 @@ assembled (the object is still printed, with its error diagnostics), 2 usage err
 (rendered by ``server/rulesdoc.py``; an unknown code is a usage error).
 ``promptls lint [PATHS]`` checks documents for CI (``server/lint.py``): exit 0 clean,
 1 findings at or above ``--fail-on``, 2 usage or configuration error.
+``promptls diff [REV_A] [REV_B] [PATHS]`` shows what a change does to the assembled context
+of every conversation (``server/diff.py``): exit 1 when findings at or above ``--fail-on``
+appeared.
 """
 
 from __future__ import annotations
@@ -123,6 +126,35 @@ def _parser() -> argparse.ArgumentParser:
         "--jobs", "-j", type=int, help="worker processes (default: one per core for many files)"
     )
     p.set_defaults(run=_lint)
+    p = sub.add_parser(
+        "diff",
+        help="what a change does to the assembled context of every conversation",
+        description="Compare the assembled context of every conversation between two git "
+        "revisions (default: the merge-base of HEAD with the default branch, against the "
+        "work tree), or of two files with --files. Exit codes: 0 no new finding at or above "
+        "--fail-on, 1 new findings, 2 usage or git error.",
+    )
+    p.add_argument(
+        "args",
+        nargs="*",
+        metavar="[REV_A] [REV_B] [PATH]",
+        help="up to two revisions, then files or folders to limit the diff to (a template "
+        "selects the conversations that use it); `--` before paths that look like revisions",
+    )
+    p.add_argument("--files", nargs=2, metavar=("A", "B"), help="compare two conversation files")
+    p.add_argument("--format", choices=("text", "json", "markdown", "github"), default="text")
+    p.add_argument(
+        "--fail-on",
+        choices=formats.FAIL_ON,
+        default="error",
+        help="exit 1 when a finding at least this severe appeared (default: error)",
+    )
+    p.add_argument(
+        "--today",
+        type=dt.date.fromisoformat,
+        help="date for {{CURRENT_DATETIME}} on both sides as YYYY-MM-DD (default: today)",
+    )
+    p.set_defaults(run=_diff)
     p = sub.add_parser(
         "rules",
         help="list every rule: code, default severity, fixable, summary",
@@ -293,6 +325,16 @@ def _lint(args: argparse.Namespace) -> int:
     try:
         return lint.run(args)
     except lint.LintError as exc:
+        print(f"promptls: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from server import diff
+
+    try:
+        return diff.run(args)
+    except diff.DiffError as exc:
         print(f"promptls: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 

@@ -40,6 +40,7 @@ from assembly.diagnostics.incremental import (
 from assembly.diagnostics.rules import (
     anthropic,
     budget,
+    cache,
     files,
     instructions,
     ordering,
@@ -100,6 +101,9 @@ RULES: tuple[Rule, ...] = (
     # Budget and history.
     Rule("history-truncated", INFO, budget.history_truncated),
     Rule("compression-due", INFO, budget.compression_due),
+    # The prompt cache.
+    Rule("volatile-in-cached-prefix", INFO, cache.volatile_in_cached_prefix),
+    Rule("tool-list-changes-prefix", W, cache.tool_list_changes_prefix),
     # Ordering and templates.
     Rule("reminder-not-last", W, ordering.reminder_not_last, inputs=DOC, reads=NONE),
     Rule(
