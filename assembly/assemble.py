@@ -1042,7 +1042,10 @@ class _Pipeline:
         # message that takes the images over the cap, so the total stays within the budget.
         cap, note_tokens = self._image_cap(), self._image_note_tokens(history)
         n_images = _n_images([last, *after])
-        required = cost[last.id] + sum(cost[m.id] for m in after)
+        # A response of this turn that no earlier message calls is dropped by the orphan
+        # pass whatever the cut: it does not count against the turn (Onyx counts it).
+        doomed = set(uncalled_responses(history, last_idx + 1))
+        required = cost[last.id] + sum(cost[m.id] for m in after if m.id not in doomed)
         if cap is not None and n_images > cap:
             required += note_tokens
         if required > history_budget:
@@ -1665,9 +1668,23 @@ def _dedupe(files: list[_FileMeta]) -> list[_FileMeta]:
     return res
 
 
+def uncalled_responses(history: Sequence[LlmMessage], start: int) -> list[str]:
+    """Ids of the tool responses at or after ``start`` that no earlier message of
+    ``history`` calls: the orphan pass drops them wherever the budget cuts."""
+    seen: set[str] = set()
+    res = []
+    for p, m in enumerate(history):
+        if m.kind == "assistant":
+            seen.update(c.id for c in m.tool_calls)
+        elif m.kind == "tool" and p >= start and (not m.tool_call_id or m.tool_call_id not in seen):
+            res.append(m.id)
+    return res
+
+
 def _assistant_message(m: LlmMessage, *, ollama: bool) -> dict[str, Any]:
     if not m.tool_calls:
-        return {"role": "assistant", "content": m.text or None}
+        # Never `"content": null` without calls: OpenAI refuses it; "" is valid everywhere.
+        return {"role": "assistant", "content": m.text}
     if ollama:
         lines = [
             f"[Tool Call] name={c.name} id={c.id} args={_args_json(c.arguments)}"

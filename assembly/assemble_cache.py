@@ -566,6 +566,10 @@ def _budget_cut(st: _State, pipe: _Pipeline, fixed: _Fixed) -> _Cut | None:
     prefix, last, n = st.prefix, st.last_idx, len(st.hist)
     # No image-limit note: the state exists only when the images stay under the cap.
     required = prefix[n] - prefix[last]
+    # Less the responses of this turn that nothing calls (``uncalled_responses``).
+    for p in st.tool_positions[bisect.bisect_right(st.tool_positions, last) :]:
+        if st.call_pos[p] == -1:
+            required -= prefix[p + 1] - prefix[p]
     if required > history_budget:
         return None
     remaining = history_budget - required

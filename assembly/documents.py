@@ -10,6 +10,7 @@ of the document is still read.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -21,6 +22,7 @@ from assembly.model import (
     Issue,
     Message,
     PromptRef,
+    RejectedCall,
     Role,
     TextBlock,
     ToolCall,
@@ -56,6 +58,7 @@ _MESSAGE_KEYS = {
     "content",
     "tool_calls",
     "tool_call_id",
+    "tool_call_ids",
     "name",
     "parent",
     "file_id",
@@ -64,10 +67,86 @@ _MESSAGE_KEYS = {
     "token_count",
     "summarizes_through",
     "promptls-ignore",
-    "refusal",
     "function_call",
-    "audio",
 }
+# Message fields that real logs carry and that are never sent back as input: read silently.
+# OpenAI response fields (``refusal``, ``audio``, ``annotations``), reasoning traces
+# (``reasoning_content``: DeepSeek, vLLM, Fireworks; ``reasoning``: OpenRouter, Ollama;
+# ``thinking``: Ollama; ``reasoning_details``: OpenRouter; ``thinking_blocks``: LiteLLM),
+# the fine-tuning ``weight`` and the ``prefix`` flag of prefix completion (DeepSeek, Mistral).
+LOG_MESSAGE_KEYS = frozenset(
+    {
+        "refusal",
+        "audio",
+        "annotations",
+        "reasoning_content",
+        "reasoning",
+        "reasoning_details",
+        "thinking",
+        "thinking_blocks",
+        "weight",
+        "prefix",
+    }
+)
+# The roles read as another one: OpenAI's ``developer`` (the system role of o-series and
+# GPT-5 requests) is a system message, the legacy ``function`` role a tool response.
+ROLE_ALIASES: dict[str, Role] = {"developer": Role.SYSTEM, "function": Role.TOOL}
+# A chat-completions request body (or a fine-tuning / eval record) is a conversation:
+# ``messages``, ``tools`` and ``model`` are read (``functions``, the legacy tool list, as
+# tools); the other documented request fields are accepted silently: OpenAI chat
+# completions; Ollama's ``options``, ``format``, ``keep_alive``, ``think``; the extensions
+# OpenAI-compatible providers document (Groq's ``reasoning_format``, ``search_settings``;
+# OpenRouter's ``models``, ``provider``, ``transforms``, ``reasoning``, ``usage``,
+# ``plugins``, ``preset``).
+REQUEST_BODY_KEYS = frozenset(
+    {
+        "model",
+        "functions",
+        "audio",
+        "frequency_penalty",
+        "function_call",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "metadata",
+        "modalities",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "prompt_cache_key",
+        "reasoning_effort",
+        "response_format",
+        "safety_identifier",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "tool_choice",
+        "top_logprobs",
+        "top_p",
+        "user",
+        "verbosity",
+        "web_search_options",
+        "options",
+        "format",
+        "keep_alive",
+        "think",
+        "reasoning_format",
+        "search_settings",
+        "models",
+        "provider",
+        "transforms",
+        "reasoning",
+        "usage",
+        "plugins",
+        "preset",
+    }
+)
 _IGNORE_KEY = "promptls-ignore"
 
 
@@ -95,7 +174,33 @@ def parse_conversation(text: str, fmt: DocFormat) -> Conversation:
         parsed = parse_yaml(text)
     else:
         parsed = parse_jsonl(text)
-    return _Reader(fmt, len(text)).read(parsed)
+    return read_parsed(parsed, fmt, len(text))
+
+
+def read_parsed(parsed: ParsedData, fmt: DocFormat, length: int) -> Conversation:
+    """Read a parsed document in the format its shape says (``formats.detect``)."""
+    # The format readers build on ``_Reader``: imported here, not at the top.
+    from assembly.formats.anthropic import read_anthropic
+    from assembly.formats.detect import SourceFormat, detect
+    from assembly.formats.responses import read_responses
+
+    root = parsed.root
+    if fmt is DocFormat.JSONL and root is not None and is_dataset(root):
+        # A dataset: each record is read in the format its own shape says (``_records``).
+        conv = _Reader(fmt, length).read(parsed)
+        first = conv.records[0] if conv.records else None
+        name = first.source_format if first else SourceFormat.OPENAI_CHAT.value
+        why = "one conversation per line" + (
+            f"; record 1: {first.source_format_why}" if first else ""
+        )
+        return dataclasses.replace(conv, source_format=name, source_format_why=why)
+    found = detect(root, jsonl=fmt is DocFormat.JSONL)
+    if found.format is SourceFormat.ANTHROPIC:
+        return read_anthropic(parsed, fmt, length, found.why)
+    if found.format is SourceFormat.RESPONSES:
+        return read_responses(parsed, fmt, length, found.why)
+    conv = _Reader(fmt, length).read(parsed)
+    return dataclasses.replace(conv, source_format=found.format.value, source_format_why=found.why)
 
 
 def read_tools(node: SNode) -> tuple[tuple[ToolDef, ...], list[Issue]]:
@@ -109,12 +214,22 @@ class _Reader:
         self.fmt = fmt
         self.length = length
         self.issues: list[Issue] = []
+        self.rejected_calls: list[RejectedCall] = []
+        # Unknown message keys, by key: reported once each, at the first place (a log whose
+        # every message carries its framework's own field says so once, not per message).
+        self.unknown_message_keys: dict[str, list[TextRange]] = {}
 
     def error(self, message: str, rng: TextRange, code: str = "schema-error") -> None:
         self.issues.append(Issue(code, message, rng))
 
-    def warn(self, message: str, rng: TextRange) -> None:
-        self.issues.append(Issue("schema-error", message, rng, severity="warning"))
+    def warn(self, message: str, rng: TextRange, code: str = "schema-warning") -> None:
+        self.issues.append(Issue(code, message, rng, severity="warning"))
+
+    def unknown_key(self, message: str, rng: TextRange) -> None:
+        self.warn(message, rng, code="unknown-key")
+
+    def info(self, code: str, message: str, rng: TextRange) -> None:
+        self.issues.append(Issue(code, message, rng, severity="info"))
 
     # ---------------------------------------------------------------- document
 
@@ -143,11 +258,15 @@ class _Reader:
             issues=tuple(self.issues),
             root=root,
             length=self.length,
+            rejected_calls=tuple(self.rejected_calls),
             **fields,
         )
 
     def _read_jsonl(self, root: SNode, fields: dict[str, Any]) -> tuple[Message, ...]:
         lines = list(root.items)
+        if is_dataset(root):
+            fields["records"] = self._records(lines)
+            return ()
         head_keys = {"settings", "system_prompt", "custom_agent_prompt", "project_files"}
         head_keys |= {"tools", "reminder", "user_info"}
         message_nodes: list[SNode] = []
@@ -166,6 +285,22 @@ class _Reader:
                 continue
             message_nodes.append(node)
         return self._message_list(message_nodes)
+
+    def _records(self, lines: list[SNode]) -> tuple[Conversation, ...]:
+        """Each line of a dataset is a conversation of its own, read as a JSON document."""
+        res = []
+        for node in lines:
+            if not node.is_object or (node.get("messages") is None and node.get("input") is None):
+                self.error(
+                    "a dataset line must be a conversation object with `messages` (or a "
+                    "Responses `input`) "
+                    "(this file holds one conversation per line)",
+                    _head(node) if node.is_object else node.range,
+                )
+                continue
+            conv = read_parsed(ParsedData(node), DocFormat.JSON, self.length)
+            res.append(dataclasses.replace(conv, record=len(res) + 1))
+        return tuple(res)
 
     def _read_object(self, root: SNode, fields: dict[str, Any]) -> tuple[Message, ...]:
         self._top_fields(root, fields, allow_messages=True)
@@ -194,17 +329,42 @@ class _Reader:
             elif key == "project_files":
                 fields["project_files"] = self._project_files(value)
             elif key == "tools":
-                fields["tools"] = self._tools(value)
+                fields["tools"] = (*fields.get("tools", ()), *self._tools(value))
+            elif key == "functions" and allow_messages:
+                fields["tools"] = (*self._tools(value), *fields.get("tools", ()))
+            elif key == "model" and allow_messages:
+                self._model(value, fields)
             elif key == "user_info":
                 if value.is_object:
                     fields["user_info"] = value.to_python()
                 else:
                     self.error("`user_info` must be an object", value.range)
-            elif (key == "messages" and allow_messages) or key == "$schema":
+            elif key == "$schema" or (
+                allow_messages and (key == "messages" or key in REQUEST_BODY_KEYS)
+            ):
                 continue
             else:
                 expected = ", ".join(f"`{k}`" for k in _TOP_KEYS if k != "$schema")
-                self.warn(f"unknown key `{key}` (expected one of {expected})", m.key_range)
+                self.unknown_key(
+                    f"unknown key `{key}` (expected one of {expected}, or a chat-completions "
+                    "request field)",
+                    m.key_range,
+                )
+
+    def _model(self, node: SNode, fields: dict[str, Any]) -> None:
+        """A request body's ``model`` is the document's ``model`` setting, unless its
+        ``settings`` say otherwise."""
+        if not node.is_string or not node.value:
+            self.error("`model` must be a model name", node.range)
+            return
+        values = dict(fields.get("settings", {}))
+        ranges = dict(fields.get("settings_ranges", {}))
+        if "model" in values:
+            return
+        values["model"] = node.value
+        ranges["model"] = node.range
+        fields["settings"] = values
+        fields["settings_ranges"] = ranges
 
     def _settings(self, node: SNode, fields: dict[str, Any]) -> None:
         if not node.is_object:
@@ -215,7 +375,7 @@ class _Reader:
         for m in node.members:
             values[m.key] = m.value.to_python()
             ranges[m.key] = m.value.range
-        fields["settings"] = values
+        fields["settings"] = values  # ``settings.model`` wins over a request body's ``model``
         fields["settings_ranges"] = ranges
 
     def _system_prompt(self, node: SNode) -> TextBlock | PromptRef | None:
@@ -343,6 +503,18 @@ class _Reader:
             fn = item.get("function")
             holder = fn if fn is not None and fn.is_object else item
             name = holder.get("name")
+            kind = item.get("type")
+            if (
+                fn is None
+                and name is None
+                and kind is not None
+                and kind.is_string
+                and kind.value not in ("", "function")
+            ):
+                # A provider's built-in tool (`{"type": "web_search"}`,
+                # `{"type": "openrouter:advisor", …}`): offered, named by its type.
+                res.append(ToolDef(kind.value, item.to_python(), item.range, kind.range))
+                continue
             if name is None or not name.is_string or not name.value:
                 self.error("a tool needs `function.name`", (name or item).range)
                 continue
@@ -355,17 +527,79 @@ class _Reader:
         return self._message_list(list(node.items))
 
     def _message_list(self, nodes: list[SNode]) -> tuple[Message, ...]:
+        """Read the messages. A message that cannot be read is left out; the ones after it
+        keep their ids (the document's ``id``, else their position in the document)."""
+        read = [(i, self._message(node, i)) for i, node in enumerate(nodes)]
+        self._report_unknown_message_keys()
+        written = {m.id for _, m in read if m is not None}
         res: list[Message] = []
-        seen: dict[str, TextRange] = {}
-        for node in nodes:
-            msg = self._message(node, len(res))
+        seen: set[str] = set()
+        for index, msg in read:
             if msg is None:
                 continue
             if msg.id in seen:
-                self.error(f"duplicate message id `{msg.id}`", msg.id_range or msg.range)
-                continue
-            seen[msg.id] = msg.range
+                # The index, unless another message is written with that id.
+                fallback = str(index)
+                if fallback in seen or (fallback in written and fallback != msg.id):
+                    self.error(
+                        f"duplicate message id `{msg.id}`: the message is left out",
+                        msg.id_range or msg.range,
+                    )
+                    continue
+                self.error(
+                    f"duplicate message id `{msg.id}`: this message is read as `{fallback}`, "
+                    "its index",
+                    msg.id_range or msg.range,
+                )
+                msg = dataclasses.replace(msg, id=fallback)
+            if msg.index != len(res):
+                # ``index`` is the place in ``Conversation.messages``; the id keeps the
+                # document's position.
+                msg = dataclasses.replace(msg, index=len(res))
+            seen.add(msg.id)
             res.append(msg)
+        return self._pair_unnamed_responses(res)
+
+    def _report_unknown_message_keys(self) -> None:
+        for key, places in self.unknown_message_keys.items():
+            more = len(places) - 1
+            also = f" (and on {more:,} more message{'s' if more != 1 else ''})" if more else ""
+            self.unknown_key(f"unknown message key `{key}`{also}: it is ignored", places[0])
+
+    def has_findings(self) -> bool:
+        """Whether reading found anything to report (reported or still to be)."""
+        return bool(self.issues or self.unknown_message_keys)
+
+    def _pair_unnamed_responses(self, messages: list[Message]) -> tuple[Message, ...]:
+        """Give the responses written without a usable ``tool_call_id`` the id of the call
+        they answer, in conversation order: a ``tool`` message with ``"tool_call_id": ""`` (or
+        none) answers the oldest unanswered call whose id was made up; a legacy ``function``
+        message answers the oldest unanswered legacy ``function_call`` of its name."""
+        if not any(_depends_on_neighbours(m) for m in messages):
+            return tuple(messages)
+        pending: list[ToolCall] = []
+        res: list[Message] = []
+        for m in messages:
+            if m.role is Role.ASSISTANT:
+                pending.extend(c for c in m.tool_calls if c.synthesized_id)
+            elif _unnamed_response(m):
+                legacy = m.written_role == "function"
+                match = next(
+                    (c for c in pending if not legacy or c.name == (m.name or c.name)), None
+                )
+                if match is not None:
+                    pending.remove(match)
+                    m = dataclasses.replace(m, tool_call_id=match.id)
+                elif legacy:
+                    self.error(
+                        "a `function` message answers no earlier `function_call`"
+                        + (f" of `{m.name}`" if m.name else ""),
+                        m.role_range or m.range,
+                    )
+                elif m.tool_call_id is None:
+                    # (``"tool_call_id": ""`` that answers no call: an orphan, reported there.)
+                    self.error("a tool message needs `tool_call_id`", m.role_range or m.range)
+            res.append(m)
         return tuple(res)
 
     def _message(self, node: SNode, index: int) -> Message | None:
@@ -373,19 +607,25 @@ class _Reader:
             self.error("a message must be an object with a `role`", node.range)
             return None
         for m in node.members:
-            if m.key not in _MESSAGE_KEYS:
-                self.warn(f"unknown message key `{m.key}`", m.key_range)
+            if m.key not in _MESSAGE_KEYS and m.key not in LOG_MESSAGE_KEYS:
+                self.unknown_message_keys.setdefault(m.key, []).append(m.key_range)
         role_node = node.get("role")
         if role_node is None:
-            self.error("message has no `role`", _head(node))
+            self.error("message has no `role`: it is left out", _head(node))
             return None
+        written_role = None
         try:
             role = Role(role_node.value) if role_node.is_string else None
         except ValueError:
-            role = None
+            role = ROLE_ALIASES.get(role_node.value)
+            written_role = role_node.value if role is not None else None
         if role is None:
             roles = ", ".join(f"`{r.value}`" for r in Role)
-            self.error(f"unknown role {_show(role_node)}: expected one of {roles}", role_node.range)
+            self.error(
+                f"unknown role {_show(role_node)}: expected one of {roles}; the message is left "
+                "out",
+                role_node.range,
+            )
             return None
         id_node = node.get("id")
         msg_id = str(index)
@@ -406,16 +646,16 @@ class _Reader:
                 parent = str(parent_node.value)
             else:
                 self.error("`parent` must be a message id", parent_node.range)
-        tool_calls = self._tool_calls(node, role)
+        tool_calls = self._tool_calls(node, role, msg_id)
         tcid_node = node.get("tool_call_id")
         tool_call_id = None
+        if tcid_node is None and role is Role.TOOL:
+            tcid_node = self._tool_call_ids(node)
         if tcid_node is not None and tcid_node.kind != "null":
             if tcid_node.is_string:
                 tool_call_id = tcid_node.value
             else:
                 self.error("`tool_call_id` must be a string", tcid_node.range)
-        if role is Role.TOOL and tool_call_id is None and tcid_node is None:
-            self.error("a tool message needs `tool_call_id`", role_node.range)
         files: tuple[FileAttachment, ...] = ()
         files_node = node.get("files")
         if files_node is not None:
@@ -476,7 +716,18 @@ class _Reader:
             summarizes_through=summarizes_through,
             summarizes_through_range=st_node.range if st_node is not None else None,
             ignore=ignore,
+            written_role=written_role,
         )
+
+    def _tool_call_ids(self, node: SNode) -> SNode | None:
+        """SWE-agent writes a tool response's call id as ``tool_call_ids: [id]``."""
+        ids = node.get("tool_call_ids")
+        if ids is None or not ids.is_array:
+            return ids if ids is not None and ids.kind != "null" else None
+        if len(ids.items) == 1:
+            return ids.items[0]
+        self.error("`tool_call_ids` must name exactly one tool call", ids.range)
+        return None
 
     def _content(self, node: SNode) -> tuple[str, TextRange | None, tuple[Image, ...]]:
         c = node.get("content")
@@ -510,6 +761,14 @@ class _Reader:
                     self.error("an image part needs `image_url.url` or `file_id`", part.range)
                 else:
                     images.append(Image(ref, part.range, self._token_count(part)))
+            elif kind == "refusal" and _string_value(part, "refusal") is not None:
+                texts.append(_string_value(part, "refusal") or "")
+            elif kind in _UNASSEMBLED_PARTS:
+                self.warn(
+                    f"content part `{kind}` is neither counted nor sent: promptls assembles "
+                    "text and images",
+                    part.range,
+                )
             else:
                 self.error(
                     f"unsupported content part type {_show(ptype) if ptype else '(none)'}",
@@ -517,8 +776,16 @@ class _Reader:
                 )
         return "\n".join(texts), c.range, tuple(images)
 
-    def _tool_calls(self, node: SNode, role: Role) -> tuple[ToolCall, ...]:
+    def _tool_calls(self, node: SNode, role: Role, msg_id: str) -> tuple[ToolCall, ...]:
         tcs = node.get("tool_calls")
+        legacy = node.get("function_call")
+        if (tcs is None or tcs.kind == "null") and legacy is not None and legacy.is_object:
+            if role is not Role.ASSISTANT:
+                self.error("only assistant messages make a `function_call`", legacy.range)
+                return ()
+            # The legacy single call: read as a tool call (``function`` is the call itself).
+            call = self._tool_call(legacy, msg_id, 0, function=legacy)
+            return (call,) if call is not None else ()
         if tcs is None or tcs.kind == "null":
             return ()
         if role is not Role.ASSISTANT:
@@ -528,28 +795,29 @@ class _Reader:
             self.error("`tool_calls` must be an array", tcs.range)
             return ()
         res = []
-        for tc in tcs.items:
-            call = self._tool_call(tc)
+        for k, tc in enumerate(tcs.items):
+            call = self._tool_call(tc, msg_id, k)
             if call is not None:
                 res.append(call)
         return tuple(res)
 
-    def _tool_call(self, tc: SNode) -> ToolCall | None:
+    def _tool_call(
+        self, tc: SNode, msg_id: str, k: int, *, function: SNode | None = None
+    ) -> ToolCall | None:
         if not tc.is_object:
             self.error("a tool call must be an object with `id` and `function`", tc.range)
             return None
-        id_node = tc.get("id")
-        fn = tc.get("function")
-        if id_node is None or not id_node.is_string or not id_node.value:
-            self.error("a tool call needs a string `id`", (id_node or tc).range)
+        id_node = tc.get("id") if function is None else None
+        fn = tc.get("function") if function is None else function
+        synthesized = id_node is None or (id_node.is_string and not id_node.value)
+        if not synthesized and (id_node is None or not id_node.is_string):
+            self.error("a tool call `id` must be a string", (id_node or tc).range)
             return None
         if fn is None or not fn.is_object:
-            self.error("a tool call needs a `function` object", (fn or tc).range)
-            return None
+            return self._reject(tc, id_node, "a tool call needs a `function` object", fn or tc)
         name = fn.get("name")
         if name is None or not name.is_string:
-            self.error("a tool call needs `function.name`", (name or fn).range)
-            return None
+            return self._reject(tc, id_node, "a tool call needs `function.name`", name or fn)
         args_node = fn.get("arguments")
         args: dict[str, Any] | None
         if args_node is None or args_node.kind == "null":
@@ -567,19 +835,43 @@ class _Reader:
             args = args_node.to_python()
             args_text, args_range = json.dumps(args), args_node.range
         else:
-            self.error("`arguments` must be a JSON string or an object", args_node.range)
-            return None
+            return self._reject(
+                tc, id_node, "`arguments` must be a JSON string or an object", args_node
+            )
+        call_id = id_node.value if id_node is not None and not synthesized else ""
+        id_range = id_node.range if id_node is not None else _head(tc)
+        if synthesized:
+            call_id = f"call_{msg_id}_{k}"
+            if function is not None:
+                what = "a legacy `function_call`"
+            elif id_node is None:
+                what = "a tool call without `id`"
+            else:
+                what = 'a tool call with `"id": ""`'
+            self.info(
+                "synthesized-tool-call-id",
+                f"{what} is read as tool call `{call_id}`; the response that answers it "
+                "(in conversation order) gets the same id, and the assembled messages send it",
+                id_range,
+            )
         return ToolCall(
-            id=id_node.value,
+            id=call_id,
             name=name.value,
             arguments=args,
             arguments_text=args_text,
             range=tc.range,
-            id_range=id_node.range,
+            id_range=id_range,
             name_range=name.range,
             arguments_range=args_range,
             token_count=self._token_count(tc),
+            synthesized_id=synthesized,
         )
+
+    def _reject(self, tc: SNode, id_node: SNode | None, why: str, at: SNode) -> None:
+        """Report a tool call that cannot be read; remember it when it has an id."""
+        self.error(why, at.range)
+        if id_node is not None and id_node.is_string and id_node.value:
+            self.rejected_calls.append(RejectedCall(id_node.value, tc.range, why))
 
     def _string(self, node: SNode, key: str, *, what: str, required: bool = True) -> str | None:
         v = node.get(key)
@@ -604,6 +896,67 @@ class _Reader:
             return tuple(i.value for i in v.items)
         self.error(f"`{_IGNORE_KEY}` must be a rule code or a list of codes", v.range)
         return ()
+
+
+# Content parts that providers document and promptls does not assemble: OpenAI's `file` and
+# `input_audio`, Mistral's `document_url`, the `video_url` / `audio_url` of vLLM and
+# OpenRouter. Read with a warning (the part is left out), not refused.
+_UNASSEMBLED_PARTS = frozenset({"file", "input_audio", "document_url", "video_url", "audio_url"})
+
+
+def _string_value(node: SNode, key: str) -> str | None:
+    v = node.get(key)
+    return v.value if v is not None and v.is_string else None
+
+
+def tools_from_settings(values: list[str | dict[str, Any]]) -> tuple[ToolDef, ...]:
+    """The ``tools`` setting as tool definitions (names, or OpenAI tool schemas)."""
+    res = []
+    nowhere = TextRange(0, 0)
+    for v in values:
+        if isinstance(v, str):
+            schema: dict[str, Any] = {"type": "function", "function": {"name": v}}
+            res.append(ToolDef(v, schema, nowhere, nowhere))
+            continue
+        fn = v.get("function")
+        holder = fn if isinstance(fn, dict) else v
+        name = holder.get("name")
+        if isinstance(name, str) and name:
+            res.append(ToolDef(name, v, nowhere, nowhere))
+    return tuple(res)
+
+
+def is_dataset(root: SNode) -> bool:
+    """Whether a JSON Lines document holds one conversation per line (fine-tuning sets, eval
+    records: ``{"messages": […], "tools": […]}``) rather than one message per line: its first
+    line is an object with a ``messages`` array and no ``role``."""
+    first = root.items[0] if root.is_array and root.items else None
+    if first is None or not first.is_object or first.get("role") is not None:
+        return False
+    messages = first.get("messages")
+    return messages is not None and messages.is_array
+
+
+def _depends_on_neighbours(m: Message) -> bool:
+    """Whether reading ``m`` takes the messages around it: a call whose id was made up, or a
+    response without a usable ``tool_call_id`` (paired in conversation order)."""
+    if m.role is Role.TOOL:
+        return _unnamed_response(m)
+    return any(c.synthesized_id for c in m.tool_calls)
+
+
+def _unnamed_response(m: Message) -> bool:
+    """A tool response without a usable ``tool_call_id``: none written, or ``""`` (an invalid
+    value is an error of its own)."""
+    if m.role is not Role.TOOL:
+        return False
+    return m.tool_call_id == "" or (m.tool_call_id is None and m.tool_call_id_range is None)
+
+
+def reads_alone(m: Message) -> bool:
+    """Whether ``m`` reads the same on its own as inside its document (for re-parsing one
+    message after an edit: ``incremental.py``)."""
+    return not _depends_on_neighbours(m)
 
 
 def _image_ref(part: SNode) -> str | None:

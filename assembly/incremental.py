@@ -20,7 +20,8 @@ import dataclasses
 from bisect import bisect_right
 from typing import Any
 
-from assembly.documents import MAX_DOCUMENT_CHARS, _Reader
+from assembly.documents import MAX_DOCUMENT_CHARS, _Reader, reads_alone
+from assembly.formats.detect import NATIVE, message_marks, tool_marks
 from assembly.model import Conversation, DocFormat
 from assembly.rope import Rope, Text
 from assembly.syntax import _EOF, Member, SNode, _JsonParser
@@ -73,6 +74,8 @@ def reparse_conversation(
         return None  # YAML: always parsed again
     if prev.issues or prev.root is None or prev.length != len(prev_text) or prev.moved[0]:
         return None
+    if prev.source_format not in NATIVE:
+        return None  # Anthropic and Responses documents are read whole
     if len(new_text) > MAX_DOCUMENT_CHARS:
         return None
     la, lb = len(prev_text), len(new_text)
@@ -140,9 +143,17 @@ def reparse_conversation(
         or parser._peek()[0] != _EOF
     ):
         return None
+    if message_marks(new_node) != message_marks(node):
+        return None  # the edit may change the format the document is read as
     reader = _Reader(fmt, lb)
     new_msg = reader._message(new_node, index)
-    if new_msg is None or reader.issues or new_msg.id != old_msg.id:
+    if (
+        new_msg is None
+        or reader.has_findings()
+        or new_msg.id != old_msg.id
+        or not reads_alone(new_msg)
+        or not reads_alone(old_msg)
+    ):
         return None
 
     # Everything from the old end of the message on moves by ``delta``: the messages by
@@ -225,6 +236,8 @@ def _reparse_member(
         or parser._peek()[0] != _EOF
     ):
         return None
+    if member.key == "tools" and tool_marks(new_value) != tool_marks(value):
+        return None  # the edit may change the format the document is read as
     members = list(root.members)
     members[index] = Member(member.key, member.key_range, new_value)
     new_root = SNode("object", _move_end(root.range, delta), members=tuple(members))
@@ -244,6 +257,8 @@ def _reparse_member(
         reader._top_fields(new_root, fields, allow_messages=True)
     return Conversation(
         format=prev.format,
+        source_format=prev.source_format,
+        source_format_why=prev.source_format_why,
         messages=prev.messages,
         root=new_root,
         length=prev.length + delta,

@@ -68,6 +68,19 @@ class ToolCall:
     name_range: TextRange
     arguments_range: TextRange
     token_count: int | None = None
+    # The call had no usable id (``"id": ""`` from Gemini's OpenAI-compatible endpoint, or a
+    # legacy ``function_call``): ``id`` was made up from the message's id and position.
+    synthesized_id: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedCall:
+    """A tool call with an id that could not be read (no ``function``, no name…): it is not
+    sent, and the responses to it are orphans that should point at it."""
+
+    id: str
+    range: TextRange
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +104,7 @@ class Message:
     """One message of the conversation as written in the document."""
 
     id: str
-    index: int  # position in the document's message list
+    index: int  # position in ``Conversation.messages`` (the id defaults to the document's)
     role: Role
     content: str  # text parts joined with "\n"; "" for null content
     range: TextRange
@@ -112,6 +125,9 @@ class Message:
     summarizes_through: str | None = None
     summarizes_through_range: TextRange | None = None
     ignore: tuple[str, ...] = ()  # rule codes suppressed on this message
+    # The role as the document spells it when it is read as another one (``developer`` is
+    # read as ``system``, the legacy ``function`` as ``tool``); None when it is ``role``.
+    written_role: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +176,16 @@ class Conversation:
     issues: tuple[Issue, ...] = ()
     root: SNode | None = None
     length: int = 0  # length of the document text
+    # The format the document was read as (``formats.detect.SourceFormat``) and the marks
+    # of its shape that decided it, which every output names.
+    source_format: str = "promptls"
+    source_format_why: str = ""
+    rejected_calls: tuple[RejectedCall, ...] = ()
+    # A dataset (JSON Lines with one conversation per line, ``{"messages": […], …}``): each
+    # line's conversation, read on its own (ranges are offsets into the whole document).
+    # ``messages`` is then empty and ``issues`` holds what is wrong with the lines themselves.
+    records: tuple[Conversation, ...] = ()
+    record: int | None = None  # in a dataset: this conversation's 1-based place
     # [True] once a re-parse (``assembly/incremental.py``) moved the anchors this
     # conversation shares with the one it made: its ranges no longer match its own text,
     # so it must not be the base of another re-parse.

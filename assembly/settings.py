@@ -61,8 +61,10 @@ class Settings(BaseModel):
         description="Tokens reserved for prompts; `auto`: the worst-case system prompt "
         "with all tool guidance.",
     )
-    provider: Literal["openai", "ollama", "azure"] = Field(
-        "openai", description="Provider format of the assembled messages."
+    provider: Literal["openai", "ollama", "azure", "anthropic"] = Field(
+        "openai",
+        description="Provider format of the assembled messages (`anthropic`: an Anthropic "
+        "Messages request, `system` apart).",
     )
     image_cap: bool | int = Field(
         False,
@@ -94,11 +96,6 @@ class Settings(BaseModel):
         description="Tokens an instruction may sit away from its section before it is "
         "reported (0: wherever it sits outside it).",
     )
-    tools: list[str | dict[str, Any]] | None = Field(
-        None,
-        description="Tools a standalone prompt is used with: names, or OpenAI tool schemas "
-        "(their `function.name` counts).",
-    )
     section_topics: dict[str, list[str]] = Field(
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_SECTION_TOPICS.items()},
         description="Heading -> words that mark an instruction as belonging to it.",
@@ -120,6 +117,12 @@ class Settings(BaseModel):
     )
     last_cycle: bool = Field(
         False, description="Assemble for the last tool cycle of the turn (no tools offered)."
+    )
+    tools: list[str | dict[str, Any]] | None = Field(
+        None,
+        description="Tools offered when neither the document nor its template declares any "
+        "(a bare array of messages cannot), and the tools a standalone prompt is used with: "
+        "tool names, or OpenAI tool schemas (their `function.name` counts).",
     )
     include: list[str] = Field(
         default_factory=list,

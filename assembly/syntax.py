@@ -139,13 +139,45 @@ def parse_jsonl(text: str) -> ParsedData:
         if text[start:end].strip():
             parser = _JsonParser(text, start, end, Anchor(start), start)
             node = parser.parse_document(what="line")
-            errors.extend(parser.errors)
+            spanning = _spanning_value(text, start) if parser.errors else None
+            if spanning is not None:
+                # One value written over several lines (pretty-printed records): read it,
+                # and say once that this is not JSON Lines.
+                node, end = spanning, spanning.range.end
+                first = text.find("\n", start)
+                last = text.count("\n", start, end)
+                errors.append(
+                    SyntaxIssue(
+                        f"a record spans {last + 1} lines: JSON Lines holds one JSON value per "
+                        "line (read anyway)",
+                        TextRange(start, first if first != -1 else end),
+                    )
+                )
+            else:
+                errors.extend(parser.errors)
             if node is not None:
                 items.append(node)
                 lines.append(TextRange(start, end))
         start = end + 1
     root = SNode("array", TextRange(0, n), items=tuple(items))
     return ParsedData(root, tuple(errors), tuple(lines))
+
+
+def _spanning_value(text: str, start: int) -> SNode | None:
+    """The JSON value starting on the line at ``start`` when it is whole and valid only over
+    several lines (its line alone does not parse), else None."""
+    i = start
+    while i < len(text) and text[i] in " \t\r":
+        i += 1
+    if i >= len(text) or text[i] not in "{[":
+        return None
+    parser = _JsonParser(text, i, len(text), Anchor(start), start)
+    node = parser._value(0)
+    if parser.errors or node is None or "\n" not in text[i : node.range.end]:
+        return None
+    rest = text.find("\n", node.range.end)
+    tail = text[node.range.end : rest if rest != -1 else len(text)]
+    return node if not tail.strip() else None
 
 
 def parse_yaml(text: str) -> ParsedData:

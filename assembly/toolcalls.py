@@ -519,3 +519,48 @@ def _call_id(index: int, name: str, arguments: dict[str, Any]) -> str:
     """Return the deterministic id of the index-th recovered call."""
     key = f"{index}:{name}:{json.dumps(arguments, sort_keys=True)}"
     return "extracted_" + hashlib.sha1(key.encode()).hexdigest()[:8]
+
+
+# Tool calls in a model's own chat-template markup, recognised without any declared tool:
+# Hermes / Qwen write `<tool_call>{"name": …, "arguments": …}</tool_call>`; Llama 3.1+ writes
+# `<|python_tag|>` followed by a JSON call (`parameters` or `arguments`) or a
+# `tool.call(…)` line.
+_HERMES_RE = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+_PYTHON_TAG = "<|python_tag|>"
+_PYTHON_CALL_RE = re.compile(r"\s*([A-Za-z_][\w.]*?)(?:\.call)?\(")
+
+
+def markup_tool_calls(text: str) -> list[RecoveredCall]:
+    """The calls written in a well-known model markup, with their spans in ``text``."""
+    res: list[RecoveredCall] = []
+    if "<tool_call>" in text:
+        for m in _HERMES_RE.finditer(text):
+            obj = _loads(m.group(1))
+            if isinstance(obj, dict) and isinstance(obj.get("name"), str) and obj["name"]:
+                args = obj.get("arguments", obj.get("parameters", {}))
+                args = args if isinstance(args, dict) else {}
+                name = obj["name"]
+                res.append(
+                    RecoveredCall(
+                        name, args, _call_id(len(res), name, args), m.start(), m.end(), "hermes"
+                    )
+                )
+    at = text.find(_PYTHON_TAG)
+    if at != -1:
+        body_start = at + len(_PYTHON_TAG)
+        body = text[body_start:]
+        objects = find_json_objects(body)
+        obj = objects[0][2] if objects else None
+        name: str | None = None
+        args: dict[str, Any] = {}
+        if obj is not None and isinstance(obj.get("name"), str):
+            name = obj["name"]
+            raw = obj.get("parameters", obj.get("arguments", {}))
+            args = raw if isinstance(raw, dict) else {}
+        else:
+            call = _PYTHON_CALL_RE.match(body)
+            name = call.group(1) if call else None
+        if name:
+            end = body_start + (objects[0][1] if obj is not None and objects else len(body))
+            res.append(RecoveredCall(name, args, _call_id(len(res), name, args), at, end, "llama"))
+    return res

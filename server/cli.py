@@ -20,8 +20,12 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from server import formats
+
+if TYPE_CHECKING:
+    from server.workspace import Analysis
 
 # The engine is imported by the subcommands that use it, so that `assemble` can start
 # counting a large document's tokens in a forked child before the heavy imports.
@@ -31,11 +35,33 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # An unknown flag after the subcommand is that subcommand's usage error.
+        sub = _SUBPARSERS.get(args.command) if args.command else None
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     return int(args.run(args))
+
+
+def _date(value: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid date {value!r}: expected a calendar date as YYYY-MM-DD"
+        ) from None
+
+
+def _record(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"invalid record {value!r}: expected a number ≥ 1")
+    return int(value)
+
+
+_SUBPARSERS: dict[str, argparse.ArgumentParser] = {}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,12 +84,18 @@ def _parser() -> argparse.ArgumentParser:
         help="text: a table; json: the stable JSON contract; html: a self-contained page "
         "with the window bar and the message table",
     )
-    p.add_argument("--provider", choices=("openai", "ollama", "azure"))
+    p.add_argument("--provider", choices=("openai", "ollama", "azure", "anthropic"))
     p.add_argument("--root", help="workspace root (default: the enclosing git repository)")
     p.add_argument(
         "--today",
-        type=dt.date.fromisoformat,
+        type=_date,
         help="date for {{CURRENT_DATETIME}} as YYYY-MM-DD (default: today)",
+    )
+    p.add_argument(
+        "--record",
+        type=_record,
+        metavar="N",
+        help="in a dataset (JSON Lines, one conversation per line): assemble the N-th one",
     )
     p.add_argument(
         "--summary-request",
@@ -159,6 +191,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.add_argument("--log-file", help="write the log there instead of stderr")
     p.set_defaults(run=_serve)
+    _SUBPARSERS.update(sub.choices)
     return parser
 
 
@@ -210,6 +243,14 @@ def _assemble(args: argparse.Namespace) -> int:
     if root is not None and not root.is_dir():
         print(f"promptls: error: --root is not a directory: {args.root}", file=sys.stderr)
         return EXIT_USAGE
+    if path.name.lower().endswith(".prompt.md"):
+        print(
+            f"promptls: error: {args.file} is a prompt template, not a conversation: name it "
+            "as `system_prompt` in a conversation and assemble that, or check the template "
+            "with `promptls lint`",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     overrides = {"provider": args.provider} if args.provider else None
     from server import precount  # standard library and tiktoken only: cheap
 
@@ -228,6 +269,15 @@ def _assemble(args: argparse.Namespace) -> int:
     )
     if analysis.encoding_warning:
         print(f"promptls: note: {analysis.encoding_warning}", file=sys.stderr)
+    if analysis.records:
+        return _assemble_dataset(args, analysis)
+    if args.record is not None:
+        print(
+            f"promptls: error: --record: {args.file} is one conversation, not a dataset "
+            "(JSON Lines with one conversation per line)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     if args.format == "json":
         obj = assembly_json(analysis, display_path=args.file, summary_request=args.summary_request)
         sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
@@ -238,6 +288,50 @@ def _assemble(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_text(analysis, display_path=args.file))
     return EXIT_OK if analysis.assembly.ok else EXIT_FINDINGS
+
+
+def _assemble_dataset(args: argparse.Namespace, analysis: Analysis) -> int:
+    """A dataset: one record (``--record N``), or every record as JSON Lines."""
+    from assembly.text import LineIndex
+    from server.output import assembly_json, record_line, render_text
+
+    n = len(analysis.records)
+    if args.record is not None:
+        if args.record > n:
+            print(
+                f"promptls: error: --record {args.record}: {args.file} has {n} "
+                f"conversation{'s' if n != 1 else ''}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        picked = [analysis.records[args.record - 1]]
+    elif args.format == "json":
+        picked = list(analysis.records)
+    else:
+        print(
+            f"promptls: error: {args.file} is a dataset of {n} conversations, one per line: "
+            "pick one with --record N, or print them all with --format json (JSON Lines)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    index = LineIndex(str(analysis.text))
+    for record in picked:
+        number = analysis.record_number(record)
+        line = record_line(index, record)
+        where = f"{args.file} (record {number}, line {line})"
+        if args.format == "json":
+            obj = {
+                "record": number,
+                "line": line,
+                **assembly_json(
+                    record, display_path=args.file, summary_request=args.summary_request
+                ),
+            }
+            indent = 2 if args.record is not None else None
+            sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=indent) + "\n")
+        else:
+            sys.stdout.write(render_text(record, display_path=where))
+    return EXIT_OK if all(r.assembly.ok for r in picked) else EXIT_FINDINGS
 
 
 def _lint(args: argparse.Namespace) -> int:

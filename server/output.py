@@ -7,10 +7,14 @@ convention of ruff and eslint); the language server converts to LSP units elsewh
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from assembly.assemble import Assembly
 from assembly.diagnostics import sort_key
+from assembly.formats.anthropic_out import render_assembly
+from assembly.formats.detect import SourceFormat
+from assembly.model import Conversation
 from assembly.text import LineIndex, TextRange
 from server.workspace import Analysis
 
@@ -25,8 +29,9 @@ def assembly_json(
     """
     a = analysis.assembly
     b = a.budget
-    return {
+    res = {
         "file": display_path,
+        "format": format_json(analysis.conversation),
         "settings": analysis.settings.model_dump(mode="json"),
         "encoding": a.encoding,
         "encoding_requested": analysis.encoding_requested,
@@ -68,18 +73,42 @@ def assembly_json(
             **({"request": list(a.compression.request)} if summary_request else {}),
         },
         "cache_prefix_length": a.cache_prefix_length,
-        "diagnostics": diagnostics_json(analysis, display_path=display_path),
+        "diagnostics": diagnostics_json(analysis, display_path=display_path, relative=True),
     }
+    if a.settings.provider == "anthropic":
+        request = render_assembly(a)
+        res["system"] = request.system
+        res["messages"] = request.messages
+        res["message_sources"] = request.sources
+    return res
 
 
-def diagnostics_json(analysis: Analysis, *, display_path: str) -> list[dict[str, Any]]:
-    """Diagnostics as ``lint --format json`` objects."""
+def format_json(conv: Conversation) -> dict[str, str]:
+    """The format a document was read as, and the marks of its shape that decided it."""
+    fmt = SourceFormat(conv.source_format)
+    return {"name": fmt.value, "title": fmt.title, "why": conv.source_format_why}
+
+
+def format_line(conv: Conversation) -> str:
+    """One line naming the format read, for the text outputs."""
+    f = format_json(conv)
+    return f"read as: {f['title']} ({f['name']}) — by its shape: {f['why']}"
+
+
+def diagnostics_json(
+    analysis: Analysis, *, display_path: str, relative: bool = False
+) -> list[dict[str, Any]]:
+    """Diagnostics as ``lint --format json`` objects; ``relative``: another file's path
+    (a settings file, a template) relative to the current folder when inside it, as
+    ``promptls lint`` prints paths (lint itself keeps them absolute: it relocates them)."""
     indexes: dict[str | None, LineIndex] = {None: LineIndex(analysis.text)}
     for p, t in analysis.other_texts.items():
         indexes[p] = LineIndex(t)
 
     def where(path: str | None) -> tuple[str, LineIndex | None]:
-        return (display_path if path is None else path), indexes.get(path)
+        if path is None:
+            return display_path, indexes.get(path)
+        return (_relative(path) if relative else path), indexes.get(path)
 
     res = []
     for d in sorted(analysis.diagnostics, key=sort_key):
@@ -120,6 +149,7 @@ def render_text(analysis: Analysis, *, display_path: str) -> str:
     lines = [
         f"{display_path}  ·  {analysis.settings.model}  ·  {a.encoding}"
         + (f" (asked for {analysis.encoding_requested})" if analysis.encoding_warning else ""),
+        format_line(analysis.conversation),
         (
             f"budget: {b.used:,} / {b.available_tokens - b.tools:,} tokens used"
             f"  (max_input_tokens {b.max_input_tokens:,} × (1 − {b.safety_margin:g}) = "
@@ -152,7 +182,13 @@ def render_text(analysis: Analysis, *, display_path: str) -> str:
         if "cache_control" in marked:
             line += f", cache_control on `{a.layout[a.cache_prefix_length - 1].id}`"
         lines.append(line)
-    diags = diagnostics_json(analysis, display_path=display_path)
+    if a.settings.provider == "anthropic" and a.provider_messages:
+        request = render_assembly(a)
+        lines.append(
+            f"anthropic request: system {'apart' if request.system else 'none'}, "
+            f"{len(request.messages)} alternating turn(s) from {len(a.layout)} message(s)"
+        )
+    diags = diagnostics_json(analysis, display_path=display_path, relative=True)
     if diags:
         lines.append("")
         for d in diags:
@@ -220,3 +256,18 @@ def _range_json(rng: TextRange, index: LineIndex | None) -> dict[str, Any]:
         "start": {"line": s.line + 1, "column": s.column + 1},
         "end": {"line": e.line + 1, "column": e.column + 1},
     }
+
+
+def _relative(path: str) -> str:
+    """``path`` relative to the current folder when it is inside it."""
+    p = Path(path)
+    cwd = Path.cwd()
+    if p.is_absolute() and p.is_relative_to(cwd):
+        return p.relative_to(cwd).as_posix()
+    return path
+
+
+def record_line(index: LineIndex, record: Analysis) -> int:
+    """The 1-based line of a dataset record (its conversation's first character)."""
+    root = record.conversation.root
+    return index.line_col(root.range.start if root is not None else 0).line + 1

@@ -195,6 +195,8 @@ def _walk_strings(value: Any) -> Iterator[str]:
 
 
 def _strings(conv: Conversation) -> Iterable[str]:
+    for r in conv.records:
+        yield from _strings(r)
     for m in conv.messages:
         if len(m.content) >= MIN_CHARS:
             yield m.content

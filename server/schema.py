@@ -23,8 +23,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from assembly.documents import LOG_MESSAGE_KEYS, REQUEST_BODY_KEYS, ROLE_ALIASES
 from assembly.model import Role
 from assembly.settings import Settings
+from server.schema_formats import FORMAT_ROOTS, format_defs
 
 # Where the schema is published, for a document's `"$schema"` key (the file in the repository).
 CONVERSATION_SCHEMA_URL = "https://raw.githubusercontent.com/promptls/promptls/main/assembly/data/conversation.schema.json"
@@ -33,13 +35,14 @@ REGENERATE_COMMAND = "python -m server.schema > assembly/data/conversation.schem
 
 Schema = dict[str, Any]
 
-_ROLE_DOCS = {
+_ROLE_DOCS: dict[str, str] = {
     Role.SYSTEM: "The system prompt (the first one is used when `system_prompt` is not set).",
     Role.USER: "A user turn; may carry uploaded `files` or be an injected file (`file_id`).",
     Role.ASSISTANT: "A model answer; may call tools (`tool_calls`).",
     Role.TOOL: "A tool result, answering the tool call named by `tool_call_id`.",
     Role.REMINDER: "The reminder text: always sent as the very last message.",
     Role.SUMMARY: "A summary that replaces the messages up to `summarizes_through`.",
+    "developer": "OpenAI's system role of o-series and GPT-5 requests: read as `system`.",
 }
 _FILE_TYPES = ["text", "tabular", "image", "document"]
 
@@ -87,14 +90,20 @@ def conversation_schema() -> Schema:
     for name, value in settings_defs.items():
         assert name not in defs, f"settings definition {name} clashes with ours"
         defs[name] = value
+    defs.update(format_defs(defs["document"]["properties"]))
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": CONVERSATION_SCHEMA_URL,
         "title": "promptls conversation",
         "description": "An LLM conversation for promptls (*.conv.json, *.conv.yaml; a "
         "*.conv.jsonl file holds the same messages one per line): a bare array of "
-        "messages, or an object with `messages` and the context around them.",
-        "anyOf": [{"$ref": "#/$defs/message_list"}, {"$ref": "#/$defs/document"}],
+        "messages, or an object with `messages` and the context around them; an Anthropic "
+        "Messages request or OpenAI Responses input is read too.",
+        "anyOf": [
+            {"$ref": "#/$defs/message_list"},
+            {"$ref": "#/$defs/document"},
+            *FORMAT_ROOTS,
+        ],
         "$defs": defs,
     }
 
@@ -175,10 +184,33 @@ def _document() -> Schema:
                 "description": "The conversation's messages, in order (OpenAI chat format, "
                 "plus promptls' `id`, `parent`, `files`, `token_count`, … fields).",
             },
+            **_request_body_keys(),
         },
         "required": ["messages"],
         "additionalProperties": False,
     }
+
+
+def _request_body_keys() -> Schema:
+    """A chat-completions request body is a conversation: its other fields are accepted."""
+    res: Schema = {}
+    for key in sorted(REQUEST_BODY_KEYS):
+        if key == "model":
+            res[key] = {
+                "type": "string",
+                "minLength": 1,
+                "description": "The request's model: the document's `model` setting unless "
+                "`settings.model` is given.",
+            }
+        elif key == "functions":
+            res[key] = {
+                "type": "array",
+                "description": "The legacy tool list; read as `tools`.",
+                "items": {"$ref": "#/$defs/tool"},
+            }
+        else:
+            res[key] = {"description": "A chat-completions request field; accepted, not read."}
+    return res
 
 
 def _text_block() -> Schema:
@@ -328,7 +360,7 @@ def _tool() -> Schema:
 
 
 def _message() -> Schema:
-    roles = [r.value for r in Role]
+    roles = [r.value for r in Role] + [a for a, r in ROLE_ALIASES.items() if r is Role.SYSTEM]
     not_allowed = {"not": {}}
     return {
         "type": "object",
@@ -337,7 +369,7 @@ def _message() -> Schema:
             "role": {
                 "enum": roles,
                 "description": "Who speaks: " + ", ".join(f"`{r}`" for r in roles) + ".",
-                "enumDescriptions": [_ROLE_DOCS[Role(r)] for r in roles],
+                "enumDescriptions": [_ROLE_DOCS[r] for r in roles],
             },
             "content": {
                 "description": "The text: a string, null (an assistant message that only calls "
@@ -401,17 +433,24 @@ def _message() -> Schema:
                 "suppressed.",
                 "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
             },
-            "refusal": {
-                "type": ["string", "null"],
-                "description": "OpenAI response field; accepted and not sent.",
-            },
             "function_call": {
-                "type": ["object", "null"],
-                "description": "OpenAI's deprecated function call field; accepted and not sent.",
+                "type": "null",
+                "description": "OpenAI's deprecated function call: read as a tool call with a "
+                "made-up id (reported as information), so only null is plain.",
             },
-            "audio": {
-                "type": ["object", "null"],
-                "description": "OpenAI response field; accepted and not sent.",
+            "tool_call_ids": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 1,
+                "maxItems": 1,
+                "description": "SWE-agent's spelling of `tool_call_id`: a list of one id.",
+            },
+            **{
+                key: {
+                    "description": "A log field (response, reasoning trace, fine-tuning "
+                    "weight); accepted and not sent."
+                }
+                for key in sorted(LOG_MESSAGE_KEYS)
             },
         },
         "required": ["role"],
@@ -419,7 +458,9 @@ def _message() -> Schema:
         "allOf": [
             {
                 "if": _role_is("tool"),
-                "then": {"required": ["tool_call_id"]},
+                "then": {
+                    "anyOf": [{"required": ["tool_call_id"]}, {"required": ["tool_call_ids"]}]
+                },
             },
             {
                 "if": _role_is("summary"),
@@ -544,6 +585,11 @@ def _tool_call() -> Schema:
                 "as `tool_call_id`.",
             },
             "type": {"const": "function", "description": "Always `function`."},
+            "index": {
+                "type": "integer",
+                "description": "The call's position, as streamed responses and Mistral write "
+                "it; accepted and not sent.",
+            },
             "function": {
                 "type": "object",
                 "description": "The tool called and its arguments.",

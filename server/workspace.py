@@ -28,8 +28,14 @@ from assembly.diagnostics import (
     check,
     from_issues,
     from_setting_issues,
+    sort_key,
 )
-from assembly.documents import format_for_path, parse_conversation, read_tools
+from assembly.documents import (
+    format_for_path,
+    parse_conversation,
+    read_tools,
+    tools_from_settings,
+)
 from assembly.incremental import reparse_conversation
 from assembly.model import Conversation, DocFormat, PromptRef, PromptTemplate
 from assembly.prompts import parse_prompt
@@ -64,6 +70,22 @@ class Analysis:
     parsed: Conversation | None = None
     # What the stages keep for the next analysis of the same document, by stage name.
     caches: dict[str, Any] = field(default_factory=dict)
+    # A dataset (one conversation per JSON Lines line): each record's own analysis. The
+    # fields above are then the first record's, except ``conversation`` (the dataset) and
+    # ``diagnostics`` (every record's).
+    records: tuple[Analysis, ...] = ()
+
+    def at(self, offset: int) -> Analysis:
+        """The analysis that covers ``offset``: the record whose line holds it, else this."""
+        for r in self.records:
+            root = r.conversation.root
+            if root is not None and root.range.start <= offset <= root.range.end:
+                return r
+        return self
+
+    def record_number(self, record: Analysis) -> int:
+        """1-based position of ``record`` among the dataset's records."""
+        return next(k for k, r in enumerate(self.records, 1) if r is record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +183,92 @@ def analyze(
         conv = parse_conversation(str(text), fmt)
     parsed = conv
     diags.extend(from_issues(conv.issues))
+    if conv.records:
+        if pending is not None:
+            pending.seed(conv, load_tokenizer(pending.encoding).tokenizer)
+        return _analyze_dataset(
+            conv,
+            path=path,
+            root=root,
+            text=text,
+            diags=diags,
+            layers=layers,
+            others=others,
+            deps=deps,
+            overrides=overrides,
+            today=today,
+            select=select,
+            ignore=ignore,
+            overlay=overlay,
+        )
+    return _analyze_conversation(
+        conv,
+        path=path,
+        root=root,
+        text=text,
+        diags=diags,
+        layers=layers,
+        others=others,
+        deps=deps,
+        overrides=overrides,
+        today=today,
+        select=select,
+        ignore=ignore,
+        overlay=overlay,
+        pending=pending,
+        previous=previous,
+        parsed=parsed,
+    )
+
+
+def _analyze_dataset(conv: Conversation, *, diags: list[Diagnostic], **kw: Any) -> Analysis:
+    """A dataset: each record analysed as its own conversation; the findings of all of them
+    (each at its line) and of the lines themselves are the document's."""
+    records = tuple(
+        _analyze_conversation(
+            r,
+            diags=from_issues(r.issues),
+            **{
+                **kw,
+                "layers": list(kw["layers"]),
+                "others": dict(kw["others"]),
+                "deps": list(kw["deps"]),
+            },
+        )
+        for r in conv.records
+    )
+    first = records[0]
+    every = [*diags, *(d for r in records for d in r.diagnostics)]
+    every.sort(key=sort_key)
+    return dataclasses.replace(
+        first,
+        conversation=conv,
+        diagnostics=tuple(every),
+        parsed=None,
+        caches={},
+        records=records,
+    )
+
+
+def _analyze_conversation(
+    conv: Conversation,
+    *,
+    path: Path,
+    root: Path,
+    text: str | Rope,
+    diags: list[Diagnostic],
+    layers: list[SettingsLayer],
+    others: dict[str, str],
+    deps: list[Path],
+    overrides: Mapping[str, Any] | None,
+    today: dt.date | None,
+    select: Collection[str] | None,
+    ignore: Collection[str],
+    overlay: Mapping[Path, str] | None,
+    pending: precount.PendingCounts | None = None,
+    previous: Analysis | None = None,
+    parsed: Conversation | None = None,
+) -> Analysis:
 
     template, template_path = _load_template(conv, path, root, diags, overlay or {})
     if template is not None and template_path is not None:
@@ -182,6 +290,8 @@ def analyze(
         layers.append(SettingsLayer("command line", dict(overrides)))
     settings, setting_issues = resolve_settings(layers)
     diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
+    if conv.tools is None and settings.tools is not None:
+        conv = _replace(conv, tools=tools_from_settings(settings.tools))
 
     file_contents = _load_project_files(conv, path, root, diags, deps, overlay or {})
     load = load_tokenizer(settings.encoding, model=settings.model)

@@ -191,7 +191,13 @@ def _schema() -> dict[str, Any]:
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
+class _Dataset(list):  # type: ignore[type-arg]
+    """A dataset's records (JSON Lines, one conversation per line): each is a document."""
+
+
 def _errors(data: Any) -> list[str]:
+    if isinstance(data, _Dataset):
+        return [f"record {k}: {e}" for k, rec in enumerate(data, 1) for e in _errors(rec)]
     validator = jsonschema.Draft202012Validator(_schema())
     res = []
     for error in validator.iter_errors(data):
@@ -210,7 +216,7 @@ def _reader_problems(text: str, fmt: DocFormat | None) -> list[str]:
     assert fmt is not None
     conv = parse_conversation(text, fmt)
     _, setting_issues = resolve_settings([SettingsLayer("document", conv.settings)])
-    res = [f"{i.code}: {i.message}" for i in conv.issues]
+    res = [f"{i.code}: {i.message}" for r in (conv, *conv.records) for i in r.issues]
     return res + [f"invalid-setting: {i.message}" for i in setting_issues]
 
 
@@ -226,7 +232,10 @@ def _load(path: Path) -> tuple[Any, bool]:
     parsed = _PARSERS[fmt](_read(path))
     data = parsed.root.to_python() if parsed.root is not None else None
     if fmt is DocFormat.JSONL and data and isinstance(data[0], dict) and "role" not in data[0]:
-        data = {**data[0], "messages": data[1:]}
+        if isinstance(data[0].get("messages"), list):
+            data = _Dataset(data)
+        else:
+            data = {**data[0], "messages": data[1:]}
     return data, not parsed.errors
 
 

@@ -39,6 +39,7 @@ from assembly.diagnostics.incremental import (
     summary_inputs,
 )
 from assembly.diagnostics.rules import (
+    anthropic,
     budget,
     cache,
     files,
@@ -90,6 +91,9 @@ RULES: tuple[Rule, ...] = (
     # Bad input.
     Rule("syntax-error", E, reported.syntax_error),
     Rule("schema-error", E, reported.schema_error),
+    Rule("schema-warning", W, reported.schema_warning),
+    Rule("unknown-key", W, reported.unknown_key),
+    Rule("synthesized-tool-call-id", INFO, reported.synthesized_tool_call_id),
     Rule("invalid-setting", E, reported.invalid_setting),
     Rule("file-not-found", E, reported.file_not_found),
     Rule("path-outside-workspace", E, reported.path_outside_workspace),
@@ -164,6 +168,13 @@ RULES: tuple[Rule, ...] = (
         reads=frozenset({TEXT_CALLS}),
     ),
     Rule(
+        "tool-call-markup-in-text",
+        INFO,
+        tool_calls.tool_call_markup_in_text,
+        inputs=DOC,
+        reads=frozenset({TEXT_CALLS}),
+    ),
+    Rule(
         "file-id-not-in-read-file-list",
         W,
         files.file_id_not_in_read_file_list,
@@ -178,6 +189,15 @@ RULES: tuple[Rule, ...] = (
         inputs=DOC,
         reads=NONE,
     ),
+    # The structure Anthropic's Messages API requires (provider `anthropic`); they read
+    # the assembly's rendering, so they run every time.
+    Rule("anthropic-tool-result-placement", E, anthropic.tool_result_placement),
+    Rule("anthropic-unanswered-tool-use", E, anthropic.unanswered_tool_use),
+    Rule("anthropic-first-turn-not-user", INFO, anthropic.first_turn_not_user),
+    Rule("anthropic-empty-message", W, anthropic.empty_message),
+    Rule("anthropic-merged-turns", INFO, anthropic.merged_turns),
+    Rule("anthropic-system-in-history", INFO, anthropic.system_in_history),
+    Rule("anthropic-tool-use-id", INFO, anthropic.tool_use_id),
 )
 
 _BY_CODE = {r.code: r for r in RULES}

@@ -66,6 +66,7 @@ from assembly.diagnostics.window import TextLike
 from assembly.model import Conversation, FileAttachment, Message, Role, TextBlock
 from assembly.rope import Rope
 from assembly.text import TextRange
+from assembly.toolcalls import RecoveredCall, markup_tool_calls
 
 __all__ = [
     "COMMENT_MARK",
@@ -334,6 +335,14 @@ class CacheRun:
 # ------------------------------------------------------------------------------ facts
 
 
+def _markup_calls(m: Message) -> tuple[RecoveredCall, ...]:
+    if m.role is not Role.ASSISTANT:
+        return ()
+    if "<tool_call>" not in m.content and "<|python_tag|>" not in m.content:
+        return ()
+    return tuple(markup_tool_calls(m.content))
+
+
 def message_facts(
     m: Message, memo: MessageMemo, tools: Sequence[dict[str, Any]]
 ) -> tuple[object, dict[str, object]]:
@@ -348,7 +357,10 @@ def message_facts(
     """
     facts: dict[str, object] = {
         SYSTEM_TEXT: m.content if m.role is Role.SYSTEM else None,
-        TEXT_CALLS: memo.get("text_calls", m, lambda m: text_calls(m, tools)),
+        TEXT_CALLS: (
+            memo.get("text_calls", m, lambda m: text_calls(m, tools)),
+            memo.get("markup_calls", m, _markup_calls),
+        ),
         FILE_REFS: memo.get("file_refs", m, file_refs),
         FILE_CONTENTS: tuple(f.content for f in m.files),
     }

@@ -32,6 +32,7 @@ from assembly.diagnostics.rules.instructions import (
     setting_tool_names,
 )
 from assembly.documents import read_tools
+from assembly.formats.detect import SourceFormat
 from assembly.ide.placement import (
     ConversationDoc,
     Placement,
@@ -46,6 +47,7 @@ from assembly.ide.placement import (
     short_error,
 )
 from assembly.model import Conversation, Message, PromptTemplate, Role, Section
+from assembly.pairs import pair_tool_calls
 from assembly.rope import Text
 from assembly.settings import Settings
 from assembly.sysprompt import (
@@ -175,6 +177,8 @@ def head_markdown(doc: ConversationDoc, pl: Placements | None = None) -> str:
         f"**promptls** · `{a.settings.model}` · {fmt_tokens(totals.used)} / "
         f"{fmt_tokens(totals.available)} tokens ({percent(totals.used, totals.available)})",
         "",
+        _format_line(doc.conversation),
+        "",
     ]
     if totals.error is not None:
         out += [f"**Cannot be assembled** — {_escape(short_error(totals.error, limit=200))}", ""]
@@ -217,6 +221,13 @@ def head_markdown(doc: ConversationDoc, pl: Placements | None = None) -> str:
     out.extend(_head_notes(doc, pl))
     out += ["", _encoding_line(a.encoding, doc.encoding_requested, doc.encoding_warning)]
     return "\n".join(out)
+
+
+def _format_line(conv: Conversation) -> str:
+    """The format the document was read as, and why: a wrong guess is seen at once."""
+    fmt = SourceFormat(conv.source_format)
+    why = _escape(conv.source_format_why)
+    return f"Read as **{fmt.title}** (`{fmt.value}`), by its shape: {why}."
 
 
 def plain_text(markdown: str) -> str:
@@ -471,12 +482,13 @@ def _orphan_reason(pl: Placements, m: Message) -> str:
     call_id = m.tool_call_id
     if not call_id:
         return "why: it has no `tool_call_id`, so it answers no call"
-    caller = next(
-        (x for x in pl.conversation.messages if any(c.id == call_id for c in x.tool_calls)),
-        None,
-    )
-    if caller is None:
-        return f"why: no message makes the call `{call_id}`"
+    ref = pair_tool_calls(pl.conversation.messages).call_of.get(m.id)
+    if ref is None:
+        rejected = _rejected_call(pl.conversation, call_id)
+        if rejected is not None:
+            return f"why: its call `{call_id}` is malformed and left out ({rejected})"
+        return f"why: no earlier message makes the call `{call_id}`"
+    caller = ref.owner
     cp = pl.of(caller)
     if cp.status == "kept":
         return f"why: its call `{call_id}` (in `{caller.id}`) is not sent before it"
@@ -492,15 +504,20 @@ def _orphan_reason(pl: Placements, m: Message) -> str:
 # ------------------------------------------------------------------------------ tool calls
 
 
+def _rejected_call(conv: Conversation, call_id: str) -> str | None:
+    for r in conv.rejected_calls:
+        if r.id == call_id:
+            return r.reason
+    return None
+
+
 def _tool_call_hover(pl: Placements, m: Message, offset: int) -> HoverResult | None:
-    for c in m.tool_calls:
+    for k, c in enumerate(m.tool_calls):
         if c.id_range.contains(offset):
             lines = [f"**tool call `{c.id}`** → `{c.name}` (in `{m.id}`)", ""]
-            responses = [
-                x
-                for x in pl.conversation.messages
-                if x.role is Role.TOOL and x.tool_call_id == c.id
-            ]
+            if c.synthesized_id:
+                lines += ["(its id is made up: the document gives it none)", ""]
+            responses = pair_tool_calls(pl.conversation.messages).responses(m, k)
             if not responses:
                 lines.append("No response: no tool message answers this call.")
             for r in responses:
@@ -518,27 +535,27 @@ def _tool_call_hover(pl: Placements, m: Message, offset: int) -> HoverResult | N
             return HoverResult(c.id_range, "\n".join(lines))
     if m.tool_call_id_range is not None and m.tool_call_id_range.contains(offset):
         call_id = m.tool_call_id or ""
-        for x in pl.conversation.messages:
-            for c in x.tool_calls:
-                if c.id != call_id:
-                    continue
-                args = (
-                    json.dumps(c.arguments, indent=2, ensure_ascii=False)
-                    if c.arguments is not None
-                    else c.arguments_text
-                )
-                shown, more = first_lines(args, _ARGUMENT_LINES)
-                lines = [
-                    f"**response to `{call_id}`** ← `{c.name}` called in `{x.id}` · "
-                    f"{_status_words(pl, pl.of(x))}",
-                    "",
-                    *_fence(shown, "json" if c.arguments is not None else ""),
-                ]
-                if more:
-                    lines.append(f"… {plural(more, 'more line')}")
-                return HoverResult(m.tool_call_id_range, "\n".join(lines))
+        ref = pair_tool_calls(pl.conversation.messages).call_of.get(m.id)
+        if ref is not None:
+            x, c = ref.owner, ref.call
+            args = (
+                json.dumps(c.arguments, indent=2, ensure_ascii=False)
+                if c.arguments is not None
+                else c.arguments_text
+            )
+            shown, more = first_lines(args, _ARGUMENT_LINES)
+            lines = [
+                f"**response to `{call_id}`** ← `{c.name}` called in `{x.id}` · "
+                f"{_status_words(pl, pl.of(x))}",
+                "",
+                *_fence(shown, "json" if c.arguments is not None else ""),
+            ]
+            if more:
+                lines.append(f"… {plural(more, 'more line')}")
+            return HoverResult(m.tool_call_id_range, "\n".join(lines))
         return HoverResult(
-            m.tool_call_id_range, f"**response to `{call_id}`**\n\nNo message makes this call."
+            m.tool_call_id_range,
+            f"**response to `{call_id}`**\n\nNo earlier message makes this call.",
         )
     return None
 

@@ -27,15 +27,16 @@ class Lens:
 
 
 def conversation_lenses(
-    doc: ConversationDoc, *, command: str, arguments: tuple[Any, ...]
+    doc: ConversationDoc, *, command: str, arguments: tuple[Any, ...], at: int = 0
 ) -> list[Lens]:
-    """Return the lens of the document's first line."""
+    """Return the lens of the document's first line (of the line at ``at``: a dataset
+    record's)."""
     totals = placements(doc.conversation, doc.assembly).totals()
-    end = doc.text.find("\n")
+    end = doc.text.find("\n", at)
     end = len(doc.text) if end == -1 else end
-    if end > 0 and doc.text[end - 1] == "\r":
+    if end > at and doc.text[end - 1] == "\r":
         end -= 1
-    return [Lens(TextRange(0, end), total_title(totals), command, arguments)]
+    return [Lens(TextRange(at, end), total_title(totals), command, arguments)]
 
 
 def total_title(t: Totals) -> str:

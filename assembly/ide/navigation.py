@@ -22,6 +22,7 @@ from enum import StrEnum
 
 from assembly.ide._tree import Mention, inner_range, mentions, mentions_in, path_at
 from assembly.model import Conversation, FileAttachment, Message
+from assembly.pairs import CallRef, call_at, pair_tool_calls
 from assembly.sourcemap import string_offset_map
 from assembly.text import TextRange
 
@@ -96,6 +97,8 @@ def references(
         places = list(_message_places(conv, text, at.id))
     else:
         places = [m.range for m in mentions(conv.root, text, at.id)]
+        if at.kind is IdKind.TOOL_CALL:
+            places = _same_use(conv, at, places)
     if not include_declaration:
         declared = {t.focus_range for t in _definitions(conv, text, at)}
         places = [p for p in places if p not in declared]
@@ -149,12 +152,10 @@ def _injections(conv: Conversation) -> Iterable[tuple[FileAttachment | Message, 
 
 def _definitions(conv: Conversation, text: str, at: IdAt) -> list[Target]:
     if at.kind is IdKind.TOOL_CALL:
-        return [
-            Target(c.range, _inner(text, c.id_range, c.id))
-            for m in conv.messages
-            for c in m.tool_calls
-            if c.id == at.id
-        ]
+        ref = _call_meant(conv, at)
+        if ref is None:
+            return []
+        return [Target(ref.call.range, _inner(text, ref.call.id_range, ref.call.id))]
     if at.kind is IdKind.MESSAGE:
         return [
             Target(m.range, _inner(text, m.id_range, m.id) if m.id_range else m.range)
@@ -169,6 +170,38 @@ def _definitions(conv: Conversation, text: str, at: IdAt) -> list[Target]:
         focus = _first_exact(found, rng)
         res.append(Target(rng, focus or rng))
     return res
+
+
+def _call_meant(conv: Conversation, at: IdAt) -> CallRef | None:
+    """The call a tool call id under the cursor names, in conversation order: a response's
+    `tool_call_id` names the call it answers; a call's own id that call; a mention elsewhere
+    the latest call with that id before it."""
+    for m in conv.messages:
+        if not m.range.contains(at.range.start):
+            continue
+        for k, c in enumerate(m.tool_calls):
+            if c.id_range.contains(at.range.start):
+                return CallRef(m, c, k)
+        if m.tool_call_id_range is not None and m.tool_call_id_range.contains(at.range.start):
+            return pair_tool_calls(conv.messages).call_of.get(m.id)
+        break
+    return call_at(conv.messages, at.id, at.range.start)
+
+
+def _same_use(conv: Conversation, at: IdAt, places: list[TextRange]) -> list[TextRange]:
+    """When an id is used again after its call was answered, the places of the one use the
+    cursor is on: from its call up to the next call with the same id."""
+    starts = sorted(c.range.start for m in conv.messages for c in m.tool_calls if c.id == at.id)
+    if len(starts) < 2:
+        return places
+    ref = _call_meant(conv, at)
+    if ref is None:
+        return places
+    begin = ref.call.range.start
+    end = next((s for s in starts if s > begin), None)
+    if ref.owner.range.start <= begin:
+        begin = ref.owner.range.start
+    return [p for p in places if begin <= p.start and (end is None or p.start < end)]
 
 
 def _first_exact(found: list[Mention], within: TextRange) -> TextRange | None:

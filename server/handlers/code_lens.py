@@ -22,7 +22,18 @@ async def code_lens(ls: PromptServer, params: lsp.CodeLensParams) -> list[lsp.Co
     view = await latest_view(ls, uri)
     if view is None or view.base is None or not isinstance(view.base.analysis, Analysis):
         return None
-    lenses = lens.conversation_lenses(
-        view.base.analysis, command=SHOW_ASSEMBLED_COMMAND, arguments=(uri,)
-    )
+    a = view.base.analysis
+    if a.records:  # a dataset: a lens on each record's line
+        lenses = [
+            x
+            for k, r in enumerate(a.records, 1)
+            for x in lens.conversation_lenses(
+                r,
+                command=SHOW_ASSEMBLED_COMMAND,
+                arguments=(uri, k),
+                at=r.conversation.root.range.start if r.conversation.root else 0,
+            )
+        ]
+    else:
+        lenses = lens.conversation_lenses(a, command=SHOW_ASSEMBLED_COMMAND, arguments=(uri,))
     return [convert.to_lsp_code_lens(view.text_map, view.carry(x)) for x in lenses]

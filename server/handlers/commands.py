@@ -31,10 +31,25 @@ from server.workspace import Analysis, analyze
 ASSEMBLE_TIMEOUT_S = 60.0  # the longest an unopened file's assembly may take
 
 
-async def assemble(ls: PromptServer, args: Any) -> dict[str, Any]:
-    """Arguments: ``[document URI]``; an open document is assembled from its buffer."""
+async def assemble(ls: PromptServer, *arguments: Any) -> dict[str, Any]:
+    """Arguments: ``[document URI]``, or ``[document URI, record number]`` for one
+    conversation of a dataset (default: its first); an open document is assembled from its
+    buffer."""
+    args: Any = arguments[0] if len(arguments) == 1 else list(arguments)
+    record = args[1] if isinstance(args, list) and len(args) > 1 else None
     analysis = await _analysis(ls, _uri_argument(args))
-    return assembly_json(analysis, display_path=str(analysis.path))
+    return assembly_json(_record(analysis, record), display_path=str(analysis.path))
+
+
+def _record(analysis: Analysis, record: Any) -> Analysis:
+    """A dataset's record (1-based; default the first); another document itself."""
+    if not analysis.records:
+        return analysis
+    if record is None:
+        return analysis.records[0]
+    if not isinstance(record, int) or not 1 <= record <= len(analysis.records):
+        raise JsonRpcInvalidParams(f"no record {record!r}: the dataset has {len(analysis.records)}")
+    return analysis.records[record - 1]
 
 
 async def assembled_html(ls: PromptServer, *args: Any) -> dict[str, Any]:

@@ -30,7 +30,8 @@ async def hover(ls: PromptServer, params: lsp.HoverParams) -> lsp.Hover | None:
     offset = view.offset_of(params.position)
     a, today = view.base.analysis, dt.date.today()
     if isinstance(a, Analysis):
-        res = ide_hover.conversation_hover(a, offset, today=today)
+        # In a dataset, the record whose line the cursor is on.
+        res = ide_hover.conversation_hover(a.at(offset), offset, today=today)
     else:
         tokenizer = load_tokenizer(a.settings.encoding, model=a.settings.model).tokenizer
         res = ide_hover.prompt_hover(a, offset, tokenizer=tokenizer, today=today)

@@ -24,7 +24,7 @@ async def inlay_hint(ls: PromptServer, params: lsp.InlayHintParams) -> list[lsp.
     rng = view.range_of(params.range)
     a = view.base.analysis
     if isinstance(a, Analysis):
-        hints = inlay.conversation_inlay_hints(a, rng)
+        hints = [h for r in a.records or (a,) for h in inlay.conversation_inlay_hints(r, rng)]
     else:
         tokenizer = load_tokenizer(a.settings.encoding, model=a.settings.model).tokenizer
         hints = inlay.prompt_inlay_hints(a, rng, tokenizer=tokenizer)

@@ -21,8 +21,9 @@ async def definition(ls: PromptServer, params: lsp.DefinitionParams) -> list[lsp
     view = await current_view(ls, uri)
     if view is None or view.base is None or not isinstance(view.base.analysis, Analysis):
         return None
-    a = view.base.analysis
-    res = ide_navigation.definition(a.conversation, a.text, view.offset_of(params.position))
+    offset = view.offset_of(params.position)
+    a = view.base.analysis.at(offset)
+    res = ide_navigation.definition(a.conversation, a.text, offset)
     m = view.text_map
     return [convert.to_lsp_location(m, uri, view.carry(t)) for t in res] if res else None
 
@@ -32,8 +33,8 @@ async def references(ls: PromptServer, params: lsp.ReferenceParams) -> list[lsp.
     view = await current_view(ls, uri)
     if view is None or view.base is None or not isinstance(view.base.analysis, Analysis):
         return None
-    a, with_declaration = view.base.analysis, params.context.include_declaration
     offset = view.offset_of(params.position)
+    a, with_declaration = view.base.analysis.at(offset), params.context.include_declaration
     res = ide_navigation.references(
         a.conversation, a.text, offset, include_declaration=with_declaration
     )

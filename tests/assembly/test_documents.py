@@ -173,18 +173,20 @@ def test_a_scalar_document() -> None:
         pytest.param(
             '{"role": "robot", "content": "beep"}',
             'error schema-error 2:10-2:17 `"robot"`: unknown role `robot`: expected one of '
-            "`system`, `user`, `assistant`, `tool`, `reminder`, `summary`",
+            "`system`, `user`, `assistant`, `tool`, `reminder`, `summary`; the message is left "
+            "out",
             id="unknown-role",
         ),
         pytest.param(
             '{"role": 7, "content": "beep"}',
             "error schema-error 2:10-2:11 `7`: unknown role 7: expected one of "
-            "`system`, `user`, `assistant`, `tool`, `reminder`, `summary`",
+            "`system`, `user`, `assistant`, `tool`, `reminder`, `summary`; the message is left "
+            "out",
             id="role-not-a-string",
         ),
         pytest.param(
             '{"content": "beep"}',
-            "error schema-error 2:1-2:2 `{`: message has no `role`",
+            "error schema-error 2:1-2:2 `{`: message has no `role`: it is left out",
             id="missing-role",
         ),
         pytest.param(
@@ -195,13 +197,13 @@ def test_a_scalar_document() -> None:
     ],
 )
 def test_a_message_that_cannot_be_read_is_left_out(message: str, expected: str) -> None:
-    # The rest of the document is still read.
+    # The rest of the document is still read, and the messages after it keep their index.
     check_document(
         f'[{{"role": "user", "content": "a"}},\n{message},\n{{"role": "user", "content": "b"}}]',
         DocFormat.JSON,
         f"""
         message 0 user 'a'
-        message 1 user 'b'
+        message 2 user 'b'
         {expected}
         """,
     )
@@ -212,7 +214,7 @@ def test_bad_tool_calls() -> None:
 [
 {"role": "assistant", "content": "", "tool_calls": {"id": "c1"}},
 {"role": "assistant", "content": "", "tool_calls": [
-  {"type": "function", "function": {"name": "f", "arguments": "{}"}},
+  {"id": 5, "type": "function", "function": {"name": "f", "arguments": "{}"}},
   {"id": "c2", "type": "function"},
   {"id": "c3", "function": {"arguments": "{}"}},
   {"id": "c4", "function": {"name": "f", "arguments": "not json"}},
@@ -235,15 +237,15 @@ def test_bad_tool_calls() -> None:
         message 3 tool 'r'
         message 4 tool 'r'
         error schema-error 2:52-2:64 `{"id": "c1"}`: `tool_calls` must be an array
-        error schema-error 4:3-4:69 `{"type": "function", "function": {"name": "f", "arguments": "{}"}}`: a tool call needs a string `id`
+        error schema-error 4:10-4:11 `5`: a tool call `id` must be a string
         error schema-error 5:3-5:35 `{"id": "c2", "type": "function"}`: a tool call needs a `function` object
         error schema-error 6:28-6:47 `{"arguments": "{}"}`: a tool call needs `function.name`
-        warning schema-error 7:55-7:65 `"not json"`: tool call `arguments` is not a JSON object
+        warning schema-warning 7:55-7:65 `"not json"`: tool call `arguments` is not a JSON object
         error schema-error 8:55-8:56 `5`: `arguments` must be a JSON string or an object
         error schema-error 10:3-10:7 `"c7"`: a tool call must be an object with `id` and `function`
         error schema-error 12:48-12:50 `[]`: only assistant messages make `tool_calls`
-        error schema-error 13:10-13:16 `"tool"`: a tool message needs `tool_call_id`
         error schema-error 14:34-14:35 `6`: `tool_call_id` must be a string
+        error schema-error 13:10-13:16 `"tool"`: a tool message needs `tool_call_id`
         """,  # noqa: E501
     )
 
@@ -261,11 +263,12 @@ def test_duplicate_message_ids() -> None:
         """
         message a user 'first'
         message 1 user 'third'
-        message 2 user 'fifth'
-        error schema-error 2:9-2:12 `"a"`: duplicate message id `a`
-        error schema-error 4:9-4:12 `"1"`: duplicate message id `1`
+        message 3 user 'fourth'
+        message 4 user 'fifth'
         error schema-error 5:9-5:11 `""`: message `id` must be a non-empty string or an integer
-        """,
+        error schema-error 2:9-2:12 `"a"`: duplicate message id `a`: the message is left out
+        error schema-error 4:9-4:12 `"1"`: duplicate message id `1`: this message is read as `3`, its index
+        """,  # noqa: E501
     )
 
 
@@ -350,8 +353,8 @@ def test_unknown_keys_are_warnings() -> None:
         DocFormat.JSON,
         """
         message 0 user 'a'
-        warning schema-error 1:2-1:11 `"mesages"`: unknown key `mesages` (expected one of `settings`, `system_prompt`, `custom_agent_prompt`, `project_files`, `tools`, `reminder`, `additional_context`, `messages`, `user_info`)
-        warning schema-error 1:63-1:71 `"colour"`: unknown message key `colour`
+        warning unknown-key 1:2-1:11 `"mesages"`: unknown key `mesages` (expected one of `settings`, `system_prompt`, `custom_agent_prompt`, `project_files`, `tools`, `reminder`, `additional_context`, `messages`, `user_info`, or a chat-completions request field)
+        warning unknown-key 1:63-1:71 `"colour"`: unknown message key `colour`: it is ignored
         """,  # noqa: E501
     )
 
@@ -502,3 +505,141 @@ def test_a_bom_alone_is_not_an_error(tmp_path: Path) -> None:
     res = analyze(path, root=tmp_path, today=TODAY)
     assert res.diagnostics == ()
     assert [m.role for m in res.conversation.messages] == [Role.USER]
+
+
+# ------------------------------------------------------------------- real log shapes
+
+
+def test_developer_is_a_system_message_and_function_a_tool_response() -> None:
+    conv = check_document(
+        """\
+[{"role": "developer", "content": "Be terse."},
+ {"role": "user", "content": "weather?"},
+ {"role": "assistant", "content": null, "function_call": {"name": "get_weather", "arguments": "{}"}},
+ {"role": "function", "name": "get_weather", "content": "rain"},
+ {"role": "assistant", "content": "Rain."}]
+""",  # noqa: E501
+        DocFormat.JSON,
+        """
+        message 0 system 'Be terse.'
+        message 1 user 'weather?'
+        message 2 assistant '' calls=call_2_0:get_weather
+        message 3 tool 'rain' answers=call_2_0
+        message 4 assistant 'Rain.'
+        info synthesized-tool-call-id 3:58-3:59 `{`: a legacy `function_call` is read as tool call `call_2_0`; the response that answers it (in conversation order) gets the same id, and the assembled messages send it
+        """,  # noqa: E501
+    )
+    assert conv.messages[0].written_role == "developer"
+    assert conv.messages[3].written_role == "function"
+
+
+def test_empty_tool_call_ids_are_paired_in_conversation_order() -> None:
+    # Gemini's OpenAI-compatible endpoint answers with `"id": ""`; the Agents SDK logs the
+    # responses with `"tool_call_id": ""`.
+    check_document(
+        """\
+[{"role": "user", "content": "a and b"},
+ {"role": "assistant", "tool_calls": [
+   {"id": "", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+   {"id": "", "type": "function", "function": {"name": "b", "arguments": "{}"}}]},
+ {"role": "tool", "tool_call_id": "", "content": "A"},
+ {"role": "tool", "tool_call_id": "", "content": "B"},
+ {"role": "tool", "tool_call_id": "", "content": "C"}]
+""",
+        DocFormat.JSON,
+        """
+        message 0 user 'a and b'
+        message 1 assistant '' calls=call_1_0:a,call_1_1:b
+        message 2 tool 'A' answers=call_1_0
+        message 3 tool 'B' answers=call_1_1
+        message 4 tool 'C' answers=
+        info synthesized-tool-call-id 3:11-3:13 `""`: a tool call with `"id": ""` is read as tool call `call_1_0`; the response that answers it (in conversation order) gets the same id, and the assembled messages send it
+        info synthesized-tool-call-id 4:11-4:13 `""`: a tool call with `"id": ""` is read as tool call `call_1_1`; the response that answers it (in conversation order) gets the same id, and the assembled messages send it
+        """,  # noqa: E501
+    )
+
+
+def test_log_fields_and_request_body_keys_are_read_silently() -> None:
+    conv = check_document(
+        """\
+{"model": "gpt-4.1", "temperature": 0, "max_completion_tokens": 100, "stream": false,
+ "tool_choice": "auto", "parallel_tool_calls": true, "response_format": {"type": "text"},
+ "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+ "messages": [
+  {"role": "user", "content": "hi"},
+  {"role": "assistant", "content": "yo", "refusal": null, "annotations": [], "audio": null,
+   "reasoning_content": "think", "reasoning": "think", "thinking": "think"}]}
+""",
+        DocFormat.JSON,
+        """
+        message 0 user 'hi'
+        message 1 assistant 'yo'
+        """,
+    )
+    assert conv.settings == {"model": "gpt-4.1"}
+    assert [t.name for t in conv.tools or ()] == ["f"]
+
+
+def test_settings_model_wins_over_the_request_body_model() -> None:
+    for text in (
+        '{"model": "gpt-4.1", "settings": {"model": "o3"}, "messages": []}',
+        '{"settings": {"model": "o3"}, "model": "gpt-4.1", "messages": []}',
+    ):
+        assert parse_conversation(text, DocFormat.JSON).settings == {"model": "o3"}
+
+
+def test_swe_agent_tool_call_ids() -> None:
+    check_document(
+        """\
+[{"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+ {"role": "tool", "tool_call_ids": ["c1"], "content": "r"},
+ {"role": "tool", "tool_call_ids": ["c1", "c2"], "content": "r"}]
+""",  # noqa: E501
+        DocFormat.JSON,
+        """
+        message 0 assistant '' calls=c1:f
+        message 1 tool 'r' answers=c1
+        message 2 tool 'r'
+        error schema-error 3:36-3:48 `["c1", "c2"]`: `tool_call_ids` must name exactly one tool call
+        error schema-error 3:11-3:17 `"tool"`: a tool message needs `tool_call_id`
+        """,
+    )
+
+
+def test_documented_parts_and_builtin_tools_are_read() -> None:
+    conv = check_document(
+        """\
+{"tools": [{"type": "web_search_preview"}, {"type": "function", "function": {"name": "f"}}],
+ "messages": [
+  {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "file", "file": {"file_id": "f1"}}]},
+  {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}]}
+""",  # noqa: E501
+        DocFormat.JSON,
+        """
+        message 0 user 'hi'
+        message 1 assistant 'No.'
+        warning schema-warning 3:64-3:107 `{"type": "file", "file": {"file_id": "f1"}}`: content part `file` is neither counted nor sent: promptls assembles text and images
+        """,  # noqa: E501
+    )
+    assert [t.name for t in conv.tools or ()] == ["web_search_preview", "f"]
+
+
+def test_reading_findings_have_their_rules_severity() -> None:
+    """`promptls rules` and the findings agree: one severity per code of reading."""
+    from assembly.diagnostics import rule_by_code
+    from assembly.documents import format_for_path
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    seen: set[str] = set()
+    for path in data.rglob("*"):
+        fmt = format_for_path(path.name) if path.is_file() else None
+        if fmt is None:
+            continue
+        conv = parse_conversation(path.read_text(encoding="utf-8", errors="replace"), fmt)
+        for issue in (i for c in (conv, *conv.records) for i in c.issues):
+            rule = rule_by_code(issue.code)
+            assert rule is not None, issue.code
+            if issue.code in ("schema-error", "schema-warning", "unknown-key"):
+                assert issue.severity == rule.severity, (path.name, issue)
+                seen.add(issue.code)
+    assert seen == {"schema-error", "schema-warning", "unknown-key"}

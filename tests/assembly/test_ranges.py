@@ -215,7 +215,7 @@ def test_half_typed_json_keeps_the_first_message() -> None:
         syntax-error 1:50-1:51 `{`: unclosed object: expected `}`
         syntax-error 1:14-1:15 `[`: unclosed array: expected `]`
         syntax-error 1:1-1:2 `{`: unclosed object: expected `}`
-        schema-error 1:50-1:51 `{`: message has no `role`
+        schema-error 1:50-1:51 `{`: message has no `role`: it is left out
         """,
     )
 

@@ -781,7 +781,7 @@ def test_fixing_a_file_id_in_the_custom_agent_prompt() -> None:
     assert set(cache.recomputed) == PROMPT_READERS["custom_agent_prompt"]
     assert "file-id-not-in-read-file-list" not in {d.code for d in got}
     orphan = next(d for d in got if d.code == "orphaned-tool-response")
-    assert orphan.range.start == new_text.index('"c9"')  # moved by the length change
+    assert orphan.range.start == new_text.index('{"id": "t9"')  # moved by the length change
     assert orphan.fix is not None
     assert orphan.fix.edits[0].range.start == new_text.index('{"id": "t9"')
 

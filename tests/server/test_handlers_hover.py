@@ -108,7 +108,8 @@ async def test_hover_is_markdown_or_plain_text_as_the_client_asks(root: Path) ->
     assert "| **all messages** | **3** | **27** | **0.7%** |" in values[True]
     plain = values[False].splitlines()
     assert plain[0] == "promptls · gpt-4o · 27 / 3,800 tokens (0.7%)"
-    assert plain[2:5] == [
+    assert plain[2].startswith("Read as promptls conversation (promptls), by its shape: ")
+    assert plain[4:7] == [
         "segment          messages  tokens  share of budget",
         "system                  0       0             0.0%",
         "history                 2      24             0.6%",

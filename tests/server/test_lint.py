@@ -124,7 +124,7 @@ def test_text_output(tmp_path, capsys, monkeypatch):
     assert run.rc == 1
     assert run.out == (
         "bad.conv.yaml:2:12: error[schema-error] unknown role `human`: expected one of "
-        "`system`, `user`, `assistant`, `tool`, `reminder`, `summary`\n"
+        "`system`, `user`, `assistant`, `tool`, `reminder`, `summary`; the message is left out\n"
         "  |\n"
         '2 |   - {role: human, content: "hi 😋 there"}\n'
         "  |            ^^^^^\n"
@@ -327,7 +327,7 @@ def test_github_annotations(tmp_path, capsys, monkeypatch):
     assert run.out.splitlines() == [
         "::error file=bad.conv.yaml,line=2,col=12,endLine=2,endColumn=17,title=schema-error"
         "::unknown role `human`: expected one of `system`, `user`, `assistant`, `tool`, "
-        "`reminder`, `summary`",
+        "`reminder`, `summary`; the message is left out",
         "::error file=bad.conv.yaml,line=3,col=27,endLine=3,endColumn=33,title=syntax-error"
         "::invalid YAML: found unexpected end of stream while scanning a quoted scalar",
         "::warning file=chat.conv.yaml,line=4,col=20,endLine=4,endColumn=28,"

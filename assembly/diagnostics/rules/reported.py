@@ -41,10 +41,10 @@ def schema_error(ctx: RuleContext) -> Iterator[Diagnostic]:
     """A value does not fit the conversation schema.
 
     ## What it does
-    Reports messages without a `role` or with an unknown one, tool calls without an `id`
-    or a `function.name`, `files` on a non-user message, a summary without
-    `summarizes_through`, duplicate message ids, unknown keys and other values of the wrong
-    shape. The offending part is left out and the rest is read.
+    Reports messages without a `role` or with an unknown one (left out; the messages after
+    it keep their ids), tool calls without a `function.name`, `files` on a non-user
+    message, a summary without `summarizes_through`, duplicate message ids and other values
+    of the wrong shape. The offending part is left out and the rest is read.
 
     ## Why is this bad?
     The part left out is not sent to the model, which is rarely what the author meant;
@@ -58,6 +58,71 @@ def schema_error(ctx: RuleContext) -> Iterator[Diagnostic]:
     `human` is not a role: use `user`.
     """
     return _reported(ctx, "schema-error")
+
+
+def unknown_key(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """A key that promptls does not read.
+
+    ## What it does
+    Reports a message key, or a document key, that is neither part of the conversation
+    schema, nor an OpenAI chat-completions message or request field, nor one of the log
+    fields real logs carry and that are never sent as input (`annotations`, `refusal`,
+    `audio`, `reasoning_content`, `reasoning`, `thinking`, `weight`, …). The key is ignored.
+
+    ## Why is this bad?
+    An ignored key is usually a typo (`tool_call_idd`) or a field of another format: what it
+    says does not reach the model, and the provider may refuse it.
+
+    ## Example
+    ```json
+    {"role": "user", "content": "hi", "agent": "main"}
+    ```
+    `agent` is SWE-agent's own field: promptls ignores it.
+    """
+    return _reported(ctx, "unknown-key")
+
+
+def schema_warning(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """A value is read, but perhaps not as meant.
+
+    ## What it does
+    Reports values that are read with a caveat: tool call `arguments` that are not a JSON
+    object (sent as written), a file with both `content` and `path` (`content` is used), a
+    second JSON Lines header line (its keys are merged).
+
+    ## Why is this bad?
+    The assembled context may differ from what the author expected.
+
+    ## Example
+    ```json
+    {"id": "call_1", "type": "function",
+     "function": {"name": "search", "arguments": "{query: oslo}"}}
+    ```
+    """
+    return _reported(ctx, "schema-warning")
+
+
+def synthesized_tool_call_id(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """A tool call without an id is given one.
+
+    ## What it does
+    A tool call with `"id": ""` (as Gemini's OpenAI-compatible endpoint writes them), without
+    `id` (Ollama), or a legacy `function_call` is read as a tool call with the id
+    `call_<message id>_<position>`; the tool response that answers it in conversation order
+    (`"tool_call_id": ""`, no `tool_call_id`, or a legacy `function` message) gets the same id.
+    The assembled `messages` send these ids, so they are valid for the provider.
+
+    ## Why is this bad?
+    It is not: this is information. The log as written cannot be sent again (OpenAI requires
+    a non-empty id on every call and a `tool_call_id` on every response).
+
+    ## Example
+    ```json
+    {"role": "assistant", "content": null,
+     "tool_calls": [{"id": "", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    ```
+    """
+    return _reported(ctx, "synthesized-tool-call-id")
 
 
 def invalid_setting(ctx: RuleContext) -> Iterator[Diagnostic]:

@@ -31,11 +31,17 @@ from assembly.diagnostics.core import (
     message_memo,
 )
 from assembly.diagnostics.window import TextLike, find_newline, line_start, offset_map
-from assembly.model import Conversation, DocFormat, Message, Role, ToolCall
+from assembly.model import Conversation, DocFormat, Message, RejectedCall, Role, ToolCall
+from assembly.pairs import CallPairs, pair_tool_calls
 from assembly.sourcemap import OffsetMap
 from assembly.syntax import SNode
 from assembly.text import TextRange
-from assembly.toolcalls import RecoveredCall, extract_tool_calls, looks_like_tool_call_markup
+from assembly.toolcalls import (
+    RecoveredCall,
+    extract_tool_calls,
+    looks_like_tool_call_markup,
+    markup_tool_calls,
+)
 
 # Recovered shapes that are unmistakably a call; a bare schema match ({"query": "…"}) in
 # prose is reported only when the text also looks like tool-call markup (Onyx's trigger).
@@ -51,7 +57,8 @@ def orphaned_tool_response(ctx: RuleContext) -> Iterator[Diagnostic]:
     made by an earlier assistant tool call: as written (the call is missing, comes later, or
     sits on another branch), and after truncation (the call was older than the budget cut,
     or summarized away, so the response is silently dropped too). The related information
-    points at the call the response lost; dropped responses are faded.
+    points at the call the response lost (or at the call left out because it is malformed);
+    every response that is not sent is faded.
 
     ## Why is this bad?
     Providers reject a tool result without its call, so Onyx drops such responses before
@@ -69,13 +76,12 @@ def orphaned_tool_response(ctx: RuleContext) -> Iterator[Diagnostic]:
     if conv is None:
         return
     branch = branch_messages(ctx)
-    made: dict[str, tuple[ToolCall, Message]] = {}
+    made: set[str] = set()
     written: set[str] = set()
     calls: _CallIndex | None = None
     for m in branch:
         if m.role is Role.ASSISTANT:
-            for call in m.tool_calls:
-                made.setdefault(call.id, (call, m))
+            made.update(call.id for call in m.tool_calls)
             continue
         if m.role is not Role.TOOL or m.tool_call_id_range is None:
             continue
@@ -89,14 +95,16 @@ def orphaned_tool_response(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     by_id = {m.id: m for m in branch}
     dropped = set(assembly.dropped)
+    pairs: CallPairs | None = None
     for msg_id in assembly.orphans_dropped:
         m = by_id.get(msg_id)
         if m is None or m.id in written or m.role is not Role.TOOL:
             continue
-        found = made.get(m.tool_call_id or "")
-        if found is None:
+        pairs = pairs or pair_tool_calls(branch)
+        ref = pairs.call_of.get(m.id)
+        if ref is None:
             continue
-        call, owner = found
+        call, owner = ref.call, ref.owner
         if owner.id in dropped:
             why = f"its call in `{owner.id}` is cut by the token budget"
             note = "the call, dropped by the budget cut"
@@ -135,10 +143,17 @@ def unanswered_tool_call(ctx: RuleContext) -> Iterator[Diagnostic]:
       - {role: user, content: "Any luck?"}
     ```
     `call_1` is never answered: add its `tool` message right after the call.
+
+    In a dataset (one conversation per JSON Lines line), the calls of a record's last
+    message are the example's answer, not unanswered calls.
     """
     answered: set[str] = set()
     res: list[Diagnostic] = []
-    for m in reversed(branch_messages(ctx)):
+    branch = branch_messages(ctx)
+    conv = ctx.conversation
+    if conv is not None and conv.record is not None and branch:
+        branch = branch[:-1] if branch[-1].role is Role.ASSISTANT else branch
+    for m in reversed(branch):
         if m.role is Role.TOOL and m.tool_call_id:
             answered.add(m.tool_call_id)
         elif m.role is Role.ASSISTANT:
@@ -156,18 +171,20 @@ def unanswered_tool_call(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 
 def duplicate_tool_call_id(ctx: RuleContext) -> Iterator[Diagnostic]:
-    """The same tool call id is used twice.
+    """The same tool call id is used twice where a response cannot tell the calls apart.
 
     ## What it does
-    Reports a tool call whose `id` an earlier call on the current branch already used, and
-    a `tool` message answering a call that an earlier `tool` message already answered
-    (more answers than calls with that id; a response that comes before its call is an
-    `orphaned-tool-response`).
+    Reports a tool call whose `id` another call of the same assistant message uses, or an
+    earlier call on the current branch that is still unanswered; and a `tool` message
+    answering a call that an earlier `tool` message already answered. Using an id again
+    after its call was answered is not reported: providers accept it (GPT-4o does it) and
+    each response pairs with the call before it, in conversation order.
     The related information points at the first use.
 
     ## Why is this bad?
-    A response is matched to its call by id: with two calls of one id, one of them has no
-    result of its own (or gets the other's), and providers reject duplicate ids.
+    A response is matched to its call by id: with two open calls of one id, one of them has
+    no result of its own (or gets the other's), and providers reject duplicate ids in one
+    message.
 
     ## Example
     ```yaml
@@ -177,37 +194,43 @@ def duplicate_tool_call_id(ctx: RuleContext) -> Iterator[Diagnostic]:
         - {id: call_1, type: function, function: {name: web_search, arguments: '{"query": "b"}'}}
     ```
     """
-    calls: dict[str, ToolCall] = {}
-    n_calls: dict[str, int] = {}
-    responses: dict[str, tuple[TextRange, int]] = {}  # first answer, number of answers
+    open_calls: dict[str, list[ToolCall]] = {}  # unanswered calls by id, oldest first
+    answered: dict[str, TextRange] = {}  # answered ids → the answer
     for m in branch_messages(ctx):
         if m.role is Role.ASSISTANT:
+            here: dict[str, ToolCall] = {}
             for call in m.tool_calls:
-                n_calls[call.id] = n_calls.get(call.id, 0) + 1
-                first = calls.get(call.id)
+                waiting = open_calls.setdefault(call.id, [])
+                first = here.get(call.id)
+                why = "another call of this message"
+                if first is None and waiting:
+                    first, why = waiting[0], "an earlier call that is still unanswered"
+                here.setdefault(call.id, call)
+                waiting.append(call)
+                answered.pop(call.id, None)
                 if first is None:
-                    calls[call.id] = call
                     continue
                 yield Diagnostic(
                     "duplicate-tool-call-id",
                     Severity.ERROR,
-                    f"tool call id `{call.id}` is already used by an earlier call",
+                    f"tool call id `{call.id}` is already used by {why}",
                     call.id_range,
                     related=(Related(first.id_range, "first used here"),),
                 )
-        elif m.role is Role.TOOL and m.tool_call_id in calls:
-            # Only answers count (a response before its call is an orphan, reported there),
-            # and only those beyond one per call made with that id.
-            assert m.tool_call_id is not None and m.tool_call_id_range is not None
-            earlier, n_answers = responses.get(m.tool_call_id, (m.tool_call_id_range, 0))
-            responses[m.tool_call_id] = (earlier, n_answers + 1)
-            if n_answers < n_calls[m.tool_call_id]:
+        elif m.role is Role.TOOL and m.tool_call_id:
+            waiting = open_calls.get(m.tool_call_id)
+            if waiting:
+                waiting.pop(0)
+                answered.setdefault(m.tool_call_id, m.tool_call_id_range or m.range)
                 continue
+            earlier = answered.get(m.tool_call_id)
+            if earlier is None:
+                continue  # no call before it: an orphan, reported there
             yield Diagnostic(
                 "duplicate-tool-call-id",
                 Severity.ERROR,
                 f"tool call `{m.tool_call_id}` is answered twice",
-                m.tool_call_id_range,
+                m.tool_call_id_range or m.range,
                 related=(Related(earlier, "first answer"),),
             )
 
@@ -268,6 +291,60 @@ def tool_call_in_text(ctx: RuleContext) -> Iterator[Diagnostic]:
                 f"tool call written as text: the fallback parser recovers `{call.name}({args})`",
                 rng,
                 fix=_structured_call_fix(ctx, m, call, nodes, taken),
+            )
+
+
+def tool_call_markup_in_text(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """An assistant message holds a tool call in a model's own markup, and no tool is declared.
+
+    ## What it does
+    When the conversation declares no tools (a bare array of messages cannot; the `tools`
+    key, a request body's `tools`, a template's front matter or the `tools` setting can),
+    recognises the tool-call markup of well-known chat templates in assistant messages:
+    `<tool_call>{"name": …, "arguments": …}</tool_call>` (Hermes, Qwen) and Llama's
+    `<|python_tag|>` followed by a JSON call or a `tool.call(…)` line. With tools declared,
+    `tool-call-in-text` checks the calls against them instead.
+
+    ## Why is this bad?
+    It may not be: open-weight models served without a tool parser, and fine-tuning sets
+    for them, write calls this way. Sent to an OpenAI-compatible API, the call stays text:
+    nothing executes it. Declare the tools (e.g. the `tools` setting) to have the calls
+    checked, or move them into `tool_calls`.
+
+    ## Example
+    ```json
+    {"role": "assistant",
+     "content": "<tool_call>{\\"name\\": \\"get_weather\\", \\"arguments\\": {}}</tool_call>"}
+    ```
+    """
+    conv = ctx.conversation
+    if conv is None or conv.tools:
+        return
+    nodes: MessageNodes | None = None
+    for m in branch_messages(ctx):
+        if m.role is not Role.ASSISTANT or (
+            "<tool_call>" not in m.content and "<|python_tag|>" not in m.content
+        ):
+            continue
+        calls = markup_tool_calls(m.content)
+        if not calls:
+            continue
+        nodes = nodes or MessageNodes(conv)
+        spans = decoded_spans(ctx, m, nodes)
+        for call in calls:
+            if spans is not None:
+                rng = spans.range(call.start, call.end)
+            else:
+                rng = m.content_range if m.content_range is not None else m.range
+            template = (
+                "Hermes/Qwen `<tool_call>`" if call.shape == "hermes" else "Llama `<|python_tag|>`"
+            )
+            yield Diagnostic(
+                "tool-call-markup-in-text",
+                Severity.INFO,
+                f"tool call to `{call.name}` written in {template} markup; no tools are "
+                "declared to check it against",
+                rng,
             )
 
 
@@ -454,6 +531,7 @@ def _orphan_as_written(ctx: RuleContext, m: Message, calls: _CallIndex) -> Diagn
     assert m.tool_call_id_range is not None
     call_id = m.tool_call_id or ""
     related: tuple[Related, ...] = ()
+    rejected: RejectedCall | None = None
     later = calls.on_branch.get(call_id)
     elsewhere = calls.anywhere.get(call_id)
     if not call_id:
@@ -464,18 +542,33 @@ def _orphan_as_written(ctx: RuleContext, m: Message, calls: _CallIndex) -> Diagn
     elif elsewhere is not None:
         message = f"tool response to `{call_id}` has no call on this branch and is not sent"
         related = (Related(elsewhere.id_range, "the call, on another branch"),)
+    elif (rejected := _rejected(ctx, call_id)) is not None:
+        message = (
+            f"tool response to `{call_id}` is not sent: its call is malformed and left out "
+            f"({rejected.reason})"
+        )
+        related = (Related(rejected.range, "the malformed call"),)
     else:
         message = f"tool response to `{call_id}` answers no tool call and is not sent"
-    edit = remove_message_edit(ctx, m, calls.nodes)
+    # The call is there but malformed: repairing it is the fix, not deleting its answer.
+    edit = remove_message_edit(ctx, m, calls.nodes) if rejected is None else None
     fix = Fix("Remove the orphaned tool response", (edit,)) if edit is not None else None
     return Diagnostic(
         "orphaned-tool-response",
         Severity.WARNING,
         message,
-        m.tool_call_id_range,
+        m.range,
         related=related,
         fix=fix,
+        unnecessary=True,
     )
+
+
+def _rejected(ctx: RuleContext, call_id: str) -> RejectedCall | None:
+    conv = ctx.conversation
+    if conv is None:
+        return None
+    return next((r for r in conv.rejected_calls if r.id == call_id), None)
 
 
 def _nothing_refers_to(ctx: RuleContext, nodes: MessageNodes, m: Message) -> bool:

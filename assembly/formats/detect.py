@@ -1,0 +1,263 @@
+"""Which conversation format a document is, told by its shape alone.
+
+A document never says its format in a flag: ``detect`` scores the marks of each format
+that its top-level keys, its tools and its messages carry (an Anthropic ``tool_use``
+block, a Responses ``function_call`` item, a promptls ``settings`` key, an OpenAI
+``tool_calls`` list…) and picks the format with most of them; a tie goes to the promptls
+reader, which reads OpenAI chat messages too. The reason is kept, so every output can
+name the format read and why (a wrong guess must be impossible to miss).
+
+The marks of one message depend on that message's source alone (``message_marks``), so a
+re-read of one edited message can tell whether the guess could change.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from enum import StrEnum
+
+from assembly.syntax import SNode
+
+
+class SourceFormat(StrEnum):
+    PROMPTLS = "promptls"
+    OPENAI_CHAT = "openai-chat"
+    ANTHROPIC = "anthropic-messages"
+    RESPONSES = "openai-responses"
+
+    @property
+    def title(self) -> str:
+        return _TITLES[self]
+
+
+_TITLES = {
+    SourceFormat.PROMPTLS: "promptls conversation",
+    SourceFormat.OPENAI_CHAT: "OpenAI Chat Completions messages",
+    SourceFormat.ANTHROPIC: "Anthropic Messages request",
+    SourceFormat.RESPONSES: "OpenAI Responses input",
+}
+
+# Formats whose reader is ``documents._Reader`` (an edit can be re-read incrementally).
+NATIVE = frozenset({SourceFormat.PROMPTLS, SourceFormat.OPENAI_CHAT})
+
+_A, _R, _O, _P = "anthropic", "responses", "openai", "promptls"
+
+# Top-level keys only one family uses (a chat-completions body shares model, messages,
+# tools, temperature… with the others, which say nothing).
+_TOP_MARKS: dict[str, str] = {
+    "system": _A,
+    "anthropic_version": _A,
+    "stop_sequences": _A,
+    "top_k": _A,
+    "mcp_servers": _A,
+    "container": _A,
+    "input": _R,
+    "instructions": _R,
+    "previous_response_id": _R,
+    "max_output_tokens": _R,
+    "max_tool_calls": _R,
+    "truncation": _R,
+    "include": _R,
+    "max_completion_tokens": _O,
+    "response_format": _O,
+    "frequency_penalty": _O,
+    "presence_penalty": _O,
+    "logit_bias": _O,
+    "n": _O,
+    "settings": _P,
+    "system_prompt": _P,
+    "custom_agent_prompt": _P,
+    "project_files": _P,
+    "reminder": _P,
+    "user_info": _P,
+}
+TOP_WEIGHT = 3  # a top-level key says more than one message does
+
+ANTHROPIC_BLOCKS = frozenset(
+    {
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "document",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+        "search_result",
+        "compaction",
+    }
+)
+RESPONSES_ITEMS = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "reasoning",
+        "item_reference",
+        "compaction",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "computer_call",
+        "computer_call_output",
+        "image_generation_call",
+        "local_shell_call",
+        "local_shell_call_output",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+    }
+)
+RESPONSES_PARTS = frozenset({"input_text", "output_text", "input_image", "input_file", "refusal"})
+OPENAI_PARTS = frozenset({"image_url", "input_audio", "file"})
+_OPENAI_ROLES = frozenset({"system", "tool", "developer", "function"})
+_PROMPTLS_ROLES = frozenset({"reminder", "summary"})
+_OPENAI_KEYS = frozenset({"tool_calls", "tool_call_id", "function_call"})
+_PROMPTLS_KEYS = frozenset(
+    {"files", "parent", "file_id", "summarizes_through", "token_count", "promptls-ignore"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """The format read, and the marks that decided it (for every output to show)."""
+
+    format: SourceFormat
+    why: str  # e.g. "top-level `system`, `tool_use` blocks"
+
+
+def message_marks(node: SNode) -> tuple[tuple[str, str], ...]:
+    """The marks one message (or Responses item) carries: ``(family, what)`` pairs."""
+    if not node.is_object:
+        return ()
+    marks: list[tuple[str, str]] = []
+    item_type = node.get("type")
+    if item_type is not None and item_type.is_string and item_type.value in RESPONSES_ITEMS:
+        marks.append((_R, f"`{item_type.value}` items"))
+    role = node.get("role")
+    if role is not None and role.is_string:
+        if role.value in _OPENAI_ROLES:
+            marks.append((_O, f"role `{role.value}`"))
+        elif role.value in _PROMPTLS_ROLES:
+            marks.append((_P, f"role `{role.value}`"))
+    for m in node.members:
+        if m.key in _OPENAI_KEYS:
+            marks.append((_O, f"`{m.key}`"))
+        elif m.key in _PROMPTLS_KEYS:
+            marks.append((_P, f"`{m.key}`"))
+    content = node.get("content")
+    if content is not None and content.is_array:
+        for part in content.items:
+            marks.extend(_part_marks(part))
+    return tuple(marks)
+
+
+def _part_marks(part: SNode) -> list[tuple[str, str]]:
+    if not part.is_object:
+        return []
+    ptype = part.get("type")
+    kind = ptype.value if ptype is not None and ptype.is_string else None
+    if kind in ANTHROPIC_BLOCKS:
+        return [(_A, f"`{kind}` blocks")]
+    if kind in RESPONSES_PARTS:
+        return [(_R, f"`{kind}` parts")]
+    if kind in OPENAI_PARTS:
+        return [(_O, f"`{kind}` parts")]
+    if kind == "image" and part.get("source") is not None:
+        return [(_A, "`image` blocks with `source`")]
+    return []
+
+
+def tool_marks(node: SNode) -> tuple[tuple[str, str], ...]:
+    """The marks of a ``tools`` list: Anthropic's ``input_schema``, Responses' flat
+    function tools, Chat Completions' nested ``function``."""
+    if not node.is_array:
+        return ()
+    marks: list[tuple[str, str]] = []
+    for item in node.items:
+        if not item.is_object:
+            continue
+        if item.get("input_schema") is not None:
+            marks.append((_A, "tools with `input_schema`"))
+        elif item.get("function") is not None:
+            marks.append((_O, "tools with `function`"))
+        elif item.get("parameters") is not None and item.get("name") is not None:
+            marks.append((_R, "flat function tools"))
+    return tuple(marks)
+
+
+def top_marks(root: SNode) -> tuple[tuple[str, str], ...]:
+    """The marks of a document object's own keys and of its ``tools``."""
+    marks: list[tuple[str, str]] = []
+    for m in root.members:
+        family = _TOP_MARKS.get(m.key)
+        if family is not None:
+            marks.extend([(family, f"top-level `{m.key}`")] * TOP_WEIGHT)
+        if m.key == "tools":
+            marks.extend(tool_marks(m.value))
+        if m.key == "model" and m.value.is_string and "claude" in m.value.value.lower():
+            # Weak: Claude is also served behind OpenAI-compatible endpoints.
+            marks.append((_A, "a Claude `model`"))
+    return tuple(marks)
+
+
+def message_nodes(root: SNode | None, jsonl: bool) -> list[SNode]:
+    """The message (or input item) nodes a document holds, for detection."""
+    if root is None:
+        return []
+    if root.is_array:
+        return list(root.items)
+    if root.is_object and not jsonl:
+        for key in ("messages", "input"):
+            node = root.get(key)
+            if node is not None and node.is_array:
+                return list(node.items)
+    return []
+
+
+def detect(root: SNode | None, *, jsonl: bool = False) -> Detection:
+    """The format of a parsed document (its source tree) and the marks that decided it."""
+    marks: list[tuple[str, str]] = []
+    if root is not None and root.is_object and not jsonl:
+        marks.extend(top_marks(root))
+    nodes = message_nodes(root, jsonl)
+    if jsonl and root is not None and root.is_array:
+        for node in nodes:  # a header line's keys count as top-level keys
+            if node.is_object and node.get("role") is None and node.get("type") is None:
+                marks.extend(top_marks(node))
+    for node in nodes:
+        marks.extend(message_marks(node))
+    return decide(marks)
+
+
+def decide(marks: list[tuple[str, str]]) -> Detection:
+    """The format the marks point to (a tie goes to the promptls reader)."""
+    score = Counter(family for family, _ in marks)
+    native = score[_O] + score[_P]
+    best = max((score[_A], 2, SourceFormat.ANTHROPIC), (score[_R], 1, SourceFormat.RESPONSES))
+    if best[0] > native:
+        fmt = best[2]
+        family = _A if fmt is SourceFormat.ANTHROPIC else _R
+    else:
+        fmt = SourceFormat.PROMPTLS if score[_P] else SourceFormat.OPENAI_CHAT
+        family = _P if score[_P] else _O
+    seen: list[str] = []
+    for fam, what in marks:
+        if fam == family and what not in seen:
+            seen.append(what)
+    why = ", ".join(seen[:3]) if seen else "no mark of another format"
+    return Detection(fmt, why)

@@ -1,0 +1,468 @@
+"""Reading OpenAI Responses API input into the ``Conversation`` model.
+
+A Responses document is a request body (``input``, ``instructions``, ``tools``,
+``model``…) or a bare array of input items. The reading:
+
+- ``instructions`` is the system prompt (as an inline ``system_prompt``: ``$system`` in
+  the layout); a string ``input`` is one user message with id ``input``;
+- a ``message`` item (or an item with a ``role`` and no ``type``) is a message of its
+  role (``developer`` and ``system`` are system messages); its parts ``input_text`` /
+  ``output_text`` are text, ``input_image`` an image, ``input_file`` an uploaded file;
+- ``function_call`` items (``call_id``, ``name``, ``arguments``) become tool calls of
+  one assistant message: consecutive calls, and the assistant message right before them,
+  form one turn whose id is the index of its first item;
+- ``function_call_output`` (``call_id``, ``output``) becomes a tool message;
+  ``custom_tool_call`` / ``custom_tool_call_output`` likewise;
+- ``reasoning`` items, ``item_reference`` and the hosted tools' items (web search, code
+  interpreter, MCP…) are accepted and not counted.
+
+Ids are the items' indexes in ``input`` (a Responses item's own ``id``, such as
+``msg_…``, is the provider's and is not used). ``model`` sets the ``model`` setting unless
+the document's ``settings`` say otherwise; the other documented request fields are
+accepted silently.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from assembly.documents import _head, _Reader, _show
+from assembly.formats.detect import RESPONSES_ITEMS, SourceFormat
+from assembly.model import (
+    Conversation,
+    DocFormat,
+    FileAttachment,
+    Image,
+    Message,
+    Role,
+    TextBlock,
+    ToolCall,
+    ToolDef,
+)
+from assembly.syntax import ParsedData, SNode
+from assembly.text import TextRange
+
+REQUEST_KEYS = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "temperature",
+        "top_p",
+        "top_logprobs",
+        "max_output_tokens",
+        "max_tool_calls",
+        "previous_response_id",
+        "conversation",
+        "reasoning",
+        "store",
+        "stream",
+        "stream_options",
+        "text",
+        "truncation",
+        "metadata",
+        "include",
+        "parallel_tool_calls",
+        "background",
+        "prompt",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "safety_identifier",
+        "service_tier",
+        "user",
+        "context_management",
+    }
+)
+_PROMPTLS_KEYS = frozenset(
+    {"$schema", "settings", "custom_agent_prompt", "project_files", "reminder", "user_info"}
+)
+_ITEM_KEYS = frozenset({"type", "id", "role", "content", "status", "promptls-ignore"})
+_CALL_KEYS = frozenset({"type", "id", "call_id", "name", "arguments", "input", "status"})
+_OUTPUT_KEYS = frozenset({"type", "id", "call_id", "output", "status"})
+_CALLS = ("function_call", "custom_tool_call")
+_OUTPUTS = ("function_call_output", "custom_tool_call_output")
+_SKIPPED = RESPONSES_ITEMS - {"message", *_CALLS, *_OUTPUTS}
+FORMAT_NAME = SourceFormat.RESPONSES.title
+
+
+def read_responses(parsed: ParsedData, fmt: DocFormat, length: int, why: str) -> Conversation:
+    """Read a parsed Responses document; never raises on user input."""
+    return _ResponsesReader(fmt, length).read_doc(parsed, why)
+
+
+class _ResponsesReader(_Reader):
+    def read_doc(self, parsed: ParsedData, why: str) -> Conversation:
+        for err in parsed.errors:
+            self.error(err.message, err.range, code=err.code)
+        root = parsed.root
+        fields: dict[str, Any] = {}
+        messages: list[Message] = []
+        items: list[SNode] = []
+        if root is None:
+            pass
+        elif root.is_array:
+            items = list(root.items)
+        elif root.is_object:
+            self._request_fields(root, fields, messages)
+            node = root.get("input")
+            if node is None:
+                self.error("missing `input`: the request has no input", _head(root))
+            elif node.is_string:
+                messages.append(
+                    Message("input", len(messages), Role.USER, node.value, node.range, node.range)
+                )
+            elif not node.is_array:
+                self.error("`input` must be a string or an array of input items", node.range)
+            else:
+                items = list(node.items)
+        else:
+            self.error("a Responses request must be an object with `input`", root.range)
+        self._items(items, messages)
+        seen: set[str] = set()
+        unique = []
+        for m in messages:
+            if m.id in seen:
+                self.error(f"duplicate message id `{m.id}`", m.id_range or m.range)
+                continue
+            seen.add(m.id)
+            unique.append(m if m.index == len(unique) else replace(m, index=len(unique)))
+        return Conversation(
+            format=self.fmt,
+            messages=tuple(unique),
+            issues=tuple(self.issues),
+            root=root,
+            length=self.length,
+            source_format=SourceFormat.RESPONSES.value,
+            source_format_why=why,
+            **fields,
+        )
+
+    def _request_fields(self, node: SNode, fields: dict[str, Any], out: list[Message]) -> None:
+        own = [m for m in node.members if m.key in _PROMPTLS_KEYS]
+        if own:
+            self._top_fields(
+                SNode("object", node.range, members=tuple(own)), fields, allow_messages=False
+            )
+        settings = dict(fields.get("settings", {}))
+        ranges = dict(fields.get("settings_ranges", {}))
+        for m in node.members:
+            key, value = m.key, m.value
+            if key in _PROMPTLS_KEYS or key == "input":
+                continue
+            if key == "model":
+                if value.is_string and value.value:
+                    if "model" not in settings:
+                        settings["model"] = value.value
+                        ranges["model"] = value.range
+                else:
+                    self.error("`model` must be a non-empty string", value.range)
+            elif key == "instructions":
+                if value.is_string:
+                    fields["system_prompt"] = TextBlock(value.value, value.range, value.range)
+                elif value.kind != "null":
+                    self.error("`instructions` must be a string", value.range)
+            elif key == "tools":
+                fields["tools"] = self._response_tools(value)
+            elif key not in REQUEST_KEYS:
+                self.unknown_key(
+                    f"unknown key `{key}` in an {FORMAT_NAME} (read as such because of its shape)",
+                    m.key_range,
+                )
+        if settings:
+            fields["settings"] = settings
+            fields["settings_ranges"] = ranges
+
+    def _response_tools(self, node: SNode) -> tuple[ToolDef, ...]:
+        if not node.is_array:
+            self.error("`tools` must be an array of tool definitions", node.range)
+            return ()
+        res = []
+        for item in node.items:
+            if not item.is_object:
+                self.error("a tool must be an object with a `type`", item.range)
+                continue
+            fn = item.get("function")
+            holder = fn if fn is not None and fn.is_object else item
+            name = holder.get("name")
+            if name is not None and name.is_string and name.value:
+                res.append(ToolDef(name.value, item.to_python(), item.range, name.range))
+                continue
+            ttype = item.get("type")
+            if ttype is not None and ttype.is_string and ttype.value not in ("function", "custom"):
+                # A hosted tool (web_search, file_search, code_interpreter…): named by type.
+                res.append(ToolDef(ttype.value, item.to_python(), item.range, ttype.range))
+                continue
+            self.error("a function tool needs a string `name`", (name or item).range)
+        return tuple(res)
+
+    # ------------------------------------------------------------------ items
+
+    def _items(self, items: list[SNode], out: list[Message]) -> None:
+        pending: Message | None = None  # the assistant turn that calls may join
+        for k, node in enumerate(items):
+            if node.is_string:
+                out.append(Message(str(k), len(out), Role.USER, node.value, node.range, node.range))
+                pending = None
+                continue
+            if not node.is_object:
+                self.error("an input item must be an object", node.range)
+                pending = None
+                continue
+            t = node.get("type")
+            kind = t.value if t is not None and t.is_string else None
+            if kind is None and t is not None:
+                self.error("an item `type` must be a string", t.range)
+                continue
+            if kind in _CALLS:
+                call = self._call(node, kind)
+                if call is None:
+                    continue
+                if pending is not None and out and out[-1] is pending:
+                    joined = replace(
+                        pending,
+                        tool_calls=(*pending.tool_calls, call),
+                        range=TextRange(pending.range.start, node.range.end),
+                    )
+                    out[-1] = joined
+                    pending = joined
+                else:
+                    pending = Message(
+                        self._item_id(node, k),
+                        len(out),
+                        Role.ASSISTANT,
+                        "",
+                        node.range,
+                        tool_calls=(call,),
+                        id_range=None,
+                    )
+                    out.append(pending)
+                continue
+            if kind in _OUTPUTS:
+                msg = self._output(node, k, len(out))
+                if msg is not None:
+                    out.append(msg)
+                pending = None
+                continue
+            if kind in _SKIPPED:
+                continue  # reasoning, item references, hosted tools: not counted
+            if kind not in (None, "message"):
+                self.error(
+                    f"unsupported input item type {_show(t)} in an {FORMAT_NAME}",  # type: ignore[arg-type]
+                    node.range,
+                )
+                pending = None
+                continue
+            msg = self._message_item(node, k, len(out))
+            if msg is not None:
+                out.append(msg)
+                pending = msg if msg.role is Role.ASSISTANT else None
+            else:
+                pending = None
+
+    def _item_id(self, node: SNode, k: int) -> str:
+        return str(k)
+
+    def _message_item(self, node: SNode, k: int, index: int) -> Message | None:
+        for m in node.members:
+            if m.key not in _ITEM_KEYS:
+                self.unknown_key(f"unknown message key `{m.key}` in an {FORMAT_NAME}", m.key_range)
+        role_node = node.get("role")
+        if role_node is None:
+            self.error("a message item has no `role`", _head(node))
+            return None
+        roles = {
+            "user": Role.USER,
+            "assistant": Role.ASSISTANT,
+            "system": Role.SYSTEM,
+            "developer": Role.SYSTEM,
+        }
+        role = roles.get(role_node.value) if role_node.is_string else None
+        if role is None:
+            self.error(
+                f"unknown role {_show(role_node)}: expected `user`, `assistant`, `system` or "
+                "`developer`",
+                role_node.range,
+            )
+            return None
+        c = node.get("content")
+        texts: list[str] = []
+        text_nodes: list[SNode] = []
+        images: list[Image] = []
+        files: list[FileAttachment] = []
+        if c is None:
+            self.error("a message item needs `content`", _head(node))
+        elif c.is_string:
+            texts.append(c.value)
+            text_nodes.append(c)
+        elif c.is_array:
+            for p, part in enumerate(c.items):
+                self._part(part, p, str(k), role, texts, text_nodes, images, files)
+        else:
+            self.error("`content` must be a string or an array of content parts", c.range)
+        content_range = text_nodes[0].range if len(text_nodes) == 1 else (c.range if c else None)
+        return Message(
+            id=str(k),
+            index=index,
+            role=role,
+            content="\n".join(texts),
+            range=node.range,
+            content_range=content_range,
+            role_range=role_node.range,
+            images=tuple(images),
+            files=tuple(files) if role is Role.USER else (),
+            ignore=self._ignore_list(node),
+        )
+
+    def _part(
+        self,
+        part: SNode,
+        p: int,
+        msg_id: str,
+        role: Role,
+        texts: list[str],
+        text_nodes: list[SNode],
+        images: list[Image],
+        files: list[FileAttachment],
+    ) -> None:
+        if not part.is_object:
+            self.error("a content part must be an object with a `type`", part.range)
+            return
+        t = part.get("type")
+        kind = t.value if t is not None and t.is_string else None
+        if kind in ("input_text", "output_text", "text", "summary_text"):
+            text = part.get("text")
+            if text is not None and text.is_string:
+                texts.append(text.value)
+                text_nodes.append(text)
+            else:
+                self.error(f"a `{kind}` part needs a string `text`", part.range)
+        elif kind == "refusal":
+            r = part.get("refusal")
+            if r is not None and r.is_string:
+                texts.append(r.value)
+                text_nodes.append(r)
+        elif kind == "input_image":
+            url = part.get("image_url")
+            fid = part.get("file_id")
+            ref = url.value if url is not None and url.is_string else None
+            if ref is None and fid is not None and fid.is_string:
+                ref = fid.value
+            if ref is None:
+                self.error("an `input_image` part needs `image_url` or `file_id`", part.range)
+            else:
+                images.append(Image(ref, part.range, self._token_count(part)))
+        elif kind == "input_file":
+            if role is not Role.USER:
+                self.error("only user messages carry `input_file` parts", part.range)
+                return
+            name = part.get("filename")
+            fid = part.get("file_id")
+            url = part.get("file_url")
+            file_id = (
+                fid.value
+                if fid is not None and fid.is_string
+                else url.value
+                if url is not None and url.is_string
+                else f"{msg_id}/file/{p}"
+            )
+            files.append(
+                FileAttachment(
+                    file_id=file_id,
+                    filename=name.value if name is not None and name.is_string else "file",
+                    content=None,
+                    range=part.range,
+                )
+            )
+        elif kind == "input_audio":
+            return
+        else:
+            self.error(
+                f"unsupported content part type {_show(t) if t else '(none)'} in an {FORMAT_NAME}",
+                part.range,
+            )
+
+    def _call(self, node: SNode, kind: str) -> ToolCall | None:
+        for m in node.members:
+            if m.key not in _CALL_KEYS:
+                self.unknown_key(f"unknown key `{m.key}` of a `{kind}` item", m.key_range)
+        cid = node.get("call_id")
+        name = node.get("name")
+        if cid is None or not cid.is_string or not cid.value:
+            self.error(f"a `{kind}` item needs a string `call_id`", (cid or node).range)
+            return None
+        if name is None or not name.is_string:
+            self.error(f"a `{kind}` item needs a string `name`", (name or node).range)
+            return None
+        a = node.get("arguments" if kind == "function_call" else "input")
+        args: dict[str, Any] | None
+        if a is None or a.kind == "null":
+            args, text, rng = {}, "{}", node.range
+        elif a.is_string:
+            text, rng = a.value, a.range
+            try:
+                loaded = json.loads(text) if text.strip() else {}
+            except ValueError:
+                loaded = None
+            args = loaded if isinstance(loaded, dict) else None
+            if args is None and kind == "function_call":
+                self.warn("`arguments` is not a JSON object", a.range)
+            elif args is None:
+                args = {"input": text}
+        else:
+            self.error("`arguments` must be a JSON string", a.range)
+            return None
+        return ToolCall(
+            id=cid.value,
+            name=name.value,
+            arguments=args,
+            arguments_text=text,
+            range=node.range,
+            id_range=cid.range,
+            name_range=name.range,
+            arguments_range=rng,
+        )
+
+    def _output(self, node: SNode, k: int, index: int) -> Message | None:
+        for m in node.members:
+            if m.key not in _OUTPUT_KEYS:
+                self.unknown_key(f"unknown key `{m.key}` of a tool output item", m.key_range)
+        cid = node.get("call_id")
+        if cid is None or not cid.is_string:
+            self.error("a tool output item needs a string `call_id`", (cid or node).range)
+            return None
+        out = node.get("output")
+        text = ""
+        content_range = out.range if out is not None else None
+        images: list[Image] = []
+        if out is None or out.kind == "null":
+            pass
+        elif out.is_string:
+            text = out.value
+        elif out.is_array:
+            texts: list[str] = []
+            nodes: list[SNode] = []
+            files: list[FileAttachment] = []
+            for p, part in enumerate(out.items):
+                self._part(part, p, str(k), Role.USER, texts, nodes, images, files)
+            text = "\n".join(texts)
+            if len(nodes) == 1:
+                content_range = nodes[0].range
+        else:
+            self.error("`output` must be a string or an array of content parts", out.range)
+        t = node.get("type")
+        return Message(
+            id=str(k),
+            index=index,
+            role=Role.TOOL,
+            content=text,
+            range=node.range,
+            content_range=content_range,
+            role_range=t.range if t is not None else None,
+            images=tuple(images),
+            tool_call_id=cid.value,
+            tool_call_id_range=cid.range,
+        )

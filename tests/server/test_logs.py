@@ -1,0 +1,263 @@
+"""Real logs open as they are: datasets, request bodies, the CLI's answers around them.
+
+Datasets (JSON Lines with one conversation per line) are linted per record, assembled with
+``--record N`` or all as JSON Lines, and the language server answers hovers, lenses and
+go-to-definition from the record under the cursor. The command line says what to do on a
+prompt template, an unknown flag of a subcommand, an impossible ``--today``, and prints
+its version without loading a tokenizer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as lsp
+
+from server.cli import main
+from server.workspace import analyze
+from tests.support.inprocess import InProcessClient
+
+REPO = Path(__file__).resolve().parents[2]
+DATASET = (
+    '{"messages": [{"role": "system", "content": "Be happy."}, {"role": "user", "content": '
+    '"I fell."}, {"role": "assistant", "content": "Great exercise!"}]}\n'
+    '{"messages": [{"role": "user", "content": "Weather?"}, {"role": "assistant", '
+    '"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "weather", '
+    '"arguments": "{}"}}]}], "tools": [{"type": "function", "function": {"name": "weather"}}]}\n'
+    '{"messages": [{"role": "system", "content": "Be happy."}, {"role": "assistant", '
+    '"content": "You are great!"}]}\n'
+)
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
+
+
+def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], mp: pytest.MonkeyPatch, *args: str):  # type: ignore[no-untyped-def]
+    mp.chdir(tmp_path)
+    capsys.readouterr()
+    try:
+        rc = main(list(args))
+    except SystemExit as exc:  # argparse's usage errors
+        rc = int(exc.code or 0)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_a_dataset_is_linted_per_record(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "train.conv.jsonl").write_text(DATASET, encoding="utf-8")
+    rc, out, _ = _run(tmp_path, capsys, monkeypatch, "lint", "--format", "json", ".")
+    found = [(d["code"], d["range"]["start"]["line"]) for d in json.loads(out)]
+    # Line 3 has no user message; line 2's call is the example's answer, not unanswered.
+    assert found == [("no-user-message", 3)]
+    assert rc == 1
+
+
+def test_assemble_picks_a_record_or_prints_all_as_json_lines(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "train.conv.jsonl").write_text(DATASET, encoding="utf-8")
+    rc, out, err = _run(tmp_path, capsys, monkeypatch, "assemble", "train.conv.jsonl")
+    assert rc == 2 and "dataset of 3 conversations" in err and "--record N" in err
+    rc, out, _ = _run(
+        tmp_path,
+        capsys,
+        monkeypatch,
+        "assemble",
+        "train.conv.jsonl",
+        "--record",
+        "2",
+        "--format",
+        "json",
+    )
+    one = json.loads(out)
+    assert (rc, one["record"], one["line"]) == (0, 2, 2)
+    assert one["budget"]["tools"] > 0  # the record's own tools
+    assert [m["role"] for m in one["messages"]] == ["user", "assistant"]
+    rc, out, _ = _run(
+        tmp_path, capsys, monkeypatch, "assemble", "train.conv.jsonl", "--format", "json"
+    )
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [r["record"] for r in records] == [1, 2, 3]
+    assert rc == 1  # record 3 cannot be assembled
+    rc, out, _ = _run(
+        tmp_path, capsys, monkeypatch, "assemble", "train.conv.jsonl", "--record", "1"
+    )
+    assert rc == 0 and out.startswith("train.conv.jsonl (record 1, line 1)")
+    rc, _, err = _run(
+        tmp_path, capsys, monkeypatch, "assemble", "train.conv.jsonl", "--record", "4"
+    )
+    assert rc == 2 and "has 3 conversations" in err
+    (tmp_path / "one.conv.json").write_text('[{"role": "user", "content": "hi"}]', encoding="utf-8")
+    rc, _, err = _run(tmp_path, capsys, monkeypatch, "assemble", "one.conv.json", "--record", "1")
+    assert rc == 2 and "not a dataset" in err
+
+
+def test_message_per_line_jsonl_is_still_read_as_one_conversation(tmp_path: Path) -> None:
+    path = tmp_path / "chat.conv.jsonl"
+    path.write_text(
+        '{"tools": ["weather"]}\n'
+        '{"role": "user", "content": "hi"}\n'
+        '{"role": "assistant", "content": "yo"}\n',
+        encoding="utf-8",
+    )
+    a = analyze(path)
+    assert not a.records and [m.id for m in a.conversation.messages] == ["0", "1"]
+
+
+def test_usage_errors_of_assemble(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "a.conv.json").write_text('[{"role": "user", "content": "hi"}]', encoding="utf-8")
+    (tmp_path / "agent.prompt.md").write_text("You help.\n", encoding="utf-8")
+    rc, _, err = _run(tmp_path, capsys, monkeypatch, "assemble", "a.conv.json", "--bogus")
+    assert rc == 2
+    assert err.startswith("usage: promptls assemble")
+    assert "promptls assemble: error: unrecognized arguments: --bogus" in err
+    rc, _, err = _run(
+        tmp_path, capsys, monkeypatch, "assemble", "a.conv.json", "--today", "2026-13-45"
+    )
+    assert rc == 2
+    assert "invalid date '2026-13-45': expected a calendar date as YYYY-MM-DD" in err
+    assert "Traceback" not in err and "month must be" not in err
+    rc, _, err = _run(tmp_path, capsys, monkeypatch, "assemble", "agent.prompt.md")
+    assert rc == 2 and "is a prompt template, not a conversation" in err and "system_prompt" in err
+
+
+def test_version_does_not_load_a_tokenizer() -> None:
+    code = (
+        "import sys\nfrom server.cli import main\n"
+        "try:\n    rc = main(['--version'])\nexcept SystemExit as e:\n    rc = e.code\n"
+        "print(rc, 'tiktoken' in sys.modules, 'assembly' in sys.modules)"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    first, last = res.stdout.splitlines()
+    assert first.startswith("promptls ") and first.split()[1][0].isdigit()
+    assert last == "0 False False"
+
+
+def test_a_settings_file_finding_prints_its_path_relative_to_the_folder(
+    tmp_path, capsys, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.promptls]\nsafety_margin = 2\n", encoding="utf-8"
+    )
+    (tmp_path / "a.conv.json").write_text('[{"role": "user", "content": "hi"}]', encoding="utf-8")
+    _, out, _ = _run(tmp_path, capsys, monkeypatch, "assemble", "a.conv.json", "--format", "json")
+    assert [d["file"] for d in json.loads(out)["diagnostics"]] == ["pyproject.toml"]
+    _, out, _ = _run(tmp_path, capsys, monkeypatch, "assemble", "a.conv.json")
+    assert "\npyproject.toml:2:17: error [invalid-setting]" in out
+
+
+def test_the_tools_setting_declares_tools_for_a_bare_array(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "promptls.toml").write_text('tools = ["web_search"]\n', encoding="utf-8")
+    path = tmp_path / "log.conv.json"
+    path.write_text(
+        '[{"role": "user", "content": "news?"},\n'
+        ' {"role": "assistant", "content": '
+        '"{\\"name\\": \\"web_search\\", \\"arguments\\": {\\"query\\": \\"news\\"}}"}]',
+        encoding="utf-8",
+    )
+    a = analyze(path)
+    assert [d.code for d in a.diagnostics] == ["tool-call-in-text"]
+    assert a.assembly.budget.tools > 0
+    (tmp_path / "promptls.toml").unlink()
+    assert [d.code for d in analyze(path).diagnostics] == []
+
+
+def test_a_response_nothing_calls_does_not_count_against_the_last_turn(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    path = tmp_path / "turn.conv.json"
+    big = "lorem ipsum " * 400
+    path.write_text(
+        json.dumps(
+            {
+                "settings": {"max_input_tokens": 300, "safety_margin": 0, "reserved_tokens": 0},
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "tool", "tool_call_id": "call_gone", "content": big},
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
+    a = analyze(path)
+    codes = [d.code for d in a.diagnostics]
+    assert "last-turn-over-budget" not in codes and "orphaned-tool-response" in codes
+    assert a.assembly.ok and a.assembly.orphans_dropped == ("1",)
+
+
+# ------------------------------------------------------------------------------ server
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[InProcessClient]:
+    (tmp_path / ".git").mkdir()
+    c = InProcessClient()
+    await c.initialize(lsp.ClientCapabilities(), root_uri=tmp_path.as_uri())
+    yield c
+    c.shutdown()
+
+
+async def test_the_server_answers_per_record(client: InProcessClient, tmp_path: Path) -> None:
+    uri = (tmp_path / "train.conv.jsonl").as_uri()
+    await client.open(uri, DATASET, language_id="jsonl")
+    doc = lsp.TextDocumentIdentifier(uri=uri)
+    lenses = await client.request(
+        lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensParams(text_document=doc)
+    )
+    assert [(x["range"]["start"]["line"], x["command"]["arguments"][1]) for x in lenses] == [
+        (0, 1),
+        (1, 2),
+        (2, 3),
+    ]
+    assert lenses[2]["command"]["title"].startswith("no-user-message")
+    view = await client.request(
+        lsp.WORKSPACE_EXECUTE_COMMAND,
+        lsp.ExecuteCommandParams(command="promptls.showAssembled", arguments=[uri, 2]),
+    )
+    assert [e["id"] for e in view["layout"]] == ["0", "1"]
+    # Hover on the call id of line 2: that record's call.
+    col = DATASET.splitlines()[1].index('"c1"') + 1
+    hover = await client.request(
+        lsp.TEXT_DOCUMENT_HOVER, lsp.HoverParams(text_document=doc, position=lsp.Position(1, col))
+    )
+    assert "tool call `c1`" in hover["contents"]["value"]
+    found = await client.request(
+        lsp.TEXT_DOCUMENT_DEFINITION,
+        lsp.DefinitionParams(text_document=doc, position=lsp.Position(1, col)),
+    )
+    assert [loc["range"]["start"]["line"] for loc in found] == [1]
+
+
+def test_hover_pairs_a_reused_call_id_in_conversation_order(tmp_path: Path) -> None:
+    from assembly.ide.hover import conversation_hover
+
+    (tmp_path / ".git").mkdir()
+    path = tmp_path / "reuse.conv.json"
+    text = (
+        '[{"id": "u1", "role": "user", "content": "Oslo?"},\n'
+        ' {"id": "a1", "role": "assistant", "tool_calls": [{"id": "call_1", "type": "function",'
+        ' "function": {"name": "weather", "arguments": "{}"}}]},\n'
+        ' {"id": "t1", "role": "tool", "tool_call_id": "call_1", "content": "12"},\n'
+        ' {"id": "u2", "role": "user", "content": "Bergen?"},\n'
+        ' {"id": "a2", "role": "assistant", "tool_calls": [{"id": "call_1", "type": "function",'
+        ' "function": {"name": "weather", "arguments": "{}"}}]},\n'
+        ' {"id": "t2", "role": "tool", "tool_call_id": "call_1", "content": "9"}]'
+    )
+    path.write_text(text, encoding="utf-8")
+    a = analyze(path)
+    assert [d.code for d in a.diagnostics] == []
+    first_call = text.index('"call_1"') + 2
+    hover = conversation_hover(a, first_call, today=dt.date(2026, 7, 15))
+    assert "Answered by `t1`" in hover.markdown and "`t2`" not in hover.markdown
+    second_answer = text.rindex('"call_1"') + 2
+    hover = conversation_hover(a, second_answer, today=dt.date(2026, 7, 15))
+    assert "called in `a2`" in hover.markdown
