@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from assembly.assemble import Assembly
-from assembly.diagnostics import sort_key
+from assembly.diagnostics import Diagnostic, sort_key
 from assembly.text import LineIndex, TextRange
 from server.workspace import Analysis
 
@@ -111,6 +111,19 @@ def diagnostics_json(analysis: Analysis, *, display_path: str) -> list[dict[str,
             }
         )
     return res
+
+
+def head_diagnostic_json(d: Diagnostic, *, file: str) -> dict[str, Any]:
+    """A diagnostic at the head of ``file`` (``internal-error``) as a §7 finding object."""
+    return {
+        "file": file,
+        "code": d.code,
+        "severity": d.severity.value,
+        "message": d.message,
+        "range": _range_json(TextRange(0, 0), None),
+        "related": [],
+        "fix": None,
+    }
 
 
 def render_text(analysis: Analysis, *, display_path: str) -> str:
