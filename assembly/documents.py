@@ -26,13 +26,20 @@ from assembly.model import (
     ToolCall,
     ToolDef,
 )
-from assembly.syntax import ParsedData, SNode, parse_json, parse_jsonl, parse_yaml
+from assembly.syntax import (
+    MAX_TOP_ITEMS,
+    ParsedData,
+    SNode,
+    parse_json,
+    parse_jsonl,
+    parse_yaml,
+)
 from assembly.text import TextRange, sub_range
 
 MAX_DOCUMENT_CHARS = 64 * 1024 * 1024
 # Messages read from one document (the 10 MB benchmark conversation has 10,000); the rest
 # is left out with a ``document-too-large`` finding.
-MAX_MESSAGES = 100_000
+MAX_MESSAGES = MAX_TOP_ITEMS
 # Syntax problems reported for one document; the rest are counted in one last finding.
 MAX_SYNTAX_ISSUES = 1_000
 
@@ -370,7 +377,7 @@ class _Reader:
         seen: dict[str, TextRange] = {}
         if len(nodes) > MAX_MESSAGES:
             self.error(
-                f"{len(nodes):,} messages; the limit is {MAX_MESSAGES:,}: the rest is not read",
+                f"more than {MAX_MESSAGES:,} messages: the rest is not read",
                 _head(nodes[MAX_MESSAGES]),
                 code="document-too-large",
             )

@@ -33,6 +33,10 @@ if TYPE_CHECKING:  # this module must not import the engine: `start_early` runs 
 MIN_DOCUMENT_CHARS = 2_000_000  # below this, forking a loaded process costs more than it saves
 MIN_EARLY_CHARS = 250_000  # before the engine is imported, forking is cheap
 MIN_CHARS = 256  # strings shorter than this are cheap to count in place
+# JSON whose strings are shorter than this on average is not worth a child (the 10 MB
+# benchmark conversation averages 77 characters a string).
+MIN_MEAN_STRING_CHARS = 24
+MAX_YAML_LINES = 250_000
 # The parent waits at most this long for the counts (then stops the child and counts in
 # place): the child's work is linear in the document (aliases are walked once), so this is
 # only a safety net.
@@ -129,7 +133,7 @@ def start_early(path: Path) -> EarlyStart | None:
         text = data.decode("utf-8-sig" if data.startswith(b"\xef\xbb\xbf") else "utf-8")
     except (files.FileProblem, UnicodeDecodeError):
         return None
-    if fmt is None or not _worth_forking(text, MIN_EARLY_CHARS):
+    if fmt is None or not _worth_forking(text, MIN_EARLY_CHARS, fmt):
         return EarlyStart(text, None)
     import tiktoken
 
@@ -143,13 +147,22 @@ def start(text: str, fmt: str, tokenizer: Tokenizer) -> PendingCounts | None:
     The child inherits the tokenizer's cache: strings counted before are not counted again.
     """
     encode = getattr(tokenizer, "encode", None)
-    if encode is None or not _worth_forking(text, MIN_DOCUMENT_CHARS):
+    if encode is None or not _worth_forking(text, MIN_DOCUMENT_CHARS, str(fmt)):
         return None
     return _fork(text, fmt, encode, getattr(tokenizer, "cached", None), tokenizer.encoding)
 
 
-def _worth_forking(text: str, min_chars: int) -> bool:
-    return len(text) >= min_chars and (os.cpu_count() or 1) >= 2 and hasattr(os, "fork")
+def _worth_forking(text: str, min_chars: int, fmt: str = "yaml") -> bool:
+    """Large enough, and (JSON) made of long strings: the child loads every value, so a
+    document of many tiny values (a million short messages) would cost more memory in
+    it than its counts save."""
+    if len(text) < min_chars or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        return False
+    if fmt in ("json", "jsonl"):
+        return len(text) >= MIN_MEAN_STRING_CHARS * text.count('"') // 2
+    # YAML of this many lines is counted as events before the parser composes it, and
+    # perhaps refused (``syntax.MAX_YAML_NODES``); loading it here would cost gigabytes.
+    return text.count("\n") + text.count(",") < MAX_YAML_LINES
 
 
 def _fork(

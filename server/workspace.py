@@ -144,9 +144,11 @@ def analyze(
     path = path.absolute()
     root = (root or find_root(path)).resolve()
     diags: list[Diagnostic] = []
+    unreadable = False  # the file was not read: its empty text is not the author's
     if text is None:
         text, read_diags = read_text(path)
         diags.extend(read_diags)
+        unreadable = any(d.code != "syntax-error" for d in read_diags)
     deps: list[Path] = []
     layers, others = _config_layers(path, root, editor_settings, diags)
     deps.extend(Path(p) for p in others)
@@ -167,7 +169,8 @@ def analyze(
     if conv is None:
         conv = parse_conversation(str(text), fmt)
     parsed = conv
-    diags.extend(from_issues(conv.issues))
+    if not unreadable:
+        diags.extend(from_issues(conv.issues))
 
     template, template_path = _load_template(conv, path, root, diags, overlay or {})
     if template is not None and template_path is not None:
