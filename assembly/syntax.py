@@ -158,12 +158,21 @@ def _parse_jsonl(text: str) -> ParsedData:
     errors: list[SyntaxIssue] = []
     start = 0
     n = len(text)
+    tokens = 0  # the token limit holds for the whole text, not for each line
+    scan = _Scan()  # shared by the lines: once the C scanner failed, it is not used again
     while start < n:
         end = text.find("\n", start)
         if end == -1:
             end = n
+        if len(items) > MAX_TOP_ITEMS:
+            break  # past the message limit (reported by the reader): the rest is not read
+        if tokens >= MAX_JSON_TOKENS:
+            msg = f"more than {MAX_JSON_TOKENS:,} JSON tokens: the rest of the text is not read"
+            errors.append(SyntaxIssue(msg, TextRange(start, start), code="document-too-large"))
+            break
         if text[start:end].strip():
-            parser = _JsonParser(text, start, end, Anchor(start), start)
+            parser = _JsonParser(text, start, end, Anchor(start), start, scan)
+            tokens += len(parser.toks)
             node = parser.parse_document(what="line")
             errors.extend(parser.errors)
             if node is not None:
@@ -303,7 +312,13 @@ class _JsonParser:
     """
 
     def __init__(
-        self, text: str, start: int, end: int, anchor: Anchor | None = None, base: int = 0
+        self,
+        text: str,
+        start: int,
+        end: int,
+        anchor: Anchor | None = None,
+        base: int = 0,
+        scan: _Scan | None = None,
     ) -> None:
         self.text = text
         # Ranges of nodes inside an item of the top-level array (or of an array that is a
@@ -314,7 +329,7 @@ class _JsonParser:
         self.base = base
         self.too_deep = False
         self.errors: list[SyntaxIssue] = []
-        self.toks = _tokenize(text, start, end, self.errors)
+        self.toks = _tokenize(text, start, end, self.errors, scan or _Scan())
         # Cut short at the token limit: what is left open is not the author's mistake.
         self.too_deep = bool(self.errors) and self.errors[-1].code == "document-too-large"
         self.i = 0
@@ -538,8 +553,22 @@ class _JsonParser:
                 self._error("expected `,` or `]`", at, at)
 
 
+class _Scan:
+    """Whether the C string scanner may still be used on a text.
+
+    When it rejects a string, its exception counts the lines of the whole text before it
+    (``JSONDecodeError.lineno``): a text with many bad strings would cost quadratic time.
+    After the first rejection the tolerant regexes read every string of that text.
+    """
+
+    __slots__ = ("strict",)
+
+    def __init__(self) -> None:
+        self.strict = True
+
+
 def _tokenize(
-    text: str, pos: int, end: int, errors: list[SyntaxIssue]
+    text: str, pos: int, end: int, errors: list[SyntaxIssue], scan: _Scan
 ) -> list[tuple[int, str, int, int, Any]]:
     """Split ``text[pos:end]`` into tokens; the last one is always ``_EOF``.
 
@@ -565,10 +594,12 @@ def _tokenize(
             return toks
         c = text[pos]
         if c == '"':
-            try:
-                value, stop = _scanstring(text, pos + 1, True)
-            except ValueError:
-                stop = -1
+            stop = -1
+            if scan.strict:
+                try:
+                    value, stop = _scanstring(text, pos + 1, True)
+                except ValueError:
+                    scan.strict = False
             if stop == -1 or stop > end:
                 m = _LOOSE_STRING.match(text, pos, end)
                 if m is not None:

@@ -344,3 +344,34 @@ def test_yaml_event_counting_ignores_syntax_errors(monkeypatch: pytest.MonkeyPat
     data = syntax.parse_yaml("a: [1, 2\n" + "b: 1\n" * 10)
     # The composer reports it (with the prefix that parses), not the event count.
     assert [e.code for e in data.errors] == ["syntax-error"]
+
+
+def test_jsonl_limits_hold_for_the_whole_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    one = '{"role":"user","content":"x"}'
+    conv = parse_conversation("\n".join([one] * (MAX_MESSAGES + 50)), DocFormat.JSONL)
+    assert len(conv.messages) == MAX_MESSAGES
+    assert [i.code for i in conv.issues] == ["document-too-large"]
+    monkeypatch.setattr(syntax, "MAX_JSON_TOKENS", 100)
+    data = syntax.parse_jsonl("\n".join(["[1, 2, 3, 4]"] * 50))
+    assert [e.code for e in data.errors] == ["document-too-large"]
+    assert data.root is not None and len(data.root.items) == 10
+
+
+def test_after_one_bad_string_the_c_scanner_is_not_used_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its exception counts the lines before the string: many bad strings in a long text
+    would make the parse quadratic."""
+    strict_calls = []
+    real = syntax._scanstring
+
+    def counting(text: str, at: int, strict: bool) -> object:
+        if strict:
+            strict_calls.append(at)
+        return real(text, at, strict)
+
+    monkeypatch.setattr(syntax, "_scanstring", counting)
+    lines = ['{"content": "a\x01"}'] * 30
+    data = syntax.parse_jsonl("\n".join(lines))
+    assert len(strict_calls) == 1
+    assert len(data.errors) == 30 and data.root is not None and len(data.root.items) == 30
