@@ -112,7 +112,7 @@ def m_truncate(rng: random.Random, text: str, d: Path, fmt: str) -> str:
 
 
 def m_bytes(rng: random.Random, text: str, d: Path, fmt: str) -> str:
-    data = bytearray(text.encode("utf-8"))
+    data = bytearray(text.encode("utf-8", "surrogateescape"))
     for _ in range(rng.randint(1, 5)):
         if data:
             data[rng.randrange(len(data))] = rng.randrange(256)
@@ -200,10 +200,11 @@ def m_ids(rng: random.Random, text: str, d: Path, fmt: str) -> str:
 
 def m_references(rng: random.Random, text: str, d: Path, fmt: str) -> str:
     kind = rng.choice(["nul", "long", "loop", "fifo", "zero", "dangling", "huge", "dir", "up"])
+    unique = f"{kind}{rng.randrange(10**9)}.prompt.md"  # a case may mutate twice
     name = {"nul": "a\\u0000b.md", "long": "a" * 300 + ".md", "up": "../../etc/passwd"}.get(
-        kind, f"{kind}.prompt.md"
+        kind, unique
     )
-    target = d / f"{kind}.prompt.md"
+    target = d / unique
     if kind == "loop":
         os.symlink(target.name, target)
     elif kind == "fifo":
