@@ -199,10 +199,12 @@ def _parse_yaml(text: str) -> ParsedData:
 
     loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     too_many = _yaml_too_many_values(text, loader_cls)
-    if too_many is not None:
+    if isinstance(too_many, SyntaxIssue):
         return ParsedData(None, (too_many,))
     try:
-        node = _compose(text, loader_cls)
+        # Past the message limit only the messages the reader keeps are composed (it
+        # reports the limit); offsets in the prefix are those of the whole text.
+        node = _compose(text if too_many is None else text[:too_many], loader_cls)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         offset = min(mark.index, len(text)) if mark is not None else 0
@@ -249,26 +251,42 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _yaml_too_many_values(text: str, loader_cls: Any) -> SyntaxIssue | None:
+def _yaml_too_many_values(text: str, loader_cls: Any) -> SyntaxIssue | int | None:
     """Refuse, before composing it, a YAML text of more than ``MAX_YAML_NODES`` values.
 
     libyaml's composer builds every node of the text at once (a 20 MB list of tiny
     mappings is gigabytes), so a text that may hold that many (by its line breaks and
     commas) is first counted as a stream of parser events, which holds one at a time.
+    Returns the refusal, or where to cut the text: at the line of the first message
+    past the limit (a block list item, so what comes before is whole YAML), or None.
     """
     import yaml
 
     if text.count("\n") + text.count(",") < MAX_YAML_NODES // 4:
         return None
     n = 0
+    # Per open collection: [is a sequence, items so far] (the top two levels: messages).
+    stack: list[list[Any]] = []
     try:
         for event in yaml.parse(text, Loader=loader_cls):
-            if isinstance(event, yaml.NodeEvent):
-                n += 1
-                if n > MAX_YAML_NODES:
-                    at = event.start_mark.index if event.start_mark is not None else 0
-                    msg = f"YAML of more than {MAX_YAML_NODES:,} values: it is not read"
-                    return SyntaxIssue(msg, TextRange(at, at), code="document-too-large")
+            if isinstance(event, yaml.CollectionEndEvent):
+                stack.pop()
+                continue
+            if not isinstance(event, yaml.NodeEvent):
+                continue
+            n += 1
+            at = event.start_mark.index if event.start_mark is not None else 0
+            if n > MAX_YAML_NODES:
+                msg = f"YAML of more than {MAX_YAML_NODES:,} values: it is not read"
+                return SyntaxIssue(msg, TextRange(at, at), code="document-too-large")
+            if stack and len(stack) <= 2 and stack[-1][0]:
+                stack[-1][1] += 1
+                if stack[-1][1] > MAX_TOP_ITEMS + 1:
+                    line = text.rfind("\n", 0, at) + 1
+                    if text[line:at].strip() == "-":
+                        return line
+            if isinstance(event, yaml.CollectionStartEvent):
+                stack.append([isinstance(event, yaml.SequenceStartEvent), 0])
     except yaml.YAMLError:
         return None  # composing reports it, with the prefix that parses
     return None

@@ -375,3 +375,29 @@ def test_after_one_bad_string_the_c_scanner_is_not_used_again(
     data = syntax.parse_jsonl("\n".join(lines))
     assert strict_calls == [2, 13]  # the first line's key, then its bad value; none after
     assert len(data.errors) == 30 and data.root is not None and len(data.root.items) == 30
+
+
+def test_a_long_yaml_message_list_is_composed_only_up_to_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(syntax, "MAX_YAML_NODES", 1000)  # counted as events from 250 lines
+    monkeypatch.setattr(syntax, "MAX_TOP_ITEMS", 10)
+    composed: list[int] = []
+    real = syntax._compose
+
+    def compose(text: str, loader: object) -> object:
+        composed.append(len(text))
+        return real(text, loader)
+
+    monkeypatch.setattr(syntax, "_compose", compose)
+    item = "  - {role: user, content: x}\n"
+    text = "messages:\n" + item * 300
+    data = syntax.parse_yaml(text)
+    assert composed == [len("messages:\n") + 11 * len(item)]  # the reader sees one too many
+    assert data.errors == () and data.root is not None
+    assert len(data.root.get("messages").items) == 11  # type: ignore[union-attr]
+    # A flow list cannot be cut: it is composed whole, and the converter stops.
+    flow = "messages: [" + ", ".join(["{role: user, content: x}"] * 150) + "]\n"
+    composed.clear()
+    data = syntax.parse_yaml(flow)
+    assert composed == [len(flow)] and len(data.root.get("messages").items) == 11  # type: ignore[union-attr]
