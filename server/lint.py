@@ -916,10 +916,15 @@ def _relative_uri_path(path: str, src_root: Path) -> str:
 def _sarif_artifact(path: str, src_root: Path) -> dict[str, Any]:
     p = Path(path)
     if p.is_absolute() and p.is_relative_to(src_root):
-        return {"uri": quote(p.relative_to(src_root).as_posix()), "uriBaseId": "%SRCROOT%"}
+        return {"uri": _quote(p.relative_to(src_root).as_posix()), "uriBaseId": "%SRCROOT%"}
     if p.is_absolute():
         return {"uri": p.as_uri()}
-    return {"uri": quote(path)}
+    return {"uri": _quote(path)}
+
+
+def _quote(path: str) -> str:
+    """A path as a URI path; a file name's undecodable bytes are percent-encoded as such."""
+    return quote(path, errors="surrogateescape")
 
 
 def _sarif_location(path: str, rng: dict[str, Any], src_root: Path) -> dict[str, Any]:

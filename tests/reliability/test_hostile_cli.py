@@ -222,6 +222,16 @@ def special_files_in_folder(d: Path) -> Case:
     return Case(("lint", "tree"), None, check, exit_codes=(0,))
 
 
+def undecodable_file_name(d: Path) -> Case:
+    name = os.fsdecode(b"\xff.conv.yaml")  # not UTF-8: a lone surrogate in Python
+    _write(d / name, "messages:\n  - {role: user, content: a, content: b}\n")
+
+    def check(run: Run) -> None:
+        assert '"uri": "%FF.conv.yaml"' in run.out
+
+    return Case(("lint", "--format", "sarif", "."), None, check, exit_codes=(1,))
+
+
 CASES = [
     big_int_json,
     big_int_yaml,
@@ -247,6 +257,7 @@ CASES = [
     device_as_document,
     fifo_named_on_command_line,
     special_files_in_folder,
+    undecodable_file_name,
 ]
 
 
