@@ -17,6 +17,7 @@ time any case took.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -325,16 +326,21 @@ def _run_forked(
         finally:
             os._exit(code)
     timed_out = False
-    while True:
-        got, status, usage = os.wait4(pid, os.WNOHANG)
-        if got:
-            break
-        if time.monotonic() - start > timeout:
-            timed_out = True
+    try:
+        while True:
+            got, status, usage = os.wait4(pid, os.WNOHANG)
+            if got:
+                break
+            if time.monotonic() - start > timeout:
+                timed_out = True
+                os.killpg(pid, signal.SIGKILL)
+                _, status, usage = os.wait4(pid, 0)
+                break
+            time.sleep(0.01)
+    except BaseException:  # interrupted: leave no case running (it has its own session)
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-            _, status, usage = os.wait4(pid, 0)
-            break
-        time.sleep(0.01)
+        raise
     seconds = time.monotonic() - start
     return (
         os.waitstatus_to_exitcode(status),
@@ -410,6 +416,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--subprocess-every", type=int, default=50)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up on `kill` too
     rng = random.Random(args.seed)
     base = Path(tempfile.mkdtemp(prefix="promptls-fuzz-"))
     kinds: Counter[str] = Counter()
