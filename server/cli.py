@@ -263,6 +263,10 @@ def _assemble(args: argparse.Namespace) -> int:
                 analysis, display_path=args.file, summary_request=args.summary_request
             )
             out = json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
+        elif args.format == "html":
+            from server.htmlview import render_html
+
+            out = render_html(analysis, display_path=args.file)
         else:
             out = render_text(analysis, display_path=args.file)
     except Exception as exc:  # a bug in promptls: an internal-error finding, exit 1
@@ -282,12 +286,13 @@ def _assemble_failed(args: argparse.Namespace, exc: Exception) -> int:
     if args.format == "json":
         obj = {"file": args.file, "diagnostics": [head_diagnostic_json(d, file=args.file)]}
         sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
-    elif args.format == "html":
-        from server.htmlview import render_html
-
-        sys.stdout.write(render_html(analysis, display_path=args.file))
     else:
-        sys.stdout.write(f"{args.file}:1:1: error[internal-error] {d.message}\n")
+        line = f"{args.file}:1:1: error[internal-error] {d.message}\n"
+        if args.format == "html":
+            import html
+
+            line = f"<!doctype html>\n<title>promptls</title>\n<pre>{html.escape(line)}</pre>\n"
+        sys.stdout.write(line)
     return EXIT_FINDINGS
 
 
