@@ -298,7 +298,7 @@ def test_parent_stops_a_child_that_does_not_answer(monkeypatch: pytest.MonkeyPat
     ("key", "value", "words"),
     [
         ("max_input_tokens", True, "expected a number, not a boolean"),
-        ("image_cap", False, "expected a number, not a boolean"),
+        ("instruction_distance", False, "expected a number, not a boolean"),
         ("reserved_tokens", -1, "expected `auto` or an integer ≥ 0 (got -1)"),
         ("reserved_tokens", "x", "expected `auto` or an integer ≥ 0"),
         ("encoding", "foo_base", "unknown tiktoken encoding"),
@@ -314,6 +314,9 @@ def test_invalid_settings_say_what_is_wrong(key: str, value: object, words: str)
 def test_booleans_stay_booleans() -> None:
     settings, issues = resolve_settings([SettingsLayer("doc", {"vision": False})])
     assert issues == [] and settings.vision is False
+    # A setting that takes a number or a boolean keeps taking both (`false`: no image cap).
+    settings, issues = resolve_settings([SettingsLayer("doc", {"image_cap": False})])
+    assert issues == [] and settings.image_cap is False
 
 
 # --- Item 12: the empty document ------------------------------------------------------
