@@ -376,7 +376,9 @@ def _problems(rc: int, out: bytes, err: bytes, timed_out: bool, json_out: bool) 
     return res
 
 
-def run_case(i: int, rng: random.Random, base: Path, timeout: float, real: bool) -> Outcome:
+def run_case(
+    i: int, rng: random.Random, base: Path, timeout: float, real: bool, execute: bool = True
+) -> Outcome | None:
     d = base / f"case{i}" / "w"
     d.mkdir(parents=True)
     fmt = rng.choice(["json", "jsonl", "yaml"])
@@ -399,6 +401,9 @@ def run_case(i: int, rng: random.Random, base: Path, timeout: float, real: bool)
         "lint-dir": ["lint", "--format", "json", "."],
     }[command]
     name = f"case {i}: {fmt} {'+'.join(names)} | {' '.join(argv)}"
+    if not execute:  # replaying the generator up to --start
+        shutil.rmtree(base / f"case{i}", ignore_errors=True)
+        return None
     rc, out, err, seconds, rss, timed_out = _run_forked(argv, d, timeout)
     problems = _problems(rc, out, err, timed_out, "json" in argv or "sarif" in argv)
     if real:
@@ -415,6 +420,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--subprocess-every", type=int, default=50)
+    parser.add_argument("--start", type=int, default=0, help="generate but skip cases before")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up on `kill` too
     rng = random.Random(args.seed)
@@ -427,11 +433,13 @@ def main() -> int:
     try:
         for i in range(args.cases):
             real = args.subprocess_every > 0 and i % args.subprocess_every == 0
-            o = run_case(i, rng, base, args.timeout, real)
+            o = run_case(i, rng, base, args.timeout, real, execute=i >= args.start)
+            if o is None:
+                continue
             for p in o.problems:
-                kind = p.split(":")[0]
+                kind = p.removeprefix("subprocess: ").split(":")[0]
                 kinds[kind] += 1
-                examples.setdefault(kind, o.name)
+                examples.setdefault(kind, f"{o.name}: {p[:300]}")
             if o.rss_mb > worst_rss.rss_mb:
                 worst_rss = o
             if o.seconds > longest.seconds:
