@@ -28,10 +28,22 @@ from assembly.model import (
     ToolCall,
     ToolDef,
 )
-from assembly.syntax import ParsedData, SNode, parse_json, parse_jsonl, parse_yaml
+from assembly.syntax import (
+    MAX_TOP_ITEMS,
+    ParsedData,
+    SNode,
+    parse_json,
+    parse_jsonl,
+    parse_yaml,
+)
 from assembly.text import TextRange, sub_range
 
 MAX_DOCUMENT_CHARS = 64 * 1024 * 1024
+# Messages read from one document (the 10 MB benchmark conversation has 10,000); the rest
+# is left out with a ``document-too-large`` finding.
+MAX_MESSAGES = MAX_TOP_ITEMS
+# Syntax problems reported for one document; the rest are counted in one last finding.
+MAX_SYNTAX_ISSUES = 1_000
 
 CONVERSATION_SUFFIXES: dict[str, DocFormat] = {
     ".conv.json": DocFormat.JSON,
@@ -234,8 +246,14 @@ class _Reader:
     # ---------------------------------------------------------------- document
 
     def read(self, parsed: ParsedData) -> Conversation:
-        for err in parsed.errors:
-            self.issues.append(Issue(err.code, err.message, err.range))
+        errors = parsed.errors
+        for err in errors[:MAX_SYNTAX_ISSUES]:
+            self.issues.append(Issue(err.code, err.message, err.range, severity=err.severity))
+        if len(errors) > MAX_SYNTAX_ISSUES:
+            last = errors[MAX_SYNTAX_ISSUES]
+            more = len(errors) - MAX_SYNTAX_ISSUES
+            msg = f"{more:,} more syntax problems from here on are not listed"
+            self.issues.append(Issue("syntax-error", msg, last.range))
         root = parsed.root
         fields: dict[str, Any] = {}
         messages: tuple[Message, ...] = ()
@@ -529,6 +547,13 @@ class _Reader:
     def _message_list(self, nodes: list[SNode]) -> tuple[Message, ...]:
         """Read the messages. A message that cannot be read is left out; the ones after it
         keep their ids (the document's ``id``, else their position in the document)."""
+        if len(nodes) > MAX_MESSAGES:
+            self.error(
+                f"more than {MAX_MESSAGES:,} messages: the rest is not read",
+                _head(nodes[MAX_MESSAGES]),
+                code="document-too-large",
+            )
+            nodes = nodes[:MAX_MESSAGES]
         read = [(i, self._message(node, i)) for i, node in enumerate(nodes)]
         self._report_unknown_message_keys()
         written = {m.id for _, m in read if m is not None}
@@ -630,7 +655,13 @@ class _Reader:
         id_node = node.get("id")
         msg_id = str(index)
         if id_node is not None:
-            if id_node.is_string and id_node.value:
+            if id_node.is_string and id_node.value.startswith("$"):
+                self.error(
+                    f"message id `{_clip(id_node.value)}`: ids starting with `$` are the "
+                    "pipeline's own ($system, $reminder, …); the message's index is used",
+                    id_node.range,
+                )
+            elif id_node.is_string and id_node.value:
                 msg_id = id_node.value
             elif id_node.kind == "number" and isinstance(id_node.value, int):
                 msg_id = str(id_node.value)
@@ -981,6 +1012,10 @@ def _looks_like_path(value: str) -> bool:
 def _head(node: SNode) -> TextRange:
     """A short range at the start of a node (its opening bracket), for whole-object errors."""
     return sub_range(node.range, node.range.start, min(node.range.end, node.range.start + 1))
+
+
+def _clip(s: str, n: int = 60) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
 
 
 def _show(node: SNode) -> str:

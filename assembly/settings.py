@@ -9,6 +9,7 @@ layer that set it and the value from the layers below (ultimately the default) i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -30,6 +31,19 @@ DEFAULT_SECTION_TOPICS: dict[str, list[str]] = {
     "Citations": ["cite", "citation", "citations", "source", "sources", "reference"],
     "User Information": ["user", "name", "email", "role", "preference", "memory", "memories"],
 }
+
+
+# The encodings tiktoken defines (``tiktoken.list_encoding_names()``, without the offline
+# copy of cl100k_base, which promptls picks itself).
+KNOWN_ENCODINGS = (
+    "cl100k_base",
+    "o200k_base",
+    "o200k_harmony",
+    "p50k_base",
+    "p50k_edit",
+    "r50k_base",
+    "gpt2",
+)
 
 
 class Settings(BaseModel):
@@ -151,6 +165,14 @@ class Settings(BaseModel):
             raise ValueError("a message id is a string or an integer")
         return str(value) if isinstance(value, int) else value
 
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, value: str | None) -> str | None:
+        if value is not None and value not in KNOWN_ENCODINGS:
+            known = ", ".join(f"`{e}`" for e in KNOWN_ENCODINGS)
+            raise ValueError(f"unknown tiktoken encoding; known: {known}")
+        return value
+
     @field_validator("rules", mode="before")
     @classmethod
     def _yaml_off(cls, value: Any) -> Any:
@@ -207,9 +229,40 @@ def resolve_settings(layers: Sequence[SettingsLayer]) -> tuple[Settings, list[Se
 
 
 def _check_one(key: str, value: Any) -> str | None:
+    shown = _show(value)
+    annotation = str(Settings.model_fields[key].annotation)
+    if (
+        isinstance(value, bool)
+        and _NUMBER_ANNOTATION.search(annotation)
+        and "bool" not in annotation
+    ):
+        # pydantic reads `true` as 1 for an int; YAML and TOML users mean no number.
+        return f"invalid value for `{key}`: expected a number, not a boolean (got {shown})"
+    if isinstance(value, int | float) and abs(value) > MAX_NUMBER:
+        return f"invalid value for `{key}`: at most {MAX_NUMBER:,} (got {shown})"
     try:
         Settings.model_validate({key: value})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        return f"invalid value for `{key}`: {err['msg'].lower()} (got {value!r})"
+        errors = exc.errors()
+        err = errors[0]
+        if len(errors) > 1 and not isinstance(value, str):
+            # A union such as `"auto" | int >= 0`: the error of the branch of the value's
+            # type says what is wrong (not "input should be 'auto'" for -1).
+            err = next((e for e in errors if e["type"] != "literal_error"), err)
+        if key == "reserved_tokens":
+            return f"invalid value for `{key}`: expected `auto` or an integer ≥ 0 (got {shown})"
+        msg = str(err["msg"])
+        msg = msg.removeprefix("Value error, ")
+        return f"invalid value for `{key}`: {msg[:1].lower() + msg[1:]} (got {shown})"
     return None
+
+
+# No window, count or distance is larger; bigger numbers would overflow float arithmetic.
+MAX_NUMBER = 10**12
+_NUMBER_ANNOTATION = re.compile(r"\b(int|float)\b|Int\b")
+
+
+def _show(value: Any) -> str:
+    """A value as written in the message: short, and printable whatever it holds."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"

@@ -20,7 +20,8 @@ diagnostic rather than in memory exhaustion.
 
 from __future__ import annotations
 
-import json
+import contextlib
+import gc
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,8 +33,22 @@ from assembly.text import Anchor, AnchoredRange, TextRange
 NodeKind = Literal["object", "array", "string", "number", "bool", "null"]
 
 MAX_DEPTH = 256
-MAX_YAML_NODES = 2_000_000
+MAX_YAML_NODES = 1_000_000  # the 10 MB benchmark conversation in YAML has 92,000
 MAX_YAML_ALIAS_NODES = 100_000  # values reached again through aliases
+# JSON tokens (strings, numbers, punctuation) read from one text; the 10 MB benchmark
+# conversation has about 185,000. Past it the rest is ignored (``document-too-large``).
+MAX_JSON_TOKENS = 1_000_000
+# Items of a top-level list (the messages) read into the tree; ``documents`` reports the
+# message limit, so one more than it is kept and the rest are skipped unread.
+MAX_TOP_ITEMS = 20_000
+# A number literal longer than this is refused (Python's int() refuses more than 4,300
+# digits, and no count or setting needs a hundred).
+MAX_NUMBER_CHARS = 100
+# YAML tags that are read as they say; any other (``!!binary``, ``!foo``) is reported.
+_KNOWN_YAML_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}"
+    for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")
+)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -102,6 +117,7 @@ class SyntaxIssue:
     message: str
     range: TextRange
     code: str = "syntax-error"
+    severity: str = "error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +132,11 @@ class ParsedData:
 
 def parse_json(text: str) -> ParsedData:
     """Parse JSON text; never raises."""
+    with _gc_paused():
+        return _parse_json(text)
+
+
+def _parse_json(text: str) -> ParsedData:
     parser = _JsonParser(text, 0, len(text))
     root = parser.parse_document()
     return ParsedData(root, tuple(parser.errors))
@@ -127,17 +148,31 @@ def parse_jsonl(text: str) -> ParsedData:
     The root is an array of the lines' values; a line that cannot be read at all is left
     out of the array and reported. A syntax error never spills into the next line.
     """
+    with _gc_paused():
+        return _parse_jsonl(text)
+
+
+def _parse_jsonl(text: str) -> ParsedData:
     items: list[SNode] = []
     lines: list[TextRange] = []
     errors: list[SyntaxIssue] = []
     start = 0
     n = len(text)
+    tokens = 0  # the token limit holds for the whole text, not for each line
+    scan = _Scan()  # shared by the lines: once the C scanner failed, it is not used again
     while start < n:
         end = text.find("\n", start)
         if end == -1:
             end = n
+        if len(items) > MAX_TOP_ITEMS:
+            break  # past the message limit (reported by the reader): the rest is not read
+        if tokens >= MAX_JSON_TOKENS:
+            msg = f"more than {MAX_JSON_TOKENS:,} JSON tokens: the rest of the text is not read"
+            errors.append(SyntaxIssue(msg, TextRange(start, start), code="document-too-large"))
+            break
         if text[start:end].strip():
-            parser = _JsonParser(text, start, end, Anchor(start), start)
+            parser = _JsonParser(text, start, end, Anchor(start), start, scan)
+            tokens += len(parser.toks)
             node = parser.parse_document(what="line")
             spanning = _spanning_value(text, start) if parser.errors else None
             if spanning is not None:
@@ -187,11 +222,21 @@ def parse_yaml(text: str) -> ParsedData:
     kept as the tree (so a half-typed document still shows what could be read), and the
     error is reported at libyaml's mark.
     """
+    with _gc_paused():
+        return _parse_yaml(text)
+
+
+def _parse_yaml(text: str) -> ParsedData:
     import yaml
 
     loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    too_many = _yaml_too_many_values(text, loader_cls)
+    if isinstance(too_many, SyntaxIssue):
+        return ParsedData(None, (too_many,))
     try:
-        node = yaml.compose(text, Loader=loader_cls)
+        # Past the message limit only the messages the reader keeps are composed (it
+        # reports the limit); offsets in the prefix are those of the whole text.
+        node = _compose(text if too_many is None else text[:too_many], loader_cls)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         offset = min(mark.index, len(text)) if mark is not None else 0
@@ -212,6 +257,71 @@ def parse_yaml(text: str) -> ParsedData:
     converter = _YamlConverter(text)
     root = converter.convert(node, 0)
     return ParsedData(root, tuple(converter.errors))
+
+
+def _compose(text: str, loader_cls: Any) -> Any:
+    import yaml
+
+    return yaml.compose(text, Loader=loader_cls)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a parse builds its tree.
+
+    A parse creates millions of objects and no cyclic garbage, and each full collection
+    walks every live object: with it running, composing 100,000 small YAML mappings took
+    13.6 s instead of 2.9 s, and converting them as long again.
+    """
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _yaml_too_many_values(text: str, loader_cls: Any) -> SyntaxIssue | int | None:
+    """Refuse, before composing it, a YAML text of more than ``MAX_YAML_NODES`` values.
+
+    libyaml's composer builds every node of the text at once (a 20 MB list of tiny
+    mappings is gigabytes), so a text that may hold that many (by its line breaks and
+    commas) is first counted as a stream of parser events, which holds one at a time.
+    Returns the refusal, or where to cut the text: at the line of the first message
+    past the limit (a block list item, so what comes before is whole YAML), or None.
+    """
+    import yaml
+
+    if text.count("\n") + text.count(",") < MAX_YAML_NODES // 4:
+        return None
+    n = 0
+    # Per open collection: [is a sequence, items so far] (the top two levels: messages).
+    stack: list[list[Any]] = []
+    try:
+        for event in yaml.parse(text, Loader=loader_cls):
+            if isinstance(event, yaml.CollectionEndEvent):
+                stack.pop()
+                continue
+            if not isinstance(event, yaml.NodeEvent):
+                continue
+            n += 1
+            at = event.start_mark.index if event.start_mark is not None else 0
+            if n > MAX_YAML_NODES:
+                msg = f"YAML of more than {MAX_YAML_NODES:,} values: it is not read"
+                return SyntaxIssue(msg, TextRange(at, at), code="document-too-large")
+            if stack and len(stack) <= 2 and stack[-1][0]:
+                stack[-1][1] += 1
+                if stack[-1][1] > MAX_TOP_ITEMS + 1:
+                    line = text.rfind("\n", 0, at) + 1
+                    if text[line:at].strip() == "-":
+                        return line
+            if isinstance(event, yaml.CollectionStartEvent):
+                stack.append([isinstance(event, yaml.SequenceStartEvent), 0])
+    except yaml.YAMLError:
+        return None  # composing reports it, with the prefix that parses
+    return None
 
 
 def iter_nodes(node: SNode) -> Iterator[SNode]:
@@ -252,7 +362,13 @@ class _JsonParser:
     """
 
     def __init__(
-        self, text: str, start: int, end: int, anchor: Anchor | None = None, base: int = 0
+        self,
+        text: str,
+        start: int,
+        end: int,
+        anchor: Anchor | None = None,
+        base: int = 0,
+        scan: _Scan | None = None,
     ) -> None:
         self.text = text
         # Ranges of nodes inside an item of the top-level array (or of an array that is a
@@ -263,7 +379,9 @@ class _JsonParser:
         self.base = base
         self.too_deep = False
         self.errors: list[SyntaxIssue] = []
-        self.toks = _tokenize(text, start, end)
+        self.toks = _tokenize(text, start, end, self.errors, scan or _Scan())
+        # Cut short at the token limit: what is left open is not the author's mistake.
+        self.too_deep = bool(self.errors) and self.errors[-1].code == "document-too-large"
         self.i = 0
 
     # Tokens: (kind, raw text, start, end, decoded value).
@@ -301,6 +419,22 @@ class _JsonParser:
             tok = self._peek()
         return node
 
+    def _skip_to_close(self) -> None:
+        """Skip the items left in the array being read, up to its closing bracket."""
+        depth = 0
+        while True:
+            tok = self._peek()
+            if tok[0] == _EOF:
+                return
+            if tok[0] == _PUNCT:
+                if tok[1] in "{[":
+                    depth += 1
+                elif tok[1] in "}]":
+                    if depth == 0:
+                        return
+                    depth -= 1
+            self.i += 1
+
     def _skip_container(self) -> None:
         """Skip to the bracket closing the one just read (any kind: this is recovery)."""
         depth = 1
@@ -325,6 +459,10 @@ class _JsonParser:
             return SNode("string", AnchoredRange(a, start - self.base, end - self.base), decoded)
         if kind == _NUMBER:
             self.i += 1
+            if len(raw) > MAX_NUMBER_CHARS:
+                msg = f"a number of {len(raw):,} characters; the limit is {MAX_NUMBER_CHARS}"
+                self._error(msg, start, end)
+                return None
             return SNode("number", self._range(start, end), _decode_number(raw))
         if kind == _LITERAL:
             self._next()
@@ -352,6 +490,7 @@ class _JsonParser:
         open_tok = self._next()
         start = open_tok[2]
         members: list[Member] = []
+        keys: set[str] = set()
         while True:
             tok = self._peek()
             kind, raw, s, e, decoded = tok
@@ -388,6 +527,10 @@ class _JsonParser:
             self.i += 1
             key = decoded
             key_range = self._range(s, e)
+            if key in keys:
+                self.errors.append(_duplicate_key(key, TextRange(s, e)))
+            else:
+                keys.add(key)
             tok = self._peek()
             if tok[0] == _PUNCT and tok[1] == ":":
                 self._next()
@@ -434,6 +577,10 @@ class _JsonParser:
                 self._error(f"unexpected `{raw}` in an array", s, e)
                 continue
             if depth <= 1 and self.anchor is None:
+                if len(items) > MAX_TOP_ITEMS:
+                    # Past the message limit (reported by the reader): skip, build nothing.
+                    self._skip_to_close()
+                    continue
                 # An item of the top level (a message): its own anchor.
                 self.anchor, self.base = Anchor(s), s
                 value = self._value(depth + 1)
@@ -456,40 +603,80 @@ class _JsonParser:
                 self._error("expected `,` or `]`", at, at)
 
 
-def _tokenize(text: str, pos: int, end: int) -> list[tuple[int, str, int, int, Any]]:
+class _Scan:
+    """Whether the C string scanner may still be used on a text.
+
+    When it rejects a string, its exception counts the lines of the whole text before it
+    (``JSONDecodeError.lineno``): a text with many bad strings would cost quadratic time.
+    After the first rejection the tolerant regexes read every string of that text.
+    """
+
+    __slots__ = ("strict",)
+
+    def __init__(self) -> None:
+        self.strict = True
+
+
+def _tokenize(
+    text: str, pos: int, end: int, errors: list[SyntaxIssue], scan: _Scan
+) -> list[tuple[int, str, int, int, Any]]:
     """Split ``text[pos:end]`` into tokens; the last one is always ``_EOF``.
 
     Strings are decoded by the C scanner of the ``json`` module; one that it rejects (an
     unterminated string, a raw control character) is re-read by the tolerant regexes.
+    Problems inside a string (a raw control character, a lone surrogate escape) and the
+    token limit go to ``errors``; after ``MAX_JSON_TOKENS`` tokens the rest is not read.
     """
     toks: list[tuple[int, str, int, int, Any]] = []
     append = toks.append
     ws = _WS.match
     scalar = _SCALAR.match
+    limit = MAX_JSON_TOKENS
     while True:
         pos = ws(text, pos, end).end()
         if pos >= end:
             append((_EOF, "", end, end, None))
             return toks
+        if len(toks) >= limit:
+            msg = f"more than {limit:,} JSON tokens: the rest of the text is not read"
+            errors.append(SyntaxIssue(msg, TextRange(pos, pos), code="document-too-large"))
+            append((_EOF, "", pos, pos, None))
+            return toks
         c = text[pos]
         if c == '"':
-            try:
-                value, stop = _scanstring(text, pos + 1, True)
-            except ValueError:
-                stop = -1
+            stop = -1
+            if scan.strict:
+                try:
+                    value, stop = _scanstring(text, pos + 1, True)
+                except ValueError:
+                    scan.strict = False
             if stop == -1 or stop > end:
                 m = _LOOSE_STRING.match(text, pos, end)
                 if m is not None:
                     stop = m.end()
                     raw = text[pos:stop]
-                    append((_STRING, raw, pos, stop, _decode_string(raw)))
+                    value = _decode_string(raw)
+                    ctrl = _CONTROL.search(raw)
+                    if ctrl is not None:
+                        errors.append(_control_character(raw, ctrl, pos))
+                    bad = _bad_escape(raw)
+                    if bad is not None:
+                        at = pos + bad.start()
+                        msg = f"invalid escape `{_clip(bad.group())}` in a string"
+                        errors.append(SyntaxIssue(msg, TextRange(at, at + len(bad.group()))))
+                    if _SURROGATE.search(value) is not None:
+                        value = _replace_surrogates(raw, value, pos, errors)
+                    append((_STRING, raw, pos, stop, value))
                 else:
                     m = _UNTERMINATED.match(text, pos, end)
                     assert m is not None
                     stop = m.end()
                     append((_BAD, "unterminated string", pos, stop, None))
             else:
-                append((_STRING, text[pos:stop], pos, stop, value))
+                raw = text[pos:stop]
+                if "\\u" in raw and _SURROGATE.search(value) is not None:
+                    value = _replace_surrogates(raw, value, pos, errors)
+                append((_STRING, raw, pos, stop, value))
             pos = stop
         elif c in "{}[]:,":
             append((_PUNCT, c, pos, pos + 1, None))
@@ -511,10 +698,75 @@ def _decode_string(raw: str) -> str:
     if "\\" not in raw:
         return raw[1:-1]
     try:
-        return json.loads(raw)
+        return _scanstring(raw, 1, False)[0]  # type: ignore[no-any-return]
     except ValueError:
         # An invalid escape: keep the text as written rather than losing the value.
         return raw[1:-1]
+
+
+_CONTROL = re.compile(r"[\x00-\x1f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+_CONTROL_NAMES = {0: "NUL", 9: "TAB", 10: "LF", 13: "CR", 27: "ESC"}
+
+
+def _bad_escape(raw: str) -> re.Match[str] | None:
+    for m in _ESCAPE.finditer(raw):
+        if m.group(1) is None and m.group()[1:] not in _SIMPLE_ESCAPES:
+            return m
+    return None
+
+
+_SIMPLE_ESCAPES = frozenset('"\\/bfnrt')
+
+
+def _control_character(raw: str, first: re.Match[str], pos: int) -> SyntaxIssue:
+    """A raw control character in a JSON string (JSON requires an escape), at the first."""
+    code = ord(first.group())
+    name = _CONTROL_NAMES.get(code)
+    what = f"U+{code:04X}" + (f" ({name})" if name else "")
+    more = len(_CONTROL.findall(raw)) - 1
+    tail = f" (and {more:,} more in this string)" if more else ""
+    escape = {9: "\\t", 10: "\\n", 13: "\\r"}.get(code, f"\\u{code:04x}")
+    at = pos + first.start()
+    msg = f"raw control character {what} in a string: write it as `{escape}`{tail}"
+    return SyntaxIssue(msg, TextRange(at, at + 1))
+
+
+def _replace_surrogates(raw: str, value: str, pos: int, errors: list[SyntaxIssue]) -> str:
+    """Replace the lone surrogates of a decoded string by U+FFFD, each reported at its
+    ``\\uXXXX`` escape: they are not characters, and no UTF-8 output can hold them."""
+    pending: re.Match[str] | None = None  # a high surrogate escape waiting for its low half
+    lone: list[re.Match[str]] = []
+    for m in _ESCAPE.finditer(raw):
+        unit = int(m.group(1), 16) if m.group(1) else -1
+        if pending is not None and m.start() == pending.end() and 0xDC00 <= unit <= 0xDFFF:
+            pending = None
+            continue
+        if pending is not None:
+            lone.append(pending)
+            pending = None
+        if 0xD800 <= unit <= 0xDBFF:
+            pending = m
+        elif 0xDC00 <= unit <= 0xDFFF:
+            lone.append(m)
+    if pending is not None:
+        lone.append(pending)
+    for m in lone[:1]:
+        more = f" (and {len(lone) - 1:,} more in this string)" if len(lone) > 1 else ""
+        errors.append(
+            SyntaxIssue(
+                f"lone surrogate `{m.group()}` is not a character: read as U+FFFD{more}",
+                TextRange(pos + m.start(), pos + m.end()),
+            )
+        )
+    return _SURROGATE.sub("\ufffd", value)
+
+
+def _duplicate_key(key: str, rng: TextRange) -> SyntaxIssue:
+    return SyntaxIssue(
+        f"duplicate key `{_clip(key)}`: only its last value is read", rng, code="schema-error"
+    )
 
 
 def _decode_number(raw: str) -> int | float:
@@ -560,11 +812,22 @@ class _YamlConverter:
         self.alias_budget = MAX_YAML_ALIAS_NODES
         self._seen: set[int] = set()
         self._over = False
+        self._too_deep = False
+        # The collections being converted (the path from the root): an alias to one of
+        # them is a value that contains itself.
+        self._open: set[int] = set()
+        self._recursive: set[int] = set()
 
     def convert(self, node: Any, depth: int) -> SNode | None:
         import yaml
 
         rng = TextRange(node.start_mark.index, max(node.start_mark.index, node.end_mark.index))
+        if id(node) in self._open:
+            if id(node) not in self._recursive:  # once per anchor, not once per path
+                self._recursive.add(id(node))
+                msg = "a YAML alias inside its own anchor (a value containing itself) is ignored"
+                self.errors.append(SyntaxIssue(msg, rng))
+            return None
         self.budget -= 1
         if id(node) in self._seen:
             self.alias_budget -= 1
@@ -583,10 +846,16 @@ class _YamlConverter:
                 )
             return None
         if depth >= MAX_DEPTH:
-            self.errors.append(SyntaxIssue(f"nesting deeper than {MAX_DEPTH} levels", rng))
+            if not self._too_deep:  # one error says it all (as in JSON)
+                self._too_deep = True
+                self.errors.append(SyntaxIssue(f"nesting deeper than {MAX_DEPTH} levels", rng))
             return None
+        if node.tag not in _KNOWN_YAML_TAGS:
+            self._unknown_tag(node, rng)
         if isinstance(node, yaml.MappingNode):
+            self._open.add(id(node))
             members: list[Member] = []
+            keys: set[str] = set()
             for key_node, value_node in node.value:
                 key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
                 if key is None:
@@ -594,20 +863,55 @@ class _YamlConverter:
                         SyntaxIssue("mapping keys must be plain strings", _yrange(key_node))
                     )
                     continue
+                key = str(key)
+                if key in keys:
+                    self.errors.append(_duplicate_key(key, _yrange(key_node)))
+                else:
+                    keys.add(key)
                 value = self.convert(value_node, depth + 1)
                 if value is not None:
-                    members.append(Member(str(key), _yrange(key_node), value))
+                    members.append(Member(key, _yrange(key_node), value))
+            self._open.discard(id(node))
             if members and not node.flow_style:
                 rng = TextRange(rng.start, members[-1].value.range.end)
             return SNode("object", rng, members=tuple(members))
         if isinstance(node, yaml.SequenceNode):
-            items = [v for v in (self.convert(c, depth + 1) for c in node.value) if v is not None]
+            self._open.add(id(node))
+            children = node.value
+            if depth <= 1 and len(children) > MAX_TOP_ITEMS + 1:
+                children = children[: MAX_TOP_ITEMS + 1]  # the reader reports the limit
+            items = [v for v in (self.convert(c, depth + 1) for c in children) if v is not None]
+            self._open.discard(id(node))
             if items and not node.flow_style:
                 rng = TextRange(rng.start, items[-1].range.end)
             return SNode("array", rng, items=tuple(items))
         if node.style in ("|", ">"):
             rng = _trim_block_scalar(self.text, rng)
+        if len(node.value) > MAX_NUMBER_CHARS and node.tag.endswith((":int", ":float")):
+            msg = f"a number of {len(node.value):,} characters; the limit is {MAX_NUMBER_CHARS}"
+            self.errors.append(SyntaxIssue(msg, rng))
+            return None
         return _yaml_scalar(node, rng)
+
+    def _unknown_tag(self, node: Any, rng: TextRange) -> None:
+        import yaml
+
+        tag = str(node.tag)
+        shown = "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:") else tag
+        kind = (
+            "a plain mapping"
+            if isinstance(node, yaml.MappingNode)
+            else "a plain list"
+            if isinstance(node, yaml.SequenceNode)
+            else "a plain string"
+        )
+        at = (
+            TextRange(rng.start, rng.start + len(shown))
+            if self.text.startswith(shown, rng.start)
+            else rng
+        )
+        msg = f"YAML tag `{_clip(shown)}` is not supported: the value is read as {kind}"
+        self.errors.append(SyntaxIssue(msg, at, code="schema-error", severity="warning"))
 
 
 # libyaml ends a block collection or a block scalar where the next token starts, after the
@@ -656,7 +960,7 @@ def _yaml_prefix_tree(text: str, error_offset: int, loader_cls: Any) -> SNode | 
         if cut <= 0:
             return None
         try:
-            node = yaml.compose(text[:cut], Loader=loader_cls)
+            node = _compose(text[:cut], loader_cls)
         except yaml.YAMLError:
             cut = text.rfind("\n", 0, cut)
             continue

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import io
 import json
 import sys
 from collections.abc import Sequence
@@ -34,6 +35,10 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a subcommand; return its exit code. Never shows a traceback: an unexpected
+    exception is one ``internal error`` line on stderr and exit code 2 (``assemble`` and
+    ``lint`` report it as an ``internal-error`` finding instead, and go on)."""
+    _printable_output()
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -43,7 +48,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    return int(args.run(args))
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        from assembly.diagnostics import from_exception
+
+        print(f"promptls: error: {from_exception(exc).message}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _printable_output() -> None:
+    """Whatever a document holds, what we print is valid in the output's encoding.
+
+    Lone surrogates (and, on a non-UTF-8 terminal, unencodable characters) are written as
+    backslash escapes instead of raising, or of leaking raw bytes as ``surrogateescape``
+    would.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _date(value: str) -> dt.date:
@@ -235,9 +260,15 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _assemble(args: argparse.Namespace) -> int:
+    from server import files  # the standard library only
+
     path = Path(args.file)
-    if not path.is_file():
-        print(f"promptls: error: no such file: {args.file}", file=sys.stderr)
+    try:
+        files.check_regular(path, limit=None)  # the size is checked when it is read
+    except files.FileProblem as problem:
+        what = "no such file" if problem.reason == "no such file" else "cannot read"
+        detail = "" if what == problem.reason else f": {problem.reason}"
+        print(f"promptls: error: {what}: {args.file}{detail}", file=sys.stderr)
         return EXIT_USAGE
     root = Path(args.root) if args.root else None
     if root is not None and not root.is_dir():
@@ -259,14 +290,30 @@ def _assemble(args: argparse.Namespace) -> int:
     from server.output import assembly_json, render_text
     from server.workspace import analyze
 
-    analysis = analyze(
-        path,
-        text=early.text if early else None,
-        root=root,
-        overrides=overrides,
-        today=args.today,
-        pending=early.pending if early else None,
-    )
+    try:
+        analysis = analyze(
+            path,
+            text=early.text if early else None,
+            root=root,
+            overrides=overrides,
+            today=args.today,
+            pending=early.pending if early else None,
+        )
+        if analysis.records or args.record is not None:
+            out = ""  # a dataset, or a usage error: below
+        elif args.format == "json":
+            obj = assembly_json(
+                analysis, display_path=args.file, summary_request=args.summary_request
+            )
+            out = json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
+        elif args.format == "html":
+            from server.htmlview import render_html
+
+            out = render_html(analysis, display_path=args.file)
+        else:
+            out = render_text(analysis, display_path=args.file)
+    except Exception as exc:  # a bug in promptls: an internal-error finding, exit 1
+        return _assemble_failed(args, exc)
     if analysis.encoding_warning:
         print(f"promptls: note: {analysis.encoding_warning}", file=sys.stderr)
     if analysis.records:
@@ -278,15 +325,7 @@ def _assemble(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    if args.format == "json":
-        obj = assembly_json(analysis, display_path=args.file, summary_request=args.summary_request)
-        sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
-    elif args.format == "html":
-        from server.htmlview import render_html
-
-        sys.stdout.write(render_html(analysis, display_path=args.file))
-    else:
-        sys.stdout.write(render_text(analysis, display_path=args.file))
+    sys.stdout.write(out)
     return EXIT_OK if analysis.assembly.ok else EXIT_FINDINGS
 
 
@@ -332,6 +371,25 @@ def _assemble_dataset(args: argparse.Namespace, analysis: Analysis) -> int:
         else:
             sys.stdout.write(render_text(record, display_path=where))
     return EXIT_OK if all(r.assembly.ok for r in picked) else EXIT_FINDINGS
+
+
+def _assemble_failed(args: argparse.Namespace, exc: Exception) -> int:
+    """Print the ``internal-error`` finding the way ``assemble`` prints findings."""
+    from assembly.diagnostics import from_exception
+    from server.output import head_diagnostic_json
+
+    d = from_exception(exc, during="assembling")
+    if args.format == "json":
+        obj = {"file": args.file, "diagnostics": [head_diagnostic_json(d, file=args.file)]}
+        sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+    else:
+        line = f"{args.file}:1:1: error[internal-error] {d.message}\n"
+        if args.format == "html":
+            import html
+
+            line = f"<!doctype html>\n<title>promptls</title>\n<pre>{html.escape(line)}</pre>\n"
+        sys.stdout.write(line)
+    return EXIT_FINDINGS
 
 
 def _lint(args: argparse.Namespace) -> int:

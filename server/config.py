@@ -18,8 +18,10 @@ from typing import Any
 
 from assembly.settings import SettingsLayer
 from assembly.text import LineIndex, TextRange
+from server import files
 
 CONFIG_FILES = ("promptls.toml", "pyproject.toml")
+MAX_CONFIG_BYTES = 8 * 1024 * 1024  # checked before reading (``server.files``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +55,8 @@ def find_config(start: Path, root: Path | None = None) -> ConfigFile | None:
 def read_config(path: Path) -> ConfigFile | None:
     """Read one settings file; None for a ``pyproject.toml`` without ``[tool.promptls]``."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = files.read_bytes(path, limit=MAX_CONFIG_BYTES).decode("utf-8")
+    except (files.FileProblem, UnicodeDecodeError) as exc:
         return ConfigFile(path, None, f"cannot read {path.name}: {exc}", TextRange(0, 0))
     is_pyproject = path.name == "pyproject.toml"
     if is_pyproject and "promptls" not in text:

@@ -18,14 +18,17 @@ and GitHub). A usage or configuration error raises ``LintError`` (exit code 2).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import multiprocessing
 import os
+import stat
 import sys
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from importlib import metadata
 from itertools import repeat
@@ -35,13 +38,14 @@ from urllib.parse import quote
 
 from pathspec import GitIgnoreSpec
 
-from assembly.diagnostics import RULES, Rule, Severity
+from assembly.diagnostics import RULES, Rule, Severity, from_exception
 from assembly.documents import CONVERSATION_SUFFIXES
 from assembly.settings import Settings, resolve_settings
 from assembly.text import LineIndex
+from server import files as fileio
 from server.config import CONFIG_FILES, find_config
 from server.links import PROJECT_URL, rule_doc_url
-from server.output import diagnostics_json
+from server.output import diagnostics_json, head_diagnostic_json
 from server.rulesdoc import suggest_codes
 from server.tokenizers import load_tokenizer
 from server.workspace import analyze, analyze_prompt
@@ -56,6 +60,7 @@ MIN_PARALLEL_FILES = 16
 # A source excerpt shows at most this many lines and this many code points of each.
 MAX_EXCERPT_LINES = 3
 MAX_EXCERPT_WIDTH = 120
+MAX_GITIGNORE_BYTES = 8 * 1024 * 1024  # checked before reading (``server.files``)
 
 
 class LintError(Exception):
@@ -119,6 +124,8 @@ class LintResult:
     files: tuple[str, ...]
     findings: tuple[Finding, ...]
     n_bytes: int = 0
+    # What discovery skipped and why ("skipped x.conv.json: a FIFO …"), printed to stderr.
+    notes: tuple[str, ...] = ()
 
     @property
     def fixable(self) -> int:
@@ -165,9 +172,10 @@ def parse_codes(value: str | None, *, option: str) -> frozenset[str] | None:
 
 def lint(paths: Sequence[Path], opts: LintOptions, *, jobs: int | None = None) -> LintResult:
     """Discover the files under ``paths``, check their settings files, lint them."""
-    files = discover(paths, opts)
+    notes: list[str] = []
+    files = discover(paths, opts, notes=notes)
     check_configs(files, opts)
-    return merge(lint_files(files, opts, jobs=jobs))
+    return dataclasses.replace(merge(lint_files(files, opts, jobs=jobs)), notes=tuple(notes))
 
 
 def exit_code(res: LintResult, *, fail_on: str) -> int:
@@ -180,18 +188,38 @@ def exit_code(res: LintResult, *, fail_on: str) -> int:
 # --- Discovery --------------------------------------------------------------------------
 
 
-def discover(paths: Sequence[Path], opts: LintOptions) -> list[Path]:
-    """The files to lint under ``paths``, resolved and sorted."""
+def discover(
+    paths: Sequence[Path], opts: LintOptions, *, notes: list[str] | None = None
+) -> list[Path]:
+    """The files to lint under ``paths``, resolved and sorted.
+
+    Only regular files are linted. In a folder, a FIFO, device or socket named like a
+    document, a dangling or looping symlink, and a symlink (to a file or a folder) that
+    leads out of the folder are skipped, each with a line in ``notes``. A path named on
+    the command line that is not a regular file or a folder is a ``LintError``.
+    """
     found: set[Path] = set()
     for p in paths:
-        path = (opts.cwd / p).resolve()
-        if path.is_file():
-            found.add(path)
-        elif path.is_dir():
-            found.update(_walk(path, opts))
+        path = opts.cwd / p
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, FileNotFoundError) and not os.path.lexists(path):
+                raise LintError(f"no such file or directory: {p}") from None
+            raise LintError(f"cannot read {p}: {_path_problem(path, exc)}") from None
+        if stat.S_ISDIR(st.st_mode):
+            found.update(_walk(path.resolve(), opts, notes if notes is not None else []))
+        elif stat.S_ISREG(st.st_mode):
+            found.add(path.resolve())
         else:
-            raise LintError(f"no such file or directory: {p}")
+            raise LintError(f"{p} is {fileio.kind_of(st.st_mode)}, not a regular file")
     return sorted(found)
+
+
+def _path_problem(path: Path, exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError) and os.path.islink(path):
+        return "a dangling symbolic link"
+    return fileio.path_problem(exc)
 
 
 def is_document(name: str) -> bool:
@@ -232,19 +260,19 @@ class _Globs:
         return self.spec.check_file(rel + "/" if is_dir else rel).include
 
 
-def _walk(top: Path, opts: LintOptions) -> list[Path]:
+def _walk(top: Path, opts: LintOptions, notes: list[str]) -> list[Path]:
     settings, base = _walk_settings(top, opts)
     include = _globs(base, settings.include)
     exclude = _globs(base, settings.exclude)
     repo = _git_root(top)
     # .gitignore files above ``top`` apply too, from the repository root down.
     above = [] if repo is None else [d for d in reversed(top.parents) if d.is_relative_to(repo)]
-    outer = tuple(g for d in above if (g := _gitignore(d)) is not None)
+    outer = tuple(g for d in above if (g := _gitignore(d, notes, opts)) is not None)
     specs: dict[Path, tuple[_Globs, ...]] = {}
     res: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(top):
         folder = Path(dirpath)
-        own = _gitignore(folder)
+        own = _gitignore(folder, notes, opts)
         inherited = outer if folder == top else specs[folder.parent]
         here = (*inherited, own) if own is not None else inherited
         specs[folder] = here
@@ -257,13 +285,43 @@ def _walk(top: Path, opts: LintOptions) -> list[Path]:
         dirnames[:] = sorted(
             n for n in dirnames if n not in SKIP_DIRS and not skipped(folder / n, is_dir=True)
         )
+        for name in dirnames:  # os.walk does not enter symlinked folders; say so if they leave
+            path = folder / name
+            if os.path.islink(path) and not _inside(path, top):
+                notes.append(f"skipped {_display(str(path), opts.cwd)}: {_LEAVES}")
         for name in filenames:
             path = folder / name
             if not (is_document(name) or (include and include.verdict(path, is_dir=False))):
                 continue
-            if not skipped(path, is_dir=False):
-                res.append(path.resolve())
+            if skipped(path, is_dir=False):
+                continue
+            problem = _not_lintable(path, top)
+            if problem is not None:
+                notes.append(f"skipped {_display(str(path), opts.cwd)}: {problem}")
+                continue
+            res.append(path.resolve())
     return res
+
+
+_LEAVES = "a symbolic link that leads out of the folder being linted"
+
+
+def _inside(path: Path, top: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(top)
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+def _not_lintable(path: Path, top: Path) -> str | None:
+    """Why a file found in a folder is not linted (None: it is)."""
+    try:
+        fileio.check_regular(path, limit=None)
+    except fileio.FileProblem as problem:
+        return problem.reason
+    if os.path.islink(path) and not _inside(path, top):
+        return _LEAVES
+    return None
 
 
 def _walk_settings(top: Path, opts: LintOptions) -> tuple[Settings, Path]:
@@ -282,11 +340,14 @@ def _globs(base: Path, patterns: Sequence[str]) -> _Globs | None:
     return _Globs(base, GitIgnoreSpec.from_lines(patterns)) if patterns else None
 
 
-def _gitignore(folder: Path) -> _Globs | None:
+def _gitignore(folder: Path, notes: list[str], opts: LintOptions) -> _Globs | None:
     path = folder / ".gitignore"
+    if not os.path.lexists(path):
+        return None
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        text = fileio.read_text(path, limit=MAX_GITIGNORE_BYTES)
+    except fileio.FileProblem as problem:
+        notes.append(f"ignored {_display(str(path), opts.cwd)}: {problem.reason}")
         return None
     return _Globs(folder, GitIgnoreSpec.from_lines(text.splitlines()))
 
@@ -335,20 +396,61 @@ def lint_files(
     # Load the encoding once here: forked workers inherit it instead of each reading it.
     load_tokenizer()
     chunksize = max(1, min(16, len(work) // (n_workers * 4)))
-    with ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(
-            pool.map(
-                lint_file,
-                [f for f, _ in work],
-                [r for _, r in work],
-                repeat(opts),
-                chunksize=chunksize,
+    reports: list[FileReport] = []
+    try:
+        with ProcessPoolExecutor(n_workers, mp_context=_FORK) as pool:
+            reports.extend(
+                pool.map(
+                    lint_file,
+                    [f for f, _ in work],
+                    [r for _, r in work],
+                    repeat(opts),
+                    chunksize=chunksize,
+                )
             )
-        )
+    except BrokenProcessPool:
+        # A worker died (killed, out of memory, a crash in a C extension): the files not
+        # reported yet are linted again one process each, so only the culprit is lost.
+        reports.extend(_lint_isolated(f, root, opts) for f, root in work[len(reports) :])
+    return reports
+
+
+_FORK = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+
+
+def _lint_isolated(path: Path, root: Path, opts: LintOptions) -> FileReport:
+    try:
+        with ProcessPoolExecutor(1, mp_context=_FORK) as pool:
+            return pool.submit(lint_file, path, root, opts).result()
+    except BrokenProcessPool as exc:
+        return _internal_error_report(path, exc, during="linting (the worker process died)")
 
 
 def lint_file(path: Path, root: Path, opts: LintOptions) -> FileReport:
-    """Analyze one file (a ``*.md`` as a prompt template, anything else as a conversation)."""
+    """Analyze one file (a ``*.md`` as a prompt template, anything else as a conversation).
+
+    Never raises: an unexpected exception is an ``internal-error`` finding at the head of
+    the file, and the other files are linted as usual.
+    """
+    try:
+        return _lint_file(path, root, opts)
+    except Exception as exc:  # a bug in promptls: one finding, not a traceback
+        return _internal_error_report(path, exc, during="linting")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _internal_error_report(path: Path, exc: BaseException, *, during: str) -> FileReport:
+    obj = head_diagnostic_json(from_exception(exc, during=during), file=str(path))
+    return FileReport(path=str(path), n_bytes=0, findings=(Finding(obj),))
+
+
+def _lint_file(path: Path, root: Path, opts: LintOptions) -> FileReport:
     select, ignore = opts.select, opts.ignore
     if path.name.lower().endswith(".md"):
         prompt = analyze_prompt(path, root=root, select=select, ignore=ignore)
@@ -362,7 +464,7 @@ def lint_file(path: Path, root: Path, opts: LintOptions) -> FileReport:
         deps = tuple(str(d) for d in conv.dependencies)
     return FileReport(
         path=str(path),
-        n_bytes=path.stat().st_size,
+        n_bytes=_size(path),
         findings=tuple(_with_source(objs, texts)),
         dependencies=deps,
     )
@@ -437,7 +539,8 @@ def watch(
     clear = fmt == "text" and out.isatty()
 
     def relint(changed: set[Path] | None) -> None:
-        files = discover(paths, opts)
+        notes: list[str] = []
+        files = discover(paths, opts, notes=notes)
         check_configs(files, opts)
         todo = _affected(files, reports, changed)
         for r in lint_files(todo, opts, jobs=jobs):
@@ -447,13 +550,14 @@ def watch(
             del reports[stale]
         if clear:
             out.write("\x1b[2J\x1b[H")
-        _emit(merge(reports[str(f)] for f in files), opts, fmt=fmt, out=out)
+        res = merge(reports[str(f)] for f in files)
+        _emit(dataclasses.replace(res, notes=tuple(notes)), opts, fmt=fmt, out=out)
 
     try:
         _relint_reporting(relint, None)
         print(f"promptls: watching {len(targets)} path(s) for changes", file=sys.stderr)
         for changes in watchfiles.watch(*targets, debounce=400, step=50):
-            _relint_reporting(relint, {Path(p).resolve() for _, p in changes})
+            _relint_reporting(relint, {_resolved(Path(p)) for _, p in changes})
     except KeyboardInterrupt:
         return EXIT_OK
     return EXIT_OK
@@ -466,6 +570,16 @@ def _relint_reporting(
         relint(changed)
     except LintError as exc:
         print(f"promptls: error: {exc}", file=sys.stderr, flush=True)
+    except Exception as exc:  # a bug in promptls: say so and keep watching
+        d = from_exception(exc, during="re-linting")
+        print(f"promptls: error: {d.message}", file=sys.stderr, flush=True)
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError, ValueError):
+        return path.absolute()
 
 
 def _affected(
@@ -685,6 +799,8 @@ def _emit(res: LintResult, opts: LintOptions, *, fmt: str, out: TextIO) -> None:
     else:
         out.write(render_text(res, cwd=opts.cwd, color=_use_color(out)))
     out.flush()
+    for note in res.notes:
+        print(f"promptls: note: {note}", file=sys.stderr)
     if not res.files:
         print("promptls: warning: no documents found", file=sys.stderr)
     if fmt in ("json", "sarif", "gitlab"):
@@ -800,10 +916,15 @@ def _relative_uri_path(path: str, src_root: Path) -> str:
 def _sarif_artifact(path: str, src_root: Path) -> dict[str, Any]:
     p = Path(path)
     if p.is_absolute() and p.is_relative_to(src_root):
-        return {"uri": quote(p.relative_to(src_root).as_posix()), "uriBaseId": "%SRCROOT%"}
+        return {"uri": _quote(p.relative_to(src_root).as_posix()), "uriBaseId": "%SRCROOT%"}
     if p.is_absolute():
         return {"uri": p.as_uri()}
-    return {"uri": quote(path)}
+    return {"uri": _quote(path)}
+
+
+def _quote(path: str) -> str:
+    """A path as a URI path; a file name's undecodable bytes are percent-encoded as such."""
+    return quote(path, errors="surrogateescape")
 
 
 def _sarif_location(path: str, rng: dict[str, Any], src_root: Path) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from assembly.assemble import Assembly
-from assembly.diagnostics import sort_key
+from assembly.diagnostics import Diagnostic, sort_key
 from assembly.formats.anthropic_out import render_assembly
 from assembly.formats.detect import SourceFormat
 from assembly.model import Conversation
@@ -140,6 +140,19 @@ def diagnostics_json(
             }
         )
     return res
+
+
+def head_diagnostic_json(d: Diagnostic, *, file: str) -> dict[str, Any]:
+    """A diagnostic at the head of ``file`` (``internal-error``) as a §7 finding object."""
+    return {
+        "file": file,
+        "code": d.code,
+        "severity": d.severity.value,
+        "message": d.message,
+        "range": _range_json(TextRange(0, 0), None),
+        "related": [],
+        "fix": None,
+    }
 
 
 def render_text(analysis: Analysis, *, display_path: str) -> str:

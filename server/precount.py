@@ -12,15 +12,19 @@ pipeline counts as usual.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
 import select
+import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from server import files  # the standard library only
 
 if TYPE_CHECKING:  # this module must not import the engine: `start_early` runs before it
     from assembly.model import Conversation
@@ -29,7 +33,14 @@ if TYPE_CHECKING:  # this module must not import the engine: `start_early` runs 
 MIN_DOCUMENT_CHARS = 2_000_000  # below this, forking a loaded process costs more than it saves
 MIN_EARLY_CHARS = 250_000  # before the engine is imported, forking is cheap
 MIN_CHARS = 256  # strings shorter than this are cheap to count in place
-TIMEOUT_S = 60.0
+# JSON whose strings are shorter than this on average is not worth a child (the 10 MB
+# benchmark conversation averages 77 characters a string).
+MIN_MEAN_STRING_CHARS = 24
+MAX_YAML_LINES = 250_000
+# The parent waits at most this long for the counts (then stops the child and counts in
+# place): the child's work is linear in the document (aliases are walked once), so this is
+# only a safety net.
+TIMEOUT_S = 20.0
 
 
 @dataclass(slots=True)
@@ -39,6 +50,7 @@ class PendingCounts:
     pid: int
     fd: int
     encoding: str  # the encoding the child counts with
+    closed: bool = False
 
     def seed(self, conv: Conversation, tokenizer: Tokenizer) -> int:
         """Seed the counts of the conversation's strings; return how many were seeded.
@@ -48,8 +60,7 @@ class PendingCounts:
         try:
             counts = self._receive()
         finally:
-            os.close(self.fd)
-            os.waitpid(self.pid, 0)
+            self.close()
         seed = getattr(tokenizer, "seed", None)
         if not counts or seed is None or tokenizer.encoding != self.encoding:
             return 0
@@ -63,6 +74,23 @@ class PendingCounts:
                 found[text] = n
         seed(found)
         return len(found)
+
+    def __del__(self) -> None:  # dropped without ``seed`` (an analysis that failed)
+        self.close()
+
+    def close(self) -> None:
+        """Stop the child (if it is still counting) and reap it; never blocks; idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        try:
+            if os.waitpid(self.pid, os.WNOHANG) == (0, 0):
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
 
     def _receive(self) -> dict[tuple[int, int], int]:
         chunks = []
@@ -100,11 +128,12 @@ def start_early(path: Path) -> EarlyStart | None:
     suffixes = {".json": "json", ".jsonl": "jsonl", ".yaml": "yaml", ".yml": "yaml"}
     fmt = suffixes.get(path.suffix.lower())
     try:
-        data = path.read_bytes()
+        # Only a regular file under the size limit, checked before reading (``files``).
+        data = files.read_bytes(path)
         text = data.decode("utf-8-sig" if data.startswith(b"\xef\xbb\xbf") else "utf-8")
-    except (OSError, UnicodeDecodeError):
+    except (files.FileProblem, UnicodeDecodeError):
         return None
-    if fmt is None or not _worth_forking(text, MIN_EARLY_CHARS):
+    if fmt is None or not _worth_forking(text, MIN_EARLY_CHARS, fmt):
         return EarlyStart(text, None)
     import tiktoken
 
@@ -118,13 +147,22 @@ def start(text: str, fmt: str, tokenizer: Tokenizer) -> PendingCounts | None:
     The child inherits the tokenizer's cache: strings counted before are not counted again.
     """
     encode = getattr(tokenizer, "encode", None)
-    if encode is None or not _worth_forking(text, MIN_DOCUMENT_CHARS):
+    if encode is None or not _worth_forking(text, MIN_DOCUMENT_CHARS, str(fmt)):
         return None
     return _fork(text, fmt, encode, getattr(tokenizer, "cached", None), tokenizer.encoding)
 
 
-def _worth_forking(text: str, min_chars: int) -> bool:
-    return len(text) >= min_chars and (os.cpu_count() or 1) >= 2 and hasattr(os, "fork")
+def _worth_forking(text: str, min_chars: int, fmt: str = "yaml") -> bool:
+    """Large enough, and (JSON) made of long strings: the child loads every value, so a
+    document of many tiny values (a million short messages) would cost more memory in
+    it than its counts save."""
+    if len(text) < min_chars or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        return False
+    if fmt in ("json", "jsonl"):
+        return len(text) >= MIN_MEAN_STRING_CHARS * text.count('"') // 2
+    # YAML of this many lines is counted as events before the parser composes it, and
+    # perhaps refused (``syntax.MAX_YAML_NODES``); loading it here would cost gigabytes.
+    return text.count("\n") + text.count(",") < MAX_YAML_LINES
 
 
 def _fork(
@@ -183,15 +221,23 @@ def _values(text: str, fmt: str) -> Iterator[Any]:
 
 
 def _walk_strings(value: Any) -> Iterator[str]:
+    """Every string in a loaded value, each container visited once.
+
+    YAML aliases load as the same list or dict object wherever they are used: an alias
+    bomb is a small graph with exponentially many paths, so containers are walked once
+    by identity (a self-referencing anchor is a cycle, and ends too).
+    """
     stack = [value]
+    seen: set[int] = set()
     while stack:
         v = stack.pop()
         if isinstance(v, str):
             yield v
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
+        elif isinstance(v, dict | list):
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            stack.extend(v.values() if isinstance(v, dict) else v)
 
 
 def _strings(conv: Conversation) -> Iterable[str]:

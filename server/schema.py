@@ -397,9 +397,13 @@ def _message() -> Schema:
                 "description": "OpenAI's optional name of the participant or tool.",
             },
             "id": {
-                "anyOf": [{"type": "string", "minLength": 1}, {"type": "integer"}],
+                "anyOf": [
+                    {"type": "string", "minLength": 1, "pattern": "^[^$]"},
+                    {"type": "integer"},
+                ],
                 "description": "This message's id, named by `parent`, `summarizes_through`, "
-                "`settings.branch_tip` and promptls' output. Default: its index in the list.",
+                "`settings.branch_tip` and promptls' output. Default: its index in the list. "
+                "Ids starting with `$` are the pipeline's own (`$system`, `$reminder`, …).",
             },
             "parent": {
                 "anyOf": [{"$ref": "#/$defs/message_ref"}, {"type": "null"}],

@@ -26,6 +26,7 @@ from assembly.diagnostics import (
     RuleContext,
     Severity,
     check,
+    from_exception,
     from_issues,
     from_setting_issues,
     sort_key,
@@ -42,11 +43,11 @@ from assembly.prompts import parse_prompt
 from assembly.rope import Rope
 from assembly.settings import Settings, SettingsLayer, resolve_settings
 from assembly.text import TextRange
-from server import precount
+from server import files, precount
 from server.config import editor_layer, find_config
 from server.tokenizers import load_tokenizer
 
-MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_FILE_BYTES = files.MAX_FILE_BYTES
 DOCUMENT_SOURCE = "<document>"
 
 
@@ -110,11 +111,16 @@ def find_root(path: Path) -> Path:
 
 
 def read_text(path: Path) -> tuple[str, list[Diagnostic]]:
-    """Read a file as UTF-8; invalid bytes are replaced and reported where they are."""
-    data = path.read_bytes()
-    if len(data) > MAX_FILE_BYTES:
-        msg = f"file is {len(data):,} bytes; the limit is {MAX_FILE_BYTES:,}"
-        return "", [Diagnostic("document-too-large", Severity.ERROR, msg, TextRange(0, 0))]
+    """Read a file as UTF-8; invalid bytes are replaced and reported where they are.
+
+    Only a regular file of at most ``MAX_FILE_BYTES`` is read (its size is checked before
+    reading, ``server.files``); anything else is an empty text and a diagnostic.
+    """
+    try:
+        data = files.read_bytes(path, limit=MAX_FILE_BYTES)
+    except files.FileProblem as problem:
+        msg = f"cannot read {_clip(path.name)}: {problem.reason}"
+        return "", [Diagnostic(problem.code, Severity.ERROR, msg, TextRange(0, 0))]
     # Drop a BOM first: decoding with "utf-8-sig" reports error offsets past the BOM, and
     # the replacing fallback would keep it as a U+FEFF that no parser accepts.
     if data.startswith(b"\xef\xbb\xbf"):
@@ -159,9 +165,11 @@ def analyze(
     path = path.absolute()
     root = (root or find_root(path)).resolve()
     diags: list[Diagnostic] = []
+    unreadable = False  # the file was not read: its empty text is not the author's
     if text is None:
         text, read_diags = read_text(path)
         diags.extend(read_diags)
+        unreadable = any(d.code != "syntax-error" for d in read_diags)
     deps: list[Path] = []
     layers, others = _config_layers(path, root, editor_settings, diags)
     deps.extend(Path(p) for p in others)
@@ -182,7 +190,8 @@ def analyze(
     if conv is None:
         conv = parse_conversation(str(text), fmt)
     parsed = conv
-    diags.extend(from_issues(conv.issues))
+    if not unreadable:
+        diags.extend(from_issues(conv.issues))
     if conv.records:
         if pending is not None:
             pending.seed(conv, load_tokenizer(pending.encoding).tokenizer)
@@ -327,7 +336,11 @@ def _analyze_conversation(
     rules_cache = previous.caches.get("rules") if previous is not None else None
     if not isinstance(rules_cache, RuleCache):
         rules_cache = RuleCache()
-    diags = check(ctx, select=select, ignore=ignore, cache=rules_cache)
+    try:
+        diags = check(ctx, select=select, ignore=ignore, cache=rules_cache)
+    except Exception as exc:  # a bug in a rule: the assembly stands, the findings say so
+        rules_cache = RuleCache()
+        diags = _with_internal_error(ctx.reported, exc, "checking the rules")
     return Analysis(
         path=path,
         text=text,
@@ -389,24 +402,49 @@ def analyze_prompt(
         template=template,
         reported=tuple(diags),
     )
+    try:
+        found = check(ctx, select=select, ignore=ignore)
+    except Exception as exc:  # a bug in a rule: the findings say so
+        found = _with_internal_error(ctx.reported, exc, "checking the rules")
     return PromptAnalysis(
         path=path,
         text=text,
         template=template,
         settings=settings,
-        diagnostics=tuple(check(ctx, select=select, ignore=ignore)),
+        diagnostics=tuple(found),
         other_texts=others,
     )
 
 
+def _with_internal_error(
+    reported: tuple[Diagnostic, ...], exc: Exception, during: str
+) -> list[Diagnostic]:
+    return sorted([*reported, from_exception(exc, during=during)], key=sort_key)
+
+
 def resolve_reference(doc: Path, ref: str, root: Path) -> tuple[Path | None, str | None, str]:
-    """Resolve ``ref`` relative to the document; return (path, problem, problem code)."""
-    target = (doc.parent / ref).resolve()
+    """Resolve ``ref`` relative to the document; return (path, problem, problem code).
+
+    Never raises: a NUL byte, an over-long name, a symlink loop, a dangling link or a file
+    that is not a regular one (a FIFO, a device) is a ``file-not-found`` with its reason.
+    """
+    try:
+        target = (doc.parent / ref).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        return None, f"cannot read `{_clip(ref)}`: {files.path_problem(exc)}", "file-not-found"
     if not target.is_relative_to(root):
-        return None, f"`{ref}` resolves outside the workspace", "path-outside-workspace"
-    if not target.is_file():
-        return None, f"file not found: `{ref}`", "file-not-found"
+        return None, f"`{_clip(ref)}` resolves outside the workspace", "path-outside-workspace"
+    try:
+        files.check_regular(target, limit=None)
+    except files.FileProblem as problem:
+        if problem.reason == "no such file":
+            return None, f"file not found: `{_clip(ref)}`", "file-not-found"
+        return None, f"cannot read `{_clip(ref)}`: {problem.reason}", "file-not-found"
     return target, None, ""
+
+
+def _clip(s: str, n: int = 120) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
 
 
 def _config_layers(

@@ -188,8 +188,10 @@ def document_too_large(ctx: RuleContext) -> Iterator[Diagnostic]:
     """The document is too large to analyse safely.
 
     ## What it does
-    Stops at 64 MiB of text, and at two million YAML values (alias bombs expand
-    exponentially).
+    Refuses a file over 64 MiB (its size is checked before it is read), and stops
+    reading at one million YAML values (alias bombs expand exponentially), one million
+    JSON tokens or 20,000 messages; what was read before the limit is still checked.
+    `docs/limits.md` lists every limit.
 
     ## Why is this bad?
     Such a document would take unbounded time and memory in the editor and in CI.

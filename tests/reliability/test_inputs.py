@@ -1,0 +1,406 @@
+"""Regression tests of issue 9's input half, in-process: each hostile input of the report
+becomes a finding at its place (exact ranges), never an exception.
+
+The same inputs run through the real command line under limits in
+``test_hostile_cli.py``; these tests pin the details (where, what, how many).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from assembly import syntax
+from assembly.documents import MAX_MESSAGES, parse_conversation
+from assembly.model import DocFormat
+from assembly.settings import SettingsLayer, resolve_settings
+from assembly.text import TextRange
+from server import files, precount
+from server.lint import LintOptions, _relint_reporting, discover
+from server.workspace import analyze, resolve_reference
+
+
+def _errors(text: str, parse: object = syntax.parse_json) -> list[tuple[str, str, TextRange]]:
+    data = parse(text)  # type: ignore[operator]
+    return [(e.code, e.message, e.range) for e in data.errors]
+
+
+# --- Item 11: raw control characters in JSON strings ------------------------------------
+
+
+@pytest.mark.parametrize("char", ["\t", "\x00", "\x1b", "\x01", "\x1f"])
+def test_raw_control_character_in_a_json_string_is_a_syntax_error_at_its_place(
+    char: str,
+) -> None:
+    text = '[{"role": "user", "content": "ab' + char + 'cd"}]'
+    errors = _errors(text)
+    at = text.index(char)
+    assert [(c, r) for c, _, r in errors] == [("syntax-error", TextRange(at, at + 1))]
+    assert f"U+{ord(char):04X}" in errors[0][1]
+    # The value is still read, as written.
+    root = syntax.parse_json(text).root
+    assert root is not None and root.items[0].get("content").value == "ab" + char + "cd"  # type: ignore[union-attr]
+
+
+def test_control_characters_in_jsonl_and_in_keys_and_one_finding_per_string() -> None:
+    text = '{"role": "user", "content": "x\x1by\x1bz"}\n{"ro\tle": "user"}\n'
+    errors = _errors(text, syntax.parse_jsonl)
+    assert [r for _, _, r in errors] == [
+        TextRange(text.index("\x1b"), text.index("\x1b") + 1),
+        TextRange(text.index("\t"), text.index("\t") + 1),
+    ]
+    assert "(and 1 more in this string)" in errors[0][1]
+
+
+def test_escaped_control_characters_and_invalid_escapes() -> None:
+    assert _errors('["a\\tb\\u0000c"]') == []
+    errors = _errors('["a\\qb", "c\\\\qd"]')  # `\q` is invalid; `\\q` is an escaped backslash
+    assert [(m, r) for _, m, r in errors] == [("invalid escape `\\q` in a string", TextRange(3, 5))]
+
+
+# --- Item 6: lone surrogates --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("escape", "lone"),
+    [("\\ud800", True), ("\\udc80", True), ("\\uD83D\\uDE00", False), ("\\ud83d x", True)],
+)
+def test_lone_surrogate_escapes_are_replaced_and_reported(escape: str, lone: bool) -> None:
+    text = '["bad ' + escape + ' here"]'
+    data = syntax.parse_json(text)
+    assert data.root is not None
+    value = data.root.items[0].value
+    value.encode("utf-8")  # always encodable
+    if lone:
+        assert [(e.code, e.range) for e in data.errors] == [
+            ("syntax-error", TextRange(text.index("\\u"), text.index("\\u") + 6))
+        ]
+        assert "\ufffd" in value
+    else:
+        assert data.errors == () and value == "bad \U0001f600 here"
+
+
+def test_surrogates_in_every_output_are_valid_utf8(tmp_path: Path) -> None:
+    from server.output import assembly_json
+
+    doc = tmp_path / "s.conv.json"
+    doc.write_text('[{"role": "user", "content": "\\udc80", "name": "\\ud800"}]', encoding="utf-8")
+    a = analyze(doc, root=tmp_path)
+    import json
+
+    json.dumps(assembly_json(a, display_path="s"), ensure_ascii=False).encode("utf-8")
+    assert sum(d.code == "syntax-error" for d in a.diagnostics) == 2
+
+
+# --- Item 5: numbers; item 12: duplicate keys, tags, anchors, ids -------------------------
+
+
+def test_numbers_longer_than_the_limit_are_refused_not_raised() -> None:
+    n = "9" * 5000
+    errors = _errors("[" + n + "]")
+    assert [(c, r) for c, _, r in errors] == [("syntax-error", TextRange(1, 5001))]
+    yaml_errors = _errors("a: " + n, syntax.parse_yaml)
+    assert [(c, r) for c, _, r in yaml_errors] == [("syntax-error", TextRange(3, 5003))]
+    assert _errors("[" + "1" * syntax.MAX_NUMBER_CHARS + "]") == []
+
+
+def test_duplicate_keys_are_reported_at_the_repeated_key() -> None:
+    text = '{"messages": [], "settings": {"a": 1, "a": 2}, "messages": []}'
+    errors = _errors(text)
+    assert [(c, r) for c, _, r in errors] == [
+        ("schema-error", TextRange(38, 41)),
+        ("schema-error", TextRange(47, 57)),
+    ]
+    errors = _errors("a: 1\nb: 2\na: 3\n", syntax.parse_yaml)
+    assert [(c, r) for c, _, r in errors] == [("schema-error", TextRange(10, 11))]
+
+
+def test_unknown_yaml_tags_are_warnings_and_known_ones_are_read() -> None:
+    data = syntax.parse_yaml("a: !!binary aGk=\nb: !foo x\nc: !!str 12\nd: 2026-01-01\n")
+    assert [(e.severity, e.range) for e in data.errors] == [
+        ("warning", TextRange(3, 11)),
+        ("warning", TextRange(20, 24)),
+    ]
+    assert data.root is not None and data.root.to_python() == {
+        "a": "aGk=",
+        "b": "x",
+        "c": "12",
+        "d": "2026-01-01",
+    }
+
+
+def test_a_self_referencing_anchor_is_one_finding_not_thousands() -> None:
+    text = "messages: &m\n  - {role: user, content: hi}\n" + "  - *m\n" * 40
+    conv = parse_conversation(text, DocFormat.YAML)
+    assert len(conv.issues) <= 2, conv.issues
+    assert len(conv.messages) == 1
+    doc = "a: &a {b: *a, c: [*a, *a], d: {e: *a}}"
+    assert len(syntax.parse_yaml(doc).errors) == 1
+
+
+def test_deep_yaml_nesting_is_one_finding() -> None:
+    text = "a: " + "[" * 300 + "]" * 300 + "\nb: " + "[" * 300 + "]" * 300
+    assert len(syntax.parse_yaml(text).errors) == 1
+
+
+def test_dollar_ids_are_the_pipelines_own() -> None:
+    conv = parse_conversation(
+        "messages:\n  - {id: $system, role: user, content: hi}\n", DocFormat.YAML
+    )
+    assert [i.code for i in conv.issues] == ["schema-error"]
+    assert conv.messages[0].id == "0"
+
+
+# --- Item 7: limits checked before the work ------------------------------------------
+
+
+def test_token_and_message_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    one = '{"role":"user","content":"x"}'
+    conv = parse_conversation("[" + ",".join([one] * (MAX_MESSAGES + 50)) + "]", DocFormat.JSON)
+    assert len(conv.messages) == MAX_MESSAGES
+    assert [i.code for i in conv.issues] == ["document-too-large"]
+    monkeypatch.setattr(syntax, "MAX_JSON_TOKENS", 1000)
+    data = syntax.parse_json("[" + ",".join(["1"] * 5000) + "]")
+    assert [e.code for e in data.errors] == ["document-too-large"]  # no "unclosed" noise
+    assert data.root is not None and len(data.root.items) == 500
+
+
+def test_yaml_with_too_many_values_is_refused_before_composing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(syntax, "MAX_YAML_NODES", 400)
+    composed = []
+    monkeypatch.setattr(syntax, "_compose", lambda *a: composed.append(1))
+    data = syntax.parse_yaml("messages:\n" + "  - {role: user, content: x}\n" * 200)
+    assert [e.code for e in data.errors] == ["document-too-large"] and composed == []
+
+
+def test_file_size_is_checked_before_reading(tmp_path: Path) -> None:
+    big = tmp_path / "big.conv.json"
+    with open(big, "wb") as f:
+        f.truncate(files.MAX_FILE_BYTES + 1)
+    with pytest.raises(files.FileProblem) as exc:
+        files.read_bytes(big)
+    assert exc.value.code == "document-too-large"
+    a = analyze(big, root=tmp_path)
+    assert [d.code for d in a.diagnostics] == ["document-too-large"]
+
+
+# --- Items 4 and 5: only regular files; paths that make the OS raise ----------------------
+
+
+def test_special_files_are_refused_with_their_kind(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink("/dev/zero", tmp_path / "zero")
+    os.symlink("nowhere", tmp_path / "dangling")
+    os.symlink("loop", tmp_path / "loop")
+    reasons = {}
+    for name in ("fifo", "zero", "dangling", "loop"):
+        with pytest.raises(files.FileProblem) as exc:
+            files.read_bytes(tmp_path / name)
+        reasons[name] = exc.value.reason
+    assert reasons == {
+        "fifo": "a FIFO (named pipe), not a regular file",
+        "zero": "a character device, not a regular file",
+        "dangling": "a dangling symbolic link",
+        "loop": "a symbolic link loop",
+    }
+
+
+@pytest.mark.parametrize(
+    ("ref", "reason"),
+    [
+        ("a\x00b.md", "the path contains a NUL byte"),
+        ("a" * 300 + ".md", "a name in the path is too long"),
+        ("loop.md", "a symbolic link loop"),
+        ("fifo.md", "a FIFO (named pipe), not a regular file"),
+    ],
+)
+def test_references_that_make_the_os_raise_are_findings(
+    tmp_path: Path, ref: str, reason: str
+) -> None:
+    os.symlink("loop.md", tmp_path / "loop.md")
+    os.mkfifo(tmp_path / "fifo.md")
+    target, problem, code = resolve_reference(tmp_path / "d.conv.yaml", ref, tmp_path)
+    assert target is None and code == "file-not-found"
+    assert problem is not None and problem.endswith(reason)
+
+
+def test_discovery_skips_what_it_cannot_read_and_what_leaves_the_tree(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "ok.conv.json").write_text("[]", encoding="utf-8")
+    (tmp_path / "out.conv.json").write_text("[]", encoding="utf-8")
+    os.mkfifo(tree / "f.conv.json")
+    os.symlink(tmp_path / "out.conv.json", tree / "leak.conv.json")
+    os.symlink(tree / "ok.conv.json", tree / "alias.conv.json")  # inside: the same file
+    notes: list[str] = []
+    found = discover([Path("tree")], LintOptions(cwd=tmp_path), notes=notes)
+    assert found == [tree / "ok.conv.json"]
+    assert sorted(notes) == [
+        "skipped tree/f.conv.json: a FIFO (named pipe), not a regular file",
+        "skipped tree/leak.conv.json: a symbolic link that leads out of the folder being linted",
+    ]
+
+
+def test_watch_reports_an_unexpected_exception_and_goes_on(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def relint(changed: object) -> None:
+        raise KeyError("boom")
+
+    _relint_reporting(relint, None)
+    err = capsys.readouterr().err
+    assert "internal error while re-linting: KeyError: 'boom'" in err
+
+
+# --- Item 3: the counting child and the alias bomb ------------------------------------
+
+
+def test_counting_child_walks_each_aliased_value_once() -> None:
+    lines = ['a0: &a0 ["' + "w " * 200 + '"]']
+    for i in range(1, 30):  # 2**29 paths: walking them all would never end
+        lines.append(f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]")
+    lines.append("self: &s [*s]")
+    started = time.monotonic()
+    strings = list(precount._document_strings("\n".join(lines), "yaml"))
+    assert len(strings) == 1 and time.monotonic() - started < 10
+
+
+def test_parent_stops_a_child_that_does_not_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a child that never writes
+        os.close(r)
+        time.sleep(60)
+        os._exit(0)
+    os.close(w)
+    monkeypatch.setattr(precount, "TIMEOUT_S", 0.2)
+    pending = precount.PendingCounts(pid, r, "cl100k_base")
+    started = time.monotonic()
+    assert pending._receive() == {}
+    pending.close()
+    assert time.monotonic() - started < 5
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reaped
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+
+
+# --- Item 12: settings --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("max_input_tokens", True, "expected a number, not a boolean"),
+        ("instruction_distance", False, "expected a number, not a boolean"),
+        ("reserved_tokens", -1, "expected `auto` or an integer ≥ 0 (got -1)"),
+        ("reserved_tokens", "x", "expected `auto` or an integer ≥ 0"),
+        ("encoding", "foo_base", "unknown tiktoken encoding"),
+        ("max_input_tokens", 10**40, "at most 1,000,000,000,000"),
+    ],
+)
+def test_invalid_settings_say_what_is_wrong(key: str, value: object, words: str) -> None:
+    settings, issues = resolve_settings([SettingsLayer("doc", {key: value})])
+    assert [i.key for i in issues] == [key] and words in issues[0].message
+    assert getattr(settings, key) == type(settings).model_fields[key].default
+
+
+def test_booleans_stay_booleans() -> None:
+    settings, issues = resolve_settings([SettingsLayer("doc", {"vision": False})])
+    assert issues == [] and settings.vision is False
+    # A setting that takes a number or a boolean keeps taking both (`false`: no image cap).
+    settings, issues = resolve_settings([SettingsLayer("doc", {"image_cap": False})])
+    assert issues == [] and settings.image_cap is False
+
+
+# --- Item 12: the empty document ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "codes"),
+    [
+        ("e.conv.json", "", ["syntax-error"]),  # not JSON at all
+        ("e.conv.json", "[]", []),  # an empty history: Onyx assembles the fixed parts
+        ("e.conv.yaml", "", []),
+        ("e.conv.yaml", "messages: []\n", []),
+        ("e.conv.jsonl", "", []),
+    ],
+)
+def test_the_empty_document_contract(
+    tmp_path: Path, name: str, text: str, codes: list[str]
+) -> None:
+    doc = tmp_path / name
+    doc.write_text(text, encoding="utf-8")
+    a = analyze(doc, root=tmp_path)
+    assert [d.code for d in a.diagnostics] == codes
+    assert a.assembly.ok
+
+
+def test_yaml_event_counting_ignores_syntax_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(syntax, "MAX_YAML_NODES", 8)
+    data = syntax.parse_yaml("a: [1, 2\n" + "b: 1\n" * 10)
+    # The composer reports it (with the prefix that parses), not the event count.
+    assert [e.code for e in data.errors] == ["syntax-error"]
+
+
+def test_jsonl_limits_hold_for_the_whole_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    one = '{"role":"user","content":"x"}'
+    conv = parse_conversation("\n".join([one] * (MAX_MESSAGES + 50)), DocFormat.JSONL)
+    assert len(conv.messages) == MAX_MESSAGES
+    assert [i.code for i in conv.issues] == ["document-too-large"]
+    monkeypatch.setattr(syntax, "MAX_JSON_TOKENS", 100)
+    data = syntax.parse_jsonl("\n".join(["[1, 2, 3, 4]"] * 50))
+    assert [e.code for e in data.errors] == ["document-too-large"]
+    assert data.root is not None and len(data.root.items) == 10
+
+
+def test_after_one_bad_string_the_c_scanner_is_not_used_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its exception counts the lines before the string: many bad strings in a long text
+    would make the parse quadratic."""
+    strict_calls = []
+    real = syntax._scanstring
+
+    def counting(text: str, at: int, strict: bool) -> object:
+        if strict:
+            strict_calls.append(at)
+        return real(text, at, strict)
+
+    monkeypatch.setattr(syntax, "_scanstring", counting)
+    lines = ['{"content": "a\x01"}'] * 30
+    data = syntax.parse_jsonl("\n".join(lines))
+    assert strict_calls == [2, 13]  # the first line's key, then its bad value; none after
+    assert len(data.errors) == 30 and data.root is not None and len(data.root.items) == 30
+
+
+def test_a_long_yaml_message_list_is_composed_only_up_to_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(syntax, "MAX_YAML_NODES", 1000)  # counted as events from 250 lines
+    monkeypatch.setattr(syntax, "MAX_TOP_ITEMS", 10)
+    composed: list[int] = []
+    real = syntax._compose
+
+    def compose(text: str, loader: object) -> object:
+        composed.append(len(text))
+        return real(text, loader)
+
+    monkeypatch.setattr(syntax, "_compose", compose)
+    item = "  - {role: user, content: x}\n"
+    text = "messages:\n" + item * 300
+    data = syntax.parse_yaml(text)
+    assert composed == [len("messages:\n") + 11 * len(item)]  # the reader sees one too many
+    assert data.errors == () and data.root is not None
+    assert len(data.root.get("messages").items) == 11  # type: ignore[union-attr]
+    # A flow list cannot be cut: it is composed whole, and the converter stops.
+    flow = "messages: [" + ", ".join(["{role: user, content: x}"] * 150) + "]\n"
+    composed.clear()
+    data = syntax.parse_yaml(flow)
+    assert composed == [len(flow)] and len(data.root.get("messages").items) == 11  # type: ignore[union-attr]
