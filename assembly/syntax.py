@@ -160,6 +160,10 @@ def _parse_jsonl(text: str) -> ParsedData:
     n = len(text)
     tokens = 0  # the token limit holds for the whole text, not for each line
     scan = _Scan()  # shared by the lines: once the C scanner failed, it is not used again
+    # A broken line may start a record written over several lines; after one such attempt
+    # fails, no other line is tried (each attempt reads up to the end of the text, so
+    # trying every broken line of a hostile file would be quadratic).
+    try_spanning = True
     while start < n:
         end = text.find("\n", start)
         if end == -1:
@@ -174,7 +178,10 @@ def _parse_jsonl(text: str) -> ParsedData:
             parser = _JsonParser(text, start, end, Anchor(start), start, scan)
             tokens += len(parser.toks)
             node = parser.parse_document(what="line")
-            spanning = _spanning_value(text, start) if parser.errors else None
+            spanning = None
+            if parser.errors and try_spanning:
+                spanning = _spanning_value(text, start, scan)
+                try_spanning = spanning is not None
             if spanning is not None:
                 # One value written over several lines (pretty-printed records): read it,
                 # and say once that this is not JSON Lines.
@@ -198,7 +205,7 @@ def _parse_jsonl(text: str) -> ParsedData:
     return ParsedData(root, tuple(errors), tuple(lines))
 
 
-def _spanning_value(text: str, start: int) -> SNode | None:
+def _spanning_value(text: str, start: int, scan: _Scan) -> SNode | None:
     """The JSON value starting on the line at ``start`` when it is whole and valid only over
     several lines (its line alone does not parse), else None."""
     i = start
@@ -206,7 +213,7 @@ def _spanning_value(text: str, start: int) -> SNode | None:
         i += 1
     if i >= len(text) or text[i] not in "{[":
         return None
-    parser = _JsonParser(text, i, len(text), Anchor(start), start)
+    parser = _JsonParser(text, i, len(text), Anchor(start), start, scan)
     node = parser._value(0)
     if parser.errors or node is None or "\n" not in text[i : node.range.end]:
         return None
