@@ -202,6 +202,21 @@ class Section:
     range: TextRange  # heading line through the end of the section (nested ones included)
     body_range: TextRange  # after the heading line through the end of the section
     parent: int | None  # index of the enclosing section in ``PromptTemplate.sections``
+    # How the section is written: "heading" (Markdown ATX or setext), "xml" (a block
+    # `<name>` … `</name>`, its title the tag name), "rule" (a title line after a `====`
+    # line), "bold" (a line that is only `**Title**`), "caps" (an ALL-CAPS title line).
+    kind: str = "heading"
+
+    @property
+    def label(self) -> str:
+        """How messages name the section: `## Tools`, `<tool_calling>`, `TOOL USE`."""
+        if self.kind == "heading":
+            return f"{'#' * self.level} {self.title}"
+        if self.kind == "xml":
+            return f"<{self.title}>"
+        if self.kind == "bold":
+            return f"**{self.title}**"
+        return self.title
 
 
 @dataclass(frozen=True, slots=True)

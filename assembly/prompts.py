@@ -1,8 +1,17 @@
 """Parse prompt templates (``*.prompt.md``) into a ``PromptTemplate``.
 
 A template is Markdown with optional YAML front matter. The parser finds the front matter,
-the sections (ATX and setext headings), the ``{{NAME}}`` placeholders and the prose
-sentences, each with its exact source range.
+the sections, the ``{{NAME}}`` placeholders and the prose sentences, each with its exact
+source range.
+
+Sections are the structures real prompts use, nested in one tree (``Section.kind``):
+Markdown headings (ATX and setext); XML-style blocks, an opening tag alone on its line
+(``<tool_calling>``) through its matching closing tag; blocks opened by a ``====`` line
+whose next line is a short title (``====`` / ``TOOL USE``), which hold everything up to the
+next such block; and title lines: a line that is only bold text (``**Search rules**``)
+or a short ALL-CAPS line (``IMPORTANT RULES:``) that starts a paragraph. A title line is one
+level below the heading it follows (a capitals title above a bold one); an XML block
+holds whatever is written inside it and ends every section opened in it.
 
 Invariants:
 
@@ -42,13 +51,16 @@ def parse_prompt(text: str) -> PromptTemplate:
     scan = _BodyScanner(text, body_start)
     scan.run()
     sections = _build_sections(text, scan.headings)
-    heading_starts = [h.start for h in scan.headings]
+    section_starts = [s.range.start for s in sections]
     sentences: list[Sentence] = []
     for block_start, block_end in scan.blocks:
         for start, end in _split_sentences(text, block_start, block_end):
-            section = bisect.bisect_right(heading_starts, start) - 1
             sentences.append(
-                Sentence(text[start:end], TextRange(start, end), section if section >= 0 else None)
+                Sentence(
+                    text[start:end],
+                    TextRange(start, end),
+                    innermost_section(sections, section_starts, start),
+                )
             )
     placeholders = tuple(
         Placeholder(m.group(1), TextRange(m.start(), m.end()))
@@ -65,6 +77,22 @@ def parse_prompt(text: str) -> PromptTemplate:
         sentences=tuple(sentences),
         issues=tuple(front.issues),
     )
+
+
+def innermost_section(
+    sections: tuple[Section, ...] | list[Section], starts: list[int], offset: int
+) -> int | None:
+    """The index of the innermost section whose body holds ``offset`` (``starts``: the
+    sections' range starts, in order)."""
+    i: int | None = bisect.bisect_right(starts, offset) - 1
+    while i is not None and i >= 0:
+        section = sections[i]
+        if section.body_range.start <= offset < section.body_range.end:
+            return i
+        if section.range.start <= offset < section.range.end:
+            return section.parent  # on the heading line or a closing tag
+        i = section.parent
+    return None
 
 
 def shift_node(node: SNode, delta: int) -> SNode:
@@ -147,13 +175,45 @@ _LIST_FIRST = frozenset("-*+0123456789")
 _COMMENT_TAG = re.compile(r"<!--.*?-->")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Heading:
-    level: int
+    level: int  # Markdown level; 0 for a `====` block; computed for title lines
     title: str
-    start: int  # start of the heading's first line
+    start: int  # start of the heading's first line (the `====` line for "rule": the
+    # heading of a `====` block is both lines, so its range starts where the section does)
     end: int  # end of its last line, without the line break
     body_start: int  # after the line break of its last line
+    kind: str = "heading"
+    close_start: int = -1  # "xml": start of the closing tag's line (-1: not closed yet)
+    close_end: int = -1  # "xml": end of the closing tag's line
+    name: str = ""  # "xml": the tag name as written
+
+
+_RULE_LINE = re.compile(r" {0,3}={3,}[ \t]*\Z")
+_XML_OPEN = re.compile(r"[ \t]*<([A-Za-z_][\w.:-]*)(?:[ \t]+[^<>]*)?>[ \t]*\Z")
+_XML_CLOSE = re.compile(r"(?:(.*\S)[ \t]*)?</([A-Za-z_][\w.:-]*)>[ \t]*\Z")
+_BOLD_TITLE = re.compile(
+    r" {0,3}(?:\*\*([^*\n]{1,80}?)[ \t]*:?\*\*|__([^_\n]{1,80}?)[ \t]*:?__)[ \t]*:?[ \t]*\Z"
+)
+_CAPS_TITLE = re.compile(r" {0,3}([A-Z][A-Z0-9 &/'()+,_-]*[A-Z0-9)])[ \t]*:?[ \t]*\Z")
+# Capitals that mark a remark rather than name a part of the prompt.
+_NOT_CAPS_TITLES = frozenset({"IMPORTANT", "NOTE", "WARNING", "CRITICAL", "TODO", "TIP", "OK"})
+_MAX_TITLE_WORDS = 8
+
+
+def _is_caps_title(title: str) -> bool:
+    letters = sum(c.isalpha() for c in title)
+    words = title.split()
+    return letters >= 4 and len(words) <= _MAX_TITLE_WORDS and title not in _NOT_CAPS_TITLES
+
+
+def _is_short_title(line: str) -> bool:
+    stripped = line.strip().strip("*_#").strip()
+    return (
+        0 < len(stripped) <= 80
+        and len(stripped.split()) <= _MAX_TITLE_WORDS
+        and stripped[-1] not in ".,;!?"
+    )
 
 
 class _BodyScanner:
@@ -175,12 +235,16 @@ class _BodyScanner:
         self._block_start = -1  # -1: no open prose block
         self._block_end = -1
         self._block_is_list = False  # the open block is a list item
+        self._after_rule = -1  # start of the `====` line a title may follow, else -1
+        self._open_tags: dict[str, list[_Heading]] = {}  # XML blocks not closed yet
 
     def run(self) -> None:
         index = 0
         while index < len(self._lines):
             index = self._scan_line(index)
         self._end_block()
+        # An opening tag that is never closed is no block.
+        self.headings = [h for h in self.headings if h.kind != "xml" or h.close_start >= 0]
 
     def _scan_line(self, index: int) -> int:
         """Read line ``index``; return the index of the next line to read."""
@@ -206,7 +270,25 @@ class _BodyScanner:
         if _BLANK.match(line):
             self._end_block()
             return index + 1
+        after_rule, self._after_rule = self._after_rule, -1
         first = line.lstrip(" \t")[:1]
+        if first == "=" and _RULE_LINE.match(line):
+            self._end_block()
+            self._after_rule = ls
+            return index + 1
+        if after_rule >= 0 and _is_short_title(line) and not _LIST_ITEM.match(line):
+            self._end_block()
+            self._add_heading(0, line.strip().strip("*_#").strip(), index, index, "rule")
+            self.headings[-1].start = after_rule
+            return index + 1
+        if first == "<" and self._tag_line(index, line):
+            return index + 1
+        if (
+            self._block_start < 0
+            and (first in ("*", "_") or first.isupper())
+            and self._title_line(index, line)
+        ):
+            return index + 1
         if first in ("`", "~") and (fence := _FENCE_OPEN.match(line)):
             self._end_block()
             self._fence = fence.group(1)
@@ -247,7 +329,57 @@ class _BodyScanner:
         self._add_prose(ls + quote.end() if quote is not None else ls, le)
         return index + 1
 
-    def _add_heading(self, level: int, title: str, first_line: int, last_line: int) -> None:
+    def _tag_line(self, index: int, line: str) -> bool:
+        """Take a line that is only an opening or closing XML tag; True when it was one."""
+        opening = _XML_OPEN.match(line)
+        if opening is not None:
+            self._end_block()
+            name = opening.group(1)
+            self._add_heading(0, name, index, index, "xml")
+            self.headings[-1].name = name
+            self._open_tags.setdefault(name, []).append(self.headings[-1])
+            return True
+        closing = _XML_CLOSE.match(line)
+        if closing is None or closing.group(1) is not None:
+            return False
+        return self._close_tag(closing.group(2), index)
+
+    def _close_tag(self, name: str, index: int) -> bool:
+        pending = self._open_tags.get(name)
+        if not pending:
+            return False
+        self._end_block()
+        block = pending.pop()
+        ls, le = self._lines[index]
+        block.close_start, block.close_end = ls, le
+        # Blocks opened inside it and never closed are no blocks.
+        for others in self._open_tags.values():
+            while others and others[-1].start > block.start:
+                others.pop()
+        return True
+
+    def _title_line(self, index: int, line: str) -> bool:
+        """Take a bold or ALL-CAPS title line that starts a paragraph; True when it was one."""
+        if index + 1 < len(self._lines):
+            nls, nle = self._lines[index + 1]
+            if _SETEXT.match(self.text, nls, nle) or _RULE_LINE.match(self.text, nls, nle):
+                return False
+        bold = _BOLD_TITLE.match(line)
+        title = (bold.group(1) or bold.group(2)) if bold is not None else ""
+        if title and _is_short_title(title):
+            self._end_block()
+            self._add_heading(0, title.strip().rstrip(":").strip(), index, index, "bold")
+            return True
+        caps = _CAPS_TITLE.match(line)
+        if caps is not None and _is_caps_title(caps.group(1)):
+            self._end_block()
+            self._add_heading(0, caps.group(1), index, index, "caps")
+            return True
+        return False
+
+    def _add_heading(
+        self, level: int, title: str, first_line: int, last_line: int, kind: str = "heading"
+    ) -> None:
         if "<!--" in title:
             title = _COMMENT_TAG.sub("", title)
             opening = title.find("<!--")
@@ -262,7 +394,7 @@ class _BodyScanner:
             body_start = self._lines[last_line + 1][0]
         else:
             body_start = len(self.text)
-        self.headings.append(_Heading(level, title, start, end, body_start))
+        self.headings.append(_Heading(level, title, start, end, body_start, kind))
 
     def _add_prose(self, start: int, end: int) -> None:
         """Add a line's prose from ``start`` to ``end``, cutting out HTML comments."""
@@ -310,26 +442,73 @@ def _line_bounds(text: str, start: int) -> list[tuple[int, int]]:
 
 
 def _build_sections(text: str, headings: list[_Heading]) -> list[Section]:
-    """Give each heading its extent (up to the next heading of its level or higher) and parent."""
-    ends = [len(text)] * len(headings)
-    parents: list[int | None] = [None] * len(headings)
-    open_sections: list[int] = []
-    for index, heading in enumerate(headings):
-        while open_sections and headings[open_sections[-1]].level >= heading.level:
-            ends[open_sections.pop()] = heading.start
-        parents[index] = open_sections[-1] if open_sections else None
-        open_sections.append(index)
-    return [
-        Section(
-            title=h.title,
-            level=h.level,
-            heading_range=TextRange(h.start, h.end),
-            range=TextRange(h.start, end),
-            body_range=TextRange(h.body_start, end),
-            parent=parent,
+    """Nest the headings, title lines and XML blocks into one tree and give each its extent.
+
+    A Markdown heading (or title line) runs up to the next one of its level or higher,
+    and at the latest to the end of the XML block it is written in; an XML block runs
+    through its closing tag. Title lines get their level from the heading above them.
+    """
+    n = len(headings)
+    ends = [len(text)] * n
+    parents: list[int | None] = [None] * n
+    levels = [h.level for h in headings]
+    stack: list[int] = []
+
+    def limit(k: int) -> int:
+        """The end an implicit section at stack position ``k`` cannot pass."""
+        for j in range(k - 1, -1, -1):
+            outer = headings[stack[j]]
+            if outer.kind == "xml":
+                return outer.close_start
+        return len(text)
+
+    for index, h in enumerate(headings):
+        # XML blocks that closed before this heading end, with everything opened in them.
+        closed = next(
+            (
+                k
+                for k, e in enumerate(stack)
+                if headings[e].kind == "xml" and headings[e].close_start <= h.start
+            ),
+            None,
         )
-        for h, end, parent in zip(headings, ends, parents, strict=True)
-    ]
+        while closed is not None and len(stack) > closed:
+            e = stack.pop()
+            if headings[e].kind == "xml":
+                ends[e] = headings[e].close_end
+            else:
+                ends[e] = limit(len(stack))
+        if h.kind in ("caps", "bold"):
+            above = ("heading", "rule") if h.kind == "caps" else ("heading", "rule", "caps")
+            base = next((levels[e] for e in reversed(stack) if headings[e].kind in above), 0)
+            levels[index] = min(base + 1, 7)
+        if h.kind != "xml":
+            while (
+                stack and headings[stack[-1]].kind != "xml" and levels[stack[-1]] >= levels[index]
+            ):
+                ends[stack.pop()] = h.start
+        else:
+            levels[index] = (levels[stack[-1]] if stack else 0) + 1
+        parents[index] = stack[-1] if stack else None
+        stack.append(index)
+    while stack:
+        e = stack.pop()
+        ends[e] = headings[e].close_end if headings[e].kind == "xml" else limit(len(stack))
+    res = []
+    for h, end, parent, level in zip(headings, ends, parents, levels, strict=True):
+        body_end = h.close_start if h.kind == "xml" else end
+        res.append(
+            Section(
+                title=h.title,
+                level=level,
+                heading_range=TextRange(h.start, h.end),
+                range=TextRange(h.start, end),
+                body_range=TextRange(min(h.body_start, body_end), body_end),
+                parent=parent,
+                kind=h.kind,
+            )
+        )
+    return res
 
 
 # --------------------------------------------------------------------------------------

@@ -89,7 +89,15 @@ class Settings(BaseModel):
         False, description="Keep earlier turns' tool results instead of Onyx's placeholder."
     )
     instruction_distance: int = Field(
-        400, ge=0, description="Tokens an instruction may sit away from its section."
+        0,
+        ge=0,
+        description="Tokens an instruction may sit away from its section before it is "
+        "reported (0: wherever it sits outside it).",
+    )
+    tools: list[str | dict[str, Any]] | None = Field(
+        None,
+        description="Tools a standalone prompt is used with: names, or OpenAI tool schemas "
+        "(their `function.name` counts).",
     )
     section_topics: dict[str, list[str]] = Field(
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_SECTION_TOPICS.items()},

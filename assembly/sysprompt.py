@@ -162,7 +162,7 @@ def guidance_sections(template: PromptTemplate) -> dict[str, int]:
         return {}
     res: dict[str, int] = {}
     for i, s in enumerate(template.sections):
-        if s.parent == tools_idx:
+        if s.parent == tools_idx and s.kind == "heading":
             res.setdefault(tool_name_of_heading(s.title), i)
     return res
 
@@ -178,7 +178,7 @@ def parse_prompt_text(text: str) -> PromptTemplate:
 
 def _tools_section(template: PromptTemplate) -> int | None:
     for i, s in enumerate(template.sections):
-        if s.title.strip().lower() == TOOLS_HEADING:
+        if s.kind == "heading" and s.title.strip().lower() == TOOLS_HEADING:
             return i
     return None
 
@@ -202,7 +202,11 @@ def _drop_unavailable_tool_guidance(
         cuts.append(template.sections[tools_idx].range)
     else:
         for s in template.sections:
-            if s.parent == tools_idx and tool_name_of_heading(s.title) not in offered:
+            if (
+                s.parent == tools_idx
+                and s.kind == "heading"
+                and tool_name_of_heading(s.title) not in offered
+            ):
                 cuts.append(s.range)
     if not cuts:
         return template.text[body.start : body.end]

@@ -170,6 +170,24 @@ class Session:
                 res.append(uri)
         return res
 
+    def template_tools(self, path: Path) -> frozenset[str] | None:
+        """The tool names of the open conversations whose last analysis used the template
+        at ``path`` (as read, before the template's own tools joined them); None when no
+        such conversation says which tools it has."""
+        res: set[str] = set()
+        said = False
+        for uri, snap in list(self.snapshots.items()):
+            a = snap.analysis
+            if uri not in self.documents or not isinstance(a, Analysis):
+                continue
+            if path not in a.dependencies:
+                continue
+            conv = a.parsed or a.conversation
+            if conv is not None and conv.tools is not None:
+                said = True
+                res.update(t.name for t in conv.tools)
+        return frozenset(res) if said else None
+
     def analyze_now(self, doc: DocState) -> Snapshot:
         """Analyse ``doc`` (on the worker thread)."""
         collecting = gc.isenabled()
@@ -204,7 +222,11 @@ class Session:
         analysis: Analysis | PromptAnalysis
         if doc.kind == "prompt":  # templates are small: joining one costs nothing
             analysis = analyze_prompt(
-                doc.path, text=str(doc.text), root=self.root, editor_settings=self.settings
+                doc.path,
+                text=str(doc.text),
+                root=self.root,
+                editor_settings=self.settings,
+                user_tools=self.template_tools(doc.path.resolve()),
             )
         else:
             prev = self.snapshots.get(doc.uri)

@@ -353,8 +353,14 @@ def analyze_prompt(
     overrides: Mapping[str, Any] | None = None,
     select: Collection[str] | None = None,
     ignore: Collection[str] = (),
+    user_tools: Collection[str] | None = None,
 ) -> PromptAnalysis:
-    """Parse and check a ``*.prompt.md`` template on its own (no conversation)."""
+    """Parse and check a ``*.prompt.md`` template on its own (no conversation).
+
+    ``user_tools``: the tool names of the conversations that use this template (their
+    ``system_prompt`` points here); they join the ``tools`` setting, so the instruction
+    rules know the tools the template is sent with.
+    """
     path = path.absolute()
     root = (root or find_root(path)).resolve()
     diags: list[Diagnostic] = []
@@ -371,6 +377,10 @@ def analyze_prompt(
         layers.append(SettingsLayer("command line", dict(overrides)))
     settings, setting_issues = resolve_settings(layers)
     diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
+    if user_tools:
+        settings = settings.model_copy(
+            update={"tools": [*(settings.tools or ()), *sorted(set(user_tools))]}
+        )
     load = load_tokenizer(settings.encoding, model=settings.model)
     ctx = RuleContext(
         text=text,

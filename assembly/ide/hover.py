@@ -6,8 +6,10 @@ can read it), a tool call id (its response) or a response's ``tool_call_id`` (it
 message (segment, tokens, kept or dropped and why, cumulative position, cache prefix), and
 anywhere else the document head: the per-segment token table and the budget line.
 
-In a ``*.prompt.md`` on its own: a placeholder, or a section heading (its tokens and share
-of the prompt; for ``## <tool>`` guidance, which tools the front matter offers).
+In a ``*.prompt.md`` on its own: a placeholder, a section heading (its tokens and share
+of the prompt; for ``## <tool>`` guidance, which tools the front matter offers), or an
+instruction that ``instruction-far-from-section`` matched to a section (which one, why,
+the scores, and whether it is reported).
 
 Results are Markdown; ``plain_text`` turns them into readable plain text for clients that
 cannot render Markdown. Offsets are code points; nothing here knows about LSP.
@@ -24,6 +26,11 @@ from typing import Literal, Protocol
 
 from assembly import texts
 from assembly.assemble import CITEABLE_TOOLS, FILE_READER_TOOLS, SEGMENTS, Assembly
+from assembly.diagnostics.rules.instructions import (
+    InstructionMatch,
+    explain_instruction,
+    setting_tool_names,
+)
 from assembly.documents import read_tools
 from assembly.ide.placement import (
     ConversationDoc,
@@ -114,7 +121,49 @@ def prompt_hover(
     for i, s in enumerate(t.sections):
         if s.heading_range.contains(offset):
             return HoverResult(s.heading_range, _section_markdown(doc, i, tokenizer))
+    tools = setting_tool_names(doc.settings.tools) | {
+        n.lower() for n in front_matter_tools(t) or ()
+    }
+    match = explain_instruction(t, offset, tools, doc.settings.section_topics)
+    if match is not None and match.section is not None:
+        return HoverResult(match.range, _instruction_markdown(t, match))
     return None
+
+
+def _instruction_markdown(t: PromptTemplate, m: InstructionMatch) -> str:
+    """Which section an instruction was matched to and why, so a finding can be trusted
+    or suppressed."""
+    assert m.section is not None
+    s = t.sections[m.section]
+    heading = _escape(s.title)
+    lines = [f"**Instruction** · about **{heading}**", ""]
+    evidence = []
+    if m.tool:
+        evidence.append(f"names the tool `{m.tool}`")
+    if m.heading_words:
+        words = [w for w in m.heading_words if w.lower() != (m.tool or "")]
+        if words:
+            evidence.append("shares the heading words " + ", ".join(f"“{w}”" for w in words))
+    if m.topic_words:
+        evidence.append(
+            "uses the section's topic words (`section_topics`) "
+            + ", ".join(f"“{w}”" for w in m.topic_words)
+        )
+    if evidence:
+        lines.append(f"- matched because it {' and '.join(evidence)}")
+    if m.reported:
+        lines.append(
+            f"- scores: that section {m.score:.1f}, the section it sits in {m.own:.1f}, "
+            f"the best unrelated section {m.runner_up:.1f}"
+        )
+        lines.append(f"- reported by `instruction-far-from-section`: {m.reason}")
+        lines.append(
+            "- to keep it where it is, put "
+            "`<!-- promptls: ignore[instruction-far-from-section] -->` on the line before it"
+        )
+    else:
+        lines.append(f"- not reported: {m.reason}")
+    return "\n".join(lines)
 
 
 def head_markdown(doc: ConversationDoc, pl: Placements | None = None) -> str:

@@ -157,6 +157,7 @@ def _finished(ls: PromptServer, snap: Snapshot) -> None:
     if previous is not None and _newer(previous.version, snap.version):
         return
     s.snapshots[snap.uri] = snap
+    _templates_see_tools(ls, previous, snap)
     if not s.is_current(snap):
         return  # never publish an older version over a newer one
     _refresh_views(ls)
@@ -168,6 +169,25 @@ def _finished(ls: PromptServer, snap: Snapshot) -> None:
             ls.workspace_diagnostic_refresh(None)
         return
     publish(ls, snap)
+
+
+def _tool_names(snap: Snapshot | None) -> frozenset[str] | None:
+    a = snap.analysis if snap is not None else None
+    conv = getattr(a, "parsed", None) or getattr(a, "conversation", None)
+    tools = getattr(conv, "tools", None)
+    return None if tools is None else frozenset(t.name for t in tools)
+
+
+def _templates_see_tools(ls: PromptServer, previous: Snapshot | None, snap: Snapshot) -> None:
+    """A conversation's tools changed: re-check the open templates it uses, whose
+    instruction rules know the tools of the conversations that use them."""
+    deps = getattr(snap.analysis, "dependencies", ())
+    if not deps or _tool_names(previous) == _tool_names(snap):
+        return
+    s = ls.session
+    for uri, doc in list(s.documents.items()):
+        if doc.kind == "prompt" and doc.path.resolve() in deps:
+            schedule(ls, uri)
 
 
 def _refresh_views(ls: PromptServer) -> None:

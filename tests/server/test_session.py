@@ -334,3 +334,55 @@ async def test_an_analysis_leaves_the_collector_on_and_its_result_frozen(
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+# Tools of the conversations that use a template --------------------------------------------
+
+TOOL_TEMPLATE = (
+    "Always call lookup before you answer a question about a product.\n\n"
+    "# Style\nAnswer briefly and plainly.\nGive one answer.\n\n"
+    "# Tools\nThe tools of this assistant search the product knowledge base.\n"
+)
+TOOL_CONVERSATION = """\
+system_prompt: prompts/ledger.prompt.md
+tools:
+  - type: function
+    function:
+      name: %s
+      description: Look a product up.
+      parameters: {type: object, properties: {}}
+messages:
+  - {id: u1, role: user, content: "Which plan fits a team of five?"}
+"""
+
+
+def far_findings(client: InProcessClient, uri: str) -> list[str]:
+    diags = client.server.session.snapshots[uri].analysis.diagnostics
+    return [d.message for d in diags if d.code == "instruction-far-from-section"]
+
+
+async def test_a_template_knows_the_tools_of_the_conversations_that_use_it(
+    client: InProcessClient, workspace: Path
+) -> None:
+    template = workspace / "prompts" / "ledger.prompt.md"
+    t_uri = template.as_uri()
+    open_doc(client, t_uri, TOOL_TEMPLATE)
+    await client.analysed(t_uri, 1)
+    await settled(client)
+    # On its own, `lookup` is a word like any other.
+    assert far_findings(client, t_uri) == []
+
+    # A conversation that sends the template with a `lookup` tool: the template is
+    # re-checked with that tool, and the instruction about it is far from `# Tools`.
+    c_uri = (workspace / "chat.conv.yaml").as_uri()
+    before = client.server.session.snapshots[t_uri]
+    open_doc(client, c_uri, TOOL_CONVERSATION % "lookup")
+    await reanalysed(client, t_uri, before)
+    (message,) = far_findings(client, t_uri)
+    assert "tool use" in message and "# Tools" in message
+
+    # The conversation's tools change: the template follows.
+    before = client.server.session.snapshots[t_uri]
+    client.change(c_uri, 2, TOOL_CONVERSATION % "search_orders")
+    await reanalysed(client, t_uri, before)
+    assert far_findings(client, t_uri) == []

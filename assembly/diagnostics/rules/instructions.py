@@ -82,20 +82,36 @@ def instruction_far_from_section(ctx: RuleContext) -> Iterator[Diagnostic]:
     figure", and directives with "you must", "never", "always", "make sure", "if you need
     more information, call …") and decides which section each is about:
 
-    - the section of a tool it names: a `## <tool>` under `# Tools` (or under a heading
-      such as `Available tools` or `Functions`), or the tools section itself for a tool
-      without guidance and for several tools at once;
-    - else the section whose vocabulary it matches clearly better than any other: the
-      heading's words, the `section_topics` setting (built in: Tools, Citations, User
-      Information), the salient words of the section's own prose. One matching word is
-      not enough, and a section that also has a claim on the instruction (the one it is
-      in, or one around it) keeps it.
+    Sections are Markdown headings, XML-style blocks (`<tool_calling>` … `</tool_calling>`,
+    nested), `====` blocks with a title line, bold title lines and ALL-CAPS title lines.
+    Tools are those of the conversation (for a template checked on its own: of the open
+    conversations that use it), the front matter `tools`, the `tools` setting, the
+    prompt's tool sections and the names it calls tools or asks to call.
 
-    An instruction inside that section is fine, and so is tool guidance that mentions
-    another tool. Otherwise the finding gives the distance in tokens from the instruction
-    to the nearest edge of its section, when that is more than `instruction_distance`
-    (default 400). Templates, inline system prompts and custom agent prompts are checked;
-    in a `*.prompt.md` the quick fix moves the sentence to the end of its section. A
+    - the section of a tool it names: a section titled with the tool's name (`## web_search`,
+      `<codebase_search>`, `**run_sql**`), or the tools section (`# Tools`, `TOOL USE`,
+      `<tool_calling>`) for a tool without guidance and for several tools at once;
+    - else the section whose heading it matches: a heading word that no other heading has
+      and that the prompt uses mostly there (more than a third of its uses), or two
+      heading words, or one with support from the section's prose (a heading of three or
+      more topic words needs half of them, two at most); the `section_topics`
+      setting adds topic words to headings (built in: Tools, Citations, User
+      Information). It must beat every unrelated section by a clear margin.
+
+    Not reported: an instruction inside that section or one around it; one whose own
+    section names the same topic or tool, or shares enough of its words (a restatement);
+    one in a recap (`Important reminders`, `What not to do (recap)`, `<critical_reminders>`);
+    one that points elsewhere on purpose ("see Step 5"); tool guidance that mentions
+    another topic; a workflow overview whose sentences name two or more other sections;
+    an instruction on the line just before its section (under 15 tokens away) unless it
+    names a tool. Hover an instruction to see the section it was matched to and why.
+
+    Otherwise the finding says where the instruction sits and how many tokens from its
+    section: a warning at the top of the prompt or in another part of it, information in a
+    neighbouring section. `instruction_distance` (default 0) mutes findings nearer than
+    that many tokens. Templates, inline system prompts and custom agent prompts are
+    checked; in a `*.prompt.md` the quick fix moves the sentence to the end of its
+    section, or deletes it when the section already says the same. A
     deliberate repetition (a closing recap of the rules) is kept with
     `<!-- promptls: ignore[instruction-far-from-section] -->` on the line before it.
 
@@ -120,7 +136,7 @@ def instruction_far_from_section(ctx: RuleContext) -> Iterator[Diagnostic]:
     sentence into the `## web_search` section.
     """
     limit = ctx.settings.instruction_distance
-    tool_names = _offered_names(ctx) or set()
+    tool_names = (_offered_names(ctx) or set()) | setting_tool_names(ctx.settings.tools)
     for source in _sources(ctx, with_reminder=False):
         yield from _far_instructions(ctx, source, tool_names, limit)
 
@@ -251,6 +267,11 @@ def _identity(rng: TextRange) -> TextRange:
 class _Target:
     section: int
     label: str  # what the instruction is about: "`web_search`", "citations", …
+    words: tuple[str, ...] = ()  # the heading words (stems) the instruction shares
+    tool: str | None = None  # the tool it names, when that decided it
+    score: float = 0.0  # the section's score
+    own: float = 0.0  # the score of its own section
+    runner_up: float = 0.0  # the best unrelated section's score
 
 
 def _far_instructions(
@@ -262,11 +283,16 @@ def _far_instructions(
     topics = _Topics(template, tool_names, ctx.settings.section_topics)
     gaps: _Gaps | None = None
     text = template.text
+    found: list[tuple[Sentence, _Target]] = []
     for k, sentence in enumerate(template.sentences):
         if not is_instruction(sentence.text):
             continue
         target = topics.target(k)
-        if target is None:
+        if target is not None:
+            found.append((sentence, target))
+    previews = _overviews(found)
+    for sentence, target in found:
+        if sentence.section in previews:
             continue
         section = template.sections[target.section]
         end = _content_end(text, section.range)
@@ -281,14 +307,15 @@ def _far_instructions(
         if gaps is None:
             gaps = _Gaps(template, ctx.tokenizer)
         distance = gaps.tokens(a, b)
-        if distance <= limit:
+        if distance <= (limit if target.tool else max(limit, _TOUCHING)):
             continue
         heading = _heading(section)
         about = f" about {target.label}" if target.label else ""
+        where, severity = _placement(template, sentence, target.section)
         yield Diagnostic(
             "instruction-far-from-section",
-            Severity.WARNING,
-            f"instruction{about} sits {distance:,} tokens {side} `{_clip(heading)}`",
+            severity,
+            f"instruction{about} sits {where}, {distance:,} tokens {side} `{_clip(heading)}`",
             source.range(sentence.range),
             path=source.path,
             related=(
@@ -298,8 +325,70 @@ def _far_instructions(
                     source.path,
                 ),
             ),
-            fix=_move_fix(template, sentence, target.section, heading) if source.fixable else None,
+            fix=_fix(template, sentence, target.section, heading) if source.fixable else None,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class InstructionMatch:
+    """What ``instruction-far-from-section`` made of one instruction (for the hover)."""
+
+    range: TextRange  # the sentence
+    section: int | None  # the section it was matched to, if any
+    heading_words: tuple[str, ...]  # words of that heading it shares, as written there
+    topic_words: tuple[str, ...]  # its words that are ``section_topics`` words of that section
+    tool: str | None  # the tool it names, when that decided the match
+    score: float  # the matched section's score
+    own: float  # the score of the section it sits in
+    runner_up: float  # the best unrelated section's score
+    reported: bool  # whether the rule reports it
+    reason: str  # why it is, or is not, reported
+
+
+def explain_instruction(
+    template: PromptTemplate,
+    offset: int,
+    tool_names: Collection[str] = (),
+    section_topics: Mapping[str, list[str]] | None = None,
+) -> InstructionMatch | None:
+    """What the rule decided about the instruction at ``offset``, or None when no
+    instruction is there. The decision is the rule's own (``_Topics.target``); only the
+    distance filters (``instruction_distance``, a sentence touching its section) and the
+    overview test over all findings are not applied here."""
+    k = next(
+        (i for i, s in enumerate(template.sentences) if s.range.start <= offset < s.range.end),
+        None,
+    )
+    if k is None or not template.sections or not is_instruction(template.sentences[k].text):
+        return None
+    topics = _Topics(template, tool_names, section_topics or {})
+    found = topics.target(k)
+    match = found or topics.matched
+    rng = template.sentences[k].range
+    if match is None:
+        return InstructionMatch(rng, None, (), (), None, 0.0, 0.0, 0.0, False, topics.rejected)
+    title = template.sections[match.section].title
+    written = tuple(w for w in _WORDS.findall(title) if stem(w.lower()) in set(match.words))
+    in_title = {stem(w.lower()) for w in written}
+    reason = topics.rejected or "it sits outside the section it is about"
+    return InstructionMatch(
+        rng,
+        match.section,
+        written,
+        tuple(
+            dict.fromkeys(
+                w
+                for w in _WORDS.findall(template.sentences[k].text)
+                if stem(w.lower()) in set(match.words) - in_title
+            )
+        ),
+        match.tool,
+        match.score,
+        match.own,
+        match.runner_up,
+        found is not None,
+        reason,
+    )
 
 
 class _Topics:
@@ -328,7 +417,8 @@ class _Topics:
     MIN_SCORE = 2.5  # about one heading word found in two sections, or one tool name
     MIN_EVIDENCE = 2  # distinct matching words (a tool name counts twice)
     MARGIN = 2.0  # the winner must score twice any unrelated section
-    CHAIN_SHARE = 0.3  # the sentence's own section keeps it with this share of the winner
+    CONCENTRATION = 0.34  # more than a third of a heading word's uses must lie in its section
+    CHAIN_SHARE = 0.15  # the sentence's own section keeps it with this share of the winner
 
     def __init__(
         self,
@@ -337,10 +427,15 @@ class _Topics:
         section_topics: Mapping[str, list[str]],
     ) -> None:
         self.template = template
+        self.matched: _Target | None = None  # the best section of the last ``target`` call
+        self.rejected = ""  # why the last ``target`` call returned None
+        self._named: dict[str, set[str]] = {}  # named_tools, by sentence text
         sections = template.sections
         # The subtree of each section: [index, end index) in document order.
         self.subtree_end = _subtree_ends(sections)
-        self.tool_roots = [i for i, s in enumerate(sections) if _TOOLS_TITLE.search(s.title)]
+        self.tool_roots = [
+            i for i, s in enumerate(sections) if _TOOLS_TITLE.search(s.title.replace("_", " "))
+        ]
         self.in_tools = [False] * len(sections)
         for root in self.tool_roots:
             for i in range(root, self.subtree_end[root]):
@@ -348,11 +443,18 @@ class _Topics:
         self.tools_section = _tools_section(template)
         if self.tools_section is None and len(self.tool_roots) == 1:
             self.tools_section = self.tool_roots[0]
-        self.tool_sections = _tool_sections(template, self.tool_roots)  # name -> section
-        self.tool_names = set(self.tool_sections) | {n.lower() for n in tool_names}
+        declared = {n.lower() for n in tool_names} | text_tool_names(template)
+        self.tool_sections = _tool_sections(template, self.tool_roots, declared)
+        self.tool_names = set(self.tool_sections) | declared
         self.tool_finders = _tool_finders(self.tool_names)
         self.sentence_words = [_content_words(s.text) for s in template.sentences]
-        titles = [_title_words(s) for s in sections]
+        titles = [
+            _title_words(
+                s,
+                split=s.kind in ("xml", "caps", "rule") and i not in self.tool_sections.values(),
+            )
+            for i, s in enumerate(sections)
+        ]
         self.title_size = [len(t) for t in titles]
         self.topic_words = [_topic_words(s, section_topics) for s in sections]
         strong = [t | topics for t, topics in zip(titles, self.topic_words, strict=True)]
@@ -369,81 +471,232 @@ class _Topics:
             for w, n in df.items()
             if (idf := math.log((n_units + 1) / (n + 0.5))) >= self.MIN_IDF
         }
+        # A heading word stays salient while few headings have it, however many bodies
+        # use it: in a short prompt the topic of a section is mentioned everywhere.
+        title_df: Counter[str] = Counter()
+        for i in range(len(sections)):
+            title_df.update(strong[i])
+        self.title_df = title_df
+        self.strong = strong
+        # Sections that hold (nearly) the whole prompt name no topic of a part of it.
+        body_len = max(1, len(template.text) - template.body_range.start)
+        self.wrappers = {
+            i
+            for i, sec in enumerate(sections)
+            if (sec.range.end - sec.range.start) * 10 >= body_len * 9
+        }
+        self.preamble = preamble
+        self.body = body
+        self.total: Counter[str] = Counter(preamble)
+        for counts in body:
+            self.total.update(counts)
+        # A heading word weighs by how few headings have it, however many bodies use it.
+        self.title_idf = {w: 1.0 + math.log(len(sections) / n) for w, n in title_df.items()}
+        for w, n in title_df.items():
+            if w not in self.idf and n * 3 <= len(sections):
+                self.idf[w] = max(math.log((len(sections) + 1) / (n + 0.5)) / 2, self.MIN_IDF)
         self.strong_index: dict[str, list[int]] = defaultdict(list)
         self.body_index: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for i in range(len(sections)):
             for w in strong[i]:
-                if w in self.idf:
-                    self.strong_index[w].append(i)
+                self.strong_index[w].append(i)
             for w, n in body[i].items():
                 if w in self.idf and w not in strong[i]:
                     self.body_index[w].append((i, n))
+        # Which other sections each sentence names by a heading word no other heading
+        # has: a section whose sentences name two or more others previews them.
+        self.by_section: dict[int | None, list[int]] = defaultdict(list)
+        for j, s in enumerate(template.sentences):
+            self.by_section[s.section].append(j)
+        self.names: list[frozenset[int]] = []
+        for s, words in zip(template.sentences, self.sentence_words, strict=True):
+            named = {
+                i
+                for w in words
+                if title_df[w] == 1 and len(w) >= 4
+                for i in self.strong_index.get(w, ())
+                if s.section is None or not self._related(i, s.section)
+            }
+            self.names.append(frozenset(named))
 
     def target(self, k: int) -> _Target | None:
-        """The section sentence ``k`` is about when it clearly lies outside it, else None."""
+        """The section sentence ``k`` is about when it clearly lies outside it, else None.
+
+        Every section is scored against the sentence: ``TOOL`` for the tool it names,
+        ``STRONG`` times the title inverse frequency per heading (or ``section_topics``)
+        word, ``BODY`` times the inverse section frequency per word the section's own
+        prose uses. Only a section with a heading or tool match can win. The winner must
+        not be the sentence's own section or one around or inside it; a heading word
+        shared by another heading of the prompt needs a second piece of evidence; the
+        winner must beat every unrelated section by ``MARGIN``; and the sentence's own
+        sections must not claim it (a heading match, or a body score of ``CHAIN_SHARE``
+        of the winner's: a restatement inside an on-topic section).
+        """
         sentence = self.template.sentences[k]
-        words = [w for w in self.sentence_words[k] if w in self.idf]
+        all_words = self.sentence_words[k]
+        self.matched = None
+        self.rejected = ""
         tools = self.named_tools(sentence.text)
-        if not tools and not any(w in self.strong_index for w in words):
-            return None
+        if not tools and not any(w in self.strong_index for w in all_words):
+            return self._no("it names no tool and shares no heading word with any section")
+        if not tools and sentence.section is not None and self.in_tools[sentence.section]:
+            return self._no("it sits in tool guidance, which may speak of any topic")
         score: dict[int, float] = defaultdict(float)
         evidence: dict[int, list[str]] = defaultdict(list)
-        title_hits: Counter[int] = Counter()
         strong_hit: set[int] = set()
-        for w in words:
-            idf = self.idf[w]
+        title_words: dict[int, list[str]] = defaultdict(list)
+        for w in all_words:
             for i in self.strong_index.get(w, ()):
-                score[i] += self.STRONG * idf
-                evidence[i].append(w)
-                if w in self.topic_words[i]:
-                    strong_hit.add(i)
-                else:
-                    title_hits[i] += 1
+                score[i] += self.STRONG * self.title_idf[w]
+                title_words[i].append(w)
+                if self.title_df[w] == 1 and w not in self.topic_words[i]:
+                    strong_hit.add(i)  # a heading word no other heading has
+            idf = self.idf.get(w)
+            if idf is None:
+                continue
             for i, n in self.body_index.get(w, ()):
                 if i == sentence.section:
                     n -= 1  # leave the sentence itself out
                 if n > 0:
                     score[i] += self.BODY * idf
                     evidence[i].append(w)
-        # A heading of several words needs two of them (a third of a long one): one is a
-        # coincidence ("Format your answers in Markdown" vs `## Code Block Formatting`).
-        strong_hit.update(i for i, n in title_hits.items() if n >= self._title_quorum(i))
+        # A heading word that other headings share needs a second one, or body evidence.
+        for i, ws in title_words.items():
+            if len(ws) >= 2 or (ws and evidence.get(i)):
+                strong_hit.add(i)
         tool_target = self._tool_section(tools)
         if tool_target is not None:
             score[tool_target] += self.TOOL
-            evidence[tool_target] += ["<tool>", "<tool>"]
             strong_hit.add(tool_target)
+        strong_hit -= self.wrappers
         if not strong_hit:
-            return None
+            return self._no("no heading or tool points at one section")
         best = max(strong_hit, key=lambda i: (score[i], -i))
         best_score = score[best]
-        if best_score < self.MIN_SCORE or len(evidence[best]) < self.MIN_EVIDENCE:
-            return None
+        self.matched = _Target(
+            best,
+            self._label(best),
+            tuple(sorted(set(title_words.get(best, ())))),
+            next(iter(sorted(tools)), None) if best == tool_target else None,
+            best_score,
+        )
+        if best_score < self.MIN_SCORE:
+            return self._no("the match is too weak")
         chain = self._chain(sentence.section)
         if best in chain or self._both_in_tools(best, sentence.section):
-            return None
+            return self._no("it sits in the section it is about")
+        if (
+            best != tool_target
+            and len(title_words[best]) < 2
+            and not evidence.get(best)
+            and not any(
+                self.title_df[w] == 1 and w not in self.topic_words[best] for w in title_words[best]
+            )
+        ):
+            return self._no(
+                "it shares one heading word that other headings share too, and nothing else"
+            )
+        if tool_target != best and 2 * len(title_words[best]) < min(self.title_size[best], 4):
+            return self._no("it shares too few of that section's heading words")
+        if tool_target != best and not any(
+            self._concentrated(w, best, k) for w in title_words[best]
+        ):
+            return self._no(
+                "the prompt uses that heading word throughout, not only in that section"
+            )
+        if sentence.section is not None and _RECAP.search(
+            self.template.sections[sentence.section].title.replace("_", " ")
+        ):
+            return self._no("it sits in a recap, which repeats the rules on purpose")
+        if _CROSS_REFERENCE.search(sentence.text):
+            return self._no("it points at another part of the prompt on purpose")
+        if best == tool_target and self._tool_elsewhere(k, tools):
+            return self._no("its own section speaks of that tool too")
+        own = 0.0
         for c in chain:
-            if c in strong_hit or score.get(c, 0.0) >= self.CHAIN_SHARE * best_score:
-                return None  # its own section has a claim on it too
+            if self._inside(best, c):
+                continue  # a section around both (the prompt's title) takes no side
+            if c in strong_hit or title_words.get(c):
+                return self._no("its own heading names what it is about")
+            own = max(own, score.get(c, 0.0))
             if self.in_tools[c] and evidence.get(c):
-                return None  # tool guidance about the tool's own output, citations, …
+                return self._no("it is tool guidance about the tool's own output")
+        if sentence.section is None:
+            own = sum(self.idf.get(w, 0.0) for w in all_words if self.preamble[w] > 1)
+        if self._previews(k, best):
+            return self._no("its section is an overview that previews later sections")
+        mine = self.preamble if sentence.section is None else self.body[sentence.section]
+        if any(mine[w] > 1 for w in title_words[best]):
+            return self._no("its own section speaks of that topic throughout")
+        if own >= self.CHAIN_SHARE * best_score:
+            return self._no("its own section shares enough of its words")
         runner_up = max(
             (v for i, v in score.items() if i not in chain and not self._related(i, best)),
             default=0.0,
         )
         if best_score < self.MARGIN * runner_up:
-            return None
-        return _Target(best, self._label(best))
+            return self._no("another section fits it about as well")
+        why = sorted(set(title_words.get(best, ())))
+        tool = next((t for t in sorted(tools) if self.tool_sections.get(t) == best), None)
+        if tool is None and best == tool_target and tools:
+            tool = sorted(tools)[0]
+        return _Target(best, self._label(best), tuple(why), tool, best_score, own, runner_up)
+
+    def _no(self, why: str) -> None:
+        self.rejected = why  # why the last sentence was not sent elsewhere (for the hover)
+
+    def _concentrated(self, w: str, best: int, k: int) -> bool:
+        """Whether at least ``CONCENTRATION`` of the uses of word ``w`` (the sentence left
+        out) are in section ``best`` and the sections inside it."""
+        inside = sum(
+            self.body[i][w] + (w in self.strong[i]) for i in range(best, self.subtree_end[best])
+        )
+        total = self.total[w] + self.title_df[w]
+        sentence = self.template.sentences[k]
+        if sentence.section is not None and self._inside(sentence.section, best):
+            inside -= 1
+        total -= 1
+        return inside >= self.CONCENTRATION * max(total, 1)
+
+    def _previews(self, k: int, best: int) -> bool:
+        """Whether the other sentences of sentence ``k``'s section name two sections other
+        than ``best`` (by a heading word no other heading has): an overview that previews
+        them (the text before the first heading is never one: it is where a misplaced
+        instruction most often lands)."""
+        own = self.template.sentences[k].section
+        if own is None:
+            return False
+        named = {
+            i
+            for j in self.by_section[own]
+            if j != k
+            for i in self.names[j]
+            if not self._related(i, best)
+        }
+        return len(named) >= 2
+
+    def _tool_elsewhere(self, k: int, tools: set[str]) -> bool:
+        """Whether another sentence of sentence ``k``'s own section names one of ``tools``."""
+        own = self.template.sentences[k].section
+        sentences = self.template.sentences
+        return any(
+            j != k and self.named_tools(sentences[j].text) & tools for j in self.by_section[own]
+        )
 
     def _title_quorum(self, i: int) -> int:
         n = self.title_size[i]
         return n if n <= 2 else max(2, -(-n // 3))
 
     def named_tools(self, text: str) -> set[str]:
-        res: set[str] = set()
-        for finder in self.tool_finders:
-            res.update((m.group(1) or m.group(2)).lower() for m in finder.finditer(text))
-        return res
+        if not self.tool_finders:
+            return set()
+        res = self._named.get(text)
+        if res is None:
+            res = set()
+            for finder in self.tool_finders:
+                res.update((m.group(1) or m.group(2)).lower() for m in finder.finditer(text))
+            self._named[text] = res
+        return set(res)
 
     def _tool_section(self, tools: set[str]) -> int | None:
         """The section a sentence naming ``tools`` is about: one tool's section, or Tools."""
@@ -489,15 +742,140 @@ class _Topics:
         return " ".join(w if w.isupper() and len(w) > 1 else w.lower() for w in words)
 
 
-_TOOLS_TITLE = re.compile(r"(?<![\w-])(?:tools?|functions|tool\s+use|tool\s+usage)(?![\w-])", re.I)
+# A title that names tools as a category ("Tools", "Available tools", "TOOL USE",
+# `<tool_calling>`), not a heading that merely contains the word ("## Plan tool").
+_TOOLS_TITLE = re.compile(
+    r"^\W*(?:[0-9ivx]+[.):]?\s+)?(?:(?:available|your|the|using|use\s+of|about|on|"
+    r"working\s+with|calling)[\s_]+)?(?:tools?|functions|function[\s_]+calling)"
+    r"(?:[\s_]+(?:use|usage|calling|call|guidelines?|guidance|instructions?|available|"
+    r"reference|overview|policy|policies|rules|access|definitions?|list|notes)){0,2}\W*$",
+    re.I,
+)
 _NUMBERING = re.compile(r"^(?:(?:step|phase|part|section)\s+)?[0-9ivx]+[.):]?\s+", re.I)
+# Tokens between an instruction and its section's heading under which it touches the
+# section: the last line before the heading (on the real corpus, every finding this close
+# was judged wrong: a step that leads into the next one). Not for an instruction that
+# names a tool: Onyx measured the loss for tool guidance only a paragraph away.
+_TOUCHING = 15
+# A sentence that points at another part of the prompt on purpose.
+_CROSS_REFERENCE = re.compile(
+    r"\b(?:see|refer\s+to|described\s+(?:in|below|above)|(?:sections?|steps?|rules?)\s+"
+    r"(?:below|above)|as\s+(?:described|explained|listed|shown)|covered\s+(?:in|below))\b",
+    re.I,
+)
+# A section that repeats the rules on purpose: "Important Reminders", "What not to do (recap)".
+_RECAP = re.compile(
+    r"\b(?:recap|reminders?|summary|summari[sz]ed|checklist|tl;?dr|cheat\s*sheet|key\s+points)\b",
+    re.I,
+)
 # Words that may follow a tool's name in its heading: "control_browser Tool Guidelines".
 _TOOL_HEADING_TAIL = re.compile(
-    r"(?:\s*[-—:(]?\s*(?:tool|function|usage|guidelines?|instructions?|guide|notes?|"
-    r"\(tool\)|\)))*\s*\Z",
+    r"(?:(?:\s+|\s*[-—:(]\s*)(?:tool|function|usage|guidelines?|instructions?|guide|"
+    r"notes?)\b\)?|\s*\(tool\))*\s*\Z",
     re.I,
 )
 _TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
+
+
+def _overviews(found: list[tuple[Sentence, _Target]]) -> set[int | None]:
+    """Sections that preview others: a workflow overview ("1. Understand the problem …
+    2. Investigate …") whose instructions each point at a later section. A section whose
+    instructions are about two or more other sections (three for the text before the
+    first section) restates them on purpose."""
+    about: dict[int | None, set[int]] = defaultdict(set)
+    for sentence, target in found:
+        about[sentence.section].add(target.section)
+    return {own for own, targets in about.items() if len(targets) >= (3 if own is None else 2)}
+
+
+def _top(template: PromptTemplate, i: int | None) -> int | None:
+    """The top-level section holding section ``i``."""
+    while i is not None and template.sections[i].parent is not None:
+        i = template.sections[i].parent
+    return i
+
+
+def _placement(template: PromptTemplate, sentence: Sentence, target: int) -> tuple[str, Severity]:
+    """Where an instruction sits, in words, and the severity that distance earns.
+
+    Onyx measured the drop at the top of the prompt (90 % -> 30 %); an instruction in
+    another top-level part is as far in structure, one in a neighbouring part of the
+    same top-level section is nearer and reported as information.
+    """
+    own = sentence.section
+    if own is None:
+        return "at the top of the prompt", Severity.WARNING
+    own_top, target_top = _top(template, own), _top(template, target)
+    where = f"in `{_clip(_heading(template.sections[own]), 40)}`"
+    if own_top is None or target_top is None:
+        return where, Severity.WARNING
+    if own_top == target_top:
+        # Siblings next to each other are neighbours; the intro of an enclosing section
+        # (a title over the whole prompt) is as far as the top of the prompt.
+        own_parent, target_parent = template.sections[own].parent, template.sections[target].parent
+        siblings = [i for i, s in enumerate(template.sections) if s.parent == own_parent]
+        if own_parent == target_parent and abs(siblings.index(own) - siblings.index(target)) == 1:
+            return f"{where}, a neighbouring section", Severity.INFO
+        return where, Severity.WARNING
+    tops = [i for i, s in enumerate(template.sections) if s.parent is None]
+    if abs(tops.index(own_top) - tops.index(target_top)) > 1:
+        return where, Severity.WARNING
+    return f"{where}, a neighbouring section", Severity.INFO
+
+
+def setting_tool_names(tools: Iterable[object] | None) -> set[str]:
+    """Lower-case tool names of the `tools` setting: names, or OpenAI tool schemas."""
+    res: set[str] = set()
+    for t in tools or ():
+        if isinstance(t, str):
+            res.add(t.lower())
+        elif isinstance(t, dict):
+            fn = t.get("function") if isinstance(t.get("function"), dict) else t
+            name = fn.get("name") if isinstance(fn, dict) else None
+            if isinstance(name, str) and name:
+                res.add(name.lower())
+    return res
+
+
+# Where a prompt names its tools: "the `task` tool", "call write_todos", "use read_file(…)".
+_TOOL_MENTION = re.compile(
+    r"`([A-Za-z_][\w.-]{1,40})(?:\(\))?`\s+(?:tool|function)s?\b"
+    r"|\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\s+(?:tool|function)s?\b"
+    r"|\b(?:call|use|invoke|run|using|calling)\s+(?:the\s+)?`?([A-Za-z_][\w.]*_[\w.]+|"
+    r"[a-z]+[A-Z]\w*)(?:\([^)]{0,40}\))?`?",
+)
+# A backticked or bare identifier: snake_case, dotted, camelCase (files are left out).
+_IDENT = re.compile(
+    r"`([A-Za-z_][\w.]{2,40})(?:\([^)`]{0,40}\))?`|\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b"
+)
+_FILE_LIKE = re.compile(
+    r"\.(?:py|md|json|ya?ml|txt|js|ts|tsx|toml|cfg|ini|sh|html|css|lock)\Z", re.I
+)
+
+
+def text_tool_names(template: PromptTemplate) -> set[str]:
+    """Tool names a prompt itself shows: named as tools, or identifiers it repeats.
+
+    A name counts when the prompt calls it a tool or asks to call/use it, and it is an
+    identifier (`write_todos`, `read_file`, `AwaitShell`) or written in backticks; a bare
+    identifier found three times or more in the prose counts too.
+    """
+    text = template.text
+    res: set[str] = set()
+    for m in _TOOL_MENTION.finditer(text, template.body_range.start):
+        name = (m.group(1) or m.group(2) or m.group(3) or "").lower()
+        if name and not _FILE_LIKE.search(name):
+            res.add(name)
+    counts: Counter[str] = Counter()
+    for sentence in template.sentences:
+        for m in _IDENT.finditer(sentence.text):
+            if m.start() and sentence.text[m.start() - 1] in "</":
+                continue  # `<reasoning_rules>` names a block of the prompt, not a tool
+            name = (m.group(1) or m.group(2)).lower()
+            if _is_identifier(name) and "_" in name and not _FILE_LIKE.search(name):
+                counts[name] += 1
+    res.update(n for n, c in counts.items() if c >= 3)
+    return res
 
 
 def _tool_display_name(title: str) -> str | None:
@@ -507,28 +885,41 @@ def _tool_display_name(title: str) -> str | None:
     return title if _TOOL_NAME.match(title) else None
 
 
-def _tool_sections(template: PromptTemplate, roots: list[int]) -> dict[str, int]:
+def _tool_sections(
+    template: PromptTemplate, roots: list[int], known: Collection[str] = ()
+) -> dict[str, int]:
     """Map tool name (lower case) -> its section: the tool-named subsections of ``roots``."""
     res: dict[str, int] = dict(guidance_sections(template))
     root_set = set(roots)
     for i, s in enumerate(template.sections):
-        if s.parent in root_set:
-            name = _tool_display_name(s.title)
-            if name is not None:
-                res.setdefault(name.lower(), i)
+        name = _tool_display_name(s.title)
+        if name is None:
+            continue
+        # Under a tools section any name; elsewhere an identifier or a known tool. An XML
+        # block is named like an identifier (`<reasoning_rules>`) whatever it holds: it
+        # is a tool's only when the name is known as one.
+        if (
+            s.parent in root_set
+            or (_is_identifier(name) and s.kind != "xml")
+            or name.lower() in known
+        ):
+            res.setdefault(name.lower(), i)
     return res
 
 
 def _is_identifier(name: str) -> bool:
     """A name that cannot be an ordinary word: `web_search`, `get-logs`, `AwaitShell`."""
-    return any(c in name for c in "_-.0123456789") or any(c.isupper() for c in name[1:])
+    if any(c in name for c in "_-.0123456789"):
+        return not name.replace("_", "").isupper() or len(name) <= 12
+    return any(c.isupper() for c in name[1:]) and not name.isupper()
 
 
 def _tool_finders(names: Iterable[str]) -> list[re.Pattern[str]]:
     """Regexes that find tool names in prose (group 1 or 2 is the name).
 
     Identifier-like names are found anywhere as whole words; a name that is an ordinary
-    word (`Shell`, `python`, `web`) only in backticks or right before "tool".
+    word (`Shell`, `python`, `lookup`) only in backticks, right before "tool" or right
+    after a verb of calling ("call lookup").
     """
     names = sorted({n for n in names if n}, key=len, reverse=True)
     identifiers = [n for n in names if _is_identifier(n)]
@@ -540,6 +931,14 @@ def _tool_finders(names: Iterable[str]) -> list[re.Pattern[str]]:
     if words:
         alt = "|".join(re.escape(n) for n in words)
         res.append(re.compile(rf"`({alt})`|(?<![A-Za-z0-9_-])({alt})(?=\s+tool\b)", re.I))
+        # "call lookup", "use the search tool": the name right after a verb of calling.
+        res.append(
+            re.compile(
+                rf"\b(?:call|calls|calling|use|using|invoke|invoking|run)\s+(?:the\s+)?"
+                rf"({alt})(?![A-Za-z0-9_])()",
+                re.I,
+            )
+        )
     return res
 
 
@@ -588,6 +987,33 @@ class _Gaps:
         return self._prefix
 
 
+def _fix(template: PromptTemplate, sentence: Sentence, target: int, heading: str) -> Fix:
+    """Move the sentence into its section, or delete it when the section already says it."""
+    copy = _same_instruction(template, sentence, target)
+    if copy is not None:
+        return Fix(
+            f"Delete the stray copy: `{_clip(heading)}` already says this",
+            (TextEdit(_deletion(template.text, sentence.range), ""),),
+        )
+    return _move_fix(template, sentence, target, heading)
+
+
+def _same_instruction(template: PromptTemplate, sentence: Sentence, target: int) -> int | None:
+    """A sentence of section ``target`` that gives the same instruction (the same content
+    words, give or take a fifth), else None."""
+    words = _content_words(sentence.text)
+    if not words:
+        return None
+    body = template.sections[target].range
+    for k, other in enumerate(template.sentences):
+        if other is sentence or not body.start <= other.range.start < body.end:
+            continue
+        theirs = _content_words(other.text)
+        if theirs and len(words & theirs) >= 0.8 * len(words | theirs):
+            return k
+    return None
+
+
 def _move_fix(template: PromptTemplate, sentence: Sentence, target: int, heading: str) -> Fix:
     """Delete the sentence where it is and append it, as a paragraph, to its section."""
     text = template.text
@@ -633,7 +1059,7 @@ def _content_end(text: str, rng: TextRange) -> int:
 
 
 def _heading(section: Section) -> str:
-    return f"{'#' * section.level} {section.title}"
+    return section.label
 
 
 def _clip(heading: str, n: int = 60) -> str:
@@ -700,7 +1126,8 @@ _LEADING = _wordset(
     """
     always never only also then just please first finally next instead briefly politely
     carefully simply now still again immediately strictly kindly gently quickly usually
-    generally preferably ideally additionally otherwise secondly thirdly lastly
+    generally preferably ideally additionally otherwise secondly thirdly lastly strongly
+    proactively actively
     """
 )
 # A clause before the comma: "If X, call Y", "When the user asks, answer …".
@@ -724,17 +1151,22 @@ _DIRECTIVE = re.compile(
     r"don['’]t|dont|need\s+to|needs\s+to|have\s+to|has\s+to|ought\s+to|may\s+not|"
     r"may\s+only|can\s+only|cannot|can['’]t|(?:is|are)\s+(?:not\s+)?(?:required|expected|"
     r"encouraged|allowed|permitted|supposed|to\s+be)\b|it\s+is\s+(?:important|essential|"
-    r"critical|crucial)|important:)",
+    r"critical|crucial)|important:|you\s+(?:can|may|could)\s+(?:also\s+)?(?:use|call|invoke|"
+    r"run|try)\b)",
     re.IGNORECASE,
 )
 _LABEL = re.compile(r"[\s*_>`\"'“(\[]*[A-Za-z][\w -]{0,30}?[*_`]*:[*_`]*\s")
+_SHOUT = re.compile(
+    r"[\s*_>`]*(?:CRITICAL|IMPORTANT|NOTE|WARNING|REMEMBER|RULE)[*_`]*\s*[-–—:!]+[*_`]*\s*"
+)
 _WORDS = re.compile(r"[A-Za-z][A-Za-z0-9_]*(?:[-'’][A-Za-z]+)*")
+_CLAUSE = re.compile(r"[;:—]\s+|\s+-\s+")
 
 
 def is_instruction(text: str) -> bool:
     """Whether a sentence directs the model (an imperative or a modal directive)."""
     stripped = text.rstrip(" \t\n*_`\"'”’)")
-    if not stripped or stripped.endswith("?") or stripped.startswith(("{{", "|", "<")):
+    if not stripped or stripped.endswith("?") or stripped.startswith(("{{", "|", "<", '"', "“")):
         return False
     words = [w.lower().replace("’", "'") for w in _WORDS.findall(text, 0, 400)]
     if len(words) < 2:
@@ -743,7 +1175,13 @@ def is_instruction(text: str) -> bool:
         return False  # a label: "**Format Illustration:**"
     if _DIRECTIVE.search(text):
         return True
-    label = _LABEL.match(text)
+    shout = _SHOUT.match(text)
+    if shout is not None:
+        # "CRITICAL - use …", "IMPORTANT: never …": the label, then an instruction.
+        words = [w.lower() for w in _WORDS.findall(text, shout.end(), shout.end() + 400)]
+        if not words:
+            return False
+    label = _LABEL.match(text) if shout is None else None
     if label is not None:
         # "Note: this is …" is a remark; "**Output:** Render as …" an instruction.
         words = [w.lower() for w in _WORDS.findall(text, label.end(), label.end() + 400)]
@@ -751,6 +1189,12 @@ def is_instruction(text: str) -> bool:
             return False
     if _imperative_at(words, 0):
         return True
+    for clause in _CLAUSE.finditer(text, 0, 400):
+        # "Users judge apps by their look; ensure they feel polished."
+        if _imperative_at(
+            [w.lower() for w in _WORDS.findall(text, clause.end(), clause.end() + 80)], 0
+        ):
+            return True
     if words[0] in _CONDITIONAL:
         comma = _clause_end(text)
         if comma != -1:
@@ -816,11 +1260,15 @@ _SUFFIXES = (
     ("ate", ""),
     ("ities", ""),
     ("ity", ""),
+    ("ably", ""),
+    ("able", ""),
     ("ings", ""),
     ("ing", ""),
     ("ies", "y"),
     ("ied", "y"),
     ("ed", ""),
+    ("ers", ""),
+    ("er", ""),
     ("ches", "ch"),
     ("shes", "sh"),
     ("sses", "ss"),
@@ -828,6 +1276,8 @@ _SUFFIXES = (
     ("s", ""),
 )
 _KEEP_S = ("ss", "us", "is", "ous")
+# Stems of one word family that suffix stripping does not join.
+_SAME_STEM = {"respons": "respond", "analys": "analyz", "summar": "summariz"}
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -854,7 +1304,7 @@ def stem(word: str) -> str:
             break
     if len(w) > 3 and w.endswith("e"):
         w = w[:-1]
-    return w
+    return _SAME_STEM.get(w, w)
 
 
 def _content_words(text: str) -> set[str]:
@@ -869,12 +1319,18 @@ def _content_words(text: str) -> set[str]:
     return res
 
 
-def _title_words(section: Section) -> set[str]:
-    """The stems of a heading's words that name a topic."""
+def _title_words(section: Section, split: bool = False) -> set[str]:
+    """The stems of a heading's words that name a topic. With ``split``, a ``snake_case``
+    title (`<reasoning_rules>`, `TECHNICAL_PHILOSOPHY`) gives its parts too: prose says
+    "reasoning", not "reasoning_rules" (not for a tool's section: `## run_tests` is not
+    about running)."""
     title = section.title.strip().strip("`*_ ")
+    words = [x.lower() for x in _WORDS.findall(title)]
+    if split:
+        words += [p for w in words if "_" in w for p in w.split("_") if p]
     return {
         stem(w)
-        for w in (x.lower() for x in _WORDS.findall(title))
+        for w in words
         if w not in GENERIC_HEADING_WORDS and w not in STOP_WORDS and len(w) > 1
     }
 

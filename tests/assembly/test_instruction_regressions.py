@@ -1,0 +1,177 @@
+"""Regression fixtures for the mistakes issue 11 listed, one prompt each.
+
+``tests/data/instructions-regressions/`` holds small prompts written the way real agent
+prompts are (XML blocks, ``====`` blocks, bold and capitals title lines, tool names only in
+prose); each misplaced instruction has ``<!-- expect: instruction-far-from-section -->``
+on the line before it. The rule must report exactly those lines, and say what each is about.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from assembly.diagnostics import RuleContext, Severity
+from assembly.diagnostics.rules.instructions import (
+    explain_instruction,
+    instruction_far_from_section,
+    is_instruction,
+)
+from assembly.prompts import parse_prompt
+from assembly.settings import Settings
+from assembly.text import LineIndex
+from server.tokenizers import load_tokenizer
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "instructions-regressions"
+MARKER = "<!-- expect: instruction-far-from-section -->"
+TOKENIZER = load_tokenizer("cl100k_base").tokenizer
+
+
+def findings(name: str, **settings: object):  # type: ignore[no-untyped-def]
+    text = (DATA / name).read_text(encoding="utf-8")
+    ctx = RuleContext(
+        text=text,
+        settings=Settings(**settings),
+        tokenizer=TOKENIZER,
+        template=parse_prompt(text),
+    )
+    return text, list(instruction_far_from_section(ctx))
+
+
+@pytest.mark.parametrize("path", sorted(DATA.glob("*.prompt.md")), ids=lambda p: p.name)
+def test_reports_exactly_the_marked_lines(path: Path) -> None:
+    text, diags = findings(path.name)
+    lines = text.splitlines()
+    expected = {i + 1 for i, line in enumerate(lines) if line.strip() == MARKER}
+    index = LineIndex(text)
+    found = {index.line_col(d.range.start).line for d in diags}
+    assert sorted(found) == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    ("name", "about", "section"),
+    [
+        # Sections it did not see: XML blocks (nested), `====` blocks, title lines.
+        ("xml-blocks.prompt.md", "`codebase_search`", "<codebase_search>"),
+        ("rule-blocks.prompt.md", "`execute_command`", "## execute_command"),
+        ("title-lines.prompt.md", "`run_sql`", "**run_sql**"),
+        # `## Plan tool` is not the Tools section; "Strongly prefer" is an instruction.
+        ("plan-tool-heading.prompt.md", "`web_search`", "## web_search"),
+        # Labels: `think_tool`, not `think_`.
+        ("labels-and-copy.prompt.md", "`think_tool`", "## think_tool"),
+    ],
+)
+def test_says_what_and_where(name: str, about: str, section: str) -> None:
+    text, diags = findings(name)
+    (d,) = diags
+    assert f"about {about} " in d.message
+    assert section in d.message
+    (related,) = d.related
+    assert text[related.range.start : related.range.end] == section
+
+
+def test_severity_is_graded_by_placement() -> None:
+    _, top = findings("xml-blocks.prompt.md")
+    _, neighbour = findings("plan-tool-heading.prompt.md")
+    assert [d.severity for d in top] == [Severity.WARNING]
+    assert "at the top of the prompt" in top[0].message
+    assert [d.severity for d in neighbour] == [Severity.INFO]
+    assert "a neighbouring section" in neighbour[0].message
+
+
+def test_instruction_distance_still_mutes_near_findings() -> None:
+    _, diags = findings("plan-tool-heading.prompt.md", instruction_distance=400)
+    assert diags == []
+
+
+def test_copy_already_in_its_section_is_deleted_not_moved() -> None:
+    text, (d,) = findings("labels-and-copy.prompt.md")
+    assert d.fix is not None
+    assert d.fix.title.startswith("Delete the stray copy")
+    (edit,) = d.fix.edits
+    after = text[: edit.range.start] + edit.new_text + text[edit.range.end :]
+    assert after.count("Use think_tool to reason about a tool result") == 1
+    assert "## think_tool" in after
+
+
+def test_move_fix_when_the_section_lacks_it() -> None:
+    _, (d,) = findings("xml-blocks.prompt.md")
+    assert d.fix is not None and d.fix.title.startswith("Move the instruction")
+
+
+def test_no_finding_on_overview_list_or_passing_mention() -> None:
+    # A numbered workflow overview previews later sections; a final-answer instruction
+    # names run_tests in passing.
+    assert findings("overview-and-passing.prompt.md")[1] == []
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "CRITICAL - use web_search before answering.",
+        "Strongly prefer read_file over cat.",
+        "If the file is large, you can use grep_search to find the lines.",
+        "Prefer web_search over open_url.",
+        "Only call open_url when the user gives a link.",
+        "Use for broad questions about the codebase.",
+    ],
+)
+def test_recognises_real_instruction_forms(sentence: str) -> None:
+    assert is_instruction(sentence)
+
+
+def test_tools_setting_names_tools_of_a_standalone_prompt() -> None:
+    text = (
+        "Always call `lookup` before you answer a question about a product.\n\n"
+        "# Style\nAnswer briefly and plainly.\nGive one answer.\n\n"
+        "# Tools\nThe tools of this assistant search the product knowledge base.\n"
+    )
+
+    def run(tools: object) -> list[str]:
+        ctx = RuleContext(
+            text=text,
+            settings=Settings(tools=tools),
+            tokenizer=TOKENIZER,
+            template=parse_prompt(text),
+        )
+        return [d.message for d in instruction_far_from_section(ctx)]
+
+    assert run(None) == []
+    (message,) = run([{"type": "function", "function": {"name": "lookup"}}])
+    assert "about tool use" in message and "# Tools" in message
+    assert run(["lookup"]) == [message]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "section", "reported", "reason"),
+    [
+        ("Always offer a repair", "Repairs", True, "outside the section"),
+        ("Book repairs in the calendar", "Repairs", False, "sits in the section"),
+        ("Follow the return rules (see Returns)", "Returns", False, "points at another part"),
+        ("- Tell the customer the price range", "Repairs", False, "recap"),
+    ],
+)
+def test_explanation_names_the_section_and_the_reason(
+    sentence: str, section: str, reported: bool, reason: str
+) -> None:
+    # What the hover shows: the rule's own decision, with the heading words that matched.
+    text = (DATA / "recap-and-references.prompt.md").read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    at = (
+        text.index(sentence) + sentence.index(" ") + 1
+        if sentence.startswith("-")
+        else (text.index(sentence))
+    )
+    m = explain_instruction(template, at)
+    assert m is not None and m.section is not None
+    assert template.sections[m.section].title == section
+    assert m.reported is reported and reason in m.reason
+    assert [w.lower() for w in m.heading_words] in (["repairs"], ["returns"])
+
+
+def test_no_explanation_outside_instructions() -> None:
+    text = (DATA / "recap-and-references.prompt.md").read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    assert explain_instruction(template, text.index("Bikes can be returned")) is None
+    assert explain_instruction(template, text.index("# Greeting") + 2) is None

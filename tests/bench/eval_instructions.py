@@ -1,0 +1,463 @@
+"""Evaluation of `instruction-far-from-section` on real published prompts (run on demand).
+
+The corpus is ``tests/data/prompts-real/`` (51 agent system prompts of 12 open-source
+projects; ``MANIFEST.json`` names their sources and holds the tune / held-out split,
+``LABELS.json`` the hand labels). Three measurements, each per half:
+
+(a) mutation recall. An *oracle* written here, on purpose simpler than and independent
+    of the library (its own reading of headings, XML blocks, ``====`` blocks, bold and
+    capitals title lines, its own sentence split and directive test), picks every
+    instruction that sits inside the section it is *bound* to (``bound`` below: it names
+    the tool the section's title names, or shares a title word that no other title has,
+    and fits no other heading). Each is
+    moved, one at a time, (1) to the top of the prompt and (2) to the end of an unrelated
+    section (the one farthest away whose title shares no word with the sentence). A move
+    is *found* when the rule reports the moved sentence, and *placed* when the finding's
+    related location also lies in the sentence's original section (or its heading).
+    Recall is placed / moves.
+(b) precision on the unmodified prompts: a finding is right when ``LABELS.json`` lists
+    its sentence for that prompt (and says which section it is about).
+(c) speed: ``check`` with every rule on a 30 KB prompt made of corpus prompts, parsed
+    afresh each run (median of ``--repeat`` runs; the first, cold run is shown too).
+
+    python tests/bench/eval_instructions.py [--corpus real|fresh] [--split tune|heldout|all]
+        [--show-misses]
+        [--show-findings] [--repeat 30]
+
+It reads only files of this repository; run it with ``PYTHONPATH=<other checkout>`` to
+measure another version of the library on the same corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "tests" / "data" / "prompts-real"
+# Committed, with its labels, before the rule was first run on it; see its README.
+FRESH = ROOT / "tests" / "data" / "prompts-fresh"
+RULE = "instruction-far-from-section"
+
+
+# --------------------------------------------------------------------------------------
+# The oracle: a deliberately plain reading of a prompt's structure
+
+
+@dataclass
+class OSection:
+    title: str
+    start: int  # offset of the title line
+    end: int  # end of the section (exclusive)
+    depth: int
+
+
+_MD = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_XML_OPEN = re.compile(r"^\s*<([A-Za-z][\w.-]*)(?:\s[^<>]*)?>\s*$")
+_BOLD = re.compile(r"^\*\*([^*]{2,60})\*\*:?\s*$")
+_CAPS = re.compile(r"^([A-Z][A-Z0-9 &/_()'-]{2,60}):?\s*$")
+_RULE_LINE = re.compile(r"^={3,}\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def oracle_sections(text: str) -> list[OSection]:
+    lines = text.split("\n")
+    starts = []
+    pos = 0
+    for line in lines:
+        starts.append(pos)
+        pos += len(line) + 1
+    heads: list[tuple[int, int, str, int | None]] = []  # (line, level, title, end line)
+    fence = False
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            fence = not fence
+            continue
+        if fence:
+            continue
+        prev_blank = i == 0 or not lines[i - 1].strip() or _RULE_LINE.match(lines[i - 1])
+        if m := _MD.match(line):
+            heads.append((i, len(m.group(1)), m.group(2), None))
+        elif (m := _XML_OPEN.match(line)) and m.group(1).lower() not in ("br", "hr"):
+            close = f"</{m.group(1)}>"
+            for j in range(i + 1, len(lines)):
+                if lines[j].strip() == close:
+                    heads.append((i, 0, m.group(1), j))
+                    break
+        elif prev_blank and (m := _BOLD.match(line)):
+            heads.append((i, 7, m.group(1), None))
+        elif prev_blank and (m := _CAPS.match(line)) and sum(c.isalpha() for c in line) >= 4:
+            heads.append(
+                (
+                    i,
+                    1 if i > 0 and _RULE_LINE.match(lines[i - 2] if i > 1 else "") else 7,
+                    m.group(1),
+                    None,
+                )
+            )
+    res: list[OSection] = []
+    for k, (i, level, title, end_line) in enumerate(heads):
+        if end_line is not None:
+            end = starts[end_line]
+        else:
+            end = len(text)
+            for i2, level2, _t, _e in heads[k + 1 :]:
+                if level2 == 0 or level2 <= level or level == 7:
+                    end = starts[i2]
+                    break
+            # an enclosing XML block ends it too
+            for s in res:
+                if s.depth == -1 and s.start < starts[i] < s.end:
+                    end = min(end, s.end)
+        res.append(OSection(title, starts[i], end, -1 if end_line is not None else level))
+    return res
+
+
+def owner(sections: list[OSection], offset: int) -> OSection | None:
+    inside = [s for s in sections if s.start < offset < s.end]
+    return max(inside, key=lambda s: s.start) if inside else None
+
+
+_STOP_WORDS = """
+the and for with your you that this from into when then than are was were have has
+will would should must can could may might not any all each every use using used
+also only their them they its it's what which who how about more most other some
+such very just over under after before while where there these those here been being
+does did instructions instruction guidelines guideline rules rule important notes
+note general overview section sections steps step process task tasks output format
+always never make sure need needs like additional final new other basic main key
+core details detail information context background summary
+"""
+_STOP = frozenset(_STOP_WORDS.split())
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9]")
+_DIRECTIVE = re.compile(
+    r"\b(?:must|should|never|always|do not|don't|make sure|ensure|prefer|avoid|only|"
+    r"important|critical|be sure|remember)\b",
+    re.I,
+)
+_VERB_START = re.compile(
+    r"^(?:\*\*[^*]+\*\*:?\s*)?(?:(?:always|never|only|please|first|then)\s+)?(?:use|call|"
+    r"run|prefer|avoid|do|don't|check|read|write|keep|include|cite|search|ask|provide|"
+    r"return|verify|follow|create|update|think|focus|start|stop|make|limit|list|output|"
+    r"respond|answer|report|save|try|consider|note|add|remove|edit|open|execute|explain|"
+    r"summarize|delegate|give|set|find|review|test|look|apply|wait|place|put|format|"
+    r"structure|state|mention|explore|analyze|identify|plan|fix|leave|skip)\b",
+    re.I,
+)
+
+
+def words(text: str) -> set[str]:
+    return {w.lower()[:6] for w in _WORD.findall(text) if len(w) >= 4 and w.lower() not in _STOP}
+
+
+def identifiers(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text) if "_" in w or "." in w.strip(".")}
+
+
+def family(a: OSection, b: OSection) -> bool:
+    """Whether one of the two sections holds the other."""
+    return a.start <= b.start < a.end or b.start <= a.start < b.end
+
+
+def concentrated(text: str, w: str, sec: OSection, sentence: str) -> bool:
+    """Whether more than a third of the prompt's uses of word ``w`` (by its 6-letter prefix),
+    the sentence left out, are in section ``sec``: the word names that section's topic,
+    not one the whole prompt speaks of."""
+
+    def uses(t: str) -> int:
+        return sum(1 for x in _WORD.findall(t) if x.lower()[:6] == w)
+
+    mine = uses(sentence)
+    inside = uses(text[sec.start : sec.end]) - mine
+    return inside * 3 > uses(text) - mine
+
+
+def bound(text: str, sentence: str, sec: OSection, sections: list[OSection]) -> bool:
+    """Whether an instruction is *bound* to its section, the one definition both the
+    picker and the rule's documentation use: it names a tool-like identifier (``snake_case``,
+    dotted, or in backticks) that the section's title names, or it shares a content word
+    with the section's title that no other section's title has and that the prompt uses
+    mostly there (``concentrated``: more than a third of its uses); and it shares no title
+    word or identifier with any section outside the section's family (its enclosing and
+    enclosed sections), so it does not fit several headings."""
+    ids = identifiers(sentence) | {w.lower() for w in _TICKED.findall(sentence)}
+    sw = words(sentence)
+    own_ids = identifiers(sec.title) | {sec.title.strip("`* ").lower()}
+    own_words = words(sec.title)
+    others = [s for s in sections if not family(s, sec)]
+    unique = own_words - set().union(*(words(s.title) for s in others)) if others else own_words
+    if not (ids & own_ids or any(concentrated(text, w, sec, sentence) for w in sw & unique)):
+        return False
+    for s in others:
+        if (words(s.title) & sw) or (identifiers(s.title) | {s.title.strip("`* ").lower()}) & ids:
+            return False
+    return True
+
+
+_TICKED = re.compile(r"`([A-Za-z_][\w.-]*)(?:\(\))?`")
+
+
+@dataclass
+class Candidate:
+    sentence: str
+    start: int
+    end: int
+    section: OSection
+
+
+def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
+    res = []
+    heading_starts = {s.start for s in sections}
+    whole = {
+        s.start
+        for s in sections
+        if s.start <= body_start(text) + 200 and s.end >= len(text.rstrip())
+    }
+    blocks: list[tuple[int, int]] = []  # paragraphs and list items, wrapped lines joined
+    pos, fence, cur = 0, False, None
+    for line in text.split("\n"):
+        ls, le = pos, pos + len(line)
+        pos = le + 1
+        if _FENCE.match(line):
+            fence = not fence
+            cur = None
+            continue
+        item = re.match(r"\s*(?:[-*+]|\d+[.)])\s+", line)
+        if fence or ls in heading_starts or not line.strip() or item:
+            cur = None
+        if fence or ls in heading_starts or not line.strip():
+            continue
+        if cur is None:
+            blocks.append((ls + (item.end() if item else 0), le))
+            cur = len(blocks) - 1
+        else:
+            blocks[cur] = (blocks[cur][0], le)
+    for bs, be in blocks:
+        for m in re.finditer(r"[^.!?]+(?:[.!?]+(?=\s|$)|$)", text[bs:be]):
+            sent = m.group(0).strip()
+            if len(sent.split()) < 4 or "{" in sent or "<" in sent or "\n\n" in sent:
+                continue
+            a = bs + m.start() + (len(m.group(0)) - len(m.group(0).lstrip()))
+            b = a + len(sent)
+            sec = owner(sections, a)
+            if sec is None or sec.start in whole:
+                continue
+            if not (_DIRECTIVE.search(sent) or _VERB_START.match(sent)):
+                continue
+            if re.search(r"\b(?:see|refer to)\s", sent, re.I):
+                continue  # it points at another section: not bound to its own
+            if bound(text, sent, sec, sections):
+                res.append(Candidate(sent, a, b, sec))
+    return res
+
+
+def body_start(text: str) -> int:
+    if text.startswith("---\n"):
+        end = text.find("\n---\n", 4)
+        if end != -1:
+            return end + 5
+    return 0
+
+
+def remove(text: str, a: int, b: int) -> str:
+    return text[:a] + text[b:]
+
+
+def move_top(text: str, c: Candidate) -> tuple[str, int, int, int, int]:
+    """Returns (mutated, sentence start, end, section start, section end) in the new text."""
+    rest = remove(text, c.start, c.end)
+    at = body_start(rest)
+    ins = c.sentence + "\n\n"
+    shift = len(ins) - (c.end - c.start)
+    return (
+        rest[:at] + ins + rest[at:],
+        at,
+        at + len(c.sentence),
+        c.section.start + shift,
+        c.section.end + shift,
+    )
+
+
+def move_unrelated(
+    text: str, c: Candidate, sections: list[OSection]
+) -> tuple[str, int, int, int, int] | None:
+    own = c.section
+    sw = words(c.sentence) | identifiers(c.sentence)
+    options = [
+        s
+        for s in sections
+        if not (s.start <= own.start < s.end or own.start <= s.start < own.end)
+        and not (words(s.title) | identifiers(s.title)) & sw
+        and text[s.start : s.end].count("\n") >= 2
+        and not _RECAP_TITLE.search(s.title.replace("_", " "))
+    ]
+    if not options:
+        return None
+    target = max(options, key=lambda s: abs(s.start - own.start))
+    insert = _content_end(text, target)
+    rest = remove(text, c.start, c.end)
+    removed = c.end - c.start
+    at = insert - removed if insert > c.start else insert
+    ins = "\n\n" + c.sentence + "\n"
+    new = rest[:at] + ins + rest[at:]
+    a = at + 2
+
+    def moved(x: int) -> int:
+        x2 = x - removed if x > c.start else x
+        return x2 + len(ins) if x2 >= at else x2
+
+    return new, a, a + len(c.sentence), moved(own.start), moved(own.end)
+
+
+# A recap repeats the rules on purpose (the rule never reports what sits in one), so no
+# instruction is moved into one.
+_RECAP_TITLE = re.compile(r"\b(?:recap|reminders?|summary|checklist)\b", re.I)
+
+
+def _content_end(text: str, s: OSection) -> int:
+    end = s.end
+    if s.depth == -1:
+        return end  # before the closing tag line
+    return s.start + len(text[s.start : end].rstrip())
+
+
+# --------------------------------------------------------------------------------------
+# Running the rule
+
+
+def lint(text: str):  # type: ignore[no-untyped-def]
+    from assembly.diagnostics import RuleContext, check
+    from assembly.prompts import parse_prompt
+    from assembly.settings import Settings
+    from server.tokenizers import load_tokenizer
+
+    tok = _TOK.setdefault("t", load_tokenizer("cl100k_base").tokenizer)
+    ctx = RuleContext(text=text, settings=Settings(), tokenizer=tok, template=parse_prompt(text))
+    return [d for d in check(ctx, select={RULE}) if d.code == RULE]
+
+
+_TOK: dict[str, object] = {}
+
+
+def evaluate(
+    corpus: Path, files: list[dict], labels: dict, show_misses: bool, show_findings: bool
+) -> dict:
+    stats = {"top": [0, 0, 0], "unrelated": [0, 0, 0], "findings": 0, "right": 0}
+    for row in files:
+        text = (corpus / row["file"]).read_text(encoding="utf-8")
+        sections = oracle_sections(text)
+        for c in candidates(text, sections):
+            for kind in ("top", "unrelated"):
+                m = move_top(text, c) if kind == "top" else move_unrelated(text, c, sections)
+                if m is None:
+                    continue
+                new, a, b, s0, s1 = m
+                moved_sections = oracle_sections(new)
+
+                def near(x: int, s0: int = s0, s1: int = s1, ms=moved_sections) -> bool:
+                    """The related heading is in the section, or heads one around it."""
+                    if s0 <= x < s1:
+                        return True
+                    head = next(
+                        (s for s in ms if s.start <= x < s.start + 200 and s.end >= s1), None
+                    )
+                    return head is not None and head.start <= s0 and head.end >= s1
+
+                st = stats[kind]
+                st[0] += 1
+                found = [d for d in lint(new) if d.range.start < b and d.range.end > a]
+                placed = [d for d in found if any(near(r.range.start) for r in d.related)]
+                st[1] += bool(found)
+                st[2] += bool(placed)
+                if show_misses and not placed:
+                    why = "wrong section" if found else "missed"
+                    print(
+                        f"  MISS {kind:9} {row['file']}: [{c.section.title}] "
+                        f"{c.sentence[:90]!r} ({why})"
+                    )
+        want = labels.get(row["file"], [])
+        for d in lint(text):
+            stats["findings"] += 1
+            sent = text[d.range.start : d.range.end]
+            ok = any(
+                sent.startswith(lab["sentence"][:60]) or lab["sentence"][:60] in sent
+                for lab in want
+            )
+            stats["right"] += ok
+            if show_findings:
+                print(f"  {'OK ' if ok else 'BAD'} {row['file']}: {d.message} :: {sent[:90]!r}")
+    return stats
+
+
+def speed(repeat: int) -> tuple[float, float, int]:
+    from assembly.diagnostics import RuleContext, check
+    from assembly.prompts import parse_prompt
+    from assembly.settings import Settings
+    from server.tokenizers import load_tokenizer
+
+    parts = []
+    for p in sorted(CORPUS.glob("*.prompt.md")):
+        parts.append(p.read_text(encoding="utf-8"))
+        if sum(map(len, parts)) >= 30_000:
+            break
+    text = "\n\n".join(parts)[:30_000]
+    tok = load_tokenizer("cl100k_base").tokenizer
+    times = []
+    for _ in range(repeat + 1):
+        t0 = time.perf_counter()
+        ctx = RuleContext(
+            text=text, settings=Settings(), tokenizer=tok, template=parse_prompt(text)
+        )
+        check(ctx)
+        times.append(time.perf_counter() - t0)
+    return times[0] * 1000, statistics.median(times[1:]) * 1000, len(text.encode())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", choices=("real", "fresh"), default="real")
+    ap.add_argument("--split", choices=("tune", "heldout", "all", "both"), default="both")
+    ap.add_argument("--show-misses", action="store_true")
+    ap.add_argument("--show-findings", action="store_true")
+    ap.add_argument("--repeat", type=int, default=30)
+    args = ap.parse_args()
+    sys.path.append(str(ROOT))
+    corpus = FRESH if args.corpus == "fresh" else CORPUS
+    manifest = json.loads((corpus / "MANIFEST.json").read_text())
+    labels = json.loads((corpus / "LABELS.json").read_text())
+    if args.corpus == "fresh":
+        halves = ["all"]
+    else:
+        halves = ["tune", "heldout"] if args.split == "both" else [args.split]
+    print(
+        f"{'half':8} {'prompts':>7} | {'top: moves':>10} {'found':>6} {'recall':>7} | "
+        f"{'unrel: moves':>12} {'found':>6} {'recall':>7} | "
+        f"{'findings':>8} {'right':>5} {'precision':>9}"
+    )
+    for half in halves:
+        files = [r for r in manifest if half == "all" or r["split"] == half]
+        st = evaluate(corpus, files, labels, args.show_misses, args.show_findings)
+        t, u = st["top"], st["unrelated"]
+        prec = f"{st['right'] / st['findings']:.0%}" if st["findings"] else "n/a"
+        top = f"{t[0]:>10} {t[1]:>6} {t[2] / max(t[0], 1):>7.0%}"
+        unrelated = f"{u[0]:>12} {u[1]:>6} {u[2] / max(u[0], 1):>7.0%}"
+        found = f"{st['findings']:>8} {st['right']:>5} {prec:>9}"
+        name = "fresh" if args.corpus == "fresh" else half
+        print(f"{name:8} {len(files):>7} | {top} | {unrelated} | {found}")
+    if args.repeat:
+        cold, warm, n = speed(args.repeat)
+        print(
+            f"check (all rules) on a {n / 1000:.1f} KB prompt: first run {cold:.1f} ms, "
+            f"median of {args.repeat} {warm:.1f} ms"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
