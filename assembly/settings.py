@@ -96,8 +96,9 @@ class Settings(BaseModel):
     )
     tools: list[str | dict[str, Any]] | None = Field(
         None,
-        description="Tools a standalone prompt is used with: names, or OpenAI tool schemas "
-        "(their `function.name` counts).",
+        description="Tools a standalone prompt is used with, and the tools a conversation "
+        "offers when neither it nor its template declares any (a bare array of messages "
+        "cannot): names, or OpenAI tool schemas (their `function.name` counts).",
     )
     section_topics: dict[str, list[str]] = Field(
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_SECTION_TOPICS.items()},
@@ -120,11 +121,6 @@ class Settings(BaseModel):
     )
     last_cycle: bool = Field(
         False, description="Assemble for the last tool cycle of the turn (no tools offered)."
-    )
-    tools: list[str | dict[str, Any]] | None = Field(
-        None,
-        description="Tools offered when neither the document nor its template declares any "
-        "(a bare array of messages cannot): tool names, or OpenAI tool schemas.",
     )
     include: list[str] = Field(
         default_factory=list,
