@@ -8,9 +8,10 @@ that is cut where it must be), with prefix sums of the chunk lengths and of thei
 breaks. ``edit`` rebuilds only the chunks the edit touches and shares every other chunk
 with the rope it came from, so ``changed_span`` finds what changed by chunk identity.
 
-Invariants: offsets are code points (Python ``str`` indices); a line ends after ``\\n``
-only (a ``\\r`` before it belongs to the line break; U+2028 and friends are ordinary
-characters, as in LSP); a rope is never mutated (the only state set after construction is
+Invariants: offsets are code points (Python ``str`` indices); a line ends after ``\\n``,
+``\\r\\n`` or a lone ``\\r``, exactly LSP's line ends (U+2028 and friends are ordinary
+characters, as in LSP); no chunk ends with the ``\\r`` of a ``\\r\\n`` (so each chunk
+counts its line breaks alone); a rope is never mutated (the only state set after construction is
 a cache of values derived from the content); no chunk is empty unless the text is.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 from collections.abc import Iterator
 from typing import overload
 
@@ -26,6 +28,7 @@ from assembly.text import LineCol
 __all__ = ["CHUNK_SIZE", "Rope", "Text"]
 
 CHUNK_SIZE = 16 * 1024  # target chunk length in code points; chunks grow to twice this
+_BREAK = re.compile(r"\r\n?|\n")  # LSP's line ends
 
 
 class _Chunk:
@@ -35,16 +38,22 @@ class _Chunk:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.n_breaks = text.count("\n")
+        n = text.count("\n")
+        if "\r" in text:
+            n += text.count("\r") - text.count("\r\n")
+        self.n_breaks = n
         self._breaks: list[int] | None = None
 
     def breaks(self) -> list[int]:
-        """The offsets in the chunk just after each ``\\n`` (the starts of the lines)."""
+        """The offsets in the chunk just after each line end (the starts of the lines)."""
         res = self._breaks
         if res is None:
-            # ``split`` and ``accumulate`` run in C: a few microseconds for a chunk.
-            pieces = self.text.split("\n")
-            res = list(itertools.accumulate(len(p) + 1 for p in pieces[:-1]))
+            if "\r" in self.text:
+                res = [m.end() for m in _BREAK.finditer(self.text)]
+            else:
+                # ``split`` and ``accumulate`` run in C: a few microseconds for a chunk.
+                pieces = self.text.split("\n")
+                res = list(itertools.accumulate(len(p) + 1 for p in pieces[:-1]))
             self._breaks = res
         return res
 
@@ -215,6 +224,13 @@ class Rope:
         if len(piece) < small and hi <= last:
             piece += chunks[hi].text
             hi += 1
+        # Never leave a "\r\n" cut between two chunks.
+        while lo > 0 and piece.startswith("\n") and chunks[lo - 1].text.endswith("\r"):
+            lo -= 1
+            piece = chunks[lo].text + piece
+        while hi <= last and piece.endswith("\r") and chunks[hi].text.startswith("\n"):
+            piece += chunks[hi].text
+            hi += 1
         middle = tuple(_Chunk(t) for t in _split(piece, self._chunk_size) if t)
         res = chunks[:lo] + middle + chunks[hi:]
         return Rope(res or (_Chunk(""),), self._chunk_size)
@@ -286,7 +302,8 @@ class Rope:
 
     def offset_at(self, line: int, column: int) -> int:
         """The offset of a 0-based line and column, clamped to the line's end (before its
-        ``\\n``; a column may point before the ``\\r`` of a ``\\r\\n`` or after it)."""
+        ``\\n`` or lone ``\\r``; a column may point before the ``\\r`` of a ``\\r\\n`` or
+        after it)."""
         if line < 0:
             return 0
         if line > self._lines[-1]:
@@ -334,7 +351,7 @@ Text = str | Rope  # what code reading a document's text accepts
 
 def _split(text: str, size: int) -> list[str]:
     """Cut ``text`` into pieces of ``size`` to ``2 * size`` code points after a ``\\n``
-    where there is one (the last piece may be shorter)."""
+    where there is one (the last piece may be shorter), never inside a ``\\r\\n``."""
     n = len(text)
     if n <= 2 * size:
         return [text]
@@ -346,6 +363,8 @@ def _split(text: str, size: int) -> list[str]:
             cut = text.rfind("\n", pos + size // 2, pos + size - 1)
         if cut == -1:
             cut = pos + size - 1  # a line longer than a chunk: cut it
+            if text[cut] == "\r" and text[cut + 1 : cut + 2] == "\n":
+                cut += 1
         res.append(text[pos : cut + 1])
         pos = cut + 1
     res.append(text[pos:])

@@ -8,7 +8,10 @@ was given (CRLF kept). Lines and columns are 0-based here; the command line prin
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass
+
+_LINE_END = re.compile(r"\r\n?|\n")  # LSP's line ends
 
 
 class TextRange:
@@ -151,19 +154,23 @@ class LineCol:
 class LineIndex:
     """Maps code-point offsets to (line, column) and back.
 
-    A line ends after ``\\n``; a ``\\r`` before it belongs to the line break, so the column
-    of a position never counts it. Offsets past the end are clamped.
+    A line ends after ``\\n``, ``\\r\\n`` or a lone ``\\r`` (LSP's line ends; U+2028 is an
+    ordinary character); the ``\\r`` of a ``\\r\\n`` belongs to the line break, so the
+    column of a position never counts it. Offsets past the end are clamped.
     """
 
     __slots__ = ("_len", "_starts")
 
     def __init__(self, text: str) -> None:
         starts = [0]
-        find = text.find
-        i = find("\n")
-        while i != -1:
-            starts.append(i + 1)
-            i = find("\n", i + 1)
+        if "\r" in text:
+            starts.extend(m.end() for m in _LINE_END.finditer(text))
+        else:
+            find = text.find
+            i = find("\n")
+            while i != -1:
+                starts.append(i + 1)
+                i = find("\n", i + 1)
         self._starts = starts
         self._len = len(text)
 

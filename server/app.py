@@ -9,12 +9,17 @@ copy and hands the notification straight to our handlers, which keep the text as
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import json
 import logging
 from collections.abc import Generator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcContentModified
+from pygls.exceptions import JsonRpcContentModified, JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -59,12 +64,83 @@ class PromptProtocol(LanguageServerProtocol):
         yield from self._user_handler(lsp.TEXT_DOCUMENT_DID_CLOSE, params)
         return None
 
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        """pygls' reading of a message, except that a request whose params do not fit its
+        method (a negative or too large position, a missing or mistyped field) is answered
+        with a JSON-RPC error instead of being dropped with only a log line."""
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            msg_id = data.get("id") if isinstance(data, dict) else None
+            method = data.get("method") if isinstance(data, dict) else None
+            if not isinstance(msg_id, int | str) or isinstance(msg_id, bool) or method is None:
+                raise
+            cause = _first_line(exc.__cause__) if exc.__cause__ is not None else ""
+            message = f"invalid params for {method}" + (f": {cause}" if cause else "")
+            log.warning("%s (request %r)", message, msg_id)
+            self._send_response(msg_id, error=lsp.ResponseError(code=exc.code, message=message))
+            return _ANSWERED
+
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        """A ``Prepared`` result is written as it is (serialized once for every request
+        answered with it, off the message loop); anything else as pygls writes it."""
+        if error is not None or not isinstance(result, Prepared):
+            super()._send_response(msg_id, result, error)
+            return
+        self._result_types.pop(msg_id, None)
+        body = f'{{"id": {json.dumps(msg_id)}, "jsonrpc": "2.0", "result": {result.json}}}'
+        if self.writer is None:
+            log.error("no transport to answer request %r", msg_id)
+            return
+        if self._include_headers:
+            header = (
+                f"Content-Length: {len(body)}\r\n"
+                f"Content-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
+            )
+            body = header + body
+        res = self.writer.write(body.encode(self.CHARSET))
+        if inspect.isawaitable(res):  # a WebSocket: keep the write alive until it is done
+            task = asyncio.ensure_future(res)
+            _WRITES.add(task)
+            task.add_done_callback(_WRITES.discard)
+
+    def handle_message(self, message: Any) -> None:
+        if message is _ANSWERED:
+            return
+        super().handle_message(message)
+
     def _user_handler(self, method: str, params: Any) -> _Steps:
         if (handler := self.fm.features.get(method)) is not None:
             yield handler, (params,), None
 
 
 _Steps = Generator[Any, Any, None]  # what pygls' built-in handlers yield to its dispatcher
+_ANSWERED = object()  # a malformed request, already answered with an error
+_WRITES: set[asyncio.Future[Any]] = set()  # writes under way (WebSocket transport)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A request's result already serialized to JSON (ASCII): an outline of ten thousand
+    messages takes a third of a second to serialize, so requests answered with the same
+    result share one serialization, done on a worker thread (``prepare``)."""
+
+    json: str
+
+
+def prepare(ls: PromptServer, value: Any) -> Prepared | None:
+    """``value`` (lsprotocol objects) serialized as pygls would; None when empty."""
+    if not value:
+        return None
+    return Prepared(json.dumps(ls.protocol._converter.unstructure(value)))
+
+
+def _first_line(exc: BaseException) -> str:
+    """A short, one-line cause (cattrs nests its errors: take the innermost)."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
 
 
 class PromptServer(LanguageServer):
@@ -74,6 +150,8 @@ class PromptServer(LanguageServer):
         super().__init__("promptls", VERSION, protocol_cls=PromptProtocol)
         self.session = Session()
         self._error_shown = False
+        self.refused_roots: list[Path] = []  # workspace folders refused at initialize
+        self.shown_setting_problems = ""  # the invalid editor settings last shown
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         if isinstance(error, JsonRpcContentModified) or isinstance(

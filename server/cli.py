@@ -7,6 +7,9 @@ assembled (the object is still printed, with its error diagnostics), 2 usage err
 (rendered by ``server/rulesdoc.py``; an unknown code is a usage error).
 ``promptls lint [PATHS]`` checks documents for CI (``server/lint.py``): exit 0 clean,
 1 findings at or above ``--fail-on``, 2 usage or configuration error.
+``promptls diff [REV_A] [REV_B] [PATHS]`` shows what a change does to the assembled context
+of every conversation (``server/diff.py``): exit 1 when findings at or above ``--fail-on``
+appeared.
 """
 
 from __future__ import annotations
@@ -124,6 +127,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=_lint)
     p = sub.add_parser(
+        "diff",
+        help="what a change does to the assembled context of every conversation",
+        description="Compare the assembled context of every conversation between two git "
+        "revisions (default: the merge-base of HEAD with the default branch, against the "
+        "work tree), or of two files with --files. Exit codes: 0 no new finding at or above "
+        "--fail-on, 1 new findings, 2 usage or git error.",
+    )
+    p.add_argument(
+        "args",
+        nargs="*",
+        metavar="[REV_A] [REV_B] [PATH]",
+        help="up to two revisions, then files or folders to limit the diff to (a template "
+        "selects the conversations that use it); `--` before paths that look like revisions",
+    )
+    p.add_argument("--files", nargs=2, metavar=("A", "B"), help="compare two conversation files")
+    p.add_argument("--format", choices=("text", "json", "markdown", "github"), default="text")
+    p.add_argument(
+        "--fail-on",
+        choices=formats.FAIL_ON,
+        default="error",
+        help="exit 1 when a finding at least this severe appeared (default: error)",
+    )
+    p.add_argument(
+        "--today",
+        type=dt.date.fromisoformat,
+        help="date for {{CURRENT_DATETIME}} on both sides as YYYY-MM-DD (default: today)",
+    )
+    p.set_defaults(run=_diff)
+    p = sub.add_parser(
         "rules",
         help="list every rule: code, default severity, fixable, summary",
         description="Print the rule catalogue (RULES.md has every rule's documentation).",
@@ -144,8 +176,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     where = p.add_mutually_exclusive_group()
     where.add_argument("--stdio", action="store_true", help="talk over stdin/stdout (default)")
-    where.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP (e.g. 127.0.0.1:2087)")
-    where.add_argument("--ws", metavar="HOST:PORT", help="listen on a WebSocket")
+    where.add_argument(
+        "--tcp", metavar="HOST:PORT", help="listen on TCP, loopback only (e.g. 127.0.0.1:2087)"
+    )
+    where.add_argument("--ws", metavar="HOST:PORT", help="listen on a WebSocket, loopback only")
+    p.add_argument(
+        "--allow-origin",
+        metavar="ORIGIN",
+        action="append",
+        default=[],
+        help="with --ws: accept browser connections from this origin (e.g. "
+        "http://localhost:3000; repeatable). Browser origins are refused by default",
+    )
     p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.add_argument("--log-file", help="write the log there instead of stderr")
     p.set_defaults(run=_serve)
@@ -172,17 +214,22 @@ def _serve(args: argparse.Namespace) -> int:
         filename=args.log_file,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    server = build_server()
-    if args.tcp or args.ws:
-        host, _, port = (args.tcp or args.ws).rpartition(":")
-        if not host or not port.isdigit():
-            print("promptls: error: expected HOST:PORT, e.g. 127.0.0.1:2087", file=sys.stderr)
+    if args.tcp or args.ws or args.allow_origin:
+        from server import transport
+
+        try:
+            if args.allow_origin and not args.ws:
+                raise transport.TransportError("--allow-origin applies to --ws only")
+            host, port = transport.parse_address(args.tcp or args.ws)
+            origins = transport.check_origins(args.allow_origin)
+        except transport.TransportError as e:
+            print(f"promptls: error: {e}", file=sys.stderr)
             return EXIT_USAGE
+        server = build_server()
         if args.tcp:
-            server.start_tcp(host, int(port))
-        else:
-            server.start_ws(host, int(port))
-        return EXIT_OK
+            return transport.serve_tcp(server, host, port)
+        return transport.serve_ws(server, host, port, origins)
+    server = build_server()
     server.start_io()
     return EXIT_OK
 
@@ -293,6 +340,16 @@ def _lint(args: argparse.Namespace) -> int:
     try:
         return lint.run(args)
     except lint.LintError as exc:
+        print(f"promptls: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from server import diff
+
+    try:
+        return diff.run(args)
+    except diff.DiffError as exc:
         print(f"promptls: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 

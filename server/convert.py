@@ -3,7 +3,8 @@
 ``assembly`` speaks code-point offsets; LSP speaks (line, character) in the position
 encoding negotiated at initialize (UTF-16 by default, UTF-8 or UTF-32 when the client
 offers them). Nothing else in the server builds an ``lsp.Position`` from numbers. Out of
-range positions are clamped, never an error. A line ends at ``\\n``; the ``\\r`` of a
+range positions are clamped, never an error. A line ends at ``\\n``, ``\\r\\n`` or a lone
+``\\r`` (LSP's line ends; U+2028 and the like are ordinary characters); the ``\\r`` of a
 ``\\r\\n`` belongs to the line break, so a column never counts it.
 
 Work is proportional to the length of the lines involved, never to the document: a
@@ -108,7 +109,10 @@ def to_lsp_range(m: TextMap, rng: TextRange) -> lsp.Range:
     line_start = start - lc.column
     line = m.text[line_start : end + 1]  # the line up to the end, and one more character
     a, b = lc.column, end - line_start
-    if line.find("\n", a, b) != -1 or (a and line[a - 1] == "\r" and line[a] == "\n"):
+    # A line end inside, except the "\r" of a "\r\n" the range ends in: two lines.
+    crosses = line.find("\n", a, b) != -1 or line.find("\r", a, b - 1) != -1
+    crosses = crosses or (line[b - 1] == "\r" and line[b:] != "\n")
+    if crosses or (a and line[a - 1] == "\r" and line[a] == "\n"):
         return lsp.Range(to_lsp_position(m, start), to_lsp_position(m, end))
     # Both ends on one line, the start not inside a "\r\n"; the end may be.
     b_column = b - 1 if line[b - 1] == "\r" and line[b:] == "\n" else b

@@ -16,23 +16,26 @@ time proportional to the edit, not to the document.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pygls.uris import to_fs_path
 
+from assembly.diagnostics import Diagnostic, from_exception
 from assembly.documents import format_for_path
 from assembly.rope import Rope
 from server.capabilities import ResolvedCapabilities
 from server.convert import TextMap
-from server.workspace import Analysis, PromptAnalysis, analyze, analyze_prompt
+from server.scheduler import Scheduler, moved
+from server.watch import Watcher
+from server.workspace import Analysis, PromptAnalysis, analyze, analyze_prompt, find_root
 
 log = logging.getLogger(__name__)
 
@@ -53,21 +56,45 @@ class DocState:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """A finished analysis of one version of a document."""
+    """A finished analysis of one state of a document (``generation``, see ``scheduler``).
+
+    A failed analysis is a snapshot too: ``analysis`` None, ``failure`` its findings (an
+    ``internal-error`` at the head and the last good findings moved into this text, marked
+    stale) and ``last_good`` the newest snapshot with an analysis, which requests answer
+    from meanwhile.
+    """
 
     uri: str
     version: int | None
     text_map: TextMap
-    analysis: Analysis | PromptAnalysis
+    analysis: Analysis | PromptAnalysis | None
     elapsed_s: float
+    generation: int = 0
+    failure: tuple[Diagnostic, ...] | None = None
+    last_good: Snapshot | None = None
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        """The findings to show for this document (in ``text_map``'s text)."""
+        if self.analysis is not None:
+            return self.analysis.diagnostics
+        return self.failure or ()
+
+    @property
+    def other_texts(self) -> Mapping[str, str]:
+        base = self.analysis or (self.last_good.analysis if self.last_good else None)
+        return base.other_texts if base is not None else {}
 
 
 _UNWATCHED = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".tox"})
 
 
-def _watch_filter(change: Any, path: str) -> bool:
-    """Skip virtual environments, VCS data and dependency folders."""
-    return not _UNWATCHED.intersection(Path(path).parts) and _interesting(path)
+def _is_filesystem_root(path: Path) -> bool:
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return real == Path(real.anchor)
 
 
 def _interesting(path: str) -> bool:
@@ -98,53 +125,100 @@ def kind_of(path: str) -> DocKind | None:
 class Session:
     """All state of one server; handlers read it and replace its entries."""
 
-    root: Path | None = None  # the workspace root (first workspace folder or rootUri)
+    # The workspace folders (every folder of a multi-root workspace is a root; a
+    # document's root is the innermost folder holding it, see ``root_for``).
+    roots: list[Path] = field(default_factory=list)
     encoding: str = "utf-16"  # the negotiated position encoding
     capabilities: ResolvedCapabilities = field(default_factory=ResolvedCapabilities)
     settings: dict[str, Any] = field(default_factory=dict)  # editor settings (section promptls)
     initial_settings: dict[str, Any] = field(default_factory=dict)  # initializationOptions
     documents: dict[str, DocState] = field(default_factory=dict)  # uri -> open document
     snapshots: dict[str, Snapshot] = field(default_factory=dict)  # uri -> latest analysis
-    # uri -> the analysis under way, and the version it is for
-    running: dict[str, tuple[int | None, Future[Snapshot]]] = field(default_factory=dict)
-    # uris whose text, settings or dependencies changed after their running analysis began
-    stale: set[str] = field(default_factory=set)
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="promptls-analysis")
     )
     loop: asyncio.AbstractEventLoop | None = None  # the message loop, set at initialize
     n_analyses: int = 0  # analyses finished (the collector is thawed every THAW_EVERY)
-    _watch_stop: threading.Event | None = None  # stops the watchfiles thread, if any
+    scheduler: Scheduler = field(init=False)
+    _watcher: Watcher | None = None  # the watchfiles thread, if any
+
+    def __post_init__(self) -> None:
+        self.scheduler = Scheduler(self)
+
+    @property
+    def root(self) -> Path | None:
+        """The first workspace folder (for callers that know of one root only)."""
+        return self.roots[0] if self.roots else None
+
+    def set_roots(self, roots: list[Path]) -> list[Path]:
+        """Take the workspace folders; returns those refused (a filesystem root: a client
+        that names ``/`` as its workspace would let every document read anything)."""
+        refused = [r for r in roots if _is_filesystem_root(r)]
+        kept: list[Path] = []
+        for r in roots:
+            if r not in refused and r not in kept:
+                kept.append(r)
+        self.roots = kept
+        if self._watcher is not None:
+            self._watcher.set_roots(self._watch_roots())
+        return refused
+
+    def root_for(self, path: Path) -> Path | None:
+        """The workspace folder holding ``path`` (the innermost one), or None.
+
+        ``path`` is compared as given and resolved, so a workspace opened through a
+        symbolic link holds the documents named through it.
+        """
+        best: Path | None = None
+        candidates = {path, path.resolve()}
+        for root in self.roots:
+            for r in (root, root.resolve()):
+                if any(c.is_relative_to(r) for c in candidates):
+                    if best is None or len(r.parts) > len(best.parts):
+                        best = r
+        return best
+
+    def document_root(self, path: Path) -> Path:
+        """The root a document reads inside: its workspace folder; for a document in none,
+        its own project (``find_root``: the nearest folder with ``.git``, else its own),
+        unless that is the file system's root: then the document itself, inside which
+        nothing lies, so every reference it makes is refused."""
+        root = self.root_for(path)
+        if root is None:
+            root = find_root(path)
+            if _is_filesystem_root(root):
+                root = path
+        return root
+
+    def in_workspace(self, path: Path) -> bool:
+        """Whether ``path`` (resolved: no symlink out) lies inside a workspace folder."""
+        real = path.resolve()
+        return any(real.is_relative_to(r.resolve()) for r in self.roots)
 
     def start_file_watcher(self, on_change: Callable[[list[Path]], None]) -> None:
-        """Watch the workspace with watchfiles (for clients that cannot watch for us).
+        """Watch the workspace folders (for clients that cannot watch for us).
 
-        ``on_change`` runs on the message loop with the changed paths.
+        ``on_change`` runs on the message loop with the changed paths. The folders are
+        walked without following symbolic links (``server.watch``), so a link out of the
+        workspace (to ``/`` even) is neither watched nor able to stop the watcher.
         """
-        if self.root is None or self._watch_stop is not None or self.loop is None:
+        if not self.roots or self._watcher is not None or self.loop is None:
             return
-        stop = threading.Event()
-        self._watch_stop = stop
-        root, loop = self.root, self.loop
+        loop = self.loop
 
-        def watch() -> None:
-            import watchfiles
+        def changed(paths: list[Path]) -> None:
+            loop.call_soon_threadsafe(on_change, [p for p in paths if _interesting(str(p))])
 
-            try:
-                for changes in watchfiles.watch(
-                    root, stop_event=stop, recursive=True, watch_filter=_watch_filter
-                ):
-                    paths = [Path(p) for _, p in changes if _interesting(p)]
-                    if paths:
-                        loop.call_soon_threadsafe(on_change, paths)
-            except Exception:
-                log.warning("file watching stopped", exc_info=True)
+        self._watcher = Watcher(self._watch_roots(), changed, skip=_UNWATCHED)
+        self._watcher.start()
 
-        threading.Thread(target=watch, name="promptls-watch", daemon=True).start()
+    def _watch_roots(self) -> list[Path]:
+        return [r for r in self.roots if r.is_dir()]
 
     def close(self) -> None:
-        if self._watch_stop is not None:
-            self._watch_stop.set()
+        self.scheduler.stopped = True
+        if self._watcher is not None:
+            self._watcher.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     def overlay(self) -> Mapping[Path, str]:
@@ -165,7 +239,8 @@ class Session:
         """Open conversations whose last analysis read ``path``."""
         res = []
         for uri, snap in self.snapshots.items():
-            deps = getattr(snap.analysis, "dependencies", ())
+            base = snap.analysis or (snap.last_good.analysis if snap.last_good else None)
+            deps = getattr(base, "dependencies", ())
             if uri in self.documents and path in deps:
                 res.append(uri)
         return res
@@ -220,11 +295,12 @@ class Session:
     def _analyze(self, doc: DocState) -> Snapshot:
         start = time.perf_counter()
         analysis: Analysis | PromptAnalysis
+        root = self.document_root(doc.path)
         if doc.kind == "prompt":  # templates are small: joining one costs nothing
             analysis = analyze_prompt(
                 doc.path,
                 text=str(doc.text),
-                root=self.root,
+                root=root,
                 editor_settings=self.settings,
                 user_tools=self.template_tools(doc.path.resolve()),
             )
@@ -234,7 +310,7 @@ class Session:
             analysis = analyze(
                 doc.path,
                 text=doc.text,
-                root=self.root,
+                root=root,
                 editor_settings=self.settings,
                 overlay=self.overlay(),
                 cold_cache=doc.uri not in self.snapshots,
@@ -246,30 +322,42 @@ class Session:
             doc.uri, doc.version, TextMap.of(doc.text, self.encoding), analysis, elapsed
         )
 
-    def submit(self, doc: DocState, on_done: Callable[[Snapshot], None]) -> Future[Snapshot]:
-        """Start analysing ``doc`` on the worker; ``on_done`` runs on the worker when done."""
-        running = self.running.get(doc.uri)
-        # Join an analysis of this version under way; a finished one is not reused, since a
-        # re-analysis of the same version means a setting or a file it reads has changed.
-        if running is not None and running[0] == doc.version and not running[1].done():
-            return running[1]
-        future = self.executor.submit(self.analyze_now, doc)
-        self.stale.discard(doc.uri)  # this analysis will see the latest state
-
-        def done(f: Future[Snapshot]) -> None:
-            if f.cancelled() or f.exception() is not None:
-                if f.exception() is not None:
-                    log.error("analysis of %s failed", doc.uri, exc_info=f.exception())
-                return
-            on_done(f.result())
-
-        future.add_done_callback(done)
-        self.running[doc.uri] = (doc.version, future)
-        return future
-
-    def is_current(self, snap: Snapshot) -> bool:
-        doc = self.documents.get(snap.uri)
-        return doc is not None and doc.version == snap.version
+    def failed_snapshot(
+        self, doc: DocState, exc: BaseException, previous: Snapshot | None, generation: int
+    ) -> Snapshot:
+        """The snapshot of an analysis that raised: an ``internal-error`` at the document
+        head, then the last good findings moved into this text and marked stale."""
+        last_good = previous if previous is None or previous.analysis is not None else None
+        if last_good is None and previous is not None:
+            last_good = previous.last_good
+        text_map = TextMap.of(doc.text, self.encoding)
+        findings = [from_exception(exc, during="analysing the document")]
+        if last_good is not None:
+            old = last_good.text_map.text
+            span = doc.text.changed_span(old) if isinstance(old, Rope) else None
+            note = f" (from version {last_good.version}: the last analysis that succeeded)"
+            for d in last_good.diagnostics:
+                if d.path is not None:
+                    continue
+                findings.append(
+                    dataclasses.replace(
+                        d,
+                        message=d.message + note,
+                        range=moved(d.range, span, len(doc.text)),
+                        related=(),
+                        fix=None,
+                    )
+                )
+        return Snapshot(
+            doc.uri,
+            doc.version,
+            text_map,
+            None,
+            0.0,
+            generation=generation,
+            failure=tuple(findings),
+            last_good=last_good,
+        )
 
     def settings_for(self, values: Mapping[str, Any] | None) -> None:
         """Take the editor's settings: ``initializationOptions`` first, then each answer to

@@ -22,6 +22,7 @@ from assembly.diagnostics.core import (
     RuleContext,
     Severity,
     TextEdit,
+    from_exception,
     from_issues,
     from_setting_issues,
     sort_key,
@@ -39,6 +40,7 @@ from assembly.diagnostics.incremental import (
 )
 from assembly.diagnostics.rules import (
     budget,
+    cache,
     files,
     instructions,
     ordering,
@@ -60,6 +62,7 @@ __all__ = [
     "Severity",
     "TextEdit",
     "check",
+    "from_exception",
     "from_issues",
     "from_setting_issues",
     "rule_by_code",
@@ -82,6 +85,8 @@ PROMPTS = frozenset({SYSTEM_TEXT, CUSTOM_AGENT_TEXT, REMINDER_TEXT})
 # assembly's figures that depend on them, the cut and the forgotten-file listing, are in
 # ``document_inputs``).
 RULES: tuple[Rule, ...] = (
+    # promptls itself failed.
+    Rule("internal-error", E, reported.internal_error),
     # Bad input.
     Rule("syntax-error", E, reported.syntax_error),
     Rule("schema-error", E, reported.schema_error),
@@ -99,6 +104,9 @@ RULES: tuple[Rule, ...] = (
     # Budget and history.
     Rule("history-truncated", INFO, budget.history_truncated),
     Rule("compression-due", INFO, budget.compression_due),
+    # The prompt cache.
+    Rule("volatile-in-cached-prefix", INFO, cache.volatile_in_cached_prefix),
+    Rule("tool-list-changes-prefix", W, cache.tool_list_changes_prefix),
     # Ordering and templates.
     Rule("reminder-not-last", W, ordering.reminder_not_last, inputs=DOC, reads=NONE),
     Rule(

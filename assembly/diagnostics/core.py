@@ -238,5 +238,25 @@ def from_setting_issues(
     return res
 
 
+REPORT_URL = "https://github.com/promptls/promptls/issues"
+
+
+def from_exception(exc: BaseException, *, during: str = "", path: str | None = None) -> Diagnostic:
+    """The ``internal-error`` diagnostic for an unexpected exception, at the document head.
+
+    The message is one line: the exception's type and first line (at most 200 characters,
+    lone surrogates escaped so it can always be printed), the step that failed
+    (``during``: "reading", "checking", …) and where to report it.
+    """
+    cause = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if len(cause) > 200:
+        cause = cause[:199] + "…"
+    cause = cause.encode("utf-8", "backslashreplace").decode("utf-8")
+    what = type(exc).__name__ + (f": {cause}" if cause else "")
+    step = f" while {during}" if during else ""
+    message = f"internal error{step}: {what}; please report it at {REPORT_URL}"
+    return Diagnostic("internal-error", Severity.ERROR, message, TextRange(0, 0), path=path)
+
+
 def sort_key(d: Diagnostic) -> tuple[str, int, int, str]:
     return (d.path or "", d.range.start, d.range.end, d.code)

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from assembly import texts
+from assembly import cache, texts
 from assembly.assemble import CITEABLE_TOOLS, FILE_READER_TOOLS, SEGMENTS, Assembly
 from assembly.diagnostics.rules.instructions import (
     InstructionMatch,
@@ -274,7 +274,11 @@ def _head_notes(doc: ConversationDoc, pl: Placements) -> Iterator[str]:
     if a.cache_prefix_length:
         cached = sum(e.tokens for e in a.layout[: a.cache_prefix_length])
         first = _first(a.cache_prefix_length)
-        notes.append(f"Cacheable prefix: {first} ({fmt_tokens(cached)} tokens).")
+        b = cache.boundary(a)
+        note = f"Cacheable prefix: {first} ({fmt_tokens(cached)} tokens)."
+        if b.first_id is not None:
+            note += f" It ends before `{b.first_id}`: {b.reason}."
+        notes.append(" ".join([note, *b.caveats]))
     c = a.compression
     if error_of(a) is not None:
         pass  # the plan's figures mean nothing for a context that cannot be assembled
@@ -364,7 +368,10 @@ def _message_markdown(doc: ConversationDoc, pl: Placements, p: Placement) -> str
             f"including it ({percent(p.cumulative, total.available)}, tool definitions first)"
         )
         prefix = a.cache_prefix_length
-        if p.cached:
+        if prefix and p.index in (prefix - 1, prefix):
+            # The cache boundary: what is cached, and why the prefix ends here.
+            bullets.append(f"cache boundary: {cache.boundary(a).markdown()}")
+        elif p.cached:
             bullets.append(f"cache: in the cacheable prefix ({_first(prefix)})")
         else:
             if prefix:

@@ -23,12 +23,14 @@ from server.handlers import (
 
 
 def register(server: PromptServer) -> None:
+    documents.install(server)
     f = server.feature
     # Lifecycle and configuration.
     f(lsp.INITIALIZE)(lifecycle.initialize)
     f(lsp.INITIALIZED)(lifecycle.initialized)
     f(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)(lifecycle.did_change_configuration)
     f(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)(lifecycle.did_change_watched_files)
+    f(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)(lifecycle.did_change_workspace_folders)
     f(lsp.SHUTDOWN)(lifecycle.shutdown)
     # Documents.
     f(lsp.TEXT_DOCUMENT_DID_OPEN)(documents.did_open)

@@ -1,18 +1,18 @@
 """textDocument/codeAction: a quick fix for every fixable finding here, and "fix all".
 
-Fixes are offered only from the analysis of the document's current version: an edit
-computed for another version would land in the wrong place.
+Fixes are offered only from the analysis of the version the request was sent for: an edit
+computed for another text would land in the wrong place. When that analysis is not there
+in time (or failed), there is no fix to offer yet: the answer is empty, never an error.
 """
 
 from __future__ import annotations
 
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcContentModified
 
 from assembly.ide import fixes as ide_fixes
 from server import convert
 from server.app import PromptServer
-from server.handlers.documents import current_snapshot
+from server.handlers.documents import current_view
 
 KINDS: list[lsp.CodeActionKind | str] = [lsp.CodeActionKind.QuickFix, convert.FIX_ALL_KIND]
 
@@ -21,12 +21,10 @@ async def code_action(
     ls: PromptServer, params: lsp.CodeActionParams
 ) -> list[lsp.CodeAction] | None:
     uri = params.text_document.uri
-    snap = await current_snapshot(ls, uri)
-    if snap is None or uri not in ls.session.documents:
+    view = await current_view(ls, uri)
+    if view is None or uri not in ls.session.documents or not view.fresh or view.mapped:
         return None
-    if not ls.session.is_current(snap):
-        raise JsonRpcContentModified(f"{uri} changed while its fixes were computed")
-    m, diags = snap.text_map, snap.analysis.diagnostics
+    m, diags = view.text_map, view.snap.diagnostics
     named = [k for d in params.context.diagnostics if (k := convert.from_lsp_finding(m, d))]
     fixes = ide_fixes.quick_fixes(diags, convert.from_lsp_range(m, params.range), named)
     only = params.context.only

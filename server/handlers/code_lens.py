@@ -1,7 +1,8 @@
 """textDocument/codeLens: the assembled total at the top of a conversation.
 
 The logic is ``assembly.ide.lens``; clicking the lens runs ``promptls.showAssembled`` with
-the document URI, which the server answers with the ``promptls.assemble`` object.
+the document URI, which the server answers with the ``promptls.assemble`` object. Lenses
+come from the latest finished analysis, moved into the current text when it is older.
 """
 
 from __future__ import annotations
@@ -12,16 +13,16 @@ from assembly.ide import lens
 from server import convert
 from server.app import PromptServer
 from server.ext import SHOW_ASSEMBLED_COMMAND
-from server.handlers.documents import current_snapshot, latest_snapshot
+from server.handlers.documents import latest_view
 from server.workspace import Analysis
 
 
 async def code_lens(ls: PromptServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens] | None:
     uri = params.text_document.uri
-    snap = latest_snapshot(ls, uri) or await current_snapshot(ls, uri)
-    if snap is None or not isinstance(snap.analysis, Analysis):
+    view = await latest_view(ls, uri)
+    if view is None or view.base is None or not isinstance(view.base.analysis, Analysis):
         return None
-    a = snap.analysis
+    a = view.base.analysis
     if a.records:  # a dataset: a lens on each record's line
         lenses = [
             x
@@ -35,4 +36,4 @@ async def code_lens(ls: PromptServer, params: lsp.CodeLensParams) -> list[lsp.Co
         ]
     else:
         lenses = lens.conversation_lenses(a, command=SHOW_ASSEMBLED_COMMAND, arguments=(uri,))
-    return [convert.to_lsp_code_lens(snap.text_map, x) for x in lenses]
+    return [convert.to_lsp_code_lens(view.text_map, view.carry(x)) for x in lenses]

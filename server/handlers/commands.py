@@ -2,22 +2,33 @@
 
 ``promptls.assembledHtml`` returns the same analysis drawn as the assembled view's HTML
 (``server/htmlview.py``, the renderer of ``promptls assemble --format html``).
+
+An open document is assembled from the analysis of its current version. A file that is
+not open is read from disk only when it is a regular file inside a workspace folder
+(``docs/security.md``), and analysed off the message loop with a time limit, so a large
+file, a FIFO or a device named like a document never stalls the server.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import stat
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcContentModified, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
 from server.app import PromptServer
 from server.ext import ASSEMBLE_COMMAND, ASSEMBLED_HTML_COMMAND, SHOW_ASSEMBLED_COMMAND
-from server.handlers.documents import current_snapshot
+from server.handlers.documents import current_view
 from server.htmlview import render_html
 from server.output import assembly_json
 from server.workspace import Analysis, analyze
+
+ASSEMBLE_TIMEOUT_S = 60.0  # the longest an unopened file's assembly may take
 
 
 async def assemble(ls: PromptServer, *arguments: Any) -> dict[str, Any]:
@@ -53,15 +64,36 @@ async def assembled_html(ls: PromptServer, *args: Any) -> dict[str, Any]:
 
 
 async def _analysis(ls: PromptServer, uri: str) -> Analysis:
-    snap = await current_snapshot(ls, uri)
-    if snap is not None and isinstance(snap.analysis, Analysis):
-        return snap.analysis
-    path = to_fs_path(uri)
+    s = ls.session
+    if uri in s.documents:
+        view = await current_view(ls, uri)
+        if view is not None and view.fresh and isinstance(view.snap.analysis, Analysis):
+            return view.snap.analysis
+        if view is not None and view.snap.failure:
+            raise JsonRpcInternalError(view.snap.failure[0].message)
+        raise JsonRpcContentModified(f"{uri} is still being analysed; try again")
+    path = to_fs_path(uri) if uri.startswith("file:") else None
     if path is None or not path.endswith((".json", ".jsonl", ".yaml", ".yml")):
         raise JsonRpcInvalidParams(f"not a conversation document: {uri}")
-    from pathlib import Path
-
-    return analyze(Path(path), root=ls.session.root, editor_settings=ls.session.settings)
+    target = Path(path)
+    if not s.in_workspace(target):
+        raise JsonRpcInvalidParams(f"not inside a workspace folder: {uri}")
+    try:
+        mode = os.stat(target).st_mode
+    except OSError as e:
+        raise JsonRpcInvalidParams(f"cannot read {uri}: {e.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise JsonRpcInvalidParams(f"not a regular file: {uri}")
+    root, settings = s.root_for(target), dict(s.settings)
+    try:
+        return await asyncio.wait_for(
+            asyncio.to_thread(analyze, target, root=root, editor_settings=settings),
+            ASSEMBLE_TIMEOUT_S,
+        )
+    except TimeoutError:
+        raise JsonRpcInternalError(
+            f"assembling {uri} took longer than {ASSEMBLE_TIMEOUT_S:.0f} s"
+        ) from None
 
 
 def _uri_argument(args: Any) -> str:

@@ -15,7 +15,7 @@ from lsprotocol import types as lsp
 
 from server import convert
 from server.app import PromptServer
-from server.handlers.documents import current_snapshot
+from server.handlers.documents import current_view
 
 log = logging.getLogger(__name__)
 
@@ -24,14 +24,15 @@ async def document_diagnostic(
     ls: PromptServer, params: lsp.DocumentDiagnosticParams
 ) -> lsp.DocumentDiagnosticReport:
     uri = params.text_document.uri
-    snap = await current_snapshot(ls, uri)
-    if snap is None:
+    view = await current_view(ls, uri)
+    if view is None:
         return lsp.RelatedFullDocumentDiagnosticReport(items=[])
+    snap = view.snap
     result_id = f"{uri}@{snap.version}:{id(snap)}"
     if params.previous_result_id == result_id:
         return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
     items = convert.to_lsp_diagnostics(
-        snap.text_map, snap.analysis.diagnostics, uri, other_texts=snap.analysis.other_texts
+        snap.text_map, snap.diagnostics, uri, other_texts=snap.other_texts
     )
     return lsp.RelatedFullDocumentDiagnosticReport(items=items, result_id=result_id)
 
@@ -44,13 +45,11 @@ async def workspace_diagnostic(
     token = await _begin_progress(ls, params.work_done_token, "promptls: diagnostics")
     try:
         for done, uri in enumerate(uris, 1):
-            snap = await current_snapshot(ls, uri)
-            if snap is not None:
+            view = await current_view(ls, uri)
+            if view is not None:
+                snap = view.snap
                 items = convert.to_lsp_diagnostics(
-                    snap.text_map,
-                    snap.analysis.diagnostics,
-                    uri,
-                    other_texts=snap.analysis.other_texts,
+                    snap.text_map, snap.diagnostics, uri, other_texts=snap.other_texts
                 )
                 reports.append(
                     lsp.WorkspaceFullDocumentDiagnosticReport(

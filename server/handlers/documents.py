@@ -2,9 +2,9 @@
 
 Every change replaces the document's ``DocState`` and schedules an analysis on the worker
 thread: at once when none of the document is under way, else right after the running one
-(changes in between coalesce; see ``server.session``). When it finishes, push clients get
-``publishDiagnostics`` with the analysed version — unless the document has moved on, in
-which case nothing is published (the newer version's analysis will be).
+(changes in between coalesce; see ``server.scheduler``). When the analysis of the latest
+state finishes, push clients get ``publishDiagnostics`` with the analysed version; one of
+a state the document has moved on from is kept for answers, never published.
 
 The text of the documents we analyse is ours, not pygls' (``server.app.PromptProtocol``):
 ``didOpen`` builds a ``Rope`` and ``didChange`` edits it (``convert.apply_lsp_changes``),
@@ -13,7 +13,6 @@ in time proportional to the edit.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from pygls.uris import to_fs_path
 from assembly.rope import Rope
 from server import convert
 from server.app import PromptServer
+from server.scheduler import SETTLE_S, View
 from server.session import DocState, Snapshot, document_kind
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def did_close(ls: PromptServer, params: lsp.DidCloseTextDocumentParams) -> None:
     s = ls.session
     s.documents.pop(uri, None)
     s.snapshots.pop(uri, None)
-    s.stale.discard(uri)
+    s.scheduler.closed(uri)
     if not s.capabilities.pull_diagnostics:
         ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
     path = to_fs_path(uri)
@@ -63,50 +63,20 @@ def did_close(ls: PromptServer, params: lsp.DidCloseTextDocumentParams) -> None:
 
 
 def schedule(ls: PromptServer, uri: str) -> None:
-    """Analyse an open document's current state as soon as its running analysis ends."""
-    s = ls.session
-    if uri not in s.documents:
-        return
-    running = s.running.get(uri)
-    if running is not None and not running[1].done():
-        s.stale.add(uri)  # ``_settled`` starts it when the running analysis ends
-        return
-    start(ls, uri)
+    """Analyse an open document's current state (once its running analysis ends)."""
+    ls.session.scheduler.changed(uri)
 
 
-def start(ls: PromptServer, uri: str) -> None:
-    """Submit the analysis of the document's current version now."""
-    s = ls.session
-    doc = s.documents.get(uri)
-    if doc is None or s.loop is None:
-        return
-    loop = s.loop
-    future = s.submit(doc, lambda snap: loop.call_soon_threadsafe(_finished, ls, snap))
-    # Runs after ``_finished`` (callbacks run in order), also when the analysis failed.
-    future.add_done_callback(lambda _: loop.call_soon_threadsafe(_settled, ls, uri))
+async def current_view(ls: PromptServer, uri: str, *, costly: bool = False) -> View | None:
+    """The analysis of the document's state when the request came, waiting (bounded) for
+    it; else the newest finished one, mapped into the current text (``View.fresh``).
+    ``costly``: the answer takes long to compute; let edits already sent arrive first."""
+    return await ls.session.scheduler.view(uri, settle=SETTLE_S if costly else 0.0)
 
 
-async def current_snapshot(ls: PromptServer, uri: str) -> Snapshot | None:
-    """The analysis of the document's current version, waiting for it if needed."""
-    s = ls.session
-    doc = s.documents.get(uri)
-    if doc is None:
-        return s.snapshots.get(uri)
-    snap = s.snapshots.get(uri)
-    if snap is not None and snap.version == doc.version:
-        return snap
-    loop = asyncio.get_running_loop()
-    future = s.submit(doc, lambda sn: loop.call_soon_threadsafe(_finished, ls, sn))
-    try:
-        return await asyncio.wrap_future(future)
-    except Exception:
-        log.exception("analysis of %s failed", uri)
-        return s.snapshots.get(uri)
-
-
-def latest_snapshot(ls: PromptServer, uri: str) -> Snapshot | None:
+async def latest_view(ls: PromptServer, uri: str) -> View | None:
     """The latest finished analysis, current or not: for answers that must not wait."""
-    return ls.session.snapshots.get(uri)
+    return await ls.session.scheduler.view(uri, wait=False)
 
 
 def schedule_all(ls: PromptServer) -> None:
@@ -128,11 +98,16 @@ def schedule_paths(ls: PromptServer, paths: list[Path]) -> None:
 def publish(ls: PromptServer, snap: Snapshot) -> None:
     """Push the snapshot's diagnostics of this document (findings in other files stay out)."""
     diags = convert.to_lsp_diagnostics(
-        snap.text_map, snap.analysis.diagnostics, snap.uri, other_texts=snap.analysis.other_texts
+        snap.text_map, snap.diagnostics, snap.uri, other_texts=snap.other_texts
     )
     ls.text_document_publish_diagnostics(
         lsp.PublishDiagnosticsParams(uri=snap.uri, diagnostics=diags, version=snap.version)
     )
+
+
+def install(ls: PromptServer) -> None:
+    """Hand the scheduler the server's way of publishing a document's latest state."""
+    ls.session.scheduler.on_current = lambda snap, prev: _finished(ls, snap, prev)
 
 
 def _update(ls: PromptServer, uri: str, version: int | None, text: Rope) -> None:
@@ -149,23 +124,16 @@ def _update(ls: PromptServer, uri: str, version: int | None, text: Rope) -> None
             schedule(ls, dependent)
 
 
-def _finished(ls: PromptServer, snap: Snapshot) -> None:
+def _finished(ls: PromptServer, snap: Snapshot, previous: Snapshot | None) -> None:
+    """A document's latest state was analysed: show it."""
     s = ls.session
-    if snap.uri not in s.documents:
-        return
-    previous = s.snapshots.get(snap.uri)
-    if previous is not None and _newer(previous.version, snap.version):
-        return
-    s.snapshots[snap.uri] = snap
     _templates_see_tools(ls, previous, snap)
-    if not s.is_current(snap):
-        return  # never publish an older version over a newer one
     _refresh_views(ls)
     if s.capabilities.pull_diagnostics:
         # The client pulls after its own edits; a re-analysis of the same version (a file
-        # it depends on changed) needs a nudge.
+        # it depends on changed, or the analysis failed) needs a nudge.
         reanalysed = previous is not None and previous.version == snap.version
-        if reanalysed and s.capabilities.diagnostic_refresh:
+        if (reanalysed or snap.failure is not None) and s.capabilities.diagnostic_refresh:
             ls.workspace_diagnostic_refresh(None)
         return
     publish(ls, snap)
@@ -198,17 +166,3 @@ def _refresh_views(ls: PromptServer) -> None:
         ls.workspace_inlay_hint_refresh(None)
     if caps.code_lens_refresh:
         ls.workspace_code_lens_refresh(None)
-
-
-def _settled(ls: PromptServer, uri: str) -> None:
-    """An analysis of ``uri`` ended: start the next one if the document changed meanwhile."""
-    s = ls.session
-    running = s.running.get(uri)
-    if running is not None and running[1].done():
-        del s.running[uri]  # do not keep a finished analysis alive
-    if uri in s.stale:
-        schedule(ls, uri)
-
-
-def _newer(a: int | None, b: int | None) -> bool:
-    return a is not None and b is not None and a > b

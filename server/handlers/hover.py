@@ -1,11 +1,14 @@
 """textDocument/hover: what the model receives, told where the cursor is.
 
 The logic is ``assembly.ide.hover``; this answers from the latest finished analysis, so a
-hover never waits for a re-analysis under way (only the very first one is awaited).
+hover never waits for a re-analysis under way (only the very first one is awaited). When
+that analysis is of an older text, the cursor and the answer's range are mapped between
+the two texts, and the hover says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 from lsprotocol import types as lsp
@@ -13,18 +16,19 @@ from lsprotocol import types as lsp
 from assembly.ide import hover as ide_hover
 from server import convert
 from server.app import PromptServer
-from server.handlers.documents import current_snapshot, latest_snapshot
+from server.handlers.documents import latest_view
 from server.tokenizers import load_tokenizer
 from server.workspace import Analysis
 
+STALE_NOTE = "\n\n---\n*From the analysis of version {version}: the document has changed since.*"
+
 
 async def hover(ls: PromptServer, params: lsp.HoverParams) -> lsp.Hover | None:
-    uri = params.text_document.uri
-    snap = latest_snapshot(ls, uri) or await current_snapshot(ls, uri)
-    if snap is None:
+    view = await latest_view(ls, params.text_document.uri)
+    if view is None or view.base is None or view.base.analysis is None:
         return None
-    offset = convert.from_lsp_position(snap.text_map, params.position)
-    a, today = snap.analysis, dt.date.today()
+    offset = view.offset_of(params.position)
+    a, today = view.base.analysis, dt.date.today()
     if isinstance(a, Analysis):
         # In a dataset, the record whose line the cursor is on.
         res = ide_hover.conversation_hover(a.at(offset), offset, today=today)
@@ -33,4 +37,9 @@ async def hover(ls: PromptServer, params: lsp.HoverParams) -> lsp.Hover | None:
         res = ide_hover.prompt_hover(a, offset, tokenizer=tokenizer, today=today)
     if res is None:
         return None
-    return convert.to_lsp_hover(snap.text_map, res, markdown=ls.session.capabilities.markdown_hover)
+    res = view.carry(res)
+    if not view.fresh:
+        note = STALE_NOTE.format(version=view.base.version)
+        res = dataclasses.replace(res, markdown=res.markdown + note)
+    markdown = ls.session.capabilities.markdown_hover
+    return convert.to_lsp_hover(view.text_map, res, markdown=markdown)

@@ -1,37 +1,38 @@
 """textDocument/documentSymbol: the outline of messages, document keys and sections.
 
-The logic is ``assembly.ide.symbols``; the outline is of the current version. It is built
-and converted off the message loop: a 10 MB conversation has ten thousand messages, and
-their outline takes a few hundred milliseconds, during which hovers must still answer.
+The logic is ``assembly.ide.symbols``; the outline is of the version the request was sent
+for (``documents.current_view``). It is built and converted off the message loop: a 10 MB
+conversation has ten thousand messages, and their outline takes a few hundred
+milliseconds, during which hovers must still answer. Requests that waited for the same
+analysis share one computation (``Scheduler.shared``): an editor asks for the outline
+after every keystroke.
 """
 
 from __future__ import annotations
-
-import asyncio
 
 from lsprotocol import types as lsp
 
 from assembly.ide import symbols as ide_symbols
 from server import convert
-from server.app import PromptServer
-from server.handlers.documents import current_snapshot
-from server.session import Snapshot
+from server.app import Prepared, PromptServer, prepare
+from server.handlers.documents import current_view
+from server.scheduler import View
 from server.workspace import Analysis
 
 
-async def document_symbol(
-    ls: PromptServer, params: lsp.DocumentSymbolParams
-) -> list[lsp.DocumentSymbol] | None:
-    snap = await current_snapshot(ls, params.text_document.uri)
-    if snap is None:
+async def document_symbol(ls: PromptServer, params: lsp.DocumentSymbolParams) -> Prepared | None:
+    view = await current_view(ls, params.text_document.uri, costly=True)
+    if view is None or view.base is None:
         return None
-    return await asyncio.to_thread(_outline, snap) or None
+    return await ls.session.scheduler.shared(view, "symbols", lambda v: prepare(ls, _outline(v)))
 
 
-def _outline(snap: Snapshot) -> list[lsp.DocumentSymbol]:
-    a = snap.analysis
+def _outline(view: View) -> list[lsp.DocumentSymbol]:
+    a = view.base.analysis if view.base is not None else None
     if isinstance(a, Analysis):
         res = ide_symbols.conversation_symbols(a.conversation)
-    else:
+    elif a is not None:
         res = ide_symbols.template_symbols(a.template)
-    return [convert.to_lsp_document_symbol(snap.text_map, s) for s in res]
+    else:
+        return []
+    return [convert.to_lsp_document_symbol(view.text_map, view.carry(s)) for s in res]

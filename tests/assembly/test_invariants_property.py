@@ -419,3 +419,26 @@ def test_assembly_never_raises_on_edited_text(
         for issue in conv.issues:
             assert 0 <= issue.range.start <= issue.range.end <= len(edited)
         assert res.budget.used == sum(e.tokens for e in res.layout)
+
+
+@PROPERTY
+@given(conversations())
+def test_compression_never_summarizes_this_turn_or_fixed_parts(doc: dict[str, Any]) -> None:
+    """The compaction invariants: the plan never summarizes away the last user message,
+    this turn's calls and results after it, or the fixed parts (system prompt, custom agent
+    prompt, project files, reminder); and what it keeps follows what it summarizes (no
+    summarized message after a kept one)."""
+    case = run_case(doc)
+    a = case.assembly
+    c = a.compression
+    order = [m.id for m in a.history]
+    users = [i for i, m in enumerate(a.history) if m.kind == "user" and "/files/" not in m.id]
+    this_turn = set(order[users[-1] :]) if users else set()
+    summarized = set(c.summarize)
+    assert not summarized & this_turn, (c.summarize, sorted(this_turn))
+    assert not [i for i in summarized if i.startswith("$")]
+    assert not summarized & set(c.keep)
+    positions = [order.index(i) for i in c.summarize]
+    kept_positions = [order.index(i) for i in c.keep if i in order]
+    if positions and kept_positions:
+        assert max(positions) < min(kept_positions)

@@ -10,7 +10,9 @@ over the conversation fixtures and examples does the same with realistic text.
 
 from __future__ import annotations
 
+import itertools
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assembly.rope import Rope
-from assembly.text import LineIndex
+from assembly.text import LineCol, LineIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 PIECES = ("a", "b", "ab", " ", "\n", "\r\n", "\r", "中文", "😀", "\u2028", "{", "}", "\n\n")
@@ -60,15 +62,16 @@ def check_rope(rope: Rope, text: str, data: st.DataObject | None = None) -> None
                 )
                 assert rope.startswith(sub, start, end) == text.startswith(sub, start, end)
                 assert rope.endswith(sub, start, end) == text.endswith(sub, start, end)
-    # the line index: lines end after "\n" only
+    # the line index: lines end after "\n", "\r\n" or a lone "\r", as in LSP
     index = LineIndex(text)
-    lines = text.split("\n")
+    lines = re.split(r"\r\n|\r|\n", text)
     assert rope.line_count == index.line_count == len(lines)
+    starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", text)]
     for line in range(-1, rope.line_count + 2):
         assert rope.line_start(line) == index.line_start(line)
+        if 0 <= line < len(starts):
+            assert index.line_start(line) == starts[line]
         expected_text = lines[line] if 0 <= line < len(lines) else ""
-        if expected_text.endswith("\r") and line < len(lines) - 1:
-            expected_text = expected_text[:-1]
         assert rope.line_text(line) == expected_text
         for column in (-1, 0, 1, 2, 5, 100):
             assert rope.offset_at(line, column) == index.offset(line, column), (line, column)
@@ -218,3 +221,32 @@ def check_edit_sequence(text: str, *, chunk_size: int, n_edits: int, seed: int) 
     index = LineIndex(text)
     for offset in range(0, len(text) + 1, max(1, len(text) // 500)):
         assert rope.line_col(offset) == index.line_col(offset)
+
+
+def test_a_crlf_is_never_cut_between_chunks() -> None:
+    # Lone CRs are line ends (LSP); the "\r" of a "\r\n" is not. A chunk ending in "\r"
+    # followed by one starting with "\n" would count that line end twice.
+    text = ("x" * 9 + "\r") * 30 + "\n" + ("y\r" * 40)
+    rope = Rope.from_str(text, chunk_size=10)
+    check_rope(rope, text)
+    rng = random.Random(7)
+    for _ in range(300):
+        start = rng.randint(0, len(text))
+        end = min(len(text), start + rng.choice([0, 1, 2, 5]))
+        new = rng.choice(["\r", "\n", "\r\n", "", "z"])
+        rope, text = rope.edit(start, end, new), text[:start] + new + text[end:]
+        chunks = [c.text for c in rope._chunks]
+        assert not any(
+            a.endswith("\r") and b.startswith("\n") for a, b in itertools.pairwise(chunks)
+        )
+        assert rope.line_count == len(re.split(r"\r\n|\r|\n", text))
+    check_rope(rope, text)
+
+
+def test_lone_cr_and_line_separators_as_lsp_defines_lines() -> None:
+    text = "a\rb\r\nc\nd\u2028e\u2029f\x85g\r"
+    rope, index = Rope.from_str(text, chunk_size=2), LineIndex(text)
+    assert rope.line_count == index.line_count == 5  # \r, \r\n, \n, \r; nothing else
+    assert [rope.line_text(i) for i in range(5)] == ["a", "b", "c", "d\u2028e\u2029f\x85g", ""]
+    assert rope.line_col(text.index("b")) == index.line_col(text.index("b"))
+    assert index.line_col(text.index("b")) == LineCol(1, 0)

@@ -10,9 +10,12 @@ Per server and document it measures: didOpen -> first ``publishDiagnostics``; ``
 one-character incremental ``didChange``s at varied places inside message contents, each
 waiting for the ``publishDiagnostics`` of its version (median, p95); ``--hovers`` hover
 round trips at varied positions while idle (median, p95); a hover sent right after a
-``didChange``, while the server analyses it; and the server process's peak RSS (VmHWM).
+``didChange``, while the server analyses it; a typing burst of ``--burst`` keystrokes sent
+back to back, each followed by an outline and a folding request (as editors send them),
+timed from the last keystroke to the ``publishDiagnostics`` of its version (and how many
+versions of the burst were published); and the server process's peak RSS (VmHWM).
 
-    python tests/bench/bench_lsp.py [--edits 30] [--hovers 100] [--sizes 1,10]
+    python tests/bench/bench_lsp.py [--edits 30] [--hovers 100] [--burst 30] [--sizes 1,10]
 """
 
 from __future__ import annotations
@@ -97,6 +100,8 @@ class Result:
     busy_hovers_s: list[float] = field(default_factory=list)
     hover_note: str = ""
     codes: list[str] = field(default_factory=list)  # of the last publishDiagnostics
+    burst_s: float = 0.0  # last keystroke of the burst -> its publishDiagnostics
+    burst_published: int = 0  # versions of the burst published
     peak_rss_kb: int = 0
 
 
@@ -105,6 +110,7 @@ def main() -> int:
     ap.add_argument("--edits", type=int, default=30)
     ap.add_argument("--hovers", type=int, default=100)
     ap.add_argument("--busy-hovers", type=int, default=10)
+    ap.add_argument("--burst", type=int, default=30, help="keystrokes of the typing burst")
     ap.add_argument("--sizes", default="1,10", help="document sizes in MB: 1, 10 or both")
     ap.add_argument("--corpus", type=Path, help="reuse or create the documents in this folder")
     args = ap.parse_args()
@@ -199,6 +205,15 @@ class Rpc:
                 if left <= 0 or self.proc.poll() is not None:
                     raise TimeoutError("no answer from the server")
                 self._lock.wait(left)
+
+    def take(self, pred: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+        """Consume the first message already received that satisfies ``pred``, if any."""
+        with self._lock:
+            for i, (_, msg) in enumerate(self._inbox):
+                if pred(msg):
+                    del self._inbox[i]
+                    return msg
+        return None
 
     def drop(self, pred: Callable[[dict[str, Any]], bool]) -> None:
         with self._lock:
@@ -310,10 +325,32 @@ def _run(name: str, command: list[str], doc: Path, size: str, args: argparse.Nam
             res.busy_hovers_s.append(got - sent)
             _, msg = rpc.wait(_diagnostics_of(uri, version))
             res.codes = sorted(str(d.get("code")) for d in msg["params"]["diagnostics"])
+        if args.burst:
+            version = _burst(rpc, uri, text, version, args.burst, res)
         res.peak_rss_kb = _peak_rss_kb(rpc.proc.pid)
     finally:
         rpc.close()
     return res
+
+
+def _burst(rpc: Rpc, uri: str, text: str, version: int, n: int, res: Result) -> int:
+    """Type ``n`` characters in one message, an outline and a folding request after each."""
+    at = text.index('"content": "', len(text) // 2) + len('"content": "')
+    first = version + 1
+    sent = 0.0
+    for k in range(n):
+        version += 1
+        text, change = _insert(text, at + k, "y")
+        sent = _did_change(rpc, uri, version, change)
+        for method in ("textDocument/documentSymbol", "textDocument/foldingRange"):
+            rpc.request(method, {"textDocument": {"uri": uri}})
+    got, _ = rpc.wait(_diagnostics_of(uri, version))
+    res.burst_s = got - sent
+    time.sleep(0.5)  # anything still under way would publish now
+    res.burst_published = 1 + sum(
+        1 for v in range(first, version) if rpc.take(_diagnostics_of(uri, v)) is not None
+    )
+    return version
 
 
 def _diagnostics_of(uri: str, version: int) -> Callable[[dict[str, Any]], bool]:
@@ -399,6 +436,8 @@ def _print_table(results: list[Result]) -> None:
         "p95",
         "hover while busy med",
         "max",
+        "burst: last key->diags",
+        "published",
         "peak RSS",
     )
     rows = [head]
@@ -414,6 +453,8 @@ def _print_table(results: list[Result]) -> None:
                 _ms(_p95(r.hovers_s)),
                 _ms(statistics.median(r.busy_hovers_s)) if r.busy_hovers_s else "-",
                 _ms(max(r.busy_hovers_s)) if r.busy_hovers_s else "-",
+                _ms(r.burst_s) if r.burst_published else "-",
+                str(r.burst_published) if r.burst_published else "-",
                 f"{r.peak_rss_kb / 1024:.0f} MB",
             )
         )

@@ -97,3 +97,84 @@ def test_websocket_initialize() -> None:
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def _frame(message: dict) -> bytes:  # type: ignore[type-arg]
+    body = json.dumps(message).encode()
+    return f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+@pytest.mark.parametrize("flag", ["--tcp", "--ws"])
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1", "example.com", "[::]"])
+def test_only_loopback_addresses_are_served(flag: str, host: str) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "server", flag, f"{host}:{_free_port()}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2
+    assert "loopback" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_tcp_exits_promptly_and_quietly_after_exit() -> None:
+    port = _free_port()
+    proc = _serve("--tcp", port)
+    try:
+        with _connect(port, proc) as s:
+            s.sendall(_frame(INITIALIZE))
+            s.sendall(_frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
+            s.sendall(_frame({"jsonrpc": "2.0", "method": "exit"}))
+            proc.wait(15)
+        assert proc.returncode == 0
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+        assert "Traceback" not in stderr and "SystemExit" not in stderr, stderr
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_tcp_stops_when_its_client_disconnects() -> None:
+    port = _free_port()
+    proc = _serve("--tcp", port)
+    try:
+        with _connect(port, proc) as s:
+            s.sendall(_frame(INITIALIZE))
+        proc.wait(15)
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+        assert "Traceback" not in stderr, stderr
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_websocket_refuses_browser_origins_unless_allowed() -> None:
+    import websockets
+    from websockets.exceptions import InvalidStatus
+
+    port = _free_port()
+    allowed = "http://localhost:3000"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server", "--ws", f"127.0.0.1:{port}", "--allow-origin", allowed],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+    async def talk(origin: str | None) -> dict:  # type: ignore[type-arg]
+        async with websockets.connect(f"ws://127.0.0.1:{port}", origin=origin) as ws:  # type: ignore[arg-type]
+            await ws.send(json.dumps(INITIALIZE))
+            return json.loads(await asyncio.wait_for(ws.recv(), 20))  # type: ignore[no-any-return]
+
+    try:
+        _wait_listening(port, proc)
+        for origin in ("https://evil.example", "http://localhost:3001", "null"):
+            with pytest.raises(InvalidStatus) as refused:
+                asyncio.run(talk(origin))
+            assert refused.value.response.status_code == 403
+        reply = asyncio.run(talk(allowed))
+        assert reply["result"]["serverInfo"]["name"] == "promptls"
+    finally:
+        proc.kill()
+        proc.wait(10)

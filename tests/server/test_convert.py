@@ -95,10 +95,19 @@ def test_crlf_column_never_counts_the_carriage_return(encoding: str) -> None:
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
-def test_lone_carriage_return_at_the_end_is_text(encoding: str) -> None:
-    # Only a "\r" followed by "\n" belongs to a line break; the two directions agree.
-    check_to("ab\r", encoding, 3, (0, 3))
-    check_from("ab\r", encoding, (0, 3), 3)
+def test_a_lone_carriage_return_ends_a_line(encoding: str) -> None:
+    # LSP: "\n", "\r\n" and "\r" end lines (U+2028 does not); the two directions agree.
+    check_to("ab\r", encoding, 3, (1, 0))
+    check_from("ab\r", encoding, (0, 3), 2)  # past the end of the line: before the "\r"
+    check_from("ab\r", encoding, (1, 0), 3)
+    text = "a\rb😀\rc\u2028d"
+    check_to(text, encoding, 2, (1, 0))
+    check_to(text, encoding, 5, (2, 0))
+    check_to(text, encoding, 6, (2, 1))
+    assert to_lsp_position(TextMap.of(text, encoding), 8).line == 2  # U+2028 ends no line
+    check_from(text, encoding, (2, 0), 5)
+    rng = to_lsp_range(TextMap.of(text, encoding), TextRange(0, 3))  # across a lone "\r"
+    assert (rng.start.line, rng.end.line, rng.end.character) == (0, 1, 1)
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)

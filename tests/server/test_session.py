@@ -1,4 +1,4 @@
-"""``server/session.py`` and the scheduling in ``server/handlers/documents.py``, in-process.
+"""``server/session.py`` and its scheduling (``server/scheduler.py``), in-process, threaded.
 
 A real ``PromptServer`` on the test's asyncio loop (``tests.support.inprocess``: pygls'
 own dispatch, no subprocess), with the session's real worker thread. The worker can be held
@@ -21,7 +21,6 @@ import pytest
 from lsprotocol import types as lsp
 
 from assembly.rope import Rope
-from server.handlers import documents
 from server.session import THAW_EVERY, DocState, Snapshot
 from tests.support.inprocess import InProcessClient
 
@@ -87,7 +86,7 @@ async def settled(client: InProcessClient) -> None:
     """Wait until no analysis is running or due."""
     s = client.server.session
     async with asyncio.timeout(TIMEOUT_S):
-        while s.stale or any(not f.done() for _, f in s.running.values()):
+        while s.scheduler.busy():
             await asyncio.sleep(0.005)
         await asyncio.sleep(0.01)  # the loop callbacks of the last analysis
 
@@ -131,7 +130,7 @@ async def test_edits_during_an_analysis_publish_only_the_latest_version(
     open_doc(client, uri, text_of(1))  # its analysis waits behind the gate
     for version in range(2, 7):
         client.change(uri, version, text_of(version))
-    assert client.server.session.stale == {uri}
+    assert client.server.session.scheduler.busy()
     gate.set()
     await until(lambda: bool(published(client, uri)))
     await settled(client)
@@ -161,36 +160,6 @@ async def test_rapid_edits_publish_in_order_and_end_on_the_latest(
     for p in res:  # each publish is the analysis of its own version's text
         assert p.version is not None
         assert codes(p) == (["unknown-placeholder"] if p.version % 2 == 0 else []), p.version
-
-
-async def test_a_late_snapshot_is_neither_published_nor_kept_over_a_newer_one(
-    client: InProcessClient, workspace: Path
-) -> None:
-    ls, s = client.server, client.server.session
-    path = workspace / "chat.conv.yaml"
-    uri = path.as_uri()
-    old, new = (DocState(uri, path, v, Rope.from_str(text_of(v)), "conversation") for v in (1, 2))
-    old_snap, new_snap = s.analyze_now(old), s.analyze_now(new)
-    s.documents[uri] = new
-    documents._finished(ls, new_snap)
-    documents._finished(ls, old_snap)  # an analysis of version 1 that ended last
-    assert [p.version for p in published(client, uri)] == [2]
-    assert s.snapshots[uri] is new_snap
-
-
-async def test_a_snapshot_of_an_old_version_is_kept_for_hovers_but_not_published(
-    client: InProcessClient, workspace: Path
-) -> None:
-    ls, s = client.server, client.server.session
-    path = workspace / "chat.conv.yaml"
-    uri = path.as_uri()
-    snap: Snapshot = s.analyze_now(
-        DocState(uri, path, 1, Rope.from_str(text_of(1)), "conversation")
-    )
-    s.documents[uri] = DocState(uri, path, 2, Rope.from_str(text_of(2)), "conversation")
-    documents._finished(ls, snap)
-    assert published(client, uri) == []
-    assert documents.latest_snapshot(ls, uri) is snap
 
 
 # Dependencies -----------------------------------------------------------------------------
@@ -256,7 +225,7 @@ async def test_dependents_are_reanalysed_when_a_file_they_read_changes(
     before = s.snapshots[uri]
     (workspace / "docs" / "other.md").write_text("unrelated\n", encoding="utf-8")
     watched(client, workspace / "docs" / "other.md")
-    assert uri not in s.running and uri not in s.stale
+    assert not s.scheduler.busy()
     assert s.snapshots[uri] is before
 
 

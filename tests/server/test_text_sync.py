@@ -11,6 +11,7 @@ notification, and pygls must hold no copy of the document.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -52,7 +53,7 @@ async def client(request: pytest.FixtureRequest) -> AsyncIterator[InProcessClien
 def check_server_text(client: InProcessClient, uri: str, text: str) -> None:
     doc = client.server.session.documents[uri]
     assert str(doc.text) == text
-    assert doc.text.line_count == text.count("\n") + 1
+    assert doc.text.line_count == len(re.split(r"\r\n|\r|\n", text))
     assert uri not in client.server.workspace.text_documents  # pygls keeps no copy
 
 
@@ -173,3 +174,38 @@ def test_a_rope_converts_as_its_str(text: str, data: st.DataObject) -> None:
             line = data.draw(st.integers(0, text.count("\n") + 1))
             position = lsp.Position(line, data.draw(st.integers(0, 40)))
             assert from_lsp_position(on_rope, position) == from_lsp_position(on_str, position)
+
+
+def client_position(text: str, offset: int, encoding: str) -> lsp.Position:
+    """An LSP position as a client computes it, written independently of ``convert``:
+    lines end at "\\n", "\\r\\n" and a lone "\\r" (LSP 3.17, "Text Documents")."""
+    starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", text)]
+    line = max(i for i, s in enumerate(starts) if s <= offset)
+    before = text[starts[line] : offset]
+    if encoding == "utf-32":
+        units = len(before)
+    else:
+        units = len(before.encode("utf-16-le" if encoding == "utf-16" else "utf-8"))
+        units //= 2 if encoding == "utf-16" else 1
+    return lsp.Position(line, units)
+
+
+async def test_lone_carriage_returns_end_lines_as_the_client_counts_them(
+    client: InProcessClient, tmp_path: Path
+) -> None:
+    uri = (tmp_path / "cr.conv.yaml").as_uri()
+    encoding = client.server.session.encoding
+    text = 'messages:\r  - {id: u1, role: user, content: "old mac 😀"}\r\r  - {id: a1}\n'
+    await client.open(uri, text)
+    rng = random.Random(11)
+    for version in range(2, 120):
+        start = rng.randint(0, len(text))
+        end = min(len(text), start + rng.choice([0, 1, 3]))
+        # A client never places a position inside a "\r\n" or a surrogate pair.
+        start, end = (o - 1 if text[o - 1 : o + 1] == "\r\n" else o for o in (start, end))
+        new = rng.choice(["\r", "\n", "\r\n", "x", "😀", "\u2028", ""])
+        a, b = client_position(text, start, encoding), client_position(text, end, encoding)
+        edit = lsp.TextDocumentContentChangePartial(range=lsp.Range(a, b), text=new)
+        change(client, uri, version, [edit])
+        text = text[:start] + new + text[end:]
+        check_server_text(client, uri, text)

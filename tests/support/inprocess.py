@@ -68,6 +68,16 @@ class InProcessClient:
             return result
         return self.converter.structure(result, result_type)
 
+    async def request_raw(self, method: str, params: Any) -> dict[str, Any]:
+        """Send a request with ``params`` as given (JSON, possibly malformed); return the
+        whole response message (``result`` or ``error``)."""
+        msg_id = next(self._ids)
+        self._feed({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        async with asyncio.timeout(TIMEOUT_S):
+            while msg_id not in self._responses:
+                await asyncio.sleep(0.005)
+        return self._responses.pop(msg_id)
+
     def notify(self, method: str, params: Any) -> None:
         self._feed(
             {"jsonrpc": "2.0", "method": method, "params": self.converter.unstructure(params)}

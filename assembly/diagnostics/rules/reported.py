@@ -255,3 +255,25 @@ def no_user_message(ctx: RuleContext) -> Iterator[Diagnostic]:
     ```
     """
     return _reported(ctx, "no-user-message")
+
+
+def internal_error(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """promptls itself failed on this document.
+
+    ## What it does
+    Reports an unexpected exception raised while reading, assembling or checking the
+    document, at the document's head, with a one-line cause and where to report it. The
+    other documents (and, in the editor, the last good findings) are unaffected.
+
+    ## Why is this bad?
+    Whatever the failing step would have found is missing, so the other findings of this
+    document may be incomplete. It is a bug in promptls, not in the document: please report
+    it with the document (or a trimmed copy) that triggers it.
+
+    ## Example
+    ```text
+    internal error: RecursionError: maximum recursion depth exceeded (while checking);
+    please report it at https://github.com/promptls/promptls/issues
+    ```
+    """
+    return _reported(ctx, "internal-error")

@@ -1,0 +1,171 @@
+"""Serving the language server over TCP or a WebSocket: loopback only, one client.
+
+What these expose is everything the server can read (the workspace folders its client
+names), so (``docs/security.md``):
+
+- both listen on a loopback address only (``127.0.0.1``, ``::1`` or ``localhost``);
+  any other host is refused before anything listens;
+- a WebSocket handshake from a browser carries an ``Origin`` header: it is refused unless
+  that origin was allowed with ``--allow-origin`` (clients that are not browsers send no
+  ``Origin`` and are accepted), so a web page cannot talk to the server;
+- one client is served; when it disconnects or sends ``exit`` the server stops, with the
+  exit code LSP asks for (0 after ``shutdown``, else 1) and no traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from pygls.io_ import run_async, run_websocket
+
+from server.app import PromptServer
+
+log = logging.getLogger(__name__)
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+class TransportError(Exception):
+    """A usage error (a host that is not loopback, a malformed origin)."""
+
+
+def parse_address(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``PORT`` (host ``127.0.0.1``); the host must be a loopback one."""
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", value
+    host = host.strip("[]")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise TransportError(f"expected HOST:PORT, e.g. 127.0.0.1:2087 (got {value!r})")
+    if not is_loopback(host):
+        raise TransportError(
+            f"refusing to listen on {host!r}: only a loopback address (127.0.0.1, ::1, "
+            "localhost) is allowed, since a client can read the workspace's files"
+        )
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_origins(origins: Sequence[str]) -> list[str]:
+    """The ``--allow-origin`` values, as browsers send them (``scheme://host[:port]``)."""
+    res = []
+    for origin in origins:
+        scheme, sep, rest = origin.partition("://")
+        if not sep or scheme not in ("http", "https") or not rest or "/" in rest:
+            raise TransportError(
+                f"--allow-origin takes an origin such as http://localhost:3000 (got {origin!r})"
+            )
+        res.append(origin.rstrip("/"))
+    return res
+
+
+def serve_tcp(server: PromptServer, host: str, port: int) -> int:
+    """Listen on ``host:port``, serve one client, return the exit code."""
+    stop = threading.Event()
+    server._stop_event = stop
+    code = [0]
+
+    async def main() -> None:
+        done = asyncio.Event()
+        served = False
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal served
+            if served:  # one client per server, as with stdio
+                writer.close()
+                return
+            served = True
+            server.protocol.set_writer(writer)  # type: ignore[arg-type]
+            try:
+                await run_async(
+                    stop_event=stop,
+                    reader=reader,  # type: ignore[arg-type]
+                    protocol=server.protocol,
+                    logger=log,
+                    error_handler=server.report_server_error,
+                )
+            except SystemExit as e:  # ``exit``: pygls calls ``sys.exit``
+                code[0] = _code(e)
+            finally:
+                done.set()
+
+        listener = await asyncio.start_server(connection, host, port)
+        log.info("listening on %s", [s.getsockname() for s in listener.sockets])
+        async with listener:
+            await done.wait()
+
+    return _run(server, main, code)
+
+
+def serve_ws(server: PromptServer, host: str, port: int, allow_origins: Sequence[str]) -> int:
+    """Listen for a WebSocket on ``host:port``, serve one client, return the exit code.
+
+    Handshakes with an ``Origin`` header not in ``allow_origins`` get 403 Forbidden.
+    """
+    from websockets.asyncio.server import ServerConnection, serve
+
+    stop = threading.Event()
+    server._stop_event = stop
+    code = [0]
+    origins: list[str | None] = [None, *allow_origins]  # None: no Origin (not a browser)
+
+    async def main() -> None:
+        done = asyncio.Event()
+        served = False
+
+        async def connection(websocket: ServerConnection) -> None:
+            nonlocal served
+            if served:
+                await websocket.close(1013, "promptls serves one client")
+                return
+            served = True
+            try:
+                await run_websocket(
+                    websocket=websocket,
+                    stop_event=stop,
+                    protocol=server.protocol,
+                    logger=log,
+                    error_handler=server.report_server_error,
+                )
+            except SystemExit as e:
+                code[0] = _code(e)
+            finally:
+                done.set()
+
+        async with serve(connection, host, port, origins=origins) as listener:  # type: ignore[arg-type]
+            log.info("listening on %s", [s.getsockname() for s in listener.sockets])
+            await done.wait()
+
+    return _run(server, main, code)
+
+
+def _run(
+    server: PromptServer, main: Callable[[], Coroutine[Any, Any, None]], code: list[int]
+) -> int:
+    """Run the server's loop; ``exit`` (pygls raises ``SystemExit``) ends it quietly."""
+    try:
+        asyncio.run(main())
+        return code[0]
+    except SystemExit as e:
+        return _code(e)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        server.session.close()
+
+
+def _code(e: SystemExit) -> int:
+    return e.code if isinstance(e.code, int) else 0

@@ -1,0 +1,343 @@
+"""``server/scheduler.py``: one analysis per document state, the latest state published.
+
+Deterministic: a real ``PromptServer`` in-process (``tests.support.inprocess``) whose
+analysis executor is a ``ManualExecutor``: analyses are queued when the server starts
+them and run only when the test says, so every interleaving of edits, requests and
+finishing analyses is chosen by the test, not by timing. The analyses themselves are the
+real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types as lsp
+
+from server.session import Session
+from tests.support.inprocess import InProcessClient
+
+FINDING = "reminder: 'Today is {{CURENT_DATETIME}}.'\n"
+PLAIN = 'messages:\n  - {id: u1, role: user, content: "Draft the memo, take %d."}\n'
+
+
+def text_of(version: int) -> str:
+    """Even versions have a finding (an unknown placeholder), odd ones none."""
+    return (FINDING if version % 2 == 0 else "") + PLAIN % version
+
+
+class ManualExecutor:
+    """Holds submitted analyses until ``run_next``; runs them on the caller's thread."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]] = []
+        self.submitted = 0
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.pending.append((future, fn, args))
+        self.submitted += 1
+        return future
+
+    def run_next(self) -> None:
+        future, fn, args = self.pending.pop(0)
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as e:
+            future.set_exception(e)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self.pending.clear()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / ".git").mkdir(parents=True)
+    return root
+
+
+@pytest.fixture
+async def client(workspace: Path) -> AsyncIterator[InProcessClient]:
+    res = InProcessClient()
+    capabilities = lsp.ClientCapabilities(
+        text_document=lsp.TextDocumentClientCapabilities(
+            publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(version_support=True)
+        ),
+        workspace=lsp.WorkspaceClientCapabilities(
+            did_change_watched_files=lsp.DidChangeWatchedFilesClientCapabilities(
+                dynamic_registration=True
+            )
+        ),
+    )
+    await res.initialize(capabilities, root_uri=workspace.as_uri())
+    res.server.session.executor = ManualExecutor()  # type: ignore[assignment]
+    yield res
+    res.shutdown()
+
+
+def executor(client: InProcessClient) -> ManualExecutor:
+    return client.server.session.executor  # type: ignore[return-value]
+
+
+async def turn() -> None:
+    """Let the loop run what is ready (posted callbacks, dispatched handlers)."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def run_next(client: InProcessClient) -> None:
+    executor(client).run_next()
+    await turn()
+
+
+def published(client: InProcessClient, uri: str) -> list[lsp.PublishDiagnosticsParams]:
+    return [
+        client.converter.structure(m["params"], lsp.PublishDiagnosticsParams)
+        for m in client.sent
+        if m.get("method") == lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS and m["params"]["uri"] == uri
+    ]
+
+
+def codes(params: lsp.PublishDiagnosticsParams) -> list[str]:
+    return sorted(str(d.code) for d in params.diagnostics)
+
+
+def open_doc(client: InProcessClient, uri: str, text: str) -> None:
+    client.notify(
+        lsp.TEXT_DOCUMENT_DID_OPEN,
+        lsp.DidOpenTextDocumentParams(
+            text_document=lsp.TextDocumentItem(uri=uri, language_id="yaml", version=1, text=text)
+        ),
+    )
+
+
+def outline(client: InProcessClient, uri: str) -> asyncio.Task[Any]:
+    params = lsp.DocumentSymbolParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    return asyncio.create_task(client.request(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL, params))
+
+
+async def test_the_issue_interleaving_publishes_the_last_version(
+    client: InProcessClient, workspace: Path
+) -> None:
+    # didOpen; didChange v2, v3; documentSymbol; didChange v4 -> v4 must be published.
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(1))
+    client.change(uri, 2, text_of(2))
+    client.change(uri, 3, text_of(3))
+    symbols = outline(client, uri)
+    await turn()
+    client.change(uri, 4, text_of(4))
+    await turn()
+    # Only v1's analysis was started: edits coalesce, the request started none.
+    assert executor(client).submitted == 1
+    await run_next(client)  # v1 ends: the document moved on, nothing is published
+    assert published(client, uri) == []
+    assert not symbols.done()  # it waits for the analysis of (at least) its version, v3
+    assert executor(client).submitted == 2  # v4's analysis, the one that coalesced v2-v4
+    await run_next(client)
+    assert [p.version for p in published(client, uri)] == [4]
+    assert codes(published(client, uri)[0]) == ["unknown-placeholder"]
+    result = await symbols
+    assert result  # answered from v4's analysis
+    assert executor(client).submitted == 2 and not executor(client).pending
+
+
+async def test_requests_never_start_analyses(client: InProcessClient, workspace: Path) -> None:
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(1))
+    requests = []
+    for version in range(2, 32):  # a keystroke, an outline and a folding request, 30 times
+        client.change(uri, version, text_of(version))
+        requests.append(outline(client, uri))
+        folding = lsp.FoldingRangeParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+        requests.append(
+            asyncio.create_task(client.request(lsp.TEXT_DOCUMENT_FOLDING_RANGE, folding))
+        )
+        await turn()
+        if version % 10 == 0:  # an analysis ends now and then
+            await run_next(client)
+    while executor(client).pending:
+        await run_next(client)
+    await asyncio.gather(*requests)
+    # One analysis running at a time, each of the then-latest text: 1 + one per finish.
+    assert executor(client).submitted == 5
+    assert [p.version for p in published(client, uri)][-1] == 31
+
+
+async def test_each_state_is_published_once_and_in_order(
+    client: InProcessClient, workspace: Path
+) -> None:
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(1))
+    await run_next(client)
+    for version in range(2, 8):
+        client.change(uri, version, text_of(version))
+        await turn()
+        await run_next(client)
+    versions = [p.version for p in published(client, uri)]
+    assert versions == list(range(1, 8))
+    for p in published(client, uri):
+        assert p.version is not None
+        assert codes(p) == (["unknown-placeholder"] if p.version % 2 == 0 else [])
+
+
+async def test_a_request_that_waits_too_long_answers_from_the_older_analysis_mapped(
+    client: InProcessClient, workspace: Path
+) -> None:
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    text = text_of(2)
+    open_doc(client, uri, text)
+    await run_next(client)
+    client.server.session.scheduler.wait_s = 0.05
+    # Delete the first line (the reminder): the v2 analysis's ranges are past what is left.
+    short = text[len(FINDING) :]
+    client.change(uri, 3, short)
+    await turn()
+    hover = lsp.HoverParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(0, 4)
+    )
+    res = await client.request(lsp.TEXT_DOCUMENT_HOVER, hover, lsp.Hover)
+    assert res is not None and "changed since" in res.contents.value  # it says so
+    lines = short.split("\n")
+    for rng in (res.range,):
+        assert rng is not None
+        assert rng.end.line < len(lines) and rng.end.character <= len(lines[rng.end.line])
+    lens_params = lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    lenses = await client.request(lsp.TEXT_DOCUMENT_CODE_LENS, lens_params, list[lsp.CodeLens])
+    hints_params = lsp.InlayHintParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri),
+        range=lsp.Range(lsp.Position(0, 0), lsp.Position(len(lines), 0)),
+    )
+    hints = await client.request(lsp.TEXT_DOCUMENT_INLAY_HINT, hints_params, list[lsp.InlayHint])
+    assert lenses and hints
+    places = [x.range.end for x in lenses] + [h.position for h in hints]
+    for pos in places:  # never past the end of the current text
+        assert pos.line < len(lines) and pos.character <= len(lines[pos.line]), pos
+    # The outline waited (bounded) and answered too; code actions offer nothing stale.
+    assert await outline(client, uri) is not None
+    actions = lsp.CodeActionParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri),
+        range=lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0)),
+        context=lsp.CodeActionContext(diagnostics=[]),
+    )
+    assert await client.request(lsp.TEXT_DOCUMENT_CODE_ACTION, actions) is None
+    await run_next(client)
+    assert [p.version for p in published(client, uri)] == [1, 3]
+
+
+async def test_a_failing_analysis_is_published_as_internal_error_and_keeps_the_last_good(
+    client: InProcessClient, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(2))
+    await run_next(client)
+    assert codes(published(client, uri)[-1]) == ["unknown-placeholder"]
+
+    real = Session._analyze
+
+    def boom(self: Session, doc: Any) -> Any:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(Session, "_analyze", boom)
+    client.change(uri, 3, "# a line before\n" + text_of(2))
+    await turn()
+    await run_next(client)
+    last = published(client, uri)[-1]
+    assert last.version == 3
+    assert codes(last) == ["internal-error", "unknown-placeholder"]
+    head = next(d for d in last.diagnostics if d.code == "internal-error")
+    assert head.range.start == lsp.Position(0, 0)
+    assert "RecursionError" in head.message and "report" in head.message
+    stale = next(d for d in last.diagnostics if d.code == "unknown-placeholder")
+    assert "from version 1" in stale.message
+    assert stale.range.start.line == 1  # moved past the inserted line
+    # Requests answer from the last good analysis; code actions are empty, not errors.
+    assert await outline(client, uri)
+    actions = lsp.CodeActionParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri),
+        range=lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0)),
+        context=lsp.CodeActionContext(diagnostics=[]),
+    )
+    assert await client.request(lsp.TEXT_DOCUMENT_CODE_ACTION, actions) is None
+    # The next edit that analyses again recovers.
+    monkeypatch.setattr(Session, "_analyze", real)
+    client.change(uri, 4, text_of(5))
+    await turn()
+    await run_next(client)
+    assert published(client, uri)[-1].version == 4
+    assert codes(published(client, uri)[-1]) == []
+
+
+async def test_a_closed_document_drops_its_running_analysis(
+    client: InProcessClient, workspace: Path
+) -> None:
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(2))
+    symbols = outline(client, uri)
+    await turn()
+    client.notify(
+        lsp.TEXT_DOCUMENT_DID_CLOSE,
+        lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri)),
+    )
+    await turn()
+    assert await symbols is None  # the waiting request is answered, not left hanging
+    await run_next(client)
+    assert [list(p.diagnostics) for p in published(client, uri)] == [[]]  # the clearing only
+
+
+async def test_requests_waiting_for_one_analysis_share_one_outline(
+    client: InProcessClient, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from server.handlers import folding, symbols
+
+    calls = {"symbols": 0, "folding": 0}
+    real = {"symbols": symbols._outline, "folding": folding._folds}
+
+    def counting(kind: str) -> Callable[[Any], Any]:
+        def run(view: Any) -> Any:
+            calls[kind] += 1
+            return real[kind](view)
+
+        return run
+
+    monkeypatch.setattr(symbols, "_outline", counting("symbols"))
+    monkeypatch.setattr(folding, "_folds", counting("folding"))
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(1))
+    requests = []
+    for version in range(2, 12):  # ten keystrokes, an outline and folds after each
+        client.change(uri, version, text_of(version))
+        requests.append(outline(client, uri))
+        folds = lsp.FoldingRangeParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+        requests.append(asyncio.create_task(client.request(lsp.TEXT_DOCUMENT_FOLDING_RANGE, folds)))
+        await turn()
+    await run_next(client)  # v1: every request still waits for a later version
+    assert calls == {"symbols": 0, "folding": 0}
+    await run_next(client)  # v11, the latest: all twenty requests answered from it
+    results = await asyncio.gather(*requests)
+    assert all(results[::2])  # outlines (a two-line document has no folds)
+    assert calls == {"symbols": 1, "folding": 1}
+
+
+async def test_an_edit_analysed_while_an_outline_settles_is_not_analysed_again(
+    client: InProcessClient, workspace: Path
+) -> None:
+    # The outline waits a moment for edits already sent (``SETTLE_S``); an edit that
+    # arrives and is analysed meanwhile is answered from, not analysed a second time.
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(1))
+    await run_next(client)
+    symbols = outline(client, uri)
+    await turn()
+    client.change(uri, 2, text_of(2))
+    await turn()
+    await run_next(client)
+    assert await symbols
+    assert executor(client).submitted == 2 and not executor(client).pending
+    assert [p.version for p in published(client, uri)] == [1, 2]

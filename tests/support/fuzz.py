@@ -1,0 +1,364 @@
+"""A seeded fuzz run against ``promptls serve`` over stdio: random edits, interleaved requests.
+
+Used by the CI test (``tests/e2e/test_fuzz_edits.py``, a few hundred edits) and the run on
+demand (``tests/fuzz/fuzz_lsp.py``, 10,000+). A client (pygls') starts the server as a
+subprocess and, per document, sends incremental ``didChange`` edits at random places
+(typing, deleting, pasting; line ends ``\\n``, ``\\r\\n`` and a lone ``\\r``; emoji), some
+sent in bursts without waiting, and interleaves the requests an editor sends while typing
+(outline, folding, hover, inlay hints, code lens, code actions, completion), some awaited,
+most not. At each checkpoint (and after the last edit) it waits for the server to
+publish the current version and compares what it published with ``promptls lint`` of the
+same text; it also checks that versions are published in order, that every request is
+answered without an error, and that each published version is published once.
+
+Positions are computed here from the client's own text (``client_position``), not with
+the server's conversion code, in UTF-32 (code points), so a desync of the server's text
+shows as a mismatch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.lsp.client import LanguageClient
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "TIKTOKEN_CACHE_DIR": ""}  # the offline cl100k_base only: fixed figures
+PIECES = (
+    "a",
+    "x",
+    " ",
+    '"',
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "\n",
+    "\r\n",
+    "\r",
+    "😀",
+    "é",
+    "{{CURENT_DATETIME}}",
+    "  - {id: z, role: user, content: hi}\n",
+    '{"id": "z", "role": "user", "content": "hi"},',
+)
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass
+class Report:
+    """What a run saw."""
+
+    edits: int = 0
+    requests: int = 0
+    request_errors: list[str] = field(default_factory=list)
+    checkpoints: int = 0
+    stale: list[str] = field(default_factory=list)  # checkpoints where publish != lint
+    missing: list[str] = field(default_factory=list)  # versions never published in time
+    out_of_order: list[str] = field(default_factory=list)
+    republished: list[str] = field(default_factory=list)  # a version published twice
+    publish_waits_s: list[float] = field(default_factory=list)  # last edit -> its publish
+    stale_texts: dict[str, str] = field(default_factory=dict)  # the texts of stale checkpoints
+
+    def ok(self) -> bool:
+        return not (
+            self.request_errors
+            or self.stale
+            or self.missing
+            or self.out_of_order
+            or self.republished
+        )
+
+    def summary(self) -> str:
+        waits = sorted(self.publish_waits_s) or [0.0]
+        return (
+            f"edits {self.edits}, requests {self.requests} ({len(self.request_errors)} errors), "
+            f"checkpoints {self.checkpoints}: stale {len(self.stale)}, "
+            f"missing {len(self.missing)}, out of order {len(self.out_of_order)}, "
+            f"published twice {len(self.republished)}; wait for the last publish: "
+            f"median {waits[len(waits) // 2] * 1000:.0f} ms, max {waits[-1] * 1000:.0f} ms"
+        )
+
+
+def client_position(text: str, offset: int) -> lsp.Position:
+    """An LSP position in UTF-32 as a client computes it (lines end at \\n, \\r\\n, \\r)."""
+    line, start = 0, 0
+    for m in _LINE_END.finditer(text, 0, offset):
+        if m.end() > offset:
+            break
+        line, start = line + 1, m.end()
+    return lsp.Position(line, offset - start)
+
+
+class Fuzzer:
+    """One server, one client; ``run`` fuzzes the documents one after another."""
+
+    def __init__(self, workspace: Path, *, seed: int, log_file: Path) -> None:
+        self.workspace = workspace
+        self.rng = random.Random(seed)
+        self.report = Report()
+        self.client = LanguageClient("promptls-fuzz", "1")
+        self.published: dict[str, list[tuple[int | None, list[lsp.Diagnostic], float]]] = {}
+        self.log_file = log_file
+
+        @self.client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        def on_publish(params: lsp.PublishDiagnosticsParams) -> None:
+            entry = (params.version, list(params.diagnostics), time.monotonic())
+            self.published.setdefault(params.uri, []).append(entry)
+
+        for method in (
+            lsp.WORKSPACE_INLAY_HINT_REFRESH,
+            lsp.WORKSPACE_CODE_LENS_REFRESH,
+            lsp.CLIENT_REGISTER_CAPABILITY,
+        ):
+            self.client.feature(method)(lambda params: None)
+        self.client.feature(lsp.WINDOW_SHOW_MESSAGE)(lambda params: None)
+        self.client.feature(lsp.WINDOW_LOG_MESSAGE)(lambda params: None)
+
+    async def start(self) -> None:
+        await self.client.start_io(
+            sys.executable,
+            "-m",
+            "server",
+            "--log-file",
+            str(self.log_file),
+            env=ENV,
+            cwd=str(REPO),
+        )
+        capabilities = lsp.ClientCapabilities(
+            general=lsp.GeneralClientCapabilities(position_encodings=["utf-32"]),
+            text_document=lsp.TextDocumentClientCapabilities(
+                publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(version_support=True)
+            ),
+        )
+        folder = lsp.WorkspaceFolder(uri=self.workspace.as_uri(), name="ws")
+        await self.client.initialize_async(
+            lsp.InitializeParams(capabilities=capabilities, workspace_folders=[folder])
+        )
+        self.client.initialized(lsp.InitializedParams())
+
+    async def stop(self) -> None:
+        await self.client.shutdown_async(None)
+        self.client.exit(None)
+        await self.client.stop()
+
+    async def run(
+        self, paths: Sequence[Path], *, edits_per_document: int, checkpoints: int = 1
+    ) -> Report:
+        for path in paths:
+            await self.fuzz_document(path, edits_per_document, checkpoints)
+        return self.report
+
+    async def fuzz_document(self, path: Path, n_edits: int, n_checkpoints: int) -> None:
+        rng, uri = self.rng, path.as_uri()
+        text = path.read_text(encoding="utf-8")
+        language = "markdown" if path.name.endswith(".md") else "yaml"
+        self.client.text_document_did_open(
+            lsp.DidOpenTextDocumentParams(
+                text_document=lsp.TextDocumentItem(
+                    uri=uri, language_id=language, version=1, text=text
+                )
+            )
+        )
+        version = 1
+        pending: list[asyncio.Task[Any]] = []
+        every = max(1, n_edits // max(1, n_checkpoints))
+        for i in range(1, n_edits + 1):
+            text, change = self._edit(text)
+            version += 1
+            self.client.text_document_did_change(
+                lsp.DidChangeTextDocumentParams(
+                    text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                    content_changes=[change],
+                )
+            )
+            self.report.edits += 1
+            for _ in range(rng.choice([0, 0, 1, 1, 2, 3])):
+                task = asyncio.create_task(self._request(uri, text))
+                if rng.random() < 0.2:
+                    await task
+                else:
+                    pending.append(task)
+            pause = rng.choice([0, 0, 0, 0.001, 0.005, 0.02, 0.1])
+            if pause:
+                await asyncio.sleep(pause)
+            if i % every == 0 or i == n_edits:
+                await self._checkpoint(path, uri, version, text)
+        await asyncio.gather(*pending)
+        self.client.text_document_did_close(
+            lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+        )
+        self._check_order(uri)
+
+    def _edit(self, text: str) -> tuple[str, lsp.TextDocumentContentChangePartial]:
+        rng = self.rng
+        start = rng.randint(0, len(text))
+        end = min(len(text), start + rng.choice([0, 0, 0, 1, 1, 2, 5, 30]))
+        # A client never places a position inside a "\r\n" or a surrogate pair.
+        start, end = (o - 1 if text[o - 1 : o + 1] == "\r\n" and o > 0 else o for o in (start, end))
+        new = "" if rng.random() < 0.25 else rng.choice(PIECES)
+        rng_lsp = lsp.Range(client_position(text, start), client_position(text, end))
+        change = lsp.TextDocumentContentChangePartial(range=rng_lsp, text=new)
+        return text[:start] + new + text[end:], change
+
+    async def _request(self, uri: str, text: str) -> None:
+        rng, c = self.rng, self.client
+        doc = lsp.TextDocumentIdentifier(uri=uri)
+        pos = client_position(text, rng.randint(0, len(text)))
+        whole = lsp.Range(lsp.Position(0, 0), client_position(text, len(text)))
+        kind = rng.choice(["symbols", "folding", "hover", "inlay", "lens", "actions", "completion"])
+        self.report.requests += 1
+        try:
+            if kind == "symbols":
+                await c.text_document_document_symbol_async(
+                    lsp.DocumentSymbolParams(text_document=doc)
+                )
+            elif kind == "folding":
+                await c.text_document_folding_range_async(lsp.FoldingRangeParams(text_document=doc))
+            elif kind == "hover":
+                await c.text_document_hover_async(lsp.HoverParams(text_document=doc, position=pos))
+            elif kind == "inlay":
+                await c.text_document_inlay_hint_async(
+                    lsp.InlayHintParams(text_document=doc, range=whole)
+                )
+            elif kind == "lens":
+                await c.text_document_code_lens_async(lsp.CodeLensParams(text_document=doc))
+            elif kind == "actions":
+                await c.text_document_code_action_async(
+                    lsp.CodeActionParams(
+                        text_document=doc,
+                        range=lsp.Range(pos, pos),
+                        context=lsp.CodeActionContext(diagnostics=[]),
+                    )
+                )
+            else:
+                await c.text_document_completion_async(
+                    lsp.CompletionParams(text_document=doc, position=pos)
+                )
+        except Exception as e:  # an error reply (or none): the run reports it
+            self.report.request_errors.append(f"{kind}: {type(e).__name__}: {e}")
+
+    async def _checkpoint(self, path: Path, uri: str, version: int, text: str) -> None:
+        self.report.checkpoints += 1
+        sent = time.monotonic()
+        deadline = sent + 60
+        while time.monotonic() < deadline:
+            got = [p for p in self.published.get(uri, []) if p[0] == version]
+            if got:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            self.report.missing.append(f"{path.name} v{version}")
+            return
+        self.report.publish_waits_s.append(got[0][2] - sent)
+        places = _Places(text)
+        ours = sorted(places.finding(*_from_lsp(d)) for d in got[0][1])
+        theirs = sorted(places.finding(*f) for f in lint(path, text))
+        if ours != theirs:
+            only_ours = [d for d in ours if d not in theirs]
+            only_lint = [d for d in theirs if d not in ours]
+            name = f"{path.name} v{version}"
+            self.report.stale.append(f"{name}: only published {only_ours}; only lint {only_lint}")
+            self.report.stale_texts[name] = text
+
+    def _check_order(self, uri: str) -> None:
+        versions = [v for v, _, _ in self.published.get(uri, []) if v is not None]
+        for a, b in itertools.pairwise(versions):
+            if b < a:
+                self.report.out_of_order.append(f"{uri}: v{b} after v{a}")
+            elif a == b:
+                self.report.republished.append(f"{uri}: v{a}")
+
+
+class _Places:
+    """Line and column (1-based, code points) to offsets in one text, an offset between
+    the "\r" and the "\n" of a line break taken as the line's end (LSP has no position
+    there, the command line shows its column: the same place)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0] + [m.end() for m in _LINE_END.finditer(text)]
+
+    def offset(self, line: int, column: int) -> int:
+        offset = self.starts[min(line, len(self.starts)) - 1] + column - 1
+        if self.text[offset - 1 : offset + 1] == "\r\n":
+            offset -= 1
+        return offset
+
+    def finding(
+        self, code: str, line: int, column: int, end_line: int, end_column: int, message: str
+    ) -> tuple[str, int, int, str]:
+        return code, self.offset(line, column), self.offset(end_line, end_column), message
+
+
+def _from_lsp(d: lsp.Diagnostic) -> tuple[str, int, int, int, int, str]:
+    r = d.range
+    return (
+        str(d.code),
+        r.start.line + 1,
+        r.start.character + 1,
+        r.end.line + 1,
+        r.end.character + 1,
+        d.message,
+    )
+
+
+def lint(path: Path, text: str) -> list[tuple[str, int, int, int, int, str]]:
+    """``promptls lint --format json`` of ``text`` at ``path`` (the file is rewritten)."""
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    res = subprocess.run(
+        [sys.executable, "-m", "server.cli", "lint", "--format", "json", str(path)],
+        capture_output=True,
+        env=ENV,
+        cwd=str(REPO),
+        timeout=120,
+    )
+    findings = json.loads(res.stdout or b"[]")
+    out = []
+    for f in findings:
+        if Path(f["file"]).resolve() != path.resolve():
+            continue  # a finding in another file (a settings file): not published here
+        r = f["range"]
+        out.append(
+            (
+                f["code"],
+                r["start"]["line"],
+                r["start"]["column"],
+                r["end"]["line"],
+                r["end"]["column"],
+                f["message"],
+            )
+        )
+    return out
+
+
+def workspace_from_examples(root: Path) -> list[Path]:
+    """Copy the examples (conversations in JSON, JSON Lines and YAML, their prompts and
+    documents) into ``root``; return the documents to fuzz."""
+    import shutil
+
+    shutil.copytree(REPO / "examples", root, dirs_exist_ok=True)
+    (root / ".git").mkdir(exist_ok=True)
+    names = (
+        "support-agent.conv.yaml",
+        "support-agent.conv.json",
+        "support-agent.conv.jsonl",
+        "branching.conv.yaml",
+    )
+    prompts = sorted((root / "prompts").glob("*.prompt.md"))
+    return [root / n for n in names] + prompts[:1]
