@@ -129,8 +129,8 @@ def test_usage_errors_of_assemble(tmp_path, capsys, monkeypatch) -> None:  # typ
 
 def test_version_does_not_load_a_tokenizer() -> None:
     code = (
-        "import sys\nfrom server.cli import main\n"
-        "try:\n    rc = main(['--version'])\nexcept SystemExit as e:\n    rc = e.code\n"
+        "import sys\nfrom server.cli import main\ntry:\n    main(['--version'])\n"
+        "except SystemExit as exc:\n    rc = exc.code or 0\n"
         "print(rc, 'tiktoken' in sys.modules, 'assembly' in sys.modules)"
     )
     res = subprocess.run(

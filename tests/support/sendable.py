@@ -55,16 +55,21 @@ class Problem:
     kind: str | None = None
 
 
-def problems(messages: Any, provider: str) -> list[Problem]:
-    """What the provider would refuse in ``messages`` (empty: it is a valid request)."""
+def problems(
+    messages: Any, provider: str, *, extra_fields: frozenset[str] = frozenset()
+) -> list[Problem]:
+    """What the provider would refuse in ``messages`` (empty: it is a valid request).
+
+    ``extra_fields`` are message fields a gateway takes besides the provider's own (e.g.
+    LiteLLM passes Anthropic's ``cache_control`` marker through)."""
     if not isinstance(messages, list) or not messages:
         return [Problem(-1, "`messages` must be a non-empty array")]
     if provider == "ollama":
-        return _ollama(messages)
-    return _openai(messages)
+        return _ollama(messages, extra_fields)
+    return _openai(messages, extra_fields)
 
 
-def _openai(messages: list[Any]) -> list[Problem]:
+def _openai(messages: list[Any], extra_fields: frozenset[str]) -> list[Problem]:
     res: list[Problem] = []
     open_calls: dict[str, int] = {}  # calls of the last assistant message not yet answered
     in_tool_run = False
@@ -73,7 +78,7 @@ def _openai(messages: list[Any]) -> list[Problem]:
             res.append(Problem(i, f"not a message with a known role: {m!r:.80}"))
             continue
         role = m["role"]
-        extra = set(m) - _OPENAI_FIELDS[role]
+        extra = set(m) - _OPENAI_FIELDS[role] - extra_fields
         if extra:
             res.append(Problem(i, f"fields not allowed on a {role} message: {sorted(extra)}"))
         if role != "tool":
@@ -156,7 +161,7 @@ def _call(i: int, c: Any) -> list[Problem]:
     return res
 
 
-def _ollama(messages: list[Any]) -> list[Problem]:
+def _ollama(messages: list[Any], extra_fields: frozenset[str]) -> list[Problem]:
     res = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
@@ -170,6 +175,7 @@ def _ollama(messages: list[Any]) -> list[Problem]:
         elif not isinstance(content, str):
             res.append(Problem(i, f"Ollama needs string `content`: {content!r:.60}"))
         extra = set(m) - {"role", "content", "images", "tool_calls", "tool_name", "thinking"}
+        extra -= extra_fields
         if extra:
             res.append(Problem(i, f"fields Ollama does not take: {sorted(extra)}"))
     return res
