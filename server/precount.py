@@ -146,7 +146,8 @@ def _fork(
             if count is None:
                 from server.tokenizers import load_tokenizer
 
-                tokenizer = load_tokenizer(*_document_encoding(values)).tokenizer
+                asked, model = _document_encoding(values)
+                tokenizer = load_tokenizer(asked, model=model).tokenizer
                 count, encoding = tokenizer.count, tokenizer.encoding
             triples = [
                 (hash(s), len(s), count(s))

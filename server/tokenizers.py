@@ -292,4 +292,3 @@ def _cached_file(url: str, expected_hash: str | None) -> bytes | None:
     if expected_hash is not None and hashlib.sha256(data).hexdigest() != expected_hash:
         return None
     return data
-

@@ -919,9 +919,7 @@ def _counted_with(settings: Settings, tokenizer: Tokenizer) -> str:
     choice = resolve_encoding(settings.encoding, settings.model)
     approx = " (an approximation of the model's tokenizer)" if choice.approximate else ""
     if choice.encoding == tokenizer.encoding:
-        return (
-            f"counted with `{tokenizer.encoding}`{approx}, as written (placeholders not filled)"
-        )
+        return f"counted with `{tokenizer.encoding}`{approx}, as written (placeholders not filled)"
     return (
         f"counted with `{tokenizer.encoding}` (**fell back** from `{choice.encoding}`), as "
         "written (placeholders not filled)"
