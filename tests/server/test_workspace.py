@@ -187,7 +187,8 @@ def test_todays_openai_models_count_with_o200k_base_offline(
     _write(
         tmp_path,
         {
-            "c.conv.yaml": f"settings: {{model: {model}}}\nmessages: [{{role: user, content: 你好}}]\n"
+            "c.conv.yaml": f"settings: {{model: {model}}}\n"
+            "messages: [{role: user, content: 你好}]\n"
         },
     )
     a = analyze(tmp_path / "c.conv.yaml", root=tmp_path, today=TODAY)
