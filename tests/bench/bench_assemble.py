@@ -6,9 +6,9 @@ text once (``encode_ordinary`` of the whole file, single call, encoder already l
 (b) the cold ``promptls assemble --format json`` wall time in a fresh process. The floor is
 taken with the encoding the output names (the document's model's, ``o200k_base`` for the
 default ``gpt-4o``), loaded offline; ``--baseline DIR`` also times another checkout of
-promptls (e.g. ``/work/main``) in the same run, against the floor of the encoding it used.
+promptls (e.g. a checkout of ``main``) in the same run, against the floor of the encoding it used.
 Medians over ``--repeat`` runs, interleaved so that load on the machine hits every row.
-On a shared machine wall times swell with other people's work; the CPU columns (the
+On a busy machine wall times swell with other people's work; the CPU columns (the
 command's user + system time, its counting child's included, against the floor's process
 time) are the steadier comparison, and on an idle machine the wall ratio is at most the
 CPU one (the child counts in parallel).

@@ -136,7 +136,7 @@ async def test_code_lens_and_the_assembled_view(client: LanguageClient) -> None:
     view = await client.workspace_execute_command_async(
         lsp.ExecuteCommandParams(command=lens.command.command, arguments=lens.command.arguments)
     )
-    assert view["budget"]["used"] + view["budget"]["tools"] == 5087
+    assert view["budget"]["used"] + view["budget"]["tools"] == 5079
     assert [e["id"] for e in view["layout"]][-1] == "$reminder"
     assert view["forgotten_files"][0]["filename"] == "sync-r_0708.log"
     overflow = await client.text_document_code_lens_async(
