@@ -127,3 +127,25 @@ def test_hover_head_says_counts_are_approximate(tmp_path: Path) -> None:
                 "Encoding: `cl100k_base`. **Approximate counts**: llama-3.3-70b uses Meta's own "
                 "tokenizer; counts with cl100k_base approximate it."
             )
+
+
+def test_a_million_spaces_before_a_word_are_counted_not_a_traceback(tmp_path: Path) -> None:
+    # tiktoken's regex engine panics on this text (a Rust panic, not an Exception), which
+    # took `assemble` down; the counting backend counts it. The split pattern cuts it into
+    # the run of spaces and " x", which tiktoken counts one by one (test_token_parity.py).
+    from server.tokenizers import reference_encoding
+
+    ref = reference_encoding("cl100k_base")[0]
+    doc = tmp_path / "c.conv.json"
+    content = " " * 1_100_000 + "x"
+    doc.write_text(
+        json.dumps(
+            {"settings": {"model": "gpt-4"}, "messages": [{"role": "user", "content": content}]}
+        )
+    )
+    code, out, err, _ = _run("assemble", str(doc), "--format", "json", "--today", "2026-01-01")
+    assert code == 0, err
+    assert "Traceback" not in err
+    obj = json.loads(out)
+    expected = len(ref.encode_ordinary(" " * 1_099_999)) + len(ref.encode_ordinary(" x"))
+    assert [e["tokens"] for e in obj["layout"] if e["id"] == "0"] == [expected]
