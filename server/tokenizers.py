@@ -86,12 +86,6 @@ def load_tokenizer(encoding: str | None = None, *, model: str | None = None) -> 
     return TokenizerLoad(tokenizer, requested, warning, choice.approximate, choice.note)
 
 
-def counter(encoding: str) -> Callable[[str], int] | None:
-    """The uncached counting function of ``encoding`` (fast backend if any), or None."""
-    tokenizer, _ = _tokenizer(encoding)
-    return tokenizer.counter if tokenizer is not None else None
-
-
 def backend(encoding: str) -> str:
     """Which backend counts ``encoding``: ``bpe-openai`` or ``tiktoken``."""
     return "bpe-openai" if fast_counter(encoding) is not None else "tiktoken"
