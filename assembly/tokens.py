@@ -1,32 +1,91 @@
-"""Token counting: the ``Tokenizer`` protocol, the tiktoken adapter and a count cache.
+"""Token counting: the ``Tokenizer`` protocol, the model → encoding table and a count cache.
 
-The tokenizer is built once by the caller (``server/tokenizers.py`` loads tiktoken offline)
-and passed down: ``assembly`` never loads encodings, reads files or touches the network.
-Counts are memoised by content, so an edit recounts only what changed.
+The tokenizer is built once by the caller (``server/tokenizers.py`` loads an encoding
+offline and picks its counting backend) and passed down: ``assembly`` never loads
+encodings, reads files or touches the network. ``CachedTokenizer`` memoises counts by
+content, so an edit recounts only what changed.
+
+``model_encoding`` is the one table from model names to encodings. OpenAI's models map to
+the encoding they use (as tiktoken's own table has them); other providers' models (Claude,
+Gemini, Llama, Qwen, Mistral, DeepSeek…) and unknown names map to the tiktoken encoding
+that approximates their tokenizer, marked ``approximate``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 DEFAULT_ENCODING = "cl100k_base"
 
-# Model name prefixes -> encoding, as tiktoken's model table has them (longest prefix wins).
-_MODEL_ENCODINGS: tuple[tuple[str, str], ...] = (
-    ("gpt-4o", "o200k_base"),
-    ("gpt-4.1", "o200k_base"),
-    ("gpt-4.5", "o200k_base"),
-    ("gpt-5", "o200k_base"),
-    ("o1", "o200k_base"),
-    ("o3", "o200k_base"),
-    ("o4", "o200k_base"),
-    ("chatgpt-4o", "o200k_base"),
-    ("gpt-4", "cl100k_base"),
-    ("gpt-3.5", "cl100k_base"),
-    ("text-embedding-3", "cl100k_base"),
-    ("text-embedding-ada-002", "cl100k_base"),
+# OpenAI model name prefixes -> encoding, as tiktoken's model table has them. A prefix
+# matches the whole name or a name that goes on with a non-alphanumeric character
+# (``gpt-4o-mini``, ``gpt-5.1``, ``o3-pro``); the longest matching prefix wins, so
+# ``gpt-4.1`` and ``gpt-4o`` are not read as ``gpt-4``.
+_OPENAI_ENCODINGS: Mapping[str, str] = {
+    "gpt-5": "o200k_base",  # gpt-5, -mini, -nano, -pro, -codex, gpt-5.1 …
+    "gpt-4.5": "o200k_base",
+    "gpt-4.1": "o200k_base",  # gpt-4.1, -mini, -nano
+    "gpt-4o": "o200k_base",  # gpt-4o, -mini, -audio, -realtime …
+    "chatgpt-4o": "o200k_base",
+    "o1": "o200k_base",
+    "o3": "o200k_base",
+    "o4-mini": "o200k_base",
+    "codex-mini": "o200k_base",
+    "gpt-oss": "o200k_harmony",
+    "gpt-4": "cl100k_base",  # gpt-4, gpt-4-turbo, gpt-4-32k
+    "gpt-3.5": "cl100k_base",
+    "gpt-35-turbo": "cl100k_base",
+    "text-embedding-3": "cl100k_base",
+    "text-embedding-ada-002": "cl100k_base",
+    "davinci-002": "cl100k_base",
+    "babbage-002": "cl100k_base",
+    "text-davinci-003": "p50k_base",
+    "text-davinci-002": "p50k_base",
+    "code-davinci-002": "p50k_base",
+    "gpt2": "gpt2",
+    "gpt-2": "gpt2",
+}
+_OPENAI_PREFIXES = sorted(_OPENAI_ENCODINGS, key=len, reverse=True)
+
+# Other providers' model families -> (the encoding that approximates their tokenizer, who
+# makes them). None of these tokenizers is a tiktoken encoding; the choice is the closest
+# public one: Llama 3, Qwen 2/3, Mistral's Tekken and DeepSeek use byte-level BPE
+# vocabularies of 128–152 K tokens built like (Llama 3, Qwen: extending) cl100k_base's,
+# Claude's tokenizer is not public, and Gemini/Gemma's 256 K SentencePiece vocabulary is
+# closer in size to o200k_base's. Matched as a word anywhere in the name
+# (``anthropic/claude-sonnet-4``, ``meta-llama/Llama-3.1-8B``, ``bedrock:anthropic.claude…``).
+_APPROXIMATIONS: tuple[tuple[str, str, str], ...] = (
+    ("claude", "cl100k_base", "Anthropic"),
+    ("gemini", "o200k_base", "Google"),
+    ("gemma", "o200k_base", "Google"),
+    ("llama", "cl100k_base", "Meta"),
+    ("qwen", "cl100k_base", "Alibaba"),
+    ("qwq", "cl100k_base", "Alibaba"),
+    ("mistral", "cl100k_base", "Mistral"),
+    ("mixtral", "cl100k_base", "Mistral"),
+    ("codestral", "cl100k_base", "Mistral"),
+    ("ministral", "cl100k_base", "Mistral"),
+    ("magistral", "cl100k_base", "Mistral"),
+    ("devstral", "cl100k_base", "Mistral"),
+    ("pixtral", "cl100k_base", "Mistral"),
+    ("deepseek", "cl100k_base", "DeepSeek"),
 )
+_FAMILY = re.compile(r"(?<![a-z])(" + "|".join(f for f, _, _ in _APPROXIMATIONS) + ")")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEncoding:
+    """The encoding counts use for a model, and whether it only approximates the model's.
+
+    ``note`` says, for people, why the counts are approximate (None when they are exact).
+    """
+
+    encoding: str
+    approximate: bool = False
+    note: str | None = None
 
 
 class Tokenizer(Protocol):
@@ -39,25 +98,68 @@ class Tokenizer(Protocol):
     def count_many(self, texts: Sequence[str]) -> list[int]: ...
 
 
+def model_encoding(model: str) -> ModelEncoding:
+    """Return the encoding of ``model``: exact for OpenAI's models, else an approximation."""
+    name = model.strip().lower()
+    last = name.rsplit("/", 1)[-1].removeprefix("ft:")
+    for prefix in _OPENAI_PREFIXES:
+        if last.startswith(prefix) and (
+            len(last) == len(prefix) or not last[len(prefix)].isalnum()
+        ):
+            return ModelEncoding(_OPENAI_ENCODINGS[prefix])
+    m = _FAMILY.search(name)
+    if m is not None:
+        family = m.group(1)
+        encoding, maker = next((e, w) for f, e, w in _APPROXIMATIONS if f == family)
+        return ModelEncoding(
+            encoding,
+            True,
+            f"{model} uses {maker}'s own tokenizer; counts with {encoding} approximate it",
+        )
+    return ModelEncoding(
+        DEFAULT_ENCODING,
+        True,
+        f"{model} is not a model promptls knows; counts with {DEFAULT_ENCODING} approximate "
+        "its tokenizer (set `encoding` to choose)",
+    )
+
+
+def resolve_encoding(encoding: str | None, model: str) -> ModelEncoding:
+    """The encoding settings ask for: ``encoding`` when set, else the model's.
+
+    An explicit encoding is exact for OpenAI's and unknown models (the user chose it); for
+    another provider's model it stays an approximation, since no tiktoken encoding is its
+    tokenizer.
+    """
+    by_model = model_encoding(model)
+    if encoding is None or encoding == by_model.encoding:
+        return by_model
+    if by_model.approximate and _FAMILY.search(model.lower()) is not None:
+        return ModelEncoding(
+            encoding,
+            True,
+            f"{model} has its own tokenizer; counts with {encoding} approximate it",
+        )
+    return ModelEncoding(encoding)
+
+
 def encoding_for_model(model: str) -> str:
-    """Return the encoding a model uses, ``cl100k_base`` for unknown models."""
-    name = model.lower().rsplit("/", 1)[-1]
-    for prefix, encoding in _MODEL_ENCODINGS:
-        if name.startswith(prefix):
-            return encoding
-    return DEFAULT_ENCODING
+    """Return the encoding counts use for ``model`` (see ``model_encoding``)."""
+    return model_encoding(model).encoding
 
 
-class TiktokenTokenizer:
-    """A tiktoken encoding with a content-keyed count cache.
+class CachedTokenizer:
+    """A counting function with a content-keyed count cache.
 
-    The cache is what makes an edit cheap: only texts never seen before are encoded.
-    ``seed`` lets a caller that counted texts elsewhere (another process, a stored count)
-    fill the cache; results are the same as counting one by one.
+    ``count_fn`` counts the tokens of one text as tiktoken's ``encode_ordinary`` does
+    (special tokens counted as text); ``server/tokenizers.py`` picks it. The cache is what
+    makes an edit cheap: only texts never seen before are counted. ``seed`` lets a caller
+    that counted texts elsewhere (another process, a stored count) fill the cache; results
+    are the same as counting one by one.
     """
 
-    def __init__(self, encoding: object, name: str) -> None:
-        self._enc = encoding
+    def __init__(self, count_fn: Callable[[str], int], name: str) -> None:
+        self.counter = count_fn
         self.encoding = name
         self._cache: dict[str, int] = {}
 
@@ -66,16 +168,16 @@ class TiktokenTokenizer:
             return 0
         n = self._cache.get(text)
         if n is None:
-            n = len(self._enc.encode_ordinary(text))  # type: ignore[attr-defined]
+            n = self.counter(text)
             self._cache[text] = n
         return n
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         cache = self._cache
-        encode = self._enc.encode_ordinary  # type: ignore[attr-defined]
+        count = self.counter
         for t in texts:
             if t and t not in cache:
-                cache[t] = len(encode(t))
+                cache[t] = count(t)
         return [cache[t] if t else 0 for t in texts]
 
     def cached(self, text: str) -> int | None:
@@ -85,10 +187,6 @@ class TiktokenTokenizer:
     def seed(self, counts: Mapping[str, int]) -> None:
         """Add counts made elsewhere with this same encoding."""
         self._cache.update(counts)
-
-    def encode(self, text: str) -> list[int]:
-        """Return the token ids of ``text`` (special tokens are counted as text)."""
-        return self._enc.encode_ordinary(text)  # type: ignore[attr-defined,no-any-return]
 
     def cache_size(self) -> int:
         return len(self._cache)

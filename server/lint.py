@@ -393,7 +393,9 @@ def lint_files(
     n_workers = _n_workers(len(work), jobs)
     if n_workers <= 1:
         return [lint_file(f, root, opts) for f, root in work]
-    # Load the encoding once here: forked workers inherit it instead of each reading it.
+    # Load the usual encodings once here: forked workers inherit them instead of each
+    # loading them (the default model's, and cl100k_base, the fallback and approximation).
+    load_tokenizer(model=Settings().model)
     load_tokenizer()
     chunksize = max(1, min(16, len(work) // (n_workers * 4)))
     reports: list[FileReport] = []

@@ -16,6 +16,7 @@ from assembly.formats.anthropic_out import render_assembly
 from assembly.formats.detect import SourceFormat
 from assembly.model import Conversation
 from assembly.text import LineIndex, TextRange
+from assembly.tokens import resolve_encoding
 from server.workspace import Analysis
 
 
@@ -35,6 +36,9 @@ def assembly_json(
         "settings": analysis.settings.model_dump(mode="json"),
         "encoding": a.encoding,
         "encoding_requested": analysis.encoding_requested,
+        "encoding_approximate": resolve_encoding(
+            analysis.settings.encoding, analysis.settings.model
+        ).approximate,
         "budget": {
             "max_input_tokens": b.max_input_tokens,
             "safety_margin": b.safety_margin,
@@ -159,9 +163,11 @@ def render_text(analysis: Analysis, *, display_path: str) -> str:
     """A per-segment table a person reads instead of the JSON."""
     a = analysis.assembly
     b = a.budget
+    approx = resolve_encoding(analysis.settings.encoding, analysis.settings.model)
     lines = [
         f"{display_path}  ·  {analysis.settings.model}  ·  {a.encoding}"
-        + (f" (asked for {analysis.encoding_requested})" if analysis.encoding_warning else ""),
+        + (f" (asked for {analysis.encoding_requested})" if analysis.encoding_warning else "")
+        + (f"  ·  approximate counts: {approx.note}" if approx.approximate else ""),
         format_line(analysis.conversation),
         (
             f"budget: {b.used:,} / {b.available_tokens - b.tools:,} tokens used"

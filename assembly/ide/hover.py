@@ -57,7 +57,7 @@ from assembly.sysprompt import (
     guidance_sections,
 )
 from assembly.text import TextRange
-from assembly.tokens import Tokenizer, encoding_for_model
+from assembly.tokens import Tokenizer, resolve_encoding
 
 Where = Literal["system", "custom_agent", "reminder", "message", "template"]
 
@@ -173,8 +173,10 @@ def head_markdown(doc: ConversationDoc, pl: Placements | None = None) -> str:
     pl = pl or placements(doc.conversation, a)
     b = a.budget
     totals = pl.totals()
+    approx = resolve_encoding(a.settings.encoding, a.settings.model)
     out = [
-        f"**promptls** · `{a.settings.model}` · {fmt_tokens(totals.used)} / "
+        f"**promptls** · `{a.settings.model}` · {'≈ ' if approx.approximate else ''}"
+        f"{fmt_tokens(totals.used)} / "
         f"{fmt_tokens(totals.available)} tokens ({percent(totals.used, totals.available)})",
         "",
         _format_line(doc.conversation),
@@ -220,6 +222,8 @@ def head_markdown(doc: ConversationDoc, pl: Placements | None = None) -> str:
     )
     out.extend(_head_notes(doc, pl))
     out += ["", _encoding_line(a.encoding, doc.encoding_requested, doc.encoding_warning)]
+    if approx.approximate and approx.note:
+        out[-1] += f" **Approximate counts**: {_escape(approx.note)}."
     return "\n".join(out)
 
 
@@ -912,12 +916,13 @@ def _tool_note(t: PromptTemplate, index: int, s: Section) -> Iterator[str]:
 
 
 def _counted_with(settings: Settings, tokenizer: Tokenizer) -> str:
-    requested = settings.encoding or encoding_for_model(settings.model)
-    if requested == tokenizer.encoding:
-        return f"counted with `{tokenizer.encoding}`, as written (placeholders not filled)"
+    choice = resolve_encoding(settings.encoding, settings.model)
+    approx = " (an approximation of the model's tokenizer)" if choice.approximate else ""
+    if choice.encoding == tokenizer.encoding:
+        return f"counted with `{tokenizer.encoding}`{approx}, as written (placeholders not filled)"
     return (
-        f"counted with `{tokenizer.encoding}` (**fell back** from `{requested}`), as written "
-        "(placeholders not filled)"
+        f"counted with `{tokenizer.encoding}` (**fell back** from `{choice.encoding}`), as "
+        "written (placeholders not filled)"
     )
 
 

@@ -28,7 +28,7 @@ from assembly.assemble_cache import AssemblyCache
 from assembly.model import Conversation, FileAttachment, Message, Role, TextBlock, ToolCall
 from assembly.settings import Settings
 from assembly.text import TextRange
-from assembly.tokens import TiktokenTokenizer, Tokenizer
+from assembly.tokens import CachedTokenizer, Tokenizer
 from server import workspace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -496,7 +496,7 @@ def test_changed_inputs_are_noticed(generated: Path, monkeypatch: pytest.MonkeyP
         (dataclasses.replace(conv, system_prompt=TextBlock("Be.", TextRange(0, 3))), s, tok, opts),
         (dataclasses.replace(conv, user_info={"name": "Ada"}), s, tok, opts),
         (dataclasses.replace(conv, project_files=conv.project_files[:1]), s, tok, opts),
-        (conv, s, TiktokenTokenizer(tok._enc, tok.encoding), opts),  # type: ignore[attr-defined]
+        (conv, s, CachedTokenizer(tok.counter, tok.encoding), opts),  # type: ignore[attr-defined]
     ]
     for c, s2, t, o in variants:
         for args in ((c, s2, t, o), (conv, s, tok, opts)):  # the change, then back

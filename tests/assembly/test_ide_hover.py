@@ -5,7 +5,7 @@ server does (``analyze``/``analyze_prompt`` with today's date pinned), hovers at
 cursor and renders the results (the range under the cursor, then the Markdown) for the
 golden ``<fixture>.expected`` (``UPDATE_GOLDEN=1`` rewrites them). The folder's
 ``promptls.toml`` pins cl100k_base; the tiktoken cache is emptied so that a document asking
-for o200k_base always shows the fallback.
+for p50k_base (not bundled) always shows the fallback.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def test_inlay_hints(path: Path) -> None:
         ),
         (
             (DATA / "inlay" / "overflow.conv.yaml").read_text(encoding="utf-8"),
-            "537 / 1,000 tokens · 5 dropped · 1 file forgotten",
+            "538 / 1,000 tokens · 5 dropped · 1 file forgotten",
         ),
         (
             "messages:\n  - {id: a1, role: assistant, content: Hello.}\n",
@@ -62,7 +62,7 @@ def test_inlay_hints(path: Path) -> None:
             "settings: {max_input_tokens: 10}\n"
             "system_prompt: {content: You are Lumi, the support agent of Lumen Analytics.}\n"
             "messages:\n  - {id: u1, role: user, content: Hello?}\n",
-            "budget-overrun: the fixed parts need 23 tokens but only 9 are available after the "
+            "budget-overrun: the fixed parts need 22 tokens but only 9 are available after the "
             "tool definitions",
         ),
     ],

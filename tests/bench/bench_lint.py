@@ -37,6 +37,7 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--corpus", type=Path, help="reuse or create the corpus in this folder")
+    ap.add_argument("--baseline", type=Path, help="another promptls checkout to time too")
     args = ap.parse_args()
     if not GEN.is_file():
         print(f"generator not found: {GEN}", file=sys.stderr)
@@ -54,7 +55,11 @@ def main() -> int:
         f"(ready in {time.perf_counter() - started:.1f} s); {os.cpu_count()} cores"
     )
     outputs = {}
-    for label, jobs in (("sequential", ["--jobs", "1"]), ("parallel", [])):
+    runs = [("sequential", ["--jobs", "1"], ROOT), ("parallel", [], ROOT)]
+    if args.baseline:
+        runs += [("baseline sequential", ["--jobs", "1"], args.baseline)]
+        runs += [("baseline parallel", [], args.baseline)]
+    for label, jobs, checkout in runs:
         times, cpu = [], []
         for _ in range(args.repeat):
             t0 = time.perf_counter()
@@ -64,7 +69,7 @@ def main() -> int:
                 cwd=corpus,
                 capture_output=True,
                 text=True,
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                env={**os.environ, "PYTHONPATH": str(checkout)},
             )
             times.append(time.perf_counter() - t0)
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -75,7 +80,7 @@ def main() -> int:
             outputs[label] = proc.stdout
         t = statistics.median(times)
         print(
-            f"{label:>10}: {t:6.2f} s  {len(files) / t:7.1f} files/s  {n_bytes / 1e6 / t:6.2f} MB/s"
+            f"{label:>19}: {t:6.2f} s  {len(files) / t:7.1f} files/s  {n_bytes / 1e6 / t:6.2f} MB/s"
             f"  (CPU {statistics.median(cpu):.2f} s; {proc.stderr.strip()})"
         )
     same = outputs["sequential"] == outputs["parallel"]

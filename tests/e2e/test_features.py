@@ -1,8 +1,8 @@
 """Hover, inlay hints, code lens and the assembled view over stdio, as real clients ask.
 
 One server per recorded client (VS Code, Neovim 0.7, Emacs; Emacs negotiates UTF-32) with
-two example conversations open. The server runs with an empty tiktoken cache, so the
-examples' gpt-4o falls back to cl100k_base everywhere and the figures are fixed.
+two example conversations open. The server runs with an empty tiktoken cache: the
+examples' gpt-4o counts with the bundled o200k_base all the same, and the figures are fixed.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ SUPPORT = REPO / "examples" / "support-agent.conv.json"
 OVERFLOW = REPO / "examples" / "overflow.conv.yaml"
 CLIENTS = ["visual-studio-code", "neovim@v0.7.0", "emacs"]
 TIMEOUT_S = 20
-# No tiktoken cache (an empty TIKTOKEN_CACHE_DIR turns it off): only the offline
-# cl100k_base can be loaded.
+# No tiktoken cache (an empty TIKTOKEN_CACHE_DIR turns it off): only the bundled
+# encodings can be loaded.
 ENV = {**os.environ, "TIKTOKEN_CACHE_DIR": ""}
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -59,20 +59,20 @@ async def test_hover_on_the_head_shows_the_segment_table(client: LanguageClient)
     hover = await _hover(client, SUPPORT, "{")
     text = hover.contents.value
     assert hover.contents.kind == lsp.MarkupKind.Markdown
-    assert text.startswith("**promptls** · `gpt-4o` · 5,087 / 121,600 tokens (4.2%)")
+    assert text.startswith("**promptls** · `gpt-4o` · 5,079 / 121,600 tokens (4.2%)")
     assert "| segment | messages | tokens | share of budget |" in text
     for row in (
-        "| system | 1 | 1,114 | 0.9% |",
-        "| history | 12 | 859 | 0.7% |",
+        "| system | 1 | 1,104 | 0.9% |",
+        "| history | 12 | 856 | 0.7% |",
         "| this_turn | 3 | 1,271 | 1.0% |",
-        "| **all messages** | **21** | **4,626** | **3.8%** |",
+        "| **all messages** | **21** | **4,615** | **3.8%** |",
     ):
         assert row in text
     assert (
         "**Budget** 121,600 tokens = max_input_tokens 128,000 × (1 − safety margin 0.05); "
-        "tool definitions 461 (4 tools) + messages 4,626 = **5,087** used" in text
+        "tool definitions 464 (4 tools) + messages 4,615 = **5,079** used" in text
     )
-    assert "Encoding: `cl100k_base` — **fell back**" in text
+    assert "Encoding: `o200k_base`." in text
     assert hover.range == _line_range(SUPPORT, 0)
 
 
@@ -80,9 +80,9 @@ async def test_hover_on_a_message(client: LanguageClient) -> None:
     hover = await _hover(client, SUPPORT, '"id": "m21"')
     lines = hover.contents.value.splitlines()
     assert lines[0] == "**message `m21`** · user · **kept** in `last_user`"
-    assert "- tokens: 88" in lines
+    assert "- tokens: 84" in lines
     assert (
-        "- position: message 17 of 21; 3,742 / 121,600 tokens sent up to and including it "
+        "- position: message 17 of 21; 3,734 / 121,600 tokens sent up to and including it "
         "(3.1%, tool definitions first)" in lines
     )
     assert (
@@ -110,7 +110,7 @@ async def test_inlay_hints_in_a_range(client: LanguageClient) -> None:
     # At the end of each `"role": "…",` line (ASCII: the same column in every encoding).
     roles = [(i, len(lines[i])) for i in range(first, last) if '"role": "' in lines[i]]
     assert [(g[0], g[1]) for g in got] == roles
-    assert [g[2] for g in got] == [" 88 tok", " 83 tok", " 916 tok", " 272 tok"]
+    assert [g[2] for g in got] == [" 84 tok", " 83 tok", " 918 tok", " 270 tok"]
     assert all(isinstance(h.tooltip, str) and h.tooltip.startswith("kept in ") for h in hints)
     overflow = await client.text_document_inlay_hint_async(
         lsp.InlayHintParams(
@@ -130,13 +130,13 @@ async def test_code_lens_and_the_assembled_view(client: LanguageClient) -> None:
     [lens] = lenses
     assert lens.range.start == lsp.Position(0, 0)
     assert lens.command is not None
-    assert lens.command.title == "5,087 / 121,600 tokens · 1 file forgotten"
+    assert lens.command.title == "5,079 / 121,600 tokens · 1 file forgotten"
     assert lens.command.command == "promptls.showAssembled"
     assert list(lens.command.arguments or ()) == [SUPPORT.as_uri()]
     view = await client.workspace_execute_command_async(
         lsp.ExecuteCommandParams(command=lens.command.command, arguments=lens.command.arguments)
     )
-    assert view["budget"]["used"] + view["budget"]["tools"] == 5087
+    assert view["budget"]["used"] + view["budget"]["tools"] == 5079
     assert [e["id"] for e in view["layout"]][-1] == "$reminder"
     assert view["forgotten_files"][0]["filename"] == "sync-r_0708.log"
     overflow = await client.text_document_code_lens_async(

@@ -16,8 +16,8 @@ def test_forked_counts_equal_counting_in_place(monkeypatch) -> None:  # type: ig
     doc = {"messages": [{"role": "user", "content": t} for t in long]}
     text = json.dumps(doc, ensure_ascii=False)
     tokenizer = load_tokenizer().tokenizer
-    reference = [len(tokenizer.encode(t)) for t in long]
-    fresh = type(tokenizer)(tokenizer._enc, tokenizer.encoding)  # an empty cache
+    reference = [tokenizer.counter(t) for t in long]
+    fresh = type(tokenizer)(tokenizer.counter, tokenizer.encoding)  # an empty cache
     pending = precount.start(text, DocFormat.JSON, fresh)
     assert pending is not None
     conv = parse_conversation(text, DocFormat.JSON)
@@ -32,14 +32,14 @@ def test_a_warm_cache_sends_only_the_edited_strings(monkeypatch) -> None:  # typ
     monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
     long = [f"message {i}: " + "the quick brown fox 🦊 jumps 跳 " * (20 + i) for i in range(30)]
     tokenizer = load_tokenizer().tokenizer
-    warm = type(tokenizer)(tokenizer._enc, tokenizer.encoding)
+    warm = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
     warm.count_many(long)
     edited = [*long[:7], long[7] + "x", *long[8:]]
     text = json.dumps({"messages": [{"role": "user", "content": t} for t in edited]})
     pending = precount.start(text, DocFormat.JSON, warm)
     assert pending is not None
     assert pending.seed(parse_conversation(text, DocFormat.JSON), warm) == 1
-    assert warm.cached(edited[7]) == len(tokenizer.encode(edited[7]))
+    assert warm.cached(edited[7]) == tokenizer.counter(edited[7])
 
 
 def test_early_start_counts_before_the_engine_and_other_encodings_are_ignored(
@@ -53,13 +53,36 @@ def test_early_start_counts_before_the_engine_and_other_encodings_are_ignored(
     assert early is not None and early.pending is not None
     assert early.text == path.read_text()
     conv = parse_conversation(early.text, DocFormat.JSON)
-    tokenizer = load_tokenizer().tokenizer
-    fresh = type(tokenizer)(tokenizer._enc, tokenizer.encoding)
+    # No settings in the document: the child counts with the default model's encoding.
+    tokenizer = load_tokenizer(model="gpt-4o").tokenizer
+    assert tokenizer.encoding == "o200k_base"
+    fresh = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
     assert early.pending.seed(conv, fresh) == len(long)
-    assert fresh.count_many(long) == [len(tokenizer.encode(t)) for t in long]
+    assert fresh.count_many(long) == [tokenizer.counter(t) for t in long]
     # Counts of another encoding are never used.
-    other = type(tokenizer)(tokenizer._enc, "o200k_base")
+    cl100k = load_tokenizer("cl100k_base").tokenizer
+    other = type(cl100k)(cl100k.counter, cl100k.encoding)
     again = precount.start_early(path)
     assert again is not None and again.pending is not None
     assert again.pending.seed(conv, other) == 0
     assert other.cache_size() == 0
+
+
+def test_early_start_counts_with_the_encoding_the_document_asks_for(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    long = [f"early {i}: " + "你好 lorem ipsum 🦊 " * (30 + i) for i in range(6)]
+    for settings, encoding in (
+        ({"model": "claude-sonnet-4-5"}, "cl100k_base"),
+        ({"model": "gpt-4"}, "cl100k_base"),
+        ({"model": "gpt-4", "encoding": "o200k_base"}, "o200k_base"),
+    ):
+        doc = {"settings": settings, "messages": [{"role": "user", "content": t} for t in long]}
+        path = tmp_path / "c.conv.json"
+        path.write_text(json.dumps(doc))
+        early = precount.start_early(path)
+        assert early is not None and early.pending is not None
+        conv = parse_conversation(early.text, DocFormat.JSON)
+        loaded = load_tokenizer(encoding).tokenizer
+        fresh = type(loaded)(loaded.counter, loaded.encoding)
+        assert early.pending.seed(conv, fresh) == len(long)
+        assert fresh.count_many(long) == [loaded.counter(t) for t in long]

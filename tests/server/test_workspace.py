@@ -168,9 +168,32 @@ def test_unavailable_encoding_falls_back_with_one_message(
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty-cache"))
     _write(
         tmp_path,
-        {"c.conv.yaml": "settings: {model: gpt-4o}\nmessages: [{role: user, content: hi}]\n"},
+        {
+            "c.conv.yaml": "settings: {model: text-davinci-003}\n"
+            "messages: [{role: user, content: hi}]\n"
+        },
     )
     a = analyze(tmp_path / "c.conv.yaml", root=tmp_path, today=TODAY)
     assert a.assembly.encoding == "cl100k_base"
-    assert a.encoding_requested == "o200k_base"
-    assert a.encoding_warning is not None and "o200k_base" in a.encoding_warning
+    assert a.encoding_requested == "p50k_base"
+    assert a.encoding_warning is not None and "p50k_base" in a.encoding_warning
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4.1-mini", "o3", "o4-mini", "gpt-5-nano"])
+def test_todays_openai_models_count_with_o200k_base_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str
+) -> None:
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")  # no cache at all: the bundled file only
+    _write(
+        tmp_path,
+        {
+            "c.conv.yaml": f"settings: {{model: {model}}}\n"
+            "messages: [{role: user, content: 你好}]\n"
+        },
+    )
+    a = analyze(tmp_path / "c.conv.yaml", root=tmp_path, today=TODAY)
+    assert (a.assembly.encoding, a.encoding_requested, a.encoding_warning) == (
+        "o200k_base",
+        "o200k_base",
+        None,
+    )

@@ -1,0 +1,151 @@
+"""What the command line loads and says about encodings: startup, approximations, no note.
+
+Each command runs in a fresh interpreter (as a user runs it), which then reports the
+modules it imported: ``promptls --version`` and ``promptls rule CODE`` import no
+tokenizer at all; ``assemble`` loads only the encoding the document needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKENIZER_MODULES = ("tiktoken", "tiktoken_ext", "bpe_openai", "server.tokenizers")
+
+# Runs the CLI in-process and prints, on stderr's last line, the modules it imported.
+PROBE = """
+import json, sys
+from server.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+sys.stdout.flush()
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def _run(*args: str, cwd: Path = ROOT) -> tuple[int, str, str, set[str]]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TIKTOKEN_CACHE_DIR": ""},
+        timeout=120,
+        check=False,
+    )
+    *err, modules = proc.stderr.rstrip("\n").split("\n")
+    return proc.returncode, proc.stdout, "\n".join(err), set(json.loads(modules))
+
+
+def _tokenizer_modules(modules: set[str]) -> list[str]:
+    return sorted(
+        m for m in modules if m.split(".")[0] in TOKENIZER_MODULES or m in TOKENIZER_MODULES
+    )
+
+
+def test_version_loads_no_tokenizer() -> None:
+    code, out, _, modules = _run("--version")
+    assert code == 0
+    assert out.startswith("promptls ") and out.split()[1][0].isdigit()
+    assert _tokenizer_modules(modules) == []
+    assert "assembly.assemble" not in modules
+
+
+def test_rule_docs_load_no_tokenizer() -> None:
+    code, out, _, modules = _run("rule", "budget-overrun")
+    assert code == 0 and "budget-overrun" in out
+    assert _tokenizer_modules(modules) == []
+
+
+def test_assemble_counts_gpt4o_with_o200k_base_without_a_note(tmp_path: Path) -> None:
+    doc = tmp_path / "c.conv.json"
+    doc.write_text(
+        json.dumps(
+            {"settings": {"model": "gpt-4o"}, "messages": [{"role": "user", "content": "你好"}]}
+        )
+    )
+    code, out, err, modules = _run(
+        "assemble", str(doc), "--format", "json", "--today", "2026-01-01"
+    )
+    assert code == 0, err
+    obj = json.loads(out)
+    assert (obj["encoding"], obj["encoding_requested"], obj["encoding_approximate"]) == (
+        "o200k_base",
+        "o200k_base",
+        False,
+    )
+    assert "note:" not in err
+    # Only the encoding the document needs was loaded, with one backend.
+    assert ("bpe_openai._bindings" in modules) != ("tiktoken" in modules)
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding"), [("claude-sonnet-4-5", "cl100k_base"), ("gemini-2.5-pro", "o200k_base")]
+)
+def test_assemble_says_when_counts_approximate_another_providers_model(
+    tmp_path: Path, model: str, encoding: str
+) -> None:
+    doc = tmp_path / "c.conv.json"
+    doc.write_text(
+        json.dumps({"settings": {"model": model}, "messages": [{"role": "user", "content": "hi"}]})
+    )
+    code, out, err, _ = _run("assemble", str(doc), "--format", "json", "--today", "2026-01-01")
+    assert code == 0, err
+    obj = json.loads(out)
+    assert (obj["encoding"], obj["encoding_approximate"]) == (encoding, True)
+    code, out, err, _ = _run("assemble", str(doc), "--today", "2026-01-01")
+    assert code == 0, err
+    head = out.splitlines()[0]
+    assert f"·  {encoding}  ·  approximate counts: {model} uses " in head
+    assert f"counts with {encoding} approximate it" in head
+
+
+def test_hover_head_says_counts_are_approximate(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from assembly.ide.hover import head_markdown
+    from server.workspace import analyze
+
+    for model, approximate in (("llama-3.3-70b", True), ("gpt-4.1", False)):
+        doc = tmp_path / "c.conv.yaml"
+        doc.write_text(f"settings: {{model: {model}}}\nmessages: [{{role: user, content: hi}}]\n")
+        head = head_markdown(analyze(doc, root=tmp_path, today=dt.date(2026, 1, 1)))
+        first, last = head.splitlines()[0], head.splitlines()[-1]
+        assert ("≈" in first) is approximate
+        assert ("**Approximate counts**" in last) is approximate
+        if approximate:
+            assert last == (
+                "Encoding: `cl100k_base`. **Approximate counts**: llama-3.3-70b uses Meta's own "
+                "tokenizer; counts with cl100k_base approximate it."
+            )
+
+
+def test_a_million_spaces_before_a_word_are_counted_not_a_traceback(tmp_path: Path) -> None:
+    # tiktoken's regex engine panics on this text (a Rust panic, not an Exception), which
+    # took `assemble` down; the counting backend counts it. The split pattern cuts it into
+    # the run of spaces and " x", which tiktoken counts one by one (test_token_parity.py).
+    from server.tokenizers import reference_encoding
+
+    ref = reference_encoding("cl100k_base")[0]
+    doc = tmp_path / "c.conv.json"
+    content = " " * 1_100_000 + "x"
+    doc.write_text(
+        json.dumps(
+            {"settings": {"model": "gpt-4"}, "messages": [{"role": "user", "content": content}]}
+        )
+    )
+    code, out, err, _ = _run("assemble", str(doc), "--format", "json", "--today", "2026-01-01")
+    assert code == 0, err
+    assert "Traceback" not in err
+    obj = json.loads(out)
+    expected = len(ref.encode_ordinary(" " * 1_099_999)) + len(ref.encode_ordinary(" x"))
+    assert [e["tokens"] for e in obj["layout"] if e["id"] == "0"] == [expected]
