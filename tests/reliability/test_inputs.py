@@ -267,7 +267,8 @@ def test_counting_child_walks_each_aliased_value_once() -> None:
         lines.append(f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]")
     lines.append("self: &s [*s]")
     started = time.monotonic()
-    strings = list(precount._document_strings("\n".join(lines), "yaml"))
+    values = list(precount._values("\n".join(lines), "yaml"))
+    strings = list(precount._document_strings(values))
     assert len(strings) == 1 and time.monotonic() - started < 10
 
 
@@ -282,7 +283,7 @@ def test_parent_stops_a_child_that_does_not_answer(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(precount, "TIMEOUT_S", 0.2)
     pending = precount.PendingCounts(pid, r, "cl100k_base")
     started = time.monotonic()
-    assert pending._receive() == {}
+    assert pending._receive() == (None, {})
     pending.close()
     assert time.monotonic() - started < 5
     with pytest.raises(ChildProcessError):
