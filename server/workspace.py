@@ -192,26 +192,7 @@ def analyze(
     parsed = conv
     if not unreadable:
         diags.extend(from_issues(conv.issues))
-    if conv.records:
-        if pending is not None:
-            pending.seed(conv, guess_tokenizer)
-        return _analyze_dataset(
-            conv,
-            path=path,
-            root=root,
-            text=text,
-            diags=diags,
-            layers=layers,
-            others=others,
-            deps=deps,
-            overrides=overrides,
-            today=today,
-            select=select,
-            ignore=ignore,
-            overlay=overlay,
-        )
-    return _analyze_conversation(
-        conv,
+    common: dict[str, Any] = dict(
         path=path,
         root=root,
         text=text,
@@ -224,10 +205,12 @@ def analyze(
         select=select,
         ignore=ignore,
         overlay=overlay,
-        pending=pending,
-        previous=previous,
-        parsed=parsed,
     )
+    if conv.records:
+        if pending is not None:
+            pending.seed(conv, guess_tokenizer)
+        return _analyze_dataset(conv, **common)
+    return _analyze_conversation(conv, **common, pending=pending, previous=previous, parsed=parsed)
 
 
 def _analyze_dataset(conv: Conversation, *, diags: list[Diagnostic], **kw: Any) -> Analysis:
