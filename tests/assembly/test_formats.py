@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from assembly.documents import parse_conversation
@@ -356,6 +356,15 @@ _doc = st.one_of(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_doc)
+@example(  # found by hypothesis: a split tool result takes the written id as its prefix
+    {
+        "system": None,
+        "messages": [
+            {},
+            {"role": "user", "id": 0, "content": [{"type": "tool_result", "tool_use_id": "t1"}]},
+        ],
+    }
+)
 def test_hostile_documents_never_raise_and_keep_messages_in_order(doc: Any) -> None:
     text = json.dumps(doc)
     conv = parse_conversation(text, DocFormat.JSON)
@@ -367,7 +376,7 @@ def test_hostile_documents_never_raise_and_keep_messages_in_order(doc: Any) -> N
     for m in conv.messages:
         assert 0 <= m.range.start <= m.range.end <= len(text)
     # Every id is the document's: the index k of the message (or item) it comes from,
-    # `k/<block>` for a tool result split from it, or the `id` written on it.
+    # `<its id or k>/<block>` for a tool result split from it, or the `id` written on it.
     nodes = message_nodes(parse_json(text).root, jsonl=False)
     for m in conv.messages:
         if m.id == "input":
@@ -383,7 +392,9 @@ def test_hostile_documents_never_raise_and_keep_messages_in_order(doc: Any) -> N
             if written is not None and written.kind in ("string", "number")
             else None
         )
-        assert m.id in (str(k), own) or m.id.startswith(f"{k}/"), (m.id, k)
+        # A tool result split from a message is `<that message's id>/<block>`.
+        prefixes = (f"{k}/", f"{own}/") if own is not None else (f"{k}/",)
+        assert m.id in (str(k), own) or m.id.startswith(prefixes), (m.id, k)
 
 
 # ------------------------------------------------------------------------------ render
