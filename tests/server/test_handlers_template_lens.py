@@ -155,3 +155,19 @@ async def test_the_command_refuses_what_is_not_a_template(
     )
     with pytest.raises(Exception, match="not a template"):
         await client.request(lsp.WORKSPACE_EXECUTE_COMMAND, params)
+
+
+async def test_a_template_outside_the_workspace_folders_has_no_lens(
+    repo: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    c = await _client(elsewhere)
+    try:
+        uri = await _open_template(c, repo / TEMPLATE)
+        assert await _lenses(c, uri) == []
+        params = lsp.ExecuteCommandParams(command="promptls.templateDiff", arguments=[uri])
+        with pytest.raises(Exception, match="not inside a workspace folder"):
+            await c.request(lsp.WORKSPACE_EXECUTE_COMMAND, params)
+    finally:
+        c.shutdown()
