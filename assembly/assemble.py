@@ -591,7 +591,7 @@ class _Pipeline:
                 self.error(
                     "summary-on-other-branch",
                     f"summary `{node.id}` summarizes through `{node.summarizes_through}`, "
-                    "which is not an earlier message of this branch; it is ignored",
+                    "which is not a message of this branch; it is ignored",
                     node.summarizes_through_range or node.range,
                     severity="warning",
                 )

@@ -196,11 +196,13 @@ def summary_on_other_branch(ctx: RuleContext) -> Iterator[Diagnostic]:
     """A summary node is not applied: it belongs to another branch.
 
     ## What it does
-    Reports a `summary` message whose `summarizes_through` is not an earlier message of
-    the current branch (found by the pipeline, which ignores the summary), and a summary
-    node that is not on the current branch at all: its `parent` chain does not lead to the
-    branch tip (`settings.branch_tip`, default the last message). Both summaries are
-    tagged *unnecessary*: neither is sent.
+    Reports a `summary` message whose `summarizes_through` is no message of the current
+    branch (found by the pipeline, which ignores the summary), and a summary node that is
+    not on the current branch at all: its `parent` chain does not lead to the branch tip
+    (`settings.branch_tip`, default the last message). Both summaries are tagged
+    *unnecessary*: neither is sent. A cut that is on the branch but after the summary is
+    `summary-covers-kept-message`; one at or after the last user message is
+    `summary-covers-this-turn`.
 
     ## Why is this bad?
     Onyx applies only the summary of the current branch; a summary written for another
