@@ -6,7 +6,7 @@ with the document URI, which the server answers with the ``promptls.assemble`` o
 Lenses come from the latest finished analysis, moved into the current text when it is
 older.
 
-The template lens (``used by 2 conversations · +90 tokens vs HEAD``) is
+The template lens (``used by 2 conversations · +86 tokens vs HEAD``) is
 ``server.diff.template_use``: the diff of the work tree against HEAD limited to the
 template (the one diff implementation), computed off the event loop and cached per
 template version (its editor version and its file on disk). Clicking it runs

@@ -18,6 +18,7 @@ import pytest
 from lsprotocol import types as lsp
 
 import server.handlers.code_lens as code_lens_module
+from server.cli import main
 from tests.support.gitrepo import TEMPLATE_EDIT, build_review_repo, edit, git
 from tests.support.inprocess import InProcessClient
 
@@ -83,7 +84,11 @@ async def _open_template(c: InProcessClient, path: Path) -> str:
 
 
 async def test_lens_counts_the_conversations_and_the_delta_against_head(
-    client: InProcessClient, repo: Path, calls: list[Path]
+    client: InProcessClient,
+    repo: Path,
+    calls: list[Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     path = repo / TEMPLATE
     uri = await _open_template(client, path)
@@ -100,7 +105,7 @@ async def test_lens_counts_the_conversations_and_the_delta_against_head(
     await client.analysed(uri, 2)
     [lens] = await _lenses(client, uri)
     assert lens.command is not None
-    assert lens.command.title == "used by 2 conversations · +90 tokens vs HEAD"
+    assert lens.command.title == "used by 2 conversations · +86 tokens vs HEAD"
     assert len(calls) == 2
     # Clicking it: the same answer as promptls.templateDiff, from the cache.
     shown = await _run(client, lens.command.command, uri)
@@ -109,12 +114,16 @@ async def test_lens_counts_the_conversations_and_the_delta_against_head(
     assert len(calls) == 2
     assert asked["template"] == TEMPLATE
     assert asked["conversations"] == ["branching.conv.yaml", "support-agent.conv.yaml"]
-    assert asked["delta"] == 90
+    assert asked["delta"] == 86
     md = asked["markdown"]
     assert md.startswith("### promptls diff: HEAD (")
     assert "→ work tree: 2 conversations changed, 0 unchanged" in md
-    assert "| `support-agent.conv.yaml` (changed) |" in md and "(+45)" in md
+    assert "| `support-agent.conv.yaml` (changed) |" in md and "(+43)" in md
     assert "{{QUEUE_NAME}}" in md  # the finding that appeared: an unknown placeholder
+    # The one implementation: what `promptls diff HEAD -- TEMPLATE` prints.
+    monkeypatch.chdir(repo)
+    assert main(["diff", "--format", "markdown", "HEAD", "--", TEMPLATE]) == 0
+    assert capsys.readouterr().out == md
 
 
 async def test_template_no_conversation_reads_has_no_lens(
