@@ -572,14 +572,26 @@ class _Pipeline:
             return None, plain, {}
         summary: Message | None = None
         cut = -1
+        users = [j for j, m in enumerate(chain) if m.role is Role.USER]
+        last_user = users[-1] if users else None
         for i in reversed(summaries):
             node = chain[i]
             pos = next((j for j in range(i) if chain[j].id == node.summarizes_through), None)
+            later = next(
+                (j for j in range(i + 1, len(chain)) if chain[j].id == node.summarizes_through),
+                None,
+            )
+            if pos is None and later is not None and node.summarizes_through is not None:
+                self._summary_covers_kept(chain, i, later)
+                continue
+            if pos is not None and last_user is not None and pos >= last_user:
+                self._summary_covers_this_turn(chain, i, pos, last_user)
+                continue
             if pos is None:
                 self.error(
                     "summary-on-other-branch",
                     f"summary `{node.id}` summarizes through `{node.summarizes_through}`, "
-                    "which is not an earlier message of this branch; it is ignored",
+                    "which is not a message of this branch; it is ignored",
                     node.summarizes_through_range or node.range,
                     severity="warning",
                 )
@@ -599,6 +611,51 @@ class _Pipeline:
         kept_ids = {m.id for m in summarized}
         rest = [m for m in plain if m.id not in kept_ids]
         return summary, rest, meta
+
+    def _summary_covers_kept(self, chain: list[Message], i: int, cut: int) -> None:
+        """Report a summary whose cut comes after it on the branch: the messages between
+        the summary and its cut were sent verbatim after it was written."""
+        node = chain[i]
+        after = [m for m in chain[i + 1 : cut + 1] if m.role is not Role.SUMMARY]
+        first = after[0] if after else chain[cut]
+        n = f"{len(after)} message{'s' if len(after) != 1 else ''}"
+        rng = node.summarizes_through_range or node.range
+        self.error(
+            "summary-covers-kept-message",
+            f"summary `{node.id}` summarizes through `{node.summarizes_through}`, which comes "
+            f"after the summary on the branch: it would cover {n} "
+            f"sent verbatim after it was written, from `{first.id}`; it is ignored",
+            rng,
+            related=(
+                (node.range, f"summary `{node.id}` is here and is not sent"),
+                (first.range, f"`{first.id}` follows the summary and is sent verbatim"),
+            ),
+        )
+
+    def _summary_covers_this_turn(
+        self, chain: list[Message], i: int, cut: int, last_user: int
+    ) -> None:
+        """Report a summary whose cut is the last user message or a message after it."""
+        node = chain[i]
+        target, user = chain[cut], chain[last_user]
+        what = (
+            "the last user message"
+            if cut == last_user
+            else f"a message of this turn (after the last user message `{user.id}`)"
+        )
+        related: tuple[tuple[TextRange, str], ...] = (
+            (node.range, f"summary `{node.id}` is not sent"),
+        )
+        if cut != last_user:
+            related = ((user.range, f"this turn starts here: `{user.id}`"), *related)
+        self.error(
+            "summary-covers-this-turn",
+            f"summary `{node.id}` summarizes through `{target.id}`, {what}: a summary never "
+            "covers the question being answered nor this turn's tool calls and results; "
+            "it is ignored",
+            node.summarizes_through_range or node.range,
+            related=related,
+        )
 
     # -------------------------------------------------------------- history conversion
 

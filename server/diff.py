@@ -66,6 +66,8 @@ class DiffResult:
     new: Side
     files: list[dict[str, Any]] = field(default_factory=list)
     unchanged: int = 0
+    # The conversations of the new side in the scope (changed or not), repository-relative.
+    in_scope: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -232,6 +234,68 @@ def diff_revisions(words: Sequence[str], *, cwd: Path, today: dt.date) -> DiffRe
             return _compare(old, new, old_root, new_root, changed, scope, today)
 
 
+@dataclass(frozen=True, slots=True)
+class TemplateUse:
+    """Which conversations use a template, and what its changes since HEAD do to them."""
+
+    template: str  # the template's path, relative to the repository (or the root searched)
+    conversations: tuple[str, ...]  # the conversations that read it, same base
+    # The change of the assembled totals over those conversations, work tree vs HEAD;
+    # None when the template is in no git repository (or the repository has no commit).
+    delta: int | None
+    result: DiffResult | None  # the diff itself (None: no git)
+
+    def lens_title(self) -> str:
+        """``used by 3 conversations · +312 tokens vs HEAD``."""
+        title = f"used by {_plural(len(self.conversations), 'conversation')}"
+        if self.delta is not None:
+            title += f" · {_signed(self.delta)} tokens vs HEAD"
+        return title
+
+    def markdown(self) -> str:
+        """The diff as Markdown (``promptls diff HEAD -- TEMPLATE --format markdown``)."""
+        if self.result is None:
+            names = "".join(f"\n- `{c}`" for c in self.conversations)
+            return (
+                f"`{self.template}` is {self.lens_title()} (not in a git repository: "
+                f"nothing to compare with).\n{names}\n"
+            )
+        return render_markdown(self.result)
+
+
+def template_use(template: Path, *, root: Path | None, today: dt.date) -> TemplateUse:
+    """The conversations that read ``template`` and ``promptls diff HEAD -- TEMPLATE``.
+
+    In a git repository with a commit, this is the diff of the work tree (files as saved)
+    against HEAD limited to the template: the conversations it reads are the diff's scope.
+    Outside git, the conversations under ``root`` (default: the template's folder) are
+    analyzed to find the ones that read it, and there is no delta.
+    """
+    template = template.resolve()
+    try:
+        repo = repo_root(template.parent)
+        head = commit_of("HEAD", repo)
+    except DiffError:
+        repo, head = None, None
+    if repo is not None and head is not None and template.is_relative_to(repo):
+        rel = template.relative_to(repo).as_posix()
+        try:
+            res = diff_revisions(["HEAD", "--", rel], cwd=repo, today=today)
+        except DiffError:
+            pass  # git failed half-way: fall back to the search without a delta
+        else:
+            delta = sum(f["tokens"]["delta"] for f in res.files)
+            return TemplateUse(rel, tuple(sorted(res.in_scope)), delta, res)
+    base = (root or template.parent).resolve()
+    users = []
+    for rel_conv, path in _conversations(base).items():
+        if template in analyze(path, root=base, today=today).dependencies:
+            users.append(rel_conv)
+    inside = template.is_relative_to(base)
+    shown = template.relative_to(base).as_posix() if inside else str(template)
+    return TemplateUse(shown, tuple(sorted(users)), None, None)
+
+
 def _exists_in(commit: str, rel: Path, root: Path) -> bool:
     """Whether ``rel`` names a file or folder in ``commit``."""
     proc = subprocess.run(
@@ -259,12 +323,15 @@ def _compare(
         if in_old and in_new and not _touched(rel, deps, changed):
             if _in_scope(rel, deps, scope):
                 res.unchanged += 1
+                res.in_scope.append(rel)
             continue
         old_obj = _analyze(old_root / rel, old_root, display=rel, today=today) if in_old else None
         if old_obj is not None:
             deps |= set(old_obj["_deps"])
         if not _in_scope(rel, deps, scope):
             continue
+        if in_new:
+            res.in_scope.append(rel)
         d = diff_assembled(old_obj, new_obj, file=rel)
         d["uses"] = sorted(deps)
         if has_changes(d):

@@ -14,4 +14,19 @@ SHOW_ASSEMBLED_COMMAND = "promptls.showAssembled"
 # nonce, for the webview's Content-Security-Policy).
 ASSEMBLED_HTML_COMMAND = "promptls.assembledHtml"
 
-COMMANDS = (ASSEMBLE_COMMAND, SHOW_ASSEMBLED_COMMAND, ASSEMBLED_HTML_COMMAND)
+# workspace/executeCommand: arguments [template URI] (a `*.prompt.md`); returns
+# {"template", "title", "conversations", "delta", "markdown"}: the conversations that read the
+# template and `promptls diff HEAD -- TEMPLATE --format markdown` (delta and the diff are
+# null / a plain list outside git). See docs/diff.md.
+TEMPLATE_DIFF_COMMAND = "promptls.templateDiff"
+# workspace/executeCommand (the template's code lens): same answer; the client shows the
+# Markdown (VS Code: a Markdown preview of an untitled document).
+SHOW_TEMPLATE_DIFF_COMMAND = "promptls.showTemplateDiff"
+
+COMMANDS = (
+    ASSEMBLE_COMMAND,
+    SHOW_ASSEMBLED_COMMAND,
+    ASSEMBLED_HTML_COMMAND,
+    TEMPLATE_DIFF_COMMAND,
+    SHOW_TEMPLATE_DIFF_COMMAND,
+)

@@ -141,6 +141,8 @@ class Session:
     n_analyses: int = 0  # analyses finished (the collector is thawed every THAW_EVERY)
     scheduler: Scheduler = field(init=False)
     _watcher: Watcher | None = None  # the watchfiles thread, if any
+    # template path -> (version key, the template-use computation): the code lens' cache
+    template_uses: dict[Path, tuple[object, asyncio.Future[Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.scheduler = Scheduler(self)

@@ -132,6 +132,8 @@ RULES: tuple[Rule, ...] = (
         inputs=summary_inputs,
         reads=NONE,
     ),
+    Rule("summary-covers-kept-message", E, ordering.summary_covers_kept_message),
+    Rule("summary-covers-this-turn", E, ordering.summary_covers_this_turn),
     # Instructions.
     Rule(
         "instruction-far-from-section",

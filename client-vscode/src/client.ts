@@ -7,7 +7,14 @@ import {
   type ServerOptions,
   TransportKind,
 } from "vscode-languageclient/node";
-import { ASSEMBLE_COMMAND, ASSEMBLED_HTML_COMMAND, SHOW_ASSEMBLED_COMMAND, type Assembled } from "./lspExt";
+import {
+  ASSEMBLE_COMMAND,
+  ASSEMBLED_HTML_COMMAND,
+  SHOW_ASSEMBLED_COMMAND,
+  SHOW_TEMPLATE_DIFF_COMMAND,
+  type Assembled,
+  type TemplateDiff,
+} from "./lspExt";
 import {
   SECTION,
   type ServerCommand,
@@ -28,6 +35,8 @@ export interface ClientHooks {
   output: vscode.LogOutputChannel;
   /** The server answered the code lens' `promptls.showAssembled`: open the view. */
   onShowAssembled(uri: string): void;
+  /** The server answered the template lens' `promptls.showTemplateDiff`: show its Markdown. */
+  onShowTemplateDiff(diff: TemplateDiff): void;
 }
 
 /** The promptls settings of a scope, as the server reads them (only what the user set). */
@@ -85,6 +94,7 @@ export function createClient(cmd: ServerCommand, hooks: ClientHooks): LanguageCl
       executeCommand: async (command, args, next) => {
         const result = await next(command, args);
         if (command === SHOW_ASSEMBLED_COMMAND && typeof args[0] === "string") hooks.onShowAssembled(args[0]);
+        if (command === SHOW_TEMPLATE_DIFF_COMMAND && typeof result?.markdown === "string") hooks.onShowTemplateDiff(result as TemplateDiff);
         return result;
       },
     },

@@ -6,6 +6,7 @@ import { DidChangeConfigurationNotification, type LanguageClient } from "vscode-
 import { AssembledPanel } from "./assembledPanel";
 import { AssembledView } from "./assembledView";
 import { DOCUMENT_SELECTOR, assemble, assembledHtml, serverCommand, startClient } from "./client";
+import type { TemplateDiff } from "./lspExt";
 import { needsRestart } from "./settings";
 import { StatusBar } from "./statusBar";
 import * as api from "./vscodeapi";
@@ -49,7 +50,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const view = new AssembledView({ assemble: request });
   const panel = new AssembledPanel({ html: (uri, nonce) => ensureStarted().then(() => assembledHtml(client, uri, nonce)) });
   const status = new StatusBar({ assemble: request, isPromptDocument, showCommand: SHOW_ASSEMBLED_CONTEXT });
-  const hooks = { output: out, onShowAssembled: (uri: string) => void panel.show(uri) };
+  const hooks = {
+    output: out,
+    onShowAssembled: (uri: string) => void panel.show(uri),
+    onShowTemplateDiff: (diff: TemplateDiff) => void api.showMarkdown(diff.markdown),
+  };
 
   const start = async (): Promise<void> => {
     client = await startClient(await serverCommand(out), hooks);

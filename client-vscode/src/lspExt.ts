@@ -8,7 +8,28 @@ export const SHOW_ASSEMBLED_COMMAND = "promptls.showAssembled";
 /** workspace/executeCommand, arguments [document URI, {nonce}]: {html}, the assembled view's page. */
 export const ASSEMBLED_HTML_COMMAND = "promptls.assembledHtml";
 
-export const COMMANDS = [ASSEMBLE_COMMAND, SHOW_ASSEMBLED_COMMAND, ASSEMBLED_HTML_COMMAND] as const;
+/** workspace/executeCommand, arguments [template URI]: {@link TemplateDiff}, the template's
+ * conversations and `promptls diff HEAD -- TEMPLATE` as Markdown. */
+export const TEMPLATE_DIFF_COMMAND = "promptls.templateDiff";
+/** workspace/executeCommand (the template's code lens): same answer; the client shows the Markdown. */
+export const SHOW_TEMPLATE_DIFF_COMMAND = "promptls.showTemplateDiff";
+
+export const COMMANDS = [
+  ASSEMBLE_COMMAND,
+  SHOW_ASSEMBLED_COMMAND,
+  ASSEMBLED_HTML_COMMAND,
+  TEMPLATE_DIFF_COMMAND,
+  SHOW_TEMPLATE_DIFF_COMMAND,
+] as const;
+
+/** The answer of `promptls.templateDiff` (delta null outside git). */
+export interface TemplateDiff {
+  template: string;
+  title: string;
+  conversations: string[];
+  delta: number | null;
+  markdown: string;
+}
 
 /** `promptls assemble --format json` (SPEC §7), the parts the client reads. */
 export interface Budget {

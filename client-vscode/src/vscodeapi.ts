@@ -88,6 +88,12 @@ export async function showDocument(uri: vscode.Uri): Promise<void> {
   await vscode.window.showTextDocument(doc, { viewColumn: vscode.ViewColumn.Beside, preview: false, preserveFocus: true });
 }
 
+/** An untitled Markdown document with ``content``, shown in a Markdown preview beside. */
+export async function showMarkdown(content: string): Promise<void> {
+  const doc = await vscode.workspace.openTextDocument({ language: "markdown", content });
+  await vscode.commands.executeCommand("markdown.showPreviewToSide", doc.uri);
+}
+
 export function openTextDocument(uri: vscode.Uri): Thenable<vscode.TextDocument> {
   return vscode.workspace.openTextDocument(uri);
 }

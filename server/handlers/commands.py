@@ -7,6 +7,9 @@ An open document is assembled from the analysis of its current version. A file t
 not open is read from disk only when it is a regular file inside a workspace folder
 (``docs/security.md``), and analysed off the message loop with a time limit, so a large
 file, a FIFO or a device named like a document never stalls the server.
+
+``promptls.templateDiff`` (and the template lens' ``promptls.showTemplateDiff``) return the
+conversations that read a template and ``promptls diff HEAD -- TEMPLATE`` as Markdown.
 """
 
 from __future__ import annotations
@@ -22,9 +25,18 @@ from pygls.exceptions import JsonRpcContentModified, JsonRpcInternalError, JsonR
 from pygls.uris import to_fs_path
 
 from server.app import PromptServer
-from server.ext import ASSEMBLE_COMMAND, ASSEMBLED_HTML_COMMAND, SHOW_ASSEMBLED_COMMAND
+from server.diff import DiffError
+from server.ext import (
+    ASSEMBLE_COMMAND,
+    ASSEMBLED_HTML_COMMAND,
+    SHOW_ASSEMBLED_COMMAND,
+    SHOW_TEMPLATE_DIFF_COMMAND,
+    TEMPLATE_DIFF_COMMAND,
+)
+from server.handlers.code_lens import template_use_of
 from server.handlers.documents import current_view
 from server.htmlview import render_html
+from server.lint import PROMPT_SUFFIX
 from server.output import assembly_json
 from server.workspace import Analysis, analyze
 
@@ -61,6 +73,28 @@ async def assembled_html(ls: PromptServer, *args: Any) -> dict[str, Any]:
         raise JsonRpcInvalidParams("promptls.assembledHtml needs {nonce: <letters and digits>}")
     page = render_html(analysis, display_path=analysis.path.name, webview=True, nonce=nonce)
     return {"html": page}
+
+
+async def template_diff(ls: PromptServer, args: Any) -> dict[str, Any]:
+    """Arguments: ``[template URI]``; the conversations that read the template and the diff
+    of their assembled contexts, work tree against HEAD, as Markdown."""
+    uri = _uri_argument(args)
+    path = to_fs_path(uri) if uri.startswith("file:") else None
+    if path is None or not path.lower().endswith(PROMPT_SUFFIX):
+        raise JsonRpcInvalidParams(f"not a template (*{PROMPT_SUFFIX}): {uri}")
+    if not ls.session.in_workspace(Path(path)):
+        raise JsonRpcInvalidParams(f"not inside a workspace folder: {uri}")
+    try:
+        use = await template_use_of(ls, uri, Path(path))
+    except DiffError as exc:
+        raise JsonRpcInternalError(str(exc)) from exc
+    return {
+        "template": use.template,
+        "title": use.lens_title(),
+        "conversations": list(use.conversations),
+        "delta": use.delta,
+        "markdown": use.markdown(),
+    }
 
 
 async def _analysis(ls: PromptServer, uri: str) -> Analysis:
@@ -108,4 +142,6 @@ HANDLERS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     ASSEMBLE_COMMAND: assemble,
     SHOW_ASSEMBLED_COMMAND: assemble,
     ASSEMBLED_HTML_COMMAND: assembled_html,
+    TEMPLATE_DIFF_COMMAND: template_diff,
+    SHOW_TEMPLATE_DIFF_COMMAND: template_diff,
 }

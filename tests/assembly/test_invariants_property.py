@@ -270,7 +270,12 @@ def expected_last_user(doc: dict[str, Any]) -> str | None:
     if summary is not None:
         at = chain.index(summary)
         before = [m["id"] for m in chain[:at]]
-        if summary["summarizes_through"] in before:
+        users_at = [i for i, m in enumerate(chain) if m["role"] == "user"]
+        # Applied when its cut is an earlier message before the last user message (a cut at
+        # or after it is `summary-covers-this-turn`, ignored).
+        if summary["summarizes_through"] in before and (
+            not users_at or before.index(summary["summarizes_through"]) < users_at[-1]
+        ):
             chain = chain[before.index(summary["summarizes_through"]) + 1 :]
         chain = [m for m in chain if m is not summary]
     users = [m["id"] for m in chain if m["role"] == "user"]

@@ -196,11 +196,13 @@ def summary_on_other_branch(ctx: RuleContext) -> Iterator[Diagnostic]:
     """A summary node is not applied: it belongs to another branch.
 
     ## What it does
-    Reports a `summary` message whose `summarizes_through` is not an earlier message of
-    the current branch (found by the pipeline, which ignores the summary), and a summary
-    node that is not on the current branch at all: its `parent` chain does not lead to the
-    branch tip (`settings.branch_tip`, default the last message). Both summaries are
-    tagged *unnecessary*: neither is sent.
+    Reports a `summary` message whose `summarizes_through` is no message of the current
+    branch (found by the pipeline, which ignores the summary), and a summary node that is
+    not on the current branch at all: its `parent` chain does not lead to the branch tip
+    (`settings.branch_tip`, default the last message). Both summaries are tagged
+    *unnecessary*: neither is sent. A cut that is on the branch but after the summary is
+    `summary-covers-kept-message`; one at or after the last user message is
+    `summary-covers-this-turn`.
 
     ## Why is this bad?
     Onyx applies only the summary of the current branch; a summary written for another
@@ -261,6 +263,72 @@ def summary_on_other_branch(ctx: RuleContext) -> Iterator[Diagnostic]:
             related=tip_related,
             unnecessary=True,
         )
+
+
+def summary_covers_kept_message(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """A summary node covers messages that come after it on the branch.
+
+    ## What it does
+    Reports a `summary` message whose `summarizes_through` names a message that comes
+    *after* the summary on the current branch (found by the pipeline). The messages
+    between the summary and its cut were sent to the model verbatim after the summary was
+    written, so the summary cannot stand for them. The pipeline ignores such a summary and
+    sends the history as written; the related locations point at the summary node and at
+    the first message it claims to cover.
+
+    ## Why is this bad?
+    Onyx writes a summary after a turn, as a child of the last user message it saw, and it
+    covers only older messages: what follows the summary is kept. A summary whose cut is
+    later would, in Onyx, silently drop messages the summary never saw; in a fixture it
+    almost always means `summarizes_through` names the wrong message or the summary sits
+    in the wrong place (`summary-on-other-branch` covers cuts that are not on the branch).
+
+    ## Example
+    ```yaml
+    messages:
+      - {id: u1, role: user, content: "The nightly sync is late again."}
+      - {id: s1, role: summary, summarizes_through: a1, content: "…"}
+      - {id: a1, role: assistant, content: "It ran into the warehouse suspend."}
+      - {id: u2, role: user, content: "Is there a fix?"}
+    ```
+    `s1` comes before `a1`: move the summary after `a1`, or cut it at `u1`.
+    """
+    return (d for d in ctx.reported if d.code == "summary-covers-kept-message")
+
+
+def summary_covers_this_turn(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """A summary node covers the last user message or this turn's calls and results.
+
+    ## What it does
+    Reports a `summary` message whose `summarizes_through` is the last user message of the
+    branch or a message after it (an assistant tool call, a tool result of the turn being
+    answered). The pipeline ignores such a summary and sends the history as written; the
+    related locations point at the start of this turn and at the summary node.
+
+    Compression itself cannot do this: the plan (`compression` in `promptls assemble
+    --format json`) keeps the last user message and everything after it even when they
+    exceed the share for recent messages, and never considers the fixed parts (system
+    prompt, custom agent prompt, project files, reminder), which are not history. A
+    property test over generated conversations holds the plan to that
+    (`tests/assembly/test_invariants_property.py`); this rule covers the one way a
+    document can still express the violation, a stored summary.
+
+    ## Why is this bad?
+    The model would answer a question it only sees paraphrased, and lose the exact
+    arguments and results of the tool calls it is in the middle of. Onyx never stores such
+    a summary: its compression keeps the recent turn verbatim.
+
+    ## Example
+    ```yaml
+    messages:
+      - {id: u1, role: user, content: "The nightly sync is late again."}
+      - {id: a1, role: assistant, content: "It ran into the warehouse suspend."}
+      - {id: u2, role: user, content: "Is there a fix?"}
+      - {id: s1, role: summary, summarizes_through: u2, content: "…"}
+    ```
+    Cut the summary at `a1`: `u2` is the question being answered.
+    """
+    return (d for d in ctx.reported if d.code == "summary-covers-this-turn")
 
 
 # ------------------------------------------------------------------------------ prompts
