@@ -1,7 +1,8 @@
 """textDocument/codeLens: the assembled total at the top of a conversation.
 
 The logic is ``assembly.ide.lens``; clicking the lens runs ``promptls.showAssembled`` with
-the document URI, which the server answers with the ``promptls.assemble`` object. Lenses
+the document URI (and, on each record of a dataset, the record's 1-based number), which the
+server answers with the ``promptls.assemble`` object. Lenses
 come from the latest finished analysis, moved into the current text when it is older.
 """
 
