@@ -47,9 +47,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const out = api.createOutputChannel("promptls");
   const request = (uri: string) => ensureStarted().then(() => assemble(client, uri));
   const view = new AssembledView({ assemble: request });
-  const panel = new AssembledPanel({ html: (uri, nonce) => ensureStarted().then(() => assembledHtml(client, uri, nonce)) });
+  const panel = new AssembledPanel({
+    html: (uri, nonce, record) => ensureStarted().then(() => assembledHtml(client, uri, nonce, record)),
+  });
   const status = new StatusBar({ assemble: request, isPromptDocument, showCommand: SHOW_ASSEMBLED_CONTEXT });
-  const hooks = { output: out, onShowAssembled: (uri: string) => void panel.show(uri) };
+  const hooks = { output: out, onShowAssembled: (uri: string, record?: number) => void panel.show(uri, record) };
 
   const start = async (): Promise<void> => {
     client = await startClient(await serverCommand(out), hooks);
