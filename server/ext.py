@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-# workspace/executeCommand: arguments [document URI]; returns the `assemble --format json`
-# object of that document (SPEC §7).
+# workspace/executeCommand: arguments [document URI] or [document URI, record number]; returns
+# the `assemble --format json` object of that document, or of that record (1-based, default 1)
+# of a dataset (SPEC §7).
 ASSEMBLE_COMMAND = "promptls.assemble"
-# workspace/executeCommand: arguments [document URI]; asks the client to show the assembled
-# view (the server answers with the same object; clients without a view ignore it).
+# workspace/executeCommand: arguments as ASSEMBLE_COMMAND's (the code lens of a dataset record
+# passes its number); asks the client to show the assembled view of that record (the server
+# answers with the same object; clients without a view ignore it).
 SHOW_ASSEMBLED_COMMAND = "promptls.showAssembled"
 
-# workspace/executeCommand: arguments [document URI, {"nonce": str}]; returns {"html": page}:
-# the assembled view drawn by server/htmlview.py for a VS Code webview (its script carries the
-# nonce, for the webview's Content-Security-Policy).
+# workspace/executeCommand: arguments [document URI, {"nonce": str, "record"?: int}]; returns
+# {"html": page}: the assembled view (of that record of a dataset, default 1) drawn by
+# server/htmlview.py for a VS Code webview (its script carries the nonce, for the webview's
+# Content-Security-Policy).
 ASSEMBLED_HTML_COMMAND = "promptls.assembledHtml"
 
 # workspace/executeCommand: arguments [template URI] (a `*.prompt.md`); returns

@@ -1,20 +1,24 @@
 // The assembled view as a webview beside its document: the server draws it (server/htmlview.py,
 // the renderer of `promptls assemble --format html`), this module only hosts it: it asks for the
 // page, sends a fresh one while the document changes, and reveals a message when one is selected.
+// One panel per document; for a dataset (JSON Lines) it shows the record last asked for (the
+// code lens of each record passes its number) and its title names that record.
 import type * as vscode from "vscode";
 import * as api from "./vscodeapi";
 
 export const VIEW_TYPE = "promptls.assembledView";
 
 export interface PanelDeps {
-  /** The page for a document URI, its script allowed by `nonce`; undefined when no server runs. */
-  html(uri: string, nonce: string): Promise<string | undefined>;
+  /** The page for a document URI (one record of a dataset, 1-based; undefined: the server's
+   * default, the first), its script allowed by `nonce`; undefined when no server runs. */
+  html(uri: string, nonce: string, record?: number): Promise<string | undefined>;
   debounceMs?: number;
 }
 
 interface Open {
   panel: vscode.WebviewPanel;
   nonce: string;
+  record?: number;
   timer?: NodeJS.Timeout;
 }
 
@@ -25,8 +29,9 @@ export function newNonce(): string {
   return s;
 }
 
-export function titleFor(source: string): string {
-  return `Assembled: ${decodeURIComponent(source.split("/").pop() ?? "document")}`;
+export function titleFor(source: string, record?: number): string {
+  const name = decodeURIComponent(source.split("/").pop() ?? "document");
+  return `Assembled: ${name}${record === undefined ? "" : ` (record ${record})`}`;
 }
 
 function errorPage(text: string): string {
@@ -42,16 +47,21 @@ export class AssembledPanel implements vscode.Disposable {
     this.subscriptions.push(api.onDidChangeTextDocument((e) => this.sourceChanged(e.document.uri.toString())));
   }
 
-  /** Opens the view of `source` beside it, or brings it forward and refreshes it. */
-  async show(source: string): Promise<void> {
+  /** Opens the view of `source` beside it, or brings it forward and refreshes it. `record`
+   * (1-based) picks a conversation of a dataset; without it an open view keeps its record. */
+  async show(source: string, record?: number): Promise<void> {
     const existing = this.open.get(source);
     if (existing) {
+      if (record !== undefined && record !== existing.record) {
+        existing.record = record;
+        existing.panel.title = titleFor(source, record);
+      }
       existing.panel.reveal(undefined, true);
       await this.refresh(source);
       return;
     }
-    const panel = api.createWebviewPanel(VIEW_TYPE, titleFor(source));
-    const entry: Open = { panel, nonce: newNonce() };
+    const panel = api.createWebviewPanel(VIEW_TYPE, titleFor(source, record));
+    const entry: Open = { panel, nonce: newNonce(), record };
     this.open.set(source, entry);
     panel.onDidDispose(() => {
       if (entry.timer) clearTimeout(entry.timer);
@@ -62,14 +72,14 @@ export class AssembledPanel implements vscode.Disposable {
         void api.revealInDocument(source, msg.line, msg.column);
       }
     });
-    panel.webview.html = await this.page(source, entry.nonce);
+    panel.webview.html = await this.page(source, entry);
   }
 
   /** Sends a fresh page; the view's script swaps it in, keeping focus and scroll. */
   async refresh(source: string): Promise<void> {
     const entry = this.open.get(source);
     if (!entry) return;
-    const html = await this.page(source, entry.nonce);
+    const html = await this.page(source, entry);
     if (this.open.get(source) === entry) void entry.panel.webview.postMessage({ type: "update", html });
   }
 
@@ -77,9 +87,9 @@ export class AssembledPanel implements vscode.Disposable {
     return this.open.has(source);
   }
 
-  private async page(source: string, nonce: string): Promise<string> {
+  private async page(source: string, entry: Open): Promise<string> {
     try {
-      return (await this.deps.html(source, nonce)) ?? errorPage(`The promptls server is not running; no view of ${source}.`);
+      return (await this.deps.html(source, entry.nonce, entry.record)) ?? errorPage(`The promptls server is not running; no view of ${source}.`);
     } catch (error) {
       return errorPage(`The server could not assemble ${source}: ${error instanceof Error ? error.message : String(error)}`);
     }

@@ -33,10 +33,36 @@ export const DOCUMENT_SELECTOR = ["file", "untitled"].flatMap((scheme) => PATTER
 
 export interface ClientHooks {
   output: vscode.LogOutputChannel;
-  /** The server answered the code lens' `promptls.showAssembled`: open the view. */
-  onShowAssembled(uri: string): void;
+  /** The server answered the code lens' `promptls.showAssembled`: open the view (of the
+   * lens' record, 1-based, when the document is a dataset; else undefined). */
+  onShowAssembled(uri: string, record?: number): void;
   /** The server answered the template lens' `promptls.showTemplateDiff`: show its Markdown. */
   onShowTemplateDiff(diff: TemplateDiff): void;
+}
+
+/** The document and record of a `promptls.showAssembled` command's arguments, as the code lens
+ * sends them (`[uri]`, or `[uri, record]` on each record of a dataset). */
+export function showAssembledTarget(args: unknown[]): { uri: string; record?: number } | undefined {
+  const [uri, record] = args;
+  if (typeof uri !== "string") return undefined;
+  return Number.isInteger(record) && (record as number) >= 1 ? { uri, record: record as number } : { uri };
+}
+
+type ExecuteCommandMiddleware = (command: string, args: any[], next: (command: string, args: any[]) => Promise<unknown>) => Promise<unknown>;
+
+/** Runs a server command; after `promptls.showAssembled` (the code lens), opens the view of its record. */
+export function executeCommandMiddleware(
+  hooks: Pick<ClientHooks, "onShowAssembled"> & Partial<Pick<ClientHooks, "onShowTemplateDiff">>,
+): ExecuteCommandMiddleware {
+  return async (command, args, next) => {
+    const result: any = await next(command, args);
+    const target = command === SHOW_ASSEMBLED_COMMAND ? showAssembledTarget(args) : undefined;
+    if (target) hooks.onShowAssembled(target.uri, target.record);
+    if (command === SHOW_TEMPLATE_DIFF_COMMAND && typeof result?.markdown === "string") {
+      hooks.onShowTemplateDiff?.(result as TemplateDiff);
+    }
+    return result;
+  };
 }
 
 /** The promptls settings of a scope, as the server reads them (only what the user set). */
@@ -91,12 +117,7 @@ export function createClient(cmd: ServerCommand, hooks: ClientHooks): LanguageCl
           );
         },
       },
-      executeCommand: async (command, args, next) => {
-        const result = await next(command, args);
-        if (command === SHOW_ASSEMBLED_COMMAND && typeof args[0] === "string") hooks.onShowAssembled(args[0]);
-        if (command === SHOW_TEMPLATE_DIFF_COMMAND && typeof result?.markdown === "string") hooks.onShowTemplateDiff(result as TemplateDiff);
-        return result;
-      },
+      executeCommand: executeCommandMiddleware(hooks),
     },
   };
   return new LanguageClient(SECTION, "promptls", serverOptions, clientOptions);
@@ -129,12 +150,19 @@ export async function assemble(client: LanguageClient | undefined, uri: string):
   return (await client.sendRequest(ExecuteCommandRequest.type, { command: ASSEMBLE_COMMAND, arguments: [uri] })) as Assembled;
 }
 
-/** `promptls.assembledHtml`: the assembled view's page for a document (server/htmlview.py). */
-export async function assembledHtml(client: LanguageClient | undefined, uri: string, nonce: string): Promise<string | undefined> {
+/** `promptls.assembledHtml`: the assembled view's page for a document (server/htmlview.py), or
+ * for one record (1-based) of a dataset; the server's default is the first. */
+export async function assembledHtml(
+  client: Pick<LanguageClient, "isRunning" | "sendRequest"> | undefined,
+  uri: string,
+  nonce: string,
+  record?: number,
+): Promise<string | undefined> {
   if (!client || !client.isRunning()) return undefined;
+  const options = record === undefined ? { nonce } : { nonce, record };
   const answer = (await client.sendRequest(ExecuteCommandRequest.type, {
     command: ASSEMBLED_HTML_COMMAND,
-    arguments: [uri, { nonce }],
+    arguments: [uri, options],
   })) as { html?: unknown } | null;
   return typeof answer?.html === "string" ? answer.html : undefined;
 }

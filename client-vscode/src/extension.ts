@@ -48,11 +48,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const out = api.createOutputChannel("promptls");
   const request = (uri: string) => ensureStarted().then(() => assemble(client, uri));
   const view = new AssembledView({ assemble: request });
-  const panel = new AssembledPanel({ html: (uri, nonce) => ensureStarted().then(() => assembledHtml(client, uri, nonce)) });
+  const panel = new AssembledPanel({
+    html: (uri, nonce, record) => ensureStarted().then(() => assembledHtml(client, uri, nonce, record)),
+  });
   const status = new StatusBar({ assemble: request, isPromptDocument, showCommand: SHOW_ASSEMBLED_CONTEXT });
   const hooks = {
     output: out,
-    onShowAssembled: (uri: string) => void panel.show(uri),
+    onShowAssembled: (uri: string, record?: number) => void panel.show(uri, record),
     onShowTemplateDiff: (diff: TemplateDiff) => void api.showMarkdown(diff.markdown),
   };
 

@@ -1,11 +1,14 @@
 // Mirrors server/ext.py, nothing else: custom command names and the shape of their answers.
 
-/** workspace/executeCommand, arguments [document URI]: the §7 JSON of that document. */
+/** workspace/executeCommand, arguments [document URI] or [document URI, record]: the §7 JSON of
+ * that document, or of that record (1-based, default 1) of a dataset. */
 export const ASSEMBLE_COMMAND = "promptls.assemble";
-/** workspace/executeCommand (the code lens): same answer; the client opens the assembled view. */
+/** workspace/executeCommand (the code lens, [uri] or [uri, record]): same answer; the client opens
+ * the assembled view of that record. */
 export const SHOW_ASSEMBLED_COMMAND = "promptls.showAssembled";
 
-/** workspace/executeCommand, arguments [document URI, {nonce}]: {html}, the assembled view's page. */
+/** workspace/executeCommand, arguments [document URI, {nonce, record?}]: {html}, the assembled
+ * view's page (of that record of a dataset, default 1). */
 export const ASSEMBLED_HTML_COMMAND = "promptls.assembledHtml";
 
 /** workspace/executeCommand, arguments [template URI]: {@link TemplateDiff}, the template's

@@ -2,7 +2,8 @@
 template the conversations that use it and what its changes since HEAD cost them.
 
 The conversation lens is ``assembly.ide.lens``; clicking it runs ``promptls.showAssembled``
-with the document URI, which the server answers with the ``promptls.assemble`` object.
+with the document URI (and, on each record of a dataset, the record's 1-based number),
+which the server answers with the ``promptls.assemble`` object.
 Lenses come from the latest finished analysis, moved into the current text when it is
 older.
 

@@ -59,19 +59,33 @@ def _record(analysis: Analysis, record: Any) -> Analysis:
         return analysis
     if record is None:
         return analysis.records[0]
-    if not isinstance(record, int) or not 1 <= record <= len(analysis.records):
-        raise JsonRpcInvalidParams(f"no record {record!r}: the dataset has {len(analysis.records)}")
+    n = len(analysis.records)
+    if not isinstance(record, int) or isinstance(record, bool) or not 1 <= record <= n:
+        raise JsonRpcInvalidParams(f"no record {record!r}: the dataset has {n}")
     return analysis.records[record - 1]
 
 
 async def assembled_html(ls: PromptServer, *args: Any) -> dict[str, Any]:
-    """Arguments: ``[document URI, {"nonce": str}]``; returns ``{"html": page}``."""
-    analysis = await _analysis(ls, _uri_argument(list(args[:1])))
+    """Arguments: ``[document URI, {"nonce": str, "record": int}]``; returns ``{"html": page}``.
+
+    ``record`` (1-based, optional) picks one conversation of a dataset (default: its first);
+    the page then names the record. A document that is one conversation takes no record.
+    """
     options = args[1] if len(args) > 1 else {}
     nonce = options.get("nonce") if isinstance(options, dict) else None
     if not isinstance(nonce, str) or not nonce.isalnum():
         raise JsonRpcInvalidParams("promptls.assembledHtml needs {nonce: <letters and digits>}")
-    page = render_html(analysis, display_path=analysis.path.name, webview=True, nonce=nonce)
+    record = options.get("record")
+    if record is not None and (not isinstance(record, int) or isinstance(record, bool)):
+        raise JsonRpcInvalidParams(
+            f"promptls.assembledHtml: record must be a number, not {record!r}"
+        )
+    analysis = await _analysis(ls, _uri_argument(list(args[:1])))
+    picked = _record(analysis, record)
+    name = analysis.path.name
+    if analysis.records:
+        name = f"{name} (record {analysis.record_number(picked)})"
+    page = render_html(picked, display_path=name, webview=True, nonce=nonce)
     return {"html": page}
 
 

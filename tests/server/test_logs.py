@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -224,6 +225,30 @@ async def test_the_server_answers_per_record(client: InProcessClient, tmp_path: 
         lsp.ExecuteCommandParams(command="promptls.showAssembled", arguments=[uri, 2]),
     )
     assert [e["id"] for e in view["layout"]] == ["0", "1"]
+    # The assembled view's page: the record asked for (default the first), named in the page.
+    pages = {}
+    for record in (None, 2):
+        options = {"nonce": "n0nce"} | ({} if record is None else {"record": record})
+        page = await client.request(
+            lsp.WORKSPACE_EXECUTE_COMMAND,
+            lsp.ExecuteCommandParams(command="promptls.assembledHtml", arguments=[uri, options]),
+        )
+        pages[record] = page["html"]
+    # Each row's jump button names its message's line: record 2's two messages are on line 2.
+    jumps = {k: re.findall(r'data-key="(\w+)" data-line="(\d+)"', v) for k, v in pages.items()}
+    assert jumps[2] == [("0", "1"), ("1", "1")]
+    assert jumps[None] == [("0", "0"), ("1", "0"), ("2", "0")]
+    assert "<h1>Assembled context: <code>train.conv.jsonl (record 2)</code></h1>" in pages[2]
+    assert "<code>train.conv.jsonl (record 1)</code>" in pages[None]
+    for bad in (4, 0, "2", True):
+        with pytest.raises(Exception, match="record"):
+            await client.request(
+                lsp.WORKSPACE_EXECUTE_COMMAND,
+                lsp.ExecuteCommandParams(
+                    command="promptls.assembledHtml",
+                    arguments=[uri, {"nonce": "n0nce", "record": bad}],
+                ),
+            )
     # Hover on the call id of line 2: that record's call.
     col = DATASET.splitlines()[1].index('"c1"') + 1
     hover = await client.request(
