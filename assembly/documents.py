@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from assembly.model import (
@@ -42,6 +43,11 @@ MAX_DOCUMENT_CHARS = 64 * 1024 * 1024
 # Messages read from one document (the 10 MB benchmark conversation has 10,000); the rest
 # is left out with a ``document-too-large`` finding.
 MAX_MESSAGES = MAX_TOP_ITEMS
+# promptls' own document keys, read as in a promptls document when they stand in another
+# provider's request body.
+OTHER_FORMAT_DOCUMENT_KEYS = frozenset(
+    {"$schema", "settings", "custom_agent_prompt", "project_files", "reminder", "user_info"}
+)
 # Syntax problems reported for one document; the rest are counted in one last finding.
 MAX_SYNTAX_ISSUES = 1_000
 
@@ -330,6 +336,48 @@ class _Reader:
             self.error("`messages` must be an array of message objects", node.range)
             return ()
         return self._messages(node)
+
+    def _other_request_fields(
+        self,
+        node: SNode,
+        fields: dict[str, Any],
+        *,
+        list_key: str,
+        known: frozenset[str],
+        format_name: str,
+        read: Mapping[str, Callable[[SNode], None]],
+    ) -> tuple[dict[str, Any], dict[str, TextRange]]:
+        """The top-level keys of another provider's request body (Anthropic Messages,
+        OpenAI Responses): promptls' own document keys as in a promptls document, ``model``
+        as the model setting (the document's ``settings.model`` wins), the keys in ``read``
+        by their readers, the other ``known`` keys accepted silently, the rest reported.
+        Returns the settings and their ranges (the caller stores them in ``fields``)."""
+        own = [m for m in node.members if m.key in OTHER_FORMAT_DOCUMENT_KEYS]
+        if own:
+            self._top_fields(
+                SNode("object", node.range, members=tuple(own)), fields, allow_messages=False
+            )
+        settings = dict(fields.get("settings", {}))
+        ranges = dict(fields.get("settings_ranges", {}))
+        for m in node.members:
+            key, value = m.key, m.value
+            if key in OTHER_FORMAT_DOCUMENT_KEYS or key == list_key:
+                continue
+            if key == "model":
+                if value.is_string and value.value:
+                    if "model" not in settings:
+                        settings["model"] = value.value
+                        ranges["model"] = value.range
+                else:
+                    self.error("`model` must be a non-empty string", value.range)
+            elif key in read:
+                read[key](value)
+            elif key not in known:
+                self.unknown_key(
+                    f"unknown key `{key}` in an {format_name} (read as such because of its shape)",
+                    m.key_range,
+                )
+        return settings, ranges
 
     def _top_fields(self, node: SNode, fields: dict[str, Any], *, allow_messages: bool) -> None:
         for m in node.members:

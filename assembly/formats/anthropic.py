@@ -75,10 +75,6 @@ REQUEST_KEYS = frozenset(
         "betas",
     }
 )
-# promptls' own document keys, read as in a promptls document.
-_PROMPTLS_KEYS = frozenset(
-    {"$schema", "settings", "custom_agent_prompt", "project_files", "reminder", "user_info"}
-)
 _MESSAGE_KEYS = frozenset({"role", "content", "id", "promptls-ignore", "token_count"})
 # Blocks accepted and not counted (see the module docstring).
 _SKIPPED_BLOCKS = ANTHROPIC_BLOCKS - {"tool_use", "tool_result", "document"}
@@ -142,33 +138,20 @@ class _AnthropicReader(_Reader):
     # ------------------------------------------------------------------ request
 
     def _request_fields(self, node: SNode, fields: dict[str, Any], out: list[Message]) -> None:
-        own = [m for m in node.members if m.key in _PROMPTLS_KEYS]
-        if own:
-            self._top_fields(
-                SNode("object", node.range, members=tuple(own)), fields, allow_messages=False
-            )
-        settings = dict(fields.get("settings", {}))
-        ranges = dict(fields.get("settings_ranges", {}))
-        for m in node.members:
-            key, value = m.key, m.value
-            if key in _PROMPTLS_KEYS or key == "messages":
-                continue
-            if key == "model":
-                if value.is_string and value.value:
-                    if "model" not in settings:
-                        settings["model"] = value.value
-                        ranges["model"] = value.range
-                else:
-                    self.error("`model` must be a non-empty string", value.range)
-            elif key == "system":
-                fields["system_prompt"] = self._system(value)
-            elif key == "tools":
-                fields["tools"] = self._anthropic_tools(value)
-            elif key not in REQUEST_KEYS:
-                self.unknown_key(
-                    f"unknown key `{key}` in an {FORMAT_NAME} (read as such because of its shape)",
-                    m.key_range,
-                )
+        def system(value: SNode) -> None:
+            fields["system_prompt"] = self._system(value)
+
+        def tools(value: SNode) -> None:
+            fields["tools"] = self._anthropic_tools(value)
+
+        settings, ranges = self._other_request_fields(
+            node,
+            fields,
+            list_key="messages",
+            known=REQUEST_KEYS,
+            format_name=FORMAT_NAME,
+            read={"system": system, "tools": tools},
+        )
         if "provider" not in settings:
             settings["provider"] = "anthropic"
             ranges["provider"] = _head(node)

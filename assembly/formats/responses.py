@@ -77,9 +77,6 @@ REQUEST_KEYS = frozenset(
         "context_management",
     }
 )
-_PROMPTLS_KEYS = frozenset(
-    {"$schema", "settings", "custom_agent_prompt", "project_files", "reminder", "user_info"}
-)
 _ITEM_KEYS = frozenset({"type", "id", "role", "content", "status", "promptls-ignore"})
 _CALL_KEYS = frozenset({"type", "id", "call_id", "name", "arguments", "input", "status"})
 _OUTPUT_KEYS = frozenset({"type", "id", "call_id", "output", "status"})
@@ -142,36 +139,23 @@ class _ResponsesReader(_Reader):
         )
 
     def _request_fields(self, node: SNode, fields: dict[str, Any], out: list[Message]) -> None:
-        own = [m for m in node.members if m.key in _PROMPTLS_KEYS]
-        if own:
-            self._top_fields(
-                SNode("object", node.range, members=tuple(own)), fields, allow_messages=False
-            )
-        settings = dict(fields.get("settings", {}))
-        ranges = dict(fields.get("settings_ranges", {}))
-        for m in node.members:
-            key, value = m.key, m.value
-            if key in _PROMPTLS_KEYS or key == "input":
-                continue
-            if key == "model":
-                if value.is_string and value.value:
-                    if "model" not in settings:
-                        settings["model"] = value.value
-                        ranges["model"] = value.range
-                else:
-                    self.error("`model` must be a non-empty string", value.range)
-            elif key == "instructions":
-                if value.is_string:
-                    fields["system_prompt"] = TextBlock(value.value, value.range, value.range)
-                elif value.kind != "null":
-                    self.error("`instructions` must be a string", value.range)
-            elif key == "tools":
-                fields["tools"] = self._response_tools(value)
-            elif key not in REQUEST_KEYS:
-                self.unknown_key(
-                    f"unknown key `{key}` in an {FORMAT_NAME} (read as such because of its shape)",
-                    m.key_range,
-                )
+        def instructions(value: SNode) -> None:
+            if value.is_string:
+                fields["system_prompt"] = TextBlock(value.value, value.range, value.range)
+            elif value.kind != "null":
+                self.error("`instructions` must be a string", value.range)
+
+        def tools(value: SNode) -> None:
+            fields["tools"] = self._response_tools(value)
+
+        settings, ranges = self._other_request_fields(
+            node,
+            fields,
+            list_key="input",
+            known=REQUEST_KEYS,
+            format_name=FORMAT_NAME,
+            read={"instructions": instructions, "tools": tools},
+        )
         if settings:
             fields["settings"] = settings
             fields["settings_ranges"] = ranges
