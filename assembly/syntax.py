@@ -444,16 +444,9 @@ class _JsonParser:
 
     def _skip_container(self) -> None:
         """Skip to the bracket closing the one just read (any kind: this is recovery)."""
-        depth = 1
-        while depth:
-            tok = self._next()
-            if tok[0] == _EOF:
-                return
-            if tok[0] == _PUNCT:
-                if tok[1] in "{[":
-                    depth += 1
-                elif tok[1] in "}]":
-                    depth -= 1
+        self._skip_to_close()
+        if self._peek()[0] != _EOF:
+            self.i += 1  # the closing bracket
 
     def _value(self, depth: int) -> SNode | None:
         tok = self._peek()
