@@ -22,7 +22,7 @@ contract, so saved outputs compare as well as fresh analyses) and returns a JSON
   changed (a count in it moved) is listed under ``changed`` with both messages;
 - ``compression``: whether the compression plan changed (due or not, what it summarizes).
 
-Pure: no IO; the caller reads the revisions (``server/diff.py``).
+Pure: no IO; the caller reads the revisions (``server/cli/diff.py``).
 """
 
 from __future__ import annotations

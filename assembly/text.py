@@ -2,7 +2,7 @@
 
 Offsets here are code points (Python ``str`` indices) into the document text exactly as it
 was given (CRLF kept). Lines and columns are 0-based here; the command line prints them
-1-based and LSP units are handled only in ``server/convert.py``.
+1-based and LSP units are handled only in ``server/lsp/convert.py``.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def _wheel(dist: Path) -> Path:
 def test_the_wheel_holds_the_schema_the_rules_doc_and_the_examples(dist: Path) -> None:
     names = set(zipfile.ZipFile(_wheel(dist)).namelist())
     assert "assembly/data/conversation.schema.json" in names
-    assert "server/cli.py" in names and "assembly/assemble.py" in names
+    assert "server/cli/main.py" in names and "assembly/assemble.py" in names
     share = f"promptls-{VERSION}.data/data/share/promptls"
     for doc in ("RULES.md", "README.md", "CHANGELOG.md", "LICENSE", *EXAMPLES):
         assert f"{share}/{doc}" in names, doc
@@ -129,7 +129,7 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(dist: Path, tmp_path: Path)
 def test_version_flag(capsys: pytest.CaptureFixture[str]) -> None:
     from importlib.metadata import version
 
-    from server.cli import main
+    from server.cli.main import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from assembly.documents import CONVERSATION_SUFFIXES
-from server.cli import main
+from server.cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 DOCUMENT_SUFFIXES = (*CONVERSATION_SUFFIXES, ".prompt.md")
@@ -36,7 +36,7 @@ def test_hook_runs_the_console_script() -> None:
     ]
     executable, *args = shlex.split(hook["entry"])
     assert executable in scripts
-    assert scripts[executable] == "server.cli:main"
+    assert scripts[executable] == "server.cli.main:main"
     assert args == ["lint"]
     assert hook["language"] == "python"
     assert hook["pass_filenames"] is True

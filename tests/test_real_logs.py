@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from server.cli import main
+from server.cli.main import main
 from tests.support.golden import check_golden
 
 FOLDER = Path(__file__).resolve().parent / "data" / "real-logs" / "openai"

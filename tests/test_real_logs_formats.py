@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from server.cli import main
+from server.cli.main import main
 from tests.support.anthropic_validator import validate
 from tests.support.golden import check_golden
 

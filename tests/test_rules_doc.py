@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from assembly.diagnostics import RULES
-from server.cli import main
+from server.cli.main import main
 from server.links import RULES_DOC_URL, rule_doc_url
 from server.rulesdoc import REGENERATE_COMMAND, github_slug, render_rules_md, rule_url
 

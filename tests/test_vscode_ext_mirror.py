@@ -1,11 +1,11 @@
-"""client-vscode/src/lspExt.ts mirrors server/ext.py (STYLE §2.1, rule 37)."""
+"""client-vscode/src/lspExt.ts mirrors server/lsp/ext.py (STYLE §2.1, rule 37)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from server import ext
+from server.lsp import ext
 
 ROOT = Path(__file__).resolve().parent.parent
 LSP_EXT = ROOT / "client-vscode" / "src" / "lspExt.ts"

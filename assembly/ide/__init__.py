@@ -5,5 +5,5 @@ Each module answers one editor question about a conversation or a prompt templat
 ``inlay`` (each message's tokens), ``lens`` (the assembled total), ``navigation``,
 ``completion``. Inputs are the parsed document, its ``Assembly`` and settings, and
 code-point offsets; outputs are small frozen dataclasses (offsets, ranges, labels,
-Markdown). Only ``server/convert.py`` turns them into LSP values.
+Markdown). Only ``server/lsp/convert.py`` turns them into LSP values.
 """

@@ -1,4 +1,4 @@
-// Mirrors server/ext.py, nothing else: custom command names and the shape of their answers.
+// Mirrors server/lsp/ext.py, nothing else: custom command names and the shape of their answers.
 
 /** workspace/executeCommand, arguments [document URI] or [document URI, record]: the §7 JSON of
  * that document, or of that record (1-based, default 1) of a dataset. */

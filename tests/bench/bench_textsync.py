@@ -37,8 +37,8 @@ from pygls.workspace import TextDocument
 from assembly.diagnostics import Diagnostic, Severity
 from assembly.rope import Rope
 from assembly.text import TextRange
-from server import convert
-from server.app import build_server
+from server.lsp import convert
+from server.lsp.app import build_server
 
 GEN = Path(__file__).resolve().parent / "gen_conversation.py"
 

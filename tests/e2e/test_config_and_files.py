@@ -196,7 +196,7 @@ async def assemble(client: LanguageClient, uri: str) -> dict[str, Any]:
 
 
 def position(text: str, offset: int, encoding: str) -> lsp.Position:
-    """An LSP position, computed here independently of server/convert.py."""
+    """An LSP position, computed here independently of server/lsp/convert.py."""
     line = text.count("\n", 0, offset)
     prefix = text[text.rfind("\n", 0, offset) + 1 : offset]
     if encoding == "utf-8":

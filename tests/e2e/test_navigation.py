@@ -17,7 +17,7 @@ import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from server.convert import TextMap, to_lsp_position
+from server.lsp.convert import TextMap, to_lsp_position
 from tests.support.edits import apply_lsp_edits, workspace_edits
 from tests.support.lsp_session import initialize
 

@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from server.cli import main as cli_main  # noqa: E402  (the engine, imported once)
+from server.cli.main import main as cli_main  # noqa: E402  (the engine, imported once)
 from server.workspace import analyze  # noqa: E402, F401  (warm imports before forking)
 from tests.support.limited import promptls  # noqa: E402
 

@@ -289,7 +289,7 @@ def boom(ctx):
 
 d.RULES = tuple(Rule(r.code, r.severity, boom) if r.code == "history-truncated" else r
                 for r in d.RULES)
-from server.cli import main
+from server.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

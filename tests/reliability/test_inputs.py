@@ -20,7 +20,7 @@ from assembly.model import DocFormat
 from assembly.settings import SettingsLayer, resolve_settings
 from assembly.text import TextRange
 from server import files, precount
-from server.lint import LintOptions, _relint_reporting, discover
+from server.cli.lint import LintOptions, _relint_reporting, discover
 from server.workspace import analyze, resolve_reference
 
 

@@ -1,4 +1,4 @@
-"""``server/convert.py``: offsets <-> LSP positions in UTF-8/16/32, and diagnostics.
+"""``server/lsp/convert.py``: offsets <-> LSP positions in UTF-8/16/32, and diagnostics.
 
 The expected columns of ``x="😋"`` are the ones the LSP specification and pygls' own codec
 give (7 in UTF-8, 5 in UTF-16, 4 in UTF-32 for the closing quote); round trips are checked
@@ -15,7 +15,8 @@ from pygls.workspace.position_codec import Utf8, Utf16, Utf32
 
 from assembly.diagnostics import Diagnostic, Fix, Related, Severity, TextEdit
 from assembly.text import TextRange
-from server.convert import (
+from server.links import rule_doc_url
+from server.lsp.convert import (
     TextMap,
     from_lsp_position,
     from_lsp_range,
@@ -24,7 +25,6 @@ from server.convert import (
     to_lsp_position,
     to_lsp_range,
 )
-from server.links import rule_doc_url
 
 ENCODINGS = ["utf-8", "utf-16", "utf-32"]
 COUNTERS = {"utf-8": Utf8(), "utf-16": Utf16(), "utf-32": Utf32()}

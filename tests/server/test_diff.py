@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from assembly.diff import diff_assembled, message_bytes
-from server.cli import main
+from server.cli.main import main
 from tests.support.gitrepo import build_review_repo, edit, git
 from tests.support.golden import check_golden
 
@@ -290,7 +290,7 @@ def test_identical_objects_are_unchanged() -> None:
 
 
 def test_markdown_excerpt_fence_outlasts_backticks_in_the_prompt() -> None:
-    from server.diff import DiffResult, Side, render_markdown
+    from server.cli.diff import DiffResult, Side, render_markdown
 
     a = [{"role": "system", "content": "Use ```python fences."}]
     b = [{"role": "system", "content": "Use ```` fences."}]

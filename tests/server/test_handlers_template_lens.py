@@ -2,7 +2,7 @@
 
 The workspace is the throwaway review repository of ``tests.support.gitrepo`` (a template
 that feeds two conversations): the lens says how many conversations read the template and
-what its uncommitted change costs them against HEAD (``server.diff.template_use``, the
+what its uncommitted change costs them against HEAD (``server.cli.diff.template_use``, the
 ``promptls diff`` implementation), the command returns that diff as Markdown, the answer is
 cached per template version, and outside git the lens only counts the conversations.
 """
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from lsprotocol import types as lsp
 
-import server.handlers.code_lens as code_lens_module
-from server.cli import main
+import server.lsp.handlers.code_lens as code_lens_module
+from server.cli.main import main
 from tests.support.gitrepo import TEMPLATE_EDIT, build_review_repo, edit, git
 from tests.support.inprocess import InProcessClient
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from server.cli import main
+from server.cli.main import main
 from server.htmlview import render_html, view_model
 from server.output import assembly_json
 from server.workspace import analyze

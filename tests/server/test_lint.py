@@ -27,7 +27,7 @@ import jsonschema
 import pytest
 
 from assembly.diagnostics import RULES
-from server.cli import main
+from server.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif" / "sarif-schema-2.1.0.json"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as lsp
 
-from server.cli import main
+from server.cli.main import main
 from server.workspace import analyze
 from tests.support.inprocess import InProcessClient
 
@@ -130,7 +130,7 @@ def test_usage_errors_of_assemble(tmp_path, capsys, monkeypatch) -> None:  # typ
 
 def test_version_does_not_load_a_tokenizer() -> None:
     code = (
-        "import sys\nfrom server.cli import main\ntry:\n    main(['--version'])\n"
+        "import sys\nfrom server.cli.main import main\ntry:\n    main(['--version'])\n"
         "except SystemExit as exc:\n    rc = exc.code or 0\n"
         "print(rc, 'tiktoken' in sys.modules, 'assembly' in sys.modules)"
     )

@@ -1,4 +1,4 @@
-"""``server/scheduler.py``: one analysis per document state, the latest state published.
+"""``server/lsp/scheduler.py``: one analysis per document state, the latest state published.
 
 Deterministic: a real ``PromptServer`` in-process (``tests.support.inprocess``) whose
 analysis executor is a ``ManualExecutor``: analyses are queued when the server starts
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from lsprotocol import types as lsp
 
-from server.session import Session
+from server.lsp.session import Session
 from tests.support.inprocess import InProcessClient
 
 FINDING = "reminder: 'Today is {{CURENT_DATETIME}}.'\n"
@@ -294,7 +294,7 @@ async def test_a_closed_document_drops_its_running_analysis(
 async def test_requests_waiting_for_one_analysis_share_one_outline(
     client: InProcessClient, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from server.handlers import folding, symbols
+    from server.lsp.handlers import folding, symbols
 
     calls = {"symbols": 0, "folding": 0}
     real = {"symbols": symbols._outline, "folding": folding._folds}

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from lsprotocol import types as lsp
 
-from server.watch import Watcher, folders
+from server.lsp.watch import Watcher, folders
 from tests.support.inprocess import InProcessClient
 
 CONV = """\
@@ -143,7 +143,7 @@ async def test_the_file_system_root_is_refused_as_a_workspace_folder(
 def test_a_document_outside_the_folders_reads_inside_its_project_never_the_whole_disk(
     tmp_path: Path,
 ) -> None:
-    from server.session import Session
+    from server.lsp.session import Session
 
     project = tmp_path / "project"
     (project / ".git").mkdir(parents=True)

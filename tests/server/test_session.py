@@ -1,4 +1,4 @@
-"""``server/session.py`` and its scheduling (``server/scheduler.py``), in-process, threaded.
+"""``server/lsp/session.py`` and its scheduling (``server/lsp/scheduler.py``), in-process, threaded.
 
 A real ``PromptServer`` on the test's asyncio loop (``tests.support.inprocess``: pygls'
 own dispatch, no subprocess), with the session's real worker thread. The worker can be held
@@ -21,7 +21,7 @@ import pytest
 from lsprotocol import types as lsp
 
 from assembly.rope import Rope
-from server.session import THAW_EVERY, DocState, Snapshot
+from server.lsp.session import THAW_EVERY, DocState, Snapshot
 from tests.support.inprocess import InProcessClient
 
 TIMEOUT_S = 20

@@ -2,7 +2,7 @@
 
 A real ``PromptServer`` in-process (``tests.support.inprocess``). Edits are made the way a
 client makes them: a random offset range of the client's own ``str`` is turned into an LSP
-range with the ``str`` path of ``server.convert`` (a ``LineIndex``) in the negotiated
+range with the ``str`` path of ``server.lsp.convert`` (a ``LineIndex``) in the negotiated
 encoding, sent as an incremental change, and the client's ``str`` is spliced. The server's
 rope, edited through the rope's own line index, must equal the client's text after every
 notification, and pygls must hold no copy of the document.
@@ -22,7 +22,7 @@ from lsprotocol import types as lsp
 
 from assembly.rope import Rope
 from assembly.text import TextRange
-from server.convert import TextMap, from_lsp_position, to_lsp_position, to_lsp_range
+from server.lsp.convert import TextMap, from_lsp_position, to_lsp_position, to_lsp_range
 from tests.support.inprocess import InProcessClient
 
 ENCODINGS = ("utf-8", "utf-16", "utf-32")

@@ -21,7 +21,7 @@ TOKENIZER_MODULES = ("tiktoken", "tiktoken_ext", "bpe_openai", "server.tokenizer
 # Runs the CLI in-process and prints, on stderr's last line, the modules it imported.
 PROBE = """
 import json, sys
-from server.cli import main
+from server.cli.main import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as exc:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from lsprotocol import types as lsp
 
-from server.convert import TextMap, from_lsp_range
+from server.lsp.convert import TextMap, from_lsp_range
 
 
 def apply_lsp_edits(text: str, edits: Iterable[lsp.TextEdit], encoding: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from lsprotocol import converters
 from lsprotocol import types as lsp
 
-from server.app import PromptServer, build_server
+from server.lsp.app import PromptServer, build_server
 
 TIMEOUT_S = 20
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from assembly.ide import symbols as ide_symbols
-from server import convert
-from server.app import Prepared, PromptServer, prepare
-from server.handlers.documents import current_view
-from server.scheduler import View
+from server.lsp import convert
+from server.lsp.app import Prepared, PromptServer, prepare
+from server.lsp.handlers.documents import current_view
+from server.lsp.scheduler import View
 from server.workspace import Analysis
 
 

@@ -5,10 +5,10 @@ the §7 JSON contract or as a table. Exit codes: 0 assembled, 1 the document can
 assembled (the object is still printed, with its error diagnostics), 2 usage error.
 ``promptls rules`` and ``promptls rule CODE`` print the rule catalogue and one rule's docs
 (rendered by ``server/rulesdoc.py``; an unknown code is a usage error).
-``promptls lint [PATHS]`` checks documents for CI (``server/lint.py``): exit 0 clean,
+``promptls lint [PATHS]`` checks documents for CI (``server/cli/lint.py``): exit 0 clean,
 1 findings at or above ``--fail-on``, 2 usage or configuration error.
 ``promptls diff [REV_A] [REV_B] [PATHS]`` shows what a change does to the assembled context
-of every conversation (``server/diff.py``): exit 1 when findings at or above ``--fail-on``
+of every conversation (``server/cli/diff.py``): exit 1 when findings at or above ``--fail-on``
 appeared.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from server import formats
+from server.cli import formats
 
 if TYPE_CHECKING:
     from server.workspace import Analysis
@@ -232,7 +232,7 @@ def _version() -> str:
 def _serve(args: argparse.Namespace) -> int:
     import logging
 
-    from server.app import build_server
+    from server.lsp.app import build_server
 
     logging.basicConfig(
         level=args.log_level,
@@ -240,7 +240,7 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if args.tcp or args.ws or args.allow_origin:
-        from server import transport
+        from server.lsp import transport
 
         try:
             if args.allow_origin and not args.ws:
@@ -393,7 +393,7 @@ def _assemble_failed(args: argparse.Namespace, exc: Exception) -> int:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    from server import lint
+    from server.cli import lint
 
     try:
         return lint.run(args)
@@ -403,7 +403,7 @@ def _lint(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from server import diff
+    from server.cli import diff
 
     try:
         return diff.run(args)

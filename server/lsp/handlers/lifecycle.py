@@ -19,10 +19,10 @@ from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
 from assembly.settings import resolve_settings
-from server.app import PromptServer
-from server.capabilities import ResolvedCapabilities
 from server.config import editor_layer
-from server.handlers.documents import schedule_all, schedule_paths
+from server.lsp.app import PromptServer
+from server.lsp.capabilities import ResolvedCapabilities
+from server.lsp.handlers.documents import schedule_all, schedule_paths
 
 log = logging.getLogger(__name__)
 SECTION = "promptls"

@@ -13,9 +13,9 @@ import uuid
 
 from lsprotocol import types as lsp
 
-from server import convert
-from server.app import PromptServer
-from server.handlers.documents import current_view
+from server.lsp import convert
+from server.lsp.app import PromptServer
+from server.lsp.handlers.documents import current_view
 
 log = logging.getLogger(__name__)
 

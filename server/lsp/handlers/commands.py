@@ -24,19 +24,19 @@ from typing import Any
 from pygls.exceptions import JsonRpcContentModified, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
-from server.app import PromptServer
-from server.diff import DiffError
-from server.ext import (
+from server.cli.diff import DiffError
+from server.cli.lint import PROMPT_SUFFIX
+from server.htmlview import render_html
+from server.lsp.app import PromptServer
+from server.lsp.ext import (
     ASSEMBLE_COMMAND,
     ASSEMBLED_HTML_COMMAND,
     SHOW_ASSEMBLED_COMMAND,
     SHOW_TEMPLATE_DIFF_COMMAND,
     TEMPLATE_DIFF_COMMAND,
 )
-from server.handlers.code_lens import template_use_of
-from server.handlers.documents import current_view
-from server.htmlview import render_html
-from server.lint import PROMPT_SUFFIX
+from server.lsp.handlers.code_lens import template_use_of
+from server.lsp.handlers.documents import current_view
 from server.output import assembly_json
 from server.workspace import Analysis, analyze
 

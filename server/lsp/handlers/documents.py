@@ -2,11 +2,11 @@
 
 Every change replaces the document's ``DocState`` and schedules an analysis on the worker
 thread: at once when none of the document is under way, else right after the running one
-(changes in between coalesce; see ``server.scheduler``). When the analysis of the latest
+(changes in between coalesce; see ``server.lsp.scheduler``). When the analysis of the latest
 state finishes, push clients get ``publishDiagnostics`` with the analysed version; one of
 a state the document has moved on from is kept for answers, never published.
 
-The text of the documents we analyse is ours, not pygls' (``server.app.PromptProtocol``):
+The text of the documents we analyse is ours, not pygls' (``server.lsp.app.PromptProtocol``):
 ``didOpen`` builds a ``Rope`` and ``didChange`` edits it (``convert.apply_lsp_changes``),
 in time proportional to the edit.
 """
@@ -20,10 +20,10 @@ from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
 from assembly.rope import Rope
-from server import convert
-from server.app import PromptServer
-from server.scheduler import SETTLE_S, View
-from server.session import DocState, Snapshot, document_kind
+from server.lsp import convert
+from server.lsp.app import PromptServer
+from server.lsp.scheduler import SETTLE_S, View
+from server.lsp.session import DocState, Snapshot, document_kind
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 The IO half of the diff. ``resolve_sides`` turns the command line into two sides: a git
 revision (its tree written to a temporary folder by ``git archive``: never a checkout, the
 work tree and index are not touched) or the work tree itself. ``collect`` finds the
-conversations of both sides with ``server.lint``'s discovery, analyzes them with
+conversations of both sides with ``server.cli.lint``'s discovery, analyzes them with
 ``server.workspace.analyze`` (the one pipeline: ``assemble`` and ``lint`` use it too) and
 compares their §7 JSON objects with the pure ``assembly.diff.diff_assembled``. A
 conversation is analyzed on the old side only when it, a file it reads (template, project
@@ -31,9 +31,16 @@ from typing import Any
 
 from assembly.diagnostics import Severity
 from assembly.diff import diff_assembled, has_changes
+from server.cli.lint import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    PROMPT_SUFFIX,
+    LintOptions,
+    _gh_data,
+    _gh_property,
+)
+from server.cli.lint import discover as lint_discover
 from server.config import CONFIG_FILES
-from server.lint import EXIT_FINDINGS, EXIT_OK, PROMPT_SUFFIX, LintOptions, _gh_data, _gh_property
-from server.lint import discover as lint_discover
 from server.output import assembly_json
 from server.workspace import analyze
 

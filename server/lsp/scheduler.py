@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from lsprotocol import types as lsp
 
 from assembly.text import TextRange
-from server import convert
-from server.convert import TextMap
+from server.lsp import convert
+from server.lsp.convert import TextMap
 
 if TYPE_CHECKING:
-    from server.session import DocState, Session, Snapshot
+    from server.lsp.session import DocState, Session, Snapshot
 
 log = logging.getLogger(__name__)
 

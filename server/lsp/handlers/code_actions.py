@@ -10,9 +10,9 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from assembly.ide import fixes as ide_fixes
-from server import convert
-from server.app import PromptServer
-from server.handlers.documents import current_view
+from server.lsp import convert
+from server.lsp.app import PromptServer
+from server.lsp.handlers.documents import current_view
 
 KINDS: list[lsp.CodeActionKind | str] = [lsp.CodeActionKind.QuickFix, convert.FIX_ALL_KIND]
 

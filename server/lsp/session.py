@@ -9,7 +9,7 @@ arrive during one mark the document ``stale``, so one analysis of the latest ver
 follows. A lone keystroke waits for nothing; a burst costs one analysis per analysis time.
 
 The session owns the text of the documents it analyses (``document_kind``): each is a
-``Rope``, edited in place of pygls' copy (``server.app.PromptProtocol``), so an edit costs
+``Rope``, edited in place of pygls' copy (``server.lsp.app.PromptProtocol``), so an edit costs
 time proportional to the edit, not to the document.
 """
 
@@ -31,10 +31,10 @@ from pygls.uris import to_fs_path
 from assembly.diagnostics import Diagnostic, from_exception
 from assembly.documents import format_for_path
 from assembly.rope import Rope
-from server.capabilities import ResolvedCapabilities
-from server.convert import TextMap
-from server.scheduler import Scheduler, moved
-from server.watch import Watcher
+from server.lsp.capabilities import ResolvedCapabilities
+from server.lsp.convert import TextMap
+from server.lsp.scheduler import Scheduler, moved
+from server.lsp.watch import Watcher
 from server.workspace import Analysis, PromptAnalysis, analyze, analyze_prompt, find_root
 
 log = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ class Session:
         """Watch the workspace folders (for clients that cannot watch for us).
 
         ``on_change`` runs on the message loop with the changed paths. The folders are
-        walked without following symbolic links (``server.watch``), so a link out of the
+        walked without following symbolic links (``server.lsp.watch``), so a link out of the
         workspace (to ``/`` even) is neither watched nor able to stop the watcher.
         """
         if not self.roots or self._watcher is not None or self.loop is None:

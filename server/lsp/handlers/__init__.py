@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
-from server.app import PromptServer
-from server.ext import COMMANDS
-from server.handlers import (
+from server.lsp.app import PromptServer
+from server.lsp.ext import COMMANDS
+from server.lsp.handlers import (
     code_actions,
     code_lens,
     commands,

@@ -10,9 +10,9 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from assembly.ide import inlay
-from server import convert
-from server.app import PromptServer
-from server.handlers.documents import latest_view
+from server.lsp import convert
+from server.lsp.app import PromptServer
+from server.lsp.handlers.documents import latest_view
 from server.tokenizers import load_tokenizer
 from server.workspace import Analysis
 

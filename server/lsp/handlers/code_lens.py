@@ -8,7 +8,7 @@ Lenses come from the latest finished analysis, moved into the current text when 
 older.
 
 The template lens (``used by 2 conversations · +86 tokens vs HEAD``) is
-``server.diff.template_use``: the diff of the work tree against HEAD limited to the
+``server.cli.diff.template_use``: the diff of the work tree against HEAD limited to the
 template (the one diff implementation), computed off the event loop and cached per
 template version (its editor version and its file on disk). Clicking it runs
 ``promptls.showTemplateDiff``, answered like ``promptls.templateDiff`` with the diff as
@@ -25,12 +25,12 @@ from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
 from assembly.ide import lens
-from server import convert
-from server.app import PromptServer
-from server.diff import TemplateUse, template_use
-from server.ext import SHOW_ASSEMBLED_COMMAND, SHOW_TEMPLATE_DIFF_COMMAND
-from server.handlers.documents import latest_view
-from server.lint import PROMPT_SUFFIX
+from server.cli.diff import TemplateUse, template_use
+from server.cli.lint import PROMPT_SUFFIX
+from server.lsp import convert
+from server.lsp.app import PromptServer
+from server.lsp.ext import SHOW_ASSEMBLED_COMMAND, SHOW_TEMPLATE_DIFF_COMMAND
+from server.lsp.handlers.documents import latest_view
 from server.workspace import Analysis
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from pygls.io_ import run_async, run_websocket
 
-from server.app import PromptServer
+from server.lsp.app import PromptServer
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from server.session import Session, document_kind
+from server.lsp.session import Session, document_kind
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ class PromptServer(LanguageServer):
 
 
 def build_server() -> PromptServer:
-    from server import handlers  # the handlers import this module for PromptServer
+    from server.lsp import handlers  # the handlers import this module for PromptServer
 
     server = PromptServer()
     handlers.register(server)
