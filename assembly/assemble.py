@@ -90,7 +90,11 @@ class LlmMessage:
     """One message of the model's input (Onyx's ``ChatMessageSimple``).
 
     ``tokens`` is what the budget charges for it (its replay cost). ``source`` is the
-    document message it came from (None for messages the pipeline creates).
+    stored document message it came from (None for messages the pipeline creates): a
+    ``Message`` as ``Conversation.message_data`` holds it, position-independent, so a
+    converted message stays true in every version that shares its source; see it at its
+    place with ``conv.locate(source)``. Its ``images`` have the source's ranges (relative
+    to the message; a project image's are absolute).
     """
 
     id: str
@@ -695,7 +699,11 @@ class _Pipeline:
 
     def _summary_message(self, summary: Message) -> LlmMessage:
         return LlmMessage(
-            summary.id, "assistant", summary.content, self._own_tokens(summary), source=summary
+            summary.id,
+            "assistant",
+            summary.content,
+            self._own_tokens(summary),
+            source=summary.green,
         )
 
     def _convert_message(
@@ -723,8 +731,9 @@ class _Pipeline:
                     m.file_id,
                     _FileMeta(m.file_id, m.filename or "unknown", len(m.content)),
                 )
-            images = m.images + tuple(
-                Image(f.file_id, f.range, f.token_count) for f in m.files if f.kind == "image"
+            stored = m.green
+            images = stored.images + tuple(
+                Image(f.file_id, f.range, f.token_count) for f in stored.files if f.kind == "image"
             )
             image_tokens = sum(img.token_count or 0 for img in images)
             if i == last_user_doc:
@@ -744,7 +753,7 @@ class _Pipeline:
                     "user",
                     m.content,
                     tokens,
-                    source=m,
+                    source=m.green,
                     file_id=m.file_id,
                     images=images,
                     image_tokens=image_tokens,
@@ -769,7 +778,9 @@ class _Pipeline:
                     c.token_count if c.token_count is not None else tool_call_tokens(self.tok, co)
                     for c, co in zip(m.tool_calls, calls, strict=True)
                 )
-            out.append(LlmMessage(m.id, "assistant", m.content, tokens, source=m, tool_calls=calls))
+            out.append(
+                LlmMessage(m.id, "assistant", m.content, tokens, source=m.green, tool_calls=calls)
+            )
         elif m.role is Role.TOOL:
             past = i < last_user_doc
             if past and not self.s.keep_past_tool_results:
@@ -781,7 +792,7 @@ class _Pipeline:
                         "tool",
                         text,
                         self.count(text),
-                        source=m,
+                        source=m.green,
                         tool_call_id=m.tool_call_id,
                         replaced=text != m.content,
                     )
@@ -793,14 +804,14 @@ class _Pipeline:
                         "tool",
                         m.content,
                         self._tool_result_tokens(m),
-                        source=m,
+                        source=m.green,
                         tool_call_id=m.tool_call_id,
                     )
                 )
         elif m.role is Role.REMINDER:
-            out.append(LlmMessage(m.id, "reminder", m.content, self._own_tokens(m), source=m))
+            out.append(LlmMessage(m.id, "reminder", m.content, self._own_tokens(m), source=m.green))
         elif m.role is Role.SYSTEM:
-            out.append(LlmMessage(m.id, "system", m.content, self._own_tokens(m), source=m))
+            out.append(LlmMessage(m.id, "system", m.content, self._own_tokens(m), source=m.green))
 
     def _own_tokens(self, m: Message) -> int:
         return m.token_count if m.token_count is not None else self.count(m.content)
@@ -833,7 +844,9 @@ class _Pipeline:
             approx = f.approx_char_count if f.approx_char_count is not None else len(content)
             meta.setdefault(f.file_id, _FileMeta(f.file_id, f.filename, approx))
             out.append(
-                LlmMessage(f"{m.id}/files/{k}", "user", text, tokens, source=m, file_id=f.file_id)
+                LlmMessage(
+                    f"{m.id}/files/{k}", "user", text, tokens, source=m.green, file_id=f.file_id
+                )
             )
         return out
 
@@ -883,7 +896,9 @@ class _Pipeline:
             PromptContext(ctx.today, ctx.tools, True, True, ctx.user_info),
             all_guidance=True,
         )
-        system = self._system_msg(sys_id, built, override, source=system_msg)
+        system = self._system_msg(
+            sys_id, built, override, source=system_msg.green if system_msg else None
+        )
         if isinstance(source, PromptRef | TextBlock):
             self.system_range = source.range
         elif system_msg is not None:
@@ -1091,7 +1106,7 @@ class _Pipeline:
             self.error(
                 "no-user-message",
                 "the conversation has no user message: there is no turn to assemble",
-                first.range if first else TextRange(0, 0),
+                self.conv.locate(first).range if first else TextRange(0, 0),
             )
             return empty
         before, last, after = history[:last_idx], history[last_idx], history[last_idx + 1 :]
@@ -1111,8 +1126,8 @@ class _Pipeline:
                 "last-turn-over-budget",
                 f"the last user message and what follows need {required:,} tokens but only "
                 f"{history_budget:,} are left for history (over by {required - history_budget:,})",
-                src.range if src else TextRange(0, 0),
-                related=_largest_of_turn(after, cost),
+                self.conv.locate(src).range if src else TextRange(0, 0),
+                related=_largest_of_turn(self.conv, after, cost),
             )
             return empty
         remaining = history_budget - required
@@ -1169,8 +1184,8 @@ class _Pipeline:
                 self.error(
                     "budget-overrun",
                     "the forgotten-files listing does not fit in the budget and is left out",
-                    _doc_span(before[: len(before) - len(kept)])
-                    or _doc_span(history[:1])
+                    _doc_span(self.conv, before[: len(before) - len(kept)])
+                    or _doc_span(self.conv, history[:1])
                     or TextRange(0, 0),
                     severity="warning",
                 )
@@ -1422,20 +1437,21 @@ def stored_tokens(m: LlmMessage) -> int:
 def is_compression_candidate(m: LlmMessage, summary: Message | None) -> bool:
     """Whether the compression plan considers the message: a stored message (not the
     summary, an injected file or what the pipeline creates) with text; Onyx drops only
-    empty text, whitespace is text (``compression.py:211``)."""
+    empty text, whitespace is text (``compression.py:211``). ``summary`` is the summary
+    as the conversation shows it (a ``Located`` message), or None."""
     return (
         m.source is not None
-        and m.source is not summary
+        and (summary is None or m.source is not summary.green)
         and m.file_id is None
         and m.kind in ("user", "assistant", "tool")
         and m.text != ""
     )
 
 
-def _doc_span(msgs: Sequence[LlmMessage]) -> TextRange | None:
+def _doc_span(conv: Conversation, msgs: Sequence[LlmMessage]) -> TextRange | None:
     """The document span of ``msgs``' sources (a summary node, placed anywhere in the
     document, only when it is alone), or None."""
-    srcs = [m.source for m in msgs if m.source is not None]
+    srcs = [conv.locate(m.source) for m in msgs if m.source is not None]
     plain = [m for m in srcs if m.role is not Role.SUMMARY] or srcs
     if not plain:
         return None
@@ -1443,7 +1459,7 @@ def _doc_span(msgs: Sequence[LlmMessage]) -> TextRange | None:
 
 
 def _largest_of_turn(
-    after: Sequence[LlmMessage], cost: Mapping[str, int]
+    conv: Conversation, after: Sequence[LlmMessage], cost: Mapping[str, int]
 ) -> tuple[tuple[TextRange, str], ...]:
     """The largest message after the last user message, as a related location."""
     located = [m for m in after if m.source is not None]
@@ -1453,7 +1469,7 @@ def _largest_of_turn(
     assert big.source is not None
     return (
         (
-            big.source.range,
+            conv.locate(big.source).range,
             f"the largest message of this turn: `{big.id}`, {cost[big.id]:,} tokens",
         ),
     )

@@ -278,7 +278,6 @@ def _signature(m: Message) -> tuple[Any, ...]:
     """
     return (
         m.id,
-        m.index,
         m.role,
         m.parent,
         m.summarizes_through,
@@ -311,15 +310,17 @@ def _build_state(pipe: _Pipeline, key: tuple[Any, ...], tokenizer: Tokenizer) ->
         return None
     if pipe.s.last_n_user_messages is not None:
         return None  # the last-N filter: the whole pipeline (``_Pipeline._construct``)
-    messages = pipe.conv.messages
+    conv = pipe.conv
+    messages = conv.message_data
     branch_pos = {m.index: i for i, m in enumerate(tr.cut_chain)}
     where: dict[int, tuple[int, int, int]] = {}
     prev = -1
     for p, h in enumerate(history):
         src = h.source
-        if src is None or messages[src.index] is not src:
+        found = None if src is None else conv.index_of(src)
+        if found is None or messages[found] is not src:
             return None
-        k = src.index
+        k = found
         if k == prev:
             pos, a, _ = where[k]
             where[k] = (pos, a, p + 1)
@@ -425,10 +426,11 @@ class _MemoPipeline(_Pipeline):
         # path never reports.)
         inline = (_block_key(self.conv.system_prompt), _block_key(self.conv.custom_agent_prompt))
         hit = self.memo.prompts.get(ctx.cite)
-        if hit is not None and hit[0] is system_msg and hit[1] == inline:
+        stored = system_msg.green if system_msg is not None else None
+        if hit is not None and hit[0] is stored and hit[1] == inline:
             return hit[2]  # type: ignore[no-any-return]
         res = super()._prompts(system_msg, ctx)
-        self.memo.prompts[ctx.cite] = (system_msg, inline, res)
+        self.memo.prompts[ctx.cite] = (stored, inline, res)
         return res
 
     def _parse_prompt(self, text: str) -> PromptTemplate:
@@ -469,7 +471,7 @@ def _assemble_fast(
 
     The state is updated in place; after None it must be dropped.
     """
-    new, old = conv.messages, st.messages
+    new, old = conv.message_data, st.messages
     if len(new) != len(old):
         return None
     changed: list[int] = []
@@ -488,7 +490,8 @@ def _assemble_fast(
                 changed.append(st.last_user_index)
         st.project_files = conv.project_files
     pipe = _MemoPipeline(conv, settings, tokenizer, opts, st.memo)
-    summary = new[st.summary_index] if st.summary_index is not None else None
+    views = conv.messages
+    summary = views[st.summary_index] if st.summary_index is not None else None
     for k in changed:
         loc = st.where.get(k)
         if loc is None:
@@ -497,9 +500,9 @@ def _assemble_fast(
         out: list[LlmMessage] = []
         meta: dict[str, _FileMeta] = {}
         if k == st.summary_index:
-            out.append(pipe._summary_message(new[k]))
+            out.append(pipe._summary_message(views[k]))
         else:
-            pipe._convert_message(new[k], branch_pos, st.last_user_doc, st.call_names, meta, out)
+            pipe._convert_message(views[k], branch_pos, st.last_user_doc, st.call_names, meta, out)
         assert len(out) == b - a, (new[k].id, len(out), b - a)
         for p, h in enumerate(out, start=a):
             _set_position(st, p, h, summary)
@@ -508,7 +511,7 @@ def _assemble_fast(
     if changed:
         st.prefix = list(itertools.accumulate(st.cost, initial=0))
 
-    system_msg = new[st.system_index] if st.system_index is not None else None
+    system_msg = views[st.system_index] if st.system_index is not None else None
     fixed = pipe._fixed_parts(system_msg, st.hist, st.last_user_pos)
     cut = _budget_cut(st, pipe, fixed)
     if cut is None:
@@ -606,7 +609,9 @@ def _budget_cut(st: _State, pipe: _Pipeline, fixed: _Fixed) -> _Cut | None:
                 AssemblyError(
                     "budget-overrun",
                     "the forgotten-files listing does not fit in the budget and is left out",
-                    _doc_span(st.hist[:start]) or _doc_span(st.hist[:1]) or TextRange(0, 0),
+                    _doc_span(pipe.conv, st.hist[:start])
+                    or _doc_span(pipe.conv, st.hist[:1])
+                    or TextRange(0, 0),
                     severity="warning",
                 )
             )

@@ -33,11 +33,13 @@ from assembly.syntax import (
     MAX_TOP_ITEMS,
     ParsedData,
     SNode,
+    absolute,
+    located,
     parse_json,
     parse_jsonl,
     parse_yaml,
 )
-from assembly.text import TextRange, sub_range
+from assembly.text import Span, TextRange, resolve, sub_range
 
 MAX_DOCUMENT_CHARS = 64 * 1024 * 1024
 # Messages read from one document (the 10 MB benchmark conversation has 10,000); the rest
@@ -187,67 +189,80 @@ def parse_conversation(text: str, fmt: DocFormat) -> Conversation:
         )
         return Conversation(fmt, (), issues=(issue,), length=len(text))
     if fmt is DocFormat.JSON:
-        parsed = parse_json(text)
+        parsed = parse_json(text, messages=True)
     elif fmt is DocFormat.YAML:
         parsed = parse_yaml(text)
     else:
-        parsed = parse_jsonl(text)
+        parsed = parse_jsonl(text, messages=True)
     return read_parsed(parsed, fmt, len(text))
 
 
 def read_parsed(parsed: ParsedData, fmt: DocFormat, length: int) -> Conversation:
     """Read a parsed document in the format its shape says (``formats.detect``)."""
-    # The format readers build on ``_Reader``: imported here, not at the top.
+    # The format readers build on ``Reader``: imported here, not at the top.
     from assembly.formats.anthropic import read_anthropic
     from assembly.formats.detect import SourceFormat, detect
     from assembly.formats.responses import read_responses
 
     root = parsed.root
     if fmt is DocFormat.JSONL and root is not None and is_dataset(root):
-        # A dataset: each record is read in the format its own shape says (``_records``).
-        conv = _Reader(fmt, length).read(parsed)
+        # A dataset: each record is read in the format its own shape says (``_records``),
+        # the whole document again on every change: with absolute ranges.
+        parsed = ParsedData(absolute(root), parsed.errors, parsed.lines)
+        conv = Reader(fmt, length).read(parsed)
         first = conv.records[0] if conv.records else None
         name = first.source_format if first else SourceFormat.OPENAI_CHAT.value
         why = "one conversation per line" + (
             f"; record 1: {first.source_format_why}" if first else ""
         )
         return dataclasses.replace(conv, source_format=name, source_format_why=why)
-    found = detect(root, jsonl=fmt is DocFormat.JSONL)
+    found = detect(None if root is None else located(root), jsonl=fmt is DocFormat.JSONL)
+    if found.format in (SourceFormat.ANTHROPIC, SourceFormat.RESPONSES) and root is not None:
+        # Other providers' request bodies are read whole on every change: absolute ranges.
+        parsed = ParsedData(absolute(root), parsed.errors, parsed.lines)
     if found.format is SourceFormat.ANTHROPIC:
         return read_anthropic(parsed, fmt, length, found.why)
     if found.format is SourceFormat.RESPONSES:
         return read_responses(parsed, fmt, length, found.why)
-    conv = _Reader(fmt, length).read(parsed)
+    conv = Reader(fmt, length).read(parsed)
     return dataclasses.replace(conv, source_format=found.format.value, source_format_why=found.why)
 
 
 def read_tools(node: SNode) -> tuple[tuple[ToolDef, ...], list[Issue]]:
     """Read a ``tools`` list (e.g. from a template's front matter) on its own."""
-    reader = _Reader(DocFormat.YAML, 0)
+    reader = Reader(DocFormat.YAML, 0)
     return reader._tools(node), reader.issues
 
 
-class _Reader:
+class Reader:
+    """Reads a source tree into a ``Conversation``; the format readers build on it.
+
+    Inside a message of the message list the tree's ranges are relative to the message
+    (``base``: where it starts), and so are the ranges of the ``Message`` read from it;
+    what is reported (issues, rejected calls) is resolved to absolute ranges first.
+    """
+
     def __init__(self, fmt: DocFormat, length: int) -> None:
         self.fmt = fmt
         self.length = length
+        self.base = 0  # where the message being read starts
         self.issues: list[Issue] = []
         self.rejected_calls: list[RejectedCall] = []
         # Unknown message keys, by key: reported once each, at the first place (a log whose
         # every message carries its framework's own field says so once, not per message).
         self.unknown_message_keys: dict[str, list[TextRange]] = {}
 
-    def error(self, message: str, rng: TextRange, code: str = "schema-error") -> None:
-        self.issues.append(Issue(code, message, rng))
+    def error(self, message: str, rng: Span, code: str = "schema-error") -> None:
+        self.issues.append(Issue(code, message, resolve(rng, self.base)))
 
-    def warn(self, message: str, rng: TextRange, code: str = "schema-warning") -> None:
-        self.issues.append(Issue(code, message, rng, severity="warning"))
+    def warn(self, message: str, rng: Span, code: str = "schema-warning") -> None:
+        self.issues.append(Issue(code, message, resolve(rng, self.base), severity="warning"))
 
-    def unknown_key(self, message: str, rng: TextRange) -> None:
+    def unknown_key(self, message: str, rng: Span) -> None:
         self.warn(message, rng, code="unknown-key")
 
-    def info(self, code: str, message: str, rng: TextRange) -> None:
-        self.issues.append(Issue(code, message, rng, severity="info"))
+    def info(self, code: str, message: str, rng: Span) -> None:
+        self.issues.append(Issue(code, message, resolve(rng, self.base), severity="info"))
 
     # ---------------------------------------------------------------- document
 
@@ -262,7 +277,7 @@ class _Reader:
             self.issues.append(Issue("syntax-error", msg, last.range))
         root = parsed.root
         fields: dict[str, Any] = {}
-        messages: tuple[Message, ...] = ()
+        messages: tuple[tuple[Message, int], ...] = ()
         if root is None:
             pass
         elif self.fmt is DocFormat.JSONL:
@@ -278,37 +293,39 @@ class _Reader:
             )
         return Conversation(
             format=self.fmt,
-            messages=messages,
+            message_data=tuple(m for m, _ in messages),
+            starts=tuple(s for _, s in messages),
             issues=tuple(self.issues),
-            root=root,
+            tree=root,
             length=self.length,
             rejected_calls=tuple(self.rejected_calls),
             **fields,
         )
 
-    def _read_jsonl(self, root: SNode, fields: dict[str, Any]) -> tuple[Message, ...]:
+    def _read_jsonl(self, root: SNode, fields: dict[str, Any]) -> tuple[tuple[Message, int], ...]:
         lines = list(root.items)
         if is_dataset(root):
             fields["records"] = self._records(lines)
             return ()
-        head_keys = {"settings", "system_prompt", "custom_agent_prompt", "project_files"}
-        head_keys |= {"tools", "reminder", "user_info"}
+        starts = root.starts or (0,) * len(lines)
         message_nodes: list[SNode] = []
+        bases: list[int] = []
         for i, node in enumerate(lines):
-            if (
-                node.is_object
-                and node.get("role") is None
-                and any(k.key in head_keys for k in node.members)
-            ):
+            if is_header_line(node):
                 if message_nodes:
-                    self.error("document keys must come before the first message line", node.range)
+                    self.error(
+                        "document keys must come before the first message line",
+                        resolve(node.range, starts[i]),
+                    )
                     continue
+                node = absolute(node, starts[i])  # read as a document's fields: absolute
                 if i > 0 and "settings" in fields:
                     self.warn("a second header line: its keys are merged", node.range)
-                self._top_fields(node, fields, allow_messages=False)
+                self.top_fields(node, fields, allow_messages=False)
                 continue
             message_nodes.append(node)
-        return self._message_list(message_nodes)
+            bases.append(starts[i])
+        return self._message_list(message_nodes, bases)
 
     def _records(self, lines: list[SNode]) -> tuple[Conversation, ...]:
         """Each line of a dataset is a conversation of its own, read as a JSON document."""
@@ -319,18 +336,18 @@ class _Reader:
                     "a dataset line must be a conversation object with `messages` (or a "
                     "Responses `input`) "
                     "(this file holds one conversation per line)",
-                    _head(node) if node.is_object else node.range,
+                    head(node) if node.is_object else node.range,
                 )
                 continue
             conv = read_parsed(ParsedData(node), DocFormat.JSON, self.length)
             res.append(dataclasses.replace(conv, record=len(res) + 1))
         return tuple(res)
 
-    def _read_object(self, root: SNode, fields: dict[str, Any]) -> tuple[Message, ...]:
-        self._top_fields(root, fields, allow_messages=True)
+    def _read_object(self, root: SNode, fields: dict[str, Any]) -> tuple[tuple[Message, int], ...]:
+        self.top_fields(root, fields, allow_messages=True)
         node = root.get("messages")
         if node is None:
-            self.error("missing `messages`: the conversation has no message list", _head(root))
+            self.error("missing `messages`: the conversation has no message list", head(root))
             return ()
         if not node.is_array:
             self.error("`messages` must be an array of message objects", node.range)
@@ -354,7 +371,7 @@ class _Reader:
         Returns the settings and their ranges (the caller stores them in ``fields``)."""
         own = [m for m in node.members if m.key in OTHER_FORMAT_DOCUMENT_KEYS]
         if own:
-            self._top_fields(
+            self.top_fields(
                 SNode("object", node.range, members=tuple(own)), fields, allow_messages=False
             )
         settings = dict(fields.get("settings", {}))
@@ -379,7 +396,7 @@ class _Reader:
                 )
         return settings, ranges
 
-    def _top_fields(self, node: SNode, fields: dict[str, Any], *, allow_messages: bool) -> None:
+    def top_fields(self, node: SNode, fields: dict[str, Any], *, allow_messages: bool) -> None:
         for m in node.members:
             key, value = m.key, m.value
             if key == "settings":
@@ -589,25 +606,32 @@ class _Reader:
 
     # ---------------------------------------------------------------- messages
 
-    def _messages(self, node: SNode) -> tuple[Message, ...]:
-        return self._message_list(list(node.items))
+    def _messages(self, node: SNode) -> tuple[tuple[Message, int], ...]:
+        starts = node.starts or (0,) * len(node.items)
+        return self._message_list(list(node.items), list(starts))
 
-    def _message_list(self, nodes: list[SNode]) -> tuple[Message, ...]:
-        """Read the messages. A message that cannot be read is left out; the ones after it
-        keep their ids (the document's ``id``, else their position in the document)."""
+    def _message_list(
+        self, nodes: list[SNode], bases: list[int]
+    ) -> tuple[tuple[Message, int], ...]:
+        """Read the messages (each with where it starts: ``bases``, its node's ranges being
+        relative to it). A message that cannot be read is left out; the ones after it keep
+        their ids (the document's ``id``, else their position in the document)."""
         if len(nodes) > MAX_MESSAGES:
             self.error(
                 f"more than {MAX_MESSAGES:,} messages: the rest is not read",
-                _head(nodes[MAX_MESSAGES]),
+                resolve(head(nodes[MAX_MESSAGES]), bases[MAX_MESSAGES]),
                 code="document-too-large",
             )
-            nodes = nodes[:MAX_MESSAGES]
-        read = [(i, self._message(node, i)) for i, node in enumerate(nodes)]
+            nodes, bases = nodes[:MAX_MESSAGES], bases[:MAX_MESSAGES]
+        read = [
+            (i, base, self.read_message(node, i, base))
+            for i, (node, base) in enumerate(zip(nodes, bases, strict=True))
+        ]
         self._report_unknown_message_keys()
-        written = {m.id for _, m in read if m is not None}
-        res: list[Message] = []
+        written = {m.id for _, _, m in read if m is not None}
+        res: list[tuple[Message, int]] = []
         seen: set[str] = set()
-        for index, msg in read:
+        for index, base, msg in read:
             if msg is None:
                 continue
             if msg.id in seen:
@@ -616,21 +640,17 @@ class _Reader:
                 if fallback in seen or (fallback in written and fallback != msg.id):
                     self.error(
                         f"duplicate message id `{msg.id}`: the message is left out",
-                        msg.id_range or msg.range,
+                        resolve(msg.id_range or msg.range, base),
                     )
                     continue
                 self.error(
                     f"duplicate message id `{msg.id}`: this message is read as `{fallback}`, "
                     "its index",
-                    msg.id_range or msg.range,
+                    resolve(msg.id_range or msg.range, base),
                 )
                 msg = dataclasses.replace(msg, id=fallback)
-            if msg.index != len(res):
-                # ``index`` is the place in ``Conversation.messages``; the id keeps the
-                # document's position.
-                msg = dataclasses.replace(msg, index=len(res))
             seen.add(msg.id)
-            res.append(msg)
+            res.append((msg, base))
         return self._pair_unnamed_responses(res)
 
     def _report_unknown_message_keys(self) -> None:
@@ -643,16 +663,18 @@ class _Reader:
         """Whether reading found anything to report (reported or still to be)."""
         return bool(self.issues or self.unknown_message_keys)
 
-    def _pair_unnamed_responses(self, messages: list[Message]) -> tuple[Message, ...]:
+    def _pair_unnamed_responses(
+        self, messages: list[tuple[Message, int]]
+    ) -> tuple[tuple[Message, int], ...]:
         """Give the responses written without a usable ``tool_call_id`` the id of the call
         they answer, in conversation order: a ``tool`` message with ``"tool_call_id": ""`` (or
         none) answers the oldest unanswered call whose id was made up; a legacy ``function``
         message answers the oldest unanswered legacy ``function_call`` of its name."""
-        if not any(_depends_on_neighbours(m) for m in messages):
+        if not any(_depends_on_neighbours(m) for m, _ in messages):
             return tuple(messages)
         pending: list[ToolCall] = []
-        res: list[Message] = []
-        for m in messages:
+        res: list[tuple[Message, int]] = []
+        for m, base in messages:
             if m.role is Role.ASSISTANT:
                 pending.extend(c for c in m.tool_calls if c.synthesized_id)
             elif _unnamed_response(m):
@@ -667,13 +689,25 @@ class _Reader:
                     self.error(
                         "a `function` message answers no earlier `function_call`"
                         + (f" of `{m.name}`" if m.name else ""),
-                        m.role_range or m.range,
+                        resolve(m.role_range or m.range, base),
                     )
                 elif m.tool_call_id is None:
                     # (``"tool_call_id": ""`` that answers no call: an orphan, reported there.)
-                    self.error("a tool message needs `tool_call_id`", m.role_range or m.range)
-            res.append(m)
+                    self.error(
+                        "a tool message needs `tool_call_id`",
+                        resolve(m.role_range or m.range, base),
+                    )
+            res.append((m, base))
         return tuple(res)
+
+    def read_message(self, node: SNode, index: int, base: int = 0) -> Message | None:
+        """Read one message from its node, stored relative to ``base`` (its start) when the
+        node is; ``index`` is its place in the document (its id when it has none)."""
+        self.base = base
+        try:
+            return self._message(node, index)
+        finally:
+            self.base = 0
 
     def _message(self, node: SNode, index: int) -> Message | None:
         if not node.is_object:
@@ -681,10 +715,12 @@ class _Reader:
             return None
         for m in node.members:
             if m.key not in _MESSAGE_KEYS and m.key not in LOG_MESSAGE_KEYS:
-                self.unknown_message_keys.setdefault(m.key, []).append(m.key_range)
+                self.unknown_message_keys.setdefault(m.key, []).append(
+                    resolve(m.key_range, self.base)
+                )
         role_node = node.get("role")
         if role_node is None:
-            self.error("message has no `role`: it is left out", _head(node))
+            self.error("message has no `role`: it is left out", head(node))
             return None
         written_role = None
         try:
@@ -695,8 +731,7 @@ class _Reader:
         if role is None:
             roles = ", ".join(f"`{r.value}`" for r in Role)
             self.error(
-                f"unknown role {_show(role_node)}: expected one of {roles}; the message is left "
-                "out",
+                f"unknown role {show(role_node)}: expected one of {roles}; the message is left out",
                 role_node.range,
             )
             return None
@@ -774,7 +809,6 @@ class _Reader:
         ignore = self._ignore_list(node)
         return Message(
             id=msg_id,
-            index=index,
             role=role,
             content=content,
             range=node.range,
@@ -850,7 +884,7 @@ class _Reader:
                 )
             else:
                 self.error(
-                    f"unsupported content part type {_show(ptype) if ptype else '(none)'}",
+                    f"unsupported content part type {show(ptype) if ptype else '(none)'}",
                     part.range,
                 )
         return "\n".join(texts), c.range, tuple(images)
@@ -918,7 +952,7 @@ class _Reader:
                 tc, id_node, "`arguments` must be a JSON string or an object", args_node
             )
         call_id = id_node.value if id_node is not None and not synthesized else ""
-        id_range = id_node.range if id_node is not None else _head(tc)
+        id_range = id_node.range if id_node is not None else head(tc)
         if synthesized:
             call_id = f"call_{msg_id}_{k}"
             if function is not None:
@@ -950,13 +984,15 @@ class _Reader:
         """Report a tool call that cannot be read; remember it when it has an id."""
         self.error(why, at.range)
         if id_node is not None and id_node.is_string and id_node.value:
-            self.rejected_calls.append(RejectedCall(id_node.value, tc.range, why))
+            self.rejected_calls.append(
+                RejectedCall(id_node.value, resolve(tc.range, self.base), why)
+            )
 
     def _string(self, node: SNode, key: str, *, what: str, required: bool = True) -> str | None:
         v = node.get(key)
         if v is None or v.kind == "null":
             if required:
-                self.error(f"a {what} needs `{key}`", _head(node))
+                self.error(f"a {what} needs `{key}`", head(node))
             return None
         if v.is_string:
             return v.value
@@ -1057,7 +1093,23 @@ def _looks_like_path(value: str) -> bool:
     return "\n" not in value and value.strip().lower().endswith((".md", ".txt", ".prompt"))
 
 
-def _head(node: SNode) -> TextRange:
+def is_header_line(node: SNode) -> bool:
+    """Whether a JSON Lines line holds document keys (settings, prompts, tools…), not a
+    message."""
+    return (
+        node.is_object
+        and node.get("role") is None
+        and any(k.key in _HEAD_KEYS for k in node.members)
+    )
+
+
+_HEAD_KEYS = frozenset(
+    {"settings", "system_prompt", "custom_agent_prompt", "project_files"}
+    | {"tools", "reminder", "user_info"}
+)
+
+
+def head(node: SNode) -> Span:
     """A short range at the start of a node (its opening bracket), for whole-object errors."""
     return sub_range(node.range, node.range.start, min(node.range.end, node.range.start + 1))
 
@@ -1066,7 +1118,7 @@ def _clip(s: str, n: int = 60) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def _show(node: SNode) -> str:
+def show(node: SNode) -> str:
     value = node.to_python()
     text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else f"`{value}`"
     return text if len(text) <= 40 else text[:39] + "…"

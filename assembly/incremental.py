@@ -1,17 +1,15 @@
-"""Re-reading a conversation after an edit inside one message (JSON and JSONL only).
+"""Re-reading a conversation after an edit (JSON and JSON Lines only).
 
 ``reparse_conversation`` finds the one changed span of the text (common prefix and
 suffix), and when it lies strictly inside one message object of the previous parse,
-re-parses that object alone and re-reads it into a ``Message`` (same index). Every other
-message is kept as is (same object): the ranges inside a message are anchored to it
-(``assembly.text.AnchoredRange``), so the messages after the edit move by one assignment
-to their anchor each, not by a copy. The few nodes outside the messages (the enclosing
-array and object, members after the messages) are copied with their ranges moved. It
-returns None whenever that might not give exactly what ``parse_conversation`` gives; the
-caller then parses the whole text.
-
-Moving the anchors also moves the ranges of the previous conversation, which shares them:
-it is marked ``moved`` and never serves as the base of another re-parse.
+re-parses that object alone and re-reads it into a ``Message``. Every other ``Message``
+is kept as is (the same object): its ranges are relative to its start, so the messages
+after the edit move by a new entry in the new version's table of message starts
+(``Conversation.starts``), not by a copy, and the previous version is left exactly as it
+was (value snapshots). The few nodes outside the messages (the enclosing array and object,
+members after the messages) are copied with their ranges moved. It returns None whenever
+that might not give exactly what ``parse_conversation`` gives; the caller then parses the
+whole text.
 """
 
 from __future__ import annotations
@@ -20,12 +18,12 @@ import dataclasses
 from bisect import bisect_right
 from typing import Any
 
-from assembly.documents import MAX_DOCUMENT_CHARS, _Reader, reads_alone
+from assembly.documents import MAX_DOCUMENT_CHARS, Reader, reads_alone
 from assembly.formats.detect import NATIVE, message_marks, tool_marks
 from assembly.model import Conversation, DocFormat
 from assembly.rope import Rope, Text
-from assembly.syntax import _EOF, Member, SNode, _JsonParser
-from assembly.text import Anchor, AnchoredRange, TextRange
+from assembly.syntax import _EOF, Member, SNode, _JsonParser, absolute
+from assembly.text import TextRange
 
 
 def common_prefix(a: str, b: str) -> int:
@@ -72,7 +70,7 @@ def reparse_conversation(
     """The conversation of ``new_text`` from that of ``prev_text``, or None (parse it all)."""
     if fmt not in (DocFormat.JSON, DocFormat.JSONL) or prev.format is not fmt:
         return None  # YAML: always parsed again
-    if prev.issues or prev.root is None or prev.length != len(prev_text) or prev.moved[0]:
+    if prev.issues or prev.tree is None or prev.length != len(prev_text):
         return None
     if prev.source_format not in NATIVE:
         return None  # Anthropic and Responses documents are read whole
@@ -88,65 +86,61 @@ def reparse_conversation(
     delta = lb - la
 
     # The message nodes, and their depth in the parse of the whole text.
-    root = prev.root
-    holder: SNode | None  # the array node holding the messages (JSON)
+    root = prev.tree
+    holder: SNode  # the array node holding the messages
     if fmt is DocFormat.JSONL:
         if not root.is_array:
             return None
-        holder, items, depth = None, root.items, 0
-        first_message = len(items) - len(prev.messages)  # header lines come first
+        holder, depth = root, 0
+        first_message = len(root.items) - len(prev.message_data)  # header lines come first
     elif root.is_array:
-        holder, items, depth, first_message = root, root.items, 1, 0
+        holder, depth, first_message = root, 1, 0
     elif root.is_object:
-        holder = root.get("messages")
-        if holder is None or not holder.is_array:
+        found_holder = root.get("messages")
+        if found_holder is None or not found_holder.is_array:
             return None
+        holder = found_holder
         if not (holder.range.start < p and old_end < holder.range.end):
             return _reparse_member(prev, root, p, old_end, delta, new_text)
-        items, depth, first_message = holder.items, 2, 0
+        depth, first_message = 2, 0
     else:
         return None
-    if first_message < 0:
+    items, starts = holder.items, holder.starts
+    if first_message < 0 or starts is None:
         return None
-    k = bisect_right(items, p, key=_start) - 1
+    k = bisect_right(starts, p) - 1
     if k < first_message:
         return None
-    node = items[k]
+    node, base = items[k], starts[k]
     # Strictly inside: the opening and the closing brace are both untouched.
-    if not (node.is_object and node.range.start < p and old_end < node.range.end):
+    if not (node.is_object and base + node.range.start < p and old_end < base + node.range.end):
         return None
     index = k - first_message
-    if index >= len(prev.messages):
+    if index >= len(prev.message_data):
         return None
-    old_msg = prev.messages[index]
-    if old_msg.range != node.range or old_msg.index != index:
+    old_msg = prev.message_data[index]
+    if prev.starts[index] != base or old_msg.range != node.range:
         return None
 
-    # The JSON parser anchors every item of the message list (``_JsonParser._array``);
-    # checking the ends is enough to know the items came from it.
-    if k + 1 < len(items) and not (
-        isinstance(items[k + 1].range, AnchoredRange) and isinstance(items[-1].range, AnchoredRange)
-    ):
-        return None
-    start, new_end = node.range.start, node.range.end + delta
-    source = new_text[start:new_end]
+    end = base + node.range.end + delta
+    source = new_text[base:end]
     if fmt is DocFormat.JSONL and "\n" in source:
         return None  # a line break splits the line: the lines change
-    # The message alone, anchored at its start: offsets in ``source`` are relative to it.
-    parser = _JsonParser(source, 0, len(source), Anchor(start), 0)
+    # The message alone, relative to its start as in a parse of the whole text.
+    parser = _JsonParser(source, node.range.start, len(source), 0)
     new_node = parser._value(depth)
     if (
         parser.errors
         or new_node is None
         or not new_node.is_object
-        or new_node.range != TextRange(start, new_end)
+        or new_node.range != type(node.range)(node.range.start, len(source))
         or parser._peek()[0] != _EOF
     ):
         return None
     if message_marks(new_node) != message_marks(node):
         return None  # the edit may change the format the document is read as
-    reader = _Reader(fmt, lb)
-    new_msg = reader._message(new_node, index)
+    reader = Reader(fmt, lb)
+    new_msg = reader.read_message(new_node, index, base)
     if (
         new_msg is None
         or reader.has_findings()
@@ -156,38 +150,35 @@ def reparse_conversation(
     ):
         return None
 
-    # Everything from the old end of the message on moves by ``delta``: the messages by
-    # their anchors (the same objects stay), the rest by copies.
-    at = node.range.end
-    prev.moved[0] = True
-    messages = (*prev.messages[:index], new_msg, *prev.messages[index + 1 :])
-    if delta:
-        for n in items[k + 1 :]:
-            n.range.anchor.offset += delta  # type: ignore[attr-defined]
+    # Everything from the old end of the message on moves by ``delta``: the messages by a
+    # new table of starts (the same objects stay), the rest by copies.
+    at = base + node.range.end
+    messages = (*prev.message_data[:index], new_msg, *prev.message_data[index + 1 :])
+    new_starts = _moved_starts(prev.starts, index + 1, delta)
     new_items = (*items[:k], new_node, *items[k + 1 :])
-    if fmt is DocFormat.JSONL:
-        new_root = SNode("array", TextRange(0, lb), items=new_items)
+    new_holder = SNode(
+        "array",
+        _move_end(holder.range, delta),
+        items=new_items,
+        starts=_moved_starts(starts, k + 1, delta),
+    )
+    if holder is root:
+        new_root = new_holder
     else:
-        assert holder is not None
-        new_holder = SNode("array", _move_end(holder.range, delta), items=new_items)
-        if root is holder:
-            new_root = new_holder
-        else:
-            members = []
-            for m in root.members:
-                if m.value is holder:
-                    members.append(Member(m.key, m.key_range, new_holder))
-                elif m.key_range.start >= at:
-                    members.append(
-                        Member(m.key, m.key_range.shift(delta), _shift_node(m.value, delta))
-                    )
-                else:
-                    members.append(m)
-            new_root = SNode("object", _move_end(root.range, delta), members=tuple(members))
+        members = []
+        for m in root.members:
+            if m.value is holder:
+                members.append(Member(m.key, m.key_range, new_holder))
+            elif m.key_range.start >= at:
+                members.append(Member(m.key, m.key_range.shift(delta), _shift_node(m.value, delta)))
+            else:
+                members.append(m)
+        new_root = SNode("object", _move_end(root.range, delta), members=tuple(members))
 
     return dataclasses.replace(
         prev,
-        messages=messages,
+        message_data=messages,
+        starts=new_starts,
         settings_ranges={key: _shift_any(r, at, delta) for key, r in prev.settings_ranges.items()},
         system_prompt=_shift_any(prev.system_prompt, at, delta),
         custom_agent_prompt=_shift_any(prev.custom_agent_prompt, at, delta),
@@ -195,10 +186,16 @@ def reparse_conversation(
         tools=_shift_any(prev.tools, at, delta),
         reminder=_shift_any(prev.reminder, at, delta),
         additional_context=_shift_any(prev.additional_context, at, delta),
-        root=new_root,
+        tree=new_root,
         length=lb,
-        moved=[False],
     )
+
+
+def _moved_starts(starts: tuple[int, ...], at: int, delta: int) -> tuple[int, ...]:
+    """``starts`` with the entries from ``at`` on moved by ``delta``."""
+    if not delta or at >= len(starts):
+        return starts
+    return (*starts[:at], *[s + delta for s in starts[at:]])
 
 
 def _reparse_member(
@@ -207,8 +204,8 @@ def _reparse_member(
     """An edit strictly inside the value of a top-level member other than ``messages``
     (``settings``, ``system_prompt``, ``custom_agent_prompt``, ``project_files``...): that
     value is parsed again, the document's fields are read again from the top-level
-    members (cheap: no message is read), and the messages are kept, moved by their
-    anchors when they come after the edit."""
+    members (cheap: no message is read), and the messages are kept, moved by the table of
+    starts when they come after the edit."""
     index = next(
         (
             j
@@ -225,49 +222,43 @@ def _reparse_member(
         return None
     start, new_end = value.range.start, value.range.end + delta
     source = new_text[start:new_end]
-    # Anchored at its start like a message: a later edit before it moves it by its anchor.
-    parser = _JsonParser(source, 0, len(source), Anchor(start), 0)
-    new_value = parser._value(1)
+    parser = _JsonParser(source, 0, len(source), 0)
+    parsed = parser._value(1)
     if (
         parser.errors
-        or new_value is None
-        or new_value.kind != value.kind
-        or new_value.range != TextRange(start, new_end)
+        or parsed is None
+        or parsed.kind != value.kind
+        or parsed.range.start != 0
+        or parsed.range.end != len(source)
         or parser._peek()[0] != _EOF
     ):
         return None
+    new_value = absolute(parsed, start)
     if member.key == "tools" and tool_marks(new_value) != tool_marks(value):
         return None  # the edit may change the format the document is read as
     members = list(root.members)
     members[index] = Member(member.key, member.key_range, new_value)
-    new_root = SNode("object", _move_end(root.range, delta), members=tuple(members))
-    reader = _Reader(prev.format, prev.length + delta)
-    fields: dict[str, Any] = {}
-    reader._top_fields(new_root, fields, allow_messages=True)
-    if reader.issues:
-        return None
-    # All checks are done: move what comes after the edit.
-    prev.moved[0] = True
     for j in range(index + 1, len(members)):
         m = members[j]
         members[j] = Member(m.key, m.key_range.shift(delta), _shift_node(m.value, delta))
-    new_root = SNode("object", new_root.range, members=tuple(members))
-    if delta:  # the fields were read before the move: read them again from the moved tree
-        fields = {}
-        reader._top_fields(new_root, fields, allow_messages=True)
+    new_root = SNode("object", _move_end(root.range, delta), members=tuple(members))
+    reader = Reader(prev.format, prev.length + delta)
+    fields: dict[str, Any] = {}
+    reader.top_fields(new_root, fields, allow_messages=True)
+    if reader.issues:
+        return None
+    holder = new_root.get("messages")
+    moved = holder is not None and holder.range.start >= value.range.end + delta
     return Conversation(
         format=prev.format,
         source_format=prev.source_format,
         source_format_why=prev.source_format_why,
-        messages=prev.messages,
-        root=new_root,
+        message_data=prev.message_data,
+        starts=_moved_starts(prev.starts, 0, delta) if moved else prev.starts,
+        tree=new_root,
         length=prev.length + delta,
         **fields,
     )
-
-
-def _start(node: SNode) -> int:
-    return node.range.start
 
 
 def _move_end(r: TextRange, delta: int) -> TextRange:
@@ -275,19 +266,15 @@ def _move_end(r: TextRange, delta: int) -> TextRange:
 
 
 def _shift_node(node: SNode, delta: int) -> SNode:
-    """``node`` with every range (keys included) moved by ``delta``.
-
-    An anchored item (and all inside it) moves by its anchor; the rest is copied.
-    """
+    """``node`` (absolute) with every range (keys included) moved by ``delta``; the items of
+    the message list are relative to their starts: only the starts move."""
     kind = node.kind
     r = node.range
-    if isinstance(r, AnchoredRange):
-        r.anchor.offset += delta
-        return node
+    moved = TextRange(r.start + delta, r.end + delta)
     if kind == "object":
         return SNode(
             kind,
-            TextRange(r.start + delta, r.end + delta),
+            moved,
             node.value,
             (),
             tuple(
@@ -296,13 +283,12 @@ def _shift_node(node: SNode, delta: int) -> SNode:
             ),
         )
     if kind == "array":
-        return SNode(
-            kind,
-            TextRange(r.start + delta, r.end + delta),
-            node.value,
-            tuple(_shift_node(i, delta) for i in node.items),
-        )
-    return SNode(kind, TextRange(r.start + delta, r.end + delta), node.value)
+        if node.starts is not None:
+            return SNode(
+                kind, moved, node.value, node.items, starts=_moved_starts(node.starts, 0, delta)
+            )
+        return SNode(kind, moved, node.value, tuple(_shift_node(i, delta) for i in node.items))
+    return SNode(kind, moved, node.value)
 
 
 def _shift_any(obj: Any, at: int, delta: int) -> Any:
@@ -311,8 +297,6 @@ def _shift_any(obj: Any, at: int, delta: int) -> Any:
     Walks ranges, tuples and the model's dataclasses; anything else (strings, numbers, the
     plain dicts of schemas and settings) holds no range and is returned as is.
     """
-    if isinstance(obj, AnchoredRange):
-        return obj  # inside an item: moved with its anchor (or not at all)
     if isinstance(obj, TextRange):
         return obj.shift(delta) if obj.start >= at else obj
     if isinstance(obj, tuple):

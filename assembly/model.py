@@ -1,19 +1,30 @@
 """The document model: conversations and prompt templates as frozen dataclasses.
 
-Every message, field and sentence carries its exact source range (code-point offsets into
-the document it came from). Values are plain Python; ranges are ``TextRange``s. These types
-are built by ``documents.py`` (conversations) and ``prompts.py`` (templates) and never hold
-anything protocol-specific.
+Every message, field and sentence carries its exact source range. Values are plain Python.
+These types are built by ``documents.py`` (conversations) and ``prompts.py`` (templates) and
+never hold anything protocol-specific.
+
+Value snapshots (rowan's relative offsets): a ``Message`` read from JSON or JSON Lines does
+not know where it stands. Its ranges (and those of its tool calls, images and files) are
+``RelRange``s relative to the message's start, and it has no index, so the incremental
+re-read shares every unchanged ``Message`` object between versions (caches key on their
+identity) however far an edit moves it. Each version of a conversation has its own table
+of message starts, ``Conversation.starts``; ``Conversation.messages`` sees the stored
+messages through it (``Located`` views: the same fields, every range an absolute
+``TextRange``, plus ``index``), and ``Conversation.absolute(i, r)`` resolves one range. No
+range is ever moved in place: an analysis stays true of its own text forever. (YAML and the
+formats read whole, other providers' request bodies, store absolute ``TextRange``s; a view
+returns those as they are.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from assembly.syntax import SNode
-from assembly.text import TextRange
+from assembly.syntax import SNode, located
+from assembly.text import RelRange, Span, TextRange, resolve
 
 
 class Role(StrEnum):
@@ -51,7 +62,7 @@ class Image:
     """An image content part or an uploaded image file."""
 
     ref: str  # file id, or the URL / data URL of an image_url part
-    range: TextRange
+    range: Span
     token_count: int | None = None  # stored image cost; None = not counted (as Onyx)
 
 
@@ -63,10 +74,10 @@ class ToolCall:
     name: str
     arguments: dict[str, Any] | None  # None when the arguments text is not a JSON object
     arguments_text: str
-    range: TextRange
-    id_range: TextRange
-    name_range: TextRange
-    arguments_range: TextRange
+    range: Span
+    id_range: Span
+    name_range: Span
+    arguments_range: Span
     token_count: int | None = None
     # The call had no usable id (``"id": ""`` from Gemini's OpenAI-compatible endpoint, or a
     # legacy ``function_call``): ``id`` was made up from the message's id and position.
@@ -90,40 +101,45 @@ class FileAttachment:
     file_id: str
     filename: str
     content: str | None  # None: not loaded (a path that could not be read, or an image)
-    range: TextRange
+    range: Span
     kind: str = "text"  # text | tabular | image
     token_count: int | None = None
     approx_char_count: int | None = None
     path: str | None = None  # as written in the document (project files may use a path)
-    path_range: TextRange | None = None
+    path_range: Span | None = None
     processing: bool = False  # still being processed: Onyx sends its notice, not the text
 
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One message of the conversation as written in the document."""
+    """One message of the conversation as written in the document, wherever it stands.
 
-    id: str
-    index: int  # position in ``Conversation.messages`` (the id defaults to the document's)
+    Stored once and shared by the versions in which it did not change: its ranges are
+    relative to its start (``RelRange``; absolute ``TextRange``s in YAML and other
+    providers' formats), and its place is not in it. Read it through
+    ``Conversation.messages`` (a ``Located`` view) for absolute ranges and its index.
+    """
+
+    id: str  # as written, else its position in the document
     role: Role
     content: str  # text parts joined with "\n"; "" for null content
-    range: TextRange
-    content_range: TextRange | None = None
-    id_range: TextRange | None = None
-    role_range: TextRange | None = None
+    range: Span
+    content_range: Span | None = None
+    id_range: Span | None = None
+    role_range: Span | None = None
     parent: str | None = None
-    parent_range: TextRange | None = None
+    parent_range: Span | None = None
     images: tuple[Image, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
-    tool_call_id_range: TextRange | None = None
+    tool_call_id_range: Span | None = None
     name: str | None = None
     file_id: str | None = None  # an injected file message
     filename: str | None = None
     files: tuple[FileAttachment, ...] = ()
     token_count: int | None = None
     summarizes_through: str | None = None
-    summarizes_through_range: TextRange | None = None
+    summarizes_through_range: Span | None = None
     ignore: tuple[str, ...] = ()  # rule codes suppressed on this message
     # The role as the document spells it when it is read as another one (``developer`` is
     # read as ``system``, the legacy ``function`` as ``tool``); None when it is ``role``.
@@ -163,7 +179,10 @@ class Conversation:
     """A parsed conversation document (any of the three formats)."""
 
     format: DocFormat
-    messages: tuple[Message, ...]
+    # The stored messages (relative ranges; shared between versions: caches key on them)
+    # and where each starts in this version of the text; read ``messages`` for views.
+    message_data: tuple[Message, ...]
+    starts: tuple[int, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
     settings_ranges: dict[str, TextRange] = field(default_factory=dict)
     system_prompt: TextBlock | PromptRef | None = None
@@ -174,7 +193,9 @@ class Conversation:
     additional_context: TextBlock | None = None  # sent before the last user message
     user_info: dict[str, Any] | None = None
     issues: tuple[Issue, ...] = ()
-    root: SNode | None = None
+    # The source tree as stored: the message list's items relative to their starts
+    # (``SNode.starts``); read ``root`` for a view with absolute ranges.
+    tree: SNode | None = None
     length: int = 0  # length of the document text
     # The format the document was read as (``formats.detect.SourceFormat``) and the marks
     # of its shape that decided it, which every output names.
@@ -186,11 +207,104 @@ class Conversation:
     # ``messages`` is then empty and ``issues`` holds what is wrong with the lines themselves.
     records: tuple[Conversation, ...] = ()
     record: int | None = None  # in a dataset: this conversation's 1-based place
-    # [True] once a re-parse (``assembly/incremental.py``) moved the anchors this
-    # conversation shares with the one it made: its ranges no longer match its own text,
-    # so it must not be the base of another re-parse.
-    moved: list[bool] = field(default_factory=lambda: [False], compare=False, repr=False)
+    _views: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        if len(self.starts) != len(self.message_data):
+            assert not self.starts, "one start per message"
+            object.__setattr__(self, "starts", (0,) * len(self.message_data))
+
+    @property
+    def messages(self) -> tuple[Located, ...]:
+        """The messages of this version, each seen at its place (absolute ranges, index)."""
+        views = self._views.get("messages")
+        if views is None:
+            make = Located
+            views = tuple(
+                make(m, s, i)
+                for i, (m, s) in enumerate(zip(self.message_data, self.starts, strict=True))
+            )
+            self._views["messages"] = views
+        return views
+
+    @property
+    def root(self) -> SNode | None:
+        """The source tree seen in this version (absolute ranges; a view made on demand)."""
+        tree = self.tree
+        return None if tree is None else located(tree)
+
+    def index_of(self, message: Message) -> int | None:
+        """The place of a stored ``Message`` in this version (None: not in it)."""
+        where = self._views.get("where")
+        if where is None:
+            where = self._views["where"] = {id(m): i for i, m in enumerate(self.message_data)}
+        i = where.get(id(message))
+        return i if i is not None and self.message_data[i] is message else None
+
+    def locate(self, message: Message) -> Located:
+        """A stored ``Message`` of this version seen at its place (``KeyError`` if it is
+        not one of this version's)."""
+        i = self.index_of(message)
+        if i is None:
+            raise KeyError(message.id)
+        return self.messages[i]
+
+    def message_start(self, i: int) -> int:
+        """Where message ``i``'s relative ranges start in this version of the text."""
+        return self.starts[i]
+
+    def absolute(self, i: int, rng: Span) -> TextRange:
+        """A range of message ``i`` (relative or absolute) as an offset into this version."""
+        return resolve(rng, self.starts[i])
+
+
+class Located:
+    """A stored value (a ``Message``, ``ToolCall``, ``Image`` or ``FileAttachment``) seen at
+    its place in one version of the document (rowan's red node).
+
+    It has the stored value's fields, with every range resolved to an absolute
+    ``TextRange`` against ``base`` (where its message starts) and the nested stored values
+    seen the same way; ``index`` is the message's place in ``Conversation.messages``
+    (None for the values inside a message); ``green`` is the stored value, whose identity
+    caches key on. Equal when the stored values are equal and stand at the same place.
+    """
+
+    __slots__ = ("base", "green", "index")
+
+    def __init__(self, green: Any, base: int, index: int | None = None) -> None:
+        self.green = green
+        self.base = base
+        self.index = index
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in Located.__slots__:
+            raise AttributeError(name)  # copy and pickle probe before the slots are set
+        value = getattr(self.green, name)
+        t = type(value)
+        if t is RelRange:
+            return TextRange(value.start + self.base, value.end + self.base)
+        if t is tuple and value and type(value[0]) in _STORED:
+            b = self.base
+            return tuple(Located(v, b) for v in value)
+        return value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Located):
+            return NotImplemented
+        return self.base == other.base and self.index == other.index and self.green == other.green
+
+    def __hash__(self) -> int:
+        return hash((self.base, self.index, type(self.green)))
+
+    def __repr__(self) -> str:
+        return f"Located({self.green!r}, base={self.base}, index={self.index})"
+
+    def values(self) -> dict[str, Any]:
+        """The fields as ``{name: value}`` (ranges absolute)."""
+        return {f.name: getattr(self, f.name) for f in fields(self.green)}
+
+
+_STORED = (Message, ToolCall, Image, FileAttachment)
 
 # ------------------------------------------------------------------------------------
 # Prompt templates

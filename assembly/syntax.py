@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 from typing import Any, Literal
 
-from assembly.text import Anchor, AnchoredRange, TextRange
+from assembly.text import RelRange, Span, TextRange, resolve
 
 NodeKind = Literal["object", "array", "string", "number", "bool", "null"]
 
@@ -56,7 +56,7 @@ class Member:
     """One ``key: value`` pair of an object, with the key's own range."""
 
     key: str
-    key_range: TextRange
+    key_range: Span
     value: SNode
 
 
@@ -69,10 +69,15 @@ class SNode:
     """
 
     kind: NodeKind
-    range: TextRange
+    range: Span
     value: Any = None
     items: tuple[SNode, ...] = ()
     members: tuple[Member, ...] = ()
+    # The list of messages (the top-level array, the top-level object's ``messages``, the
+    # lines of JSON Lines): each item's subtree is stored relative to the item's start
+    # (``RelRange``s), and ``starts`` gives those starts in this version of the text, so an
+    # item's subtree is shared by every version in which it did not change.
+    starts: tuple[int, ...] | None = None
 
     def get(self, key: str) -> SNode | None:
         """Return the value of ``key`` (the last one when a key repeats)."""
@@ -110,6 +115,133 @@ class SNode:
         return self.value
 
 
+def located(node: SNode, base: int = 0) -> SNode:
+    """``node`` (stored relative to ``base`` when inside a message) with absolute ranges.
+
+    A view, not a copy: its children are views made when asked for, so walking part of a
+    10 MB tree costs that part. Only a tree whose ranges are all absolute is returned as is.
+    """
+    if node.starts is None and type(node.range) is TextRange and base == 0:
+        return NodeAt(node, 0) if _has_relative(node) else node
+    return NodeAt(node, base)
+
+
+def _has_relative(node: SNode) -> bool:
+    """Whether the message list is somewhere in the top two levels of ``node``."""
+    if node.starts is not None:
+        return True
+    return any(m.value.starts is not None for m in node.members)
+
+
+class NodeAt:
+    """A node of a stored tree seen at its place in one version of the text (rowan's red
+    node): the same interface as ``SNode``, every range absolute.
+
+    ``base`` is where the message the node belongs to starts (0 outside the messages).
+    """
+
+    __slots__ = ("base", "green")
+
+    def __init__(self, green: SNode, base: int) -> None:
+        self.green = green
+        self.base = base
+
+    def __repr__(self) -> str:
+        return f"NodeAt({self.green.kind}, {self.range})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NodeAt):
+            return NotImplemented
+        return self.green is other.green and self.base == other.base
+
+    def __hash__(self) -> int:
+        return hash((id(self.green), self.base))
+
+    @property
+    def kind(self) -> NodeKind:
+        return self.green.kind
+
+    @property
+    def value(self) -> Any:
+        return self.green.value
+
+    @property
+    def starts(self) -> None:
+        return None
+
+    @property
+    def range(self) -> TextRange:
+        return resolve(self.green.range, self.base)
+
+    @property
+    def items(self) -> tuple[SNode, ...]:
+        g = self.green
+        if g.starts is not None:
+            return tuple(NodeAt(n, s) for n, s in zip(g.items, g.starts, strict=True))
+        b = self.base
+        return tuple(NodeAt(n, b) for n in g.items)
+
+    @property
+    def members(self) -> tuple[Member, ...]:
+        b = self.base
+        return tuple(
+            Member(m.key, resolve(m.key_range, b), NodeAt(m.value, b))  # type: ignore[arg-type]
+            for m in self.green.members
+        )
+
+    def get(self, key: str) -> SNode | None:
+        found = self.green.get(key)
+        return None if found is None else NodeAt(found, self.base)  # type: ignore[return-value]
+
+    def member(self, key: str) -> Member | None:
+        m = self.green.member(key)
+        if m is None:
+            return None
+        b = self.base
+        return Member(m.key, resolve(m.key_range, b), NodeAt(m.value, b))  # type: ignore[arg-type]
+
+    @property
+    def is_object(self) -> bool:
+        return self.green.kind == "object"
+
+    @property
+    def is_array(self) -> bool:
+        return self.green.kind == "array"
+
+    @property
+    def is_string(self) -> bool:
+        return self.green.kind == "string"
+
+    def to_python(self) -> Any:
+        return self.green.to_python()
+
+
+def absolute(node: SNode, base: int = 0) -> SNode:
+    """A copy of ``node`` with every range absolute (for the readers that read a whole
+    document again on every change: other providers' formats, datasets, header lines)."""
+    r = resolve(node.range, base)
+    if node.kind == "object":
+        return SNode(
+            "object",
+            r,
+            node.value,
+            (),
+            tuple(
+                Member(m.key, resolve(m.key_range, base), absolute(m.value, base))
+                for m in node.members
+            ),
+        )
+    if node.kind == "array":
+        if node.starts is not None:
+            items = tuple(absolute(n, s) for n, s in zip(node.items, node.starts, strict=True))
+        else:
+            items = tuple(absolute(n, base) for n in node.items)
+        return SNode("array", r, node.value, items)
+    if r is node.range:
+        return node
+    return SNode(node.kind, r, node.value)
+
+
 @dataclass(frozen=True, slots=True)
 class SyntaxIssue:
     """A syntax error (or a refusal such as too deep nesting) at an exact range."""
@@ -130,30 +262,37 @@ class ParsedData:
     lines: tuple[TextRange, ...] = field(default=())
 
 
-def parse_json(text: str) -> ParsedData:
-    """Parse JSON text; never raises."""
+def parse_json(text: str, *, messages: bool = False) -> ParsedData:
+    """Parse JSON text; never raises.
+
+    With ``messages``, the items of the message list (the top-level array, or the
+    top-level object's ``messages``) are read relative to their own starts (``SNode.starts``);
+    otherwise every range is absolute.
+    """
     with _gc_paused():
-        return _parse_json(text)
+        return _parse_json(text, messages)
 
 
-def _parse_json(text: str) -> ParsedData:
-    parser = _JsonParser(text, 0, len(text))
+def _parse_json(text: str, messages: bool) -> ParsedData:
+    parser = _JsonParser(text, 0, len(text), messages=messages)
     root = parser.parse_document()
     return ParsedData(root, tuple(parser.errors))
 
 
-def parse_jsonl(text: str) -> ParsedData:
+def parse_jsonl(text: str, *, messages: bool = False) -> ParsedData:
     """Parse JSON Lines: one value per non-blank line, each parsed on its own.
 
     The root is an array of the lines' values; a line that cannot be read at all is left
-    out of the array and reported. A syntax error never spills into the next line.
+    out of the array and reported. A syntax error never spills into the next line. With
+    ``messages``, each line is read relative to its start (``SNode.starts``).
     """
     with _gc_paused():
-        return _parse_jsonl(text)
+        return _parse_jsonl(text, messages)
 
 
-def _parse_jsonl(text: str) -> ParsedData:
+def _parse_jsonl(text: str, messages: bool) -> ParsedData:
     items: list[SNode] = []
+    starts: list[int] = []
     lines: list[TextRange] = []
     errors: list[SyntaxIssue] = []
     start = 0
@@ -175,17 +314,17 @@ def _parse_jsonl(text: str) -> ParsedData:
             errors.append(SyntaxIssue(msg, TextRange(start, start), code="document-too-large"))
             break
         if text[start:end].strip():
-            parser = _JsonParser(text, start, end, Anchor(start), start, scan)
+            parser = _JsonParser(text, start, end, start if messages else None, scan)
             tokens += len(parser.toks)
             node = parser.parse_document(what="line")
-            spanning = None
+            spanning: tuple[SNode, int] | None = None
             if parser.errors and try_spanning:
-                spanning = _spanning_value(text, start, scan)
+                spanning = _spanning_value(text, start, scan, messages)
                 try_spanning = spanning is not None
             if spanning is not None:
                 # One value written over several lines (pretty-printed records): read it,
                 # and say once that this is not JSON Lines.
-                node, end = spanning, spanning.range.end
+                node, end = spanning
                 first = text.find("\n", start)
                 last = text.count("\n", start, end)
                 errors.append(
@@ -199,27 +338,31 @@ def _parse_jsonl(text: str) -> ParsedData:
                 errors.extend(parser.errors)
             if node is not None:
                 items.append(node)
+                starts.append(start)
                 lines.append(TextRange(start, end))
         start = end + 1
-    root = SNode("array", TextRange(0, n), items=tuple(items))
+    root = SNode("array", TextRange(0, n), items=tuple(items), starts=tuple(starts))
     return ParsedData(root, tuple(errors), tuple(lines))
 
 
-def _spanning_value(text: str, start: int, scan: _Scan) -> SNode | None:
-    """The JSON value starting on the line at ``start`` when it is whole and valid only over
-    several lines (its line alone does not parse), else None."""
+def _spanning_value(text: str, start: int, scan: _Scan, messages: bool) -> tuple[SNode, int] | None:
+    """The JSON value starting on the line at ``start`` and where it ends, when it is whole
+    and valid only over several lines (its line alone does not parse), else None."""
     i = start
     while i < len(text) and text[i] in " \t\r":
         i += 1
     if i >= len(text) or text[i] not in "{[":
         return None
-    parser = _JsonParser(text, i, len(text), Anchor(start), start, scan)
+    parser = _JsonParser(text, i, len(text), start if messages else None, scan)
     node = parser._value(0)
-    if parser.errors or node is None or "\n" not in text[i : node.range.end]:
+    if parser.errors or node is None:
         return None
-    rest = text.find("\n", node.range.end)
-    tail = text[node.range.end : rest if rest != -1 else len(text)]
-    return node if not tail.strip() else None
+    end = parser.toks[parser.i - 1][3]
+    if "\n" not in text[i:end]:
+        return None
+    rest = text.find("\n", end)
+    tail = text[end : rest if rest != -1 else len(text)]
+    return (node, end) if not tail.strip() else None
 
 
 def parse_yaml(text: str) -> ParsedData:
@@ -373,17 +516,19 @@ class _JsonParser:
         text: str,
         start: int,
         end: int,
-        anchor: Anchor | None = None,
-        base: int = 0,
+        base: int | None = None,
         scan: _Scan | None = None,
+        *,
+        messages: bool = False,
     ) -> None:
         self.text = text
-        # Ranges of nodes inside an item of the top-level array (or of an array that is a
-        # member of the top-level object: the messages) are anchored to that item, so a
-        # re-parse after an edit moves an item by moving its anchor. ``base`` is the
-        # offset in ``text`` where the anchor's item starts.
-        self.anchor = anchor
+        # Ranges of nodes inside an item of the message list (the top-level array, or the
+        # array that is the top-level object's ``messages``) are relative to that item's
+        # start, ``base`` (``RelRange``s); None: outside such an item, ranges are absolute.
+        # A parser given a base reads one item (a message, a JSON Lines line) on its own.
         self.base = base
+        self.messages = messages  # read the message list's items relative to their starts
+        self.holder_next = False  # the next array read is the top-level ``messages``
         self.too_deep = False
         self.errors: list[SyntaxIssue] = []
         self.toks = _tokenize(text, start, end, self.errors, scan or _Scan())
@@ -401,11 +546,11 @@ class _JsonParser:
             self.i += 1
         return tok
 
-    def _range(self, start: int, end: int) -> TextRange:
-        a = self.anchor
-        if a is None:
+    def _range(self, start: int, end: int) -> Span:
+        b = self.base
+        if b is None:
             return TextRange(start, end)
-        return AnchoredRange(a, start - self.base, end - self.base)
+        return RelRange(start - b, end - b)
 
     def _error(self, message: str, start: int, end: int) -> None:
         self.errors.append(SyntaxIssue(message, TextRange(start, max(start, end))))
@@ -453,10 +598,10 @@ class _JsonParser:
         kind, raw, start, end, decoded = tok
         if kind == _STRING:
             self.i += 1
-            a = self.anchor
-            if a is None:
+            b = self.base
+            if b is None:
                 return SNode("string", TextRange(start, end), decoded)
-            return SNode("string", AnchoredRange(a, start - self.base, end - self.base), decoded)
+            return SNode("string", RelRange(start - b, end - b), decoded)
         if kind == _NUMBER:
             self.i += 1
             if len(raw) > MAX_NUMBER_CHARS:
@@ -540,7 +685,9 @@ class _JsonParser:
                     if tok[1] == ",":
                         self._next()
                     continue
+            self.holder_next = depth == 0 and key == "messages"
             value = self._value(depth + 1)
+            self.holder_next = False
             if value is not None:
                 members.append(Member(key, key_range, value))
             tok = self._peek()
@@ -553,38 +700,48 @@ class _JsonParser:
                 continue
             else:
                 # Where the comma belongs: right after the value, not over the whitespace.
-                at = value.range.end if value else tok[2]
+                at = self.toks[self.i - 1][3] if value else tok[2]
                 self._error("expected `,` or `}`", at, at)
 
     def _array(self, depth: int) -> SNode:
         open_tok = self._next()
         start = open_tok[2]
         items: list[SNode] = []
+        # The message list: each item is read relative to its own start (see ``SNode.starts``).
+        holder = self.messages and (depth == 0 or self.holder_next) and self.base is None
+        self.holder_next = False
+        starts: list[int] | None = [] if holder else None
         while True:
             tok = self._peek()
             kind, raw, s, e, _ = tok
             if kind == _PUNCT and raw == "]":
                 self._next()
-                return SNode("array", self._range(start, e), items=tuple(items))
+                return SNode(
+                    "array", self._range(start, e), items=tuple(items), starts=_tup(starts)
+                )
             if kind == _EOF:
                 if not self.too_deep:
                     self._error("unclosed array: expected `]`", start, start + 1)
                 return SNode(
-                    "array", self._range(start, self.toks[self.i - 1][3]), items=tuple(items)
+                    "array",
+                    self._range(start, self.toks[self.i - 1][3]),
+                    items=tuple(items),
+                    starts=_tup(starts),
                 )
             if kind == _PUNCT and raw in ",}:":
                 self._next()
                 self._error(f"unexpected `{raw}` in an array", s, e)
                 continue
-            if depth <= 1 and self.anchor is None:
-                if len(items) > MAX_TOP_ITEMS:
-                    # Past the message limit (reported by the reader): skip, build nothing.
-                    self._skip_to_close()
-                    continue
-                # An item of the top level (a message): its own anchor.
-                self.anchor, self.base = Anchor(s), s
+            if depth <= 1 and self.base is None and len(items) > MAX_TOP_ITEMS:
+                # Past the message limit (reported by the reader): skip, build nothing.
+                self._skip_to_close()
+                continue
+            if starts is not None:
+                self.base = s
                 value = self._value(depth + 1)
-                self.anchor = None
+                self.base = None
+                if value is not None:
+                    starts.append(s)
             else:
                 value = self._value(depth + 1)
             if value is not None:
@@ -599,8 +756,12 @@ class _JsonParser:
                 continue
             else:
                 # Where the comma belongs: right after the value, not over the whitespace.
-                at = value.range.end if value else tok[2]
+                at = self.toks[self.i - 1][3] if value else tok[2]
                 self._error("expected `,` or `]`", at, at)
+
+
+def _tup(starts: list[int] | None) -> tuple[int, ...] | None:
+    return None if starts is None else tuple(starts)
 
 
 class _Scan:

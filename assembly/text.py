@@ -17,7 +17,7 @@ _LINE_END = re.compile(r"\r\n?|\n")  # LSP's line ends
 class TextRange:
     """A half-open span ``[start, end)`` of code-point offsets.
 
-    Immutable by convention; equal, hashed and ordered by value, whatever the subclass.
+    Immutable by convention; equal, hashed and ordered by value.
     """
 
     __slots__ = ("end", "start")
@@ -52,7 +52,7 @@ class TextRange:
         return (self.start, self.end) >= (other.start, other.end)
 
     def __reduce__(self) -> tuple[type[TextRange], tuple[int, int]]:
-        return (TextRange, (self.start, self.end))  # pickled by value, anchored or not
+        return (TextRange, (self.start, self.end))
 
     @staticmethod
     def empty(offset: int) -> TextRange:
@@ -65,82 +65,81 @@ class TextRange:
         return self.start <= offset <= self.end
 
     def cover(self, other: TextRange) -> TextRange:
-        return span(
-            self if self.start <= other.start else other,
-            self if self.end >= other.end else other,
-        )
+        return TextRange(min(self.start, other.start), max(self.end, other.end))
 
     def shift(self, delta: int) -> TextRange:
         return TextRange(self.start + delta, self.end + delta)
 
-    def absolute(self) -> TextRange:
-        """This range as a plain ``TextRange`` that no later edit moves."""
-        return TextRange(self.start, self.end)
 
+class RelRange:
+    """A half-open span ``[start, end)`` relative to the start of the message it is in.
 
-class Anchor:
-    """The current offset of a message (or another item) in its document.
-
-    Ranges inside the item are ``AnchoredRange``s relative to it, so when an edit before
-    the item changes the length of the text, moving the item is one assignment to
-    ``offset`` instead of a copy of every range in it. Only the re-parse of an edit moves
-    anchors (``assembly/incremental.py``).
+    The ranges inside a message read from JSON or JSON Lines are stored this way (rowan's
+    relative offsets), so a ``Message`` does not depend on where its message stands in the
+    text and one object serves every version in which that message did not change. It is
+    not a ``TextRange`` (nor equal to one): it becomes an offset into a document only
+    through that document's table of message starts, ``Conversation.absolute(i, r)`` (or a
+    ``Located`` message, which resolves its fields that way).
     """
 
-    __slots__ = ("offset",)
+    __slots__ = ("end", "start")
 
-    def __init__(self, offset: int) -> None:
-        self.offset = offset
+    def __init__(self, start: int, end: int) -> None:
+        assert start <= end, (start, end)
+        self.start = start
+        self.end = end
 
     def __repr__(self) -> str:
-        return f"Anchor({self.offset})"
+        return f"RelRange(start={self.start}, end={self.end})"
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RelRange):
+            return NotImplemented
+        return self.start == other.start and self.end == other.end
 
-class AnchoredRange(TextRange):
-    """A range stored relative to an ``Anchor``; ``start`` and ``end`` follow the anchor."""
+    def __hash__(self) -> int:
+        return hash(("rel", self.start, self.end))
 
-    __slots__ = ("anchor", "rel_end", "rel_start")
-
-    def __init__(self, anchor: Anchor, rel_start: int, rel_end: int) -> None:
-        self.anchor = anchor
-        self.rel_start = rel_start
-        self.rel_end = rel_end
-
-    @property  # type: ignore[override]
-    def start(self) -> int:
-        return self.anchor.offset + self.rel_start
-
-    @property  # type: ignore[override]
-    def end(self) -> int:
-        return self.anchor.offset + self.rel_end
+    def __lt__(self, other: RelRange) -> bool:
+        return (self.start, self.end) < (other.start, other.end)
 
     def __len__(self) -> int:
-        return self.rel_end - self.rel_start
+        return self.end - self.start
 
-    def shift(self, delta: int) -> TextRange:
-        return AnchoredRange(self.anchor, self.rel_start + delta, self.rel_end + delta)
+    def contains(self, offset: int) -> bool:
+        return self.start <= offset <= self.end
 
+    def cover(self, other: RelRange) -> RelRange:
+        return RelRange(min(self.start, other.start), max(self.end, other.end))
 
-def span(first: TextRange, last: TextRange) -> TextRange:
-    """The range from the start of ``first`` to the end of ``last``.
+    def shift(self, delta: int) -> RelRange:
+        return RelRange(self.start + delta, self.end + delta)
 
-    Anchored when both are anchored to the same item, so the result moves with it.
-    """
-    if (
-        isinstance(first, AnchoredRange)
-        and isinstance(last, AnchoredRange)
-        and first.anchor is last.anchor
-    ):
-        return AnchoredRange(first.anchor, first.rel_start, last.rel_end)
-    return TextRange(first.start, last.end)
+    def at(self, base: int) -> TextRange:
+        """This range in a document where its message starts at ``base``."""
+        return TextRange(self.start + base, self.end + base)
 
 
-def sub_range(rng: TextRange, start: int, end: int) -> TextRange:
-    """The range ``[start, end)`` (absolute offsets) anchored like ``rng``."""
-    if isinstance(rng, AnchoredRange):
-        base = rng.anchor.offset
-        return AnchoredRange(rng.anchor, start - base, end - base)
-    return TextRange(start, end)
+# A range as the readers produce it: absolute, or relative to its message.
+Span = TextRange | RelRange
+
+
+def resolve(rng: Span, base: int) -> TextRange:
+    """``rng`` as an offset into the document, its message starting at ``base``."""
+    if type(rng) is RelRange:
+        return TextRange(rng.start + base, rng.end + base)
+    assert isinstance(rng, TextRange), rng
+    return rng
+
+
+def span(first: Span, last: Span) -> Span:
+    """The range from the start of ``first`` to the end of ``last`` (same kind of range)."""
+    return type(first)(first.start, last.end)
+
+
+def sub_range(rng: Span, start: int, end: int) -> Span:
+    """The range ``[start, end)``, in the same coordinates (and kind) as ``rng``."""
+    return type(rng)(start, end)
 
 
 @dataclass(frozen=True, slots=True)

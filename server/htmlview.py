@@ -195,7 +195,7 @@ def _locator(analysis: Analysis) -> Any:
         fixed["$project_file_list"] = conv.project_files[0].range
 
     def where(m: LlmMessage) -> tuple[int | None, int | None]:
-        rng = m.source.range if m.source is not None else fixed.get(m.id)
+        rng = conv.locate(m.source).range if m.source is not None else fixed.get(m.id)
         if rng is None:
             return None, None
         lc = index.line_col(rng.start)

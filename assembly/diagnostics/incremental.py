@@ -215,7 +215,8 @@ class RuleCache:
             k for k, p in prompts.items() if p.rendered != prev_prompts[k].rendered
         )
         texts = [k for k, p in prompts.items() if p.content != prev_prompts[k].content]
-        same = list(map(operator.is_, prev, msgs))
+        # The stored messages (position-independent) are what the re-read shares.
+        same = [a.green is b.green for a, b in zip(prev, msgs, strict=True)]
         try:
             i = same.index(False)
         except ValueError:  # all shared: the very same text, or an edit inside one prompt
@@ -508,8 +509,8 @@ def _prompt_shape(block: object) -> object:
 
 
 def _assembly_key(ctx: RuleContext, scratch: dict[str, Any]) -> object:
-    a = ctx.assembly
-    if a is None:
+    a, conv = ctx.assembly, ctx.conversation
+    if a is None or conv is None:
         return None
     # The listings and the system message the rules look at (few entries: the prompts
     # and the listings come before and after the history). The forgotten files are
@@ -522,7 +523,7 @@ def _assembly_key(ctx: RuleContext, scratch: dict[str, Any]) -> object:
             e.id,
             e.segment,
             e.message.text if e.id.startswith("$") and e.id not in _NOT_KEYED else None,
-            e.message.source.index if e.message.source is not None else None,
+            conv.index_of(e.message.source) if e.message.source is not None else None,
         )
         for e in a.layout
         if e.segment == "system" or e.id.startswith("$")

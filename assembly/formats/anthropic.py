@@ -29,7 +29,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from assembly.documents import _head, _Reader, _show
+from assembly.documents import Reader, head, show
 from assembly.formats.detect import ANTHROPIC_BLOCKS, SourceFormat
 from assembly.model import (
     Conversation,
@@ -87,7 +87,7 @@ def read_anthropic(parsed: ParsedData, fmt: DocFormat, length: int, why: str) ->
     return _AnthropicReader(fmt, length).read_doc(parsed, why)
 
 
-class _AnthropicReader(_Reader):
+class _AnthropicReader(Reader):
     def read_doc(self, parsed: ParsedData, why: str) -> Conversation:
         for err in parsed.errors:
             self.error(err.message, err.range, code=err.code)
@@ -109,7 +109,7 @@ class _AnthropicReader(_Reader):
             self._request_fields(root, fields, messages)
             node = root.get("messages")
             if node is None:
-                self.error("missing `messages`: the request has no message list", _head(root))
+                self.error("missing `messages`: the request has no message list", head(root))
             elif not node.is_array:
                 self.error("`messages` must be an array of message objects", node.range)
             else:
@@ -126,9 +126,9 @@ class _AnthropicReader(_Reader):
                 messages.append(msg)
         return Conversation(
             format=self.fmt,
-            messages=tuple(messages),
+            message_data=tuple(messages),
             issues=tuple(self.issues),
-            root=root,
+            tree=root,
             length=self.length,
             source_format=SourceFormat.ANTHROPIC.value,
             source_format_why=why,
@@ -154,7 +154,7 @@ class _AnthropicReader(_Reader):
         )
         if "provider" not in settings:
             settings["provider"] = "anthropic"
-            ranges["provider"] = _head(node)
+            ranges["provider"] = head(node)
         fields["settings"] = settings
         fields["settings_ranges"] = ranges
 
@@ -218,11 +218,11 @@ class _AnthropicReader(_Reader):
                 self.unknown_key(f"unknown message key `{m.key}` in an {FORMAT_NAME}", m.key_range)
         role_node = node.get("role")
         if role_node is None:
-            self.error("message has no `role`", _head(node))
+            self.error("message has no `role`", head(node))
             return []
         if not (role_node.is_string and role_node.value in ("user", "assistant")):
             self.error(
-                f"unknown role {_show(role_node)}: an {FORMAT_NAME} has `user` and `assistant`"
+                f"unknown role {show(role_node)}: an {FORMAT_NAME} has `user` and `assistant`"
                 " messages (the system prompt is the top-level `system`)",
                 role_node.range,
             )
@@ -246,7 +246,7 @@ class _AnthropicReader(_Reader):
         calls: list[ToolCall] = []
         results: list[Message] = []
         if c is None:
-            self.error("a message needs `content`", _head(node))
+            self.error("a message needs `content`", head(node))
         elif c.is_string:
             texts.append(c.value)
             text_nodes.append(c)
@@ -278,7 +278,6 @@ class _AnthropicReader(_Reader):
                 main_range = TextRange(results[-1].range.end, end)
             main = Message(
                 id=msg_id,
-                index=0,
                 role=role,
                 content="\n".join(texts),
                 range=main_range,
@@ -304,7 +303,7 @@ class _AnthropicReader(_Reader):
             out = [main, *results]
         else:
             out = [*results, *([main] if main is not None else [])]
-        return [_at_index(m, index + i) for i, m in enumerate(out)]
+        return out
 
     def _block(
         self,
@@ -364,7 +363,7 @@ class _AnthropicReader(_Reader):
         elif kind in _SKIPPED_BLOCKS:
             return
         else:
-            shown = _show(btype) if btype is not None else "(none)"
+            shown = show(btype) if btype is not None else "(none)"
             self.error(f"unsupported content block type {shown} in an {FORMAT_NAME}", block.range)
 
     def _source_ref(self, block: SNode, what: str) -> str | None:
@@ -399,7 +398,7 @@ class _AnthropicReader(_Reader):
         if kind in ("text", "content") and what == "document":
             return None
         self.error(
-            f"unsupported `{what}` source type {_show(stype) if stype else '(none)'}",
+            f"unsupported `{what}` source type {show(stype) if stype else '(none)'}",
             (stype or src).range,
         )
         return None
@@ -520,7 +519,6 @@ class _AnthropicReader(_Reader):
             self.error("`content` of a `tool_result` must be a string or blocks", c.range)
         return Message(
             id=msg_id,
-            index=0,
             role=Role.TOOL,
             content="\n".join(texts),
             range=block.range,
@@ -532,7 +530,3 @@ class _AnthropicReader(_Reader):
             token_count=self._token_count(block),
             ignore=ignore,
         )
-
-
-def _at_index(m: Message, index: int) -> Message:
-    return m if m.index == index else replace(m, index=index)

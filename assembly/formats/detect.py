@@ -38,7 +38,7 @@ _TITLES = {
     SourceFormat.RESPONSES: "OpenAI Responses input",
 }
 
-# Formats whose reader is ``documents._Reader`` (an edit can be re-read incrementally).
+# Formats whose reader is ``documents.Reader`` (an edit can be re-read incrementally).
 NATIVE = frozenset({SourceFormat.PROMPTLS, SourceFormat.OPENAI_CHAT})
 
 _A, _R, _O, _P = "anthropic", "responses", "openai", "promptls"

@@ -28,7 +28,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from assembly.documents import _head, _Reader, _show
+from assembly.documents import Reader, head, show
 from assembly.formats.detect import RESPONSES_ITEMS, SourceFormat
 from assembly.model import (
     Conversation,
@@ -91,7 +91,7 @@ def read_responses(parsed: ParsedData, fmt: DocFormat, length: int, why: str) ->
     return _ResponsesReader(fmt, length).read_doc(parsed, why)
 
 
-class _ResponsesReader(_Reader):
+class _ResponsesReader(Reader):
     def read_doc(self, parsed: ParsedData, why: str) -> Conversation:
         for err in parsed.errors:
             self.error(err.message, err.range, code=err.code)
@@ -107,11 +107,9 @@ class _ResponsesReader(_Reader):
             self._request_fields(root, fields, messages)
             node = root.get("input")
             if node is None:
-                self.error("missing `input`: the request has no input", _head(root))
+                self.error("missing `input`: the request has no input", head(root))
             elif node.is_string:
-                messages.append(
-                    Message("input", len(messages), Role.USER, node.value, node.range, node.range)
-                )
+                messages.append(Message("input", Role.USER, node.value, node.range, node.range))
             elif not node.is_array:
                 self.error("`input` must be a string or an array of input items", node.range)
             else:
@@ -126,12 +124,12 @@ class _ResponsesReader(_Reader):
                 self.error(f"duplicate message id `{m.id}`", m.id_range or m.range)
                 continue
             seen.add(m.id)
-            unique.append(m if m.index == len(unique) else replace(m, index=len(unique)))
+            unique.append(m)
         return Conversation(
             format=self.fmt,
-            messages=tuple(unique),
+            message_data=tuple(unique),
             issues=tuple(self.issues),
-            root=root,
+            tree=root,
             length=self.length,
             source_format=SourceFormat.RESPONSES.value,
             source_format_why=why,
@@ -189,7 +187,7 @@ class _ResponsesReader(_Reader):
         pending: Message | None = None  # the assistant turn that calls may join
         for k, node in enumerate(items):
             if node.is_string:
-                out.append(Message(str(k), len(out), Role.USER, node.value, node.range, node.range))
+                out.append(Message(str(k), Role.USER, node.value, node.range, node.range))
                 pending = None
                 continue
             if not node.is_object:
@@ -216,7 +214,6 @@ class _ResponsesReader(_Reader):
                 else:
                     pending = Message(
                         self._item_id(node, k),
-                        len(out),
                         Role.ASSISTANT,
                         "",
                         node.range,
@@ -235,7 +232,7 @@ class _ResponsesReader(_Reader):
                 continue  # reasoning, item references, hosted tools: not counted
             if kind not in (None, "message"):
                 self.error(
-                    f"unsupported input item type {_show(t)} in an {FORMAT_NAME}",  # type: ignore[arg-type]
+                    f"unsupported input item type {show(t)} in an {FORMAT_NAME}",  # type: ignore[arg-type]
                     node.range,
                 )
                 pending = None
@@ -256,7 +253,7 @@ class _ResponsesReader(_Reader):
                 self.unknown_key(f"unknown message key `{m.key}` in an {FORMAT_NAME}", m.key_range)
         role_node = node.get("role")
         if role_node is None:
-            self.error("a message item has no `role`", _head(node))
+            self.error("a message item has no `role`", head(node))
             return None
         roles = {
             "user": Role.USER,
@@ -267,7 +264,7 @@ class _ResponsesReader(_Reader):
         role = roles.get(role_node.value) if role_node.is_string else None
         if role is None:
             self.error(
-                f"unknown role {_show(role_node)}: expected `user`, `assistant`, `system` or "
+                f"unknown role {show(role_node)}: expected `user`, `assistant`, `system` or "
                 "`developer`",
                 role_node.range,
             )
@@ -278,7 +275,7 @@ class _ResponsesReader(_Reader):
         images: list[Image] = []
         files: list[FileAttachment] = []
         if c is None:
-            self.error("a message item needs `content`", _head(node))
+            self.error("a message item needs `content`", head(node))
         elif c.is_string:
             texts.append(c.value)
             text_nodes.append(c)
@@ -290,7 +287,6 @@ class _ResponsesReader(_Reader):
         content_range = text_nodes[0].range if len(text_nodes) == 1 else (c.range if c else None)
         return Message(
             id=str(k),
-            index=index,
             role=role,
             content="\n".join(texts),
             range=node.range,
@@ -365,7 +361,7 @@ class _ResponsesReader(_Reader):
             return
         else:
             self.error(
-                f"unsupported content part type {_show(t) if t else '(none)'} in an {FORMAT_NAME}",
+                f"unsupported content part type {show(t) if t else '(none)'} in an {FORMAT_NAME}",
                 part.range,
             )
 
@@ -440,7 +436,6 @@ class _ResponsesReader(_Reader):
         t = node.get("type")
         return Message(
             id=str(k),
-            index=index,
             role=Role.TOOL,
             content=text,
             range=node.range,

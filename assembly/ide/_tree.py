@@ -98,13 +98,13 @@ def mentions(root: SNode | None, text: str, needle: str) -> list[Mention]:
     res: list[Mention] = []
     if root is None or not needle:
         return res
-    seen: set[int] = set()
+    seen: set[int] = set()  # the strings read, by start (nodes are views made on demand)
     pos = text.find(needle)
     while pos != -1:
         path = path_at(root, pos)
         node = path[-1].node if path else None
-        if node is not None and node.kind == "string" and id(node) not in seen:
-            seen.add(id(node))
+        if node is not None and node.kind == "string" and node.range.start not in seen:
+            seen.add(node.range.start)
             res.extend(mentions_in(text, node, needle))
         pos = text.find(needle, pos + len(needle))
     return res

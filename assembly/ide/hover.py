@@ -674,7 +674,7 @@ def _seen_inline(a: Assembly, ref: _FileRef) -> str | None:
         project = next((e for e in a.layout if e.id == "$project_files"), None)
         return "content" if project is not None and not _listed(a, ref.file_id) else None
     if ref.kind == "image":
-        kept = any(e.message.source is ref.carrier for e in a.layout)
+        kept = any(e.message.source is ref.carrier.green for e in a.layout)
         return "image" if kept and a.settings.vision else None
     for e in a.layout:
         if e.id == ref.part:

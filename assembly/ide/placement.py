@@ -151,7 +151,7 @@ class Placements:
         a = self.assembly
         files = self._files(m)
         pos = self._layout_index.get(m.id)
-        if pos is not None and a.layout[pos].message.source is m:
+        if pos is not None and a.layout[pos].message.source is m.green:
             e = a.layout[pos]
             return Placement(
                 m,

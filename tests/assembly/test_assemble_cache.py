@@ -87,10 +87,10 @@ def check_sequence(
         elif rng.random() < prompt_share:
             conv = edit_prompt(conv, rng)
         elif conv.messages:
-            msgs = list(conv.messages)
+            msgs = list(conv.message_data)
             k = rng.randrange(len(msgs))
             msgs[k] = rng.choice(EDITS)(msgs[k], rng)
-            conv = dataclasses.replace(conv, messages=tuple(msgs))
+            conv = dataclasses.replace(conv, message_data=tuple(msgs))
         cached = assemble(conv, settings, tok, opts, cache=cache)
         assert_same(cached, assemble(conv, settings, tok, opts))
     return cache
@@ -296,10 +296,10 @@ def test_typing_is_incremental(path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     prev = assemble(conv, s, tok, opts, cache=cache)
     whole = _image_note_possible(prev, s)
     for _ in range(12 if conv.messages else 0):
-        msgs = list(conv.messages)
+        msgs = list(conv.message_data)
         k = rng.randrange(len(msgs))
         msgs[k] = edit_insert(msgs[k], rng)
-        conv = dataclasses.replace(conv, messages=tuple(msgs))
+        conv = dataclasses.replace(conv, message_data=tuple(msgs))
         fast_runs = cache.fast_runs
         res = assemble(conv, s, tok, opts, cache=cache)
         assert_same(res, assemble(conv, s, tok, opts))
@@ -334,8 +334,8 @@ def test_formatting_prefix_on_a_history_message(
         cached = assemble(conv, s, tok, opts, cache=cache)
         assert_same(cached, assemble(conv, s, tok, opts))
         assert cached.provider_messages[0]["content"].startswith(texts.FORMATTING_REENABLED)
-        u1 = dataclasses.replace(conv.messages[1], content=conv.messages[1].content + "!")
-        conv = dataclasses.replace(conv, messages=(conv.messages[0], u1))
+        u1 = dataclasses.replace(conv.message_data[1], content=conv.messages[1].content + "!")
+        conv = dataclasses.replace(conv, message_data=(conv.message_data[0], u1))
     assert cache.fast_runs == 3
 
 
@@ -379,11 +379,11 @@ def test_moving_cut_equals_fresh(
     cache = AssemblyCache()
     assemble(conv, s, tok, opts, cache=cache)
     for _ in range(60):
-        msgs = list(conv.messages)
+        msgs = list(conv.message_data)
         k = rng.randrange(len(msgs))
         count = rng.choice([0, 1, 5, 40, 150, 400])
         msgs[k] = dataclasses.replace(msgs[k], token_count=count)
-        conv = dataclasses.replace(conv, messages=tuple(msgs))
+        conv = dataclasses.replace(conv, message_data=tuple(msgs))
         assert_same(assemble(conv, s, tok, opts, cache=cache), assemble(conv, s, tok, opts))
     assert cache.fast_runs > 30
 
@@ -473,11 +473,11 @@ def test_edits_inside_messages_are_incremental(
     cache = AssemblyCache()
     assemble(conv, s, tok, opts, cache=cache)
     for _ in range(25):
-        msgs = list(conv.messages)
+        msgs = list(conv.message_data)
         k = rng.randrange(len(msgs))
         edit = rng.choice([edit_insert, edit_delete, edit_arguments, edit_token_count])
         msgs[k] = edit(msgs[k], rng)
-        conv = dataclasses.replace(conv, messages=tuple(msgs))
+        conv = dataclasses.replace(conv, message_data=tuple(msgs))
         assert_same(assemble(conv, s, tok, opts, cache=cache), assemble(conv, s, tok, opts))
     assert (cache.full_runs, cache.fast_runs) == (1, 25)
 
@@ -560,9 +560,9 @@ def test_system_and_file_typing_is_incremental(
     rng = random.Random(budget)
     cache = AssemblyCache()
     first = assemble(conv, s, tok, opts, cache=cache)
-    assert first.layout[0].message.source is conv.messages[system]
+    assert first.layout[0].message.source is conv.message_data[system]
     for step in range(30):
-        msgs = list(conv.messages)
+        msgs = list(conv.message_data)
         if step % 3 == 0:
             edit = rng.choice([edit_insert, edit_delete])
             msgs[system] = edit(msgs[system], rng)
@@ -576,7 +576,7 @@ def test_system_and_file_typing_is_incremental(
             msgs[k] = dataclasses.replace(
                 msgs[k], files=_put(msgs[k].files, j, dataclasses.replace(f, content=text))
             )
-        conv = dataclasses.replace(conv, messages=tuple(msgs))
+        conv = dataclasses.replace(conv, message_data=tuple(msgs))
         res = assemble(conv, s, tok, opts, cache=cache)
         assert_same(res, assemble(conv, s, tok, opts))
         assert res.system_text is not None and msgs[system].content[:20] in res.system_text
@@ -649,7 +649,7 @@ def test_sizes_across_thresholds(
     project_parts, listed, systems = set(), set(), set()
     steps = 80
     for _ in range(steps):
-        msgs = list(conv.messages)
+        msgs = list(conv.message_data)
         k = index[rng.choice(["s", "inj", "last", "last", "last", "u0", "u2", "u3", "u4"])]
         m = msgs[k]
         if m.files:
@@ -667,7 +667,7 @@ def test_sizes_across_thresholds(
             if m.id == "s" and rng.random() < 0.4:
                 text = rng.choice(["", " ", "Be brief. " * rng.randrange(1, 200)])
             msgs[k] = dataclasses.replace(m, content=text)
-        conv = dataclasses.replace(conv, messages=tuple(msgs))
+        conv = dataclasses.replace(conv, message_data=tuple(msgs))
         res = assemble(conv, s, tok, opts, cache=cache)
         assert_same(res, assemble(conv, s, tok, opts))
         assert res.ok

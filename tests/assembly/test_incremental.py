@@ -24,7 +24,7 @@ from assembly.incremental import common_prefix, common_suffix, reparse_conversat
 from assembly.model import Conversation, DocFormat
 from assembly.rope import Rope
 from assembly.syntax import SNode, iter_nodes
-from assembly.text import AnchoredRange
+from assembly.text import RelRange
 from server.workspace import analyze
 
 
@@ -42,10 +42,9 @@ def _tree(node: SNode | None) -> Any:
 
 def normalise(conv: Conversation) -> tuple[Any, ...]:
     """Every field of the conversation (messages compared field by field) and its tree."""
-    fields = {f.name: getattr(conv, f.name) for f in dataclasses.fields(conv) if f.name != "root"}
-    fields["messages"] = tuple(
-        tuple((f.name, getattr(m, f.name)) for f in dataclasses.fields(m)) for m in conv.messages
-    )
+    skip = ("tree", "_views", "message_data")
+    fields = {f.name: getattr(conv, f.name) for f in dataclasses.fields(conv) if f.name not in skip}
+    fields["messages"] = tuple((m.index, tuple(sorted(m.values().items()))) for m in conv.messages)
     return (tuple(sorted(fields.items(), key=lambda kv: kv[0])), _tree(conv.root))
 
 
@@ -185,7 +184,7 @@ def test_chains_of_edits_stay_exact(
     data: st.DataObject,
 ) -> None:
     """Each re-parse is the base of the next, as in an editor: every link stays exact, and
-    a conversation whose anchors were moved is never a base again."""
+    a base is never changed by the re-read it served."""
     text = render(*doc, fmt, style)
     conv = parse_conversation(text, fmt)
     for _ in range(data.draw(st.integers(1, 8))):
@@ -199,7 +198,11 @@ def test_chains_of_edits_stay_exact(
         else:
             assert normalise(res) == normalise(full)
             if res is not conv:
-                assert reparse_conversation(conv, text, new_text, fmt) is None
+                # The base is a value: untouched by the re-read, it reads its own text still
+                # and serves as a base again.
+                assert normalise(conv) == normalise(parse_conversation(text, fmt))
+                again = reparse_conversation(conv, text, new_text, fmt)
+                assert again is not None and normalise(again) == normalise(full)
             conv = res
         text = new_text
 
@@ -252,19 +255,24 @@ def test_edit_in_content_is_incremental() -> None:
         assert res.tools is not None or fmt is DocFormat.JSONL
 
 
-def test_untouched_messages_are_kept_and_moved_by_their_anchors() -> None:
+def test_untouched_messages_are_shared_and_moved_by_the_table_of_starts() -> None:
     text = _doc(DocFormat.JSON)
     prev = parse_conversation(text, DocFormat.JSON)
     before = [m.range.start for m in prev.messages]
     res = reparse_conversation(prev, text, _insert(text, "hello", " dear"), DocFormat.JSON)
     assert res is not None
-    assert res.messages[0] is not prev.messages[0]
-    assert all(a is b for a, b in zip(res.messages[1:], prev.messages[1:], strict=True))
+    assert res.message_data[0] is not prev.message_data[0]
+    shared = zip(res.message_data[1:], prev.message_data[1:], strict=True)
+    assert all(a is b for a, b in shared)
     assert [m.range.start for m in res.messages] == [before[0], *(b + 5 for b in before[1:])]
-    assert isinstance(res.messages[2].tool_call_id_range, AnchoredRange)
-    # The previous conversation shares the moved messages: it is never a base again.
-    assert prev.moved == [True] and res.moved == [False]
-    assert reparse_conversation(prev, text, _insert(text, "hello", "!"), DocFormat.JSON) is None
+    assert isinstance(res.message_data[2].tool_call_id_range, RelRange)
+    # The previous version is untouched (a value): its ranges still read its own text,
+    # and it can be the base of another re-read.
+    assert [m.range.start for m in prev.messages] == before
+    other = _insert(text, "hello", "!")
+    assert normalise(reparse_conversation(prev, text, other, DocFormat.JSON)) == normalise(
+        parse_conversation(other, DocFormat.JSON)
+    )
 
 
 def test_edit_in_a_top_level_value_keeps_the_messages() -> None:
@@ -275,7 +283,7 @@ def test_edit_in_a_top_level_value_keeps_the_messages() -> None:
     res = reparse_conversation(prev, text, new_text, DocFormat.JSON)
     assert res is not None and res.settings == {"model": "gpt-4o-mini"}
     assert normalise(res) == normalise(parse_conversation(new_text, DocFormat.JSON))
-    assert all(a is b for a, b in zip(res.messages, prev.messages, strict=True))
+    assert all(a is b for a, b in zip(res.message_data, prev.message_data, strict=True))
     assert [m.range.start for m in res.messages] == [b + 5 for b in before]
     # After the messages: the system prompt's text.
     newer = _insert(new_text, "Be brief", " and kind")
@@ -408,7 +416,7 @@ def test_typing_in_top_level_values_analyses_like_a_fresh_start(tmp_path: Path) 
         assert inc.parsed is not None and full.parsed is not None
         assert normalise(inc.parsed) == normalise(full.parsed)
         assert not inc.parsed.issues, new_text[at - 20 : at + 20]
-        kept += inc.parsed.messages[0] is prev.parsed.messages[0]
+        kept += inc.parsed.message_data[0] is prev.parsed.message_data[0]
         prev, text = inc, new_text
     assert kept >= 20  # the re-read kept the messages, not only the fallback
 
@@ -427,7 +435,7 @@ def test_edit_in_additional_context_and_in_a_processing_file() -> None:
     assert res is not None and res.additional_context is not None
     assert normalise(res) == normalise(parse_conversation(new_text, DocFormat.JSON))
     assert res.additional_context.content == "Thread: deploy of 14:02 failed"
-    assert all(a is b for a, b in zip(res.messages, prev.messages, strict=True))
+    assert all(a is b for a, b in zip(res.message_data, prev.message_data, strict=True))
     flipped = new_text.replace('"processing": false', '"processing": true')
     again = check_edit(new_text, flipped, DocFormat.JSON)
     final = again if again is not None else parse_conversation(flipped, DocFormat.JSON)

@@ -71,7 +71,8 @@ def _model(conv: Conversation) -> dict[str, Any]:
     fields = {
         f.name: getattr(conv, f.name)
         for f in dataclasses.fields(conv)
-        if f.name not in ("format", "root", "length", "settings_ranges", "issues")
+        if f.name
+        not in ("format", "tree", "_views", "starts", "length", "settings_ranges", "issues")
     }
     return _strip_ranges(_plain(fields))
 

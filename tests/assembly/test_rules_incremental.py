@@ -46,7 +46,7 @@ from assembly.model import Conversation, DocFormat, Role, TextBlock
 from assembly.rope import Rope
 from assembly.settings import SettingsLayer, resolve_settings
 from assembly.syntax import Member, SNode
-from assembly.text import AnchoredRange, TextRange
+from assembly.text import TextRange
 from assembly.tokens import Tokenizer
 from server.tokenizers import load_tokenizer
 from server.workspace import Analysis, analyze
@@ -128,7 +128,7 @@ def _run_shared(path: Path, text: str, *, seed: int, n_edits: int) -> int:
         ]
         if not candidates:
             return reused
-        i, rng = rnd.choice(candidates)
+        _, rng = rnd.choice(candidates)
         pos = rnd.randrange(rng.start + 1, rng.end - 1)
         if not text[pos].isalpha() or text[pos - 1] == "\\":
             continue
@@ -142,8 +142,7 @@ def _run_shared(path: Path, text: str, *, seed: int, n_edits: int) -> int:
             if conv.format is DocFormat.YAML:
                 return reused  # always parsed again: nothing is shared
             continue  # the edit broke the message (`null` → `nxll`)
-        messages = (*conv.messages[:i], re_read.messages[i], *conv.messages[i + 1 :])
-        conv = dataclasses.replace(re_read, messages=messages)
+        conv = re_read
         text = new_text
         ctx = _context(conv, text, tokenizer)
         assert check(ctx, cache=cache) == check(ctx), (path.name, seed)
@@ -198,8 +197,8 @@ def test_reuse_moves_findings_after_the_edited_message() -> None:
     fresh = parse_conversation(new_text, fmt)
     re_read = reparse_conversation(conv, text, new_text, fmt)
     assert re_read is not None
-    messages = (*conv.messages[:0], re_read.messages[0], *fresh.messages[1:])
-    conv2 = dataclasses.replace(fresh, messages=messages)
+    messages = (re_read.message_data[0], *fresh.message_data[1:])
+    conv2 = dataclasses.replace(fresh, message_data=messages)
     # Nothing shared before the edit: the identity check must refuse to reuse.
     assert check(_context(conv2, new_text, settings_tokenizer), cache=cache) == check(
         _context(conv2, new_text, settings_tokenizer)
@@ -210,7 +209,9 @@ def test_reuse_moves_findings_after_the_edited_message() -> None:
     newer = new_text.replace('"bye"', '"bye now"')
     re_read = reparse_conversation(conv2, new_text, newer, fmt)
     assert re_read is not None
-    conv3 = dataclasses.replace(re_read, messages=(*conv2.messages[:-1], re_read.messages[-1]))
+    conv3 = dataclasses.replace(
+        re_read, message_data=(*conv2.message_data[:-1], re_read.message_data[-1])
+    )
     got = check(_context(conv3, newer, settings_tokenizer), cache=cache)
     assert cache.reused
     assert got == check(_context(conv3, newer, settings_tokenizer))
@@ -534,26 +535,18 @@ def _reread_prompt_edit(
     old, new = getattr(conv, attr), getattr(fresh, attr)
     if not isinstance(new, TextBlock) or new.content == old.content:
         return None
-    after = [m for m in conv.messages if m.range.start > at]
-    anchored = all(isinstance(m.range, AnchoredRange) for m in conv.messages)
-    if after and delta and not anchored:
-        return None  # YAML: nothing to move the messages by
-    if delta:
-        for anchor in {id(m.range.anchor): m.range.anchor for m in after}.values():  # type: ignore[attr-defined]
-            anchor.offset += delta
-    conv.moved[0] = True
-    if conv.messages != fresh.messages:
-        return None
-    root = fresh.root
-    if anchored and conv.root is not None and root is not None:
-        # The message nodes of ``conv`` (the same anchors), in the new tree's places.
-        old_items = MessageNodes(conv).array
-        new_items = MessageNodes(fresh).array
-        if old_items is None or new_items is None:
+    if conv.message_data != fresh.message_data:
+        return None  # YAML: absolute ranges, changed by the move
+    root = fresh.tree
+    if conv.tree is not None and root is not None:
+        # The message nodes of ``conv`` (the same objects), at the new tree's starts.
+        old_items = _holder(conv.tree)
+        new_items = _holder(root)
+        if old_items is None or new_items is None or new_items.starts is None:
             return None
         n = len(conv.messages)
         items = (*new_items.items[: len(new_items.items) - n], *old_items.items[-n:])
-        kept = SNode("array", new_items.range, items=items)
+        kept = SNode("array", new_items.range, items=items, starts=new_items.starts)
         if root is new_items:
             root = kept
         else:
@@ -562,7 +555,19 @@ def _reread_prompt_edit(
                 for m in root.members
             )
             root = SNode("object", root.range, members=members)
-    return dataclasses.replace(fresh, messages=conv.messages, root=root)
+    return dataclasses.replace(
+        fresh,
+        message_data=conv.message_data,
+        tree=root,
+    )
+
+
+def _holder(root: SNode) -> SNode | None:
+    """The stored array of the messages."""
+    if root.is_array:
+        return root
+    found = root.get("messages") if root.is_object else None
+    return found if found is not None and found.is_array else None
 
 
 def _strip_block(block: object) -> object:

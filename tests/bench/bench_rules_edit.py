@@ -7,10 +7,10 @@ message's text) if it has none, and types one character at a time into the strin
 ``system_prompt``, ``custom_agent_prompt`` and ``reminder`` (all before the messages),
 and, for comparison, into a message's content. The text is a ``Rope``, as in the language
 server. Each edit is re-read as the incremental re-read does it: every message object is
-kept and moved by its anchor (the prompt's new ``TextBlock`` comes from a parse of the new
-text, outside the timing), then assembled afresh (outside the timing). ``check`` of the new
-context is timed with the cache and without it; medians over ``--edits`` edits per place,
-in milliseconds, and how many runs reused findings.
+kept, placed by the new table of starts (the prompt's new ``TextBlock`` comes from a parse
+of the new text, outside the timing), then assembled afresh (outside the timing).
+``check`` of the new context is timed with the cache and without it; medians over
+``--edits`` edits per place, in milliseconds, and how many runs reused findings.
 
     python tests/bench/bench_rules_edit.py [--edits 9] [--doc FILE]
 """
@@ -41,7 +41,7 @@ from assembly.model import Conversation, DocFormat, TextBlock
 from assembly.rope import Rope
 from assembly.settings import SettingsLayer, resolve_settings
 from assembly.syntax import Member, SNode
-from assembly.text import AnchoredRange, TextRange
+from assembly.text import TextRange
 from assembly.tokens import Tokenizer
 from server.tokenizers import load_tokenizer
 
@@ -131,7 +131,7 @@ def _reread_prompt(
     conv: Conversation, new_text: str, attr: str, at: int, delta: int
 ) -> Conversation:
     """What the incremental re-read of an edit inside the prompt ``attr`` gives: every
-    message object and message node kept (moved by its anchor when after the edit), the
+    message object and message node kept (placed by the new table of starts), the
     rest from a parse of the new text."""
     fresh = parse_conversation(new_text, DocFormat.JSON)
     return reuse_messages(conv, fresh, at, delta)
@@ -139,26 +139,20 @@ def _reread_prompt(
 
 def reuse_messages(conv: Conversation, fresh: Conversation, at: int, delta: int) -> Conversation:
     """``fresh`` (a parse of the text after an edit at ``at`` outside the messages that
-    changed its length by ``delta``) with the messages and their nodes of ``conv``, moved
-    by their anchors when after the edit."""
-    root, fresh_root = conv.root, fresh.root
+    changed its length by ``delta``) with the stored messages and their nodes of ``conv``
+    (position-independent: the new table of starts places them)."""
+    root, fresh_root = conv.tree, fresh.tree
     assert root is not None and fresh_root is not None and root.is_object
     holder, fresh_holder = root.get("messages"), fresh_root.get("messages")
     assert holder is not None and fresh_holder is not None
-    if delta and holder.range.start > at:
-        anchors = {id(n.range.anchor): n.range.anchor for n in holder.items}  # type: ignore[attr-defined]
-        for anchor in anchors.values():
-            anchor.offset += delta
-    conv.moved[0] = True
-    assert conv.messages == fresh.messages
-    assert all(isinstance(m.range, AnchoredRange) for m in conv.messages)
-    kept = SNode("array", fresh_holder.range, items=holder.items)
+    assert conv.message_data == fresh.message_data
+    kept = SNode("array", fresh_holder.range, items=holder.items, starts=fresh_holder.starts)
     members = tuple(
         Member(m.key, m.key_range, kept) if m.value is fresh_holder else m
         for m in fresh_root.members
     )
     new_root = SNode("object", fresh_root.range, members=members)
-    return dataclasses.replace(fresh, messages=conv.messages, root=new_root)
+    return dataclasses.replace(fresh, message_data=conv.message_data, tree=new_root)
 
 
 def _context(conv: Conversation, text: Rope, settings: object, tokenizer: Tokenizer) -> RuleContext:

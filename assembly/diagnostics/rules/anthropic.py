@@ -32,10 +32,11 @@ def _found(ctx: RuleContext, code: str, severity: Severity) -> Iterator[Diagnost
     a = ctx.assembly
     if request is None or a is None:
         return
+    conv = ctx.conversation
     sources: dict[str, Message] = {}
     for e in a.layout:
-        if e.message.source is not None:
-            sources[e.id] = e.message.source
+        if e.message.source is not None and conv is not None:
+            sources[e.id] = conv.locate(e.message.source)  # type: ignore[assignment]
     for r in request.repairs:
         if r.code != code:
             continue

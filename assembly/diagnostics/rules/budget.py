@@ -23,7 +23,7 @@ from assembly.diagnostics.core import (
     Severity,
     message_memo,
 )
-from assembly.model import Message, Role
+from assembly.model import Conversation, Message, Role
 from assembly.text import TextRange
 
 MAX_RELATED_FILES = 5
@@ -65,7 +65,8 @@ def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
     memo = message_memo(ctx)
     by_id = _history_by_id(a, memo)
     dropped = [m for m in map(by_id.get, a.dropped) if m is not None]
-    first_kept = _first_sent(a, a.dropped)
+    conv = ctx.conversation
+    first_kept = _first_sent(conv, a, a.dropped)
     # The places depend on the messages' shapes, not on their contents: typing in a
     # message keeps them (``rebased`` swaps in the message re-read after the edit).
     key = (
@@ -76,7 +77,7 @@ def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
         tuple(map(_FILE_ID, dropped)),
         first_kept.index if first_kept is not None else None,
     )
-    cut = memo.derived("history-truncated", key, lambda: _Cut.of(a, dropped, first_kept))
+    cut = memo.derived("history-truncated", key, lambda: _Cut.of(conv, a, dropped, first_kept))
     cut = cut.rebased(ctx)
     span = cut.span()
     if span is None:
@@ -174,7 +175,9 @@ def compression_due(ctx: RuleContext) -> Iterator[Diagnostic]:
         f" − {plan.reserved_tokens:,} reserved)"
     )
     key = (memo.shapes, plan.summarize, plan.keep, history_ids(a, memo))
-    cut = memo.derived("compression-due", key, lambda: _Compression.of(older, plan.keep, by_id))
+    cut = memo.derived(
+        "compression-due", key, lambda: _Compression.of(ctx.conversation, older, plan.keep, by_id)
+    )
     cut = cut.rebased(ctx)
     span = cut.older.span()
     related: list[Related] = []
@@ -228,10 +231,14 @@ class _Cut:
 
     @staticmethod
     def of(
-        a: Assembly | None, msgs: Sequence[LlmMessage], first_kept: Message | None = None
+        conv: Conversation | None,
+        a: Assembly | None,
+        msgs: Sequence[LlmMessage],
+        first_kept: Message | None = None,
     ) -> _Cut:
-        first, last, summary = _span_places(msgs, a.summary_id if a is not None else None)
-        uploads = tuple(_uploads(msgs)) if a is not None else ()
+        summary_id = a.summary_id if a is not None else None
+        first, last, summary = _span_places(conv, msgs, summary_id)
+        uploads = tuple(_uploads(conv, msgs)) if a is not None else ()
         return _Cut(first, last, summary, _n_messages(msgs), uploads, (first_kept,))
 
     def span(self) -> TextRange | None:
@@ -281,11 +288,14 @@ class _Compression:
 
     @staticmethod
     def of(
-        older: Sequence[LlmMessage], keep: Sequence[str], by_id: dict[str, LlmMessage]
+        conv: Conversation | None,
+        older: Sequence[LlmMessage],
+        keep: Sequence[str],
+        by_id: dict[str, LlmMessage],
     ) -> _Compression:
         recent = [m for m in map(by_id.get, keep) if m is not None]
-        first_recent = next((m.source for m in recent if m.source is not None), None)
-        return _Compression(_Cut.of(None, older), _n_messages(recent), first_recent)
+        first_recent = next((_located(conv, m) for m in recent if m.source is not None), None)
+        return _Compression(_Cut.of(conv, None, older), _n_messages(recent), first_recent)
 
     def rebased(self, ctx: RuleContext) -> _Compression:
         """The same places in the document's messages (``_Cut.rebased``)."""
@@ -297,8 +307,16 @@ class _Compression:
         return _Compression(older, self.n_recent, rebased.others[0])
 
 
+def _located(conv: Conversation | None, m: LlmMessage) -> Message | None:
+    """The document message ``m`` comes from, seen at its place in ``conv``."""
+    src = m.source
+    if src is None or conv is None:
+        return None
+    return conv.locate(src)  # type: ignore[return-value]
+
+
 def _span_places(
-    msgs: Iterable[LlmMessage], summary_id: str | None
+    conv: Conversation | None, msgs: Iterable[LlmMessage], summary_id: str | None
 ) -> tuple[_Place | None, _Place | None, Message | None]:
     """The places where the document span of ``msgs``' sources starts and ends, and the
     summary node among them (placed anywhere in the document, so it is kept out of the
@@ -308,7 +326,7 @@ def _span_places(
     last: _Place | None = None
     summary: Message | None = None
     for m in msgs:
-        src = m.source
+        src = _located(conv, m)
         if src is None:
             continue
         if src.id == summary_id and src.role is Role.SUMMARY:
@@ -356,10 +374,12 @@ def _n_messages(msgs: Iterable[LlmMessage]) -> int:
     return len(seen)
 
 
-def _uploads(msgs: Iterable[LlmMessage]) -> Iterator[tuple[str, str, Message, int | None]]:
+def _uploads(
+    conv: Conversation | None, msgs: Iterable[LlmMessage]
+) -> Iterator[tuple[str, str, Message, int | None]]:
     """(file id, filename, message, index in its ``files``) of the files ``msgs`` inject."""
     for m in msgs:
-        src = m.source
+        src = _located(conv, m)
         if m.file_id is None or src is None:
             continue
         k = _file_index(m, src)
@@ -370,11 +390,11 @@ def _uploads(msgs: Iterable[LlmMessage]) -> Iterator[tuple[str, str, Message, in
             yield m.file_id, src.filename or m.file_id, src, None
 
 
-def _first_sent(a: Assembly, dropped: Collection[str]) -> Message | None:
+def _first_sent(conv: Conversation | None, a: Assembly, dropped: Collection[str]) -> Message | None:
     for e in a.layout:
         src = e.message.source
         if e.segment in SENT_SEGMENTS and src is not None and e.id not in dropped:
-            return src
+            return _located(conv, e.message)
     return None
 
 

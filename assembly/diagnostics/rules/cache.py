@@ -59,7 +59,14 @@ def volatile_in_cached_prefix(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     base = _base_system_prompt(ctx)
     src = a.layout[0].message.source
-    given = base.given if base is not None else src.range if src is not None else None
+    conv = ctx.conversation
+    given = (
+        base.given
+        if base is not None
+        else conv.locate(src).range
+        if src is not None and conv is not None
+        else None
+    )
     if given is None:
         return
     cost = (
@@ -117,9 +124,10 @@ def tool_list_changes_prefix(ctx: RuleContext) -> Iterator[Diagnostic]:
     offered = {sanitize_tool_name(t.name) for t in conv.tools} | {t.name for t in conv.tools}
     calls: dict[str, list[tuple[str, TextRange]]] = {}
     for e in a.layout[: a.cache_prefix_length]:
-        src = e.message.source
-        if src is None or src.role is not Role.ASSISTANT:
+        stored = e.message.source
+        if stored is None or stored.role is not Role.ASSISTANT:
             continue
+        src = conv.locate(stored)
         for c in src.tool_calls:
             if c.name and c.name not in offered and sanitize_tool_name(c.name) not in offered:
                 calls.setdefault(c.name, []).append((src.id, c.name_range))

@@ -251,7 +251,7 @@ def _system_message(ctx: RuleContext, conv: Conversation) -> Message | None:
     if ctx.assembly is not None:
         for entry in ctx.assembly.layout:
             if entry.segment == "system" and entry.message.source is not None:
-                return entry.message.source
+                return conv.locate(entry.message.source)  # type: ignore[return-value]
     return next((m for m in conv.messages if m.role is Role.SYSTEM), None)
 
 
