@@ -19,9 +19,10 @@ returns those as they are.)
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any
+from typing import Any, overload
 
 from assembly.syntax import SNode, located
 from assembly.text import RelRange, Span, TextRange, resolve
@@ -215,17 +216,13 @@ class Conversation:
             object.__setattr__(self, "starts", (0,) * len(self.message_data))
 
     @property
-    def messages(self) -> tuple[Located, ...]:
-        """The messages of this version, each seen at its place (absolute ranges, index)."""
+    def messages(self) -> MessageViews:
+        """The messages of this version, each seen at its place (absolute ranges, index);
+        a sequence whose views are made when first read."""
         views = self._views.get("messages")
         if views is None:
-            make = Located
-            views = tuple(
-                make(m, s, i)
-                for i, (m, s) in enumerate(zip(self.message_data, self.starts, strict=True))
-            )
-            self._views["messages"] = views
-        return views
+            views = self._views["messages"] = MessageViews(self.message_data, self.starts)
+        return views  # type: ignore[no-any-return]
 
     @property
     def root(self) -> SNode | None:
@@ -237,7 +234,8 @@ class Conversation:
         """The place of a stored ``Message`` in this version (None: not in it)."""
         where = self._views.get("where")
         if where is None:
-            where = self._views["where"] = {id(m): i for i, m in enumerate(self.message_data)}
+            data = self.message_data
+            where = self._views["where"] = dict(zip(map(id, data), range(len(data))))
         i = where.get(id(message))
         return i if i is not None and self.message_data[i] is message else None
 
@@ -258,6 +256,70 @@ class Conversation:
         return resolve(rng, self.starts[i])
 
 
+class MessageViews(Sequence["Located"]):
+    """``Conversation.messages``: the stored messages seen through one version's starts.
+
+    Each view is made on first access and kept, so ``conv.messages[i] is conv.messages[i]``;
+    reading a few messages of a 10 MB conversation costs those few.
+    """
+
+    __slots__ = ("_made", "_starts", "_stored")
+
+    def __init__(self, stored: tuple[Message, ...], starts: tuple[int, ...]) -> None:
+        self._stored = stored
+        self._starts = starts
+        self._made: list[Located | None] = [None] * len(stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
+
+    @property
+    def stored(self) -> tuple[Message, ...]:
+        """The stored messages (``Conversation.message_data``)."""
+        return self._stored
+
+    def made(self) -> list[Located]:
+        """The views made so far."""
+        return [v for v in self._made if v is not None]
+
+    def _at(self, i: int) -> Located:
+        view = self._made[i]
+        if view is None:
+            view = self._made[i] = Located(self._stored[i], self._starts[i], i)
+        return view
+
+    @overload
+    def __getitem__(self, i: int) -> Located: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[Located, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> Located | tuple[Located, ...]:
+        if isinstance(i, slice):
+            return tuple(self._at(k) for k in range(*i.indices(len(self._stored))))
+        if i < 0:
+            i += len(self._stored)
+        if not 0 <= i < len(self._stored):
+            raise IndexError(i)
+        return self._at(i)
+
+    def __iter__(self) -> Iterator[Located]:
+        made, at = self._made, self._at
+        for i, view in enumerate(made):
+            yield view if view is not None else at(i)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MessageViews | tuple | list):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._starts))
+
+    def __repr__(self) -> str:
+        return f"MessageViews({len(self)} messages)"
+
+
 class Located:
     """A stored value (a ``Message``, ``ToolCall``, ``Image`` or ``FileAttachment``) seen at
     its place in one version of the document (rowan's red node).
@@ -267,26 +329,20 @@ class Located:
     seen the same way; ``index`` is the message's place in ``Conversation.messages``
     (None for the values inside a message); ``green`` is the stored value, whose identity
     caches key on. Equal when the stored values are equal and stand at the same place.
+    ``Located(value, base, index)`` makes the view class of the value's type.
     """
 
     __slots__ = ("base", "green", "index")
 
-    def __init__(self, green: Any, base: int, index: int | None = None) -> None:
-        self.green = green
-        self.base = base
-        self.index = index
+    def __new__(cls, green: Any, base: int, index: int | None = None) -> Located:
+        view = object.__new__(_VIEW_CLASSES[type(green)])
+        view.green = green
+        view.base = base
+        view.index = index
+        return view
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in Located.__slots__:
-            raise AttributeError(name)  # copy and pickle probe before the slots are set
-        value = getattr(self.green, name)
-        t = type(value)
-        if t is RelRange:
-            return TextRange(value.start + self.base, value.end + self.base)
-        if t is tuple and value and type(value[0]) in _STORED:
-            b = self.base
-            return tuple(Located(v, b) for v in value)
-        return value
+    def __init__(self, green: Any, base: int, index: int | None = None) -> None:
+        pass  # set by ``__new__``
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Located):
@@ -299,12 +355,61 @@ class Located:
     def __repr__(self) -> str:
         return f"Located({self.green!r}, base={self.base}, index={self.index})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Located, (self.green, self.base, self.index))
+
     def values(self) -> dict[str, Any]:
         """The fields as ``{name: value}`` (ranges absolute)."""
         return {f.name: getattr(self, f.name) for f in fields(self.green)}
 
 
-_STORED = (Message, ToolCall, Image, FileAttachment)
+def _range_field(name: str) -> property:
+    def get(self: Located) -> TextRange | None:
+        r = getattr(self.green, name)
+        if type(r) is RelRange:
+            return TextRange(r.start + self.base, r.end + self.base)
+        return r  # type: ignore[no-any-return]
+
+    return property(get)
+
+
+def _nested_field(name: str) -> property:
+    def get(self: Located) -> tuple[Located, ...]:
+        b = self.base
+        return tuple(Located(v, b) for v in getattr(self.green, name))
+
+    return property(get)
+
+
+def _plain_field(name: str) -> property:
+    def get(self: Located) -> Any:
+        return getattr(self.green, name)
+
+    return property(get)
+
+
+def _view_class(stored: type) -> type[Located]:
+    """The view class of a stored type: one property per field."""
+    ns: dict[str, Any] = {"__slots__": ()}
+    for f in fields(stored):
+        kind = str(f.type)
+        if "Span" in kind:
+            ns[f.name] = _range_field(f.name)
+        elif f.name in ("tool_calls", "images", "files"):
+            ns[f.name] = _nested_field(f.name)
+        else:
+            ns[f.name] = _plain_field(f.name)
+    for name in dir(stored):  # properties and methods of the stored type, on the view
+        if not name.startswith("_") and name not in ns and name not in ("index",):
+            attr = getattr(stored, name)
+            if isinstance(attr, property):
+                ns[name] = _plain_field(name)
+    return type(f"Located{stored.__name__}", (Located,), ns)
+
+
+_VIEW_CLASSES: dict[type, type[Located]] = {
+    t: _view_class(t) for t in (Message, ToolCall, Image, FileAttachment)
+}
 
 # ------------------------------------------------------------------------------------
 # Prompt templates

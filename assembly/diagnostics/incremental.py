@@ -167,7 +167,8 @@ class RuleCache:
         if move is not None:
             ignoring = self._ignoring
         else:
-            ignoring = tuple(i for i, m in enumerate(msgs) if m.ignore)
+            stored = conv.message_data if conv is not None else ()
+            ignoring = tuple(i for i, m in enumerate(stored) if m.ignore)
         run = CacheRun(self, move, edited, changed, msgs, ctx.text, n_comments, ignoring)
         run.prompts = prompts
         return run
@@ -188,7 +189,8 @@ class RuleCache:
         if run.edited is not None:
             self.memo.forget(run.edited[0])
         elif run.move is None:
-            self.memo.retain(run.messages)
+            made = getattr(run.messages, "made", None)
+            self.memo.retain(made() if made is not None else run.messages)
 
     def _compare(
         self,
@@ -216,7 +218,12 @@ class RuleCache:
         )
         texts = [k for k, p in prompts.items() if p.content != prev_prompts[k].content]
         # The stored messages (position-independent) are what the re-read shares.
-        same = [a.green is b.green for a, b in zip(prev, msgs, strict=True)]
+        stored = getattr(msgs, "stored", None)
+        prev_stored = getattr(prev, "stored", None)
+        if stored is not None and prev_stored is not None:
+            same = list(map(operator.is_, prev_stored, stored))
+        else:
+            same = [a.green is b.green for a, b in zip(prev, msgs, strict=True)]
         try:
             i = same.index(False)
         except ValueError:  # all shared: the very same text, or an edit inside one prompt
