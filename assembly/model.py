@@ -235,7 +235,7 @@ class Conversation:
         where = self._views.get("where")
         if where is None:
             data = self.message_data
-            where = self._views["where"] = dict(zip(map(id, data), range(len(data))))
+            where = self._views["where"] = dict(zip(map(id, data), range(len(data)), strict=True))
         i = where.get(id(message))
         return i if i is not None and self.message_data[i] is message else None
 
