@@ -63,7 +63,30 @@ _XML_OPEN = re.compile(r"^\s*<([A-Za-z][\w.-]*)(?:\s[^<>]*)?>\s*$")
 _BOLD = re.compile(r"^\*\*([^*]{2,60})\*\*:?\s*$")
 _CAPS = re.compile(r"^([A-Z][A-Z0-9 &/_()'-]{2,60}):?\s*$")
 _RULE_LINE = re.compile(r"^={3,}\s*$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+
+
+def fenced_lines(lines: list[str]) -> list[bool]:
+    """For each line, whether it is a fence line or inside a fenced block. A fence closes
+    only with the same character, at least as many times and nothing after it (so a
+    ```` ``` ```` example inside a ``~~~`` block stays inside it)."""
+    res, opened = [], ""
+    for line in lines:
+        m = _FENCE.match(line)
+        if not opened:
+            if m:
+                opened = m.group(1)
+            res.append(bool(m))
+            continue
+        res.append(True)
+        if (
+            m
+            and m.group(1)[0] == opened[0]
+            and len(m.group(1)) >= len(opened)
+            and not line.strip()[len(m.group(1)) :].strip()
+        ):
+            opened = ""
+    return res
 
 
 def oracle_sections(text: str) -> list[OSection]:
@@ -74,12 +97,9 @@ def oracle_sections(text: str) -> list[OSection]:
         starts.append(pos)
         pos += len(line) + 1
     heads: list[tuple[int, int, str, int | None]] = []  # (line, level, title, end line)
-    fence = False
+    fenced = fenced_lines(lines)
     for i, line in enumerate(lines):
-        if _FENCE.match(line):
-            fence = not fence
-            continue
-        if fence:
+        if fenced[i]:
             continue
         prev_blank = i == 0 or not lines[i - 1].strip() or _RULE_LINE.match(lines[i - 1])
         if m := _MD.match(line):
@@ -136,9 +156,10 @@ core details detail information context background summary
 """
 _STOP = frozenset(_STOP_WORDS.split())
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9]")
+# "IMPORTANT:" and "CRITICAL -" open an instruction; "a critical security risk" does not.
 _DIRECTIVE = re.compile(
     r"\b(?:must|should|never|always|do not|don't|make sure|ensure|prefer|avoid|only|"
-    r"important|critical|be sure|remember)\b",
+    r"be sure|remember)\b|^\W*(?:important|critical)\b",
     re.I,
 )
 _VERB_START = re.compile(
@@ -220,14 +241,13 @@ def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
         if s.start <= body_start(text) + 200 and s.end >= len(text.rstrip())
     }
     blocks: list[tuple[int, int]] = []  # paragraphs and list items, wrapped lines joined
-    pos, fence, cur = 0, False, None
-    for line in text.split("\n"):
+    pos, cur = 0, None
+    lines = text.split("\n")
+    fenced = fenced_lines(lines)
+    for n, line in enumerate(lines):
         ls, le = pos, pos + len(line)
         pos = le + 1
-        if _FENCE.match(line):
-            fence = not fence
-            cur = None
-            continue
+        fence = fenced[n]
         item = re.match(r"\s*(?:[-*+]|\d+[.)])\s+", line)
         if fence or ls in heading_starts or not line.strip() or item:
             cur = None
@@ -345,6 +365,18 @@ def lint(text: str):  # type: ignore[no-untyped-def]
 _TOK: dict[str, object] = {}
 
 
+def explain(text: str, offset: int) -> str:
+    """The rule's own reason for not reporting the instruction at ``offset``."""
+    from assembly.diagnostics.rules.instructions import explain_instruction
+    from assembly.prompts import parse_prompt
+
+    m = explain_instruction(parse_prompt(text), offset)
+    if m is None:
+        return "not read as an instruction"
+    title = "" if m.section is None else parse_prompt(text).sections[m.section].title
+    return f"{m.reason} [matched: {title[:30]!r} {m.score:.1f}/{m.own:.1f}/{m.runner_up:.1f}]"
+
+
 def evaluate(
     corpus: Path, files: list[dict], labels: dict, show_misses: bool, show_findings: bool
 ) -> dict:
@@ -377,6 +409,8 @@ def evaluate(
                 st[2] += bool(placed)
                 if show_misses and not placed:
                     why = "wrong section" if found else "missed"
+                    if not found:
+                        why = explain(new, a)
                     print(
                         f"  MISS {kind:9} {row['file']}: [{c.section.title}] "
                         f"{c.sentence[:90]!r} ({why})"

@@ -429,7 +429,6 @@ class _Topics:
         self.template = template
         self.matched: _Target | None = None  # the best section of the last ``target`` call
         self.rejected = ""  # why the last ``target`` call returned None
-        self._named: dict[str, set[str]] = {}  # named_tools, by sentence text
         sections = template.sections
         # The subtree of each section: [index, end index) in document order.
         self.subtree_end = _subtree_ends(sections)
@@ -448,6 +447,8 @@ class _Topics:
         self.tool_names = set(self.tool_sections) | declared
         self.tool_finders = _tool_finders(self.tool_names)
         self.sentence_words = [_content_words(s.text) for s in template.sentences]
+        self.sentence_tools = self._sentence_tools()
+        self.tool_homes = self._tool_homes()
         titles = [
             _title_words(
                 s,
@@ -536,7 +537,7 @@ class _Topics:
         all_words = self.sentence_words[k]
         self.matched = None
         self.rejected = ""
-        tools = self.named_tools(sentence.text)
+        tools = set(self.sentence_tools[k])
         if not tools and not any(w in self.strong_index for w in all_words):
             return self._no("it names no tool and shares no heading word with any section")
         if not tools and sentence.section is not None and self.in_tools[sentence.section]:
@@ -569,6 +570,16 @@ class _Topics:
             score[tool_target] += self.TOOL
             strong_hit.add(tool_target)
         strong_hit -= self.wrappers
+        # A bold title line labels the paragraph or list under it: one shared word with a
+        # label is a coincidence ("Stop when you can answer" is not about **Stop
+        # Immediately When**); it takes two, or the tool it is titled by.
+        strong_hit -= {
+            i
+            for i in strong_hit
+            if self.template.sections[i].kind == "bold"
+            and i != tool_target
+            and len(title_words.get(i, ())) < 2
+        }
         if not strong_hit:
             return self._no("no heading or tool points at one section")
         best = max(strong_hit, key=lambda i: (score[i], -i))
@@ -660,51 +671,69 @@ class _Topics:
 
     def _previews(self, k: int, best: int) -> bool:
         """Whether the other sentences of sentence ``k``'s section name two sections other
-        than ``best`` (by a heading word no other heading has): an overview that previews
-        them (the text before the first heading is never one: it is where a misplaced
-        instruction most often lands)."""
+        than ``best`` (by a heading word no other heading has), a third of them or more:
+        an overview that previews them (the text before the first heading is never one: it
+        is where a misplaced instruction most often lands)."""
         own = self.template.sentences[k].section
         if own is None:
             return False
-        named = {
-            i
-            for j in self.by_section[own]
-            if j != k
-            for i in self.names[j]
-            if not self._related(i, best)
-        }
-        return len(named) >= 2
+        others = [j for j in self.by_section[own] if j != k]
+        naming = [{i for i in self.names[j] if not self._related(i, best)} for j in others]
+        named = set().union(*naming) if naming else set()
+        # A long section names others in passing; an overview does it in a third of its
+        # sentences or more.
+        return len(named) >= 2 and 3 * sum(1 for n in naming if n) >= len(others)
 
     def _tool_elsewhere(self, k: int, tools: set[str]) -> bool:
         """Whether another sentence of sentence ``k``'s own section names one of ``tools``."""
         own = self.template.sentences[k].section
+        return any(j != k and self.sentence_tools[j] & tools for j in self.by_section[own])
+
+    def _sentence_tools(self) -> list[frozenset[str]]:
+        """The tools each sentence names: every finder runs once over the whole text, and
+        each match goes to the sentence that holds it."""
         sentences = self.template.sentences
-        return any(
-            j != k and self.named_tools(sentences[j].text) & tools for j in self.by_section[own]
-        )
+        found: list[set[str]] = [set() for _ in sentences]
+        starts = [s.range.start for s in sentences]
+        text = _lowered(self.template.text)
+        for finder in self.tool_finders:
+            for m in finder.finditer(text, self.template.body_range.start):
+                j = bisect.bisect_right(starts, m.start()) - 1
+                if j >= 0 and m.end() <= sentences[j].range.end:
+                    found[j].add((m.group(1) or m.group(2)).lower())
+        return [frozenset(f) for f in found]
 
-    def _title_quorum(self, i: int) -> int:
-        n = self.title_size[i]
-        return n if n <= 2 else max(2, -(-n // 3))
-
-    def named_tools(self, text: str) -> set[str]:
-        if not self.tool_finders:
-            return set()
-        res = self._named.get(text)
-        if res is None:
-            res = set()
-            for finder in self.tool_finders:
-                res.update((m.group(1) or m.group(2)).lower() for m in finder.finditer(text))
-            self._named[text] = res
-        return set(res)
+    def _tool_homes(self) -> dict[str, int]:
+        """Tool name -> the section that describes it, for a tool without a section titled
+        by its name: the one section holding more than half of the sentences that name it
+        (two at least), and no section that holds (nearly) the whole prompt."""
+        mentions: dict[str, Counter[int | None]] = defaultdict(Counter)
+        for s, named in zip(self.template.sentences, self.sentence_tools, strict=True):
+            for t in named:
+                if t not in self.tool_sections:
+                    mentions[t][s.section] += 1
+        body_len = max(1, len(self.template.text) - self.template.body_range.start)
+        homes = {}
+        for t, by_section in mentions.items():
+            home, n = by_section.most_common(1)[0]
+            if home is None or n < 2 or n * 2 <= sum(by_section.values()):
+                continue
+            rng = self.template.sections[home].range
+            if (rng.end - rng.start) * 10 < body_len * 9:
+                homes[t] = home
+        return homes
 
     def _tool_section(self, tools: set[str]) -> int | None:
-        """The section a sentence naming ``tools`` is about: one tool's section, or Tools."""
+        """The section a sentence naming ``tools`` is about: one tool's section (titled by
+        its name, else the one that describes it), or Tools."""
         if not tools:
             return None
         guided = {self.tool_sections[t] for t in tools if t in self.tool_sections}
         if len(guided) == 1 and len(tools) == 1:
             return guided.pop()
+        homes = {self.tool_homes[t] for t in tools if t in self.tool_homes}
+        if not guided and len(homes) == 1 and len(tools) == 1:
+            return homes.pop()
         # Several tools (or one without guidance): the innermost tools section holding them.
         roots = [r for r in self.tool_roots if all(self._inside(g, r) for g in guided)]
         if roots:
@@ -837,9 +866,10 @@ def setting_tool_names(tools: Iterable[object] | None) -> set[str]:
     return res
 
 
-# Where a prompt names its tools: "the `task` tool", "call write_todos", "use read_file(…)".
+# Where a prompt names its tools: "the `task` tool", 'the "finish" tool', "call write_todos",
+# "use read_file(…)".
 _TOOL_MENTION = re.compile(
-    r"`([A-Za-z_][\w.-]{1,40})(?:\(\))?`\s+(?:tool|function)s?\b"
+    r"[`\"“']([A-Za-z_][\w.-]{1,40})(?:\(\))?[`\"”']\s+(?:tool|function)s?\b"
     r"|\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\s+(?:tool|function)s?\b"
     r"|\b(?:call|use|invoke|run|using|calling)\s+(?:the\s+)?`?([A-Za-z_][\w.]*_[\w.]+|"
     r"[a-z]+[A-Z]\w*)(?:\([^)]{0,40}\))?`?",
@@ -867,13 +897,17 @@ def text_tool_names(template: PromptTemplate) -> set[str]:
         if name and not _FILE_LIKE.search(name):
             res.add(name)
     counts: Counter[str] = Counter()
-    for sentence in template.sentences:
-        for m in _IDENT.finditer(sentence.text):
-            if m.start() and sentence.text[m.start() - 1] in "</":
-                continue  # `<reasoning_rules>` names a block of the prompt, not a tool
-            name = (m.group(1) or m.group(2)).lower()
-            if _is_identifier(name) and "_" in name and not _FILE_LIKE.search(name):
-                counts[name] += 1
+    sentences = template.sentences
+    starts = [s.range.start for s in sentences]
+    for m in _IDENT.finditer(text, template.body_range.start):
+        j = bisect.bisect_right(starts, m.start()) - 1
+        if j < 0 or m.end() > sentences[j].range.end:
+            continue  # outside the prose: headings, code
+        if m.start() > starts[j] and text[m.start() - 1] in "</":
+            continue  # `<reasoning_rules>` names a block of the prompt, not a tool
+        name = (m.group(1) or m.group(2)).lower()
+        if _is_identifier(name) and "_" in name and not _FILE_LIKE.search(name):
+            counts[name] += 1
     res.update(n for n, c in counts.items() if c >= 3)
     return res
 
@@ -915,31 +949,41 @@ def _is_identifier(name: str) -> bool:
 
 
 def _tool_finders(names: Iterable[str]) -> list[re.Pattern[str]]:
-    """Regexes that find tool names in prose (group 1 or 2 is the name).
+    """Regexes that find tool names in prose (group 1 or 2 is the name), to run on the
+    text as ``_lowered`` gives it (case-insensitive matching costs the regex engine its
+    first-character skip, five times the time on a long prompt).
 
     Identifier-like names are found anywhere as whole words; a name that is an ordinary
     word (`Shell`, `python`, `lookup`) only in backticks, right before "tool" or right
     after a verb of calling ("call lookup").
     """
-    names = sorted({n for n in names if n}, key=len, reverse=True)
+    names = sorted({n.lower() for n in names if n}, key=len, reverse=True)
     identifiers = [n for n in names if _is_identifier(n)]
     words = [n for n in names if not _is_identifier(n)]
     res = []
     if identifiers:
         alt = "|".join(re.escape(n) for n in identifiers)
-        res.append(re.compile(rf"(?<![A-Za-z0-9_-])({alt})(?![A-Za-z0-9_]|-\w)", re.I))
+        res.append(re.compile(rf"(?<![A-Za-z0-9_-])({alt})(?![A-Za-z0-9_]|-\w)"))
     if words:
         alt = "|".join(re.escape(n) for n in words)
-        res.append(re.compile(rf"`({alt})`|(?<![A-Za-z0-9_-])({alt})(?=\s+tool\b)", re.I))
+        res.append(re.compile(rf"`({alt})`|(?<![A-Za-z0-9_-])({alt})(?=[\"”']?\s+tool\b)"))
         # "call lookup", "use the search tool": the name right after a verb of calling.
         res.append(
             re.compile(
                 rf"\b(?:call|calls|calling|use|using|invoke|invoking|run)\s+(?:the\s+)?"
                 rf"({alt})(?![A-Za-z0-9_])()",
-                re.I,
             )
         )
     return res
+
+
+def _lowered(text: str) -> str:
+    """``text`` in lower case for ``_tool_finders``, offsets kept (a character whose lower
+    case is longer, as `İ`, stays as it is)."""
+    low = text.lower()
+    if len(low) == len(text):
+        return low
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
 
 
 class _Gaps:
@@ -1163,8 +1207,12 @@ _WORDS = re.compile(r"[A-Za-z][A-Za-z0-9_]*(?:[-'’][A-Za-z]+)*")
 _CLAUSE = re.compile(r"[;:—]\s+|\s+-\s+")
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def is_instruction(text: str) -> bool:
-    """Whether a sentence directs the model (an imperative or a modal directive)."""
+    """Whether a sentence directs the model (an imperative or a modal directive).
+
+    Cached by text: both instruction rules ask it of every sentence, and an edit changes
+    few sentences."""
     stripped = text.rstrip(" \t\n*_`\"'”’)")
     if not stripped or stripped.endswith("?") or stripped.startswith(("{{", "|", "<", '"', "“")):
         return False
@@ -1204,7 +1252,7 @@ def is_instruction(text: str) -> bool:
 
 
 def _imperative_at(words: list[str], i: int) -> bool:
-    while i < len(words) and words[i] in _LEADING:
+    while i < len(words) and (words[i] in _LEADING or _adverb(words[i])):
         i += 1
     if i >= len(words) or words[i] not in VERBS:
         return False
@@ -1214,6 +1262,11 @@ def _imperative_at(words: list[str], i: int) -> bool:
     if following[0] in _OBJECT_WORDS:
         return True
     return not any(w in _NOT_AFTER_VERB for w in following)
+
+
+def _adverb(word: str) -> bool:
+    """A manner adverb that may open an imperative ("Continuously review …")."""
+    return len(word) > 5 and word.endswith("ly") and word not in VERBS
 
 
 def _clause_end(text: str) -> int:
@@ -1277,7 +1330,7 @@ _SUFFIXES = (
 )
 _KEEP_S = ("ss", "us", "is", "ous")
 # Stems of one word family that suffix stripping does not join.
-_SAME_STEM = {"respons": "respond", "analys": "analyz", "summar": "summariz"}
+_SAME_STEM = {"respons": "respond", "analys": "analyz", "summar": "summariz", "verific": "verify"}
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -1307,7 +1360,10 @@ def stem(word: str) -> str:
     return _SAME_STEM.get(w, w)
 
 
-def _content_words(text: str) -> set[str]:
+@functools.lru_cache(maxsize=1 << 14)
+def _content_words(text: str) -> frozenset[str]:
+    """The stems of a text's words that carry content (stop words and short words out);
+    cached by text, like ``is_instruction``."""
     res = set()
     for w in _WORDS.findall(text):
         lw = w.lower().replace("’", "'")
@@ -1316,18 +1372,19 @@ def _content_words(text: str) -> set[str]:
         if len(lw) < 3 or lw in STOP_WORDS:
             continue
         res.add(stem(lw))
-    return res
+    return frozenset(res)
 
 
 def _title_words(section: Section, split: bool = False) -> set[str]:
     """The stems of a heading's words that name a topic. With ``split``, a ``snake_case``
     title (`<reasoning_rules>`, `TECHNICAL_PHILOSOPHY`) gives its parts too: prose says
     "reasoning", not "reasoning_rules" (not for a tool's section: `## run_tests` is not
-    about running)."""
+    about running). The whole name counts as a word as well, so a two-part title takes
+    two of its three words: one shared part is a coincidence."""
     title = section.title.strip().strip("`*_ ")
     words = [x.lower() for x in _WORDS.findall(title)]
     if split:
-        words += [p for w in words if "_" in w for p in w.split("_") if p]
+        words += [p for w in words if "_" in w for p in w.split("_") if len(p) > 2]
     return {
         stem(w)
         for w in words
@@ -1448,9 +1505,10 @@ def _unavailable_in_prompt(
         if any(r.start <= sentence.range.start < r.end for r in dropped):
             continue
         text = sentence.text
+        lowered = _lowered(text)
         names: list[str] = []
         for finder in finders:
-            for m in finder.finditer(text):
+            for m in finder.finditer(lowered):
                 name = (m.group(1) or m.group(2)).lower()
                 if name not in names and not _NEGATED.search(text, 0, m.start()):
                     names.append(name)
