@@ -8,6 +8,8 @@ on the line before it. The rule must report exactly those lines, and say what ea
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,6 +62,10 @@ def test_reports_exactly_the_marked_lines(path: Path) -> None:
         ("plan-tool-heading.prompt.md", "`web_search`", "## web_search"),
         # Labels: `think_tool`, not `think_`.
         ("labels-and-copy.prompt.md", "`think_tool`", "## think_tool"),
+        # A tool named in quotes ('the "finish" tool') belongs to the tools section.
+        ("quoted-tool.prompt.md", "tool use", "TOOLS"),
+        # A tool described by a section that is not titled by its name.
+        ("tool-home.prompt.md", "`todo_write`", "## Progress"),
     ],
 )
 def test_says_what_and_where(name: str, about: str, section: str) -> None:
@@ -68,7 +74,7 @@ def test_says_what_and_where(name: str, about: str, section: str) -> None:
     assert f"about {about} " in d.message
     assert section in d.message
     (related,) = d.related
-    assert text[related.range.start : related.range.end] == section
+    assert text[related.range.start : related.range.end].rstrip(":") == section
 
 
 def test_severity_is_graded_by_placement() -> None:
@@ -175,3 +181,24 @@ def test_no_explanation_outside_instructions() -> None:
     template = parse_prompt(text)
     assert explain_instruction(template, text.index("Bikes can be returned")) is None
     assert explain_instruction(template, text.index("# Greeting") + 2) is None
+
+
+def _bench():  # type: ignore[no-untyped-def]
+    path = DATA.parent.parent / "bench" / "eval_instructions.py"
+    spec = importlib.util.spec_from_file_location("eval_instructions", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("eval_instructions", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_evaluation_picker_reads_a_fence_inside_a_fence() -> None:
+    # The benchmark's own section reader took `# Example` inside a `~~~` example holding
+    # a ``` block for a heading of the prompt (three of the fresh set's moves).
+    bench = _bench()
+    text = (
+        "# Rules\nAlways answer in English.\n\n~~~markdown\nA reply:\n```markdown\n"
+        "# Example\nAnswer: yes.\n```\n~~~\n\n# Output\nReply with one line.\n"
+    )
+    assert [s.title for s in bench.oracle_sections(text)] == ["Rules", "Output"]

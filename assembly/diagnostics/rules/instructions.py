@@ -651,7 +651,10 @@ class _Topics:
         tool = next((t for t in sorted(tools) if self.tool_sections.get(t) == best), None)
         if tool is None and best == tool_target and tools:
             tool = sorted(tools)[0]
-        return _Target(best, self._label(best), tuple(why), tool, best_score, own, runner_up)
+        label = self._label(best)
+        if tool is not None and self.tool_homes.get(tool) == best:
+            label = f"`{tool}`"  # the section describes the tool without naming it
+        return _Target(best, label, tuple(why), tool, best_score, own, runner_up)
 
     def _no(self, why: str) -> None:
         self.rejected = why  # why the last sentence was not sent elsewhere (for the hover)
