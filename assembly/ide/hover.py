@@ -140,7 +140,8 @@ def _instruction_markdown(t: PromptTemplate, m: InstructionMatch) -> str:
     lines = [f"**Instruction** · about **{heading}**", ""]
     evidence = []
     if m.tool:
-        evidence.append(f"names the tool `{m.tool}`")
+        described = ", which that section describes" if m.tool_home else ""
+        evidence.append(f"names the tool `{m.tool}`{described}")
     if m.heading_words:
         words = [w for w in m.heading_words if w.lower() != (m.tool or "")]
         if words:

@@ -202,3 +202,13 @@ def test_evaluation_picker_reads_a_fence_inside_a_fence() -> None:
         "# Example\nAnswer: yes.\n```\n~~~\n\n# Output\nReply with one line.\n"
     )
     assert [s.title for s in bench.oracle_sections(text)] == ["Rules", "Output"]
+
+
+def test_explanation_of_a_tool_described_by_an_untitled_section() -> None:
+    # The hover says the section describes the tool: its heading does not name it.
+    text = (DATA / "tool-home.prompt.md").read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    m = explain_instruction(template, text.index("Call todo_write"))
+    assert m is not None and m.section is not None and m.reported
+    assert template.sections[m.section].title == "Progress"
+    assert m.tool == "todo_write" and m.tool_home

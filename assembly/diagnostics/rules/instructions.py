@@ -343,6 +343,7 @@ class InstructionMatch:
     runner_up: float  # the best unrelated section's score
     reported: bool  # whether the rule reports it
     reason: str  # why it is, or is not, reported
+    tool_home: bool = False  # the section describes ``tool`` without being titled by it
 
 
 def explain_instruction(
@@ -388,6 +389,7 @@ def explain_instruction(
         match.runner_up,
         found is not None,
         reason,
+        match.tool is not None and topics.tool_homes.get(match.tool) == match.section,
     )
 
 
@@ -1318,6 +1320,8 @@ _SUFFIXES = (
     ("ity", ""),
     ("ably", ""),
     ("able", ""),
+    ("ances", ""),
+    ("ance", ""),
     ("ings", ""),
     ("ing", ""),
     ("ies", "y"),
