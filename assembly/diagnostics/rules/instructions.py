@@ -598,6 +598,8 @@ class _Topics:
         chain = self._chain(sentence.section)
         if best in chain or self._both_in_tools(best, sentence.section):
             return self._no("it sits in the section it is about")
+        if self._sibling_labels(best, sentence.section):
+            return self._no("it sits under another bold label of the same section")
         if (
             best != tool_target
             and len(title_words[best]) < 2
@@ -751,6 +753,14 @@ class _Topics:
             res.append(section)
             section = self.template.sections[section].parent
         return res
+
+    def _sibling_labels(self, i: int, j: int | None) -> bool:
+        """Whether sections ``i`` and ``j`` are bold title lines under the same heading:
+        labels of paragraphs of one section, not sections of their own to place text in."""
+        if j is None:
+            return False
+        a, b = self.template.sections[i], self.template.sections[j]
+        return a.kind == b.kind == "bold" and a.parent == b.parent
 
     def _inside(self, i: int, outer: int) -> bool:
         return outer <= i < self.subtree_end[outer]
