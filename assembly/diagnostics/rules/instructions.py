@@ -882,17 +882,39 @@ def setting_tool_names(tools: Iterable[object] | None) -> set[str]:
 
 
 # Where a prompt names its tools: "the `task` tool", 'the "finish" tool', "call write_todos",
-# "use read_file(…)".
-_TOOL_MENTION = re.compile(
+# "use read_file(…)", "the web_search tool". Each pattern starts with a character the regex
+# engine can skip to (a quote, or c/u/i/r); bare snake_case names come from ``_snake_case``.
+_NAMED_AS_TOOL = re.compile(
     r"[`\"“']([A-Za-z_][\w.-]{1,40})(?:\(\))?[`\"”']\s+(?:tool|function)s?\b"
-    r"|\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\s+(?:tool|function)s?\b"
-    r"|\b(?:call|use|invoke|run|using|calling)\s+(?:the\s+)?`?([A-Za-z_][\w.]*_[\w.]+|"
+)
+_CALLED = re.compile(
+    r"(?=[cuir])\b(?:call|use|invoke|run|using|calling)\s+(?:the\s+)?`?([A-Za-z_][\w.]*_[\w.]+|"
     r"[a-z]+[A-Z]\w*)(?:\([^)]{0,40}\))?`?",
 )
-# A backticked or bare identifier: snake_case, dotted, camelCase (files are left out).
-_IDENT = re.compile(
-    r"`([A-Za-z_][\w.]{2,40})(?:\([^)`]{0,40}\))?`|\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b"
-)
+_TOOL_AFTER = re.compile(r"\s+(?:tool|function)s?\b")
+# A backticked identifier (files are left out later).
+_TICKED_IDENT = re.compile(r"`([A-Za-z_][\w.]{2,40})(?:\([^)`]{0,40}\))?`")
+_SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _snake_case(text: str, pos: int) -> Iterator[tuple[int, int]]:
+    """The spans of the bare ``snake_case`` words of ``text`` from ``pos`` (a whole word,
+    lower case): found from their underscores, which are rare, not word by word."""
+    i = text.find("_", pos)
+    n = len(text)
+    while i != -1:
+        a = i
+        while a > 0 and text[a - 1] in _WORD_CHARS:
+            a -= 1
+        b = i
+        while b < n and text[b] in _WORD_CHARS:
+            b += 1
+        if a >= pos and _SNAKE.fullmatch(text, a, b):
+            yield a, b
+        i = text.find("_", b)
+
+
 _FILE_LIKE = re.compile(
     r"\.(?:py|md|json|ya?ml|txt|js|ts|tsx|toml|cfg|ini|sh|html|css|lock)\Z", re.I
 )
@@ -906,21 +928,32 @@ def text_tool_names(template: PromptTemplate) -> set[str]:
     identifier found three times or more in the prose counts too.
     """
     text = template.text
-    res: set[str] = set()
-    for m in _TOOL_MENTION.finditer(text, template.body_range.start):
-        name = (m.group(1) or m.group(2) or m.group(3) or "").lower()
-        if name and not _FILE_LIKE.search(name):
-            res.add(name)
-    counts: Counter[str] = Counter()
+    body = template.body_range.start
+    snakes = list(_snake_case(text, body))
+    named = [m.group(1) for m in _NAMED_AS_TOOL.finditer(text, body)]
+    named += [m.group(1) for m in _CALLED.finditer(text, body)]
+    named += [text[a:b] for a, b in snakes if _TOOL_AFTER.match(text, b)]
+    res = {n.lower() for n in named if not _FILE_LIKE.search(n)}
+    # Identifiers of the prose (headings and code left out), each use counted once.
     sentences = template.sentences
     starts = [s.range.start for s in sentences]
-    for m in _IDENT.finditer(text, template.body_range.start):
-        j = bisect.bisect_right(starts, m.start()) - 1
-        if j < 0 or m.end() > sentences[j].range.end:
+    uses: dict[int, str] = {}
+    ticked: list[tuple[int, int]] = []
+    for m in _TICKED_IDENT.finditer(text, body):
+        uses[m.start()] = m.group(1)
+        ticked.append((m.start(), m.end()))
+    for a, b in snakes:
+        k = bisect.bisect_right(ticked, (a, len(text))) - 1
+        if k < 0 or ticked[k][1] <= a:  # not inside a backticked name
+            uses[a] = text[a:b]
+    counts: Counter[str] = Counter()
+    for at, name in uses.items():
+        j = bisect.bisect_right(starts, at) - 1
+        if j < 0 or at + len(name) > sentences[j].range.end:
             continue  # outside the prose: headings, code
-        if m.start() > starts[j] and text[m.start() - 1] in "</":
+        if at > starts[j] and text[at - 1] in "</":
             continue  # `<reasoning_rules>` names a block of the prompt, not a tool
-        name = (m.group(1) or m.group(2)).lower()
+        name = name.lower()
         if _is_identifier(name) and "_" in name and not _FILE_LIKE.search(name):
             counts[name] += 1
     res.update(n for n, c in counts.items() if c >= 3)
@@ -965,8 +998,9 @@ def _is_identifier(name: str) -> bool:
 
 def _tool_finders(names: Iterable[str]) -> list[re.Pattern[str]]:
     """Regexes that find tool names in prose (group 1 or 2 is the name), to run on the
-    text as ``_lowered`` gives it (case-insensitive matching costs the regex engine its
-    first-character skip, five times the time on a long prompt).
+    text as ``_lowered`` gives it. Each starts with a lookahead for the characters a match
+    can start with, so the regex engine skips to them (case-insensitive matching, or a
+    lookbehind first, costs it that skip: five times the time on a long prompt).
 
     Identifier-like names are found anywhere as whole words; a name that is an ordinary
     word (`Shell`, `python`, `lookup`) only in backticks, right before "tool" or right
@@ -978,18 +1012,26 @@ def _tool_finders(names: Iterable[str]) -> list[re.Pattern[str]]:
     res = []
     if identifiers:
         alt = "|".join(re.escape(n) for n in identifiers)
-        res.append(re.compile(rf"(?<![A-Za-z0-9_-])({alt})(?![A-Za-z0-9_]|-\w)"))
+        first = _first_chars(identifiers)
+        res.append(re.compile(rf"(?={first})(?<![a-z0-9_-])({alt})(?![a-z0-9_]|-\w)"))
     if words:
         alt = "|".join(re.escape(n) for n in words)
-        res.append(re.compile(rf"`({alt})`|(?<![A-Za-z0-9_-])({alt})(?=[\"”']?\s+tool\b)"))
+        first = _first_chars(words)
+        res.append(re.compile(rf"`({alt})`"))
+        res.append(re.compile(rf"(?={first})(?<![a-z0-9_-])({alt})(?=[\"”']?\s+tool\b)()"))
         # "call lookup", "use the search tool": the name right after a verb of calling.
         res.append(
             re.compile(
-                rf"\b(?:call|calls|calling|use|using|invoke|invoking|run)\s+(?:the\s+)?"
-                rf"({alt})(?![A-Za-z0-9_])()",
+                rf"(?=[ciru])\b(?:call|calls|calling|use|using|invoke|invoking|run)\s+"
+                rf"(?:the\s+)?({alt})(?![a-z0-9_])()",
             )
         )
     return res
+
+
+def _first_chars(names: list[str]) -> str:
+    """A character class of the first characters of ``names``."""
+    return "[" + "".join(sorted({re.escape(n[0]) for n in names})) + "]"
 
 
 def _lowered(text: str) -> str:
