@@ -86,23 +86,28 @@ def instruction_far_from_section(ctx: RuleContext) -> Iterator[Diagnostic]:
     nested), `====` blocks with a title line, bold title lines and ALL-CAPS title lines.
     Tools are those of the conversation (for a template checked on its own: of the open
     conversations that use it), the front matter `tools`, the `tools` setting, the
-    prompt's tool sections and the names it calls tools or asks to call.
+    prompt's tool sections and the names it calls tools or asks to call (``the `task`
+    tool``, `the "finish" tool`, `call write_todos`).
 
     - the section of a tool it names: a section titled with the tool's name (`## web_search`,
-      `<codebase_search>`, `**run_sql**`), or the tools section (`# Tools`, `TOOL USE`,
-      `<tool_calling>`) for a tool without guidance and for several tools at once;
+      `<codebase_search>`, `**run_sql**`), else the one section that describes the tool
+      (more than half of the sentences naming it, two at least), else the tools section
+      (`# Tools`, `TOOL USE`, `<tool_calling>`), also for several tools at once;
     - else the section whose heading it matches: a heading word that no other heading has
       and that the prompt uses mostly there (more than a third of its uses), or two
       heading words, or one with support from the section's prose (a heading of three or
-      more topic words needs half of them, two at most); the `section_topics`
-      setting adds topic words to headings (built in: Tools, Citations, User
-      Information). It must beat every unrelated section by a clear margin.
+      more topic words needs half of them, two at most; a bold title line, which labels
+      the paragraph under it, needs two); the `section_topics` setting adds topic words
+      to headings (built in: Tools, Citations, User Information). It must beat every
+      unrelated section by a clear margin.
 
     Not reported: an instruction inside that section or one around it; one whose own
     section names the same topic or tool, or shares enough of its words (a restatement);
     one in a recap (`Important reminders`, `What not to do (recap)`, `<critical_reminders>`);
     one that points elsewhere on purpose ("see Step 5"); tool guidance that mentions
-    another topic; a workflow overview whose sentences name two or more other sections;
+    another topic; one under a bold label matched to a sibling bold label of the same
+    section; a workflow overview (a third of its sentences or more name two or more
+    other sections);
     an instruction on the line just before its section (under 15 tokens away) unless it
     names a tool. Hover an instruction to see the section it was matched to and why.
 
