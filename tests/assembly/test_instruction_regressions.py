@@ -212,3 +212,15 @@ def test_explanation_of_a_tool_described_by_an_untitled_section() -> None:
     assert m is not None and m.section is not None and m.reported
     assert template.sections[m.section].title == "Progress"
     assert m.tool == "todo_write" and m.tool_home
+
+
+def test_restatement_inside_an_on_topic_section_is_kept() -> None:
+    # OpenHands repeats a <DOCUMENTATION> rule in <FILE_SYSTEM_GUIDELINES> on purpose: the
+    # copy sits in a section about files, which it is about too.
+    text = (DATA / "restatement.prompt.md").read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    copy = text.index("Do not create", text.index("<FILE_SYSTEM_GUIDELINES>"))
+    m = explain_instruction(template, copy)
+    assert m is not None and m.section is not None and not m.reported
+    assert template.sections[m.section].title == "DOCUMENTATION"
+    assert "own heading" in m.reason

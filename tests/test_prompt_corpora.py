@@ -1,0 +1,46 @@
+"""The real-prompt corpora of ``tests/bench/eval_instructions.py`` are complete: every
+prompt has a manifest row naming its source at a commit under a permissive licence, and a
+label list; nothing is listed that is not there."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parent / "data"
+CORPORA = ["prompts-real", "prompts-fresh", "prompts-heldout3"]
+PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
+
+
+@pytest.mark.parametrize("name", CORPORA)
+def test_manifest_and_labels_cover_every_prompt(name: str) -> None:
+    folder = DATA / name
+    files = {p.name for p in folder.glob("*.prompt.md")}
+    manifest = json.loads((folder / "MANIFEST.json").read_text(encoding="utf-8"))
+    labels = json.loads((folder / "LABELS.json").read_text(encoding="utf-8"))
+    assert {row["file"] for row in manifest} == files
+    assert set(labels) == files
+    for row in manifest:
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+", row["repo"]), row
+        assert re.fullmatch(r"[0-9a-f]{40}", row["commit"]), row
+        assert PERMISSIVE.match(row["licence"]), row
+        assert row["path"] and row["extract"], row
+    for file, found in labels.items():
+        text = (folder / file).read_text(encoding="utf-8")
+        for label in found:
+            # A label names a sentence of its prompt and the section it is about.
+            assert " ".join(label["sentence"].split()) in " ".join(text.split()), label
+            assert label["about"], label
+
+
+def test_the_corpora_are_large_and_varied() -> None:
+    rows = [
+        row
+        for name in CORPORA
+        for row in json.loads((DATA / name / "MANIFEST.json").read_text(encoding="utf-8"))
+    ]
+    assert len(rows) >= 40
+    assert len({row["repo"].lower() for row in rows}) >= 10
