@@ -516,16 +516,23 @@ class _Topics:
         self.by_section: dict[int | None, list[int]] = defaultdict(list)
         for j, s in enumerate(template.sentences):
             self.by_section[s.section].append(j)
-        self.names: list[frozenset[int]] = []
-        for s, words in zip(template.sentences, self.sentence_words, strict=True):
-            named = {
+        self._names: dict[int, frozenset[int]] = {}  # ``names``, for the sentences asked
+
+    def names(self, j: int) -> frozenset[int]:
+        """The sections sentence ``j`` names by a heading word no other heading has (not
+        its own, nor one around or inside it); worked out when first asked."""
+        named = self._names.get(j)
+        if named is None:
+            own = self.template.sentences[j].section
+            named = frozenset(
                 i
-                for w in words
-                if title_df[w] == 1 and len(w) >= 4
+                for w in self.sentence_words[j]
+                if self.title_df[w] == 1 and len(w) >= 4
                 for i in self.strong_index.get(w, ())
-                if s.section is None or not self._related(i, s.section)
-            }
-            self.names.append(frozenset(named))
+                if own is None or not self._related(i, own)
+            )
+            self._names[j] = named
+        return named
 
     def target(self, k: int) -> _Target | None:
         """The section sentence ``k`` is about when it clearly lies outside it, else None.
@@ -545,7 +552,7 @@ class _Topics:
         self.matched = None
         self.rejected = ""
         tools = set(self.sentence_tools[k])
-        if not tools and not any(w in self.strong_index for w in all_words):
+        if not tools and self.strong_index.keys().isdisjoint(all_words):
             return self._no("it names no tool and shares no heading word with any section")
         if not tools and sentence.section is not None and self.in_tools[sentence.section]:
             return self._no("it sits in tool guidance, which may speak of any topic")
@@ -690,7 +697,7 @@ class _Topics:
         if own is None:
             return False
         others = [j for j in self.by_section[own] if j != k]
-        naming = [{i for i in self.names[j] if not self._related(i, best)} for j in others]
+        naming = [{i for i in self.names(j) if not self._related(i, best)} for j in others]
         named = set().union(*naming) if naming else set()
         # A long section names others in passing; an overview does it in a third of its
         # sentences or more.
