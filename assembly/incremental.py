@@ -65,9 +65,18 @@ def changed_span(old: Text, new: Text) -> tuple[int, int, int] | None:
 
 
 def reparse_conversation(
-    prev: Conversation, prev_text: Text, new_text: Text, fmt: DocFormat
+    prev: Conversation,
+    prev_text: Text,
+    new_text: Text,
+    fmt: DocFormat,
+    *,
+    span: tuple[int, int, int] | None = None,
 ) -> Conversation | None:
-    """The conversation of ``new_text`` from that of ``prev_text``, or None (parse it all)."""
+    """The conversation of ``new_text`` from that of ``prev_text``, or None (parse it all).
+
+    ``span``: where the two texts differ (``(p, old_end, new_end)``, the editor's edit),
+    when the caller knows it; else it is found by comparing them.
+    """
     if fmt not in (DocFormat.JSON, DocFormat.JSONL) or prev.format is not fmt:
         return None  # YAML: always parsed again
     if prev.issues or prev.tree is None or prev.length != len(prev_text):
@@ -77,7 +86,7 @@ def reparse_conversation(
     if len(new_text) > MAX_DOCUMENT_CHARS:
         return None
     la, lb = len(prev_text), len(new_text)
-    found = changed_span(prev_text, new_text)
+    found = span if span is not None else changed_span(prev_text, new_text)
     if found is None:
         return None
     p, old_end, _ = found  # the changed span is [p, old_end) before, [p, new_end) after

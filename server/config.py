@@ -3,21 +3,19 @@
 Sources, later wins: built-in defaults < ``[tool.promptls]`` of the nearest
 ``pyproject.toml`` or a ``promptls.toml`` (the nearest directory that has either; in one
 directory ``promptls.toml`` wins) < editor settings < the document's own ``settings``.
-TOML is read with the standard library; the place of each key is found by scanning the
-file's lines, so an invalid value is reported where it is written.
+The text is read here and understood by ``assembly.config.parse_config``.
 """
 
 from __future__ import annotations
 
-import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assembly.config import parse_config
 from assembly.settings import SettingsLayer
-from assembly.text import LineIndex, TextRange
+from assembly.text import TextRange
 from server import files
 
 CONFIG_FILES = ("promptls.toml", "pyproject.toml")
@@ -58,26 +56,10 @@ def read_config(path: Path) -> ConfigFile | None:
         text = files.read_bytes(path, limit=MAX_CONFIG_BYTES).decode("utf-8")
     except (files.FileProblem, UnicodeDecodeError) as exc:
         return ConfigFile(path, None, f"cannot read {path.name}: {exc}", TextRange(0, 0))
-    is_pyproject = path.name == "pyproject.toml"
-    if is_pyproject and "promptls" not in text:
+    parsed = parse_config(str(path), path.name, text)
+    if parsed is None:
         return None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        rng = _toml_error_range(text, exc)
-        return ConfigFile(path, None, f"invalid TOML: {exc}", rng, text)
-    if is_pyproject:
-        table = data.get("tool", {}).get("promptls")
-        if table is None:
-            return None
-        section = "tool.promptls"
-    else:
-        table = data.get("tool", {}).get("promptls", data)
-        section = "tool.promptls" if "tool" in data else None
-    if not isinstance(table, dict):
-        return ConfigFile(path, None, "`tool.promptls` must be a table", TextRange(0, 0), text=text)
-    ranges = _key_ranges(text, section, table)
-    return ConfigFile(path, SettingsLayer(str(path), table, ranges), text=text)
+    return ConfigFile(path, parsed.layer, parsed.error, parsed.error_range, text)
 
 
 def editor_layer(
@@ -85,32 +67,3 @@ def editor_layer(
 ) -> SettingsLayer:
     """Settings sent by the editor (``workspace/configuration`` or initializationOptions)."""
     return SettingsLayer(source, dict(values or {}))
-
-
-def _key_ranges(text: str, section: str | None, table: Mapping[str, Any]) -> dict[str, TextRange]:
-    """Locate ``key = value`` lines of ``table`` in its section (by a line scan)."""
-    res: dict[str, TextRange] = {}
-    in_section = section is None
-    header = re.compile(r"^\s*\[\s*([^\]]+?)\s*\]\s*(#.*)?$")
-    offset = 0
-    for line in text.splitlines(keepends=True):
-        m = header.match(line)
-        if m:
-            in_section = section is not None and m.group(1).replace(" ", "") == section
-        elif in_section:
-            km = re.match(r"^\s*\"?([A-Za-z0-9_-]+)\"?\s*=\s*", line)
-            if km and km.group(1) in table and km.group(1) not in res:
-                start = offset + km.end()
-                end = offset + len(line.rstrip("\r\n"))
-                res[km.group(1)] = TextRange(start, max(start, end))
-        offset += len(line)
-    return res
-
-
-def _toml_error_range(text: str, exc: tomllib.TOMLDecodeError) -> TextRange:
-    m = re.search(r"line (\d+), column (\d+)", str(exc))
-    if not m:
-        return TextRange(0, 0)
-    index = LineIndex(text)
-    offset = index.offset(int(m.group(1)) - 1, int(m.group(2)) - 1)
-    return TextRange(offset, offset)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from assembly.assemble import Assembly, LlmMessage
+from assembly.host import Analysis
 from assembly.text import LineIndex, TextRange
-from server.workspace import Analysis
 
 SEGMENT_LABELS = {
     "system": "system prompt",

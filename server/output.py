@@ -14,10 +14,10 @@ from assembly.assemble import Assembly
 from assembly.diagnostics import Diagnostic, sort_key
 from assembly.formats.anthropic_out import render_assembly
 from assembly.formats.detect import SourceFormat
+from assembly.host import Analysis
 from assembly.model import Conversation
 from assembly.text import LineIndex, TextRange
 from assembly.tokens import resolve_encoding
-from server.workspace import Analysis
 
 
 def assembly_json(

@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from assembly.diagnostics import Severity
-from server.workspace import Analysis, analyze
+from assembly.host import Analysis
+from server.workspace import analyze
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from assembly.documents import format_for_path
+from assembly.host import Analysis
 from server.output import assembly_json
-from server.workspace import Analysis, analyze
+from server.workspace import analyze
 from tests.support.sendable import Problem, problems
 
 REPO = Path(__file__).resolve().parent.parent

@@ -3,7 +3,7 @@
 The IO half of the diff. ``resolve_sides`` turns the command line into two sides: a git
 revision (its tree written to a temporary folder by ``git archive``: never a checkout, the
 work tree and index are not touched) or the work tree itself. ``collect`` finds the
-conversations of both sides with ``server.cli.lint``'s discovery, analyzes them with
+conversations of both sides with ``server.cli.lint.discover``, analyzes them with
 ``server.workspace.analyze`` (the one pipeline: ``assemble`` and ``lint`` use it too) and
 compares their §7 JSON objects with the pure ``assembly.diff.diff_assembled``. A
 conversation is analyzed on the old side only when it, a file it reads (template, project
@@ -31,15 +31,10 @@ from typing import Any
 
 from assembly.diagnostics import Severity
 from assembly.diff import diff_assembled, has_changes
-from server.cli.lint import (
-    EXIT_FINDINGS,
-    EXIT_OK,
-    PROMPT_SUFFIX,
-    LintOptions,
-    _gh_data,
-    _gh_property,
-)
-from server.cli.lint import discover as lint_discover
+from assembly.host import PROMPT_SUFFIX
+from server.cli.lint.discover import discover as lint_discover
+from server.cli.lint.model import EXIT_FINDINGS, EXIT_OK, LintOptions
+from server.cli.lint.render_github import gh_data, gh_property
 from server.config import CONFIG_FILES
 from server.output import assembly_json
 from server.workspace import analyze
@@ -657,8 +652,8 @@ def render_github(res: DiffResult) -> str:
     for d in res.files:
         for f in d["findings"]["appeared"]:
             props = {"file": f["file"], "line": f["line"], "col": f["column"], "title": f["code"]}
-            prop_text = ",".join(f"{k}={_gh_property(str(v))}" for k, v in props.items())
+            prop_text = ",".join(f"{k}={gh_property(str(v))}" for k, v in props.items())
             cmd = _GITHUB_COMMANDS[f["severity"]]
-            lines.append(f"::{cmd} {prop_text}::{_gh_data(f['message'] + ' (new in this change)')}")
+            lines.append(f"::{cmd} {prop_text}::{gh_data(f['message'] + ' (new in this change)')}")
     # A template's finding appears in every conversation that uses it: annotate it once.
     return "".join(line + "\n" for line in dict.fromkeys(lines))

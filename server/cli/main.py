@@ -5,7 +5,7 @@ the §7 JSON contract or as a table. Exit codes: 0 assembled, 1 the document can
 assembled (the object is still printed, with its error diagnostics), 2 usage error.
 ``promptls rules`` and ``promptls rule CODE`` print the rule catalogue and one rule's docs
 (rendered by ``server/rulesdoc.py``; an unknown code is a usage error).
-``promptls lint [PATHS]`` checks documents for CI (``server/cli/lint.py``): exit 0 clean,
+``promptls lint [PATHS]`` checks documents for CI (``server/cli/lint/``): exit 0 clean,
 1 findings at or above ``--fail-on``, 2 usage or configuration error.
 ``promptls diff [REV_A] [REV_B] [PATHS]`` shows what a change does to the assembled context
 of every conversation (``server/cli/diff.py``): exit 1 when findings at or above ``--fail-on``
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from server.cli import formats
 
 if TYPE_CHECKING:
-    from server.workspace import Analysis
+    from assembly.host import Analysis
 
 # The engine is imported by the subcommands that use it, so that `assemble` can start
 # counting a large document's tokens in a forked child before the heavy imports.
@@ -232,7 +232,7 @@ def _version() -> str:
 def _serve(args: argparse.Namespace) -> int:
     import logging
 
-    from server.lsp.app import build_server
+    from server.lsp.handlers import build_server
 
     logging.basicConfig(
         level=args.log_level,

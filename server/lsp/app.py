@@ -163,11 +163,3 @@ class PromptServer(LanguageServer):
             return
         self._error_shown = True
         super().report_server_error(error, source)
-
-
-def build_server() -> PromptServer:
-    from server.lsp import handlers  # the handlers import this module for PromptServer
-
-    server = PromptServer()
-    handlers.register(server)
-    return server

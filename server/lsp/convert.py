@@ -25,6 +25,7 @@ from pathlib import Path
 from lsprotocol import types as lsp
 
 from assembly.diagnostics import Diagnostic, Related, Severity, TextEdit
+from assembly.host import Edit
 from assembly.ide.completion import CompletionItem, CompletionKind
 from assembly.ide.fixes import FindingKey, QuickFix
 from assembly.ide.folding import Fold, FoldKind
@@ -67,16 +68,21 @@ class TextMap:
 
 def apply_lsp_changes(
     text: Rope, changes: Iterable[lsp.TextDocumentContentChangeEvent], encoding: str
-) -> Rope:
+) -> tuple[Rope, Edit]:
     """Apply a ``didChange``'s content changes in order; each range is in the text the
-    previous change left, in the negotiated encoding (clamped like every position)."""
+    previous change left, in the negotiated encoding (clamped like every position).
+    Returns the new text and the one ``Edit`` covering every change (in code points)."""
+    edit = Edit.none(len(text))
     for change in changes:
         if isinstance(change, lsp.TextDocumentContentChangePartial):
             rng = from_lsp_range(TextMap.of(text, encoding), change.range)
+            step = Edit.replace(rng.start, rng.end, change.text)
             text = text.edit(rng.start, rng.end, change.text)
         else:
+            step = Edit(0, len(text), len(change.text))
             text = text.with_text(change.text)
-    return text
+        edit = edit.then(step)
+    return text, edit
 
 
 def to_lsp_position(m: TextMap, offset: int) -> lsp.Position:

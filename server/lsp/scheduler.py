@@ -30,19 +30,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from concurrent.futures import Future
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from lsprotocol import types as lsp
 
+from assembly.host import Edit
 from assembly.text import TextRange
 from server.lsp import convert
 from server.lsp.convert import TextMap
-
-if TYPE_CHECKING:
-    from server.lsp.session import DocState, Session, Snapshot
+from server.lsp.state import DocState, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -141,10 +140,33 @@ def _move(offset: int, span: tuple[int, int, int] | None, n: int, end: bool) -> 
     return max(0, min(offset, n))
 
 
+class Documents(Protocol):
+    """What the scheduler reads of the session (``server.lsp.session.Session``) and asks
+    of it: the scheduler never changes the session's state but through these methods."""
+
+    @property
+    def documents(self) -> Mapping[str, DocState]: ...
+    @property
+    def snapshots(self) -> Mapping[str, Snapshot]: ...
+    @property
+    def encoding(self) -> str: ...
+    @property
+    def executor(self) -> Executor: ...
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None: ...
+
+    def analyze_now(self, doc: DocState, edit: Edit | None = None) -> Snapshot: ...
+    def failed_snapshot(
+        self, doc: DocState, exc: BaseException, previous: Snapshot | None, generation: int
+    ) -> Snapshot: ...
+    def take_edit(self, uri: str) -> Edit | None: ...
+    def record(self, snap: Snapshot) -> None: ...
+
+
 class Scheduler:
     """Starts, coalesces and finishes the analyses of a ``Session``'s open documents."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Documents) -> None:
         self._session = session
         self._docs: dict[str, _Doc] = {}
         # Called on the loop with a snapshot of a document's latest state and the one last
@@ -279,7 +301,7 @@ class Scheduler:
             return
         generation = d.generation
         d.due = False
-        future = s.executor.submit(s.analyze_now, doc)
+        future = s.executor.submit(s.analyze_now, doc, s.take_edit(uri))
         d.running = future
         future.add_done_callback(
             lambda f: self._post(lambda: self._done(uri, d, doc, generation, f))
@@ -306,7 +328,7 @@ class Scheduler:
                 log.error("analysis of %s failed", uri, exc_info=exc)
                 snap = s.failed_snapshot(doc, exc, previous, generation)
         if snap is not None and (previous is None or previous.generation <= generation):
-            s.snapshots[uri] = snap
+            s.record(snap)
             for target, waiter in d.waiters:
                 if target <= generation and not waiter.done():
                     waiter.set_result(None)

@@ -10,7 +10,12 @@ follows. A lone keystroke waits for nothing; a burst costs one analysis per anal
 
 The session owns the text of the documents it analyses (``document_kind``): each is a
 ``Rope``, edited in place of pygls' copy (``server.lsp.app.PromptProtocol``), so an edit costs
-time proportional to the edit, not to the document.
+time proportional to the edit, not to the document. Each open conversation has its
+``AnalysisHost`` (``assembly.host``): an analysis builds on the previous one, given the edit
+composed of every ``didChange`` since that analysis started (``take_edit``).
+
+Its state changes only through its methods (``open``, ``change``, ``close``,
+``initialize``, ``record``…); handlers read it, and ask it for a ``snapshot``.
 """
 
 from __future__ import annotations
@@ -24,66 +29,23 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pygls.uris import to_fs_path
 
-from assembly.diagnostics import Diagnostic, from_exception
-from assembly.documents import format_for_path
+from assembly.diagnostics import from_exception
+from assembly.host import Analysis, AnalysisHost, DocKind, Edit, PromptAnalysis, kind_of
 from assembly.rope import Rope
 from server.lsp.capabilities import ResolvedCapabilities
 from server.lsp.convert import TextMap
 from server.lsp.scheduler import Scheduler, moved
+from server.lsp.state import DocState, Snapshot
 from server.lsp.watch import Watcher
-from server.workspace import Analysis, PromptAnalysis, analyze, analyze_prompt, find_root
+from server.workspace import analyze, analyze_prompt, find_root
 
 log = logging.getLogger(__name__)
 
-DocKind = Literal["conversation", "prompt"]
 THAW_EVERY = 64  # analyses between unfreezing the objects kept out of garbage collection
-
-
-@dataclass(frozen=True, slots=True)
-class DocState:
-    """One open document at one version (replaced on every change, never mutated)."""
-
-    uri: str
-    path: Path
-    version: int | None
-    text: Rope
-    kind: DocKind
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """A finished analysis of one state of a document (``generation``, see ``scheduler``).
-
-    A failed analysis is a snapshot too: ``analysis`` None, ``failure`` its findings (an
-    ``internal-error`` at the head and the last good findings moved into this text, marked
-    stale) and ``last_good`` the newest snapshot with an analysis, which requests answer
-    from meanwhile.
-    """
-
-    uri: str
-    version: int | None
-    text_map: TextMap
-    analysis: Analysis | PromptAnalysis | None
-    elapsed_s: float
-    generation: int = 0
-    failure: tuple[Diagnostic, ...] | None = None
-    last_good: Snapshot | None = None
-
-    @property
-    def diagnostics(self) -> tuple[Diagnostic, ...]:
-        """The findings to show for this document (in ``text_map``'s text)."""
-        if self.analysis is not None:
-            return self.analysis.diagnostics
-        return self.failure or ()
-
-    @property
-    def other_texts(self) -> Mapping[str, str]:
-        base = self.analysis or (self.last_good.analysis if self.last_good else None)
-        return base.other_texts if base is not None else {}
 
 
 _UNWATCHED = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".tox"})
@@ -112,15 +74,6 @@ def document_kind(uri: str) -> DocKind | None:
     return kind_of(path) if path else None
 
 
-def kind_of(path: str) -> DocKind | None:
-    """The kind of document a file name says, or None for files we do not analyse."""
-    if path.lower().endswith(".prompt.md"):
-        return "prompt"
-    if format_for_path(path) is not None:
-        return "conversation"
-    return None
-
-
 @dataclass
 class Session:
     """All state of one server; handlers read it and replace its entries."""
@@ -142,10 +95,95 @@ class Session:
     scheduler: Scheduler = field(init=False)
     _watcher: Watcher | None = None  # the watchfiles thread, if any
     # template path -> (version key, the template-use computation): the code lens' cache
-    template_uses: dict[Path, tuple[object, asyncio.Future[Any]]] = field(default_factory=dict)
+    _template_uses: dict[Path, tuple[object, asyncio.Future[Any]]] = field(default_factory=dict)
+    # uri -> the open conversation's analysis host (used on the analysis thread only)
+    _hosts: dict[str, AnalysisHost] = field(default_factory=dict)
+    # uri -> the edits since the document's last analysis started, as one (None: unknown)
+    _edits: dict[str, Edit | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.scheduler = Scheduler(self)
+
+    # --------------------------------------------------------------------- the documents
+
+    def initialize(
+        self, capabilities: ResolvedCapabilities, encoding: str, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Take what ``initialize`` says: the client's capabilities and position encoding."""
+        self.capabilities = capabilities
+        self.encoding = encoding
+        self.loop = loop
+
+    def open(self, uri: str, version: int | None, text: Rope) -> DocState | None:
+        """A document was opened: its state, or None when it is not one we analyse. Its
+        analyses start afresh."""
+        path = to_fs_path(uri)
+        kind = document_kind(uri)
+        if path is None or kind is None:
+            return None
+        state = DocState(uri, Path(path), version, text, kind)
+        self._hosts[uri] = AnalysisHost()
+        self._edits[uri] = None
+        self.documents[uri] = state
+        return state
+
+    def change(self, uri: str, version: int | None, text: Rope, edit: Edit) -> DocState | None:
+        """An open document's text became ``text`` by ``edit``: its new state (None when the
+        document is not open)."""
+        old = self.documents.get(uri)
+        if old is None:
+            return None
+        state = dataclasses.replace(old, version=version, text=text)
+        self.documents[uri] = state
+        if uri in self._edits:
+            before = self._edits[uri]
+            self._edits[uri] = None if before is None else before.then(edit)
+        return state
+
+    def close(self, uri: str) -> None:
+        """A document was closed: forget it, its analyses and its scheduling."""
+        self.documents.pop(uri, None)
+        self.snapshots.pop(uri, None)
+        self._hosts.pop(uri, None)
+        self._edits.pop(uri, None)
+        self.scheduler.closed(uri)
+
+    def snapshot(self, uri: str) -> Snapshot | None:
+        """The latest finished analysis of a document (current or not)."""
+        return self.snapshots.get(uri)
+
+    def record(self, snap: Snapshot) -> None:
+        """Keep ``snap`` as its document's latest finished analysis (the scheduler's call)."""
+        self.snapshots[snap.uri] = snap
+
+    def take_edit(self, uri: str) -> Edit | None:
+        """The edits since the document's last analysis started, as one (None: unknown, as
+        before the first analysis); from now on the edits count from the state the
+        analysis starting now reads."""
+        if uri not in self._edits or uri not in self.documents:
+            return None
+        edit = self._edits[uri]
+        self._edits[uri] = Edit.none(len(self.documents[uri].text))
+        return edit
+
+    def template_use(
+        self, key: Path, version: object, start: Callable[[], asyncio.Future[Any]]
+    ) -> asyncio.Future[Any]:
+        """The code lens' template-use computation for ``key`` at ``version``: the one under
+        way or done for that version, else ``start()``'s (a failure is not kept)."""
+        cached = self._template_uses.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        task = start()
+        self._template_uses[key] = (version, task)
+
+        def forget_failure(f: asyncio.Future[Any]) -> None:
+            failed = f.cancelled() or f.exception() is not None
+            if failed and self._template_uses.get(key, (None, None))[1] is f:
+                del self._template_uses[key]
+
+        task.add_done_callback(forget_failure)
+        return task
 
     @property
     def root(self) -> Path | None:
@@ -217,7 +255,8 @@ class Session:
     def _watch_roots(self) -> list[Path]:
         return [r for r in self.roots if r.is_dir()]
 
-    def close(self) -> None:
+    def shutdown(self) -> None:
+        """Stop: no analysis starts any more, the watcher and the worker thread end."""
         self.scheduler.stopped = True
         if self._watcher is not None:
             self._watcher.stop()
@@ -265,12 +304,13 @@ class Session:
                 res.update(t.name for t in conv.tools)
         return frozenset(res) if said else None
 
-    def analyze_now(self, doc: DocState) -> Snapshot:
-        """Analyse ``doc`` (on the worker thread)."""
+    def analyze_now(self, doc: DocState, edit: Edit | None = None) -> Snapshot:
+        """Analyse ``doc`` (on the worker thread); ``edit``: the change since the document's
+        previous analysis (``take_edit``)."""
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return self._analyze(doc)
+            return self._analyze(doc, edit)
         finally:
             if collecting:
                 self._release_collector()
@@ -294,7 +334,7 @@ class Session:
             gc.freeze()
         gc.enable()
 
-    def _analyze(self, doc: DocState) -> Snapshot:
+    def _analyze(self, doc: DocState, edit: Edit | None) -> Snapshot:
         start = time.perf_counter()
         analysis: Analysis | PromptAnalysis
         root = self.document_root(doc.path)
@@ -307,8 +347,8 @@ class Session:
                 user_tools=self.template_tools(doc.path.resolve()),
             )
         else:
-            prev = self.snapshots.get(doc.uri)
-            previous = prev.analysis if prev is not None else None
+            # A document closed meanwhile gets a host of its own, dropped with the result.
+            host = self._hosts.get(doc.uri) or AnalysisHost()
             analysis = analyze(
                 doc.path,
                 text=doc.text,
@@ -316,7 +356,8 @@ class Session:
                 editor_settings=self.settings,
                 overlay=self.overlay(),
                 cold_cache=doc.uri not in self.snapshots,
-                previous=previous if isinstance(previous, Analysis) else None,
+                host=host,
+                edit=edit,
             )
         elapsed = time.perf_counter() - start
         log.debug("analysed %s@%s in %.1f ms", doc.uri, doc.version, elapsed * 1000)

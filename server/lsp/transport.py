@@ -164,7 +164,7 @@ def _run(
     except KeyboardInterrupt:
         return 130
     finally:
-        server.session.close()
+        server.session.shutdown()
 
 
 def _code(e: SystemExit) -> int:

@@ -22,14 +22,16 @@ from typing import Any
 
 import pytest
 
+import assembly.host
 from assembly import texts
 from assembly.assemble import AssembleOptions, Assembly, assemble, image_cap_of
 from assembly.assemble_cache import AssemblyCache
+from assembly.host import AnalysisHost
 from assembly.model import Conversation, FileAttachment, Message, Role, TextBlock, ToolCall
 from assembly.settings import Settings
 from assembly.text import TextRange
 from assembly.tokens import CachedTokenizer, Tokenizer
-from server import workspace
+from tests.support import engine
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = sorted(
@@ -55,8 +57,8 @@ def inputs_of(path: Path, monkeypatch: pytest.MonkeyPatch) -> Inputs:
         return assemble(conv, s, tok, opts)
 
     with monkeypatch.context() as m:
-        m.setattr(workspace, "assemble", spy)
-        workspace.analyze(path, cold_cache=False)
+        m.setattr(assembly.host, "assemble", spy)
+        engine.analyze(path)
     return seen[0]
 
 
@@ -520,7 +522,8 @@ def test_analyze_with_previous_assembles_incrementally(
         if (source.parent / extra).is_dir():
             shutil.copytree(source.parent / extra, tmp_path / extra)
     rng = random.Random(name)
-    prev = workspace.analyze(path, text=text, cold_cache=False)
+    host = AnalysisHost()
+    prev = engine.analyze(path, text=text, host=host)
     for _ in range(6):
         conv = prev.conversation
         strings = [
@@ -531,12 +534,12 @@ def test_analyze_with_previous_assembles_incrementally(
         rng_ = rng.choice(strings)
         at = rng.randrange(rng_.start + 1, rng_.end)
         text = text[:at] + "x" + text[at:]
-        res = workspace.analyze(path, text=text, cold_cache=False, previous=prev)
-        fresh = workspace.analyze(path, text=text, cold_cache=False)
+        res = engine.analyze(path, text=text, host=host)
+        fresh = engine.analyze(path, text=text)
         assert_same(res.assembly, fresh.assembly)
         assert res.diagnostics == fresh.diagnostics
         prev = res
-    cache = prev.caches["assemble"]
+    cache = host.assemble_cache
     assert isinstance(cache, AssemblyCache)
     if name == "gen":
         # Until re-reading keeps the messages after an edit, an edit early in a long

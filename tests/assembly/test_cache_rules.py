@@ -7,8 +7,9 @@ import datetime as dt
 from pathlib import Path
 
 from assembly.cache import boundary
+from assembly.host import Analysis
 from assembly.ide.hover import conversation_hover
-from server.workspace import Analysis, analyze
+from tests.support.engine import analyze
 
 TOOL = """  - type: function
     function:

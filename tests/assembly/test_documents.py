@@ -3,8 +3,9 @@
 ``check_document`` is the only code that calls ``parse_conversation``: it renders what was
 read (one line per message) and every issue (code, severity, 1-based ``line:column`` range
 in code points, the source it covers, message), and compares with the expectation. The
-settings and file-reading cases go through ``server.workspace.analyze``, the same path the
-command line and the language server take.
+settings cases go through ``assembly.host`` (``tests/support/engine.py``), as the command
+line and the language server do; reading files (invalid bytes, a BOM) is tested with the IO
+half, in tests/server/test_workspace.py.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from assembly.documents import parse_conversation
-from assembly.model import Conversation, DocFormat, Role
+from assembly.host import Analysis
+from assembly.model import Conversation, DocFormat
 from assembly.syntax import MAX_DEPTH
 from assembly.text import LineIndex, TextRange
-from server.workspace import Analysis, analyze
+from tests.support.engine import analyze
 
 TODAY = dt.date(2025, 1, 15)
 
@@ -473,38 +475,6 @@ def test_deep_nesting_in_every_format(fmt: DocFormat, text: str) -> None:
     assert len(conv.issues) <= 3, conv.issues
     if fmt is DocFormat.JSONL:
         assert [m.content for m in conv.messages] == ["hi"]
-
-
-def test_invalid_utf8_is_reported_and_the_replaced_text_assembled(tmp_path: Path) -> None:
-    path = tmp_path / "latin1.conv.json"
-    path.write_bytes(b'[{"role": "user", "content": "caf\xe9 au lait"}]')
-    res = analyze(path, root=tmp_path, today=TODAY)
-    [diag] = [d for d in res.diagnostics if d.code == "syntax-error"]
-    assert diag.severity == "error"
-    assert "0xe9" in diag.message
-    assert res.text[diag.range.start : diag.range.end] == "\ufffd"
-    assert (diag.range.start, diag.range.end) == (33, 34)
-    assert res.assembly.ok
-    assert res.assembly.provider_messages == ({"role": "user", "content": "caf\ufffd au lait"},)
-
-
-def test_invalid_utf8_after_a_bom(tmp_path: Path) -> None:
-    path = tmp_path / "bom.conv.json"
-    path.write_bytes(b'\xef\xbb\xbf[{"role": "user", "content": "caf\xe9"}]')
-    res = analyze(path, root=tmp_path, today=TODAY)
-    assert [(d.code, res.text[d.range.start : d.range.end]) for d in res.diagnostics] == [
-        ("syntax-error", "\ufffd")
-    ]
-    assert "0xe9" in res.diagnostics[0].message
-    assert res.assembly.provider_messages == ({"role": "user", "content": "caf\ufffd"},)
-
-
-def test_a_bom_alone_is_not_an_error(tmp_path: Path) -> None:
-    path = tmp_path / "bom.conv.yaml"
-    path.write_bytes("\ufeff- role: user\n  content: héllo\n".encode())
-    res = analyze(path, root=tmp_path, today=TODAY)
-    assert res.diagnostics == ()
-    assert [m.role for m in res.conversation.messages] == [Role.USER]
 
 
 # ------------------------------------------------------------------- real log shapes

@@ -33,8 +33,8 @@ from assembly.incremental import reparse_conversation
 from assembly.model import DocFormat, Role, TextBlock
 from assembly.syntax import parse_json
 from assembly.text import TextRange
-from server.workspace import analyze
 from tests.support.anthropic_validator import validate
+from tests.support.engine import analyze
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from assembly.ide import completion
-from server.workspace import analyze, analyze_prompt
+from tests.support.engine import analyze, analyze_prompt
 from tests.support.golden import check_golden
 from tests.support.markers import cursor
 from tests.support.places import place, position

@@ -16,8 +16,8 @@ import pytest
 from assembly.diagnostics import Diagnostic
 from assembly.ide import fixes
 from assembly.text import TextRange
-from server.workspace import analyze, analyze_prompt
 from tests.support.annotate import apply_edits
+from tests.support.engine import analyze, analyze_prompt
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "diagnostics"
 SUFFIXES = (".conv.yaml", ".conv.json", ".conv.jsonl", ".prompt.md")

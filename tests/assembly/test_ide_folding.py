@@ -14,7 +14,7 @@ import pytest
 
 from assembly.ide import folding
 from assembly.text import LineIndex
-from server.workspace import analyze, analyze_prompt
+from tests.support.engine import analyze, analyze_prompt
 from tests.support.golden import check_golden
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "ide" / "folding"

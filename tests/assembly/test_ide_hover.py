@@ -17,8 +17,7 @@ import pytest
 
 from assembly.ide.hover import HoverResult, conversation_hover, plain_text, prompt_hover
 from assembly.text import LineIndex, TextRange
-from server.tokenizers import load_tokenizer
-from server.workspace import analyze, analyze_prompt
+from tests.support.engine import analyze, analyze_prompt, loaded
 from tests.support.golden import check_golden
 from tests.support.markers import markers
 
@@ -74,7 +73,7 @@ def check_hover(path: Path) -> None:
 def _hover(path: Path, text: str, offset: int) -> HoverResult | None:
     if path.name.endswith(".prompt.md"):
         p = analyze_prompt(path, text=text, root=DATA)
-        tokenizer = load_tokenizer(p.settings.encoding, model=p.settings.model).tokenizer
+        tokenizer = loaded(p.settings.encoding, model=p.settings.model).tokenizer
         return prompt_hover(p, offset, tokenizer=tokenizer, today=TODAY)
     a = analyze(path, text=text, root=DATA, today=TODAY)
     return conversation_hover(a, offset, today=TODAY)

@@ -16,8 +16,7 @@ import pytest
 from assembly.ide.inlay import InlayHint, conversation_inlay_hints, prompt_inlay_hints
 from assembly.ide.lens import conversation_lenses
 from assembly.text import LineIndex, TextRange
-from server.tokenizers import load_tokenizer
-from server.workspace import analyze, analyze_prompt
+from tests.support.engine import analyze, analyze_prompt, loaded
 from tests.support.golden import check_golden
 from tests.support.markers import markers
 
@@ -81,7 +80,7 @@ def check_inlay_hints(path: Path) -> None:
     rng = TextRange(offsets[0], offsets[1]) if offsets else TextRange(0, len(text))
     if path.name.endswith(".prompt.md"):
         p = analyze_prompt(path, text=text, root=DATA)
-        tokenizer = load_tokenizer(p.settings.encoding, model=p.settings.model).tokenizer
+        tokenizer = loaded(p.settings.encoding, model=p.settings.model).tokenizer
         hints = prompt_inlay_hints(p, rng, tokenizer=tokenizer)
     else:
         hints = conversation_inlay_hints(analyze(path, text=text, root=DATA), rng)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from assembly.ide import navigation
-from server.workspace import analyze
+from tests.support.engine import analyze
 from tests.support.golden import check_golden
 from tests.support.markers import cursor
 from tests.support.places import place, position

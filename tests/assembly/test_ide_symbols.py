@@ -14,7 +14,7 @@ import pytest
 
 from assembly.ide import symbols
 from assembly.ide.symbols import Symbol
-from server.workspace import analyze, analyze_prompt
+from tests.support.engine import analyze, analyze_prompt
 from tests.support.golden import check_golden
 from tests.support.places import position
 

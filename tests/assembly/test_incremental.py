@@ -20,12 +20,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assembly.documents import parse_conversation
+from assembly.host import AnalysisHost
 from assembly.incremental import common_prefix, common_suffix, reparse_conversation
 from assembly.model import Conversation, DocFormat
 from assembly.rope import Rope
 from assembly.syntax import SNode, iter_nodes
 from assembly.text import RelRange
-from server.workspace import analyze
+from tests.support.engine import analyze
 
 
 def _tree(node: SNode | None) -> Any:
@@ -350,10 +351,11 @@ def test_analyze_with_previous_gives_the_same_diagnostics(tmp_path: Path) -> Non
     text = _doc(DocFormat.JSON)
     path.write_text(text)
     today = dt.date(2025, 1, 15)
-    first = analyze(path, text=text, root=tmp_path, today=today)
+    host = AnalysisHost()
+    first = analyze(path, text=text, root=tmp_path, today=today, host=host)
     assert first.parsed is not None
     new_text = _insert(text, "hello", " dear")
-    inc = analyze(path, text=new_text, root=tmp_path, today=today, previous=first)
+    inc = analyze(path, text=new_text, root=tmp_path, today=today, host=host)
     full = analyze(path, text=new_text, root=tmp_path, today=today)
     assert inc.diagnostics == full.diagnostics
     assert inc.parsed is not None and full.parsed is not None
@@ -389,7 +391,8 @@ def test_typing_in_top_level_values_analyses_like_a_fresh_start(tmp_path: Path) 
     path = tmp_path / "support-agent.conv.json"
     text = path.read_text(encoding="utf-8")
     today = dt.date(2025, 1, 15)
-    prev = analyze(path, text=text, root=tmp_path, today=today)
+    host = AnalysisHost()
+    prev = analyze(path, text=text, root=tmp_path, today=today, host=host)
     rnd = random.Random(5)
     kept = 0
     for _ in range(40):
@@ -407,7 +410,7 @@ def test_typing_in_top_level_values_analyses_like_a_fresh_start(tmp_path: Path) 
             continue
         cut = rnd.choice((0, 0, 1))
         new_text = text[:at] + rnd.choice("ab 7") + text[at + cut :]
-        inc = analyze(path, text=new_text, root=tmp_path, today=today, previous=prev)
+        inc = analyze(path, text=new_text, root=tmp_path, today=today, host=host)
         full = analyze(path, text=new_text, root=tmp_path, today=today)
         assert [(d, d.range.start, d.range.end) for d in inc.diagnostics] == [
             (d, d.range.start, d.range.end) for d in full.diagnostics

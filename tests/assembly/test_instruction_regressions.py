@@ -23,11 +23,11 @@ from assembly.diagnostics.rules.instructions import (
 from assembly.prompts import parse_prompt
 from assembly.settings import Settings
 from assembly.text import LineIndex
-from server.tokenizers import load_tokenizer
+from tests.support.engine import loaded
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "instructions-regressions"
 MARKER = "<!-- expect: instruction-far-from-section -->"
-TOKENIZER = load_tokenizer("cl100k_base").tokenizer
+TOKENIZER = loaded("cl100k_base").tokenizer
 
 
 def findings(name: str, **settings: object):  # type: ignore[no-untyped-def]

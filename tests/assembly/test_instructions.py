@@ -24,12 +24,12 @@ from assembly.diagnostics.rules.instructions import (
 from assembly.prompts import parse_prompt
 from assembly.settings import Settings
 from assembly.text import LineIndex
-from server.tokenizers import load_tokenizer
+from tests.support.engine import loaded
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "prompts-corpus"
 PROMPTS = sorted(CORPUS.glob("*.prompt.md"))
 MARKER = "<!-- expect: instruction-far-from-section -->"
-TOKENIZER = load_tokenizer("cl100k_base").tokenizer
+TOKENIZER = loaded("cl100k_base").tokenizer
 
 
 def check_corpus(path: Path) -> None:

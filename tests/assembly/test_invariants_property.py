@@ -24,9 +24,9 @@ from assembly.assemble import SEGMENTS, AssembleOptions, Assembly, assemble
 from assembly.documents import parse_conversation
 from assembly.model import Conversation, DocFormat
 from assembly.settings import SettingsLayer, resolve_settings
-from server.tokenizers import load_tokenizer
+from tests.support.engine import loaded
 
-TOKENIZER = load_tokenizer().tokenizer
+TOKENIZER = loaded().tokenizer
 TODAY = dt.date(2025, 1, 15)
 FATAL = frozenset({"budget-overrun", "last-turn-over-budget", "no-user-message"})
 # ``PROMPTLS_PROPERTY_EXAMPLES=2000 pytest …`` hunts deeper than the fast default.

@@ -39,9 +39,9 @@ from assembly.assemble import (
 from assembly.documents import parse_conversation
 from assembly.model import DocFormat
 from assembly.settings import SettingsLayer, resolve_settings
-from server.tokenizers import load_tokenizer
+from tests.support.engine import loaded
 
-TOKENIZER = load_tokenizer().tokenizer
+TOKENIZER = loaded().tokenizer
 TODAY = dt.date(2026, 7, 15)
 CASES = 150
 

@@ -22,9 +22,9 @@ from assembly.assemble import AssembleOptions, assemble
 from assembly.documents import parse_conversation
 from assembly.model import DocFormat
 from assembly.settings import SettingsLayer, resolve_settings
-from server.tokenizers import load_tokenizer
+from tests.support.engine import loaded
 
-TOKENIZER = load_tokenizer().tokenizer
+TOKENIZER = loaded().tokenizer
 PROPERTY = settings(
     max_examples=int(os.environ.get("PROMPTLS_PROPERTY_EXAMPLES", "150")),
     deadline=None,

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from assembly.diagnostics import RuleContext, check
+from assembly.host import Analysis
 from assembly.ide import completion, folding, hover, inlay, lens, navigation
 from assembly.rope import Rope
 from assembly.text import TextRange
-from server.tokenizers import load_tokenizer
-from server.workspace import Analysis, analyze
+from tests.support.engine import analyze, loaded
 
 ROOT = Path(__file__).resolve().parents[2]
 TODAY = dt.date(2026, 7, 15)
@@ -91,7 +91,7 @@ def check_same(a: Analysis) -> None:
     assert folding.conversation_folds(conv, r.text, index=r.text) == folding.conversation_folds(
         conv, text
     )
-    tokenizer = load_tokenizer(a.settings.encoding, model=a.settings.model).tokenizer
+    tokenizer = loaded(a.settings.encoding, model=a.settings.model).tokenizer
     ctx = RuleContext(
         text=text,
         settings=a.settings,
@@ -114,7 +114,7 @@ def test_suppression_comments_are_read_from_a_rope(tmp_path: Path) -> None:
     text = base[:line] + "# promptls: ignore[history-truncated]\n" + base[line:]
     a = analyze(path, text=text, today=TODAY)
     assert not a.diagnostics  # the comment suppresses the one finding
-    tokenizer = load_tokenizer(a.settings.encoding, model=a.settings.model).tokenizer
+    tokenizer = loaded(a.settings.encoding, model=a.settings.model).tokenizer
     ctx = RuleContext(
         text=text,
         settings=a.settings,

@@ -1,7 +1,7 @@
 """Incremental rules: ``check(ctx, cache=…)`` gives exactly what a fresh ``check`` gives.
 
 Random edit sequences on the rule fixtures, the examples and a generated conversation
-are analysed twice: through ``server.workspace.analyze`` with the previous analysis (the
+are analysed twice: through an ``AnalysisHost`` that keeps the previous analysis (the
 incremental re-read and the rule cache, as the language server does), and afresh. The
 diagnostics must be equal, ranges, related locations and fixes included; and the cache
 must really have been used, so the test cannot pass on the fallback alone. Typing in a
@@ -41,6 +41,7 @@ from assembly.diagnostics.incremental import (
 )
 from assembly.diagnostics.rules.tool_calls import MessageNodes
 from assembly.documents import format_for_path, parse_conversation
+from assembly.host import Analysis, AnalysisHost
 from assembly.incremental import reparse_conversation
 from assembly.model import Conversation, DocFormat, Role, TextBlock
 from assembly.rope import Rope
@@ -48,8 +49,7 @@ from assembly.settings import SettingsLayer, resolve_settings
 from assembly.syntax import Member, SNode
 from assembly.text import TextRange
 from assembly.tokens import Tokenizer
-from server.tokenizers import load_tokenizer
-from server.workspace import Analysis, analyze
+from tests.support.engine import analyze, loaded
 
 ROOT = Path(__file__).resolve().parents[2]
 TODAY = dt.date(2025, 1, 1)
@@ -98,13 +98,14 @@ def _key(an: Analysis) -> list[object]:
 def _run(path: Path, text: str, *, seed: int, n_edits: int) -> None:
     """Analyse ``n_edits`` random edits incrementally and afresh: equal diagnostics."""
     rnd = random.Random(seed)
-    prev = analyze(path, text=text, today=TODAY, cold_cache=False)
+    host = AnalysisHost()
+    prev = analyze(path, text=text, today=TODAY, host=host)
     for _ in range(n_edits):
         text = _edit(text, rnd, prev.conversation)
-        got = analyze(path, text=text, today=TODAY, cold_cache=False, previous=prev)
-        want = analyze(path, text=text, today=TODAY, cold_cache=False)
+        got = analyze(path, text=text, today=TODAY, host=host)
+        want = analyze(path, text=text, today=TODAY)
         assert _key(got) == _key(want), (path.name, seed)
-        assert isinstance(got.caches["rules"], RuleCache)
+        assert isinstance(host.rule_cache, RuleCache)
         prev = got
 
 
@@ -112,10 +113,10 @@ def _run_shared(path: Path, text: str, *, seed: int, n_edits: int) -> int:
     """Same-length edits inside message contents, with the re-read message spliced into
     the previous messages (what the re-read gives once ranges are anchored): check with
     the cache equals check without. Return how many runs reused findings."""
-    an = analyze(path, text=text, today=TODAY, cold_cache=False)
+    an = analyze(path, text=text, today=TODAY)
     conv = an.parsed
     assert conv is not None
-    tokenizer = load_tokenizer(an.settings.encoding).tokenizer
+    tokenizer = loaded(an.settings.encoding).tokenizer
     cache = RuleCache()
     check(_context(conv, text, tokenizer), cache=cache)
     rnd = random.Random(seed)
@@ -185,7 +186,7 @@ def test_reuse_moves_findings_after_the_edited_message() -> None:
     )
     fmt = DocFormat.JSON
     conv = parse_conversation(text, fmt)
-    settings_tokenizer: Tokenizer = load_tokenizer("cl100k_base").tokenizer
+    settings_tokenizer: Tokenizer = loaded("cl100k_base").tokenizer
     cache = RuleCache()
     ctx = _context(conv, text, settings_tokenizer)
     first = check(ctx, cache=cache)
@@ -334,7 +335,8 @@ def _run_typing(
     Return, by kind, what each run that reused findings saw: the content facts that
     changed, the rules run again, whether the budget cut moved."""
     rnd = random.Random(seed)
-    prev = analyze(path, text=text, today=TODAY, cold_cache=False)
+    host = AnalysisHost()
+    prev = analyze(path, text=text, today=TODAY, host=host)
     fast: dict[str, list[_Fast]] = {k: [] for k in kinds}
     undo: str | None = None
     for _ in range(n_edits):
@@ -344,10 +346,10 @@ def _run_typing(
         else:
             before = text
             text, pos = _type(text, rnd, prev.conversation, kind)
-        got = analyze(path, text=text, today=TODAY, cold_cache=False, previous=prev)
-        want = analyze(path, text=text, today=TODAY, cold_cache=False)
+        got = analyze(path, text=text, today=TODAY, host=host)
+        want = analyze(path, text=text, today=TODAY)
         assert _key(got) == _key(want), (path.name, seed, kind)
-        cache = got.caches["rules"]
+        cache = host.rule_cache
         assert isinstance(cache, RuleCache)
         if len(got.conversation.issues) > len(prev.conversation.issues):
             undo = before
@@ -405,7 +407,7 @@ def test_typing_in_a_system_message_or_a_file_reruns_only_the_rules_that_read_it
 ) -> None:
     path = _rich_conversation(tmp_path, budget=budget, read_file=read_file)
     text = path.read_text(encoding="utf-8")
-    first = analyze(path, text=text, today=TODAY, cold_cache=False)
+    first = analyze(path, text=text, today=TODAY)
     codes = {d.code for d in first.diagnostics}
     assert codes >= {"unknown-placeholder", "custom-prompt-in-system"}
     assert "guidance-for-unavailable-tool" in codes
@@ -428,12 +430,14 @@ def test_typing_in_a_system_message_or_a_file_reruns_only_the_rules_that_read_it
         assert sum(ran == () for _, ran, _, _ in files) >= len(files) // 2
 
 
-def _edit_pair(text: str, new_text: str) -> tuple[Analysis, Analysis]:
-    """The analysis of ``new_text`` after one of ``text`` (incremental), and afresh."""
+def _edit_pair(text: str, new_text: str) -> tuple[Analysis, Analysis, AnalysisHost]:
+    """The analysis of ``new_text`` after one of ``text`` (incremental), afresh, and the
+    host of the first (whose caches the incremental one used)."""
     path, root = Path("/virtual/doc.conv.json"), Path("/virtual")
-    prev = analyze(path, text=text, today=TODAY, cold_cache=False, root=root)
-    got = analyze(path, text=new_text, today=TODAY, cold_cache=False, previous=prev, root=root)
-    return got, analyze(path, text=new_text, today=TODAY, cold_cache=False, root=root)
+    host = AnalysisHost()
+    analyze(path, text=text, today=TODAY, root=root, host=host)
+    got = analyze(path, text=new_text, today=TODAY, root=root, host=host)
+    return got, analyze(path, text=new_text, today=TODAY, root=root), host
 
 
 def test_fixing_a_placeholder_in_a_system_message_reruns_the_system_prompt_rules() -> None:
@@ -444,8 +448,8 @@ def test_fixing_a_placeholder_in_a_system_message_reruns_the_system_prompt_rules
         '  {"id": "u2", "role": "user", "content": "bye"}\n'
         "]}"
     )
-    got, want = _edit_pair(text, text.replace("CURRENT_DATE}}", "CURRENT_DATETIME}}"))
-    cache = got.caches["rules"]
+    got, want, host = _edit_pair(text, text.replace("CURRENT_DATE}}", "CURRENT_DATETIME}}"))
+    cache = host.rule_cache
     assert isinstance(cache, RuleCache)
     assert cache.reused and cache.changed == {SYSTEM_TEXT}
     assert set(cache.recomputed) == SYSTEM_RULES
@@ -466,17 +470,17 @@ def test_a_rule_that_hid_what_it_reads_would_be_caught(monkeypatch: pytest.Monke
         "]}"
     )
     new_text = text.replace('"content": "x"', '"content": ""')
-    got, want = _edit_pair(text, new_text)
+    got, want, host = _edit_pair(text, new_text)
     assert "custom-prompt-in-system" not in {d.code for d in got.diagnostics}
     assert _key(got) == _key(want)
-    cache = got.caches["rules"]
+    cache = host.rule_cache
     assert isinstance(cache, RuleCache) and cache.reused
     hidden = tuple(
         dataclasses.replace(r, reads=frozenset()) if r.code == "custom-prompt-in-system" else r
         for r in RULES
     )
     monkeypatch.setattr("assembly.diagnostics.RULES", hidden)
-    got, want = _edit_pair(text, new_text)
+    got, want, host = _edit_pair(text, new_text)
     assert "custom-prompt-in-system" in {d.code for d in got.diagnostics}
     assert _key(got) != _key(want)
 
@@ -603,11 +607,11 @@ def _run_prompt_typing(
     the incremental re-read does (the messages shared): ``check`` with the cache equals
     ``check`` without, on the text as a ``str`` or a ``Rope``. Return what each prompt
     edit that reused findings saw, and how many runs there were."""
-    an = analyze(path, text=text, today=TODAY, cold_cache=False)
+    an = analyze(path, text=text, today=TODAY)
     conv = an.parsed
     assert conv is not None
     fmt = conv.format
-    tokenizer = load_tokenizer(an.settings.encoding).tokenizer
+    tokenizer = loaded(an.settings.encoding).tokenizer
 
     def ctx_of(c: Conversation, t: str) -> RuleContext:
         ctx = _context(c, t, tokenizer)
@@ -728,7 +732,7 @@ def test_typing_in_an_inline_prompt_reruns_only_the_rules_that_read_it(
 ) -> None:
     path = _prompted_conversation(tmp_path, budget=budget)
     text = path.read_text(encoding="utf-8")
-    first = analyze(path, text=text, today=TODAY, cold_cache=False)
+    first = analyze(path, text=text, today=TODAY)
     codes = {d.code for d in first.diagnostics}
     assert {"unknown-placeholder", "custom-prompt-in-system"} <= codes
     assert {"guidance-for-unavailable-tool", "file-id-not-in-read-file-list"} <= codes
@@ -749,7 +753,7 @@ def test_typing_in_an_inline_prompt_reruns_only_the_rules_that_read_it(
 def _prompt_pair(text: str, new_text: str, attr: str) -> tuple[RuleCache, RuleContext]:
     """A cache after ``text``, and the context of ``new_text`` as re-read after an edit
     inside the prompt ``attr``."""
-    tokenizer: Tokenizer = load_tokenizer("cl100k_base").tokenizer
+    tokenizer: Tokenizer = loaded("cl100k_base").tokenizer
     conv = parse_conversation(text, DocFormat.JSON)
     cache = RuleCache()
     check(_context(conv, text, tokenizer), cache=cache)
@@ -885,8 +889,8 @@ def test_the_reread_of_a_prompt_edit_takes_the_fast_path_through_analyze() -> No
     ):
         at = text.index(needle) + 2
         new_text = text[:at] + "x" + text[at:]
-        got, want = _edit_pair(text, new_text)
-        cache = got.caches["rules"]
+        got, want, host = _edit_pair(text, new_text)
+        cache = host.rule_cache
         assert isinstance(cache, RuleCache)
         assert cache.reused and _PROMPT_KINDS[attr] in cache.changed, attr
         assert set(cache.recomputed) == PROMPT_READERS[attr], attr

@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
+from assembly.host import Analysis
 from assembly.text import LineIndex
-from server.workspace import Analysis, analyze
+from tests.support.engine import analyze
 from tests.support.golden import check_golden
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "assembly"

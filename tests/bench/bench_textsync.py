@@ -38,7 +38,7 @@ from assembly.diagnostics import Diagnostic, Severity
 from assembly.rope import Rope
 from assembly.text import TextRange
 from server.lsp import convert
-from server.lsp.app import build_server
+from server.lsp.handlers import build_server
 
 GEN = Path(__file__).resolve().parent / "gen_conversation.py"
 

@@ -20,7 +20,9 @@ from assembly.model import DocFormat
 from assembly.settings import SettingsLayer, resolve_settings
 from assembly.text import TextRange
 from server import files, precount
-from server.cli.lint import LintOptions, _relint_reporting, discover
+from server.cli.lint.discover import discover
+from server.cli.lint.model import LintOptions
+from server.cli.lint.watch import relint_reporting
 from server.workspace import analyze, resolve_reference
 
 
@@ -253,7 +255,7 @@ def test_watch_reports_an_unexpected_exception_and_goes_on(
     def relint(changed: object) -> None:
         raise KeyError("boom")
 
-    _relint_reporting(relint, None)
+    relint_reporting(relint, None)
     err = capsys.readouterr().err
     assert "internal error while re-linting: KeyError: 'boom'" in err
 

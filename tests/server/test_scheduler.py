@@ -241,7 +241,7 @@ async def test_a_failing_analysis_is_published_as_internal_error_and_keeps_the_l
 
     real = Session._analyze
 
-    def boom(self: Session, doc: Any) -> Any:
+    def boom(self: Session, doc: Any, edit: Any) -> Any:
         raise RecursionError("maximum recursion depth exceeded")
 
     monkeypatch.setattr(Session, "_analyze", boom)

@@ -21,7 +21,8 @@ import pytest
 from lsprotocol import types as lsp
 
 from assembly.rope import Rope
-from server.lsp.session import THAW_EVERY, DocState, Snapshot
+from server.lsp.session import THAW_EVERY
+from server.lsp.state import DocState, Snapshot
 from tests.support.inprocess import InProcessClient
 
 TIMEOUT_S = 20

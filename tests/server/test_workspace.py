@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from assembly.diagnostics import Diagnostic
+from assembly.model import Role
 from assembly.text import LineIndex
 from server.workspace import analyze
 
@@ -197,3 +198,38 @@ def test_todays_openai_models_count_with_o200k_base_offline(
         "o200k_base",
         None,
     )
+
+
+# ------------------------------------------------------ the document's own bytes
+
+
+def test_invalid_utf8_is_reported_and_the_replaced_text_assembled(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.conv.json"
+    path.write_bytes(b'[{"role": "user", "content": "caf\xe9 au lait"}]')
+    res = analyze(path, root=tmp_path, today=TODAY)
+    [diag] = [d for d in res.diagnostics if d.code == "syntax-error"]
+    assert diag.severity == "error"
+    assert "0xe9" in diag.message
+    assert res.text[diag.range.start : diag.range.end] == "\ufffd"
+    assert (diag.range.start, diag.range.end) == (33, 34)
+    assert res.assembly.ok
+    assert res.assembly.provider_messages == ({"role": "user", "content": "caf\ufffd au lait"},)
+
+
+def test_invalid_utf8_after_a_bom(tmp_path: Path) -> None:
+    path = tmp_path / "bom.conv.json"
+    path.write_bytes(b'\xef\xbb\xbf[{"role": "user", "content": "caf\xe9"}]')
+    res = analyze(path, root=tmp_path, today=TODAY)
+    assert [(d.code, res.text[d.range.start : d.range.end]) for d in res.diagnostics] == [
+        ("syntax-error", "\ufffd")
+    ]
+    assert "0xe9" in res.diagnostics[0].message
+    assert res.assembly.provider_messages == ({"role": "user", "content": "caf\ufffd"},)
+
+
+def test_a_bom_alone_is_not_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "bom.conv.yaml"
+    path.write_bytes("\ufeff- role: user\n  content: héllo\n".encode())
+    res = analyze(path, root=tmp_path, today=TODAY)
+    assert res.diagnostics == ()
+    assert [m.role for m in res.conversation.messages] == [Role.USER]

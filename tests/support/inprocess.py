@@ -17,7 +17,8 @@ from typing import Any
 from lsprotocol import converters
 from lsprotocol import types as lsp
 
-from server.lsp.app import PromptServer, build_server
+from server.lsp.app import PromptServer
+from server.lsp.handlers import build_server
 
 TIMEOUT_S = 20
 
@@ -124,7 +125,7 @@ class InProcessClient:
         return sum(1 for m in self.sent if m.get("method") == method and "id" in m)
 
     def shutdown(self) -> None:
-        self.server.session.close()
+        self.server.session.shutdown()
 
     def _feed(self, message: dict[str, Any]) -> None:
         protocol = self.server.protocol

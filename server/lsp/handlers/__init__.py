@@ -1,4 +1,5 @@
-"""The method -> handler table: every LSP feature the server offers, on one screen."""
+"""The method -> handler table: every LSP feature the server offers, on one screen;
+``build_server`` makes a server with them."""
 
 from __future__ import annotations
 
@@ -66,3 +67,10 @@ def register(server: PromptServer) -> None:
     # Commands.
     for name in COMMANDS:
         server.command(name)(commands.HANDLERS[name])
+
+
+def build_server() -> PromptServer:
+    """A language server with every handler registered."""
+    server = PromptServer()
+    register(server)
+    return server

@@ -24,14 +24,13 @@ from pathlib import Path
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
+from assembly.host import PROMPT_SUFFIX, Analysis
 from assembly.ide import lens
 from server.cli.diff import TemplateUse, template_use
-from server.cli.lint import PROMPT_SUFFIX
 from server.lsp import convert
 from server.lsp.app import PromptServer
 from server.lsp.ext import SHOW_ASSEMBLED_COMMAND, SHOW_TEMPLATE_DIFF_COMMAND
 from server.lsp.handlers.documents import latest_view
-from server.workspace import Analysis
 
 
 async def code_lens(ls: PromptServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens] | None:
@@ -82,17 +81,12 @@ async def template_use_of(ls: PromptServer, uri: str, path: Path) -> TemplateUse
     except OSError:
         on_disk = None
     version = (doc.version if doc is not None else None, on_disk)
-    cached = s.template_uses.get(key)
-    if cached is not None and cached[0] == version:
-        return await asyncio.shield(cached[1])
     root = s.root_for(path)
-    task = asyncio.ensure_future(
-        asyncio.to_thread(template_use, key, root=root, today=dt.date.today())
+    task = s.template_use(
+        key,
+        version,
+        lambda: asyncio.ensure_future(
+            asyncio.to_thread(template_use, key, root=root, today=dt.date.today())
+        ),
     )
-    s.template_uses[key] = (version, task)
-    try:
-        return await asyncio.shield(task)
-    except Exception:
-        if s.template_uses.get(key, (None, None))[1] is task:
-            del s.template_uses[key]  # a failure is not cached
-        raise
+    return await asyncio.shield(task)  # type: ignore[no-any-return]

@@ -24,8 +24,8 @@ from typing import Any
 from pygls.exceptions import JsonRpcContentModified, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
+from assembly.host import PROMPT_SUFFIX, Analysis
 from server.cli.diff import DiffError
-from server.cli.lint import PROMPT_SUFFIX
 from server.htmlview import render_html
 from server.lsp.app import PromptServer
 from server.lsp.ext import (
@@ -38,7 +38,7 @@ from server.lsp.ext import (
 from server.lsp.handlers.code_lens import template_use_of
 from server.lsp.handlers.documents import current_view
 from server.output import assembly_json
-from server.workspace import Analysis, analyze
+from server.workspace import analyze
 
 ASSEMBLE_TIMEOUT_S = 60.0  # the longest an unopened file's assembly may take
 

@@ -23,7 +23,8 @@ from assembly.rope import Rope
 from server.lsp import convert
 from server.lsp.app import PromptServer
 from server.lsp.scheduler import SETTLE_S, View
-from server.lsp.session import DocState, Snapshot, document_kind
+from server.lsp.session import document_kind
+from server.lsp.state import DocState, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,9 @@ log = logging.getLogger(__name__)
 def did_open(ls: PromptServer, params: lsp.DidOpenTextDocumentParams) -> None:
     doc = params.text_document
     if document_kind(doc.uri) is not None:
-        _update(ls, doc.uri, doc.version, Rope.from_str(doc.text))
+        state = ls.session.open(doc.uri, doc.version, Rope.from_str(doc.text))
+        if state is not None:
+            _changed(ls, state)
 
 
 def did_change(ls: PromptServer, params: lsp.DidChangeTextDocumentParams) -> None:
@@ -39,8 +42,10 @@ def did_change(ls: PromptServer, params: lsp.DidChangeTextDocumentParams) -> Non
     old = ls.session.documents.get(uri)
     if old is None:
         return  # not a document we analyse, or changed without being opened
-    text = convert.apply_lsp_changes(old.text, params.content_changes, ls.session.encoding)
-    _update(ls, uri, params.text_document.version, text)
+    text, edit = convert.apply_lsp_changes(old.text, params.content_changes, ls.session.encoding)
+    state = ls.session.change(uri, params.text_document.version, text, edit)
+    if state is not None:
+        _changed(ls, state)
 
 
 def did_save(ls: PromptServer, params: lsp.DidSaveTextDocumentParams) -> None:
@@ -52,9 +57,7 @@ def did_save(ls: PromptServer, params: lsp.DidSaveTextDocumentParams) -> None:
 def did_close(ls: PromptServer, params: lsp.DidCloseTextDocumentParams) -> None:
     uri = params.text_document.uri
     s = ls.session
-    s.documents.pop(uri, None)
-    s.snapshots.pop(uri, None)
-    s.scheduler.closed(uri)
+    s.close(uri)
     if not s.capabilities.pull_diagnostics:
         ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
     path = to_fs_path(uri)
@@ -110,17 +113,11 @@ def install(ls: PromptServer) -> None:
     ls.session.scheduler.on_current = lambda snap, prev: _finished(ls, snap, prev)
 
 
-def _update(ls: PromptServer, uri: str, version: int | None, text: Rope) -> None:
-    s = ls.session
-    path = to_fs_path(uri)
-    kind = document_kind(uri)
-    if path is None or kind is None:
-        return
-    s.documents[uri] = DocState(uri, Path(path), version, text, kind)
-    schedule(ls, uri)
-    # Open conversations that read this file see the new text.
-    for dependent in s.dependents(Path(path).resolve()):
-        if dependent != uri:
+def _changed(ls: PromptServer, state: DocState) -> None:
+    """A document's text changed: analyse it, and the open conversations that read it."""
+    schedule(ls, state.uri)
+    for dependent in ls.session.dependents(state.path.resolve()):
+        if dependent != state.uri:
             schedule(ls, dependent)
 
 

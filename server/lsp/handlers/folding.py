@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
+from assembly.host import Analysis
 from assembly.ide import folding as ide_folding
 from server.lsp import convert
 from server.lsp.app import Prepared, PromptServer, prepare
 from server.lsp.handlers.documents import current_view
 from server.lsp.scheduler import View
-from server.workspace import Analysis
 
 
 async def folding_range(ls: PromptServer, params: lsp.FoldingRangeParams) -> Prepared | None:

@@ -13,12 +13,12 @@ import datetime as dt
 
 from lsprotocol import types as lsp
 
+from assembly.host import Analysis
 from assembly.ide import hover as ide_hover
 from server.lsp import convert
 from server.lsp.app import PromptServer
 from server.lsp.handlers.documents import latest_view
 from server.tokenizers import load_tokenizer
-from server.workspace import Analysis
 
 STALE_NOTE = "\n\n---\n*From the analysis of version {version}: the document has changed since.*"
 

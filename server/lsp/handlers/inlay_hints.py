@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
+from assembly.host import Analysis
 from assembly.ide import inlay
 from server.lsp import convert
 from server.lsp.app import PromptServer
 from server.lsp.handlers.documents import latest_view
 from server.tokenizers import load_tokenizer
-from server.workspace import Analysis
 
 
 async def inlay_hint(ls: PromptServer, params: lsp.InlayHintParams) -> list[lsp.InlayHint] | None:

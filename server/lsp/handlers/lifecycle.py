@@ -31,14 +31,16 @@ WATCH_GLOBS = ("**/pyproject.toml", "**/promptls.toml", "**/*.prompt.md", "**/*.
 
 def initialize(ls: PromptServer, params: lsp.InitializeParams) -> None:
     s = ls.session
-    s.capabilities = ResolvedCapabilities.of(params.capabilities)
     encoding = ls.workspace.position_encoding or lsp.PositionEncodingKind.Utf16
-    s.encoding = str(getattr(encoding, "value", encoding))
+    s.initialize(
+        ResolvedCapabilities.of(params.capabilities),
+        str(getattr(encoding, "value", encoding)),
+        asyncio.get_running_loop(),
+    )
     ls.refused_roots = s.set_roots(_roots(params))
     options = params.initialization_options
     if isinstance(options, dict):
         s.initial_settings_for(options.get(SECTION, options))
-    s.loop = asyncio.get_running_loop()
 
 
 async def initialized(ls: PromptServer, params: lsp.InitializedParams) -> None:
@@ -121,7 +123,7 @@ def did_change_watched_files(ls: PromptServer, params: lsp.DidChangeWatchedFiles
 
 
 def shutdown(ls: PromptServer, params: Any) -> None:
-    ls.session.close()
+    ls.session.shutdown()
 
 
 async def _pull_configuration(ls: PromptServer) -> None:

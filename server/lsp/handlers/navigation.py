@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
+from assembly.host import Analysis
 from assembly.ide import navigation as ide_navigation
 from server.lsp import convert
 from server.lsp.app import PromptServer
 from server.lsp.handlers.documents import current_view
-from server.workspace import Analysis
 
 
 async def definition(ls: PromptServer, params: lsp.DefinitionParams) -> list[lsp.Location] | None:

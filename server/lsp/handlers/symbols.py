@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
+from assembly.host import Analysis
 from assembly.ide import symbols as ide_symbols
 from server.lsp import convert
 from server.lsp.app import Prepared, PromptServer, prepare
 from server.lsp.handlers.documents import current_view
 from server.lsp.scheduler import View
-from server.workspace import Analysis
 
 
 async def document_symbol(ls: PromptServer, params: lsp.DocumentSymbolParams) -> Prepared | None:

@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
+from assembly.host import Analysis
 from assembly.model import Conversation
 from server.output import assembly_json
-from server.workspace import Analysis, analyze
+from server.workspace import analyze
 from tests.support.golden import check_golden
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "parity"

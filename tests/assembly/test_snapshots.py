@@ -3,16 +3,13 @@
 Issue 13's defect: a re-parse moved message ranges in place through a shared anchor, so an
 older analysis still read by hover, inlay hints and code lens changed under them (a
 diagnostic covering ``"call_1"`` later covered ``_1", "ty``). Here a document is opened, its
-analysis taken, ten edits applied as an editor sends them (the incremental re-read with
-``previous=``; some edits move every later message, one inserts a message, one changes a
+analysis taken, ten edits applied as an editor sends them (``AnalysisHost.apply_change``
+with each edit's span; some edits move every later message, one inserts a message, one changes a
 tool-call id), and the first analysis's every range (its diagnostics and related
 locations, its conversation's message, content, id and tool-call ranges resolved through
 its own table of starts, what its hover, inlay hints, code lens and outline return) must
 still point at the same text in its own version. Each later analysis must also equal a
 fresh analysis of its text.
-
-(In ``tests/server`` because ``analyze``, which chains the analyses, lives in
-``server/workspace.py`` for now.)
 """
 
 from __future__ import annotations
@@ -22,11 +19,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from assembly.host import Analysis, AnalysisHost, Edit
 from assembly.ide import hover, inlay, lens, symbols
 from assembly.model import Conversation
 from assembly.rope import Rope
 from assembly.text import TextRange
-from server.workspace import Analysis, analyze
+from tests.support.engine import analyze
 
 TODAY = dt.date(2025, 6, 2)
 
@@ -177,7 +175,8 @@ def test_an_analysis_stays_true_of_its_own_text_after_ten_edits(tmp_path: Path) 
     text = json.dumps(DOC, indent=2)
     path.write_text(text, encoding="utf-8")
     rope = Rope.from_str(text)
-    first = analyze(path, text=rope, root=tmp_path, today=TODAY)
+    host = AnalysisHost()
+    first = analyze(path, text=rope, root=tmp_path, today=TODAY, host=host)
     codes = {d.code for d in first.diagnostics}
     assert {"orphaned-tool-response", "unanswered-tool-call"} <= codes
     before = _snapshot(first)
@@ -191,7 +190,8 @@ def test_an_analysis_stays_true_of_its_own_text_after_ten_edits(tmp_path: Path) 
     prev, cur, moved_shared = first, rope, 0
     for start, end, new in _edits(text):
         cur = cur.edit(start, end, new)
-        nxt = analyze(path, text=cur, root=tmp_path, today=TODAY, previous=prev)
+        edit = Edit.replace(start, end, new)
+        nxt = analyze(path, text=cur, root=tmp_path, today=TODAY, host=host, edit=edit)
         fresh = analyze(path, text=str(cur), root=tmp_path, today=TODAY)
         # Each version is what a fresh analysis of its text says.
         assert [(d.code, d.range, d.message) for d in nxt.diagnostics] == [

@@ -1,0 +1,540 @@
+"""The analysis host: a document's analyses, each an immutable value, the next built from the last.
+
+An ``Analysis`` is one version of a document read, configured, assembled and checked; it
+never changes once made. An ``AnalysisHost`` (rust-analyzer's word) holds one document's
+latest analysis and what the pipeline's stages keep for the next run (typed fields, one
+per stage); ``apply_change(text, edit, …)`` gives the analysis of the next version from
+the previous one, re-reading only what the edit touched, and ``analyze`` starts afresh.
+
+Pure: whatever an analysis needs besides the document's text comes in as values
+(``Inputs``: the settings layers found outside the document, the date, the rule
+selection) or through ``Sources`` (a file the document names, a tokenizer by encoding),
+which the IO half implements (``server.workspace``; the tests give in-memory ones).
+Templates (``*.prompt.md``) keep nothing between versions: ``analyze_prompt``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any, Literal, Protocol
+
+from assembly.assemble import AssembleOptions, Assembly, assemble
+from assembly.assemble_cache import AssemblyCache
+from assembly.diagnostics import (
+    Diagnostic,
+    Related,
+    RuleCache,
+    RuleContext,
+    Severity,
+    check,
+    from_exception,
+    from_issues,
+    from_setting_issues,
+    sort_key,
+)
+from assembly.documents import format_for_path, parse_conversation, read_tools, tools_from_settings
+from assembly.incremental import reparse_conversation
+from assembly.model import Conversation, DocFormat, PromptRef, PromptTemplate
+from assembly.prompts import parse_prompt
+from assembly.rope import Rope
+from assembly.settings import Settings, SettingsLayer, resolve_settings
+from assembly.text import TextRange
+from assembly.tokens import Tokenizer
+
+DOCUMENT_SOURCE = "<document>"
+COMMAND_LINE_SOURCE = "command line"
+PROMPT_SUFFIX = ".prompt.md"  # a template; conversations: ``documents.CONVERSATION_SUFFIXES``
+
+DocKind = Literal["conversation", "prompt"]
+
+
+def kind_of(name: str) -> DocKind | None:
+    """The kind of document a file name says (``analyze_prompt`` for a template, an
+    ``AnalysisHost`` for a conversation), or None for files that are neither."""
+    if name.lower().endswith(PROMPT_SUFFIX):
+        return "prompt"
+    if format_for_path(name) is not None:
+        return "conversation"
+    return None
+
+
+# ---------------------------------------------------------------------------- what goes in
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """Where two versions of a text differ: ``[start, old_end)`` of the old one became
+    ``[start, new_end)`` of the new one (``Rope.changed_span``'s triple)."""
+
+    start: int
+    old_end: int
+    new_end: int
+
+    @staticmethod
+    def replace(start: int, end: int, new_text: str) -> Edit:
+        """The edit that replaces ``[start, end)`` with ``new_text``."""
+        return Edit(start, end, start + len(new_text))
+
+    @staticmethod
+    def none(length: int) -> Edit:
+        """No change to a text of ``length`` code points."""
+        return Edit(length, length, length)
+
+    def fits(self, old_length: int, new_length: int) -> bool:
+        """Whether this can be the edit from a text of ``old_length`` to one of ``new_length``."""
+        return (
+            0 <= self.start <= self.old_end <= old_length
+            and self.start <= self.new_end <= new_length
+            and new_length - self.new_end == old_length - self.old_end
+        )
+
+    def then(self, later: Edit) -> Edit:
+        """This edit followed by ``later`` (whose offsets are in the text this one left),
+        as one edit of the text before both: the smallest span covering both."""
+        start = min(self.start, later.start)
+        end = max(self.new_end, later.old_end)  # in the text between the two edits
+        return Edit(
+            start,
+            end - (self.new_end - self.old_end),
+            end + (later.new_end - later.old_end),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FileText:
+    """A file the document names (a template, a project file), as the IO half found it.
+
+    ``path`` None: it was not read; ``code`` and ``problem`` say why (reported at the
+    reference). ``diagnostics`` are about its bytes (invalid UTF-8), in that file.
+    """
+
+    path: PurePath | None
+    text: str = ""
+    diagnostics: tuple[Diagnostic, ...] = ()
+    code: str = ""
+    problem: str = ""
+
+
+class LoadedTokenizer(Protocol):
+    """A tokenizer chosen by encoding, and what to say when the one asked for was not there."""
+
+    @property
+    def tokenizer(self) -> Tokenizer: ...
+    @property
+    def requested(self) -> str: ...
+    @property
+    def warning(self) -> str | None: ...
+
+
+class Sources(Protocol):
+    """What an analysis reads from outside the document (implemented by the IO half)."""
+
+    def read(self, ref: str) -> FileText:
+        """The file ``ref`` (as the document writes it) names, relative to the document."""
+        ...
+
+    def tokenizer(self, encoding: str | None, model: str | None) -> LoadedTokenizer:
+        """The tokenizer for ``encoding`` (or the model's), never failing: a fallback."""
+        ...
+
+    def counting(self, conversation: Conversation, tokenizer: Tokenizer) -> None:
+        """A hint: ``conversation``'s texts are about to be counted with ``tokenizer``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """Everything an analysis reads besides the document's text and the files it names."""
+
+    path: PurePath  # the document's (its name says the format; findings name it)
+    today: dt.date  # for {{CURRENT_DATETIME}}
+    layers: tuple[SettingsLayer, ...] = ()  # the settings file's and the editor's
+    overrides: Mapping[str, Any] | None = None  # command-line flags: win over every source
+    select: Collection[str] | None = None  # the rules that run (``diagnostics.check``)
+    ignore: Collection[str] = ()
+    # Found while gathering these: a settings file's error, the document's invalid bytes.
+    diagnostics: tuple[Diagnostic, ...] = ()
+    unreadable: bool = False  # the document was not read: its empty text is not the author's
+    other_texts: Mapping[str, str] = field(default_factory=dict)  # the settings file's text
+    dependencies: tuple[PurePath, ...] = ()  # the files read so far (the settings file)
+
+
+# --------------------------------------------------------------------------- what comes out
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """A document, its effective settings, its assembly and every diagnostic about it."""
+
+    path: PurePath
+    text: str | Rope  # a rope when it is an editor's buffer
+    conversation: Conversation
+    settings: Settings
+    assembly: Assembly
+    diagnostics: tuple[Diagnostic, ...]
+    encoding_requested: str
+    encoding_warning: str | None
+    dependencies: tuple[PurePath, ...] = field(default=())
+    # Texts of the other files that diagnostics point into, by path.
+    other_texts: dict[str, str] = field(default_factory=dict)
+    # The conversation exactly as read from ``text`` (before tools from a template are
+    # added): what the next analysis re-reads incrementally.
+    parsed: Conversation | None = None
+    # A dataset (one conversation per JSON Lines line): each record's own analysis. The
+    # fields above are then the first record's, except ``conversation`` (the dataset) and
+    # ``diagnostics`` (every record's).
+    records: tuple[Analysis, ...] = ()
+
+    def at(self, offset: int) -> Analysis:
+        """The analysis that covers ``offset``: the record whose line holds it, else this."""
+        for r in self.records:
+            root = r.conversation.root
+            if root is not None and root.range.start <= offset <= root.range.end:
+                return r
+        return self
+
+    def record_number(self, record: Analysis) -> int:
+        """1-based position of ``record`` among the dataset's records."""
+        return next(k for k, r in enumerate(self.records, 1) if r is record)
+
+
+@dataclass(frozen=True, slots=True)
+class PromptAnalysis:
+    """A prompt template checked on its own."""
+
+    path: PurePath
+    text: str
+    template: PromptTemplate
+    settings: Settings
+    diagnostics: tuple[Diagnostic, ...]
+    other_texts: dict[str, str] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------- the host
+
+
+class AnalysisHost:
+    """One document's latest analysis and what the stages keep for the next one.
+
+    Not thread-safe: one host per document, used by one thread at a time (the server's
+    analysis thread). When an analysis raises, the host forgets everything, so the next
+    one starts afresh instead of from a half-updated cache.
+    """
+
+    def __init__(self) -> None:
+        self.previous: Analysis | None = None
+        self.assemble_cache = AssemblyCache()  # the ``assemble`` stage's
+        self.rule_cache = RuleCache()  # the rule engine's
+
+    def analyze(self, text: str | Rope, inputs: Inputs, sources: Sources) -> Analysis:
+        """The analysis of ``text`` from scratch (nothing kept is used)."""
+        self.reset()
+        return self._run(text, None, inputs, sources)
+
+    def apply_change(
+        self, text: str | Rope, edit: Edit | None, inputs: Inputs, sources: Sources
+    ) -> Analysis:
+        """The analysis of ``text``, the previous analysis' text changed by ``edit``.
+
+        Only the message the edit falls in is read again (when the previous version's
+        parse allows it), and the stages reuse what they kept. ``edit`` None: not known
+        (the texts are compared). Without a previous analysis, this is ``analyze``.
+        """
+        return self._run(text, edit, inputs, sources)
+
+    def reset(self) -> None:
+        """Forget the previous analysis and every stage's cache."""
+        self.previous = None
+        self.assemble_cache = AssemblyCache()
+        self.rule_cache = RuleCache()
+
+    def _run(
+        self, text: str | Rope, edit: Edit | None, inputs: Inputs, sources: Sources
+    ) -> Analysis:
+        try:
+            analysis = self._analysis(text, edit, inputs, sources)
+        except BaseException:
+            self.reset()
+            raise
+        self.previous = analysis
+        return analysis
+
+    def _analysis(
+        self, text: str | Rope, edit: Edit | None, inputs: Inputs, sources: Sources
+    ) -> Analysis:
+        fmt = document_format(inputs.path, text)
+        previous = self.previous
+        conv = None
+        if previous is not None and previous.parsed is not None:
+            span = None
+            if edit is not None and edit.fits(len(previous.text), len(text)):
+                span = (edit.start, edit.old_end, edit.new_end)
+            conv = reparse_conversation(previous.parsed, previous.text, text, fmt, span=span)
+        if conv is None:
+            conv = parse_conversation(str(text), fmt)
+        diags = list(inputs.diagnostics)
+        if not inputs.unreadable:
+            diags.extend(from_issues(conv.issues))
+        if conv.records:
+            guess = resolve_outside(inputs)
+            sources.counting(conv, sources.tokenizer(guess.encoding, guess.model).tokenizer)
+            self.reset()  # a dataset's records are analysed afresh, keeping nothing
+            return _dataset(conv, text, diags, inputs, sources)
+        result = _conversation(
+            conv, text, diags, inputs, sources, self.assemble_cache, self.rule_cache, count=True
+        )
+        if result.rule_cache is not self.rule_cache:
+            self.rule_cache = result.rule_cache
+        return dataclasses.replace(result.analysis, parsed=conv)
+
+
+# ----------------------------------------------------------------------------- templates
+
+
+def analyze_prompt(
+    text: str, inputs: Inputs, sources: Sources, *, user_tools: Collection[str] | None = None
+) -> PromptAnalysis:
+    """Parse and check a ``*.prompt.md`` template on its own (no conversation).
+
+    ``user_tools``: the tool names of the conversations that use this template (their
+    ``system_prompt`` points here); they join the ``tools`` setting, so the instruction
+    rules know the tools the template is sent with.
+    """
+    template = parse_prompt(text)
+    diags = [*inputs.diagnostics, *from_issues(template.issues)]
+    layers = list(inputs.layers)
+    fm_settings = template.front_matter.get("settings")
+    if isinstance(fm_settings, dict):
+        layers.append(SettingsLayer(DOCUMENT_SOURCE, fm_settings, _front_matter_ranges(template)))
+    if inputs.overrides:
+        layers.append(SettingsLayer(COMMAND_LINE_SOURCE, dict(inputs.overrides)))
+    settings, setting_issues = resolve_settings(layers)
+    diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
+    if user_tools:
+        settings = settings.model_copy(
+            update={"tools": [*(settings.tools or ()), *sorted(set(user_tools))]}
+        )
+    load = sources.tokenizer(settings.encoding, settings.model)
+    ctx = RuleContext(
+        text=text,
+        settings=settings,
+        tokenizer=load.tokenizer,
+        template=template,
+        reported=tuple(diags),
+    )
+    try:
+        found = check(ctx, select=inputs.select, ignore=inputs.ignore)
+    except Exception as exc:  # a bug in a rule: the findings say so
+        found = _with_internal_error(ctx.reported, exc, "checking the rules")
+    return PromptAnalysis(
+        path=inputs.path,
+        text=text,
+        template=template,
+        settings=settings,
+        diagnostics=tuple(found),
+        other_texts=dict(inputs.other_texts),
+    )
+
+
+def resolve_outside(inputs: Inputs) -> Settings:
+    """The settings known before the document is read (its own come later): what a
+    tokenizer can be chosen by to count its texts while it is parsed."""
+    layers = list(inputs.layers)
+    if inputs.overrides:
+        layers.append(SettingsLayer(COMMAND_LINE_SOURCE, dict(inputs.overrides)))
+    return resolve_settings(layers)[0]
+
+
+def document_format(path: PurePath, text: str | Rope) -> DocFormat:
+    """The format a document's name says, else the one its first characters say."""
+    return format_for_path(path.name) or _sniff_format(str(text))
+
+
+# ------------------------------------------------------------------------------- private
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    analysis: Analysis
+    rule_cache: RuleCache
+
+
+def _dataset(
+    conv: Conversation,
+    text: str | Rope,
+    diags: list[Diagnostic],
+    inputs: Inputs,
+    sources: Sources,
+) -> Analysis:
+    """A dataset: each record analysed as its own conversation; the findings of all of them
+    (each at its line) and of the lines themselves are the document's."""
+    records = tuple(
+        _conversation(
+            r, text, from_issues(r.issues), inputs, sources, AssemblyCache(), RuleCache()
+        ).analysis  # counted with the dataset (``AnalysisHost._analysis``)
+        for r in conv.records
+    )
+    first = records[0]
+    every = [*diags, *(d for r in records for d in r.diagnostics)]
+    every.sort(key=sort_key)
+    return dataclasses.replace(
+        first, conversation=conv, diagnostics=tuple(every), parsed=None, records=records
+    )
+
+
+def _conversation(
+    conv: Conversation,
+    text: str | Rope,
+    diags: list[Diagnostic],
+    inputs: Inputs,
+    sources: Sources,
+    assemble_cache: AssemblyCache,
+    rule_cache: RuleCache,
+    *,
+    count: bool = False,
+) -> _Result:
+    """Configure, assemble and check one conversation (a document or a dataset's record)."""
+    layers = list(inputs.layers)
+    others = dict(inputs.other_texts)
+    deps = list(inputs.dependencies)
+    template, template_path = _template(conv, diags, sources)
+    if template is not None and template_path is not None:
+        others[str(template_path)] = template.text
+    if template_path is not None:
+        deps.append(template_path)
+    if template is not None and template.front_matter:
+        fm_settings = template.front_matter.get("settings")
+        if isinstance(fm_settings, dict):
+            layers.append(SettingsLayer(str(template_path), fm_settings))
+        fm_tools = template.front_matter_root.get("tools") if template.front_matter_root else None
+        if conv.tools is None and fm_tools is not None:
+            tools, tool_issues = read_tools(fm_tools)
+            conv = dataclasses.replace(conv, tools=tools)
+            if template_path is not None:
+                diags.extend(_elsewhere(from_issues(tool_issues), template_path))
+    layers.append(SettingsLayer(DOCUMENT_SOURCE, conv.settings, conv.settings_ranges))
+    if inputs.overrides:
+        layers.append(SettingsLayer(COMMAND_LINE_SOURCE, dict(inputs.overrides)))
+    settings, setting_issues = resolve_settings(layers)
+    diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
+    if conv.tools is None and settings.tools is not None:
+        conv = dataclasses.replace(conv, tools=tools_from_settings(settings.tools))
+
+    file_contents = _project_files(conv, diags, deps, sources)
+    load = sources.tokenizer(settings.encoding, settings.model)
+    if count:
+        sources.counting(conv, load.tokenizer)
+    opts = AssembleOptions(
+        today=inputs.today, system_template=template, file_contents=file_contents
+    )
+    result = assemble(conv, settings, load.tokenizer, opts, cache=assemble_cache)
+    diags.extend(
+        Diagnostic(
+            e.code,
+            Severity(e.severity),
+            e.message,
+            e.range,
+            related=tuple(Related(r, m) for r, m in e.related),
+        )
+        for e in result.errors
+    )
+    ctx = RuleContext(
+        text=text,
+        settings=settings,
+        tokenizer=load.tokenizer,
+        conversation=conv,
+        assembly=result,
+        template=template,
+        template_path=str(template_path) if template_path is not None else None,
+        reported=tuple(diags),
+    )
+    try:
+        found = check(ctx, select=inputs.select, ignore=inputs.ignore, cache=rule_cache)
+    except Exception as exc:  # a bug in a rule: the assembly stands, the findings say so
+        rule_cache = RuleCache()
+        found = _with_internal_error(ctx.reported, exc, "checking the rules")
+    analysis = Analysis(
+        path=inputs.path,
+        text=text,
+        conversation=conv,
+        settings=settings,
+        assembly=result,
+        diagnostics=tuple(found),
+        encoding_requested=load.requested,
+        encoding_warning=load.warning,
+        dependencies=tuple(deps),
+        other_texts=others,
+    )
+    return _Result(analysis, rule_cache)
+
+
+def _template(
+    conv: Conversation, diags: list[Diagnostic], sources: Sources
+) -> tuple[PromptTemplate | None, PurePath | None]:
+    ref = conv.system_prompt
+    if not isinstance(ref, PromptRef):
+        return None, None
+    found = sources.read(ref.path)
+    if found.path is None:
+        diags.append(Diagnostic(found.code, Severity.ERROR, found.problem, ref.range))
+        return None, None
+    diags.extend(_elsewhere(list(found.diagnostics), found.path))
+    template = parse_prompt(found.text)
+    diags.extend(_elsewhere(from_issues(template.issues), found.path))
+    return template, found.path
+
+
+def _project_files(
+    conv: Conversation, diags: list[Diagnostic], deps: list[PurePath], sources: Sources
+) -> dict[str, str]:
+    res: dict[str, str] = {}
+    for f in conv.project_files:
+        if f.content is not None or f.path is None:
+            continue
+        found = sources.read(f.path)
+        if found.path is None:
+            diags.append(
+                Diagnostic(found.code, Severity.ERROR, found.problem, f.path_range or f.range)
+            )
+            continue
+        deps.append(found.path)
+        diags.extend(_elsewhere(list(found.diagnostics), found.path))
+        res[f.file_id] = found.text
+    return res
+
+
+def _with_internal_error(
+    reported: tuple[Diagnostic, ...], exc: Exception, during: str
+) -> list[Diagnostic]:
+    return sorted([*reported, from_exception(exc, during=during)], key=sort_key)
+
+
+def _front_matter_ranges(template: PromptTemplate) -> dict[str, TextRange]:
+    root = template.front_matter_root
+    node = root.get("settings") if root is not None else None
+    if node is None or not node.is_object:
+        return {}
+    return {m.key: m.value.range for m in node.members}
+
+
+def _elsewhere(diags: list[Diagnostic], target: PurePath) -> list[Diagnostic]:
+    return [
+        Diagnostic(d.code, d.severity, d.message, d.range, path=str(target), related=d.related)
+        for d in diags
+    ]
+
+
+def _sniff_format(text: str) -> DocFormat:
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        return DocFormat.JSON
+    if stripped.startswith("{"):
+        first, _, rest = stripped.partition("\n")
+        if rest.strip().startswith("{") and first.rstrip().endswith("}"):
+            return DocFormat.JSONL
+        return DocFormat.JSON
+    return DocFormat.YAML

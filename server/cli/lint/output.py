@@ -1,0 +1,43 @@
+"""Printing a lint result in the format asked for (one renderer per format)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TextIO
+
+from server.cli.lint.discover import source_root
+from server.cli.lint.model import LintOptions, LintResult, summary
+from server.cli.lint.render_github import render_github
+from server.cli.lint.render_gitlab import render_gitlab
+from server.cli.lint.render_json import render_json
+from server.cli.lint.render_sarif import render_sarif
+from server.cli.lint.render_text import render_text
+
+
+def emit(res: LintResult, opts: LintOptions, *, fmt: str, out: TextIO) -> None:
+    if fmt == "json":
+        out.write(render_json(res, cwd=opts.cwd))
+    elif fmt == "sarif":
+        out.write(render_sarif(res, src_root=source_root(opts)))
+    elif fmt == "github":
+        out.write(render_github(res, src_root=source_root(opts)))
+    elif fmt == "gitlab":
+        out.write(render_gitlab(res, src_root=source_root(opts)))
+    else:
+        out.write(render_text(res, cwd=opts.cwd, color=_use_color(out)))
+    out.flush()
+    for note in res.notes:
+        print(f"promptls: note: {note}", file=sys.stderr)
+    if not res.files:
+        print("promptls: warning: no documents found", file=sys.stderr)
+    if fmt in ("json", "sarif", "gitlab"):
+        print(summary(res), file=sys.stderr)
+
+
+def _use_color(out: TextIO) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set (no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(out, "isatty", None)
+    return bool(isatty and isatty())

@@ -1,0 +1,176 @@
+"""Linting files: each analysed with ``server.workspace`` (in forked worker processes when
+there are many, one crash costing one file), then merged: sorted, and de-duplicated (a
+template referenced by ten conversations reports its problems once)."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from itertools import repeat
+from pathlib import Path
+from typing import Any
+
+from assembly.diagnostics import from_exception
+from assembly.settings import Settings
+from assembly.text import LineIndex
+from server.cli.lint.discover import check_configs, discover, root_for
+from server.cli.lint.model import FileReport, Finding, LintOptions, LintResult
+from server.output import diagnostics_json, head_diagnostic_json
+from server.tokenizers import load_tokenizer
+from server.workspace import analyze, analyze_prompt
+
+# Below this many files the start-up of worker processes costs more than it saves.
+MIN_PARALLEL_FILES = 16
+
+
+# A source excerpt shows at most this many lines and this many code points of each.
+MAX_EXCERPT_LINES = 3
+
+
+def lint(paths: Sequence[Path], opts: LintOptions, *, jobs: int | None = None) -> LintResult:
+    """Discover the files under ``paths``, check their settings files, lint them."""
+    notes: list[str] = []
+    files = discover(paths, opts, notes=notes)
+    check_configs(files, opts)
+    return dataclasses.replace(merge(lint_files(files, opts, jobs=jobs)), notes=tuple(notes))
+
+
+def lint_files(
+    files: Sequence[Path], opts: LintOptions, *, jobs: int | None = None
+) -> list[FileReport]:
+    """Lint each file, in worker processes when there are many; reports in file order."""
+    work = [(f, root_for(f, opts)) for f in files]
+    n_workers = _n_workers(len(work), jobs)
+    if n_workers <= 1:
+        return [lint_file(f, root, opts) for f, root in work]
+    # Load the usual encodings once here: forked workers inherit them instead of each
+    # loading them (the default model's, and cl100k_base, the fallback and approximation).
+    load_tokenizer(model=Settings().model)
+    load_tokenizer()
+    chunksize = max(1, min(16, len(work) // (n_workers * 4)))
+    reports: list[FileReport] = []
+    try:
+        with ProcessPoolExecutor(n_workers, mp_context=_FORK) as pool:
+            reports.extend(
+                pool.map(
+                    lint_file,
+                    [f for f, _ in work],
+                    [r for _, r in work],
+                    repeat(opts),
+                    chunksize=chunksize,
+                )
+            )
+    except BrokenProcessPool:
+        # A worker died (killed, out of memory, a crash in a C extension): the files not
+        # reported yet are linted again one process each, so only the culprit is lost.
+        reports.extend(_lint_isolated(f, root, opts) for f, root in work[len(reports) :])
+    return reports
+
+
+_FORK = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+
+
+def _lint_isolated(path: Path, root: Path, opts: LintOptions) -> FileReport:
+    try:
+        with ProcessPoolExecutor(1, mp_context=_FORK) as pool:
+            return pool.submit(lint_file, path, root, opts).result()
+    except BrokenProcessPool as exc:
+        return _internal_error_report(path, exc, during="linting (the worker process died)")
+
+
+def lint_file(path: Path, root: Path, opts: LintOptions) -> FileReport:
+    """Analyze one file (a ``*.md`` as a prompt template, anything else as a conversation).
+
+    Never raises: an unexpected exception is an ``internal-error`` finding at the head of
+    the file, and the other files are linted as usual.
+    """
+    try:
+        return _lint_file(path, root, opts)
+    except Exception as exc:  # a bug in promptls: one finding, not a traceback
+        return _internal_error_report(path, exc, during="linting")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _internal_error_report(path: Path, exc: BaseException, *, during: str) -> FileReport:
+    obj = head_diagnostic_json(from_exception(exc, during=during), file=str(path))
+    return FileReport(path=str(path), n_bytes=0, findings=(Finding(obj),))
+
+
+def _lint_file(path: Path, root: Path, opts: LintOptions) -> FileReport:
+    select, ignore = opts.select, opts.ignore
+    if path.name.lower().endswith(".md"):
+        prompt = analyze_prompt(path, root=root, select=select, ignore=ignore)
+        texts = {str(prompt.path): prompt.text, **prompt.other_texts}
+        objs = diagnostics_json(prompt, display_path=str(prompt.path))
+        deps: tuple[str, ...] = ()
+    else:
+        conv = analyze(path, root=root, select=select, ignore=ignore)
+        texts = {str(conv.path): conv.text, **conv.other_texts}
+        objs = diagnostics_json(conv, display_path=str(conv.path))
+        deps = tuple(str(d) for d in conv.dependencies)
+    return FileReport(
+        path=str(path),
+        n_bytes=_size(path),
+        findings=tuple(_with_source(objs, texts)),
+        dependencies=deps,
+    )
+
+
+def merge(reports: Iterable[FileReport]) -> LintResult:
+    """One result: findings de-duplicated (the first report wins) and sorted by place."""
+    reports = list(reports)
+    seen: dict[tuple[Any, ...], Finding] = {}
+    for r in reports:
+        for f in r.findings:
+            seen.setdefault(f.identity(), f)
+    findings = sorted(seen.values(), key=Finding.sort_key)
+    return LintResult(
+        files=tuple(r.path for r in reports),
+        findings=tuple(findings),
+        n_bytes=sum(r.n_bytes for r in reports),
+    )
+
+
+def _n_workers(n_files: int, jobs: int | None) -> int:
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    if jobs is not None:
+        return max(1, min(jobs, n_files))
+    if n_files < MIN_PARALLEL_FILES:
+        return 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cpus or 1, n_files // 4))
+
+
+def _with_source(objs: list[dict[str, Any]], texts: dict[str, str]) -> Iterable[Finding]:
+    """Attach to each finding the lines of source its range covers."""
+    indexes: dict[str, LineIndex] = {}
+    for obj in objs:
+        text = texts.get(obj["file"])
+        if text is None:
+            yield Finding(obj)
+            continue
+        index = indexes.get(obj["file"])
+        if index is None:
+            index = indexes[obj["file"]] = LineIndex(text)
+        start, end = obj["range"]["start"], obj["range"]["end"]
+        first, last = start["line"] - 1, end["line"] - 1
+        # A range that ends at the start of a line ends on the line before it.
+        if last > first and end["column"] == 1:
+            last -= 1
+        lines = []
+        for n in range(first, min(last, first + MAX_EXCERPT_LINES - 1) + 1):
+            begin = index.line_start(n)
+            stop = text.find("\n", begin)
+            lines.append(text[begin : stop if stop != -1 else len(text)].rstrip("\r"))
+        yield Finding(obj, tuple(lines), last - first + 1)

@@ -1,0 +1,56 @@
+"""An open document's state and a finished analysis of it: the values the session keeps
+and the scheduler hands around (``server.lsp.session``, ``server.lsp.scheduler``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from assembly.diagnostics import Diagnostic
+from assembly.host import Analysis, DocKind, PromptAnalysis
+from assembly.rope import Rope
+from server.lsp.convert import TextMap
+
+
+@dataclass(frozen=True, slots=True)
+class DocState:
+    """One open document at one version (replaced on every change, never mutated)."""
+
+    uri: str
+    path: Path
+    version: int | None
+    text: Rope
+    kind: DocKind
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A finished analysis of one state of a document (``generation``, see ``scheduler``).
+
+    A failed analysis is a snapshot too: ``analysis`` None, ``failure`` its findings (an
+    ``internal-error`` at the head and the last good findings moved into this text, marked
+    stale) and ``last_good`` the newest snapshot with an analysis, which requests answer
+    from meanwhile.
+    """
+
+    uri: str
+    version: int | None
+    text_map: TextMap
+    analysis: Analysis | PromptAnalysis | None
+    elapsed_s: float
+    generation: int = 0
+    failure: tuple[Diagnostic, ...] | None = None
+    last_good: Snapshot | None = None
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        """The findings to show for this document (in ``text_map``'s text)."""
+        if self.analysis is not None:
+            return self.analysis.diagnostics
+        return self.failure or ()
+
+    @property
+    def other_texts(self) -> Mapping[str, str]:
+        base = self.analysis or (self.last_good.analysis if self.last_good else None)
+        return base.other_texts if base is not None else {}

@@ -1,0 +1,176 @@
+"""``assembly.host``: the edit algebra, and an ``AnalysisHost`` going on from its previous
+analysis giving exactly what a fresh analysis gives, with the edit told or found."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path, PurePath
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from assembly.host import AnalysisHost, Edit, FileText, Inputs, LoadedTokenizer
+from assembly.model import Conversation
+from assembly.rope import Rope
+from assembly.tokens import Tokenizer
+from tests.support.engine import DEFAULT_TODAY, DiskSources, analyze, loaded
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ALPHABET = 'ab "{},:\\\n'
+
+
+def _apply(text: str, edit: tuple[int, int, str]) -> str:
+    start, end, new = edit
+    return text[:start] + new + text[end:]
+
+
+@st.composite
+def _edits(draw: st.DrawFn) -> tuple[str, list[tuple[int, int, str]]]:
+    text = draw(st.text(alphabet="abcxy\n", max_size=40))
+    edits = []
+    current = text
+    for _ in range(draw(st.integers(1, 6))):
+        start = draw(st.integers(0, len(current)))
+        end = draw(st.integers(start, len(current)))
+        new = draw(st.text(alphabet="abz", max_size=5))
+        edits.append((start, end, new))
+        current = _apply(current, (start, end, new))
+    return text, edits
+
+
+@given(_edits())
+def test_edits_compose_into_one_that_covers_them_all(case: tuple[str, list]) -> None:
+    """``then`` gives an edit of the first text into the last: outside it the two agree."""
+    text, steps = case
+    total = Edit.none(len(text))
+    current = text
+    for start, end, new in steps:
+        total = total.then(Edit.replace(start, end, new))
+        current = _apply(current, (start, end, new))
+    assert total.fits(len(text), len(current))
+    assert text[: total.start] == current[: total.start]
+    assert text[total.old_end :] == current[total.new_end :]
+    # Each step lies inside the composition, seen from the last text.
+    assert total.start <= min(s for s, _, _ in steps)
+
+
+def test_an_edit_that_cannot_be_the_change_does_not_fit() -> None:
+    assert Edit(2, 4, 5).fits(10, 11)
+    assert not Edit(2, 4, 5).fits(10, 12)  # the lengths say another edit
+    assert not Edit(2, 11, 12).fits(10, 11)  # beyond the old text
+    assert not Edit(3, 2, 3).fits(10, 11)
+
+
+def _doc() -> tuple[Path, str]:
+    path = EXAMPLES / "support-agent.conv.json"
+    return path, path.read_text(encoding="utf-8")
+
+
+def _typing(text: str, rnd: random.Random) -> tuple[str, Edit]:
+    """A keystroke inside some message's string (typed or deleted)."""
+    starts = [i for i in range(len(text)) if text.startswith('"content": "', i)]
+    at = rnd.choice(starts) + len('"content": "') + rnd.randrange(0, 5)
+    if rnd.random() < 0.3 and text[at] not in '"\\':
+        return text[:at] + text[at + 1 :], Edit(at, at + 1, at)
+    ch = rnd.choice("xyz ")
+    return text[:at] + ch + text[at:], Edit.replace(at, at, ch)
+
+
+@pytest.mark.parametrize("told", [True, False], ids=["edit told", "edit found"])
+def test_apply_change_equals_a_fresh_analysis(told: bool) -> None:
+    path, text = _doc()
+    rnd = random.Random(13)
+    host = AnalysisHost()
+    first = analyze(path, text=Rope.from_str(text), root=EXAMPLES, host=host)
+    assert host.previous is first and first.parsed is not None
+    rope = Rope.from_str(text)
+    kept = 0
+    for _ in range(12):
+        text, edit = _typing(text, rnd)
+        rope = rope.edit(edit.start, edit.old_end, text[edit.start : edit.new_end])
+        before = host.previous
+        got = analyze(path, text=rope, root=EXAMPLES, host=host, edit=edit if told else None)
+        want = analyze(path, text=text, root=EXAMPLES)
+        assert [(d, d.range.start, d.range.end) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end) for d in want.diagnostics
+        ]
+        assert got.assembly == want.assembly
+        assert host.previous is got
+        assert before is not None and got.parsed is not None and before.parsed is not None
+        kept += got.parsed.messages[0] is before.parsed.messages[0]
+    assert kept >= 10  # re-read one message, not the document
+
+
+def test_an_edit_that_does_not_fit_is_found_instead() -> None:
+    path, text = _doc()
+    host = AnalysisHost()
+    analyze(path, text=text, root=EXAMPLES, host=host)
+    at = text.index('"content": "') + len('"content": "')
+    new_text = text[:at] + "x" + text[at:]
+    wrong = Edit(0, 0, 5)  # says five characters were inserted at the start
+    got = analyze(path, text=new_text, root=EXAMPLES, host=host, edit=wrong)
+    assert got.diagnostics == analyze(path, text=new_text, root=EXAMPLES).diagnostics
+
+
+class _Failing(DiskSources):
+    """Sources whose tokenizer cannot be loaded (a bug, for the host's sake)."""
+
+    def tokenizer(self, encoding: str | None, model: str | None) -> LoadedTokenizer:
+        raise RuntimeError("no tokenizer")
+
+
+def test_a_failed_analysis_leaves_the_host_empty() -> None:
+    path, text = _doc()
+    host = AnalysisHost()
+    inputs = Inputs(path=path, today=DEFAULT_TODAY)
+    host.analyze(text, inputs, DiskSources(path))
+    assert host.previous is not None
+    with pytest.raises(RuntimeError):
+        host.apply_change(
+            text + " ", Edit.replace(len(text), len(text), " "), inputs, _Failing(path)
+        )
+    assert host.previous is None  # the next analysis starts afresh, not from a half-update
+    again = host.apply_change(text, None, inputs, DiskSources(path))
+    assert again.diagnostics == host.analyze(text, inputs, DiskSources(path)).diagnostics
+
+
+class _InMemory:
+    """Sources with no file system at all: the host asks for nothing else."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+        self.counted: list[str] = []
+
+    def read(self, ref: str) -> FileText:
+        if ref not in self.files:
+            return FileText(None, code="file-not-found", problem=f"no {ref}")
+        return FileText(PurePath("/mem") / ref, self.files[ref])
+
+    def tokenizer(self, encoding: str | None, model: str | None) -> LoadedTokenizer:
+        return loaded(encoding, model=model)
+
+    def counting(self, conversation: Conversation, tokenizer: Tokenizer) -> None:
+        self.counted.append(tokenizer.encoding)
+
+
+def test_the_files_a_document_names_come_from_its_sources() -> None:
+    text = (
+        "system_prompt: agent.prompt.md\n"
+        "messages:\n"
+        "  - {id: u1, role: user, content: hi}\n"
+        "project_files:\n"
+        "  - {file_id: f1, path: notes.md}\n"
+        "  - {file_id: f2, path: gone.md}\n"
+    )
+    sources = _InMemory({"agent.prompt.md": "# Role\nYou help.\n", "notes.md": "notes"})
+    inputs = Inputs(path=PurePath("/mem/doc.conv.yaml"), today=DEFAULT_TODAY)
+    a = AnalysisHost().analyze(text, inputs, sources)
+    assert "You help." in a.assembly.system_text
+    assert a.dependencies == (PurePath("/mem/agent.prompt.md"), PurePath("/mem/notes.md"))
+    assert [
+        (d.code, text[d.range.start : d.range.end])
+        for d in a.diagnostics
+        if d.code == "file-not-found"
+    ] == [("file-not-found", "gone.md")]
+    assert sources.counted  # the IO half was told what to count with
