@@ -203,6 +203,7 @@ def _ignored(path: Path, specs: Sequence[_Globs], *, is_dir: bool) -> bool:
 
 
 def git_root(path: Path) -> Path | None:
+    """The git repository holding ``path`` (the nearest folder with ``.git``), or None."""
     start = path if path.is_dir() else path.parent
     for cur in (start, *start.parents):
         if (cur / ".git").exists():

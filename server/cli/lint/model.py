@@ -132,6 +132,7 @@ def shown_path(path: str, cwd: Path) -> str:
 
 
 def relative_uri_path(path: str, src_root: Path) -> str:
+    """``path`` as a relative URI path under ``src_root`` when inside it, else as it is."""
     p = Path(path)
     if p.is_absolute() and p.is_relative_to(src_root):
         return p.relative_to(src_root).as_posix()
@@ -139,4 +140,5 @@ def relative_uri_path(path: str, src_root: Path) -> str:
 
 
 def count_of(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless one: ``3 files``."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"

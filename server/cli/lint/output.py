@@ -16,6 +16,8 @@ from server.cli.lint.render_text import render_text
 
 
 def emit(res: LintResult, opts: LintOptions, *, fmt: str, out: TextIO) -> None:
+    """Write ``res`` to ``out`` with the renderer of ``fmt``; notes and, for the machine
+    formats, the summary go to stderr."""
     if fmt == "json":
         out.write(render_json(res, cwd=opts.cwd))
     elif fmt == "sarif":

@@ -44,8 +44,10 @@ _GITHUB_COMMANDS = {
 
 
 def gh_data(text: str) -> str:
+    """``text`` escaped as a workflow command's message (also used by ``promptls diff``)."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def gh_property(text: str) -> str:
+    """``text`` escaped as a workflow command's property value."""
     return gh_data(text).replace(":", "%3A").replace(",", "%2C")

@@ -58,6 +58,7 @@ def watch(
 
 
 def relint_reporting(relint: Callable[[set[Path] | None], None], changed: set[Path] | None) -> None:
+    """Run ``relint(changed)``: an error is printed, and watching goes on."""
     try:
         relint(changed)
     except LintError as exc:
