@@ -94,7 +94,12 @@ class Edit:
 
     def then(self, later: Edit) -> Edit:
         """This edit followed by ``later`` (whose offsets are in the text this one left),
-        as one edit of the text before both: the smallest span covering both."""
+        as one edit of the text before both: the smallest span covering both. An edit
+        that changes nothing (``none``) leaves the other as it is."""
+        if self.start == self.old_end == self.new_end:
+            return later
+        if later.start == later.old_end == later.new_end:
+            return self
         start = min(self.start, later.start)
         end = max(self.new_end, later.old_end)  # in the text between the two edits
         return Edit(

@@ -51,8 +51,19 @@ def test_edits_compose_into_one_that_covers_them_all(case: tuple[str, list]) -> 
     assert total.fits(len(text), len(current))
     assert text[: total.start] == current[: total.start]
     assert text[total.old_end :] == current[total.new_end :]
-    # Each step lies inside the composition, seen from the last text.
-    assert total.start <= min(s for s, _, _ in steps)
+    # Every step that changes something starts inside the composition.
+    changing = [start for start, end, new in steps if end > start or new]
+    if changing:
+        assert total.start <= min(changing)
+    else:
+        assert total.start == total.old_end == total.new_end  # no change
+
+
+def test_no_change_is_the_identity_of_then() -> None:
+    keystroke = Edit.replace(40, 40, "x")
+    assert Edit.none(100).then(keystroke) == keystroke
+    assert keystroke.then(Edit.none(101)) == keystroke
+    assert Edit.none(100).then(Edit.none(100)) == Edit.none(100)
 
 
 def test_an_edit_that_cannot_be_the_change_does_not_fit() -> None:

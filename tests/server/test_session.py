@@ -20,9 +20,13 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as lsp
 
+from assembly.host import Analysis
 from assembly.rope import Rope
+from server.lsp import convert
+from server.lsp.convert import TextMap
 from server.lsp.session import THAW_EVERY
 from server.lsp.state import DocState, Snapshot
+from server.workspace import analyze
 from tests.support.inprocess import InProcessClient
 
 TIMEOUT_S = 20
@@ -356,3 +360,48 @@ async def test_a_template_knows_the_tools_of_the_conversations_that_use_it(
     client.change(c_uri, 2, TOOL_CONVERSATION % "search_orders")
     await reanalysed(client, t_uri, before)
     assert far_findings(client, t_uri) == []
+
+
+async def test_keystrokes_reach_the_host_as_the_edits_they_are(
+    client: InProcessClient, workspace: Path
+) -> None:
+    """``didChange``'s ranges, composed by the session, are the edit the document's host
+    gets: typing in one message re-reads that message only (the others are the same
+    objects) and the analysis equals a fresh one, for single keystrokes and for a burst of
+    several changes analysed at once."""
+    doc = workspace / "chat.conv.json"
+    messages = [f'  {{"id": "u{k}", "role": "user", "content": "take {k}"}}' for k in range(6)]
+    text = '{"messages": [\n' + ",\n".join(messages) + "\n]}\n"
+    doc.write_text(text, encoding="utf-8")
+    uri = doc.as_uri()
+    await client.open(uri, text, language_id="json")
+    await client.analysed(uri, 1)
+    s = client.server.session
+    for version, burst in ((2, 1), (3, 1), (5, 2), (8, 3)):
+        before = s.snapshots[uri].analysis
+        changes = []
+        for _ in range(burst):
+            at = text.index('"content": "', text.index('"u3"')) + len('"content": "')
+            m = TextMap.of(text, s.encoding)
+            pos = convert.to_lsp_position(m, at)
+            changes.append(
+                lsp.TextDocumentContentChangePartial(range=lsp.Range(pos, pos), text="x")
+            )
+            text = text[:at] + "x" + text[at:]
+        # One notification with several changes, each in the text the previous one left.
+        client.notify(
+            lsp.TEXT_DOCUMENT_DID_CHANGE,
+            lsp.DidChangeTextDocumentParams(
+                text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=changes,
+            ),
+        )
+        await client.analysed(uri, version)
+        after = s.snapshots[uri].analysis
+        assert isinstance(before, Analysis) and isinstance(after, Analysis)
+        assert before.parsed is not None and after.parsed is not None
+        kept = [a is b for a, b in zip(after.parsed.messages, before.parsed.messages, strict=True)]
+        assert kept == [True, True, True, False, True, True], (version, kept)
+        fresh = analyze(doc, text=text, root=workspace)
+        assert after.diagnostics == fresh.diagnostics
+        assert after.assembly == fresh.assembly
