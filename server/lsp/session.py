@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pygls.uris import to_fs_path
@@ -85,8 +86,8 @@ class Session:
     capabilities: ResolvedCapabilities = field(default_factory=ResolvedCapabilities)
     settings: dict[str, Any] = field(default_factory=dict)  # editor settings (section promptls)
     initial_settings: dict[str, Any] = field(default_factory=dict)  # initializationOptions
-    documents: dict[str, DocState] = field(default_factory=dict)  # uri -> open document
-    snapshots: dict[str, Snapshot] = field(default_factory=dict)  # uri -> latest analysis
+    _documents: dict[str, DocState] = field(default_factory=dict)  # uri -> open document
+    _snapshots: dict[str, Snapshot] = field(default_factory=dict)  # uri -> latest analysis
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="promptls-analysis")
     )
@@ -103,6 +104,16 @@ class Session:
 
     def __post_init__(self) -> None:
         self.scheduler = Scheduler(self)
+
+    @property
+    def documents(self) -> Mapping[str, DocState]:
+        """The open documents we analyse, by uri (read-only: ``open``, ``change``, ``close``)."""
+        return MappingProxyType(self._documents)
+
+    @property
+    def snapshots(self) -> Mapping[str, Snapshot]:
+        """Each open document's latest finished analysis (read-only: ``record``)."""
+        return MappingProxyType(self._snapshots)
 
     # --------------------------------------------------------------------- the documents
 
@@ -124,7 +135,7 @@ class Session:
         state = DocState(uri, Path(path), version, text, kind)
         self._hosts[uri] = AnalysisHost()
         self._edits[uri] = None
-        self.documents[uri] = state
+        self._documents[uri] = state
         return state
 
     def change(self, uri: str, version: int | None, text: Rope, edit: Edit) -> DocState | None:
@@ -134,7 +145,7 @@ class Session:
         if old is None:
             return None
         state = dataclasses.replace(old, version=version, text=text)
-        self.documents[uri] = state
+        self._documents[uri] = state
         if uri in self._edits:
             before = self._edits[uri]
             self._edits[uri] = None if before is None else before.then(edit)
@@ -142,8 +153,8 @@ class Session:
 
     def close(self, uri: str) -> None:
         """A document was closed: forget it, its analyses and its scheduling."""
-        self.documents.pop(uri, None)
-        self.snapshots.pop(uri, None)
+        self._documents.pop(uri, None)
+        self._snapshots.pop(uri, None)
         self._hosts.pop(uri, None)
         self._edits.pop(uri, None)
         self.scheduler.closed(uri)
@@ -154,7 +165,7 @@ class Session:
 
     def record(self, snap: Snapshot) -> None:
         """Keep ``snap`` as its document's latest finished analysis (the scheduler's call)."""
-        self.snapshots[snap.uri] = snap
+        self._snapshots[snap.uri] = snap
 
     def take_edit(self, uri: str) -> Edit | None:
         """The edits since the document's last analysis started, as one (None: unknown, as
