@@ -36,7 +36,7 @@ PACKAGES = ("assembly", "server")
 KNOWN_CIRCLES: set[frozenset[str]] = {
     # ``pipe``: assemble_cache.py (the second implementation) is being removed.
     frozenset({"assembly.assemble", "assembly.assemble_cache"}),
-    # ``snap``: the format readers share documents.py's reader.
+    # ``snap``: documents.py dispatches to the format readers, which use its reader.
     frozenset({"assembly.documents", "assembly.formats.anthropic", "assembly.formats.responses"}),
 }
 KNOWN_PRIVATE: set[tuple[str, str, str]] = {
@@ -57,14 +57,9 @@ KNOWN_PRIVATE: set[tuple[str, str, str]] = {
             "_with_cost",
         )
     ),
-    ("assembly.incremental", "assembly.documents", "_Reader"),
+    # ``snap``: the incremental re-read drives the JSON parser.
     ("assembly.incremental", "assembly.syntax", "_EOF"),
     ("assembly.incremental", "assembly.syntax", "_JsonParser"),
-    *(
-        (reader, "assembly.documents", name)
-        for reader in ("assembly.formats.anthropic", "assembly.formats.responses")
-        for name in ("_head", "_Reader", "_show")
-    ),
     (
         "assembly.diagnostics.rules.cache",
         "assembly.diagnostics.rules.ordering",

@@ -109,7 +109,7 @@ def test_apply_change_equals_a_fresh_analysis(told: bool) -> None:
         assert got.assembly == want.assembly
         assert host.previous is got
         assert before is not None and got.parsed is not None and before.parsed is not None
-        kept += got.parsed.messages[0] is before.parsed.messages[0]
+        kept += got.parsed.message_data[0] is before.parsed.message_data[0]
     assert kept >= 10  # re-read one message, not the document
 
 
