@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from assembly.model import (
@@ -34,7 +35,6 @@ from assembly.syntax import (
     ParsedData,
     SNode,
     absolute,
-    located,
     parse_json,
     parse_jsonl,
     parse_yaml,
@@ -197,11 +197,29 @@ def parse_conversation(text: str, fmt: DocFormat) -> Conversation:
     return read_parsed(parsed, fmt, len(text))
 
 
-def read_parsed(parsed: ParsedData, fmt: DocFormat, length: int) -> Conversation:
-    """Read a parsed document in the format its shape says (``formats.detect``)."""
+def read_parsed(
+    parsed: ParsedData, fmt: DocFormat, length: int, previous: Conversation | None = None
+) -> Conversation:
+    """Read a parsed document in the format its shape says (``formats.detect``).
+
+    ``previous``: a conversation read from an earlier version of the text whose source
+    tree shares nodes with this one (``incremental.py``): what reading a shared message
+    node gave is taken from it, not read again. The result is the same either way.
+    """
+    from assembly.formats.detect import NATIVE
+
+    conv = _read_parsed(parsed, fmt, length, previous)
+    if parsed.tokens and not parsed.lex_errors and conv.source_format in NATIVE:
+        object.__setattr__(conv, "syntax", (parsed.errors, parsed.tokens))
+    return conv
+
+
+def _read_parsed(
+    parsed: ParsedData, fmt: DocFormat, length: int, previous: Conversation | None
+) -> Conversation:
     # The format readers build on ``Reader``: imported here, not at the top.
     from assembly.formats.anthropic import read_anthropic
-    from assembly.formats.detect import SourceFormat, detect
+    from assembly.formats.detect import SourceFormat, detect, message_marks
     from assembly.formats.responses import read_responses
 
     root = parsed.root
@@ -216,7 +234,17 @@ def read_parsed(parsed: ParsedData, fmt: DocFormat, length: int) -> Conversation
             f"; record 1: {first.source_format_why}" if first else ""
         )
         return dataclasses.replace(conv, source_format=name, source_format_why=why)
-    found = detect(None if root is None else located(root), jsonl=fmt is DocFormat.JSONL)
+    marks_in = previous._views.get("marks", {}) if previous is not None else {}
+    marks_out: dict[int, tuple[SNode, list[tuple[str, str]]]] = {}
+
+    def marks_of(node: SNode) -> list[tuple[str, str]]:
+        hit = marks_in.get(id(node))
+        if hit is None or hit[0] is not node:
+            hit = (node, message_marks(node))
+        marks_out[id(node)] = hit
+        return hit[1]
+
+    found = detect(root, jsonl=fmt is DocFormat.JSONL, marks_of=marks_of)
     if found.format in (SourceFormat.ANTHROPIC, SourceFormat.RESPONSES) and root is not None:
         # Other providers' request bodies are read whole on every change: absolute ranges.
         parsed = ParsedData(absolute(root), parsed.errors, parsed.lines)
@@ -224,8 +252,14 @@ def read_parsed(parsed: ParsedData, fmt: DocFormat, length: int) -> Conversation
         return read_anthropic(parsed, fmt, length, found.why)
     if found.format is SourceFormat.RESPONSES:
         return read_responses(parsed, fmt, length, found.why)
-    conv = Reader(fmt, length).read(parsed)
-    return dataclasses.replace(conv, source_format=found.format.value, source_format_why=found.why)
+    reads = previous._views.get("reads") if previous is not None else None
+    reader = Reader(fmt, length, reads)
+    conv = reader.read(parsed)
+    conv = dataclasses.replace(conv, source_format=found.format.value, source_format_why=found.why)
+    if root is not None:
+        conv._views["reads"] = reader.reads
+        conv._views["marks"] = marks_out
+    return conv
 
 
 def read_tools(node: SNode) -> tuple[tuple[ToolDef, ...], list[Issue]]:
@@ -242,10 +276,15 @@ class Reader:
     what is reported (issues, rejected calls) is resolved to absolute ranges first.
     """
 
-    def __init__(self, fmt: DocFormat, length: int) -> None:
+    def __init__(self, fmt: DocFormat, length: int, reads: MessageReads | None = None) -> None:
         self.fmt = fmt
         self.length = length
         self.base = 0  # where the message being read starts
+        # What reading each message node gave, by node: the previous version's (``reads``,
+        # reused for a node it shares) and this one's.
+        self.reads_in: MessageReads = reads if reads is not None else {}
+        self.reads: MessageReads = {}
+        self._log: list[tuple[str, int, int]] | None = None  # unknown keys of one message
         self.issues: list[Issue] = []
         self.rejected_calls: list[RejectedCall] = []
         # Unknown message keys, by key: reported once each, at the first place (a log whose
@@ -702,12 +741,46 @@ class Reader:
 
     def read_message(self, node: SNode, index: int, base: int = 0) -> Message | None:
         """Read one message from its node, stored relative to ``base`` (its start) when the
-        node is; ``index`` is its place in the document (its id when it has none)."""
-        self.base = base
+        node is; ``index`` is its place in the document (its id when it has none).
+
+        A node the previous version's reads share gives the same ``Message`` object and
+        the same findings (placed at ``base``), unless its id was its place and that moved.
+        """
+        hit = self.reads_in.get(id(node))
+        if hit is not None and hit.node is node and hit.index in (None, index):
+            self.reads[id(node)] = hit
+            for code, message, start, end, severity in hit.issues:
+                self.issues.append(
+                    Issue(code, message, TextRange(base + start, base + end), severity)
+                )
+            for key, start, end in hit.unknown:
+                rng = TextRange(base + start, base + end)
+                self.unknown_message_keys.setdefault(key, []).append(rng)
+            for call_id, start, end, why in hit.rejected:
+                rc = RejectedCall(call_id, TextRange(base + start, base + end), why)
+                self.rejected_calls.append(rc)
+            return hit.message
+        n_issues, n_rejected = len(self.issues), len(self.rejected_calls)
+        self.base, self._log = base, []
         try:
-            return self._message(node, index)
+            msg = self._message(node, index)
         finally:
-            self.base = 0
+            self.base, log, self._log = 0, self._log, None
+        self.reads[id(node)] = _MessageRead(
+            node,
+            index if msg is None or msg.id == str(index) else None,
+            msg,
+            tuple(
+                (i.code, i.message, i.range.start - base, i.range.end - base, i.severity)
+                for i in self.issues[n_issues:]
+            ),
+            tuple(log),
+            tuple(
+                (r.id, r.range.start - base, r.range.end - base, r.reason)
+                for r in self.rejected_calls[n_rejected:]
+            ),
+        )
+        return msg
 
     def _message(self, node: SNode, index: int) -> Message | None:
         if not node.is_object:
@@ -715,9 +788,10 @@ class Reader:
             return None
         for m in node.members:
             if m.key not in _MESSAGE_KEYS and m.key not in LOG_MESSAGE_KEYS:
-                self.unknown_message_keys.setdefault(m.key, []).append(
-                    resolve(m.key_range, self.base)
-                )
+                rng = resolve(m.key_range, self.base)
+                self.unknown_message_keys.setdefault(m.key, []).append(rng)
+                if self._log is not None:
+                    self._log.append((m.key, rng.start - self.base, rng.end - self.base))
         role_node = node.get("role")
         if role_node is None:
             self.error("message has no `role`: it is left out", head(node))
@@ -1091,6 +1165,23 @@ def _image_ref(part: SNode) -> str | None:
 
 def _looks_like_path(value: str) -> bool:
     return "\n" not in value and value.strip().lower().endswith((".md", ".txt", ".prompt"))
+
+
+@dataclass(frozen=True, slots=True)
+class _MessageRead:
+    """What reading one message node gave: the ``Message`` (None: left out), the findings
+    (relative to the message's start), and the index its id was taken from (None: it has
+    its own id, read the same anywhere)."""
+
+    node: SNode
+    index: int | None
+    message: Message | None
+    issues: tuple[tuple[str, str, int, int, str], ...]
+    unknown: tuple[tuple[str, int, int], ...]
+    rejected: tuple[tuple[str, int, int, str], ...]
+
+
+MessageReads = dict[int, _MessageRead]
 
 
 def is_header_line(node: SNode) -> bool:

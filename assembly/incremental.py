@@ -15,14 +15,26 @@ whole text.
 from __future__ import annotations
 
 import dataclasses
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from typing import Any
 
-from assembly.documents import MAX_DOCUMENT_CHARS, Reader, reads_alone
+from assembly.documents import MAX_DOCUMENT_CHARS, Reader, read_parsed, reads_alone
 from assembly.formats.detect import NATIVE, message_marks, tool_marks
 from assembly.model import Conversation, DocFormat
 from assembly.rope import Rope, Text
-from assembly.syntax import _EOF, Member, SNode, _JsonParser, absolute
+from assembly.syntax import (
+    _EOF,
+    MAX_JSON_TOKENS,
+    MAX_TOP_ITEMS,
+    Member,
+    MessagesParse,
+    ParsedData,
+    SNode,
+    SyntaxIssue,
+    _JsonParser,
+    absolute,
+    parse_messages,
+)
 from assembly.text import TextRange
 
 
@@ -79,7 +91,7 @@ def reparse_conversation(
     """
     if fmt not in (DocFormat.JSON, DocFormat.JSONL) or prev.format is not fmt:
         return None  # YAML: always parsed again
-    if prev.issues or prev.tree is None or prev.length != len(prev_text):
+    if prev.tree is None or prev.length != len(prev_text):
         return None
     if prev.source_format not in NATIVE:
         return None  # Anthropic and Responses documents are read whole
@@ -89,10 +101,151 @@ def reparse_conversation(
     found = span if span is not None else changed_span(prev_text, new_text)
     if found is None:
         return None
-    p, old_end, _ = found  # the changed span is [p, old_end) before, [p, new_end) after
+    p, old_end, new_end = found  # the changed span is [p, old_end) before, [p, new_end) after
     if p == la == lb:
         return prev  # the same text
-    delta = lb - la
+    if not prev.issues:
+        res = _reparse_one(prev, new_text, fmt, p, old_end, lb - la)
+        if res is not None:
+            return res
+    if fmt is DocFormat.JSON:
+        return _reparse_list(prev, new_text, p, old_end, new_end, lb - la)
+    return None
+
+
+def _reparse_list(
+    prev: Conversation, new_text: Text, p: int, old_end: int, new_end: int, delta: int
+) -> Conversation | None:
+    """Any edit after the opening bracket of the message list (JSON): the text is parsed
+    again from the start of the message the edit begins in, by the parser itself (its
+    recovery included), until it reaches an unchanged message where the old parse had
+    been in the same state (the start of an item of the list, just after a comma), or
+    else to the end; the rest of the old tree and its syntax errors are kept, moved by
+    the table of starts. The tree is then read as a whole parse reads it, each shared
+    message node giving the ``Message`` it gave before (``read_parsed(previous=)``)."""
+    if prev.syntax is None:
+        return None
+    errors, tokens = prev.syntax
+    if tokens + (new_end - p) >= MAX_JSON_TOKENS:
+        return None  # the limit could be reached: only a whole parse knows where
+    if any(e.code != "syntax-error" or e.message.startswith("nesting deeper") for e in errors):
+        return None
+    root = prev.tree
+    assert root is not None
+    keys: set[str] | None
+    if root.is_array:
+        holder, depth, keys, mi = root, 0, None, -1
+    elif root.is_object:
+        where = [j for j, m in enumerate(root.members) if m.key == "messages"]
+        if len(where) != 1:
+            return None
+        mi = where[0]
+        holder, depth = root.members[mi].value, 1
+        keys = {m.key for m in root.members[:mi]} | {"messages"}
+    else:
+        return None
+    starts, counts = holder.starts, holder.error_counts
+    if not starts or counts is None or len(starts) + 100 > MAX_TOP_ITEMS:
+        return None
+    if p <= holder.range.start:
+        return None  # the list's opening bracket (or what is before it) changed
+    # From the item that starts strictly before the edit (the checks after an item read
+    # the token that follows it, which may be the edited one).
+    k = max(0, bisect_left(starts, p) - 1)
+    at = starts[k]
+    bounds = (holder.range.start, root.range.start)
+    before = errors[: counts[k]]
+    if p <= at:  # between the opening bracket and the first item: parse from the bracket on
+        at = holder.range.start + 1
+        before = tuple(e for e in before if e.range.start <= holder.range.start)
+    r = max(bisect_left(starts, old_end), k + 1)
+    for _ in range(3):
+        if r >= len(starts):
+            break
+        end = starts[r] + delta
+        res = parse_messages(new_text[at:end], at, depth, keys, bounds, window=True)
+        if res is not None:
+            tail = tuple(
+                e if e.range.start < old_end else _moved_issue(e, delta)
+                for e in errors[counts[r] :]
+            )
+            n = len(before)
+            new_holder = SNode(
+                "array",
+                TextRange(holder.range.start, holder.range.end + delta),
+                items=(*holder.items[:k], *_keep_first(res, holder, k, at, p), *holder.items[r:]),
+                starts=(*starts[:k], *res.starts, *(s + delta for s in starts[r:])),
+                error_counts=(
+                    *counts[:k],
+                    *(c + n for c in res.counts),
+                    *(c - counts[r] + n + len(res.errors) for c in counts[r:]),
+                ),
+            )
+            if root is holder:
+                new_root = new_holder
+            else:
+                members = list(root.members)
+                members[mi] = Member("messages", members[mi].key_range, new_holder)
+                for j in range(mi + 1, len(members)):
+                    m = members[j]
+                    members[j] = Member(
+                        m.key, m.key_range.shift(delta), _shift_node(m.value, delta)
+                    )
+                new_root = SNode(
+                    "object",
+                    TextRange(root.range.start, root.range.end + delta),
+                    members=tuple(members),
+                )
+            parsed = ParsedData(new_root, (*before, *res.errors, *tail), tokens=tokens + res.tokens)
+            return read_parsed(parsed, prev.format, prev.length + delta, prev)
+        r += 1
+    res = parse_messages(new_text[at : len(new_text)], at, depth, keys, bounds, window=False)
+    if res is None or res.holder is None:
+        return None
+    n = len(before)
+    new_holder = SNode(
+        "array",
+        res.holder.range,
+        items=(*holder.items[:k], *_keep_first(res, holder, k, at, p)),
+        starts=(*starts[:k], *res.starts),
+        error_counts=(*counts[:k], *(c + n for c in res.counts)),
+    )
+    if root is holder:
+        new_root = new_holder
+    else:
+        assert res.rest is not None
+        members = (
+            *root.members[:mi],
+            Member("messages", root.members[mi].key_range, new_holder),
+            *res.rest.members,
+        )
+        new_root = SNode("object", res.rest.range, members=members)
+    parsed = ParsedData(new_root, (*before, *res.errors), tokens=tokens + res.tokens)
+    return read_parsed(parsed, prev.format, prev.length + delta, prev)
+
+
+def _keep_first(res: MessagesParse, holder: SNode, k: int, at: int, p: int) -> tuple[SNode, ...]:
+    """The items read again, the first one the old node when it lies wholly before the edit
+    (read again only for what follows it): its ``Message`` is then shared too."""
+    items = res.items
+    if not items or holder.starts is None or at != holder.starts[k] or res.starts[0] != at:
+        return items
+    old = holder.items[k]
+    if at + old.range.end <= p and items[0].range == old.range:
+        return (old, *items[1:])
+    return items
+
+
+def _moved_issue(e: SyntaxIssue, delta: int) -> SyntaxIssue:
+    return SyntaxIssue(e.message, e.range.shift(delta), e.code, e.severity)
+
+
+def _reparse_one(
+    prev: Conversation, new_text: Text, fmt: DocFormat, p: int, old_end: int, delta: int
+) -> Conversation | None:
+    """An edit strictly inside one message (or one top-level value) of a conversation
+    without findings: that message alone is parsed and read again."""
+    lb = prev.length + delta
 
     # The message nodes, and their depth in the parse of the whole text.
     root = prev.tree
@@ -170,6 +323,7 @@ def reparse_conversation(
         _move_end(holder.range, delta),
         items=new_items,
         starts=_moved_starts(starts, k + 1, delta),
+        error_counts=holder.error_counts,  # none before or after: no finding
     )
     if holder is root:
         new_root = new_holder
@@ -184,7 +338,7 @@ def reparse_conversation(
                 members.append(m)
         new_root = SNode("object", _move_end(root.range, delta), members=tuple(members))
 
-    return dataclasses.replace(
+    res = dataclasses.replace(
         prev,
         message_data=messages,
         starts=new_starts,
@@ -198,6 +352,32 @@ def reparse_conversation(
         tree=new_root,
         length=lb,
     )
+    _carry(prev, res, node, new_node, reader, len(parser.toks))
+    return res
+
+
+def _carry(
+    prev: Conversation,
+    new: Conversation,
+    old_node: SNode | None,
+    new_node: SNode | None,
+    reader: Reader | None,
+    tokens: int,
+) -> None:
+    """Give ``new`` the memos the next re-read needs: the syntax state, what reading each
+    message node gave and each node's format marks (``documents.read_parsed``)."""
+    if prev.syntax is not None:
+        object.__setattr__(new, "syntax", (prev.syntax[0], prev.syntax[1] + tokens))
+    reads = dict(prev._views.get("reads", {}))
+    marks = dict(prev._views.get("marks", {}))
+    if old_node is not None and new_node is not None and reader is not None:
+        reads.pop(id(old_node), None)
+        reads.update(reader.reads)
+        old = marks.pop(id(old_node), None)
+        if old is not None:
+            marks[id(new_node)] = (new_node, old[1])  # equal marks: checked by the caller
+    new._views["reads"] = reads
+    new._views["marks"] = marks
 
 
 def _moved_starts(starts: tuple[int, ...], at: int, delta: int) -> tuple[int, ...]:
@@ -258,7 +438,7 @@ def _reparse_member(
         return None
     holder = new_root.get("messages")
     moved = holder is not None and holder.range.start >= value.range.end + delta
-    return Conversation(
+    res = Conversation(
         format=prev.format,
         source_format=prev.source_format,
         source_format_why=prev.source_format_why,
@@ -268,6 +448,8 @@ def _reparse_member(
         length=prev.length + delta,
         **fields,
     )
+    _carry(prev, res, None, None, None, len(parser.toks))
+    return res
 
 
 def _move_end(r: TextRange, delta: int) -> TextRange:
@@ -294,7 +476,12 @@ def _shift_node(node: SNode, delta: int) -> SNode:
     if kind == "array":
         if node.starts is not None:
             return SNode(
-                kind, moved, node.value, node.items, starts=_moved_starts(node.starts, 0, delta)
+                kind,
+                moved,
+                node.value,
+                node.items,
+                starts=_moved_starts(node.starts, 0, delta),
+                error_counts=node.error_counts,
             )
         return SNode(kind, moved, node.value, tuple(_shift_node(i, delta) for i in node.items))
     return SNode(kind, moved, node.value)

@@ -208,6 +208,9 @@ class Conversation:
     # ``messages`` is then empty and ``issues`` holds what is wrong with the lines themselves.
     records: tuple[Conversation, ...] = ()
     record: int | None = None  # in a dataset: this conversation's 1-based place
+    # JSON read incrementally (``assembly/incremental.py``): the parse's syntax errors and
+    # a bound on its token count, the base of the next re-read.
+    syntax: tuple[tuple[Any, ...], int] | None = field(default=None, compare=False, repr=False)
     _views: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -78,6 +78,9 @@ class SNode:
     # (``RelRange``s), and ``starts`` gives those starts in this version of the text, so an
     # item's subtree is shared by every version in which it did not change.
     starts: tuple[int, ...] | None = None
+    # Of the message list: how many syntax errors the parse had found before each item
+    # (an incremental re-parse keeps those and parses again from an item on).
+    error_counts: tuple[int, ...] | None = None
 
     def get(self, key: str) -> SNode | None:
         """Return the value of ``key`` (the last one when a key repeats)."""
@@ -260,6 +263,8 @@ class ParsedData:
     errors: tuple[SyntaxIssue, ...] = ()
     # For JSONL: the range of each non-blank line, aligned with ``root.items``.
     lines: tuple[TextRange, ...] = field(default=())
+    tokens: int = 0  # JSON: the tokens read (at most ``MAX_JSON_TOKENS``)
+    lex_errors: int = 0  # JSON: of ``errors``, how many the tokenizer found (they come first)
 
 
 def parse_json(text: str, *, messages: bool = False) -> ParsedData:
@@ -275,8 +280,9 @@ def parse_json(text: str, *, messages: bool = False) -> ParsedData:
 
 def _parse_json(text: str, messages: bool) -> ParsedData:
     parser = _JsonParser(text, 0, len(text), messages=messages)
+    lex_errors = len(parser.errors)
     root = parser.parse_document()
-    return ParsedData(root, tuple(parser.errors))
+    return ParsedData(root, tuple(parser.errors), tokens=len(parser.toks), lex_errors=lex_errors)
 
 
 def parse_jsonl(text: str, *, messages: bool = False) -> ParsedData:
@@ -528,6 +534,8 @@ class _JsonParser:
         # A parser given a base reads one item (a message, a JSON Lines line) on its own.
         self.base = base
         self.messages = messages  # read the message list's items relative to their starts
+        self.window: int | None = None  # an incremental parse's window end (``_items``)
+        self.shift = 0  # where ``text`` starts in the document (an incremental parse's window)
         self.holder_next = False  # the next array read is the top-level ``messages``
         self.too_deep = False
         self.errors: list[SyntaxIssue] = []
@@ -549,11 +557,12 @@ class _JsonParser:
     def _range(self, start: int, end: int) -> Span:
         b = self.base
         if b is None:
-            return TextRange(start, end)
+            return TextRange(start + self.shift, end + self.shift)
         return RelRange(start - b, end - b)
 
     def _error(self, message: str, start: int, end: int) -> None:
-        self.errors.append(SyntaxIssue(message, TextRange(start, max(start, end))))
+        s = start + self.shift
+        self.errors.append(SyntaxIssue(message, TextRange(s, max(s, end + self.shift))))
 
     def parse_document(self, what: str = "document") -> SNode | None:
         tok = self._peek()
@@ -562,6 +571,10 @@ class _JsonParser:
                 self._error("empty document: expected a JSON object or array", tok[2], tok[2])
             return None
         node = self._value(0)
+        self._trailing(what)
+        return node
+
+    def _trailing(self, what: str) -> None:
         tok = self._peek()
         while tok[0] != _EOF:
             self._error(f"unexpected content after the end of the {what}", tok[2], tok[3])
@@ -569,7 +582,21 @@ class _JsonParser:
             if tok[0] == _PUNCT and tok[1] in "{[":
                 self._skip_container()
             tok = self._peek()
-        return node
+
+    def parse_messages_from(
+        self, depth: int, keys: set[str] | None, list_start: int, doc_start: int
+    ) -> tuple[SNode, SNode | None]:
+        """Parse as if inside the message list (an array at ``depth``) at the start of an
+        item, to the end of the text: the list (its range starts at 0, its items are
+        those read here) and, when the list is the value of the top-level object's
+        ``messages`` (``keys``: the keys before it), that object's members after it (its
+        range too starts at 0). In a window, ``_Resync``/``_NoResync`` end it early."""
+        holder = self._items(depth, list_start, [], [], [])
+        rest = None
+        if keys is not None:
+            rest = self._members(0, doc_start, [], set(keys), after=holder)
+        self._trailing("document")
+        return holder, rest
 
     def _skip_to_close(self) -> None:
         """Skip the items left in the array being read, up to its closing bracket."""
@@ -600,7 +627,7 @@ class _JsonParser:
             self.i += 1
             b = self.base
             if b is None:
-                return SNode("string", TextRange(start, end), decoded)
+                return SNode("string", TextRange(start + self.shift, end + self.shift), decoded)
             return SNode("string", RelRange(start - b, end - b), decoded)
         if kind == _NUMBER:
             self.i += 1
@@ -626,6 +653,8 @@ class _JsonParser:
             self._error(raw, start, end)
             return None
         if kind == _EOF:
+            if self.window is not None:
+                raise _NoResync
             self._error("expected a value", start, start)
             return None
         self._error(f"expected a value, found `{raw}`", start, end)
@@ -633,9 +662,20 @@ class _JsonParser:
 
     def _object(self, depth: int) -> SNode:
         open_tok = self._next()
-        start = open_tok[2]
-        members: list[Member] = []
-        keys: set[str] = set()
+        return self._members(depth, open_tok[2], [], set(), None)
+
+    def _members(
+        self,
+        depth: int,
+        start: int,
+        members: list[Member],
+        keys: set[str],
+        after: SNode | None,
+    ) -> SNode:
+        """The members of an object from the current token on (``after``: the value of
+        the last member in ``members`` was just read; resumes a parse there)."""
+        if after is not None:
+            self._after_member(after)
         while True:
             tok = self._peek()
             kind, raw, s, e, decoded = tok
@@ -643,6 +683,8 @@ class _JsonParser:
                 self._next()
                 return SNode("object", self._range(start, e), members=tuple(members))
             if kind == _EOF:
+                if self.window is not None:
+                    raise _NoResync
                 if not self.too_deep:
                     self._error("unclosed object: expected `}`", start, start + 1)
                 # It ends with the last token read, not with the whitespace before the EOF.
@@ -673,7 +715,7 @@ class _JsonParser:
             key = decoded
             key_range = self._range(s, e)
             if key in keys:
-                self.errors.append(_duplicate_key(key, TextRange(s, e)))
+                self.errors.append(_duplicate_key(key, TextRange(s + self.shift, e + self.shift)))
             else:
                 keys.add(key)
             tok = self._peek()
@@ -690,36 +732,64 @@ class _JsonParser:
             self.holder_next = False
             if value is not None:
                 members.append(Member(key, key_range, value))
-            tok = self._peek()
-            if tok[0] == _PUNCT and tok[1] == ",":
-                self._next()
-                nxt = self._peek()
-                if nxt[0] == _PUNCT and nxt[1] == "}":
-                    self._error("trailing comma", tok[2], tok[3])
-            elif (tok[0] == _PUNCT and tok[1] == "}") or tok[0] == _EOF:
-                continue
-            else:
-                # Where the comma belongs: right after the value, not over the whitespace.
-                at = self.toks[self.i - 1][3] if value else tok[2]
-                self._error("expected `,` or `}`", at, at)
+            self._after_member(value)
+
+    def _after_member(self, value: SNode | None) -> None:
+        tok = self._peek()
+        if tok[0] == _PUNCT and tok[1] == ",":
+            self._next()
+            nxt = self._peek()
+            if nxt[0] == _PUNCT and nxt[1] == "}":
+                self._error("trailing comma", tok[2], tok[3])
+        elif (tok[0] == _PUNCT and tok[1] == "}") or tok[0] == _EOF:
+            return
+        else:
+            # Where the comma belongs: right after the value, not over the whitespace.
+            at = self.toks[self.i - 1][3] if value else tok[2]
+            self._error("expected `,` or `}`", at, at)
 
     def _array(self, depth: int) -> SNode:
         open_tok = self._next()
         start = open_tok[2]
-        items: list[SNode] = []
         # The message list: each item is read relative to its own start (see ``SNode.starts``).
         holder = self.messages and (depth == 0 or self.holder_next) and self.base is None
         self.holder_next = False
-        starts: list[int] | None = [] if holder else None
+        if holder:
+            return self._items(depth, start, [], [], [])
+        return self._items(depth, start, [], None, None)
+
+    def _items(
+        self,
+        depth: int,
+        start: int,
+        items: list[SNode],
+        starts: list[int] | None,
+        counts: list[int] | None,
+    ) -> SNode:
+        """The items of an array from the current token on (resumes a parse there).
+
+        For the message list, ``starts`` and ``counts`` (the number of errors before each
+        item) grow with ``items``. In a window (``window``), reaching its end where the
+        next item would start raises ``_Resync``; anywhere else, ``_NoResync``.
+        """
         while True:
             tok = self._peek()
             kind, raw, s, e, _ = tok
             if kind == _PUNCT and raw == "]":
                 self._next()
                 return SNode(
-                    "array", self._range(start, e), items=tuple(items), starts=_tup(starts)
+                    "array",
+                    self._range(start, e),
+                    items=tuple(items),
+                    starts=_tup(starts),
+                    error_counts=_tup(counts),
                 )
             if kind == _EOF:
+                if self.window is not None:
+                    prev = self.toks[self.i - 1] if self.i else None
+                    if starts is not None and prev is not None and prev[1] == ",":
+                        raise _Resync(items, starts, counts or [])
+                    raise _NoResync
                 if not self.too_deep:
                     self._error("unclosed array: expected `]`", start, start + 1)
                 return SNode(
@@ -727,6 +797,7 @@ class _JsonParser:
                     self._range(start, self.toks[self.i - 1][3]),
                     items=tuple(items),
                     starts=_tup(starts),
+                    error_counts=_tup(counts),
                 )
             if kind == _PUNCT and raw in ",}:":
                 self._next()
@@ -738,10 +809,12 @@ class _JsonParser:
                 continue
             if starts is not None:
                 self.base = s
+                n_errors = len(self.errors)
                 value = self._value(depth + 1)
                 self.base = None
                 if value is not None:
-                    starts.append(s)
+                    starts.append(s + self.shift)
+                    counts.append(n_errors)  # type: ignore[union-attr]
             else:
                 value = self._value(depth + 1)
             if value is not None:
@@ -758,6 +831,87 @@ class _JsonParser:
                 # Where the comma belongs: right after the value, not over the whitespace.
                 at = self.toks[self.i - 1][3] if value else tok[2]
                 self._error("expected `,` or `]`", at, at)
+
+
+class _Resync(Exception):
+    """A windowed parse reached its window's end where the next message would start."""
+
+    def __init__(self, items: list[SNode], starts: list[int], counts: list[int]) -> None:
+        super().__init__()
+        self.items, self.starts, self.counts = items, starts, counts
+
+
+class _NoResync(Exception):
+    """A windowed parse reached its window's end anywhere else."""
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesParse:
+    """What ``parse_messages`` read, in the coordinates of the text it was given."""
+
+    items: tuple[SNode, ...]
+    starts: tuple[int, ...]
+    counts: tuple[int, ...]  # errors (of ``errors``) before each item
+    errors: tuple[SyntaxIssue, ...]
+    tokens: int
+    # Resynchronised: the text ended where the next (unchanged) item starts. Otherwise the
+    # parse ran to the end of the document: the list and the top-level object's members
+    # after it.
+    resynced: bool
+    holder: SNode | None = None
+    rest: SNode | None = None
+
+
+def parse_messages(
+    text: str,
+    at: int,
+    depth: int,
+    keys: set[str] | None,
+    starts: tuple[int, int],
+    *,
+    window: bool,
+) -> MessagesParse | None:
+    """Parse ``text``, which starts at ``at`` in the document, as the message list's
+    items from the start of one item on (the incremental re-read); every range and start
+    it returns is the document's. ``depth`` is the list's, ``starts`` where the list and
+    the document start, ``keys`` the top-level keys before ``messages`` (None: the list
+    is the document). With ``window``, ``text`` must end exactly where an unchanged item
+    starts (else None); without, it runs to the end of the document."""
+    parser = _JsonParser(text, 0, len(text), messages=True)
+    if parser.errors:
+        return None  # the tokenizer's findings come first in a whole parse: parse it all
+    parser.shift = at
+    parser.errors = [
+        SyntaxIssue(e.message, e.range.shift(at), e.code, e.severity) for e in parser.errors
+    ]
+    list_start, doc_start = starts[0] - at, starts[1] - at
+    if window:
+        parser.window = len(text)
+        try:
+            parser.parse_messages_from(depth, keys, list_start, doc_start)
+        except _Resync as done:
+            return MessagesParse(
+                tuple(done.items),
+                tuple(done.starts),
+                tuple(done.counts),
+                tuple(parser.errors),
+                len(parser.toks),
+                True,
+            )
+        except _NoResync:
+            return None
+        return None
+    holder, rest = parser.parse_messages_from(depth, keys, list_start, doc_start)
+    return MessagesParse(
+        holder.items,
+        holder.starts or (),
+        holder.error_counts or (),
+        tuple(parser.errors),
+        len(parser.toks),
+        False,
+        holder,
+        rest,
+    )
 
 
 def _tup(starts: list[int] | None) -> tuple[int, ...] | None:

@@ -14,6 +14,7 @@ re-read of one edited message can tell whether the guess could change.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -229,8 +230,16 @@ def message_nodes(root: SNode | None, jsonl: bool) -> list[SNode]:
     return []
 
 
-def detect(root: SNode | None, *, jsonl: bool = False) -> Detection:
-    """The format of a parsed document (its source tree) and the marks that decided it."""
+def detect(
+    root: SNode | None,
+    *,
+    jsonl: bool = False,
+    marks_of: Callable[[SNode], list[tuple[str, str]]] | None = None,
+) -> Detection:
+    """The format of a parsed document (its source tree) and the marks that decided it.
+
+    ``marks_of`` gives a message node's marks (``message_marks``, or a memo of it)."""
+    marks_of = marks_of or message_marks
     marks: list[tuple[str, str]] = []
     if root is not None and root.is_object and not jsonl:
         marks.extend(top_marks(root))
@@ -240,7 +249,7 @@ def detect(root: SNode | None, *, jsonl: bool = False) -> Detection:
             if node.is_object and node.get("role") is None and node.get("type") is None:
                 marks.extend(top_marks(node))
     for node in nodes:
-        marks.extend(message_marks(node))
+        marks.extend(marks_of(node))
     return decide(marks)
 
 

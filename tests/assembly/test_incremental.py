@@ -43,7 +43,7 @@ def _tree(node: SNode | None) -> Any:
 
 def normalise(conv: Conversation) -> tuple[Any, ...]:
     """Every field of the conversation (messages compared field by field) and its tree."""
-    skip = ("tree", "_views", "message_data")
+    skip = ("tree", "_views", "message_data", "syntax")
     fields = {f.name: getattr(conv, f.name) for f in dataclasses.fields(conv) if f.name not in skip}
     fields["messages"] = tuple((m.index, tuple(sorted(m.values().items()))) for m in conv.messages)
     return (tuple(sorted(fields.items(), key=lambda kv: kv[0])), _tree(conv.root))
@@ -308,27 +308,38 @@ def test_delete_shrinks_later_ranges() -> None:
     assert res is not None and res.messages[3].content == "nks"
 
 
-def test_declines_what_it_cannot_do() -> None:
+def test_edits_beyond_one_message_are_read_from_the_first_changed_item() -> None:
+    """A changed id, a syntax error, an edit across two messages, a new schema error, an
+    edit in a broken document: the list is parsed again from the message the edit starts
+    in (JSON), and the result is the whole parse's."""
     text = _doc(DocFormat.JSON)
     prev = parse_conversation(text, DocFormat.JSON)
-    # A changed id, a syntax error, an edit across two messages, at the head of the document,
-    # a new schema error.
     cases = [
         text.replace('"id": "a"', '"id": "aa"'),
         _insert(text, "hello", '"'),
         text.replace('"hello there"\n    },', '"hello there", "x": 1}, {"role": "user"},'),
-        "\n" + text,
         text.replace('"role": "user"', '"role": "bogus"', 1),
     ]
     for new_text in cases:
-        assert reparse_conversation(prev, text, new_text, DocFormat.JSON) is None
-        check_edit(text, new_text, DocFormat.JSON)
-    # YAML is always parsed again; a previous parse with issues too.
-    assert reparse_conversation(prev, text, text + " ", DocFormat.YAML) is None
+        res = reparse_conversation(prev, text, new_text, DocFormat.JSON)
+        assert res is not None
+        assert normalise(res) == normalise(parse_conversation(new_text, DocFormat.JSON))
     broken = text[:-3]
     bad = parse_conversation(broken, DocFormat.JSON)
     assert bad.issues
-    assert reparse_conversation(bad, broken, _insert(broken, "hello", "x"), DocFormat.JSON) is None
+    fixed = _insert(broken, "hello", "x")
+    res = reparse_conversation(bad, broken, fixed, DocFormat.JSON)
+    assert res is not None and res.issues
+    assert normalise(res) == normalise(parse_conversation(fixed, DocFormat.JSON))
+
+
+def test_declines_what_it_cannot_do() -> None:
+    text = _doc(DocFormat.JSON)
+    prev = parse_conversation(text, DocFormat.JSON)
+    # An edit at the head of the document (before the message list); YAML.
+    assert reparse_conversation(prev, text, "\n" + text, DocFormat.JSON) is None
+    check_edit(text, "\n" + text, DocFormat.JSON)
+    assert reparse_conversation(prev, text, text + " ", DocFormat.YAML) is None
 
 
 def test_jsonl_line_break_inside_a_message_declines() -> None:
@@ -452,3 +463,115 @@ def test_additional_context_after_the_messages_moves_with_an_edit_before_it() ->
     )
     res = check_edit(text, _insert(text, "Why", " not"), DocFormat.JSON)
     assert res is not None and res.additional_context is not None
+
+
+# ---------------------------------------------------------------------------------------
+# Every edit kind (JSON): re-read from the first changed item on, equal to a whole parse
+
+
+def _chain(text: str, edits: list[tuple[int, int, str]]) -> list[Conversation]:
+    """Apply ``edits`` one after another, each re-read from the last result (as the server
+    does); every step must be re-read incrementally and equal a whole parse."""
+    conv = parse_conversation(text, DocFormat.JSON)
+    res = [conv]
+    for start, end, new in edits:
+        new_text = text[:start] + new + text[end:]
+        nxt = reparse_conversation(conv, text, new_text, DocFormat.JSON)
+        assert nxt is not None, (start, end, new)
+        assert normalise(nxt) == normalise(parse_conversation(new_text, DocFormat.JSON))
+        conv, text = nxt, new_text
+        res.append(conv)
+    return res
+
+
+def _big_doc(n: int = 30) -> str:
+    messages: list[dict[str, Any]] = []
+    for i in range(n):
+        messages.append({"id": f"u{i}", "role": "user", "content": f"question {i}"})
+        messages.append(
+            {
+                "id": f"a{i}",
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": "search", "arguments": '{"q": "x"}'},
+                    }
+                ],
+            }
+        )
+        messages.append(
+            {"id": f"t{i}", "role": "tool", "tool_call_id": f"call_{i}", "content": "r"}
+        )
+    doc = {
+        "settings": {"model": "gpt-4o"},
+        "tools": [{"type": "function", "function": {"name": "search"}}],
+    }
+    return json.dumps({**doc, "messages": messages}, indent=2)
+
+
+def test_typing_a_new_message_at_the_end_character_by_character() -> None:
+    """Through every syntax-broken state: each keystroke re-reads only the last message and
+    what follows it."""
+    text = _big_doc()
+    at = text.rindex("}") - len("\n  ]\n")
+    typed = ',\n    {"id": "u99", "role": "user", "content": "and then?"}'
+    edits = [(at + i, at + i, ch) for i, ch in enumerate(typed)]
+    chain = _chain(text, edits)
+    assert any(c.issues for c in chain[1:-1])  # it was broken on the way
+    assert not chain[-1].issues and chain[-1].messages[-1].id == "u99"
+    first, last = chain[0], chain[-1]
+    assert all(a is b for a, b in zip(first.message_data, last.message_data[:-1], strict=False))
+
+
+def test_inserting_deleting_and_renaming_messages_in_the_middle() -> None:
+    text = _big_doc()
+    middle = text.index('"id": "u15"') - len("{\n      ")
+    new_message = '{"id": "n1", "role": "user", "content": "inserted"},\n    '
+    chain = _chain(text, [(middle, middle, new_message)])
+    before, after = chain
+    k = next(i for i, m in enumerate(after.messages) if m.id == "n1")
+    # Every other message object is shared, the later ones moved by the table of starts
+    # (but the one right after: the texts' common prefix ends inside it, at its ``{``).
+    assert all(a is b for a, b in zip(before.message_data[:k], after.message_data[:k], strict=True))
+    later = zip(before.message_data[k + 1 :], after.message_data[k + 2 :], strict=True)
+    assert all(a is b for a, b in later)
+    assert after.starts[k + 2] == before.starts[k + 1] + len(new_message)
+    text2 = text[:middle] + new_message + text[middle:]
+    # A span deleted across messages (from one content into a later one).
+    a, b = text2.index("question 20"), text2.index("question 22")
+    edits: list[tuple[int, int, str]] = [(a + 5, b + 5, "")]
+    text3 = text2[: a + 5] + text2[b + 5 :]
+    # An id, a role, a parent and a tool-call id changed.
+    for old, new in (
+        ('"id": "u3"', '"id": "u3b"'),
+        ('"id": "u4",\n      "role": "user"', '"id": "u4",\n      "role": "system"'),
+        ('"id": "u5",', '"id": "u5", "parent": "u3b",'),
+        ('"tool_call_id": "call_7"', '"tool_call_id": "call_77"'),
+    ):
+        i = text3.index(old)
+        edits.append((i, i + len(old), new))
+        text3 = text3[:i] + new + text3[i + len(old) :]
+    _chain(text2, edits)
+
+
+@settings(max_examples=int(os.environ.get("INCREMENTAL_EXAMPLES", "400")) // 4, deadline=None)
+@given(st.data())
+def test_random_edit_chains_equal_whole_parses(data: st.DataObject) -> None:
+    """Random edits anywhere after the list's bracket (breaking and mending the syntax),
+    each re-read from the previous result: every step equals a whole parse."""
+    text = _big_doc(3)
+    conv = parse_conversation(text, DocFormat.JSON)
+    alphabet = st.sampled_from([*'ab "\\{}[],:\n', "é", '{"role": "user", "content": "x"},'])
+    for _ in range(data.draw(st.integers(1, 10))):
+        lo = text.index("[", text.index('"messages"')) + 1
+        pos = data.draw(st.integers(lo, len(text)))
+        cut = data.draw(st.integers(0, 40))
+        new_text = text[:pos] + data.draw(alphabet) + text[pos + cut :]
+        res = reparse_conversation(conv, text, new_text, DocFormat.JSON)
+        full = parse_conversation(new_text, DocFormat.JSON)
+        if res is not None:
+            assert normalise(res) == normalise(full)
+        conv, text = (res if res is not None else full), new_text

@@ -73,7 +73,16 @@ def _model(conv: Conversation) -> dict[str, Any]:
         f.name: getattr(conv, f.name)
         for f in dataclasses.fields(conv)
         if f.name
-        not in ("format", "tree", "_views", "starts", "length", "settings_ranges", "issues")
+        not in (
+            "format",
+            "tree",
+            "_views",
+            "syntax",
+            "starts",
+            "length",
+            "settings_ranges",
+            "issues",
+        )
     }
     return _strip_ranges(_plain(fields))
 
