@@ -16,6 +16,17 @@ timed from the last keystroke to the ``publishDiagnostics`` of its version (and 
 versions of the burst were published); and the server process's peak RSS (VmHWM).
 
     python tests/bench/bench_lsp.py [--edits 30] [--hovers 100] [--burst 30] [--sizes 1,10]
+
+``--kinds`` measures instead, for the promptls server only (``--root``: the checkout whose
+``server`` runs, e.g. another worktree, for a before/after pair run back to back), every
+edit kind on every format (JSON, JSON Lines, YAML) and size: typing inside a message, typing
+a new message at the end character by character (through the syntax-broken states),
+deleting a span across two messages and putting it back, inserting a message in the
+middle and deleting it, typing in a message id, changing a role and back, typing in a
+tool-call id, typing in the document's settings (JSONL: its header line), and hover;
+each keystroke waits for the ``publishDiagnostics`` of its version (median, p95).
+
+    python tests/bench/bench_lsp.py --kinds [--per-kind 8] [--formats json,jsonl,yaml]
 """
 
 from __future__ import annotations
@@ -113,6 +124,10 @@ def main() -> int:
     ap.add_argument("--burst", type=int, default=30, help="keystrokes of the typing burst")
     ap.add_argument("--sizes", default="1,10", help="document sizes in MB: 1, 10 or both")
     ap.add_argument("--corpus", type=Path, help="reuse or create the documents in this folder")
+    ap.add_argument("--kinds", action="store_true", help="time every edit kind (see above)")
+    ap.add_argument("--per-kind", type=int, default=8, help="keystrokes per edit kind")
+    ap.add_argument("--formats", default="json,jsonl,yaml")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose server runs")
     args = ap.parse_args()
     if not GEN.is_file():
         print(f"generator not found: {GEN}", file=sys.stderr)
@@ -129,6 +144,8 @@ def main() -> int:
         "trivial pygls": [sys.executable, str(trivial)],
     }
     print(f"{os.cpu_count()} cores; python {sys.version.split()[0]}; work dir {work}")
+    if args.kinds:
+        return _kinds_main(args, corpus)
     results = []
     for mb in (int(s) for s in args.sizes.split(",")):
         doc = _generate(corpus, mb)
@@ -141,9 +158,9 @@ def main() -> int:
     return 0
 
 
-def _generate(corpus: Path, mb: int) -> Path:
+def _generate(corpus: Path, mb: int, fmt: str = "json") -> Path:
     messages, target = SIZES[mb]
-    out = corpus / f"bench-{mb}mb.conv.json"
+    out = corpus / f"bench-{mb}mb.conv.{fmt}"
     if not out.is_file():
         subprocess.run(
             [
@@ -153,12 +170,221 @@ def _generate(corpus: Path, mb: int) -> Path:
                 messages,
                 "--target-bytes",
                 target,
+                "--format",
+                fmt,
                 "--out",
                 str(out),
             ],
             check=True,
         )
     return out
+
+
+# ------------------------------------------------------------------------ edit kinds
+
+Edit = tuple[int, int, str]  # [start, end) of the current text becomes the string
+
+
+def _kinds_main(args: argparse.Namespace, corpus: Path) -> int:
+    command = [sys.executable, "-m", "server"]
+    rows: list[tuple[str, str, str, list[float]]] = []
+    print(f"server: {args.root}")
+    for mb in (int(s) for s in args.sizes.split(",")):
+        for fmt in args.formats.split(","):
+            doc = _generate(corpus, mb, fmt)
+            print(f"{doc.name}: {doc.stat().st_size:,} bytes", flush=True)
+            for kind, times in _run_kinds(command, args.root, doc, fmt, args.per_kind):
+                rows.append((fmt, f"{mb} MB", kind, times))
+    head = ("format", "size", "edit kind", "median", "p95", "n")
+    table = [head]
+    for fmt, size, kind, times in rows:
+        table.append(
+            (fmt, size, kind, _ms(statistics.median(times)), _ms(_p95(times)), str(len(times)))
+        )
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    print()
+    for k, row in enumerate(table):
+        print(
+            "  ".join(
+                c.rjust(w) if i > 2 else c.ljust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+    print("\nEach keystroke timed from its didChange to the publishDiagnostics of its version.")
+    return 0
+
+
+def _run_kinds(
+    command: list[str], root: Path, doc: Path, fmt: str, n: int
+) -> list[tuple[str, list[float]]]:
+    text = doc.read_text(encoding="utf-8")
+    uri = doc.as_uri()
+    rpc = Rpc(command, root, doc.parent / f"{doc.stem}-{fmt}-kinds.stderr.log")
+    res: list[tuple[str, list[float]]] = []
+    try:
+        request_id, _ = rpc.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": doc.parent.as_uri(),
+                "capabilities": CAPABILITIES,
+                "workspaceFolders": [{"uri": doc.parent.as_uri(), "name": "bench"}],
+            },
+        )
+        rpc.response(request_id)
+        rpc.notify("initialized", {})
+        sent = rpc.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": uri, "languageId": fmt, "version": 1, "text": text}},
+        )
+        got, _ = rpc.wait(_diagnostics_of(uri, 1))
+        res.append(("open", [got - sent]))
+        version = 1
+        for kind, make in _KINDS:
+            times: list[float] = []
+            for edit in make(text, fmt, n):
+                if edit is None:
+                    continue
+                start, end, new = edit
+                version += 1
+                change = {
+                    "range": {"start": _position(text, start), "end": _position(text, end)},
+                    "text": new,
+                }
+                text = text[:start] + new + text[end:]
+                sent = _did_change(rpc, uri, version, change)
+                got, _ = rpc.wait(_diagnostics_of(uri, version))
+                times.append(got - sent)
+            if times:
+                res.append((kind, times))
+        hovers = []
+        for position in _hover_positions(text, 4 * n):
+            request_id, sent = rpc.request(
+                "textDocument/hover", {"textDocument": {"uri": uri}, "position": position}
+            )
+            got, _ = rpc.response(request_id)
+            hovers.append(got - sent)
+        res.append(("hover", hovers))
+    finally:
+        rpc.close()
+    return res
+
+
+def _middle(text: str, needle: str, k: int = 0) -> int:
+    """The offset of an occurrence of ``needle`` past the middle of the text (the k-th)."""
+    i = text.index(needle, len(text) // 2)
+    for _ in range(k):
+        i = text.index(needle, i + 1)
+    return i
+
+
+def _content_key(fmt: str) -> str:
+    return "content: " if fmt == "yaml" else '"content": "'
+
+
+def _type_in_message(text: str, fmt: str, n: int) -> list[Edit | None]:
+    at = _middle(text, _content_key(fmt)) + len(_content_key(fmt)) + 3
+    return [(at + k, at + k, "x") for k in range(n)]
+
+
+def _type_new_message(text: str, fmt: str, n: int) -> list[Edit | None]:
+    """Character by character, the start of a new last message (syntax-broken on the way)."""
+    if fmt == "json":
+        at = text.rindex("}", 0, text.rindex("]")) + 1
+        typed = ',\n    {"id": "new", "role": "user", "content": "and then?"}'
+    elif fmt == "jsonl":
+        at = len(text.rstrip("\n"))
+        typed = '\n{"id": "new", "role": "user", "content": "and then?"}'
+    else:
+        at = len(text.rstrip("\n"))
+        typed = "\n- id: new\n  role: user\n  content: and then?"
+    step = max(1, len(typed) // n)
+    res: list[Edit | None] = []
+    done = 0
+    while done < len(typed):
+        chunk = typed[done : done + step] if len(res) < n - 1 else typed[done:]
+        res.append((at + done, at + done, chunk))
+        done += len(chunk)
+    return res
+
+
+def _delete_across(text: str, fmt: str, n: int) -> list[Edit | None]:
+    """Delete from inside one message's content into the next one's, then put it back."""
+    res: list[Edit | None] = []
+    key = _content_key(fmt)
+    for k in range(max(1, n // 2)):
+        a = _middle(text, key, 2 * k) + len(key) + 2
+        b = text.index(key, a) + len(key) + 2
+        res.append((a, b, ""))
+        res.append((a, a, text[a:b]))
+    return res
+
+
+def _insert_middle(text: str, fmt: str, n: int) -> list[Edit | None]:
+    """Paste a whole message in the middle, then delete it."""
+    if fmt == "json":
+        at = _middle(text, "\n    {") + 1
+        new = '    {"id": "pasted", "role": "user", "content": "a pasted message"},\n'
+    elif fmt == "jsonl":
+        at = _middle(text, "\n{") + 1
+        new = '{"id": "pasted", "role": "user", "content": "a pasted message"}\n'
+    else:
+        at = _middle(text, "\n- ") + 1
+        new = "- id: pasted\n  role: user\n  content: a pasted message\n"
+    res: list[Edit | None] = []
+    for k in range(max(1, n // 2)):
+        where = at + 3 * k
+        where = text.index("\n", where) + 1 if k else at
+        res.append((where, where, new))
+        res.append((where, where + len(new), ""))
+    return res
+
+
+def _type_in_id(text: str, fmt: str, n: int) -> list[Edit | None]:
+    key = "id: m" if fmt == "yaml" else '"id": "m'
+    at = _middle(text, key) + len(key)
+    return [(at + k, at + k, "z") for k in range(n)]
+
+
+def _change_role(text: str, fmt: str, n: int) -> list[Edit | None]:
+    key = "role: user" if fmt == "yaml" else '"role": "user"'
+    at = _middle(text, key) + len(key) - (4 if fmt == "yaml" else 5)
+    res: list[Edit | None] = []
+    for _ in range(max(1, n // 2)):
+        res.append((at, at + 4, "system"))
+        res.append((at, at + 6, "user"))
+    return res
+
+
+def _type_in_tool_call_id(text: str, fmt: str, n: int) -> list[Edit | None]:
+    key = "tool_call_id: " if fmt == "yaml" else '"tool_call_id": "'
+    at = _middle(text, key) + len(key) + 2
+    return [(at + k, at + k, "q") for k in range(n)]
+
+
+def _type_in_settings(text: str, fmt: str, n: int) -> list[Edit | None]:
+    """In the document's settings (JSONL: its header line): the model name."""
+    key = "model: gpt-4o" if fmt == "yaml" else '"model": "gpt-4o'
+    at = text.index(key) + len(key)
+    res: list[Edit | None] = []
+    for _ in range(max(1, n // 2)):
+        res.append((at, at, "-mini"))
+        res.append((at, at + 5, ""))
+    return res
+
+
+_KINDS: list[tuple[str, Callable[[str, str, int], list[Edit | None]]]] = [
+    ("type in a message", _type_in_message),
+    ("type a new message at the end", _type_new_message),
+    ("delete across messages, undo", _delete_across),
+    ("insert a message in the middle, undo", _insert_middle),
+    ("type in a message id", _type_in_id),
+    ("change a role, back", _change_role),
+    ("type in a tool-call id", _type_in_tool_call_id),
+    ("type in the settings (header)", _type_in_settings),
+]
 
 
 # --------------------------------------------------------------------------- the client
@@ -408,10 +634,18 @@ def _hover_positions(text: str, n: int) -> list[dict[str, int]]:
     """The document head, then message roles and contents spread over the document."""
     res = [{"line": 0, "character": 0}]
     lines = text.split("\n")
-    wanted = [i for i, line in enumerate(lines) if '"role"' in line or '"content"' in line]
+    wanted = [
+        i
+        for i, line in enumerate(lines)
+        if any(key in line for key in ('"role"', '"content"', "role: ", "content: "))
+    ]
     step = max(1, len(wanted) // max(1, n - 1))
     for i in wanted[::step][: n - 1]:
-        res.append({"line": i, "character": lines[i].index('"') + 2})
+        line = lines[i]
+        at = line.find('"role"') if '"role"' in line else line.find('"content"')
+        if at < 0:
+            at = len(line) - len(line.lstrip(" -"))
+        res.append({"line": i, "character": at + 2})
     return res
 
 
