@@ -1,15 +1,25 @@
 """Re-reading a conversation after an edit (JSON and JSON Lines only).
 
 ``reparse_conversation`` finds the one changed span of the text (common prefix and
-suffix), and when it lies strictly inside one message object of the previous parse,
-re-parses that object alone and re-reads it into a ``Message``. Every other ``Message``
-is kept as is (the same object): its ranges are relative to its start, so the messages
-after the edit move by a new entry in the new version's table of message starts
-(``Conversation.starts``), not by a copy, and the previous version is left exactly as it
-was (value snapshots). The few nodes outside the messages (the enclosing array and object,
-members after the messages) are copied with their ranges moved. It returns None whenever
-that might not give exactly what ``parse_conversation`` gives; the caller then parses the
-whole text.
+suffix). Every ``Message`` the edit does not touch is kept as is (the same object): its
+ranges are relative to its start, so the messages after the edit move by a new entry in
+the new version's table of message starts (``Conversation.starts``), not by a copy, and
+the previous version is left exactly as it was (value snapshots). Two paths:
+
+- an edit strictly inside one message (or one top-level value) of a document without
+  findings (JSON, JSON Lines): that object alone is parsed and read again;
+- any other edit after the message list's opening bracket (JSON; the document may be
+  syntax-broken before and after): the parser resumes at the message the edit begins in,
+  in the state a whole parse has there (inside the list, at an item), recovery included,
+  and stops at the first unchanged message where the old parse was in that same state
+  (after a comma, at an item), or else runs to the end; the old tree, syntax errors and
+  error counts are kept around it. The tree is then read as a whole parse reads it, each
+  shared message node giving the ``Message`` and findings it gave before
+  (``read_parsed(previous=)``), so the result is the whole parse's by construction.
+
+It returns None whenever that might not give exactly what ``parse_conversation`` gives
+(YAML, other providers' formats, an edit before the message list, a document near the
+token limit, JSON Lines beyond one line); the caller then parses the whole text.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from assembly.syntax import (
     SyntaxIssue,
     _JsonParser,
     absolute,
+    parse_jsonl,
     parse_messages,
 )
 from assembly.text import TextRange
@@ -110,7 +121,47 @@ def reparse_conversation(
             return res
     if fmt is DocFormat.JSON:
         return _reparse_list(prev, new_text, p, old_end, new_end, lb - la)
-    return None
+    return _reparse_lines(prev, new_text, p, old_end, new_end, lb - la)
+
+
+def _reparse_lines(
+    prev: Conversation, new_text: Text, p: int, old_end: int, new_end: int, delta: int
+) -> Conversation | None:
+    """Any edit in a JSON Lines document whose lines all parse, before and after: the lines
+    the edit touches are parsed again, the others kept (moved by the table of starts), and
+    the tree read as a whole parse reads it (``read_parsed(previous=)``)."""
+    if prev.syntax is None or prev.syntax[0]:
+        return None  # a broken line may be read over several lines: parse it all
+    tokens = prev.syntax[1]
+    root = prev.tree
+    if root is None or not root.is_array or root.starts is None:
+        return None
+    starts = root.starts
+    first = new_text.rfind("\n", 0, p) + 1  # the start of the first line touched
+    end = new_text.find("\n", new_end)
+    end = len(new_text) if end < 0 else end  # the end of the last one, after the edit
+    old_last = end - delta  # ... and before it
+    if tokens + (end - first) >= MAX_JSON_TOKENS:
+        return None
+    sub = parse_jsonl(str(new_text[first:end]), messages=True)
+    if sub.errors or sub.root is None or sub.root.starts is None:
+        return None
+    k0, k1 = bisect_left(starts, first), bisect_left(starts, old_last + 1)
+    items = (*root.items[:k0], *sub.root.items, *root.items[k1:])
+    if len(items) > MAX_TOP_ITEMS:
+        return None
+    new_root = SNode(
+        "array",
+        TextRange(0, prev.length + delta),
+        items=items,
+        starts=(
+            *starts[:k0],
+            *(s + first for s in sub.root.starts),
+            *(s + delta for s in starts[k1:]),
+        ),
+    )
+    parsed = ParsedData(new_root, (), tokens=tokens + sub.tokens)
+    return read_parsed(parsed, prev.format, prev.length + delta, prev)
 
 
 def _reparse_list(

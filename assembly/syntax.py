@@ -348,7 +348,7 @@ def _parse_jsonl(text: str, messages: bool) -> ParsedData:
                 lines.append(TextRange(start, end))
         start = end + 1
     root = SNode("array", TextRange(0, n), items=tuple(items), starts=tuple(starts))
-    return ParsedData(root, tuple(errors), tuple(lines))
+    return ParsedData(root, tuple(errors), tuple(lines), tokens=tokens)
 
 
 def _spanning_value(text: str, start: int, scan: _Scan, messages: bool) -> tuple[SNode, int] | None:

@@ -575,3 +575,46 @@ def test_random_edit_chains_equal_whole_parses(data: st.DataObject) -> None:
         if res is not None:
             assert normalise(res) == normalise(full)
         conv, text = (res if res is not None else full), new_text
+
+
+def _big_jsonl(n: int = 3) -> str:
+    doc = json.loads(_big_doc(n))
+    lines = [json.dumps({"settings": doc["settings"], "tools": doc["tools"]})]
+    lines += [json.dumps(m) for m in doc["messages"]]
+    return "\n".join(lines) + "\n"
+
+
+def test_jsonl_lines_are_read_again_alone() -> None:
+    """A new line typed at the end, a line pasted in the middle, an id changed, the header
+    line edited: only the lines touched are parsed again."""
+    text = _big_jsonl(10)
+    conv = parse_conversation(text, DocFormat.JSONL)
+    middle = text.index('{"id": "u5"')
+    for new_text in (
+        text + '{"id": "u99", "role": "user", "content": "and then?"}\n',
+        text[:middle] + '{"id": "n1", "role": "user", "content": "pasted"}\n' + text[middle:],
+        text.replace('"id": "u3"', '"id": "u3b"'),
+        text.replace('"gpt-4o"', '"gpt-4o-mini"'),
+    ):
+        res = reparse_conversation(conv, text, new_text, DocFormat.JSONL)
+        assert res is not None
+        assert normalise(res) == normalise(parse_conversation(new_text, DocFormat.JSONL))
+        shared = sum(a is b for a, b in zip(conv.message_data, res.message_data, strict=False))
+        assert shared >= len(conv.message_data) // 2
+
+
+@settings(max_examples=int(os.environ.get("INCREMENTAL_EXAMPLES", "400")) // 4, deadline=None)
+@given(st.data())
+def test_random_jsonl_edit_chains_equal_whole_parses(data: st.DataObject) -> None:
+    text = _big_jsonl()
+    conv = parse_conversation(text, DocFormat.JSONL)
+    alphabet = st.sampled_from([*'ab "\\{}[],:\n', "é", '{"role": "user", "content": "x"}\n'])
+    for _ in range(data.draw(st.integers(1, 10))):
+        pos = data.draw(st.integers(0, len(text)))
+        cut = data.draw(st.integers(0, 40))
+        new_text = text[:pos] + data.draw(alphabet) + text[pos + cut :]
+        res = reparse_conversation(conv, text, new_text, DocFormat.JSONL)
+        full = parse_conversation(new_text, DocFormat.JSONL)
+        if res is not None:
+            assert normalise(res) == normalise(full)
+        conv, text = (res if res is not None else full), new_text
