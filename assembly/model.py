@@ -338,11 +338,7 @@ class Located:
     __slots__ = ("base", "green", "index")
 
     def __new__(cls, green: Any, base: int, index: int | None = None) -> Located:
-        view = object.__new__(_VIEW_CLASSES[type(green)])
-        view.green = green
-        view.base = base
-        view.index = index
-        return view
+        return _VIEW_MAKERS[type(green)](green, base, index)  # type: ignore[no-any-return]
 
     def __init__(self, green: Any, base: int, index: int | None = None) -> None:
         pass  # set by ``__new__``
@@ -391,9 +387,12 @@ def _plain_field(name: str) -> property:
     return property(get)
 
 
-def _view_class(stored: type) -> type[Located]:
-    """The view class of a stored type: one property per field."""
-    ns: dict[str, Any] = {"__slots__": ()}
+def _view_class(stored: type) -> tuple[type[Located], Any]:
+    """The view class of a stored type and the function that makes one: the plain fields
+    are copied into slots when the view is made (read at slot speed), the ranges and the
+    nested values resolved when read."""
+    ns: dict[str, Any] = {}
+    plain: list[str] = []
     for f in fields(stored):
         kind = str(f.type)
         if "Span" in kind:
@@ -401,17 +400,30 @@ def _view_class(stored: type) -> type[Located]:
         elif f.name in ("tool_calls", "images", "files"):
             ns[f.name] = _nested_field(f.name)
         else:
-            ns[f.name] = _plain_field(f.name)
+            plain.append(f.name)
+    ns["__slots__"] = tuple(plain)
     for name in dir(stored):  # properties and methods of the stored type, on the view
         if not name.startswith("_") and name not in ns and name not in ("index",):
             attr = getattr(stored, name)
             if isinstance(attr, property):
                 ns[name] = _plain_field(name)
-    return type(f"Located{stored.__name__}", (Located,), ns)
+    cls = type(f"Located{stored.__name__}", (Located,), ns)
+    lines = [
+        "def make(green, base, index):",
+        "    v = new(cls)",
+        "    v.green = green",
+        "    v.base = base",
+        "    v.index = index",
+        *(f"    v.{name} = green.{name}" for name in plain),
+        "    return v",
+    ]
+    scope: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    exec("\n".join(lines), scope)  # one assignment per field, no loop at run time
+    return cls, scope["make"]
 
 
-_VIEW_CLASSES: dict[type, type[Located]] = {
-    t: _view_class(t) for t in (Message, ToolCall, Image, FileAttachment)
+_VIEW_MAKERS: dict[type, Any] = {
+    t: _view_class(t)[1] for t in (Message, ToolCall, Image, FileAttachment)
 }
 
 # ------------------------------------------------------------------------------------
