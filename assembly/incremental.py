@@ -161,7 +161,7 @@ def _reparse_lines(
         ),
     )
     parsed = ParsedData(new_root, (), tokens=tokens + sub.tokens)
-    return read_parsed(parsed, prev.format, prev.length + delta, prev)
+    return _native(read_parsed(parsed, prev.format, prev.length + delta, prev))
 
 
 def _reparse_list(
@@ -248,7 +248,7 @@ def _reparse_list(
                     members=tuple(members),
                 )
             parsed = ParsedData(new_root, (*before, *res.errors, *tail), tokens=tokens + res.tokens)
-            return read_parsed(parsed, prev.format, prev.length + delta, prev)
+            return _native(read_parsed(parsed, prev.format, prev.length + delta, prev))
         r += 1
     res = parse_messages(new_text[at : len(new_text)], at, depth, keys, bounds, window=False)
     if res is None or res.holder is None:
@@ -272,7 +272,7 @@ def _reparse_list(
         )
         new_root = SNode("object", res.rest.range, members=members)
     parsed = ParsedData(new_root, (*before, *res.errors), tokens=tokens + res.tokens)
-    return read_parsed(parsed, prev.format, prev.length + delta, prev)
+    return _native(read_parsed(parsed, prev.format, prev.length + delta, prev))
 
 
 def _keep_first(res: MessagesParse, holder: SNode, k: int, at: int, p: int) -> tuple[SNode, ...]:
@@ -285,6 +285,12 @@ def _keep_first(res: MessagesParse, holder: SNode, k: int, at: int, p: int) -> t
     if at + old.range.end <= p and items[0].range == old.range:
         return (old, *items[1:])
     return items
+
+
+def _native(conv: Conversation) -> Conversation | None:
+    """``conv`` unless the edit made it another provider's format (read whole, as a
+    whole parse reads it: the caller parses it all)."""
+    return conv if conv.source_format in NATIVE else None
 
 
 def _moved_issue(e: SyntaxIssue, delta: int) -> SyntaxIssue:
