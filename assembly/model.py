@@ -230,8 +230,13 @@ class Conversation:
     @property
     def root(self) -> SNode | None:
         """The source tree seen in this version (absolute ranges; a view made on demand)."""
-        tree = self.tree
-        return None if tree is None else located(tree)
+        root = self._views.get("root")
+        if root is None:
+            tree = self.tree
+            if tree is None:
+                return None
+            root = self._views["root"] = located(tree)
+        return root  # type: ignore[no-any-return]
 
     def index_of(self, message: Message) -> int | None:
         """The place of a stored ``Message`` in this version (None: not in it)."""

@@ -143,11 +143,13 @@ class NodeAt:
     ``base`` is where the message the node belongs to starts (0 outside the messages).
     """
 
-    __slots__ = ("base", "green")
+    __slots__ = ("_items", "_members", "base", "green")
 
     def __init__(self, green: SNode, base: int) -> None:
         self.green = green
         self.base = base
+        self._items: tuple[SNode, ...] | None = None  # made on first read, then kept
+        self._members: tuple[Member, ...] | None = None
 
     def __repr__(self) -> str:
         return f"NodeAt({self.green.kind}, {self.range})"
@@ -178,19 +180,23 @@ class NodeAt:
 
     @property
     def items(self) -> tuple[SNode, ...]:
-        g = self.green
-        if g.starts is not None:
-            return tuple(NodeAt(n, s) for n, s in zip(g.items, g.starts, strict=True))
-        b = self.base
-        return tuple(NodeAt(n, b) for n in g.items)
+        if self._items is None:
+            g, b = self.green, self.base
+            if g.starts is not None:
+                self._items = tuple(NodeAt(n, s) for n, s in zip(g.items, g.starts, strict=True))  # type: ignore[misc]
+            else:
+                self._items = tuple(NodeAt(n, b) for n in g.items)  # type: ignore[misc]
+        return self._items
 
     @property
     def members(self) -> tuple[Member, ...]:
-        b = self.base
-        return tuple(
-            Member(m.key, resolve(m.key_range, b), NodeAt(m.value, b))  # type: ignore[arg-type]
-            for m in self.green.members
-        )
+        if self._members is None:
+            b = self.base
+            self._members = tuple(
+                Member(m.key, resolve(m.key_range, b), NodeAt(m.value, b))  # type: ignore[arg-type]
+                for m in self.green.members
+            )
+        return self._members
 
     def get(self, key: str) -> SNode | None:
         found = self.green.get(key)
