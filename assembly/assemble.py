@@ -11,6 +11,39 @@ assembled total never exceeds the available budget).
 
 A document that cannot be assembled (Onyx would raise) yields an ``Assembly`` with no
 messages and an ``AssemblyError`` saying why; nothing here raises on user input.
+
+The pipeline is one chain of stages, each memoised in an ``AssemblyCache`` that the caller
+carries from one version of a document to the next (``assemble`` without one runs the same
+code with an empty memo; there is no second implementation):
+
+1. structure (``_Pipeline._structure``): the branch, the system message taken as the
+   prompt and the summary applied, as positions in ``Conversation.messages``; reused while
+   the number of messages is the same, every stored message whose object changed keeps
+   its ``_signature`` (id, role, parent, tool calls, files) and the last run found no error;
+2. history (``_history``): each message converted to model messages, memoised per stored
+   ``Message`` (``Conversation.message_data``, which the incremental re-read shares between
+   versions even when an edit moves it) with the flags it is converted under (the last
+   user message, a past tool result and its tool's name, the project images); after a
+   change of structure the memo's conversions are found by identity (the common head and
+   tail of the two message lists, a table for what lies between); the per-position lists
+   the cut reads (costs and their prefix sums, stored tokens, compression candidates,
+   provider messages, layout entries) are patched at the positions of the changed
+   messages while they keep their ``_position_signature``, and otherwise made again in
+   runs of slices of the memo's lists (``_Shape``, what the cut reads besides costs, stays
+   the same object while nothing changed shape: the early cut-off of the stages after it);
+3. fixed parts (``_fixed_parts``): prompts (by ``cite``, the system message's identity and
+   the inline prompts' texts), the parsed base prompt (by its text), project files (by
+   whether they overflow their share), tool definitions, reserved tokens, reminder;
+4. budget cut (``_budget_cut``): bisection on the prefix sums; the forgotten files by
+   (shape, metadata, last-N start, cut) and the orphans by (shape, cut);
+5. the result (``_assembled``, ``_compression_plan``): slices of the memoised per-position
+   lists around the fixed parts.
+
+Everything else the pipeline reads (settings, tools, user info, additional context,
+project files, date, template, file contents, the tokenizer) is the context key: when it
+changes the memo starts empty. The memo keeps no absolute offsets: a converted message
+holds its stored source (relative ranges), and the ranges of a result's errors are
+resolved in the current version (``Conversation.locate``).
 """
 
 from __future__ import annotations
@@ -18,11 +51,13 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import datetime as dt
+import itertools
 import json
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from assembly import texts
 from assembly.model import (
@@ -46,9 +81,6 @@ from assembly.sysprompt import (
 )
 from assembly.text import TextRange
 from assembly.tokens import Tokenizer
-
-if TYPE_CHECKING:
-    from assembly.assemble_cache import AssemblyCache
 
 MsgKind = Literal["system", "user", "assistant", "tool", "reminder"]
 SEGMENTS = (
@@ -235,16 +267,15 @@ def assemble(
         settings: its effective settings (all sources merged).
         tokenizer: counts tokens; its ``encoding`` is reported.
         opts: the referenced template, project file contents and the date.
-        cache: what the previous call for the same document kept
-            (``assembly.assemble_cache.AssemblyCache``); after an edit inside a few
-            messages only those are converted again. The result is the same without it.
+        cache: the stages' memo that the previous call for the same document kept; after
+            an edit inside a few messages only those are converted again and every stage
+            whose inputs are unchanged is reused. The result is the same without it (the
+            pipeline then runs with an empty memo).
 
     Returns:
         The ``Assembly``; on an Onyx error its ``errors`` say why and ``layout`` is empty.
     """
-    if cache is not None:
-        return cache.assemble(conv, settings, tokenizer, opts)
-    return _Pipeline(conv, settings, tokenizer, opts).run()
+    return _Pipeline(conv, settings, tokenizer, opts, cache or AssemblyCache()).run()
 
 
 def image_cap_of(s: Settings) -> int | None:
@@ -325,37 +356,270 @@ class _Fixed:
         )
 
 
-@dataclass(slots=True)
-class _Trace:
-    """What a full run found before the budget cut, for ``assemble_cache`` to build on."""
+class AssemblyCache:
+    """The memo of the pipeline's stages for one document, kept by the caller between
+    ``assemble`` calls (``Analysis.caches["assemble"]``).
 
-    chain: list[Message]  # the branch without the system message taken as the prompt
-    system_msg: Message | None
-    summary: Message | None
-    cut_chain: list[Message]  # what the history is converted from
-    history: list[LlmMessage]
+    Pass the same cache for successive versions of the same document only; a cache is not
+    shared between threads. Everything in it is keyed by the inputs it was made from (by
+    value, or by the identity of the immutable ``Message`` objects that the incremental
+    re-read shares between versions), so a stale entry is never used: it is recomputed.
+    ``converted`` and ``rebuilt`` say what the last call did (for tests and benchmarks).
+    """
+
+    __slots__ = ("_history", "_key", "_memo", "_structure", "calls", "converted", "rebuilt")
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None  # the context key the memo was made under
+        self._structure: tuple[tuple[Message, ...], _Structure] | None = None
+        self._history: _History | None = None
+        self._memo = _Memo()
+        self.calls = 0
+        self.converted = 0  # messages converted by the last call
+        self.rebuilt = False  # whether the last call rebuilt the per-position lists
+
+    def _begin(self, key: tuple[Any, ...]) -> None:
+        """Start a call under the context ``key``: a different key empties the memo."""
+        self.calls += 1
+        self.converted = 0
+        self.rebuilt = False
+        if key != self._key:
+            self._key = key
+            self._structure = None
+            self._history = None
+            self._memo = _Memo()
+
+
+@dataclass(slots=True)
+class _Memo:
+    """Results of the fixed parts and of the cut, each with the inputs it was made from."""
+
+    # By ``cite``: (the system message taken as the prompt, the inline prompts, the result).
+    prompts: dict[bool, tuple[Message | None, tuple[Any, ...], Any]] = field(default_factory=dict)
+    template: tuple[str, PromptTemplate] | None = None  # the base prompt's text, parsed
+    project: _Project | None = None
+    project_msgs: dict[bool, tuple[list[LlmMessage], bool]] = field(default_factory=dict)
+    tool_tokens: int | None = None
+    # (shape, metadata, lo, start) -> the forgotten files and their listing
+    forgotten: tuple[Any, ...] | None = None
+    orphans: tuple[Any, ...] | None = None  # (shape, start) -> orphaned positions
+    history_fids: tuple[Any, ...] | None = None  # (shape, lo) -> the file ids from lo on
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Structure:
+    """Stage 1 (branch, system message, summary): positions in ``Conversation.messages``.
+
+    Reused while every changed message keeps its ``_signature`` and no error was found.
+    """
+
+    chain_ids: tuple[str, ...]  # the branch without the system message taken as the prompt
+    system_index: int | None
+    summary_index: int | None
+    cut: tuple[int, ...]  # the messages the history is converted from
+    units: tuple[int, ...]  # what is converted: the summary node (if any), then ``cut``
+    unit_of: dict[int, int]  # message index -> its unit
+    last_unit: int  # the unit of the last user message, -1 when none
+    flags: tuple[tuple[Any, ...], ...]  # per unit: what its conversion reads besides it
+    summarized_meta: dict[str, _FileMeta]
+    errors: tuple[AssemblyError, ...]
+
+
+@dataclass(slots=True, eq=False)
+class _Shape:
+    """What the budget cut reads of the history besides its costs: fixed while every
+    converted message keeps its ``_position_signature``."""
+
+    ids: list[str]
+    kinds: list[str]
+    fids: list[str | None]
+    user_positions: list[int]
+    tool_positions: list[int]
+    call_pos: dict[int, int]  # tool position -> the latest earlier position calling it, or -1
+    image_prefix: list[int]  # prefix sums of the images the cap counts (user messages)
+    image_positions: list[int]  # user positions with images
+    marker: int | None  # the per-image marker cost (images replayed as text)
+    last_user_pos: int  # the last user message's own position, -1 when none
+    unique_ids: bool
+
+
+# A unit's flags (``_Structure.flags``): the summary node; a message before the last user
+# message, that message, one after it (``_Pipeline._convert_message``'s arguments).
+_SUMMARY: tuple[Any, ...] = ("summary",)
+_BEFORE_LAST = (False, True, None)
+_LAST = (True, False, None)
+_AFTER_LAST = (False, False, None)
+_EMPTY_SHAPE = _Shape([], [], [], [], [], {}, [0], [], None, -1, True)
+
+
+@dataclass(slots=True)
+class _History:
+    """Stage 2, the converted history: per unit and per position, patched in place by the
+    next call when the units keep their shape (an edit inside messages)."""
+
+    structure: _Structure
+    units: list[Message]
+    turn_images: tuple[Any, ...]  # the project images riding on the last user message
+    outs: list[tuple[LlmMessage, ...]]
+    metas: list[dict[str, _FileMeta] | None]  # per unit, its injected files (None: none)
+    starts: list[int]  # per unit its first position, then the end
+    hist: list[LlmMessage]
+    tokens: list[int]
+    stored: list[int]  # what compression counts (``stored_tokens``)
+    cost: list[int]  # the replay cost
+    prefix: list[int]  # prefix sums of ``cost``
+    cand: list[bool]  # a compression candidate
+    shape: _Shape
     metadata: dict[str, _FileMeta]
-    last_user_doc: int  # position in cut_chain of the last user message, -1 when none
-    last_user_pos: int  # its position in history
-    call_names: dict[str, str]
-    structure_errors: int  # errors of the branch and summary steps
-    construct_ok: bool = False  # the budget cut ran to its end (no empty result)
+    meta_units: list[int]  # the units that inject files (their metadata)
+    tokens_by_id: dict[str, int]
+    entries: _Lazy  # the LayoutEntry of a position kept in the "history" segment
+    provider: _Lazy  # the provider message (all its images kept)
+    for_summary: _Lazy  # its summarization-request message, or None
+    cand_pos: list[int] | None = None  # positions of the candidates (None: to recompute)
+    cand_users: list[int] = field(default_factory=list)  # candidate indexes of user messages
+    cand_ids: list[str] = field(default_factory=list)  # the candidates' ids
+
+
+@dataclass(slots=True)
+class _Lazy:
+    """A per-position list whose items are made on first use (``filled[p]`` says which)."""
+
+    items: list[Any]
+    filled: bytearray
+
+    @staticmethod
+    def empty(n: int) -> _Lazy:
+        return _Lazy([None] * n, bytearray(n))
+
+    def forget(self, p: int) -> None:
+        self.filled[p] = 0
+
+    def fill(self, a: int, b: int, make: Callable[[int], Any]) -> None:
+        filled, items = self.filled, self.items
+        p = filled.find(0, a, b)
+        while p != -1:
+            items[p] = make(p)
+            filled[p] = 1
+            p = filled.find(0, p + 1, b)
+
+
+@dataclass(slots=True)
+class _Cut:
+    """Stage 4, the budget cut: positions ``[start, last)`` are kept (``lo``: the first
+    after the last-N filter); ``ok`` is False when nothing is assembled (an error)."""
+
+    ok: bool
+    history_budget: int
+    lo: int = 0
+    start: int = 0
+    last: int = -1
+    orphans: list[int] = field(default_factory=list)
+    forgotten: list[_FileMeta] = field(default_factory=list)
+    listing: LlmMessage | None = None
+
+
+@dataclass(slots=True)
+class _Project:
+    loaded_texts: list[tuple[FileAttachment, str, int]]  # file, content, tokens
+    tabular: list[tuple[FileAttachment, str]]
+    images: list[FileAttachment]
+    all_overrides: bool
+
+
+def _context_key(conv: Conversation, settings: Settings, opts: AssembleOptions) -> tuple[Any, ...]:
+    """Everything besides the messages and the inline prompts' texts that the pipeline
+    reads, compared by value: when it differs, the memo starts empty."""
+    tools = None if conv.tools is None else tuple((t.name, t.schema) for t in conv.tools)
+    return (
+        settings,
+        _system_source(conv.system_prompt),
+        tools,
+        conv.user_info,
+        _block_key(conv.additional_context),
+        tuple(_project_file_key(f) for f in conv.project_files),
+        opts.today,
+        # A template is a pure function of its text (``parse_prompt_text``).
+        None if opts.system_template is None else opts.system_template.text,
+        dict(opts.file_contents),
+    )
+
+
+def _system_source(block: TextBlock | PromptRef | None) -> tuple[Any, ...] | None:
+    """How the system prompt is given, not its inline text: whether a system message is
+    taken as the prompt (none is when one is given) and which template it names."""
+    if block is None:
+        return None
+    if isinstance(block, PromptRef):
+        return ("ref", block.path)
+    return ("text",)
+
+
+def _block_key(block: TextBlock | PromptRef | None) -> tuple[Any, ...] | None:
+    if block is None:
+        return None
+    if isinstance(block, PromptRef):
+        return ("ref", block.path)
+    return ("text", block.content, block.token_count)
+
+
+def _project_file_key(f: FileAttachment) -> tuple[Any, ...]:
+    # Not the range: project images (which carry it) are read again on every call.
+    return (f.file_id, f.filename, f.content, f.kind, f.token_count, f.approx_char_count)
+
+
+def _signature(m: Message) -> tuple[Any, ...]:
+    """What stage 1 reads of a message (and what decides its conversion's flags)."""
+    return (
+        m.id,
+        m.role,
+        m.parent,
+        m.summarizes_through,
+        m.file_id,
+        m.filename,
+        tuple((c.id, c.name) for c in m.tool_calls),
+        m.tool_call_id,
+        len(m.images),
+        tuple((f.file_id, f.filename, f.kind, f.processing) for f in m.files),
+    )
+
+
+def _position_signature(h: LlmMessage) -> tuple[Any, ...]:
+    """What ``_Shape`` reads of a converted message."""
+    return (
+        h.id,
+        h.kind,
+        h.file_id,
+        tuple((c.id, c.name) for c in h.tool_calls),
+        h.tool_call_id,
+        len(h.images),
+        h.source is None,
+    )
 
 
 class _Pipeline:
+    """One call of the pipeline: the stages in Onyx's order, each reading and updating
+    its entry of the memo (``AssemblyCache``)."""
+
     def __init__(
-        self, conv: Conversation, settings: Settings, tokenizer: Tokenizer, opts: AssembleOptions
+        self,
+        conv: Conversation,
+        settings: Settings,
+        tokenizer: Tokenizer,
+        opts: AssembleOptions,
+        cache: AssemblyCache,
     ) -> None:
         self.conv = conv
         self.s = settings
         self.tok = tokenizer
         self.opts = opts
+        self.cache = cache
+        self.memo = cache._memo
         self.errors: list[AssemblyError] = []
         self.tool_names = [t.name for t in conv.tools or ()]
         self.has_file_reader = any(n in FILE_READER_TOOLS for n in self.tool_names)
         self.tool_tokens = 0  # the tool definitions offered this turn
         self.system_range: TextRange | None = None  # where the document gives the system prompt
-        self.trace: _Trace | None = None  # set by run()
 
     def count(self, text: str) -> int:
         return self.tok.count(text)
@@ -365,95 +629,383 @@ class _Pipeline:
 
     # The whole pipeline, in Onyx's order.
     def run(self) -> Assembly:
-        s = self.s
+        cache = self.cache
+        cache._begin((*_context_key(self.conv, self.s, self.opts), self.tok))
+        try:
+            return self._run()
+        except BaseException:
+            cache._key = None  # a half-updated memo is never used again
+            raise
+
+    def _run(self) -> Assembly:
+        self.memo = self.cache._memo
+        structure, changed = self._structure()
+        h = self._history(structure, changed)
+        msgs = self.conv.messages
+        system_msg = msgs[structure.system_index] if structure.system_index is not None else None
+        summary = msgs[structure.summary_index] if structure.summary_index is not None else None
+        fixed = self._fixed_parts(system_msg, h.hist, h.shape.last_user_pos)
+        cut = self._budget_cut(h, fixed)
+        return self._assembled(structure, h, fixed, cut, summary)
+
+    # -------------------------------------------------------------- stage 1: structure
+
+    def _structure(self) -> tuple[_Structure, list[int] | None]:
+        """The branch, the system message taken as the prompt and the summary applied;
+        with the messages changed since the memo's (None when it was not reused)."""
+        msgs = self.conv.message_data  # the stored messages: the re-read shares them
+        hit = self.cache._structure
+        if hit is not None and not hit[1].errors and len(hit[0]) == len(msgs):
+            old, structure = hit
+            changed: list[int] = []
+            if old is not msgs:
+                changed = list(
+                    itertools.compress(itertools.count(), map(operator.is_not, old, msgs))
+                )
+            if all(_signature(msgs[k]) == _signature(old[k]) for k in changed):
+                self.cache._structure = (msgs, structure)
+                return structure, changed
+        structure = self._structure_of()
+        self.cache._structure = (msgs, structure)
+        return structure, None
+
+    def _structure_of(self) -> _Structure:
         chain = self._resolve_branch()
         system_msg, chain = self._take_system_message(chain)
         summary, cut_chain, summarized_meta = self._apply_summary(chain)
-        structure_errors = len(self.errors)
-        self._precount(cut_chain)
         last_user_doc, call_names = _chain_facts(cut_chain)
-        history, converter_meta, last_user_pos = self._convert_history(
-            cut_chain, summary, last_user_doc, call_names
-        )
-        metadata: dict[str, _FileMeta] = dict(converter_meta) if self.has_file_reader else {}
-        for fid, meta in summarized_meta.items():
-            metadata.setdefault(fid, meta)
-        self.trace = _Trace(
-            chain,
-            system_msg,
-            summary,
-            cut_chain,
-            history,
-            metadata,
-            last_user_doc,
-            last_user_pos,
-            call_names,
-            structure_errors,
-        )
-
-        fixed = self._fixed_parts(system_msg, history, last_user_pos)
-        system, custom_agent, reminder = fixed.system, fixed.custom_agent, fixed.reminder
-        project_msgs, reserved, tool_tokens = fixed.project_msgs, fixed.reserved, fixed.tool_tokens
-        system_text, available = fixed.system_text, fixed.available
-        budget_in = available - tool_tokens
-
-        result = self._construct(
-            system, custom_agent, history, reminder, project_msgs, budget_in, metadata
-        )
-        layout_msgs, cached_ids, dropped, orphans, forgotten, history_budget = result
-
-        layout = tuple(LayoutEntry(m, seg, m.tokens, m.id in cached_ids) for m, seg in layout_msgs)
-        provider, images_dropped = self._translate([e.message for e in layout])
-        if images_dropped:
-            note = LlmMessage(
-                "$images_dropped",
-                "user",
-                texts.IMAGES_DROPPED.format(n=images_dropped),
-                self.count(texts.IMAGES_DROPPED.format(n=images_dropped)),
-            )
-            layout += (LayoutEntry(note, "reminder", note.tokens, False),)
-        cache_prefix = 0
-        for e in layout:
-            if not e.cache:
-                break
-            cache_prefix += 1
-        cache_prefix = mark_cache_prefix(s, cache_prefix, provider)
-        segments = tuple(
-            Segment(
-                name,
-                sum(e.tokens for e in layout if e.segment == name),
-                tuple(e.id for e in layout if e.segment == name),
-            )
-            for name in SEGMENTS
-        )
-        budget = fixed.budget(s, history_budget, sum(e.tokens for e in layout))
-        compression = self._compression_plan(history, summary, reserved)
-        tokens_by_id = {m.id: m.tokens for m in history}
-        for e in layout:
-            tokens_by_id[e.id] = e.tokens
-        return Assembly(
-            settings=s,
-            encoding=self.tok.encoding,
-            budget=budget,
-            layout=layout,
-            segments=segments,
-            provider_messages=tuple(provider),
-            history=tuple(history),
-            dropped=tuple(dropped),
-            orphans_dropped=tuple(orphans),
-            forgotten_files=tuple(
-                ForgottenFile(f.file_id, f.filename, f.approx_char_count) for f in forgotten
-            ),
-            compression=compression,
-            cache_prefix_length=cache_prefix,
+        # Per message of the cut chain: (the last user message, before it, the tool an
+        # earlier turn's result answers when it is replaced).
+        n, last = len(cut_chain), last_user_doc
+        flags: list[tuple[Any, ...]] = [_BEFORE_LAST] * max(0, last)
+        if last >= 0:
+            flags.append(_LAST)
+        flags.extend([_AFTER_LAST] * (n - len(flags)))
+        if not self.s.keep_past_tool_results:
+            for i in range(max(0, last)):
+                m = cut_chain[i]
+                if m.role is Role.TOOL:
+                    flags[i] = (False, True, call_names.get(m.tool_call_id or "", ""))
+        cut = tuple(m.index for m in cut_chain)
+        units = cut
+        if summary is not None:
+            units = (summary.index, *cut)
+            flags.insert(0, _SUMMARY)
+        offset = len(units) - n
+        return _Structure(
+            chain_ids=tuple(map(operator.attrgetter("id"), chain)),
+            system_index=system_msg.index if system_msg is not None else None,
+            summary_index=summary.index if summary is not None else None,
+            cut=cut,
+            units=units,
+            unit_of=dict(zip(units, itertools.count(), strict=False)),
+            last_unit=last + offset if last >= 0 else -1,
+            flags=tuple(flags),
+            summarized_meta=summarized_meta,
             errors=tuple(self.errors),
-            system_text=system_text,
-            reserved_tokens=reserved,
-            chain=tuple(m.id for m in chain),
-            summary_id=summary.id if summary else None,
-            images_dropped=images_dropped,
-            tokens_by_id=tokens_by_id,
         )
+
+    # -------------------------------------------------------------- stage 2: history
+
+    def _turn_images(self) -> tuple[Image, ...]:
+        """The project images, which ride on the last user message."""
+        return tuple(
+            Image(f.file_id, f.range, f.token_count)
+            for f in self.conv.project_files
+            if f.kind == "image"
+        )
+
+    def _summary(self, structure: _Structure) -> Message | None:
+        i = structure.summary_index
+        return self.conv.messages[i] if i is not None else None
+
+    def _convert_unit(
+        self, m: Message, flags: tuple[Any, ...], turn_images: tuple[Image, ...]
+    ) -> tuple[tuple[LlmMessage, ...], dict[str, _FileMeta] | None]:
+        """One unit's model messages and the metadata of the files it injects."""
+        self.cache.converted += 1
+        if flags == _SUMMARY:
+            return (self._summary_message(m),), None
+        out: list[LlmMessage] = []
+        meta: dict[str, _FileMeta] = {}
+        self._convert_message(m, flags[0], flags[1], flags[2], turn_images, meta, out)
+        return tuple(out), meta or None
+
+    def _history(self, structure: _Structure, changed: list[int] | None) -> _History:
+        """The converted history: the memo's, with the changed messages converted again."""
+        turn_images = self._turn_images()
+        h = self.cache._history
+        if h is not None and changed is not None and h.structure is structure:
+            units_changed = {structure.unit_of[k] for k in changed if k in structure.unit_of}
+            if turn_images != h.turn_images and structure.last_unit >= 0:
+                units_changed.add(structure.last_unit)
+            h.turn_images = turn_images
+            done = sorted(units_changed)
+            if self._patch(h, done):
+                return h
+            self.cache.rebuilt = True
+            reuse = list(range(len(h.units)))
+            for u in done:
+                reuse[u] = -1
+            self._fill(h, self._summary(structure), h, reuse)
+            return h
+        # A new structure: convert the messages the memo does not hold under the same
+        # flags. The memo's units are matched by identity: the common head and tail in
+        # C-level passes, what lies between through a table.
+        data, views = self.conv.message_data, self.conv.messages
+        units = [data[k] for k in structure.units]  # stored: identity-stable
+        flags = structure.flags
+        reuse = [-1] * len(units)
+        if h is not None and not h.units:
+            h = None  # nothing to reuse
+        if h is not None:
+            old_units, old_flags = h.units, h.structure.flags
+            n_old, n_new = len(old_units), len(units)
+            lim = min(n_old, n_new)
+            differs = map(operator.is_not, old_units[:lim], units[:lim])
+            head = next(itertools.compress(itertools.count(), differs), lim)
+            lim -= head
+            differs = map(operator.is_not, reversed(old_units[n_old - lim :]), reversed(units))
+            tail = next(itertools.compress(itertools.count(), differs), lim)
+            reuse[:head] = range(head)
+            reuse[n_new - tail :] = range(n_old - tail, n_old)
+            if head + tail < n_new:
+                # Moved messages.
+                where = {id(u): j for j, u in enumerate(old_units[head : n_old - tail], head)}
+                for u in range(head, n_new - tail):
+                    j = where.get(id(units[u]), -1)
+                    reuse[u] = j if j >= 0 and old_units[j] is units[u] else -1
+            # The same message under other flags (the last user message moved): again.
+            same = map(operator.eq, map(old_flags.__getitem__, reuse), flags)
+            for u in itertools.compress(itertools.count(), map(operator.not_, same)):
+                reuse[u] = -1
+            last = structure.last_unit
+            if last >= 0 and reuse[last] >= 0 and h.turn_images != turn_images:
+                reuse[last] = -1
+        todo = [u for u, j in enumerate(reuse) if j < 0]
+        self._precount([units[u] for u in todo])
+        if h is not None:
+            outs = list(map(h.outs.__getitem__, reuse))
+            metas = list(map(h.metas.__getitem__, reuse))
+        else:
+            outs = [()] * len(units)
+            metas = [None] * len(units)
+        for u in todo:
+            view = views[structure.units[u]]
+            outs[u], metas[u] = self._convert_unit(view, flags[u], turn_images)
+        self.cache.rebuilt = True
+        prev = h
+        h = _History(
+            structure=structure,
+            units=units,
+            turn_images=turn_images,
+            outs=outs,
+            metas=metas,
+            starts=[],
+            hist=[],
+            tokens=[],
+            stored=[],
+            cost=[],
+            prefix=[],
+            cand=[],
+            shape=_EMPTY_SHAPE,
+            metadata={},
+            meta_units=[],
+            tokens_by_id={},
+            entries=_Lazy.empty(0),
+            provider=_Lazy.empty(0),
+            for_summary=_Lazy.empty(0),
+        )
+        self._fill(h, self._summary(structure), prev, reuse)
+        self.cache._history = h
+        return h
+
+    def _patch(self, h: _History, units_changed: list[int]) -> bool:
+        """Convert the changed units again and patch their positions; False when one of
+        them changed shape (the per-position lists are then made again from ``h.outs``)."""
+        msgs = self.conv.message_data
+        structure = h.structure
+        self._precount([msgs[structure.units[u]] for u in units_changed])
+        summary = self._summary(structure)
+        same_shape = True
+        meta_changed = False
+        patched: list[tuple[int, tuple[LlmMessage, ...]]] = []
+        for u in units_changed:
+            m = msgs[structure.units[u]]
+            view = self.conv.messages[structure.units[u]]
+            out, meta = self._convert_unit(view, structure.flags[u], h.turn_images)
+            old_out = h.outs[u]
+            h.units[u] = m
+            if meta != h.metas[u]:
+                meta_changed = True
+            h.outs[u], h.metas[u] = out, meta
+            if len(out) != len(old_out) or any(
+                _position_signature(a) != _position_signature(b)
+                for a, b in zip(out, old_out, strict=True)
+            ):
+                same_shape = False
+            patched.append((h.starts[u], out))
+        if not same_shape:
+            return False
+        marker = h.shape.marker
+        for a, out in patched:
+            for p, x in enumerate(out, start=a):
+                h.hist[p] = x
+                h.tokens[p] = x.tokens
+                h.stored[p] = stored_tokens(x)
+                h.cost[p] = _replay_cost(x, marker)
+                if h.shape.unique_ids:
+                    h.tokens_by_id[x.id] = x.tokens
+                cand = is_compression_candidate(x, summary)
+                if cand != h.cand[p]:
+                    h.cand[p] = cand
+                    h.cand_pos = None
+                h.entries.forget(p)
+                h.provider.forget(p)
+                h.for_summary.forget(p)
+        if patched:
+            h.prefix = list(itertools.accumulate(h.cost, initial=0))
+            if not h.shape.unique_ids:
+                h.tokens_by_id = dict(zip(h.shape.ids, h.tokens, strict=True))
+        if meta_changed:
+            h.metadata = self._metadata(h)
+        return True
+
+    def _fill(
+        self,
+        h: _History,
+        summary: Message | None,
+        prev: _History | None = None,
+        reuse: Sequence[int] = (),
+    ) -> None:
+        """Make the per-position lists and the shape from the units' converted messages.
+
+        ``reuse[u]`` is the unit of ``prev`` that unit ``u`` is (same message, same
+        conversion), or -1: the values of its positions that depend on the converted
+        message alone are copied from ``prev`` in runs of slices, not made again.
+        """
+        outs = h.outs
+        old_hist = prev.hist if prev is not None else []  # (``prev`` may be ``h``)
+        hist = list(itertools.chain.from_iterable(outs))
+        n = len(hist)
+        starts = [0, *itertools.accumulate(map(len, outs))]
+        # Runs: ("old", a, b) copies prev's positions [a, b); ("new", msgs) makes them.
+        runs: list[tuple[Any, ...]] = []
+        if prev is not None and reuse:
+            # Where a run of units reused in order breaks (each new unit is a run).
+            key = list(reuse)
+            for u in itertools.compress(itertools.count(), map((-1).__eq__, reuse)):
+                key[u] = -(1 << 40) - 2 * u
+            steps = map(operator.sub, key[1:], key[:-1])
+            breaks = [
+                0,
+                *(u + 1 for u in itertools.compress(itertools.count(), map((1).__ne__, steps))),
+            ]
+            breaks.append(len(reuse))
+            old_starts = prev.starts
+            for b0, b1 in itertools.pairwise(breaks):
+                if reuse[b0] < 0:
+                    runs.append(("new", outs[b0]))
+                else:
+                    runs.append(("old", old_starts[reuse[b0]], old_starts[reuse[b1 - 1] + 1]))
+        else:
+            runs.append(("new", hist))
+
+        def gather(old: Sequence[Any] | None, make: Callable[[LlmMessage], Any]) -> list[Any]:
+            res: list[Any] = []
+            for run in runs:
+                if run[0] == "old" and old is not None:
+                    res.extend(old[run[1] : run[2]])
+                elif run[0] == "old":
+                    res.extend(map(make, old_hist[run[1] : run[2]]))
+                else:
+                    res.extend(map(make, run[1]))
+            return res
+
+        def lazy(old: _Lazy | None) -> _Lazy:
+            if old is None:
+                return _Lazy.empty(n)
+            items: list[Any] = []
+            filled = bytearray()
+            for run in runs:
+                if run[0] == "old":
+                    items.extend(old.items[run[1] : run[2]])
+                    filled += old.filled[run[1] : run[2]]
+                else:
+                    items.extend([None] * len(run[1]))
+                    filled += bytes(len(run[1]))
+            return _Lazy(items, filled)
+
+        last_unit = h.structure.last_unit
+        last_user_pos = starts[last_unit + 1] - 1 if last_unit >= 0 else -1
+        ps = prev.shape if prev is not None else None
+        ids = gather(ps.ids if ps else None, operator.attrgetter("id"))
+        kinds = gather(ps.kinds if ps else None, operator.attrgetter("kind"))
+        user_positions = list(itertools.compress(itertools.count(), map("user".__eq__, kinds)))
+        tool_positions: list[int] = []
+        call_pos: dict[int, int] = {}
+        seen: dict[str, int] = {}
+        talk = map(("assistant", "tool").__contains__, kinds)
+        for p in itertools.compress(itertools.count(), talk):
+            x = hist[p]
+            if x.kind == "assistant":
+                for c in x.tool_calls:
+                    seen[c.id] = p
+            else:
+                tool_positions.append(p)
+                call_pos[p] = seen.get(x.tool_call_id, -1) if x.tool_call_id else -1
+        image_positions = [p for p in user_positions if hist[p].images]
+        image_prefix = [0] * (n + 1)
+        if image_positions:
+            for p in image_positions:
+                image_prefix[p + 1] = len(hist[p].images)
+            image_prefix = list(itertools.accumulate(image_prefix))
+        marker = None  # the per-image marker cost when images are replayed as text markers
+        if not self.s.vision and image_positions:
+            marker = self.count(texts.IMAGE_NOT_SUPPORTED.format(id=_NON_VISION_MARKER_ID))
+        h.shape = _Shape(
+            ids=ids,
+            kinds=kinds,
+            fids=gather(ps.fids if ps else None, operator.attrgetter("file_id")),
+            user_positions=user_positions,
+            tool_positions=tool_positions,
+            call_pos=call_pos,
+            image_prefix=image_prefix,
+            image_positions=image_positions,
+            marker=marker,
+            last_user_pos=last_user_pos,
+            unique_ids=len(set(ids)) == n,
+        )
+        same_cost = prev is not None and ps is not None and ps.marker == marker
+        h.starts = starts
+        h.hist = hist
+        h.tokens = gather(prev.tokens if prev else None, operator.attrgetter("tokens"))
+        h.stored = gather(prev.stored if prev else None, stored_tokens)
+        h.cost = gather(
+            prev.cost if prev and same_cost else None, lambda x: _replay_cost(x, marker)
+        )
+        h.prefix = list(itertools.accumulate(h.cost, initial=0))
+        # A reused unit is not the summary node unless the summary is the same object.
+        h.cand = gather(prev.cand if prev else None, lambda x: is_compression_candidate(x, summary))
+        h.cand_pos = None
+        h.tokens_by_id = dict(zip(ids, h.tokens, strict=True))
+        h.entries = lazy(prev.entries if prev and same_cost else None)
+        h.provider = lazy(prev.provider if prev else None)
+        h.for_summary = lazy(prev.for_summary if prev else None)
+        h.meta_units = [u for u, meta in enumerate(h.metas) if meta]
+        h.metadata = self._metadata(h)
+
+    def _metadata(self, h: _History) -> dict[str, _FileMeta]:
+        """The files the forgotten-files listing can name: those the history injects
+        (with read_file offered), then those only the summary remembers."""
+        metadata: dict[str, _FileMeta] = {}
+        if self.has_file_reader:
+            for u in h.meta_units:
+                for fid, fm in (h.metas[u] or {}).items():
+                    metadata.setdefault(fid, fm)
+        for fid, fm in h.structure.summarized_meta.items():
+            metadata.setdefault(fid, fm)
+        return metadata
 
     def _fixed_parts(
         self, system_msg: Message | None, history: list[LlmMessage], last_user_pos: int
@@ -506,7 +1058,10 @@ class _Pipeline:
         )
 
     def _tool_definition_tokens(self) -> int:
-        return sum(self.count(json.dumps(t.schema)) for t in self.conv.tools or ())
+        memo = self.memo
+        if memo.tool_tokens is None:
+            memo.tool_tokens = sum(self.count(json.dumps(t.schema)) for t in self.conv.tools or ())
+        return memo.tool_tokens
 
     # -------------------------------------------------------------- branch and summary
 
@@ -515,7 +1070,7 @@ class _Pipeline:
         msgs = self.conv.messages
         if not msgs:
             return []
-        by_id = {m.id: m for m in msgs}
+        by_id = dict(zip(map(operator.attrgetter("id"), msgs), msgs, strict=True))
         tip_id = self.s.branch_tip
         if tip_id is not None and tip_id not in by_id:
             rng = self.conv.settings_ranges.get("branch_tip", TextRange(0, 0))
@@ -674,29 +1229,6 @@ class _Pipeline:
                     batch.append(texts.FILE_TEMPLATE.format(name=f.filename, content=f.content))
         self.tok.count_many(batch)
 
-    def _convert_history(
-        self,
-        chain: list[Message],
-        summary: Message | None,
-        last_user_doc: int,
-        call_names: Mapping[str, str],
-    ) -> tuple[list[LlmMessage], dict[str, _FileMeta], int]:
-        """Turn the branch into model messages (reference §4); return them, the injected
-        files' metadata and the position of the last user message (-1 when none).
-
-        ``last_user_doc`` and ``call_names`` are the branch's ``_chain_facts``.
-        """
-        meta: dict[str, _FileMeta] = {}
-        out: list[LlmMessage] = []
-        if summary is not None:
-            out.append(self._summary_message(summary))
-        last_user_pos = -1
-        for i, m in enumerate(chain):
-            self._convert_message(m, i, last_user_doc, call_names, meta, out)
-            if i == last_user_doc:
-                last_user_pos = len(out) - 1
-        return out, meta, last_user_pos
-
     def _summary_message(self, summary: Message) -> LlmMessage:
         return LlmMessage(
             summary.id,
@@ -709,17 +1241,21 @@ class _Pipeline:
     def _convert_message(
         self,
         m: Message,
-        i: int,
-        last_user_doc: int,
-        call_names: Mapping[str, str],
+        is_last_user: bool,
+        past: bool,
+        call_name: str | None,
+        turn_images: tuple[Image, ...],
         meta: dict[str, _FileMeta],
         out: list[LlmMessage],
     ) -> None:
-        """Append the model messages of ``m``, the ``i``-th message of the branch."""
+        """Append the model messages of ``m``: ``is_last_user`` when it is the last user
+        message of the branch, ``past`` when it comes before it, ``call_name`` the tool an
+        earlier turn's tool result answers (None unless it is replaced), ``turn_images``
+        the project images riding on the last user message."""
         if m.role is Role.USER:
             out.extend(self._injected_files(m, meta))
             extra = self.conv.additional_context
-            if i == last_user_doc and extra is not None and extra.content:
+            if is_last_user and extra is not None and extra.content:
                 # Onyx's additional context: a user message after the current message's
                 # files, right before it (chat_utils.py:801-812). Charged what it costs
                 # (Onyx counts only the inner text).
@@ -736,14 +1272,10 @@ class _Pipeline:
                 Image(f.file_id, f.range, f.token_count) for f in stored.files if f.kind == "image"
             )
             image_tokens = sum(img.token_count or 0 for img in images)
-            if i == last_user_doc:
+            if is_last_user:
                 # Project images ride on the last user message, after its own images;
                 # their tokens are not counted here (reference §4 step 4).
-                images += tuple(
-                    Image(f.file_id, f.range, f.token_count)
-                    for f in self.conv.project_files
-                    if f.kind == "image"
-                )
+                images += turn_images
             tokens = (
                 m.token_count if m.token_count is not None else self.count(m.content) + image_tokens
             )
@@ -782,10 +1314,8 @@ class _Pipeline:
                 LlmMessage(m.id, "assistant", m.content, tokens, source=m.green, tool_calls=calls)
             )
         elif m.role is Role.TOOL:
-            past = i < last_user_doc
-            if past and not self.s.keep_past_tool_results:
-                name = call_names.get(m.tool_call_id or "", "")
-                text = _past_tool_result(name, m.content)
+            if call_name is not None:
+                text = _past_tool_result(call_name, m.content)
                 out.append(
                     LlmMessage(
                         m.id,
@@ -855,6 +1385,46 @@ class _Pipeline:
     def _prompts(
         self, system_msg: Message | None, ctx: PromptContext
     ) -> tuple[LlmMessage | None, LlmMessage | None, str | None, str]:
+        """``_prompts_made``, memoised by ``cite``, the system message taken as the prompt
+        and the inline prompts (the rest of what it reads is in the context key)."""
+        conv = self.conv
+        inline = (_block_key(conv.system_prompt), _block_key(conv.custom_agent_prompt))
+        hit = self.memo.prompts.get(ctx.cite)
+        stored = system_msg.green if system_msg is not None else None
+        if hit is None or hit[0] is not stored or hit[1] != inline:
+            self.system_range = None
+            res = self._prompts_made(system_msg, ctx)
+            hit = (stored, inline, (res, self._system_range_tag()))
+            self.memo.prompts[ctx.cite] = hit
+        res, tag = hit[2]
+        self.system_range = self._system_range_of(tag, system_msg)
+        return res  # type: ignore[no-any-return]
+
+    def _system_range_tag(self) -> str | None:
+        """Which part of the document ``_prompts_made`` found the system prompt in."""
+        rng, conv = self.system_range, self.conv
+        if rng is None:
+            return None
+        if conv.custom_agent_prompt is not None and rng is conv.custom_agent_prompt.range:
+            return "custom_agent"
+        if conv.system_prompt is not None and rng is conv.system_prompt.range:
+            return "system_prompt"
+        return "message"
+
+    def _system_range_of(self, tag: str | None, system_msg: Message | None) -> TextRange | None:
+        """The range ``_system_range_tag`` names, in this version of the document."""
+        conv = self.conv
+        if tag == "custom_agent" and conv.custom_agent_prompt is not None:
+            return conv.custom_agent_prompt.range
+        if tag == "system_prompt" and conv.system_prompt is not None:
+            return conv.system_prompt.range
+        if tag == "message" and system_msg is not None:
+            return system_msg.range
+        return None
+
+    def _prompts_made(
+        self, system_msg: Message | None, ctx: PromptContext
+    ) -> tuple[LlmMessage | None, LlmMessage | None, str | None, str]:
         """Build S and CA (reference §5.1); return them, S's text and the worst-case S text."""
         conv, s = self.conv, self.s
         ca_block = conv.custom_agent_prompt
@@ -913,8 +1483,11 @@ class _Pipeline:
         return system, custom_agent, built, worst
 
     def _parse_prompt(self, text: str) -> PromptTemplate:
-        """The base prompt's text parsed as a template (a hook for ``assemble_cache``)."""
-        return parse_prompt_text(text)
+        """The base prompt's text parsed as a template (memoised by the text)."""
+        hit = self.memo.template
+        if hit is None or hit[0] != text:
+            hit = self.memo.template = (text, parse_prompt_text(text))
+        return hit[1]
 
     def _system_msg(
         self, msg_id: str, text: str, override: int | None, source: Message | None = None
@@ -944,14 +1517,12 @@ class _Pipeline:
 
     # -------------------------------------------------------------- project files
 
-    @dataclass(slots=True)
-    class _Project:
-        loaded_texts: list[tuple[FileAttachment, str, int]]  # file, content, tokens
-        tabular: list[tuple[FileAttachment, str]]
-        images: list[FileAttachment]
-        all_overrides: bool
+    def _project_files_prepare(self) -> _Project:
+        if self.memo.project is None:
+            self.memo.project = self._project_files_of()
+        return self.memo.project
 
-    def _project_files_prepare(self) -> _Pipeline._Project:
+    def _project_files_of(self) -> _Project:
         loaded: list[tuple[FileAttachment, str, int]] = []
         tabular: list[tuple[FileAttachment, str]] = []
         images: list[FileAttachment] = []
@@ -970,7 +1541,7 @@ class _Pipeline:
                 all_overrides = False
             tokens = f.token_count if f.token_count is not None else self.count(content)
             loaded.append((f, content, tokens))
-        return _Pipeline._Project(loaded, tabular, images, all_overrides)
+        return _Project(loaded, tabular, images, all_overrides)
 
     def _project_messages(self, project: _Project, reserved: int) -> tuple[list[LlmMessage], bool]:
         """The documents message and the file listing (reference §6.5, §7.1), and whether
@@ -981,7 +1552,15 @@ class _Pipeline:
         self, project: _Project, overflow: bool
     ) -> tuple[list[LlmMessage], bool]:
         """``_project_messages`` once it is known whether the texts overflow their share
-        (all that ``reserved`` decides)."""
+        (all that ``reserved`` decides; memoised by it)."""
+        hit = self.memo.project_msgs.get(overflow)
+        if hit is None:
+            hit = self.memo.project_msgs[overflow] = self._project_messages_made(project, overflow)
+        return hit
+
+    def _project_messages_made(
+        self, project: _Project, overflow: bool
+    ) -> tuple[list[LlmMessage], bool]:
         aggregate = sum(t for _, _, t in project.loaded_texts)
         listing: list[_FileMeta] = []
         msgs: list[LlmMessage] = []
@@ -1049,175 +1628,305 @@ class _Pipeline:
             tokens = self.count(text)
         return LlmMessage("$reminder", "reminder", text, tokens)
 
-    # -------------------------------------------------------------- construct (§6.2)
+    # -------------------------------------------------------------- stage 4: budget cut (§6.2)
 
-    def _construct(
-        self,
-        system: LlmMessage | None,
-        custom_agent: LlmMessage | None,
-        history: list[LlmMessage],
-        reminder: LlmMessage | None,
-        project_msgs: list[LlmMessage],
-        available: int,
-        metadata: dict[str, _FileMeta],
-    ) -> tuple[list[tuple[LlmMessage, str]], set[str], list[str], list[str], list[_FileMeta], int]:
-        """Onyx's ``construct_message_history`` with the budget re-charged on every rebuild.
-
-        Returns the assembled (message, segment) list, the ids marked for caching, the
-        dropped ids, the orphaned tool responses dropped, the forgotten files and the
-        history budget.
-        """
-        fixed = [m for m in (system, custom_agent, reminder) if m is not None]
-        project_tokens = sum(m.tokens for m in project_msgs)
-        history_budget = available - sum(m.tokens for m in fixed) - project_tokens
-        empty: tuple[
-            list[tuple[LlmMessage, str]], set[str], list[str], list[str], list[_FileMeta], int
-        ]
-        empty = ([], set(), [], [], [], history_budget)
+    def _budget_cut(self, h: _History, fixed: _Fixed) -> _Cut:
+        """Onyx's ``construct_message_history`` on the history's prefix sums, with the
+        budget re-charged on every rebuild: newest-first contiguous fill before the last
+        user message, the last-N filter, the image-limit note, the forgotten-files listing
+        and the orphan pass."""
+        s = self.s
+        available = fixed.available - fixed.tool_tokens
+        fixed_msgs = [m for m in (fixed.system, fixed.custom_agent, fixed.reminder) if m]
+        project_tokens = sum(m.tokens for m in fixed.project_msgs)
+        history_budget = available - sum(m.tokens for m in fixed_msgs) - project_tokens
         if history_budget < 0:
-            self._budget_overrun(available, system, custom_agent, project_tokens, reminder)
-            return empty
-        head: list[tuple[LlmMessage, str]] = []
-        if system is not None:
-            head.append((system, "system"))
-        tail_fixed: list[tuple[LlmMessage, str]] = []
-        if custom_agent is not None:
-            tail_fixed.append((custom_agent, "custom_agent"))
-        tail_fixed.extend((m, "project_files") for m in project_msgs)
-        cached = {system.id} if system is not None else set()
-        if not history:
-            out = head + tail_fixed + ([(reminder, "reminder")] if reminder else [])
-            return out, cached, [], [], [], history_budget
-
-        marker = self._marker_cost(history)
-        cost = {m.id: _replay_cost(m, marker) for m in history}
-        sliced: list[LlmMessage] = []
-        if self.s.last_n_user_messages is not None:
+            self._budget_overrun(
+                available, fixed.system, fixed.custom_agent, project_tokens, fixed.reminder
+            )
+            return _Cut(False, history_budget)
+        hist, sh, prefix, cost = h.hist, h.shape, h.prefix, h.cost
+        n = len(hist)
+        if not n:
+            return _Cut(True, history_budget)
+        users = sh.user_positions
+        lo = 0
+        if s.last_n_user_messages is not None and len(users) > s.last_n_user_messages:
             # Onyx's last-N filter: the history from the N-th last user-type message on
             # (injected files count); what it removes is simply not sent
             # (llm_loop.py:456-473).
-            users = [i for i, m in enumerate(history) if m.kind == "user"]
-            if len(users) > self.s.last_n_user_messages:
-                cut_at = users[-self.s.last_n_user_messages]
-                sliced, history = history[:cut_at], history[cut_at:]
-        last_idx = max((i for i, m in enumerate(history) if m.kind == "user"), default=-1)
-        if last_idx < 0:
-            first = history[0].source
+            lo = users[-s.last_n_user_messages]
+        if not users:
+            first = hist[lo].source
             self.error(
                 "no-user-message",
                 "the conversation has no user message: there is no turn to assemble",
                 self.conv.locate(first).range if first else TextRange(0, 0),
             )
-            return empty
-        before, last, after = history[:last_idx], history[last_idx], history[last_idx + 1 :]
+            return _Cut(False, history_budget)
+        last = users[-1]
         # Onyx appends the image-limit note uncharged; it is charged here, from the first
         # message that takes the images over the cap, so the total stays within the budget.
-        cap, note_tokens = self._image_cap(), self._image_note_tokens(history)
-        n_images = _n_images([last, *after])
-        # A response of this turn that no earlier message calls is dropped by the orphan
-        # pass whatever the cut: it does not count against the turn (Onyx counts it).
-        doomed = set(uncalled_responses(history, last_idx + 1))
-        required = cost[last.id] + sum(cost[m.id] for m in after if m.id not in doomed)
-        if cap is not None and n_images > cap:
+        cap, images = self._image_cap(), sh.image_prefix
+        in_window = images[n] - images[lo]
+        note_tokens = 0
+        if cap is not None and in_window > cap:
+            note_tokens = self.count(texts.IMAGES_DROPPED.format(n=in_window - cap))
+        # A response of this turn that no message from ``lo`` on calls is dropped by the
+        # orphan pass whatever the cut: it does not count against the turn (Onyx counts it).
+        tools = sh.tool_positions
+        doomed = [p for p in tools[bisect.bisect_right(tools, last) :] if sh.call_pos[p] < lo]
+        required = prefix[n] - prefix[last] - sum(cost[p] for p in doomed)
+        if cap is not None and images[n] - images[last] > cap:
             required += note_tokens
         if required > history_budget:
-            src = last.source
+            src = hist[last].source
             self.error(
                 "last-turn-over-budget",
                 f"the last user message and what follows need {required:,} tokens but only "
                 f"{history_budget:,} are left for history (over by {required - history_budget:,})",
                 self.conv.locate(src).range if src else TextRange(0, 0),
-                related=_largest_of_turn(self.conv, after, cost),
+                related=_largest_of_turn(
+                    self.conv, [(hist[p], cost[p]) for p in range(last + 1, n)]
+                ),
             )
-            return empty
+            return _Cut(False, history_budget)
         remaining = history_budget - required
 
-        kept: list[LlmMessage] = []
-        kept_cost = 0
-        for m in reversed(before):
-            c = cost[m.id]
-            if cap is not None and n_images <= cap < n_images + _n_images([m]):
-                c += note_tokens
-            if kept_cost + c > remaining:
-                break
-            kept.append(m)
-            kept_cost += c
-            n_images += _n_images([m])
-        kept.reverse()
-        n_dropped = len(before) - len(kept)
-        dropped_msgs = before[:n_dropped]
-        dropped_fids = [m.file_id for m in dropped_msgs if m.file_id]
-        history_fids = {m.file_id for m in history if m.file_id}
-        for fid in metadata:
-            if fid not in history_fids and fid not in dropped_fids:
-                dropped_fids.append(fid)
+        # Newest first, contiguous: the longest run before the last user message that fits
+        # (costs are never negative, so the prefix sums are sorted). With the image cap,
+        # the message that takes the images over it is charged the note too.
+        start = bisect.bisect_left(prefix, prefix[last] - remaining, lo, last)
+        note_in_kept = 0
+        if note_tokens:
+            q = bisect.bisect_left(images, images[n] - cap, lo, last + 1) - 1  # type: ignore[operator]
+            if lo <= q < last and start <= q:
+                fit = bisect.bisect_left(prefix, prefix[last] - remaining + note_tokens, lo, q + 1)
+                start, note_in_kept = (fit, note_tokens) if fit <= q else (q + 1, 0)
 
-        forgotten: list[_FileMeta] = []
-        fg: LlmMessage | None = None
-        if dropped_fids and metadata:
-            forgotten = [metadata[f] for f in dropped_fids if f in metadata]
-            forgotten = _dedupe(forgotten)
+        forgotten, listing = self._forgotten(h, lo, start)
         if forgotten:
             # With the image cap the cut above charged the note; the listing's eviction
-            # does not (the cache never runs with the note, and neither re-charges it).
-            prefix = [0]
-            for m in before:
-                prefix.append(prefix[-1] + cost[m.id])
-            first_kept = n_dropped
-            k, forgotten, fg = fit_listing(
+            # does not.
+            metadata, fids, k0 = h.metadata, sh.fids, start
+            start, forgotten, listing = fit_listing(
                 _ListingFit(
-                    k0=first_kept,
-                    n=len(before),
-                    remaining=remaining - (kept_cost - (prefix[-1] - prefix[first_kept])),
+                    k0=k0,
+                    n=last,
+                    remaining=remaining - note_in_kept,
                     prefix=prefix,
-                    file_at=lambda q: before[q].file_id if before[q].file_id in metadata else None,
+                    file_at=lambda q: fids[q] if fids[q] in metadata else None,
                     metadata=metadata,
                     forgotten=forgotten,
-                    newest=lambda: _newest_positions(
-                        [m.file_id for m in [*sliced, *before[:first_kept]]]
-                    ),
+                    newest=lambda: _newest_positions(fids[:k0]),
                     listing=self._listing_msg,
+                    first_listing=listing,
                 )
             )
-            kept = before[k:]
-            if fg is None:
+            if listing is None:
                 self.error(
                     "budget-overrun",
                     "the forgotten-files listing does not fit in the budget and is left out",
-                    _doc_span(self.conv, before[: len(before) - len(kept)])
-                    or _doc_span(self.conv, history[:1])
+                    _doc_span(self.conv, hist[lo:start])
+                    or _doc_span(self.conv, hist[lo : lo + 1])
                     or TextRange(0, 0),
                     severity="warning",
                 )
-        n_dropped = len(before) - len(kept)
-        dropped = [m.id for m in [*sliced, *before[:n_dropped]]]
-        cached |= {m.id for m in kept}
+        memo = self.memo
+        if memo.orphans is None or memo.orphans[:2] != (sh, start):
+            # Orphan pass: tool responses whose call is not earlier in what is sent.
+            first = bisect.bisect_left(tools, start)
+            memo.orphans = (sh, start, [p for p in tools[first:] if sh.call_pos[p] < start])
+        return _Cut(
+            True,
+            history_budget,
+            lo,
+            start,
+            last,
+            memo.orphans[2],
+            forgotten if listing is not None else [],
+            listing,
+        )
 
-        out: list[tuple[LlmMessage, str]] = list(head)
-        out.extend((m, "history") for m in kept)
-        out.extend(tail_fixed)
-        if fg is not None:
-            out.append((fg, "forgotten_files"))
-        out.append((last, "last_user"))
-        out.extend((m, "this_turn") for m in after)
-        if reminder is not None:
-            out.append((reminder, "reminder"))
+    def _forgotten(
+        self, h: _History, lo: int, start: int
+    ) -> tuple[list[_FileMeta], LlmMessage | None]:
+        """The files forgotten when the history before ``start`` is dropped, and their
+        listing (before it is charged): the dropped messages' files, then the other files
+        the history does not carry from ``lo`` on."""
+        memo, sh, metadata = self.memo, h.shape, h.metadata
+        key = (sh, metadata, lo, start)
+        if memo.forgotten is not None and all(
+            a is b or a == b for a, b in zip(memo.forgotten[:4], key, strict=True)
+        ):
+            return list(memo.forgotten[4]), memo.forgotten[5]
+        if memo.history_fids is None or memo.history_fids[:2] != (sh, lo):
+            memo.history_fids = (sh, lo, set(filter(None, sh.fids[lo:])))
+        history_fids = memo.history_fids[2]
+        dropped_fids = list(filter(None, sh.fids[lo:start]))
+        for fid in metadata:
+            if fid not in history_fids and fid not in dropped_fids:
+                dropped_fids.append(fid)
+        forgotten: list[_FileMeta] = []
+        if dropped_fids and metadata:
+            forgotten = _dedupe([metadata[f] for f in dropped_fids if f in metadata])
+        listing = self._listing_msg(forgotten) if forgotten else None
+        memo.forgotten = (*key, forgotten, listing)
+        return list(forgotten), listing
 
-        # Orphan pass: drop tool responses whose call is not earlier in the list.
-        seen_calls: set[str] = set()
-        final: list[tuple[LlmMessage, str]] = []
-        orphans: list[str] = []
-        for m, seg in out:
-            if m.kind == "assistant":
-                seen_calls.update(c.id for c in m.tool_calls)
-            if m.kind == "tool" and (not m.tool_call_id or m.tool_call_id not in seen_calls):
-                orphans.append(m.id)
-                continue
-            final.append((m, seg))
-        final = [(_with_cost(m, cost), seg) for m, seg in final]
-        if self.trace is not None:
-            self.trace.construct_ok = True
-        return final, cached, dropped, orphans, forgotten if fg else [], history_budget
+    # -------------------------------------------------------------- stages 5-6: the result
+
+    def _assembled(
+        self,
+        structure: _Structure,
+        h: _History,
+        fixed: _Fixed,
+        cut: _Cut,
+        summary: Message | None,
+    ) -> Assembly:
+        """The ``Assembly``: the layout, the provider translation (§8), the segments, the
+        budget line and the compression plan (§9)."""
+        s = self.s
+        hist, cost, ids = h.hist, h.cost, h.shape.ids
+        head: list[LayoutEntry] = []
+        middle: list[LayoutEntry] = []
+        tail: list[LayoutEntry] = []
+        if cut.ok:
+            if fixed.system is not None:
+                head.append(LayoutEntry(fixed.system, "system", fixed.system.tokens, True))
+            if fixed.custom_agent is not None:
+                m = fixed.custom_agent
+                middle.append(LayoutEntry(m, "custom_agent", m.tokens, False))
+            middle.extend(
+                LayoutEntry(m, "project_files", m.tokens, False) for m in fixed.project_msgs
+            )
+            if cut.listing is not None:
+                m = cut.listing
+                middle.append(LayoutEntry(m, "forgotten_files", m.tokens, False))
+            if fixed.reminder is not None:
+                tail.append(LayoutEntry(fixed.reminder, "reminder", fixed.reminder.tokens, False))
+        # What is sent of the history: positions [start, last) in the "history" segment,
+        # then the last user message and the rest of the turn, less the orphans.
+        start, last, n = cut.start, cut.last, len(hist)
+        sent = cut.ok and last >= 0
+        kept_orphans = [p for p in cut.orphans if p < last] if sent else []
+        turn_positions: list[int] = []
+        if sent:
+            turn_positions = _without(range(n), last, n, cut.orphans)
+
+            def entry(p: int) -> LayoutEntry:
+                x = hist[p]
+                return LayoutEntry(_with_cost(x, cost[p]), "history", cost[p], True)
+
+            h.entries.fill(start, last, entry)
+            h.provider.fill(start, n, lambda p: self._provider_message(hist[p], None))
+        history_entries = _without(h.entries.items, start, last, kept_orphans) if sent else []
+        turn = [
+            LayoutEntry(
+                _with_cost(hist[p], cost[p]),
+                "last_user" if p == last else "this_turn",
+                cost[p],
+                False,
+            )
+            for p in turn_positions
+        ]
+
+        # Translation (§8): the provider's messages; with the image cap the newest images
+        # are kept (in each message its first ones) and a note says how many were dropped.
+        cap = self._image_cap()
+        keep: dict[int, int] = {}  # position -> its images kept, where not all are
+        images_dropped = 0
+        if cap is not None and sent:
+            left = cap
+            total = 0
+            for p in reversed(h.shape.image_positions):
+                if p < start:
+                    break
+                k = len(hist[p].images)
+                total += k
+                if left < k:
+                    keep[p] = left
+                left = max(0, left - k)
+            images_dropped = max(0, total - cap)
+        items = h.provider.items
+        history_providers = _without(items, start, last, kept_orphans) if sent else []
+        for p, k in keep.items():
+            if p < last:
+                at = p - start - bisect.bisect_left(kept_orphans, p)
+                history_providers[at] = self._provider_message(hist[p], k)
+        providers: list[dict[str, Any]] = [self._provider_message(e.message, None) for e in head]
+        providers.extend(history_providers)
+        providers.extend(self._provider_message(e.message, None) for e in middle)
+        providers.extend(
+            items[p] if p not in keep else self._provider_message(hist[p], keep[p])
+            for p in turn_positions
+        )
+        providers.extend(self._provider_message(e.message, None) for e in tail)
+        if images_dropped:
+            text = texts.IMAGES_DROPPED.format(n=images_dropped)
+            note = LlmMessage("$images_dropped", "user", text, self.count(text))
+            tail.append(LayoutEntry(note, "reminder", note.tokens, False))
+            providers.append({"role": "user", "content": text})
+        if _FORMATTING_MODELS.search(s.model.lower()):
+            i = next((i for i, d in enumerate(providers) if d["role"] == "system"), None)
+            if i is not None:
+                # A copy: the memo's message is shared with earlier results.
+                d = providers[i]
+                providers[i] = {**d, "content": texts.FORMATTING_REENABLED + d["content"]}
+        layout = (*head, *history_entries, *middle, *turn, *tail)
+        cache_prefix = mark_cache_prefix(s, len(head) + len(history_entries), providers)
+
+        history_tokens = 0
+        if sent:
+            kept_cost = h.prefix[last] - h.prefix[start]
+            history_tokens = kept_cost - sum(cost[p] for p in kept_orphans)
+        by_segment: dict[str, list[LayoutEntry]] = {name: [] for name in SEGMENTS}
+        for e in (*head, *middle, *turn, *tail):
+            by_segment[e.segment].append(e)
+        history_ids = _without(ids, start, last, kept_orphans) if sent else []
+        segments = tuple(
+            Segment(name, history_tokens, tuple(history_ids))
+            if name == "history"
+            else Segment(
+                name,
+                sum(e.tokens for e in by_segment[name]),
+                tuple(e.id for e in by_segment[name]),
+            )
+            for name in SEGMENTS
+        )
+        used = history_tokens + sum(e.tokens for e in (*head, *middle, *turn, *tail))
+        budget = fixed.budget(s, cut.history_budget, used)
+        tokens_by_id = h.tokens_by_id.copy()
+        if sent:
+            orphans = set(cut.orphans)
+            for p in h.shape.image_positions:
+                if p >= start and p not in orphans:
+                    tokens_by_id[ids[p]] = cost[p]
+        for e in (*head, *middle, *tail):
+            tokens_by_id[e.id] = e.tokens
+        return Assembly(
+            settings=s,
+            encoding=self.tok.encoding,
+            budget=budget,
+            layout=layout,
+            segments=segments,
+            provider_messages=tuple(providers),
+            history=tuple(hist),
+            dropped=tuple(ids[:start]) if sent else (),
+            orphans_dropped=tuple(ids[p] for p in cut.orphans),
+            forgotten_files=tuple(
+                ForgottenFile(f.file_id, f.filename, f.approx_char_count) for f in cut.forgotten
+            ),
+            compression=self._compression_plan(h, summary, fixed.reserved),
+            cache_prefix_length=cache_prefix,
+            errors=tuple(self.errors),
+            system_text=fixed.system_text,
+            reserved_tokens=fixed.reserved,
+            chain=structure.chain_ids,
+            summary_id=summary.id if summary else None,
+            images_dropped=images_dropped,
+            tokens_by_id=tokens_by_id,
+        )
 
     def _budget_overrun(
         self,
@@ -1286,63 +1995,22 @@ class _Pipeline:
         """Most images per request, or None (markers for non-vision models are never capped)."""
         return image_cap_of(self.s)
 
-    def _image_note_tokens(self, history: list[LlmMessage]) -> int:
-        """The image-limit note's cost (at its largest count), or 0 when it cannot occur."""
-        cap = self._image_cap()
-        total = _n_images(history)
-        if cap is None or total <= cap:
-            return 0
-        return self.count(texts.IMAGES_DROPPED.format(n=total - cap))
-
-    def _marker_cost(self, history: list[LlmMessage]) -> int | None:
-        """Per-image marker cost when images are replayed as text markers, else None."""
-        if self.s.vision or not any(m.kind == "user" and m.images for m in history):
-            return None
-        return self.count(texts.IMAGE_NOT_SUPPORTED.format(id=_NON_VISION_MARKER_ID))
-
     def _listing_msg(self, files: list[_FileMeta]) -> LlmMessage:
         text = _listing_text(files)
         return LlmMessage("$forgotten_files", "user", text, self.count(text))
 
     # -------------------------------------------------------------- translation (§8)
 
-    def _translate(self, msgs: list[LlmMessage]) -> tuple[list[dict[str, Any]], int]:
-        s = self.s
-        cap = self._image_cap()
-        keep_images: set[tuple[str, int]] | None = None
-        images_dropped = 0
-        if cap is not None:
-            keep_images = set()
-            total = 0
-            for m in reversed(msgs):
-                if m.kind != "user":
-                    continue
-                for k, _img in enumerate(m.images):
-                    total += 1
-                    if len(keep_images) < cap:
-                        keep_images.add((m.id, k))
-            images_dropped = max(0, total - cap)
-        out = [self._provider_message(m, keep_images) for m in msgs]
-        if images_dropped:
-            out.append({"role": "user", "content": texts.IMAGES_DROPPED.format(n=images_dropped)})
-        if _FORMATTING_MODELS.search(s.model.lower()):
-            for msg in out:
-                if msg["role"] == "system":
-                    msg["content"] = texts.FORMATTING_REENABLED + msg["content"]
-                    break
-        return out, images_dropped
-
-    def _provider_message(
-        self, m: LlmMessage, keep_images: set[tuple[str, int]] | None
-    ) -> dict[str, Any]:
-        """One message as the provider receives it (before the formatting prefix)."""
+    def _provider_message(self, m: LlmMessage, kept_images: int | None) -> dict[str, Any]:
+        """One message as the provider receives it (before the formatting prefix), with
+        only its first ``kept_images`` images (None: all)."""
         ollama = self.s.provider == "ollama"
         if m.kind == "system":
             return {"role": "system", "content": m.text}
         if m.kind == "reminder":
             return {"role": "user", "content": texts.REMINDER_WRAPPER.format(text=m.text)}
         if m.kind == "user":
-            return self._user_message(m, keep_images)
+            return self._user_message(m, kept_images)
         if m.kind == "assistant":
             return _assistant_message(m, ollama=ollama)
         assert m.kind == "tool", m.kind
@@ -1350,15 +2018,13 @@ class _Pipeline:
             return {"role": "user", "content": f"[Tool Result] id={m.tool_call_id}\n{m.text}"}
         return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.text}
 
-    def _user_message(
-        self, m: LlmMessage, keep_images: set[tuple[str, int]] | None
-    ) -> dict[str, Any]:
+    def _user_message(self, m: LlmMessage, kept_images: int | None) -> dict[str, Any]:
         if not m.images:
             return {"role": "user", "content": m.text}
         parts: list[dict[str, Any]] = [{"type": "text", "text": m.text}]
         for k, img in enumerate(m.images):
-            if keep_images is not None and (m.id, k) not in keep_images:
-                continue
+            if kept_images is not None and k >= kept_images:
+                break
             if not self.s.vision:
                 parts.append({"type": "text", "text": texts.IMAGE_NOT_SUPPORTED.format(id=img.ref)})
                 continue
@@ -1369,43 +2035,46 @@ class _Pipeline:
     # -------------------------------------------------------------- compression (§9)
 
     def _compression_plan(
-        self, history: list[LlmMessage], summary: Message | None, reserved: int
+        self, h: _History, summary: Message | None, reserved: int
     ) -> CompressionPlan:
+        """What Onyx's post-turn compression would do: over the candidates' stored tokens,
+        the newest that fit the recent share (at least one), from a user message on."""
         s = self.s
-        total = sum(map(stored_tokens, history))
+        total = sum(h.stored)
         threshold = int((s.max_input_tokens - reserved) * s.compression_trigger_ratio)
         triggered = total > threshold
         for_recent = int(total * s.recent_messages_ratio)
-        candidates = [m for m in history if is_compression_candidate(m, summary)]
-        recent: list[LlmMessage] = []
-        used = 0
-        for m in reversed(candidates):
-            c = stored_tokens(m)
-            if used + c > for_recent and recent:
-                break
-            recent.append(m)
-            used += c
-        recent.reverse()
-        while recent and recent[0].kind != "user":
-            recent.pop(0)
-        if not recent:
-            users = [i for i, m in enumerate(candidates) if m.kind == "user"]
-            recent = candidates[users[-1] :] if users else list(candidates)
-            older: list[LlmMessage] = [] if not users else candidates[: users[-1]]
+        if h.cand_pos is None:
+            h.cand_pos = list(itertools.compress(itertools.count(), h.cand))
+            kinds = h.shape.kinds
+            h.cand_users = [i for i, p in enumerate(h.cand_pos) if kinds[p] == "user"]
+            h.cand_ids = list(itertools.compress(h.shape.ids, h.cand))
+        cand_pos, users, cand_ids = h.cand_pos, h.cand_users, h.cand_ids
+        k = len(cand_pos)
+        if k:
+            sums = list(itertools.accumulate(itertools.compress(h.stored, h.cand), initial=0))
+            # The longest suffix within the share (at least one message), from a user message.
+            first = min(bisect.bisect_left(sums, sums[k] - for_recent, 0, k), k - 1)
+            u = bisect.bisect_left(users, first)
+            split = users[u] if u < len(users) else (users[-1] if users else 0)
         else:
-            recent_ids = {m.id for m in recent}
-            older = [m for m in candidates if m.id not in recent_ids]
+            split = 0
         request: tuple[dict[str, Any], ...] = ()
-        if triggered and older:
-            request = _summarization_request(older, recent, summary)
+        if triggered and split:
+            hist = h.hist
+            h.for_summary.fill(0, len(hist), lambda p: _summary_entry(hist[p]))
+            per_candidate = list(itertools.compress(h.for_summary.items, h.cand))
+            request = _summarization_request_of(
+                filter(None, per_candidate[:split]), filter(None, per_candidate[split:]), summary
+            )
         return CompressionPlan(
             triggered=triggered,
             threshold=threshold,
             history_tokens=total,
             reserved_tokens=reserved,
             tokens_for_recent=for_recent,
-            summarize=tuple(m.id for m in older) if triggered else (),
-            keep=tuple(m.id for m in recent) if triggered else tuple(m.id for m in candidates),
+            summarize=tuple(cand_ids[:split]) if triggered else (),
+            keep=tuple(cand_ids[split:]) if triggered else tuple(cand_ids),
             progressive=summary is not None,
             request=request,
         )
@@ -1414,7 +2083,7 @@ class _Pipeline:
 # ------------------------------------------------------------------------------ helpers
 
 
-def _project_overflows(project: _Pipeline._Project, s: Settings, reserved: int) -> bool:
+def _project_overflows(project: _Project, s: Settings, reserved: int) -> bool:
     """Whether the project files' texts exceed their share of the window left after
     ``reserved``: they are then listed instead of loaded (reference §6.5)."""
     if not project.loaded_texts:
@@ -1459,18 +2128,19 @@ def _doc_span(conv: Conversation, msgs: Sequence[LlmMessage]) -> TextRange | Non
 
 
 def _largest_of_turn(
-    conv: Conversation, after: Sequence[LlmMessage], cost: Mapping[str, int]
+    conv: Conversation, after: Sequence[tuple[LlmMessage, int]]
 ) -> tuple[tuple[TextRange, str], ...]:
-    """The largest message after the last user message, as a related location."""
-    located = [m for m in after if m.source is not None]
+    """The largest message after the last user message (with its cost), as a related
+    location."""
+    located = [(m, c) for m, c in after if m.source is not None]
     if not located:
         return ()
-    big = max(located, key=lambda m: cost[m.id])
+    big, cost = max(located, key=lambda mc: mc[1])
     assert big.source is not None
     return (
         (
             conv.locate(big.source).range,
-            f"the largest message of this turn: `{big.id}`, {cost[big.id]:,} tokens",
+            f"the largest message of this turn: `{big.id}`, {cost:,} tokens",
         ),
     )
 
@@ -1502,10 +2172,13 @@ def _hang_side_summaries(chain: list[Message], msgs: Sequence[Message]) -> list[
 def _chain_facts(chain: Sequence[Message]) -> tuple[int, dict[str, str]]:
     """The position of the last user message of the branch (not an injected file when
     there is another one; -1 when none) and the tool names by call id."""
-    last_user_doc = max(
-        (i for i, m in enumerate(chain) if m.role is Role.USER and m.file_id is None),
-        default=max((i for i, m in enumerate(chain) if m.role is Role.USER), default=-1),
+    backwards = range(len(chain) - 1, -1, -1)
+    last_user_doc = next(
+        (i for i in backwards if chain[i].role is Role.USER and chain[i].file_id is None),
+        None,
     )
+    if last_user_doc is None:
+        last_user_doc = next((i for i in backwards if chain[i].role is Role.USER), -1)
     return last_user_doc, {c.id: c.name for m in chain for c in m.tool_calls}
 
 
@@ -1515,11 +2188,6 @@ def _last_cycle(after: Sequence[LlmMessage]) -> Sequence[LlmMessage]:
         if after[i].kind == "assistant" and after[i].tool_calls:
             return after[i:]
     return ()
-
-
-def _n_images(msgs: Sequence[LlmMessage]) -> int:
-    """Images the provider translation counts against the cap (user messages only)."""
-    return sum(len(m.images) for m in msgs if m.kind == "user")
 
 
 @dataclass(frozen=True, slots=True)
@@ -1606,9 +2274,9 @@ def _replay_cost(m: LlmMessage, marker: int | None) -> int:
     return max(0, m.tokens - m.image_tokens) + len(m.images) * marker
 
 
-def _with_cost(m: LlmMessage, cost: Mapping[str, int]) -> LlmMessage:
-    c = cost.get(m.id)
-    if c is None or c == m.tokens:
+def _with_cost(m: LlmMessage, c: int) -> LlmMessage:
+    """``m`` charged ``c`` tokens (its replay cost)."""
+    if c == m.tokens:
         return m
     return LlmMessage(
         m.id,
@@ -1647,7 +2315,7 @@ class _ListingFit:
 
 def fit_listing(f: _ListingFit) -> tuple[int, list[_FileMeta], LlmMessage | None]:
     """Where the kept history starts, the files listed and the listing (the one
-    implementation, for ``_Pipeline._construct`` and ``assemble_cache``).
+    implementation, for ``_Pipeline._budget_cut``).
 
     The policy (README, ``docs/onyx-differences.md``): a message evicted to make room for
     the listing is listed too, and the listing is charged every time it grows (Onyx's
@@ -1741,17 +2409,24 @@ def _dedupe(files: list[_FileMeta]) -> list[_FileMeta]:
     return res
 
 
-def uncalled_responses(history: Sequence[LlmMessage], start: int) -> list[str]:
-    """Ids of the tool responses at or after ``start`` that no earlier message of
-    ``history`` calls: the orphan pass drops them wherever the budget cuts."""
-    seen: set[str] = set()
-    res = []
-    for p, m in enumerate(history):
-        if m.kind == "assistant":
-            seen.update(c.id for c in m.tool_calls)
-        elif m.kind == "tool" and p >= start and (not m.tool_call_id or m.tool_call_id not in seen):
-            res.append(m.id)
+def _without(items: Sequence[Any], a: int, b: int, holes: Sequence[int]) -> list[Any]:
+    """``items[a:b]`` without the positions in ``holes`` (ascending, may lie outside)."""
+    res: list[Any] = []
+    for h in holes:
+        if h < a:
+            continue
+        if h >= b:
+            break
+        res.extend(items[a:h])
+        a = h + 1
+    res.extend(items[a:b])
     return res
+
+
+def _summary_entry(h: LlmMessage) -> dict[str, Any] | None:
+    """A history message as the summarization request shows it, or None."""
+    res = _for_summary([h])
+    return res[0] if res else None
 
 
 def _assistant_message(m: LlmMessage, *, ollama: bool) -> dict[str, Any]:
@@ -1784,12 +2459,6 @@ def _assistant_message(m: LlmMessage, *, ollama: bool) -> dict[str, Any]:
 
 def _args_json(args: dict[str, Any] | str) -> str:
     return args if isinstance(args, str) else json.dumps(args)
-
-
-def _summarization_request(
-    older: list[LlmMessage], recent: list[LlmMessage], summary: Message | None
-) -> tuple[dict[str, Any], ...]:
-    return _summarization_request_of(_for_summary(older), _for_summary(recent), summary)
 
 
 def _summarization_request_of(

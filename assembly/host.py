@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, Literal, Protocol
 
-from assembly.assemble import AssembleOptions, Assembly, assemble
-from assembly.assemble_cache import AssemblyCache
+from assembly.assemble import AssembleOptions, Assembly, AssemblyCache, assemble
 from assembly.diagnostics import (
     Diagnostic,
     Related,

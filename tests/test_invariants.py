@@ -34,29 +34,10 @@ PACKAGES = ("assembly", "server")
 
 # Reworked on other branches of issue 13 (the coordinator removes each entry as it goes).
 KNOWN_CIRCLES: set[frozenset[str]] = {
-    # ``pipe``: assemble_cache.py (the second implementation) is being removed.
-    frozenset({"assembly.assemble", "assembly.assemble_cache"}),
     # ``snap``: documents.py dispatches to the format readers, which use its reader.
     frozenset({"assembly.documents", "assembly.formats.anthropic", "assembly.formats.responses"}),
 }
 KNOWN_PRIVATE: set[tuple[str, str, str]] = {
-    *(
-        ("assembly.assemble_cache", "assembly.assemble", name)
-        for name in (
-            "_FORMATTING_MODELS",
-            "_doc_span",
-            "_FileMeta",
-            "_Fixed",
-            "_for_summary",
-            "_ListingFit",
-            "_n_images",
-            "_newest_positions",
-            "_Pipeline",
-            "_replay_cost",
-            "_summarization_request_of",
-            "_with_cost",
-        )
-    ),
     # ``snap``: the incremental re-read drives the JSON parser.
     ("assembly.incremental", "assembly.syntax", "_EOF"),
     ("assembly.incremental", "assembly.syntax", "_JsonParser"),

@@ -12,7 +12,9 @@ such an edit is re-read as the same conversation with a new ``TextBlock`` for th
 (``dataclasses.replace``), as the incremental re-parse of the top of the document gives.
 For each edit it times ``assemble`` of the new conversation with the cache and without it
 (the tokenizer's count cache is warm in both). Medians over ``--edits`` edits per place, in
-milliseconds, and how many were answered incrementally.
+milliseconds, and how many were answered incrementally (at most the edited message
+converted again and the per-position lists patched, ``AssemblyCache.converted`` and
+``rebuilt``).
 
     python tests/bench/bench_assemble_edit.py [--edits 9] [--size 10]
 """
@@ -33,8 +35,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from assembly.assemble import AssembleOptions, assemble
-from assembly.assemble_cache import AssemblyCache
+from assembly.assemble import AssembleOptions, AssemblyCache, assemble
 from assembly.documents import parse_conversation
 from assembly.incremental import reparse_conversation
 from assembly.model import Conversation, DocFormat, Message, Role, TextBlock
@@ -67,15 +68,16 @@ def main() -> int:
     opts = AssembleOptions(today=dt.date(2026, 1, 1))
     cache = AssemblyCache()
     assemble(conv, settings, tokenizer, opts, cache=cache)
+    stats = {"converted": 0, "rebuilt": 0}
 
     def bench(c: Conversation) -> tuple[float, float, bool]:
-        fast_runs = cache.fast_runs
         cached = _ms(lambda: assemble(c, settings, tokenizer, opts, cache=cache))
-        return (
-            cached,
-            _ms(lambda: assemble(c, settings, tokenizer, opts)),
-            cache.fast_runs > fast_runs,
-        )
+        # Incremental: at most the edited message converted again, the per-position lists
+        # patched rather than made again.
+        incremental = cache.converted <= 1 and not cache.rebuilt
+        stats["converted"] += cache.converted
+        stats["rebuilt"] += cache.rebuilt
+        return cached, _ms(lambda: assemble(c, settings, tokenizer, opts)), incremental
 
     n = len(conv.messages)
     print(f"{args.size} MB, {n:,} messages: assemble after an edit, median ms (max)")
@@ -104,7 +106,10 @@ def main() -> int:
         )
         assemble(conv, settings, tokenizer, opts, cache=cache)  # a new structure: a full run
         conv = _time_block_edits("system_prompt", args.edits, conv, bench)
-    print(f"(full runs {cache.full_runs}, incremental {cache.fast_runs})")
+    print(
+        f"({cache.calls} cached calls: {stats['converted']} messages converted, "
+        f"per-position lists made again {stats['rebuilt']} times)"
+    )
     return 0
 
 
