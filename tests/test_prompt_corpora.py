@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).resolve().parent / "data"
-CORPORA = ["prompts-real", "prompts-fresh", "prompts-heldout3"]
+CORPORA = ["prompts-real", "prompts-fresh", "prompts-heldout3", "prompts-heldout4"]
 PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
 
 
@@ -44,3 +44,14 @@ def test_the_corpora_are_large_and_varied() -> None:
     ]
     assert len(rows) >= 40
     assert len({row["repo"].lower() for row in rows}) >= 10
+
+
+def test_each_held_out_set_is_of_projects_no_earlier_corpus_has() -> None:
+    seen: set[str] = set()
+    for name in CORPORA:
+        rows = json.loads((DATA / name / "MANIFEST.json").read_text(encoding="utf-8"))
+        repos = {row["repo"].lower() for row in rows}
+        if name.startswith("prompts-heldout"):
+            assert not repos & seen, (name, repos & seen)
+            assert len(repos) >= 5, name
+        seen |= repos
