@@ -295,7 +295,7 @@ def _far_instructions(
         target = topics.target(k)
         if target is not None:
             found.append((sentence, target))
-    previews = _overviews(found)
+    previews = _overviews(template, found)
     for sentence, target in found:
         if sentence.section in previews:
             continue
@@ -816,7 +816,9 @@ _TOUCHING = 15
 # A sentence that points at another part of the prompt on purpose.
 _CROSS_REFERENCE = re.compile(
     r"\b(?:see|refer\s+to|described\s+(?:in|below|above)|(?:sections?|steps?|rules?)\s+"
-    r"(?:below|above)|as\s+(?:described|explained|listed|shown)|covered\s+(?:in|below))\b",
+    r"(?:below|above)|as\s+(?:described|explained|listed|shown)|covered\s+(?:in|below)"
+    # "Follow the Source Context section for …": it names the part of the prompt it defers to.
+    r"|(?:follow(?:ing)?|per|under|in|from)\s+the\s+(?:[\w`'\"-]+\s+){1,4}section)\b",
     re.I,
 )
 # A section that repeats the rules on purpose: "Important Reminders", "What not to do (recap)".
@@ -833,15 +835,40 @@ _TOOL_HEADING_TAIL = re.compile(
 _TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
 
 
-def _overviews(found: list[tuple[Sentence, _Target]]) -> set[int | None]:
+def _overviews(template: PromptTemplate, found: list[tuple[Sentence, _Target]]) -> set[int | None]:
     """Sections that preview others: a workflow overview ("1. Understand the problem …
-    2. Investigate …") whose instructions each point at a later section. A section whose
-    instructions are about two or more other sections (three for the text before the
-    first section) restates them on purpose."""
-    about: dict[int | None, set[int]] = defaultdict(set)
+    2. Investigate …"), a list whose items each point at a later section, in the order
+    those sections come. A section whose instructions are about two or more other
+    sections (three for the text before the first section) that way restates them on
+    purpose; one that holds a cross-reference and one stray instruction (two sections,
+    one of them earlier, or out of order) is no overview."""
+    about: dict[int | None, list[tuple[Sentence, int]]] = defaultdict(list)
     for sentence, target in found:
-        about[sentence.section].add(target.section)
-    return {own for own, targets in about.items() if len(targets) >= (3 if own is None else 2)}
+        about[sentence.section].append((sentence, target.section))
+    ends = _subtree_ends(template.sections)
+    overviews: set[int | None] = set()
+    for own, items in about.items():
+        targets = [t for _, t in sorted(items, key=lambda it: it[0].range.start)]
+        if len(set(targets)) < (3 if own is None else 2):
+            continue
+        later = 0 if own is None else ends[own]
+        if (
+            all(t >= later for t in targets)
+            and targets == sorted(targets)
+            and all(
+                _LIST_ITEM.match(template.text, _line_start(template.text, s.range.start))
+                for s, _ in items
+            )
+        ):
+            overviews.add(own)
+    return overviews
+
+
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]")
+
+
+def _line_start(text: str, pos: int) -> int:
+    return text.rfind("\n", 0, pos) + 1
 
 
 def _top(template: PromptTemplate, i: int | None) -> int | None:
