@@ -649,11 +649,17 @@ class _Topics:
             if self.in_tools[c] and evidence.get(c):
                 return self._no("it is tool guidance about the tool's own output")
         if sentence.section is None:
-            own = sum(self.idf.get(w, 0.0) for w in all_words if self.preamble[w] > 1)
+            # The topic word itself was weighed above (``_on_topic``): the opening names
+            # most topics in passing.
+            own = sum(
+                self.idf.get(w, 0.0)
+                for w in all_words
+                if self.preamble[w] > 1 and w not in title_words[best]
+            )
         if self._previews(k, best):
             return self._no("its section is an overview that previews later sections")
         mine = self.preamble if sentence.section is None else self.body[sentence.section]
-        if any(mine[w] > 1 for w in title_words[best]):
+        if any(self._on_topic(mine, w, best, sentence.section) for w in title_words[best]):
             return self._no("its own section speaks of that topic throughout")
         if own >= self.CHAIN_SHARE * best_score:
             return self._no("its own section shares enough of its words")
@@ -702,6 +708,18 @@ class _Topics:
         # A long section names others in passing; an overview does it in a third of its
         # sentences or more.
         return len(named) >= 2 and 3 * sum(1 for n in naming if n) >= len(others)
+
+    def _on_topic(self, mine: Counter[str], w: str, best: int, own: int | None) -> bool:
+        """Whether the sentence's own section speaks of heading word ``w`` itself (twice,
+        the sentence included). The opening of a prompt introduces every topic in passing:
+        it is on that topic only when it uses the word in two more sentences (or as often
+        as section ``best`` and the sections inside it do)."""
+        if mine[w] <= 1:
+            return False
+        if own is not None:
+            return True
+        there = sum(self.body[i][w] for i in range(best, self.subtree_end[best]))
+        return mine[w] - 1 >= min(2, there)
 
     def _tool_elsewhere(self, k: int, tools: set[str]) -> bool:
         """Whether another sentence of sentence ``k``'s own section names one of ``tools``."""
