@@ -204,6 +204,15 @@ def test_evaluation_picker_reads_a_fence_inside_a_fence() -> None:
     assert [s.title for s in bench.oracle_sections(text)] == ["Rules", "Output"]
 
 
+def test_evaluation_picker_takes_no_aside_for_an_instruction() -> None:
+    # "Note, firefox-esr is what is installed" is an aside, not an instruction (the
+    # picker moved it in heldout3); "Note the exit code" is one.
+    bench = _bench()
+    assert not bench._VERB_START.match("Note, firefox-esr is what is installed on your system.")
+    assert bench._VERB_START.match("Note the exit code of every command you run.")
+    assert not is_instruction("Note, firefox-esr is what is installed on your system.")
+
+
 def test_explanation_of_a_tool_described_by_an_untitled_section() -> None:
     # The hover says the section describes the tool: its heading does not name it.
     text = (DATA / "tool-home.prompt.md").read_text(encoding="utf-8")

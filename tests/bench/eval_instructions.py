@@ -176,7 +176,7 @@ _VERB_START = re.compile(
     r"^(?:\*\*[^*]+\*\*:?\s*)?(?:(?:always|never|only|please|first|then)\s+)?(?:use|call|"
     r"run|prefer|avoid|do|don't|check|read|write|keep|include|cite|search|ask|provide|"
     r"return|verify|follow|create|update|think|focus|start|stop|make|limit|list|output|"
-    r"respond|answer|report|save|try|consider|note|add|remove|edit|open|execute|explain|"
+    r"respond|answer|report|save|try|consider|note(?!,)|add|remove|edit|open|execute|explain|"
     r"summarize|delegate|give|set|find|review|test|look|apply|wait|place|put|format|"
     r"structure|state|mention|explore|analyze|identify|plan|fix|leave|skip)\b",
     re.I,
