@@ -104,10 +104,12 @@ def instruction_far_from_section(ctx: RuleContext) -> Iterator[Diagnostic]:
     Not reported: an instruction inside that section or one around it; one whose own
     section names the same topic or tool, or shares enough of its words (a restatement);
     one in a recap (`Important reminders`, `What not to do (recap)`, `<critical_reminders>`);
-    one that points elsewhere on purpose ("see Step 5"); tool guidance that mentions
-    another topic; one under a bold label matched to a sibling bold label of the same
-    section; a workflow overview (a third of its sentences or more name two or more
-    other sections);
+    one that points elsewhere on purpose ("see Step 5", "follow the Source Context
+    section"); tool guidance that mentions another topic; one under a bold label matched
+    to a sibling bold label of the same section; a workflow overview (a list whose items
+    point at later sections in the order they come, or a section a third of whose
+    sentences name two or more other sections). The text before the first heading is on
+    an instruction's topic only when two more of its sentences use the topic word;
     an instruction on the line just before its section (under 15 tokens away) unless it
     names a tool. Hover an instruction to see the section it was matched to and why.
 
