@@ -213,6 +213,25 @@ def test_evaluation_picker_takes_no_aside_for_an_instruction() -> None:
     assert not is_instruction("Note, firefox-esr is what is installed on your system.")
 
 
+def test_explanation_of_an_overview_list_says_the_rule_keeps_it() -> None:
+    # A list whose items point at later sections in order is an overview: the rule
+    # reports neither item, and the hover must say so (it used to say "reported").
+    text = (
+        "# Workflow\n1. Read the whole issue before you start, and restate the issue.\n"
+        "2. Run the test suite after each change.\n\n"
+        "# Reading the issue\nRead the issue and its comments. Note what the user expects.\n\n"
+        "# Test suite\nThe test suite runs with one command and prints the failures.\n"
+    )
+    template = parse_prompt(text)
+    ctx = RuleContext(text=text, settings=Settings(), tokenizer=TOKENIZER, template=template)
+    assert list(instruction_far_from_section(ctx)) == []
+    for item in ("Read the whole issue", "Run the test suite"):
+        match = explain_instruction(template, text.index(item))
+        assert match is not None and match.section is not None
+        assert not match.reported
+        assert "previews later sections in order" in match.reason
+
+
 def test_explanation_of_a_tool_described_by_an_untitled_section() -> None:
     # The hover says the section describes the tool: its heading does not name it.
     text = (DATA / "tool-home.prompt.md").read_text(encoding="utf-8")

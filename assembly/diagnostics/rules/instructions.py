@@ -361,8 +361,8 @@ def explain_instruction(
 ) -> InstructionMatch | None:
     """What the rule decided about the instruction at ``offset``, or None when no
     instruction is there. The decision is the rule's own (``_Topics.target``); only the
-    distance filters (``instruction_distance``, a sentence touching its section) and the
-    overview test over all findings are not applied here."""
+    distance filters (``instruction_distance``, a sentence touching its section) are not
+    applied here; the overview test over all findings is, over the sentence's section."""
     k = next(
         (i for i, s in enumerate(template.sentences) if s.range.start <= offset < s.range.end),
         None,
@@ -372,13 +372,16 @@ def explain_instruction(
     topics = _Topics(template, tool_names, section_topics or {})
     found = topics.target(k)
     match = found or topics.matched
+    rejected = topics.rejected
+    if found is not None and _in_overview(template, topics, k, found):
+        found, rejected = None, _OVERVIEW
     rng = template.sentences[k].range
     if match is None:
         return InstructionMatch(rng, None, (), (), None, 0.0, 0.0, 0.0, False, topics.rejected)
     title = template.sections[match.section].title
     written = tuple(w for w in _WORDS.findall(title) if stem(w.lower()) in set(match.words))
     in_title = {stem(w.lower()) for w in written}
-    reason = topics.rejected or "it sits outside the section it is about"
+    reason = rejected or "it sits outside the section it is about"
     return InstructionMatch(
         rng,
         match.section,
@@ -853,6 +856,22 @@ _TOOL_HEADING_TAIL = re.compile(
     re.I,
 )
 _TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
+
+
+_OVERVIEW = "its section is a list that previews later sections in order"
+
+
+def _in_overview(template: PromptTemplate, topics: _Topics, k: int, target: _Target) -> bool:
+    """Whether sentence ``k``'s section, with ``target`` as what it is about, is an
+    overview by ``_overviews`` (over the instructions of that section only)."""
+    own = template.sentences[k].section
+    found = [(template.sentences[k], target)]
+    for j in topics.by_section[own]:
+        if j != k and is_instruction(template.sentences[j].text):
+            t = topics.target(j)
+            if t is not None:
+                found.append((template.sentences[j], t))
+    return own in _overviews(template, found)
 
 
 def _overviews(template: PromptTemplate, found: list[tuple[Sentence, _Target]]) -> set[int | None]:
