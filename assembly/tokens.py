@@ -14,6 +14,7 @@ that approximates their tokenizer, marked ``approximate``.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -148,45 +149,134 @@ def encoding_for_model(model: str) -> str:
     return model_encoding(model).encoding
 
 
+# The count cache's bound: texts that only the cache still holds (an edited message's
+# earlier versions, a closed document's texts) may total this much ``weight`` (each
+# entry's length plus ENTRY_WEIGHT, which stands for the entry's own overhead); the oldest
+# of them are dropped past it. Texts something else still holds (the messages of an open
+# document, an analysis still in use) cost the cache no text memory and are kept, so an
+# edit never recounts the messages it did not change. 8 Mi characters keep, say, 160
+# versions of a 50 KB message for an undo, in at most 8 MB (32 MB of 4-byte characters).
+MAX_CACHED_WEIGHT = 1 << 23
+ENTRY_WEIGHT = 64
+
+
+def _refcount_alone() -> int:
+    """What ``sys.getrefcount`` says, in ``CachedTokenizer._alone``, of a text only the
+    cache holds (its key and its entry's first item)."""
+    text = "".join(["only ", "the cache"])
+    cache = {text: (text, 0)}
+    del text
+    return next(iter(_alone_counts(cache)))[1]
+
+
+def _alone_counts(cache: Mapping[str, tuple[str, int]]) -> list[tuple[str, int]]:
+    getrefcount = sys.getrefcount
+    return [(t, getrefcount(t)) for t in list(cache)]
+
+
+_ALONE = _refcount_alone()
+
+
 class CachedTokenizer:
-    """A counting function with a content-keyed count cache.
+    """A counting function with a content-keyed, bounded count cache.
 
     ``count_fn`` counts the tokens of one text as tiktoken's ``encode_ordinary`` does
     (special tokens counted as text); ``server/tokenizers.py`` picks it. The cache is what
     makes an edit cheap: only texts never seen before are counted. ``seed`` lets a caller
     that counted texts elsewhere (another process, a stored count) fill the cache; results
     are the same as counting one by one.
+
+    The cache is bounded (``MAX_CACHED_WEIGHT``) by what it alone keeps alive. Each entry
+    keeps the text object it was last asked about (an equal text parsed again replaces
+    it), so while a document is open its texts are the cache's keys too. When the texts
+    added since the last look may have passed the bound, the cache looks at every entry
+    and drops, oldest first, the texts nothing else references until those left weigh at
+    most half the bound (so a look is paid for by half a bound of new texts). A text still
+    referenced elsewhere (by the documents and analyses in use) is never dropped: it costs
+    the cache one entry, not its characters.
     """
 
-    def __init__(self, count_fn: Callable[[str], int], name: str) -> None:
+    def __init__(
+        self, count_fn: Callable[[str], int], name: str, *, max_weight: int = MAX_CACHED_WEIGHT
+    ) -> None:
         self.counter = count_fn
         self.encoding = name
-        self._cache: dict[str, int] = {}
+        self.max_weight = max_weight
+        # text -> (the text object last asked about, its count); oldest first
+        self._cache: dict[str, tuple[str, int]] = {}
+        self._pending = 0  # an upper bound of the weight only the cache holds
 
     def count(self, text: str) -> int:
         if not text:
             return 0
-        n = self._cache.get(text)
-        if n is None:
+        hit = self._cache.get(text)
+        if hit is None:
             n = self.counter(text)
-            self._cache[text] = n
-        return n
+            self._add(text, n)
+            return n
+        if hit[0] is not text:
+            self._rekey(text, hit[1])
+        return hit[1]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        cache = self._cache
-        count = self.counter
+        get = self._cache.get
+        out = []
         for t in texts:
-            if t and t not in cache:
-                cache[t] = count(t)
-        return [cache[t] if t else 0 for t in texts]
+            if not t:
+                out.append(0)
+                continue
+            hit = get(t)
+            if hit is None:
+                n = self.counter(t)
+                self._add(t, n)
+            else:
+                n = hit[1]
+                if hit[0] is not t:
+                    self._rekey(t, n)
+            out.append(n)
+        return out
 
     def cached(self, text: str) -> int | None:
         """Return the count of ``text`` if it was counted or seeded before, else None."""
-        return self._cache.get(text) if text else 0
+        if not text:
+            return 0
+        hit = self._cache.get(text)
+        return None if hit is None else hit[1]
 
     def seed(self, counts: Mapping[str, int]) -> None:
         """Add counts made elsewhere with this same encoding."""
-        self._cache.update(counts)
+        for text, n in counts.items():
+            if text and text not in self._cache:
+                self._add(text, n)
 
     def cache_size(self) -> int:
         return len(self._cache)
+
+    def cache_weight(self) -> int:
+        """The weight of the cached texts that only the cache holds (looks at every entry)."""
+        return sum(
+            len(t) + ENTRY_WEIGHT for t, refs in _alone_counts(self._cache) if refs <= _ALONE
+        )
+
+    def _rekey(self, text: str, n: int) -> None:
+        # The old key object may be garbage now; the live one makes the entry "in use".
+        del self._cache[text]
+        self._cache[text] = (text, n)
+
+    def _add(self, text: str, n: int) -> None:
+        self._cache[text] = (text, n)
+        self._pending += len(text) + ENTRY_WEIGHT
+        if self._pending > self.max_weight:
+            self._sweep()
+
+    def _sweep(self) -> None:
+        cache = self._cache
+        alone = [t for t, refs in _alone_counts(cache) if refs <= _ALONE]
+        weight = sum(len(t) + ENTRY_WEIGHT for t in alone)
+        keep = self.max_weight // 2
+        for t in alone:
+            if weight <= keep:
+                break
+            weight -= len(t) + ENTRY_WEIGHT
+            del cache[t]
+        self._pending = weight

@@ -9,6 +9,7 @@ reaches for the network: a download attempt would show up as a recorded call.
 from __future__ import annotations
 
 import hashlib
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,6 +123,91 @@ def test_seeded_counts_are_used_without_encoding() -> None:
     tokenizer.seed({"counted elsewhere": 3})
     assert tokenizer.count_many(["counted elsewhere", "fresh"]) == [3, 1]
     assert spy.encoded == ["fresh"]
+
+
+class _Calls:
+    """The real counting function, counting its calls (it keeps no text alive)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, text: str) -> int:
+        self.calls += 1
+        return len(OFFLINE.encode_ordinary(text))
+
+
+def _conversation(n: int) -> Any:
+    from assembly.documents import parse_conversation
+    from assembly.model import DocFormat
+
+    messages = [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": f"message {i}: " + "lorem ipsum " * 25,
+        }
+        for i in range(n)
+    ]
+    return parse_conversation(json.dumps({"messages": messages}), DocFormat.JSON)
+
+
+def test_the_cache_is_bounded_by_the_texts_only_it_holds() -> None:
+    calls = _Calls()
+    tokenizer = CachedTokenizer(calls, "cl100k_base", max_weight=20_000)
+    for i in range(2_000):  # 2,000 texts of 300 characters that nothing else keeps
+        tokenizer.count(f"draft {i:04} " + "x" * 289)
+    assert calls.calls == 2_000
+    assert tokenizer.cache_weight() <= 20_000
+    assert tokenizer.cache_size() <= 20_000 // (300 + 64) + 1
+    # The newest are kept (an undo finds them), the oldest went.
+    before = calls.calls
+    tokenizer.count("draft 1999 " + "x" * 289)
+    assert calls.calls == before
+    tokenizer.count("draft 0000 " + "x" * 289)
+    assert calls.calls == before + 1
+
+
+def test_typing_in_one_message_never_recounts_the_others() -> None:
+    # 200 messages of about 310 characters: 76,000 characters of live text, well over the
+    # bound; the edited message's 3,000 earlier versions are what the bound drops.
+    conv = _conversation(200)
+    calls = _Calls()
+    tokenizer = CachedTokenizer(calls, "cl100k_base", max_weight=20_000)
+    contents = [m.content for m in conv.messages]
+    first = tokenizer.count_many(contents)
+    assert calls.calls == 200
+    del contents
+    edited = conv.messages[7].content
+    for i in range(3_000):
+        edited = edited + "abcdefghij"[i % 10]
+        tokenizer.count(edited)
+    assert calls.calls == 200 + 3_000
+    assert tokenizer.cache_weight() <= 20_000
+    again = tokenizer.count_many([m.content for m in conv.messages])
+    assert again == first
+    assert calls.calls == 200 + 3_000  # every message of the open document was still cached
+
+
+def test_texts_parsed_again_take_over_the_entries() -> None:
+    # A re-parse makes new, equal text objects: once the old version is dropped, its
+    # texts are not "only in the cache" as long as the new version is open.
+    calls = _Calls()
+    tokenizer = CachedTokenizer(calls, "cl100k_base", max_weight=20_000)
+    old = _conversation(100)
+    tokenizer.count_many([m.content for m in old.messages])
+    new = _conversation(100)
+    tokenizer.count_many([m.content for m in new.messages])
+    assert calls.calls == 100
+    del old
+    for i in range(1_000):
+        tokenizer.count(f"draft {i:04} " + "y" * 289)
+    tokenizer.count_many([m.content for m in new.messages])
+    assert calls.calls == 100 + 1_000
+    # Closing the document lets its texts go too.
+    del new
+    for i in range(200):
+        tokenizer.count(f"other {i:04} " + "z" * 289)
+    assert tokenizer.cache_weight() <= 20_000
+    assert tokenizer.cache_size() <= 20_000 // (300 + 64) + 1
 
 
 def test_second_count_many_hits_the_cache() -> None:
