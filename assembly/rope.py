@@ -62,11 +62,12 @@ class Rope:
     """An immutable text, indexable and sliceable like a ``str``, with a line index.
 
     Build one with ``Rope.from_str``; ``edit`` returns a new rope. ``str(rope)`` joins
-    the chunks once and keeps the result: avoid it where the text is large and the work
-    should be proportional to an edit.
+    the chunks each time and does not keep the result (a 10 MB document with a few emoji
+    is a 40 MB ``str``, which an open document would otherwise hold twice): call it once
+    per use, and avoid it where the work should be proportional to an edit.
     """
 
-    __slots__ = ("_chunk_size", "_chunks", "_len", "_lines", "_starts", "_str")
+    __slots__ = ("_chunk_size", "_chunks", "_len", "_lines", "_starts")
 
     def __init__(self, chunks: tuple[_Chunk, ...], chunk_size: int) -> None:
         assert chunks, "a rope has at least one chunk"
@@ -77,7 +78,6 @@ class Rope:
         # ``_lines[i]`` is how many line breaks come before chunk ``i``.
         self._lines = [0, *itertools.accumulate(c.n_breaks for c in chunks)]
         self._len = self._starts[-1]
-        self._str: str | None = None
 
     @staticmethod
     def from_str(text: str, *, chunk_size: int = CHUNK_SIZE) -> Rope:
@@ -91,11 +91,7 @@ class Rope:
         return self._len
 
     def __str__(self) -> str:
-        res = self._str
-        if res is None:
-            res = "".join(c.text for c in self._chunks)
-            self._str = res
-        return res
+        return "".join([c.text for c in self._chunks])
 
     def __repr__(self) -> str:
         return f"Rope(len={self._len}, chunks={len(self._chunks)})"
@@ -337,8 +333,6 @@ class Rope:
         s = starts[i]
         if stop <= starts[i + 1]:
             return chunks[i].text[start - s : stop - s]
-        if start == 0 and stop == self._len and self._str is not None:
-            return self._str
         j = bisect.bisect_left(starts, stop) - 1
         parts = [chunks[i].text[start - s :]]
         parts.extend(c.text for c in chunks[i + 1 : j])
