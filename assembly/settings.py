@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from assembly.text import TextRange
+from assembly.tokens import DEFAULT_MODEL
 
 DEFAULT_SECTION_TOPICS: dict[str, list[str]] = {
     "Tools": ["tool", "tools", "call", "search", "read_file", "open_url"],
@@ -52,7 +53,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str = Field(
-        "gpt-4o", description="Model name; picks the encoding when `encoding` is unset."
+        DEFAULT_MODEL, description="Model name; picks the encoding when `encoding` is unset."
     )
     encoding: str | None = Field(
         None, description="tiktoken encoding; default: from the model, else cl100k_base."

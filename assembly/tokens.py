@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 DEFAULT_ENCODING = "cl100k_base"
+DEFAULT_MODEL = "gpt-4o"  # the ``model`` setting's default (``assembly.settings``)
 
 # OpenAI model name prefixes -> encoding, as tiktoken's model table has them. A prefix
 # matches the whole name or a name that goes on with a non-alphanumeric character

@@ -206,9 +206,8 @@ def _fork(
 
 def _document_encoding(values: list[Any]) -> tuple[str | None, str]:
     """The ``encoding`` and ``model`` a document's own settings name (defaults otherwise)."""
-    from assembly.settings import Settings
+    from assembly.tokens import DEFAULT_MODEL as default  # not the settings: no pydantic
 
-    default = Settings.model_fields["model"].default
     for value in values[:1]:
         settings = value.get("settings") if isinstance(value, dict) else None
         if isinstance(settings, dict):

@@ -94,7 +94,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="promptls",
         description="Assemble LLM conversations and prompts the way the model receives them.",
     )
-    parser.add_argument("--version", action="version", version=f"promptls {_version()}")
+    parser.add_argument(
+        "--version", action=_VersionAction, help="show the version of promptls and exit"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser(
         "assemble",
@@ -218,6 +220,18 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_serve)
     _SUBPARSERS.update(sub.choices)
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for (reading the
+    package metadata imports ``importlib.metadata``: 10–20 ms every command would pay)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        sys.stdout.write(f"promptls {_version()}\n")
+        parser.exit()
 
 
 def _version() -> str:
