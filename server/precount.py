@@ -14,6 +14,7 @@ pipeline counts as usual.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import pickle
@@ -178,6 +179,7 @@ def _fork(
     pid = os.fork()
     if pid == 0:  # the child: count, write, exit without running any cleanup
         status = 0
+        gc.disable()  # a one-shot job: its few cycles go with the process
         try:
             os.close(read_fd)
             values = list(_values(text, fmt))
