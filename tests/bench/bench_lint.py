@@ -5,8 +5,9 @@ varied sizes and seeds in the three formats (JSON, JSON Lines, YAML) plus some p
 templates. Each measurement is the wall time of a fresh ``promptls lint --format json``
 process over the folder, as CI runs it: sequential (``--jobs 1``) and parallel (the
 default, one worker per core). Prints files/s and MB/s (MB = 10^6 bytes of documents), the
-median of ``--repeat`` runs, with the CPU time the run used (user + system, all processes;
-wall time depends on what else the machine is doing, CPU time much less), and checks that
+median of ``--repeat`` runs (interleaved), with the CPU time the run used (user + system,
+all processes; wall time depends on what else the machine is doing, CPU time much less),
+and checks that
 both modes print the same findings. Each checkout first lints one file untimed, with its
 compiled bytecode kept in a scratch folder (``PYTHONPYCACHEPREFIX``, even where
 ``PYTHONDONTWRITEBYTECODE`` is set), as an installed promptls has its ``.pyc`` files.
@@ -70,9 +71,11 @@ def main() -> int:
             capture_output=True,
             env={**env, "PYTHONPATH": str(checkout)},
         )
-    for label, jobs, checkout in runs:
-        times, cpu = [], []
-        for _ in range(args.repeat):
+    times: dict[str, list[float]] = {label: [] for label, _, _ in runs}
+    cpu: dict[str, list[float]] = {label: [] for label, _, _ in runs}
+    notes: dict[str, str] = {}
+    for _ in range(args.repeat):  # interleaved, so that the machine's load hits every row
+        for label, jobs, checkout in runs:
             t0 = time.perf_counter()
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             proc = subprocess.run(
@@ -82,17 +85,19 @@ def main() -> int:
                 text=True,
                 env={**env, "PYTHONPATH": str(checkout)},
             )
-            times.append(time.perf_counter() - t0)
+            times[label].append(time.perf_counter() - t0)
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+            cpu[label].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
             if proc.returncode not in (0, 1):
                 print(proc.stderr, file=sys.stderr)
                 return 1
             outputs[label] = proc.stdout
-        t = statistics.median(times)
+            notes[label] = proc.stderr.strip()
+    for label, _, _ in runs:
+        t = statistics.median(times[label])
         print(
             f"{label:>19}: {t:6.2f} s  {len(files) / t:7.1f} files/s  {n_bytes / 1e6 / t:6.2f} MB/s"
-            f"  (CPU {statistics.median(cpu):.2f} s; {proc.stderr.strip()})"
+            f"  (CPU {statistics.median(cpu[label]):.2f} s; {notes[label]})"
         )
     same = outputs["sequential"] == outputs["parallel"]
     print(f"parallel output {'equals' if same else 'DIFFERS FROM'} sequential output")
