@@ -7,10 +7,10 @@ process over the folder, as CI runs it: sequential (``--jobs 1``) and parallel (
 default, one worker per core). Prints files/s and MB/s (MB = 10^6 bytes of documents), the
 median of ``--repeat`` runs (interleaved), with the CPU time the run used (user + system,
 all processes; wall time depends on what else the machine is doing, CPU time much less),
-and checks that
-both modes print the same findings. Each checkout first lints one file untimed, with its
-compiled bytecode kept in a scratch folder (``PYTHONPYCACHEPREFIX``, even where
-``PYTHONDONTWRITEBYTECODE`` is set), as an installed promptls has its ``.pyc`` files.
+and checks that both modes print the same findings. Each checkout first lints one file
+untimed, with its compiled bytecode kept in a scratch folder (``PYTHONPYCACHEPREFIX``,
+even where ``PYTHONDONTWRITEBYTECODE`` is set), as an installed promptls has its ``.pyc``
+files.
 
     python tests/bench/bench_lint.py [--files 1000] [--repeat 3] [--corpus DIR]
 """
