@@ -261,7 +261,8 @@ class CachedTokenizer:
 
     def _rekey(self, text: str, n: int) -> None:
         # The old key object may be garbage now; the live one makes the entry "in use".
-        del self._cache[text]
+        # (``pop``: a hover on the message loop may count while an analysis sweeps.)
+        self._cache.pop(text, None)
         self._cache[text] = (text, n)
 
     def _add(self, text: str, n: int) -> None:
@@ -279,5 +280,5 @@ class CachedTokenizer:
             if weight <= keep:
                 break
             weight -= len(t) + ENTRY_WEIGHT
-            del cache[t]
+            cache.pop(t, None)
         self._pending = weight
