@@ -3,7 +3,8 @@
 The tokenizer is built once by the caller (``server/tokenizers.py`` loads an encoding
 offline and picks its counting backend) and passed down: ``assembly`` never loads
 encodings, reads files or touches the network. ``CachedTokenizer`` memoises counts by
-content, so an edit recounts only what changed.
+content, so an edit recounts only what changed; its memory is bounded by the texts only it
+still holds (docs/tokens.md, "The count cache").
 
 ``model_encoding`` is the one table from model names to encodings. OpenAI's models map to
 the encoding they use (as tiktoken's own table has them); other providers' models (Claude,
@@ -162,8 +163,8 @@ ENTRY_WEIGHT = 64
 
 
 def _refcount_alone() -> int:
-    """What ``sys.getrefcount`` says, in ``CachedTokenizer._alone``, of a text only the
-    cache holds (its key and its entry's first item)."""
+    """What ``_alone_counts`` says of a text only the cache holds (its key and its entry's
+    first item): measured, not assumed, so that it holds for any CPython version."""
     text = "".join(["only ", "the cache"])
     cache = {text: (text, 0)}
     del text
