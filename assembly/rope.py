@@ -64,10 +64,13 @@ class Rope:
     Build one with ``Rope.from_str``; ``edit`` returns a new rope. ``str(rope)`` joins
     the chunks each time and does not keep the result (a 10 MB document with a few emoji
     is a 40 MB ``str``, which an open document would otherwise hold twice): call it once
-    per use, and avoid it where the work should be proportional to an edit.
+    per use, and avoid it where the work should be proportional to an edit. The first
+    ``str`` of a rope built by ``from_str`` is the string it was built from, handed over
+    (not kept): a document just opened is parsed from the editor's own copy of its text,
+    which is alive then anyway, instead of from a third copy.
     """
 
-    __slots__ = ("_chunk_size", "_chunks", "_len", "_lines", "_starts")
+    __slots__ = ("_chunk_size", "_chunks", "_len", "_lines", "_source", "_starts")
 
     def __init__(self, chunks: tuple[_Chunk, ...], chunk_size: int) -> None:
         assert chunks, "a rope has at least one chunk"
@@ -78,12 +81,16 @@ class Rope:
         # ``_lines[i]`` is how many line breaks come before chunk ``i``.
         self._lines = [0, *itertools.accumulate(c.n_breaks for c in chunks)]
         self._len = self._starts[-1]
+        self._source: str | None = None
 
     @staticmethod
     def from_str(text: str, *, chunk_size: int = CHUNK_SIZE) -> Rope:
         """The rope of ``text``; ``chunk_size`` (code points) exists for tests."""
         assert chunk_size >= 1
-        return Rope(tuple(_Chunk(t) for t in _split(text, chunk_size)), chunk_size)
+        rope = Rope(tuple(_Chunk(t) for t in _split(text, chunk_size)), chunk_size)
+        if len(rope._chunks) > 1 and type(text) is str:
+            rope._source = text
+        return rope
 
     # ------------------------------------------------------------------ str-like reading
 
@@ -91,6 +98,10 @@ class Rope:
         return self._len
 
     def __str__(self) -> str:
+        source = self._source
+        if source is not None:
+            self._source = None
+            return source
         return "".join([c.text for c in self._chunks])
 
     def __repr__(self) -> str:
@@ -157,6 +168,20 @@ class Rope:
             if res != -1:
                 return lo + res
             k += 1
+
+    def count(self, sub: str, start: int | None = 0, end: int | None = None) -> int:
+        """Like ``str.count``: non-overlapping occurrences of ``sub`` in ``[start, end)``,
+        without joining the text."""
+        start, end = _adjust(start, end, self._len)
+        m = len(sub)
+        if m == 0:
+            return end - start + 1 if start <= end else 0
+        n = 0
+        at = self.find(sub, start, end)
+        while at != -1:
+            n += 1
+            at = self.find(sub, at + m, end)
+        return n
 
     def rfind(self, sub: str, start: int | None = 0, end: int | None = None) -> int:
         """Like ``str.rfind``: the highest offset of ``sub`` in ``[start, end)``, or -1."""

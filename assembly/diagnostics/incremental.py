@@ -663,4 +663,4 @@ def _count_change(old: TextLike, new: TextLike, span: _Move) -> int:
 
 def _count(text: TextLike, needle: str) -> int:
     """Occurrences of ``needle`` in the whole text (a full run reads it all anyway)."""
-    return (text if isinstance(text, str) else str(text)).count(needle)
+    return text.count(needle)  # a rope counts chunk by chunk: no joined copy

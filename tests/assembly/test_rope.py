@@ -48,7 +48,7 @@ def check_rope(rope: Rope, text: str, data: st.DataObject | None = None) -> None
             assert rope[a:b] == text[a:b], (a, b)
     assert rope[::2] == text[::2]
     # find / rfind / startswith / endswith, bounds as str takes them
-    subs = {"", "\n", "\r\n", "a", "ab", "😀", "\u2028", "zz", text[1:4], text[-3:]}
+    subs = {"", "\n", "\r\n", "a", "aa", "\n\n", "ab", "😀", "\u2028", "zz", text[1:4], text[-3:]}
     bounds = [0, 1, n // 2, n - 1, n, n + 1, -1, -3, None]
     for sub in subs:
         assert (sub in rope) == (sub in text)
@@ -60,6 +60,7 @@ def check_rope(rope: Rope, text: str, data: st.DataObject | None = None) -> None
                     start,
                     end,
                 )
+                assert rope.count(sub, start, end) == text.count(sub, start, end)
                 assert rope.startswith(sub, start, end) == text.startswith(sub, start, end)
                 assert rope.endswith(sub, start, end) == text.endswith(sub, start, end)
     # the line index: lines end after "\n", "\r\n" or a lone "\r", as in LSP
@@ -250,3 +251,17 @@ def test_lone_cr_and_line_separators_as_lsp_defines_lines() -> None:
     assert [rope.line_text(i) for i in range(5)] == ["a", "b", "c", "d\u2028e\u2029f\x85g", ""]
     assert rope.line_col(text.index("b")) == index.line_col(text.index("b"))
     assert index.line_col(text.index("b")) == LineCol(1, 0)
+
+
+def test_str_hands_over_the_source_once_and_keeps_no_joined_text() -> None:
+    # An open document is parsed from the editor's copy of its text (handed over by the
+    # first ``str``), and no rope keeps a joined copy of itself afterwards.
+    text = "".join(f"line {i} 🦊\n" for i in range(400))
+    rope = Rope.from_str(text, chunk_size=64)
+    assert str(rope) is text
+    again = str(rope)
+    assert again == text and again is not text
+    assert str(rope) is not again  # joined each time: the rope kept nothing
+    edited = rope.edit(0, 4, "LINE")
+    assert str(edited) == "LINE" + text[4:]
+    assert str(Rope.from_str("short", chunk_size=64)) == "short"
