@@ -550,7 +550,8 @@ class _JsonParser:
         self.too_deep = bool(self.errors) and self.errors[-1].code == "document-too-large"
         self.i = 0
 
-    # Tokens: (kind, raw text, start, end, decoded value).
+    # Tokens: (kind, raw text, start, end, decoded value); a string's raw text is ""
+    # (``text[start:end]`` when needed): slicing every string would copy the document.
     def _peek(self) -> tuple[int, str, int, int, Any]:
         return self.toks[self.i]
 
@@ -728,7 +729,7 @@ class _JsonParser:
             if tok[0] == _PUNCT and tok[1] == ":":
                 self._next()
             else:
-                self._error(f"expected `:` after property name {raw}", e, e)
+                self._error(f"expected `:` after property name {self.text[s:e]}", e, e)
                 if tok[0] == _PUNCT and tok[1] in ",}":
                     if tok[1] == ",":
                         self._next()
@@ -987,17 +988,18 @@ def _tokenize(
                         errors.append(SyntaxIssue(msg, TextRange(at, at + len(bad.group()))))
                     if _SURROGATE.search(value) is not None:
                         value = _replace_surrogates(raw, value, pos, errors)
-                    append((_STRING, raw, pos, stop, value))
+                    append((_STRING, "", pos, stop, value))
                 else:
                     m = _UNTERMINATED.match(text, pos, end)
                     assert m is not None
                     stop = m.end()
                     append((_BAD, "unterminated string", pos, stop, None))
             else:
-                raw = text[pos:stop]
-                if "\\u" in raw and _SURROGATE.search(value) is not None:
-                    value = _replace_surrogates(raw, value, pos, errors)
-                append((_STRING, raw, pos, stop, value))
+                # No slice of the source per string: the value is what is read; the raw
+                # text is sliced again only for a message about it (``_STRING``'s raw is "").
+                if text.find("\\u", pos, stop) != -1 and _SURROGATE.search(value) is not None:
+                    value = _replace_surrogates(text[pos:stop], value, pos, errors)
+                append((_STRING, "", pos, stop, value))
             pos = stop
         elif c in "{}[]:,":
             append((_PUNCT, c, pos, pos + 1, None))
