@@ -176,6 +176,16 @@ class Rope:
         m = len(sub)
         if m == 0:
             return end - start + 1 if start <= end else 0
+        if m == 1:  # no match crosses a chunk boundary: count chunk by chunk
+            if start >= end:
+                return 0
+            starts, chunks = self._starts, self._chunks
+            i = bisect.bisect_right(starts, start) - 1
+            j = bisect.bisect_left(starts, end) - 1
+            return sum(
+                chunks[k].text.count(sub, max(start - starts[k], 0), end - starts[k])
+                for k in range(i, j + 1)
+            )
         n = 0
         at = self.find(sub, start, end)
         while at != -1:

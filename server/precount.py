@@ -30,6 +30,7 @@ from server import files  # the standard library only
 
 if TYPE_CHECKING:  # this module must not import the engine: `start_early` runs before it
     from assembly.model import Conversation
+    from assembly.rope import Rope
     from assembly.tokens import Tokenizer
 
 MIN_DOCUMENT_CHARS = 2_000_000  # below this, forking a loaded process costs more than it saves
@@ -143,10 +144,11 @@ def start_early(path: Path) -> EarlyStart | None:
     return EarlyStart(text, _fork(text, fmt, None, None, None))
 
 
-def start(text: str, fmt: str, tokenizer: Tokenizer) -> PendingCounts | None:
+def start(text: str | Rope, fmt: str, tokenizer: Tokenizer) -> PendingCounts | None:
     """Fork a child counting ``text``'s long strings with ``tokenizer``, when it pays off.
 
     The child inherits the tokenizer's cache: strings counted before are not counted again.
+    An editor's rope is joined by the child, not here (the parent's parse joins it once).
     """
     count = getattr(tokenizer, "counter", None)
     if count is None or not _worth_forking(text, MIN_DOCUMENT_CHARS, str(fmt)):
@@ -154,7 +156,7 @@ def start(text: str, fmt: str, tokenizer: Tokenizer) -> PendingCounts | None:
     return _fork(text, fmt, count, getattr(tokenizer, "cached", None), tokenizer.encoding)
 
 
-def _worth_forking(text: str, min_chars: int, fmt: str = "yaml") -> bool:
+def _worth_forking(text: str | Rope, min_chars: int, fmt: str = "yaml") -> bool:
     """Large enough, and (JSON) made of long strings: the child loads every value, so a
     document of many tiny values (a million short messages) would cost more memory in
     it than its counts save."""
@@ -168,7 +170,7 @@ def _worth_forking(text: str, min_chars: int, fmt: str = "yaml") -> bool:
 
 
 def _fork(
-    text: str,
+    text: str | Rope,
     fmt: str,
     count: Callable[[str], int] | None,
     cached: Callable[[str], int | None] | None,
@@ -182,7 +184,7 @@ def _fork(
         gc.disable()  # a one-shot job: its few cycles go with the process
         try:
             os.close(read_fd)
-            values = list(_values(text, fmt))
+            values = list(_values(str(text), fmt))
             if count is None:
                 from server.tokenizers import load_tokenizer
 

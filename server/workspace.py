@@ -130,7 +130,7 @@ def analyze(
     if pending is None and cold_cache:
         guess = resolve_outside(inputs)
         tokenizer = load_tokenizer(guess.encoding, model=guess.model).tokenizer
-        pending = precount.start(str(text), document_format(path, text), tokenizer)
+        pending = precount.start(text, document_format(path, text), tokenizer)
     sources = FileSources(path, root, overlay or {}, pending)
     if host is None:
         return AnalysisHost().analyze(text, inputs, sources)
