@@ -31,14 +31,17 @@ class TextLike(Protocol):
 def line_start(text: TextLike, offset: int) -> int:
     """The start of the line holding ``offset``: ``text.rfind("\\n", 0, offset) + 1``."""
     pos = max(0, min(offset, len(text)))
+    # A text that holds only some lines (``inputs``) says where the line it holds starts.
+    floor = getattr(text, "line_floor", None)
+    floor = floor(pos) if floor is not None else 0
     size = _FIRST_CHUNK
-    while pos > 0:
-        lo = max(0, pos - size)
+    while pos > floor:
+        lo = max(floor, pos - size)
         i = text[lo:pos].rfind("\n")
         if i != -1:
             return lo + i + 1
         pos, size = lo, size * 2
-    return 0
+    return floor
 
 
 def find_newline(text: TextLike, offset: int) -> int:
