@@ -54,7 +54,7 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.window import TextLike
 from assembly.model import Message
 from assembly.rope import Rope
-from assembly.text import TextRange
+from assembly.text import RelRange, TextRange
 
 __all__ = [
     "MessageSource",
@@ -70,12 +70,13 @@ _T = TypeVar("_T")
 
 
 def message_start(m: Message) -> int:
-    """The absolute offset of message ``m`` in the version being checked."""
+    """The absolute offset of message ``m`` (a message of ``Conversation.messages``: a view
+    of one version) in that version."""
     return m.range.start
 
 
 def message_end(m: Message) -> int:
-    """The absolute offset of the end of message ``m`` in the version being checked."""
+    """The absolute offset of the end of message ``m`` (a view of one version)."""
     return m.range.end
 
 
@@ -85,12 +86,14 @@ def message_end(m: Message) -> int:
 class Source:
     """The version being checked, as the queries read it (never given to a rule).
 
-    ``changed`` holds the indexes of the messages whose object is new since the last run
-    (None: all of them, or the first run); ``cache`` is the engine's state, which leaf
-    queries may use to build their values message by message.
+    ``messages`` are the stored messages (``Conversation.message_data``: position-free,
+    shared between versions), ``views`` the same seen in this version
+    (``Conversation.messages``); ``changed`` holds the indexes of the stored messages that
+    are new since the last run (None: all of them, or the first run); ``cache`` is the
+    engine's state, which queries may use to build their values message by message.
     """
 
-    __slots__ = ("cache", "changed", "ctx", "messages")
+    __slots__ = ("cache", "changed", "ctx", "messages", "views")
 
     def __init__(
         self,
@@ -101,12 +104,14 @@ class Source:
     ) -> None:
         self.ctx = ctx
         self.messages = messages
+        conv = ctx.conversation
+        self.views: Sequence[Message] = conv.messages if conv is not None else ()
         self.changed = changed
         self.cache = cache
 
     def per_message(self, kind: str, make: Callable[[Message], Any]) -> list[Any]:
-        """``[make(m) for m in messages]``, computed only for the message objects that are
-        new since the last run (the others' values are kept, by ``kind``)."""
+        """``[make(m) for m in messages]`` (the stored messages), computed only for those
+        that are new since the last run (the others' values are kept, by ``kind``)."""
         prev = self.cache._facts.get(kind)
         msgs = self.messages
         if prev is None or self.changed is None or len(prev) != len(msgs):
@@ -120,7 +125,8 @@ class Source:
 
 
 class MessageSource:
-    """One message as a per-message rule sees it: the message, its source tree node and
+    """One message as a per-message rule sees it: the message (seen in this version), its
+    source tree node and
     its text (``text`` reads only the message's own lines, in document offsets); the node
     and the text are found when first asked for (``inputs.message_source``)."""
 
@@ -286,7 +292,8 @@ class RuleCache:
 
     def __init__(self) -> None:
         self._run = 0
-        self._messages: tuple[Message, ...] | None = None
+        self._messages: tuple[Message, ...] | None = None  # stored, of the last run
+        self._starts: tuple[int, ...] = ()  # where they started
         self._text: TextLike | None = None
         self._values: dict[type, tuple[object, int]] = {}  # input → (value, changed at)
         self._query_args: dict[type, tuple[int, tuple[object, ...]]] = {}
@@ -341,8 +348,8 @@ class RuleCache:
         coordinates)."""
         self._run += 1
         conv = ctx.conversation
-        msgs = conv.messages if conv is not None else ()
-        changed = self._changed(msgs, ctx.text)
+        msgs = conv.message_data if conv is not None else ()
+        changed = self._changed(msgs, ctx.text, conv)
         run = _Run(self, ctx, msgs, changed)
         res: list[Diagnostic] = []
         try:
@@ -352,6 +359,7 @@ class RuleCache:
             self.__init__()  # type: ignore[misc]  # nothing half-made is kept
             raise
         self._messages = msgs
+        self._starts = conv.starts if conv is not None else ()
         self._before = self._text
         self._text = ctx.text
         self._facts = self._facts_next
@@ -361,7 +369,7 @@ class RuleCache:
         self.memo.end_run()
         return res
 
-    def _changed(self, msgs: tuple[Message, ...], text: TextLike) -> list[int] | None:
+    def _changed(self, msgs: tuple[Message, ...], text: TextLike, conv: Any) -> list[int] | None:
         """The indexes of the new message objects (None: all); and ``_span``, where the
         text changed when that is one edit inside one message."""
         prev = self._messages
@@ -386,10 +394,14 @@ class RuleCache:
             # One new message in place of one old: the re-read shares the others only when
             # the edit lies inside it, so the text outside it is unchanged if the lengths
             # add up (a single message proves nothing about the text around it).
-            old, new = prev[res[0]], msgs[res[0]]
-            start, old_end, new_end = message_start(old), message_end(old), message_end(new)
-            if message_start(new) == start and len(text) - len(self._text) == new_end - old_end:
-                self._span = (start, old_end, new_end)
+            i = res[0]
+            old, new = prev[i], msgs[i]
+            if isinstance(old.range, RelRange) and isinstance(new.range, RelRange):
+                start = self._starts[i]
+                old_end, new_end = start + old.range.end, start + new.range.end
+                same_start = conv.starts[i] == start
+                if same_start and len(text) - len(self._text) == new_end - old_end:
+                    self._span = (start, old_end, new_end)
         return res
 
 
@@ -405,9 +417,10 @@ class _Run:
     ) -> None:
         self.cache = cache
         self.ctx = ctx
-        self.msgs = msgs
+        self.msgs = msgs  # stored
         self.changed = changed
         self.source = Source(ctx, msgs, changed, cache)
+        self.views = self.source.views
         self.values: dict[type, tuple[object, int]] = {}
         self.ran: list[str] = []
         self.message_runs = 0
@@ -503,10 +516,10 @@ class _Run:
         for i in sorted(todo):
             m = msgs[i]
             self.message_runs += 1
-            found = list(rule.check(MessageSource(m, self.ctx), *values))
+            found = list(rule.check(MessageSource(self.views[i], self.ctx), *values))
             state.done[i] = m
             if found:
-                state.by_index[i] = (m, [self._keep(d, m) for d in found])
+                state.by_index[i] = (m, [self._keep(d, i) for d in found])
             else:
                 state.by_index.pop(i, None)
         state.verified = cache._run
@@ -519,7 +532,7 @@ class _Run:
 
     # -- positions
 
-    def _keep(self, d: Diagnostic, owner: Message | None) -> _Kept:
+    def _keep(self, d: Diagnostic, owner: int | None) -> _Kept:
         """Anchor the offsets of a new finding (``owner``: all in that message)."""
         msgs = self.msgs
         d = _map(d, _same)  # plain ranges: an anchored one would move with its message
@@ -528,10 +541,10 @@ class _Run:
         for x in _offsets(d):
             if x in anchor_of:
                 continue
-            i = owner.index if owner is not None else self._anchor(x)
+            i = owner if owner is not None else self._anchor(x)
             anchor_of[x] = i
             if i >= 0 and i not in objects:
-                objects[i] = (msgs[i], message_start(msgs[i]))
+                objects[i] = (msgs[i], self._start(i))
         return _Kept(d, anchor_of, objects)
 
     def _anchor(self, x: int) -> int:
@@ -540,13 +553,21 @@ class _Run:
         if not msgs:
             return -1
         if self._starts is None:
-            self._starts = [message_start(m) for m in msgs]
+            conv = self.ctx.conversation
+            relative = conv is not None and isinstance(msgs[0].range, RelRange)
+            self._starts = (
+                list(conv.starts) if relative else [message_start(v) for v in self.views]  # type: ignore[union-attr]
+            )
         i = bisect.bisect_right(self._starts, x) - 1
         if i < 0:
             return -1
-        if x <= message_end(msgs[i]):
+        if x <= message_end(self.views[i]):
             return i
         return i + 1 if i + 1 < len(msgs) else -1  # in a gap: relative to the next one
+
+    def _start(self, i: int) -> int:
+        """Where message ``i`` starts in this version."""
+        return message_start(self.views[i])
 
     def _valid(self, k: _Kept) -> bool:
         msgs = self.msgs
@@ -584,20 +605,20 @@ class _Run:
         """Where ``r`` is in this version (kept, relative to its message, while the
         message object is)."""
         m = self.msgs[r.message]
-        at = message_start(m)
+        at = self._start(r.message)
         of = self.cache._located.get(r.message)
         if of is None or of[0] is not m:
             of = self.cache._located[r.message] = (m, {})
         hit = of[1].get(r.key)
         if hit is None:
-            found = r.locate(MessageSource(m, self.ctx))
+            found = r.locate(MessageSource(self.views[r.message], self.ctx))
             hit = of[1][r.key] = (found.start - at, found.end - at)
         return TextRange(at + hit[0], at + hit[1])
 
     def _place(self, k: _Kept) -> Diagnostic:
         """A kept finding in this version's coordinates."""
         d = k.diagnostic
-        delta = {i: message_start(self.msgs[i]) - start for i, (_, start) in k.objects.items()}
+        delta = {i: self._start(i) - start for i, (_, start) in k.objects.items()}
         if any(delta.values()):
             anchor = k.anchor_of
             d = _map(d, lambda x: x + delta.get(anchor[x], 0))
@@ -612,7 +633,7 @@ class _Run:
             return d
         edits = None
         if fix.make is not None and 0 <= fix.message < len(self.msgs):
-            edits = fix.make(self.ctx, self.msgs[fix.message])
+            edits = fix.make(self.ctx, self.views[fix.message])
         made = Fix(fix.title, edits) if edits else None
         return dataclasses.replace(d, fix=made)
 

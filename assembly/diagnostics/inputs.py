@@ -14,6 +14,8 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import operator
+import typing
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -24,13 +26,14 @@ from assembly.model import (
     Conversation,
     DocFormat,
     FileAttachment,
+    Located,
     Message,
     RejectedCall,
     TextBlock,
     ToolDef,
 )
 from assembly.syntax import Member, SNode
-from assembly.text import TextRange
+from assembly.text import RelRange, TextRange
 
 __all__ = [
     "AllPrompts",
@@ -54,8 +57,10 @@ def shape_key(value: Any) -> Any:
     """``value`` as inputs compare it: every range replaced by a marker."""
     if value is None or isinstance(value, (str, int, float)):
         return value
-    if isinstance(value, TextRange):
+    if isinstance(value, (TextRange, RelRange)):
         return ...
+    if isinstance(value, Located):
+        return shape_key(value.green)
     if isinstance(value, tuple):
         return tuple(shape_key(v) for v in value)
     if isinstance(value, MessageShape):
@@ -63,13 +68,18 @@ def shape_key(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return (
             type(value).__name__,
-            *(shape_key(getattr(value, f.name)) for f in dataclasses.fields(value)),
+            *(
+                shape_key(getattr(value, f.name))
+                for f in dataclasses.fields(value)
+                if f.compare and f.name not in _POSITIONS
+            ),
         )
     if isinstance(value, dict):
         return ("dict", *((k, shape_key(v)) for k, v in value.items()))
     return value  # lists of plain values (settings, schemas, arguments)
 
 
+_POSITIONS = frozenset({"starts"})  # a conversation's table of message starts
 _MESSAGE_FIELDS = tuple(
     f.name for f in dataclasses.fields(Message) if f.name not in ("content", "files")
 )
@@ -79,9 +89,9 @@ _COPIED = ("id", "index", "role", "parent", "tool_calls", "tool_call_id")
 
 
 class MessageShape:
-    """A message without its contents: every field of ``Message`` but ``content`` (which it
-    does not have), with its attached files' contents left out. Equal (``key``) when all
-    but the ranges are equal."""
+    """A message of one version (a view) without its contents: every field of ``Message``
+    but ``content`` (which it does not have), with its attached files' contents left out,
+    and ``index``. Equal (``key``) when all but the ranges are equal."""
 
     # The fields every walk of the branch reads are copied; the others are read through.
     __slots__ = ("_files", "_key", "_m", *_COPIED)
@@ -102,25 +112,14 @@ class MessageShape:
     @property
     def key(self) -> tuple[Any, ...]:
         if self._key is None:
-            m = self._m
-            self._key = (
-                *(shape_key(getattr(m, n)) for n in _MESSAGE_FIELDS),
-                shape_key(self.files),
-            )
+            self._key = (self.index, *shape_key_of(getattr(self._m, "green", self._m)))
         return self._key
 
     @property
     def files(self) -> tuple[FileAttachment, ...]:
         if self._files is None:
             fs = self._m.files
-            self._files = (
-                tuple(
-                    dataclasses.replace(f, content="" if f.content is not None else None)
-                    for f in fs
-                )
-                if fs
-                else ()
-            )
+            self._files = tuple(map(_without_content, fs)) if fs else ()
         return self._files
 
     def __eq__(self, other: object) -> bool:
@@ -135,14 +134,36 @@ class MessageShape:
         return f"MessageShape({self._m.id!r}, {self._m.role})"
 
 
+def _without_content(f: Any) -> FileAttachment:
+    values = (
+        f.values()
+        if isinstance(f, Located)
+        else {n.name: getattr(f, n.name) for n in dataclasses.fields(f)}
+    )
+    return FileAttachment(**{**values, "content": "" if f.content is not None else None})
+
+
+def shape_key_of(m: Message) -> tuple[Any, ...]:
+    """A stored message's shape as compared: all but its ranges, its content and its
+    files' contents (whether a file has one is shape)."""
+    files = tuple(
+        (f.content is None, *(shape_key(getattr(f, n)) for n in _FILE_FIELDS)) for f in m.files
+    )
+    return (*(shape_key(getattr(m, n)) for n in _MESSAGE_FIELDS), files)
+
+
+_FILE_FIELDS = tuple(f.name for f in dataclasses.fields(FileAttachment) if f.name != "content")
+
+
 for _name in _MESSAGE_FIELDS:
     if _name not in _COPIED:
         setattr(MessageShape, _name, property(operator.attrgetter(f"_m.{_name}")))
 del _name
 
 
-def _same_messages(a: tuple[MessageShape, ...], b: tuple[MessageShape, ...]) -> bool:
-    """Equal shapes, comparing only the objects that are not the same (a C-level scan)."""
+def _same_messages(a: tuple[Message, ...], b: tuple[Message, ...]) -> bool:
+    """Equal shapes of stored messages, comparing only the objects that are not the same
+    (a C-level scan)."""
     if len(a) != len(b):
         return False
     same = list(map(operator.is_, a, b))
@@ -152,7 +173,7 @@ def _same_messages(a: tuple[MessageShape, ...], b: tuple[MessageShape, ...]) -> 
             i = same.index(False, i + 1)
         except ValueError:
             return True
-        if a[i] != b[i]:
+        if shape_key_of(a[i]) != shape_key_of(b[i]):
             return False
 
 
@@ -168,13 +189,14 @@ class Branch:
     the setting, ``rejected_calls`` the calls left out as malformed.
     """
 
-    messages: tuple[MessageShape, ...]
+    messages: Sequence[MessageShape]  # seen in this version, made when first read
     chain: tuple[str, ...]
     format: DocFormat | None
     record: int | None
     branch_tip: str | None
     rejected_calls: tuple[RejectedCall, ...]
     project_files: tuple[FileAttachment, ...]
+    stored: tuple[Message, ...] = ()  # what is compared (position-free)
 
     def branch(self) -> list[MessageShape]:
         """The messages of the current branch, in order (all of them without a chain)."""
@@ -200,7 +222,7 @@ class Branch:
             and self.branch_tip == other.branch_tip
             and shape_key(self.rejected_calls) == shape_key(other.rejected_calls)
             and shape_key(self.project_files) == shape_key(other.project_files)
-            and _same_messages(self.messages, other.messages)
+            and _same_messages(self.stored, other.stored)
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -213,15 +235,12 @@ _BRANCHES: dict[int, tuple[Branch, list[MessageShape]]] = {}
 def branch_of(src: Source) -> Branch:
     ctx = src.ctx
     conv = ctx.conversation
-    shapes = tuple(src.per_message("shape", MessageShape))
+    shapes = _Shapes(src.views)
     a = ctx.assembly
     chain = tuple(a.chain) if a is not None and a.chain else ()
     if conv is None:
-        return Branch(shapes, chain, None, None, ctx.settings.branch_tip, (), ())
-    project = tuple(
-        dataclasses.replace(f, content="" if f.content is not None else None)
-        for f in conv.project_files
-    )
+        return Branch(shapes, chain, None, None, ctx.settings.branch_tip, (), (), ())
+    project = tuple(map(_without_content, conv.project_files))
     return Branch(
         shapes,
         chain,
@@ -230,7 +249,47 @@ def branch_of(src: Source) -> Branch:
         ctx.settings.branch_tip,
         conv.rejected_calls,
         project,
+        src.messages,
     )
+
+
+class _Shapes(Sequence[MessageShape]):
+    """The messages of one version without contents, each made when first read."""
+
+    __slots__ = ("_made", "_views")
+
+    def __init__(self, views: Sequence[Message]) -> None:
+        self._views = views
+        self._made: list[MessageShape | None] = [None] * len(views)
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def _at(self, i: int) -> MessageShape:
+        shape = self._made[i]
+        if shape is None:
+            shape = self._made[i] = MessageShape(self._views[i])
+        return shape
+
+    @typing.overload
+    def __getitem__(self, i: int) -> MessageShape: ...
+
+    @typing.overload
+    def __getitem__(self, i: slice) -> Sequence[MessageShape]: ...
+
+    def __getitem__(self, i: int | slice) -> MessageShape | Sequence[MessageShape]:
+        if isinstance(i, slice):
+            return [self._at(k) for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._at(i)
+
+    def __iter__(self) -> Iterator[MessageShape]:
+        at = self._at
+        for i, shape in enumerate(self._made):
+            yield shape if shape is not None else at(i)
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,7 +567,7 @@ def _prompts(src: Source, choice: SystemChoice, kind: type[_P]) -> _P:
     texts: list[tuple[int, str]] = []
     if conv is not None:
         i = choice.index
-        system = src.messages[i] if i is not None and i < len(src.messages) else None
+        system = src.views[i] if i is not None and i < len(src.views) else None
         called = choice.called
         reminder = conv.reminder if kind is AllPrompts else None
         for block in (conv.system_prompt, conv.custom_agent_prompt, reminder):
@@ -522,6 +581,7 @@ def _prompts(src: Source, choice: SystemChoice, kind: type[_P]) -> _P:
             if w is not None:
                 pieces.append(w)
                 texts.append((w[0] - message_start(system), w[1]))
+        green = getattr(system, "green", system)
         root = conv.root
         members: tuple[Member, ...] = ()
         if root is not None and root.is_object:
@@ -530,14 +590,15 @@ def _prompts(src: Source, choice: SystemChoice, kind: type[_P]) -> _P:
                 members = (Member(tools.key, tools.key_range, SNode("null", tools.key_range)),)
         restricted = Conversation(
             format=conv.format,
-            messages=(system,) if system is not None else (),
+            message_data=(green,) if system is not None else (),
+            starts=(getattr(system, "base", 0),) if system is not None else (),
             settings_ranges=conv.settings_ranges,
             system_prompt=conv.system_prompt,
             custom_agent_prompt=conv.custom_agent_prompt,
             tools=conv.tools,
             reminder=reminder,
             user_info=conv.user_info,
-            root=SNode("object", TextRange(0, 0), members=members),
+            tree=SNode("object", TextRange(0, 0), members=members),
         )
     elif ctx.template is not None and ctx.template_path is None:
         pieces.append((0, ctx.text[0 : len(ctx.text)]))  # a template checked on its own

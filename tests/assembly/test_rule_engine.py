@@ -30,8 +30,8 @@ from assembly.diagnostics.inputs import (
     PromptContext,
     message_source,
 )
-from assembly.model import Conversation, FileAttachment, Message, Role
-from assembly.text import TextRange
+from assembly.model import Conversation, FileAttachment, Located, Message, Role
+from assembly.text import RelRange, TextRange
 from server.workspace import Analysis, analyze
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,17 +107,18 @@ def test_no_input_holds_the_analysis() -> None:
 
 
 def test_a_message_shape_has_no_content() -> None:
-    f = FileAttachment("f1", "a.txt", "secret", TextRange(5, 9))
-    m = Message("m1", 0, Role.USER, "hello", TextRange(0, 20), files=(f,))
-    shape = MessageShape(m)
+    f = FileAttachment("f1", "a.txt", "secret", RelRange(5, 9))
+    m = Message("m1", Role.USER, "hello", RelRange(0, 20), files=(f,))
+    shape = MessageShape(Located(m, 100, 3))
     with pytest.raises(AttributeError):
         shape.content  # noqa: B018
-    assert shape.id == "m1" and shape.range == TextRange(0, 20)
-    assert shape.files[0].content == "" and shape.files[0].file_id == "f1"
-    # Equal when all but the contents and the ranges are equal.
-    moved = dataclasses.replace(m, content="bye", range=TextRange(7, 30))
-    assert MessageShape(moved) == shape
-    assert MessageShape(dataclasses.replace(m, role=Role.ASSISTANT)) != shape
+    assert shape.id == "m1" and shape.index == 3 and shape.range == TextRange(100, 120)
+    assert shape.files[0].content == "" and shape.files[0].range == TextRange(105, 109)
+    # Equal when all but the contents and the ranges are equal, wherever it stands.
+    typed = dataclasses.replace(m, content="hello!", range=RelRange(0, 21))
+    assert MessageShape(Located(typed, 7, 3)) == shape
+    assert MessageShape(Located(dataclasses.replace(m, role=Role.ASSISTANT), 100, 3)) != shape
+    assert MessageShape(Located(m, 100, 4)) != shape  # another place in the list
 
 
 def _analysis(path: Path, text: str, previous: Analysis | None = None) -> Analysis:
@@ -137,7 +138,7 @@ def test_prompt_rules_read_only_the_prompts(tmp_path: Path) -> None:
     conv = p.conversation
     assert conv is not None and p.assembly is None
     assert [m.role for m in conv.messages] == [Role.SYSTEM]  # the system prompt's message
-    assert p.system_message is conv.messages[0]
+    assert p.system_message is not None and p.system_message.green is conv.message_data[0]
     assert conv.root is not None and {m.key for m in conv.root.members} <= {"tools"}
     block = conv.system_prompt
     assert block is not None and block.content_range is not None  # type: ignore[union-attr]
@@ -193,11 +194,10 @@ def test_typing_in_a_message_reruns_no_document_rule(tmp_path: Path) -> None:
         want = _analysis(path, text)
         assert got.diagnostics == want.diagnostics
         cache = _cache(got)
-        if got.conversation is not None and got.conversation.messages[m.index] is not m:
-            shared = sum(
-                a is b for a, b in zip(conv.messages, got.conversation.messages, strict=True)
-            )
-            if shared == len(conv.messages) - 1:  # the re-read kept every other message
+        new = got.conversation
+        if new is not None and new.message_data[m.index] is not conv.message_data[m.index]:
+            shared = sum(a is b for a, b in zip(conv.message_data, new.message_data, strict=True))
+            if shared == len(conv.message_data) - 1:  # the re-read kept the others
                 typed += 1
                 assert cache.ran == (), cache.ran
                 assert cache.message_runs <= 2  # the per-message rules, on that message
@@ -349,12 +349,13 @@ def test_cached_rules_equal_fresh_rules_on_a_generated_conversation(tmp_path: Pa
 
 
 def test_branch_equality_ignores_positions_only() -> None:
-    a = Message("a", 0, Role.USER, "x", TextRange(0, 5))
-    b = Message("b", 1, Role.ASSISTANT, "y", TextRange(6, 9))
-    one = Branch((MessageShape(a), MessageShape(b)), ("a", "b"), None, None, None, (), ())
-    moved = (MessageShape(dataclasses.replace(a, content="xx")), MessageShape(b))
-    assert dataclasses.replace(one, messages=moved) == one
-    other_chain = dataclasses.replace(one, chain=("a",))
-    assert other_chain != one
-    renamed = (MessageShape(a), MessageShape(dataclasses.replace(b, id="c")))
-    assert dataclasses.replace(one, messages=renamed) != one
+    a = Message("a", Role.USER, "x", RelRange(0, 5))
+    b = Message("b", Role.ASSISTANT, "y", RelRange(0, 3))
+
+    def branch(*stored: Message, chain: tuple[str, ...] = ("a", "b")) -> Branch:
+        return Branch((), chain, None, None, None, (), (), stored)
+
+    one = branch(a, b)
+    assert branch(dataclasses.replace(a, content="xx", range=RelRange(0, 6)), b) == one
+    assert branch(a, b, chain=("a",)) != one
+    assert branch(a, dataclasses.replace(b, id="c")) != one
