@@ -198,7 +198,8 @@ _KINDS: dict[Callable[..., Any], tuple[str, tuple[type, ...]]] = {}
 
 def _rule_kind(rule: Rule) -> tuple[str, tuple[type, ...]]:
     hints = typing.get_type_hints(rule.check)
-    params = tuple(hints[p] for p in inspect.signature(rule.check).parameters)
+    # A parameter without a type reads the whole analysis.
+    params = tuple(hints.get(p, RuleContext) for p in inspect.signature(rule.check).parameters)
     if RuleContext in params:
         if params != (RuleContext,):
             raise TypeError(f"{rule.code}: a RuleContext is the only parameter or none")
