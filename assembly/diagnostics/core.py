@@ -78,6 +78,8 @@ class LateFix(Fix):
 
     message: int = 0
     make: Callable[[RuleContext, Message], tuple[TextEdit, ...] | None] | None = None
+    # The edits read only the message itself: they are kept while its object is.
+    local: bool = False
 
 
 @dataclass(frozen=True, slots=True)

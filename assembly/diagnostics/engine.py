@@ -304,6 +304,8 @@ class RuleCache:
         self._message_rules: dict[str, _MessageRuleState] = {}
         self.memo = MessageMemo()  # for the rules of the whole analysis
         self._counted: dict[str, tuple[TextLike, int]] = {}
+        # The edits of the message-local ``LateFix``es kept (by the fix), relative to it.
+        self._late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
         # Where the ``LateRange``s of each message lie, relative to it, by key.
         self._located: dict[int, tuple[Message, dict[object, tuple[int, int]]]] = {}
         self._span: tuple[int, int, int] | None = None  # the last run's edit, when known
@@ -366,6 +368,7 @@ class RuleCache:
         self._facts = self._facts_next
         self._facts_next = {}
         self.ran = tuple(run.ran)
+        self._late_fixes = run.late_fixes  # those still shown
         self.message_runs = run.message_runs
         self.memo.end_run()
         return res
@@ -428,6 +431,7 @@ class _Run:
         self._starts: list[int] | None = None
         self._first_change: int | bool | None = False  # False: not computed yet
         self.whole = dataclasses.replace(ctx, memo=cache.memo)
+        self.late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
         if ctx.conversation is not None:
             from assembly.diagnostics.inputs import Branch, Ignoring
 
@@ -633,8 +637,21 @@ class _Run:
         if not isinstance(fix, LateFix):
             return d
         edits = None
-        if fix.make is not None and 0 <= fix.message < len(self.msgs):
-            edits = fix.make(self.ctx, self.views[fix.message])
+        i = fix.message
+        if fix.make is not None and 0 <= i < len(self.msgs):
+            kept = self.cache._late_fixes.get(id(fix)) if fix.local else None
+            at = self._start(i)
+            if kept is not None and kept[0] is fix and kept[1] is self.msgs[i]:
+                edits = tuple(TextEdit(TextRange(at + a, at + b), new) for a, b, new in kept[2])
+            else:
+                edits = fix.make(self.ctx, self.views[i])
+                if fix.local:
+                    rel = tuple(
+                        (e.range.start - at, e.range.end - at, e.new_text) for e in edits or ()
+                    )
+                    kept = (fix, self.msgs[i], rel)
+            if kept is not None:
+                self.late_fixes[id(fix)] = kept
         made = Fix(fix.title, edits) if edits else None
         return dataclasses.replace(d, fix=made)
 

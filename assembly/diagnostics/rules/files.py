@@ -152,6 +152,7 @@ def filename_instead_of_file_id(
                     (),
                     message=m.index,
                     make=_pass_file_id(k, value, file_id),
+                    local=True,
                 )
             for file_id in ids[:1]:
                 place = files.known.get(file_id)
