@@ -51,9 +51,10 @@ from assembly.diagnostics.core import (
     RuleContext,
     TextEdit,
 )
-from assembly.diagnostics.window import TextLike
+from assembly.diagnostics.window import TextLike, Windows, line_start
 from assembly.model import Message
 from assembly.rope import Rope
+from assembly.syntax import SNode
 from assembly.text import RelRange, TextRange
 
 __all__ = [
@@ -154,10 +155,39 @@ class MessageSource:
         return self._text
 
     def _find(self) -> None:
-        from assembly.diagnostics.inputs import message_node, message_text
-
         self._node = message_node(self._ctx, self.message)
         self._text = message_text(self._ctx, self.message)
+
+
+def message_node(ctx: RuleContext, m: Message) -> SNode | None:
+    """The source tree node of message ``m`` (None: not found)."""
+    conv = ctx.conversation
+    root = conv.root if conv is not None else None
+    array: SNode | None = None
+    if root is not None and root.is_array:
+        array = root
+    elif root is not None and root.is_object:
+        held = root.get("messages")
+        array = held if held is not None and held.is_array else None
+    if array is None:
+        return None
+    items = array.items
+    k = bisect.bisect_left(items, message_start(m), key=_node_start)
+    if k < len(items) and items[k].range == m.range and items[k].is_object:
+        return items[k]
+    return None
+
+
+def message_text(ctx: RuleContext, m: Message) -> TextLike:
+    """The text of message ``m``'s lines (readable nowhere else)."""
+    text = ctx.text
+    lo = line_start(text, message_start(m))
+    hi = min(len(text), message_end(m) + 2)
+    return Windows(((lo, text[lo:hi]),))
+
+
+def _node_start(node: Any) -> int:
+    return node.range.start
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +196,12 @@ class _Query:
     params: tuple[type, ...]  # inputs, or a ``Source``: then it is made every run
 
 
-_QUERIES: dict[type, _Query] = {}
+QUERIES: dict[type, _Query] = {}
+# The inputs the engine itself reads (set by ``inputs``): "messages", the messages'
+# shapes (the memo's values kept by shapes are made again when it changes); "branch",
+# whose ``indexes`` are the messages per-message rules see; "suppressions", whose
+# ``indexes`` are the messages with an ignore key.
+ROLES: dict[str, type] = {}
 
 
 def query(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -179,9 +214,9 @@ def query(fn: Callable[..., Any]) -> Callable[..., Any]:
     hints = typing.get_type_hints(fn)
     out = hints.pop("return")
     params = tuple(hints[p] for p in inspect.signature(fn).parameters)
-    if out in _QUERIES:
+    if out in QUERIES:
         raise ValueError(f"two queries make {out.__name__}")
-    _QUERIES[out] = _Query(fn, params)
+    QUERIES[out] = _Query(fn, params)
     return fn
 
 
@@ -210,7 +245,7 @@ def _rule_kind(rule: Rule) -> tuple[str, tuple[type, ...]]:
     else:
         kind, rest = "document", params
     for p in rest:
-        if p not in _QUERIES:
+        if p not in QUERIES:
             raise TypeError(f"{rule.code}: no query makes {getattr(p, '__name__', p)}")
     return kind, params
 
@@ -433,11 +468,9 @@ class _Run:
         self.whole = dataclasses.replace(ctx, memo=cache.memo)
         self.late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
         if ctx.conversation is not None:
-            from assembly.diagnostics.inputs import Branch, Ignoring
-
-            if self.value(Branch)[1] == cache._run:
+            if self.value(ROLES["messages"])[1] == cache._run:
                 cache.memo.shapes = object()  # values kept by shapes are made again
-            self.value(Ignoring)  # for the suppressions
+            self.value(ROLES["suppressions"])
 
     # -- inputs
 
@@ -447,7 +480,7 @@ class _Run:
         if hit is not None:
             return hit
         cache = self.cache
-        q = _QUERIES[t]
+        q = QUERIES[t]
         last = cache._values.get(t)
         if Source in q.params:  # reads the version: made again every run
             v = q.fn(*(self.source if p is Source else self.value(p)[0] for p in q.params))
@@ -496,10 +529,8 @@ class _Run:
         return [self._late(d) for d in found]
 
     def _per_message(self, rule: Rule, params: tuple[type, ...]) -> list[Diagnostic]:
-        from assembly.diagnostics.inputs import OnBranch
-
         args = [self.value(p) for p in params]
-        branch = self.value(OnBranch)[0]
+        branch: Any = self.value(ROLES["branch"])[0]
         cache = self.cache
         state = cache._message_rules.get(rule.code)
         values = tuple(a for a, _ in args)
@@ -507,7 +538,6 @@ class _Run:
         if state is None or not all(changed <= state.verified for _, changed in args):
             state = _MessageRuleState(cache._run, values, {}, {})
             cache._message_rules[rule.code] = state
-        assert isinstance(branch, OnBranch)
         if state.branch is branch.indexes and self.changed is not None:
             todo: Iterable[int] = (i for i in self.changed if i in branch.indexes)
             for i in self.changed:

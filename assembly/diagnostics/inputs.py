@@ -11,7 +11,6 @@ object (``Source.per_message``), so typing in a message only makes that message'
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import operator
 import typing
@@ -20,8 +19,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from assembly.diagnostics.core import RuleContext
-from assembly.diagnostics.engine import MessageSource, Source, message_end, message_start, query
-from assembly.diagnostics.window import TextLike, line_start
+from assembly.diagnostics.engine import (
+    ROLES,
+    MessageSource,
+    Source,
+    message_start,
+    query,
+)
+from assembly.diagnostics.window import TextLike, Windows, line_start
 from assembly.model import (
     Conversation,
     DocFormat,
@@ -29,6 +34,7 @@ from assembly.model import (
     Located,
     Message,
     RejectedCall,
+    Role,
     TextBlock,
     ToolDef,
 )
@@ -45,6 +51,7 @@ __all__ = [
     "PromptContext",
     "SummaryReports",
     "Tools",
+    "first_system_index",
     "message_source",
     "shape_key",
 ]
@@ -417,51 +424,6 @@ def summary_reports(src: Source) -> SummaryReports:
 # ------------------------------------------------------------------------------ prompts
 
 
-class _Windows:
-    """The document text, readable only in a few windows (``TextLike``); reading
-    elsewhere is an error, so a rule reads no text its input does not hold."""
-
-    __slots__ = ("_len", "pieces")
-
-    def __init__(self, pieces: tuple[tuple[int, str], ...]) -> None:
-        self._len = max((lo + len(s) for lo, s in pieces), default=0)  # where they end
-        self.pieces = pieces
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __getitem__(self, key: int | slice, /) -> str:
-        if isinstance(key, int):
-            i = key + self._len if key < 0 else key
-            return self._window(i, i + 1)
-        if key.start is not None and key.start > self._len:
-            raise IndexError(f"[{key.start}:] is outside the text this input holds")
-        start, stop, step = key.indices(self._len)
-        if step != 1:
-            raise ValueError("windows are read in steps of 1")
-        return self._window(start, max(start, stop))
-
-    def line_floor(self, offset: int) -> int:
-        """The start of the window holding ``offset`` (each window starts a line)."""
-        for lo, s in self.pieces:
-            if lo <= offset <= lo + len(s):
-                return lo
-        return 0
-
-    def _window(self, start: int, stop: int) -> str:
-        for lo, s in self.pieces:
-            if lo <= start and stop <= lo + len(s):
-                return s[start - lo : stop - lo]
-        raise IndexError(f"[{start}:{stop}] is outside the text this input holds")
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _Windows):
-            return NotImplemented
-        return self.pieces == other.pieces
-
-    __hash__ = None  # type: ignore[assignment]
-
-
 def _window(text: TextLike, rng: TextRange | None) -> tuple[int, str] | None:
     """The text of a value, from the start of its line (a YAML block scalar's indentation
     is relative to it) to two characters after it."""
@@ -519,12 +481,33 @@ class SystemChoice:
 
 @query
 def system_choice(branch: Branch) -> SystemChoice:
-    from assembly.diagnostics.rules.ordering import first_system_index
-
     return SystemChoice(
         first_system_index(branch.messages, branch.branch_tip),  # type: ignore[arg-type]
         frozenset(c.name.lower() for m in branch.messages for c in m.tool_calls if c.name),
     )
+
+
+def first_system_index(msgs: Sequence[Message], tip_id: str | None) -> int | None:
+    """The index of the system message the pipeline takes as the system prompt: the first
+    one of the branch, walked from the tip through the ``parent`` links."""
+    if not any(m.role is Role.SYSTEM for m in msgs):
+        return None
+    by_id = {m.id: m for m in msgs}
+    cur: Message | None = by_id.get(tip_id) if tip_id is not None else None
+    if cur is None:
+        cur = msgs[-1]
+    tree = any(m.parent is not None for m in msgs)
+    first: Message | None = None
+    seen: set[str] = set()
+    while cur is not None and cur.id not in seen:
+        seen.add(cur.id)
+        if cur.role is Role.SYSTEM:
+            first = cur
+        if tree and cur.parent is not None:
+            cur = by_id.get(cur.parent)
+        else:
+            cur = msgs[cur.index - 1] if cur.index > 0 else None
+    return first.index if first is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -604,7 +587,7 @@ def _prompts(src: Source, choice: SystemChoice, kind: type[_P]) -> _P:
         pieces.append((0, ctx.text[0 : len(ctx.text)]))  # a template checked on its own
         texts = pieces
     return kind(
-        text=_Windows(tuple(pieces)),  # type: ignore[arg-type]
+        text=Windows(tuple(pieces)),  # type: ignore[arg-type]
         settings=ctx.settings,
         tokenizer=ctx.tokenizer,
         conversation=restricted,
@@ -618,43 +601,12 @@ def _prompts(src: Source, choice: SystemChoice, kind: type[_P]) -> _P:
     )
 
 
+ROLES.update(messages=Branch, branch=OnBranch, suppressions=Ignoring)
+
+
 # ------------------------------------------------------------------------------ a message
 
 
 def message_source(ctx: RuleContext, m: Message) -> MessageSource:
     """``m`` with its source tree node and its text (from the start of its first line)."""
     return MessageSource(m, ctx)
-
-
-def message_node(ctx: RuleContext, m: Message) -> SNode | None:
-    """The source tree node of message ``m`` (None: not found)."""
-    conv = ctx.conversation
-    root = conv.root if conv is not None else None
-    array: SNode | None = None
-    if root is not None and root.is_array:
-        array = root
-    elif root is not None and root.is_object:
-        held = root.get("messages")
-        array = held if held is not None and held.is_array else None
-    if array is None:
-        return None
-    items = array.items
-    k = bisect.bisect_left(items, message_start(m), key=_START)
-    if k < len(items) and items[k].range == m.range and items[k].is_object:
-        return items[k]
-    return None
-
-
-def message_text(ctx: RuleContext, m: Message) -> TextLike:
-    """The text of message ``m``'s lines (readable nowhere else)."""
-    text = ctx.text
-    lo = line_start(text, message_start(m))
-    hi = min(len(text), message_end(m) + 2)
-    return _Windows(((lo, text[lo:hi]),))
-
-
-def _start(node: SNode) -> int:
-    return node.range.start
-
-
-_START = _start

@@ -87,6 +87,51 @@ def offset_map(text: TextLike, value_range: TextRange, value: str) -> OffsetMap:
     return _ShiftedMap(inner, lo) if lo else inner
 
 
+class Windows:
+    """The document text, readable only in a few windows (``TextLike``); reading
+    elsewhere is an error, so a rule reads no text its input does not hold."""
+
+    __slots__ = ("_len", "pieces")
+
+    def __init__(self, pieces: tuple[tuple[int, str], ...]) -> None:
+        self._len = max((lo + len(s) for lo, s in pieces), default=0)  # where they end
+        self.pieces = pieces
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, key: int | slice, /) -> str:
+        if isinstance(key, int):
+            i = key + self._len if key < 0 else key
+            return self._window(i, i + 1)
+        if key.start is not None and key.start > self._len:
+            raise IndexError(f"[{key.start}:] is outside the text this input holds")
+        start, stop, step = key.indices(self._len)
+        if step != 1:
+            raise ValueError("windows are read in steps of 1")
+        return self._window(start, max(start, stop))
+
+    def line_floor(self, offset: int) -> int:
+        """The start of the window holding ``offset`` (each window starts a line)."""
+        for lo, s in self.pieces:
+            if lo <= offset <= lo + len(s):
+                return lo
+        return 0
+
+    def _window(self, start: int, stop: int) -> str:
+        for lo, s in self.pieces:
+            if lo <= start and stop <= lo + len(s):
+                return s[start - lo : stop - lo]
+        raise IndexError(f"[{start}:{stop}] is outside the text this input holds")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Windows):
+            return NotImplemented
+        return self.pieces == other.pieces
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class _ShiftedMap(OffsetMap):
     """An ``OffsetMap`` of a window of the text, answering in document offsets."""
 

@@ -7,7 +7,7 @@ an input holds refuse reads elsewhere. Then what the construction promises: typi
 message re-runs no document rule and the per-message rules on that message only; typing in
 an inline prompt re-runs the prompt rules only; findings after an edit are placed in the
 new version. And a moderate random-edit comparison, through the language server's path
-(``analyze(previous=…)``, the incremental re-read), of the cached run with a fresh one.
+(an ``AnalysisHost``, the incremental re-read), of the cached run with a fresh one.
 """
 
 from __future__ import annotations
@@ -23,16 +23,17 @@ import pytest
 
 from assembly.diagnostics import RULES, RuleCache
 from assembly.diagnostics.core import RuleContext
-from assembly.diagnostics.engine import _QUERIES, MessageSource, rule_kind
+from assembly.diagnostics.engine import QUERIES, MessageSource, rule_kind
 from assembly.diagnostics.inputs import (
     Branch,
     MessageShape,
     PromptContext,
     message_source,
 )
+from assembly.host import Analysis, AnalysisHost
 from assembly.model import Conversation, FileAttachment, Located, Message, Role
 from assembly.text import RelRange, TextRange
-from server.workspace import Analysis, analyze
+from tests.support.engine import analyze
 
 ROOT = Path(__file__).resolve().parents[2]
 TODAY = dt.date(2025, 1, 1)
@@ -63,7 +64,7 @@ def test_every_rule_reads_typed_inputs_or_the_whole_analysis() -> None:
             assert params == (RuleContext,)
         else:
             rest = params[1:] if kind == "message" else params
-            assert rest and all(p in _QUERIES for p in rest), rule.code
+            assert rest and all(p in QUERIES for p in rest), rule.code
             assert RuleContext not in params
     # The rules that today's cache reused, but `guidance-for-unavailable-tool` (it reads
     # the assembly's listings), read inputs; the per-message ones are per-message.
@@ -96,7 +97,7 @@ def test_no_input_holds_the_analysis() -> None:
     from assembly.assemble import Assembly
 
     forbidden = (Conversation, Assembly, RuleContext)
-    for t in _QUERIES:
+    for t in QUERIES:
         if issubclass(t, PromptContext):
             continue
         assert dataclasses.is_dataclass(t), t
@@ -121,20 +122,21 @@ def test_a_message_shape_has_no_content() -> None:
     assert MessageShape(Located(m, 100, 4)) != shape  # another place in the list
 
 
-def _analysis(path: Path, text: str, previous: Analysis | None = None) -> Analysis:
-    return analyze(path, text=text, today=TODAY, cold_cache=False, previous=previous)
+def _analysis(path: Path, text: str, host: AnalysisHost | None = None) -> Analysis:
+    return analyze(path, text=text, today=TODAY, host=host)
 
 
-def _cache(an: Analysis) -> RuleCache:
-    cache = an.caches["rules"]
+def _cache(host: AnalysisHost) -> RuleCache:
+    cache = host.rule_cache
     assert isinstance(cache, RuleCache)
     return cache
 
 
 def test_prompt_rules_read_only_the_prompts(tmp_path: Path) -> None:
     path = _prompted(tmp_path)
-    an = _analysis(path, path.read_text(encoding="utf-8"))
-    p = _cache(an).input(PromptContext)
+    host = AnalysisHost()
+    an = _analysis(path, path.read_text(encoding="utf-8"), host)
+    p = _cache(host).input(PromptContext)
     conv = p.conversation
     assert conv is not None and p.assembly is None
     assert [m.role for m in conv.messages] == [Role.SYSTEM]  # the system prompt's message
@@ -181,7 +183,8 @@ def _type_in(text: str, rng: TextRange, rnd: random.Random) -> str:
 def test_typing_in_a_message_reruns_no_document_rule(tmp_path: Path) -> None:
     path = tmp_path / "gen.conv.json"
     text = _GENERATED.read_text(encoding="utf-8")
-    prev = _analysis(path, text)
+    host = AnalysisHost()
+    prev = _analysis(path, text, host)
     rnd = random.Random(5)
     typed = 0
     for _ in range(12):
@@ -190,10 +193,10 @@ def test_typing_in_a_message_reruns_no_document_rule(tmp_path: Path) -> None:
         m = rnd.choice([m for m in conv.messages if m.role is Role.USER and m.content_range])
         assert m.content_range is not None
         text = _type_in(text, m.content_range, rnd)
-        got = _analysis(path, text, prev)
+        got = _analysis(path, text, host)
         want = _analysis(path, text)
         assert got.diagnostics == want.diagnostics
-        cache = _cache(got)
+        cache = _cache(host)
         new = got.conversation
         if new is not None and new.message_data[m.index] is not conv.message_data[m.index]:
             shared = sum(a is b for a, b in zip(conv.message_data, new.message_data, strict=True))
@@ -224,7 +227,8 @@ def _prompted(tmp_path: Path) -> Path:
 def test_typing_in_an_inline_prompt_reruns_the_prompt_rules_only(tmp_path: Path) -> None:
     path = _prompted(tmp_path)
     text = path.read_text(encoding="utf-8")
-    prev = _analysis(path, text)
+    host = AnalysisHost()
+    prev = _analysis(path, text, host)
     assert {"unknown-placeholder", "file-id-not-in-read-file-list"} <= {
         d.code for d in prev.diagnostics
     }
@@ -234,9 +238,9 @@ def test_typing_in_an_inline_prompt_reruns_the_prompt_rules_only(tmp_path: Path)
         assert conv is not None
         block = getattr(conv, attr)
         text = _type_in(text, block.content_range, rnd)
-        got = _analysis(path, text, prev)
+        got = _analysis(path, text, host)
         assert got.diagnostics == _analysis(path, text).diagnostics
-        ran = set(_cache(got).ran)
+        ran = set(_cache(host).ran)
         # Every message moved (the prompts come first); only the rules that read the
         # prompts ran again (the reminder: only the placeholder rule reads it), and the
         # file rule, which reads where the custom agent prompt's file ids are, when the
@@ -246,7 +250,7 @@ def test_typing_in_an_inline_prompt_reruns_the_prompt_rules_only(tmp_path: Path)
             {"file-id-not-in-read-file-list"} if attr != "reminder" else set()
         )
         assert ran <= allowed, (attr, ran)
-        assert _cache(got).message_runs == 0
+        assert _cache(host).message_runs == 0
         prev = got
 
 
@@ -263,12 +267,13 @@ def test_findings_are_placed_in_the_new_version() -> None:
         "]}"
     )
     path = Path("/nonexistent/moves.conv.json")
-    prev = _analysis(path, text)
+    host = AnalysisHost()
+    prev = _analysis(path, text, host)
     assert {d.code for d in prev.diagnostics} >= {"orphaned-tool-response", "unanswered-tool-call"}
     text = text.replace("hello there", "hello over there")
-    got = _analysis(path, text, prev)
+    got = _analysis(path, text, host)
     assert got.diagnostics == _analysis(path, text).diagnostics
-    assert "orphaned-tool-response" not in _cache(got).ran
+    assert "orphaned-tool-response" not in _cache(host).ran
     orphan = next(d for d in got.diagnostics if d.code == "orphaned-tool-response")
     assert text[orphan.range.start :].startswith('{"id": "t9"')
     assert orphan.fix is not None  # made for this version's text
@@ -276,9 +281,9 @@ def test_findings_are_placed_in_the_new_version() -> None:
     assert '"t9"' in text[edit.range.start : edit.range.end]
     # An edit inside the orphan itself: its finding lies in the new message object.
     text = text.replace('"content": "x"', '"content": "xy"')
-    newer = _analysis(path, text, got)
+    newer = _analysis(path, text, host)
     assert newer.diagnostics == _analysis(path, text).diagnostics
-    assert "orphaned-tool-response" in _cache(newer).ran
+    assert "orphaned-tool-response" in _cache(host).ran
 
 
 def test_a_suppression_comment_typed_in_a_message_is_seen(tmp_path: Path) -> None:
@@ -289,10 +294,11 @@ def test_a_suppression_comment_typed_in_a_message_is_seen(tmp_path: Path) -> Non
         "  - {role: tool, tool_call_id: nope, content: result}\n"
         "  - {role: user, content: bye}\n"
     )
-    prev = _analysis(path, text)
+    host = AnalysisHost()
+    prev = _analysis(path, text, host)
     assert "orphaned-tool-response" in {d.code for d in prev.diagnostics}
     text = text.replace("result}", "result}  # promptls: ignore[orphaned-tool-response]")
-    got = _analysis(path, text, prev)
+    got = _analysis(path, text, host)
     assert "orphaned-tool-response" not in {d.code for d in got.diagnostics}
     assert got.diagnostics == _analysis(path, text).diagnostics
 
@@ -322,10 +328,11 @@ def _edit(text: str, rnd: random.Random, conv: Conversation | None) -> str:
 
 def _run(path: Path, text: str, *, seed: int, n_edits: int) -> None:
     rnd = random.Random(seed)
-    prev = _analysis(path, text)
+    host = AnalysisHost()
+    prev = _analysis(path, text, host)
     for _ in range(n_edits):
         text = _edit(text, rnd, prev.conversation)
-        got = _analysis(path, text, prev)
+        got = _analysis(path, text, host)
         want = _analysis(path, text)
         assert [(d, d.range.start, d.range.end) for d in got.diagnostics] == [
             (d, d.range.start, d.range.end) for d in want.diagnostics

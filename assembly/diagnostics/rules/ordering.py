@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from assembly.diagnostics.inputs import (
     MessageShape,
     PromptContext,
     SummaryReports,
+    first_system_index,
 )
 from assembly.diagnostics.window import offset_map
 from assembly.model import Message, PromptRef, Role, TextBlock
@@ -421,27 +422,6 @@ def _first_system_message(ctx: RuleContext) -> Message | None:
         lambda: first_system_index(conv.messages, tip_id),
     )
     return conv.messages[i] if i is not None else None
-
-
-def first_system_index(msgs: Sequence[Message], tip_id: str | None) -> int | None:
-    if not any(m.role is Role.SYSTEM for m in msgs):
-        return None
-    by_id = {m.id: m for m in msgs}
-    cur: Message | None = by_id.get(tip_id) if tip_id is not None else None
-    if cur is None:
-        cur = msgs[-1]
-    tree = any(m.parent is not None for m in msgs)
-    first: Message | None = None
-    seen: set[str] = set()
-    while cur is not None and cur.id not in seen:
-        seen.add(cur.id)
-        if cur.role is Role.SYSTEM:
-            first = cur
-        if tree and cur.parent is not None:
-            cur = by_id.get(cur.parent)
-        else:
-            cur = msgs[cur.index - 1] if cur.index > 0 else None
-    return first.index if first is not None else None
 
 
 def _prompts(ctx: RuleContext) -> Iterator[_Prompt]:
