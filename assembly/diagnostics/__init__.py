@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 
 from assembly.diagnostics.core import (
     Diagnostic,
@@ -27,17 +27,8 @@ from assembly.diagnostics.core import (
     from_setting_issues,
     sort_key,
 )
-from assembly.diagnostics.incremental import (
-    COMMENT_MARK,
-    CUSTOM_AGENT_TEXT,
-    FILE_REFS,
-    REMINDER_TEXT,
-    SYSTEM_TEXT,
-    TEXT_CALLS,
-    RuleCache,
-    document_inputs,
-    summary_inputs,
-)
+from assembly.diagnostics.engine import RuleCache, message_end, message_start
+from assembly.diagnostics.inputs import Ignoring
 from assembly.diagnostics.rules import (
     anthropic,
     budget,
@@ -48,7 +39,6 @@ from assembly.diagnostics.rules import (
     reported,
     tool_calls,
 )
-from assembly.diagnostics.window import contains
 from assembly.model import Message
 from assembly.text import LineIndex
 
@@ -71,20 +61,11 @@ __all__ = [
 ]
 
 E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
-DOC = document_inputs  # what most rules read besides the messages (``incremental``)
-NONE: frozenset[str] = frozenset()  # reads no content fact: only the messages' shapes
-# What the prompt rules read: the system prompt (a system message's content or the inline
-# ``system_prompt``), the custom agent prompt, the reminder.
-SYSTEM_CUSTOM = frozenset({SYSTEM_TEXT, CUSTOM_AGENT_TEXT})
-PROMPTS = frozenset({SYSTEM_TEXT, CUSTOM_AGENT_TEXT, REMINDER_TEXT})
+COMMENT_MARK = "promptls:"  # what every suppression comment contains
 
-# The rule table. Codes are never renamed or reused. Rules without ``inputs`` only filter
-# what was reported, or read the budget figures of every message, and run every time; the
-# others' findings are reused after an edit inside one message or one inline prompt that
-# leaves their inputs, the message's shape and the content facts they ``reads`` equal
-# (``incremental``). No rule with ``inputs`` reads the contents of attached files (the
-# assembly's figures that depend on them, the cut and the forgotten-file listing, are in
-# ``document_inputs``).
+# The rule table. Codes are never renamed or reused. What each rule reads is its check's
+# parameters (``engine``): rules of the whole analysis run every time, the others again
+# only when one of their inputs changed.
 RULES: tuple[Rule, ...] = (
     # promptls itself failed.
     Rule("internal-error", E, reported.internal_error),
@@ -109,28 +90,22 @@ RULES: tuple[Rule, ...] = (
     Rule("volatile-in-cached-prefix", INFO, cache.volatile_in_cached_prefix),
     Rule("tool-list-changes-prefix", W, cache.tool_list_changes_prefix),
     # Ordering and templates.
-    Rule("reminder-not-last", W, ordering.reminder_not_last, inputs=DOC, reads=NONE),
+    Rule("reminder-not-last", W, ordering.reminder_not_last),
     Rule(
         "custom-prompt-in-system",
         W,
         ordering.custom_prompt_in_system,
-        inputs=DOC,
-        reads=SYSTEM_CUSTOM,
     ),
     Rule(
         "unknown-placeholder",
         W,
         ordering.unknown_placeholder,
         fixable=True,
-        inputs=DOC,
-        reads=PROMPTS,
     ),
     Rule(
         "summary-on-other-branch",
         W,
         ordering.summary_on_other_branch,
-        inputs=summary_inputs,
-        reads=NONE,
     ),
     Rule("summary-covers-kept-message", E, ordering.summary_covers_kept_message),
     Rule("summary-covers-this-turn", E, ordering.summary_covers_this_turn),
@@ -140,15 +115,11 @@ RULES: tuple[Rule, ...] = (
         W,
         instructions.instruction_far_from_section,
         fixable=True,
-        inputs=DOC,
-        reads=SYSTEM_CUSTOM,
     ),
     Rule(
         "guidance-for-unavailable-tool",
         W,
         instructions.guidance_for_unavailable_tool,
-        inputs=DOC,
-        reads=PROMPTS,
     ),
     # Tool calls and file ids.
     Rule(
@@ -156,40 +127,30 @@ RULES: tuple[Rule, ...] = (
         W,
         tool_calls.orphaned_tool_response,
         fixable=True,
-        inputs=DOC,
-        reads=NONE,
     ),
-    Rule("unanswered-tool-call", W, tool_calls.unanswered_tool_call, inputs=DOC, reads=NONE),
-    Rule("duplicate-tool-call-id", E, tool_calls.duplicate_tool_call_id, inputs=DOC, reads=NONE),
+    Rule("unanswered-tool-call", W, tool_calls.unanswered_tool_call),
+    Rule("duplicate-tool-call-id", E, tool_calls.duplicate_tool_call_id),
     Rule(
         "tool-call-in-text",
         W,
         tool_calls.tool_call_in_text,
         fixable=True,
-        inputs=DOC,
-        reads=frozenset({TEXT_CALLS}),
     ),
     Rule(
         "tool-call-markup-in-text",
         INFO,
         tool_calls.tool_call_markup_in_text,
-        inputs=DOC,
-        reads=frozenset({TEXT_CALLS}),
     ),
     Rule(
         "file-id-not-in-read-file-list",
         W,
         files.file_id_not_in_read_file_list,
-        inputs=DOC,
-        reads=frozenset({FILE_REFS, CUSTOM_AGENT_TEXT}),
     ),
     Rule(
         "filename-instead-of-file-id",
         E,
         files.filename_instead_of_file_id,
         fixable=True,
-        inputs=DOC,
-        reads=NONE,
     ),
     # The structure Anthropic's Messages API requires (provider `anthropic`); they read
     # the assembly's rendering, so they run every time.
@@ -222,36 +183,28 @@ def check(
 
     ``select`` limits the run to these codes (None: all); ``ignore`` removes codes;
     ``severities`` maps a code to a severity or ``off`` (the ``rules`` setting when None).
-    ``cache`` is what the previous run on an earlier version of the same document kept:
-    findings that cannot have changed are reused from it (``incremental``), and it is
-    updated for the next run. None: everything is computed afresh.
+    ``cache`` is what the previous run on an earlier version of the same document kept
+    (``engine``): only the rules whose inputs changed run again, and it is updated for
+    the next run. None: everything is computed afresh.
     """
     severities = ctx.settings.rules if severities is None else severities
-    run = cache.begin(ctx) if cache is not None else None
-    if run is not None:
-        ctx = dataclasses.replace(ctx, memo=run.cache.memo)
-        suppress = _Suppressions(
-            ctx, has_comments=run.n_comments > 0, ignoring=run.ignoring_messages
-        )
-    else:
-        suppress = _Suppressions(ctx)
+    rules = [
+        rule
+        for rule in RULES
+        if (select is None or rule.code in select)
+        and rule.code not in ignore
+        and severities.get(rule.code) != "off"
+    ]
+    engine = cache if cache is not None else RuleCache()
+    found = engine.run(ctx, rules)
+    suppress = _Suppressions(ctx, engine)
     res: list[Diagnostic] = []
-    for rule in RULES:
-        if select is not None and rule.code not in select:
-            continue
-        if rule.code in ignore:
-            continue
-        level = severities.get(rule.code)
-        if level == "off":
-            continue
-        found: Iterable[Diagnostic] = run.run(rule, ctx) if run is not None else rule.check(ctx)
-        for d in found:
-            if level is not None:
-                d = dataclasses.replace(d, severity=Severity(level))
-            if not suppress(d):
-                res.append(d)
-    if run is not None:
-        run.cache.finish(run)
+    for d in found:
+        level = severities.get(d.code)
+        if level is not None:
+            d = dataclasses.replace(d, severity=Severity(level))
+        if not suppress(d):
+            res.append(d)
     res.sort(key=sort_key)
     return res
 
@@ -259,30 +212,26 @@ def check(
 class _Suppressions:
     """Answers whether a finding is suppressed where it is reported.
 
-    ``has_comments`` and ``ignoring`` (the messages with an ignore key) come from a cache
-    when the caller has them; else they are found here.
+    The messages with an ignore key and whether the text has a ``promptls:`` comment at
+    all come from the engine, which keeps them between runs.
     """
 
-    def __init__(
-        self,
-        ctx: RuleContext,
-        *,
-        has_comments: bool | None = None,
-        ignoring: list[Message] | None = None,
-    ) -> None:
+    def __init__(self, ctx: RuleContext, engine: RuleCache) -> None:
         self.ctx = ctx
+        self._engine = engine
         conv = ctx.conversation
-        if ignoring is None:
+        self._ignoring: list[Message] = []
+        if conv is not None and conv.messages:
             # Per document, not per finding: the few messages that carry an ignore key.
-            ignoring = [m for m in conv.messages if m.ignore] if conv is not None else []
-        self._ignoring = ignoring
-        self._has_comments = has_comments
+            msgs = conv.messages
+            self._ignoring = [msgs[i] for i in engine.input(Ignoring).indexes]
         self._by_file: dict[str | None, tuple[LineIndex | None, dict[int, set[str]]]] = {}
 
     def __call__(self, d: Diagnostic) -> bool:
         if d.path is None:
             for m in self._ignoring:
-                if m.range.start <= d.range.start < max(m.range.end, m.range.start + 1):
+                start, end = message_start(m), message_end(m)
+                if start <= d.range.start < max(end, start + 1):
                     if d.code in m.ignore or "all" in m.ignore:
                         return True
         found = self._comments(d.path)
@@ -299,9 +248,7 @@ class _Suppressions:
         if path in self._by_file:
             return self._by_file[path]
         if path is None:
-            has = self._has_comments
-            if has is None:
-                has = contains(self.ctx.text, COMMENT_MARK)
+            has = self._engine.count(self.ctx.text, COMMENT_MARK) > 0
             # Indexing a large document costs more than all its rules: only if needed.
             text = str(self.ctx.text) if has else ""
         elif path == self.ctx.template_path and self.ctx.template is not None:

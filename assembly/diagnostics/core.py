@@ -9,7 +9,7 @@ Ranges are code-point offsets into the file named by ``path`` (None: the documen
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -54,6 +54,34 @@ class Fix:
     edits: tuple[TextEdit, ...]
 
 
+class LateRange(TextRange):
+    """A range inside message ``message`` that the engine finds for the version the
+    diagnostics are produced for: ``locate`` gets that message's source (an
+    ``engine.MessageSource``) and answers the range (``key`` names what it locates, so the
+    answer is kept while the message object is). Until then it stands at ``at``."""
+
+    __slots__ = ("key", "locate", "message")
+
+    def __init__(self, message: int, at: int, key: object, locate: Callable[[Any], TextRange]):
+        super().__init__(at, at)
+        self.message = message
+        self.key = key
+        self.locate = locate
+
+
+@dataclass(frozen=True, slots=True)
+class LateFix(Fix):
+    """A fix whose edits read the text around a message, which no rule input holds: the
+    engine makes them for the version the diagnostics are produced for (``make`` gets the
+    whole analysis and the message at ``message``; None: no safe fix) and replaces this by
+    the ``Fix`` (or by nothing)."""
+
+    message: int = 0
+    make: Callable[[RuleContext, Message], tuple[TextEdit, ...] | None] | None = None
+    # The edits read only the message itself: they are kept while its object is.
+    local: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
     code: str
@@ -76,7 +104,7 @@ class RuleContext:
     path). ``reported`` holds what reading, configuring and assembling already found.
     ``text`` may be any immutable str-like text (a ``Rope``): rules only index and slice
     it (``window.py``). ``memo`` holds per-message values kept from earlier runs
-    (``check`` sets it from its ``RuleCache``; None: computed afresh).
+    (the engine sets it for the rules of the whole analysis; None: computed afresh).
     """
 
     text: str
@@ -90,11 +118,6 @@ class RuleContext:
     memo: MessageMemo | None = None
 
 
-RuleCheck = Callable[[RuleContext], Iterator[Diagnostic]]
-# What a rule's findings depend on besides the messages (compared with ``==``); the dict
-# is scratch space shared by the input functions of one run.
-RuleInputs = Callable[[RuleContext, dict[str, Any]], object]
-
 _T = TypeVar("_T")
 
 
@@ -107,8 +130,8 @@ class MessageMemo:
     Values must not hold absolute offsets: a shared message may have moved.
 
     ``shapes`` is an object that stays the same while every message of the document keeps
-    its shape (all but its ranges and contents, ``incremental.message_facts``): the
-    ``RuleCache`` replaces it whenever it cannot prove that. A value computed from the
+    its shape (all but its ranges and contents: the engine's ``Branch`` input): the
+    engine replaces it whenever that input changes. A value computed from the
     shapes alone (the first system message of the branch, the tools called) can be kept
     with ``derived`` under a key holding it.
     """
@@ -187,22 +210,17 @@ class Rule:
     """One entry of the rule table: a stable slug code, a default severity, a check.
 
     The check's docstring is the rule's documentation: a one-line summary, then the
-    sections ``What it does``, ``Why is this bad?`` and ``Example``. ``inputs`` says what
-    the findings depend on besides the messages, and ``reads`` what it reads in the
-    messages' contents, so ``check`` can reuse them.
+    sections ``What it does``, ``Why is this bad?`` and ``Example``. What the check reads
+    is exactly its parameters, named by their types (``engine``): a ``RuleContext`` (the
+    whole analysis: the rule runs every time), or typed summaries of the analysis
+    (``inputs``: the rule runs again only when one of them differs), the first of which
+    may be a ``MessageSource`` (a per-message rule, run once per message object).
     """
 
     code: str
     severity: Severity
-    check: RuleCheck
+    check: Callable[..., Iterable[Diagnostic]]
     fixable: bool = False
-    # None: the rule runs every time (it is cheap); else its findings are reused after an
-    # edit inside one message that leaves these inputs and the facts the rule reads of
-    # that message equal (``incremental``).
-    inputs: RuleInputs | None = None
-    # The kinds of content facts the rule reads (``incremental.CONTENT_FACTS``): an edit
-    # that changes only other kinds keeps its findings. None: all of them.
-    reads: frozenset[str] | None = None
 
     @property
     def summary(self) -> str:

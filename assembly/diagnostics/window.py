@@ -27,18 +27,23 @@ class TextLike(Protocol):
 
     def __getitem__(self, key: int | slice, /) -> str: ...
 
+    def count(self, sub: str, /) -> int: ...
+
 
 def line_start(text: TextLike, offset: int) -> int:
     """The start of the line holding ``offset``: ``text.rfind("\\n", 0, offset) + 1``."""
     pos = max(0, min(offset, len(text)))
+    # A text that holds only some lines (``inputs``) says where the line it holds starts.
+    floor = getattr(text, "line_floor", None)
+    floor = floor(pos) if floor is not None else 0
     size = _FIRST_CHUNK
-    while pos > 0:
-        lo = max(0, pos - size)
+    while pos > floor:
+        lo = max(floor, pos - size)
         i = text[lo:pos].rfind("\n")
         if i != -1:
             return lo + i + 1
         pos, size = lo, size * 2
-    return 0
+    return floor
 
 
 def find_newline(text: TextLike, offset: int) -> int:
@@ -82,6 +87,51 @@ def offset_map(text: TextLike, value_range: TextRange, value: str) -> OffsetMap:
     window = text[lo : value_range.end]
     inner = string_offset_map(window, TextRange(start - lo, value_range.end - lo), value)
     return _ShiftedMap(inner, lo) if lo else inner
+
+
+class Windows:
+    """The document text, readable only in a few windows (``TextLike``); reading
+    elsewhere is an error, so a rule reads no text its input does not hold."""
+
+    __slots__ = ("_len", "pieces")
+
+    def __init__(self, pieces: tuple[tuple[int, str], ...]) -> None:
+        self._len = max((lo + len(s) for lo, s in pieces), default=0)  # where they end
+        self.pieces = pieces
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, key: int | slice, /) -> str:
+        if isinstance(key, int):
+            i = key + self._len if key < 0 else key
+            return self._window(i, i + 1)
+        if key.start is not None and key.start > self._len:
+            raise IndexError(f"[{key.start}:] is outside the text this input holds")
+        start, stop, step = key.indices(self._len)
+        if step != 1:
+            raise ValueError("windows are read in steps of 1")
+        return self._window(start, max(start, stop))
+
+    def line_floor(self, offset: int) -> int:
+        """The start of the window holding ``offset`` (each window starts a line)."""
+        for lo, s in self.pieces:
+            if lo <= offset <= lo + len(s):
+                return lo
+        return 0
+
+    def _window(self, start: int, stop: int) -> str:
+        for lo, s in self.pieces:
+            if lo <= start and stop <= lo + len(s):
+                return s[start - lo : stop - lo]
+        raise IndexError(f"[{start}:{stop}] is outside the text this input holds")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Windows):
+            return NotImplemented
+        return self.pieces == other.pieces
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class _ShiftedMap(OffsetMap):

@@ -13,28 +13,26 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from assembly.assemble import FILE_READER_TOOLS
 from assembly.diagnostics.core import (
     Diagnostic,
     Fix,
+    LateFix,
+    LateRange,
     Related,
     RuleContext,
     Severity,
     TextEdit,
-    message_memo,
 )
-from assembly.diagnostics.rules.tool_calls import (
-    MessageNodes,
-    branch_messages,
-    decoded_range,
-    decoded_spans,
-)
-from assembly.diagnostics.window import TextLike, offset_map
-from assembly.model import Conversation, Message, Role, ToolCall
-from assembly.syntax import SNode, parse_json
+from assembly.diagnostics.engine import MessageSource, Source, message_start, query
+from assembly.diagnostics.inputs import Branch, Cut, MessageShape, message_source
+from assembly.diagnostics.rules.tool_calls import call_node, decoded_range, decoded_spans
+from assembly.diagnostics.window import offset_map
+from assembly.model import Message, Role, ToolCall
+from assembly.syntax import parse_json
 from assembly.text import TextRange
 
 _FILE_ID_PATTERN = re.compile(r"""\bfile_id\s*=\s*(["'])([^"'\n]+)\1""")
@@ -42,7 +40,9 @@ _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 _FILENAME = re.compile(r"^[^\s/\\]*[^\s/\\.]\.[A-Za-z][A-Za-z0-9]{0,9}$")
 
 
-def file_id_not_in_read_file_list(ctx: RuleContext) -> Iterator[Diagnostic]:
+def file_id_not_in_read_file_list(
+    b: Branch, cut: Cut, mentions: FileMentions, in_prompt: PromptFileIds
+) -> Iterator[Diagnostic]:
     """A `read_file` call or a `file_id` reference names a file the model was not offered.
 
     ## What it does
@@ -71,43 +71,36 @@ def file_id_not_in_read_file_list(ctx: RuleContext) -> Iterator[Diagnostic]:
     ```
     `9b2e…` is no file of this conversation.
     """
-    conv = ctx.conversation
-    if conv is None:
+    if not b.messages and not in_prompt.ids:
         return
-    files = _Files(ctx, conv)
-    nodes = _LazyNodes(conv)
-    memo = message_memo(ctx)
+    files = _Files(b, cut)
     for m, offered in files.walk():
+        found = mentions.of_message[m.index]
+        if found is None:
+            continue
         if m.role is Role.ASSISTANT:
-            for call in m.tool_calls:
-                value = _read_file_id(call)
-                if value is None or value in offered or files.filename_ids(value) is not None:
+            for k, call in enumerate(m.tool_calls):
+                value = found.get(k)
+                if not isinstance(value, str):
                     continue
-                ref = _locate_argument(ctx, m, call, value, nodes)
-                yield _not_offered(files, value, ref.range, f"`{call.name}` asks for")
+                if value in offered or files.filename_ids(value) is not None:
+                    continue
+                rng = _argument_range(m, k, value)
+                yield _not_offered(files, value, rng, f"`{call.name}` asks for")
         elif m.role is Role.USER:
-            refs = memo.get("file_refs", m, file_refs)
-            missing = [ref for ref in refs if ref[0] not in offered]
-            if not missing:
-                continue
-            spans = decoded_spans(ctx, m, nodes.get())
-            for value, start, end in missing:
-                if spans is not None:
-                    rng = spans.range(start, end)
-                else:
-                    rng = m.content_range if m.content_range is not None else m.range
-                yield _not_offered(files, value, rng, "the user message names")
-    block = conv.custom_agent_prompt
-    if block is not None and block.content_range is not None and "file_id" in block.content:
-        offered = files.offered_at_end
-        offsets = offset_map(ctx.text, block.content_range, block.content)
-        for match in _FILE_ID_PATTERN.finditer(block.content):
-            if match[2] not in offered:
-                rng = offsets.range(match.start(2), match.end(2))
-                yield _not_offered(files, match[2], rng, "the custom agent prompt names")
+            for k, ref in found.items():
+                if isinstance(ref, tuple) and ref[0] not in offered:
+                    rng = _ref_range(m, k, ref)
+                    yield _not_offered(files, ref[0], rng, "the user message names")
+    offered = files.offered_at_end
+    for value, rng in in_prompt.ids:
+        if value not in offered:
+            yield _not_offered(files, value, rng, "the custom agent prompt names")
 
 
-def filename_instead_of_file_id(ctx: RuleContext) -> Iterator[Diagnostic]:
+def filename_instead_of_file_id(
+    b: Branch, cut: Cut, mentions: FileMentions
+) -> Iterator[Diagnostic]:
     """A `read_file` call passes a filename where the file_id is required.
 
     ## What it does
@@ -127,45 +120,49 @@ def filename_instead_of_file_id(ctx: RuleContext) -> Iterator[Diagnostic]:
                     function: {name: read_file, arguments: '{"file_id": "export.csv"}'}}]
     ```
     """
-    conv = ctx.conversation
-    if conv is None:
+    if not b.messages:
         return
-    files = _Files(ctx, conv)
-    nodes = _LazyNodes(conv)
+    files = _Files(b, cut)
     for m in files.branch:
-        for call in m.tool_calls:
-            value = _read_file_id(call)
-            ids = files.filename_ids(value) if value is not None else None
-            if value is None or ids is None:
+        found = mentions.of_message[m.index]
+        if found is None:
+            continue
+        for k, call in enumerate(m.tool_calls):
+            value = found.get(k)
+            ids = files.filename_ids(value) if isinstance(value, str) else None
+            if not isinstance(value, str) or ids is None:
                 continue
-            ref = _locate_argument(ctx, m, call, value, nodes)
             related: tuple[Related, ...] = ()
-            fix = None
+            fix: Fix | None = None
             if not ids:
-                message = f"`{call.name}` is passed `{ref.value}`, a filename rather than a file_id"
+                message = f"`{call.name}` is passed `{value}`, a filename rather than a file_id"
             elif len(ids) > 1:
                 message = (
-                    f"`{call.name}` is passed the filename `{ref.value}` instead of a file_id "
+                    f"`{call.name}` is passed the filename `{value}` instead of a file_id "
                     f"({len(ids)} files have this name)"
                 )
             else:
                 file_id = ids[0]
                 message = (
-                    f"`{call.name}` is passed the filename `{ref.value}` instead of its file_id "
+                    f"`{call.name}` is passed the filename `{value}` instead of its file_id "
                     f"`{file_id}`"
                 )
-                edit = ref.replace_with(file_id)
-                if edit is not None:
-                    fix = Fix(f"Pass the file_id `{file_id}`", (edit,))
+                fix = LateFix(
+                    f"Pass the file_id `{file_id}`",
+                    (),
+                    message=m.index,
+                    make=_pass_file_id(k, value, file_id),
+                    local=True,
+                )
             for file_id in ids[:1]:
                 place = files.known.get(file_id)
                 if place is not None and place.range is not None:
-                    related = (Related(place.range, f"`{ref.value}` is injected here"),)
+                    related = (Related(place.range, f"`{value}` is injected here"),)
             yield Diagnostic(
                 "filename-instead-of-file-id",
                 Severity.ERROR,
                 message,
-                ref.range,
+                _argument_range(m, k, value),
                 related=related,
                 fix=fix,
             )
@@ -195,40 +192,34 @@ class _Place:
 class _Files:
     """Every file of the document, and what the model is offered along the branch."""
 
-    def __init__(self, ctx: RuleContext, conv: Conversation) -> None:
-        self.ctx = ctx
-        self.conv = conv
-        self.branch = branch_messages(ctx)
+    def __init__(self, b: Branch, cut: Cut) -> None:
+        self.branch = b.branch()
         self.branch_ids = {m.id for m in self.branch}
         self.known: dict[str, _Place] = {}
         self.by_name: dict[str, list[str]] = {}
-        for m in conv.messages:
+        for m in b.messages:
             for f in m.files:
                 self._add(_Place(f.file_id, f.filename, f.range, m.id))
             if m.file_id is not None:
                 self._add(_Place(m.file_id, m.filename or "", m.range, m.id))
             for image in m.images:
                 self._add(_Place(image.ref, "", image.range, m.id))
-        for f in conv.project_files:
+        for f in b.project_files:
             self._add(_Place(f.file_id, f.filename, f.range, None, project=True))
         self.listed: set[str] = set()
         self.dead: set[str] = set()  # injected, then dropped or summarized, and not listed
-        assembly = ctx.assembly
-        self.liveness = assembly is not None and assembly.ok and bool(assembly.layout)
-        if assembly is not None:
-            for forgotten in assembly.forgotten_files:
-                self.listed.add(forgotten.file_id)
-                self._add(_Place(forgotten.file_id, forgotten.filename, None, None))
-            for entry in assembly.layout:
-                if entry.id == "$project_file_list":
-                    self.listed.update(m[2] for m in _FILE_ID_PATTERN.finditer(entry.message.text))
-        for f in conv.project_files:
+        self.liveness = cut.assembled
+        for file_id, filename in cut.forgotten:
+            self.listed.add(file_id)
+            self._add(_Place(file_id, filename, None, None))
+        self.listed.update(cut.project_listed)
+        for f in b.project_files:
             if f.kind == "image" or not self.liveness:
                 self.listed.add(f.file_id)
         self._live_carriers: set[str] = set()
-        if assembly is not None and self.liveness:
-            dropped = set(assembly.dropped)
-            self._live_carriers = {h.id for h in assembly.history if h.id not in dropped}
+        if self.liveness:
+            dropped = set(cut.dropped)
+            self._live_carriers = {h for h in cut.history if h not in dropped}
         self.offered_at_end: set[str] = set()
 
     def _add(self, place: _Place) -> None:
@@ -238,7 +229,7 @@ class _Files:
         if place.filename:
             self.by_name.setdefault(place.filename, []).append(place.file_id)
 
-    def walk(self) -> Iterator[tuple[Message, set[str]]]:
+    def walk(self) -> Iterator[tuple[MessageShape, set[str]]]:
         """Yield each branch message with the ids offered to the model at that point.
 
         The set grows as the walk goes on (do not keep it); at the end it is also
@@ -309,41 +300,110 @@ def _not_offered(files: _Files, file_id: str, rng: TextRange, who: str) -> Diagn
 
 
 @dataclass(frozen=True, slots=True)
-class _ArgumentRef:
-    """The `file_id` argument of a call: its value, its range and how to replace it."""
+class _Ref:
+    """The `file_id` argument of a call: where it is and how to write another in its
+    place."""
 
-    value: str
     range: TextRange
-    text: TextLike
-    outer: SNode | None  # the `arguments` string node when arguments are a JSON string
     exact: bool = True  # False: ``range`` is all of the arguments (the value was not found)
+    quote: str | None = None  # the quote of the `arguments` string holding it (None: none)
 
     def replace_with(self, new_value: str) -> TextEdit | None:
         """An edit that writes ``new_value`` in place of the argument, or None if unsafe."""
         if not self.exact:
             return None
         inner = json.dumps(new_value, ensure_ascii=False)
-        if self.outer is None:
+        if self.quote is None:
             return TextEdit(self.range, inner)
-        style = self.text[self.outer.range.start]
-        if style == '"':
+        if self.quote == '"':
             return TextEdit(self.range, json.dumps(inner, ensure_ascii=False)[1:-1])
-        if style == "'":
+        if self.quote == "'":
             return TextEdit(self.range, inner.replace("'", "''"))
         return None  # a plain or block scalar: leave it to the author
 
 
-class _LazyNodes:
-    """Builds the message nodes on first use (most conversations never need them)."""
+def _argument_range(m: MessageShape, k: int, value: str) -> LateRange:
+    """Where the `file_id` argument of call ``k`` of ``m`` is (found when shown)."""
 
-    def __init__(self, conv: Conversation) -> None:
-        self.conv = conv
-        self._nodes: MessageNodes | None = None
+    def locate(src: MessageSource) -> TextRange:
+        return _locate_argument(src, src.message.tool_calls[k], value).range
 
-    def get(self) -> MessageNodes:
-        if self._nodes is None:
-            self._nodes = MessageNodes(self.conv)
-        return self._nodes
+    return LateRange(m.index, message_start(m), ("read_file", k, value), locate)
+
+
+def _ref_range(m: MessageShape, k: int, ref: tuple[str, int, int]) -> LateRange:
+    """Where the ``file_id="…"`` ``k`` of a user message is (found when shown)."""
+
+    def locate(src: MessageSource) -> TextRange:
+        spans = decoded_spans(src)
+        if spans is not None:
+            return spans.range(ref[1], ref[2])
+        msg = src.message
+        return msg.content_range if msg.content_range is not None else msg.range
+
+    return LateRange(m.index, message_start(m), ("file ref", k, ref), locate)
+
+
+def _pass_file_id(
+    k: int, value: str, file_id: str
+) -> Callable[[RuleContext, Message], tuple[TextEdit, ...] | None]:
+    def make(ctx: RuleContext, m: Message) -> tuple[TextEdit, ...] | None:
+        if k >= len(m.tool_calls):
+            return None
+        edit = _locate_argument(message_source(ctx, m), m.tool_calls[k], value).replace_with(
+            file_id
+        )
+        return (edit,) if edit is not None else None
+
+    return make
+
+
+@dataclass(frozen=True, slots=True)
+class FileMentions:
+    """The file ids the messages name: ``of_message[i]`` is None when message ``i`` names
+    none; else, by the index of the ``read_file`` call, its `file_id` argument (assistant
+    messages), or, by the index of the ``file_id="…"``, its value and place in the
+    content (user messages)."""
+
+    of_message: tuple[dict[int, str | tuple[str, int, int]] | None, ...]
+
+
+@query
+def file_mentions(src: Source) -> FileMentions:
+    return FileMentions(tuple(src.per_message("file mentions", _mentions)))
+
+
+@dataclass(frozen=True, slots=True)
+class PromptFileIds:
+    """The ``file_id="…"`` values written in the custom agent prompt, with their ranges."""
+
+    ids: tuple[tuple[str, TextRange], ...]
+
+
+@query
+def prompt_file_ids(src: Source) -> PromptFileIds:
+    ctx = src.ctx
+    conv = ctx.conversation
+    found: list[tuple[str, TextRange]] = []
+    block = conv.custom_agent_prompt if conv is not None else None
+    if block is not None and block.content_range is not None and "file_id" in block.content:
+        offsets = offset_map(ctx.text, block.content_range, block.content)
+        for match in _FILE_ID_PATTERN.finditer(block.content):
+            found.append((match[2], offsets.range(match.start(2), match.end(2))))
+    return PromptFileIds(tuple(found))
+
+
+def _mentions(m: Message) -> dict[int, str | tuple[str, int, int]] | None:
+    """What message ``m`` names by file id (``FileMentions.of_message``)."""
+    if m.role is Role.ASSISTANT:
+        res: dict[int, str | tuple[str, int, int]] = {}
+        for k, call in enumerate(m.tool_calls):
+            value = _read_file_id(call)
+            if value is not None:
+                res[k] = value
+        return res or None
+    refs = file_refs(m)
+    return dict(enumerate(refs)) if refs else None
 
 
 def _read_file_id(call: ToolCall) -> str | None:
@@ -354,34 +414,28 @@ def _read_file_id(call: ToolCall) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _locate_argument(
-    ctx: RuleContext, m: Message, call: ToolCall, value: str, nodes: _LazyNodes
-) -> _ArgumentRef:
+def _locate_argument(src: MessageSource, call: ToolCall, value: str) -> _Ref:
     """Find the `file_id` argument ``value`` of a call in the text (else all arguments)."""
-    res = _find_argument(ctx, m, call, value, nodes)
-    if res is not None:
-        return res
-    return _ArgumentRef(value, call.arguments_range, ctx.text, None, exact=False)
+    res = _find_argument(src, call, value)
+    return res if res is not None else _Ref(call.arguments_range, exact=False)
 
 
-def _find_argument(
-    ctx: RuleContext, m: Message, call: ToolCall, value: str, nodes: _LazyNodes
-) -> _ArgumentRef | None:
-    call_node = nodes.get().call_node(m, call)
-    function = call_node.get("function") if call_node is not None else None
+def _find_argument(src: MessageSource, call: ToolCall, value: str) -> _Ref | None:
+    node = call_node(src, call)
+    function = node.get("function") if node is not None else None
     arguments = function.get("arguments") if function is not None else None
     if arguments is None:
         return None
     if arguments.is_object:
-        node = arguments.get("file_id")
-        if node is None or not node.is_string:
+        file_node = arguments.get("file_id")
+        if file_node is None or not file_node.is_string:
             return None
-        return _ArgumentRef(value, node.range, ctx.text, None)
+        return _Ref(file_node.range)
     if not arguments.is_string:
         return None
     parsed = parse_json(str(arguments.value)).root
-    node = parsed.get("file_id") if parsed is not None and parsed.is_object else None
-    if node is None or not node.is_string or node.value != value:
+    inner = parsed.get("file_id") if parsed is not None and parsed.is_object else None
+    if inner is None or not inner.is_string or inner.value != value:
         return None
-    rng = decoded_range(ctx.text, arguments).range(node.range.start, node.range.end)
-    return _ArgumentRef(value, rng, ctx.text, arguments)
+    rng = decoded_range(src.text, arguments).range(inner.range.start, inner.range.end)
+    return _Ref(rng, quote=src.text[arguments.range.start])

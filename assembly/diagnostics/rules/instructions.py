@@ -40,6 +40,7 @@ from assembly.diagnostics.core import (
     TextEdit,
     message_memo,
 )
+from assembly.diagnostics.inputs import PromptContext
 from assembly.diagnostics.window import TextLike, offset_map
 from assembly.documents import read_tools
 from assembly.model import (
@@ -74,7 +75,7 @@ KNOWN_TOOLS = frozenset(
 READ_FILE = "read_file"
 
 
-def instruction_far_from_section(ctx: RuleContext) -> Iterator[Diagnostic]:
+def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     """An instruction sits far from the section it is about.
 
     ## What it does
@@ -1121,6 +1122,12 @@ def _lowered(text: str) -> str:
     return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
 
 
+@functools.lru_cache(maxsize=32)
+def _cached_tool_finders(names: frozenset[str]) -> list[re.Pattern[str]]:
+    """``_tool_finders``, kept for the names a document's next version asks for again."""
+    return _tool_finders(names)
+
+
 class _Gaps:
     """Token counts of the text between two offsets of a template, from cached pieces.
 
@@ -1602,6 +1609,8 @@ def _tools_location(ctx: RuleContext) -> _ToolsWhere | None:
 
 def _called_tools(ctx: RuleContext) -> frozenset[str]:
     """The tools the messages call (kept in the memo while the messages' shapes are)."""
+    if isinstance(ctx, PromptContext):
+        return ctx.called_tools
     conv = ctx.conversation
     if conv is None:
         return frozenset()
@@ -1634,7 +1643,7 @@ def _unavailable_in_prompt(
     known = set(guidance) | offered | KNOWN_TOOLS | called
     for m in _NAMED_TOOL.finditer(template.text, template.body_range.start):
         known.add((m.group(1) or m.group(2)).lower())
-    finders = _tool_finders(known - offered)
+    finders = _cached_tool_finders(frozenset(known - offered))
     if not finders:
         return
     related = _tools_related(where, offered)

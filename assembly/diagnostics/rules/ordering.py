@@ -26,6 +26,14 @@ from assembly.diagnostics.core import (
     TextEdit,
     message_memo,
 )
+from assembly.diagnostics.inputs import (
+    AllPrompts,
+    Branch,
+    MessageShape,
+    PromptContext,
+    SummaryReports,
+    first_system_index,
+)
 from assembly.diagnostics.window import offset_map
 from assembly.model import Message, PromptRef, Role, TextBlock
 from assembly.sysprompt import KNOWN_PLACEHOLDERS, USER_PLACEHOLDER_KEYS
@@ -43,7 +51,7 @@ MIN_DUPLICATE_WORDS = 6  # shorter paragraphs ("Be concise.") repeat by coincide
 # ------------------------------------------------------------------------------ rules
 
 
-def reminder_not_last(ctx: RuleContext) -> Iterator[Diagnostic]:
+def reminder_not_last(b: Branch) -> Iterator[Diagnostic]:
     """A reminder message is not the last message of the conversation.
 
     ## What it does
@@ -68,14 +76,13 @@ def reminder_not_last(ctx: RuleContext) -> Iterator[Diagnostic]:
     ```
     Use `reminder: "Cite the runbook for every step."` instead.
     """
-    conv, a = ctx.conversation, ctx.assembly
-    if conv is None or not conv.messages:
+    if not b.messages:
         return
-    if a is not None and a.chain:
-        order = {mid: i for i, mid in enumerate(a.chain)}
+    if b.chain:
+        order = {mid: i for i, mid in enumerate(b.chain)}
     else:
-        order = {m.id: m.index for m in conv.messages}
-    by_id = {m.id: m for m in conv.messages}
+        order = {m.id: m.index for m in b.messages}
+    by_id = {m.id: m for m in b.messages}
     branch = [by_id[mid] for mid in order if mid in by_id]
     # Messages sent from each position on (a summary node is moved to the front).
     sent_after = [0] * (len(branch) + 1)
@@ -86,7 +93,7 @@ def reminder_not_last(ctx: RuleContext) -> Iterator[Diagnostic]:
     if last is None:
         return
     position = {m.id: i for i, m in enumerate(branch)}
-    for m in conv.messages:
+    for m in b.messages:
         pos = position.get(m.id)
         if m.role is not Role.REMINDER or pos is None or sent_after[pos + 1] == 0:
             continue
@@ -102,7 +109,7 @@ def reminder_not_last(ctx: RuleContext) -> Iterator[Diagnostic]:
         )
 
 
-def custom_prompt_in_system(ctx: RuleContext) -> Iterator[Diagnostic]:
+def custom_prompt_in_system(ctx: PromptContext) -> Iterator[Diagnostic]:
     """The custom agent prompt repeats or silently replaces the system prompt.
 
     ## What it does
@@ -139,7 +146,7 @@ def custom_prompt_in_system(ctx: RuleContext) -> Iterator[Diagnostic]:
     yield from _duplicates(ctx, base, _inline(ca, "custom agent prompt"))
 
 
-def unknown_placeholder(ctx: RuleContext) -> Iterator[Diagnostic]:
+def unknown_placeholder(ctx: AllPrompts) -> Iterator[Diagnostic]:
     """A `{{NAME}}` placeholder that the pipeline does not fill and sends literally.
 
     ## What it does
@@ -192,7 +199,7 @@ def unknown_placeholder(ctx: RuleContext) -> Iterator[Diagnostic]:
             )
 
 
-def summary_on_other_branch(ctx: RuleContext) -> Iterator[Diagnostic]:
+def summary_on_other_branch(b: Branch, reports: SummaryReports) -> Iterator[Diagnostic]:
     """A summary node is not applied: it belongs to another branch.
 
     ## What it does
@@ -221,19 +228,16 @@ def summary_on_other_branch(ctx: RuleContext) -> Iterator[Diagnostic]:
     ```
     `s1` hangs off `a1` beside `u3`: the branch u1 → a1 → u3 does not contain it.
     """
-    conv, a = ctx.conversation, ctx.assembly
-    by_id = {m.id: m for m in conv.messages} if conv is not None else {}
+    by_id = {m.id: m for m in b.messages}
     # The pipeline reports at `summarizes_through` (or the summary itself when it has none).
-    summaries: dict[TextRange, Message] = {}
-    for m in conv.messages if conv is not None else ():
+    summaries: dict[TextRange, MessageShape] = {}
+    for m in b.messages:
         if m.role is Role.SUMMARY:
             summaries.setdefault(m.range, m)
             if m.summarizes_through_range is not None:
                 summaries.setdefault(m.summarizes_through_range, m)
     reported: set[int] = set()
-    for d in ctx.reported:
-        if d.code != "summary-on-other-branch":
-            continue
+    for d in reports.items:
         node = summaries.get(d.range)
         if node is not None and node.summarizes_through is None:
             continue  # a schema error already says the summary lacks its cut
@@ -242,11 +246,11 @@ def summary_on_other_branch(ctx: RuleContext) -> Iterator[Diagnostic]:
             reported.add(node.index)
             related = (*related, Related(node.range, f"summary `{node.id}` is not sent"))
         yield dataclasses.replace(d, related=related, unnecessary=True)
-    if conv is None or a is None or not a.chain:
+    if not b.chain:
         return
-    on_branch = set(a.chain)
-    tip = by_id.get(a.chain[-1])
-    for m in conv.messages:
+    on_branch = set(b.chain)
+    tip = by_id.get(b.chain[-1])
+    for m in b.messages:
         if m.role is not Role.SUMMARY or m.id in on_branch or m.index in reported:
             continue
         tip_related = (
@@ -258,7 +262,7 @@ def summary_on_other_branch(ctx: RuleContext) -> Iterator[Diagnostic]:
             "summary-on-other-branch",
             Severity.WARNING,
             f"summary `{m.id}` is on another branch: its `parent` chain does not reach the "
-            f"branch tip `{a.chain[-1]}`, so it is not applied",
+            f"branch tip `{b.chain[-1]}`, so it is not applied",
             m.range,
             related=tip_related,
             unnecessary=True,
@@ -405,6 +409,8 @@ def _first_system_message(ctx: RuleContext) -> Message | None:
 
     Its index depends on the messages' shapes and the branch tip only: it is kept in the
     memo while they stay the same (typing in a message walks nothing)."""
+    if isinstance(ctx, PromptContext):
+        return ctx.system_message
     conv = ctx.conversation
     if conv is None:
         return None
@@ -413,30 +419,9 @@ def _first_system_message(ctx: RuleContext) -> Message | None:
     i = memo.derived(
         "first-system-message",
         (memo.shapes, tip_id),
-        lambda: _first_system_index(conv.messages, tip_id),
+        lambda: first_system_index(conv.messages, tip_id),
     )
     return conv.messages[i] if i is not None else None
-
-
-def _first_system_index(msgs: tuple[Message, ...], tip_id: str | None) -> int | None:
-    if not any(m.role is Role.SYSTEM for m in msgs):
-        return None
-    by_id = {m.id: m for m in msgs}
-    cur: Message | None = by_id.get(tip_id) if tip_id is not None else None
-    if cur is None:
-        cur = msgs[-1]
-    tree = any(m.parent is not None for m in msgs)
-    first: Message | None = None
-    seen: set[str] = set()
-    while cur is not None and cur.id not in seen:
-        seen.add(cur.id)
-        if cur.role is Role.SYSTEM:
-            first = cur
-        if tree and cur.parent is not None:
-            cur = by_id.get(cur.parent)
-        else:
-            cur = msgs[cur.index - 1] if cur.index > 0 else None
-    return first.index if first is not None else None
 
 
 def _prompts(ctx: RuleContext) -> Iterator[_Prompt]:

@@ -5,9 +5,8 @@ Everything is judged on the current branch (``Assembly.chain``, in order), which
 model is sent; messages on other branches only serve as the "other end" of a finding. Each
 rule walks the branch once (no quadratic loops: a 10,000-message log stays fast).
 
-Also here, for the file rules (``files.py``): ``branch_messages`` and ``MessageNodes`` (the
-source tree of each message, for exact ranges and edits), and ``decoded_range`` (a span of
-a decoded string back to the document).
+Also here, for the file rules (``files.py``): ``decoded_spans`` and ``decoded_range`` (a
+span of a decoded string back to the document).
 
 Fixes are text edits that keep the document parsing: a removed message takes its separating
 comma (JSON), its line (JSONL) or its list-item lines (YAML) with it; where no such edit is
@@ -16,6 +15,7 @@ safe, no fix is offered.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,12 +24,15 @@ from typing import Any
 from assembly.diagnostics.core import (
     Diagnostic,
     Fix,
+    LateFix,
     Related,
     RuleContext,
     Severity,
     TextEdit,
     message_memo,
 )
+from assembly.diagnostics.engine import MessageSource, message_start
+from assembly.diagnostics.inputs import Branch, CallIds, Cut, MessageShape, Tools
 from assembly.diagnostics.window import TextLike, find_newline, line_start, offset_map
 from assembly.model import Conversation, DocFormat, Message, RejectedCall, Role, ToolCall
 from assembly.pairs import CallPairs, pair_tool_calls
@@ -49,7 +52,7 @@ _EXPLICIT_SHAPES = frozenset({"name-arguments", "function-wrapper", "tool-key", 
 _ARGS_PREVIEW = 80
 
 
-def orphaned_tool_response(ctx: RuleContext) -> Iterator[Diagnostic]:
+def orphaned_tool_response(b: Branch, cut: Cut) -> Iterator[Diagnostic]:
     """A tool response has no matching earlier tool call.
 
     ## What it does
@@ -72,10 +75,7 @@ def orphaned_tool_response(ctx: RuleContext) -> Iterator[Diagnostic]:
     ```
     No assistant message made `call_1`. The fix removes the response.
     """
-    conv = ctx.conversation
-    if conv is None:
-        return
-    branch = branch_messages(ctx)
+    branch = b.branch()
     made: set[str] = set()
     written: set[str] = set()
     calls: _CallIndex | None = None
@@ -88,19 +88,18 @@ def orphaned_tool_response(ctx: RuleContext) -> Iterator[Diagnostic]:
         if m.tool_call_id and m.tool_call_id in made:
             continue
         written.add(m.id)
-        calls = calls or _CallIndex(conv, branch)
-        yield _orphan_as_written(ctx, m, calls)
-    assembly = ctx.assembly
-    if assembly is None or not assembly.orphans_dropped:
+        calls = calls or _CallIndex(b, branch)
+        yield _orphan_as_written(b, m, calls)
+    if not cut.orphans_dropped:
         return
     by_id = {m.id: m for m in branch}
-    dropped = set(assembly.dropped)
+    dropped = set(cut.dropped)
     pairs: CallPairs | None = None
-    for msg_id in assembly.orphans_dropped:
+    for msg_id in cut.orphans_dropped:
         m = by_id.get(msg_id)
         if m is None or m.id in written or m.role is not Role.TOOL:
             continue
-        pairs = pairs or pair_tool_calls(branch)
+        pairs = pairs or pair_tool_calls(branch)  # type: ignore[arg-type]
         ref = pairs.call_of.get(m.id)
         if ref is None:
             continue
@@ -121,7 +120,7 @@ def orphaned_tool_response(ctx: RuleContext) -> Iterator[Diagnostic]:
         )
 
 
-def unanswered_tool_call(ctx: RuleContext) -> Iterator[Diagnostic]:
+def unanswered_tool_call(b: Branch) -> Iterator[Diagnostic]:
     """An assistant tool call has no tool response after it.
 
     ## What it does
@@ -149,9 +148,8 @@ def unanswered_tool_call(ctx: RuleContext) -> Iterator[Diagnostic]:
     """
     answered: set[str] = set()
     res: list[Diagnostic] = []
-    branch = branch_messages(ctx)
-    conv = ctx.conversation
-    if conv is not None and conv.record is not None and branch:
+    branch = b.branch()
+    if b.record is not None and branch:
         branch = branch[:-1] if branch[-1].role is Role.ASSISTANT else branch
     for m in reversed(branch):
         if m.role is Role.TOOL and m.tool_call_id:
@@ -170,7 +168,7 @@ def unanswered_tool_call(ctx: RuleContext) -> Iterator[Diagnostic]:
     yield from reversed(res)
 
 
-def duplicate_tool_call_id(ctx: RuleContext) -> Iterator[Diagnostic]:
+def duplicate_tool_call_id(b: Branch) -> Iterator[Diagnostic]:
     """The same tool call id is used twice where a response cannot tell the calls apart.
 
     ## What it does
@@ -196,7 +194,7 @@ def duplicate_tool_call_id(ctx: RuleContext) -> Iterator[Diagnostic]:
     """
     open_calls: dict[str, list[ToolCall]] = {}  # unanswered calls by id, oldest first
     answered: dict[str, TextRange] = {}  # answered ids → the answer
-    for m in branch_messages(ctx):
+    for m in b.branch():
         if m.role is Role.ASSISTANT:
             here: dict[str, ToolCall] = {}
             for call in m.tool_calls:
@@ -235,7 +233,7 @@ def duplicate_tool_call_id(ctx: RuleContext) -> Iterator[Diagnostic]:
             )
 
 
-def tool_call_in_text(ctx: RuleContext) -> Iterator[Diagnostic]:
+def tool_call_in_text(src: MessageSource, tools: Tools, ids: CallIds) -> Iterator[Diagnostic]:
     """An assistant message wrote a tool call as text.
 
     ## What it does
@@ -259,24 +257,12 @@ def tool_call_in_text(ctx: RuleContext) -> Iterator[Diagnostic]:
     ```
     The fix (JSON and JSONL documents) moves the call into `tool_calls`.
     """
-    conv = ctx.conversation
-    if conv is None or not conv.tools:
+    m = src.message
+    if not tools.declared or m.role is not Role.ASSISTANT:
         return
-    tools = _tool_definitions(conv)
-    branch = branch_messages(ctx)
-    memo = message_memo(ctx)
-    nodes: MessageNodes | None = None
-    taken: set[str] | None = None
-    for m in branch:
-        if m.role is not Role.ASSISTANT:
-            continue
-        calls = memo.get("text_calls", m, lambda m: text_calls(m, tools))
-        if not calls:
-            continue
-        nodes = nodes or MessageNodes(conv)
-        if taken is None:
-            taken = {c.id for msg in conv.messages for c in msg.tool_calls}
-        spans = decoded_spans(ctx, m, nodes)
+    calls = text_calls(m, tools.definitions)
+    if calls:
+        spans = decoded_spans(src)
         for call in calls:
             if spans is not None:
                 rng = spans.range(call.start, call.end)
@@ -290,11 +276,11 @@ def tool_call_in_text(ctx: RuleContext) -> Iterator[Diagnostic]:
                 Severity.WARNING,
                 f"tool call written as text: the fallback parser recovers `{call.name}({args})`",
                 rng,
-                fix=_structured_call_fix(ctx, m, call, nodes, taken),
+                fix=_structured_call_fix(src, call, ids.ids),
             )
 
 
-def tool_call_markup_in_text(ctx: RuleContext) -> Iterator[Diagnostic]:
+def tool_call_markup_in_text(src: MessageSource, tools: Tools) -> Iterator[Diagnostic]:
     """An assistant message holds a tool call in a model's own markup, and no tool is declared.
 
     ## What it does
@@ -317,20 +303,15 @@ def tool_call_markup_in_text(ctx: RuleContext) -> Iterator[Diagnostic]:
      "content": "<tool_call>{\\"name\\": \\"get_weather\\", \\"arguments\\": {}}</tool_call>"}
     ```
     """
-    conv = ctx.conversation
-    if conv is None or conv.tools:
+    m = src.message
+    if tools.declared or (
+        m.role is not Role.ASSISTANT
+        or ("<tool_call>" not in m.content and "<|python_tag|>" not in m.content)
+    ):
         return
-    nodes: MessageNodes | None = None
-    for m in branch_messages(ctx):
-        if m.role is not Role.ASSISTANT or (
-            "<tool_call>" not in m.content and "<|python_tag|>" not in m.content
-        ):
-            continue
-        calls = markup_tool_calls(m.content)
-        if not calls:
-            continue
-        nodes = nodes or MessageNodes(conv)
-        spans = decoded_spans(ctx, m, nodes)
+    calls = markup_tool_calls(m.content)
+    if calls:
+        spans = decoded_spans(src)
         for call in calls:
             if spans is not None:
                 rng = spans.range(call.start, call.end)
@@ -368,28 +349,21 @@ def text_calls(m: Message, tools: Sequence[Mapping[str, Any]]) -> tuple[Recovere
     )
 
 
-def tool_definitions(conv: Conversation) -> list[dict[str, Any]]:
-    """The offered tools as OpenAI function definitions (what ``text_calls`` matches)."""
-    return _tool_definitions(conv)
+def call_node(src: MessageSource, call: ToolCall) -> SNode | None:
+    """The source object of one of the message's tool calls."""
+    node = src.node
+    calls = node.get("tool_calls") if node is not None else None
+    if calls is None or not calls.is_array:
+        return None
+    return next((c for c in calls.items if c.range == call.range), None)
 
 
-def branch_messages(ctx: RuleContext) -> list[Message]:
-    """The document messages of the current branch, in order (all of them without a chain)."""
-    conv = ctx.conversation
-    if conv is None:
-        return []
-    assembly = ctx.assembly
-    if assembly is None or not assembly.chain:
-        return list(conv.messages)
-    by_id = {m.id: m for m in conv.messages}
-    return [by_id[i] for i in assembly.chain if i in by_id]
+class _Nodes:
+    """The message list's source array and what deleting a message could break: the ids
+    named by ``parent``/``summarizes_through``, and the position of the last message named
+    by its index (no ``id``)."""
 
-
-class MessageNodes:
-    """The source tree of each message, found by the message's range."""
-
-    def __init__(self, conv: Conversation) -> None:
-        self.conv = conv
+    def __init__(self, conv: Conversation, msgs: Sequence[Message]) -> None:
         self.array: SNode | None = None
         root = conv.root
         if root is not None and root.is_array:
@@ -398,13 +372,9 @@ class MessageNodes:
             messages = root.get("messages")
             if messages is not None and messages.is_array:
                 self.array = messages
-        items = self.array.items if self.array is not None else ()
-        self.index = {item.range.start: k for k, item in enumerate(items)}
-        # What deleting a message could break: ids named by `parent`/`summarizes_through`,
-        # and the position of the last message named by its index (no `id`).
         self.referenced: set[str] = set()
         self.last_implicit_id = -1
-        for m in conv.messages:
+        for m in msgs:
             if m.parent is not None:
                 self.referenced.add(m.parent)
             if m.summarizes_through is not None:
@@ -412,20 +382,17 @@ class MessageNodes:
             if m.id_range is None:
                 self.last_implicit_id = m.index
 
-    def node(self, m: Message) -> SNode | None:
-        k = self.index.get(m.range.start)
-        if k is None or self.array is None:
+    def item(self, m: Message) -> int | None:
+        """The index of the message's node in the array."""
+        if self.array is None:
             return None
-        node = self.array.items[k]
-        return node if node.range == m.range and node.is_object else None
+        items = self.array.items
+        k = bisect.bisect_left(items, message_start(m), key=_node_start)
+        return k if k < len(items) and items[k].range.start == message_start(m) else None
 
-    def call_node(self, m: Message, call: ToolCall) -> SNode | None:
-        """The source object of one of the message's tool calls."""
-        node = self.node(m)
-        calls = node.get("tool_calls") if node is not None else None
-        if calls is None or not calls.is_array:
-            return None
-        return next((c for c in calls.items if c.range == call.range), None)
+
+def _node_start(node: SNode) -> int:
+    return node.range.start
 
 
 class DecodedSpans:
@@ -454,16 +421,17 @@ class DecodedSpans:
         return res
 
 
-def decoded_spans(ctx: RuleContext, m: Message, nodes: MessageNodes) -> DecodedSpans | None:
+def decoded_spans(src: MessageSource) -> DecodedSpans | None:
     """The span map of a message's content (a string or text parts), or None."""
+    m = src.message
     if m.content_range is None:
         return None
-    node = nodes.node(m)
+    node = src.node
     content = node.get("content") if node is not None else None
     if content is None or content.range != m.content_range:
         return None
     if content.is_string:
-        return decoded_range(ctx.text, content)
+        return decoded_range(src.text, content)
     if not content.is_array:
         return None
     pieces: list[tuple[int, SNode, OffsetMap]] = []
@@ -478,7 +446,7 @@ def decoded_spans(ctx: RuleContext, m: Message, nodes: MessageNodes) -> DecodedS
         if text_node is None:
             continue
         value = str(text_node.value)
-        pieces.append((offset, text_node, offset_map(ctx.text, text_node.range, value)))
+        pieces.append((offset, text_node, offset_map(src.text, text_node.range, value)))
         offset += len(value) + 1
     return DecodedSpans(pieces) if pieces else None
 
@@ -488,24 +456,32 @@ def decoded_range(text: TextLike, node: SNode) -> DecodedSpans:
     return DecodedSpans([(0, node, offset_map(text, node.range, str(node.value)))])
 
 
-def remove_message_edit(ctx: RuleContext, m: Message, nodes: MessageNodes) -> TextEdit | None:
-    """An edit that deletes a message and keeps the document valid, or None when unsafe."""
+def remove_message_edit(ctx: RuleContext, m: Message) -> tuple[TextEdit, ...] | None:
+    """An edit that deletes a message and keeps the document valid, or None when unsafe
+    (a ``LateFix``: it reads the text around the message in the version shown)."""
     conv = ctx.conversation
-    if conv is None or not _nothing_refers_to(ctx, nodes, m):
+    if conv is None:
+        return None
+    msgs = conv.messages
+    memo = message_memo(ctx)
+    nodes = memo.derived("message-references", memo.shapes, lambda: _Nodes(conv, msgs))
+    if not _nothing_refers_to(ctx, nodes, m):
         return None
     text = ctx.text
-    if conv.format is DocFormat.JSONL:
-        return _remove_line(text, m.range)
+    edit: TextEdit | None
+    k = nodes.item(m)
     array = nodes.array
-    k = nodes.index.get(m.range.start)
-    if array is None or k is None:
+    if conv.format is DocFormat.JSONL:
+        edit = _remove_line(text, m.range)
+    elif array is None or k is None:
         return None
-    items = array.items
-    if text[array.range.start : array.range.start + 1] == "[":
-        return _remove_flow_item(text, array, k)
-    if len(items) < 2:
+    elif text[array.range.start : array.range.start + 1] == "[":
+        edit = _remove_flow_item(text, array, k)
+    elif len(array.items) < 2:
         return None  # an empty block sequence would leave `messages:` null
-    return _remove_block_item(text, items[k].range)
+    else:
+        edit = _remove_block_item(text, array.items[k].range)
+    return (edit,) if edit is not None else None
 
 
 # ------------------------------------------------------------------------- orphans
@@ -514,19 +490,18 @@ def remove_message_edit(ctx: RuleContext, m: Message, nodes: MessageNodes) -> Te
 class _CallIndex:
     """The first call of each id on the branch and in the whole document."""
 
-    def __init__(self, conv: Conversation, branch: Sequence[Message]) -> None:
-        self.nodes = MessageNodes(conv)
+    def __init__(self, b: Branch, branch: Sequence[MessageShape]) -> None:
         self.on_branch: dict[str, ToolCall] = {}
         for m in branch:
             for call in m.tool_calls:
                 self.on_branch.setdefault(call.id, call)
         self.anywhere: dict[str, ToolCall] = {}
-        for m in conv.messages:
+        for m in b.messages:
             for call in m.tool_calls:
                 self.anywhere.setdefault(call.id, call)
 
 
-def _orphan_as_written(ctx: RuleContext, m: Message, calls: _CallIndex) -> Diagnostic:
+def _orphan_as_written(b: Branch, m: MessageShape, calls: _CallIndex) -> Diagnostic:
     """An orphan as written: the branch makes its call only later, or nowhere."""
     assert m.tool_call_id_range is not None
     call_id = m.tool_call_id or ""
@@ -542,7 +517,7 @@ def _orphan_as_written(ctx: RuleContext, m: Message, calls: _CallIndex) -> Diagn
     elif elsewhere is not None:
         message = f"tool response to `{call_id}` has no call on this branch and is not sent"
         related = (Related(elsewhere.id_range, "the call, on another branch"),)
-    elif (rejected := _rejected(ctx, call_id)) is not None:
+    elif (rejected := next((r for r in b.rejected_calls if r.id == call_id), None)) is not None:
         message = (
             f"tool response to `{call_id}` is not sent: its call is malformed and left out "
             f"({rejected.reason})"
@@ -551,8 +526,10 @@ def _orphan_as_written(ctx: RuleContext, m: Message, calls: _CallIndex) -> Diagn
     else:
         message = f"tool response to `{call_id}` answers no tool call and is not sent"
     # The call is there but malformed: repairing it is the fix, not deleting its answer.
-    edit = remove_message_edit(ctx, m, calls.nodes) if rejected is None else None
-    fix = Fix("Remove the orphaned tool response", (edit,)) if edit is not None else None
+    fix = None
+    if rejected is None:
+        title = "Remove the orphaned tool response"
+        fix = LateFix(title, (), message=m.index, make=remove_message_edit)
     return Diagnostic(
         "orphaned-tool-response",
         Severity.WARNING,
@@ -564,14 +541,7 @@ def _orphan_as_written(ctx: RuleContext, m: Message, calls: _CallIndex) -> Diagn
     )
 
 
-def _rejected(ctx: RuleContext, call_id: str) -> RejectedCall | None:
-    conv = ctx.conversation
-    if conv is None:
-        return None
-    return next((r for r in conv.rejected_calls if r.id == call_id), None)
-
-
-def _nothing_refers_to(ctx: RuleContext, nodes: MessageNodes, m: Message) -> bool:
+def _nothing_refers_to(ctx: RuleContext, nodes: _Nodes, m: Message) -> bool:
     """Whether deleting ``m`` leaves every message reference (and implicit id) intact."""
     tip = ctx.settings.branch_tip
     if tip == m.id or m.id in nodes.referenced:
@@ -628,17 +598,6 @@ def _remove_block_item(text: TextLike, rng: TextRange) -> TextEdit | None:
 # ------------------------------------------------------------------------- calls in text
 
 
-def _tool_definitions(conv: Conversation) -> list[dict[str, Any]]:
-    """The offered tools as OpenAI function definitions (shorthand forms normalized)."""
-    res: list[dict[str, Any]] = []
-    for tool in conv.tools or ():
-        function = tool.schema.get("function")
-        if not isinstance(function, Mapping):
-            function = tool.schema
-        res.append({"type": "function", "function": {**function, "name": tool.name}})
-    return res
-
-
 def _may_hold_call(content: str) -> bool:
     """A cheap pre-check: only text with a brace or an invoke tag can hold a call."""
     return "{" in content or "<invoke" in content.lower()
@@ -666,13 +625,13 @@ def _without_call(content: str, start: int, end: int) -> str:
 
 
 def _structured_call_fix(
-    ctx: RuleContext, m: Message, call: RecoveredCall, nodes: MessageNodes, taken: set[str]
+    src: MessageSource, call: RecoveredCall, taken: frozenset[str]
 ) -> Fix | None:
     """Move a recovered call into the message's `tool_calls` (JSON and JSONL only)."""
-    conv = ctx.conversation
-    if conv is None or conv.format is DocFormat.YAML:
+    if src.format is DocFormat.YAML:
         return None
-    node = nodes.node(m)
+    m = src.message
+    node = src.node
     content = node.get("content") if node is not None else None
     if node is None or content is None or not content.is_string:
         return None

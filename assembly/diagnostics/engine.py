@@ -1,0 +1,701 @@
+"""The rule engine: runs the rule table on one version of a document, and re-runs on the
+next version only what can have changed (derived queries, as salsa has them).
+
+What a rule reads is exactly its parameters, named by their types:
+
+- a ``RuleContext``: the whole analysis. The rule runs every time (the budget and
+  provider rules, whose figures change with every edit, and cheap ones).
+- *inputs*: typed summaries of the analysis (``inputs.py``; frozen values), each made by
+  one *query* registered with ``@query`` from the ``Source`` (the version being checked,
+  which no rule ever sees) or from other inputs. After each run the engine keeps every
+  input's value; an input equal (``==``) to the last one is *unchanged* (early cut-off),
+  and a rule none of whose inputs changed keeps its findings. That is the only
+  invalidation there is: no rule says what it reads except by its parameters, so none
+  can forget to.
+- a per-message rule's first parameter is a ``MessageSource`` (one message of the current
+  branch, with its source text and tree): it runs once per message object and per value
+  of its other inputs. The incremental re-read shares every message object an edit did
+  not touch, so typing in a message re-runs it for that message only.
+
+Positions. Inputs never compare positions: ranges are left out of their equality
+(``shape_key``), since an edit before a message moves it without changing it. A finding's
+offsets are therefore kept relative to where they lie: inside (or at the end of) a
+message, relative to that message's start, and valid while that message object is in the
+document; in the gap before a message, relative to that message; elsewhere (before the
+first message, after the last one) as they are, valid while the text before them is
+unchanged. A finding with an offset no longer valid makes its rule run again; the others
+are placed in the current version when the diagnostics are produced, with
+``message_start`` (the one place that knows where a message is). Fixes whose edits read
+the text around a message (``LateFix``) are made for the current version then too.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import inspect
+import operator
+import typing
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from assembly.diagnostics.core import (
+    Diagnostic,
+    Fix,
+    LateFix,
+    LateRange,
+    MessageMemo,
+    Related,
+    Rule,
+    RuleContext,
+    TextEdit,
+)
+from assembly.diagnostics.window import TextLike, Windows, line_start
+from assembly.model import Message
+from assembly.rope import Rope
+from assembly.syntax import SNode
+from assembly.text import RelRange, TextRange
+
+__all__ = [
+    "MessageSource",
+    "RuleCache",
+    "Source",
+    "message_start",
+    "query",
+    "rule_kind",
+]
+
+
+_T = TypeVar("_T")
+
+
+def message_start(m: Message) -> int:
+    """The absolute offset of message ``m`` (a message of ``Conversation.messages``: a view
+    of one version) in that version."""
+    return m.range.start
+
+
+def message_end(m: Message) -> int:
+    """The absolute offset of the end of message ``m`` (a view of one version)."""
+    return m.range.end
+
+
+# ------------------------------------------------------------------------------ source
+
+
+class Source:
+    """The version being checked, as the queries read it (never given to a rule).
+
+    ``messages`` are the stored messages (``Conversation.message_data``: position-free,
+    shared between versions), ``views`` the same seen in this version
+    (``Conversation.messages``); ``changed`` holds the indexes of the stored messages that
+    are new since the last run (None: all of them, or the first run); ``cache`` is the
+    engine's state, which queries may use to build their values message by message.
+    """
+
+    __slots__ = ("cache", "changed", "ctx", "messages", "views")
+
+    def __init__(
+        self,
+        ctx: RuleContext,
+        messages: tuple[Message, ...],
+        changed: list[int] | None,
+        cache: RuleCache,
+    ) -> None:
+        self.ctx = ctx
+        self.messages = messages
+        conv = ctx.conversation
+        self.views: Sequence[Message] = conv.messages if conv is not None else ()
+        self.changed = changed
+        self.cache = cache
+
+    def per_message(self, kind: str, make: Callable[[Message], Any]) -> list[Any]:
+        """``[make(m) for m in messages]`` (the stored messages), computed only for those
+        that are new since the last run (the others' values are kept, by ``kind``)."""
+        prev = self.cache._facts.get(kind)
+        msgs = self.messages
+        if prev is None or self.changed is None or len(prev) != len(msgs):
+            values = list(map(make, msgs))
+        else:
+            values = list(prev)
+            for i in self.changed:
+                values[i] = make(msgs[i])
+        self.cache._facts_next[kind] = values
+        return values
+
+
+class MessageSource:
+    """One message as a per-message rule sees it: the message (seen in this version), its
+    source tree node and
+    its text (``text`` reads only the message's own lines, in document offsets); the node
+    and the text are found when first asked for (``inputs.message_source``)."""
+
+    __slots__ = ("_ctx", "_node", "_text", "format", "message")
+
+    def __init__(self, message: Message, ctx: RuleContext) -> None:
+        self.message = message
+        self._ctx = ctx
+        conv = ctx.conversation
+        self.format = conv.format if conv is not None else None
+        self._node: Any = None
+        self._text: TextLike | None = None
+
+    @property
+    def node(self) -> Any:  # SNode | None
+        if self._text is None:
+            self._find()
+        return self._node
+
+    @property
+    def text(self) -> TextLike:
+        if self._text is None:
+            self._find()
+        assert self._text is not None
+        return self._text
+
+    def _find(self) -> None:
+        self._node = message_node(self._ctx, self.message)
+        self._text = message_text(self._ctx, self.message)
+
+
+def message_node(ctx: RuleContext, m: Message) -> SNode | None:
+    """The source tree node of message ``m`` (None: not found)."""
+    conv = ctx.conversation
+    root = conv.root if conv is not None else None
+    array: SNode | None = None
+    if root is not None and root.is_array:
+        array = root
+    elif root is not None and root.is_object:
+        held = root.get("messages")
+        array = held if held is not None and held.is_array else None
+    if array is None:
+        return None
+    items = array.items
+    k = bisect.bisect_left(items, message_start(m), key=_node_start)
+    if k < len(items) and items[k].range == m.range and items[k].is_object:
+        return items[k]
+    return None
+
+
+def message_text(ctx: RuleContext, m: Message) -> TextLike:
+    """The text of message ``m``'s lines (readable nowhere else)."""
+    text = ctx.text
+    lo = line_start(text, message_start(m))
+    hi = min(len(text), message_end(m) + 2)
+    return Windows(((lo, text[lo:hi]),))
+
+
+def _node_start(node: Any) -> int:
+    return node.range.start
+
+
+@dataclass(frozen=True, slots=True)
+class _Query:
+    fn: Callable[..., Any]
+    params: tuple[type, ...]  # inputs, or a ``Source``: then it is made every run
+
+
+QUERIES: dict[type, _Query] = {}
+# The inputs the engine itself reads (set by ``inputs``): "messages", the messages'
+# shapes (the memo's values kept by shapes are made again when it changes); "branch",
+# whose ``indexes`` are the messages per-message rules see; "suppressions", whose
+# ``indexes`` are the messages with an ignore key.
+ROLES: dict[str, type] = {}
+
+
+def query(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Register ``fn`` as the query that makes the input type it returns.
+
+    Its parameters are inputs (by type) and may include the ``Source`` (it then reads
+    the version, and is made again every run). Its value must be immutable, compare by
+    value and leave positions out of the comparison.
+    """
+    hints = typing.get_type_hints(fn)
+    out = hints.pop("return")
+    params = tuple(hints[p] for p in inspect.signature(fn).parameters)
+    if out in QUERIES:
+        raise ValueError(f"two queries make {out.__name__}")
+    QUERIES[out] = _Query(fn, params)
+    return fn
+
+
+def rule_kind(rule: Rule) -> tuple[str, tuple[type, ...]]:
+    """``("whole" | "message" | "document", parameter types)`` of a rule."""
+    hit = _KINDS.get(rule.check)
+    if hit is None:
+        hit = _KINDS[rule.check] = _rule_kind(rule)
+    return hit
+
+
+_KINDS: dict[Callable[..., Any], tuple[str, tuple[type, ...]]] = {}
+
+
+def _rule_kind(rule: Rule) -> tuple[str, tuple[type, ...]]:
+    hints = typing.get_type_hints(rule.check)
+    # A parameter without a type reads the whole analysis.
+    params = tuple(hints.get(p, RuleContext) for p in inspect.signature(rule.check).parameters)
+    if RuleContext in params:
+        if params != (RuleContext,):
+            raise TypeError(f"{rule.code}: a RuleContext is the only parameter or none")
+        return "whole", params
+    if params and params[0] is MessageSource:
+        kind = "message"
+        rest = params[1:]
+    else:
+        kind, rest = "document", params
+    for p in rest:
+        if p not in QUERIES:
+            raise TypeError(f"{rule.code}: no query makes {getattr(p, '__name__', p)}")
+    return kind, params
+
+
+# ------------------------------------------------------------------------------ findings
+
+
+@dataclass(slots=True)
+class _Kept:
+    """A finding as kept between runs: the diagnostic in the coordinates of the run that
+    made it, where each of its document offsets is anchored, and the anchors' starts."""
+
+    diagnostic: Diagnostic
+    anchor_of: dict[int, int]  # offset → index of its message (-1: not in a message)
+    objects: dict[int, tuple[Message, int]]  # index → (message object, its start then)
+
+
+@dataclass(slots=True)
+class _RuleState:
+    verified: int  # the run at which its findings were last known current
+    args: tuple[object, ...]
+    found: list[_Kept]
+
+
+@dataclass(slots=True)
+class _MessageRuleState:
+    verified: int
+    args: tuple[object, ...]  # the inputs besides the message
+    by_index: dict[int, tuple[Message, list[_Kept]]]  # only messages with findings
+    done: dict[int, Message]  # the message objects it ran on (with or without findings)
+    branch: object = None  # the branch indexes it was run for
+
+
+def _offsets(d: Diagnostic) -> Iterable[int]:
+    """The document offsets of ``d`` (ranges in other files are not moved)."""
+    if d.path is None:
+        yield d.range.start
+        yield d.range.end
+        if d.fix is not None:
+            for e in d.fix.edits:
+                yield e.range.start
+                yield e.range.end
+    for r in d.related:
+        if r.path is None:
+            yield r.range.start
+            yield r.range.end
+
+
+def _map(d: Diagnostic, move: Callable[[int], int]) -> Diagnostic:
+    """``d`` with its document offsets moved by ``move``."""
+
+    def doc(r: TextRange) -> TextRange:
+        if isinstance(r, LateRange):
+            return r  # found when the diagnostics are produced
+        return TextRange(move(r.start), move(r.end))
+
+    rng = doc(d.range) if d.path is None else d.range
+    related = tuple(
+        Related(doc(r.range), r.message, r.path) if r.path is None else r for r in d.related
+    )
+    fix = d.fix
+    if fix is not None and d.path is None and not isinstance(fix, LateFix):
+        fix = Fix(fix.title, tuple(TextEdit(doc(e.range), e.new_text) for e in fix.edits))
+    elif isinstance(fix, LateFix):
+        fix = dataclasses.replace(fix)
+    return dataclasses.replace(d, range=rng, related=related, fix=fix)
+
+
+# ------------------------------------------------------------------------------ the cache
+
+
+class RuleCache:
+    """What the engine keeps between runs on successive versions of one document.
+
+    Pass the same object to every ``check`` of the document (the language server keeps
+    it with the analysis); a fresh one reuses nothing. ``ran`` names the rules (other
+    than those of the whole analysis) that the last run ran again, and ``message_runs``
+    counts the runs of per-message rules on one message.
+    """
+
+    def __init__(self) -> None:
+        self._run = 0
+        self._messages: tuple[Message, ...] | None = None  # stored, of the last run
+        self._starts: tuple[int, ...] = ()  # where they started
+        self._text: TextLike | None = None
+        self._values: dict[type, tuple[object, int]] = {}  # input → (value, changed at)
+        self._query_args: dict[type, tuple[int, tuple[object, ...]]] = {}
+        self._facts: dict[str, list[Any]] = {}
+        self._facts_next: dict[str, list[Any]] = {}
+        self._rules: dict[str, _RuleState] = {}
+        self._message_rules: dict[str, _MessageRuleState] = {}
+        self.memo = MessageMemo()  # for the rules of the whole analysis
+        self._counted: dict[str, tuple[TextLike, int]] = {}
+        # The edits of the message-local ``LateFix``es kept (by the fix), relative to it.
+        self._late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
+        # Where the ``LateRange``s of each message lie, relative to it, by key.
+        self._located: dict[int, tuple[Message, dict[object, tuple[int, int]]]] = {}
+        self._span: tuple[int, int, int] | None = None  # the last run's edit, when known
+        self._before: TextLike | None = None  # the text of the run before the last
+        self.ran: tuple[str, ...] = ()
+        self.message_runs = 0
+
+    def input(self, t: type[_T]) -> _T:
+        """The value of input ``t`` in the last run (which must have made it)."""
+        return self._values[t][0]  # type: ignore[return-value]
+
+    # -- what the suppressions need
+
+    def count(self, text: TextLike, needle: str) -> int:
+        """Occurrences of ``needle`` in ``text``, counted in the span that changed since
+        the last call when both texts are ropes."""
+        last = self._counted.get(needle)
+        n: int | None = None
+        if last is not None and last[0] is text:
+            n = last[1]
+        elif last is not None and (
+            (self._span is not None and self._before is last[0])
+            or (isinstance(text, Rope) and isinstance(last[0], Rope))
+        ):
+            old = last[0]
+            if self._span is not None and self._before is old:
+                p, old_end, new_end = self._span
+            else:
+                p, old_end, new_end = text.changed_span(old)  # type: ignore[union-attr]
+            reach = len(needle) - 1  # a mark across the span's edge is in the window
+            a = max(0, p - reach)
+            before = old[a : min(len(old), old_end + reach)].count(needle)
+            n = last[1] + text[a : min(len(text), new_end + reach)].count(needle) - before
+        if n is None:
+            n = text.count(needle)  # a rope counts without joining
+        self._counted[needle] = (text, n)
+        return n
+
+    # -- one run
+
+    def run(self, ctx: RuleContext, rules: Sequence[Rule]) -> list[Diagnostic]:
+        """The findings of ``rules`` on ``ctx`` (unsorted, unsuppressed, in ``ctx``'s
+        coordinates)."""
+        self._run += 1
+        conv = ctx.conversation
+        msgs = conv.message_data if conv is not None else ()
+        changed = self._changed(msgs, ctx.text, conv)
+        run = _Run(self, ctx, msgs, changed)
+        res: list[Diagnostic] = []
+        try:
+            for rule in rules:
+                res.extend(run.findings(rule))
+        except BaseException:
+            self.__init__()  # type: ignore[misc]  # nothing half-made is kept
+            raise
+        self._messages = msgs
+        self._starts = conv.starts if conv is not None else ()
+        self._before = self._text
+        self._text = ctx.text
+        self._facts = self._facts_next
+        self._facts_next = {}
+        self.ran = tuple(run.ran)
+        self._late_fixes = run.late_fixes  # those still shown
+        self.message_runs = run.message_runs
+        self.memo.end_run()
+        return res
+
+    def _changed(self, msgs: tuple[Message, ...], text: TextLike, conv: Any) -> list[int] | None:
+        """The indexes of the new message objects (None: all); and ``_span``, where the
+        text changed when that is one edit inside one message."""
+        prev = self._messages
+        self._span = None
+        if prev is None or len(prev) != len(msgs):
+            self.memo.clear()
+            self._located.clear()
+            return None
+        same = list(map(operator.is_, prev, msgs))
+        res: list[int] = []
+        i = -1
+        while True:
+            try:
+                i = same.index(False, i + 1)
+            except ValueError:
+                break
+            res.append(i)
+        for i in res:
+            self.memo.forget(prev[i])
+            self._located.pop(i, None)
+        if len(res) == 1 and len(msgs) > 1 and self._text is not None:
+            # One new message in place of one old: the re-read shares the others only when
+            # the edit lies inside it, so the text outside it is unchanged if the lengths
+            # add up (a single message proves nothing about the text around it).
+            i = res[0]
+            old, new = prev[i], msgs[i]
+            if isinstance(old.range, RelRange) and isinstance(new.range, RelRange):
+                start = self._starts[i]
+                old_end, new_end = start + old.range.end, start + new.range.end
+                same_start = conv.starts[i] == start
+                if same_start and len(text) - len(self._text) == new_end - old_end:
+                    self._span = (start, old_end, new_end)
+        return res
+
+
+class _Run:
+    """One run of the engine."""
+
+    def __init__(
+        self,
+        cache: RuleCache,
+        ctx: RuleContext,
+        msgs: tuple[Message, ...],
+        changed: list[int] | None,
+    ) -> None:
+        self.cache = cache
+        self.ctx = ctx
+        self.msgs = msgs  # stored
+        self.changed = changed
+        self.source = Source(ctx, msgs, changed, cache)
+        self.views = self.source.views
+        self.values: dict[type, tuple[object, int]] = {}
+        self.ran: list[str] = []
+        self.message_runs = 0
+        self._starts: list[int] | None = None
+        self._first_change: int | bool | None = False  # False: not computed yet
+        self.whole = dataclasses.replace(ctx, memo=cache.memo)
+        self.late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
+        if ctx.conversation is not None:
+            if self.value(ROLES["messages"])[1] == cache._run:
+                cache.memo.shapes = object()  # values kept by shapes are made again
+            self.value(ROLES["suppressions"])
+
+    # -- inputs
+
+    def value(self, t: type) -> tuple[object, int]:
+        """The value of input ``t`` in this run and the run at which it last changed."""
+        hit = self.values.get(t)
+        if hit is not None:
+            return hit
+        cache = self.cache
+        q = QUERIES[t]
+        last = cache._values.get(t)
+        if Source in q.params:  # reads the version: made again every run
+            v = q.fn(*(self.source if p is Source else self.value(p)[0] for p in q.params))
+        else:
+            args = [self.value(p) for p in q.params]
+            before = cache._query_args.get(t)
+            if (
+                last is not None
+                and before is not None
+                and all(changed <= before[0] for _, changed in args)
+            ):
+                v = last[0]
+            else:
+                v = q.fn(*(a for a, _ in args))
+            cache._query_args[t] = (cache._run, tuple(a for a, _ in args))
+        if last is not None and (last[0] is v or last[0] == v):
+            res = (v, last[1])  # unchanged: the rules that read it keep their findings
+        else:
+            res = (v, cache._run)
+        self.values[t] = cache._values[t] = res
+        return res
+
+    # -- rules
+
+    def findings(self, rule: Rule) -> list[Diagnostic]:
+        kind, params = rule_kind(rule)
+        if kind == "whole":
+            return [self._late(d) for d in rule.check(self.whole)]
+        if kind == "message":
+            return self._per_message(rule, params[1:])
+        args = [self.value(p) for p in params]
+        state = self.cache._rules.get(rule.code)
+        values = tuple(a for a, _ in args)
+        if (
+            state is not None
+            and all(changed <= state.verified for _, changed in args)
+            and all(self._valid(k) for k in state.found)
+        ):
+            state.verified = self.cache._run
+            state.args = values
+            return [self._place(k) for k in state.found]
+        self.ran.append(rule.code)
+        found = list(rule.check(*values))
+        kept = [self._keep(d, None) for d in found]
+        self.cache._rules[rule.code] = _RuleState(self.cache._run, values, kept)
+        return [self._late(d) for d in found]
+
+    def _per_message(self, rule: Rule, params: tuple[type, ...]) -> list[Diagnostic]:
+        args = [self.value(p) for p in params]
+        branch: Any = self.value(ROLES["branch"])[0]
+        cache = self.cache
+        state = cache._message_rules.get(rule.code)
+        values = tuple(a for a, _ in args)
+        msgs = self.msgs
+        if state is None or not all(changed <= state.verified for _, changed in args):
+            state = _MessageRuleState(cache._run, values, {}, {})
+            cache._message_rules[rule.code] = state
+        if state.branch is branch.indexes and self.changed is not None:
+            todo: Iterable[int] = (i for i in self.changed if i in branch.indexes)
+            for i in self.changed:
+                state.by_index.pop(i, None)
+                state.done.pop(i, None)
+        else:
+            todo = (i for i in branch.indexes if state.done.get(i) is not msgs[i])
+            for i in [i for i in state.done if i >= len(msgs) or state.done[i] is not msgs[i]]:
+                state.by_index.pop(i, None)
+                del state.done[i]
+        for i in sorted(todo):
+            m = msgs[i]
+            self.message_runs += 1
+            found = list(rule.check(MessageSource(self.views[i], self.ctx), *values))
+            state.done[i] = m
+            if found:
+                state.by_index[i] = (m, [self._keep(d, i) for d in found])
+            else:
+                state.by_index.pop(i, None)
+        state.verified = cache._run
+        state.branch = branch.indexes
+        res = []
+        for i in sorted(state.by_index):
+            if i in branch.indexes:
+                res.extend(self._place(k) for k in state.by_index[i][1])
+        return res
+
+    # -- positions
+
+    def _keep(self, d: Diagnostic, owner: int | None) -> _Kept:
+        """Anchor the offsets of a new finding (``owner``: all in that message)."""
+        msgs = self.msgs
+        d = _map(d, _same)  # plain ranges: an anchored one would move with its message
+        anchor_of: dict[int, int] = {}
+        objects: dict[int, tuple[Message, int]] = {}
+        for x in _offsets(d):
+            if x in anchor_of:
+                continue
+            i = owner if owner is not None else self._anchor(x)
+            anchor_of[x] = i
+            if i >= 0 and i not in objects:
+                objects[i] = (msgs[i], self._start(i))
+        return _Kept(d, anchor_of, objects)
+
+    def _anchor(self, x: int) -> int:
+        """The message whose start ``x`` is kept relative to (-1: none)."""
+        msgs = self.msgs
+        if not msgs:
+            return -1
+        if self._starts is None:
+            conv = self.ctx.conversation
+            relative = conv is not None and isinstance(msgs[0].range, RelRange)
+            self._starts = (
+                list(conv.starts) if relative else [message_start(v) for v in self.views]  # type: ignore[union-attr]
+            )
+        i = bisect.bisect_right(self._starts, x) - 1
+        if i < 0:
+            return -1
+        if x <= message_end(self.views[i]):
+            return i
+        return i + 1 if i + 1 < len(msgs) else -1  # in a gap: relative to the next one
+
+    def _start(self, i: int) -> int:
+        """Where message ``i`` starts in this version."""
+        return message_start(self.views[i])
+
+    def _valid(self, k: _Kept) -> bool:
+        msgs = self.msgs
+        for i, (m, _) in k.objects.items():
+            if i >= len(msgs) or msgs[i] is not m:
+                return False
+        if -1 in k.anchor_of.values():
+            p = self._changed_from()
+            if p is not None and any(x >= p for x, i in k.anchor_of.items() if i < 0):
+                return False
+        return True
+
+    def _changed_from(self) -> int | None:
+        """The first offset where the text differs from the last run's (None: equal)."""
+        if self._first_change is not False:
+            return self._first_change  # type: ignore[return-value]
+        old, new = self.cache._text, self.ctx.text
+        res: int | None
+        if old is new:
+            res = None
+        elif old is None:
+            res = 0
+        elif self.cache._span is not None:
+            res = self.cache._span[0]
+        elif isinstance(old, Rope) and isinstance(new, Rope):
+            p, old_end, new_end = new.changed_span(old)
+            res = None if p == old_end == new_end else p
+        else:
+            a, b = str(old), str(new)
+            res = None if a == b else _common_prefix(a, b)
+        self._first_change = res
+        return res
+
+    def _locate(self, r: LateRange) -> TextRange:
+        """Where ``r`` is in this version (kept, relative to its message, while the
+        message object is)."""
+        m = self.msgs[r.message]
+        at = self._start(r.message)
+        of = self.cache._located.get(r.message)
+        if of is None or of[0] is not m:
+            of = self.cache._located[r.message] = (m, {})
+        hit = of[1].get(r.key)
+        if hit is None:
+            found = r.locate(MessageSource(self.views[r.message], self.ctx))
+            hit = of[1][r.key] = (found.start - at, found.end - at)
+        return TextRange(at + hit[0], at + hit[1])
+
+    def _place(self, k: _Kept) -> Diagnostic:
+        """A kept finding in this version's coordinates."""
+        d = k.diagnostic
+        delta = {i: self._start(i) - start for i, (_, start) in k.objects.items()}
+        if any(delta.values()):
+            anchor = k.anchor_of
+            d = _map(d, lambda x: x + delta.get(anchor[x], 0))
+        return self._late(d)
+
+    def _late(self, d: Diagnostic) -> Diagnostic:
+        """``d`` with its ``LateRange`` found and its ``LateFix`` made for this version."""
+        if isinstance(d.range, LateRange):
+            d = dataclasses.replace(d, range=self._locate(d.range))
+        fix = d.fix
+        if not isinstance(fix, LateFix):
+            return d
+        edits = None
+        i = fix.message
+        if fix.make is not None and 0 <= i < len(self.msgs):
+            kept = self.cache._late_fixes.get(id(fix)) if fix.local else None
+            at = self._start(i)
+            if kept is not None and kept[0] is fix and kept[1] is self.msgs[i]:
+                edits = tuple(TextEdit(TextRange(at + a, at + b), new) for a, b, new in kept[2])
+            else:
+                edits = fix.make(self.ctx, self.views[i])
+                if fix.local:
+                    rel = tuple(
+                        (e.range.start - at, e.range.end - at, e.new_text) for e in edits or ()
+                    )
+                    kept = (fix, self.msgs[i], rel)
+            if kept is not None:
+                self.late_fixes[id(fix)] = kept
+        made = Fix(fix.title, edits) if edits else None
+        return dataclasses.replace(d, fix=made)
+
+
+def _same(x: int) -> int:
+    return x
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    lo, step = 0, 1 << 16
+    while lo < n and a[lo : lo + step] == b[lo : lo + step]:
+        lo += step
+    hi = min(n, lo + step)
+    while lo < hi and a[lo] == b[lo]:
+        lo += 1
+    return lo

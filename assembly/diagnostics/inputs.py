@@ -1,0 +1,612 @@
+"""The inputs of the rules: typed summaries of an analysis, and the queries that make them.
+
+A rule reads exactly its parameters (``engine``); the types here are what it may ask for.
+Each is an immutable value made by one ``@query`` from the version being checked
+(``Source``) and compared with the last version's by ``==``: a rule none of whose inputs
+changed keeps its findings. Equality never looks at positions (``shape_key``): where
+findings lie is the engine's business. The messages are given without their contents
+(``MessageShape``); what a rule needs of a content, it gets as a summary made per message
+object (``Source.per_message``), so typing in a message only makes that message's again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import typing
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from assembly.diagnostics.core import RuleContext
+from assembly.diagnostics.engine import (
+    ROLES,
+    MessageSource,
+    Source,
+    message_start,
+    query,
+)
+from assembly.diagnostics.window import TextLike, Windows, line_start
+from assembly.model import (
+    Conversation,
+    DocFormat,
+    FileAttachment,
+    Located,
+    Message,
+    RejectedCall,
+    Role,
+    TextBlock,
+    ToolDef,
+)
+from assembly.syntax import Member, SNode
+from assembly.text import RelRange, TextRange
+
+__all__ = [
+    "AllPrompts",
+    "Branch",
+    "CallIds",
+    "Cut",
+    "MessageShape",
+    "OnBranch",
+    "PromptContext",
+    "SummaryReports",
+    "Tools",
+    "first_system_index",
+    "message_source",
+    "shape_key",
+]
+
+
+# ------------------------------------------------------------------------------ equality
+
+
+def shape_key(value: Any) -> Any:
+    """``value`` as inputs compare it: every range replaced by a marker."""
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    if isinstance(value, (TextRange, RelRange)):
+        return ...
+    if isinstance(value, Located):
+        return shape_key(value.green)
+    if isinstance(value, tuple):
+        return tuple(shape_key(v) for v in value)
+    if isinstance(value, MessageShape):
+        return value.key
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (
+            type(value).__name__,
+            *(
+                shape_key(getattr(value, f.name))
+                for f in dataclasses.fields(value)
+                if f.compare and f.name not in _POSITIONS
+            ),
+        )
+    if isinstance(value, dict):
+        return ("dict", *((k, shape_key(v)) for k, v in value.items()))
+    return value  # lists of plain values (settings, schemas, arguments)
+
+
+_POSITIONS = frozenset({"starts"})  # a conversation's table of message starts
+_MESSAGE_FIELDS = tuple(
+    f.name for f in dataclasses.fields(Message) if f.name not in ("content", "files")
+)
+
+
+_COPIED = ("id", "index", "role", "parent", "tool_calls", "tool_call_id")
+
+
+class MessageShape:
+    """A message of one version (a view) without its contents: every field of ``Message``
+    but ``content`` (which it does not have), with its attached files' contents left out,
+    and ``index``. Equal (``key``) when all but the ranges are equal."""
+
+    # The fields every walk of the branch reads are copied; the others are read through.
+    __slots__ = ("_files", "_key", "_m", *_COPIED)
+
+    def __init__(self, m: Message) -> None:
+        self._m = m
+        self._key: tuple[Any, ...] | None = None
+        self._files: tuple[FileAttachment, ...] | None = None
+        self.id, self.index, self.role, self.parent, self.tool_calls, self.tool_call_id = (
+            m.id,
+            m.index,
+            m.role,
+            m.parent,
+            m.tool_calls,
+            m.tool_call_id,
+        )
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        if self._key is None:
+            self._key = (self.index, *shape_key_of(getattr(self._m, "green", self._m)))
+        return self._key
+
+    @property
+    def files(self) -> tuple[FileAttachment, ...]:
+        if self._files is None:
+            fs = self._m.files
+            self._files = tuple(map(_without_content, fs)) if fs else ()
+        return self._files
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageShape):
+            return NotImplemented
+        return self._m is other._m or self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"MessageShape({self._m.id!r}, {self._m.role})"
+
+
+def _without_content(f: Any) -> FileAttachment:
+    values = (
+        f.values()
+        if isinstance(f, Located)
+        else {n.name: getattr(f, n.name) for n in dataclasses.fields(f)}
+    )
+    return FileAttachment(**{**values, "content": "" if f.content is not None else None})
+
+
+def shape_key_of(m: Message) -> tuple[Any, ...]:
+    """A stored message's shape as compared: all but its ranges, its content and its
+    files' contents (whether a file has one is shape)."""
+    files = tuple(
+        (f.content is None, *(shape_key(getattr(f, n)) for n in _FILE_FIELDS)) for f in m.files
+    )
+    return (*(shape_key(getattr(m, n)) for n in _MESSAGE_FIELDS), files)
+
+
+_FILE_FIELDS = tuple(f.name for f in dataclasses.fields(FileAttachment) if f.name != "content")
+
+
+for _name in _MESSAGE_FIELDS:
+    if _name not in _COPIED:
+        setattr(MessageShape, _name, property(operator.attrgetter(f"_m.{_name}")))
+del _name
+
+
+def _same_messages(a: tuple[Message, ...], b: tuple[Message, ...]) -> bool:
+    """Equal shapes of stored messages, comparing only the objects that are not the same
+    (a C-level scan)."""
+    if len(a) != len(b):
+        return False
+    same = list(map(operator.is_, a, b))
+    i = -1
+    while True:
+        try:
+            i = same.index(False, i + 1)
+        except ValueError:
+            return True
+        if shape_key_of(a[i]) != shape_key_of(b[i]):
+            return False
+
+
+# ------------------------------------------------------------------------------ the branch
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Branch:
+    """The messages (without contents) and the current branch through them.
+
+    ``chain`` is the branch's message ids in order (the assembly's; empty without one:
+    then every message is on it). ``record`` is a dataset record's place, ``branch_tip``
+    the setting, ``rejected_calls`` the calls left out as malformed.
+    """
+
+    messages: Sequence[MessageShape]  # seen in this version, made when first read
+    chain: tuple[str, ...]
+    format: DocFormat | None
+    record: int | None
+    branch_tip: str | None
+    rejected_calls: tuple[RejectedCall, ...]
+    project_files: tuple[FileAttachment, ...]
+    stored: tuple[Message, ...] = ()  # what is compared (position-free)
+
+    def branch(self) -> list[MessageShape]:
+        """The messages of the current branch, in order (all of them without a chain)."""
+        hit = _BRANCHES.get(id(self))
+        if hit is not None and hit[0] is self:
+            return list(hit[1])
+        if not self.chain:
+            res = list(self.messages)
+        else:
+            by_id = {m.id: m for m in self.messages}
+            res = [by_id[i] for i in self.chain if i in by_id]
+        _BRANCHES.clear()  # the last one only
+        _BRANCHES[id(self)] = (self, res)
+        return list(res)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Branch):
+            return NotImplemented
+        return (
+            self.chain == other.chain
+            and self.format == other.format
+            and self.record == other.record
+            and self.branch_tip == other.branch_tip
+            and shape_key(self.rejected_calls) == shape_key(other.rejected_calls)
+            and shape_key(self.project_files) == shape_key(other.project_files)
+            and _same_messages(self.stored, other.stored)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_BRANCHES: dict[int, tuple[Branch, list[MessageShape]]] = {}
+
+
+@query
+def branch_of(src: Source) -> Branch:
+    ctx = src.ctx
+    conv = ctx.conversation
+    shapes = _Shapes(src.views)
+    a = ctx.assembly
+    chain = tuple(a.chain) if a is not None and a.chain else ()
+    if conv is None:
+        return Branch(shapes, chain, None, None, ctx.settings.branch_tip, (), (), ())
+    project = tuple(map(_without_content, conv.project_files))
+    return Branch(
+        shapes,
+        chain,
+        conv.format,
+        conv.record,
+        ctx.settings.branch_tip,
+        conv.rejected_calls,
+        project,
+        src.messages,
+    )
+
+
+class _Shapes(Sequence[MessageShape]):
+    """The messages of one version without contents, each made when first read."""
+
+    __slots__ = ("_made", "_views")
+
+    def __init__(self, views: Sequence[Message]) -> None:
+        self._views = views
+        self._made: list[MessageShape | None] = [None] * len(views)
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def _at(self, i: int) -> MessageShape:
+        shape = self._made[i]
+        if shape is None:
+            shape = self._made[i] = MessageShape(self._views[i])
+        return shape
+
+    @typing.overload
+    def __getitem__(self, i: int) -> MessageShape: ...
+
+    @typing.overload
+    def __getitem__(self, i: slice) -> Sequence[MessageShape]: ...
+
+    def __getitem__(self, i: int | slice) -> MessageShape | Sequence[MessageShape]:
+        if isinstance(i, slice):
+            return [self._at(k) for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._at(i)
+
+    def __iter__(self) -> Iterator[MessageShape]:
+        at = self._at
+        for i, shape in enumerate(self._made):
+            yield shape if shape is not None else at(i)
+
+
+@dataclass(frozen=True, slots=True)
+class OnBranch:
+    """The indexes of the messages on the current branch (what per-message rules see)."""
+
+    indexes: frozenset[int]
+
+
+@query
+def on_branch(branch: Branch) -> OnBranch:
+    return OnBranch(frozenset(m.index for m in branch.branch()))
+
+
+@dataclass(frozen=True, slots=True)
+class CallIds:
+    """Every tool call id written in the document (a new id must be none of them)."""
+
+    ids: frozenset[str]
+
+
+@query
+def call_ids(branch: Branch) -> CallIds:
+    return CallIds(frozenset(c.id for m in branch.messages for c in m.tool_calls))
+
+
+# ------------------------------------------------------------------------------ the cut
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """What the pipeline decided about the branch: whether it assembled, what the budget
+    dropped, the orphans it left out, the summary it applied, what each history entry is,
+    the files it lists for ``read_file``."""
+
+    assembled: bool  # the pipeline ran to the end and sent something
+    dropped: tuple[str, ...]
+    orphans_dropped: tuple[str, ...]
+    summary_id: str | None
+    history: tuple[str, ...]  # the ids of the history entries, in order
+    forgotten: tuple[tuple[str, str], ...]  # (file id, filename) listed as forgotten
+    project_listed: tuple[str, ...]  # the file ids of the project-file listing
+
+
+@query
+def cut_of(src: Source) -> Cut:
+    import re
+
+    a = src.ctx.assembly
+    if a is None:
+        return Cut(False, (), (), None, (), (), ())
+    listed: list[str] = []
+    for e in a.layout:
+        if e.id == "$project_file_list":
+            listed.extend(
+                m[2] for m in re.finditer(r"""\bfile_id\s*=\s*(["'])([^"'\n]+)\1""", e.message.text)
+            )
+    return Cut(
+        a.ok and bool(a.layout),
+        tuple(a.dropped),
+        tuple(a.orphans_dropped),
+        a.summary_id,
+        tuple(map(_ID, a.history)),
+        tuple((f.file_id, f.filename) for f in a.forgotten_files),
+        tuple(listed),
+    )
+
+
+_ID = operator.attrgetter("id")
+
+
+# ------------------------------------------------------------------------------ tools
+
+
+@dataclass(frozen=True, slots=True)
+class Tools:
+    """The tools offered this turn: ``declared`` False when the conversation declares
+    none (or says nothing); ``definitions`` as OpenAI function definitions."""
+
+    declared: bool
+    definitions: tuple[dict[str, Any], ...]
+
+
+@query
+def tools_of(src: Source) -> Tools:
+    conv = src.ctx.conversation
+    if conv is None or not conv.tools:
+        return Tools(False, ())
+    return Tools(True, tuple(tool_definitions(conv.tools)))
+
+
+def tool_definitions(tools: tuple[ToolDef, ...]) -> list[dict[str, Any]]:
+    """The offered tools as OpenAI function definitions (shorthand forms normalized)."""
+    res: list[dict[str, Any]] = []
+    for tool in tools:
+        function = tool.schema.get("function")
+        if not isinstance(function, dict):
+            function = tool.schema
+        res.append({"type": "function", "function": {**function, "name": tool.name}})
+    return res
+
+
+# ------------------------------------------------------------------------------ reports
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SummaryReports:
+    """What the pipeline reported as ``summary-on-other-branch``."""
+
+    items: tuple[Any, ...]  # Diagnostic
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SummaryReports):
+            return NotImplemented
+        return shape_key(self.items) == shape_key(other.items)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@query
+def summary_reports(src: Source) -> SummaryReports:
+    return SummaryReports(tuple(d for d in src.ctx.reported if d.code == "summary-on-other-branch"))
+
+
+# ------------------------------------------------------------------------------ prompts
+
+
+def _window(text: TextLike, rng: TextRange | None) -> tuple[int, str] | None:
+    """The text of a value, from the start of its line (a YAML block scalar's indentation
+    is relative to it) to two characters after it."""
+    if rng is None:
+        return None
+    lo = line_start(text, min(rng.start, len(text)))
+    hi = min(len(text), rng.end + 2)
+    return lo, text[lo:hi]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PromptContext(RuleContext):
+    """The prompts as the prompt rules read them, in the shape of a ``RuleContext``.
+
+    ``conversation`` holds only what concerns the prompts (the inline prompts, the tools,
+    ``user_info``, the settings' places, the ``tools`` key of the document and the system
+    message taken as the system prompt, in ``system_message``); ``assembly`` is None;
+    ``text`` reads only the prompts' strings. ``called_tools`` are the (lower-case) names
+    of the tools the messages call.
+    """
+
+    called_tools: frozenset[str] = frozenset()
+    system_message: Message | None = None
+    # The texts as compared: the system message's relative to where the message starts
+    # (positions are the engine's business; the inline prompts' are compared as they are).
+    texts: tuple[tuple[int, str], ...] = ()
+
+    def _key(self) -> tuple[Any, ...]:
+        return (
+            self.texts,
+            self.settings,
+            getattr(self.tokenizer, "encoding", id(self.tokenizer)),
+            shape_key(self.conversation),
+            self.template,
+            self.template_path,
+            self.called_tools,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._key() == other._key()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, slots=True)
+class SystemChoice:
+    """The system message the pipeline takes as the system prompt (the first one of the
+    branch, by index), and the (lower-case) names of the tools the messages call."""
+
+    index: int | None
+    called: frozenset[str]
+
+
+@query
+def system_choice(branch: Branch) -> SystemChoice:
+    return SystemChoice(
+        first_system_index(branch.messages, branch.branch_tip),  # type: ignore[arg-type]
+        frozenset(c.name.lower() for m in branch.messages for c in m.tool_calls if c.name),
+    )
+
+
+def first_system_index(msgs: Sequence[Message], tip_id: str | None) -> int | None:
+    """The index of the system message the pipeline takes as the system prompt: the first
+    one of the branch, walked from the tip through the ``parent`` links."""
+    if not any(m.role is Role.SYSTEM for m in msgs):
+        return None
+    by_id = {m.id: m for m in msgs}
+    cur: Message | None = by_id.get(tip_id) if tip_id is not None else None
+    if cur is None:
+        cur = msgs[-1]
+    tree = any(m.parent is not None for m in msgs)
+    first: Message | None = None
+    seen: set[str] = set()
+    while cur is not None and cur.id not in seen:
+        seen.add(cur.id)
+        if cur.role is Role.SYSTEM:
+            first = cur
+        if tree and cur.parent is not None:
+            cur = by_id.get(cur.parent)
+        else:
+            cur = msgs[cur.index - 1] if cur.index > 0 else None
+    return first.index if first is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Ignoring:
+    """The indexes of the messages with an ignore key (for the suppressions)."""
+
+    indexes: tuple[int, ...]
+
+
+@query
+def ignoring(branch: Branch) -> Ignoring:
+    return Ignoring(tuple(m.index for m in branch.messages if m.ignore))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AllPrompts(PromptContext):
+    """``PromptContext`` with the reminder (``PromptContext`` leaves it out)."""
+
+
+@query
+def prompt_context(src: Source, choice: SystemChoice) -> PromptContext:
+    return _prompts(src, choice, PromptContext)
+
+
+@query
+def all_prompts(src: Source, choice: SystemChoice) -> AllPrompts:
+    return _prompts(src, choice, AllPrompts)
+
+
+_P = TypeVar("_P", bound=PromptContext)
+
+
+def _prompts(src: Source, choice: SystemChoice, kind: type[_P]) -> _P:
+    ctx = src.ctx
+    conv = ctx.conversation
+    restricted: Conversation | None = None
+    system: Message | None = None
+    called: frozenset[str] = frozenset()
+    pieces: list[tuple[int, str]] = []
+    texts: list[tuple[int, str]] = []
+    if conv is not None:
+        i = choice.index
+        system = src.views[i] if i is not None and i < len(src.views) else None
+        called = choice.called
+        reminder = conv.reminder if kind is AllPrompts else None
+        for block in (conv.system_prompt, conv.custom_agent_prompt, reminder):
+            if isinstance(block, TextBlock):
+                w = _window(ctx.text, block.content_range)
+                if w is not None:
+                    pieces.append(w)
+        texts = list(pieces)
+        if system is not None:
+            w = _window(ctx.text, system.content_range)
+            if w is not None:
+                pieces.append(w)
+                texts.append((w[0] - message_start(system), w[1]))
+        green = getattr(system, "green", system)
+        root = conv.root
+        members: tuple[Member, ...] = ()
+        if root is not None and root.is_object:
+            tools = root.member("tools")
+            if tools is not None:  # where the tools are declared (not what: ``tools``)
+                members = (Member(tools.key, tools.key_range, SNode("null", tools.key_range)),)
+        restricted = Conversation(
+            format=conv.format,
+            message_data=(green,) if system is not None else (),
+            starts=(getattr(system, "base", 0),) if system is not None else (),
+            settings_ranges=conv.settings_ranges,
+            system_prompt=conv.system_prompt,
+            custom_agent_prompt=conv.custom_agent_prompt,
+            tools=conv.tools,
+            reminder=reminder,
+            user_info=conv.user_info,
+            tree=SNode("object", TextRange(0, 0), members=members),
+        )
+    elif ctx.template is not None and ctx.template_path is None:
+        pieces.append((0, ctx.text[0 : len(ctx.text)]))  # a template checked on its own
+        texts = pieces
+    return kind(
+        text=Windows(tuple(pieces)),  # type: ignore[arg-type]
+        settings=ctx.settings,
+        tokenizer=ctx.tokenizer,
+        conversation=restricted,
+        assembly=None,
+        template=ctx.template,
+        template_path=ctx.template_path,
+        memo=src.cache.memo,
+        called_tools=called,
+        system_message=system,
+        texts=tuple(texts),
+    )
+
+
+ROLES.update(messages=Branch, branch=OnBranch, suppressions=Ignoring)
+
+
+# ------------------------------------------------------------------------------ a message
+
+
+def message_source(ctx: RuleContext, m: Message) -> MessageSource:
+    """``m`` with its source tree node and its text (from the start of its first line)."""
+    return MessageSource(m, ctx)

@@ -1,0 +1,368 @@
+"""The rule engine: a rule reads exactly its parameters, so its findings cannot go stale.
+
+The construction is tested directly: every rule's parameters are typed inputs (or the
+whole analysis, for the rules that run every time); no input holds the conversation, the
+assembly or the text beyond what it summarises; a message shape has no content; the texts
+an input holds refuse reads elsewhere. Then what the construction promises: typing in a
+message re-runs no document rule and the per-message rules on that message only; typing in
+an inline prompt re-runs the prompt rules only; findings after an edit are placed in the
+new version. And a moderate random-edit comparison, through the language server's path
+(an ``AnalysisHost``, the incremental re-read), of the cached run with a fresh one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import random
+import typing
+from pathlib import Path
+
+import pytest
+
+from assembly.diagnostics import RULES, RuleCache
+from assembly.diagnostics.core import RuleContext
+from assembly.diagnostics.engine import QUERIES, MessageSource, rule_kind
+from assembly.diagnostics.inputs import (
+    Branch,
+    MessageShape,
+    PromptContext,
+    message_source,
+)
+from assembly.host import Analysis, AnalysisHost
+from assembly.model import Conversation, FileAttachment, Located, Message, Role
+from assembly.text import RelRange, TextRange
+from tests.support.engine import analyze
+
+ROOT = Path(__file__).resolve().parents[2]
+TODAY = dt.date(2025, 1, 1)
+_DOCS = sorted(
+    p
+    for p in [
+        *(ROOT / "tests" / "data" / "diagnostics").rglob("*.conv.*"),
+        *(ROOT / "examples").glob("*.conv.*"),
+    ]
+    if not p.name.endswith(".expected")
+)
+_GENERATED = ROOT / "tests" / "data" / "generated" / "m80-seed3.conv.json"
+# The rules that read the prompts (``PromptContext``).
+PROMPT_RULES = frozenset(
+    {"custom-prompt-in-system", "unknown-placeholder", "instruction-far-from-section"}
+)
+
+
+# ------------------------------------------------------------------------------ construction
+
+
+def test_every_rule_reads_typed_inputs_or_the_whole_analysis() -> None:
+    kinds = {}
+    for rule in RULES:
+        kind, params = rule_kind(rule)  # raises for a parameter no query makes
+        kinds[rule.code] = kind
+        if kind == "whole":
+            assert params == (RuleContext,)
+        else:
+            rest = params[1:] if kind == "message" else params
+            assert rest and all(p in QUERIES for p in rest), rule.code
+            assert RuleContext not in params
+    # The rules that today's cache reused, but `guidance-for-unavailable-tool` (it reads
+    # the assembly's listings), read inputs; the per-message ones are per-message.
+    assert kinds["tool-call-in-text"] == kinds["tool-call-markup-in-text"] == "message"
+    for code in (
+        "reminder-not-last",
+        "custom-prompt-in-system",
+        "unknown-placeholder",
+        "summary-on-other-branch",
+        "instruction-far-from-section",
+        "orphaned-tool-response",
+        "unanswered-tool-call",
+        "duplicate-tool-call-id",
+        "file-id-not-in-read-file-list",
+        "filename-instead-of-file-id",
+    ):
+        assert kinds[code] == "document", code
+
+
+def _holds(hint: object, forbidden: tuple[type, ...]) -> bool:
+    if hint in forbidden:
+        return True
+    return any(_holds(a, forbidden) for a in typing.get_args(hint))
+
+
+def test_no_input_holds_the_analysis() -> None:
+    """An input is a summary: no field is the conversation, the assembly or the context
+    (``PromptContext`` and ``AllPrompts`` are the context's shape around a conversation
+    restricted to the prompts: tested below)."""
+    from assembly.assemble import Assembly
+
+    forbidden = (Conversation, Assembly, RuleContext)
+    for t in QUERIES:
+        if issubclass(t, PromptContext):
+            continue
+        assert dataclasses.is_dataclass(t), t
+        hints = typing.get_type_hints(t)
+        for name, hint in hints.items():
+            assert not _holds(hint, forbidden), (t.__name__, name)
+            assert hint is not Message, (t.__name__, name)  # messages come as shapes
+
+
+def test_a_message_shape_has_no_content() -> None:
+    f = FileAttachment("f1", "a.txt", "secret", RelRange(5, 9))
+    m = Message("m1", Role.USER, "hello", RelRange(0, 20), files=(f,))
+    shape = MessageShape(Located(m, 100, 3))
+    with pytest.raises(AttributeError):
+        shape.content  # noqa: B018
+    assert shape.id == "m1" and shape.index == 3 and shape.range == TextRange(100, 120)
+    assert shape.files[0].content == "" and shape.files[0].range == TextRange(105, 109)
+    # Equal when all but the contents and the ranges are equal, wherever it stands.
+    typed = dataclasses.replace(m, content="hello!", range=RelRange(0, 21))
+    assert MessageShape(Located(typed, 7, 3)) == shape
+    assert MessageShape(Located(dataclasses.replace(m, role=Role.ASSISTANT), 100, 3)) != shape
+    assert MessageShape(Located(m, 100, 4)) != shape  # another place in the list
+
+
+def _analysis(path: Path, text: str, host: AnalysisHost | None = None) -> Analysis:
+    return analyze(path, text=text, today=TODAY, host=host)
+
+
+def _cache(host: AnalysisHost) -> RuleCache:
+    cache = host.rule_cache
+    assert isinstance(cache, RuleCache)
+    return cache
+
+
+def test_prompt_rules_read_only_the_prompts(tmp_path: Path) -> None:
+    path = _prompted(tmp_path)
+    host = AnalysisHost()
+    an = _analysis(path, path.read_text(encoding="utf-8"), host)
+    p = _cache(host).input(PromptContext)
+    conv = p.conversation
+    assert conv is not None and p.assembly is None
+    assert [m.role for m in conv.messages] == [Role.SYSTEM]  # the system prompt's message
+    assert p.system_message is not None and p.system_message.green is conv.message_data[0]
+    assert conv.root is not None and {m.key for m in conv.root.members} <= {"tools"}
+    block = conv.system_prompt
+    assert block is not None and block.content_range is not None  # type: ignore[union-attr]
+    inside = block.content_range  # type: ignore[union-attr]
+    assert p.text[inside.start : inside.end]
+    first = an.conversation.messages[1] if an.conversation is not None else None
+    assert first is not None
+    with pytest.raises(IndexError):
+        p.text[first.range.start : first.range.end]  # a message is not the prompts' text
+
+
+def test_a_per_message_rule_reads_only_its_message(tmp_path: Path) -> None:
+    path = tmp_path / "gen.conv.json"
+    text = _GENERATED.read_text(encoding="utf-8")
+    an = _analysis(path, text)
+    conv = an.conversation
+    assert conv is not None
+    ctx = RuleContext(text=text, settings=an.settings, tokenizer=None, conversation=conv)  # type: ignore[arg-type]
+    m = conv.messages[3]
+    src = message_source(ctx, m)
+    assert isinstance(src, MessageSource) and src.node is not None
+    assert src.node.range == m.range
+    assert src.text[m.range.start : m.range.end] == text[m.range.start : m.range.end]
+    other = conv.messages[5]
+    with pytest.raises(IndexError):
+        src.text[other.range.start : other.range.end]
+
+
+# ------------------------------------------------------------------------------ what it buys
+
+
+def _type_in(text: str, rng: TextRange, rnd: random.Random) -> str:
+    """One letter typed strictly inside ``rng``, next to no escape."""
+    while True:
+        at = rnd.randrange(rng.start + 1, rng.end - 1)
+        if text[at - 1] != "\\" and text[at] != "\\":
+            return text[:at] + rnd.choice("abxy") + text[at:]
+
+
+def test_typing_in_a_message_reruns_no_document_rule(tmp_path: Path) -> None:
+    path = tmp_path / "gen.conv.json"
+    text = _GENERATED.read_text(encoding="utf-8")
+    host = AnalysisHost()
+    prev = _analysis(path, text, host)
+    rnd = random.Random(5)
+    typed = 0
+    for _ in range(12):
+        conv = prev.conversation
+        assert conv is not None
+        m = rnd.choice([m for m in conv.messages if m.role is Role.USER and m.content_range])
+        assert m.content_range is not None
+        text = _type_in(text, m.content_range, rnd)
+        got = _analysis(path, text, host)
+        want = _analysis(path, text)
+        assert got.diagnostics == want.diagnostics
+        cache = _cache(host)
+        new = got.conversation
+        if new is not None and new.message_data[m.index] is not conv.message_data[m.index]:
+            shared = sum(a is b for a, b in zip(conv.message_data, new.message_data, strict=True))
+            if shared == len(conv.message_data) - 1:  # the re-read kept the others
+                typed += 1
+                assert cache.ran == (), cache.ran
+                assert cache.message_runs <= 2  # the per-message rules, on that message
+        prev = got
+    assert typed >= 8
+
+
+def _prompted(tmp_path: Path) -> Path:
+    """The generated conversation with the three inline prompts before the messages,
+    written so that the prompt rules report in them."""
+    doc = json.loads(_GENERATED.read_text(encoding="utf-8"))
+    system = next(m for m in doc["messages"] if m["role"] == "system")
+    prompts = {
+        "system_prompt": system["content"] + "\n\nThe date is {{CURRENT_DATE}}.",
+        "custom_agent_prompt": 'Read file_id="nope-1" first. Hello {{user.nickname}}.',
+        "reminder": "Answer by {{DEADLINE}}.",
+    }
+    doc = {**prompts, **{k: v for k, v in doc.items() if k not in prompts}}
+    out = tmp_path / "prompted.conv.json"
+    out.write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    return out
+
+
+def test_typing_in_an_inline_prompt_reruns_the_prompt_rules_only(tmp_path: Path) -> None:
+    path = _prompted(tmp_path)
+    text = path.read_text(encoding="utf-8")
+    host = AnalysisHost()
+    prev = _analysis(path, text, host)
+    assert {"unknown-placeholder", "file-id-not-in-read-file-list"} <= {
+        d.code for d in prev.diagnostics
+    }
+    rnd = random.Random(3)
+    for attr in ("system_prompt", "custom_agent_prompt", "reminder") * 2:
+        conv = prev.conversation
+        assert conv is not None
+        block = getattr(conv, attr)
+        text = _type_in(text, block.content_range, rnd)
+        got = _analysis(path, text, host)
+        assert got.diagnostics == _analysis(path, text).diagnostics
+        ran = set(_cache(host).ran)
+        # Every message moved (the prompts come first); only the rules that read the
+        # prompts ran again (the reminder: only the placeholder rule reads it), and the
+        # file rule, which reads where the custom agent prompt's file ids are, when the
+        # edit is at or before that prompt (outside the messages, places are compared as
+        # they are).
+        allowed = (PROMPT_RULES if attr != "reminder" else {"unknown-placeholder"}) | (
+            {"file-id-not-in-read-file-list"} if attr != "reminder" else set()
+        )
+        assert ran <= allowed, (attr, ran)
+        assert _cache(host).message_runs == 0
+        prev = got
+
+
+def test_findings_are_placed_in_the_new_version() -> None:
+    """A finding after the edited message is reused, not run again, and lands where the
+    fresh run puts it; one inside the edited message makes its rule run again."""
+    text = (
+        '{"messages": [\n'
+        '  {"id": "u1", "role": "user", "content": "hello there"},\n'
+        '  {"id": "a1", "role": "assistant", "content": null, "tool_calls": [{"id": "c1",'
+        ' "type": "function", "function": {"name": "f", "arguments": "{}"}}]},\n'
+        '  {"id": "t9", "role": "tool", "tool_call_id": "c9", "content": "x"},\n'
+        '  {"id": "u2", "role": "user", "content": "bye"}\n'
+        "]}"
+    )
+    path = Path("/nonexistent/moves.conv.json")
+    host = AnalysisHost()
+    prev = _analysis(path, text, host)
+    assert {d.code for d in prev.diagnostics} >= {"orphaned-tool-response", "unanswered-tool-call"}
+    text = text.replace("hello there", "hello over there")
+    got = _analysis(path, text, host)
+    assert got.diagnostics == _analysis(path, text).diagnostics
+    assert "orphaned-tool-response" not in _cache(host).ran
+    orphan = next(d for d in got.diagnostics if d.code == "orphaned-tool-response")
+    assert text[orphan.range.start :].startswith('{"id": "t9"')
+    assert orphan.fix is not None  # made for this version's text
+    edit = orphan.fix.edits[0]
+    assert '"t9"' in text[edit.range.start : edit.range.end]
+    # An edit inside the orphan itself: its finding lies in the new message object.
+    text = text.replace('"content": "x"', '"content": "xy"')
+    newer = _analysis(path, text, host)
+    assert newer.diagnostics == _analysis(path, text).diagnostics
+    assert "orphaned-tool-response" in _cache(host).ran
+
+
+def test_a_suppression_comment_typed_in_a_message_is_seen(tmp_path: Path) -> None:
+    path = tmp_path / "c.conv.yaml"
+    text = (
+        "messages:\n"
+        "  - {role: user, content: hello}\n"
+        "  - {role: tool, tool_call_id: nope, content: result}\n"
+        "  - {role: user, content: bye}\n"
+    )
+    host = AnalysisHost()
+    prev = _analysis(path, text, host)
+    assert "orphaned-tool-response" in {d.code for d in prev.diagnostics}
+    text = text.replace("result}", "result}  # promptls: ignore[orphaned-tool-response]")
+    got = _analysis(path, text, host)
+    assert "orphaned-tool-response" not in {d.code for d in got.diagnostics}
+    assert got.diagnostics == _analysis(path, text).diagnostics
+
+
+# ------------------------------------------------------------------------------ random edits
+
+
+_ALPHABET = 'ab {}[]":,\n\\é😀x_'
+
+
+def _edit(text: str, rnd: random.Random, conv: Conversation | None) -> str:
+    """One random edit: mostly inside a message's content, sometimes anywhere."""
+    inside = [m.content_range for m in conv.messages if m.content_range] if conv else []
+    if inside and rnd.random() < 0.8:
+        rng = rnd.choice(inside)
+        assert rng is not None
+        pos = rnd.randrange(rng.start, max(rng.start + 1, rng.end))
+    else:
+        pos = rnd.randrange(len(text) + 1)
+    kind = rnd.random()
+    if kind < 0.4 and pos < len(text):
+        return text[:pos] + rnd.choice("abcxyz") + text[pos + 1 :]
+    if kind < 0.8:
+        return text[:pos] + rnd.choice(_ALPHABET) + text[pos:]
+    return text[:pos] + text[pos + 1 :]
+
+
+def _run(path: Path, text: str, *, seed: int, n_edits: int) -> None:
+    rnd = random.Random(seed)
+    host = AnalysisHost()
+    prev = _analysis(path, text, host)
+    for _ in range(n_edits):
+        text = _edit(text, rnd, prev.conversation)
+        got = _analysis(path, text, host)
+        want = _analysis(path, text)
+        assert [(d, d.range.start, d.range.end) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end) for d in want.diagnostics
+        ], (path.name, seed)
+        prev = got
+
+
+@pytest.mark.parametrize("path", _DOCS[::2], ids=lambda p: str(p.relative_to(ROOT)))
+def test_cached_rules_equal_fresh_rules_on_fixtures(path: Path) -> None:
+    _run(path, path.read_text(encoding="utf-8"), seed=sum(map(ord, path.name)), n_edits=4)
+
+
+def test_cached_rules_equal_fresh_rules_on_a_generated_conversation(tmp_path: Path) -> None:
+    out = tmp_path / "gen.conv.json"
+    text = _GENERATED.read_text(encoding="utf-8")
+    _run(out, text, seed=7, n_edits=10)
+    # A budget that cuts the history in the middle: edits move the cut.
+    tight = text.replace('"max_input_tokens": 128000', '"max_input_tokens": 9000', 1)
+    assert tight != text
+    _run(out, tight, seed=11, n_edits=10)
+
+
+def test_branch_equality_ignores_positions_only() -> None:
+    a = Message("a", Role.USER, "x", RelRange(0, 5))
+    b = Message("b", Role.ASSISTANT, "y", RelRange(0, 3))
+
+    def branch(*stored: Message, chain: tuple[str, ...] = ("a", "b")) -> Branch:
+        return Branch((), chain, None, None, None, (), (), stored)
+
+    one = branch(a, b)
+    assert branch(dataclasses.replace(a, content="xx", range=RelRange(0, 6)), b) == one
+    assert branch(a, b, chain=("a",)) != one
+    assert branch(a, dataclasses.replace(b, id="c")) != one
