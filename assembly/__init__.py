@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from assembly.assemble import AssembleOptions, Assembly, assemble
-    from assembly.documents import format_for_path, parse_conversation
+    from assembly.documents import format_for_path
     from assembly.model import Conversation, DocFormat, PromptTemplate
     from assembly.prompts import parse_prompt
+    from assembly.reading import parse_conversation
     from assembly.settings import Settings, SettingsLayer, resolve_settings
     from assembly.tokens import CachedTokenizer, Tokenizer, encoding_for_model, model_encoding
     from assembly.toolcalls import extract_tool_calls
@@ -27,7 +28,7 @@ _FACADE = {
     "Assembly": "assembly.assemble",
     "assemble": "assembly.assemble",
     "format_for_path": "assembly.documents",
-    "parse_conversation": "assembly.documents",
+    "parse_conversation": "assembly.reading",
     "Conversation": "assembly.model",
     "DocFormat": "assembly.model",
     "PromptTemplate": "assembly.model",

@@ -35,10 +35,11 @@ from assembly.diagnostics import (
     from_setting_issues,
     sort_key,
 )
-from assembly.documents import format_for_path, parse_conversation, read_tools, tools_from_settings
+from assembly.documents import format_for_path, read_tools, tools_from_settings
 from assembly.incremental import reparse_conversation
 from assembly.model import Conversation, DocFormat, PromptRef, PromptTemplate
 from assembly.prompts import parse_prompt
+from assembly.reading import parse_conversation
 from assembly.rope import Rope
 from assembly.settings import Settings, SettingsLayer, resolve_settings
 from assembly.text import TextRange

@@ -28,20 +28,21 @@ import dataclasses
 from bisect import bisect_left, bisect_right
 from typing import Any
 
-from assembly.documents import MAX_DOCUMENT_CHARS, Reader, read_parsed, reads_alone
+from assembly.documents import MAX_DOCUMENT_CHARS, Reader, reads_alone
 from assembly.formats.detect import NATIVE, message_marks, tool_marks
 from assembly.model import Conversation, DocFormat
+from assembly.reading import read_parsed
 from assembly.rope import Rope, Text
 from assembly.syntax import (
-    _EOF,
+    EOF,
     MAX_JSON_TOKENS,
     MAX_TOP_ITEMS,
+    JsonParser,
     Member,
     MessagesParse,
     ParsedData,
     SNode,
     SyntaxIssue,
-    _JsonParser,
     absolute,
     parse_jsonl,
     parse_messages,
@@ -346,14 +347,14 @@ def _reparse_one(
     if fmt is DocFormat.JSONL and "\n" in source:
         return None  # a line break splits the line: the lines change
     # The message alone, relative to its start as in a parse of the whole text.
-    parser = _JsonParser(source, node.range.start, len(source), 0)
+    parser = JsonParser(source, node.range.start, len(source), 0)
     new_node = parser._value(depth)
     if (
         parser.errors
         or new_node is None
         or not new_node.is_object
         or new_node.range != type(node.range)(node.range.start, len(source))
-        or parser._peek()[0] != _EOF
+        or parser._peek()[0] != EOF
     ):
         return None
     if message_marks(new_node) != message_marks(node):
@@ -422,7 +423,7 @@ def _carry(
     tokens: int,
 ) -> None:
     """Give ``new`` the memos the next re-read needs: the syntax state, what reading each
-    message node gave and each node's format marks (``documents.read_parsed``)."""
+    message node gave and each node's format marks (``reading.read_parsed``)."""
     if prev.syntax is not None:
         object.__setattr__(new, "syntax", (prev.syntax[0], prev.syntax[1] + tokens))
     reads = dict(prev._views.get("reads", {}))
@@ -468,7 +469,7 @@ def _reparse_member(
         return None
     start, new_end = value.range.start, value.range.end + delta
     source = new_text[start:new_end]
-    parser = _JsonParser(source, 0, len(source), 0)
+    parser = JsonParser(source, 0, len(source), 0)
     parsed = parser._value(1)
     if (
         parser.errors
@@ -476,7 +477,7 @@ def _reparse_member(
         or parsed.kind != value.kind
         or parsed.range.start != 0
         or parsed.range.end != len(source)
-        or parser._peek()[0] != _EOF
+        or parser._peek()[0] != EOF
     ):
         return None
     new_value = absolute(parsed, start)

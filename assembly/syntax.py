@@ -285,7 +285,7 @@ def parse_json(text: str, *, messages: bool = False) -> ParsedData:
 
 
 def _parse_json(text: str, messages: bool) -> ParsedData:
-    parser = _JsonParser(text, 0, len(text), messages=messages)
+    parser = JsonParser(text, 0, len(text), messages=messages)
     lex_errors = len(parser.errors)
     root = parser.parse_document()
     return ParsedData(root, tuple(parser.errors), tokens=len(parser.toks), lex_errors=lex_errors)
@@ -326,7 +326,7 @@ def _parse_jsonl(text: str, messages: bool) -> ParsedData:
             errors.append(SyntaxIssue(msg, TextRange(start, start), code="document-too-large"))
             break
         if text[start:end].strip():
-            parser = _JsonParser(text, start, end, start if messages else None, scan)
+            parser = JsonParser(text, start, end, start if messages else None, scan)
             tokens += len(parser.toks)
             node = parser.parse_document(what="line")
             spanning: tuple[SNode, int] | None = None
@@ -365,7 +365,7 @@ def _spanning_value(text: str, start: int, scan: _Scan, messages: bool) -> tuple
         i += 1
     if i >= len(text) or text[i] not in "{[":
         return None
-    parser = _JsonParser(text, i, len(text), start if messages else None, scan)
+    parser = JsonParser(text, i, len(text), start if messages else None, scan)
     node = parser._value(0)
     if parser.errors or node is None:
         return None
@@ -509,11 +509,11 @@ _SCALAR = re.compile(
 )
 _UNTERMINATED = re.compile(r'"[^"\\\r\n]*(?:\\[^\r\n]?[^"\\\r\n]*)*')
 _BAREWORD = re.compile(r"[^ \t\r\n{}\[\]:,\"]+")
-_STRING, _PUNCT, _NUMBER, _LITERAL, _EOF, _BAD = 1, 2, 3, 4, 5, 6
+_STRING, _PUNCT, _NUMBER, _LITERAL, EOF, _BAD = 1, 2, 3, 4, 5, 6
 _LITERALS = {"true": True, "false": False, "null": None}
 
 
-class _JsonParser:
+class JsonParser:
     """Recursive descent over regex tokens, with recovery.
 
     Recovery: an unexpected token is reported and skipped; a missing comma is reported and
@@ -557,7 +557,7 @@ class _JsonParser:
 
     def _next(self) -> tuple[int, str, int, int, Any]:
         tok = self.toks[self.i]
-        if tok[0] != _EOF:
+        if tok[0] != EOF:
             self.i += 1
         return tok
 
@@ -573,7 +573,7 @@ class _JsonParser:
 
     def parse_document(self, what: str = "document") -> SNode | None:
         tok = self._peek()
-        if tok[0] == _EOF:
+        if tok[0] == EOF:
             if what == "document":
                 self._error("empty document: expected a JSON object or array", tok[2], tok[2])
             return None
@@ -583,7 +583,7 @@ class _JsonParser:
 
     def _trailing(self, what: str) -> None:
         tok = self._peek()
-        while tok[0] != _EOF:
+        while tok[0] != EOF:
             self._error(f"unexpected content after the end of the {what}", tok[2], tok[3])
             self._next()
             if tok[0] == _PUNCT and tok[1] in "{[":
@@ -610,7 +610,7 @@ class _JsonParser:
         depth = 0
         while True:
             tok = self._peek()
-            if tok[0] == _EOF:
+            if tok[0] == EOF:
                 return
             if tok[0] == _PUNCT:
                 if tok[1] in "{[":
@@ -624,7 +624,7 @@ class _JsonParser:
     def _skip_container(self) -> None:
         """Skip to the bracket closing the one just read (any kind: this is recovery)."""
         self._skip_to_close()
-        if self._peek()[0] != _EOF:
+        if self._peek()[0] != EOF:
             self.i += 1  # the closing bracket
 
     def _value(self, depth: int) -> SNode | None:
@@ -659,7 +659,7 @@ class _JsonParser:
             self._next()
             self._error(raw, start, end)
             return None
-        if kind == _EOF:
+        if kind == EOF:
             if self.window is not None:
                 raise _NoResync
             self._error("expected a value", start, start)
@@ -689,7 +689,7 @@ class _JsonParser:
             if kind == _PUNCT and raw == "}":
                 self._next()
                 return SNode("object", self._range(start, e), members=tuple(members))
-            if kind == _EOF:
+            if kind == EOF:
                 if self.window is not None:
                     raise _NoResync
                 if not self.too_deep:
@@ -748,7 +748,7 @@ class _JsonParser:
             nxt = self._peek()
             if nxt[0] == _PUNCT and nxt[1] == "}":
                 self._error("trailing comma", tok[2], tok[3])
-        elif (tok[0] == _PUNCT and tok[1] == "}") or tok[0] == _EOF:
+        elif (tok[0] == _PUNCT and tok[1] == "}") or tok[0] == EOF:
             return
         else:
             # Where the comma belongs: right after the value, not over the whitespace.
@@ -791,7 +791,7 @@ class _JsonParser:
                     starts=_tup(starts),
                     error_counts=_tup(counts),
                 )
-            if kind == _EOF:
+            if kind == EOF:
                 if self.window is not None:
                     prev = self.toks[self.i - 1] if self.i else None
                     if starts is not None and prev is not None and prev[1] == ",":
@@ -832,7 +832,7 @@ class _JsonParser:
                 nxt = self._peek()
                 if nxt[0] == _PUNCT and nxt[1] == "]":
                     self._error("trailing comma", tok[2], tok[3])
-            elif (tok[0] == _PUNCT and tok[1] == "]") or tok[0] == _EOF:
+            elif (tok[0] == _PUNCT and tok[1] == "]") or tok[0] == EOF:
                 continue
             else:
                 # Where the comma belongs: right after the value, not over the whitespace.
@@ -884,7 +884,7 @@ def parse_messages(
     the document start, ``keys`` the top-level keys before ``messages`` (None: the list
     is the document). With ``window``, ``text`` must end exactly where an unchanged item
     starts (else None); without, it runs to the end of the document."""
-    parser = _JsonParser(text, 0, len(text), messages=True)
+    parser = JsonParser(text, 0, len(text), messages=True)
     if parser.errors:
         return None  # the tokenizer's findings come first in a whole parse: parse it all
     parser.shift = at
@@ -942,7 +942,7 @@ class _Scan:
 def _tokenize(
     text: str, pos: int, end: int, errors: list[SyntaxIssue], scan: _Scan
 ) -> list[tuple[int, str, int, int, Any]]:
-    """Split ``text[pos:end]`` into tokens; the last one is always ``_EOF``.
+    """Split ``text[pos:end]`` into tokens; the last one is always ``EOF``.
 
     Strings are decoded by the C scanner of the ``json`` module; one that it rejects (an
     unterminated string, a raw control character) is re-read by the tolerant regexes.
@@ -957,12 +957,12 @@ def _tokenize(
     while True:
         pos = ws(text, pos, end).end()
         if pos >= end:
-            append((_EOF, "", end, end, None))
+            append((EOF, "", end, end, None))
             return toks
         if len(toks) >= limit:
             msg = f"more than {limit:,} JSON tokens: the rest of the text is not read"
             errors.append(SyntaxIssue(msg, TextRange(pos, pos), code="document-too-large"))
-            append((_EOF, "", pos, pos, None))
+            append((EOF, "", pos, pos, None))
             return toks
         c = text[pos]
         if c == '"':

@@ -7,7 +7,7 @@ the file pattern to the packaged file. It is generated from this module:
 ``python -m server.schema > assembly/data/conversation.schema.json`` (``--path`` prints where
 the installed copy is). The ``settings`` part is ``Settings.model_json_schema()``.
 
-The schema describes what ``assembly.documents.parse_conversation`` reads, never more: a
+The schema describes what ``assembly.reading.parse_conversation`` reads, never more: a
 document it accepts reads without a ``schema-error`` (``tests/test_schema.py`` checks this
 on the examples and fixtures). Where JSON Schema cannot say what the reader checks
 (duplicate message ids, a ``parent`` that names no message) only the server reports it.

@@ -12,10 +12,6 @@ rust-analyzer's tidy does.
 - The tests of the pure library (tests/assembly) import nothing from ``server``; they
   reach the real tokenizer through ``tests/support/engine.py``, the one harness module
   that loads it with the IO layer.
-
-The import circles and private imports found in modules being reworked by other branches
-are listed in ``KNOWN_CIRCLES`` and ``KNOWN_PRIVATE``: the tests fail on any new one, and
-each entry goes when its module is fixed.
 """
 
 from __future__ import annotations
@@ -33,20 +29,6 @@ PURE_FROM_IO_MODULES = {"pathlib": {"PurePath", "PurePosixPath", "PureWindowsPat
 PACKAGES = ("assembly", "server")
 
 # Reworked on other branches of issue 13 (the coordinator removes each entry as it goes).
-KNOWN_CIRCLES: set[frozenset[str]] = {
-    # ``snap``: documents.py dispatches to the format readers, which use its reader.
-    frozenset({"assembly.documents", "assembly.formats.anthropic", "assembly.formats.responses"}),
-}
-KNOWN_PRIVATE: set[tuple[str, str, str]] = {
-    # ``snap``: the incremental re-read drives the JSON parser.
-    ("assembly.incremental", "assembly.syntax", "_EOF"),
-    ("assembly.incremental", "assembly.syntax", "_JsonParser"),
-    (
-        "assembly.diagnostics.rules.cache",
-        "assembly.diagnostics.rules.ordering",
-        "_base_system_prompt",
-    ),
-}
 
 
 def _imports(tree: ast.AST) -> list[str]:
@@ -197,10 +179,7 @@ def test_the_circle_finder_finds_circles() -> None:
 
 
 def test_no_import_circle() -> None:
-    circles = set(_circles(_graph()))
-    assert circles - KNOWN_CIRCLES == set(), "new import circles"
-    still = sorted(sorted(c) for c in circles & KNOWN_CIRCLES)
-    print("known import circles left:", still)
+    assert sorted(sorted(c) for c in _circles(_graph())) == []
 
 
 def test_server_is_layered() -> None:
@@ -254,9 +233,7 @@ def _private_uses() -> set[tuple[str, str, str]]:
 
 
 def test_no_private_name_is_imported_across_modules() -> None:
-    found = _private_uses()
-    assert found - KNOWN_PRIVATE == set(), "new private names used across modules"
-    print("known private imports left:", sorted(found & KNOWN_PRIVATE))
+    assert sorted(_private_uses()) == []
 
 
 def test_the_tests_of_the_pure_library_import_nothing_from_the_server() -> None:

@@ -2,7 +2,7 @@
 
 Editors validate ``*.conv.json`` / ``*.conv.yaml`` files with
 ``assembly/data/conversation.schema.json`` without the language server, so the schema must
-say what ``assembly.documents.parse_conversation`` says: every example and every fixture the
+say what ``assembly.reading.parse_conversation`` says: every example and every fixture the
 reader accepts validates, and what the schema accepts reads without a ``schema-error``.
 A JSONL file is checked as the equivalent document: its header line's keys plus
 ``messages`` (the other lines), or a bare array when it has no header.
@@ -19,8 +19,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from assembly.documents import format_for_path, parse_conversation
+from assembly.documents import format_for_path
 from assembly.model import DocFormat
+from assembly.reading import parse_conversation
 from assembly.settings import SettingsLayer, resolve_settings
 from assembly.syntax import parse_json, parse_jsonl, parse_yaml
 from server.schema import (

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from assembly.documents import parse_conversation
 from assembly.host import Analysis
 from assembly.model import Conversation, DocFormat
+from assembly.reading import parse_conversation
 from assembly.syntax import MAX_DEPTH
 from assembly.text import LineIndex, TextRange
 from tests.support.engine import analyze

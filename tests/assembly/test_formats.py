@@ -19,7 +19,6 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from assembly.documents import parse_conversation
 from assembly.formats.anthropic_out import render_anthropic
 from assembly.formats.detect import SourceFormat, message_nodes
 from assembly.ide.completion import conversation_completions
@@ -31,6 +30,7 @@ from assembly.ide.navigation import definition, references
 from assembly.ide.symbols import conversation_symbols
 from assembly.incremental import reparse_conversation
 from assembly.model import DocFormat, Role, TextBlock
+from assembly.reading import parse_conversation
 from assembly.syntax import parse_json
 from assembly.text import TextRange
 from tests.support.anthropic_validator import validate

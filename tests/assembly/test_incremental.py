@@ -19,10 +19,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assembly.documents import parse_conversation
 from assembly.host import AnalysisHost
 from assembly.incremental import common_prefix, common_suffix, reparse_conversation
 from assembly.model import Conversation, DocFormat
+from assembly.reading import parse_conversation
 from assembly.rope import Rope
 from assembly.syntax import SNode, iter_nodes
 from assembly.text import RelRange

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from assembly.assemble import SEGMENTS, AssembleOptions, Assembly, assemble
-from assembly.documents import parse_conversation
 from assembly.model import Conversation, DocFormat
+from assembly.reading import parse_conversation
 from assembly.settings import SettingsLayer, resolve_settings
 from tests.support.engine import loaded
 

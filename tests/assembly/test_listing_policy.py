@@ -36,8 +36,8 @@ from assembly.assemble import (
     _listing_text,
     assemble,
 )
-from assembly.documents import parse_conversation
 from assembly.model import DocFormat
+from assembly.reading import parse_conversation
 from assembly.settings import SettingsLayer, resolve_settings
 from tests.support.engine import loaded
 

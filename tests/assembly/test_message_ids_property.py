@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assembly.assemble import AssembleOptions, assemble
-from assembly.documents import parse_conversation
 from assembly.model import DocFormat
+from assembly.reading import parse_conversation
 from assembly.settings import SettingsLayer, resolve_settings
 from tests.support.engine import loaded
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from assembly.documents import parse_conversation
 from assembly.model import Conversation, DocFormat
+from assembly.reading import parse_conversation
 from assembly.text import LineIndex, TextRange
 
 FAMILY = "👩\u200d👩\u200d👧"  # woman, ZWJ, woman, ZWJ, girl: five code points

@@ -36,9 +36,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from assembly.assemble import AssembleOptions, AssemblyCache, assemble
-from assembly.documents import parse_conversation
 from assembly.incremental import reparse_conversation
 from assembly.model import Conversation, DocFormat, Message, Role, TextBlock
+from assembly.reading import parse_conversation
 from assembly.settings import SettingsLayer, resolve_settings
 from server.tokenizers import load_tokenizer
 

@@ -16,9 +16,9 @@ import statistics
 import time
 from typing import Any
 
-from assembly.documents import parse_conversation
 from assembly.formats.detect import detect
 from assembly.model import DocFormat
+from assembly.reading import parse_conversation
 from assembly.syntax import parse_json
 
 

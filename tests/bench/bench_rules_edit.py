@@ -36,9 +36,9 @@ from pathlib import Path
 
 from assembly.assemble import AssembleOptions, assemble
 from assembly.diagnostics import Diagnostic, RuleCache, RuleContext, check, from_issues
-from assembly.documents import parse_conversation
 from assembly.incremental import reparse_conversation
 from assembly.model import Conversation, DocFormat, TextBlock
+from assembly.reading import parse_conversation
 from assembly.rope import Rope
 from assembly.settings import SettingsLayer, resolve_settings
 from assembly.syntax import Member, SNode

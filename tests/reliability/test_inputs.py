@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from assembly import syntax
-from assembly.documents import MAX_MESSAGES, parse_conversation
+from assembly.documents import MAX_MESSAGES
 from assembly.model import DocFormat
+from assembly.reading import parse_conversation
 from assembly.settings import SettingsLayer, resolve_settings
 from assembly.text import TextRange
 from server import files, precount

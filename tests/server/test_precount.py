@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from assembly.documents import parse_conversation
 from assembly.model import DocFormat
+from assembly.reading import parse_conversation
 from server import precount
 from server.tokenizers import load_tokenizer
 

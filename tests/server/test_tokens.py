@@ -137,8 +137,8 @@ class _Calls:
 
 
 def _conversation(n: int) -> Any:
-    from assembly.documents import parse_conversation
     from assembly.model import DocFormat
+    from assembly.reading import parse_conversation
 
     messages = [
         {

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from assembly.assemble import sanitize_tool_name
 from assembly.cache import cached_tokens
 from assembly.diagnostics.core import Diagnostic, Related, RuleContext, Severity
-from assembly.diagnostics.rules.ordering import _base_system_prompt
+from assembly.diagnostics.rules.ordering import base_system_prompt
 from assembly.model import Role
 from assembly.text import TextRange
 
@@ -57,7 +57,7 @@ def volatile_in_cached_prefix(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     if a.layout[0].segment != "system" or a.system_text is None:
         return
-    base = _base_system_prompt(ctx)
+    base = base_system_prompt(ctx)
     src = a.layout[0].message.source
     conv = ctx.conversation
     given = (

@@ -135,7 +135,7 @@ def custom_prompt_in_system(ctx: PromptContext) -> Iterator[Diagnostic]:
     conv = ctx.conversation
     if conv is None:
         return
-    base = _base_system_prompt(ctx)
+    base = base_system_prompt(ctx)
     ca = conv.custom_agent_prompt
     if ctx.settings.replace_system_prompt:
         if base is not None and base.text[base.start :].strip():
@@ -378,7 +378,7 @@ def _inline(block: TextBlock, what: str) -> _Prompt:
     return _Prompt(what, block.content, 0, None, whole, block.range, block.content_range)
 
 
-def _base_system_prompt(ctx: RuleContext) -> _Prompt | None:
+def base_system_prompt(ctx: RuleContext) -> _Prompt | None:
     """The base system prompt as written: the template, the inline text or a message."""
     conv, t = ctx.conversation, ctx.template
     if conv is None:
@@ -425,7 +425,7 @@ def _first_system_message(ctx: RuleContext) -> Message | None:
 
 
 def _prompts(ctx: RuleContext) -> Iterator[_Prompt]:
-    base = _base_system_prompt(ctx)
+    base = base_system_prompt(ctx)
     if base is not None:
         yield base
     conv = ctx.conversation

@@ -1,0 +1,97 @@
+"""Reading a conversation document: its text parsed, then read by the reader its shape asks for.
+
+``parse_conversation`` is the front door: it parses the text (``syntax.py``) and hands the
+tree to ``read_parsed``, which tells the format by the document's shape (``formats.detect``)
+and reads it with promptls' own reader (``documents.Reader``) or an Anthropic or Responses
+reader (``formats/``), which build on it. A dataset (one conversation per JSON Lines line)
+has each line read the same way. Kept apart from ``documents.py`` so that the format
+readers can build on its ``Reader`` without an import circle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from assembly.documents import MAX_DOCUMENT_CHARS, Reader, is_dataset
+from assembly.formats.anthropic import read_anthropic
+from assembly.formats.detect import NATIVE, SourceFormat, detect, message_marks
+from assembly.formats.responses import read_responses
+from assembly.model import Conversation, DocFormat, Issue
+from assembly.syntax import ParsedData, SNode, absolute, parse_json, parse_jsonl, parse_yaml
+from assembly.text import TextRange
+
+
+def parse_conversation(text: str, fmt: DocFormat) -> Conversation:
+    """Parse a conversation document; never raises on user input."""
+    if len(text) > MAX_DOCUMENT_CHARS:
+        issue = Issue(
+            "document-too-large",
+            f"document has {len(text):,} characters; the limit is {MAX_DOCUMENT_CHARS:,}",
+            TextRange(0, 0),
+        )
+        return Conversation(fmt, (), issues=(issue,), length=len(text))
+    if fmt is DocFormat.JSON:
+        parsed = parse_json(text, messages=True)
+    elif fmt is DocFormat.YAML:
+        parsed = parse_yaml(text)
+    else:
+        parsed = parse_jsonl(text, messages=True)
+    return read_parsed(parsed, fmt, len(text))
+
+
+def read_parsed(
+    parsed: ParsedData, fmt: DocFormat, length: int, previous: Conversation | None = None
+) -> Conversation:
+    """Read a parsed document in the format its shape says (``formats.detect``).
+
+    ``previous``: a conversation read from an earlier version of the text whose source
+    tree shares nodes with this one (``incremental.py``): what reading a shared message
+    node gave is taken from it, not read again. The result is the same either way.
+    """
+    conv = _read_parsed(parsed, fmt, length, previous)
+    if parsed.tokens and not parsed.lex_errors and conv.source_format in NATIVE:
+        object.__setattr__(conv, "syntax", (parsed.errors, parsed.tokens))
+    return conv
+
+
+def _read_parsed(
+    parsed: ParsedData, fmt: DocFormat, length: int, previous: Conversation | None
+) -> Conversation:
+    root = parsed.root
+    if fmt is DocFormat.JSONL and root is not None and is_dataset(root):
+        # A dataset: each record is read in the format its own shape says (``_records``),
+        # the whole document again on every change: with absolute ranges.
+        parsed = ParsedData(absolute(root), parsed.errors, parsed.lines)
+        conv = Reader(fmt, length, read_record=read_parsed).read(parsed)
+        first = conv.records[0] if conv.records else None
+        name = first.source_format if first else SourceFormat.OPENAI_CHAT.value
+        why = "one conversation per line" + (
+            f"; record 1: {first.source_format_why}" if first else ""
+        )
+        return dataclasses.replace(conv, source_format=name, source_format_why=why)
+    marks_in = previous._views.get("marks", {}) if previous is not None else {}
+    marks_out: dict[int, tuple[SNode, list[tuple[str, str]]]] = {}
+
+    def marks_of(node: SNode) -> list[tuple[str, str]]:
+        hit = marks_in.get(id(node))
+        if hit is None or hit[0] is not node:
+            hit = (node, message_marks(node))
+        marks_out[id(node)] = hit
+        return hit[1]
+
+    found = detect(root, jsonl=fmt is DocFormat.JSONL, marks_of=marks_of)
+    if found.format in (SourceFormat.ANTHROPIC, SourceFormat.RESPONSES) and root is not None:
+        # Other providers' request bodies are read whole on every change: absolute ranges.
+        parsed = ParsedData(absolute(root), parsed.errors, parsed.lines)
+    if found.format is SourceFormat.ANTHROPIC:
+        return read_anthropic(parsed, fmt, length, found.why)
+    if found.format is SourceFormat.RESPONSES:
+        return read_responses(parsed, fmt, length, found.why)
+    reads = previous._views.get("reads") if previous is not None else None
+    reader = Reader(fmt, length, reads)
+    conv = reader.read(parsed)
+    conv = dataclasses.replace(conv, source_format=found.format.value, source_format_why=found.why)
+    if root is not None:
+        conv._views["reads"] = reader.reads
+        conv._views["marks"] = marks_out
+    return conv
