@@ -224,23 +224,7 @@ def _run_kinds(
     rpc = Rpc(command, root, doc.parent / f"{doc.stem}-{fmt}-kinds.stderr.log")
     res: list[tuple[str, list[float]]] = []
     try:
-        request_id, _ = rpc.request(
-            "initialize",
-            {
-                "processId": os.getpid(),
-                "rootUri": doc.parent.as_uri(),
-                "capabilities": CAPABILITIES,
-                "workspaceFolders": [{"uri": doc.parent.as_uri(), "name": "bench"}],
-            },
-        )
-        rpc.response(request_id)
-        rpc.notify("initialized", {})
-        sent = rpc.notify(
-            "textDocument/didOpen",
-            {"textDocument": {"uri": uri, "languageId": fmt, "version": 1, "text": text}},
-        )
-        got, _ = rpc.wait(_diagnostics_of(uri, 1))
-        res.append(("open", [got - sent]))
+        res.append(("open", [_start(rpc, doc, text, fmt)]))
         version = 1
         for kind, make in _KINDS:
             times: list[float] = []
@@ -499,29 +483,36 @@ class Rpc:
 # ---------------------------------------------------------------------------- a session
 
 
+def _start(rpc: Rpc, doc: Path, text: str, language: str) -> float:
+    """Initialize the server with ``doc``'s folder as the workspace and open ``doc``:
+    seconds from ``didOpen`` to the first ``publishDiagnostics`` of version 1."""
+    request_id, _ = rpc.request(
+        "initialize",
+        {
+            "processId": os.getpid(),
+            "rootUri": doc.parent.as_uri(),
+            "capabilities": CAPABILITIES,
+            "workspaceFolders": [{"uri": doc.parent.as_uri(), "name": "bench"}],
+        },
+    )
+    rpc.response(request_id)
+    rpc.notify("initialized", {})
+    uri = doc.as_uri()
+    sent = rpc.notify(
+        "textDocument/didOpen",
+        {"textDocument": {"uri": uri, "languageId": language, "version": 1, "text": text}},
+    )
+    got, _ = rpc.wait(_diagnostics_of(uri, 1))
+    return got - sent
+
+
 def _run(name: str, command: list[str], doc: Path, size: str, args: argparse.Namespace) -> Result:
     res = Result(name, size)
     text = doc.read_text(encoding="utf-8")
     uri = doc.as_uri()
     rpc = Rpc(command, ROOT, doc.parent / f"{doc.stem}-{name.replace(' ', '-')}.stderr.log")
     try:
-        request_id, _ = rpc.request(
-            "initialize",
-            {
-                "processId": os.getpid(),
-                "rootUri": doc.parent.as_uri(),
-                "capabilities": CAPABILITIES,
-                "workspaceFolders": [{"uri": doc.parent.as_uri(), "name": "bench"}],
-            },
-        )
-        rpc.response(request_id)
-        rpc.notify("initialized", {})
-        sent = rpc.notify(
-            "textDocument/didOpen",
-            {"textDocument": {"uri": uri, "languageId": "json", "version": 1, "text": text}},
-        )
-        got, _ = rpc.wait(_diagnostics_of(uri, 1))
-        res.open_s = got - sent
+        res.open_s = _start(rpc, doc, text, "json")
         version = 1
         places = _edit_places(text, args.edits + args.busy_hovers)
         for offset in places[: args.edits]:
