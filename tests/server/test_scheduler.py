@@ -19,7 +19,7 @@ import pytest
 from lsprotocol import types as lsp
 
 from server.lsp.session import Session
-from tests.support.inprocess import InProcessClient
+from tests.support.inprocess import WATCHING_CLIENT, InProcessClient
 
 FINDING = "reminder: 'Today is {{CURENT_DATETIME}}.'\n"
 PLAIN = 'messages:\n  - {id: u1, role: user, content: "Draft the memo, take %d."}\n'
@@ -65,17 +65,7 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 async def client(workspace: Path) -> AsyncIterator[InProcessClient]:
     res = InProcessClient()
-    capabilities = lsp.ClientCapabilities(
-        text_document=lsp.TextDocumentClientCapabilities(
-            publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(version_support=True)
-        ),
-        workspace=lsp.WorkspaceClientCapabilities(
-            did_change_watched_files=lsp.DidChangeWatchedFilesClientCapabilities(
-                dynamic_registration=True
-            )
-        ),
-    )
-    await res.initialize(capabilities, root_uri=workspace.as_uri())
+    await res.initialize(WATCHING_CLIENT, root_uri=workspace.as_uri())
     res.server.session.executor = ManualExecutor()  # type: ignore[assignment]
     yield res
     res.shutdown()

@@ -27,7 +27,7 @@ from server.lsp.convert import TextMap
 from server.lsp.session import THAW_EVERY
 from server.lsp.state import DocState, Snapshot
 from server.workspace import analyze
-from tests.support.inprocess import InProcessClient
+from tests.support.inprocess import WATCHING_CLIENT, InProcessClient
 
 TIMEOUT_S = 20
 TEMPLATE = "You are Ledger, the finance assistant.\n"
@@ -62,19 +62,7 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 async def client(workspace: Path) -> AsyncIterator[InProcessClient]:
     res = InProcessClient()
-    capabilities = lsp.ClientCapabilities(
-        text_document=lsp.TextDocumentClientCapabilities(
-            publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(version_support=True)
-        ),
-        # The client watches files, so the server starts no watcher of its own: every
-        # re-analysis in these tests is caused by the test.
-        workspace=lsp.WorkspaceClientCapabilities(
-            did_change_watched_files=lsp.DidChangeWatchedFilesClientCapabilities(
-                dynamic_registration=True
-            )
-        ),
-    )
-    await res.initialize(capabilities, root_uri=workspace.as_uri())
+    await res.initialize(WATCHING_CLIENT, root_uri=workspace.as_uri())
     yield res
     res.shutdown()
 

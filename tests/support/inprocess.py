@@ -22,6 +22,19 @@ from server.lsp.handlers import build_server
 
 TIMEOUT_S = 20
 
+# A client that takes versioned diagnostics and watches files itself, so the server starts
+# no watcher of its own: every re-analysis in a test using it is caused by the test.
+WATCHING_CLIENT = lsp.ClientCapabilities(
+    text_document=lsp.TextDocumentClientCapabilities(
+        publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(version_support=True)
+    ),
+    workspace=lsp.WorkspaceClientCapabilities(
+        did_change_watched_files=lsp.DidChangeWatchedFilesClientCapabilities(
+            dynamic_registration=True
+        )
+    ),
+)
+
 
 class InProcessClient:
     """A test client wired straight into one server's protocol."""
