@@ -231,7 +231,9 @@ class Reader:
 
     # ---------------------------------------------------------------- document
 
-    def read(self, parsed: ParsedData) -> Conversation:
+    def report_syntax(self, parsed: ParsedData) -> None:
+        """The parse's own findings, each with its severity, at most ``MAX_SYNTAX_ISSUES``
+        of them (then one saying how many more there are)."""
         errors = parsed.errors
         for err in errors[:MAX_SYNTAX_ISSUES]:
             self.issues.append(Issue(err.code, err.message, err.range, severity=err.severity))
@@ -240,6 +242,9 @@ class Reader:
             more = len(errors) - MAX_SYNTAX_ISSUES
             msg = f"{more:,} more syntax problems from here on are not listed"
             self.issues.append(Issue("syntax-error", msg, last.range))
+
+    def read(self, parsed: ParsedData) -> Conversation:
+        self.report_syntax(parsed)
         root = parsed.root
         fields: dict[str, Any] = {}
         messages: tuple[tuple[Message, int], ...] = ()

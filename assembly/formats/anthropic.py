@@ -89,8 +89,7 @@ def read_anthropic(parsed: ParsedData, fmt: DocFormat, length: int, why: str) ->
 
 class _AnthropicReader(Reader):
     def read_doc(self, parsed: ParsedData, why: str) -> Conversation:
-        for err in parsed.errors:
-            self.error(err.message, err.range, code=err.code)
+        self.report_syntax(parsed)
         root = parsed.root
         fields: dict[str, Any] = {}
         messages: list[Message] = []

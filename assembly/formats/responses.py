@@ -93,8 +93,7 @@ def read_responses(parsed: ParsedData, fmt: DocFormat, length: int, why: str) ->
 
 class _ResponsesReader(Reader):
     def read_doc(self, parsed: ParsedData, why: str) -> Conversation:
-        for err in parsed.errors:
-            self.error(err.message, err.range, code=err.code)
+        self.report_syntax(parsed)
         root = parsed.root
         fields: dict[str, Any] = {}
         messages: list[Message] = []

@@ -560,3 +560,19 @@ def test_the_cache_mark_goes_on_the_last_block_of_its_message() -> None:
     assert r.system == [{"type": "text", "text": "S", "cache_control": mark}]
     assert r.messages[1]["content"][-1] == {"type": "text", "text": "b", "cache_control": mark}
     assert validate({"system": r.system, "messages": r.messages}) == []
+
+
+@pytest.mark.parametrize(
+    ("head", "want"),
+    [
+        ("model: claude-sonnet-4\nmax_tokens: 100\nsystem: !custom hi\nmessages:\n", "anthropic"),
+        ("model: gpt-4.1\ninstructions: !custom hi\ninput:\n", "responses"),
+    ],
+)
+def test_a_foreign_request_keeps_the_severity_of_the_parse_findings(head: str, want: str) -> None:
+    """Every reader reports the parse's own findings the one way (``Reader.report_syntax``):
+    an unsupported YAML tag is a warning in an Anthropic or Responses request too."""
+    text = head + "  - role: user\n    content: hello\n"
+    conv = parse_conversation(text, DocFormat.YAML)
+    assert want in conv.source_format
+    assert [(i.code, i.severity) for i in conv.issues] == [("schema-error", "warning")]
