@@ -264,10 +264,7 @@ def tool_call_in_text(src: MessageSource, tools: Tools, ids: CallIds) -> Iterato
     if calls:
         spans = decoded_spans(src)
         for call in calls:
-            if spans is not None:
-                rng = spans.range(call.start, call.end)
-            else:
-                rng = m.content_range if m.content_range is not None else m.range
+            rng = _call_range(src, spans, call.start, call.end)
             args = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
             if len(args) > _ARGS_PREVIEW:
                 args = args[: _ARGS_PREVIEW - 1] + "…"
@@ -278,6 +275,15 @@ def tool_call_in_text(src: MessageSource, tools: Tools, ids: CallIds) -> Iterato
                 rng,
                 fix=_structured_call_fix(src, call, ids.ids),
             )
+
+
+def _call_range(src: MessageSource, spans: DecodedSpans | None, start: int, end: int) -> TextRange:
+    """Where a call written in a message's text lies: its characters when the content maps
+    back to the document (``decoded_spans``), else the content (or the message)."""
+    m = src.message
+    if spans is not None:
+        return spans.range(start, end)
+    return m.content_range if m.content_range is not None else m.range
 
 
 def tool_call_markup_in_text(src: MessageSource, tools: Tools) -> Iterator[Diagnostic]:
@@ -313,10 +319,7 @@ def tool_call_markup_in_text(src: MessageSource, tools: Tools) -> Iterator[Diagn
     if calls:
         spans = decoded_spans(src)
         for call in calls:
-            if spans is not None:
-                rng = spans.range(call.start, call.end)
-            else:
-                rng = m.content_range if m.content_range is not None else m.range
+            rng = _call_range(src, spans, call.start, call.end)
             template = (
                 "Hermes/Qwen `<tool_call>`" if call.shape == "hermes" else "Llama `<|python_tag|>`"
             )
