@@ -432,6 +432,8 @@ class _Topics:
     MARGIN = 2.0  # the winner must score twice any unrelated section
     CONCENTRATION = 0.34  # more than a third of a heading word's uses must lie in its section
     CHAIN_SHARE = 0.15  # the sentence's own section keeps it with this share of the winner
+    TOPIC_USES = 2  # a heading's topic word: uses in the section's own prose
+    TOPIC_SHARE = 0.5  # and the share of the prompt's uses of it there
 
     def __init__(
         self,
@@ -592,13 +594,16 @@ class _Topics:
         strong_hit -= self.wrappers
         # A bold title line labels the paragraph or list under it: one shared word with a
         # label is a coincidence ("Stop when you can answer" is not about **Stop
-        # Immediately When**); it takes two, or the tool it is titled by.
+        # Immediately When**); it takes two, the tool it is titled by, or the label's
+        # topic word (one its paragraph repeats: **Section Headers** over "Keep headers
+        # short", "Always start headers with …").
         strong_hit -= {
             i
             for i in strong_hit
             if self.template.sections[i].kind == "bold"
             and i != tool_target
             and len(title_words.get(i, ())) < 2
+            and self._topic_word(i, title_words.get(i, ()), k) is None
         }
         if not strong_hit:
             return self._no("no heading or tool points at one section")
@@ -629,7 +634,11 @@ class _Topics:
             return self._no(
                 "it shares one heading word that other headings share too, and nothing else"
             )
-        if tool_target != best and 2 * len(title_words[best]) < min(self.title_size[best], 4):
+        if (
+            tool_target != best
+            and 2 * len(title_words[best]) < min(self.title_size[best], 4)
+            and self._topic_word(best, title_words[best], k) is None
+        ):
             return self._no("it shares too few of that section's heading words")
         if tool_target != best and not any(
             self._concentrated(w, best, k) for w in title_words[best]
@@ -687,9 +696,28 @@ class _Topics:
     def _no(self, why: str) -> None:
         self.rejected = why  # why the last sentence was not sent elsewhere (for the hover)
 
-    def _concentrated(self, w: str, best: int, k: int) -> bool:
-        """Whether at least ``CONCENTRATION`` of the uses of word ``w`` (the sentence left
-        out) are in section ``best`` and the sections inside it."""
+    def _topic_word(self, i: int, words: Iterable[str], k: int) -> str | None:
+        """The first of heading words ``words`` that names section ``i``'s topic for
+        sentence ``k``: no other heading has it, the section's own prose (the sentences
+        inside it, sentence ``k`` left out) uses it ``TOPIC_USES`` times or more, and
+        holds ``TOPIC_SHARE`` of the prompt's uses of it (``CONCENTRATION`` for a bold
+        label, whose paragraph is short). One such word is enough, however long the
+        title: the prose under it confirms what the heading says."""
+        sentence = self.template.sentences[k]
+        share = self.CONCENTRATION if self.template.sections[i].kind == "bold" else self.TOPIC_SHARE
+        for w in words:
+            if self.title_df[w] != 1:
+                continue
+            uses = sum(self.body[j][w] for j in range(i, self.subtree_end[i]))
+            if sentence.section is not None and self._inside(sentence.section, i):
+                uses -= 1
+            if uses >= self.TOPIC_USES and self._concentrated(w, i, k, share):
+                return w
+        return None
+
+    def _concentrated(self, w: str, best: int, k: int, share: float = CONCENTRATION) -> bool:
+        """Whether at least ``share`` of the uses of word ``w`` (the sentence left out)
+        are in section ``best`` and the sections inside it."""
         inside = sum(
             self.body[i][w] + (w in self.strong[i]) for i in range(best, self.subtree_end[best])
         )
@@ -698,7 +726,7 @@ class _Topics:
         if sentence.section is not None and self._inside(sentence.section, best):
             inside -= 1
         total -= 1
-        return inside >= self.CONCENTRATION * max(total, 1)
+        return inside >= share * max(total, 1)
 
     def _previews(self, k: int, best: int) -> bool:
         """Whether the other sentences of sentence ``k``'s section name two sections other
