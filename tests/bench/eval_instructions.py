@@ -189,9 +189,12 @@ core details detail information context background summary
 _STOP = frozenset(_STOP_WORDS.split())
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9]")
 # "IMPORTANT:" and "CRITICAL -" open an instruction; "a critical security risk" does not.
+# "Only call …" and "Remember to …" direct; "workaround only" and "remember past
+# interactions" (a description of the model) do not.
 _DIRECTIVE = re.compile(
-    r"\b(?:must|should|never|always|do not|don't|make sure|ensure|prefer|avoid|only|"
-    r"be sure|remember)\b|^\W*(?:important|critical)\b",
+    r"\b(?:must|should|never|always|do not|don't|make sure|ensure|prefer|avoid|"
+    r"be sure|remember\s+(?:to|that)|only\s+(?:use|call|run|do|if|when|after|once))\b|"
+    r"^\W*(?:important|critical|only|remember)\b",
     re.I,
 )
 _VERB_START = re.compile(
@@ -291,11 +294,11 @@ def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
         else:
             blocks[cur] = (blocks[cur][0], le)
     for bs, be in blocks:
-        for m in re.finditer(r"[^.!?]+(?:[.!?]+(?=\s|$)|$)", text[bs:be]):
+        for m in _SENTENCE.finditer(text, bs, be):
             sent = m.group(0).strip()
             if len(sent.split()) < 4 or "{" in sent or "<" in sent or "\n\n" in sent:
                 continue
-            a = bs + m.start() + (len(m.group(0)) - len(m.group(0).lstrip()))
+            a = m.start() + (len(m.group(0)) - len(m.group(0).lstrip()))
             b = a + len(sent)
             sec = owner(sections, a)
             if sec is None or sec.start in whole:
@@ -307,6 +310,15 @@ def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
             if bound(text, sent, sec, sections):
                 res.append(Candidate(sent, a, b, sec))
     return res
+
+
+# A sentence ends at `.`, `!` or `?` before whitespace, but not after "e.g.", "i.e.",
+# "etc." or "vs." (the rest of the sentence is not one of its own).
+_SENTENCE = re.compile(
+    r"(?:[^.!?]|(?<=\b[eE]\.[gG])\.|(?<=\b[iI]\.[eE])\.|(?<=\betc)\.|(?<=\bvs)\.|"
+    r"[.!?](?!\s|$))+(?:[.!?]+(?=\s|$)|$)",
+    re.M,
+)
 
 
 def body_start(text: str) -> int:
@@ -406,7 +418,11 @@ def explain(text: str, offset: int) -> str:
     if m is None:
         return "not read as an instruction"
     title = "" if m.section is None else parse_prompt(text).sections[m.section].title
-    return f"{m.reason} [matched: {title[:30]!r} {m.score:.1f}/{m.own:.1f}/{m.runner_up:.1f}]"
+    sections = parse_prompt(text).sections
+    rival = "" if m.rival is None else f" vs {sections[m.rival].title[:30]!r}"
+    return (
+        f"{m.reason} [matched: {title[:30]!r} {m.score:.1f}/{m.own:.1f}/{m.runner_up:.1f}{rival}]"
+    )
 
 
 def evaluate(files: list[dict], show_misses: bool, show_findings: bool) -> dict:

@@ -29,7 +29,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from assembly.diagnostics.core import (
     Diagnostic,
@@ -280,6 +280,7 @@ class _Target:
     score: float = 0.0  # the section's score
     own: float = 0.0  # the score of its own section
     runner_up: float = 0.0  # the best unrelated section's score
+    rival: int | None = None  # that section
 
 
 def _far_instructions(
@@ -352,6 +353,7 @@ class InstructionMatch:
     reported: bool  # whether the rule reports it
     reason: str  # why it is, or is not, reported
     tool_home: bool = False  # the section describes ``tool`` without being titled by it
+    rival: int | None = None  # the best unrelated section (``runner_up`` is its score)
 
 
 def explain_instruction(
@@ -401,6 +403,7 @@ def explain_instruction(
         found is not None,
         reason,
         match.tool is not None and topics.tool_homes.get(match.tool) == match.section,
+        match.rival,
     )
 
 
@@ -676,12 +679,15 @@ class _Topics:
         mine = self.preamble if sentence.section is None else self.body[sentence.section]
         if any(self._on_topic(mine, w, best, sentence.section) for w in title_words[best]):
             return self._no("its own section speaks of that topic throughout")
+        rival = max(
+            (i for i in score if i not in chain and not self._related(i, best)),
+            key=lambda i: (score[i], -i),
+            default=None,
+        )
+        runner_up = 0.0 if rival is None else score[rival]
+        self.matched = replace(self.matched, own=own, runner_up=runner_up, rival=rival)
         if own >= self.CHAIN_SHARE * best_score:
             return self._no("its own section shares enough of its words")
-        runner_up = max(
-            (v for i, v in score.items() if i not in chain and not self._related(i, best)),
-            default=0.0,
-        )
         if best_score < self.MARGIN * runner_up:
             return self._no("another section fits it about as well")
         why = sorted(set(title_words.get(best, ())))
@@ -691,7 +697,7 @@ class _Topics:
         label = self._label(best)
         if tool is not None and self.tool_homes.get(tool) == best:
             label = f"`{tool}`"  # the section describes the tool without naming it
-        return _Target(best, label, tuple(why), tool, best_score, own, runner_up)
+        return _Target(best, label, tuple(why), tool, best_score, own, runner_up, rival)
 
     def _no(self, why: str) -> None:
         self.rejected = why  # why the last sentence was not sent elsewhere (for the hover)
@@ -1544,6 +1550,10 @@ def _content_words(text: str) -> frozenset[str]:
         if len(lw) < 3 or lw in STOP_WORDS:
             continue
         res.add(stem(lw))
+        if "_" in w and w.isupper():
+            # `TASK_TRACKING` names a part of the prompt (as a `<task_tracking>` or
+            # `TASK_TRACKING:` title does), not a tool: its words count too.
+            res.update(stem(p) for p in lw.split("_") if len(p) > 2 and p not in STOP_WORDS)
     return frozenset(res)
 
 
