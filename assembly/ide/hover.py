@@ -153,11 +153,13 @@ def _instruction_markdown(t: PromptTemplate, m: InstructionMatch) -> str:
         )
     if evidence:
         lines.append(f"- matched because it {' and '.join(evidence)}")
-    if m.reported:
+    if m.reported or m.rival is not None:  # the scores the decision weighed
+        rival = f" (“{_escape(t.sections[m.rival].title)}”)" if m.rival is not None else ""
         lines.append(
             f"- scores: that section {m.score:.1f}, the section it sits in {m.own:.1f}, "
-            f"the best unrelated section {m.runner_up:.1f}"
+            f"the best unrelated section {m.runner_up:.1f}{rival}"
         )
+    if m.reported:
         lines.append(f"- reported by `instruction-far-from-section`: {m.reason}")
         lines.append(
             "- to keep it where it is, put "

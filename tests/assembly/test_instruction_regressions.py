@@ -66,6 +66,14 @@ def test_reports_exactly_the_marked_lines(path: Path) -> None:
         ("quoted-tool.prompt.md", "tool use", "TOOLS"),
         # A tool described by a section that is not titled by its name.
         ("tool-home.prompt.md", "`todo_write`", "## Progress"),
+        # One heading word is enough when the section's prose repeats it and holds most
+        # of its uses: a bold label, a capitals name written in prose.
+        ("bold-label-topic-word.prompt.md", "section headers", "**Section Headers**"),
+        (
+            "capitals-name-in-prose.prompt.md",
+            "TASK_TRACKING_PERSISTENCE",
+            "<TASK_TRACKING_PERSISTENCE>",
+        ),
     ],
 )
 def test_says_what_and_where(name: str, about: str, section: str) -> None:
@@ -252,3 +260,36 @@ def test_restatement_inside_an_on_topic_section_is_kept() -> None:
     assert m is not None and m.section is not None and not m.reported
     assert template.sections[m.section].title == "DOCUMENTATION"
     assert "own heading" in m.reason
+
+
+def test_evaluation_picker_keeps_an_abbreviation_inside_its_sentence() -> None:
+    # The picker cut "For tasks that have no prior context (i.e. the user is starting
+    # something new), you should …" after "i.e." and moved the fragment (heldout4).
+    bench = _bench()
+    text = "# Scope\nFor new work (i.e. the user starts afresh), you should be ambitious. Stop.\n"
+    sentences = [c.sentence for c in bench.candidates(text, bench.oracle_sections(text))]
+    assert not any(s.startswith("the user") for s in sentences)
+    assert not any(
+        m.group(0).strip().startswith("the user") for m in bench._SENTENCE.finditer(text)
+    )
+
+
+def test_evaluation_picker_takes_no_description_for_an_instruction() -> None:
+    # "remember past interactions" describes the model, "workaround only" grades an
+    # outcome; "Remember to …" and "Only call …" direct it.
+    bench = _bench()
+    assert not bench._DIRECTIVE.search("You have a memory that lets you remember past chats.")
+    assert not bench._DIRECTIVE.search("outcome = partial: progress, but a workaround only")
+    assert bench._DIRECTIVE.search("Remember to save the file.")
+    assert bench._DIRECTIVE.search("Only call open_url when the user gives a link.")
+
+
+def test_explanation_names_the_topic_word() -> None:
+    # One heading word of a long title decides when the section's prose repeats it and
+    # holds most of its uses; the hover shows that word.
+    text = (DATA / "long-title-topic-word.prompt.md").read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    m = explain_instruction(template, text.index("Never kill"))
+    assert m is not None and m.section is not None and m.reported
+    assert template.sections[m.section].title == "Running and stopping background processes"
+    assert m.heading_words == ("processes",)
