@@ -1554,7 +1554,14 @@ def _content_words(text: str) -> frozenset[str]:
             # `TASK_TRACKING` names a part of the prompt (as a `<task_tracking>` or
             # `TASK_TRACKING:` title does), not a tool: its words count too.
             res.update(stem(p) for p in lw.split("_") if len(p) > 2 and p not in STOP_WORDS)
+    if "." in text:
+        res.update(w.lower() for w in _DOTTED.findall(text))
     return frozenset(res)
+
+
+# A dotted name (`AGENTS.md`, `os.path`, `config.yaml`) is one word: its parts say less
+# ("md" is too short to count, "agents" is said everywhere). Not "e.g." nor "v1.2".
+_DOTTED = re.compile(r"(?<![\w.])[A-Za-z_][\w-]+(?:\.[A-Za-z_][\w-]*)*\.[A-Za-z_][\w-]+(?![\w-]|\.\w)")
 
 
 def _title_words(section: Section, split: bool = False) -> set[str]:
@@ -1565,6 +1572,7 @@ def _title_words(section: Section, split: bool = False) -> set[str]:
     two of its three words: one shared part is a coincidence."""
     title = section.title.strip().strip("`*_ ")
     words = [x.lower() for x in _WORDS.findall(title)]
+    words += [x.lower() for x in _DOTTED.findall(title)]
     if split:
         words += [p for w in words if "_" in w for p in w.split("_") if len(p) > 2]
     return {
