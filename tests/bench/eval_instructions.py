@@ -4,9 +4,11 @@ The corpora: ``tests/data/prompts-real/`` (51 agent system prompts of 12 open-so
 projects; ``MANIFEST.json`` names their sources and holds the tune / held-out split,
 ``LABELS.json`` the hand labels), ``tests/data/prompts-fresh/`` (23 prompts of 5 further
 projects), ``tests/data/prompts-heldout3/`` (24 prompts of 6 further projects) and
-``tests/data/prompts-heldout4/`` (22 prompts of 5 further projects). The first three were
-looked at while tuning and are now all tuning data; the fourth is the held-out set (see
-its README). Three measurements, each per half:
+``tests/data/prompts-heldout4/`` (22 prompts of 5 further projects), all four looked at
+while tuning; ``--corpus seen`` runs them together, split by project into a ``tune`` and a
+``check`` half (``seen_half``). ``tests/data/prompts-heldout5/`` (``--corpus heldout5``,
+the same ``MANIFEST.json`` / ``LABELS.json`` format) is the held-out set, gathered and
+labelled before the rule ran on it and run once. Three measurements, each per half:
 
 (a) mutation recall. An *oracle* written here, on purpose simpler than and independent
     of the library (its own reading of headings, XML blocks, ``====`` blocks, bold and
@@ -24,8 +26,9 @@ its README). Three measurements, each per half:
 (c) speed: ``check`` with every rule on a 30 KB prompt made of corpus prompts, parsed
     afresh each run (median of ``--repeat`` runs; the first, cold run is shown too).
 
-    python tests/bench/eval_instructions.py [--corpus real|fresh|heldout3|heldout4]
-        [--split tune|heldout|all]
+    python tests/bench/eval_instructions.py
+        [--corpus real|fresh|heldout3|heldout4|heldout5|seen]
+        [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30]
 

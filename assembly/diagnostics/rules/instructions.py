@@ -98,9 +98,14 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
       and that the prompt uses mostly there (more than a third of its uses), or two
       heading words, or one with support from the section's prose (a heading of three or
       more topic words needs half of them, two at most; a bold title line, which labels
-      the paragraph under it, needs two); the `section_topics` setting adds topic words
-      to headings (built in: Tools, Citations, User Information). It must beat every
-      unrelated section by a clear margin.
+      the paragraph under it, needs two), or the section's *topic word*: a heading word
+      no other heading has that the section's own prose uses twice more and that holds
+      half of the prompt's uses (a third under a bold label), whatever the title's
+      length (`**Section Headers**` for "Keep headers short"). Words are stemmed;
+      `snake_case` and dotted names (`AGENTS.md`) are one word, and a capitals name in
+      prose (`TASK_TRACKING`) gives its parts too. The `section_topics` setting adds
+      topic words to headings (built in: Tools, Citations, User Information). It must
+      beat every unrelated section by a clear margin.
 
     Not reported: an instruction inside that section or one around it; one whose own
     section names the same topic or tool, or shares enough of its words (a restatement);
@@ -112,7 +117,8 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     sentences name two or more other sections). The text before the first heading is on
     an instruction's topic only when two more of its sentences use the topic word;
     an instruction on the line just before its section (under 15 tokens away) unless it
-    names a tool. Hover an instruction to see the section it was matched to and why.
+    names a tool. Hover an instruction to see the section it was matched to and why (the
+    words, the scores, and the best unrelated section).
 
     Otherwise the finding says where the instruction sits and how many tokens from its
     section: a warning at the top of the prompt or in another part of it, information in a
@@ -553,7 +559,9 @@ class _Topics:
         word, ``BODY`` times the inverse section frequency per word the section's own
         prose uses. Only a section with a heading or tool match can win. The winner must
         not be the sentence's own section or one around or inside it; a heading word
-        shared by another heading of the prompt needs a second piece of evidence; the
+        shared by another heading of the prompt needs a second piece of evidence; a bold
+        label or a long title needs two of its words, or its topic word
+        (``_topic_word``: one its own prose repeats and mostly holds); the
         winner must beat every unrelated section by ``MARGIN``; and the sentence's own
         sections must not claim it (a heading match, or a body score of ``CHAIN_SHARE``
         of the winner's: a restatement inside an on-topic section).
@@ -1561,7 +1569,9 @@ def _content_words(text: str) -> frozenset[str]:
 
 # A dotted name (`AGENTS.md`, `os.path`, `config.yaml`) is one word: its parts say less
 # ("md" is too short to count, "agents" is said everywhere). Not "e.g." nor "v1.2".
-_DOTTED = re.compile(r"(?<![\w.])[A-Za-z_][\w-]+(?:\.[A-Za-z_][\w-]*)*\.[A-Za-z_][\w-]+(?![\w-]|\.\w)")
+_DOTTED = re.compile(
+    r"(?<![\w.])[A-Za-z_][\w-]+(?:\.[A-Za-z_][\w-]*)*\.[A-Za-z_][\w-]+(?![\w-]|\.\w)"
+)
 
 
 def _title_words(section: Section, split: bool = False) -> set[str]:
