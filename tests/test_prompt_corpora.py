@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).resolve().parent / "data"
-CORPORA = ["prompts-real", "prompts-fresh", "prompts-heldout3", "prompts-heldout4"]
+CORPORA = [
+    "prompts-real",
+    "prompts-fresh",
+    "prompts-heldout3",
+    "prompts-heldout4",
+    "prompts-heldout5",
+]
 PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
 
 
