@@ -12,6 +12,7 @@ object (``Source.per_message``), so typing in a message only makes that message'
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import operator
 import typing
 from collections.abc import Iterator, Sequence
@@ -31,11 +32,13 @@ from assembly.model import (
     Conversation,
     DocFormat,
     FileAttachment,
+    Image,
     Located,
     Message,
     RejectedCall,
     Role,
     TextBlock,
+    ToolCall,
     ToolDef,
 )
 from assembly.syntax import Member, SNode
@@ -92,53 +95,85 @@ _MESSAGE_FIELDS = tuple(
 )
 
 
-_COPIED = ("id", "index", "role", "parent", "tool_calls", "tool_call_id")
+_COPIED = ("id", "index", "role", "parent", "tool_call_id")
 
 
 class MessageShape:
     """A message of one version (a view) without its contents: every field of ``Message``
     but ``content`` (which it does not have), with its attached files' contents left out,
-    and ``index``. Equal (``key``) when all but the ranges are equal."""
+    and ``index``. Equal (``key``) when all but the ranges are equal.
+
+    Made from a view, or from a stored message, where it starts and its index (the view
+    is then made only when a range is read: a walk of the branch reads plain fields)."""
 
     # The fields every walk of the branch reads are copied; the others are read through.
-    __slots__ = ("_files", "_key", "_m", *_COPIED)
+    __slots__ = ("_base", "_calls", "_files", "_g", "_images", "_key", "_view", *_COPIED)
 
-    def __init__(self, m: Message) -> None:
-        self._m = m
+    def __init__(self, m: Message, base: int | None = None, index: int | None = None) -> None:
+        if base is None:  # a view
+            self._view: Message | None = m
+            g = getattr(m, "green", m)
+            self._base = getattr(m, "base", 0)
+            index = m.index
+        else:
+            self._view = None
+            g = m
+            self._base = base
+        self._g = g
+        self.index = index
+        self.id, self.role, self.parent, self.tool_call_id = g.id, g.role, g.parent, g.tool_call_id
         self._key: tuple[Any, ...] | None = None
         self._files: tuple[FileAttachment, ...] | None = None
-        self.id, self.index, self.role, self.parent, self.tool_calls, self.tool_call_id = (
-            m.id,
-            m.index,
-            m.role,
-            m.parent,
-            m.tool_calls,
-            m.tool_call_id,
-        )
+        self._calls: tuple[ToolCall, ...] | None = None
+        self._images: tuple[Image, ...] | None = None
+
+    @property
+    def _m(self) -> Message:
+        """The message seen in its version (made when first read)."""
+        v = self._view
+        if v is None:
+            v = self._view = Located(self._g, self._base, self.index)  # type: ignore[assignment]
+        return v  # type: ignore[return-value]
 
     @property
     def key(self) -> tuple[Any, ...]:
         if self._key is None:
-            self._key = (self.index, *shape_key_of(getattr(self._m, "green", self._m)))
+            self._key = (self.index, *shape_key_of(self._g))
         return self._key
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        calls = self._calls
+        if calls is None:
+            calls = self._calls = self._m.tool_calls if self._g.tool_calls else ()
+        return calls
+
+    @property
+    def images(self) -> tuple[Image, ...]:
+        images = self._images
+        if images is None:
+            images = self._images = self._m.images if self._g.images else ()
+        return images
 
     @property
     def files(self) -> tuple[FileAttachment, ...]:
         if self._files is None:
-            fs = self._m.files
+            fs = self._m.files if self._g.files else ()
             self._files = tuple(map(_without_content, fs)) if fs else ()
         return self._files
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MessageShape):
             return NotImplemented
-        return self._m is other._m or self.key == other.key
+        if self._g is other._g and self.index == other.index:
+            return True
+        return self.key == other.key
 
     def __hash__(self) -> int:
         return hash(self.key)
 
     def __repr__(self) -> str:
-        return f"MessageShape({self._m.id!r}, {self._m.role})"
+        return f"MessageShape({self.id!r}, {self.role})"
 
 
 def _without_content(f: Any) -> FileAttachment:
@@ -162,9 +197,16 @@ def shape_key_of(m: Message) -> tuple[Any, ...]:
 _FILE_FIELDS = tuple(f.name for f in dataclasses.fields(FileAttachment) if f.name != "content")
 
 
+def _read_through(name: str) -> property:
+    """A field of the shape: a range (or values holding ranges) through the view, a plain
+    value from the stored message."""
+    kind = str(next(f.type for f in dataclasses.fields(Message) if f.name == name))
+    return property(operator.attrgetter(f"_m.{name}" if "Span" in kind else f"_g.{name}"))
+
+
 for _name in _MESSAGE_FIELDS:
-    if _name not in _COPIED:
-        setattr(MessageShape, _name, property(operator.attrgetter(f"_m.{_name}")))
+    if _name not in _COPIED and _name not in ("tool_calls", "images"):
+        setattr(MessageShape, _name, _read_through(_name))
 del _name
 
 
@@ -213,8 +255,10 @@ class Branch:
         if not self.chain:
             res = list(self.messages)
         else:
-            by_id = {m.id: m for m in self.messages}
-            res = [by_id[i] for i in self.chain if i in by_id]
+            stored = self.stored if len(self.stored) == len(self.messages) else self.messages
+            by_id = dict(zip(map(_ID, stored), range(len(stored)), strict=True))
+            at = self.messages.__getitem__
+            res = [at(by_id[i]) for i in self.chain if i in by_id]
         _BRANCHES.clear()  # the last one only
         _BRANCHES[id(self)] = (self, res)
         return list(res)
@@ -242,7 +286,7 @@ _BRANCHES: dict[int, tuple[Branch, list[MessageShape]]] = {}
 def branch_of(src: Source) -> Branch:
     ctx = src.ctx
     conv = ctx.conversation
-    shapes = _Shapes(src.views)
+    shapes = _Shapes(src.messages, conv.starts if conv is not None else ())
     a = ctx.assembly
     chain = tuple(a.chain) if a is not None and a.chain else ()
     if conv is None:
@@ -261,21 +305,23 @@ def branch_of(src: Source) -> Branch:
 
 
 class _Shapes(Sequence[MessageShape]):
-    """The messages of one version without contents, each made when first read."""
+    """The messages of one version without contents (from the stored messages and where
+    they start), each made when first read."""
 
-    __slots__ = ("_made", "_views")
+    __slots__ = ("_made", "_starts", "_stored")
 
-    def __init__(self, views: Sequence[Message]) -> None:
-        self._views = views
-        self._made: list[MessageShape | None] = [None] * len(views)
+    def __init__(self, stored: Sequence[Message], starts: Sequence[int]) -> None:
+        self._stored = stored
+        self._starts = starts
+        self._made: list[MessageShape | None] = [None] * len(stored)
 
     def __len__(self) -> int:
-        return len(self._views)
+        return len(self._stored)
 
     def _at(self, i: int) -> MessageShape:
         shape = self._made[i]
         if shape is None:
-            shape = self._made[i] = MessageShape(self._views[i])
+            shape = self._made[i] = MessageShape(self._stored[i], self._starts[i], i)
         return shape
 
     @typing.overload
@@ -518,8 +564,12 @@ class Ignoring:
 
 
 @query
-def ignoring(branch: Branch) -> Ignoring:
-    return Ignoring(tuple(m.index for m in branch.messages if m.ignore))
+def ignoring(src: Source) -> Ignoring:
+    flags = src.per_message("ignores", _IGNORES)
+    return Ignoring(tuple(itertools.compress(range(len(flags)), flags)))
+
+
+_IGNORES = operator.attrgetter("ignore")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
