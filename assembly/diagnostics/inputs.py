@@ -15,7 +15,7 @@ import dataclasses
 import itertools
 import operator
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -247,21 +247,51 @@ class Branch:
     project_files: tuple[FileAttachment, ...]
     stored: tuple[Message, ...] = ()  # what is compared (position-free)
 
+    def _memo(self, kind: str, make: Callable[[], _V]) -> _V:
+        """A value made from this input once (kept for the last input read only)."""
+        hit = _BRANCHES.get(id(self))
+        if hit is None or hit[0] is not self:
+            _BRANCHES.clear()  # the last one only
+            hit = _BRANCHES[id(self)] = (self, {})
+        values = hit[1]
+        if kind not in values:
+            values[kind] = make()
+        return values[kind]  # type: ignore[no-any-return]
+
+    @property
+    def data(self) -> Sequence[Message]:
+        """The stored messages (position-free, without index): ``data[i]`` is the stored
+        message of ``messages[i]``. A walk that reads no range reads these: it costs no
+        shape (the shape of a message with a finding is ``messages[i]``)."""
+        return self.stored if len(self.stored) == len(self.messages) else self.messages
+
+    def order(self) -> list[int]:
+        """The indexes of the messages of the current branch, in order (all of them
+        without a chain)."""
+        return list(self._memo("order", self._order))
+
+    def _order(self) -> list[int]:
+        data = self.data
+        if not self.chain:
+            return list(range(len(data)))
+        by_id = dict(zip(map(_ID, data), range(len(data)), strict=True))
+        return [by_id[i] for i in self.chain if i in by_id]
+
     def branch(self) -> list[MessageShape]:
         """The messages of the current branch, in order (all of them without a chain)."""
-        hit = _BRANCHES.get(id(self))
-        if hit is not None and hit[0] is self:
-            return list(hit[1])
-        if not self.chain:
-            res = list(self.messages)
-        else:
-            stored = self.stored if len(self.stored) == len(self.messages) else self.messages
-            by_id = dict(zip(map(_ID, stored), range(len(stored)), strict=True))
-            at = self.messages.__getitem__
-            res = [at(by_id[i]) for i in self.chain if i in by_id]
-        _BRANCHES.clear()  # the last one only
-        _BRANCHES[id(self)] = (self, res)
-        return list(res)
+        at = self.messages.__getitem__
+        return list(self._memo("branch", lambda: list(map(at, self.order()))))
+
+    def roles(self) -> frozenset[Role]:
+        """The roles of the messages (of every branch)."""
+        return self._memo("roles", lambda: frozenset(map(_ROLE, self.data)))
+
+    def index_of(self, m: Message) -> int:
+        """The index of a stored message of ``data``, by identity."""
+        where = self._memo(
+            "where", lambda: dict(zip(map(id, self.data), range(len(self.data)), strict=True))
+        )
+        return where[id(m)]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Branch):
@@ -279,7 +309,9 @@ class Branch:
     __hash__ = None  # type: ignore[assignment]
 
 
-_BRANCHES: dict[int, tuple[Branch, list[MessageShape]]] = {}
+_BRANCHES: dict[int, tuple[Branch, dict[str, Any]]] = {}
+_V = TypeVar("_V")
+_ROLE = operator.attrgetter("role")
 
 
 @query
@@ -354,7 +386,7 @@ class OnBranch:
 
 @query
 def on_branch(branch: Branch) -> OnBranch:
-    return OnBranch(frozenset(m.index for m in branch.branch()))
+    return OnBranch(frozenset(branch.order()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,7 +398,7 @@ class CallIds:
 
 @query
 def call_ids(branch: Branch) -> CallIds:
-    return CallIds(frozenset(c.id for m in branch.messages for c in m.tool_calls))
+    return CallIds(frozenset(c.id for m in branch.data if m.tool_calls for c in m.tool_calls))
 
 
 # ------------------------------------------------------------------------------ the cut
@@ -527,33 +559,42 @@ class SystemChoice:
 
 @query
 def system_choice(branch: Branch) -> SystemChoice:
+    data = branch.data
     return SystemChoice(
-        first_system_index(branch.messages, branch.branch_tip),  # type: ignore[arg-type]
-        frozenset(c.name.lower() for m in branch.messages for c in m.tool_calls if c.name),
+        first_system_index(data, branch.branch_tip),
+        frozenset(c.name.lower() for m in data if m.tool_calls for c in m.tool_calls if c.name),
     )
 
 
 def first_system_index(msgs: Sequence[Message], tip_id: str | None) -> int | None:
     """The index of the system message the pipeline takes as the system prompt: the first
-    one of the branch, walked from the tip through the ``parent`` links."""
-    if not any(m.role is Role.SYSTEM for m in msgs):
+    one of the branch, walked from the tip through the ``parent`` links.
+
+    ``msgs`` are the messages in document order (stored or seen: only their ids, roles
+    and parents are read; the index is the place in ``msgs``).
+    """
+    roles = list(map(_ROLE, msgs))
+    if Role.SYSTEM not in roles:
         return None
-    by_id = {m.id: m for m in msgs}
-    cur: Message | None = by_id.get(tip_id) if tip_id is not None else None
+    ids = list(map(_ID, msgs))
+    parents = list(map(_PARENT, msgs))
+    by_id = dict(zip(ids, range(len(ids)), strict=True))
+    cur: int | None = by_id.get(tip_id) if tip_id is not None else None
     if cur is None:
-        cur = msgs[-1]
-    tree = any(m.parent is not None for m in msgs)
-    first: Message | None = None
+        cur = len(ids) - 1
+    tree = parents.count(None) != len(parents)
+    first: int | None = None
     seen: set[str] = set()
-    while cur is not None and cur.id not in seen:
-        seen.add(cur.id)
-        if cur.role is Role.SYSTEM:
+    while cur is not None and ids[cur] not in seen:
+        seen.add(ids[cur])
+        if roles[cur] is Role.SYSTEM:
             first = cur
-        if tree and cur.parent is not None:
-            cur = by_id.get(cur.parent)
-        else:
-            cur = msgs[cur.index - 1] if cur.index > 0 else None
-    return first.index if first is not None else None
+        parent = parents[cur] if tree else None
+        cur = by_id.get(parent) if parent is not None else cur - 1 if cur > 0 else None
+    return first
+
+
+_PARENT = operator.attrgetter("parent")
 
 
 @dataclass(frozen=True, slots=True)

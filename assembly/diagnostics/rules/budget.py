@@ -31,6 +31,7 @@ SENT_SEGMENTS = frozenset({"history", "last_user", "this_turn"})
 _ID = operator.attrgetter("id")
 _TOKENS = operator.attrgetter("tokens")
 _FILE_ID = operator.attrgetter("file_id")
+_SOURCE = operator.attrgetter("source")
 
 
 def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -316,29 +317,62 @@ def _located(conv: Conversation | None, m: LlmMessage) -> Message | None:
 
 
 def _span_places(
-    conv: Conversation | None, msgs: Iterable[LlmMessage], summary_id: str | None
+    conv: Conversation | None, msgs: Sequence[LlmMessage], summary_id: str | None
 ) -> tuple[_Place | None, _Place | None, Message | None]:
     """The places where the document span of ``msgs``' sources starts and ends, and the
     summary node among them (placed anywhere in the document, so it is kept out of the
-    span)."""
-    start = end = -1
-    first: _Place | None = None
-    last: _Place | None = None
+    span).
+
+    The messages lie in the document in the order of their indexes, each one's files
+    inside it in order: the span starts at the lowest index (the message itself, else its
+    first file among ``msgs``) and ends at the highest (the message, else its last file).
+    A pass over the indexes at C speed, then a look at the two ends' entries.
+    """
+    if conv is None or not msgs:
+        return None, None, None
+    where = _indexes(conv, msgs)
     summary: Message | None = None
-    for m in msgs:
-        src = _located(conv, m)
-        if src is None:
-            continue
-        if src.id == summary_id and src.role is Role.SUMMARY:
-            summary = src
-            continue
-        k = _file_index(m, src)
-        rng = _own(src, k)
-        if start < 0 or rng.start < start:
-            start, first = rng.start, (src, k)
-        if rng.end > end:
-            end, last = rng.end, (src, k)
-    return first, last, summary
+    skip = -1
+    if summary_id is not None:
+        data = conv.message_data
+        for i in {i for i in where if i is not None}:
+            src = data[i]
+            if src.id == summary_id and src.role is Role.SUMMARY:
+                skip = i  # one message per id: the reader reports duplicates
+                summary = conv.messages[i]
+    kept = [i for i in where if i is not None and i != skip]
+    if not kept:
+        return None, None, summary
+    lo, hi = min(kept), max(kept)
+    return (
+        _end_place(conv, msgs, where, lo, first=True),
+        _end_place(conv, msgs, where, hi, first=False),
+        summary,
+    )
+
+
+def _end_place(
+    conv: Conversation, msgs: Sequence[LlmMessage], where: list[int | None], i: int, first: bool
+) -> _Place:
+    """The first (else last) place of message ``i`` among ``msgs``: the message itself
+    when it is among them, else its first (last) file."""
+    src = conv.messages[i]
+    ks = [_file_index(m, src) for m, at in zip(msgs, where, strict=True) if at == i]
+    if None in ks:
+        return src, None
+    files = [k for k in ks if k is not None]
+    return src, (min(files) if first else max(files))
+
+
+def _indexes(conv: Conversation, msgs: Sequence[LlmMessage]) -> list[int | None]:
+    """The index in ``conv`` of each message's source (None: none, or not in ``conv``).
+
+    By object identity (``Conversation.index_of``): the sources are alive, so no other
+    live object has their ``id``.
+    """
+    data = conv.message_data
+    where = dict(zip(map(id, data), range(len(data)), strict=True))
+    return list(map(where.get, map(id, map(_SOURCE, msgs))))
 
 
 def _own(src: Message, k: int | None) -> TextRange:
@@ -367,9 +401,10 @@ def _file_index(m: LlmMessage, src: Message) -> int | None:
 
 def _n_messages(msgs: Iterable[LlmMessage]) -> int:
     """Document messages among ``msgs`` (an upload injected before its message is not one)."""
-    seen: set[str] = set()
-    for m in msgs:
-        if m.source is not None and _file_index(m, m.source) is None:
+    msgs = list(msgs)
+    seen = {m.source.id for m in msgs if m.source is not None and "/files/" not in m.id}
+    for m in msgs:  # the few injected uploads: those whose id names a file of the source
+        if "/files/" in m.id and m.source is not None and _file_index(m, m.source) is None:
             seen.add(m.source.id)
     return len(seen)
 
@@ -379,8 +414,10 @@ def _uploads(
 ) -> Iterator[tuple[str, str, Message, int | None]]:
     """(file id, filename, message, index in its ``files``) of the files ``msgs`` inject."""
     for m in msgs:
+        if m.file_id is None:
+            continue
         src = _located(conv, m)
-        if m.file_id is None or src is None:
+        if src is None:
             continue
         k = _file_index(m, src)
         if k is not None:

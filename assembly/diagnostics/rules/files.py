@@ -74,10 +74,10 @@ def file_id_not_in_read_file_list(
     if not b.messages and not in_prompt.ids:
         return
     files = _Files(b, cut)
-    for m, offered in files.walk():
-        found = mentions.of_message[m.index]
-        if found is None:
-            continue
+    for i, offered in files.walk(mentions):
+        found = mentions.of_message[i]
+        assert found is not None
+        m = b.messages[i]
         if m.role is Role.ASSISTANT:
             for k, call in enumerate(m.tool_calls):
                 value = found.get(k)
@@ -123,10 +123,12 @@ def filename_instead_of_file_id(
     if not b.messages:
         return
     files = _Files(b, cut)
-    for m in files.branch:
-        found = mentions.of_message[m.index]
+    of_message = mentions.of_message
+    for i in files.order:
+        found = of_message[i]
         if found is None:
             continue
+        m = b.messages[i]
         for k, call in enumerate(m.tool_calls):
             value = found.get(k)
             ids = files.filename_ids(value) if isinstance(value, str) else None
@@ -156,8 +158,9 @@ def filename_instead_of_file_id(
                 )
             for file_id in ids[:1]:
                 place = files.known.get(file_id)
-                if place is not None and place.range is not None:
-                    related = (Related(place.range, f"`{value}` is injected here"),)
+                rng = files.range(place) if place is not None else None
+                if rng is not None:
+                    related = (Related(rng, f"`{value}` is injected here"),)
             yield Diagnostic(
                 "filename-instead-of-file-id",
                 Severity.ERROR,
@@ -180,30 +183,41 @@ def file_refs(m: Message) -> tuple[tuple[str, int, int], ...]:
 
 @dataclass(frozen=True, slots=True)
 class _Place:
-    """Where a file id is given in the document (None: only in the pipeline's listing)."""
+    """Where a file id is given in the document: ``at`` is (message index, which: "files",
+    "file_id" or "images", position), or a project file's range (None: only in the
+    pipeline's listing)."""
 
     file_id: str
     filename: str
-    range: TextRange | None
+    at: tuple[int, str, int] | TextRange | None
     message_id: str | None  # the message that injects it; None for project files
     project: bool = False
 
 
 class _Files:
-    """Every file of the document, and what the model is offered along the branch."""
+    """Every file of the document, and what the model is offered along the branch.
+
+    Read from the stored messages (no message shape is made but for a finding)."""
 
     def __init__(self, b: Branch, cut: Cut) -> None:
-        self.branch = b.branch()
-        self.branch_ids = {m.id for m in self.branch}
+        self._b = b
+        self.order = b.order()
+        data = b.data
+        self.branch_ids = {data[i].id for i in self.order}
         self.known: dict[str, _Place] = {}
         self.by_name: dict[str, list[str]] = {}
-        for m in b.messages:
-            for f in m.files:
-                self._add(_Place(f.file_id, f.filename, f.range, m.id))
+        # The messages that inject a file, in document order.
+        self._carriers = [
+            i for i, m in enumerate(data) if m.files or m.file_id is not None or m.images
+        ]
+        for i in self._carriers:
+            m = data[i]
+            for k, f in enumerate(m.files):
+                self._add(_Place(f.file_id, f.filename, (i, "files", k), m.id))
             if m.file_id is not None:
-                self._add(_Place(m.file_id, m.filename or "", m.range, m.id))
-            for image in m.images:
-                self._add(_Place(image.ref, "", image.range, m.id))
+                self._add(_Place(m.file_id, m.filename or "", (i, "file_id", 0), m.id))
+            for k, image in enumerate(m.images):
+                self._add(_Place(image.ref, "", (i, "images", k), m.id))
         for f in b.project_files:
             self._add(_Place(f.file_id, f.filename, f.range, None, project=True))
         self.listed: set[str] = set()
@@ -229,22 +243,40 @@ class _Files:
         if place.filename:
             self.by_name.setdefault(place.filename, []).append(place.file_id)
 
-    def walk(self) -> Iterator[tuple[MessageShape, set[str]]]:
-        """Yield each branch message with the ids offered to the model at that point.
+    def range(self, place: _Place) -> TextRange | None:
+        """Where ``place`` is in this version (None: nowhere in the document)."""
+        at = place.at
+        if not isinstance(at, tuple):
+            return at
+        i, which, k = at
+        m = self._b.messages[i]
+        if which == "files":
+            return m.files[k].range
+        return m.range if which == "file_id" else m.images[k].range
+
+    def walk(self, mentions: FileMentions) -> Iterator[tuple[int, set[str]]]:
+        """Yield the index of each branch message that names a file id (``mentions``) with
+        the ids offered to the model at that point.
 
         The set grows as the walk goes on (do not keep it); at the end it is also
         ``offered_at_end``, what the custom agent prompt (after all history) can name.
         """
         offered = set(self.listed)
-        for m in self.branch:
-            for k, f in enumerate(m.files):
-                carrier = m.id if f.kind == "image" else f"{m.id}/files/{k}"
-                self._offer(offered, f.file_id, carrier)
-            if m.file_id is not None:
-                self._offer(offered, m.file_id, m.id)
-            for image in m.images:
-                self._offer(offered, image.ref, m.id)
-            yield m, offered
+        data = self._b.data
+        carriers = set(self._carriers)
+        of_message = mentions.of_message
+        for i in self.order:
+            if i in carriers:
+                m = data[i]
+                for k, f in enumerate(m.files):
+                    carrier = m.id if f.kind == "image" else f"{m.id}/files/{k}"
+                    self._offer(offered, f.file_id, carrier)
+                if m.file_id is not None:
+                    self._offer(offered, m.file_id, m.id)
+                for image in m.images:
+                    self._offer(offered, image.ref, m.id)
+            if of_message[i] is not None:
+                yield i, offered
         self.offered_at_end = offered
 
     def _offer(self, offered: set[str], file_id: str, carrier: str) -> None:
@@ -283,10 +315,11 @@ def _not_offered(files: _Files, file_id: str, rng: TextRange, who: str) -> Diagn
         why = "the file is injected on another branch"
     else:
         why = "the file is not offered at this point"
-    if place is not None and place.range is not None:
+    given = files.range(place) if place is not None else None
+    if place is not None and given is not None:
         what = f"`{place.filename}`" if place.filename else f"file_id `{file_id}`"
         where = "is a project file" if place.project else "is injected here"
-        related = (Related(place.range, f"{what} {where}"),)
+        related = (Related(given, f"{what} {where}"),)
     return Diagnostic(
         "file-id-not-in-read-file-list",
         Severity.WARNING,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import operator
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ _USER_KEY = re.compile(r"user\.([A-Za-z_][A-Za-z0-9_]*)")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _WORD = re.compile(r"\S+")
 SUGGESTION_CUTOFF = 0.8
+_ID = operator.attrgetter("id")
 MIN_DUPLICATE_WORDS = 6  # shorter paragraphs ("Be concise.") repeat by coincidence
 
 
@@ -76,7 +78,7 @@ def reminder_not_last(b: Branch) -> Iterator[Diagnostic]:
     ```
     Use `reminder: "Cite the runbook for every step."` instead.
     """
-    if not b.messages:
+    if not b.messages or Role.REMINDER not in b.roles():
         return
     if b.chain:
         order = {mid: i for i, mid in enumerate(b.chain)}
@@ -228,14 +230,16 @@ def summary_on_other_branch(b: Branch, reports: SummaryReports) -> Iterator[Diag
     ```
     `s1` hangs off `a1` beside `u3`: the branch u1 → a1 → u3 does not contain it.
     """
-    by_id = {m.id: m for m in b.messages}
+    if Role.SUMMARY not in b.roles() and not reports.items:
+        return
+    data = b.data
+    nodes = [b.messages[i] for i, m in enumerate(data) if m.role is Role.SUMMARY]
     # The pipeline reports at `summarizes_through` (or the summary itself when it has none).
     summaries: dict[TextRange, MessageShape] = {}
-    for m in b.messages:
-        if m.role is Role.SUMMARY:
-            summaries.setdefault(m.range, m)
-            if m.summarizes_through_range is not None:
-                summaries.setdefault(m.summarizes_through_range, m)
+    for m in nodes:
+        summaries.setdefault(m.range, m)
+        if m.summarizes_through_range is not None:
+            summaries.setdefault(m.summarizes_through_range, m)
     reported: set[int] = set()
     for d in reports.items:
         node = summaries.get(d.range)
@@ -249,9 +253,10 @@ def summary_on_other_branch(b: Branch, reports: SummaryReports) -> Iterator[Diag
     if not b.chain:
         return
     on_branch = set(b.chain)
-    tip = by_id.get(b.chain[-1])
-    for m in b.messages:
-        if m.role is not Role.SUMMARY or m.id in on_branch or m.index in reported:
+    tip_index = dict(zip(map(_ID, data), range(len(data)), strict=True)).get(b.chain[-1])
+    tip = b.messages[tip_index] if tip_index is not None else None
+    for m in nodes:
+        if m.id in on_branch or m.index in reported:
             continue
         tip_related = (
             (Related(tip.range, f"the current branch ends here: `{tip.id}`"),)
@@ -419,7 +424,7 @@ def _first_system_message(ctx: RuleContext) -> Message | None:
     i = memo.derived(
         "first-system-message",
         (memo.shapes, tip_id),
-        lambda: first_system_index(conv.messages, tip_id),
+        lambda: first_system_index(conv.message_data, tip_id),
     )
     return conv.messages[i] if i is not None else None
 

@@ -75,35 +75,40 @@ def orphaned_tool_response(b: Branch, cut: Cut) -> Iterator[Diagnostic]:
     ```
     No assistant message made `call_1`. The fix removes the response.
     """
-    branch = b.branch()
+    order = b.order()
+    data = b.data
     made: set[str] = set()
     written: set[str] = set()
     calls: _CallIndex | None = None
-    for m in branch:
-        if m.role is Role.ASSISTANT:
-            made.update(call.id for call in m.tool_calls)
+    for i in order:
+        g = data[i]
+        if g.role is Role.ASSISTANT:
+            if g.tool_calls:
+                made.update(call.id for call in g.tool_calls)
             continue
-        if m.role is not Role.TOOL or m.tool_call_id_range is None:
+        if g.role is not Role.TOOL or g.tool_call_id_range is None:
             continue
-        if m.tool_call_id and m.tool_call_id in made:
+        if g.tool_call_id and g.tool_call_id in made:
             continue
+        m = b.messages[i]
         written.add(m.id)
-        calls = calls or _CallIndex(b, branch)
+        calls = calls or _CallIndex(b, order)
         yield _orphan_as_written(b, m, calls)
     if not cut.orphans_dropped:
         return
-    by_id = {m.id: m for m in branch}
+    by_id = {data[i].id: i for i in order}
     dropped = set(cut.dropped)
     pairs: CallPairs | None = None
     for msg_id in cut.orphans_dropped:
-        m = by_id.get(msg_id)
-        if m is None or m.id in written or m.role is not Role.TOOL:
+        i = by_id.get(msg_id)
+        if i is None or msg_id in written or data[i].role is not Role.TOOL:
             continue
-        pairs = pairs or pair_tool_calls(branch)  # type: ignore[arg-type]
-        ref = pairs.call_of.get(m.id)
+        pairs = pairs or pair_tool_calls([data[k] for k in order])
+        ref = pairs.call_of.get(msg_id)
         if ref is None:
             continue
-        call, owner = ref.call, ref.owner
+        owner = ref.owner
+        call = b.messages[b.index_of(owner)].tool_calls[ref.position]
         if owner.id in dropped:
             why = f"its call in `{owner.id}` is cut by the token budget"
             note = "the call, dropped by the budget cut"
@@ -114,7 +119,7 @@ def orphaned_tool_response(b: Branch, cut: Cut) -> Iterator[Diagnostic]:
             "orphaned-tool-response",
             Severity.WARNING,
             f"tool response to `{call.id}` is not sent: {why}",
-            m.range,
+            b.messages[i].range,
             related=(Related(call.id_range, note),),
             unnecessary=True,
         )
@@ -148,14 +153,18 @@ def unanswered_tool_call(b: Branch) -> Iterator[Diagnostic]:
     """
     answered: set[str] = set()
     res: list[Diagnostic] = []
-    branch = b.branch()
-    if b.record is not None and branch:
-        branch = branch[:-1] if branch[-1].role is Role.ASSISTANT else branch
-    for m in reversed(branch):
-        if m.role is Role.TOOL and m.tool_call_id:
-            answered.add(m.tool_call_id)
-        elif m.role is Role.ASSISTANT:
-            for call in reversed(m.tool_calls):
+    order = b.order()
+    data = b.data
+    if b.record is not None and order:
+        order = order[:-1] if data[order[-1]].role is Role.ASSISTANT else order
+    for i in reversed(order):
+        g = data[i]
+        if g.role is Role.TOOL and g.tool_call_id:
+            answered.add(g.tool_call_id)
+        elif g.role is Role.ASSISTANT and g.tool_calls:
+            if all(call.id in answered for call in g.tool_calls):
+                continue
+            for call in reversed(b.messages[i].tool_calls):
                 if call.id not in answered:
                     res.append(
                         Diagnostic(
@@ -192,19 +201,31 @@ def duplicate_tool_call_id(b: Branch) -> Iterator[Diagnostic]:
         - {id: call_1, type: function, function: {name: web_search, arguments: '{"query": "b"}'}}
     ```
     """
-    open_calls: dict[str, list[ToolCall]] = {}  # unanswered calls by id, oldest first
-    answered: dict[str, TextRange] = {}  # answered ids → the answer
-    for m in b.branch():
-        if m.role is Role.ASSISTANT:
-            here: dict[str, ToolCall] = {}
-            for call in m.tool_calls:
+    # Calls as (message index, position), resolved to their place for a finding only.
+    open_calls: dict[str, list[tuple[int, int]]] = {}  # unanswered calls by id, oldest first
+    answered: dict[str, int] = {}  # answered ids → the index of the answer
+    data = b.data
+    shapes = b.messages
+
+    def call_range(at: tuple[int, int]) -> TextRange:
+        return shapes[at[0]].tool_calls[at[1]].id_range
+
+    def answer_range(i: int) -> TextRange:
+        m = shapes[i]
+        return m.tool_call_id_range or m.range
+
+    for i in b.order():
+        g = data[i]
+        if g.role is Role.ASSISTANT:
+            here: dict[str, tuple[int, int]] = {}
+            for k, call in enumerate(g.tool_calls):
                 waiting = open_calls.setdefault(call.id, [])
                 first = here.get(call.id)
                 why = "another call of this message"
                 if first is None and waiting:
                     first, why = waiting[0], "an earlier call that is still unanswered"
-                here.setdefault(call.id, call)
-                waiting.append(call)
+                here.setdefault(call.id, (i, k))
+                waiting.append((i, k))
                 answered.pop(call.id, None)
                 if first is None:
                     continue
@@ -212,24 +233,24 @@ def duplicate_tool_call_id(b: Branch) -> Iterator[Diagnostic]:
                     "duplicate-tool-call-id",
                     Severity.ERROR,
                     f"tool call id `{call.id}` is already used by {why}",
-                    call.id_range,
-                    related=(Related(first.id_range, "first used here"),),
+                    call_range((i, k)),
+                    related=(Related(call_range(first), "first used here"),),
                 )
-        elif m.role is Role.TOOL and m.tool_call_id:
-            waiting = open_calls.get(m.tool_call_id)
+        elif g.role is Role.TOOL and g.tool_call_id:
+            waiting = open_calls.get(g.tool_call_id)
             if waiting:
                 waiting.pop(0)
-                answered.setdefault(m.tool_call_id, m.tool_call_id_range or m.range)
+                answered.setdefault(g.tool_call_id, i)
                 continue
-            earlier = answered.get(m.tool_call_id)
+            earlier = answered.get(g.tool_call_id)
             if earlier is None:
                 continue  # no call before it: an orphan, reported there
             yield Diagnostic(
                 "duplicate-tool-call-id",
                 Severity.ERROR,
-                f"tool call `{m.tool_call_id}` is answered twice",
-                m.tool_call_id_range or m.range,
-                related=(Related(earlier, "first answer"),),
+                f"tool call `{g.tool_call_id}` is answered twice",
+                answer_range(i),
+                related=(Related(answer_range(earlier), "first answer"),),
             )
 
 
@@ -493,15 +514,26 @@ def remove_message_edit(ctx: RuleContext, m: Message) -> tuple[TextEdit, ...] | 
 class _CallIndex:
     """The first call of each id on the branch and in the whole document."""
 
-    def __init__(self, b: Branch, branch: Sequence[MessageShape]) -> None:
-        self.on_branch: dict[str, ToolCall] = {}
-        for m in branch:
-            for call in m.tool_calls:
-                self.on_branch.setdefault(call.id, call)
-        self.anywhere: dict[str, ToolCall] = {}
-        for m in b.messages:
-            for call in m.tool_calls:
-                self.anywhere.setdefault(call.id, call)
+    def __init__(self, b: Branch, order: Sequence[int]) -> None:
+        self._b = b
+        data = b.data
+        self._on_branch: dict[str, tuple[int, int]] = {}
+        for i in order:
+            for k, call in enumerate(data[i].tool_calls):
+                self._on_branch.setdefault(call.id, (i, k))
+        self._anywhere: dict[str, tuple[int, int]] = {}
+        for i, m in enumerate(data):
+            for k, call in enumerate(m.tool_calls):
+                self._anywhere.setdefault(call.id, (i, k))
+
+    def on_branch(self, call_id: str) -> ToolCall | None:
+        return self._call(self._on_branch.get(call_id))
+
+    def anywhere(self, call_id: str) -> ToolCall | None:
+        return self._call(self._anywhere.get(call_id))
+
+    def _call(self, at: tuple[int, int] | None) -> ToolCall | None:
+        return self._b.messages[at[0]].tool_calls[at[1]] if at is not None else None
 
 
 def _orphan_as_written(b: Branch, m: MessageShape, calls: _CallIndex) -> Diagnostic:
@@ -510,8 +542,8 @@ def _orphan_as_written(b: Branch, m: MessageShape, calls: _CallIndex) -> Diagnos
     call_id = m.tool_call_id or ""
     related: tuple[Related, ...] = ()
     rejected: RejectedCall | None = None
-    later = calls.on_branch.get(call_id)
-    elsewhere = calls.anywhere.get(call_id)
+    later = calls.on_branch(call_id)
+    elsewhere = calls.anywhere(call_id)
     if not call_id:
         message = "tool response has an empty `tool_call_id`: it answers no call and is not sent"
     elif later is not None:
