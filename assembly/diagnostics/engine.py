@@ -133,11 +133,13 @@ class MessageSource:
 
     __slots__ = ("_ctx", "_node", "_text", "format", "message")
 
-    def __init__(self, message: Message, ctx: RuleContext) -> None:
+    def __init__(self, message: Message, ctx: RuleContext, fmt: Any = False) -> None:
         self.message = message
         self._ctx = ctx
-        conv = ctx.conversation
-        self.format = conv.format if conv is not None else None
+        if fmt is False:  # not given: the conversation's
+            conv = ctx.conversation
+            fmt = conv.format if conv is not None else None
+        self.format = fmt
         self._node: Any = None
         self._text: TextLike | None = None
 
@@ -548,15 +550,24 @@ class _Run:
             for i in [i for i in state.done if i >= len(msgs) or state.done[i] is not msgs[i]]:
                 state.by_index.pop(i, None)
                 del state.done[i]
-        for i in sorted(todo):
+        check, views, ctx, done, by_index = (
+            rule.check,
+            self.views,
+            self.ctx,
+            state.done,
+            state.by_index,
+        )
+        fmt = ctx.conversation.format if ctx.conversation is not None else None
+        ran = sorted(todo)
+        self.message_runs += len(ran)
+        for i in ran:
             m = msgs[i]
-            self.message_runs += 1
-            found = list(rule.check(MessageSource(self.views[i], self.ctx), *values))
-            state.done[i] = m
+            found = list(check(MessageSource(views[i], ctx, fmt), *values))
+            done[i] = m
             if found:
-                state.by_index[i] = (m, [self._keep(d, i) for d in found])
-            else:
-                state.by_index.pop(i, None)
+                by_index[i] = (m, [self._keep(d, i) for d in found])
+            elif by_index:
+                by_index.pop(i, None)
         state.verified = cache._run
         state.branch = branch.indexes
         res = []

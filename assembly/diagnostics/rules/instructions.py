@@ -1674,7 +1674,13 @@ def _called_tools(ctx: RuleContext) -> frozenset[str]:
     return memo.derived(
         "called-tools",
         memo.shapes,
-        lambda: frozenset(c.name.lower() for m in conv.messages for c in m.tool_calls if c.name),
+        lambda: frozenset(
+            c.name.lower()
+            for m in conv.message_data
+            if m.tool_calls
+            for c in m.tool_calls
+            if c.name
+        ),
     )
 
 

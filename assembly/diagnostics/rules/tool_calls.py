@@ -103,7 +103,7 @@ def orphaned_tool_response(b: Branch, cut: Cut) -> Iterator[Diagnostic]:
         i = by_id.get(msg_id)
         if i is None or msg_id in written or data[i].role is not Role.TOOL:
             continue
-        pairs = pairs or pair_tool_calls([data[k] for k in order])
+        pairs = pairs or pair_tool_calls(_pairing(data, order, cut.orphans_dropped))
         ref = pairs.call_of.get(msg_id)
         if ref is None:
             continue
@@ -123,6 +123,24 @@ def orphaned_tool_response(b: Branch, cut: Cut) -> Iterator[Diagnostic]:
             related=(Related(call.id_range, note),),
             unnecessary=True,
         )
+
+
+def _pairing(data: Sequence[Message], order: Sequence[int], ids: Sequence[str]) -> list[Message]:
+    """The branch messages the pairing of the responses ``ids`` depends on: the calls and
+    responses of their call ids (``pair_tool_calls`` pairs each call id on its own)."""
+    wanted = set(ids)
+    call_ids = {m.tool_call_id for m in (data[i] for i in order) if m.id in wanted}
+    call_ids.discard(None)
+    return [
+        m
+        for m in (data[i] for i in order)
+        if (m.role is Role.TOOL and m.tool_call_id in call_ids)
+        or (
+            m.role is Role.ASSISTANT
+            and m.tool_calls
+            and not call_ids.isdisjoint([c.id for c in m.tool_calls])
+        )
+    ]
 
 
 def unanswered_tool_call(b: Branch) -> Iterator[Diagnostic]:
@@ -398,13 +416,13 @@ class _Nodes:
                 self.array = messages
         self.referenced: set[str] = set()
         self.last_implicit_id = -1
-        for m in msgs:
+        for i, m in enumerate(msgs):  # stored messages: their index is their place
             if m.parent is not None:
                 self.referenced.add(m.parent)
             if m.summarizes_through is not None:
                 self.referenced.add(m.summarizes_through)
             if m.id_range is None:
-                self.last_implicit_id = m.index
+                self.last_implicit_id = i
 
     def item(self, m: Message) -> int | None:
         """The index of the message's node in the array."""
@@ -486,9 +504,8 @@ def remove_message_edit(ctx: RuleContext, m: Message) -> tuple[TextEdit, ...] | 
     conv = ctx.conversation
     if conv is None:
         return None
-    msgs = conv.messages
     memo = message_memo(ctx)
-    nodes = memo.derived("message-references", memo.shapes, lambda: _Nodes(conv, msgs))
+    nodes = memo.derived("message-references", memo.shapes, lambda: _Nodes(conv, conv.message_data))
     if not _nothing_refers_to(ctx, nodes, m):
         return None
     text = ctx.text
@@ -635,7 +652,8 @@ def _remove_block_item(text: TextLike, rng: TextRange) -> TextEdit | None:
 
 def _may_hold_call(content: str) -> bool:
     """A cheap pre-check: only text with a brace or an invoke tag can hold a call."""
-    return "{" in content or "<invoke" in content.lower()
+    # Only a "<" lowers to "<": a text without one is not lowered (it may be long).
+    return "{" in content or ("<" in content and "<invoke" in content.lower())
 
 
 _FUNCTION_CALLS_OPEN = re.compile(r"<function_calls\s*>\s*$", re.IGNORECASE)
