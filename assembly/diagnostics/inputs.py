@@ -277,6 +277,12 @@ class Branch:
         by_id = dict(zip(map(_ID, data), range(len(data)), strict=True))
         return [by_id[i] for i in self.chain if i in by_id]
 
+    def branch_data(self) -> list[Message]:
+        """The stored messages of the current branch, in order (``data`` at ``order``)."""
+        return list(
+            self._memo("branch data", lambda: list(map(self.data.__getitem__, self.order())))
+        )
+
     def branch(self) -> list[MessageShape]:
         """The messages of the current branch, in order (all of them without a chain)."""
         at = self.messages.__getitem__

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 import json
 import random
 import typing
@@ -366,3 +367,99 @@ def test_branch_equality_ignores_positions_only() -> None:
     assert branch(dataclasses.replace(a, content="xx", range=RelRange(0, 6)), b) == one
     assert branch(a, b, chain=("a",)) != one
     assert branch(a, dataclasses.replace(b, id="c")) != one
+
+
+# ------------------------------------------------------------------------------ edit kinds
+
+
+def _after(text: str, needle: str, k: int = 0, start: int | None = None) -> int:
+    """The offset after the k-th ``needle`` from a third of the text on."""
+    i = text.index(needle, len(text) // 3 if start is None else start)
+    for _ in range(k):
+        i = text.index(needle, i + 1)
+    return i + len(needle)
+
+
+def _id(text: str) -> list[tuple[int, int, str]]:
+    at = _after(text, '"id": "m')
+    return [(at + k, at + k, "z") for k in range(3)]
+
+
+def _role(text: str) -> list[tuple[int, int, str]]:
+    at = _after(text, '"role": "user"') - 5
+    return [(at, at + 4, "system"), (at, at + 6, "assistant"), (at, at + 9, "user")]
+
+
+def _tool_call_id(text: str) -> list[tuple[int, int, str]]:
+    at = _after(text, '"tool_call_id": "') + 2
+    return [(at, at, "q"), (at + 1, at + 1, "q")]
+
+
+def _call_id(text: str) -> list[tuple[int, int, str]]:
+    at = _after(text, '"id": "call_', 1) + 2
+    return [(at, at, "w"), (at, at + 1, "")]
+
+
+def _delete_across(text: str) -> list[tuple[int, int, str]]:
+    a = _after(text, '"content": "', 4) + 2
+    b = _after(text, '"content": "', 0, a) + 2
+    return [(a, b, ""), (a, a, text[a:b])]
+
+
+def _insert(text: str) -> list[tuple[int, int, str]]:
+    at = text.index("\n    {", len(text) // 2) + 1
+    new = '    {"id": "pasted", "role": "tool", "tool_call_id": "nope", "content": "x"},\n'
+    return [(at, at, new), (at, at + len(new), "")]
+
+
+def _settings(text: str) -> list[tuple[int, int, str]]:
+    at = _after(text, '"model": "gpt-4o', 0, 0)
+    return [(at, at, "-mini"), (at, at + 5, "")]
+
+
+def _new_message(text: str) -> list[tuple[int, int, str]]:
+    at = text.rindex("}", 0, text.rindex("]")) + 1
+    typed = ',\n    {"id": "new", "role": "user", "content": "and then?"}'
+    cuts = [*range(0, len(typed), 6), len(typed)]
+    return [(at + a, at + a, typed[a:b]) for a, b in itertools.pairwise(cuts)]
+
+
+# Each structural edit kind the language server answers, as the speed benchmark types
+# them: ``[start, end)`` replacements applied in turn, found in the text they apply to.
+_EDIT_KINDS = {
+    "type in a message id": _id,
+    "change a role and back": _role,
+    "type in a tool-call id": _tool_call_id,
+    "type in a call's id": _call_id,
+    "delete across messages, undo": _delete_across,
+    "insert a message, delete it": _insert,
+    "type in the settings": _settings,
+    "type a new message at the end": _new_message,
+}
+
+
+@pytest.mark.parametrize("budget", [128000, 9000])
+def test_cached_rules_equal_fresh_rules_after_each_structural_edit(
+    tmp_path: Path, budget: int
+) -> None:
+    """The edits that change a message's shape (its id, role, tool-call ids), the message
+    list or the settings: after each, the findings of the host that keeps its rule cache
+    equal a fresh analysis' (a tight budget cuts the history in the middle)."""
+    path = tmp_path / "gen.conv.json"
+    text = _GENERATED.read_text(encoding="utf-8")
+    text = text.replace('"max_input_tokens": 128000', f'"max_input_tokens": {budget}', 1)
+    host = AnalysisHost()
+    _analysis(path, text, host)
+    seen: set[str] = set()
+    for kind, make in _EDIT_KINDS.items():
+        for start, end, new in make(text):
+            text = text[:start] + new + text[end:]
+            got = _analysis(path, text, host)
+            want = _analysis(path, text)
+            assert [(d, d.range.start, d.range.end) for d in got.diagnostics] == [
+                (d, d.range.start, d.range.end) for d in want.diagnostics
+            ], (kind, budget)
+            seen.update(d.code for d in got.diagnostics)
+    # The edits reach the document rules and (the tight budget) the budget rules.
+    assert "orphaned-tool-response" in seen, seen
+    assert budget > 9000 or {"history-truncated", "compression-due"} <= seen, seen

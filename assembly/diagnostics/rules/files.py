@@ -12,6 +12,7 @@ One pass over the branch collects what is offered so far, so each reference cost
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from assembly.text import TextRange
 
 _FILE_ID_PATTERN = re.compile(r"""\bfile_id\s*=\s*(["'])([^"'\n]+)\1""")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_ID = operator.attrgetter("id")
 _FILENAME = re.compile(r"^[^\s/\\]*[^\s/\\.]\.[A-Za-z][A-Za-z0-9]{0,9}$")
 
 
@@ -203,7 +205,7 @@ class _Files:
         self._b = b
         self.order = b.order()
         data = b.data
-        self.branch_ids = {data[i].id for i in self.order}
+        self.branch_ids = set(map(_ID, b.branch_data()))
         self.known: dict[str, _Place] = {}
         self.by_name: dict[str, list[str]] = {}
         # The messages that inject a file, in document order.

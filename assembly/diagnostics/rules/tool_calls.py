@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import operator
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -76,12 +77,11 @@ def orphaned_tool_response(b: Branch, cut: Cut) -> Iterator[Diagnostic]:
     No assistant message made `call_1`. The fix removes the response.
     """
     order = b.order()
-    data = b.data
+    on_branch = b.branch_data()
     made: set[str] = set()
     written: set[str] = set()
     calls: _CallIndex | None = None
-    for i in order:
-        g = data[i]
+    for i, g in zip(order, on_branch, strict=True):
         if g.role is Role.ASSISTANT:
             if g.tool_calls:
                 made.update(call.id for call in g.tool_calls)
@@ -96,14 +96,15 @@ def orphaned_tool_response(b: Branch, cut: Cut) -> Iterator[Diagnostic]:
         yield _orphan_as_written(b, m, calls)
     if not cut.orphans_dropped:
         return
-    by_id = {data[i].id: i for i in order}
+    by_id = dict(zip(map(_ID, on_branch), order, strict=True))
+    data = b.data
     dropped = set(cut.dropped)
     pairs: CallPairs | None = None
     for msg_id in cut.orphans_dropped:
         i = by_id.get(msg_id)
         if i is None or msg_id in written or data[i].role is not Role.TOOL:
             continue
-        pairs = pairs or pair_tool_calls(_pairing(data, order, cut.orphans_dropped))
+        pairs = pairs or pair_tool_calls(_pairing(on_branch, cut.orphans_dropped))
         ref = pairs.call_of.get(msg_id)
         if ref is None:
             continue
@@ -125,22 +126,25 @@ def orphaned_tool_response(b: Branch, cut: Cut) -> Iterator[Diagnostic]:
         )
 
 
-def _pairing(data: Sequence[Message], order: Sequence[int], ids: Sequence[str]) -> list[Message]:
+def _pairing(on_branch: Sequence[Message], ids: Sequence[str]) -> list[Message]:
     """The branch messages the pairing of the responses ``ids`` depends on: the calls and
     responses of their call ids (``pair_tool_calls`` pairs each call id on its own)."""
     wanted = set(ids)
-    call_ids = {m.tool_call_id for m in (data[i] for i in order) if m.id in wanted}
+    call_ids = {m.tool_call_id for m in on_branch if m.id in wanted}
     call_ids.discard(None)
     return [
         m
-        for m in (data[i] for i in order)
-        if (m.role is Role.TOOL and m.tool_call_id in call_ids)
+        for m in on_branch
+        if (m.tool_call_id in call_ids and m.role is Role.TOOL)
         or (
-            m.role is Role.ASSISTANT
-            and m.tool_calls
+            m.tool_calls
+            and m.role is Role.ASSISTANT
             and not call_ids.isdisjoint([c.id for c in m.tool_calls])
         )
     ]
+
+
+_ID = operator.attrgetter("id")
 
 
 def unanswered_tool_call(b: Branch) -> Iterator[Diagnostic]:
@@ -172,11 +176,10 @@ def unanswered_tool_call(b: Branch) -> Iterator[Diagnostic]:
     answered: set[str] = set()
     res: list[Diagnostic] = []
     order = b.order()
-    data = b.data
-    if b.record is not None and order:
-        order = order[:-1] if data[order[-1]].role is Role.ASSISTANT else order
-    for i in reversed(order):
-        g = data[i]
+    on_branch = b.branch_data()
+    if b.record is not None and order and on_branch[-1].role is Role.ASSISTANT:
+        order, on_branch = order[:-1], on_branch[:-1]
+    for i, g in zip(reversed(order), reversed(on_branch), strict=True):
         if g.role is Role.TOOL and g.tool_call_id:
             answered.add(g.tool_call_id)
         elif g.role is Role.ASSISTANT and g.tool_calls:
@@ -222,7 +225,6 @@ def duplicate_tool_call_id(b: Branch) -> Iterator[Diagnostic]:
     # Calls as (message index, position), resolved to their place for a finding only.
     open_calls: dict[str, list[tuple[int, int]]] = {}  # unanswered calls by id, oldest first
     answered: dict[str, int] = {}  # answered ids → the index of the answer
-    data = b.data
     shapes = b.messages
 
     def call_range(at: tuple[int, int]) -> TextRange:
@@ -232,8 +234,7 @@ def duplicate_tool_call_id(b: Branch) -> Iterator[Diagnostic]:
         m = shapes[i]
         return m.tool_call_id_range or m.range
 
-    for i in b.order():
-        g = data[i]
+    for i, g in zip(b.order(), b.branch_data(), strict=True):
         if g.role is Role.ASSISTANT:
             here: dict[str, tuple[int, int]] = {}
             for k, call in enumerate(g.tool_calls):
