@@ -3,8 +3,9 @@ next version only what can have changed (derived queries, as salsa has them).
 
 What a rule reads is exactly its parameters, named by their types:
 
-- a ``RuleContext``: the whole analysis. The rule runs every time (the budget and
-  provider rules, whose figures change with every edit, and cheap ones).
+- a ``RuleContext``: the whole analysis. The rule runs every time (the rules that pass
+  on what reading and assembling reported, the provider and prompt-cache rules: cheap,
+  or off by default).
 - *inputs*: typed summaries of the analysis (``inputs.py``; frozen values), each made by
   one *query* registered with ``@query`` from the ``Source`` (the version being checked,
   which no rule ever sees) or from other inputs. After each run the engine keeps every

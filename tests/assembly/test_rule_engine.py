@@ -81,6 +81,8 @@ def test_every_rule_reads_typed_inputs_or_the_whole_analysis() -> None:
         "duplicate-tool-call-id",
         "file-id-not-in-read-file-list",
         "filename-instead-of-file-id",
+        "history-truncated",
+        "compression-due",
     ):
         assert kinds[code] == "document", code
 

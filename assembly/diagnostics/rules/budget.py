@@ -3,13 +3,14 @@
 The pipeline has already decided what is sent; these rules turn its decisions into
 findings at the place in the document they concern: one finding over the contiguous span
 of older messages the budget cut off, and one over the span the post-turn compression
-would summarize. They read ``ctx.assembly`` only and walk each list once, so a
-10,000-message log costs a linear pass and never floods the editor.
+would summarize. Each reads a typed summary of the pipeline's decision (``Truncation``,
+``Compression``: figures, and places as message indexes, no offsets) and the branch (the
+messages' ranges in this version), so it runs again only when one of them differs; the
+summaries walk each list once at C speed, so a 10,000-message log never floods the editor.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -19,11 +20,11 @@ from assembly.diagnostics.core import (
     Diagnostic,
     MessageMemo,
     Related,
-    RuleContext,
     Severity,
-    message_memo,
 )
-from assembly.model import Conversation, Message, Role
+from assembly.diagnostics.engine import Source, query
+from assembly.diagnostics.inputs import Branch
+from assembly.model import Conversation, Role
 from assembly.text import TextRange
 
 MAX_RELATED_FILES = 5
@@ -34,7 +35,7 @@ _FILE_ID = operator.attrgetter("file_id")
 _SOURCE = operator.attrgetter("source")
 
 
-def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
+def history_truncated(t: Truncation, b: Branch) -> Iterator[Diagnostic]:
     """Older messages will not be sent: the history budget is full.
 
     ## What it does
@@ -60,44 +61,25 @@ def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
     `312 older messages (48,210 tokens) will not be sent: the history budget of 119,248
     tokens is full`
     """
-    a = ctx.assembly
-    if a is None or not a.dropped or not a.ok:
+    cut = t.span
+    span = cut.range(b) if cut is not None else None
+    if cut is None or span is None:
         return
-    memo = message_memo(ctx)
-    by_id = _history_by_id(a, memo)
-    dropped = [m for m in map(by_id.get, a.dropped) if m is not None]
-    conv = ctx.conversation
-    first_kept = _first_sent(conv, a, a.dropped)
-    # The places depend on the messages' shapes, not on their contents: typing in a
-    # message keeps them (``rebased`` swaps in the message re-read after the edit).
-    key = (
-        memo.shapes,
-        a.dropped,
-        a.summary_id,
-        history_ids(a, memo),
-        tuple(map(_FILE_ID, dropped)),
-        first_kept.index if first_kept is not None else None,
-    )
-    cut = memo.derived("history-truncated", key, lambda: _Cut.of(conv, a, dropped, first_kept))
-    cut = cut.rebased(ctx)
-    span = cut.span()
-    if span is None:
-        return
-    summary = cut.summary
-    tokens = sum(map(_TOKENS, dropped))
+    summary = b.messages[cut.summary] if cut.summary is not None else None
+    tokens = t.tokens
     n = cut.n
-    forgotten = {f.file_id for f in a.forgotten_files}
-    uploads = [(fid, name, _own(src, k)) for fid, name, src, k in cut.uploads]
+    forgotten = t.forgotten
+    uploads = [(fid, name, _own(b, (i, k))) for fid, name, i, k in t.uploads]
     names = ", ".join(f"`{name}`" for _, name, _ in uploads[:MAX_RELATED_FILES])
     if len(uploads) > MAX_RELATED_FILES:
         names += f" and {len(uploads) - MAX_RELATED_FILES:,} more"
     the_uploads = f"the upload{'' if len(uploads) == 1 else 's'} {names}"
-    why = f"the history budget of {a.budget.history_budget:,} tokens is full"
-    last_n = a.settings.last_n_user_messages
+    why = f"the history budget of {t.history_budget:,} tokens is full"
+    last_n = t.last_n
     if last_n is not None:
         why = (
             f"`last_n_user_messages: {last_n}` keeps the history from the last {last_n:,} "
-            f"user-type messages on, within a history budget of {a.budget.history_budget:,} "
+            f"user-type messages on, within a history budget of {t.history_budget:,} "
             "tokens"
         )
     if summary is not None:
@@ -119,7 +101,8 @@ def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
     elif listed:
         message += f" ({listed:,} listed for `read_file` among the forgotten files)"
     related: list[Related] = []
-    if first_kept is not None:
+    if t.first_kept is not None:
+        first_kept = b.messages[t.first_kept]
         related.append(Related(first_kept.range, f"the oldest message sent: `{first_kept.id}`"))
     if summary is not None and summary.range != span:
         related.append(Related(summary.range, f"the summary `{summary.id}` is not sent either"))
@@ -138,7 +121,7 @@ def history_truncated(ctx: RuleContext) -> Iterator[Diagnostic]:
     )
 
 
-def compression_due(ctx: RuleContext) -> Iterator[Diagnostic]:
+def compression_due(c: Compression, b: Branch) -> Iterator[Diagnostic]:
     """The history passes the compression trigger: older messages would be summarized.
 
     ## What it does
@@ -162,29 +145,20 @@ def compression_due(ctx: RuleContext) -> Iterator[Diagnostic]:
     `history of 7,000 tokens passes the compression trigger of 5,250: 14 messages (m1 … m14)
     would be summarized, 3 kept`
     """
-    a = ctx.assembly
-    if a is None or not a.compression.triggered or not a.ok:
+    if not c.due:
         return
-    plan = a.compression
-    memo = message_memo(ctx)
-    by_id = _history_by_id(a, memo)
-    older = [m for m in map(by_id.get, plan.summarize) if m is not None]
-    s = a.settings
     head = (
-        f"history of {plan.history_tokens:,} tokens passes the compression trigger of "
-        f"{plan.threshold:,} ({s.compression_trigger_ratio * 100:g}% of {s.max_input_tokens:,}"
-        f" − {plan.reserved_tokens:,} reserved)"
+        f"history of {c.history_tokens:,} tokens passes the compression trigger of "
+        f"{c.threshold:,} ({c.ratio * 100:g}% of {c.max_input_tokens:,}"
+        f" − {c.reserved_tokens:,} reserved)"
     )
-    key = (memo.shapes, plan.summarize, plan.keep, history_ids(a, memo))
-    cut = memo.derived(
-        "compression-due", key, lambda: _Compression.of(ctx.conversation, older, plan.keep, by_id)
-    )
-    cut = cut.rebased(ctx)
-    span = cut.older.span()
+    span = c.older.range(b)
     related: list[Related] = []
-    first_recent = cut.first_recent
+    first_recent = b.messages[c.first_recent] if c.first_recent is not None else None
     if span is None:
-        last = first_recent or _last_message(ctx)
+        last = first_recent
+        if last is None and c.last_message is not None:
+            last = b.messages[c.last_message]
         if last is None:
             return
         yield Diagnostic(
@@ -194,161 +168,212 @@ def compression_due(ctx: RuleContext) -> Iterator[Diagnostic]:
             last.range,
         )
         return
-    n = cut.older.n
-    tokens = sum(map(stored_tokens, older))  # as the compression total counts them
-    ids = f"`{older[0].id}`" if n == 1 else f"`{older[0].id}` … `{older[-1].id}`"
+    n = c.older.n
+    first_id, last_id = c.older_ids
+    ids = f"`{first_id}`" if n == 1 else f"`{first_id}` … `{last_id}`"
     message = (
-        f"{head}: {n:,} {'message' if n == 1 else 'messages'} ({ids}, {tokens:,} tokens) "
-        f"would be summarized, {cut.n_recent:,} kept"
+        f"{head}: {n:,} {'message' if n == 1 else 'messages'} ({ids}, {c.older_tokens:,} "
+        f"tokens) would be summarized, {c.n_recent:,} kept"
     )
-    if plan.progressive:
+    if c.progressive:
         message += " (building on the existing summary)"
     if first_recent is not None:
         related.append(Related(first_recent.range, f"kept verbatim from here: `{first_recent.id}`"))
     yield Diagnostic("compression-due", Severity.INFO, message, span, related=tuple(related))
 
 
-# ------------------------------------------------------------------------------ helpers
+# ------------------------------------------------------------------------------ inputs
 
 
-_Place = tuple[Message, int | None]  # a message, or the entry of its ``files`` (index)
+_Place = tuple[int, int | None]  # a message's index, and the entry of its ``files`` (or None)
 
 
 @dataclass(frozen=True, slots=True)
-class _Cut:
-    """Where a list of history messages is written, as message objects (they may move).
-
-    ``first``/``last`` are the places that start and end the document span of the
-    messages (the summary node, placed anywhere, apart); ``n`` counts the document
-    messages among them and ``uploads`` the files they inject (file id, name, place).
-    """
+class Span:
+    """Where a list of history messages is written, without offsets: the places that
+    start and end its document span (the summary node, placed anywhere, apart: its
+    index), and how many document messages it holds."""
 
     first: _Place | None
     last: _Place | None
-    summary: Message | None
+    summary: int | None
     n: int
-    uploads: tuple[tuple[str, str, Message, int | None], ...] = ()
-    others: tuple[Message | None, ...] = ()  # further messages the findings point at
 
-    @staticmethod
-    def of(
-        conv: Conversation | None,
-        a: Assembly | None,
-        msgs: Sequence[LlmMessage],
-        first_kept: Message | None = None,
-    ) -> _Cut:
-        summary_id = a.summary_id if a is not None else None
-        first, last, summary = _span_places(conv, msgs, summary_id)
-        uploads = tuple(_uploads(conv, msgs)) if a is not None else ()
-        return _Cut(first, last, summary, _n_messages(msgs), uploads, (first_kept,))
+    @property
+    def placed(self) -> bool:
+        """Whether it has a place (``range`` is not None)."""
+        return (self.first is not None and self.last is not None) or self.summary is not None
 
-    def span(self) -> TextRange | None:
+    def range(self, b: Branch) -> TextRange | None:
+        """The span in the version ``b`` is seen in (None: no place)."""
         if self.first is None or self.last is None:
-            return self.summary.range if self.summary is not None else None
-        return TextRange(_own(*self.first).start, _own(*self.last).end)
+            return b.messages[self.summary].range if self.summary is not None else None
+        return TextRange(_own(b, self.first).start, _own(b, self.last).end)
 
-    def current(self, ctx: RuleContext) -> bool:
-        """Whether every message it names is still in the document (not re-read)."""
-        conv = ctx.conversation
-        msgs = conv.messages if conv is not None else ()
-        places = [self.summary, *self.others, *(u[2] for u in self.uploads)]
-        places.extend(p[0] for p in (self.first, self.last) if p is not None)
-        return all(m is None or (m.index < len(msgs) and msgs[m.index] is m) for m in places)
 
-    def rebased(self, ctx: RuleContext) -> _Cut:
-        """The same places in the document's messages, which have the shapes of those the
-        cut was found in (``MessageMemo.shapes``): a message re-read after an edit inside
-        it takes the place of its old object."""
-        if self.current(ctx):
-            return self
-        conv = ctx.conversation
-        assert conv is not None
-        msgs = conv.messages
-
-        def at(m: Message | None) -> Message | None:
-            return msgs[m.index] if m is not None else None
-
-        def place(p: _Place | None) -> _Place | None:
-            return (msgs[p[0].index], p[1]) if p is not None else None
-
-        return _Cut(
-            place(self.first),
-            place(self.last),
-            at(self.summary),
-            self.n,
-            tuple((fid, name, msgs[src.index], k) for fid, name, src, k in self.uploads),
-            tuple(map(at, self.others)),
-        )
+_NO_SPAN = Span(None, None, None, 0)
 
 
 @dataclass(frozen=True, slots=True)
-class _Compression:
-    older: _Cut
-    n_recent: int
-    first_recent: Message | None
+class Truncation:
+    """What the budget cut leaves out of the history (``span`` None: nothing, or the
+    pipeline did not assemble): its place, the summary it cut, its tokens, the uploads
+    injected in it (file id, name, message index, entry of its ``files``), the forgotten
+    files listed for ``read_file``, the oldest message sent (its index), the budget."""
 
-    @staticmethod
-    def of(
-        conv: Conversation | None,
-        older: Sequence[LlmMessage],
-        keep: Sequence[str],
-        by_id: dict[str, LlmMessage],
-    ) -> _Compression:
-        recent = [m for m in map(by_id.get, keep) if m is not None]
-        first_recent = next((_located(conv, m) for m in recent if m.source is not None), None)
-        return _Compression(_Cut.of(conv, None, older), _n_messages(recent), first_recent)
-
-    def rebased(self, ctx: RuleContext) -> _Compression:
-        """The same places in the document's messages (``_Cut.rebased``)."""
-        both = dataclasses.replace(self.older, others=(self.first_recent,))
-        if both.current(ctx):
-            return self
-        rebased = both.rebased(ctx)
-        older = dataclasses.replace(rebased, others=self.older.others)
-        return _Compression(older, self.n_recent, rebased.others[0])
+    span: Span | None
+    tokens: int = 0
+    uploads: tuple[tuple[str, str, int, int | None], ...] = ()
+    forgotten: frozenset[str] = frozenset()
+    first_kept: int | None = None
+    history_budget: int = 0
+    last_n: int | None = None
 
 
-def _located(conv: Conversation | None, m: LlmMessage) -> Message | None:
-    """The document message ``m`` comes from, seen at its place in ``conv``."""
-    src = m.source
-    if src is None or conv is None:
-        return None
-    return conv.locate(src)  # type: ignore[return-value]
+@query
+def truncation(src: Source) -> Truncation:
+    ctx = src.ctx
+    a, conv = ctx.assembly, ctx.conversation
+    if a is None or not a.dropped or not a.ok or conv is None:
+        return Truncation(None)
+    memo = src.cache.memo
+    by_id = _history_by_id(a, memo)
+    dropped = [m for m in map(by_id.get, a.dropped) if m is not None]
+    first_kept = _first_sent(conv, a, a.dropped)
+    # The places depend on the messages' shapes, not on their contents: typing in a
+    # message keeps them.
+    key = (
+        memo.shapes,
+        a.dropped,
+        a.summary_id,
+        history_ids(a, memo),
+        tuple(map(_FILE_ID, dropped)),
+    )
+    span, uploads = memo.derived(
+        "history-truncated",
+        key,
+        lambda: (
+            _span(conv, memo, dropped, a.summary_id),
+            tuple(_uploads(conv, dropped)),
+        ),
+    )
+    return Truncation(
+        span,
+        sum(map(_TOKENS, dropped)),
+        uploads,
+        frozenset(f.file_id for f in a.forgotten_files),
+        first_kept,
+        a.budget.history_budget,
+        a.settings.last_n_user_messages,
+    )
 
 
-def _span_places(
-    conv: Conversation | None, msgs: Sequence[LlmMessage], summary_id: str | None
-) -> tuple[_Place | None, _Place | None, Message | None]:
-    """The places where the document span of ``msgs``' sources starts and ends, and the
-    summary node among them (placed anywhere in the document, so it is kept out of the
-    span).
+@dataclass(frozen=True, slots=True)
+class Compression:
+    """What the post-turn compression would summarize (``due`` False: nothing): the
+    figures of the trigger, the span of the older messages (their first and last history
+    ids, their tokens), how many messages are kept and the first of them (its index),
+    and the branch's last message (its index), where the finding goes when nothing can be
+    summarized."""
+
+    due: bool
+    history_tokens: int = 0
+    threshold: int = 0
+    ratio: float = 0.0
+    max_input_tokens: int = 0
+    reserved_tokens: int = 0
+    progressive: bool = False
+    older: Span = _NO_SPAN
+    older_ids: tuple[str, str] = ("", "")
+    older_tokens: int = 0
+    n_recent: int = 0
+    first_recent: int | None = None
+    last_message: int | None = None
+
+
+@query
+def compression(src: Source) -> Compression:
+    ctx = src.ctx
+    a, conv = ctx.assembly, ctx.conversation
+    if a is None or not a.compression.triggered or not a.ok:
+        return Compression(False)
+    plan = a.compression
+    memo = src.cache.memo
+    by_id = _history_by_id(a, memo)
+    older = [m for m in map(by_id.get, plan.summarize) if m is not None]
+    key = (memo.shapes, plan.summarize, plan.keep, history_ids(a, memo))
+    span, n_recent, first_recent = memo.derived(
+        "compression-due", key, lambda: _compression(conv, memo, older, plan.keep, by_id)
+    )
+    last = None
+    if first_recent is None and not span.placed:
+        last = _last_message(conv, a)
+    s = a.settings
+    return Compression(
+        True,
+        plan.history_tokens,
+        plan.threshold,
+        s.compression_trigger_ratio,
+        s.max_input_tokens,
+        plan.reserved_tokens,
+        plan.progressive,
+        span,
+        (older[0].id, older[-1].id) if older else ("", ""),
+        sum(map(stored_tokens, older)),  # as the compression total counts them
+        n_recent,
+        first_recent,
+        last,
+    )
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _compression(
+    conv: Conversation | None,
+    memo: MessageMemo,
+    older: Sequence[LlmMessage],
+    keep: Sequence[str],
+    by_id: dict[str, LlmMessage],
+) -> tuple[Span, int, int | None]:
+    recent = [m for m in map(by_id.get, keep) if m is not None]
+    first_recent = next(
+        (_index(conv, m) for m in recent if m.source is not None and conv is not None), None
+    )
+    return _span(conv, memo, older, None), _n_messages(recent), first_recent
+
+
+def _span(
+    conv: Conversation | None,
+    memo: MessageMemo,
+    msgs: Sequence[LlmMessage],
+    summary_id: str | None,
+) -> Span:
+    """The document span of ``msgs``' sources, and the summary node among them (placed
+    anywhere in the document, so it is kept out of the span).
 
     The messages lie in the document in the order of their indexes, each one's files
     inside it in order: the span starts at the lowest index (the message itself, else its
     first file among ``msgs``) and ends at the highest (the message, else its last file).
     A pass over the indexes at C speed, then a look at the two ends' entries.
     """
+    n = _n_messages(msgs)
     if conv is None or not msgs:
-        return None, None, None
-    where = _indexes(conv, msgs)
-    summary: Message | None = None
-    skip = -1
+        return Span(None, None, None, n)
+    where = _indexes(conv, memo, msgs)
+    summary: int | None = None
     if summary_id is not None:
         data = conv.message_data
         for i in {i for i in where if i is not None}:
             src = data[i]
             if src.id == summary_id and src.role is Role.SUMMARY:
-                skip = i  # one message per id: the reader reports duplicates
-                summary = conv.messages[i]
-    kept = [i for i in where if i is not None and i != skip]
+                summary = i  # one message per id: the reader reports duplicates
+    kept = [i for i in where if i is not None and i != summary]
     if not kept:
-        return None, None, summary
-    lo, hi = min(kept), max(kept)
-    return (
-        _end_place(conv, msgs, where, lo, first=True),
-        _end_place(conv, msgs, where, hi, first=False),
-        summary,
-    )
+        return Span(None, None, summary, n)
+    first = _end_place(conv, msgs, where, min(kept), first=True)
+    last = _end_place(conv, msgs, where, max(kept), first=False)
+    return Span(first, last, summary, n)
 
 
 def _end_place(
@@ -356,28 +381,40 @@ def _end_place(
 ) -> _Place:
     """The first (else last) place of message ``i`` among ``msgs``: the message itself
     when it is among them, else its first (last) file."""
-    src = conv.messages[i]
+    src = conv.message_data[i]
     ks = [_file_index(m, src) for m, at in zip(msgs, where, strict=True) if at == i]
     if None in ks:
-        return src, None
+        return i, None
     files = [k for k in ks if k is not None]
-    return src, (min(files) if first else max(files))
+    return i, (min(files) if first else max(files))
 
 
-def _indexes(conv: Conversation, msgs: Sequence[LlmMessage]) -> list[int | None]:
+def _indexes(conv: Conversation, memo: MessageMemo, msgs: Sequence[LlmMessage]) -> list[int | None]:
     """The index in ``conv`` of each message's source (None: none, or not in ``conv``).
 
     By object identity (``Conversation.index_of``): the sources are alive, so no other
     live object has their ``id``.
     """
     data = conv.message_data
-    where = dict(zip(map(id, data), range(len(data)), strict=True))
+    where = memo.of_run(
+        "message-where", data, lambda: dict(zip(map(id, data), range(len(data)), strict=True))
+    )
     return list(map(where.get, map(id, map(_SOURCE, msgs))))
 
 
-def _own(src: Message, k: int | None) -> TextRange:
+def _index(conv: Conversation | None, m: LlmMessage) -> int | None:
+    """The index in ``conv`` of the document message ``m`` comes from (None: none)."""
+    src = m.source
+    if src is None or conv is None:
+        return None
+    return conv.index_of(src)
+
+
+def _own(b: Branch, place: _Place) -> TextRange:
     """Where a message is written: the message, or the entry ``k`` of its ``files``."""
-    return src.range if k is None else src.files[k].range
+    i, k = place
+    m = b.messages[i]
+    return m.range if k is None else m.files[k].range
 
 
 def history_ids(a: Assembly, memo: MessageMemo) -> tuple[str, ...]:
@@ -391,10 +428,10 @@ def _history_by_id(a: Assembly, memo: MessageMemo) -> dict[str, LlmMessage]:
     return memo.of_run("history-by-id", a, lambda: dict(zip(ids, a.history, strict=True)))
 
 
-def _file_index(m: LlmMessage, src: Message) -> int | None:
+def _file_index(m: LlmMessage, src: object) -> int | None:
     """The index in ``src.files`` of an injected upload (id ``<message id>/files/<i>``)."""
     _, sep, tail = m.id.rpartition("/files/")
-    if sep and tail.isdigit() and int(tail) < len(src.files):
+    if sep and tail.isdigit() and int(tail) < len(src.files):  # type: ignore[attr-defined]
         return int(tail)
     return None
 
@@ -410,36 +447,39 @@ def _n_messages(msgs: Iterable[LlmMessage]) -> int:
 
 
 def _uploads(
-    conv: Conversation | None, msgs: Iterable[LlmMessage]
-) -> Iterator[tuple[str, str, Message, int | None]]:
-    """(file id, filename, message, index in its ``files``) of the files ``msgs`` inject."""
+    conv: Conversation, msgs: Iterable[LlmMessage]
+) -> Iterator[tuple[str, str, int, int | None]]:
+    """(file id, filename, message index, index in its ``files``) of the files ``msgs``
+    inject."""
     for m in msgs:
         if m.file_id is None:
             continue
-        src = _located(conv, m)
-        if src is None:
+        i = _index(conv, m)
+        if i is None:
             continue
+        src = conv.message_data[i]
         k = _file_index(m, src)
         if k is not None:
             f = src.files[k]
-            yield f.file_id, f.filename, src, k
+            yield f.file_id, f.filename, i, k
         else:
-            yield m.file_id, src.filename or m.file_id, src, None
+            yield m.file_id, src.filename or m.file_id, i, None
 
 
-def _first_sent(conv: Conversation | None, a: Assembly, dropped: Collection[str]) -> Message | None:
+def _first_sent(conv: Conversation, a: Assembly, dropped: Collection[str]) -> int | None:
     for e in a.layout:
         src = e.message.source
         if e.segment in SENT_SEGMENTS and src is not None and e.id not in dropped:
-            return _located(conv, e.message)
+            return conv.index_of(src)
     return None
 
 
-def _last_message(ctx: RuleContext) -> Message | None:
-    conv, a = ctx.conversation, ctx.assembly
-    if conv is None or not conv.messages:
+def _last_message(conv: Conversation | None, a: Assembly) -> int | None:
+    """The index of the branch's last message (the chain's tip, else the last one)."""
+    if conv is None or not conv.message_data:
         return None
-    if a is not None and a.chain:
+    data = conv.message_data
+    if a.chain:
         tip = a.chain[-1]
-        return next((m for m in reversed(conv.messages) if m.id == tip), conv.messages[-1])
-    return conv.messages[-1]
+        return next((i for i in range(len(data) - 1, -1, -1) if data[i].id == tip), len(data) - 1)
+    return len(data) - 1
