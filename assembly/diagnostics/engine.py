@@ -91,8 +91,9 @@ class Source:
     ``messages`` are the stored messages (``Conversation.message_data``: position-free,
     shared between versions), ``views`` the same seen in this version
     (``Conversation.messages``); ``changed`` holds the indexes of the stored messages that
-    are new since the last run (None: all of them, or the first run); ``cache`` is the
-    engine's state, which queries may use to build their values message by message.
+    are new since the last run (None: all of them, or the first run; when messages came
+    or went, the others moved: ``RuleCache._moved``); ``cache`` is the engine's state,
+    which queries may use to build their values message by message.
     """
 
     __slots__ = ("cache", "changed", "ctx", "messages", "views")
@@ -116,7 +117,14 @@ class Source:
         that are new since the last run (the others' values are kept, by ``kind``)."""
         prev = self.cache._facts.get(kind)
         msgs = self.messages
-        if prev is None or self.changed is None or len(prev) != len(msgs):
+        moved = self.cache._moved
+        if prev is None or self.changed is None:
+            values = list(map(make, msgs))
+        elif moved is not None:  # messages came or went: the others' values move with them
+            values = [prev[o] if o is not None else None for o in moved]
+            for i in self.changed:
+                values[i] = make(msgs[i])
+        elif len(prev) != len(msgs):
             values = list(map(make, msgs))
         else:
             values = list(prev)
@@ -275,9 +283,13 @@ class _RuleState:
 
 @dataclass(slots=True)
 class _MessageRuleState:
+    """A per-message rule's findings, by message object (its ``id``: the state holds the
+    objects, so no other live object has it): they stay with a message that moves."""
+
     verified: int
     args: tuple[object, ...]  # the inputs besides the message
-    by_index: dict[int, tuple[Message, list[_Kept]]]  # only messages with findings
+    # Only messages with findings: (the message's index when they were kept, it, them).
+    found: dict[int, tuple[int, Message, list[_Kept]]]
     done: dict[int, Message]  # the message objects it ran on (with or without findings)
     branch: object = None  # the branch indexes it was run for
 
@@ -347,6 +359,9 @@ class RuleCache:
         # Where the ``LateRange``s of each message lie, relative to it, by key.
         self._located: dict[int, tuple[Message, dict[object, tuple[int, int]]]] = {}
         self._span: tuple[int, int, int] | None = None  # the last run's edit, when known
+        # When messages came or went since the last run: the index each message had then
+        # (None: new); the messages kept their objects.
+        self._moved: list[int | None] | None = None
         self._before: TextLike | None = None  # the text of the run before the last
         self.ran: tuple[str, ...] = ()
         self.message_runs = 0
@@ -416,10 +431,18 @@ class RuleCache:
         text changed when that is one edit inside one message."""
         prev = self._messages
         self._span = None
-        if prev is None or len(prev) != len(msgs):
+        self._moved = None
+        if prev is None:
             self.memo.clear()
             self._located.clear()
             return None
+        if len(prev) != len(msgs):
+            self.memo.clear()
+            self._located.clear()
+            # By object identity: ``prev`` is alive, so no other live object has its ids.
+            old_index = dict(zip(map(id, prev), range(len(prev)), strict=True))
+            moved = self._moved = list(map(old_index.get, map(id, msgs)))
+            return [i for i, o in enumerate(moved) if o is None]
         same = list(map(operator.is_, prev, msgs))
         res: list[int] = []
         i = -1
@@ -468,6 +491,7 @@ class _Run:
         self.message_runs = 0
         self._starts: list[int] | None = None
         self._first_change: int | bool | None = False  # False: not computed yet
+        self._where: dict[int, int] | None = None  # id(stored message) → its index
         self.whole = dataclasses.replace(ctx, memo=cache.memo)
         self.late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
         if ctx.conversation is not None:
@@ -541,41 +565,59 @@ class _Run:
         if state is None or not all(changed <= state.verified for _, changed in args):
             state = _MessageRuleState(cache._run, values, {}, {})
             cache._message_rules[rule.code] = state
-        if state.branch is branch.indexes and self.changed is not None:
-            todo: Iterable[int] = (i for i in self.changed if i in branch.indexes)
-            for i in self.changed:
-                state.by_index.pop(i, None)
-                state.done.pop(i, None)
+        done, found = state.done, state.found
+        prev = cache._messages
+        todo: list[int]
+        if (
+            state.branch is branch.indexes
+            and self.changed is not None
+            and cache._moved is None
+            and prev is not None
+        ):
+            todo = [i for i in self.changed if i in branch.indexes]
+            for i in self.changed:  # the old objects of the new messages are gone
+                done.pop(id(prev[i]), None)
+                found.pop(id(prev[i]), None)
         else:
-            todo = (i for i in branch.indexes if state.done.get(i) is not msgs[i])
-            for i in [i for i in state.done if i >= len(msgs) or state.done[i] is not msgs[i]]:
-                state.by_index.pop(i, None)
-                del state.done[i]
-        check, views, ctx, done, by_index = (
-            rule.check,
-            self.views,
-            self.ctx,
-            state.done,
-            state.by_index,
-        )
+            todo = sorted(i for i in branch.indexes if done.get(id(msgs[i])) is not msgs[i])
+            if len(done) > len(msgs) + 64:  # forget the messages that are gone
+                live = set(map(id, msgs))
+                state.done = done = {k: m for k, m in done.items() if k in live}
+                state.found = found = {k: v for k, v in found.items() if k in live}
+        check, views, ctx = rule.check, self.views, self.ctx
         fmt = ctx.conversation.format if ctx.conversation is not None else None
-        ran = sorted(todo)
-        self.message_runs += len(ran)
-        for i in ran:
+        self.message_runs += len(todo)
+        for i in todo:
             m = msgs[i]
-            found = list(check(MessageSource(views[i], ctx, fmt), *values))
-            done[i] = m
-            if found:
-                by_index[i] = (m, [self._keep(d, i) for d in found])
-            elif by_index:
-                by_index.pop(i, None)
+            made = list(check(MessageSource(views[i], ctx, fmt), *values))
+            done[id(m)] = m
+            if made:
+                found[id(m)] = (i, m, [self._keep(d, i) for d in made])
+            elif found:
+                found.pop(id(m), None)
         state.verified = cache._run
         state.branch = branch.indexes
-        res = []
-        for i in sorted(state.by_index):
-            if i in branch.indexes:
-                res.extend(self._place(k) for k in state.by_index[i][1])
-        return res
+        placed: list[tuple[int, list[_Kept]]] = []
+        for key, (i, m, kept) in list(found.items()):
+            j = i if i < len(msgs) and msgs[i] is m else self._index_of(m)
+            if j is None:
+                del found[key]
+                continue
+            if j != i:
+                kept = [_reindexed(k, i, j) for k in kept]
+                found[key] = (j, m, kept)
+            if j in branch.indexes:
+                placed.append((j, kept))
+        placed.sort(key=_FIRST)
+        return [self._place(k) for _, kept in placed for k in kept]
+
+    def _index_of(self, m: Message) -> int | None:
+        """The index of the stored message ``m`` in this version (None: not in it)."""
+        if self._where is None:
+            msgs = self.msgs
+            self._where = dict(zip(map(id, msgs), range(len(msgs)), strict=True))
+        j = self._where.get(id(m))
+        return j if j is not None and self.msgs[j] is m else None
 
     # -- positions
 
@@ -700,6 +742,22 @@ class _Run:
 
 def _same(x: int) -> int:
     return x
+
+
+_FIRST = operator.itemgetter(0)
+
+
+def _reindexed(k: _Kept, i: int, j: int) -> _Kept:
+    """A per-message finding kept at index ``i`` for its message, now at index ``j``."""
+    d = k.diagnostic
+    if isinstance(d.range, LateRange) and d.range.message == i:
+        r = d.range
+        d = dataclasses.replace(d, range=LateRange(j, r.start, r.key, r.locate))
+    if isinstance(d.fix, LateFix) and d.fix.message == i:
+        d = dataclasses.replace(d, fix=dataclasses.replace(d.fix, message=j))
+    anchor_of = {x: j if a == i else a for x, a in k.anchor_of.items()}
+    objects = {j if a == i else a: v for a, v in k.objects.items()}
+    return _Kept(d, anchor_of, objects)
 
 
 def _common_prefix(a: str, b: str) -> int:

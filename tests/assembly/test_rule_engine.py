@@ -465,3 +465,44 @@ def test_cached_rules_equal_fresh_rules_after_each_structural_edit(
     # The edits reach the document rules and (the tight budget) the budget rules.
     assert "orphaned-tool-response" in seen, seen
     assert budget > 9000 or {"history-truncated", "compression-due"} <= seen, seen
+
+
+def test_a_per_message_finding_moves_with_its_message(tmp_path: Path) -> None:
+    """Messages inserted and deleted before a message with a per-message finding: the
+    finding (and its fix) follows the message, and the rule runs on the new messages only."""
+    path = tmp_path / "c.conv.json"
+    msgs: list[dict[str, object]] = [
+        {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"}
+        for i in range(12)
+    ]
+    msgs[9]["content"] = 'Let me look. {"name": "web_search", "arguments": {"query": "Oslo"}}'
+    tool = {"type": "object", "properties": {"query": {"type": "string"}}}
+    doc = {
+        "tools": [{"type": "function", "function": {"name": "web_search", "parameters": tool}}],
+        "messages": msgs,
+    }
+    text = json.dumps(doc, indent=2)
+    host = AnalysisHost()
+    first = _analysis(path, text, host)
+    assert "tool-call-in-text" in {d.code for d in first.diagnostics}
+
+    def item(mid: str) -> int:
+        return text.index('{\n      "id": "' + mid + '"')
+
+    pasted = '{"id": "new", "role": "user", "content": "pasted"},\n    '
+    for edit in ("insert", "delete"):
+        if edit == "insert":
+            text = text[: item("m3")] + pasted + text[item("m3") :]
+        else:
+            text = text[: text.index(pasted)] + text[item("m5") :]  # `new`, m3 and m4
+        got = _analysis(path, text, host)
+        want = _analysis(path, text)
+        assert [(d, d.range.start, d.range.end, d.fix) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end, d.fix) for d in want.diagnostics
+        ], edit
+        found = [d for d in got.diagnostics if d.code == "tool-call-in-text"]
+        assert len(found) == 1 and found[0].fix is not None
+        assert text[found[0].range.start : found[0].range.end].startswith('{\\"name\\"')
+        # The messages after the edit were not checked again: the two per-message rules
+        # ran on the new message and on the one the re-read made again beside it at most.
+        assert _cache(host).message_runs <= 2 * 2, edit
