@@ -16,7 +16,9 @@ What a rule reads is exactly its parameters, named by their types:
 - a per-message rule's first parameter is a ``MessageSource`` (one message of the current
   branch, with its source text and tree): it runs once per message object and per value
   of its other inputs. The incremental re-read shares every message object an edit did
-  not touch, so typing in a message re-runs it for that message only.
+  not touch, so typing in a message re-runs it for that message only; its findings stay
+  with their message object when messages come or go before it. An ``AssistantMessage``
+  first parameter narrows it to the assistant messages.
 
 Positions. Inputs never compare positions: ranges are left out of their equality
 (``shape_key``), since an edit before a message moves it without changing it. A finding's
@@ -53,12 +55,13 @@ from assembly.diagnostics.core import (
     TextEdit,
 )
 from assembly.diagnostics.window import TextLike, Windows, line_start
-from assembly.model import Message
+from assembly.model import Message, Role
 from assembly.rope import Rope
 from assembly.syntax import SNode
 from assembly.text import RelRange, TextRange
 
 __all__ = [
+    "AssistantMessage",
     "MessageSource",
     "RuleCache",
     "Source",
@@ -141,6 +144,7 @@ class MessageSource:
     and the text are found when first asked for (``inputs.message_source``)."""
 
     __slots__ = ("_ctx", "_node", "_text", "format", "message")
+    role: Role | None = None  # the role of the messages the rule reads (None: every one)
 
     def __init__(self, message: Message, ctx: RuleContext, fmt: Any = False) -> None:
         self.message = message
@@ -168,6 +172,14 @@ class MessageSource:
     def _find(self) -> None:
         self._node = message_node(self._ctx, self.message)
         self._text = message_text(self._ctx, self.message)
+
+
+class AssistantMessage(MessageSource):
+    """An assistant message as a per-message rule sees it: a rule whose first parameter
+    has this type reads assistant messages only (the engine gives it no other)."""
+
+    __slots__ = ()
+    role: Role | None = Role.ASSISTANT
 
 
 def message_node(ctx: RuleContext, m: Message) -> SNode | None:
@@ -250,7 +262,7 @@ def _rule_kind(rule: Rule) -> tuple[str, tuple[type, ...]]:
         if params != (RuleContext,):
             raise TypeError(f"{rule.code}: a RuleContext is the only parameter or none")
         return "whole", params
-    if params and params[0] is MessageSource:
+    if params and isinstance(params[0], type) and issubclass(params[0], MessageSource):
         kind = "message"
         rest = params[1:]
     else:
@@ -584,12 +596,20 @@ class _Run:
                 live = set(map(id, msgs))
                 state.done = done = {k: m for k, m in done.items() if k in live}
                 state.found = found = {k: v for k, v in found.items() if k in live}
+        source: type[MessageSource] = rule_kind(rule)[1][0]
+        if source.role is not None:  # the others are not the rule's: done without it
+            role = source.role
+            for i in todo:
+                if msgs[i].role is not role:
+                    done[id(msgs[i])] = msgs[i]
+                    found.pop(id(msgs[i]), None)
+            todo = [i for i in todo if msgs[i].role is role]
         check, views, ctx = rule.check, self.views, self.ctx
         fmt = ctx.conversation.format if ctx.conversation is not None else None
         self.message_runs += len(todo)
         for i in todo:
             m = msgs[i]
-            made = list(check(MessageSource(views[i], ctx, fmt), *values))
+            made = list(check(source(views[i], ctx, fmt), *values))
             done[id(m)] = m
             if made:
                 found[id(m)] = (i, m, [self._keep(d, i) for d in made])

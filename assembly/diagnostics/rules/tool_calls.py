@@ -32,7 +32,7 @@ from assembly.diagnostics.core import (
     TextEdit,
     message_memo,
 )
-from assembly.diagnostics.engine import MessageSource, message_start
+from assembly.diagnostics.engine import AssistantMessage, MessageSource, message_start
 from assembly.diagnostics.inputs import Branch, CallIds, Cut, MessageShape, Tools
 from assembly.diagnostics.window import TextLike, find_newline, line_start, offset_map
 from assembly.model import Conversation, DocFormat, Message, RejectedCall, Role, ToolCall
@@ -273,7 +273,7 @@ def duplicate_tool_call_id(b: Branch) -> Iterator[Diagnostic]:
             )
 
 
-def tool_call_in_text(src: MessageSource, tools: Tools, ids: CallIds) -> Iterator[Diagnostic]:
+def tool_call_in_text(src: AssistantMessage, tools: Tools, ids: CallIds) -> Iterator[Diagnostic]:
     """An assistant message wrote a tool call as text.
 
     ## What it does
@@ -326,7 +326,7 @@ def _call_range(src: MessageSource, spans: DecodedSpans | None, start: int, end:
     return m.content_range if m.content_range is not None else m.range
 
 
-def tool_call_markup_in_text(src: MessageSource, tools: Tools) -> Iterator[Diagnostic]:
+def tool_call_markup_in_text(src: AssistantMessage, tools: Tools) -> Iterator[Diagnostic]:
     """An assistant message holds a tool call in a model's own markup, and no tool is declared.
 
     ## What it does
