@@ -1,0 +1,181 @@
+"""Benchmark: the rule check's share of each edit kind, in process, on one or more checkouts.
+
+Opens the generated conversation (``--size`` MB JSON in ``--corpus``, made by
+``gen_conversation.py`` as ``bench_lsp.py`` makes it) with ``assembly.host.AnalysisHost``,
+as the language server does (collector paused, the result frozen), then applies the edit
+kinds of ``bench_lsp.py --kinds`` through ``apply_change`` with their edit spans, and
+times each analysis and its rule check (``check``) in CPU time of the process (steady on a
+loaded machine) and wall time. A fresh rule check of the opened document (a new
+``RuleCache``) is timed ``--fresh`` times: the open's share. Each checkout (``--root``,
+repeatable; default this one) runs in its own process with its own ``assembly``, in turn,
+so a before/after comparison comes from one run:
+
+    python tests/bench/bench_rules_kinds.py --root /path/to/main --root . [--per-kind 6]
+
+Medians in milliseconds; ``rules`` is the part of ``analysis`` spent in ``check``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def _bench_lsp() -> Any:
+    """This checkout's ``bench_lsp`` (its edit kinds and its corpus generator)."""
+    spec = importlib.util.spec_from_file_location("bench_lsp_kinds", HERE / "bench_lsp.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", action="append", type=Path, help="a checkout (repeatable)")
+    ap.add_argument("--corpus", type=Path, default=Path("/tmp/promptls-bench"))
+    ap.add_argument("--size", type=int, default=10, choices=(1, 10))
+    ap.add_argument("--per-kind", type=int, default=6)
+    ap.add_argument("--fresh", type=int, default=5)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        return _worker(args)
+    roots = args.root or [HERE.parents[1]]
+    args.corpus.mkdir(parents=True, exist_ok=True)
+    doc = _bench_lsp()._generate(args.corpus, args.size, "json")
+    print(f"{doc.name}: {doc.stat().st_size:,} bytes", flush=True)
+    results: list[tuple[str, dict[str, Any]]] = []
+    for root in roots:
+        out = subprocess.run(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--worker",
+                "--root",
+                str(root.resolve()),
+                "--corpus",
+                str(args.corpus),
+                "--size",
+                str(args.size),
+                "--per-kind",
+                str(args.per_kind),
+                "--fresh",
+                str(args.fresh),
+            ],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        results.append((str(root), json.loads(out.stdout.splitlines()[-1])))
+    head = ["edit kind"]
+    for root, _ in results:
+        head += [f"analysis cpu ({Path(root).name})", "rules cpu", "rules wall"]
+    table = [head]
+    for kind in results[0][1]:
+        row = [kind]
+        for _, res in results:
+            got = res.get(kind)
+            if got is None:
+                row += ["-", "-", "-"]
+                continue
+            row += [
+                _ms(statistics.median(got["analysis"])),
+                _ms(statistics.median(got["rules"])),
+                _ms(statistics.median(got["rules_wall"])),
+            ]
+        table.append(row)
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    print()
+    for k, row in enumerate(table):
+        print(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+    print("\nMedians per edit; `open` is the opening analysis, `fresh check` a new RuleCache.")
+    return 0
+
+
+def _ms(s: float) -> str:
+    return f"{1000 * s:.1f} ms"
+
+
+def _worker(args: argparse.Namespace) -> int:
+    root = args.root[0]
+    sys.path.insert(0, str(root))
+    from assembly import host as host_module  # the checkout's
+    from assembly.diagnostics import RuleCache, check
+    from assembly.host import AnalysisHost, Edit
+    from assembly.rope import Rope
+    from tests.support.engine import analyze
+
+    lsp = _bench_lsp()
+    doc = lsp._generate(args.corpus, args.size, "json")
+    text = doc.read_text(encoding="utf-8")
+    spent: list[tuple[float, float]] = []
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def timed(*a: Any, **kw: Any) -> Any:
+        calls[:] = [(a, kw)]
+        c, w = time.process_time(), time.perf_counter()
+        res = check(*a, **kw)
+        spent.append((time.process_time() - c, time.perf_counter() - w))
+        return res
+
+    host_module.check = timed  # type: ignore[attr-defined]
+    res: dict[str, dict[str, list[float]]] = {}
+
+    def record(kind: str, run: Any) -> None:
+        c = time.process_time()
+        run()
+        cpu = time.process_time() - c
+        gc.freeze()  # as the server does after each analysis
+        got = res.setdefault(kind, {"analysis": [], "rules": [], "rules_wall": []})
+        got["analysis"].append(cpu)
+        got["rules"].append(spent[-1][0])
+        got["rules_wall"].append(spent[-1][1])
+
+    gc.disable()
+    host = AnalysisHost()
+    rope = Rope.from_str(text)
+    record("open", lambda: analyze(doc, text=rope, host=host))
+    a, kw = calls[-1]
+    for _ in range(args.fresh):
+        fresh = dict(kw, cache=RuleCache())
+        c, w = time.process_time(), time.perf_counter()
+        check(*a, **fresh)
+        got = res.setdefault("fresh check", {"analysis": [], "rules": [], "rules_wall": []})
+        cpu = time.process_time() - c
+        got["analysis"].append(cpu)
+        got["rules"].append(cpu)
+        got["rules_wall"].append(time.perf_counter() - w)
+    for kind, make in lsp._KINDS:
+        for edit in make(str(rope), "json", args.per_kind):
+            if edit is None:
+                continue
+            start, end, new = edit
+            rope = rope.edit(start, end, new)
+            change = Edit.replace(start, end, new)
+            record(kind, lambda r=rope, e=change: analyze(doc, text=r, host=host, edit=e))
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
