@@ -18,12 +18,15 @@ Medians in milliseconds; ``rules`` is the part of ``analysis`` spent in ``check`
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import importlib.util
 import json
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -44,7 +47,7 @@ def _bench_lsp() -> Any:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", action="append", type=Path, help="a checkout (repeatable)")
-    ap.add_argument("--corpus", type=Path, default=Path("/tmp/promptls-bench"))
+    ap.add_argument("--corpus", type=Path, help="reuse or create the document in this folder")
     ap.add_argument("--size", type=int, default=10, choices=(1, 10))
     ap.add_argument("--per-kind", type=int, default=6)
     ap.add_argument("--fresh", type=int, default=5)
@@ -53,6 +56,9 @@ def main() -> int:
     if args.worker:
         return _worker(args)
     roots = args.root or [HERE.parents[1]]
+    if args.corpus is None:
+        args.corpus = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
+        atexit.register(shutil.rmtree, args.corpus, ignore_errors=True)
     args.corpus.mkdir(parents=True, exist_ok=True)
     doc = _bench_lsp()._generate(args.corpus, args.size, "json")
     print(f"{doc.name}: {doc.stat().st_size:,} bytes", flush=True)
