@@ -361,18 +361,25 @@ def _span(
     if conv is None or not msgs:
         return Span(None, None, None, n)
     where = _indexes(conv, memo, msgs)
+    placed = set(where)
+    placed.discard(None)
     summary: int | None = None
     if summary_id is not None:
         data = conv.message_data
-        for i in {i for i in where if i is not None}:
-            src = data[i]
-            if src.id == summary_id and src.role is Role.SUMMARY:
-                summary = i  # one message per id: the reader reports duplicates
-    kept = [i for i in where if i is not None and i != summary]
-    if not kept:
+        ids = memo.of_run("message-ids", data, lambda: list(map(_ID, data)))
+        at = -1
+        while True:  # the messages with the summary's id (one, unless an id is repeated)
+            try:
+                at = ids.index(summary_id, at + 1)
+            except ValueError:
+                break
+            if at in placed and data[at].role is Role.SUMMARY:
+                summary = at
+        placed.discard(summary)
+    if not placed:
         return Span(None, None, summary, n)
-    first = _end_place(conv, msgs, where, min(kept), first=True)
-    last = _end_place(conv, msgs, where, max(kept), first=False)
+    first = _end_place(conv, msgs, where, min(placed), first=True)  # type: ignore[type-var]
+    last = _end_place(conv, msgs, where, max(placed), first=False)  # type: ignore[type-var]
     return Span(first, last, summary, n)
 
 
@@ -382,7 +389,14 @@ def _end_place(
     """The first (else last) place of message ``i`` among ``msgs``: the message itself
     when it is among them, else its first (last) file."""
     src = conv.message_data[i]
-    ks = [_file_index(m, src) for m, at in zip(msgs, where, strict=True) if at == i]
+    ks: list[int | None] = []
+    at = where.index(i)
+    while True:  # the entries of message ``i`` (found at C speed)
+        ks.append(_file_index(msgs[at], src))
+        try:
+            at = where.index(i, at + 1)
+        except ValueError:
+            break
     if None in ks:
         return i, None
     files = [k for k in ks if k is not None]
