@@ -30,6 +30,7 @@ from typing import Any
 
 from assembly.documents import MAX_DOCUMENT_CHARS, Reader, reads_alone
 from assembly.formats.detect import NATIVE, message_marks, tool_marks
+from assembly.formats.yamldoc import reparse_yaml
 from assembly.model import Conversation, DocFormat
 from assembly.reading import read_parsed
 from assembly.rope import Rope, Text
@@ -101,8 +102,8 @@ def reparse_conversation(
     ``span``: where the two texts differ (``(p, old_end, new_end)``, the editor's edit),
     when the caller knows it; else it is found by comparing them.
     """
-    if fmt not in (DocFormat.JSON, DocFormat.JSONL) or prev.format is not fmt:
-        return None  # YAML: always parsed again
+    if prev.format is not fmt:
+        return None
     if prev.tree is None or prev.length != len(prev_text):
         return None
     if prev.source_format not in NATIVE:
@@ -116,6 +117,9 @@ def reparse_conversation(
     p, old_end, new_end = found  # the changed span is [p, old_end) before, [p, new_end) after
     if p == la == lb:
         return prev  # the same text
+    if fmt is DocFormat.YAML:
+        parsed = reparse_yaml(prev, prev_text, new_text, (p, old_end, new_end))
+        return None if parsed is None else _native(read_parsed(parsed, fmt, lb, prev))
     if not prev.issues:
         res = _reparse_one(prev, new_text, fmt, p, old_end, lb - la)
         if res is not None:

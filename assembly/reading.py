@@ -16,8 +16,9 @@ from assembly.documents import MAX_DOCUMENT_CHARS, Reader, is_dataset
 from assembly.formats.anthropic import read_anthropic
 from assembly.formats.detect import NATIVE, SourceFormat, detect, message_marks
 from assembly.formats.responses import read_responses
+from assembly.formats.yamldoc import parse_yaml_conversation
 from assembly.model import Conversation, DocFormat, Issue
-from assembly.syntax import ParsedData, SNode, absolute, parse_json, parse_jsonl, parse_yaml
+from assembly.syntax import ParsedData, SNode, absolute, parse_json, parse_jsonl
 from assembly.text import TextRange
 
 
@@ -33,7 +34,7 @@ def parse_conversation(text: str, fmt: DocFormat) -> Conversation:
     if fmt is DocFormat.JSON:
         parsed = parse_json(text, messages=True)
     elif fmt is DocFormat.YAML:
-        parsed = parse_yaml(text)
+        parsed = parse_yaml_conversation(text)
     else:
         parsed = parse_jsonl(text, messages=True)
     return read_parsed(parsed, fmt, len(text))

@@ -269,7 +269,7 @@ class ParsedData:
     errors: tuple[SyntaxIssue, ...] = ()
     # For JSONL: the range of each non-blank line, aligned with ``root.items``.
     lines: tuple[TextRange, ...] = field(default=())
-    tokens: int = 0  # JSON: the tokens read (at most ``MAX_JSON_TOKENS``)
+    tokens: int = 0  # JSON: the tokens read (at most ``MAX_JSON_TOKENS``); YAML: ``parse_yaml``
     lex_errors: int = 0  # JSON: of ``errors``, how many the tokenizer found (they come first)
 
 
@@ -377,18 +377,20 @@ def _spanning_value(text: str, start: int, scan: _Scan, messages: bool) -> tuple
     return (node, end) if not tail.strip() else None
 
 
-def parse_yaml(text: str) -> ParsedData:
+def parse_yaml(text: str, depth: int = 0) -> ParsedData:
     """Parse one YAML document with libyaml's composer; never raises.
 
     On a syntax error, the longest prefix of whole lines before the error that parses is
     kept as the tree (so a half-typed document still shows what could be read), and the
-    error is reported at libyaml's mark.
+    error is reported at libyaml's mark. ``tokens`` is the number of values read, 0 when
+    an alias repeats one (such a text is only ever read whole). ``depth``: how deep the
+    text's root lies in a document (``formats.yamldoc`` reads one piece of a document).
     """
     with _gc_paused():
-        return _parse_yaml(text)
+        return _parse_yaml(text, depth)
 
 
-def _parse_yaml(text: str) -> ParsedData:
+def _parse_yaml(text: str, depth: int = 0) -> ParsedData:
     import yaml
 
     loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -417,8 +419,9 @@ def _parse_yaml(text: str) -> ParsedData:
     if node is None:
         return ParsedData(None)
     converter = _YamlConverter(text)
-    root = converter.convert(node, 0)
-    return ParsedData(root, tuple(converter.errors))
+    root = converter.convert(node, depth)
+    tokens = 0 if converter.aliased else MAX_YAML_NODES - converter.budget
+    return ParsedData(root, tuple(converter.errors), tokens=tokens)
 
 
 def _compose(text: str, loader_cls: Any) -> Any:
@@ -1134,6 +1137,7 @@ class _YamlConverter:
         self.budget = MAX_YAML_NODES
         self.alias_budget = MAX_YAML_ALIAS_NODES
         self._seen: set[int] = set()
+        self.aliased = False  # an alias was read (a node reached twice)
         self._over = False
         self._too_deep = False
         # The collections being converted (the path from the root): an alias to one of
@@ -1154,6 +1158,7 @@ class _YamlConverter:
         self.budget -= 1
         if id(node) in self._seen:
             self.alias_budget -= 1
+            self.aliased = True
         else:
             self._seen.add(id(node))
         if self.budget < 0 or self.alias_budget < 0:
