@@ -30,7 +30,7 @@ from typing import Any
 
 from assembly.documents import MAX_DOCUMENT_CHARS, Reader, reads_alone
 from assembly.formats.detect import NATIVE, message_marks, tool_marks
-from assembly.formats.yamldoc import reparse_yaml
+from assembly.formats.yamldoc import reread_yaml
 from assembly.model import Conversation, DocFormat
 from assembly.reading import read_parsed
 from assembly.rope import Rope, Text
@@ -118,8 +118,7 @@ def reparse_conversation(
     if p == la == lb:
         return prev  # the same text
     if fmt is DocFormat.YAML:
-        parsed = reparse_yaml(prev, prev_text, new_text, (p, old_end, new_end))
-        return None if parsed is None else _native(read_parsed(parsed, fmt, lb, prev))
+        return reread_yaml(prev, prev_text, new_text, (p, old_end, new_end), read_parsed)
     if not prev.issues:
         res = _reparse_one(prev, new_text, fmt, p, old_end, lb - la)
         if res is not None:

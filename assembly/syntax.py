@@ -377,20 +377,22 @@ def _spanning_value(text: str, start: int, scan: _Scan, messages: bool) -> tuple
     return (node, end) if not tail.strip() else None
 
 
-def parse_yaml(text: str, depth: int = 0) -> ParsedData:
+def parse_yaml(text: str) -> ParsedData:
     """Parse one YAML document with libyaml's composer; never raises.
 
     On a syntax error, the longest prefix of whole lines before the error that parses is
     kept as the tree (so a half-typed document still shows what could be read), and the
     error is reported at libyaml's mark. ``tokens`` is the number of values read, 0 when
-    an alias repeats one (such a text is only ever read whole). ``depth``: how deep the
-    text's root lies in a document (``formats.yamldoc`` reads one piece of a document).
+    an alias repeats one (such a text is only ever read whole).
+
+    ``compose_yaml``, ``convert_yaml``, ``yaml_issue`` and ``yaml_prefix_tree`` are its
+    steps; ``formats.yamldoc`` runs them on one piece of a document.
     """
     with _gc_paused():
-        return _parse_yaml(text, depth)
+        return _parse_yaml(text)
 
 
-def _parse_yaml(text: str, depth: int = 0) -> ParsedData:
+def _parse_yaml(text: str) -> ParsedData:
     import yaml
 
     loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -400,34 +402,68 @@ def _parse_yaml(text: str, depth: int = 0) -> ParsedData:
     try:
         # Past the message limit only the messages the reader keeps are composed (it
         # reports the limit); offsets in the prefix are those of the whole text.
-        node = _compose(text if too_many is None else text[:too_many], loader_cls)
+        node = compose_yaml(text if too_many is None else text[:too_many])
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        offset = min(mark.index, len(text)) if mark is not None else 0
-        message = f"invalid YAML: {exc.problem or exc.context or 'syntax error'}"
-        rng = _token_range(text, offset)
-        if exc.context_mark is not None and not text[offset:].strip():
-            # Cut short (half typed): point at what is left open, not at the end of the text.
-            offset = min(exc.context_mark.index, len(text))
-            message = f"invalid YAML: {exc.problem} {exc.context}"
-            rng = _open_range(text, offset)
-        return ParsedData(_yaml_prefix_tree(text, offset, loader_cls), (SyntaxIssue(message, rng),))
+        issue, offset = yaml_issue(text, exc)
+        return ParsedData(yaml_prefix_tree(text, offset)[0], (issue,))
     except yaml.YAMLError as exc:  # reader errors (e.g. control characters)
         mark = getattr(exc, "position", 0) or 0
         issue = SyntaxIssue(f"invalid YAML: {exc}", _token_range(text, min(mark, len(text))))
         return ParsedData(None, (issue,))
     if node is None:
         return ParsedData(None)
+    return convert_yaml(node, text)
+
+
+def compose_yaml(text: str) -> Any:
+    """libyaml's node graph of ``text`` (PyYAML's ``CSafeLoader``); raises ``yaml.YAMLError``."""
+    import yaml
+
+    return yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def convert_yaml(node: Any, text: str, depth: int = 0) -> ParsedData:
+    """The source tree of a composed node graph of ``text`` (its root ``depth`` deep in the
+    document), with the conversion's findings and the values read (0 after an alias)."""
     converter = _YamlConverter(text)
     root = converter.convert(node, depth)
     tokens = 0 if converter.aliased else MAX_YAML_NODES - converter.budget
     return ParsedData(root, tuple(converter.errors), tokens=tokens)
 
 
-def _compose(text: str, loader_cls: Any) -> Any:
+def yaml_issue(text: str, exc: Any, more: bool = False) -> tuple[SyntaxIssue, int]:
+    """How libyaml's error ``exc`` in ``text`` is reported, and the offset before which
+    ``yaml_prefix_tree`` looks; ``more``: the document goes on after ``text``."""
+    mark = exc.problem_mark or exc.context_mark
+    offset = min(mark.index, len(text)) if mark is not None else 0
+    message = f"invalid YAML: {exc.problem or exc.context or 'syntax error'}"
+    rng = _token_range(text, offset)
+    if exc.context_mark is not None and not more and not text[offset:].strip():
+        # Cut short (half typed): point at what is left open, not at the end of the text.
+        offset = min(exc.context_mark.index, len(text))
+        message = f"invalid YAML: {exc.problem} {exc.context}"
+        rng = _open_range(text, offset)
+    return SyntaxIssue(message, rng), offset
+
+
+def yaml_prefix_tree(text: str, error_offset: int, depth: int = 0) -> tuple[SNode | None, int]:
+    """The tree of the longest prefix of whole lines before ``error_offset`` that is valid
+    YAML (eight tries), and where the last try cut the text (0 or less: at its start)."""
     import yaml
 
-    return yaml.compose(text, Loader=loader_cls)
+    cut = text.rfind("\n", 0, error_offset)
+    for _ in range(8):
+        if cut <= 0:
+            return None, cut
+        try:
+            node = compose_yaml(text[:cut])
+        except yaml.YAMLError:
+            cut = text.rfind("\n", 0, cut)
+            continue
+        if node is None:
+            return None, cut
+        return _YamlConverter(text).convert(node, depth), cut
+    return None, cut
 
 
 @contextlib.contextmanager
@@ -1277,22 +1313,3 @@ def _yaml_scalar(node: Any, rng: TextRange) -> SNode:
         except ValueError:
             return SNode("string", rng, value)
     return SNode("string", rng, value)
-
-
-def _yaml_prefix_tree(text: str, error_offset: int, loader_cls: Any) -> SNode | None:
-    """Parse the longest prefix of whole lines before ``error_offset`` that is valid YAML."""
-    import yaml
-
-    cut = text.rfind("\n", 0, error_offset)
-    for _ in range(8):
-        if cut <= 0:
-            return None
-        try:
-            node = _compose(text[:cut], loader_cls)
-        except yaml.YAMLError:
-            cut = text.rfind("\n", 0, cut)
-            continue
-        if node is None:
-            return None
-        return _YamlConverter(text).convert(node, 0)
-    return None

@@ -1,42 +1,56 @@
 """YAML conversations: the message list stored position-free, re-read one piece at a time.
 
-libyaml (PyYAML's ``CSafeLoader``, ``syntax.parse_yaml``) has no incremental mode, so an
-edit re-reads only the top-level piece it touched, with that same parser, and keeps the
+libyaml (PyYAML's ``CSafeLoader``) has no incremental mode, so an edit re-reads only the
+top-level piece it touched, with the steps of ``syntax.parse_yaml`` itself, and keeps the
 rest of the previous source tree:
 
 - ``parse_yaml_conversation`` is the whole read: ``parse_yaml``, then the message list (the
   top-level sequence, or the top-level mapping's ``messages``) stored like JSON's: each item
   relative to its own start (``RelRange``s) with the starts in ``SNode.starts``, so a
   ``Message`` read from it does not depend on where it stands (value snapshots).
-- ``reparse_yaml`` re-reads after an edit. Item boundaries come from the previous tree (the
+- ``reread_yaml`` re-reads after an edit. Item boundaries come from the previous tree (the
   starts of the items and of the top-level keys) checked against the text's indentation:
   an item starts on a line made of its indentation and ``-``; a top-level key starts a
-  line. The window is the item(s) of ``messages`` (or the top-level member(s)) the edit
+  line. The window is the items of the message list (or the top-level members) the edit
   touched, from the start of the line of the first to the start of the line of the next
-  untouched one; it is parsed alone by ``parse_yaml`` at its depth and spliced in.
+  untouched one; it is composed alone, converted at its depth and spliced in.
 
 Why the window alone gives what a whole parse gives: it starts and ends at line starts, so
-every column is the same; in both parses the scanner is at that point in the same state (a
+every column is the same; at its start the scanner is in the same state in both parses (a
 block sequence at the item's indentation expecting an entry, or the root mapping expecting
-a key at column 0: the text before it is unchanged, and an item's content lies deeper than
-its ``-``); and it ends where a line holds the next item's ``-`` (or the next top-level key,
-or the end of the text), which ends whatever the window left open in both. What could tell
-the two apart is declined, and the caller then reads the whole text: a previous parse with
-any finding or any alias (``tokens`` is 0 then); a window with a finding, an alias, a line
+a key at column 0: the text before is unchanged, and an item's content lies deeper than its
+``-``); and it ends where a line holds the next item's ``-`` (or the next top-level key, or
+the end of the text), which ends whatever the window left open in both. What could tell the
+two apart is declined, and the caller then reads the whole text: a previous parse with any
+finding or any alias (``tokens`` is 0 then); a window with a finding, an alias, a line
 starting with ``---``, ``...`` or ``%`` (another document, a directive), or a result that is
 not a block sequence at the item's indentation (a block mapping at column 0); items that do
 not begin on their ``-`` line; a top-level key repeated or named ``messages``; an edit
 before the first top-level key or on the ``messages:`` line; limits that might be reached.
-The randomized test (``tests/assembly/test_yaml_incremental.py``) compares every result with
-a whole read.
+
+Half-typed messages: while an item is being typed the text is often not YAML (``- id: x``
+then ``  ro`` before its ``:``). An error of the scanner, or of the parser inside an item
+(its context, the construct left open, starts after the item's ``-``), in the message
+list's window, where the scanner cannot have reached the window's end (or the window ends
+the document; else the window takes more items, a quote may be left open), is the whole
+parse's error, and the tree it keeps (the longest prefix of whole lines before the error
+that composes, ``syntax.yaml_prefix_tree``) is the items before the window and the
+window's prefix; the result remembers the last whole parse (``_Base``) and the span edited
+since, so the next keystrokes are re-read from it until the text is whole again.
+The randomized test (``tests/assembly/test_yaml_incremental.py``) compares every result
+with a whole read.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from assembly.model import Conversation
+from assembly.formats.detect import NATIVE
+from assembly.model import Conversation, DocFormat
 from assembly.rope import Text
 from assembly.syntax import (
     MAX_TOP_ITEMS,
@@ -44,13 +58,24 @@ from assembly.syntax import (
     Member,
     ParsedData,
     SNode,
+    SyntaxIssue,
+    compose_yaml,
+    convert_yaml,
     iter_nodes,
     parse_yaml,
+    yaml_issue,
+    yaml_prefix_tree,
 )
 from assembly.text import RelRange, TextRange
 
 # A line that may begin or end a document or hold a directive: outside one item.
 _DOCUMENT_LINE = re.compile(r"^(?:---|\.\.\.|%)", re.MULTILINE)
+# What may be an alias (``*name`` where a value starts): its anchor may lie outside.
+_ALIAS = re.compile(r"(?:^|[\s\[{,])\*\S")
+# Key of the memo a half-typed result keeps (``Conversation._views``).
+_BASE = "yaml-base"
+
+Read = Callable[[ParsedData, DocFormat, int, Conversation], Conversation]
 
 
 def parse_yaml_conversation(text: str) -> ParsedData:
@@ -121,7 +146,7 @@ def _shifted(node: SNode, delta: int) -> SNode:
 
 
 def _values(node: SNode) -> int:
-    """How many values ``parse_yaml`` counted for ``node`` (``ParsedData.tokens``)."""
+    """How many values ``convert_yaml`` counted for ``node`` (``ParsedData.tokens``)."""
     return sum(1 for _ in iter_nodes(node))
 
 
@@ -139,15 +164,63 @@ def _line_start(text: Text, at: int) -> int:
     return text.rfind("\n", 0, at) + 1
 
 
-def reparse_yaml(
-    prev: Conversation, prev_text: Text, new_text: Text, span: tuple[int, int, int]
-) -> ParsedData | None:
-    """The parse of ``new_text`` (what ``parse_yaml_conversation`` gives), sharing the
-    previous tree's untouched items and members, or None (parse it all).
+@dataclass(frozen=True, slots=True)
+class _Base:
+    """What a half-typed result is re-read from: the last whole parse (``conv`` of
+    ``text``) and the span edited since (``text[start:old_end]`` became the current text's
+    ``[start:new_end]``)."""
+
+    text: Text
+    conv: Conversation
+    start: int
+    old_end: int
+    new_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """A re-read: the new parse, the conversation whose reads it shares, and for a
+    half-typed result the base it keeps."""
+
+    parsed: ParsedData
+    shares: Conversation
+    base: _Base | None = None
+
+
+def reread_yaml(
+    prev: Conversation, prev_text: Text, new_text: Text, span: tuple[int, int, int], read: Read
+) -> Conversation | None:
+    """The conversation of ``new_text`` from that of ``prev_text`` (``prev``), read by
+    ``read`` (``reading.read_parsed``, given to avoid an import circle) from a parse that
+    shares the untouched items and members; None: parse it all.
 
     ``span``: ``prev_text[p:old_end]`` became ``new_text[p:new_end]``.
     """
-    if prev.syntax is None or prev.tree is None:
+    piece = reparse_yaml(prev, prev_text, new_text, span)
+    if piece is None:
+        return None
+    conv = read(piece.parsed, DocFormat.YAML, len(new_text), piece.shares)
+    if conv.source_format not in NATIVE:
+        return None  # another provider's format is read whole
+    if piece.base is not None:
+        conv._views[_BASE] = piece.base
+    return conv
+
+
+def reparse_yaml(
+    prev: Conversation, prev_text: Text, new_text: Text, span: tuple[int, int, int]
+) -> _Piece | None:
+    """The parse of ``new_text`` (what ``parse_yaml_conversation`` gives) sharing the last
+    whole parse's untouched items and members, or None (parse it all)."""
+    span = _tight(prev_text, new_text, span)
+    base = prev._views.get(_BASE)
+    if isinstance(base, _Base):
+        # Half typed: re-read from the last whole parse, over every span edited since.
+        p, old_end = span[0], span[1]
+        suffix = min(len(prev_text) - base.new_end, len(prev_text) - old_end)
+        span = (min(base.start, p), len(base.text) - suffix, len(new_text) - suffix)
+        prev, prev_text = base.conv, base.text
+    if prev.syntax is None or prev.tree is None or prev.length != len(prev_text):
         return None
     errors, tokens = prev.syntax
     if errors or tokens <= 0 or 2 * tokens > MAX_YAML_NODES:
@@ -161,13 +234,49 @@ def reparse_yaml(
         mi = max((j for j, m in enumerate(root.members) if m.key == "messages"), default=-1)
         if mi >= 0 and root.members[mi].value.is_array:
             holder = root.members[mi].value
-    p = span[0]
-    if holder is not None and holder.items and holder.starts is not None:
-        if holder.range.start < p:
-            return _reparse_items(prev, prev_text, new_text, span, holder, mi)
-    if root.is_object and root.members:
-        return _reparse_members(prev, prev_text, new_text, span, mi)
-    return None
+    top_lists = [root] if root.is_array else [m.value for m in root.members if m.value.is_array]
+    if any(len(node.items) > MAX_TOP_ITEMS for node in top_lists):
+        return None  # cut at the limit: the tree is not the whole text's
+    parsed: ParsedData | None = None
+    after = root.is_object and mi < len(root.members) - 1
+    if (
+        holder is not None
+        and holder.items
+        and holder.starts is not None
+        and holder.range.start < span[0]
+        and not (after and root.members[mi + 1].key_range.start <= span[0])
+    ):
+        parsed = _reparse_items(prev, prev_text, new_text, span, holder, mi)
+    elif root.is_object and root.members:
+        parsed = _reparse_members(prev, prev_text, new_text, span, mi)
+    if parsed is None:
+        return None
+    if parsed.errors:
+        return _Piece(parsed, prev, _Base(prev_text, prev, *span))
+    return _Piece(parsed, prev)
+
+
+def _tight(old: Text, new: Text, span: tuple[int, int, int]) -> tuple[int, int, int]:
+    """``span`` without the text the two versions still share at its ends (an editor may
+    replace ``reminder: r`` by ``reminder: rr``): the boundaries it touches are fewer."""
+    p, old_end, new_end = span
+    a, b = old[p:old_end], new[p:new_end]
+    head = _shared(a, b)
+    tail = _shared(a[head:][::-1], b[head:][::-1])
+    return p + head, old_end - tail, new_end - tail
+
+
+def _shared(a: str, b: str) -> int:
+    """The length of the common prefix of ``a`` and ``b``."""
+    n, i, step = min(len(a), len(b)), 0, 64
+    while i < n:
+        if a[i : i + step] == b[i : i + step]:
+            i += step
+        elif step > 1:
+            step //= 2
+        else:
+            break
+    return min(i, n)
 
 
 def _reparse_items(
@@ -210,33 +319,56 @@ def _reparse_items(
     ws = line_of(k0)
     if ws is None or ws >= p:
         return None
+
+    def end_of(j: int) -> int | None:
+        """Where the window ending before item ``j`` ends in the previous text."""
+        if j < n:
+            return line_of(j)
+        if root is holder or mi == len(root.members) - 1:
+            return prev.length  # the end of the list: the text's end, or the next key's line
+        at = root.members[mi + 1].key_range.start
+        return at if at > 0 and prev_text[at - 1] == "\n" else None
+
     # The first item untouched: its line starts at or after the edit's end.
     j = max(bisect_left(starts, old_end), k0 + 1)
-    end: int | None = None
-    while j < n:
-        at = line_of(j)
-        if at is None:
+    while j < n and (line_of(j) or 0) < old_end:
+        if line_of(j) is None:
             return None
-        if at >= old_end:
-            end = at
-            break
         j += 1
-    if end is None:  # to the end of the list: the next top-level key, or the text's end
-        if root is holder or mi == len(root.members) - 1:
-            end = prev.length
-        else:
-            end = root.members[mi + 1].key_range.start
-            if end == 0 or prev_text[end - 1] != "\n":
-                return None
-        if end < old_end:
+    depth = 0 if root is holder else 1
+    grow = 1
+    while True:
+        end = end_of(j)
+        if end is None or end < old_end:
             return None
-    we = end + delta
-    if we < len(new_text) and (we <= ws or new_text[we - 1] != "\n"):
+        we = end + delta
+        at_end = we == len(new_text)
+        if not at_end and (we <= ws or new_text[we - 1] != "\n"):
+            return None
+        window = new_text[ws:we]
+        if not _is_dash_line(window, 0, indent) or _DOCUMENT_LINE.search(window):
+            return None
+        if window.count("\n") + window.count(",") >= MAX_YAML_NODES // 4:
+            return None  # the whole parse counts such a text's values before composing it
+        tokens = prev.syntax[1] if prev.syntax else 0
+        tokens -= sum(_values(items[k]) for k in range(k0, j))
+        import yaml
+
+        try:
+            node = compose_yaml(window)
+        except yaml.YAMLError as exc:
+            if 2 * (tokens + len(window)) > MAX_YAML_NODES:
+                return None
+            res = _half_typed(window, exc, depth, indent, at_end, ws, k0, holder, root, mi)
+            if res is not _GROW or j >= n:
+                return None if res is _GROW else res  # type: ignore[return-value]
+            # The error may lie beyond the window (a quote left open): take more items.
+            j, grow = min(n, j + grow), 2 * grow
+            continue
+        break
+    if node is None:
         return None
-    window = new_text[ws:we]
-    if not _is_dash_line(window, 0, indent) or _DOCUMENT_LINE.search(window):
-        return None
-    parsed = parse_yaml(window, depth=0 if root is holder else 1)
+    parsed = convert_yaml(node, window, depth)
     seq = parsed.root
     if (
         parsed.errors
@@ -249,11 +381,9 @@ def _reparse_items(
         return None
     if j < n and indent and seq.items[-1].range.end > len(window.rstrip()):
         return None  # an empty value placed at the next token: the next ``-``, not the end
-    new_count = k0 + len(seq.items) + n - j
-    if new_count > MAX_TOP_ITEMS:
+    if k0 + len(seq.items) + n - j > MAX_TOP_ITEMS:
         return None
-    tokens = prev.syntax[1] if prev.syntax else 0
-    tokens += parsed.tokens - 1 - sum(_values(items[k]) for k in range(k0, j))
+    tokens += parsed.tokens - 1
     if 2 * tokens > MAX_YAML_NODES:
         return None
     new_starts = [ws + item.range.start for item in seq.items]
@@ -280,6 +410,66 @@ def _reparse_items(
     return ParsedData(new_root, (), tokens=tokens)
 
 
+_GROW = object()  # the window is too short to tell: take more items
+
+
+def _half_typed(
+    window: str,
+    exc: Any,
+    depth: int,
+    indent: int,
+    at_end: bool,
+    ws: int,
+    k0: int,
+    holder: SNode,
+    root: SNode,
+    mi: int,
+) -> ParsedData | object | None:
+    """The whole parse of a text whose message-list window does not compose: its error
+    and the tree of the longest prefix before it that does; ``_GROW`` when the scanner may
+    have reached the window's end (a longer window may tell); None when the window alone
+    cannot tell (``parse_yaml`` reads it)."""
+    import yaml
+
+    if exc.problem_mark is None:
+        return None
+    if not isinstance(exc, yaml.scanner.ScannerError):
+        if not isinstance(exc, yaml.parser.ParserError) or exc.context_mark is None:
+            return None  # the composer's (an alias) or after the window's sequence ended
+    marks = [m.index for m in (exc.problem_mark, exc.context_mark) if m is not None]
+    if min(marks) <= indent:
+        return None  # at the list's level: the window's own sequence is not the document's
+    if not at_end:
+        # The scanner reached no further than the line after the error's: not the end.
+        nl = window.find("\n", exc.problem_mark.index)
+        if nl < 0 or not window[nl:].strip():
+            return _GROW
+    if _ALIAS.search(window):
+        return None  # a prefix's alias may name an anchor outside the window
+    issue, offset = yaml_issue(window, exc, more=not at_end)
+    tree, cut = yaml_prefix_tree(window, offset, depth)
+    shifted = SyntaxIssue(issue.message, issue.range.shift(ws), issue.code, issue.severity)
+    if tree is None:
+        return None if cut <= 0 else ParsedData(None, (shifted,))
+    if not tree.is_array or tree.range.start != indent or not tree.items:
+        return None
+    if k0 + len(tree.items) > MAX_TOP_ITEMS:
+        return None
+    new_starts = [ws + item.range.start for item in tree.items]
+    new_items = [_relative(item, item.range.start) for item in tree.items]
+    new_holder = SNode(
+        "array",
+        TextRange(holder.range.start, new_starts[-1] + new_items[-1].range.end),
+        items=(*holder.items[:k0], *new_items),
+        starts=(*(holder.starts or ())[:k0], *new_starts),
+    )
+    if root is holder:
+        return ParsedData(new_holder, (shifted,))
+    members = (*root.members[:mi], Member("messages", root.members[mi].key_range, new_holder))
+    new_root = SNode("object", TextRange(root.range.start, new_holder.range.end), members=members)
+    return ParsedData(new_root, (shifted,))
+
+
 def _reparse_members(
     prev: Conversation,
     prev_text: Text,
@@ -295,13 +485,11 @@ def _reparse_members(
     assert root is not None
     members = root.members
     keys = [m.key_range.start for m in members]
-    i0 = bisect_left(keys, p) - 1  # the last key starting before the edit
-    if i0 < 0:
-        return None
+    i0 = max(0, bisect_left(keys, p) - 1)  # the last key starting before the edit
     j = max(bisect_left(keys, old_end), i0 + 1)  # the first key at or after its end
     if i0 <= mi < j:
         return None  # the message list is in the window: parse it all
-    ws = keys[i0]
+    ws = keys[i0] if keys[i0] < p else 0  # an edit before the first key: from the start
     end = keys[j] if j < len(members) else prev.length
     for at in (ws, end):
         if at != prev.length and at > 0 and prev_text[at - 1] != "\n":
@@ -312,15 +500,27 @@ def _reparse_members(
     window = new_text[ws:we]
     if _DOCUMENT_LINE.search(window):
         return None
-    parsed = parse_yaml(window)
+    if window.count("\n") + window.count(",") >= MAX_YAML_NODES // 4:
+        return None
+    import yaml
+
+    try:
+        node = compose_yaml(window)
+    except yaml.YAMLError:
+        return None
+    if node is None:
+        return None
+    parsed = convert_yaml(node, window)
     top = parsed.root
     if (
         parsed.errors
         or parsed.tokens <= 0
         or top is None
         or not top.is_object
-        or top.range.start != 0
         or not top.members
+        or top.range.start != (top.range.start if ws == 0 else 0)  # a key at the start
+        or window[top.range.start : top.range.start + 1] in ("{", "[")  # a block mapping
+        or _line_start(window, top.range.start) != top.range.start
     ):
         return None
     outside = {m.key for m in members[:i0]} | {m.key for m in members[j:]}

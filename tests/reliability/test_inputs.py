@@ -177,7 +177,7 @@ def test_yaml_with_too_many_values_is_refused_before_composing(
 ) -> None:
     monkeypatch.setattr(syntax, "MAX_YAML_NODES", 400)
     composed = []
-    monkeypatch.setattr(syntax, "_compose", lambda *a: composed.append(1))
+    monkeypatch.setattr(syntax, "compose_yaml", lambda *a: composed.append(1))
     data = syntax.parse_yaml("messages:\n" + "  - {role: user, content: x}\n" * 200)
     assert [e.code for e in data.errors] == ["document-too-large"] and composed == []
 
@@ -390,13 +390,13 @@ def test_a_long_yaml_message_list_is_composed_only_up_to_the_limit(
     monkeypatch.setattr(syntax, "MAX_YAML_NODES", 1000)  # counted as events from 250 lines
     monkeypatch.setattr(syntax, "MAX_TOP_ITEMS", 10)
     composed: list[int] = []
-    real = syntax._compose
+    real = syntax.compose_yaml
 
-    def compose(text: str, loader: object) -> object:
+    def compose(text: str) -> object:
         composed.append(len(text))
-        return real(text, loader)
+        return real(text)
 
-    monkeypatch.setattr(syntax, "_compose", compose)
+    monkeypatch.setattr(syntax, "compose_yaml", compose)
     item = "  - {role: user, content: x}\n"
     text = "messages:\n" + item * 300
     data = syntax.parse_yaml(text)

@@ -1,0 +1,390 @@
+"""YAML re-read one piece at a time (``assembly.formats.yamldoc``) equals a whole read.
+
+The property: after any edit, ``reparse_conversation`` on a YAML document either declines
+(None: the caller reads it all) or gives exactly what ``parse_conversation`` of the new text
+gives: every field, every range of the model and of the source tree, the issues, the parse's
+value count. Checked over seeded random chains of edits of many kinds (typing, deleting
+across items, pasting items, changing roles and ids, typing YAML's own syntax: quotes,
+block scalars, anchors, tags, document markers, tabs, CRLF) on real documents (GitHub's
+``gh-models`` prompt files, ``tests/data/yaml-real``), the project's YAML test documents,
+real logs written as YAML in several styles, a generated conversation and hostile ones.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from assembly.formats.yamldoc import parse_yaml_conversation, reparse_yaml
+from assembly.host import AnalysisHost, Edit
+from assembly.incremental import reparse_conversation
+from assembly.model import Conversation, DocFormat
+from assembly.reading import parse_conversation
+from assembly.rope import Rope
+from assembly.text import RelRange
+from tests.assembly.test_incremental import normalise
+from tests.bench.gen_conversation import conversation as generated
+from tests.support.engine import analyze
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+YAML = DocFormat.YAML
+
+
+# ---------------------------------------------------------------------------------------
+# Documents
+
+
+class _Indented(yaml.SafeDumper):
+    """Block sequences indented under their key (``messages:\\n  - role: …``)."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+class _Blocks(yaml.SafeDumper):
+    """Multi-line strings written as ``|`` block scalars."""
+
+
+def _block_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value and not value.endswith((" ", "\t")) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Blocks.add_representer(str, _block_str)
+
+
+def _dump(doc: Any, style: str) -> str:
+    common: dict[str, Any] = {"allow_unicode": True, "sort_keys": False}
+    if style == "indented":
+        return yaml.dump(doc, Dumper=_Indented, width=80, **common)
+    if style == "blocks":
+        return yaml.dump(doc, Dumper=_Blocks, width=10**9, **common)
+    if style == "flowish":
+        return yaml.safe_dump(doc, default_flow_style=None, width=60, **common)
+    return yaml.safe_dump(doc, width=10**9, **common)
+
+
+def _real_logs() -> list[tuple[str, str]]:
+    """Real OpenAI-format logs (tests/data/real-logs) written as YAML, in four styles."""
+    res = []
+    files = sorted((DATA / "real-logs" / "openai").glob("*.conv.json"))
+    for k, path in enumerate(files[::6]):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(doc, dict) and "messages" not in doc:
+            continue
+        style = ("compact", "indented", "blocks", "flowish")[k % 4]
+        res.append((f"{path.name}:{style}", _dump(doc, style)))
+    return res
+
+
+_HOSTILE = [
+    # Anchors and aliases: never re-read in pieces (an alias repeats another item's node).
+    "messages:\n- &m1\n  role: user\n  content: hi\n- *m1\n- role: assistant\n  content: ok\n",
+    # Tags, comments, flow items, a block scalar kept with its trailing lines.
+    "# head\nsettings: {model: gpt-4o}\nmessages:  # the list\n- {role: user, content: a}\n"
+    "# between\n- role: assistant\n  content: !!str 12\n- role: user\n  content: |+\n"
+    "    kept\n\n\n- role: user\n  content: >-\n    folded\n    text\nreminder: r\n",
+    # A root sequence, CRLF line ends, a quoted scalar over several lines.
+    '- role: user\r\n  content: "one\r\n    two"\r\n- role: assistant\r\n  content: x\r\n',
+    # Items whose content starts on the line after the dash; an empty item.
+    "messages:\n-\n  role: user\n  content: a\n- role: user\n  content: b\n-\n",
+    # Two documents; a directive; tabs.
+    "messages:\n- role: user\n  content: a\n---\nmessages: []\n",
+    "%YAML 1.1\n---\nmessages:\n- role: user\n  content: a\n",
+    "messages:\n- role: user\n  content:\ta\t\n- role:\tuser\n  content: b\n",
+]
+
+
+def documents() -> list[tuple[str, str]]:
+    docs = [
+        (p.name, p.read_text(encoding="utf-8")) for p in sorted((DATA / "yaml-real").glob("*.yml"))
+    ]
+    project = sorted((DATA / "assembly").glob("*.conv.yaml"))
+    docs += [(p.name, p.read_text(encoding="utf-8")) for p in project[::5]]
+    docs += _real_logs()
+    small = generated(24, 12_000, 11)
+    docs += [(f"generated:{s}", _dump(small, s)) for s in ("compact", "indented", "blocks")]
+    docs += [(f"hostile:{i}", t) for i, t in enumerate(_HOSTILE)]
+    return docs
+
+
+# ---------------------------------------------------------------------------------------
+# Edits
+
+_TYPED = [
+    *"ab Z:-#'\"|>&*!\t\n\\{}[],",
+    "é",
+    "😀",
+    "\r\n",
+    "\n- ",
+    "\n  ",
+    ": ",
+    "- role: user\n  content: pasted\n",
+    "&a ",
+    "*a",
+    "!!str ",
+    "!custom ",
+    "---\n",
+    "...\n",
+    "%TAG ! x\n",
+    "\u2028",
+    "\x85",
+]
+
+
+def _line_starts(text: str) -> list[int]:
+    return [0, *(i + 1 for i, ch in enumerate(text) if ch == "\n")]
+
+
+def random_edit(rnd: random.Random, text: str) -> tuple[int, int, str]:
+    """One edit ``(start, end, new)`` of a kind an editor makes."""
+    n = len(text)
+    lines = _line_starts(text)
+    kind = rnd.randrange(9)
+    if kind == 0:  # type a character or a piece of YAML anywhere
+        at = rnd.randint(0, n)
+        return at, at, rnd.choice(_TYPED)
+    if kind == 1:  # type inside a line's text (most keystrokes)
+        at = rnd.randint(0, n)
+        while 0 < at < n and text[at - 1] in "\n -":
+            at += 1
+        at = min(at, n)
+        return at, at, rnd.choice("abcxyz é")
+    if kind == 2:  # delete a short span
+        at = rnd.randint(0, n)
+        return at, min(n, at + rnd.randint(1, 8)), ""
+    if kind == 3:  # delete across lines (and items)
+        a = rnd.randint(0, n)
+        return a, min(n, a + rnd.randint(10, 200)), ""
+    if kind == 4:  # paste a copy of some lines at a line start
+        a, b = sorted(rnd.sample(lines, 2)) if len(lines) > 1 else (0, n)
+        at = rnd.choice(lines)
+        return at, at, text[a:b]
+    if kind == 5:  # cut whole lines
+        a, b = sorted(rnd.sample(lines, 2)) if len(lines) > 1 else (0, n)
+        return a, b, ""
+    if kind == 6:  # change a role
+        found = [i for i in range(n) if text.startswith("role: ", i)]
+        if found:
+            at = rnd.choice(found) + 6
+            end = text.find("\n", at)
+            return at, n if end < 0 else end, rnd.choice(["user", "system", "tool", "x"])
+    if kind == 7:  # type at the end
+        at = len(text.rstrip("\n"))
+        return at, at, rnd.choice(["\n- role: user\n  content: new", "\n-", "x", "\n  id: z"])
+    at = rnd.choice(lines)  # edit a line's indentation
+    return (at, at, " ") if rnd.random() < 0.6 else (at, min(n, at + 1), "")
+
+
+def check(prev: Conversation, text: str, new_text: str, edit: tuple[int, int, str]) -> Any:
+    """Re-read ``new_text`` from ``prev``; assert it equals a whole read. The next prev."""
+    start, end, new = edit
+    res = reparse_conversation(prev, text, new_text, YAML, span=(start, end, start + len(new)))
+    full = parse_conversation(new_text, YAML)
+    if res is not None:
+        assert normalise(res) == normalise(full), (text, edit)
+        assert res.syntax == full.syntax, (text, edit)
+    return res, full
+
+
+def test_random_edit_chains_equal_whole_reads() -> None:
+    docs = documents()
+    assert len(docs) >= 40
+    rnd = random.Random(20261201)
+    counts: Counter[str] = Counter()
+    for _name, pristine in docs:
+        for _ in range(12):  # short chains, each from the pristine document
+            text = pristine
+            conv = parse_conversation(text, YAML)
+            for _k in range(6):
+                edit = random_edit(rnd, text)
+                start, end, new = edit
+                new_text = text[:start] + new + text[end:]
+                if new_text == text:
+                    continue
+                res, full = check(conv, text, new_text, edit)
+                clean = not (conv.syntax is None or conv.syntax[0])
+                half_typed = "yaml-base" in conv._views  # broken, re-read from a whole parse
+                counts["edits on a clean parse" if clean else "edits on a broken one"] += 1
+                if res is not None:
+                    counts["re-read in pieces"] += 1
+                    counts["of which half typed"] += bool(res.issues and "yaml-base" in res._views)
+                    # A text read whole with findings is read whole until it has none.
+                    assert clean or half_typed
+                conv, text = (res if res is not None else full), new_text
+    # The property is not checked on declines alone.
+    assert counts["re-read in pieces"] >= counts["edits on a clean parse"] // 2, counts
+    assert counts["of which half typed"] >= 50, counts
+
+
+def test_typing_in_real_documents_is_read_in_pieces() -> None:
+    """Words typed in the middle of the real prompt files' last message: each keystroke is
+    re-read in pieces (the files have no alias, tag or second document); YAML's own
+    characters typed there are checked too (they may break the syntax: then read whole)."""
+    for path in sorted((DATA / "yaml-real").glob("*.yml")):
+        text = path.read_text(encoding="utf-8")
+        conv = parse_conversation(text, YAML)
+        assert conv.message_data, path.name
+        body = conv.messages[-1].content_range
+        assert body is not None
+        at = next(i for i in range(body.start + 1, body.end) if text[i - 1 : i + 1].isalpha())
+        typed = 0
+        for ch in "hello world, - # ' \" :x":
+            new_text = text[:at] + ch + text[at:]
+            res, _ = check(conv, text, new_text, (at, at, ch))
+            if (ch.isalpha() or ch == " ") and conv.syntax is not None and not conv.syntax[0]:
+                assert res is not None, (path.name, ch)
+            typed += res is not None
+            conv, text, at = (res or parse_conversation(new_text, YAML)), new_text, at + 1
+        assert typed >= 12, path.name
+
+
+def _bench_like() -> str:
+    return _dump(generated(40, 30_000, 5), "compact")
+
+
+def _chain(text: str, edits: list[tuple[int, int, str]]) -> list[Conversation]:
+    """Each edit re-read in pieces from the previous result and equal to a whole read."""
+    conv = parse_conversation(text, YAML)
+    res = [conv]
+    for edit in edits:
+        start, end, new = edit
+        new_text = text[:start] + new + text[end:]
+        nxt, _ = check(conv, text, new_text, edit)
+        assert nxt is not None, edit
+        conv, text = nxt, new_text
+        res.append(conv)
+    return res
+
+
+def test_every_edit_kind_of_the_benchmark_is_read_in_pieces() -> None:
+    text = _bench_like()
+    mid = len(text) // 2
+    content = text.index("content: ", mid) + len("content: ") + 3
+    role = text.index("role: user", mid) + len("role: ")
+    call_id = text.index("tool_call_id: ", mid) + len("tool_call_id: ") + 2
+    model = text.index("model: gpt-4o") + len("model: gpt-4o")
+    item = text.index("\n- ", mid) + 1
+    pasted = "- id: pasted\n  role: user\n  content: a pasted message\n"
+    a = text.index("content: ", mid) + 11
+    b = text.index("content: ", a) + 11
+    end = len(text.rstrip("\n"))
+    typed = "\n- id: new\n  role: user\n  content: and then?"
+    groups = [
+        [(content + k, content + k, "x") for k in range(5)],
+        [(end + k, end + k, ch) for k, ch in enumerate(typed)],
+        [(a, b, ""), (a, a, text[a:b])],
+        [(item, item, pasted), (item, item + len(pasted), "")],
+        [(role, role + 4, "system"), (role, role + 6, "user")],
+        [(call_id + k, call_id + k, "q") for k in range(4)],
+        [(model, model, "-mini"), (model, model + 5, "")],
+    ]
+    for edits in groups:
+        chain = _chain(text, edits)
+        first, last = chain[0], chain[-1]
+        shared = sum(any(m is n for n in last.message_data) for m in first.message_data)
+        assert shared >= len(first.message_data) - 3, edits[0]
+
+
+def test_untouched_messages_are_shared_and_position_free() -> None:
+    text = _bench_like()
+    conv = parse_conversation(text, YAML)
+    assert conv.tree is not None
+    holder = conv.tree.get("messages")
+    assert holder is not None and holder.starts is not None
+    assert type(conv.message_data[0].range) is RelRange  # stored relative to its start
+    at = text.index("content: ", len(text) // 4) + 12
+    chain = _chain(text, [(at, at, "inserted words ")])
+    before, after = chain
+    changed = [
+        i
+        for i, (m, n) in enumerate(zip(before.message_data, after.message_data, strict=True))
+        if m is not n
+    ]
+    assert len(changed) == 1
+    k = changed[0]
+    assert after.starts[k + 1 :] == tuple(s + 15 for s in before.starts[k + 1 :])
+    # The old conversation still tells the truth about its own text.
+    for m in before.messages:
+        assert text[m.range.start : m.range.end].startswith(("id:", "role:"))
+
+
+def test_declines_what_it_cannot_prove() -> None:
+    """An alias, a parse with findings, two documents, an edit before the first key or on
+    the ``messages:`` line: read whole."""
+    aliased = _HOSTILE[0]
+    conv = parse_conversation(aliased, YAML)
+    at = aliased.index("content: ok") + 10
+    new = aliased[:at] + "k" + aliased[at:]
+    assert reparse_conversation(conv, aliased, new, YAML) is None
+    broken = "messages:\n- role: user\n  content: 'open\n- role: user\n  content: b\n"
+    conv = parse_conversation(broken, YAML)
+    assert conv.issues
+    at = broken.index("content: b") + 10
+    assert reparse_conversation(conv, broken, broken[:at] + "x" + broken[at:], YAML) is None
+    text = "messages:\n- role: user\n  content: a\n- role: user\n  content: b\n"
+    conv = parse_conversation(text, YAML)
+    at = text.index("content: a") + 10
+    for piece in ("\n---\nmessages: []", "\n...\n", "\n%YAML 1.1"):
+        assert reparse_conversation(conv, text, text[:at] + piece + text[at:], YAML) is None
+    assert reparse_conversation(conv, text, "# c\n" + text, YAML) is None
+    assert reparse_conversation(conv, text, text.replace("messages:", "messages: "), YAML) is None
+    # A typed alias or a tag with a warning in the window: read whole.
+    for value in ("*x", "!custom a"):
+        new = text.replace("content: b", "content: " + value)
+        assert reparse_conversation(conv, text, new, YAML) is None
+    new = text.replace("content: b", "content: &x b\n- *x")  # anchor and alias in the window
+    assert reparse_conversation(conv, text, new, YAML) is None
+
+
+def test_top_level_keys_are_read_in_pieces_without_the_messages() -> None:
+    text = "settings:\n  model: gpt-4o\nmessages:\n- role: user\n  content: a\nreminder: r\n"
+    conv = parse_conversation(text, YAML)
+    for old, new in (("gpt-4o", "gpt-4o-mini"), ("reminder: r", "reminder: rr")):
+        new_text = text.replace(old, new)
+        at = text.index(old)
+        res, _ = check(conv, text, new_text, (at, at + len(old), new))
+        assert res is not None and res.message_data[0] is conv.message_data[0]
+    # A key typed again is a duplicate (a finding): read whole; so is a second ``messages``.
+    for piece in ("reminder: x\n", "messages: []\n"):
+        new_text = piece + text
+        assert reparse_yaml(conv, text, new_text, (0, 0, len(piece))) is None
+
+
+def test_the_whole_read_keeps_the_value_count_and_relative_items() -> None:
+    parsed = parse_yaml_conversation("messages:\n- role: user\n  content: a\n")
+    assert parsed.tokens == 5  # the mapping, the list, the item, two values
+    assert parsed.root is not None
+    holder = parsed.root.get("messages")
+    assert holder is not None and holder.starts == (12,)
+    assert holder.items[0].range == RelRange(0, 23)
+    assert parse_yaml_conversation("a: &x 1\nb: *x\n").tokens == 0  # an alias
+
+
+def test_ropes_and_the_host_give_a_fresh_analysis(tmp_path: Path) -> None:
+    """The server's path: ropes and ``AnalysisHost.apply_change`` with the editor's edit;
+    every analysis's diagnostics equal a fresh one's."""
+    path = tmp_path / "chat.conv.yaml"
+    text = _bench_like()
+    path.write_text(text, encoding="utf-8")
+    today = dt.date(2025, 1, 15)
+    host = AnalysisHost()
+    rope = Rope.from_str(text)
+    analyze(path, text=rope, root=tmp_path, today=today, host=host)
+    rnd = random.Random(3)
+    for _ in range(12):
+        start, end, new = random_edit(rnd, text)
+        text = text[:start] + new + text[end:]
+        rope = rope.edit(start, end, new)
+        edit = Edit(start, end, start + len(new))
+        inc = analyze(path, text=rope, root=tmp_path, today=today, host=host, edit=edit)
+        fresh = analyze(path, text=text, root=tmp_path, today=today)
+        assert inc.diagnostics == fresh.diagnostics
+        assert inc.parsed is not None and fresh.parsed is not None
+        assert normalise(inc.parsed) == normalise(fresh.parsed)
