@@ -368,11 +368,10 @@ def _reparse_items(
         break
     if node is None:
         return None
-    parsed = convert_yaml(node, window, depth)
+    parsed = convert_yaml(node, window, depth)  # its findings are the whole parse's
     seq = parsed.root
     if (
-        parsed.errors
-        or parsed.tokens <= 0
+        parsed.tokens <= 0
         or seq is None
         or not seq.is_array
         or seq.range.start != indent
@@ -395,8 +394,9 @@ def _reparse_items(
         items=(*items[:k0], *new_items, *items[j:]),
         starts=(*starts[:k0], *new_starts, *(s + delta for s in starts[j:])),
     )
+    errors = tuple(_moved(e, ws) for e in parsed.errors)
     if root is holder:
-        return ParsedData(new_holder, (), tokens=tokens)
+        return ParsedData(new_holder, errors, tokens=tokens)
     members = list(root.members)
     members[mi] = Member("messages", members[mi].key_range, new_holder)
     for i in range(mi + 1, len(members)):
@@ -407,7 +407,11 @@ def _reparse_items(
         TextRange(root.range.start, members[-1].value.range.end),
         members=tuple(members),
     )
-    return ParsedData(new_root, (), tokens=tokens)
+    return ParsedData(new_root, errors, tokens=tokens)
+
+
+def _moved(issue: SyntaxIssue, delta: int) -> SyntaxIssue:
+    return SyntaxIssue(issue.message, issue.range.shift(delta), issue.code, issue.severity)
 
 
 _GROW = object()  # the window is too short to tell: take more items
@@ -446,9 +450,19 @@ def _half_typed(
             return _GROW
     if _ALIAS.search(window):
         return None  # a prefix's alias may name an anchor outside the window
+    # Up to the line after the error's, every line lies inside an item (deeper than the
+    # ``-``, or an item's ``-`` line): the sequence has not ended (in the document, what
+    # follows it at its indentation is the next top-level key).
+    stop = window.find("\n", exc.problem_mark.index)
+    stop = window.find("\n", stop + 1) if stop >= 0 else -1
+    for line in window[: len(window) if stop < 0 else stop].split("\n"):
+        text = line.lstrip(" ")
+        if text.strip() and not text.startswith("#") and len(line) - len(text) <= indent:
+            if not _is_dash_line(line, 0, indent):
+                return None
     issue, offset = yaml_issue(window, exc, more=not at_end)
     tree, cut = yaml_prefix_tree(window, offset, depth)
-    shifted = SyntaxIssue(issue.message, issue.range.shift(ws), issue.code, issue.severity)
+    shifted = _moved(issue, ws)
     if tree is None:
         return None if cut <= 0 else ParsedData(None, (shifted,))
     if not tree.is_array or tree.range.start != indent or not tree.items:
@@ -513,8 +527,7 @@ def _reparse_members(
     parsed = convert_yaml(node, window)
     top = parsed.root
     if (
-        parsed.errors
-        or parsed.tokens <= 0
+        parsed.tokens <= 0
         or top is None
         or not top.is_object
         or not top.members
@@ -542,4 +555,4 @@ def _reparse_members(
         TextRange(new_members[0].key_range.start, new_members[-1].value.range.end),
         members=new_members,
     )
-    return ParsedData(new_root, (), tokens=tokens)
+    return ParsedData(new_root, tuple(_moved(e, ws) for e in parsed.errors), tokens=tokens)

@@ -110,6 +110,7 @@ def documents() -> list[tuple[str, str]]:
     docs += _real_logs()
     small = generated(24, 12_000, 11)
     docs += [(f"generated:{s}", _dump(small, s)) for s in ("compact", "indented", "blocks")]
+    docs.append(("generated:crlf", _dump(small, "indented").replace("\n", "\r\n")))
     docs += [(f"hostile:{i}", t) for i, t in enumerate(_HOSTILE)]
     return docs
 
@@ -335,12 +336,23 @@ def test_declines_what_it_cannot_prove() -> None:
         assert reparse_conversation(conv, text, text[:at] + piece + text[at:], YAML) is None
     assert reparse_conversation(conv, text, "# c\n" + text, YAML) is None
     assert reparse_conversation(conv, text, text.replace("messages:", "messages: "), YAML) is None
-    # A typed alias or a tag with a warning in the window: read whole.
-    for value in ("*x", "!custom a"):
-        new = text.replace("content: b", "content: " + value)
-        assert reparse_conversation(conv, text, new, YAML) is None
+    # An alias typed in the window: read whole.
+    new = text.replace("content: b", "content: *x")
+    assert reparse_conversation(conv, text, new, YAML) is None
     new = text.replace("content: b", "content: &x b\n- *x")  # anchor and alias in the window
     assert reparse_conversation(conv, text, new, YAML) is None
+
+
+def test_findings_of_the_piece_are_the_whole_parse_s_and_the_next_edit_mends_them() -> None:
+    """A duplicate key or an unsupported tag in the edited item: reported as a whole read
+    reports it; the next edit is re-read from the last whole parse without findings."""
+    text = "messages:\n- role: user\n  content: a\n- role: user\n  content: b\n"
+    at = text.index("content: b")
+    for where, piece in ((at, "role: x\n  "), (at + len("content: "), "!custom ")):
+        edits = [(where, where, piece), (where, where + len(piece), "")]
+        chain = _chain(text, edits)
+        assert chain[1].issues and not chain[2].issues
+        assert chain[2].message_data[0] is chain[0].message_data[0] is chain[1].message_data[0]
 
 
 def test_top_level_keys_are_read_in_pieces_without_the_messages() -> None:
