@@ -118,7 +118,8 @@ def reparse_conversation(
     if p == la == lb:
         return prev  # the same text
     if fmt is DocFormat.YAML:
-        return reread_yaml(prev, prev_text, new_text, (p, old_end, new_end), read_parsed)
+        found = (p, old_end, new_end)
+        return reread_yaml(prev, prev_text, new_text, found, read_parsed, replace_message)
     if not prev.issues:
         res = _reparse_one(prev, new_text, fmt, p, old_end, lb - la)
         if res is not None:
@@ -306,8 +307,6 @@ def _reparse_one(
 ) -> Conversation | None:
     """An edit strictly inside one message (or one top-level value) of a conversation
     without findings: that message alone is parsed and read again."""
-    lb = prev.length + delta
-
     # The message nodes, and their depth in the parse of the whole text.
     root = prev.tree
     holder: SNode  # the array node holding the messages
@@ -360,6 +359,33 @@ def _reparse_one(
         or parser._peek()[0] != EOF
     ):
         return None
+    return replace_message(prev, fmt, k, index, new_node, delta, len(parser.toks))
+
+
+def replace_message(
+    prev: Conversation,
+    fmt: DocFormat,
+    k: int,
+    index: int,
+    new_node: SNode,
+    delta: int,
+    tokens: int,
+) -> Conversation | None:
+    """``prev`` (without findings) with item ``k`` of its message list (message ``index``)
+    replaced by ``new_node``, that item parsed again alone (ranges relative to its start,
+    which did not move), everything after it moved by ``delta``; None unless reading it
+    alone gives what reading the whole tree gives. ``tokens``: the parse's count grows by
+    that much. JSON and JSON Lines (``_reparse_one``) and YAML (``formats.yamldoc``)."""
+    root = prev.tree
+    assert root is not None
+    holder = root if root.is_array else root.get("messages")
+    assert holder is not None and holder.starts is not None
+    items, starts = holder.items, holder.starts
+    node, base = items[k], starts[k]
+    old_msg = prev.message_data[index]
+    if prev.starts[index] != base or old_msg.range != node.range:
+        return None
+    lb = prev.length + delta
     if message_marks(new_node) != message_marks(node):
         return None  # the edit may change the format the document is read as
     reader = Reader(fmt, lb)
@@ -413,7 +439,7 @@ def _reparse_one(
         tree=new_root,
         length=lb,
     )
-    _carry(prev, res, node, new_node, reader, len(parser.toks))
+    _carry(prev, res, node, new_node, reader, tokens)
     return res
 
 

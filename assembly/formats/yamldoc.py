@@ -76,6 +76,7 @@ _ALIAS = re.compile(r"(?:^|[\s\[{,])\*\S")
 _BASE = "yaml-base"
 
 Read = Callable[[ParsedData, DocFormat, int, Conversation], Conversation]
+Replace = Callable[[Conversation, DocFormat, int, int, SNode, int, int], Conversation | None]
 
 
 def parse_yaml_conversation(text: str) -> ParsedData:
@@ -185,20 +186,36 @@ class _Piece:
     parsed: ParsedData
     shares: Conversation
     base: _Base | None = None
+    # One item read again in place (its start and everything but its length kept): its
+    # index, its node and the change in the value count (``incremental.replace_message``).
+    one: tuple[int, SNode, int] | None = None
 
 
 def reread_yaml(
-    prev: Conversation, prev_text: Text, new_text: Text, span: tuple[int, int, int], read: Read
+    prev: Conversation,
+    prev_text: Text,
+    new_text: Text,
+    span: tuple[int, int, int],
+    read: Read,
+    replace: Replace,
 ) -> Conversation | None:
     """The conversation of ``new_text`` from that of ``prev_text`` (``prev``), read by
-    ``read`` (``reading.read_parsed``, given to avoid an import circle) from a parse that
-    shares the untouched items and members; None: parse it all.
+    ``read`` (``reading.read_parsed``) from a parse that shares the untouched items and
+    members, or for an edit inside one message of a conversation without findings by
+    ``replace`` (``incremental.replace_message``: that message alone read again, as JSON's
+    are); both are given to avoid an import circle. None: parse it all.
 
     ``span``: ``prev_text[p:old_end]`` became ``new_text[p:new_end]``.
     """
     piece = reparse_yaml(prev, prev_text, new_text, span)
     if piece is None:
         return None
+    if piece.one is not None and not piece.shares.issues:
+        k, node, tokens = piece.one
+        delta = len(new_text) - piece.shares.length
+        res = replace(piece.shares, DocFormat.YAML, k, k, node, delta, tokens)
+        if res is not None:
+            return res
     conv = read(piece.parsed, DocFormat.YAML, len(new_text), piece.shares)
     if conv.source_format not in NATIVE:
         return None  # another provider's format is read whole
@@ -246,7 +263,11 @@ def reparse_yaml(
         and holder.range.start < span[0]
         and not (after and root.members[mi + 1].key_range.start <= span[0])
     ):
-        parsed = _reparse_items(prev, prev_text, new_text, span, holder, mi)
+        found = _reparse_items(prev, prev_text, new_text, span, holder, mi)
+        if found is not None:
+            parsed, one = found
+            if not parsed.errors:
+                return _Piece(parsed, prev, one=one)
     elif root.is_object and root.members:
         parsed = _reparse_members(prev, prev_text, new_text, span, mi)
     if parsed is None:
@@ -286,7 +307,7 @@ def _reparse_items(
     span: tuple[int, int, int],
     holder: SNode,
     mi: int,
-) -> ParsedData | None:
+) -> tuple[ParsedData, tuple[int, SNode, int] | None] | None:
     """An edit after the first ``-`` of the message list: the items it touched are parsed
     again as one block sequence, the others kept."""
     p, old_end, new_end = span
@@ -360,8 +381,10 @@ def _reparse_items(
             if 2 * (tokens + len(window)) > MAX_YAML_NODES:
                 return None
             res = _half_typed(window, exc, depth, indent, at_end, ws, k0, holder, root, mi)
-            if res is not _GROW or j >= n:
-                return None if res is _GROW else res  # type: ignore[return-value]
+            if res is None or (res is _GROW and j >= n):
+                return None
+            if isinstance(res, ParsedData):
+                return res, None
             # The error may lie beyond the window (a quote left open): take more items.
             j, grow = min(n, j + grow), 2 * grow
             continue
@@ -395,8 +418,17 @@ def _reparse_items(
         starts=(*starts[:k0], *new_starts, *(s + delta for s in starts[j:])),
     )
     errors = tuple(_moved(e, ws) for e in parsed.errors)
+    one = None
+    if j == k0 + 1 and len(new_items) == 1 and not errors and new_starts[0] == starts[k0]:
+        old_item = items[k0]
+        if (
+            starts[k0] < p
+            and old_end <= starts[k0] + old_item.range.end
+            and new_items[0].range.end == old_item.range.end + delta
+        ):
+            one = (k0, new_items[0], tokens - (prev.syntax[1] if prev.syntax else 0))
     if root is holder:
-        return ParsedData(new_holder, errors, tokens=tokens)
+        return ParsedData(new_holder, errors, tokens=tokens), one
     members = list(root.members)
     members[mi] = Member("messages", members[mi].key_range, new_holder)
     for i in range(mi + 1, len(members)):
@@ -407,7 +439,7 @@ def _reparse_items(
         TextRange(root.range.start, members[-1].value.range.end),
         members=tuple(members),
     )
-    return ParsedData(new_root, errors, tokens=tokens)
+    return ParsedData(new_root, errors, tokens=tokens), one
 
 
 def _moved(issue: SyntaxIssue, delta: int) -> SyntaxIssue:

@@ -293,6 +293,27 @@ def test_every_edit_kind_of_the_benchmark_is_read_in_pieces() -> None:
         assert shared >= len(first.message_data) - 3, edits[0]
 
 
+def test_typing_inside_one_message_reads_that_message_alone(monkeypatch: Any) -> None:
+    """As in JSON: no whole read of the tree (``read_parsed``) for an edit inside one
+    message of a conversation without findings."""
+    import assembly.incremental as incremental
+
+    calls: list[int] = []
+    real = incremental.read_parsed
+
+    def counting(*args: Any) -> Conversation:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(incremental, "read_parsed", counting)
+    text = _bench_like()
+    at = text.index("content: ", len(text) // 2) + len("content: ") + 3
+    chain = _chain(text, [(at + k, at + k, "xyz"[k]) for k in range(3)])
+    assert not chain[0].issues and calls == []
+    pairs = zip(chain[0].message_data, chain[-1].message_data, strict=True)
+    assert sum(a is not b for a, b in pairs) == 1
+
+
 def test_untouched_messages_are_shared_and_position_free() -> None:
     text = _bench_like()
     conv = parse_conversation(text, YAML)
