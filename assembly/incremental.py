@@ -104,8 +104,8 @@ def reparse_conversation(
     """
     if prev.format is not fmt:
         return None
-    if prev.tree is None or prev.length != len(prev_text):
-        return None
+    if prev.length != len(prev_text) or (prev.tree is None and fmt is not DocFormat.YAML):
+        return None  # (a half-typed YAML text without a tree is re-read from its last tree)
     if prev.source_format not in NATIVE:
         return None  # Anthropic and Responses documents are read whole
     if len(new_text) > MAX_DOCUMENT_CHARS:
