@@ -1,4 +1,4 @@
-"""Re-reading a conversation after an edit (JSON and JSON Lines only).
+"""Re-reading a conversation after an edit (JSON and JSON Lines here; YAML: ``formats.yamldoc``).
 
 ``reparse_conversation`` finds the one changed span of the text (common prefix and
 suffix). Every ``Message`` the edit does not touch is kept as is (the same object): its
@@ -18,8 +18,10 @@ the previous version is left exactly as it was (value snapshots). Two paths:
   (``read_parsed(previous=)``), so the result is the whole parse's by construction.
 
 It returns None whenever that might not give exactly what ``parse_conversation`` gives
-(YAML, other providers' formats, an edit before the message list, a document near the
-token limit, JSON Lines beyond one line); the caller then parses the whole text.
+(other providers' formats, an edit before the message list, a document near the token
+limit, JSON Lines beyond one line); the caller then parses the whole text. A YAML text is
+re-read by ``formats.yamldoc`` (the items or top-level members the edit touched, parsed
+alone with libyaml), which reads one changed message with ``replace_message`` as JSON does.
 """
 
 from __future__ import annotations

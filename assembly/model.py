@@ -4,17 +4,17 @@ Every message, field and sentence carries its exact source range. Values are pla
 These types are built by ``documents.py`` (conversations) and ``prompts.py`` (templates) and
 never hold anything protocol-specific.
 
-Value snapshots (rowan's relative offsets): a ``Message`` read from JSON or JSON Lines does
-not know where it stands. Its ranges (and those of its tool calls, images and files) are
+Value snapshots (rowan's relative offsets): a ``Message`` read from JSON, JSON Lines or YAML
+does not know where it stands. Its ranges (and those of its tool calls, images and files) are
 ``RelRange``s relative to the message's start, and it has no index, so the incremental
 re-read shares every unchanged ``Message`` object between versions (caches key on their
 identity) however far an edit moves it. Each version of a conversation has its own table
 of message starts, ``Conversation.starts``; ``Conversation.messages`` sees the stored
 messages through it (``Located`` views: the same fields, every range an absolute
 ``TextRange``, plus ``index``), and ``Conversation.absolute(i, r)`` resolves one range. No
-range is ever moved in place: an analysis stays true of its own text forever. (YAML and the
-formats read whole, other providers' request bodies, store absolute ``TextRange``s; a view
-returns those as they are.)
+range is ever moved in place: an analysis stays true of its own text forever. (The formats
+read whole, other providers' request bodies and datasets, store absolute ``TextRange``s; a
+view returns those as they are.)
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ class Message:
     """One message of the conversation as written in the document, wherever it stands.
 
     Stored once and shared by the versions in which it did not change: its ranges are
-    relative to its start (``RelRange``; absolute ``TextRange``s in YAML and other
-    providers' formats), and its place is not in it. Read it through
+    relative to its start (``RelRange``; absolute ``TextRange``s in other providers'
+    formats), and its place is not in it. Read it through
     ``Conversation.messages`` (a ``Located`` view) for absolute ranges and its index.
     """
 

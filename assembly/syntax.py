@@ -280,7 +280,7 @@ def parse_json(text: str, *, messages: bool = False) -> ParsedData:
     top-level object's ``messages``) are read relative to their own starts (``SNode.starts``);
     otherwise every range is absolute.
     """
-    with _gc_paused():
+    with gc_paused():
         return _parse_json(text, messages)
 
 
@@ -298,7 +298,7 @@ def parse_jsonl(text: str, *, messages: bool = False) -> ParsedData:
     out of the array and reported. A syntax error never spills into the next line. With
     ``messages``, each line is read relative to its start (``SNode.starts``).
     """
-    with _gc_paused():
+    with gc_paused():
         return _parse_jsonl(text, messages)
 
 
@@ -388,7 +388,7 @@ def parse_yaml(text: str) -> ParsedData:
     ``compose_yaml``, ``convert_yaml``, ``yaml_issue`` and ``yaml_prefix_tree`` are its
     steps; ``formats.yamldoc`` runs them on one piece of a document.
     """
-    with _gc_paused():
+    with gc_paused():
         return _parse_yaml(text)
 
 
@@ -467,7 +467,7 @@ def yaml_prefix_tree(text: str, error_offset: int, depth: int = 0) -> tuple[SNod
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a parse builds its tree.
 
     A parse creates millions of objects and no cyclic garbage, and each full collection

@@ -22,11 +22,13 @@ a key at column 0: the text before is unchanged, and an item's content lies deep
 ``-``); and it ends where a line holds the next item's ``-`` (or the next top-level key, or
 the end of the text), which ends whatever the window left open in both. What could tell the
 two apart is declined, and the caller then reads the whole text: a previous parse with any
-finding or any alias (``tokens`` is 0 then); a window with a finding, an alias, a line
-starting with ``---``, ``...`` or ``%`` (another document, a directive), or a result that is
-not a block sequence at the item's indentation (a block mapping at column 0); items that do
-not begin on their ``-`` line; a top-level key repeated or named ``messages``; an edit
-before the first top-level key or on the ``messages:`` line; limits that might be reached.
+finding or any alias (``tokens`` is 0 then) unless it keeps its last whole parse (below); a
+window with an alias, a line starting with ``---``, ``...`` or ``%`` (another document, a
+directive), or a result that is not a block sequence at the item's indentation (a block
+mapping at column 0); items that do not begin on their ``-`` line; a top-level key repeated
+or named ``messages``; an edit on the ``messages:`` line or across the list's ends; limits
+that might be reached. What converting the window finds (a duplicate key, an unsupported
+tag) is what the whole parse finds, at the same places.
 
 Half-typed messages: while an item is being typed the text is often not YAML (``- id: x``
 then ``  ro`` before its ``:``). An error of the scanner, or of the parser inside an item
@@ -61,6 +63,7 @@ from assembly.syntax import (
     SyntaxIssue,
     compose_yaml,
     convert_yaml,
+    gc_paused,
     iter_nodes,
     parse_yaml,
     yaml_issue,
@@ -84,7 +87,8 @@ def parse_yaml_conversation(text: str) -> ParsedData:
     parsed = parse_yaml(text)
     if parsed.root is None:
         return parsed
-    root = _with_relative_messages(parsed.root)
+    with gc_paused():  # a copy of the message list's nodes: no cyclic garbage
+        root = _with_relative_messages(parsed.root)
     return ParsedData(root, parsed.errors, tokens=parsed.tokens)
 
 
