@@ -384,6 +384,8 @@ def replace_message(
     assert holder is not None and holder.starts is not None
     items, starts = holder.items, holder.starts
     node, base = items[k], starts[k]
+    if index >= len(prev.message_data):
+        return None
     old_msg = prev.message_data[index]
     if prev.starts[index] != base or old_msg.range != node.range:
         return None
