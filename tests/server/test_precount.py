@@ -86,3 +86,39 @@ def test_early_start_counts_with_the_encoding_the_document_asks_for(tmp_path, mo
         fresh = type(loaded)(loaded.counter, loaded.encoding)
         assert early.pending.seed(conv, fresh) == len(long)
         assert fresh.count_many(long) == [loaded.counter(t) for t in long]
+
+
+def test_early_start_loads_the_likely_encoding_once_for_both_processes(
+    tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The encoding the document's settings ask for is loaded before the fork: the child
+    inherits it and the pipeline finds it loaded (one load instead of two)."""
+    from server import tokenizers
+
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    long = [f"shared {i}: " + "lorem ipsum 🦊 " * (30 + i) for i in range(4)]
+    messages = [{"role": "user", "content": t} for t in long]
+    for doc, encoding in (
+        ({"settings": {"model": "claude-sonnet-4-5"}, "messages": messages}, "cl100k_base"),
+        ({"settings": {"encoding": "o200k_base"}, "messages": messages}, "o200k_base"),
+        ({"messages": messages}, "o200k_base"),  # the default model's
+        # Settings after the first PEEK_CHARS are not looked for: the default's guess.
+        ({"messages": messages, "settings": {"model": "gpt-4"}}, "o200k_base"),
+    ):
+        monkeypatch.setattr(precount, "PEEK_CHARS", 200)
+        monkeypatch.setattr(tokenizers, "_LOADED", {})
+        path = tmp_path / "c.conv.json"
+        path.write_text(json.dumps(doc))
+        early = precount.start_early(path)
+        assert early is not None and early.pending is not None
+        assert list(tokenizers._LOADED) == [encoding]
+        loaded = tokenizers._LOADED[encoding]
+        # The child still counts with the encoding the document asks for.
+        asked = doc.get("settings", {})
+        want = tokenizers.load_tokenizer(
+            asked.get("encoding"), model=asked.get("model") or "gpt-4o"
+        )
+        conv = parse_conversation(early.text, DocFormat.JSON)
+        fresh = type(loaded)(want.tokenizer.counter, want.tokenizer.encoding)
+        assert early.pending.seed(conv, fresh) == len(long)
+        assert fresh.count_many(long) == [want.tokenizer.counter(t) for t in long]
