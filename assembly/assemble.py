@@ -57,7 +57,7 @@ import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from assembly import texts
 from assembly.model import (
@@ -70,7 +70,6 @@ from assembly.model import (
     Role,
     TextBlock,
 )
-from assembly.settings import Settings
 from assembly.sysprompt import (
     PromptContext,
     build_custom_agent_prompt,
@@ -81,6 +80,9 @@ from assembly.sysprompt import (
 )
 from assembly.text import TextRange
 from assembly.tokens import Tokenizer
+
+if TYPE_CHECKING:  # pydantic is imported when settings are first read
+    from assembly.settings import Settings
 
 MsgKind = Literal["system", "user", "assistant", "tool", "reminder"]
 SEGMENTS = (

@@ -12,13 +12,16 @@ import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from assembly.assemble import Assembly
 from assembly.model import Conversation, Issue, Message, PromptTemplate
-from assembly.settings import SettingIssue, Settings
+from assembly.settings import SettingIssue
 from assembly.text import TextRange
 from assembly.tokens import Tokenizer
+
+if TYPE_CHECKING:  # pydantic is imported when settings are first read
+    from assembly.settings import Settings
 
 
 class Severity(StrEnum):

@@ -60,10 +60,27 @@ def test_version_loads_no_tokenizer() -> None:
     assert "assembly.assemble" not in modules
 
 
-def test_rule_docs_load_no_tokenizer() -> None:
+def test_rule_docs_load_no_tokenizer_and_no_settings_model() -> None:
     code, out, _, modules = _run("rule", "budget-overrun")
     assert code == 0 and "budget-overrun" in out
     assert _tokenizer_modules(modules) == []
+    # The rule catalogue reads no settings: pydantic and the settings model (80 ms of
+    # start-up) are not imported.
+    assert "pydantic" not in modules and "assembly.settings_model" not in modules
+    code, out, _, modules = _run("rules")
+    assert code == 0 and "budget-overrun" in out
+    assert _tokenizer_modules(modules) == []
+    assert "pydantic" not in modules and "assembly.settings_model" not in modules
+
+
+def test_assemble_imports_the_settings_model_it_validates_with(tmp_path: Path) -> None:
+    doc = tmp_path / "c.conv.json"
+    doc.write_text(json.dumps({"settings": {"max_input_tokens": 0}, "messages": []}))
+    code, out, _, modules = _run("assemble", str(doc), "--format", "json", cwd=tmp_path)
+    assert code == 0  # the default window is used, and the value reported
+    (found,) = [d for d in json.loads(out)["diagnostics"] if d["code"] == "invalid-setting"]
+    assert "input should be greater than 0 (got 0)" in found["message"]
+    assert {"pydantic", "assembly.settings_model"} <= modules
 
 
 def test_assemble_counts_gpt4o_with_o200k_base_without_a_note(tmp_path: Path) -> None:
