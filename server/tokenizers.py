@@ -25,11 +25,8 @@ pure library.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import importlib.util
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -251,7 +248,14 @@ def _read_offline(blobpath: str, expected_hash: str | None = None) -> bytes:
     return data
 
 
+# gzip, hashlib and tempfile serve tiktoken's files only: imported when one is read (the
+# bpe-openai backend needs none of them, and hashlib alone costs a few ms at start-up).
+
+
 def _bundled_file(url: str, expected_hash: str | None) -> bytes | None:
+    import gzip
+    import hashlib
+
     stem = url.rsplit("/", 1)[-1]
     if expected_hash is None or not stem.endswith(".tiktoken"):
         return None
@@ -269,6 +273,9 @@ def _bundled_file(url: str, expected_hash: str | None) -> bytes | None:
 
 
 def _cached_file(url: str, expected_hash: str | None) -> bytes | None:
+    import hashlib
+    import tempfile
+
     if "TIKTOKEN_CACHE_DIR" in os.environ:
         cache_dir = os.environ["TIKTOKEN_CACHE_DIR"]
     elif "DATA_GYM_CACHE_DIR" in os.environ:
