@@ -174,7 +174,7 @@ def _peek_settings(text: str) -> dict[str, Any]:
         return {}
     try:
         value = json.JSONDecoder().raw_decode(text, m.end())[0]
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON there, or nested too deep for a guess
         return {}
     return {"settings": value}
 

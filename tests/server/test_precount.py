@@ -122,3 +122,26 @@ def test_early_start_loads_the_likely_encoding_once_for_both_processes(
         fresh = type(loaded)(want.tokenizer.counter, want.tokenizer.encoding)
         assert early.pending.seed(conv, fresh) == len(long)
         assert fresh.count_many(long) == [want.tokenizer.counter(t) for t in long]
+
+
+def test_early_start_survives_hostile_settings(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The settings looked at before the fork may be anything: nested 100,000 deep (the C
+    parser's recursion limit), unterminated, not an object; the guess is the default."""
+    from server import tokenizers
+
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    path = tmp_path / "c.conv.json"
+    for head in (
+        '{"settings": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + ", ",
+        '{"settings": {"model": "claude-sonnet-4-5" ',  # no comma: not JSON there
+        '{"settings": {"model": 7}, ',
+    ):
+        monkeypatch.setattr(tokenizers, "_LOADED", {})
+        # Long enough a string that the document is worth a child (``_worth_forking``).
+        content = "lorem " * 450_000
+        path.write_text(head + '"messages": [{"role": "user", "content": "' + content + '"}]}')
+        early = precount.start_early(path)
+        assert early is not None and early.text == path.read_text()
+        assert early.pending is not None
+        assert list(tokenizers._LOADED) == ["o200k_base"]
+        early.pending.close()
