@@ -78,7 +78,7 @@ from assembly.sysprompt import (
     parse_prompt_text,
     substitute_user_placeholders,
 )
-from assembly.text import TextRange
+from assembly.text import Span, TextRange
 from assembly.tokens import Tokenizer
 
 if TYPE_CHECKING:  # pydantic is imported when settings are first read
@@ -452,6 +452,10 @@ _BEFORE_LAST = (False, True, None)
 _LAST = (True, False, None)
 _AFTER_LAST = (False, False, None)
 _EMPTY_SHAPE = _Shape([], [], [], [], [], {}, [0], [], None, -1, True)
+_ID = operator.attrgetter("id")
+_ROLE = operator.attrgetter("role")
+_PARENT = operator.attrgetter("parent")
+_TOOL_CALLS = operator.attrgetter("tool_calls")
 
 
 @dataclass(slots=True)
@@ -672,10 +676,13 @@ class _Pipeline:
         return structure, None
 
     def _structure_of(self) -> _Structure:
+        """Stage 1 over the stored messages and their places (no view is made: an edit that
+        changes a message's id or role costs passes over plain lists, not 10,000 views)."""
+        data = self.conv.message_data
         chain = self._resolve_branch()
-        system_msg, chain = self._take_system_message(chain)
-        summary, cut_chain, summarized_meta = self._apply_summary(chain)
-        last_user_doc, call_names = _chain_facts(cut_chain)
+        system_index, chain = self._take_system_message(chain)
+        summary_index, cut_chain, summarized_meta = self._apply_summary(chain)
+        last_user_doc, call_names = _chain_facts(data, cut_chain)
         # Per message of the cut chain: (the last user message, before it, the tool an
         # earlier turn's result answers when it is replaced).
         n, last = len(cut_chain), last_user_doc
@@ -683,21 +690,21 @@ class _Pipeline:
         if last >= 0:
             flags.append(_LAST)
         flags.extend([_AFTER_LAST] * (n - len(flags)))
-        if not self.s.keep_past_tool_results:
-            for i in range(max(0, last)):
-                m = cut_chain[i]
-                if m.role is Role.TOOL:
-                    flags[i] = (False, True, call_names.get(m.tool_call_id or "", ""))
-        cut = tuple(m.index for m in cut_chain)
+        if not self.s.keep_past_tool_results and last > 0:
+            before = [data[k] for k in cut_chain[:last]]
+            tools = map(Role.TOOL.__eq__, map(_ROLE, before))
+            for i in itertools.compress(itertools.count(), tools):
+                flags[i] = (False, True, call_names.get(before[i].tool_call_id or "", ""))
+        cut = tuple(cut_chain)
         units = cut
-        if summary is not None:
-            units = (summary.index, *cut)
+        if summary_index is not None:
+            units = (summary_index, *cut)
             flags.insert(0, _SUMMARY)
         offset = len(units) - n
         return _Structure(
-            chain_ids=tuple(map(operator.attrgetter("id"), chain)),
-            system_index=system_msg.index if system_msg is not None else None,
-            summary_index=summary.index if summary is not None else None,
+            chain_ids=tuple(map(_ID, map(data.__getitem__, chain))),
+            system_index=system_index,
+            summary_index=summary_index,
             cut=cut,
             units=units,
             unit_of=dict(zip(units, itertools.count(), strict=False)),
@@ -1067,12 +1074,18 @@ class _Pipeline:
 
     # -------------------------------------------------------------- branch and summary
 
-    def _resolve_branch(self) -> list[Message]:
-        """Return the messages of the current branch, root first (SPEC §2.1)."""
-        msgs = self.conv.messages
-        if not msgs:
+    def _at(self, i: int, rng: Span) -> TextRange:
+        """A range of stored message ``i`` in this version of the text."""
+        return self.conv.absolute(i, rng)
+
+    def _resolve_branch(self) -> list[int]:
+        """Return the messages of the current branch, root first (SPEC §2.1), as places in
+        ``Conversation.message_data``."""
+        data = self.conv.message_data
+        n = len(data)
+        if not n:
             return []
-        by_id = dict(zip(map(operator.attrgetter("id"), msgs), msgs, strict=True))
+        by_id = dict(zip(map(_ID, data), range(n), strict=True))
         tip_id = self.s.branch_tip
         if tip_id is not None and tip_id not in by_id:
             rng = self.conv.settings_ranges.get("branch_tip", TextRange(0, 0))
@@ -1082,68 +1095,75 @@ class _Pipeline:
                 rng,
             )
             tip_id = None
-        if not any(m.parent is not None for m in msgs):
-            end = by_id[tip_id].index + 1 if tip_id is not None else len(msgs)
-            return list(msgs[:end])
+        parents = list(map(_PARENT, data))
+        if parents.count(None) == n:
+            end = by_id[tip_id] + 1 if tip_id is not None else n
+            return list(range(end))
         # A tree: a message without `parent` hangs on the message before it.
-        tip = by_id[tip_id] if tip_id is not None else msgs[-1]
-        chain: list[Message] = []
+        cur: int | None = by_id[tip_id] if tip_id is not None else n - 1
+        chain: list[int] = []
         seen: set[str] = set()
-        cur: Message | None = tip
         while cur is not None:
-            if cur.id in seen:
+            m = data[cur]
+            if m.id in seen:
                 self.error(
                     "schema-error",
-                    f"`parent` links form a cycle through `{cur.id}`",
-                    cur.parent_range or cur.range,
+                    f"`parent` links form a cycle through `{m.id}`",
+                    self._at(cur, m.parent_range or m.range),
                 )
                 break
-            seen.add(cur.id)
+            seen.add(m.id)
             chain.append(cur)
-            if cur.parent is None:
-                cur = msgs[cur.index - 1] if cur.index > 0 else None
-            elif cur.parent in by_id:
-                cur = by_id[cur.parent]
+            if m.parent is None:
+                cur = cur - 1 if cur > 0 else None
+            elif m.parent in by_id:
+                cur = by_id[m.parent]
             else:
                 self.error(
                     "schema-error",
-                    f"`parent` names no message: `{cur.parent}`",
-                    cur.parent_range or cur.range,
+                    f"`parent` names no message: `{m.parent}`",
+                    self._at(cur, m.parent_range or m.range),
                 )
                 cur = None
         chain.reverse()
-        return _hang_side_summaries(chain, msgs)
+        return _hang_side_summaries(data, chain)
 
-    def _take_system_message(self, chain: list[Message]) -> tuple[Message | None, list[Message]]:
+    def _take_system_message(self, chain: list[int]) -> tuple[int | None, list[int]]:
         """Take the first system message as the system prompt unless one is given."""
         if self.conv.system_prompt is not None:
             return None, chain
-        for i, m in enumerate(chain):
-            if m.role is Role.SYSTEM:
-                return m, chain[:i] + chain[i + 1 :]
-        return None, chain
+        data = self.conv.message_data
+        roles = map(_ROLE, map(data.__getitem__, chain))
+        i = next(itertools.compress(itertools.count(), map(Role.SYSTEM.__eq__, roles)), None)
+        if i is None:
+            return None, chain
+        return chain[i], chain[:i] + chain[i + 1 :]
 
     def _apply_summary(
-        self, chain: list[Message]
-    ) -> tuple[Message | None, list[Message], dict[str, _FileMeta]]:
+        self, chain: list[int]
+    ) -> tuple[int | None, list[int], dict[str, _FileMeta]]:
         """Apply the newest summary node of the branch (reference §3 step 2, §9.8)."""
-        summaries = [i for i, m in enumerate(chain) if m.role is Role.SUMMARY]
-        plain = [m for m in chain if m.role is not Role.SUMMARY]
-        if not summaries:
-            return None, plain, {}
-        summary: Message | None = None
+        data = self.conv.message_data
+        roles = list(map(_ROLE, map(data.__getitem__, chain)))
+        if Role.SUMMARY not in roles:
+            return None, chain, {}
+        summaries = [i for i, r in enumerate(roles) if r is Role.SUMMARY]
+        plain = [k for k, r in zip(chain, roles, strict=True) if r is not Role.SUMMARY]
+        ids = [data[k].id for k in chain]
+        summary: int | None = None
         cut = -1
-        users = [j for j, m in enumerate(chain) if m.role is Role.USER]
+        users = [j for j, r in enumerate(roles) if r is Role.USER]
         last_user = users[-1] if users else None
         for i in reversed(summaries):
-            node = chain[i]
-            pos = next((j for j in range(i) if chain[j].id == node.summarizes_through), None)
+            k = chain[i]
+            node = data[k]
+            pos = next((j for j in range(i) if ids[j] == node.summarizes_through), None)
             later = next(
-                (j for j in range(i + 1, len(chain)) if chain[j].id == node.summarizes_through),
+                (j for j in range(i + 1, len(chain)) if ids[j] == node.summarizes_through),
                 None,
             )
             if pos is None and later is not None and node.summarizes_through is not None:
-                self._summary_covers_kept(chain, i, later)
+                self._summary_covers_kept(chain, roles, i, later)
                 continue
             if pos is not None and last_user is not None and pos >= last_user:
                 self._summary_covers_this_turn(chain, i, pos, last_user)
@@ -1153,68 +1173,77 @@ class _Pipeline:
                     "summary-on-other-branch",
                     f"summary `{node.id}` summarizes through `{node.summarizes_through}`, "
                     "which is not a message of this branch; it is ignored",
-                    node.summarizes_through_range or node.range,
+                    self._at(k, node.summarizes_through_range or node.range),
                     severity="warning",
                 )
                 continue
-            summary = node
+            summary = k
             cut = pos
             break
         if summary is None:
             return None, plain, {}
         meta: dict[str, _FileMeta] = {}
-        summarized = [m for m in chain[: cut + 1] if m.role is not Role.SUMMARY]
+        summarized = [
+            data[k] for k, r in zip(chain[: cut + 1], roles, strict=False) if r is not Role.SUMMARY
+        ]
         for m in summarized:
             for f in m.files:
                 meta.setdefault(f.file_id, _FileMeta(f.file_id, f.filename or "unknown", 0))
             if m.file_id:
                 meta.setdefault(m.file_id, _FileMeta(m.file_id, m.filename or "unknown", 0))
         kept_ids = {m.id for m in summarized}
-        rest = [m for m in plain if m.id not in kept_ids]
+        rest = [k for k in plain if data[k].id not in kept_ids]
         return summary, rest, meta
 
-    def _summary_covers_kept(self, chain: list[Message], i: int, cut: int) -> None:
+    def _summary_covers_kept(self, chain: list[int], roles: list[Role], i: int, cut: int) -> None:
         """Report a summary whose cut comes after it on the branch: the messages between
         the summary and its cut were sent verbatim after it was written."""
-        node = chain[i]
-        after = [m for m in chain[i + 1 : cut + 1] if m.role is not Role.SUMMARY]
+        data = self.conv.message_data
+        k = chain[i]
+        node = data[k]
+        after = [j for j in chain[i + 1 : cut + 1] if data[j].role is not Role.SUMMARY]
         first = after[0] if after else chain[cut]
         n = f"{len(after)} message{'s' if len(after) != 1 else ''}"
-        rng = node.summarizes_through_range or node.range
+        rng = self._at(k, node.summarizes_through_range or node.range)
         self.error(
             "summary-covers-kept-message",
             f"summary `{node.id}` summarizes through `{node.summarizes_through}`, which comes "
             f"after the summary on the branch: it would cover {n} "
-            f"sent verbatim after it was written, from `{first.id}`; it is ignored",
+            f"sent verbatim after it was written, from `{data[first].id}`; it is ignored",
             rng,
             related=(
-                (node.range, f"summary `{node.id}` is here and is not sent"),
-                (first.range, f"`{first.id}` follows the summary and is sent verbatim"),
+                (self._at(k, node.range), f"summary `{node.id}` is here and is not sent"),
+                (
+                    self._at(first, data[first].range),
+                    f"`{data[first].id}` follows the summary and is sent verbatim",
+                ),
             ),
         )
 
-    def _summary_covers_this_turn(
-        self, chain: list[Message], i: int, cut: int, last_user: int
-    ) -> None:
+    def _summary_covers_this_turn(self, chain: list[int], i: int, cut: int, last_user: int) -> None:
         """Report a summary whose cut is the last user message or a message after it."""
-        node = chain[i]
-        target, user = chain[cut], chain[last_user]
+        data = self.conv.message_data
+        k = chain[i]
+        node, target, user = data[k], data[chain[cut]], data[chain[last_user]]
         what = (
             "the last user message"
             if cut == last_user
             else f"a message of this turn (after the last user message `{user.id}`)"
         )
         related: tuple[tuple[TextRange, str], ...] = (
-            (node.range, f"summary `{node.id}` is not sent"),
+            (self._at(k, node.range), f"summary `{node.id}` is not sent"),
         )
         if cut != last_user:
-            related = ((user.range, f"this turn starts here: `{user.id}`"), *related)
+            related = (
+                (self._at(chain[last_user], user.range), f"this turn starts here: `{user.id}`"),
+                *related,
+            )
         self.error(
             "summary-covers-this-turn",
             f"summary `{node.id}` summarizes through `{target.id}`, {what}: a summary never "
             "covers the question being answered nor this turn's tool calls and results; "
             "it is ignored",
-            node.summarizes_through_range or node.range,
+            self._at(k, node.summarizes_through_range or node.range),
             related=related,
         )
 
@@ -2147,41 +2176,50 @@ def _largest_of_turn(
     )
 
 
-def _hang_side_summaries(chain: list[Message], msgs: Sequence[Message]) -> list[Message]:
-    """Add the summary nodes that hang off the branch without being on it.
+def _hang_side_summaries(data: Sequence[Message], chain: list[int]) -> list[int]:
+    """Add the summary nodes that hang off the branch without being on it (places in
+    ``data``).
 
     Onyx stores a summary as a child of the last user message it saw, beside the answers
     given after it, and applies it to every branch through that parent; such a summary
     joins the chain right after its parent.
     """
-    on_chain = {m.id for m in chain}
-    side: dict[str, list[Message]] = {}
-    for m in msgs:
-        if m.role is not Role.SUMMARY or m.id in on_chain:
+    summaries = list(
+        itertools.compress(itertools.count(), map(Role.SUMMARY.__eq__, map(_ROLE, data)))
+    )
+    if not summaries:
+        return chain
+    on_chain = {data[k].id for k in chain}
+    side: dict[str, list[int]] = {}
+    for k in summaries:
+        m = data[k]
+        if m.id in on_chain:
             continue
-        parent = m.parent if m.parent is not None else (msgs[m.index - 1].id if m.index else None)
+        parent = m.parent if m.parent is not None else (data[k - 1].id if k else None)
         if parent in on_chain:
-            side.setdefault(parent, []).append(m)
+            side.setdefault(parent, []).append(k)
     if not side:
         return chain
-    res: list[Message] = []
-    for m in chain:
-        res.append(m)
-        res.extend(side.get(m.id, ()))
+    res: list[int] = []
+    for k in chain:
+        res.append(k)
+        res.extend(side.get(data[k].id, ()))
     return res
 
 
-def _chain_facts(chain: Sequence[Message]) -> tuple[int, dict[str, str]]:
-    """The position of the last user message of the branch (not an injected file when
-    there is another one; -1 when none) and the tool names by call id."""
-    backwards = range(len(chain) - 1, -1, -1)
+def _chain_facts(data: Sequence[Message], chain: Sequence[int]) -> tuple[int, dict[str, str]]:
+    """The position in ``chain`` of the last user message of the branch (not an injected
+    file when there is another one; -1 when none) and the tool names by call id."""
+    msgs = list(map(data.__getitem__, chain))
+    backwards = range(len(msgs) - 1, -1, -1)
     last_user_doc = next(
-        (i for i in backwards if chain[i].role is Role.USER and chain[i].file_id is None),
+        (i for i in backwards if msgs[i].role is Role.USER and msgs[i].file_id is None),
         None,
     )
     if last_user_doc is None:
-        last_user_doc = next((i for i in backwards if chain[i].role is Role.USER), -1)
-    return last_user_doc, {c.id: c.name for m in chain for c in m.tool_calls}
+        last_user_doc = next((i for i in backwards if msgs[i].role is Role.USER), -1)
+    calls = itertools.chain.from_iterable(map(_TOOL_CALLS, msgs))
+    return last_user_doc, {c.id: c.name for c in calls}
 
 
 def _last_cycle(after: Sequence[LlmMessage]) -> Sequence[LlmMessage]:
