@@ -456,6 +456,15 @@ _ID = operator.attrgetter("id")
 _ROLE = operator.attrgetter("role")
 _PARENT = operator.attrgetter("parent")
 _TOOL_CALLS = operator.attrgetter("tool_calls")
+_FILES_AND_FILE_ID = operator.attrgetter("files", "file_id")
+
+
+def _index(items: list[Any], value: Any, start: int, end: int) -> int | None:
+    """Where ``value`` first is in ``items[start:end]`` (a C-level scan), or None."""
+    try:
+        return items.index(value, start, end)
+    except ValueError:
+        return None
 
 
 @dataclass(slots=True)
@@ -1144,26 +1153,27 @@ class _Pipeline:
     ) -> tuple[int | None, list[int], dict[str, _FileMeta]]:
         """Apply the newest summary node of the branch (reference §3 step 2, §9.8)."""
         data = self.conv.message_data
-        roles = list(map(_ROLE, map(data.__getitem__, chain)))
+        msgs = list(map(data.__getitem__, chain))
+        roles = list(map(_ROLE, msgs))
         if Role.SUMMARY not in roles:
             return None, chain, {}
-        summaries = [i for i, r in enumerate(roles) if r is Role.SUMMARY]
-        plain = [k for k, r in zip(chain, roles, strict=True) if r is not Role.SUMMARY]
-        ids = [data[k].id for k in chain]
+        count = itertools.count
+        summaries = list(itertools.compress(count(), map(Role.SUMMARY.__eq__, roles)))
+        plain = list(itertools.compress(chain, map(Role.SUMMARY.__ne__, roles)))
+        ids = list(map(_ID, msgs))
         summary: int | None = None
         cut = -1
-        users = [j for j, r in enumerate(roles) if r is Role.USER]
-        last_user = users[-1] if users else None
+        backwards = range(len(roles) - 1, -1, -1)
+        last_user = next(
+            itertools.compress(backwards, map(Role.USER.__eq__, reversed(roles))), None
+        )
         for i in reversed(summaries):
             k = chain[i]
             node = data[k]
-            pos = next((j for j in range(i) if ids[j] == node.summarizes_through), None)
-            later = next(
-                (j for j in range(i + 1, len(chain)) if ids[j] == node.summarizes_through),
-                None,
-            )
+            pos = _index(ids, node.summarizes_through, 0, i)
+            later = _index(ids, node.summarizes_through, i + 1, len(ids))
             if pos is None and later is not None and node.summarizes_through is not None:
-                self._summary_covers_kept(chain, roles, i, later)
+                self._summary_covers_kept(chain, i, later)
                 continue
             if pos is not None and last_user is not None and pos >= last_user:
                 self._summary_covers_this_turn(chain, i, pos, last_user)
@@ -1183,19 +1193,21 @@ class _Pipeline:
         if summary is None:
             return None, plain, {}
         meta: dict[str, _FileMeta] = {}
-        summarized = [
-            data[k] for k, r in zip(chain[: cut + 1], roles, strict=False) if r is not Role.SUMMARY
-        ]
-        for m in summarized:
+        summarized = list(itertools.compress(msgs[: cut + 1], map(Role.SUMMARY.__ne__, roles)))
+        with_files = map(any, map(_FILES_AND_FILE_ID, summarized))  # C-level passes
+        for m in itertools.compress(summarized, with_files):
             for f in m.files:
                 meta.setdefault(f.file_id, _FileMeta(f.file_id, f.filename or "unknown", 0))
             if m.file_id:
                 meta.setdefault(m.file_id, _FileMeta(m.file_id, m.filename or "unknown", 0))
-        kept_ids = {m.id for m in summarized}
-        rest = [k for k in plain if data[k].id not in kept_ids]
+        kept_ids = set(map(_ID, summarized))
+        plain_ids = map(_ID, map(data.__getitem__, plain))
+        rest = list(
+            itertools.compress(plain, map(operator.not_, map(kept_ids.__contains__, plain_ids)))
+        )
         return summary, rest, meta
 
-    def _summary_covers_kept(self, chain: list[int], roles: list[Role], i: int, cut: int) -> None:
+    def _summary_covers_kept(self, chain: list[int], i: int, cut: int) -> None:
         """Report a summary whose cut comes after it on the branch: the messages between
         the summary and its cut were sent verbatim after it was written."""
         data = self.conv.message_data

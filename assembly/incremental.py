@@ -34,7 +34,7 @@ from assembly.documents import MAX_DOCUMENT_CHARS, Reader, reads_alone
 from assembly.formats.detect import NATIVE, message_marks, tool_marks
 from assembly.formats.yamldoc import reread_yaml
 from assembly.model import Conversation, DocFormat
-from assembly.reading import read_parsed
+from assembly.reading import MarksMemo, detect_format, read_parsed
 from assembly.rope import Rope, Text
 from assembly.syntax import (
     EOF,
@@ -390,18 +390,17 @@ def replace_message(
     if prev.starts[index] != base or old_msg.range != node.range:
         return None
     lb = prev.length + delta
-    if message_marks(new_node) != message_marks(node):
-        return None  # the edit may change the format the document is read as
     reader = Reader(fmt, lb)
     new_msg = reader.read_message(new_node, index, base)
     if (
         new_msg is None
         or reader.has_findings()
-        or new_msg.id != old_msg.id
         or not reads_alone(new_msg)
         or not reads_alone(old_msg)
     ):
         return None
+    if new_msg.id != old_msg.id and new_msg.id in _ids(prev):
+        return None  # a duplicate id: the whole list decides which one is renamed
 
     # Everything from the old end of the message on moves by ``delta``: the messages by a
     # new table of starts (the same objects stay), the rest by copies.
@@ -429,6 +428,17 @@ def replace_message(
                 members.append(m)
         new_root = SNode("object", _move_end(root.range, delta), members=tuple(members))
 
+    marks_in: MarksMemo = prev._views.get("marks", {})
+    new_marks = message_marks(new_node)
+    old_marks = marks_in.get(id(node))
+    detected = None
+    if new_marks != (old_marks[1] if old_marks and old_marks[0] is node else message_marks(node)):
+        # The format is told by the marks of every message: tell it again (the others'
+        # marks from the memo); another provider's format is read whole.
+        memo = {**marks_in, id(new_node): (new_node, new_marks)}
+        detected, _ = detect_format(new_root, fmt, memo)
+        if detected.format not in NATIVE:
+            return None
     res = dataclasses.replace(
         prev,
         message_data=messages,
@@ -443,8 +453,25 @@ def replace_message(
         tree=new_root,
         length=lb,
     )
-    _carry(prev, res, node, new_node, reader, tokens)
+    if detected is not None:
+        res = dataclasses.replace(
+            res, source_format=detected.format.value, source_format_why=detected.why
+        )
+    _carry(prev, res, node, new_node, reader, tokens, new_marks)
+    ids = prev._views.get("ids")
+    if ids is not None and new_msg.id != old_msg.id:
+        ids = (ids - {old_msg.id}) | {new_msg.id}
+    if ids is not None:
+        res._views["ids"] = ids
     return res
+
+
+def _ids(conv: Conversation) -> set[str]:
+    """The ids of the stored messages (unique: a conversation without findings)."""
+    ids = conv._views.get("ids")
+    if ids is None:
+        ids = conv._views["ids"] = {m.id for m in conv.message_data}
+    return ids  # type: ignore[no-any-return]
 
 
 def _carry(
@@ -454,9 +481,11 @@ def _carry(
     new_node: SNode | None,
     reader: Reader | None,
     tokens: int,
+    new_marks: tuple[tuple[str, str], ...] | None = None,
 ) -> None:
     """Give ``new`` the memos the next re-read needs: the syntax state, what reading each
-    message node gave and each node's format marks (``reading.read_parsed``)."""
+    message node gave and each node's format marks (``reading.read_parsed``; the new
+    node's are ``new_marks``)."""
     if prev.syntax is not None:
         object.__setattr__(new, "syntax", (prev.syntax[0], prev.syntax[1] + tokens))
     reads = dict(prev._views.get("reads", {}))
@@ -464,9 +493,9 @@ def _carry(
     if old_node is not None and new_node is not None and reader is not None:
         reads.pop(id(old_node), None)
         reads.update(reader.reads)
-        old = marks.pop(id(old_node), None)
-        if old is not None:
-            marks[id(new_node)] = (new_node, old[1])  # equal marks: checked by the caller
+        marks.pop(id(old_node), None)
+        if new_marks is not None:
+            marks[id(new_node)] = (new_node, new_marks)
     new._views["reads"] = reads
     new._views["marks"] = marks
 

@@ -14,7 +14,7 @@ import dataclasses
 
 from assembly.documents import MAX_DOCUMENT_CHARS, Reader, is_dataset
 from assembly.formats.anthropic import read_anthropic
-from assembly.formats.detect import NATIVE, SourceFormat, detect, message_marks
+from assembly.formats.detect import NATIVE, Detection, SourceFormat, detect, message_marks
 from assembly.formats.responses import read_responses
 from assembly.formats.yamldoc import parse_yaml_conversation
 from assembly.model import Conversation, DocFormat, Issue
@@ -55,6 +55,27 @@ def read_parsed(
     return conv
 
 
+MarksMemo = dict[int, tuple[SNode, tuple[tuple[str, str], ...]]]
+
+
+def detect_format(
+    root: SNode | None, fmt: DocFormat, marks_in: MarksMemo
+) -> tuple[Detection, MarksMemo]:
+    """The format a parsed document is read as (``formats.detect.detect``), with each
+    message node's marks taken from ``marks_in`` (by node: a re-read shares the nodes of
+    the messages it did not touch) or made; and the marks of this tree's nodes."""
+    marks_out: MarksMemo = {}
+
+    def marks_of(node: SNode) -> list[tuple[str, str]]:
+        hit = marks_in.get(id(node))
+        if hit is None or hit[0] is not node:
+            hit = (node, message_marks(node))
+        marks_out[id(node)] = hit
+        return hit[1]  # type: ignore[return-value]
+
+    return detect(root, jsonl=fmt is DocFormat.JSONL, marks_of=marks_of), marks_out
+
+
 def _read_parsed(
     parsed: ParsedData, fmt: DocFormat, length: int, previous: Conversation | None
 ) -> Conversation:
@@ -71,16 +92,7 @@ def _read_parsed(
         )
         return dataclasses.replace(conv, source_format=name, source_format_why=why)
     marks_in = previous._views.get("marks", {}) if previous is not None else {}
-    marks_out: dict[int, tuple[SNode, list[tuple[str, str]]]] = {}
-
-    def marks_of(node: SNode) -> list[tuple[str, str]]:
-        hit = marks_in.get(id(node))
-        if hit is None or hit[0] is not node:
-            hit = (node, message_marks(node))
-        marks_out[id(node)] = hit
-        return hit[1]
-
-    found = detect(root, jsonl=fmt is DocFormat.JSONL, marks_of=marks_of)
+    found, marks_out = detect_format(root, fmt, marks_in)
     if found.format in (SourceFormat.ANTHROPIC, SourceFormat.RESPONSES) and root is not None:
         # Other providers' request bodies are read whole on every change: absolute ranges.
         parsed = ParsedData(absolute(root), parsed.errors, parsed.lines)

@@ -618,3 +618,51 @@ def test_random_jsonl_edit_chains_equal_whole_parses(data: st.DataObject) -> Non
         if res is not None:
             assert normalise(res) == normalise(full)
         conv, text = (res if res is not None else full), new_text
+
+
+def test_id_role_and_tool_call_id_edits_read_one_message(monkeypatch: Any) -> None:
+    """An edit that changes a message's id, role or tool-call id (the format's marks
+    included: a role ``system`` is an OpenAI mark) re-reads that message alone: the tree is
+    not read again as a whole (``read_parsed`` is not called), and the result equals a
+    whole parse, the format read and its reasons included."""
+    import assembly.incremental as incremental
+
+    def whole(*args: Any, **kwargs: Any) -> Conversation:
+        raise AssertionError("the whole tree was read again")
+
+    for fmt in (DocFormat.JSON, DocFormat.JSONL):
+        text = _big_doc(5) if fmt is DocFormat.JSON else _big_jsonl(5)
+        sep = "" if fmt is DocFormat.JSONL else "\n      "
+        for old, new in (
+            ('"id": "u3"', '"id": "u3b"'),
+            ('"id": "a2"', '"id": "renamed"'),
+            (f'"id": "u4",{sep or " "}"role": "user"', f'"id": "u4",{sep or " "}"role": "system"'),
+            ('"tool_call_id": "call_1"', '"tool_call_id": "call_11"'),
+        ):
+            assert old in text, old
+            i = text.index(old)
+            new_text = text[:i] + new + text[i + len(old) :]
+            prev = parse_conversation(text, fmt)
+            with monkeypatch.context() as m:
+                m.setattr(incremental, "read_parsed", whole)
+                res = reparse_conversation(prev, text, new_text, fmt)
+            assert res is not None, (fmt, new)
+            assert normalise(res) == normalise(parse_conversation(new_text, fmt))
+            changed = [a is not b for a, b in zip(res.message_data, prev.message_data, strict=True)]
+            assert sum(changed) == 1
+
+
+def test_an_id_made_a_duplicate_is_read_as_a_whole_parse_reads_it() -> None:
+    """Renaming a message to another's id: the whole list decides which is renamed (its
+    index) and reports it; the re-read gives exactly that, and so does renaming it back."""
+    for fmt in (DocFormat.JSON, DocFormat.JSONL):
+        text = _big_doc(5) if fmt is DocFormat.JSON else _big_jsonl(5)
+        i = text.index('"id": "u3"')
+        dup = text[:i] + '"id": "u1"' + text[i + len('"id": "u3"') :]
+        conv = parse_conversation(text, fmt)
+        res = reparse_conversation(conv, text, dup, fmt)
+        full = parse_conversation(dup, fmt)
+        assert any("duplicate message id" in x.message for x in full.issues)
+        assert res is None or normalise(res) == normalise(full)
+        back = reparse_conversation(res or full, dup, text, fmt)
+        assert back is None or normalise(back) == normalise(parse_conversation(text, fmt))
