@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
-from assembly.documents import MAX_DOCUMENT_CHARS, Reader, reads_alone
+from assembly.documents import MAX_DOCUMENT_CHARS, MAX_MESSAGES, Reader, reads_alone
 from assembly.formats.detect import NATIVE, message_marks, tool_marks
 from assembly.formats.yamldoc import reread_yaml
 from assembly.model import Conversation, DocFormat
@@ -255,6 +257,9 @@ def _reparse_list(
                     members=tuple(members),
                 )
             parsed = ParsedData(new_root, (*before, *res.errors, *tail), tokens=tokens + res.tokens)
+            spliced = _read_items(prev, parsed, holder, new_holder, k, r, starts[r], delta)
+            if spliced is not None:
+                return spliced
             return _native(read_parsed(parsed, prev.format, prev.length + delta, prev))
         r += 1
     res = parse_messages(new_text[at : len(new_text)], at, depth, keys, bounds, window=False)
@@ -280,6 +285,90 @@ def _reparse_list(
         new_root = SNode("object", res.rest.range, members=members)
     parsed = ParsedData(new_root, (*before, *res.errors), tokens=tokens + res.tokens)
     return _native(read_parsed(parsed, prev.format, prev.length + delta, prev))
+
+
+def _read_items(
+    prev: Conversation,
+    parsed: ParsedData,
+    holder: SNode,
+    new_holder: SNode,
+    k: int,
+    r: int,
+    old_end: int,
+    delta: int,
+) -> Conversation | None:
+    """The items ``[k, r)`` of the previous message list replaced by those the parse read
+    again, in a document without findings before and after: only those are read (as
+    ``_reparse_one`` reads one message), the other messages kept, and the document's
+    fields after the list moved by ``delta``; None when the rest of the list could read
+    differently (a finding, a duplicate id, a message that is read with its neighbours,
+    a message whose id is its place when the places move): ``read_parsed`` then reads
+    the tree as a whole parse does."""
+    n_old = len(holder.items)
+    n_new = len(new_holder.items) - n_old + (r - k)
+    data = prev.message_data
+    if prev.issues or prev.rejected_calls or parsed.errors or len(data) != n_old:
+        return None
+    if len(new_holder.items) > MAX_MESSAGES or new_holder.starts is None:
+        return None
+    lb = prev.length + delta
+    reader = Reader(prev.format, lb, prev._views.get("reads"))
+    items = new_holder.items[k : k + n_new]
+    msgs = []
+    for j, (node, base) in enumerate(zip(items, new_holder.starts[k : k + n_new], strict=True)):
+        msg = reader.read_message(node, k + j, base)
+        if msg is None:
+            return None
+        msgs.append(msg)
+    old_msgs = data[k:r]
+    if reader.has_findings() or not all(map(reads_alone, (*msgs, *old_msgs))):
+        return None
+    new_ids = [m.id for m in msgs]
+    others = _ids(prev).difference(m.id for m in old_msgs)
+    if len(set(new_ids)) != len(new_ids) or not others.isdisjoint(new_ids):
+        return None  # a duplicate id: the whole list decides which one is renamed
+    if n_new != r - k and None in map(_ID_RANGE, data[r:]):
+        return None  # a later message's id is its place, which moves
+    # The marks in document order: unchanged unless those of the items read again differ.
+    marks_in: MarksMemo = prev._views.get("marks", {})
+    old_marks = [marks_in.get(id(node)) for node in holder.items[k:r]]
+    new_marks = [(node, message_marks(node)) for node in items]
+    detected = None
+    if any(
+        hit is None or hit[0] is not node
+        for hit, node in zip(old_marks, holder.items[k:r], strict=True)
+    ) or [hit[1] for hit in old_marks if hit is not None] != [m for _, m in new_marks]:
+        memo = {**marks_in, **{id(node): (node, m) for node, m in new_marks}}
+        detected, _ = detect_format(parsed.root, prev.format, memo)
+        if detected.format not in NATIVE:
+            return None
+    res = dataclasses.replace(
+        prev,
+        message_data=(*data[:k], *msgs, *data[r:]),
+        starts=new_holder.starts,
+        settings_ranges={k: _shift_any(v, old_end, delta) for k, v in prev.settings_ranges.items()},
+        system_prompt=_shift_any(prev.system_prompt, old_end, delta),
+        custom_agent_prompt=_shift_any(prev.custom_agent_prompt, old_end, delta),
+        project_files=_shift_any(prev.project_files, old_end, delta),
+        tools=_shift_any(prev.tools, old_end, delta),
+        reminder=_shift_any(prev.reminder, old_end, delta),
+        additional_context=_shift_any(prev.additional_context, old_end, delta),
+        tree=parsed.root,
+        length=lb,
+    )
+    if detected is not None:
+        res = dataclasses.replace(
+            res, source_format=detected.format.value, source_format_why=detected.why
+        )
+    _carry(prev, res, holder.items[k:r], new_marks, reader, 0)
+    object.__setattr__(res, "syntax", (parsed.errors, parsed.tokens))
+    ids = prev._views.get("ids")
+    if ids is not None:
+        res._views["ids"] = others.union(new_ids)
+    return res
+
+
+_ID_RANGE = attrgetter("id_range")
 
 
 def _keep_first(res: MessagesParse, holder: SNode, k: int, at: int, p: int) -> tuple[SNode, ...]:
@@ -457,7 +546,7 @@ def replace_message(
         res = dataclasses.replace(
             res, source_format=detected.format.value, source_format_why=detected.why
         )
-    _carry(prev, res, node, new_node, reader, tokens, new_marks)
+    _carry(prev, res, (node,), ((new_node, new_marks),), reader, tokens)
     ids = prev._views.get("ids")
     if ids is not None and new_msg.id != old_msg.id:
         ids = (ids - {old_msg.id}) | {new_msg.id}
@@ -477,25 +566,26 @@ def _ids(conv: Conversation) -> set[str]:
 def _carry(
     prev: Conversation,
     new: Conversation,
-    old_node: SNode | None,
-    new_node: SNode | None,
+    old_nodes: Sequence[SNode],
+    new_marks: Sequence[tuple[SNode, tuple[tuple[str, str], ...]]],
     reader: Reader | None,
     tokens: int,
-    new_marks: tuple[tuple[str, str], ...] | None = None,
 ) -> None:
     """Give ``new`` the memos the next re-read needs: the syntax state, what reading each
-    message node gave and each node's format marks (``reading.read_parsed``; the new
-    node's are ``new_marks``)."""
+    message node gave and each node's format marks (``reading.read_parsed``): the
+    previous version's, without the nodes replaced (``old_nodes``), with the new nodes'
+    (``reader``'s reads, ``new_marks``)."""
     if prev.syntax is not None:
         object.__setattr__(new, "syntax", (prev.syntax[0], prev.syntax[1] + tokens))
     reads = dict(prev._views.get("reads", {}))
     marks = dict(prev._views.get("marks", {}))
-    if old_node is not None and new_node is not None and reader is not None:
-        reads.pop(id(old_node), None)
+    for node in old_nodes:
+        reads.pop(id(node), None)
+        marks.pop(id(node), None)
+    if reader is not None:
         reads.update(reader.reads)
-        marks.pop(id(old_node), None)
-        if new_marks is not None:
-            marks[id(new_node)] = (new_node, new_marks)
+    for node, node_marks in new_marks:
+        marks[id(node)] = (node, node_marks)
     new._views["reads"] = reads
     new._views["marks"] = marks
 
@@ -568,7 +658,7 @@ def _reparse_member(
         length=prev.length + delta,
         **fields,
     )
-    _carry(prev, res, None, None, None, len(parser.toks))
+    _carry(prev, res, (), (), None, len(parser.toks))
     return res
 
 

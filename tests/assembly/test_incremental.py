@@ -666,3 +666,41 @@ def test_an_id_made_a_duplicate_is_read_as_a_whole_parse_reads_it() -> None:
         assert res is None or normalise(res) == normalise(full)
         back = reparse_conversation(res or full, dup, text, fmt)
         assert back is None or normalise(back) == normalise(parse_conversation(text, fmt))
+
+
+def test_pasting_and_deleting_messages_reads_only_those(monkeypatch: Any) -> None:
+    """A message pasted in the middle, deleted again, and a span deleted from one
+    message's content into a later one's: only the items the edit touched are read (the
+    tree is not read again as a whole), and each result equals a whole parse."""
+    import assembly.incremental as incremental
+
+    def whole(*args: Any, **kwargs: Any) -> Conversation:
+        raise AssertionError("the whole tree was read again")
+
+    text = _big_doc(8)
+    at = text.index('"id": "u4"') - len("{\n      ")
+    pasted = '{"id": "p1", "role": "system", "content": "pasted"},\n    '
+    a, b = text.index("question 5"), text.index("question 6")
+    for start, end, new in ((at, at, pasted), (at, at + len(pasted), ""), (a + 3, b + 3, "")):
+        prev = parse_conversation(text, DocFormat.JSON)
+        new_text = text[:start] + new + text[end:]
+        with monkeypatch.context() as m:
+            m.setattr(incremental, "read_parsed", whole)
+            res = reparse_conversation(prev, text, new_text, DocFormat.JSON)
+        assert res is not None
+        assert normalise(res) == normalise(parse_conversation(new_text, DocFormat.JSON))
+        kept = {id(x) for x in prev.message_data}
+        assert sum(id(x) not in kept for x in res.message_data) <= 2
+        text = new_text if new else text
+
+
+def test_messages_whose_id_is_their_place_are_read_again_when_places_move() -> None:
+    """Without ids, a message's id is its index: pasting a message before others renames
+    them all, as a whole parse does."""
+    doc = [{"role": "user", "content": f"q{i}"} for i in range(6)]
+    text = json.dumps(doc, indent=2)
+    at = text.index('"content": "q3"') - len('{\n    "role": "user",\n    ')
+    new_text = text[:at] + '{"role": "user", "content": "new"},\n  ' + text[at:]
+    res = check_edit(text, new_text, DocFormat.JSON)
+    assert res is not None
+    assert [m.id for m in res.messages] == [str(i) for i in range(7)]
