@@ -369,10 +369,20 @@ class AssemblyCache:
     ``converted`` and ``rebuilt`` say what the last call did (for tests and benchmarks).
     """
 
-    __slots__ = ("_history", "_key", "_memo", "_structure", "calls", "converted", "rebuilt")
+    __slots__ = (
+        "_conversion_key",
+        "_history",
+        "_key",
+        "_memo",
+        "_structure",
+        "calls",
+        "converted",
+        "rebuilt",
+    )
 
     def __init__(self) -> None:
         self._key: tuple[Any, ...] | None = None  # the context key the memo was made under
+        self._conversion_key: tuple[Any, ...] | None = None  # ... and the conversions
         self._structure: tuple[tuple[Message, ...], _Structure] | None = None
         self._history: _History | None = None
         self._memo = _Memo()
@@ -380,16 +390,21 @@ class AssemblyCache:
         self.converted = 0  # messages converted by the last call
         self.rebuilt = False  # whether the last call rebuilt the per-position lists
 
-    def _begin(self, key: tuple[Any, ...]) -> None:
-        """Start a call under the context ``key``: a different key empties the memo."""
+    def _begin(self, key: tuple[Any, ...], conversion_key: tuple[Any, ...]) -> None:
+        """Start a call under the context ``key``: a different key empties the memo, but
+        for the converted messages, kept while what a conversion reads besides its
+        message (``conversion_key``: the tokenizer, the additional context) is the same
+        (a settings change then converts only the messages whose flags it changed)."""
         self.calls += 1
         self.converted = 0
         self.rebuilt = False
         if key != self._key:
             self._key = key
             self._structure = None
-            self._history = None
             self._memo = _Memo()
+        if conversion_key != self._conversion_key:
+            self._conversion_key = conversion_key
+            self._history = None
 
 
 @dataclass(slots=True)
@@ -494,6 +509,9 @@ class _History:
     cand_pos: list[int] | None = None  # positions of the candidates (None: to recompute)
     cand_users: list[int] = field(default_factory=list)  # candidate indexes of user messages
     cand_ids: list[str] = field(default_factory=list)  # the candidates' ids
+    # What the provider messages read besides the converted messages: the provider and
+    # whether it sees images (settings: the conversions outlive a change of them).
+    provider_key: tuple[Any, ...] = ()
 
 
 @dataclass(slots=True)
@@ -645,11 +663,14 @@ class _Pipeline:
     # The whole pipeline, in Onyx's order.
     def run(self) -> Assembly:
         cache = self.cache
-        cache._begin((*_context_key(self.conv, self.s, self.opts), self.tok))
+        cache._begin(
+            (*_context_key(self.conv, self.s, self.opts), self.tok),
+            (self.tok, _block_key(self.conv.additional_context)),
+        )
         try:
             return self._run()
         except BaseException:
-            cache._key = None  # a half-updated memo is never used again
+            cache._key = cache._conversion_key = None  # a half-updated memo is never used again
             raise
 
     def _run(self) -> Assembly:
@@ -1008,7 +1029,10 @@ class _Pipeline:
         h.cand_pos = None
         h.tokens_by_id = dict(zip(ids, h.tokens, strict=True))
         h.entries = lazy(prev.entries if prev and same_cost else None)
-        h.provider = lazy(prev.provider if prev else None)
+        provider_key = (self.s.provider, self.s.vision)
+        same_provider = prev is not None and prev.provider_key == provider_key
+        h.provider = lazy(prev.provider if prev and same_provider else None)
+        h.provider_key = provider_key
         h.for_summary = lazy(prev.for_summary if prev else None)
         h.meta_units = [u for u, meta in enumerate(h.metas) if meta]
         h.metadata = self._metadata(h)

@@ -562,25 +562,39 @@ def test_ids_shared_with_the_pipeline(
 
 
 def test_changed_inputs_empty_the_memo(generated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Settings, the tokenizer, the date and the document's other parts start the memo
-    again: every message is converted."""
+    """Settings, the date and the document's other parts start the memo again, but for the
+    converted messages, which read none of them: only the messages whose conversion flags
+    a change changes are converted again (keeping past tool results: the earlier turns'
+    tool results). A new tokenizer or additional context converts every message."""
     conv, s, tok, opts = inputs_of(generated, monkeypatch)
     cache = AssemblyCache()
     assemble(conv, s, tok, opts, cache=cache)
     everything = cache.converted
-    variants: list[Inputs] = [
-        (conv, s.model_copy(update={"max_input_tokens": 20_000}), tok, opts),
-        (conv, s.model_copy(update={"keep_past_tool_results": True}), tok, opts),
-        (conv, s, tok, dataclasses.replace(opts, today=opts.today.replace(year=2001))),
-        (dataclasses.replace(conv, tools=()), s, tok, opts),
-        (dataclasses.replace(conv, user_info={"name": "Ada"}), s, tok, opts),
-        (dataclasses.replace(conv, project_files=conv.project_files[:1]), s, tok, opts),
-        (conv, s, CachedTokenizer(tok.counter, tok.encoding), opts),  # type: ignore[attr-defined]
+    keep_past = s.model_copy(update={"keep_past_tool_results": True})
+    # The earlier turns' tool results (read under other flags when they are kept).
+    last_user = max(m.index for m in conv.messages if m.role is Role.USER and not m.file_id)
+    past_results = sum(1 for m in conv.messages[:last_user] if m.role is Role.TOOL)
+    variants: list[tuple[Inputs, int | None]] = [
+        ((conv, s.model_copy(update={"max_input_tokens": 20_000}), tok, opts), 0),
+        ((conv, s.model_copy(update={"provider": "ollama"}), tok, opts), 0),
+        ((conv, s.model_copy(update={"vision": not s.vision}), tok, opts), 0),
+        ((conv, keep_past, tok, opts), None),
+        ((conv, s, tok, dataclasses.replace(opts, today=opts.today.replace(year=2001))), 0),
+        ((dataclasses.replace(conv, tools=()), s, tok, opts), 0),
+        ((dataclasses.replace(conv, user_info={"name": "Ada"}), s, tok, opts), 0),
+        ((conv, s, CachedTokenizer(tok.counter, tok.encoding), opts), everything),  # type: ignore[attr-defined]
     ]
-    for c, s2, t, o in variants:
+    extra = TextBlock("more context", TextRange(0, 0))
+    variants.append(
+        ((dataclasses.replace(conv, additional_context=extra), s, tok, opts), everything)
+    )
+    for (c, s2, t, o), converted in variants:
         for args in ((c, s2, t, o), (conv, s, tok, opts)):  # the change, then back
             assert_same(assemble(*args, cache=cache), assemble(*args))
-            assert (cache.converted, cache.rebuilt) == (everything, True)
+            if converted is None:  # at most the earlier turns' results, and some of them
+                assert 0 < cache.converted <= past_results and cache.rebuilt
+            else:
+                assert (cache.converted, cache.rebuilt) == (converted, True), (s2, converted)
 
 
 @pytest.mark.parametrize("name", ["support-agent.conv.json", "support-agent.conv.jsonl"])
