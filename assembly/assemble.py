@@ -39,11 +39,18 @@ code with an empty memo; there is no second implementation):
 5. the result (``_assembled``, ``_compression_plan``): slices of the memoised per-position
    lists around the fixed parts.
 
-Everything else the pipeline reads (settings, tools, user info, additional context,
-project files, date, template, file contents, the tokenizer) is the context key: when it
-changes the memo starts empty. The memo keeps no absolute offsets: a converted message
-holds its stored source (relative ranges), and the ranges of a result's errors are
-resolved in the current version (``Conversation.locate``).
+Stage 1 works on the stored messages and their places (no ``Located`` view is made for
+the branch), so an edit that changes an id, a role or a tool-call id costs passes over
+plain lists. Everything else the pipeline reads (settings, tools, user info, additional
+context, project files, date, template, file contents, the tokenizer) is the context key:
+when it changes the memo of stages 3–5 starts empty, but each earlier stage is kept while
+its own inputs are the same: the structure by the settings it reads (``branch_tip``,
+``keep_past_tool_results``, whether a system prompt is given), the converted messages by
+what a conversion reads besides its message (the tokenizer, the additional context), the
+per-position lists by ``_fill_key`` (provider, vision, a file reader offered). The memo
+keeps no absolute offsets: a converted message holds its stored source (relative ranges),
+and the ranges of a result's errors are resolved in the current version
+(``Conversation.locate``).
 """
 
 from __future__ import annotations
@@ -383,7 +390,9 @@ class AssemblyCache:
     def __init__(self) -> None:
         self._key: tuple[Any, ...] | None = None  # the context key the memo was made under
         self._conversion_key: tuple[Any, ...] | None = None  # ... and the conversions
-        self._structure: tuple[tuple[Message, ...], _Structure] | None = None
+        # Stage 1's inputs (its settings, its messages) and result: kept across a change of
+        # the context key, used while those inputs are the same.
+        self._structure: tuple[tuple[Any, ...], tuple[Message, ...], _Structure] | None = None
         self._history: _History | None = None
         self._memo = _Memo()
         self.calls = 0
@@ -400,7 +409,6 @@ class AssemblyCache:
         self.rebuilt = False
         if key != self._key:
             self._key = key
-            self._structure = None
             self._memo = _Memo()
         if conversion_key != self._conversion_key:
             self._conversion_key = conversion_key
@@ -509,9 +517,9 @@ class _History:
     cand_pos: list[int] | None = None  # positions of the candidates (None: to recompute)
     cand_users: list[int] = field(default_factory=list)  # candidate indexes of user messages
     cand_ids: list[str] = field(default_factory=list)  # the candidates' ids
-    # What the provider messages read besides the converted messages: the provider and
-    # whether it sees images (settings: the conversions outlive a change of them).
-    provider_key: tuple[Any, ...] = ()
+    # What the per-position lists read besides the converted messages (``_fill_key``:
+    # settings and tools; the conversions outlive a change of them).
+    fill_key: tuple[Any, ...] = ()
 
 
 @dataclass(slots=True)
@@ -690,19 +698,22 @@ class _Pipeline:
         """The branch, the system message taken as the prompt and the summary applied;
         with the messages changed since the memo's (None when it was not reused)."""
         msgs = self.conv.message_data  # the stored messages: the re-read shares them
+        # What stage 1 reads besides the messages (the rest of the context key does not
+        # concern it).
+        key = (self.s.branch_tip, self.s.keep_past_tool_results, self.conv.system_prompt is None)
         hit = self.cache._structure
-        if hit is not None and not hit[1].errors and len(hit[0]) == len(msgs):
-            old, structure = hit
+        if hit is not None and hit[0] == key and not hit[2].errors and len(hit[1]) == len(msgs):
+            _, old, structure = hit
             changed: list[int] = []
             if old is not msgs:
                 changed = list(
                     itertools.compress(itertools.count(), map(operator.is_not, old, msgs))
                 )
             if all(_signature(msgs[k]) == _signature(old[k]) for k in changed):
-                self.cache._structure = (msgs, structure)
+                self.cache._structure = (key, msgs, structure)
                 return structure, changed
         structure = self._structure_of()
-        self.cache._structure = (msgs, structure)
+        self.cache._structure = (key, msgs, structure)
         return structure, None
 
     def _structure_of(self) -> _Structure:
@@ -774,7 +785,8 @@ class _Pipeline:
         """The converted history: the memo's, with the changed messages converted again."""
         turn_images = self._turn_images()
         h = self.cache._history
-        if h is not None and changed is not None and h.structure is structure:
+        same_fill = h is not None and h.fill_key == self._fill_key()
+        if h is not None and changed is not None and h.structure is structure and same_fill:
             units_changed = {structure.unit_of[k] for k in changed if k in structure.unit_of}
             if turn_images != h.turn_images and structure.last_unit >= 0:
                 units_changed.add(structure.last_unit)
@@ -1029,13 +1041,19 @@ class _Pipeline:
         h.cand_pos = None
         h.tokens_by_id = dict(zip(ids, h.tokens, strict=True))
         h.entries = lazy(prev.entries if prev and same_cost else None)
-        provider_key = (self.s.provider, self.s.vision)
-        same_provider = prev is not None and prev.provider_key == provider_key
+        fill_key = self._fill_key()
+        same_provider = prev is not None and prev.fill_key == fill_key
         h.provider = lazy(prev.provider if prev and same_provider else None)
-        h.provider_key = provider_key
+        h.fill_key = fill_key
         h.for_summary = lazy(prev.for_summary if prev else None)
         h.meta_units = [u for u, meta in enumerate(h.metas) if meta]
         h.metadata = self._metadata(h)
+
+    def _fill_key(self) -> tuple[Any, ...]:
+        """What ``_fill`` reads besides the converted messages: the provider and whether
+        it sees images (provider messages, the image marker), whether a file reader is
+        offered (the files the listing can name)."""
+        return (self.s.provider, self.s.vision, self.has_file_reader)
 
     def _metadata(self, h: _History) -> dict[str, _FileMeta]:
         """The files the forgotten-files listing can name: those the history injects
