@@ -803,7 +803,7 @@ class _Pipeline:
         # A new structure: convert the messages the memo does not hold under the same
         # flags. The memo's units are matched by identity: the common head and tail in
         # C-level passes, what lies between through a table.
-        data, views = self.conv.message_data, self.conv.messages
+        data = self.conv.message_data
         units = [data[k] for k in structure.units]  # stored: identity-stable
         flags = structure.flags
         reuse = [-1] * len(units)
@@ -842,8 +842,7 @@ class _Pipeline:
             outs = [()] * len(units)
             metas = [None] * len(units)
         for u in todo:
-            view = views[structure.units[u]]
-            outs[u], metas[u] = self._convert_unit(view, flags[u], turn_images)
+            outs[u], metas[u] = self._convert_unit(units[u], flags[u], turn_images)
         self.cache.rebuilt = True
         prev = h
         h = _History(
@@ -883,8 +882,7 @@ class _Pipeline:
         patched: list[tuple[int, tuple[LlmMessage, ...]]] = []
         for u in units_changed:
             m = msgs[structure.units[u]]
-            view = self.conv.messages[structure.units[u]]
-            out, meta = self._convert_unit(view, structure.flags[u], h.turn_images)
+            out, meta = self._convert_unit(m, structure.flags[u], h.turn_images)
             old_out = h.outs[u]
             h.units[u] = m
             if meta != h.metas[u]:
@@ -1320,7 +1318,7 @@ class _Pipeline:
             "assistant",
             summary.content,
             self._own_tokens(summary),
-            source=summary.green,
+            source=summary,
         )
 
     def _convert_message(
@@ -1352,7 +1350,7 @@ class _Pipeline:
                     m.file_id,
                     _FileMeta(m.file_id, m.filename or "unknown", len(m.content)),
                 )
-            stored = m.green
+            stored = m
             images = stored.images + tuple(
                 Image(f.file_id, f.range, f.token_count) for f in stored.files if f.kind == "image"
             )
@@ -1370,7 +1368,7 @@ class _Pipeline:
                     "user",
                     m.content,
                     tokens,
-                    source=m.green,
+                    source=m,
                     file_id=m.file_id,
                     images=images,
                     image_tokens=image_tokens,
@@ -1395,9 +1393,7 @@ class _Pipeline:
                     c.token_count if c.token_count is not None else tool_call_tokens(self.tok, co)
                     for c, co in zip(m.tool_calls, calls, strict=True)
                 )
-            out.append(
-                LlmMessage(m.id, "assistant", m.content, tokens, source=m.green, tool_calls=calls)
-            )
+            out.append(LlmMessage(m.id, "assistant", m.content, tokens, source=m, tool_calls=calls))
         elif m.role is Role.TOOL:
             if call_name is not None:
                 text = _past_tool_result(call_name, m.content)
@@ -1407,7 +1403,7 @@ class _Pipeline:
                         "tool",
                         text,
                         self.count(text),
-                        source=m.green,
+                        source=m,
                         tool_call_id=m.tool_call_id,
                         replaced=text != m.content,
                     )
@@ -1419,14 +1415,14 @@ class _Pipeline:
                         "tool",
                         m.content,
                         self._tool_result_tokens(m),
-                        source=m.green,
+                        source=m,
                         tool_call_id=m.tool_call_id,
                     )
                 )
         elif m.role is Role.REMINDER:
-            out.append(LlmMessage(m.id, "reminder", m.content, self._own_tokens(m), source=m.green))
+            out.append(LlmMessage(m.id, "reminder", m.content, self._own_tokens(m), source=m))
         elif m.role is Role.SYSTEM:
-            out.append(LlmMessage(m.id, "system", m.content, self._own_tokens(m), source=m.green))
+            out.append(LlmMessage(m.id, "system", m.content, self._own_tokens(m), source=m))
 
     def _own_tokens(self, m: Message) -> int:
         return m.token_count if m.token_count is not None else self.count(m.content)
@@ -1459,9 +1455,7 @@ class _Pipeline:
             approx = f.approx_char_count if f.approx_char_count is not None else len(content)
             meta.setdefault(f.file_id, _FileMeta(f.file_id, f.filename, approx))
             out.append(
-                LlmMessage(
-                    f"{m.id}/files/{k}", "user", text, tokens, source=m.green, file_id=f.file_id
-                )
+                LlmMessage(f"{m.id}/files/{k}", "user", text, tokens, source=m, file_id=f.file_id)
             )
         return out
 
