@@ -7,7 +7,13 @@ the new version's table of message starts (``Conversation.starts``), not by a co
 the previous version is left exactly as it was (value snapshots). Two paths:
 
 - an edit strictly inside one message (or one top-level value) of a document without
-  findings (JSON, JSON Lines): that object alone is parsed and read again;
+  findings (JSON, JSON Lines): that object alone is parsed and read again, even when its
+  id changes (to one no other message has) or its format marks do (a role: the format is
+  then told again from the memo of every message's marks);
+- in such a document, an edit of the message list that the parser re-reads cleanly
+  (messages pasted, deleted, merged): the items it touched are read alone and spliced in
+  (``_read_items``), unless the rest could read differently (a finding, a duplicate id,
+  a message read with its neighbours, ids that are places when the places move);
 - any other edit after the message list's opening bracket (JSON; the document may be
   syntax-broken before and after): the parser resumes at the message the edit begins in,
   in the state a whole parse has there (inside the list, at an item), recovery included,
