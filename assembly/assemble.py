@@ -732,7 +732,7 @@ class _Pipeline:
             flags.append(_LAST)
         flags.extend([_AFTER_LAST] * (n - len(flags)))
         if not self.s.keep_past_tool_results and last > 0:
-            before = [data[k] for k in cut_chain[:last]]
+            before = list(map(data.__getitem__, cut_chain[:last]))
             tools = map(Role.TOOL.__eq__, map(_ROLE, before))
             for i in itertools.compress(itertools.count(), tools):
                 flags[i] = (False, True, call_names.get(before[i].tool_call_id or "", ""))
@@ -833,7 +833,7 @@ class _Pipeline:
             last = structure.last_unit
             if last >= 0 and reuse[last] >= 0 and h.turn_images != turn_images:
                 reuse[last] = -1
-        todo = [u for u, j in enumerate(reuse) if j < 0]
+        todo = list(itertools.compress(itertools.count(), map((-1).__eq__, reuse)))  # not reused
         self._precount([units[u] for u in todo])
         if h is not None:
             outs = list(map(h.outs.__getitem__, reuse))
