@@ -253,7 +253,8 @@ class Conversation:
         i = self.index_of(message)
         if i is None:
             raise KeyError(message.id)
-        return self.messages[i]
+        views = self._views.get("messages")
+        return (views if views is not None else self.messages)._at(i)  # type: ignore[no-any-return]
 
     def message_start(self, i: int) -> int:
         """Where message ``i``'s relative ranges start in this version of the text."""
@@ -293,8 +294,9 @@ class MessageViews(Sequence["Located"]):
     def _at(self, i: int) -> Located:
         view = self._made[i]
         if view is None:
-            view = self._made[i] = Located(self._stored[i], self._starts[i], i)
-        return view
+            stored = self._stored[i]
+            view = self._made[i] = _VIEW_MAKERS[type(stored)](stored, self._starts[i], i)
+        return view  # type: ignore[no-any-return]
 
     @overload
     def __getitem__(self, i: int) -> Located: ...
@@ -379,8 +381,11 @@ def _range_field(name: str) -> property:
 
 def _nested_field(name: str) -> property:
     def get(self: Located) -> tuple[Located, ...]:
+        stored = getattr(self.green, name)
+        if not stored:  # most messages: no call, image or file (read on every view)
+            return ()
         b = self.base
-        return tuple(Located(v, b) for v in getattr(self.green, name))
+        return tuple([_VIEW_MAKERS[type(v)](v, b, None) for v in stored])
 
     return property(get)
 
