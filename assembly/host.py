@@ -37,7 +37,7 @@ from assembly.diagnostics import (
 )
 from assembly.documents import format_for_path, read_tools, tools_from_settings
 from assembly.incremental import reparse_conversation
-from assembly.model import Conversation, DocFormat, PromptRef, PromptTemplate
+from assembly.model import Conversation, DocFormat, PromptRef, PromptTemplate, ToolDef
 from assembly.prompts import parse_prompt
 from assembly.reading import parse_conversation
 from assembly.rope import Rope
@@ -292,6 +292,11 @@ class AnalysisHost:
         result = _conversation(
             conv, text, diags, inputs, sources, self.assemble_cache, self.rule_cache, count=True
         )
+        used = result.analysis.conversation
+        if used is not conv and "messages" in used._views:
+            # The copy (with the tools a template or the settings give) is the one whose
+            # views were read: the next re-read of ``conv`` starts from them.
+            conv._views["prior_views"] = used._views["messages"]
         if result.rule_cache is not self.rule_cache:
             self.rule_cache = result.rule_cache
         return dataclasses.replace(result.analysis, parsed=conv)
@@ -418,7 +423,7 @@ def _conversation(
         fm_tools = template.front_matter_root.get("tools") if template.front_matter_root else None
         if conv.tools is None and fm_tools is not None:
             tools, tool_issues = read_tools(fm_tools)
-            conv = dataclasses.replace(conv, tools=tools)
+            conv = _with_tools(conv, tools)
             if template_path is not None:
                 diags.extend(_elsewhere(from_issues(tool_issues), template_path))
     layers.append(SettingsLayer(DOCUMENT_SOURCE, conv.settings, conv.settings_ranges))
@@ -427,7 +432,7 @@ def _conversation(
     settings, setting_issues = resolve_settings(layers)
     diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
     if conv.tools is None and settings.tools is not None:
-        conv = dataclasses.replace(conv, tools=tools_from_settings(settings.tools))
+        conv = _with_tools(conv, tools_from_settings(settings.tools))
 
     file_contents = _project_files(conv, diags, deps, sources)
     load = sources.tokenizer(settings.encoding, settings.model)
@@ -475,6 +480,16 @@ def _conversation(
         other_texts=others,
     )
     return _Result(analysis, rule_cache)
+
+
+def _with_tools(conv: Conversation, tools: tuple[ToolDef, ...]) -> Conversation:
+    """``conv`` with the tools a template or the settings give; its message views are
+    those of ``conv`` (made from them when first read)."""
+    res = dataclasses.replace(conv, tools=tools)
+    views = conv._views.get("messages") or conv._views.get("prior_views")
+    if views is not None:
+        res._views["prior_views"] = views
+    return res
 
 
 def _template(

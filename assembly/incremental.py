@@ -127,16 +127,23 @@ def reparse_conversation(
     p, old_end, new_end = found  # the changed span is [p, old_end) before, [p, new_end) after
     if p == la == lb:
         return prev  # the same text
+    res = None
     if fmt is DocFormat.YAML:
         found = (p, old_end, new_end)
-        return reread_yaml(prev, prev_text, new_text, found, read_parsed, replace_message)
-    if not prev.issues:
-        res = _reparse_one(prev, new_text, fmt, p, old_end, lb - la)
-        if res is not None:
-            return res
-    if fmt is DocFormat.JSON:
-        return _reparse_list(prev, new_text, p, old_end, new_end, lb - la)
-    return _reparse_lines(prev, new_text, p, old_end, new_end, lb - la)
+        res = reread_yaml(prev, prev_text, new_text, found, read_parsed, replace_message)
+    else:
+        if not prev.issues:
+            res = _reparse_one(prev, new_text, fmt, p, old_end, lb - la)
+        if res is None and fmt is DocFormat.JSON:
+            res = _reparse_list(prev, new_text, p, old_end, new_end, lb - la)
+        elif res is None:
+            res = _reparse_lines(prev, new_text, p, old_end, new_end, lb - la)
+    if res is not None and res is not prev:
+        # The views of the messages that did not move are the previous version's.
+        views = prev._views.get("messages") or prev._views.get("prior_views")
+        if views is not None:
+            res._views["prior_views"] = views
+    return res
 
 
 def _reparse_lines(

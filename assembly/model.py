@@ -19,6 +19,8 @@ view returns those as they are.)
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -224,7 +226,9 @@ class Conversation:
         a sequence whose views are made when first read."""
         views = self._views.get("messages")
         if views is None:
-            views = self._views["messages"] = MessageViews(self.message_data, self.starts)
+            prior = self._views.pop("prior_views", None)  # the version this one was made from
+            views = MessageViews(self.message_data, self.starts, prior)
+            self._views["messages"] = views
         return views  # type: ignore[no-any-return]
 
     @property
@@ -269,15 +273,42 @@ class MessageViews(Sequence["Located"]):
     """``Conversation.messages``: the stored messages seen through one version's starts.
 
     Each view is made on first access and kept, so ``conv.messages[i] is conv.messages[i]``;
-    reading a few messages of a 10 MB conversation costs those few.
+    reading a few messages of a 10 MB conversation costs those few. A view is a value (the
+    stored message, its start, its index): ``prior``, the views of the version this one was
+    re-read from, gives the views it made of the messages that stand at the same place with
+    the same start (the head of the list before an edit, and its tail when no message was
+    added or removed and nothing moved), so an edit costs the views of what it moved.
     """
 
     __slots__ = ("_made", "_starts", "_stored")
 
-    def __init__(self, stored: tuple[Message, ...], starts: tuple[int, ...]) -> None:
+    def __init__(
+        self,
+        stored: tuple[Message, ...],
+        starts: tuple[int, ...],
+        prior: MessageViews | None = None,
+    ) -> None:
         self._stored = stored
         self._starts = starts
-        self._made: list[Located | None] = [None] * len(stored)
+        n = len(stored)
+        made: list[Located | None] = [None] * n
+        if prior is not None and prior._made:
+            old_stored, old_starts = prior._stored, prior._starts
+            lim = min(n, len(old_stored))
+            head = min(
+                _first_false(map(operator.is_, stored[:lim], old_stored[:lim]), lim),
+                _first_false(map(operator.eq, starts[:lim], old_starts[:lim]), lim),
+            )
+            made[:head] = prior._made[:head]
+            if n == len(old_stored) and head < n:
+                back = n - head
+                tail = min(
+                    _first_false(map(operator.is_, reversed(stored), reversed(old_stored)), back),
+                    _first_false(map(operator.eq, reversed(starts), reversed(old_starts)), back),
+                )
+                if tail:
+                    made[n - tail :] = prior._made[n - tail :]
+        self._made = made
 
     def __len__(self) -> int:
         return len(self._stored)
@@ -328,6 +359,11 @@ class MessageViews(Sequence["Located"]):
 
     def __repr__(self) -> str:
         return f"MessageViews({len(self)} messages)"
+
+
+def _first_false(flags: Iterator[bool], default: int) -> int:
+    """The place of the first false value of ``flags`` (a C-level scan), else ``default``."""
+    return next(itertools.compress(itertools.count(), map(operator.not_, flags)), default)
 
 
 class Located:

@@ -704,3 +704,29 @@ def test_messages_whose_id_is_their_place_are_read_again_when_places_move() -> N
     res = check_edit(text, new_text, DocFormat.JSON)
     assert res is not None
     assert [m.id for m in res.messages] == [str(i) for i in range(7)]
+
+
+def test_views_of_messages_that_did_not_move_are_shared() -> None:
+    """A view is a value (stored message, start, index): the next version takes the views
+    of the messages standing where they stood (the head; the tail too when nothing moved),
+    makes the others, and every view equals one made afresh for its version."""
+    text = _big_doc(4)
+    prev = parse_conversation(text, DocFormat.JSON)
+    old_views = list(prev.messages)
+    i = text.index("question 2")
+    for new_text, moved in (
+        (text[:i] + "Question" + text[i + len("question") :], False),  # same length
+        (text[:i] + "a question" + text[i + len("question") :], True),  # two more characters
+    ):
+        res = reparse_conversation(prev, text, new_text, DocFormat.JSON)
+        assert res is not None
+        edited = next(k for k, m in enumerate(res.messages) if "uestion 2" in m.content)
+        fresh = parse_conversation(new_text, DocFormat.JSON)
+        assert list(res.messages) == list(fresh.messages)
+        shared = [a is b for a, b in zip(res.messages, old_views, strict=True)]
+        assert shared[:edited] == [True] * edited
+        assert not shared[edited]
+        after = shared[edited + 1 :]
+        assert after == [not moved] * len(after)
+        # The previous version's views still read the previous text.
+        assert [v.range for v in prev.messages] == [v.range for v in old_views]
