@@ -359,7 +359,9 @@ def _read_items(
         prev,
         message_data=(*data[:k], *msgs, *data[r:]),
         starts=new_holder.starts,
-        settings_ranges={k: _shift_any(v, old_end, delta) for k, v in prev.settings_ranges.items()},
+        settings_ranges={
+            key: _shift_any(v, old_end, delta) for key, v in prev.settings_ranges.items()
+        },
         system_prompt=_shift_any(prev.system_prompt, old_end, delta),
         custom_agent_prompt=_shift_any(prev.custom_agent_prompt, old_end, delta),
         project_files=_shift_any(prev.project_files, old_end, delta),
