@@ -1,14 +1,15 @@
 """Session set-up shared by every test directory.
 
-Bytecode for the Python processes the tests start. About 250 tests start ``python -m
-server`` or ``python -m server.cli`` (the e2e editors, the CLI, the packaging and hook
-tests). Where ``PYTHONDONTWRITEBYTECODE`` is set (the development machine sets it), each of
-them compiled every module it imports from source again: 0.15 s of the 1 s a server
-start costs, 0.13 s of the 0.55 s of a one-file ``promptls lint``. An installed promptls
-has its ``.pyc`` files, so for the processes the tests start that variable is dropped and
-their bytecode goes to a scratch folder of this session (``PYTHONPYCACHEPREFIX``), never
-into the checkout: the first process compiles, the others read, as the benchmarks'
-processes do (tests/bench/bench_lint.py). The test process itself is left as it is.
+Bytecode for the Python processes the tests start. Well over a hundred tests start
+``python -m server`` or ``python -m server.cli`` (the e2e editors, the CLI, the hostile
+input, packaging and hook tests). Where ``PYTHONDONTWRITEBYTECODE`` is set (the development
+machine sets it), each of them compiled every module of promptls it imported from source
+again: 0.15 s of the 1 s a server start costs, 0.13 s of the 0.55 s of a one-file
+``promptls lint``. An installed promptls has its ``.pyc`` files, so for the processes the
+tests start that variable is dropped and their bytecode goes to a scratch folder of this
+session (``PYTHONPYCACHEPREFIX``), never into the checkout: the first process compiles, the
+others read, as the benchmarks' processes do (tests/bench/bench_lint.py). The test process
+itself is left as it is; the folder is removed at the end of the session.
 """
 
 from __future__ import annotations
