@@ -8,8 +8,11 @@ file, orphan and compression of the overflow example, and the chosen branch of t
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -90,10 +93,30 @@ def _ids(a: Analysis, segment: str | None = None) -> list[str]:
     return [e.id for e in a.assembly.layout if segment is None or e.segment == segment]
 
 
-def _run_cli(path: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``promptls assemble PATH --format json`` in a subprocess, from the repository."""
-    cmd = [sys.executable, "-m", "server.cli", "assemble", str(path)]
-    cmd += ["--format", "json", "--today", "2026-07-15"]
+def _in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``promptls ARGS`` run in this process (``server.cli.main.main``, the entry point the
+    script calls), from the repository: what a subprocess of it prints and returns, without
+    a Python start-up. The commands' true subprocess runs are the tests beside."""
+    from server.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(list(args))
+    finally:
+        os.chdir(cwd)
+    return subprocess.CompletedProcess(list(args), rc, out.getvalue(), err.getvalue())
+
+
+def _run_cli(path: Path, *, in_process: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run ``promptls assemble PATH --format json`` in a subprocess (or in this process),
+    from the repository."""
+    args = ["assemble", str(path), "--format", "json", "--today", "2026-07-15"]
+    if in_process:
+        return _in_process(*args)
+    cmd = [sys.executable, "-m", "server.cli", *args]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -315,13 +338,12 @@ def test_cli_last_turn_over_budget_exits_1_and_still_prints(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("fmt", ["json", "sarif", "github", "text"])
 def test_lint_of_the_examples_reports_only_what_the_overflow_example_shows(fmt: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "server.cli", "lint", "examples", "--format", fmt],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    args = ("lint", "examples", "--format", fmt)
+    if fmt == "json":  # the command itself once; the other formats in this process
+        cmd = [sys.executable, "-m", "server.cli", *args]
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    else:
+        proc = _in_process(*args)
     assert proc.returncode == 0, proc.stderr  # infos and a warning: below --fail-on error
     expected = [
         ("examples/overflow.conv.yaml", "history-truncated", 122),
@@ -359,7 +381,7 @@ def test_lint_of_the_examples_reports_only_what_the_overflow_example_shows(fmt: 
 
 
 def test_cli_summary_request_is_opt_in() -> None:
-    plain = json.loads(_run_cli(Path("examples/overflow.conv.yaml")).stdout)
+    plain = json.loads(_run_cli(Path("examples/overflow.conv.yaml"), in_process=True).stdout)
     assert "request" not in plain["compression"]
     proc = subprocess.run(
         [
@@ -392,7 +414,7 @@ def test_cli_summary_request_is_opt_in() -> None:
 
 @pytest.mark.parametrize("name", ALL_EXAMPLES)
 def test_cli_json_contract_holds_for_every_example(name: str) -> None:
-    proc = _run_cli(Path("examples") / name)
+    proc = _run_cli(Path("examples") / name, in_process=True)
     assert proc.returncode == 0, proc.stderr
     obj = json.loads(proc.stdout)
     _check_contract(obj)

@@ -57,14 +57,15 @@ def id_at(conv: Conversation, text: str, offset: int) -> IdAt | None:
         return None
     node = path[-1].node
     value = str(node.value)
-    rng = inner_range(text, node)
     links = _Links.of(conv)
     kind = links.by_value_range.get(node.range)
     if kind is not None:
+        rng = inner_range(text, node)
         return IdAt(kind, value, rng) if rng.contains(offset) else None
     if node.kind != "string":
         return None
     if path[-1].key == "file_id":
+        rng = inner_range(text, node)
         return IdAt(IdKind.FILE, value, rng) if rng.contains(offset) else None
     # A mention inside a longer string: arguments, a listing, a tool result.
     for kind, ids in ((IdKind.TOOL_CALL, links.call_ids), (IdKind.FILE, links.file_ids)):

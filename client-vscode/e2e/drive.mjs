@@ -32,6 +32,7 @@ const EXPECTED_PROBLEMS = [                       // code, and a piece of its me
   ["orphaned-tool-response", "is not sent"],
 ];
 const SEGMENTS = ["system", "history", "forgotten_files", "last_user", "this_turn"];
+const segmentRow = (s) => new RegExp(String.raw`\|\s*\d+\s*\|\s*${s}\s*\|`);  // "| 2 | history |"
 if (!URL_ || !SHOTS || !PROFILE) { console.error("CS_URL, SHOTS and PROFILE are required"); process.exit(2); }
 
 const t0 = Date.now();
@@ -205,7 +206,9 @@ try {
   text = "";
   for (let i = 0; i < 100; i++) {
     text = await assembledText();
-    if (text.includes("# Assembled context") && SEGMENTS.every((s) => text.includes(`. ${s} ·`))) break;
+    // The title and the segment table's rows (the top of the document: an editor draws only
+    // the lines in view, so the "## n. segment ·" headings further down may never show).
+    if (text.includes("# Assembled context") && SEGMENTS.every((s) => segmentRow(s).test(text))) break;
     await page.waitForTimeout(300);
   }
   out.assembled_text = text.slice(0, 4000);

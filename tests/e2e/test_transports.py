@@ -104,9 +104,26 @@ def _frame(message: dict) -> bytes:  # type: ignore[type-arg]
     return f"Content-Length: {len(body)}\r\n\r\n".encode() + body
 
 
+NOT_LOOPBACK = ["0.0.0.0", "192.0.2.1", "example.com", "[::]"]
+
+
 @pytest.mark.parametrize("flag", ["--tcp", "--ws"])
-@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1", "example.com", "[::]"])
-def test_only_loopback_addresses_are_served(flag: str, host: str) -> None:
+@pytest.mark.parametrize("host", NOT_LOOPBACK)
+def test_only_loopback_addresses_are_served(
+    flag: str, host: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # In-process: the command's entry point; the subprocess test below runs the command.
+    from server.cli.main import main
+
+    capsys.readouterr()
+    rc = main(["serve", flag, f"{host}:{_free_port()}"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "loopback" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("flag", "host"), [("--tcp", NOT_LOOPBACK[0]), ("--ws", NOT_LOOPBACK[-1])])
+def test_the_command_refuses_a_non_loopback_address(flag: str, host: str) -> None:
     res = subprocess.run(
         [sys.executable, "-m", "server", flag, f"{host}:{_free_port()}"],
         cwd=REPO,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -313,6 +314,8 @@ def test_markdown_export_lists_the_segments(vscode_run: dict[str, Any]) -> None:
     text = vscode_run["assembled_text"]
     for segment in ("system", "history", "forgotten_files", "last_user", "this_turn"):
         assert segment in text, text
+        # Its row in the Markdown's segment table (the webview's table has no pipes).
+        assert re.search(rf"\|\s*\d+\s*\|\s*{segment}\s*\|", text), (segment, text)
 
 
 def test_quick_fix_applies(vscode_run: dict[str, Any]) -> None:

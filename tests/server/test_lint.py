@@ -628,14 +628,21 @@ def test_colour_only_on_a_terminal_without_no_color(tmp_path, no_color, colored)
 
 def test_watch_relints_on_change(tmp_path):
     _write(tmp_path, {"a.conv.json": OK_JSON, "b.conv.yaml": OK_YAML})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "lint", "--watch", "."],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
-    )
+    # The watcher is stopped by Ctrl-C (SIGINT). A test run started in the background (a
+    # non-interactive `cmd &`) ignores SIGINT, and an ignored signal stays ignored across
+    # exec: start the watcher as a terminal would, with SIGINT's default action.
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "server.cli", "lint", "--watch", "."],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
+    finally:
+        signal.signal(signal.SIGINT, saved)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
 

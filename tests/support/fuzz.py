@@ -19,15 +19,16 @@ shows as a mismatch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import itertools
 import json
 import os
 import random
 import re
-import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -319,16 +320,22 @@ def _from_lsp(d: lsp.Diagnostic) -> tuple[str, int, int, int, int, str]:
 
 
 def lint(path: Path, text: str) -> list[tuple[str, int, int, int, int, str]]:
-    """``promptls lint --format json`` of ``text`` at ``path`` (the file is rewritten)."""
+    """``promptls lint --format json`` of ``text`` at ``path`` (the file is rewritten).
+
+    The command runs in this process (``server.cli.main.main``, the entry point the
+    ``promptls`` script calls), with the subprocess's environment, working directory and
+    a UTF-8 stdout of its own: the same command, without paying a Python start-up per
+    checkpoint. tests/server/test_lint.py runs ``promptls lint`` as a true subprocess.
+    """
+    from server.cli.main import main
+
     path.write_bytes(text.encode("utf-8", "surrogatepass"))
-    res = subprocess.run(
-        [sys.executable, "-m", "server.cli", "lint", "--format", "json", str(path)],
-        capture_output=True,
-        env=ENV,
-        cwd=str(REPO),
-        timeout=120,
-    )
-    findings = json.loads(res.stdout or b"[]")
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="\n")
+    with _environ(ENV), _cwd(REPO), contextlib.redirect_stdout(out), _quiet_stderr():
+        main(["lint", "--format", "json", str(path)])
+    out.flush()
+    stdout = out.buffer.getvalue()  # type: ignore[attr-defined]
+    findings = json.loads(stdout or b"[]")
     out = []
     for f in findings:
         if Path(f["file"]).resolve() != path.resolve():
@@ -345,6 +352,35 @@ def lint(path: Path, text: str) -> list[tuple[str, int, int, int, int, str]]:
             )
         )
     return out
+
+
+@contextlib.contextmanager
+def _environ(env: dict[str, str]) -> Iterator[None]:
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def _cwd(where: Path) -> Iterator[None]:
+    saved = os.getcwd()
+    os.chdir(where)
+    try:
+        yield
+    finally:
+        os.chdir(saved)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """The summary line ``lint`` prints on stderr (a subprocess's stderr was captured)."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        yield
 
 
 def workspace_from_examples(root: Path) -> list[Path]:
