@@ -39,9 +39,9 @@ from operator import attrgetter
 from typing import Any
 
 from assembly.documents import MAX_DOCUMENT_CHARS, MAX_MESSAGES, Reader, reads_alone
-from assembly.formats.detect import NATIVE, message_marks, tool_marks
+from assembly.formats.detect import NATIVE, Detection, message_marks, tool_marks
 from assembly.formats.yamldoc import reread_yaml
-from assembly.model import Conversation, DocFormat
+from assembly.model import Conversation, DocFormat, Message
 from assembly.reading import MarksMemo, detect_format, read_parsed
 from assembly.rope import Rope, Text
 from assembly.syntax import (
@@ -355,26 +355,16 @@ def _read_items(
         detected, _ = detect_format(parsed.root, prev.format, memo)
         if detected.format not in NATIVE:
             return None
-    res = dataclasses.replace(
+    res = _with_messages(
         prev,
-        message_data=(*data[:k], *msgs, *data[r:]),
-        starts=new_holder.starts,
-        settings_ranges={
-            key: _shift_any(v, old_end, delta) for key, v in prev.settings_ranges.items()
-        },
-        system_prompt=_shift_any(prev.system_prompt, old_end, delta),
-        custom_agent_prompt=_shift_any(prev.custom_agent_prompt, old_end, delta),
-        project_files=_shift_any(prev.project_files, old_end, delta),
-        tools=_shift_any(prev.tools, old_end, delta),
-        reminder=_shift_any(prev.reminder, old_end, delta),
-        additional_context=_shift_any(prev.additional_context, old_end, delta),
-        tree=parsed.root,
-        length=lb,
+        (*data[:k], *msgs, *data[r:]),
+        new_holder.starts,
+        parsed.root,
+        lb,
+        old_end,
+        delta,
+        detected,
     )
-    if detected is not None:
-        res = dataclasses.replace(
-            res, source_format=detected.format.value, source_format_why=detected.why
-        )
     _carry(prev, res, holder.items[k:r], new_marks, reader, 0)
     object.__setattr__(res, "syntax", (parsed.errors, parsed.tokens))
     ids = prev._views.get("ids")
@@ -543,24 +533,7 @@ def replace_message(
         detected, _ = detect_format(new_root, fmt, memo)
         if detected.format not in NATIVE:
             return None
-    res = dataclasses.replace(
-        prev,
-        message_data=messages,
-        starts=new_starts,
-        settings_ranges={key: _shift_any(r, at, delta) for key, r in prev.settings_ranges.items()},
-        system_prompt=_shift_any(prev.system_prompt, at, delta),
-        custom_agent_prompt=_shift_any(prev.custom_agent_prompt, at, delta),
-        project_files=_shift_any(prev.project_files, at, delta),
-        tools=_shift_any(prev.tools, at, delta),
-        reminder=_shift_any(prev.reminder, at, delta),
-        additional_context=_shift_any(prev.additional_context, at, delta),
-        tree=new_root,
-        length=lb,
-    )
-    if detected is not None:
-        res = dataclasses.replace(
-            res, source_format=detected.format.value, source_format_why=detected.why
-        )
+    res = _with_messages(prev, messages, new_starts, new_root, lb, at, delta, detected)
     _carry(prev, res, (node,), ((new_node, new_marks),), reader, tokens)
     ids = prev._views.get("ids")
     if ids is not None and new_msg.id != old_msg.id:
@@ -710,6 +683,39 @@ def _shift_node(node: SNode, delta: int) -> SNode:
             )
         return SNode(kind, moved, node.value, tuple(_shift_node(i, delta) for i in node.items))
     return SNode(kind, moved, node.value)
+
+
+def _with_messages(
+    prev: Conversation,
+    data: tuple[Message, ...],
+    starts: tuple[int, ...] | None,
+    tree: SNode,
+    length: int,
+    at: int,
+    delta: int,
+    detected: Detection | None,
+) -> Conversation:
+    """``prev`` with a new message list, table of starts and tree: the header's ranges after
+    ``at`` moved by ``delta``, and the format as ``detected`` told it again (None: kept)."""
+    res = dataclasses.replace(
+        prev,
+        message_data=data,
+        starts=starts,
+        settings_ranges={k: _shift_any(r, at, delta) for k, r in prev.settings_ranges.items()},
+        system_prompt=_shift_any(prev.system_prompt, at, delta),
+        custom_agent_prompt=_shift_any(prev.custom_agent_prompt, at, delta),
+        project_files=_shift_any(prev.project_files, at, delta),
+        tools=_shift_any(prev.tools, at, delta),
+        reminder=_shift_any(prev.reminder, at, delta),
+        additional_context=_shift_any(prev.additional_context, at, delta),
+        tree=tree,
+        length=length,
+    )
+    if detected is not None:
+        res = dataclasses.replace(
+            res, source_format=detected.format.value, source_format_why=detected.why
+        )
+    return res
 
 
 def _shift_any(obj: Any, at: int, delta: int) -> Any:
