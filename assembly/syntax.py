@@ -721,7 +721,7 @@ class JsonParser:
         """The members of an object from the current token on (``after``: the value of
         the last member in ``members`` was just read; resumes a parse there)."""
         if after is not None:
-            self._after_member(after)
+            self._after_value(after, "}")
         while True:
             tok = self._peek()
             kind, raw, s, e, decoded = tok
@@ -778,21 +778,23 @@ class JsonParser:
             self.holder_next = False
             if value is not None:
                 members.append(Member(key, key_range, value))
-            self._after_member(value)
+            self._after_value(value, "}")
 
-    def _after_member(self, value: SNode | None) -> None:
+    def _after_value(self, value: SNode | None, close: str) -> None:
+        """What may follow an object's member or an array's item: a comma (not trailing)
+        or the container's ``close``; anything else is reported where the comma belongs."""
         tok = self._peek()
         if tok[0] == _PUNCT and tok[1] == ",":
             self._next()
             nxt = self._peek()
-            if nxt[0] == _PUNCT and nxt[1] == "}":
+            if nxt[0] == _PUNCT and nxt[1] == close:
                 self._error("trailing comma", tok[2], tok[3])
-        elif (tok[0] == _PUNCT and tok[1] == "}") or tok[0] == EOF:
+        elif (tok[0] == _PUNCT and tok[1] == close) or tok[0] == EOF:
             return
         else:
             # Where the comma belongs: right after the value, not over the whitespace.
             at = self.toks[self.i - 1][3] if value else tok[2]
-            self._error("expected `,` or `}`", at, at)
+            self._error(f"expected `,` or `{close}`", at, at)
 
     def _array(self, depth: int) -> SNode:
         open_tok = self._next()
@@ -865,18 +867,7 @@ class JsonParser:
                 value = self._value(depth + 1)
             if value is not None:
                 items.append(value)
-            tok = self._peek()
-            if tok[0] == _PUNCT and tok[1] == ",":
-                self._next()
-                nxt = self._peek()
-                if nxt[0] == _PUNCT and nxt[1] == "]":
-                    self._error("trailing comma", tok[2], tok[3])
-            elif (tok[0] == _PUNCT and tok[1] == "]") or tok[0] == EOF:
-                continue
-            else:
-                # Where the comma belongs: right after the value, not over the whitespace.
-                at = self.toks[self.i - 1][3] if value else tok[2]
-                self._error("expected `,` or `]`", at, at)
+            self._after_value(value, "]")
 
 
 class _Resync(Exception):
