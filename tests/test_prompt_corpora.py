@@ -17,6 +17,7 @@ CORPORA = [
     "prompts-heldout3",
     "prompts-heldout4",
     "prompts-heldout5",
+    "prompts-heldout6",
 ]
 PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
 

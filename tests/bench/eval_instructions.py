@@ -27,7 +27,7 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
     afresh each run (median of ``--repeat`` runs; the first, cold run is shown too).
 
     python tests/bench/eval_instructions.py
-        [--corpus real|fresh|heldout3|heldout4|heldout5|seen]
+        [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30]
@@ -59,12 +59,16 @@ HELDOUT4 = ROOT / "tests" / "data" / "prompts-heldout4"
 # The fifth, gathered and labelled by another engineer before the rule ever ran on it; run
 # once, by the coordinator (it may be absent from a checkout that predates it).
 HELDOUT5 = ROOT / "tests" / "data" / "prompts-heldout5"
+# The sixth, gathered and labelled (with the tools each prompt declares) by another engineer
+# before the rule ever ran on it; run once, by the coordinator.
+HELDOUT6 = ROOT / "tests" / "data" / "prompts-heldout6"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
     "heldout3": HELDOUT3,
     "heldout4": HELDOUT4,
     "heldout5": HELDOUT5,
+    "heldout6": HELDOUT6,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
