@@ -216,8 +216,8 @@ def test_evaluation_picker_takes_no_aside_for_an_instruction() -> None:
     # "Note, firefox-esr is what is installed" is an aside, not an instruction (the
     # picker moved it in heldout3); "Note the exit code" is one.
     bench = _bench()
-    assert not bench._VERB_START.match("Note, firefox-esr is what is installed on your system.")
-    assert bench._VERB_START.match("Note the exit code of every command you run.")
+    assert not bench.is_instruction("Note, firefox-esr is what is installed on your system.")
+    assert bench.is_instruction("Note the exit code of every command you run.")
     assert not is_instruction("Note, firefox-esr is what is installed on your system.")
 
 
@@ -278,10 +278,41 @@ def test_evaluation_picker_takes_no_description_for_an_instruction() -> None:
     # "remember past interactions" describes the model, "workaround only" grades an
     # outcome; "Remember to …" and "Only call …" direct it.
     bench = _bench()
-    assert not bench._DIRECTIVE.search("You have a memory that lets you remember past chats.")
-    assert not bench._DIRECTIVE.search("outcome = partial: progress, but a workaround only")
-    assert bench._DIRECTIVE.search("Remember to save the file.")
-    assert bench._DIRECTIVE.search("Only call open_url when the user gives a link.")
+    assert not bench.is_instruction("You have a memory that lets you remember past chats.")
+    assert not bench.is_instruction("outcome = partial: progress, but a workaround only")
+    assert bench.is_instruction("Remember to save the file.")
+    assert bench.is_instruction("Only call open_url when the user gives a link.")
+
+
+def test_evaluation_picker_is_the_rules_test_of_an_instruction() -> None:
+    # One implementation of what an instruction is: the picker asks the rule. Sentences
+    # its old regex missed ("Prefer tools over …", "CRITICAL - use …") are picked, and a
+    # tool description ("The x tool can help you …") is not.
+    bench = _bench()
+    for text in (
+        "Prefer tools over your own internal knowledge.",
+        "CRITICAL - use the search tool before answering.",
+        "Functions must be used to retrieve factual information.",
+        "The sequential_thinking tool can help you break down problems.",
+    ):
+        assert bench.is_instruction(text) == is_instruction(text)
+    assert bench.is_instruction("Prefer tools over your own internal knowledge.")
+    assert not bench.is_instruction("The sequential_thinking tool can help you plan.")
+
+
+def test_evaluation_picker_moves_no_line_of_a_json_example() -> None:
+    # browser-use's <memory_examples> hold JSON lines ("memory": "Need to close it …"):
+    # examples of output, not instructions of the prompt.
+    bench = _bench()
+    text = (
+        "# Memory\nKeep the memory field short and factual.\n\n"
+        '"thinking": "The popup is open."\n"memory": "Need to close it first before '
+        'continuing with the search of the memory."\n\n'
+        "# Output\nReply with one line of plain text.\n"
+    )
+    assert bench.is_instruction('Need to close it first."\n"memory": "Need the memory.')
+    sentences = [c.sentence for c in bench.candidates(text, bench.oracle_sections(text))]
+    assert sentences == ["Keep the memory field short and factual."]
 
 
 def test_explanation_names_the_topic_word() -> None:

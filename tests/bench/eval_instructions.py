@@ -12,7 +12,8 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
 
 (a) mutation recall. An *oracle* written here, on purpose simpler than and independent
     of the library (its own reading of headings, XML blocks, ``====`` blocks, bold and
-    capitals title lines, its own sentence split and directive test), picks every
+    capitals title lines, its own sentence split; what an instruction is, it asks the
+    rule's ``is_instruction``, one implementation for both), picks every
     instruction that sits inside the section it is *bound* to (``bound`` below: it names
     the tool the section's title names, or shares a title word that no other title has,
     and fits no other heading). Each is
@@ -195,24 +196,18 @@ core details detail information context background summary
 """
 _STOP = frozenset(_STOP_WORDS.split())
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9]")
-# "IMPORTANT:" and "CRITICAL -" open an instruction; "a critical security risk" does not.
-# "Only call …" and "Remember to …" direct; "workaround only" and "remember past
-# interactions" (a description of the model) do not.
-_DIRECTIVE = re.compile(
-    r"\b(?:must|should|never|always|do not|don't|make sure|ensure|prefer|avoid|"
-    r"be sure|remember\s+(?:to|that)|only\s+(?:use|call|run|do|if|when|after|once))\b|"
-    r"^\W*(?:important|critical|only|remember)\b",
-    re.I,
-)
-_VERB_START = re.compile(
-    r"^(?:\*\*[^*]+\*\*:?\s*)?(?:(?:always|never|only|please|first|then)\s+)?(?:use|call|"
-    r"run|prefer|avoid|do|don't|check|read|write|keep|include|cite|search|ask|provide|"
-    r"return|verify|follow|create|update|think|focus|start|stop|make|limit|list|output|"
-    r"respond|answer|report|save|try|consider|note(?!,)|add|remove|edit|open|execute|explain|"
-    r"summarize|delegate|give|set|find|review|test|look|apply|wait|place|put|format|"
-    r"structure|state|mention|explore|analyze|identify|plan|fix|leave|skip)\b",
-    re.I,
-)
+
+
+def is_instruction(sentence: str) -> bool:
+    """What an instruction is: the rule's own test (``is_instruction`` of
+    ``assembly/diagnostics/rules/instructions.py``), one implementation for the rule and
+    this picker. Until round 5 the picker had a regex of its own (a directive word, or a
+    verb from a short list first); it took sentences the rule never reads as instructions
+    ("The sequential_thinking tool can help you …") and missed ones it does ("Prefer tools
+    over …", "CRITICAL - use …"), so part of the measured misses were the picker's."""
+    from assembly.diagnostics.rules.instructions import is_instruction as rule_test
+
+    return rule_test(sentence)
 
 
 def words(text: str) -> set[str]:
@@ -305,12 +300,14 @@ def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
             sent = m.group(0).strip()
             if len(sent.split()) < 4 or "{" in sent or "<" in sent or "\n\n" in sent:
                 continue
+            if _EXAMPLE_LINE.search(sent):
+                continue  # lines of a JSON example (`"memory": "Need to close it …"`)
             a = m.start() + (len(m.group(0)) - len(m.group(0).lstrip()))
             b = a + len(sent)
             sec = owner(sections, a)
             if sec is None or sec.start in whole:
                 continue
-            if not (_DIRECTIVE.search(sent) or _VERB_START.match(sent)):
+            if not is_instruction(sent):
                 continue
             if re.search(r"\b(?:see|refer to)\s", sent, re.I):
                 continue  # it points at another section: not bound to its own
@@ -326,6 +323,10 @@ _SENTENCE = re.compile(
     r"[.!?](?!\s|$))+(?:[.!?]+(?=\s|$)|$)",
     re.M,
 )
+
+
+# A sentence running over the lines of a JSON example: `…"\n"memory": "…`.
+_EXAMPLE_LINE = re.compile(r'"\s*\n\s*"|"\s*:\s*"')
 
 
 def body_start(text: str) -> int:
