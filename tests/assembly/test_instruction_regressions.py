@@ -324,3 +324,17 @@ def test_explanation_names_the_topic_word() -> None:
     assert m is not None and m.section is not None and m.reported
     assert template.sections[m.section].title == "Running and stopping background processes"
     assert m.heading_words == ("processes",)
+
+
+def test_explanation_of_an_instruction_about_tools_in_general() -> None:
+    # "Prefer tools over …" names no tool: tools in general are its object, so it belongs
+    # to the tools section; "without using tools" mentions them in passing.
+    text = (DATA / "tools-in-general.prompt.md").read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    m = explain_instruction(template, text.index("Prefer tools"))
+    assert m is not None and m.section is not None and m.reported
+    assert template.sections[m.section].title == "Tools"
+    passing = explain_instruction(template, text.index("You cannot do"))
+    assert passing is not None and not passing.reported
+    above = explain_instruction(template, text.index("You can use the available"))
+    assert above is not None and not above.reported

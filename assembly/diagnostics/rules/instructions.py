@@ -470,6 +470,14 @@ class _Topics:
         self.tool_sections = _tool_sections(template, self.tool_roots, declared)
         self.tool_names = set(self.tool_sections) | declared
         self.tool_finders = _tool_finders(self.tool_names)
+        # The tools section, for an instruction about tools in general ("Prefer tools over
+        # your own knowledge", "Functions must be used to …"): "functions" counts only where
+        # the prompt calls its tools that (`# Available functions`).
+        self.general = self.tools_section
+        if self.general is not None and "function" in sections[self.general].title.lower():
+            self.general_words = _GENERAL_TOOLS_AND_FUNCTIONS
+        else:
+            self.general_words = _GENERAL_TOOLS
         self.sentence_words = [_content_words(s.text) for s in template.sentences]
         self.sentence_tools = self._sentence_tools()
         self.tool_homes = self._tool_homes()
@@ -571,7 +579,8 @@ class _Topics:
         self.matched = None
         self.rejected = ""
         tools = set(self.sentence_tools[k])
-        if not tools and self.strong_index.keys().isdisjoint(all_words):
+        general = not tools and self._general(k)
+        if not tools and not general and self.strong_index.keys().isdisjoint(all_words):
             return self._no("it names no tool and shares no heading word with any section")
         if not tools and sentence.section is not None and self.in_tools[sentence.section]:
             return self._no("it sits in tool guidance, which may speak of any topic")
@@ -579,8 +588,15 @@ class _Topics:
         evidence: dict[int, list[str]] = defaultdict(list)
         strong_hit: set[int] = set()
         title_words: dict[int, list[str]] = defaultdict(list)
+        # The score the word "tools" itself gives a section, for an instruction about tools
+        # in general: whether its own section is about tools is ``_tools_elsewhere``'s call.
+        passing: dict[int, float] = defaultdict(float)
+        # A heading word inside a parenthesis is an example, not the instruction's object
+        # ("NEVER execute destructive commands (delete, format, rm -rf)" is not about
+        # formatting): it counts as a word of the prose only.
+        core = _core_words(sentence.text) if "(" in sentence.text else all_words
         for w in all_words:
-            for i in self.strong_index.get(w, ()):
+            for i in self.strong_index.get(w, ()) if w in core else ():
                 score[i] += self.STRONG * self.title_idf[w]
                 title_words[i].append(w)
                 if self.title_df[w] == 1 and w not in self.topic_words[i]:
@@ -594,11 +610,13 @@ class _Topics:
                 if n > 0:
                     score[i] += self.BODY * idf
                     evidence[i].append(w)
+                    if general and w in _GENERAL_STEMS:
+                        passing[i] += self.BODY * idf
         # A heading word that other headings share needs a second one, or body evidence.
         for i, ws in title_words.items():
             if len(ws) >= 2 or (ws and evidence.get(i)):
                 strong_hit.add(i)
-        tool_target = self._tool_section(tools)
+        tool_target = self.general if general else self._tool_section(tools)
         if tool_target is not None:
             score[tool_target] += self.TOOL
             strong_hit.add(tool_target)
@@ -665,13 +683,15 @@ class _Topics:
             return self._no("it points at another part of the prompt on purpose")
         if best == tool_target and self._tool_elsewhere(k, tools):
             return self._no("its own section speaks of that tool too")
+        if general and best == tool_target and self._tools_elsewhere(k):
+            return self._no("its own section speaks of tools too")
         own = 0.0
         for c in chain:
             if self._inside(best, c):
                 continue  # a section around both (the prompt's title) takes no side
             if c in strong_hit or title_words.get(c):
                 return self._no("its own heading names what it is about")
-            own = max(own, score.get(c, 0.0))
+            own = max(own, score.get(c, 0.0) - passing.get(c, 0.0))
             if self.in_tools[c] and evidence.get(c):
                 return self._no("it is tool guidance about the tool's own output")
         if sentence.section is None:
@@ -685,7 +705,9 @@ class _Topics:
         if self._previews(k, best):
             return self._no("its section is an overview that previews later sections")
         mine = self.preamble if sentence.section is None else self.body[sentence.section]
-        if any(self._on_topic(mine, w, best, sentence.section) for w in title_words[best]):
+        if not (general and best == tool_target) and any(
+            self._on_topic(mine, w, best, sentence.section) for w in title_words[best]
+        ):
             return self._no("its own section speaks of that topic throughout")
         rival = max(
             (i for i in score if i not in chain and not self._related(i, best)),
@@ -773,6 +795,23 @@ class _Topics:
         """Whether another sentence of sentence ``k``'s own section names one of ``tools``."""
         own = self.template.sentences[k].section
         return any(j != k and self.sentence_tools[j] & tools for j in self.by_section[own])
+
+    def _general(self, k: int) -> bool:
+        """Whether sentence ``k`` directs the use of tools in general (no tool named):
+        tools are what it asks to use, prefer, call or avoid ("Prefer tools over your own
+        knowledge", "use another tool", "Functions must be used to …", "tool calls")."""
+        if self.general is None:
+            return False
+        return self.general_words.search(self.template.sentences[k].text) is not None
+
+    def _tools_elsewhere(self, k: int) -> bool:
+        """Whether sentence ``k``'s own section is about tools: half of its other
+        sentences or more speak of tools (the opening: two more, as it introduces most
+        topics in passing). A `# Notes` list with one more sentence on tools is not."""
+        own = self.template.sentences[k].section
+        others = [j for j in self.by_section[own] if j != k]
+        n = sum(1 for j in others if self.sentence_tools[j] or self._general(j))
+        return n >= 2 if own is None else n > 0 and 2 * n >= len(others)
 
     def _sentence_tools(self) -> list[frozenset[str]]:
         """The tools each sentence names: every finder runs once over the whole text, and
@@ -873,6 +912,20 @@ _TOOLS_TITLE = re.compile(
     r"reference|overview|policy|policies|rules|access|definitions?|list|notes)){0,2}\W*$",
     re.I,
 )
+# An instruction about tools in general: tools are its object ("use tools", "prefer tools
+# over …", "another tool", "the right tool", "tools must be used", "tool calls"); not a
+# mention in passing ("you cannot do calculations without using tools").
+_GENERAL = (
+    r"(?:(?<!without\s)\b(?:use|using|call|calling|invoke|prefer|try|rely\s+on|choose|pick)\s+"
+    r"(?:(?:the|a|an|your|another|other|different|right|appropriate|available|relevant|"
+    r"multiple|several|any|all|more|one|each|same|provided|those|these|its)\s+){{0,3}}"
+    r"|\b(?:another|different|right|appropriate|available|same)\s+){w}s?\b"
+    r"|\b{w}s?\s+(?:must|should|shall|need\s+to|have\s+to|are\s+to)\b"
+    r"|\b{w}[\s-]+calls?\b"
+)
+_GENERAL_STEMS = frozenset({"tool", "function"})
+_GENERAL_TOOLS = re.compile(_GENERAL.format(w="tool"), re.I)
+_GENERAL_TOOLS_AND_FUNCTIONS = re.compile(_GENERAL.format(w="(?:tool|function)"), re.I)
 _NUMBERING = re.compile(r"^(?:(?:step|phase|part|section)\s+)?[0-9ivx]+[.):]?\s+", re.I)
 # Tokens between an instruction and its section's heading under which it touches the
 # section: the last line before the heading (on the real corpus, every finding this close
@@ -881,7 +934,7 @@ _NUMBERING = re.compile(r"^(?:(?:step|phase|part|section)\s+)?[0-9ivx]+[.):]?\s+
 _TOUCHING = 15
 # A sentence that points at another part of the prompt on purpose.
 _CROSS_REFERENCE = re.compile(
-    r"\b(?:see|refer\s+to|described\s+(?:in|below|above)|(?:sections?|steps?|rules?)\s+"
+    r"\b(?:see|refer\s+to|(?:described|defined|listed|explained)\s+(?:in|below|above)|(?:sections?|steps?|rules?)\s+"
     r"(?:below|above)|as\s+(?:described|explained|listed|shown)|covered\s+(?:in|below)"
     # "Follow the Source Context section for …": it names the part of the prompt it defers to.
     r"|(?:follow(?:ing)?|per|under|in|from)\s+the\s+(?:[\w`'\"-]+\s+){1,4}section)\b",
@@ -1565,6 +1618,17 @@ def _content_words(text: str) -> frozenset[str]:
     if "." in text:
         res.update(w.lower() for w in _DOTTED.findall(text))
     return frozenset(res)
+
+
+_PARENTHESIS = re.compile(r"\([^()]{0,200}\)")
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _core_words(text: str) -> frozenset[str]:
+    """The content words of a sentence outside its parentheses: what it is about, not
+    its examples or asides (the words of a parenthesis that is the whole sentence stay)."""
+    core = _PARENTHESIS.sub(" ", text)
+    return _content_words(core) if core.strip() else _content_words(text)
 
 
 # A dotted name (`AGENTS.md`, `os.path`, `config.yaml`) is one word: its parts say less
