@@ -542,6 +542,14 @@ class _Topics:
         for j, s in enumerate(template.sentences):
             self.by_section[s.section].append(j)
         self._names: dict[int, frozenset[int]] = {}  # ``names``, for the sentences asked
+        # The prompt's first heading, when nothing but blank lines comes before it: the
+        # text under it is the prompt's opening as much as text before any heading is.
+        self.title_intro = (
+            0
+            if sections
+            and not template.text[template.body_range.start : sections[0].range.start].strip()
+            else None
+        )
 
     def names(self, j: int) -> frozenset[int]:
         """The sections sentence ``j`` names by a heading word no other heading has (not
@@ -594,10 +602,12 @@ class _Topics:
         # A heading word inside a parenthesis is an example, not the instruction's object
         # ("NEVER execute destructive commands (delete, format, rm -rf)" is not about
         # formatting): it counts as a word of the prose only.
-        core = _core_words(sentence.text) if "(" in sentence.text else all_words
+        core = _core_words(sentence.text) if _MAYBE_ASIDE.search(sentence.text) else all_words
+        heading_part: dict[int, float] = defaultdict(float)
         for w in all_words:
             for i in self.strong_index.get(w, ()) if w in core else ():
                 score[i] += self.STRONG * self.title_idf[w]
+                heading_part[i] += self.STRONG * self.title_idf[w]
                 title_words[i].append(w)
                 if self.title_df[w] == 1 and w not in self.topic_words[i]:
                     strong_hit.add(i)  # a heading word no other heading has
@@ -709,12 +719,19 @@ class _Topics:
             self._on_topic(mine, w, best, sentence.section) for w in title_words[best]
         ):
             return self._no("its own section speaks of that topic throughout")
-        rival = max(
-            (i for i in score if i not in chain and not self._related(i, best)),
-            key=lambda i: (score[i], -i),
-            default=None,
-        )
-        runner_up = 0.0 if rival is None else score[rival]
+        # A rival's heading words count only when it could win on them: the prompt uses one
+        # of them mostly there, or its prose backs them ("… unless the package manager
+        # can't handle the change" is no claim of `## Error Handling`, which never says
+        # "handle"); else only its prose's score counts.
+        rivals = {
+            i: score[i] if self._credible(i, title_words, evidence, tool_target, k) else body_part
+            for i in score
+            if i not in chain
+            and not self._related(i, best)
+            and (body_part := score[i] - heading_part[i]) >= 0
+        }
+        rival = max(rivals, key=lambda i: (rivals[i], -i), default=None)
+        runner_up = 0.0 if rival is None else rivals[rival]
         self.matched = replace(self.matched, own=own, runner_up=runner_up, rival=rival)
         if own >= self.CHAIN_SHARE * best_score:
             return self._no("its own section shares enough of its words")
@@ -731,6 +748,25 @@ class _Topics:
 
     def _no(self, why: str) -> None:
         self.rejected = why  # why the last sentence was not sent elsewhere (for the hover)
+
+    def _credible(
+        self,
+        i: int,
+        title_words: Mapping[int, list[str]],
+        evidence: Mapping[int, list[str]],
+        tool_target: int | None,
+        k: int,
+    ) -> bool:
+        """Whether section ``i``'s heading match could stand as a rival: it is the tools'
+        section, its prose backs the heading words, two of them match, or one is its
+        topic word (``_topic_word``: its prose repeats it)."""
+        ws = title_words.get(i, ())
+        return (
+            i == tool_target
+            or bool(evidence.get(i))
+            or len(ws) >= 2
+            or self._topic_word(i, ws, k) is not None
+        )
 
     def _topic_word(self, i: int, words: Iterable[str], k: int) -> str | None:
         """The first of heading words ``words`` that names section ``i``'s topic for
@@ -768,9 +804,11 @@ class _Topics:
         """Whether the other sentences of sentence ``k``'s section name two sections other
         than ``best`` (by a heading word no other heading has), a third of them or more:
         an overview that previews them (the text before the first heading is never one: it
-        is where a misplaced instruction most often lands)."""
+        is where a misplaced instruction most often lands; nor is the intro under a title
+        that opens the prompt, `# Deep Agents Code` over "You help with coding, debugging
+        …", which is the same place)."""
         own = self.template.sentences[k].section
-        if own is None:
+        if own is None or own == self.title_intro:
             return False
         others = [j for j in self.by_section[own] if j != k]
         naming = [{i for i in self.names(j) if not self._related(i, best)} for j in others]
@@ -1620,14 +1658,30 @@ def _content_words(text: str) -> frozenset[str]:
     return frozenset(res)
 
 
-_PARENTHESIS = re.compile(r"\([^()]{0,200}\)")
+# Asides and examples: a parenthesis, or "e.g. …" / "for example …" / "such as …" to the
+# end of its clause.
+_ASIDE = re.compile(
+    r"\([^()]{0,200}\)|\b(?:e\.g\.|for\s+(?:example|instance)|such\s+as)[^;:,.!?—]{0,200}"
+    # a condition after the main clause ("Avoid long explanations … when a question would
+    # move the task forward"): when, not what, the instruction directs
+    # ("… only when …" is what it directs: "Call it only when the user asks to recreate
+    # the sandbox")
+    r"|(?<=\w)(?<!\bonly)\s+(?:when|whenever|unless|until|because|so\s+that)\s[^;:.!?—]{0,300}",
+    re.I,
+)
+
+
+_MAYBE_ASIDE = re.compile(
+    r"[(]|\b(?:e\.g|example|instance|such|when|whenever|unless|until|because|so\s+that)\b",
+    re.I,
+)
 
 
 @functools.lru_cache(maxsize=1 << 12)
 def _core_words(text: str) -> frozenset[str]:
-    """The content words of a sentence outside its parentheses: what it is about, not
-    its examples or asides (the words of a parenthesis that is the whole sentence stay)."""
-    core = _PARENTHESIS.sub(" ", text)
+    """The content words of a sentence outside its asides (parentheses, "e.g. …"): what it
+    is about, not its examples (the words of an aside that is the whole sentence stay)."""
+    core = _ASIDE.sub(" ", text)
     return _content_words(core) if core.strip() else _content_words(text)
 
 
