@@ -853,16 +853,34 @@ class _Topics:
 
     def _sentence_tools(self) -> list[frozenset[str]]:
         """The tools each sentence names: every finder runs once over the whole text, and
-        each match goes to the sentence that holds it."""
+        each match goes to the sentence that holds it. A sentence that names none but says
+        "this tool" or "the tool" names the tool of the section it sits in (a section
+        titled by a tool's name, or one inside it); "this tool" outside any, the prompt's
+        only tool section's ("Use this tool as much as you need" moved away from
+        `GUIDE FOR HOW TO USE "sequential_thinking" TOOL`)."""
         sentences = self.template.sentences
         found: list[set[str]] = [set() for _ in sentences]
         starts = [s.range.start for s in sentences]
         text = _lowered(self.template.text)
+        body = self.template.body_range.start
         for finder in self.tool_finders:
-            for m in finder.finditer(text, self.template.body_range.start):
+            for m in finder.finditer(text, body):
                 j = bisect.bisect_right(starts, m.start()) - 1
                 if j >= 0 and m.end() <= sentences[j].range.end:
                     found[j].add((m.group(1) or m.group(2)).lower())
+        titled: dict[int, str] = {}
+        for name, i in sorted(self.tool_sections.items()):
+            titled.setdefault(i, name)
+        only = next(iter(titled.values())) if len(titled) == 1 else None
+        for m in _THIS_TOOL.finditer(text, body) if titled else ():
+            j = bisect.bisect_right(starts, m.start()) - 1
+            if j < 0 or m.end() > sentences[j].range.end or found[j]:
+                continue
+            tool = next((titled[c] for c in self._chain(sentences[j].section) if c in titled), None)
+            if tool is None and m.group(1) == "this":
+                tool = only
+            if tool is not None:
+                found[j].add(tool)
         return [frozenset(f) for f in found]
 
     def _tool_homes(self) -> dict[str, int]:
@@ -961,6 +979,7 @@ _GENERAL = (
     r"|\b{w}s?\s+(?:must|should|shall|need\s+to|have\s+to|are\s+to)\b"
     r"|\b{w}[\s-]+calls?\b"
 )
+_THIS_TOOL = re.compile(r"\b(this|the)\s+tool\b(?!\s*(?:call|output|result)s?\b)")
 _GENERAL_STEMS = frozenset({"tool", "function"})
 _GENERAL_TOOLS = re.compile(_GENERAL.format(w="tool"), re.I)
 _GENERAL_TOOLS_AND_FUNCTIONS = re.compile(_GENERAL.format(w="(?:tool|function)"), re.I)
@@ -1188,6 +1207,12 @@ def _tool_sections(
     for i, s in enumerate(template.sections):
         name = _tool_display_name(s.title)
         if name is None:
+            # A title that names a tool as one: `GUIDE FOR HOW TO USE "sequential_thinking"
+            # TOOL`, "Using the `task` tool".
+            quoted = _NAMED_AS_TOOL.search(s.title)
+            if quoted is None or _FILE_LIKE.search(quoted.group(1)):
+                continue
+            res.setdefault(quoted.group(1).lower(), i)
             continue
         # Under a tools section any name; elsewhere an identifier or a known tool. An XML
         # block is named like an identifier (`<reasoning_rules>`) whatever it holds: it
