@@ -142,6 +142,8 @@ def _instruction_markdown(t: PromptTemplate, m: InstructionMatch) -> str:
     if m.tool:
         described = ", which that section describes" if m.tool_home else ""
         evidence.append(f"names the tool `{m.tool}`{described}")
+    if m.general:
+        evidence.append("directs the use of tools in general (what the tools section is about)")
     if m.heading_words:
         words = [w for w in m.heading_words if w.lower() != (m.tool or "")]
         if words:

@@ -287,6 +287,7 @@ class _Target:
     own: float = 0.0  # the score of its own section
     runner_up: float = 0.0  # the best unrelated section's score
     rival: int | None = None  # that section
+    general: bool = False  # it directs the use of tools in general (the tools section)
 
 
 def _far_instructions(
@@ -360,6 +361,7 @@ class InstructionMatch:
     reason: str  # why it is, or is not, reported
     tool_home: bool = False  # the section describes ``tool`` without being titled by it
     rival: int | None = None  # the best unrelated section (``runner_up`` is its score)
+    general: bool = False  # it directs the use of tools in general: no tool named
 
 
 def explain_instruction(
@@ -410,6 +412,7 @@ def explain_instruction(
         reason,
         match.tool is not None and topics.tool_homes.get(match.tool) == match.section,
         match.rival,
+        match.general,
     )
 
 
@@ -648,12 +651,14 @@ class _Topics:
             return self._no("no heading or tool points at one section")
         best = max(strong_hit, key=lambda i: (score[i], -i))
         best_score = score[best]
+        general_target = general and best == tool_target
         self.matched = _Target(
             best,
             self._label(best),
             tuple(sorted(set(title_words.get(best, ())))),
             next(iter(sorted(tools)), None) if best == tool_target else None,
             best_score,
+            general=general_target,
         )
         if best_score < self.MIN_SCORE:
             return self._no("the match is too weak")
@@ -744,7 +749,9 @@ class _Topics:
         label = self._label(best)
         if tool is not None and self.tool_homes.get(tool) == best:
             label = f"`{tool}`"  # the section describes the tool without naming it
-        return _Target(best, label, tuple(why), tool, best_score, own, runner_up, rival)
+        return _Target(
+            best, label, tuple(why), tool, best_score, own, runner_up, rival, general_target
+        )
 
     def _no(self, why: str) -> None:
         self.rejected = why  # why the last sentence was not sent elsewhere (for the hover)
