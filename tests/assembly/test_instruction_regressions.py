@@ -66,6 +66,10 @@ def test_reports_exactly_the_marked_lines(path: Path) -> None:
         ("quoted-tool.prompt.md", "tool use", "TOOLS"),
         # A tool described by a section that is not titled by its name.
         ("tool-home.prompt.md", "`todo_write`", "## Progress"),
+        # A tool described under bold labels of one heading, once each: the heading owns it.
+        ("tool-owner-labels.prompt.md", "`explain_query`", "# Warehouse access"),
+        # "this tool" outside any tool section: the prompt's only tool section's tool.
+        ("this-tool.prompt.md", "`code_search`", '## Guide for the "code_search" tool'),
         # One heading word is enough when the section's prose repeats it and holds most
         # of its uses: a bold label, a capitals name written in prose.
         ("bold-label-topic-word.prompt.md", "section headers", "**Section Headers**"),

@@ -765,14 +765,23 @@ class _Topics:
         k: int,
     ) -> bool:
         """Whether section ``i``'s heading match could stand as a rival: it is the tools'
-        section, its prose backs the heading words, two of them match, or one is its
-        topic word (``_topic_word``: its prose repeats it)."""
+        section, its prose backs the heading words, two of them match, or one is used in
+        its own prose too and mostly there (``_concentrated``, as the winner's must be).
+        A heading word its prose never uses is a coincidence (`## Error Handling` for
+        "unless the package manager can't handle it")."""
         ws = title_words.get(i, ())
+        sentence = self.template.sentences[k]
         return (
             i == tool_target
             or bool(evidence.get(i))
             or len(ws) >= 2
-            or self._topic_word(i, ws, k) is not None
+            or any(
+                sum(self.body[j][w] for j in range(i, self.subtree_end[i]))
+                - (sentence.section is not None and self._inside(sentence.section, i))
+                > 0
+                and self._concentrated(w, i, k)
+                for w in ws
+            )
         )
 
     def _topic_word(self, i: int, words: Iterable[str], k: int) -> str | None:
@@ -892,22 +901,33 @@ class _Topics:
 
     def _tool_homes(self) -> dict[str, int]:
         """Tool name -> the section that describes it, for a tool without a section titled
-        by its name: the one section holding more than half of the sentences that name it
-        (two at least), and no section that holds (nearly) the whole prompt."""
+        by its name: the innermost section whose subtree holds more than half of the
+        sentences that name it (two at least): a heading whose bold labels or nested XML
+        blocks each say it once owns it as much as one paragraph saying it twice. Not a
+        section that holds (nearly) the whole prompt."""
         mentions: dict[str, Counter[int | None]] = defaultdict(Counter)
         for s, named in zip(self.template.sentences, self.sentence_tools, strict=True):
             for t in named:
                 if t not in self.tool_sections:
                     mentions[t][s.section] += 1
         body_len = max(1, len(self.template.text) - self.template.body_range.start)
+        sections = self.template.sections
         homes = {}
         for t, by_section in mentions.items():
-            home, n = by_section.most_common(1)[0]
-            if home is None or n < 2 or n * 2 <= sum(by_section.values()):
-                continue
-            rng = self.template.sections[home].range
-            if (rng.end - rng.start) * 10 < body_len * 9:
-                homes[t] = home
+            total = sum(by_section.values())
+            under: Counter[int] = Counter()
+            for sec, n in by_section.items():
+                for c in self._chain(sec):
+                    under[c] += n
+            owners = [
+                i
+                for i, n in under.items()
+                if n >= 2
+                and n * 2 > total
+                and (sections[i].range.end - sections[i].range.start) * 10 < body_len * 9
+            ]
+            if owners:
+                homes[t] = max(owners)  # the innermost: a subsection comes after its parent
         return homes
 
     def _tool_section(self, tools: set[str]) -> int | None:
