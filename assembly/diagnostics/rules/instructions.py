@@ -1002,7 +1002,10 @@ _GENERAL = (
     r"(?:(?<!without\s)\b(?:use|using|call|calling|invoke|prefer|try|rely\s+on|choose|pick)\s+"
     r"(?:(?:the|a|an|your|another|other|different|right|appropriate|available|relevant|"
     r"multiple|several|any|all|more|one|each|same|provided|those|these|its)\s+){{0,3}}"
-    r"|\b(?:another|different|right|appropriate|available|same)\s+){w}s?\b"
+    r"|\b(?:another|different|right|appropriate|available|same)\s+"
+    # "use conversation context/state or tools": tools as one of the things to use
+    r"|(?<!without\s)\b(?:use|using|prefer)\s+[\w/'’ -]{{1,40}}?\s(?:or|and)\s+(?:the\s+)?)"
+    r"{w}s?\b"
     r"|\b{w}s?\s+(?:must|should|shall|need\s+to|have\s+to|are\s+to)\b"
     r"|\b{w}[\s-]+calls?\b"
 )
