@@ -509,9 +509,18 @@ class _Topics:
         }
         # A heading word stays salient while few headings have it, however many bodies
         # use it: in a short prompt the topic of a section is mentioned everywhere.
+        # Headings of one family count once: `## HOW TO READ A ROLLOUT` inside `# Phase 1
+        # (Rollout Extraction)` is part of the one place the prompt speaks of rollouts.
         title_df: Counter[str] = Counter()
-        for i in range(len(sections)):
-            title_df.update(strong[i])
+        self.heading_uses: Counter[str] = Counter()
+        for i, sec in enumerate(sections):
+            self.heading_uses.update(strong[i])
+            above: set[str] = set()
+            parent = sec.parent
+            while parent is not None:
+                above |= strong[parent]
+                parent = sections[parent].parent
+            title_df.update(strong[i] - above)
         self.title_df = title_df
         self.strong = strong
         # Sections that hold (nearly) the whole prompt name no topic of a part of it.
@@ -564,7 +573,7 @@ class _Topics:
                 i
                 for w in self.sentence_words[j]
                 if self.title_df[w] == 1 and len(w) >= 4
-                for i in self.strong_index.get(w, ())
+                for i in self.strong_index.get(w, ())[:1]  # the outermost of the family
                 if own is None or not self._related(i, own)
             )
             self._names[j] = named
@@ -809,7 +818,7 @@ class _Topics:
         inside = sum(
             self.body[i][w] + (w in self.strong[i]) for i in range(best, self.subtree_end[best])
         )
-        total = self.total[w] + self.title_df[w]
+        total = self.total[w] + self.heading_uses[w]
         sentence = self.template.sentences[k]
         if sentence.section is not None and self._inside(sentence.section, best):
             inside -= 1
