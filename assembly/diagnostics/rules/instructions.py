@@ -654,6 +654,7 @@ class _Topics:
             if self.template.sections[i].kind == "bold"
             and i != tool_target
             and len(title_words.get(i, ())) < 2
+            and not self._whole_label(i, title_words.get(i, ()), k)
             and self._topic_word(i, title_words.get(i, ()), k) is None
         }
         if not strong_hit:
@@ -791,6 +792,17 @@ class _Topics:
                 and self._concentrated(w, i, k)
                 for w in ws
             )
+        )
+
+    def _whole_label(self, i: int, words: list[str], k: int) -> bool:
+        """Whether the sentence shares the whole of bold label ``i``'s one-word title
+        (`**Monospace**`, "Never mix monospace and bold markers"), a word no other heading
+        has and that the prompt uses mostly there: a one-word label cannot share two."""
+        return (
+            len(words) == 1
+            and len(_WORDS.findall(self.template.sections[i].title)) == 1
+            and self.title_df[words[0]] == 1
+            and self._concentrated(words[0], i, k, self.TOPIC_SHARE)
         )
 
     def _topic_word(self, i: int, words: Iterable[str], k: int) -> str | None:
