@@ -751,7 +751,26 @@ class _Topics:
         if own >= self.CHAIN_SHARE * best_score:
             return self._no("its own section shares enough of its words")
         if best_score < self.MARGIN * runner_up:
-            return self._no("another section fits it about as well")
+            # Two labels of one section (`**Pattern for codebase exploration**`, `**When to
+            # paginate**` under `## File Reading Best Practices`) fit it alike: it is about
+            # the section that holds both, when that section is a part of the prompt, not
+            # most of it, and no section outside it comes close.
+            parent = self.template.sections[best].parent
+            if (
+                rival is None
+                or parent is None
+                or self.template.sections[rival].parent != parent
+                or not self._sibling_labels(best, rival)
+                or parent in chain
+                or not self._part(parent)
+            ):
+                return self._no("another section fits it about as well")
+            outside = max(
+                (v for i, v in rivals.items() if not self._inside(i, parent)), default=0.0
+            )
+            if best_score < self.MARGIN * outside:
+                return self._no("another section fits it about as well")
+            best = parent
         why = sorted(set(title_words.get(best, ())))
         tool = next((t for t in sorted(tools) if self.tool_sections.get(t) == best), None)
         if tool is None and best == tool_target and tools:
@@ -793,6 +812,12 @@ class _Topics:
                 for w in ws
             )
         )
+
+    def _part(self, i: int) -> bool:
+        """Whether section ``i`` is a part of the prompt: under half of its text."""
+        rng = self.template.sections[i].range
+        body_len = len(self.template.text) - self.template.body_range.start
+        return (rng.end - rng.start) * 2 < body_len
 
     def _whole_label(self, i: int, words: list[str], k: int) -> bool:
         """Whether the sentence shares the whole of bold label ``i``'s one-word title
