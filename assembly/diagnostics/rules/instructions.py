@@ -87,13 +87,19 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     nested), `====` blocks with a title line, bold title lines and ALL-CAPS title lines.
     Tools are those of the conversation (for a template checked on its own: of the open
     conversations that use it), the front matter `tools`, the `tools` setting, the
-    prompt's tool sections and the names it calls tools or asks to call (``the `task`
-    tool``, `the "finish" tool`, `call write_todos`).
+    prompt's tool sections (`## web_search`, `GUIDE FOR THE "sequential_thinking" TOOL`)
+    and the names it calls tools or asks to call (``the `task` tool``, `the "finish"
+    tool`, `call write_todos`). "This tool" names the tool of the section it sits in (or
+    the prompt's only tool section's).
 
     - the section of a tool it names: a section titled with the tool's name (`## web_search`,
-      `<codebase_search>`, `**run_sql**`), else the one section that describes the tool
-      (more than half of the sentences naming it, two at least), else the tools section
-      (`# Tools`, `TOOL USE`, `<tool_calling>`), also for several tools at once;
+      `<codebase_search>`, `**run_sql**`), else the section that owns the tool (the
+      innermost one holding more than half of the sentences naming it, two at least,
+      its bold labels and nested blocks included), else the tools section (`# Tools`,
+      `TOOL USE`, `<tool_calling>`), also for several tools at once;
+    - the tools section, for an instruction about tools in general ("Prefer tools over
+      your own knowledge", "use another tool", "Functions must be used to …"), unless
+      half of its own section's sentences speak of tools;
     - else the section whose heading it matches: a heading word that no other heading has
       and that the prompt uses mostly there (more than a third of its uses), or two
       heading words, or one with support from the section's prose (a heading of three or
@@ -103,18 +109,25 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
       half of the prompt's uses (a third under a bold label), whatever the title's
       length (`**Section Headers**` for "Keep headers short"). Words are stemmed;
       `snake_case` and dotted names (`AGENTS.md`) are one word, and a capitals name in
-      prose (`TASK_TRACKING`) gives its parts too. The `section_topics` setting adds
-      topic words to headings (built in: Tools, Citations, User Information). It must
-      beat every unrelated section by a clear margin.
+      prose (`TASK_TRACKING`) gives its parts too; a heading word shared by a section and
+      one inside it counts once. A one-word bold label (`**Monospace**`) is matched by
+      its word. Words in an aside (a parenthesis, "e.g. …", a trailing "when/unless …"
+      clause) are not what the instruction is about and match no heading. The
+      `section_topics` setting adds topic words to headings (built in: Tools, Citations,
+      User Information). It must beat every unrelated section by a clear margin (a
+      rival counts its heading words only when its own prose uses them); one that fits
+      two bold labels of one section alike is about that section.
 
     Not reported: an instruction inside that section or one around it; one whose own
     section names the same topic or tool, or shares enough of its words (a restatement);
     one in a recap (`Important reminders`, `What not to do (recap)`, `<critical_reminders>`);
     one that points elsewhere on purpose ("see Step 5", "follow the Source Context
-    section"); tool guidance that mentions another topic; one under a bold label matched
-    to a sibling bold label of the same section; a workflow overview (a list whose items
-    point at later sections in the order they come, or a section a third of whose
-    sentences name two or more other sections). The text before the first heading is on
+    section", "the functions defined above"); tool guidance that mentions another topic;
+    one under a bold label matched to a sibling bold label of the same section; a
+    workflow overview (a list whose items point at later sections in the order they come,
+    or a section a third of whose sentences name two or more other sections; never the
+    opening, nor the intro under the title that opens the prompt). The text before the
+    first heading is on
     an instruction's topic only when two more of its sentences use the topic word;
     an instruction on the line just before its section (under 15 tokens away) unless it
     names a tool. Hover an instruction to see the section it was matched to and why (the
