@@ -612,6 +612,11 @@ class _Topics:
         self.matched = None
         self.rejected = ""
         tools = set(self.sentence_tools[k])
+        if tools and _MAYBE_ASIDE.search(sentence.text):
+            # A tool named in an aside is mentioned in passing ("Write the answer in plain
+            # text (the web_search results stay hidden)"): not what the instruction directs.
+            core_text = _ASIDE.sub(" ", sentence.text).lower()
+            tools = {t for t in tools if t in core_text}
         general = not tools and self._general(k)
         if not tools and not general and self.strong_index.keys().isdisjoint(all_words):
             return self._no("it names no tool and shares no heading word with any section")
@@ -1780,7 +1785,7 @@ _ASIDE = re.compile(
     # move the task forward"): when, not what, the instruction directs
     # ("… only when …" is what it directs: "Call it only when the user asks to recreate
     # the sandbox")
-    r"|(?<=\w)(?<!\bonly)\s+(?:when|whenever|unless|until|because|so\s+that)\s[^;:.!?—]{0,300}",
+    r"|(?<=\w)(?<!\bonly)\s+(?:when|whenever|unless|until|because|so\s+that)\s[^,;:.!?—]{0,300}",
     re.I,
 )
 
