@@ -112,7 +112,8 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
       prose (`TASK_TRACKING`) gives its parts too; a heading word shared by a section and
       one inside it counts once. A one-word bold label (`**Monospace**`) is matched by
       its word. Words in an aside (a parenthesis, "e.g. …", a trailing "when/unless …"
-      clause) are not what the instruction is about and match no heading. The
+      clause) are not what the instruction is about: they match no heading and name no
+      tool (a tool named in passing). The
       `section_topics` setting adds topic words to headings (built in: Tools, Citations,
       User Information). It must beat every unrelated section by a clear margin (a
       rival counts its heading words only when its own prose uses them); one that fits
