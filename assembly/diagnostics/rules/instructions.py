@@ -491,10 +491,9 @@ class _Topics:
         # your own knowledge", "Functions must be used to …"): "functions" counts only where
         # the prompt calls its tools that (`# Available functions`).
         self.general = self.tools_section
-        if self.general is not None and "function" in sections[self.general].title.lower():
-            self.general_words = _GENERAL_TOOLS_AND_FUNCTIONS
-        else:
-            self.general_words = _GENERAL_TOOLS
+        self.functions = (
+            self.general is not None and "function" in sections[self.general].title.lower()
+        )
         self.sentence_words = [_content_words(s.text) for s in template.sentences]
         self.sentence_tools = self._sentence_tools()
         self.tool_homes = self._tool_homes()
@@ -616,7 +615,7 @@ class _Topics:
         if tools and _MAYBE_ASIDE.search(sentence.text):
             # A tool named in an aside is mentioned in passing ("Write the answer in plain
             # text (the web_search results stay hidden)"): not what the instruction directs.
-            core_text = _ASIDE.sub(" ", sentence.text).lower()
+            core_text = _without_asides(sentence.text)
             tools = {t for t in tools if t in core_text}
         general = not tools and self._general(k)
         if not tools and not general and self.strong_index.keys().isdisjoint(all_words):
@@ -633,7 +632,12 @@ class _Topics:
         # A heading word inside a parenthesis is an example, not the instruction's object
         # ("NEVER execute destructive commands (delete, format, rm -rf)" is not about
         # formatting): it counts as a word of the prose only.
-        core = _core_words(sentence.text) if _MAYBE_ASIDE.search(sentence.text) else all_words
+        core = (
+            _core_words(sentence.text)
+            if not self.strong_index.keys().isdisjoint(all_words)
+            and _MAYBE_ASIDE.search(sentence.text)
+            else all_words
+        )
         heading_part: dict[int, float] = defaultdict(float)
         for w in all_words:
             for i in self.strong_index.get(w, ()) if w in core else ():
@@ -921,7 +925,7 @@ class _Topics:
         knowledge", "use another tool", "Functions must be used to …", "tool calls")."""
         if self.general is None:
             return False
-        return self.general_words.search(self.template.sentences[k].text) is not None
+        return _about_tools(self.template.sentences[k].text, self.functions)
 
     def _tools_elsewhere(self, k: int) -> bool:
         """Whether sentence ``k``'s own section is about tools: half of its other
@@ -953,12 +957,12 @@ class _Topics:
         for name, i in sorted(self.tool_sections.items()):
             titled.setdefault(i, name)
         only = next(iter(titled.values())) if len(titled) == 1 else None
-        for m in _THIS_TOOL.finditer(text, body) if titled else ():
-            j = bisect.bisect_right(starts, m.start()) - 1
-            if j < 0 or m.end() > sentences[j].range.end or found[j]:
+        for at, end, this in _this_tool(text, body) if titled else ():
+            j = bisect.bisect_right(starts, at) - 1
+            if j < 0 or end > sentences[j].range.end or found[j]:
                 continue
             tool = next((titled[c] for c in self._chain(sentences[j].section) if c in titled), None)
-            if tool is None and m.group(1) == "this":
+            if tool is None and this:
                 tool = only
             if tool is not None:
                 found[j].add(tool)
@@ -1074,7 +1078,22 @@ _GENERAL = (
     r"|\b{w}s?\s+(?:must|should|shall|need\s+to|have\s+to|are\s+to)\b"
     r"|\b{w}[\s-]+calls?\b"
 )
-_THIS_TOOL = re.compile(r"\b(this|the)\s+tool\b(?!\s*(?:call|output|result)s?\b)")
+_THIS_TOOL = re.compile(r"(?:^|\W)(this|the)\s+\Z")
+_NOT_THE_TOOL = re.compile(r"\s*(?:call|output|result)s?\b")
+
+
+def _this_tool(text: str, pos: int) -> Iterator[tuple[int, int, bool]]:
+    """The "this tool" / "the tool" of a lower-case text from ``pos`` (not "the tool
+    call/output"): (start, end, whether it says "this"). Found from "tool", which
+    ``str.find`` skips to, not word by word."""
+    i = text.find("tool", pos)
+    while i != -1:
+        end = i + 4
+        if (end == len(text) or not text[end].isalnum()) and not _NOT_THE_TOOL.match(text, end):
+            m = _THIS_TOOL.search(text, max(pos, i - 8), i)
+            if m is not None:
+                yield m.start(1), end, m.group(1) == "this"
+        i = text.find("tool", end)
 _GENERAL_STEMS = frozenset({"tool", "function"})
 _GENERAL_TOOLS = re.compile(_GENERAL.format(w="tool"), re.I)
 _GENERAL_TOOLS_AND_FUNCTIONS = re.compile(_GENERAL.format(w="(?:tool|function)"), re.I)
@@ -1789,6 +1808,22 @@ _ASIDE = re.compile(
     r"|(?<=\w)(?<!\bonly)\s+(?:when|whenever|unless|until|because|so\s+that)\s[^,;:.!?—]{0,300}",
     re.I,
 )
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _about_tools(text: str, functions: bool) -> bool:
+    """Whether an instruction is about tools in general (``_GENERAL``); cached by text,
+    and the regex runs only on a sentence that says "tool" (or "function")."""
+    low = text.lower()
+    if "tool" not in low and not (functions and "function" in low):
+        return False
+    return (_GENERAL_TOOLS_AND_FUNCTIONS if functions else _GENERAL_TOOLS).search(text) is not None
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _without_asides(text: str) -> str:
+    """A sentence without its asides, lower case (where a tool it names is directed)."""
+    return _ASIDE.sub(" ", text).lower()
 
 
 _MAYBE_ASIDE = re.compile(
