@@ -1094,6 +1094,8 @@ def _this_tool(text: str, pos: int) -> Iterator[tuple[int, int, bool]]:
             if m is not None:
                 yield m.start(1), end, m.group(1) == "this"
         i = text.find("tool", end)
+
+
 _GENERAL_STEMS = frozenset({"tool", "function"})
 _GENERAL_TOOLS = re.compile(_GENERAL.format(w="tool"), re.I)
 _GENERAL_TOOLS_AND_FUNCTIONS = re.compile(_GENERAL.format(w="(?:tool|function)"), re.I)
