@@ -757,19 +757,26 @@ class _Topics:
             self._on_topic(mine, w, best, sentence.section) for w in title_words[best]
         ):
             return self._no("its own section speaks of that topic throughout")
+
         # A rival's heading words count only when it could win on them: the prompt uses one
         # of them mostly there, or its prose backs them ("… unless the package manager
         # can't handle the change" is no claim of `## Error Handling`, which never says
         # "handle"); else only its prose's score counts.
-        rivals = {
-            i: score[i] if self._credible(i, title_words, evidence, tool_target, k) else body_part
-            for i in score
-            if i not in chain
-            and not self._related(i, best)
-            and (body_part := score[i] - heading_part[i]) >= 0
-        }
-        rival = max(rivals, key=lambda i: (rivals[i], -i), default=None)
-        runner_up = 0.0 if rival is None else rivals[rival]
+        def best_rival(candidates: Iterable[int]) -> tuple[int | None, float]:
+            """The best of ``candidates`` by their rival score, from the highest full
+            score down: each credibility test only while one could still win."""
+            top, value = None, 0.0
+            for i in sorted(candidates, key=lambda i: (-score[i], i)):
+                if top is not None and score[i] < value:
+                    break
+                credible = self._credible(i, title_words, evidence, tool_target, k)
+                v = score[i] if credible else score[i] - heading_part[i]
+                if top is None or (v, -i) > (value, -top):
+                    top, value = i, v
+            return top, value
+
+        unrelated = [i for i in score if i not in chain and not self._related(i, best)]
+        rival, runner_up = best_rival(unrelated)
         self.matched = replace(self.matched, own=own, runner_up=runner_up, rival=rival)
         if own >= self.CHAIN_SHARE * best_score:
             return self._no("its own section shares enough of its words")
@@ -788,9 +795,7 @@ class _Topics:
                 or not self._part(parent)
             ):
                 return self._no("another section fits it about as well")
-            outside = max(
-                (v for i, v in rivals.items() if not self._inside(i, parent)), default=0.0
-            )
+            _, outside = best_rival(i for i in unrelated if not self._inside(i, parent))
             if best_score < self.MARGIN * outside:
                 return self._no("another section fits it about as well")
             best = parent
