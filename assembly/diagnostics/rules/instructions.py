@@ -524,16 +524,18 @@ class _Topics:
         # use it: in a short prompt the topic of a section is mentioned everywhere.
         # Headings of one family count once: `## HOW TO READ A ROLLOUT` inside `# Phase 1
         # (Rollout Extraction)` is part of the one place the prompt speaks of rollouts.
-        title_df: Counter[str] = Counter()
         self.heading_uses: Counter[str] = Counter()
+        for words in strong:
+            self.heading_uses.update(words)
+        title_df = Counter(self.heading_uses)
         for i, sec in enumerate(sections):
-            self.heading_uses.update(strong[i])
-            above: set[str] = set()
-            parent = sec.parent
-            while parent is not None:
-                above |= strong[parent]
-                parent = sections[parent].parent
-            title_df.update(strong[i] - above)
+            if sec.parent is None:
+                continue
+            for w in strong[i]:
+                if self.heading_uses[w] > 1 and any(
+                    w in strong[a] for a in self._chain(sec.parent)
+                ):
+                    title_df[w] -= 1
         self.title_df = title_df
         self.strong = strong
         # Sections that hold (nearly) the whole prompt name no topic of a part of it.
@@ -612,7 +614,7 @@ class _Topics:
         self.matched = None
         self.rejected = ""
         tools = set(self.sentence_tools[k])
-        if tools and _MAYBE_ASIDE.search(sentence.text):
+        if tools and _has_aside(sentence.text):
             # A tool named in an aside is mentioned in passing ("Write the answer in plain
             # text (the web_search results stay hidden)"): not what the instruction directs.
             core_text = _without_asides(sentence.text)
@@ -634,8 +636,7 @@ class _Topics:
         # formatting): it counts as a word of the prose only.
         core = (
             _core_words(sentence.text)
-            if not self.strong_index.keys().isdisjoint(all_words)
-            and _MAYBE_ASIDE.search(sentence.text)
+            if not self.strong_index.keys().isdisjoint(all_words) and _has_aside(sentence.text)
             else all_words
         )
         heading_part: dict[int, float] = defaultdict(float)
@@ -1833,10 +1834,15 @@ def _without_asides(text: str) -> str:
     return _ASIDE.sub(" ", text).lower()
 
 
-_MAYBE_ASIDE = re.compile(
-    r"[(]|\b(?:e\.g|example|instance|such|when|whenever|unless|until|because|so\s+that)\b",
-    re.I,
-)
+_ASIDE_CUES = ("(", "e.g", "example", "instance", "such", "when", "unless", "until", "because")
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _has_aside(text: str) -> bool:
+    """Whether a sentence may hold an aside (``_ASIDE``): a cheap test by substrings, so
+    the aside regex runs only where it can match."""
+    low = text.lower()
+    return any(cue in low for cue in _ASIDE_CUES) or "so that" in low
 
 
 @functools.lru_cache(maxsize=1 << 12)
