@@ -1807,15 +1807,45 @@ def _content_words(text: str) -> frozenset[str]:
 
 # Asides and examples: a parenthesis, or "e.g. …" / "for example …" / "such as …" to the
 # end of its clause.
-_ASIDE = re.compile(
-    r"\([^()]{0,200}\)|\b(?:e\.g\.|for\s+(?:example|instance)|such\s+as)[^;:,.!?—]{0,200}"
-    # a condition after the main clause ("Avoid long explanations … when a question would
-    # move the task forward"): when, not what, the instruction directs
-    # ("… only when …" is what it directs: "Call it only when the user asks to recreate
-    # the sandbox")
-    r"|(?<=\w)(?<!\bonly)\s+(?:when|whenever|unless|until|because|so\s+that)\s[^,;:.!?—]{0,300}",
-    re.I,
-)
+_PARENS = re.compile(r"\([^()]{0,200}\)")
+_EXAMPLE = re.compile(r"\b(?:e\.g\.|for\s+(?:example|instance)|such\s+as)[^;:,.!?—]{0,200}", re.I)
+# A condition after the main clause ("Avoid long explanations … when a question would move
+# the task forward"): when, not what, the instruction directs ("… only when …" is what it
+# directs: "Call it only when the user asks to recreate the sandbox").
+_CONDITIONS = ("when", "whenever", "unless", "until", "because", "so that")
+_CLAUSE_STOP = re.compile(r"[,;:.!?—]")
+
+
+def _strip_asides(text: str) -> str:
+    """A sentence with its asides blanked out: parentheses, examples ("e.g. …", "for
+    example …", "such as …") and trailing conditions, each to the end of its clause. Each
+    kind is looked for only when its cue is in the sentence (no regex scan of every
+    sentence)."""
+    if "(" in text:
+        text = _PARENS.sub(" ", text)
+    low = text.lower()
+    if "e.g." in low or "example" in low or "instance" in low or "such as" in low:
+        text = _EXAMPLE.sub(" ", text)
+        low = text.lower()
+    cuts: list[tuple[int, int]] = []
+    for cue in _CONDITIONS:
+        i = low.find(cue)
+        while i != -1:
+            j = i + len(cue)
+            if (
+                i >= 2
+                and low[i - 1].isspace()
+                and (low[i - 2].isalnum() or low[i - 2] == "_")
+                and j < len(low)
+                and low[j].isspace()
+                and not low[:i].rstrip().endswith(" only")
+            ):
+                stop = _CLAUSE_STOP.search(low, j, j + 301)
+                cuts.append((i - 1, stop.start() if stop else min(len(low), j + 301)))
+            i = low.find(cue, j)
+    for a, b in sorted(cuts, reverse=True):
+        text = text[:a] + " " + text[b:]
+    return text
 
 
 @functools.lru_cache(maxsize=1 << 12)
@@ -1831,7 +1861,7 @@ def _about_tools(text: str, functions: bool) -> bool:
 @functools.lru_cache(maxsize=1 << 12)
 def _without_asides(text: str) -> str:
     """A sentence without its asides, lower case (where a tool it names is directed)."""
-    return _ASIDE.sub(" ", text).lower()
+    return _strip_asides(text).lower()
 
 
 _ASIDE_CUES = ("(", "e.g", "example", "instance", "such", "when", "unless", "until", "because")
@@ -1839,7 +1869,7 @@ _ASIDE_CUES = ("(", "e.g", "example", "instance", "such", "when", "unless", "unt
 
 @functools.lru_cache(maxsize=1 << 12)
 def _has_aside(text: str) -> bool:
-    """Whether a sentence may hold an aside (``_ASIDE``): a cheap test by substrings, so
+    """Whether a sentence may hold an aside (``_strip_asides``): a cheap test by substrings, so
     the aside regex runs only where it can match."""
     low = text.lower()
     return any(cue in low for cue in _ASIDE_CUES) or "so that" in low
@@ -1849,7 +1879,7 @@ def _has_aside(text: str) -> bool:
 def _core_words(text: str) -> frozenset[str]:
     """The content words of a sentence outside its asides (parentheses, "e.g. …"): what it
     is about, not its examples (the words of an aside that is the whole sentence stay)."""
-    core = _ASIDE.sub(" ", text)
+    core = _strip_asides(text)
     return _content_words(core) if core.strip() else _content_words(text)
 
 
