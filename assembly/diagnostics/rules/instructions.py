@@ -1814,6 +1814,7 @@ _EXAMPLE = re.compile(r"\b(?:e\.g\.|for\s+(?:example|instance)|such\s+as)[^;:,.!
 # directs: "Call it only when the user asks to recreate the sandbox").
 _CONDITIONS = ("when", "whenever", "unless", "until", "because", "so that")
 _CLAUSE_STOP = re.compile(r"[,;:.!?—]")
+_ONLY_BEFORE = re.compile(r"\bonly\s+\Z")
 
 
 def _strip_asides(text: str) -> str:
@@ -1838,7 +1839,7 @@ def _strip_asides(text: str) -> str:
                 and (low[i - 2].isalnum() or low[i - 2] == "_")
                 and j < len(low)
                 and low[j].isspace()
-                and not low[:i].rstrip().endswith(" only")
+                and not _ONLY_BEFORE.search(low, 0, i)
             ):
                 stop = _CLAUSE_STOP.search(low, j, j + 301)
                 cuts.append((i - 1, stop.start() if stop else min(len(low), j + 301)))
