@@ -342,3 +342,21 @@ def test_explanation_of_an_instruction_about_tools_in_general() -> None:
     assert passing is not None and not passing.reported
     above = explain_instruction(template, text.index("You can use the available"))
     assert above is not None and not above.reported
+
+
+def test_evaluation_gives_the_rule_a_prompts_declared_tools(tmp_path: Path) -> None:
+    # `--declared-tools`: a manifest row's `tools` become the `tools` setting, so a tool
+    # whose name is an ordinary word is known to the rule ("call `lookup`").
+    bench = _bench()
+    text = (
+        "Always call `lookup` before you answer a question about a product.\n\n"
+        "# Style\nAnswer briefly and plainly.\nGive one answer.\n\n"
+        "# Tools\nThe tools of this assistant search the product knowledge base.\n"
+    )
+    (tmp_path / "shop--agent.prompt.md").write_text(text, encoding="utf-8")
+    label = {"sentence": "Always call `lookup` before you answer", "about": "Tools"}
+    row = {"dir": tmp_path, "file": "shop--agent.prompt.md", "labels": [label]}
+    without = bench.evaluate([{**row, "tools": ["lookup"]}], False, False)
+    with_tools = bench.evaluate([{**row, "tools": ["lookup"]}], False, False, True)
+    assert (without["findings"], without["right"]) == (0, 0)
+    assert (with_tools["findings"], with_tools["right"]) == (1, 1)

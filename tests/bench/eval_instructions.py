@@ -31,7 +31,7 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
         [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
-        [--show-findings] [--repeat 30]
+        [--show-findings] [--repeat 30] [--declared-tools]
 
 It reads only files of this repository; run it with ``PYTHONPATH=<other checkout>`` to
 measure another version of the library on the same corpus.
@@ -403,14 +403,15 @@ def _content_end(text: str, s: OSection) -> int:
 # Running the rule
 
 
-def lint(text: str):  # type: ignore[no-untyped-def]
+def lint(text: str, tools: list[str] | None = None):  # type: ignore[no-untyped-def]
     from assembly.diagnostics import RuleContext, check
     from assembly.prompts import parse_prompt
     from assembly.settings import Settings
     from server.tokenizers import load_tokenizer
 
     tok = _TOK.setdefault("t", load_tokenizer("cl100k_base").tokenizer)
-    ctx = RuleContext(text=text, settings=Settings(), tokenizer=tok, template=parse_prompt(text))
+    settings = Settings(tools=tools) if tools else Settings()
+    ctx = RuleContext(text=text, settings=settings, tokenizer=tok, template=parse_prompt(text))
     return [d for d in check(ctx, select={RULE}) if d.code == RULE]
 
 
@@ -433,12 +434,17 @@ def explain(text: str, offset: int) -> str:
     )
 
 
-def evaluate(files: list[dict], show_misses: bool, show_findings: bool) -> dict:
+def evaluate(
+    files: list[dict], show_misses: bool, show_findings: bool, declared_tools: bool = False
+) -> dict:
     """``files``: manifest rows, each with ``dir`` (its corpus) and ``labels`` (its labels)
-    added by ``load``."""
+    added by ``load``. With ``declared_tools``, a row's ``tools`` (the tools its prompt is
+    sent with, where the manifest records them) are given to the rule as the ``tools``
+    setting, as a user checking that prompt on its own would set them."""
     stats = {"top": [0, 0, 0], "unrelated": [0, 0, 0], "findings": 0, "right": 0}
     for row in files:
         text = (row["dir"] / row["file"]).read_text(encoding="utf-8")
+        tools = row.get("tools") if declared_tools else None
         sections = oracle_sections(text)
         for c in candidates(text, sections):
             for kind in ("top", "unrelated"):
@@ -459,7 +465,7 @@ def evaluate(files: list[dict], show_misses: bool, show_findings: bool) -> dict:
 
                 st = stats[kind]
                 st[0] += 1
-                found = [d for d in lint(new) if d.range.start < b and d.range.end > a]
+                found = [d for d in lint(new, tools) if d.range.start < b and d.range.end > a]
                 placed = [d for d in found if any(near(r.range.start) for r in d.related)]
                 st[1] += bool(found)
                 st[2] += bool(placed)
@@ -472,7 +478,7 @@ def evaluate(files: list[dict], show_misses: bool, show_findings: bool) -> dict:
                         f"{c.sentence[:90]!r} ({why})"
                     )
         want = row["labels"]
-        for d in lint(text):
+        for d in lint(text, tools):
             stats["findings"] += 1
             sent = text[d.range.start : d.range.end]
             ok = any(
@@ -525,6 +531,12 @@ def main() -> int:
     ap.add_argument("--show-misses", action="store_true")
     ap.add_argument("--show-findings", action="store_true")
     ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument(
+        "--declared-tools",
+        action="store_true",
+        help="give the rule each prompt's declared tools (a manifest row's `tools`) as the "
+        "`tools` setting",
+    )
     args = ap.parse_args()
     sys.path.append(str(ROOT))
     names = SEEN if args.corpus == "seen" else (args.corpus,)
@@ -545,7 +557,7 @@ def main() -> int:
     )
     for half in halves:
         files = [r for r in rows if half == "all" or half_of(r["file"]) == half]
-        st = evaluate(files, args.show_misses, args.show_findings)
+        st = evaluate(files, args.show_misses, args.show_findings, args.declared_tools)
         t, u = st["top"], st["unrelated"]
         prec = f"{st['right'] / st['findings']:.0%}" if st["findings"] else "n/a"
         top = f"{t[0]:>10} {t[1]:>6} {t[2] / max(t[0], 1):>7.0%}"
