@@ -81,6 +81,34 @@ def test_assemble_imports_the_settings_model_it_validates_with(tmp_path: Path) -
     (found,) = [d for d in json.loads(out)["diagnostics"] if d["code"] == "invalid-setting"]
     assert "input should be greater than 0 (got 0)" in found["message"]
     assert {"pydantic", "assembly.settings_model"} <= modules
+    # Building the settings model looks for no pydantic plugin (the plugin loader reads
+    # every installed package's metadata).
+    assert "importlib.metadata" not in modules and "pydantic.plugin._loader" not in modules
+
+
+def test_other_pydantic_models_still_get_the_plugin_loader() -> None:
+    # The settings model is built without plugin discovery; a model built after it, in
+    # the same process, goes through pydantic's own loader as usual.
+    probe = (
+        "import sys, assembly.settings_model as sm\n"
+        "assert 'pydantic.plugin._loader' not in sys.modules\n"
+        "assert sm.Settings.model_validate({'max_input_tokens': 10}).max_input_tokens == 10\n"
+        "from pydantic import BaseModel\n"
+        "class Other(BaseModel):\n"
+        "    x: int = 1\n"
+        "loader = sys.modules['pydantic.plugin._loader']\n"
+        "assert hasattr(loader, 'entry_points'), loader\n"
+        "print(Other(x=2).x)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (0, "2\n"), proc.stderr
 
 
 def test_assemble_counts_gpt4o_with_o200k_base_without_a_note(tmp_path: Path) -> None:
