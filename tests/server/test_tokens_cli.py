@@ -73,6 +73,23 @@ def test_rule_docs_load_no_tokenizer_and_no_settings_model() -> None:
     assert "pydantic" not in modules and "assembly.settings_model" not in modules
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--tcp", "0.0.0.0:2087"],
+        ["--ws", "[::]:2087"],
+        ["--tcp", "127.0.0.1:2087", "--allow-origin", "http://x"],
+    ],
+)
+def test_serve_refuses_before_importing_the_server(args: list[str]) -> None:
+    code, out, err, modules = _run("serve", *args)
+    assert (code, out) == (2, "")
+    assert err.startswith("promptls: error: ") and "Traceback" not in err
+    heavy = {"pygls", "lsprotocol", "server.lsp.handlers", "server.lsp.app", "assembly.host"}
+    assert not heavy & modules
+    assert _tokenizer_modules(modules) == [] and "pydantic" not in modules
+
+
 def test_assemble_imports_the_settings_model_it_validates_with(tmp_path: Path) -> None:
     doc = tmp_path / "c.conv.json"
     doc.write_text(json.dumps({"settings": {"max_input_tokens": 0}, "messages": []}))
