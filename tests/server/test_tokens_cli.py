@@ -90,6 +90,26 @@ def test_serve_refuses_before_importing_the_server(args: list[str]) -> None:
     assert _tokenizer_modules(modules) == [] and "pydantic" not in modules
 
 
+def test_lint_imports_only_what_the_folder_needs(tmp_path: Path) -> None:
+    # No .gitignore, no settings file, JSON output: no pattern matcher, no TOML parser,
+    # no package metadata (SARIF's version), no other renderer.
+    (tmp_path / "c.conv.json").write_text(json.dumps({"messages": []}))
+    code, out, _, modules = _run("lint", "--format", "json", "--jobs", "1", ".", cwd=tmp_path)
+    assert (code, json.loads(out)) == (0, [])
+    assert not {"pathspec", "tomllib", "importlib.metadata"} & modules
+    assert "server.cli.lint.render_json" in modules
+    assert not {"server.cli.lint.render_sarif", "server.cli.lint.render_text"} & modules
+    # A .gitignore and a settings file load what reads them, and are obeyed.
+    (tmp_path / ".gitignore").write_text("ignored/\n")
+    (tmp_path / "ignored").mkdir()
+    (tmp_path / "ignored" / "x.conv.json").write_text("{")
+    (tmp_path / "promptls.toml").write_text("max_input_tokens = 0\n")
+    code, out, _, modules = _run("lint", "--format", "sarif", "--jobs", "1", ".", cwd=tmp_path)
+    assert {"pathspec", "tomllib", "importlib.metadata"} <= modules
+    (run,) = json.loads(out)["runs"]
+    assert {r["ruleId"] for r in run["results"]} == {"invalid-setting"}
+
+
 def test_assemble_imports_the_settings_model_it_validates_with(tmp_path: Path) -> None:
     doc = tmp_path / "c.conv.json"
     doc.write_text(json.dumps({"settings": {"max_input_tokens": 0}, "messages": []}))
