@@ -44,7 +44,13 @@ def lint_files(
     files: Sequence[Path], opts: LintOptions, *, jobs: int | None = None
 ) -> list[FileReport]:
     """Lint each file, in worker processes when there are many; reports in file order."""
-    work = [(f, root_for(f, opts)) for f in files]
+    roots: dict[Path, Path] = {}  # a file's root is its folder's: looked up once a folder
+    work = []
+    for f in files:
+        root = roots.get(f.parent)
+        if root is None:
+            root = roots[f.parent] = root_for(f.parent, opts)
+        work.append((f, root))
     n_workers = _n_workers(len(work), jobs)
     if n_workers <= 1:
         return [lint_file(f, root, opts) for f, root in work]
