@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     exception is one ``internal error`` line on stderr and exit code 2 (``assemble`` and
     ``lint`` report it as an ``internal-error`` finding instead, and go on)."""
     _printable_output()
-    parser = _parser(argv)
+    parser = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
         # An unknown flag after the subcommand is that subcommand's usage error.
@@ -90,12 +90,7 @@ def _record(value: str) -> int:
 _SUBPARSERS: dict[str, argparse.ArgumentParser] = {}
 
 
-def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser; only the subcommand ``argv`` names gets its arguments (the others only
-    their name and help line): building every option of every subcommand would cost each
-    run several milliseconds for options it never reads."""
-    args = sys.argv[1:] if argv is None else argv
-    command = next((a for a in args if not a.startswith("-")), None)
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="promptls",
         description="Assemble LLM conversations and prompts the way the model receives them.",
@@ -109,36 +104,33 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="show the assembled context of a conversation document",
         description="Run the context assembly pipeline on FILE and print the result.",
     )
-    if command == "assemble":
-        p.add_argument(
-            "file", metavar="FILE", help="a *.conv.json, *.conv.jsonl or *.conv.yaml file"
-        )
-        p.add_argument(
-            "--format",
-            choices=("json", "text", "html"),
-            default="text",
-            help="text: a table; json: the stable JSON contract; html: a self-contained page "
-            "with the window bar and the message table",
-        )
-        p.add_argument("--provider", choices=("openai", "ollama", "azure", "anthropic"))
-        p.add_argument("--root", help="workspace root (default: the enclosing git repository)")
-        p.add_argument(
-            "--today",
-            type=_date,
-            help="date for {{CURRENT_DATETIME}} as YYYY-MM-DD (default: today)",
-        )
-        p.add_argument(
-            "--record",
-            type=_record,
-            metavar="N",
-            help="in a dataset (JSON Lines, one conversation per line): assemble the N-th one",
-        )
-        p.add_argument(
-            "--summary-request",
-            action="store_true",
-            help="include the summarization request of the compression plan in the JSON",
-        )
-        p.set_defaults(run=_assemble)
+    p.add_argument("file", metavar="FILE", help="a *.conv.json, *.conv.jsonl or *.conv.yaml file")
+    p.add_argument(
+        "--format",
+        choices=("json", "text", "html"),
+        default="text",
+        help="text: a table; json: the stable JSON contract; html: a self-contained page "
+        "with the window bar and the message table",
+    )
+    p.add_argument("--provider", choices=("openai", "ollama", "azure", "anthropic"))
+    p.add_argument("--root", help="workspace root (default: the enclosing git repository)")
+    p.add_argument(
+        "--today",
+        type=_date,
+        help="date for {{CURRENT_DATETIME}} as YYYY-MM-DD (default: today)",
+    )
+    p.add_argument(
+        "--record",
+        type=_record,
+        metavar="N",
+        help="in a dataset (JSON Lines, one conversation per line): assemble the N-th one",
+    )
+    p.add_argument(
+        "--summary-request",
+        action="store_true",
+        help="include the summarization request of the compression plan in the JSON",
+    )
+    p.set_defaults(run=_assemble)
     p = sub.add_parser(
         "lint",
         help="check documents and folders for problems (for CI)",
@@ -146,23 +138,22 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "current folder) and report the findings. Exit codes: 0 clean, 1 findings at or "
         "above --fail-on, 2 usage or configuration error.",
     )
-    if command == "lint":
-        p.add_argument("paths", nargs="*", metavar="PATH", help="files and folders (default: .)")
-        p.add_argument("--format", choices=formats.FORMATS, default="text")
-        p.add_argument("--select", metavar="CODES", help="comma-separated rule codes to run")
-        p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes to skip")
-        p.add_argument(
-            "--fail-on",
-            choices=formats.FAIL_ON,
-            default="error",
-            help="exit 1 when a finding is at least this severe (default: error)",
-        )
-        p.add_argument("--watch", action="store_true", help="re-lint when files change")
-        p.add_argument("--root", help="workspace root (default: the enclosing git repository)")
-        p.add_argument(
-            "--jobs", "-j", type=int, help="worker processes (default: one per core for many files)"
-        )
-        p.set_defaults(run=_lint)
+    p.add_argument("paths", nargs="*", metavar="PATH", help="files and folders (default: .)")
+    p.add_argument("--format", choices=formats.FORMATS, default="text")
+    p.add_argument("--select", metavar="CODES", help="comma-separated rule codes to run")
+    p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes to skip")
+    p.add_argument(
+        "--fail-on",
+        choices=formats.FAIL_ON,
+        default="error",
+        help="exit 1 when a finding is at least this severe (default: error)",
+    )
+    p.add_argument("--watch", action="store_true", help="re-lint when files change")
+    p.add_argument("--root", help="workspace root (default: the enclosing git repository)")
+    p.add_argument(
+        "--jobs", "-j", type=int, help="worker processes (default: one per core for many files)"
+    )
+    p.set_defaults(run=_lint)
     p = sub.add_parser(
         "diff",
         help="what a change does to the assembled context of every conversation",
@@ -171,71 +162,63 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "work tree), or of two files with --files. Exit codes: 0 no new finding at or above "
         "--fail-on, 1 new findings, 2 usage or git error.",
     )
-    if command == "diff":
-        p.add_argument(
-            "args",
-            nargs="*",
-            metavar="[REV_A] [REV_B] [PATH]",
-            help="up to two revisions, then files or folders to limit the diff to (a template "
-            "selects the conversations that use it); `--` before paths that look like revisions",
-        )
-        p.add_argument(
-            "--files", nargs=2, metavar=("A", "B"), help="compare two conversation files"
-        )
-        p.add_argument("--format", choices=("text", "json", "markdown", "github"), default="text")
-        p.add_argument(
-            "--fail-on",
-            choices=formats.FAIL_ON,
-            default="error",
-            help="exit 1 when a finding at least this severe appeared (default: error)",
-        )
-        p.add_argument(
-            "--today",
-            type=dt.date.fromisoformat,
-            help="date for {{CURRENT_DATETIME}} on both sides as YYYY-MM-DD (default: today)",
-        )
-        p.set_defaults(run=_diff)
+    p.add_argument(
+        "args",
+        nargs="*",
+        metavar="[REV_A] [REV_B] [PATH]",
+        help="up to two revisions, then files or folders to limit the diff to (a template "
+        "selects the conversations that use it); `--` before paths that look like revisions",
+    )
+    p.add_argument("--files", nargs=2, metavar=("A", "B"), help="compare two conversation files")
+    p.add_argument("--format", choices=("text", "json", "markdown", "github"), default="text")
+    p.add_argument(
+        "--fail-on",
+        choices=formats.FAIL_ON,
+        default="error",
+        help="exit 1 when a finding at least this severe appeared (default: error)",
+    )
+    p.add_argument(
+        "--today",
+        type=dt.date.fromisoformat,
+        help="date for {{CURRENT_DATETIME}} on both sides as YYYY-MM-DD (default: today)",
+    )
+    p.set_defaults(run=_diff)
     p = sub.add_parser(
         "rules",
         help="list every rule: code, default severity, fixable, summary",
         description="Print the rule catalogue (RULES.md has every rule's documentation).",
     )
-    if command == "rules":
-        p.add_argument("--format", choices=("text", "json"), default="text")
-        p.set_defaults(run=_rules)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(run=_rules)
     p = sub.add_parser(
         "rule",
         help="show a rule's documentation",
         description="Print the documentation of the rule CODE (e.g. budget-overrun).",
     )
-    if command == "rule":
-        p.add_argument("code", metavar="CODE", help="a rule code, as listed by `promptls rules`")
-        p.set_defaults(run=_rule)
+    p.add_argument("code", metavar="CODE", help="a rule code, as listed by `promptls rules`")
+    p.set_defaults(run=_rule)
     p = sub.add_parser(
         "serve",
         help="run the language server (stdio by default)",
         description="Run the promptls language server.",
     )
-    if command == "serve":
-        where = p.add_mutually_exclusive_group()
-        where.add_argument("--stdio", action="store_true", help="talk over stdin/stdout (default)")
-        where.add_argument(
-            "--tcp", metavar="HOST:PORT", help="listen on TCP, loopback only (e.g. 127.0.0.1:2087)"
-        )
-        where.add_argument("--ws", metavar="HOST:PORT", help="listen on a WebSocket, loopback only")
-        p.add_argument(
-            "--allow-origin",
-            metavar="ORIGIN",
-            action="append",
-            default=[],
-            help="with --ws: accept browser connections from this origin (e.g. "
-            "http://localhost:3000; repeatable). Browser origins are refused by default",
-        )
-        p.add_argument(
-            "--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR")
-        )
-        p.add_argument("--log-file", help="write the log there instead of stderr")
-        p.set_defaults(run=_serve)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--stdio", action="store_true", help="talk over stdin/stdout (default)")
+    where.add_argument(
+        "--tcp", metavar="HOST:PORT", help="listen on TCP, loopback only (e.g. 127.0.0.1:2087)"
+    )
+    where.add_argument("--ws", metavar="HOST:PORT", help="listen on a WebSocket, loopback only")
+    p.add_argument(
+        "--allow-origin",
+        metavar="ORIGIN",
+        action="append",
+        default=[],
+        help="with --ws: accept browser connections from this origin (e.g. "
+        "http://localhost:3000; repeatable). Browser origins are refused by default",
+    )
+    p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument("--log-file", help="write the log there instead of stderr")
+    p.set_defaults(run=_serve)
     _SUBPARSERS.update(sub.choices)
     return parser
 
