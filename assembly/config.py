@@ -8,13 +8,15 @@ invalid value is reported where it is written.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assembly.settings import SettingsLayer
 from assembly.text import LineIndex, TextRange
+
+if TYPE_CHECKING:
+    import tomllib
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,8 @@ def parse_config(source: str, name: str, text: str) -> ConfigText | None:
     is_pyproject = name == "pyproject.toml"
     if is_pyproject and "promptls" not in text:
         return None
+    import tomllib  # only where a settings file is found (10-20 ms to import)
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

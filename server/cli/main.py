@@ -247,14 +247,9 @@ def _version() -> str:
 def _serve(args: argparse.Namespace) -> int:
     import logging
 
-    from server.lsp.handlers import build_server
-
-    logging.basicConfig(
-        level=args.log_level,
-        filename=args.log_file,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     if args.tcp or args.ws or args.allow_origin:
+        # Refused before the server (pygls, the engine) is imported: ``transport``'s
+        # checks import nothing heavy.
         from server.lsp import transport
 
         try:
@@ -265,11 +260,18 @@ def _serve(args: argparse.Namespace) -> int:
         except transport.TransportError as e:
             print(f"promptls: error: {e}", file=sys.stderr)
             return EXIT_USAGE
-        server = build_server()
-        if args.tcp:
-            return transport.serve_tcp(server, host, port)
-        return transport.serve_ws(server, host, port, origins)
+    from server.lsp.handlers import build_server
+
+    logging.basicConfig(
+        level=args.log_level,
+        filename=args.log_file,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     server = build_server()
+    if args.tcp:
+        return transport.serve_tcp(server, host, port)
+    if args.ws:
+        return transport.serve_ws(server, host, port, origins)
     server.start_io()
     return EXIT_OK
 

@@ -14,16 +14,18 @@ names), so (``docs/security.md``):
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pygls.io_ import run_async, run_websocket
+if TYPE_CHECKING:
+    from server.lsp.app import PromptServer
 
-from server.lsp.app import PromptServer
+# The address and origin checks import nothing heavy: ``promptls serve`` refuses a host
+# that is not loopback before it imports the server (pygls, the engine). The serving
+# functions import what they need.
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,10 @@ def check_origins(origins: Sequence[str]) -> list[str]:
 
 def serve_tcp(server: PromptServer, host: str, port: int) -> int:
     """Listen on ``host:port``, serve one client, return the exit code."""
+    import asyncio
+
+    from pygls.io_ import run_async
+
     stop = threading.Event()
     server._stop_event = stop
     code = [0]
@@ -115,6 +121,9 @@ def serve_ws(server: PromptServer, host: str, port: int, allow_origins: Sequence
 
     Handshakes with an ``Origin`` header not in ``allow_origins`` get 403 Forbidden.
     """
+    import asyncio
+
+    from pygls.io_ import run_websocket
     from websockets.asyncio.server import ServerConnection, serve
 
     stop = threading.Event()
@@ -156,6 +165,8 @@ def _run(
     server: PromptServer, main: Callable[[], Coroutine[Any, Any, None]], code: list[int]
 ) -> int:
     """Run the server's loop; ``exit`` (pygls raises ``SystemExit``) ends it quietly."""
+    import asyncio
+
     try:
         asyncio.run(main())
         return code[0]

@@ -712,3 +712,16 @@ def test_gitlab_fingerprints_survive_lines_moving(tmp_path, capsys, monkeypatch)
         old[0]["location"]["positions"]["begin"]["line"] + 1
     )
     assert [i["fingerprint"] for i in after] == [i["fingerprint"] for i in before]
+
+
+def test_batches_cover_every_file_once_in_order_and_shrink_at_the_end():
+    from server.cli.lint.run import MAX_BATCH, _batches
+
+    for n_files, n_workers in ((1, 2), (17, 2), (1000, 2), (1000, 8), (5000, 3)):
+        batches = list(_batches(n_files, n_workers))
+        assert [i for start, stop in batches for i in range(start, stop)] == list(range(n_files))
+        sizes = [stop - start for start, stop in batches]
+        assert all(1 <= s <= MAX_BATCH for s in sizes)
+        assert sizes == sorted(sizes, reverse=True)  # never larger than the one before
+        # The last batch of each worker is a single file: they finish together.
+        assert sizes[-n_workers:] == [1] * min(n_workers, len(sizes))

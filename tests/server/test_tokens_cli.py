@@ -67,10 +67,49 @@ def test_rule_docs_load_no_tokenizer_and_no_settings_model() -> None:
     # The rule catalogue reads no settings: pydantic and the settings model (80 ms of
     # start-up) are not imported.
     assert "pydantic" not in modules and "assembly.settings_model" not in modules
+    # Nor what only some documents need: OpenSSL (a recovered call's id), html entities.
+    assert not {"hashlib", "html"} & modules
     code, out, _, modules = _run("rules")
     assert code == 0 and "budget-overrun" in out
     assert _tokenizer_modules(modules) == []
     assert "pydantic" not in modules and "assembly.settings_model" not in modules
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--tcp", "0.0.0.0:2087"],
+        ["--ws", "[::]:2087"],
+        ["--tcp", "127.0.0.1:2087", "--allow-origin", "http://x"],
+    ],
+)
+def test_serve_refuses_before_importing_the_server(args: list[str]) -> None:
+    code, out, err, modules = _run("serve", *args)
+    assert (code, out) == (2, "")
+    assert err.startswith("promptls: error: ") and "Traceback" not in err
+    heavy = {"pygls", "lsprotocol", "server.lsp.handlers", "server.lsp.app", "assembly.host"}
+    assert not heavy & modules
+    assert _tokenizer_modules(modules) == [] and "pydantic" not in modules
+
+
+def test_lint_imports_only_what_the_folder_needs(tmp_path: Path) -> None:
+    # No .gitignore, no settings file, JSON output: no pattern matcher, no TOML parser,
+    # no package metadata (SARIF's version), no other renderer.
+    (tmp_path / "c.conv.json").write_text(json.dumps({"messages": []}))
+    code, out, _, modules = _run("lint", "--format", "json", "--jobs", "1", ".", cwd=tmp_path)
+    assert (code, json.loads(out)) == (0, [])
+    assert not {"pathspec", "tomllib", "importlib.metadata"} & modules
+    assert "server.cli.lint.render_json" in modules
+    assert not {"server.cli.lint.render_sarif", "server.cli.lint.render_text"} & modules
+    # A .gitignore and a settings file load what reads them, and are obeyed.
+    (tmp_path / ".gitignore").write_text("ignored/\n")
+    (tmp_path / "ignored").mkdir()
+    (tmp_path / "ignored" / "x.conv.json").write_text("{")
+    (tmp_path / "promptls.toml").write_text("max_input_tokens = 0\n")
+    code, out, _, modules = _run("lint", "--format", "sarif", "--jobs", "1", ".", cwd=tmp_path)
+    assert {"pathspec", "tomllib", "importlib.metadata"} <= modules
+    (run,) = json.loads(out)["runs"]
+    assert {r["ruleId"] for r in run["results"]} == {"invalid-setting"}
 
 
 def test_assemble_imports_the_settings_model_it_validates_with(tmp_path: Path) -> None:
@@ -81,6 +120,34 @@ def test_assemble_imports_the_settings_model_it_validates_with(tmp_path: Path) -
     (found,) = [d for d in json.loads(out)["diagnostics"] if d["code"] == "invalid-setting"]
     assert "input should be greater than 0 (got 0)" in found["message"]
     assert {"pydantic", "assembly.settings_model"} <= modules
+    # Building the settings model looks for no pydantic plugin (the plugin loader reads
+    # every installed package's metadata).
+    assert "importlib.metadata" not in modules and "pydantic.plugin._loader" not in modules
+
+
+def test_other_pydantic_models_still_get_the_plugin_loader() -> None:
+    # The settings model is built without plugin discovery; a model built after it, in
+    # the same process, goes through pydantic's own loader as usual.
+    probe = (
+        "import sys, assembly.settings_model as sm\n"
+        "assert 'pydantic.plugin._loader' not in sys.modules\n"
+        "assert sm.Settings.model_validate({'max_input_tokens': 10}).max_input_tokens == 10\n"
+        "from pydantic import BaseModel\n"
+        "class Other(BaseModel):\n"
+        "    x: int = 1\n"
+        "loader = sys.modules['pydantic.plugin._loader']\n"
+        "assert hasattr(loader, 'entry_points'), loader\n"
+        "print(Other(x=2).x)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (0, "2\n"), proc.stderr
 
 
 def test_assemble_counts_gpt4o_with_o200k_base_without_a_note(tmp_path: Path) -> None:

@@ -9,8 +9,7 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from pathspec import GitIgnoreSpec
+from typing import TYPE_CHECKING
 
 from assembly.documents import CONVERSATION_SUFFIXES
 from assembly.host import PROMPT_SUFFIX
@@ -18,6 +17,11 @@ from assembly.settings import Settings, resolve_settings
 from server import files as fileio
 from server.cli.lint.model import LintError, LintOptions, shown_path
 from server.config import find_config
+
+# pathspec (30-60 ms to import) is imported where patterns are read: a `.gitignore`, the
+# `include`/`exclude` settings.
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 DOCUMENT_SUFFIXES = (*CONVERSATION_SUFFIXES, PROMPT_SUFFIX)
 
@@ -177,7 +181,13 @@ def _walk_settings(top: Path, opts: LintOptions) -> tuple[Settings, Path]:
 
 
 def _globs(base: Path, patterns: Sequence[str]) -> _Globs | None:
-    return _Globs(base, GitIgnoreSpec.from_lines(patterns)) if patterns else None
+    return _Globs(base, _spec(patterns)) if patterns else None
+
+
+def _spec(lines: Sequence[str]) -> GitIgnoreSpec:
+    from pathspec import GitIgnoreSpec
+
+    return GitIgnoreSpec.from_lines(lines)
 
 
 def _gitignore(folder: Path, notes: list[str], opts: LintOptions) -> _Globs | None:
@@ -189,7 +199,7 @@ def _gitignore(folder: Path, notes: list[str], opts: LintOptions) -> _Globs | No
     except fileio.FileProblem as problem:
         notes.append(f"ignored {shown_path(str(path), opts.cwd)}: {problem.reason}")
         return None
-    return _Globs(folder, GitIgnoreSpec.from_lines(text.splitlines()))
+    return _Globs(folder, _spec(text.splitlines()))
 
 
 def _ignored(path: Path, specs: Sequence[_Globs], *, is_dir: bool) -> bool:

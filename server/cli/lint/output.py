@@ -8,25 +8,30 @@ from typing import TextIO
 
 from server.cli.lint.discover import source_root
 from server.cli.lint.model import LintOptions, LintResult, summary
-from server.cli.lint.render_github import render_github
-from server.cli.lint.render_gitlab import render_gitlab
-from server.cli.lint.render_json import render_json
-from server.cli.lint.render_sarif import render_sarif
-from server.cli.lint.render_text import render_text
 
 
 def emit(res: LintResult, opts: LintOptions, *, fmt: str, out: TextIO) -> None:
     """Write ``res`` to ``out`` with the renderer of ``fmt``; notes and, for the machine
-    formats, the summary go to stderr."""
+    formats, the summary go to stderr. Only the renderer used is imported."""
     if fmt == "json":
+        from server.cli.lint.render_json import render_json
+
         out.write(render_json(res, cwd=opts.cwd))
     elif fmt == "sarif":
+        from server.cli.lint.render_sarif import render_sarif
+
         out.write(render_sarif(res, src_root=source_root(opts)))
     elif fmt == "github":
+        from server.cli.lint.render_github import render_github
+
         out.write(render_github(res, src_root=source_root(opts)))
     elif fmt == "gitlab":
+        from server.cli.lint.render_gitlab import render_gitlab
+
         out.write(render_gitlab(res, src_root=source_root(opts)))
     else:
+        from server.cli.lint.render_text import render_text
+
         out.write(render_text(res, cwd=opts.cwd, color=_use_color(out)))
     out.flush()
     for note in res.notes:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -128,6 +127,9 @@ def _sarif_rule(rule: Rule) -> dict[str, Any]:
 
 
 def _version() -> str:
+    # Imported here: ``importlib.metadata`` costs 20-50 ms, which only SARIF output needs.
+    from importlib import metadata
+
     try:
         return metadata.version("promptls")
     except metadata.PackageNotFoundError:

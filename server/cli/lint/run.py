@@ -8,10 +8,9 @@ import dataclasses
 import gc
 import multiprocessing
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,13 @@ def lint_files(
     files: Sequence[Path], opts: LintOptions, *, jobs: int | None = None
 ) -> list[FileReport]:
     """Lint each file, in worker processes when there are many; reports in file order."""
-    work = [(f, root_for(f, opts)) for f in files]
+    roots: dict[Path, Path] = {}  # a file's root is its folder's: looked up once a folder
+    work = []
+    for f in files:
+        root = roots.get(f.parent)
+        if root is None:
+            root = roots[f.parent] = root_for(f.parent, opts)
+        work.append((f, root))
     n_workers = _n_workers(len(work), jobs)
     if n_workers <= 1:
         return [lint_file(f, root, opts) for f, root in work]
@@ -55,24 +60,40 @@ def lint_files(
     # What the workers inherit is never scanned by their collections (nor written to by
     # them: copy-on-write pages stay shared).
     gc.freeze()
-    chunksize = max(1, min(16, len(work) // (n_workers * 4)))
     reports: list[FileReport] = []
     try:
         with ProcessPoolExecutor(n_workers, mp_context=_FORK) as pool:
-            reports.extend(
-                pool.map(
-                    lint_file,
-                    [f for f, _ in work],
-                    [r for _, r in work],
-                    repeat(opts),
-                    chunksize=chunksize,
-                )
-            )
+            batches = [
+                pool.submit(_lint_batch, work[start:stop], opts)
+                for start, stop in _batches(len(work), n_workers)
+            ]
+            for batch in batches:
+                reports.extend(batch.result())
     except BrokenProcessPool:
         # A worker died (killed, out of memory, a crash in a C extension): the files not
         # reported yet are linted again one process each, so only the culprit is lost.
         reports.extend(_lint_isolated(f, root, opts) for f, root in work[len(reports) :])
     return reports
+
+
+MAX_BATCH = 16  # files a worker is handed at once
+
+
+def _batches(n_files: int, n_workers: int) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` of each batch, in file order: a quarter of each worker's share of
+    the files left, at most ``MAX_BATCH`` and at least one. Batches shrink towards the
+    end, so the workers finish together (a last batch of 16 files could leave the other
+    cores idle while one worker ends it); early ones are large, so handing them out costs
+    little."""
+    start = 0
+    while start < n_files:
+        size = max(1, min(MAX_BATCH, (n_files - start) // (n_workers * 4)))
+        yield start, start + size
+        start += size
+
+
+def _lint_batch(batch: Sequence[tuple[Path, Path]], opts: LintOptions) -> list[FileReport]:
+    return [lint_file(f, root, opts) for f, root in batch]
 
 
 _FORK = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
