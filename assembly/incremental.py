@@ -38,8 +38,15 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
-from assembly.documents import MAX_DOCUMENT_CHARS, MAX_MESSAGES, Reader, reads_alone
-from assembly.formats.detect import NATIVE, Detection, message_marks, tool_marks
+from assembly.documents import (
+    MAX_DOCUMENT_CHARS,
+    MAX_MESSAGES,
+    Reader,
+    is_dataset,
+    is_header_line,
+    reads_alone,
+)
+from assembly.formats.detect import NATIVE, Detection, message_marks, tool_marks, top_marks
 from assembly.formats.yamldoc import reread_yaml
 from assembly.model import Conversation, DocFormat, Message
 from assembly.reading import MarksMemo, detect_format, read_parsed
@@ -149,24 +156,47 @@ def reparse_conversation(
 def _reparse_lines(
     prev: Conversation, new_text: Text, p: int, old_end: int, new_end: int, delta: int
 ) -> Conversation | None:
-    """Any edit in a JSON Lines document whose lines all parse, before and after: the lines
-    the edit touches are parsed again, the others kept (moved by the table of starts), and
-    the tree read as a whole parse reads it (``read_parsed(previous=)``)."""
-    if prev.syntax is None or prev.syntax[0]:
-        return None  # a broken line may be read over several lines: parse it all
-    tokens = prev.syntax[1]
+    """Any edit in a JSON Lines document: the lines the edit touches are parsed again
+    (``parse_jsonl`` on them alone), the others kept (moved by the table of starts), and
+    the lines read again spliced into the message list (``_read_items``), or else the tree
+    read as a whole parse reads it (``read_parsed(previous=)``).
+
+    A whole parse reads each line alone but for one thing: the first line that does not
+    parse (while no such attempt has failed yet) is tried as a record written over several
+    lines, read on into the lines after it. So the lines before the edit must have had no
+    syntax error at all (their parse is then the same), and the lines after it are kept
+    only when the lines touched had none, before and after the edit (the lines after are
+    then parsed as before, in the same state); lines touched at the end of the text (a
+    new message being typed) may have any: nothing follows them."""
+    if prev.syntax is None:
+        return None
+    errors, tokens = prev.syntax
     root = prev.tree
-    if root is None or not root.is_array or root.starts is None:
+    if root is None or not root.is_array or root.starts is None or is_dataset(root):
         return None
     starts = root.starts
+    lb = prev.length + delta
     first = new_text.rfind("\n", 0, p) + 1  # the start of the first line touched
     end = new_text.find("\n", new_end)
-    end = len(new_text) if end < 0 else end  # the end of the last one, after the edit
+    end = lb if end < 0 else end  # the end of the last one, after the edit
     old_last = end - delta  # ... and before it
-    if tokens + (end - first) >= MAX_JSON_TOKENS:
-        return None
-    sub = parse_jsonl(str(new_text[first:end]), messages=True)
-    if sub.errors or sub.root is None or sub.root.starts is None:
+    if any(e.range.start < first for e in errors):
+        return None  # (a record over several lines, or an attempt at one, may read the edit)
+    sub = None
+    if end < lb and not any(e.range.start <= old_last for e in errors):
+        if tokens + (end - first) >= MAX_JSON_TOKENS:
+            return None
+        sub = parse_jsonl(str(new_text[first:end]), messages=True)
+        if sub.errors:
+            sub = None
+    if sub is None:  # the lines touched are broken: parse them on to the end, when it is near
+        if lb - end > _NEAR_END:
+            return None
+        end, old_last = lb, prev.length
+        if tokens + (end - first) >= MAX_JSON_TOKENS:
+            return None
+        sub = parse_jsonl(str(new_text[first:end]), messages=True)
+    if sub.root is None or sub.root.starts is None:
         return None
     k0, k1 = bisect_left(starts, first), bisect_left(starts, old_last + 1)
     items = (*root.items[:k0], *sub.root.items, *root.items[k1:])
@@ -174,7 +204,7 @@ def _reparse_lines(
         return None
     new_root = SNode(
         "array",
-        TextRange(0, prev.length + delta),
+        TextRange(0, lb),
         items=items,
         starts=(
             *starts[:k0],
@@ -182,8 +212,43 @@ def _reparse_lines(
             *(s + delta for s in starts[k1:]),
         ),
     )
-    parsed = ParsedData(new_root, (), tokens=tokens + sub.tokens)
-    return _native(read_parsed(parsed, prev.format, prev.length + delta, prev))
+    new_errors = (
+        *(_moved_issue(e, first) for e in sub.errors),
+        *(_moved_issue(e, delta) for e in errors if e.range.start > old_last),
+    )
+    parsed = ParsedData(new_root, new_errors, tokens=tokens + sub.tokens)
+    if is_dataset(new_root):
+        return None
+    # The header lines (document keys) come first; an edit among them reads them again.
+    head = _header_lines(root.items)
+    if k0 >= head and not any(map(is_header_line, sub.root.items)):
+        spliced = _read_items(prev, parsed, root, new_root, k0, k1, first, delta, head)
+    elif k1 <= head and len(sub.root.items) == k1 - k0 and all(map(is_header_line, items[k0:k1])):
+        # Header lines edited, read again alone (as a whole read reads them, first).
+        assert new_root.starts is not None
+        lines = SNode("array", TextRange(0, lb), items=items[:head], starts=new_root.starts[:head])
+        fields = Reader(prev.format, lb).read(ParsedData(lines))
+        spliced = None
+        if not fields.issues:
+            spliced = _read_items(
+                prev, parsed, root, new_root, head, head, first, delta, head, fields
+            )
+    else:
+        spliced = None
+    if spliced is not None:
+        return spliced
+    return _native(read_parsed(parsed, prev.format, lb, prev))
+
+
+_NEAR_END = 65_536  # characters: broken lines this near the end are parsed on to it
+
+
+def _header_lines(items: Sequence[SNode]) -> int:
+    """How many JSON Lines lines at the start hold document keys (``is_header_line``)."""
+    n = 0
+    while n < len(items) and is_header_line(items[n]):
+        n += 1
+    return n
 
 
 def _reparse_list(
@@ -309,61 +374,105 @@ def _read_items(
     r: int,
     old_end: int,
     delta: int,
+    head: int = 0,
+    fields: Conversation | None = None,
 ) -> Conversation | None:
     """The items ``[k, r)`` of the previous message list replaced by those the parse read
-    again, in a document without findings before and after: only those are read (as
-    ``_reparse_one`` reads one message), the other messages kept, and the document's
-    fields after the list moved by ``delta``; None when the rest of the list could read
-    differently (a finding, a duplicate id, a message that is read with its neighbours,
-    a message whose id is its place when the places move): ``read_parsed`` then reads
-    the tree as a whole parse does."""
+    again: only those are read (as a whole read reads them), the other messages kept,
+    and the document's fields after the list moved by ``delta``. ``head``: the JSON Lines
+    header lines before the first message line (the same number before and after);
+    ``fields``: the document's fields read again from them, when the edit changed them.
+
+    The document may have syntax errors (``parsed.errors``, the whole parse's), and the
+    items read again findings: a whole read reports the syntax errors first, then what
+    reading each message found, in order; when only the items read again found anything
+    (before and after: the count of the previous version's findings is that of its
+    replaced items' reads, every other message's reads adding none), those are the
+    findings. None when the rest of the list could read differently (another message's
+    finding, an unknown key, a duplicate id, a message that is read with its neighbours,
+    a message whose id is its place when the places move): ``read_parsed`` then reads the
+    tree as a whole parse does."""
     n_old = len(holder.items)
     n_new = len(new_holder.items) - n_old + (r - k)
     data = prev.message_data
-    if prev.issues or prev.rejected_calls or parsed.errors or len(data) != n_old:
+    reads_in = prev._views.get("reads")
+    if reads_in is None or prev.syntax is None or new_holder.starts is None:
         return None
-    if len(new_holder.items) > MAX_MESSAGES or new_holder.starts is None:
+    if len(new_holder.items) - head > MAX_MESSAGES:
         return None
+    # What the replaced items gave: each must be in the memo, and account for every
+    # finding (and rejected call) of the previous version besides its syntax errors.
+    old_reads = [reads_in.get(id(node)) for node in holder.items[k:r]]
+    if any(
+        hit is None or hit.node is not node
+        for hit, node in zip(old_reads, holder.items[k:r], strict=True)
+    ):
+        return None
+    if any(hit.unknown for hit in old_reads):
+        return None
+    syntax = Reader(prev.format, prev.length)
+    syntax.report_syntax(ParsedData(None, prev.syntax[0]))
+    if len(prev.issues) - len(syntax.issues) != sum(len(hit.issues) for hit in old_reads):
+        return None
+    if len(prev.rejected_calls) != sum(len(hit.rejected) for hit in old_reads):
+        return None
+    old_msgs = [hit.message for hit in old_reads if hit.message is not None]
+    dk = k - head  # no message is left out but among the replaced items
+    if len(data) != n_old - head - (r - k) + len(old_msgs):
+        return None
+    dr = dk + len(old_msgs)
     lb = prev.length + delta
-    reader = Reader(prev.format, lb, prev._views.get("reads"))
+    reader = Reader(prev.format, lb, reads_in)
+    reader.report_syntax(parsed)
     items = new_holder.items[k : k + n_new]
-    msgs = []
-    for j, (node, base) in enumerate(zip(items, new_holder.starts[k : k + n_new], strict=True)):
-        msg = reader.read_message(node, k + j, base)
-        if msg is None:
-            return None
-        msgs.append(msg)
-    old_msgs = data[k:r]
-    if reader.has_findings() or not all(map(reads_alone, (*msgs, *old_msgs))):
+    bases = new_holder.starts[k : k + n_new]
+    msgs, msg_starts = [], []
+    for j, (node, base) in enumerate(zip(items, bases, strict=True)):
+        msg = reader.read_message(node, k + j - head, base)
+        if msg is not None:
+            msgs.append(msg)
+            msg_starts.append(base)
+    if reader.unknown_message_keys or not all(map(reads_alone, (*msgs, *old_msgs))):
         return None
     new_ids = [m.id for m in msgs]
     others = _ids(prev).difference(m.id for m in old_msgs)
     if len(set(new_ids)) != len(new_ids) or not others.isdisjoint(new_ids):
         return None  # a duplicate id: the whole list decides which one is renamed
-    if n_new != r - k and None in map(_ID_RANGE, data[r:]):
+    if n_new != r - k and None in map(_ID_RANGE, data[dr:]):
         return None  # a later message's id is its place, which moves
-    # The marks in document order: unchanged unless those of the items read again differ.
+    # The marks in document order: unchanged unless those of the items read again differ
+    # (JSON Lines: a line without ``role`` and ``type`` counts its keys as a header's).
+    jsonl = prev.format is DocFormat.JSONL
     marks_in: MarksMemo = prev._views.get("marks", {})
     old_marks = [marks_in.get(id(node)) for node in holder.items[k:r]]
     new_marks = [(node, message_marks(node)) for node in items]
     detected = None
-    if any(
-        hit is None or hit[0] is not node
-        for hit, node in zip(old_marks, holder.items[k:r], strict=True)
-    ) or [hit[1] for hit in old_marks if hit is not None] != [m for _, m in new_marks]:
+    if (
+        any(
+            hit is None or hit[0] is not node
+            for hit, node in zip(old_marks, holder.items[k:r], strict=True)
+        )
+        or [hit[1] for hit in old_marks if hit is not None] != [m for _, m in new_marks]
+        or (jsonl and _head_marks(holder.items[k:r]) != _head_marks(items))
+    ):
         memo = {**marks_in, **{id(node): (node, m) for node, m in new_marks}}
         detected, _ = detect_format(parsed.root, prev.format, memo)
         if detected.format not in NATIVE:
             return None
     res = _with_messages(
         prev,
-        (*data[:k], *msgs, *data[r:]),
-        new_holder.starts,
+        (*data[:dk], *msgs, *data[dr:]),
+        (*prev.starts[:dk], *msg_starts, *(s + delta for s in prev.starts[dr:])),
         parsed.root,
         lb,
         old_end,
         delta,
         detected,
+    )
+    res = dataclasses.replace(
+        res if fields is None else _with_fields(res, fields),
+        issues=tuple(reader.issues),
+        rejected_calls=tuple(reader.rejected_calls),
     )
     _carry(prev, res, holder.items[k:r], new_marks, reader, 0)
     object.__setattr__(res, "syntax", (parsed.errors, parsed.tokens))
@@ -371,6 +480,29 @@ def _read_items(
     if ids is not None:
         res._views["ids"] = others.union(new_ids)
     return res
+
+
+def _head_marks(nodes: Sequence[SNode]) -> list[tuple[tuple[str, str], ...]]:
+    """The marks the detection takes from JSON Lines lines read as a header's keys."""
+    return [
+        top_marks(n)
+        for n in nodes
+        if n.is_object and n.get("role") is None and n.get("type") is None
+    ]
+
+
+def _with_fields(conv: Conversation, fields: Conversation) -> Conversation:
+    """``conv`` with the document's fields of ``fields`` (JSON Lines header lines read
+    again): everything but the messages, the tree, the format and the findings."""
+    return dataclasses.replace(
+        fields,
+        message_data=conv.message_data,
+        starts=conv.starts,
+        tree=conv.tree,
+        length=conv.length,
+        source_format=conv.source_format,
+        source_format_why=conv.source_format_why,
+    )
 
 
 _ID_RANGE = attrgetter("id_range")

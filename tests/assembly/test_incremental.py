@@ -342,11 +342,13 @@ def test_declines_what_it_cannot_do() -> None:
     assert reparse_conversation(prev, text, text + " ", DocFormat.YAML) is None
 
 
-def test_jsonl_line_break_inside_a_message_declines() -> None:
+def test_jsonl_line_break_inside_a_message_reads_as_a_whole_parse() -> None:
+    """A line broken in two near the end: both halves fail alone, the first is read as a
+    record over two lines (reported), exactly as a whole parse reads it."""
     text = _doc(DocFormat.JSONL)
-    prev = parse_conversation(text, DocFormat.JSONL)
     new_text = _insert(text, '"role": "user",', "\n")
-    assert reparse_conversation(prev, text, new_text, DocFormat.JSONL) is None
+    res = check_edit(text, new_text, DocFormat.JSONL)
+    assert res is not None and any("spans 2 lines" in i.message for i in res.issues)
 
 
 def test_common_prefix_and_suffix() -> None:
