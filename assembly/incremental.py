@@ -46,7 +46,7 @@ from assembly.documents import (
     is_header_line,
     reads_alone,
 )
-from assembly.formats.detect import NATIVE, Detection, message_marks, tool_marks, top_marks
+from assembly.formats.detect import NATIVE, Detection, message_marks, top_marks
 from assembly.formats.yamldoc import reread_yaml
 from assembly.model import Conversation, DocFormat, Message
 from assembly.reading import MarksMemo, detect_format, read_parsed
@@ -137,7 +137,9 @@ def reparse_conversation(
     res = None
     if fmt is DocFormat.YAML:
         found = (p, old_end, new_end)
-        res = reread_yaml(prev, prev_text, new_text, found, read_parsed, replace_message)
+        res = reread_yaml(
+            prev, prev_text, new_text, found, read_parsed, replace_message, _read_items
+        )
     else:
         if not prev.issues:
             res = _reparse_one(prev, new_text, fmt, p, old_end, lb - la)
@@ -465,7 +467,7 @@ def _read_items(
         (*prev.starts[:dk], *msg_starts, *(s + delta for s in prev.starts[dr:])),
         parsed.root,
         lb,
-        old_end,
+        old_end if fields is None else prev.length + 1,  # (the fields are read again)
         delta,
         detected,
     )
@@ -475,7 +477,8 @@ def _read_items(
         rejected_calls=tuple(reader.rejected_calls),
     )
     _carry(prev, res, holder.items[k:r], new_marks, reader, 0)
-    object.__setattr__(res, "syntax", (parsed.errors, parsed.tokens))
+    whole = parsed.tokens and not parsed.lex_errors  # as ``read_parsed`` keeps it
+    object.__setattr__(res, "syntax", (parsed.errors, parsed.tokens) if whole else None)
     ids = prev._views.get("ids")
     if ids is not None:
         res._views["ids"] = others.union(new_ids)
@@ -753,14 +756,14 @@ def _reparse_member(
     ):
         return None
     new_value = absolute(parsed, start)
-    if member.key == "tools" and tool_marks(new_value) != tool_marks(value):
-        return None  # the edit may change the format the document is read as
     members = list(root.members)
     members[index] = Member(member.key, member.key_range, new_value)
     for j in range(index + 1, len(members)):
         m = members[j]
         members[j] = Member(m.key, m.key_range.shift(delta), _shift_node(m.value, delta))
     new_root = SNode("object", _move_end(root.range, delta), members=tuple(members))
+    if top_marks(new_root) != top_marks(root):
+        return None  # the format the document is read as may change (``tools``, ``model``)
     reader = Reader(prev.format, prev.length + delta)
     fields: dict[str, Any] = {}
     reader.top_fields(new_root, fields, allow_messages=True)

@@ -51,7 +51,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from assembly.formats.detect import NATIVE
+from assembly.documents import Reader
+from assembly.formats.detect import NATIVE, top_marks
 from assembly.model import Conversation, DocFormat
 from assembly.rope import Text
 from assembly.syntax import (
@@ -80,6 +81,7 @@ _BASE = "yaml-base"
 
 Read = Callable[[ParsedData, DocFormat, int, Conversation], Conversation]
 Replace = Callable[[Conversation, DocFormat, int, int, SNode, int, int], Conversation | None]
+Splice = Callable[..., Conversation | None]
 
 
 def parse_yaml_conversation(text: str) -> ParsedData:
@@ -193,6 +195,11 @@ class _Piece:
     # One item read again in place (its start and everything but its length kept): its
     # index, its node and the change in the value count (``incremental.replace_message``).
     one: tuple[int, SNode, int] | None = None
+    # The items ``[k, r)`` of the message list read again (the others shared), and where
+    # what follows them started in the previous text (``incremental._read_items``).
+    items: tuple[int, int, int] | None = None
+    # Top-level members other than ``messages`` read again (the messages kept).
+    members: bool = False
 
 
 def reread_yaml(
@@ -202,12 +209,15 @@ def reread_yaml(
     span: tuple[int, int, int],
     read: Read,
     replace: Replace,
+    splice: Splice,
 ) -> Conversation | None:
     """The conversation of ``new_text`` from that of ``prev_text`` (``prev``), read by
     ``read`` (``reading.read_parsed``) from a parse that shares the untouched items and
     members, or for an edit inside one message of a conversation without findings by
     ``replace`` (``incremental.replace_message``: that message alone read again, as JSON's
-    are); both are given to avoid an import circle. None: parse it all.
+    are), or for items of the message list parsed again by ``splice``
+    (``incremental._read_items``: those items read again, the others kept); all are given
+    to avoid an import circle. None: parse it all.
 
     ``span``: ``prev_text[p:old_end]`` became ``new_text[p:new_end]``.
     """
@@ -220,12 +230,61 @@ def reread_yaml(
         res = replace(piece.shares, DocFormat.YAML, k, k, node, delta, tokens)
         if res is not None:
             return res
-    conv = read(piece.parsed, DocFormat.YAML, len(new_text), piece.shares)
+    conv = None
+    if piece.items is not None:
+        k, r, at = piece.items
+        delta = len(new_text) - piece.shares.length
+        old_root, new_root = piece.shares.tree, piece.parsed.root
+        assert old_root is not None and new_root is not None
+        conv = splice(
+            piece.shares, piece.parsed, _holder(old_root), _holder(new_root), k, r, at, delta
+        )
+    elif piece.members and not piece.parsed.errors:
+        conv = _splice_members(piece.shares, piece.parsed, len(new_text), splice)
+    if conv is None:
+        conv = read(piece.parsed, DocFormat.YAML, len(new_text), piece.shares)
     if conv.source_format not in NATIVE:
         return None  # another provider's format is read whole
     if piece.base is not None:
         conv._views[_BASE] = piece.base
     return conv
+
+
+def _splice_members(
+    prev: Conversation, parsed: ParsedData, length: int, splice: Splice
+) -> Conversation | None:
+    """Top-level members other than ``messages`` parsed again: the document's fields read
+    again from the new root (as a whole read reads them, without the messages: reading them
+    does not depend on the messages), the messages kept (moved when the edit lies before
+    them); None when the format the document is read as may change."""
+    old_root, new_root = prev.tree, parsed.root
+    if old_root is None or new_root is None or top_marks(old_root) != top_marks(new_root):
+        return None
+    old, new = old_root.get("messages"), new_root.get("messages")
+    if old is None or new is None or not old.is_array or not new.is_array:
+        return None
+    empty = SNode("array", new.range, items=(), starts=())
+    members = tuple(
+        Member(m.key, m.key_range, empty) if m.value is new else m for m in new_root.members
+    )
+    fields = Reader(DocFormat.YAML, length).read(
+        ParsedData(SNode("object", new_root.range, members=members))
+    )
+    if fields.issues:
+        return None
+    k = len(old.items) if new is old else 0  # (moved: every start, by ``_shifted``)
+    delta = length - prev.length
+    return splice(prev, parsed, old, new, k, k, 0, delta, fields=fields)
+
+
+def _holder(root: SNode) -> SNode:
+    """The message list of a tree ``_reparse_items`` read again (the root or its
+    ``messages``)."""
+    if root.is_array:
+        return root
+    node = root.get("messages")
+    assert node is not None
+    return node
 
 
 def reparse_yaml(
@@ -269,11 +328,14 @@ def reparse_yaml(
     ):
         found = _reparse_items(prev, prev_text, new_text, span, holder, mi)
         if found is not None:
-            parsed, one = found
+            parsed, one, items = found
             if not parsed.errors:
-                return _Piece(parsed, prev, one=one)
+                return _Piece(parsed, prev, one=one, items=items)
+            return _Piece(parsed, prev, _Base(prev_text, prev, *span), items=items)
     elif root.is_object and root.members:
         parsed = _reparse_members(prev, prev_text, new_text, span, mi)
+        if parsed is not None and not parsed.errors:
+            return _Piece(parsed, prev, members=True)
     if parsed is None:
         return None
     if parsed.errors:
@@ -311,9 +373,10 @@ def _reparse_items(
     span: tuple[int, int, int],
     holder: SNode,
     mi: int,
-) -> tuple[ParsedData, tuple[int, SNode, int] | None] | None:
+) -> tuple[ParsedData, tuple[int, SNode, int] | None, tuple[int, int, int] | None] | None:
     """An edit after the first ``-`` of the message list: the items it touched are parsed
-    again as one block sequence, the others kept."""
+    again as one block sequence, the others kept. Also: the one item read again in place
+    (``_Piece.one``) and the items replaced (``_Piece.items``)."""
     p, old_end, new_end = span
     delta = new_end - old_end
     root = prev.tree
@@ -388,7 +451,10 @@ def _reparse_items(
             if res is None or (res is _GROW and j >= n):
                 return None
             if isinstance(res, ParsedData):
-                return res, None
+                # Half typed: the items from ``k0`` on are replaced by the prefix's (the
+                # members after the list, if any, are gone too: no splice then).
+                whole = root is holder or mi == len(root.members) - 1
+                return res, None, ((k0, n, prev.length) if whole and res.root is not None else None)
             # The error may lie beyond the window (a quote left open): take more items.
             j, grow = min(n, j + grow), 2 * grow
             continue
@@ -431,8 +497,9 @@ def _reparse_items(
             and new_items[0].range.end == old_item.range.end + delta
         ):
             one = (k0, new_items[0], tokens - (prev.syntax[1] if prev.syntax else 0))
+    items_read = (k0, j, end)
     if root is holder:
-        return ParsedData(new_holder, errors, tokens=tokens), one
+        return ParsedData(new_holder, errors, tokens=tokens), one, items_read
     members = list(root.members)
     members[mi] = Member("messages", members[mi].key_range, new_holder)
     for i in range(mi + 1, len(members)):
@@ -443,7 +510,7 @@ def _reparse_items(
         TextRange(root.range.start, members[-1].value.range.end),
         members=tuple(members),
     )
-    return ParsedData(new_root, errors, tokens=tokens), one
+    return ParsedData(new_root, errors, tokens=tokens), one, items_read
 
 
 def _moved(issue: SyntaxIssue, delta: int) -> SyntaxIssue:
