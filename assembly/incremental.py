@@ -176,6 +176,8 @@ def _reparse_lines(
     root = prev.tree
     if root is None or not root.is_array or root.starts is None or is_dataset(root):
         return None
+    if len(root.items) > MAX_TOP_ITEMS:
+        return None  # the parse stopped at the limit: the lines after it were not read
     starts = root.starts
     lb = prev.length + delta
     first = new_text.rfind("\n", 0, p) + 1  # the start of the first line touched
@@ -225,7 +227,12 @@ def _reparse_lines(
     head = _header_lines(root.items)
     if k0 >= head and not any(map(is_header_line, sub.root.items)):
         spliced = _read_items(prev, parsed, root, new_root, k0, k1, first, delta, head)
-    elif k1 <= head and len(sub.root.items) == k1 - k0 and all(map(is_header_line, items[k0:k1])):
+    elif (
+        k1 <= head
+        and len(sub.root.items) == k1 - k0
+        and all(map(is_header_line, items[k0:k1]))
+        and _line_marks(root.items[k0:k1]) == _line_marks(items[k0:k1])
+    ):
         # Header lines edited, read again alone (as a whole read reads them, first).
         assert new_root.starts is not None
         lines = SNode("array", TextRange(0, lb), items=items[:head], starts=new_root.starts[:head])
@@ -483,6 +490,11 @@ def _read_items(
     if ids is not None:
         res._views["ids"] = others.union(new_ids)
     return res
+
+
+def _line_marks(nodes: Sequence[SNode]) -> tuple[Any, ...]:
+    """All the marks the detection takes from these JSON Lines lines."""
+    return (_head_marks(nodes), [message_marks(n) for n in nodes])
 
 
 def _head_marks(nodes: Sequence[SNode]) -> list[tuple[tuple[str, str], ...]]:

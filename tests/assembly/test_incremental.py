@@ -351,6 +351,15 @@ def test_jsonl_line_break_inside_a_message_reads_as_a_whole_parse() -> None:
     assert res is not None and any("spans 2 lines" in i.message for i in res.issues)
 
 
+def test_a_top_level_edit_that_changes_the_format_is_read_as_a_whole_read_reads_it() -> None:
+    """A top-level ``model`` typed into a Claude model is a mark of Anthropic's format: the
+    re-read of that value alone must not keep the format told before."""
+    text = '{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}'
+    new_text = text.replace("gpt-4o", "claude-3")
+    assert parse_conversation(new_text, DocFormat.JSON).source_format != "openai-chat"
+    check_edit(text, new_text, DocFormat.JSON)
+
+
 def test_common_prefix_and_suffix() -> None:
     assert common_prefix("abcdef", "abXdef") == 2
     assert common_suffix("abcdef", "abXdef", 4) == 3

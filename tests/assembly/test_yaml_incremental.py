@@ -293,6 +293,35 @@ def test_every_edit_kind_of_the_benchmark_is_read_in_pieces() -> None:
         assert shared >= len(first.message_data) - 3, edits[0]
 
 
+def test_every_edit_kind_of_the_benchmark_reads_no_whole_tree(monkeypatch: Any) -> None:
+    """Items pasted, deleted, merged, typed at the end (through half-typed states), the
+    settings typed in: only the items or members the edit touched are read (the tree is
+    never read again as a whole: ``incremental._read_items``), each result a whole read's."""
+    import assembly.incremental as incremental
+
+    def whole(*args: Any) -> Conversation:
+        raise AssertionError("the whole tree was read again")
+
+    monkeypatch.setattr(incremental, "read_parsed", whole)
+    text = _bench_like()
+    mid = len(text) // 2
+    item = text.index("\n- ", mid) + 1
+    pasted = "- id: pasted\n  role: user\n  content: a pasted message\n"
+    a = text.index("content: ", mid) + 11
+    b = text.index("content: ", a) + 11
+    end = len(text.rstrip("\n"))
+    typed = "\n- id: new\n  role: user\n  content: and then?"
+    model = text.index("model: gpt-4o") + len("model: gpt-4o")
+    for edits in (
+        [(item, item, pasted), (item, item + len(pasted), "")],
+        [(a, b, ""), (a, a, text[a:b])],
+        [(end + k, end + k, ch) for k, ch in enumerate(typed)],
+        [(model, model, "-mini"), (model, model + 5, "")],
+    ):
+        chain = _chain(text, edits)
+        assert not chain[-1].issues
+
+
 def test_typing_inside_one_message_reads_that_message_alone(monkeypatch: Any) -> None:
     """As in JSON: no whole read of the tree (``read_parsed``) for an edit inside one
     message of a conversation without findings."""

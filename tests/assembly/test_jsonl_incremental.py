@@ -1,0 +1,271 @@
+"""JSON Lines re-read line by line (``incremental._reparse_lines``) equals a whole read.
+
+The property: after any edit, ``reparse_conversation`` on a JSON Lines document either
+declines (None: the caller reads it all) or gives exactly what ``parse_conversation`` of the
+new text gives: every field, every range of the model and of the source tree, the issues
+and the syntax errors. Checked over seeded random chains of edits of many kinds (typing,
+a new message typed character by character through its broken states, deleting across
+lines, pasting and cutting lines, breaking a line in two and joining two, changing roles
+and ids, editing the header line, blank lines, CRLF) on real material: the JSON Lines
+files of ``tests/data`` (real fine-tuning logs among them) and the real logs of
+``tests/data/real-logs`` written one message per line under a header line, a generated
+conversation, and hostile documents (records over several lines, broken lines, a line
+without a newline at the end of the text, a header line after the messages); and with the
+parser's limits lowered, so that lines cross them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import assembly.incremental as incremental
+import assembly.syntax as syntax
+from assembly.incremental import reparse_conversation
+from assembly.model import Conversation, DocFormat
+from assembly.reading import parse_conversation
+from tests.assembly.test_incremental import normalise
+from tests.bench.gen_conversation import conversation as generated
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+JSONL = DocFormat.JSONL
+_HEAD_KEYS = ("settings", "system_prompt", "custom_agent_prompt", "project_files", "tools")
+
+
+# ---------------------------------------------------------------------------------------
+# Documents
+
+
+def _as_lines(doc: Any) -> str | None:
+    """A JSON conversation written as JSON Lines: its document keys on a header line, then
+    one message per line."""
+    if isinstance(doc, list):
+        head, messages = {}, doc
+    elif isinstance(doc, dict) and isinstance(doc.get("messages"), list):
+        head = {k: doc[k] for k in _HEAD_KEYS if k in doc}
+        messages = doc["messages"]
+    else:
+        return None
+    lines = [json.dumps(head, ensure_ascii=False)] if head else []
+    lines += [json.dumps(m, ensure_ascii=False) for m in messages]
+    return "\n".join(lines) + "\n"
+
+
+_HOSTILE = [
+    # A record written over several lines, then lines that parse alone.
+    '{"settings": {"model": "gpt-4o"}}\n{"role": "user",\n "content": "a"}\n'
+    '{"role": "assistant", "content": "b"}\n',
+    # Broken lines in the middle; blank lines; a last line without a newline.
+    '{"role": "user", "content": "a"}\n\n{"role": "user", "cont\n\n  \n'
+    '{"role": "assistant", "content": "b"}\n{"role": "user", "content": "c"}',
+    # CRLF line ends and a header line.
+    '{"settings": {"model": "gpt-4o"}, "tools": []}\r\n{"id": "a", "role": "user", '
+    '"content": "x"}\r\n{"id": "b", "role": "assistant", "content": "y"}\r\n',
+    # A header line after the messages; a line that is not an object; duplicate ids.
+    '{"id": "a", "role": "user", "content": "x"}\n{"settings": {"model": "m"}}\n[1, 2]\n'
+    '{"id": "a", "role": "user", "content": "y"}\n',
+    # Tool calls answered, one unanswered; an unknown key; surrogates and separators.
+    '{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", '
+    '"function": {"name": "f", "arguments": "{}"}}]}\n{"role": "tool", "tool_call_id": "c1", '
+    '"content": "r \\ud800 \u2028"}\n{"role": "user", "content": "z", "extra": 1}\n',
+    # No message at all; only a header line.
+    '{"settings": {"model": "gpt-4o"}}\n',
+]
+
+
+def documents() -> list[tuple[str, str]]:
+    docs = [
+        (str(p.relative_to(DATA)), p.read_text(encoding="utf-8"))
+        for p in sorted(DATA.rglob("*.conv.jsonl"))
+    ]
+    for path in sorted((DATA / "real-logs").rglob("*.conv.json"))[::3]:
+        text = _as_lines(json.loads(path.read_text(encoding="utf-8")))
+        if text is not None:
+            docs.append((path.name, text))
+    small = generated(24, 12_000, 11)
+    gen = "\n".join(json.dumps(m, ensure_ascii=False) for m in small["messages"])
+    head = json.dumps({"settings": small.get("settings", {"model": "gpt-4o"})})
+    docs.append(("generated", f"{head}\n{gen}\n"))
+    docs.append(("generated:crlf", f"{head}\r\n{gen}\r\n".replace("\n", "\r\n")))
+    docs += [(f"hostile:{i}", t) for i, t in enumerate(_HOSTILE)]
+    return docs
+
+
+# ---------------------------------------------------------------------------------------
+# Edits
+
+_TYPED = [*'ab Z:{}[],"\\\t\n', "é", "😀", "\r\n", "\n\n", '"role": "system", ', "\u2028"]
+_NEW = '\n{"id": "n1", "role": "user", "content": "and then?"}'
+
+
+def _line_starts(text: str) -> list[int]:
+    return [0, *(i + 1 for i, ch in enumerate(text) if ch == "\n")]
+
+
+def random_edit(rnd: random.Random, text: str) -> tuple[int, int, str]:
+    """One edit ``(start, end, new)`` of a kind an editor makes."""
+    n = len(text)
+    lines = _line_starts(text)
+    kind = rnd.randrange(10)
+    if kind == 0:  # type a character or a piece of JSON anywhere
+        at = rnd.randint(0, n)
+        return at, at, rnd.choice(_TYPED)
+    if kind == 1:  # type inside a string (most keystrokes)
+        found = [i for i in range(n) if text.startswith('": "', i)]
+        at = rnd.choice(found) + 4 if found else rnd.randint(0, n)
+        return at, at, rnd.choice("abcxyz é")
+    if kind == 2:  # delete a short span
+        at = rnd.randint(0, n)
+        return at, min(n, at + rnd.randint(1, 8)), ""
+    if kind == 3:  # delete across lines
+        a = rnd.randint(0, n)
+        return a, min(n, a + rnd.randint(10, 300)), ""
+    if kind == 4:  # paste a copy of some lines at a line start
+        a, b = sorted(rnd.sample(lines, 2)) if len(lines) > 1 else (0, n)
+        at = rnd.choice(lines)
+        return at, at, text[a:b]
+    if kind == 5:  # cut whole lines
+        a, b = sorted(rnd.sample(lines, 2)) if len(lines) > 1 else (0, n)
+        return a, b, ""
+    if kind == 6:  # change a role or an id
+        found = [i for i in range(n) if text.startswith(('"role": "', '"id": "'), i)]
+        if found:
+            at = text.index('"', text.index(":", rnd.choice(found))) + 1
+            end = text.find('"', at)
+            return at, at if end < 0 else end, rnd.choice(["user", "system", "tool", "x", "m0"])
+    if kind == 7:  # type the start of a new message at the end
+        at = len(text.rstrip("\r\n"))
+        return at, at, _NEW[: rnd.randint(1, len(_NEW))]
+    if kind == 8:  # break a line in two, or join two
+        at = rnd.choice(lines[1:]) - 1 if len(lines) > 1 else 0
+        if rnd.random() < 0.5 and text[at : at + 1] == "\n":
+            return at, at + 1, ""
+        return at // 2, at // 2, "\n"
+    # the header line
+    at = text.find('"model": "')
+    if at >= 0:
+        at += len('"model": "')
+        return at, at, rnd.choice(["-mini", "x", '", "extra": "'])
+    return 0, 0, '{"settings": {"model": "gpt-4o"}}\n'
+
+
+def check(prev: Conversation, text: str, new_text: str, edit: tuple[int, int, str]) -> Any:
+    """Re-read ``new_text`` from ``prev``; assert it equals a whole read."""
+    start, end, new = edit
+    res = reparse_conversation(prev, text, new_text, JSONL, span=(start, end, start + len(new)))
+    full = parse_conversation(new_text, JSONL)
+    if res is not None:
+        assert normalise(res) == normalise(full), (text, edit)
+        if res.syntax is not None and full.syntax is not None:
+            assert res.syntax[0] == full.syntax[0], (text, edit)
+    return res, full
+
+
+def _chains(rnd: random.Random, docs: list[tuple[str, str]], n: int) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    wholes: list[int] = []
+    real_read = incremental.read_parsed
+
+    def counted(*args: Any, **kwargs: Any) -> Conversation:
+        wholes.append(1)
+        return real_read(*args, **kwargs)
+
+    incremental.read_parsed = counted  # type: ignore[assignment]
+    try:
+        for _name, pristine in docs:
+            for _ in range(n):  # short chains, each from the pristine document
+                text = pristine
+                conv = parse_conversation(text, JSONL)
+                for _k in range(6):
+                    edit = random_edit(rnd, text)
+                    start, end, new = edit
+                    new_text = text[:start] + new + text[end:]
+                    if new_text == text:
+                        continue
+                    before = len(wholes)
+                    res, full = check(conv, text, new_text, edit)
+                    counts["edits"] += 1
+                    if res is not None:
+                        counts["re-read"] += 1
+                        if len(wholes) == before:
+                            counts["spliced"] += 1
+                            counts["spliced with findings"] += bool(res.issues)
+                    conv, text = (res if res is not None else full), new_text
+    finally:
+        incremental.read_parsed = real_read  # type: ignore[assignment]
+    return counts
+
+
+def test_random_edit_chains_equal_whole_reads() -> None:
+    docs = documents()
+    assert len(docs) >= 25
+    counts = _chains(random.Random(20261202), docs, 3)
+    # The property is not checked on declines alone: many edits are spliced (the others
+    # are re-read as a whole read reads them, or declined: findings elsewhere, datasets).
+    assert counts["spliced"] >= counts["edits"] // 4, counts
+    assert counts["spliced with findings"] >= 40, counts
+
+
+@pytest.mark.parametrize("tokens, items", [(60, 10_000), (10**6, 6)])
+def test_lines_crossing_the_limits_equal_whole_reads(
+    monkeypatch: pytest.MonkeyPatch, tokens: int, items: int
+) -> None:
+    """With the token and line limits lowered to a few lines' worth, edits make lines cross
+    them (the rest of the text left unread, lines past the limit): still a whole read's
+    result, or declined."""
+    for module in (syntax, incremental):
+        monkeypatch.setattr(module, "MAX_JSON_TOKENS", tokens)
+        monkeypatch.setattr(module, "MAX_TOP_ITEMS", items)
+    docs = [d for d in documents() if d[0].startswith(("generated", "hostile", "parity"))]
+    counts = _chains(random.Random(7), docs, 6)
+    assert counts["edits"] >= 100, counts
+
+
+def test_a_new_message_typed_at_the_end_is_spliced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Character by character through its broken states (a syntax error, a message left
+    out for want of a role): every keystroke reads only the last lines (the tree is never
+    read again as a whole), the other messages shared."""
+    text = documents()[-len(_HOSTILE) - 2][1]  # the generated conversation
+
+    def whole(*args: Any, **kwargs: Any) -> Conversation:
+        raise AssertionError("the whole tree was read again")
+
+    monkeypatch.setattr(incremental, "read_parsed", whole)
+    conv = parse_conversation(text, JSONL)
+    first = conv
+    at = len(text) - 1
+    broken = 0
+    for ch in _NEW:
+        new_text = text[:at] + ch + text[at:]
+        res, _ = check(conv, text, new_text, (at, at, ch))
+        assert res is not None, new_text[at - 40 :]
+        broken += bool(res.issues)
+        conv, text, at = res, new_text, at + 1
+    assert broken >= 20 and not conv.issues and conv.messages[-1].id == "n1"
+    kept = sum(a is b for a, b in zip(first.message_data, conv.message_data, strict=False))
+    assert kept == len(first.message_data) - 1  # the old last line was parsed again
+
+
+def test_header_line_edits_read_the_fields_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Typing in the header line's settings re-reads the document's fields, keeps every
+    message object, and moves them by the table of starts."""
+    text = '{"settings": {"model": "gpt-4o"}}\n' + "".join(
+        json.dumps({"id": f"m{i}", "role": "user", "content": f"q{i}"}) + "\n" for i in range(5)
+    )
+
+    def whole(*args: Any, **kwargs: Any) -> Conversation:
+        raise AssertionError("the whole tree was read again")
+
+    monkeypatch.setattr(incremental, "read_parsed", whole)
+    conv = parse_conversation(text, JSONL)
+    at = text.index("gpt-4o") + len("gpt-4o")
+    new_text = text[:at] + "-mini" + text[at:]
+    res, _ = check(conv, text, new_text, (at, at, "-mini"))
+    assert res is not None and res.settings["model"] == "gpt-4o-mini"
+    assert all(a is b for a, b in zip(conv.message_data, res.message_data, strict=True))
+    assert res.starts == tuple(s + 5 for s in conv.starts)
