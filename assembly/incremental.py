@@ -46,10 +46,19 @@ from assembly.documents import (
     is_header_line,
     reads_alone,
 )
-from assembly.formats.detect import NATIVE, Detection, message_marks, top_marks
+from assembly.formats.detect import (
+    NATIVE,
+    Detection,
+    Tally,
+    header_like,
+    message_marks,
+    retally,
+    tally,
+    top_marks,
+)
 from assembly.formats.yamldoc import reread_yaml
 from assembly.model import Conversation, DocFormat, Message
-from assembly.reading import MarksMemo, detect_format, read_parsed
+from assembly.reading import MarksMemo, read_parsed
 from assembly.rope import Rope, Text
 from assembly.syntax import (
     EOF,
@@ -455,7 +464,7 @@ def _read_items(
     marks_in: MarksMemo = prev._views.get("marks", {})
     old_marks = [marks_in.get(id(node)) for node in holder.items[k:r]]
     new_marks = [(node, message_marks(node)) for node in items]
-    detected = None
+    detected = told = None
     if (
         any(
             hit is None or hit[0] is not node
@@ -465,7 +474,8 @@ def _read_items(
         or (jsonl and _head_marks(holder.items[k:r]) != _head_marks(items))
     ):
         memo = {**marks_in, **{id(node): (node, m) for node, m in new_marks}}
-        detected, _ = detect_format(parsed.root, prev.format, memo)
+        told = _told_again(prev, parsed.root, k, holder.items[k:r], new_marks, memo)
+        detected = told.detection
         if detected.format not in NATIVE:
             return None
     res = _with_messages(
@@ -484,6 +494,8 @@ def _read_items(
         rejected_calls=tuple(reader.rejected_calls),
     )
     _carry(prev, res, holder.items[k:r], new_marks, reader, 0)
+    if told is not None:
+        res._views["tally"] = told
     whole = parsed.tokens and not parsed.lex_errors  # as ``read_parsed`` keeps it
     object.__setattr__(res, "syntax", (parsed.errors, parsed.tokens) if whole else None)
     ids = prev._views.get("ids")
@@ -499,11 +511,7 @@ def _line_marks(nodes: Sequence[SNode]) -> tuple[Any, ...]:
 
 def _head_marks(nodes: Sequence[SNode]) -> list[tuple[tuple[str, str], ...]]:
     """The marks the detection takes from JSON Lines lines read as a header's keys."""
-    return [
-        top_marks(n)
-        for n in nodes
-        if n.is_object and n.get("role") is None and n.get("type") is None
-    ]
+    return [top_marks(n) for n in nodes if header_like(n)]
 
 
 def _with_fields(conv: Conversation, fields: Conversation) -> Conversation:
@@ -672,22 +680,50 @@ def replace_message(
     marks_in: MarksMemo = prev._views.get("marks", {})
     new_marks = message_marks(new_node)
     old_marks = marks_in.get(id(node))
-    detected = None
+    detected = told = None
     if new_marks != (old_marks[1] if old_marks and old_marks[0] is node else message_marks(node)):
         # The format is told by the marks of every message: tell it again (the others'
         # marks from the memo); another provider's format is read whole.
         memo = {**marks_in, id(new_node): (new_node, new_marks)}
-        detected, _ = detect_format(new_root, fmt, memo)
+        told = _told_again(prev, new_root, k, (node,), [(new_node, new_marks)], memo)
+        detected = told.detection
         if detected.format not in NATIVE:
             return None
     res = _with_messages(prev, messages, new_starts, new_root, lb, at, delta, detected)
     _carry(prev, res, (node,), ((new_node, new_marks),), reader, tokens)
+    if told is not None:
+        res._views["tally"] = told
     ids = prev._views.get("ids")
     if ids is not None and new_msg.id != old_msg.id:
         ids = (ids - {old_msg.id}) | {new_msg.id}
     if ids is not None:
         res._views["ids"] = ids
     return res
+
+
+def _told_again(
+    prev: Conversation,
+    root: SNode | None,
+    k: int,
+    old: Sequence[SNode],
+    new: list[tuple[SNode, tuple[tuple[str, str], ...]]],
+    memo: MarksMemo,
+) -> Tally:
+    """The marks of ``root`` counted, its message nodes from ``k`` on, ``old``, replaced by
+    ``new`` (each with its marks): from the previous version's count when that can tell the
+    format and its reasons (``detect.retally``), else from every node's marks (``memo``)."""
+    jsonl = prev.format is DocFormat.JSONL
+
+    def marks_of(node: SNode) -> tuple[tuple[str, str], ...]:
+        hit = memo.get(id(node))
+        return hit[1] if hit is not None and hit[0] is node else message_marks(node)
+
+    counted = prev._views.get("tally")
+    if isinstance(counted, Tally):
+        found = retally(counted, k, [(n, marks_of(n)) for n in old], new, jsonl=jsonl)
+        if found is not None:
+            return found
+    return tally(root, jsonl=jsonl, marks_of=marks_of)
 
 
 def _ids(conv: Conversation) -> set[str]:
@@ -723,6 +759,9 @@ def _carry(
         marks[id(node)] = (node, node_marks)
     new._views["reads"] = reads
     new._views["marks"] = marks
+    tally_in = prev._views.get("tally")  # the marks unchanged, unless the caller tells again
+    if tally_in is not None:
+        new._views["tally"] = tally_in
 
 
 def _moved_starts(starts: tuple[int, ...], at: int, delta: int) -> tuple[int, ...]:

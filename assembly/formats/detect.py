@@ -14,7 +14,7 @@ re-read of one edited message can tell whether the guess could change.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -230,43 +230,146 @@ def message_nodes(root: SNode | None, jsonl: bool) -> list[SNode]:
     return []
 
 
+Marks = tuple[tuple[str, str], ...]
+
+
+def _walk(
+    root: SNode | None, jsonl: bool, marks_of: Callable[[SNode], Marks]
+) -> Iterator[tuple[tuple[int, int], Marks]]:
+    """The marks of a document in the order ``decide`` takes them, each with where it
+    stands: (0, 0) the top-level keys, (1, i) JSON Lines line ``i`` read as a header's keys,
+    (2, i) message node ``i``."""
+    if root is not None and root.is_object and not jsonl:
+        yield (0, 0), top_marks(root)
+    nodes = message_nodes(root, jsonl)
+    if jsonl and root is not None and root.is_array:
+        for i, node in enumerate(nodes):  # a header line's keys count as top-level keys
+            if header_like(node):
+                yield (1, i), top_marks(node)
+    for i, node in enumerate(nodes):
+        yield (2, i), marks_of(node)
+
+
+def header_like(node: SNode) -> bool:
+    """Whether a JSON Lines line's keys count as top-level keys (no ``role``, no ``type``)."""
+    return node.is_object and node.get("role") is None and node.get("type") is None
+
+
 def detect(
     root: SNode | None,
     *,
     jsonl: bool = False,
-    marks_of: Callable[[SNode], list[tuple[str, str]]] | None = None,
+    marks_of: Callable[[SNode], Marks] | None = None,
 ) -> Detection:
     """The format of a parsed document (its source tree) and the marks that decided it.
 
     ``marks_of`` gives a message node's marks (``message_marks``, or a memo of it)."""
-    marks_of = marks_of or message_marks
-    marks: list[tuple[str, str]] = []
-    if root is not None and root.is_object and not jsonl:
-        marks.extend(top_marks(root))
-    nodes = message_nodes(root, jsonl)
-    if jsonl and root is not None and root.is_array:
-        for node in nodes:  # a header line's keys count as top-level keys
-            if node.is_object and node.get("role") is None and node.get("type") is None:
-                marks.extend(top_marks(node))
-    for node in nodes:
-        marks.extend(marks_of(node))
+    marks = [m for _, ms in _walk(root, jsonl, marks_of or message_marks) for m in ms]
     return decide(marks)
 
 
 def decide(marks: list[tuple[str, str]]) -> Detection:
     """The format the marks point to (a tie goes to the promptls reader)."""
-    score = Counter(family for family, _ in marks)
-    native = score[_O] + score[_P]
-    best = max((score[_A], 2, SourceFormat.ANTHROPIC), (score[_R], 1, SourceFormat.RESPONSES))
-    if best[0] > native:
-        fmt = best[2]
-        family = _A if fmt is SourceFormat.ANTHROPIC else _R
-    else:
-        fmt = SourceFormat.PROMPTLS if score[_P] else SourceFormat.OPENAI_CHAT
-        family = _P if score[_P] else _O
+    fmt, family = _winner(Counter(family for family, _ in marks))
     seen: list[str] = []
     for fam, what in marks:
         if fam == family and what not in seen:
             seen.append(what)
     why = ", ".join(seen[:3]) if seen else "no mark of another format"
     return Detection(fmt, why)
+
+
+def _winner(score: Counter[str]) -> tuple[SourceFormat, str]:
+    """The format the marks' count per family points to, and that family."""
+    native = score[_O] + score[_P]
+    best = max((score[_A], 2, SourceFormat.ANTHROPIC), (score[_R], 1, SourceFormat.RESPONSES))
+    if best[0] > native:
+        fmt = best[2]
+        return fmt, _A if fmt is SourceFormat.ANTHROPIC else _R
+    if score[_P]:
+        return SourceFormat.PROMPTLS, _P
+    return SourceFormat.OPENAI_CHAT, _O
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """A document's marks counted (``tally``), so that the format can be told again after
+    some message nodes were replaced without taking every node's marks again (``retally``).
+
+    ``decide`` reads the count of each family, and the first three different reasons of
+    the winning family in document order: ``horizon`` is where the third first stands
+    (None: fewer than three), and reasons changed after it change nothing."""
+
+    counts: Counter[tuple[str, str]]
+    detection: Detection
+    family: str
+    horizon: tuple[int, int] | None
+
+
+def tally(root: SNode | None, *, jsonl: bool, marks_of: Callable[[SNode], Marks]) -> Tally:
+    """The marks of a document counted; ``detection`` is ``detect``'s."""
+    marks: list[tuple[str, str]] = []
+    where: list[tuple[int, int]] = []
+    for at, ms in _walk(root, jsonl, marks_of):
+        marks.extend(ms)
+        where.extend([at] * len(ms))
+    detection = decide(marks)
+    _, family = _winner(Counter(fam for fam, _ in marks))
+    seen: list[str] = []
+    horizon = None
+    for (fam, what), at in zip(marks, where, strict=True):
+        if fam == family and what not in seen:
+            seen.append(what)
+            if len(seen) == 3:
+                horizon = at
+                break
+    return Tally(Counter(marks), detection, family, horizon)
+
+
+def retally(
+    t: Tally,
+    k: int,
+    old: list[tuple[SNode, Marks]],
+    new: list[tuple[SNode, Marks]],
+    *,
+    jsonl: bool,
+) -> Tally | None:
+    """``t`` after the message nodes from ``k`` on, ``old`` (each with its marks), were
+    replaced by ``new`` (the top-level keys unchanged): what ``tally`` of the new tree
+    gives, or None when the reasons ``decide`` gives might change (it must be told from
+    every node then)."""
+    removed, added = _region(old, k, jsonl), _region(new, k, jsonl)
+    counts = t.counts.copy()
+    counts.subtract(m for _, m in removed)
+    counts.update(m for _, m in added)
+    counts = +counts  # (no count below zero: they were counted there)
+    fmt, family = _winner(_families(counts))
+    if family != t.family:
+        return None
+    horizon = t.horizon
+    changed = [at for at, (fam, _) in (*removed, *added) if fam == family]
+    if changed and (horizon is None or horizon >= min(changed)):
+        return None  # the first three reasons may change
+    if horizon is not None and horizon[0] > 0 and horizon[1] >= k:
+        # A node after those replaced (none of them has a mark of the family before it).
+        horizon = (horizon[0], horizon[1] + len(new) - len(old))
+    return Tally(counts, Detection(fmt, t.detection.why), family, horizon)
+
+
+def _region(
+    nodes: list[tuple[SNode, Marks]], k: int, jsonl: bool
+) -> list[tuple[tuple[int, int], tuple[str, str]]]:
+    """The marks of the nodes replaced from ``k`` on, each with where it stands (``_walk``'s
+    places, every node's index taken as ``k``: only what stands before them matters)."""
+    res: list[tuple[tuple[int, int], tuple[str, str]]] = []
+    if jsonl:
+        res += [((1, k), m) for node, _ in nodes if header_like(node) for m in top_marks(node)]
+    res += [((2, k), m) for _, ms in nodes for m in ms]
+    return res
+
+
+def _families(counts: Counter[tuple[str, str]]) -> Counter[str]:
+    score: Counter[str] = Counter()
+    for (fam, _), n in counts.items():
+        score[fam] += n
+    return score
