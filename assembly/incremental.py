@@ -245,12 +245,7 @@ def _reparse_lines(
         # Header lines edited, read again alone (as a whole read reads them, first).
         assert new_root.starts is not None
         lines = SNode("array", TextRange(0, lb), items=items[:head], starts=new_root.starts[:head])
-        fields = Reader(prev.format, lb).read(ParsedData(lines))
-        spliced = None
-        if not fields.issues:
-            spliced = _read_items(
-                prev, parsed, root, new_root, head, head, first, delta, head, fields
-            )
+        spliced = _read_items(prev, parsed, root, new_root, head, head, first, delta, head, lines)
     else:
         spliced = None
     if spliced is not None:
@@ -380,6 +375,12 @@ def _reparse_list(
         )
         new_root = SNode("object", res.rest.range, members=members)
     parsed = ParsedData(new_root, (*before, *res.errors), tokens=tokens + res.tokens)
+    # The items from ``k`` on read again, and the fields after the list (parsed again).
+    n = len(holder.items)
+    fields = None if root is holder else new_root
+    spliced = _read_items(prev, parsed, holder, new_holder, k, n, prev.length, delta, 0, fields)
+    if spliced is not None:
+        return spliced
     return _native(read_parsed(parsed, prev.format, prev.length + delta, prev))
 
 
@@ -393,13 +394,14 @@ def _read_items(
     old_end: int,
     delta: int,
     head: int = 0,
-    fields: Conversation | None = None,
+    fields: SNode | None = None,
 ) -> Conversation | None:
     """The items ``[k, r)`` of the previous message list replaced by those the parse read
     again: only those are read (as a whole read reads them), the other messages kept,
     and the document's fields after the list moved by ``delta``. ``head``: the JSON Lines
     header lines before the first message line (the same number before and after);
-    ``fields``: the document's fields read again from them, when the edit changed them.
+    ``fields``: a tree to read the document's fields again from when the edit may have
+    changed them (the new root, or JSON Lines' header lines; ``_fields_of``).
 
     The document may have syntax errors (``parsed.errors``, the whole parse's), and the
     items read again findings: a whole read reports the syntax errors first, then what
@@ -418,6 +420,14 @@ def _read_items(
         return None
     if len(new_holder.items) - head > MAX_MESSAGES:
         return None
+    fields_read = None
+    if fields is not None:
+        assert prev.tree is not None and parsed.root is not None
+        if top_marks(prev.tree) != top_marks(parsed.root):
+            return None  # the format the document is read as may change
+        fields_read = _fields_of(prev.format, fields, prev.length + delta)
+        if fields_read is None:
+            return None
     # What the replaced items gave: each must be in the memo, and account for every
     # finding (and rejected call) of the previous version besides its syntax errors.
     old_reads = [reads_in.get(id(node)) for node in holder.items[k:r]]
@@ -489,7 +499,7 @@ def _read_items(
         detected,
     )
     res = dataclasses.replace(
-        res if fields is None else _with_fields(res, fields),
+        res if fields_read is None else _with_fields(res, fields_read),
         issues=tuple(reader.issues),
         rejected_calls=tuple(reader.rejected_calls),
     )
@@ -512,6 +522,23 @@ def _line_marks(nodes: Sequence[SNode]) -> tuple[Any, ...]:
 def _head_marks(nodes: Sequence[SNode]) -> list[tuple[tuple[str, str], ...]]:
     """The marks the detection takes from JSON Lines lines read as a header's keys."""
     return [top_marks(n) for n in nodes if header_like(n)]
+
+
+def _fields_of(fmt: DocFormat, root: SNode, length: int) -> Conversation | None:
+    """The document's fields as a whole read reads them from ``root`` (a document object,
+    or JSON Lines' header lines), without the messages (reading the fields does not take
+    them); None when reading them finds anything (a whole read reports it before the
+    messages' findings)."""
+    if root.is_object:
+        members = tuple(
+            Member(m.key, m.key_range, SNode("array", m.value.range, items=(), starts=()))
+            if m.key == "messages" and m.value.is_array
+            else m
+            for m in root.members
+        )
+        root = SNode("object", root.range, members=members)
+    conv = Reader(fmt, length).read(ParsedData(root))
+    return None if conv.issues else conv
 
 
 def _with_fields(conv: Conversation, fields: Conversation) -> Conversation:

@@ -51,8 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from assembly.documents import Reader
-from assembly.formats.detect import NATIVE, top_marks
+from assembly.formats.detect import NATIVE
 from assembly.model import Conversation, DocFormat
 from assembly.rope import Text
 from assembly.syntax import (
@@ -254,27 +253,16 @@ def _splice_members(
     prev: Conversation, parsed: ParsedData, length: int, splice: Splice
 ) -> Conversation | None:
     """Top-level members other than ``messages`` parsed again: the document's fields read
-    again from the new root (as a whole read reads them, without the messages: reading them
-    does not depend on the messages), the messages kept (moved when the edit lies before
-    them); None when the format the document is read as may change."""
+    again from the new root, the messages kept (moved when the edit lies before them)."""
     old_root, new_root = prev.tree, parsed.root
-    if old_root is None or new_root is None or top_marks(old_root) != top_marks(new_root):
+    if old_root is None or new_root is None:
         return None
     old, new = old_root.get("messages"), new_root.get("messages")
     if old is None or new is None or not old.is_array or not new.is_array:
         return None
-    empty = SNode("array", new.range, items=(), starts=())
-    members = tuple(
-        Member(m.key, m.key_range, empty) if m.value is new else m for m in new_root.members
-    )
-    fields = Reader(DocFormat.YAML, length).read(
-        ParsedData(SNode("object", new_root.range, members=members))
-    )
-    if fields.issues:
-        return None
     k = len(old.items) if new is old else 0  # (moved: every start, by ``_shifted``)
     delta = length - prev.length
-    return splice(prev, parsed, old, new, k, k, 0, delta, fields=fields)
+    return splice(prev, parsed, old, new, k, k, 0, delta, fields=new_root)
 
 
 def _holder(root: SNode) -> SNode:
