@@ -1,7 +1,8 @@
 """Benchmark: the rule check's share of each edit kind, in process, on one or more checkouts.
 
-Opens the generated conversation (``--size`` MB JSON in ``--corpus``, made by
-``gen_conversation.py`` as ``bench_lsp.py`` makes it) with ``assembly.host.AnalysisHost``,
+Opens the generated conversation (``--size`` MB, ``--format`` JSON, JSON Lines or YAML, in
+``--corpus``, made by ``gen_conversation.py`` as ``bench_lsp.py`` makes it) with
+``assembly.host.AnalysisHost``,
 as the language server does (collector paused, the result frozen), then applies the edit
 kinds of ``bench_lsp.py --kinds`` through ``apply_change`` with their edit spans, and
 times each analysis and its rule check (``check``) in CPU time of the process (steady on a
@@ -49,6 +50,7 @@ def main() -> int:
     ap.add_argument("--root", action="append", type=Path, help="a checkout (repeatable)")
     ap.add_argument("--corpus", type=Path, help="reuse or create the document in this folder")
     ap.add_argument("--size", type=int, default=10, choices=(1, 10))
+    ap.add_argument("--format", default="json", choices=("json", "jsonl", "yaml"))
     ap.add_argument("--per-kind", type=int, default=6)
     ap.add_argument("--fresh", type=int, default=5)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -60,7 +62,7 @@ def main() -> int:
         args.corpus = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
         atexit.register(shutil.rmtree, args.corpus, ignore_errors=True)
     args.corpus.mkdir(parents=True, exist_ok=True)
-    doc = _bench_lsp()._generate(args.corpus, args.size, "json")
+    doc = _bench_lsp()._generate(args.corpus, args.size, args.format)
     print(f"{doc.name}: {doc.stat().st_size:,} bytes", flush=True)
     results: list[tuple[str, dict[str, Any]]] = []
     for root in roots:
@@ -75,6 +77,8 @@ def main() -> int:
                 str(args.corpus),
                 "--size",
                 str(args.size),
+                "--format",
+                args.format,
                 "--per-kind",
                 str(args.per_kind),
                 "--fresh",
@@ -132,7 +136,7 @@ def _worker(args: argparse.Namespace) -> int:
     from tests.support.engine import analyze
 
     lsp = _bench_lsp()
-    doc = lsp._generate(args.corpus, args.size, "json")
+    doc = lsp._generate(args.corpus, args.size, args.format)
     text = doc.read_text(encoding="utf-8")
     spent: list[tuple[float, float]] = []
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
@@ -172,7 +176,7 @@ def _worker(args: argparse.Namespace) -> int:
         got["rules"].append(cpu)
         got["rules_wall"].append(time.perf_counter() - w)
     for kind, make in lsp._KINDS:
-        for edit in make(str(rope), "json", args.per_kind):
+        for edit in make(str(rope), args.format, args.per_kind):
             if edit is None:
                 continue
             start, end, new = edit
