@@ -45,7 +45,6 @@ from assembly.model import Conversation, DocFormat, Message
 from assembly.reading import MarksMemo, detect_format, read_parsed
 from assembly.rope import Rope, Text
 from assembly.syntax import (
-    EOF,
     MAX_JSON_TOKENS,
     MAX_TOP_ITEMS,
     JsonParser,
@@ -452,10 +451,10 @@ def _reparse_one(
         or new_node is None
         or not new_node.is_object
         or new_node.range != type(node.range)(node.range.start, len(source))
-        or parser._peek()[0] != EOF
+        or not parser.at_end()
     ):
         return None
-    return replace_message(prev, fmt, k, index, new_node, delta, len(parser.toks))
+    return replace_message(prev, fmt, k, index, new_node, delta, parser.tokens)
 
 
 def replace_message(
@@ -617,7 +616,7 @@ def _reparse_member(
         or parsed.kind != value.kind
         or parsed.range.start != 0
         or parsed.range.end != len(source)
-        or parser._peek()[0] != EOF
+        or not parser.at_end()
     ):
         return None
     new_value = absolute(parsed, start)
@@ -646,7 +645,7 @@ def _reparse_member(
         length=prev.length + delta,
         **fields,
     )
-    _carry(prev, res, (), (), None, len(parser.toks))
+    _carry(prev, res, (), (), None, parser.tokens)
     return res
 
 

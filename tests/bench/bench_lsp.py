@@ -17,6 +17,9 @@ versions of the burst were published); and the server process's peak RSS (VmHWM)
 
     python tests/bench/bench_lsp.py [--edits 30] [--hovers 100] [--burst 30] [--sizes 1,10]
 
+``--root`` (another checkout, e.g. the starting commit) runs its server too, in the same
+run, for a before/after pair.
+
 ``--kinds`` measures instead, for the promptls server only (``--root``: the checkout whose
 ``server`` runs, e.g. another worktree, for a before/after pair run back to back), every
 edit kind on every format (JSON, JSON Lines, YAML) and size: typing inside a message, typing
@@ -139,10 +142,10 @@ def main() -> int:
     corpus.mkdir(parents=True, exist_ok=True)
     trivial = work / "trivial_server.py"
     trivial.write_text(TRIVIAL_SERVER, encoding="utf-8")
-    servers = {
-        "promptls": [sys.executable, "-m", "server"],
-        "trivial pygls": [sys.executable, str(trivial)],
-    }
+    servers = {"promptls": ([sys.executable, "-m", "server"], ROOT)}
+    if args.root.resolve() != ROOT:  # a before/after pair in the same run
+        servers[f"promptls@{args.root.name}"] = ([sys.executable, "-m", "server"], args.root)
+    servers["trivial pygls"] = ([sys.executable, str(trivial)], ROOT)
     print(f"{os.cpu_count()} cores; python {sys.version.split()[0]}; work dir {work}")
     if args.kinds:
         return _kinds_main(args, corpus)
@@ -150,8 +153,8 @@ def main() -> int:
     for mb in (int(s) for s in args.sizes.split(",")):
         doc = _generate(corpus, mb)
         print(f"{doc.name}: {doc.stat().st_size:,} bytes")
-        for name, command in servers.items():
-            res = _run(name, command, doc, f"{mb} MB", args)
+        for name, (command, cwd) in servers.items():
+            res = _run(name, command, cwd, doc, f"{mb} MB", args)
             results.append(res)
             print(f"  {name}: done", flush=True)
     _print_table(results)
@@ -506,11 +509,14 @@ def _start(rpc: Rpc, doc: Path, text: str, language: str) -> float:
     return got - sent
 
 
-def _run(name: str, command: list[str], doc: Path, size: str, args: argparse.Namespace) -> Result:
+def _run(
+    name: str, command: list[str], cwd: Path, doc: Path, size: str, args: argparse.Namespace
+) -> Result:
     res = Result(name, size)
     text = doc.read_text(encoding="utf-8")
     uri = doc.as_uri()
-    rpc = Rpc(command, ROOT, doc.parent / f"{doc.stem}-{name.replace(' ', '-')}.stderr.log")
+    log = doc.parent / f"{doc.stem}-{name.replace(' ', '-').replace('@', '-')}.stderr.log"
+    rpc = Rpc(command, cwd, log)
     try:
         res.open_s = _start(rpc, doc, text, "json")
         version = 1
