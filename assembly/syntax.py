@@ -69,17 +69,14 @@ class Member:
         return f"Member(key={self.key!r}, key_range={self.key_range!r}, value={self.value!r})"
 
 
-# An object with fewer members than this is searched in order; a larger one gets a table.
-_INDEXED = 4
-
-
 class SNode:
     """A value of the source tree.
 
     ``value`` holds the Python value of a scalar (str, int, float, bool or None); containers
     keep their children in ``items`` (arrays) or ``members`` (objects, in source order).
     Immutable by convention, like ``Member`` (the only state set later is the table of an
-    object's keys, made on first look-up); compared by identity.
+    object's keys, made on its first look-up: a reader looks up a dozen keys per message);
+    compared by identity.
     """
 
     __slots__ = ("_keys", "error_counts", "items", "kind", "members", "range", "starts", "value")
@@ -117,20 +114,20 @@ class SNode:
 
     def get(self, key: str) -> SNode | None:
         """Return the value of ``key`` (the last one when a key repeats)."""
-        m = self.member(key)
+        keys = self._keys
+        if keys is None:
+            if not self.members:
+                return None
+            keys = self._keys = {m.key: m for m in self.members}
+        m = keys.get(key)
         return None if m is None else m.value
 
     def member(self, key: str) -> Member | None:
         keys = self._keys
         if keys is None:
-            members = self.members
-            if len(members) < _INDEXED:
-                res = None
-                for m in members:
-                    if m.key == key:
-                        res = m
-                return res
-            keys = self._keys = {m.key: m for m in members}
+            if not self.members:
+                return None
+            keys = self._keys = {m.key: m for m in self.members}
         return keys.get(key)
 
     @property
