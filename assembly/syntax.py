@@ -888,16 +888,25 @@ class JsonParser:
     ) -> SNode:
         """The members of an object after its opening brace (at ``start``) from the current
         position on (``after``: the value of the last member in ``members`` was just read;
-        resumes a parse there)."""
+        resumes a parse there).
+
+        The common steps (a key the C scanner reads, its colon, a string value, the comma
+        or brace after it) are taken here without a call each; anything else goes through
+        ``_value``, ``_string`` and ``_after_value``, which read the same grammar.
+        """
         if after is not None:
             self._after_value(after, "}")
         text = self.text
         ws = _WS.match
+        scan = self.scan
+        shift = self.shift
+        comma = -1  # where the comma just read after a member is
         while True:
             p = self.pos
-            if p < self.end and text[p] in _WS_CHARS:
-                p = self.pos = ws(text, p, self.end).end()
-            if p >= self.end or self.count >= MAX_JSON_TOKENS:
+            end = self.end
+            if p < end and text[p] in _WS_CHARS:
+                p = self.pos = ws(text, p, end).end()
+            if p >= end or self.count >= MAX_JSON_TOKENS:
                 p = self._skip()  # the end, or the token limit (which ends the text there)
                 if p >= self.end:
                     if self.window is not None:
@@ -909,29 +918,41 @@ class JsonParser:
                         "object", self._range(start, self.last_end), members=tuple(members)
                     )
             c = text[p]
+            if c == "}":
+                if comma != -1:
+                    self._error("trailing comma", comma, comma + 1)
+                self._punct(p)
+                return SNode("object", self._range(start, p + 1), members=tuple(members))
+            comma = -1
             if c == '"':
-                kind, raw, _, e, key = self._string(p)
+                e = -1
+                if scan.strict:
+                    try:
+                        key, e = _scanstring(text, p + 1, True)
+                    except ValueError:
+                        e = -1  # (``_string`` reads it again, and stops using the C scanner)
+                if e == -1 or e > end or (not key.isascii() and text.find("\\u", p, e) != -1):
+                    kind, raw, _, e, key = self._string(p)
+                    if kind != _STRING:
+                        self._take((kind, raw, p, e, None))
+                        self._error(raw, p, e)
+                        continue
                 self.pos = self.last_end = e
                 self.count += 1
                 self.last_raw = ""
-                if kind != _STRING:
-                    self._error(raw, p, e)
-                    continue
                 b = self.base
                 if b is None:
-                    key_range: Span = TextRange(p + self.shift, e + self.shift)
+                    key_range: Span = TextRange(p + shift, e + shift)
                 else:
                     key_range = RelRange(p - b, e - b)
                 if key in keys:
-                    self.errors.append(
-                        _duplicate_key(key, TextRange(p + self.shift, e + self.shift))
-                    )
+                    self.errors.append(_duplicate_key(key, TextRange(p + shift, e + shift)))
                 else:
                     keys.add(key)
                 q = e
-                if q < self.end and text[q] in _WS_CHARS:
-                    q = self.pos = ws(text, q, self.end).end()
-                if q < self.end and text[q] == ":" and self.count < MAX_JSON_TOKENS:
+                if q < end and text[q] in _WS_CHARS:
+                    q = self.pos = ws(text, q, end).end()
+                if q < end and text[q] == ":" and self.count < MAX_JSON_TOKENS:
                     self.pos = self.last_end = q + 1
                     self.count += 1
                     self.last_raw = ":"
@@ -942,16 +963,50 @@ class JsonParser:
                         if text[q] == ",":
                             self._punct(q)
                         continue
-                self.holder_next = depth == 0 and key == "messages"
-                value = self._value(depth + 1)
-                self.holder_next = False
+                # The value: a string here, anything else through ``_value``.
+                q = self.pos
+                end = self.end
+                if q < end and text[q] in _WS_CHARS:
+                    q = self.pos = ws(text, q, end).end()
+                e = -1
+                if q < end and text[q] == '"' and self.count < MAX_JSON_TOKENS and scan.strict:
+                    try:
+                        decoded, e = _scanstring(text, q + 1, True)
+                    except ValueError:
+                        e = -1
+                    if e > end or (
+                        e != -1 and not decoded.isascii() and text.find("\\u", q, e) != -1
+                    ):
+                        e = -1
+                value: SNode | None
+                if e != -1:
+                    self.pos = self.last_end = e
+                    self.count += 1
+                    self.last_raw = ""
+                    if b is None:
+                        value = SNode("string", TextRange(q + shift, e + shift), decoded)
+                    else:
+                        value = SNode("string", RelRange(q - b, e - b), decoded)
+                else:
+                    self.holder_next = depth == 0 and key == "messages"
+                    value = self._value(depth + 1)
+                    self.holder_next = False
                 if value is not None:
                     members.append(Member(key, key_range, value))
-                self._after_value(value, "}")
+                # What follows: a comma or the closing brace here, anything else in
+                # ``_after_value``.
+                q = self.pos
+                end = self.end
+                if q < end and text[q] in _WS_CHARS:
+                    q = self.pos = ws(text, q, end).end()
+                if q < end and text[q] == "," and self.count < MAX_JSON_TOKENS:
+                    self.pos = self.last_end = q + 1
+                    self.count += 1
+                    self.last_raw = ","
+                    comma = q
+                elif q >= end or text[q] != "}" or self.count >= MAX_JSON_TOKENS:
+                    self._after_value(value, "}")
                 continue
-            if c == "}":
-                self._punct(p)
-                return SNode("object", self._range(start, p + 1), members=tuple(members))
             if c == ",":
                 self._punct(p)
                 self._error("unexpected `,`", p, p + 1)
