@@ -930,7 +930,7 @@ class JsonParser:
                     try:
                         key, e = _scanstring(text, p + 1, True)
                     except ValueError:
-                        e = -1  # (``_string`` reads it again, and stops using the C scanner)
+                        scan.strict = False  # (``_string`` reads it with the regexes)
                 if e == -1 or e > end or (not key.isascii() and text.find("\\u", p, e) != -1):
                     kind, raw, _, e, key = self._string(p)
                     if kind != _STRING:
@@ -973,7 +973,7 @@ class JsonParser:
                     try:
                         decoded, e = _scanstring(text, q + 1, True)
                     except ValueError:
-                        e = -1
+                        scan.strict = False  # (``_value`` reads it with the regexes)
                     if e > end or (
                         e != -1 and not decoded.isascii() and text.find("\\u", q, e) != -1
                     ):
