@@ -700,19 +700,24 @@ class Reader:
             msg = self._message(node, index)
         finally:
             self.base, log, self._log = 0, self._log, None
+        issues, rejected = self.issues, self.rejected_calls
         self.reads[id(node)] = _MessageRead(
             node,
             index if msg is None or msg.id == str(index) else None,
             msg,
             tuple(
                 (i.code, i.message, i.range.start - base, i.range.end - base, i.severity)
-                for i in self.issues[n_issues:]
-            ),
-            tuple(log),
+                for i in issues[n_issues:]
+            )
+            if len(issues) > n_issues
+            else (),
+            tuple(log) if log else (),
             tuple(
                 (r.id, r.range.start - base, r.range.end - base, r.reason)
-                for r in self.rejected_calls[n_rejected:]
-            ),
+                for r in rejected[n_rejected:]
+            )
+            if len(rejected) > n_rejected
+            else (),
         )
         return msg
 

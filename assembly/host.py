@@ -280,7 +280,7 @@ class AnalysisHost:
                 span = (edit.start, edit.old_end, edit.new_end)
             conv = reparse_conversation(previous.parsed, previous.text, text, fmt, span=span)
         if conv is None:
-            conv = parse_conversation(str(text), fmt)
+            conv = parse_conversation(text, fmt)
         diags = list(inputs.diagnostics)
         if not inputs.unreadable:
             diags.extend(from_issues(conv.issues))

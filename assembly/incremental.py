@@ -61,7 +61,6 @@ from assembly.model import Conversation, DocFormat, Message
 from assembly.reading import MarksMemo, read_parsed
 from assembly.rope import Rope, Text
 from assembly.syntax import (
-    EOF,
     MAX_JSON_TOKENS,
     MAX_TOP_ITEMS,
     JsonParser,
@@ -634,10 +633,10 @@ def _reparse_one(
         or new_node is None
         or not new_node.is_object
         or new_node.range != type(node.range)(node.range.start, len(source))
-        or parser._peek()[0] != EOF
+        or not parser.at_end()
     ):
         return None
-    return replace_message(prev, fmt, k, index, new_node, delta, len(parser.toks))
+    return replace_message(prev, fmt, k, index, new_node, delta, parser.tokens)
 
 
 def replace_message(
@@ -830,7 +829,7 @@ def _reparse_member(
         or parsed.kind != value.kind
         or parsed.range.start != 0
         or parsed.range.end != len(source)
-        or parser._peek()[0] != EOF
+        or not parser.at_end()
     ):
         return None
     new_value = absolute(parsed, start)
@@ -859,7 +858,7 @@ def _reparse_member(
         length=prev.length + delta,
         **fields,
     )
-    _carry(prev, res, (), (), None, len(parser.toks))
+    _carry(prev, res, (), (), None, parser.tokens)
     return res
 
 

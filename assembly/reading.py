@@ -18,26 +18,35 @@ from assembly.formats.detect import NATIVE, Detection, SourceFormat, detect, mes
 from assembly.formats.responses import read_responses
 from assembly.formats.yamldoc import parse_yaml_conversation
 from assembly.model import Conversation, DocFormat, Issue
+from assembly.rope import Rope
 from assembly.syntax import ParsedData, SNode, absolute, parse_json, parse_jsonl
 from assembly.text import TextRange
 
 
-def parse_conversation(text: str, fmt: DocFormat) -> Conversation:
-    """Parse a conversation document; never raises on user input."""
-    if len(text) > MAX_DOCUMENT_CHARS:
+def parse_conversation(text: str | Rope, fmt: DocFormat) -> Conversation:
+    """Parse a conversation document; never raises on user input.
+
+    An editor's rope is joined here, and the joined text is let go before the tree is read
+    (the reader needs only the tree): at 10 MB with a few emoji it is a 40 MB ``str``.
+    """
+    length = len(text)
+    if length > MAX_DOCUMENT_CHARS:
         issue = Issue(
             "document-too-large",
-            f"document has {len(text):,} characters; the limit is {MAX_DOCUMENT_CHARS:,}",
+            f"document has {length:,} characters; the limit is {MAX_DOCUMENT_CHARS:,}",
             TextRange(0, 0),
         )
-        return Conversation(fmt, (), issues=(issue,), length=len(text))
+        return Conversation(fmt, (), issues=(issue,), length=length)
+    source = str(text)
+    del text  # (a rope hands its first ``str`` over: this is then the only reference)
     if fmt is DocFormat.JSON:
-        parsed = parse_json(text, messages=True)
+        parsed = parse_json(source, messages=True)
     elif fmt is DocFormat.YAML:
-        parsed = parse_yaml_conversation(text)
+        parsed = parse_yaml_conversation(source)
     else:
-        parsed = parse_jsonl(text, messages=True)
-    return read_parsed(parsed, fmt, len(text))
+        parsed = parse_jsonl(source, messages=True)
+    del source
+    return read_parsed(parsed, fmt, length)
 
 
 def read_parsed(

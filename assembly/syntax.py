@@ -51,51 +51,84 @@ _KNOWN_YAML_TAGS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class Member:
-    """One ``key: value`` pair of an object, with the key's own range."""
+    """One ``key: value`` pair of an object, with the key's own range.
 
-    key: str
-    key_range: Span
-    value: SNode
+    Immutable by convention (a plain class with slots: a parse makes tens of thousands,
+    and a frozen dataclass takes twice as long to build); compared by identity.
+    """
+
+    __slots__ = ("key", "key_range", "value")
+
+    def __init__(self, key: str, key_range: Span, value: SNode) -> None:
+        self.key = key
+        self.key_range = key_range
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Member(key={self.key!r}, key_range={self.key_range!r}, value={self.value!r})"
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class SNode:
     """A value of the source tree.
 
     ``value`` holds the Python value of a scalar (str, int, float, bool or None); containers
     keep their children in ``items`` (arrays) or ``members`` (objects, in source order).
+    Immutable by convention, like ``Member`` (the only state set later is the table of an
+    object's keys, made on its first look-up: a reader looks up a dozen keys per message);
+    compared by identity.
     """
 
-    kind: NodeKind
-    range: Span
-    value: Any = None
-    items: tuple[SNode, ...] = ()
-    members: tuple[Member, ...] = ()
-    # The list of messages (the top-level array, the top-level object's ``messages``, the
-    # lines of JSON Lines): each item's subtree is stored relative to the item's start
-    # (``RelRange``s), and ``starts`` gives those starts in this version of the text, so an
-    # item's subtree is shared by every version in which it did not change.
-    starts: tuple[int, ...] | None = None
-    # Of the message list: how many syntax errors the parse had found before each item
-    # (an incremental re-parse keeps those and parses again from an item on).
-    error_counts: tuple[int, ...] | None = None
+    __slots__ = ("_keys", "error_counts", "items", "kind", "members", "range", "starts", "value")
+
+    def __init__(
+        self,
+        kind: NodeKind,
+        range: Span,
+        value: Any = None,
+        items: tuple[SNode, ...] = (),
+        members: tuple[Member, ...] = (),
+        starts: tuple[int, ...] | None = None,
+        error_counts: tuple[int, ...] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.range = range
+        self.value = value
+        self.items = items
+        self.members = members
+        # The list of messages (the top-level array, the top-level object's ``messages``,
+        # the lines of JSON Lines): each item's subtree is stored relative to the item's
+        # start (``RelRange``s), and ``starts`` gives those starts in this version of the
+        # text, so an item's subtree is shared by every version in which it did not change.
+        self.starts = starts
+        # Of the message list: how many syntax errors the parse had found before each item
+        # (an incremental re-parse keeps those and parses again from an item on).
+        self.error_counts = error_counts
+        self._keys: dict[str, Member] | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"SNode(kind={self.kind!r}, range={self.range!r}, value={self.value!r}, "
+            f"items={self.items!r}, members={self.members!r})"
+        )
 
     def get(self, key: str) -> SNode | None:
         """Return the value of ``key`` (the last one when a key repeats)."""
-        res = None
-        for m in self.members:
-            if m.key == key:
-                res = m.value
-        return res
+        keys = self._keys
+        if keys is None:
+            if not self.members:
+                return None
+            keys = self._keys = {m.key: m for m in self.members}
+        m = keys.get(key)
+        return None if m is None else m.value
 
     def member(self, key: str) -> Member | None:
-        res = None
-        for m in self.members:
-            if m.key == key:
-                res = m
-        return res
+        keys = self._keys
+        if keys is None:
+            if not self.members:
+                return None
+            keys = self._keys = {m.key: m for m in self.members}
+        return keys.get(key)
 
     @property
     def is_object(self) -> bool:
@@ -286,9 +319,10 @@ def parse_json(text: str, *, messages: bool = False) -> ParsedData:
 
 def _parse_json(text: str, messages: bool) -> ParsedData:
     parser = JsonParser(text, 0, len(text), messages=messages)
-    lex_errors = len(parser.errors)
     root = parser.parse_document()
-    return ParsedData(root, tuple(parser.errors), tokens=len(parser.toks), lex_errors=lex_errors)
+    return ParsedData(
+        root, tuple(parser.errors), tokens=parser.tokens, lex_errors=parser.lex_errors
+    )
 
 
 def parse_jsonl(text: str, *, messages: bool = False) -> ParsedData:
@@ -327,8 +361,8 @@ def _parse_jsonl(text: str, messages: bool) -> ParsedData:
             break
         if text[start:end].strip():
             parser = JsonParser(text, start, end, start if messages else None, scan)
-            tokens += len(parser.toks)
             node = parser.parse_document(what="line")
+            tokens += parser.tokens
             spanning: tuple[SNode, int] | None = None
             if parser.errors and try_spanning:
                 spanning = _spanning_value(text, start, scan, messages)
@@ -369,7 +403,7 @@ def _spanning_value(text: str, start: int, scan: _Scan, messages: bool) -> tuple
     node = parser._value(0)
     if parser.errors or node is None:
         return None
-    end = parser.toks[parser.i - 1][3]
+    end = parser.last_end
     if "\n" not in text[i:end]:
         return None
     rest = text.find("\n", end)
@@ -541,6 +575,7 @@ def iter_nodes(node: SNode) -> Iterator[SNode]:
 # JSON
 
 _WS = re.compile(r"[ \t\r\n]*")
+_WS_CHARS = " \t\r\n"
 _LOOSE_STRING = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"')
 _SCALAR = re.compile(
     r"(?:(?P<n>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?![0-9A-Za-z_.])"
@@ -550,16 +585,26 @@ _UNTERMINATED = re.compile(r'"[^"\\\r\n]*(?:\\[^\r\n]?[^"\\\r\n]*)*')
 _BAREWORD = re.compile(r"[^ \t\r\n{}\[\]:,\"]+")
 _STRING, _PUNCT, _NUMBER, _LITERAL, EOF, _BAD = 1, 2, 3, 4, 5, 6
 _LITERALS = {"true": True, "false": False, "null": None}
+_OPEN = "{["
 
 
 class JsonParser:
-    """Recursive descent over regex tokens, with recovery.
+    """Recursive descent straight over the text, with recovery.
+
+    There is no token list: the parser looks at the next character after the whitespace
+    (``_skip``), handles punctuation itself and asks ``_lex`` for the other tokens (strings
+    go to the C string scanner of the ``json`` module, numbers and literals to one regex),
+    each read exactly once, when it is consumed. A token is one string, number, literal,
+    punctuation character or unreadable run; past ``MAX_JSON_TOKENS`` of them the rest of
+    the text is not read (``document-too-large``) and the parse ends there as at the end.
 
     Recovery: an unexpected token is reported and skipped; a missing comma is reported and
     assumed; unclosed containers are closed at the end of the input (one error at the
     opening bracket, unless nesting was already too deep: one error says it all then, where
     a 10,000-bracket text would flood the editor); a member whose value is missing gets no
-    value and is dropped, so consumers see only complete members.
+    value and is dropped, so consumers see only complete members. Errors are in text order;
+    ``lex_errors`` counts those found inside tokens (a string's control character, escape
+    or lone surrogate, and the token limit).
     """
 
     def __init__(
@@ -573,6 +618,8 @@ class JsonParser:
         messages: bool = False,
     ) -> None:
         self.text = text
+        self.pos = start  # where the next token (or the whitespace before it) starts
+        self.end = end  # the end of the text read (moved back to the token limit's place)
         # Ranges of nodes inside an item of the message list (the top-level array, or the
         # array that is the top-level object's ``messages``) are relative to that item's
         # start, ``base`` (``RelRange``s); None: outside such an item, ranges are absolute.
@@ -582,23 +629,127 @@ class JsonParser:
         self.window: int | None = None  # an incremental parse's window end (``_items``)
         self.shift = 0  # where ``text`` starts in the document (an incremental parse's window)
         self.holder_next = False  # the next array read is the top-level ``messages``
+        # Cut short (too deep, or at the token limit): what is left open is not the
+        # author's mistake.
         self.too_deep = False
         self.errors: list[SyntaxIssue] = []
-        self.toks = _tokenize(text, start, end, self.errors, scan or _Scan())
-        # Cut short at the token limit: what is left open is not the author's mistake.
-        self.too_deep = bool(self.errors) and self.errors[-1].code == "document-too-large"
-        self.i = 0
+        self.lex_errors = 0
+        self.scan = scan or _Scan()
+        self.count = 0  # tokens consumed
+        self.last_end = start  # where the last consumed token ends
+        self.last_raw = ""  # its character when it was punctuation
 
-    # Tokens: (kind, raw text, start, end, decoded value); a string's raw text is ""
-    # (``text[start:end]`` when needed): slicing every string would copy the document.
-    def _peek(self) -> tuple[int, str, int, int, Any]:
-        return self.toks[self.i]
+    @property
+    def tokens(self) -> int:
+        """The tokens read, the end of the text counting as one (as ``ParsedData.tokens``)."""
+        return self.count + 1
 
-    def _next(self) -> tuple[int, str, int, int, Any]:
-        tok = self.toks[self.i]
-        if tok[0] != EOF:
-            self.i += 1
-        return tok
+    def at_end(self) -> bool:
+        """Whether nothing but whitespace is left."""
+        return self._skip() >= self.end
+
+    # ------------------------------------------------------------------ the lexer
+
+    def _skip(self) -> int:
+        """Skip whitespace: where the next token starts, or ``end`` when none is left (the
+        token limit reached there ends the text)."""
+        p = self.pos
+        end = self.end
+        if p < end and self.text[p] in _WS_CHARS:
+            p = self.pos = _WS.match(self.text, p, end).end()
+        if p < end and self.count >= MAX_JSON_TOKENS:
+            msg = f"more than {MAX_JSON_TOKENS:,} JSON tokens: the rest of the text is not read"
+            self._lex_error(SyntaxIssue(msg, TextRange(p, p), code="document-too-large"))
+            self.end = p
+            self.too_deep = True
+        return p
+
+    def _punct(self, p: int) -> None:
+        """Consume the punctuation character at ``p``."""
+        self.pos = self.last_end = p + 1
+        self.count += 1
+        self.last_raw = self.text[p]
+
+    def _take(self, tok: tuple[int, str, int, int, Any]) -> None:
+        """Consume a token ``_lex`` read."""
+        self.pos = self.last_end = tok[3]
+        self.count += 1
+        self.last_raw = tok[1] if tok[0] == _PUNCT else ""
+
+    def _lex(self, p: int) -> tuple[int, str, int, int, Any]:
+        """The token at ``p`` (after ``_skip``, before ``end``): (kind, raw text, start,
+        end, decoded value); a string's raw text is "" (slicing every string would copy the
+        document). Problems inside a string are reported here: consume what this returns."""
+        text = self.text
+        c = text[p]
+        if c == '"':
+            return self._string(p)
+        if c in "{}[]:,":
+            return (_PUNCT, c, p, p + 1, None)
+        m = _SCALAR.match(text, p, self.end)
+        if m is not None:
+            kind = _NUMBER if m.lastindex == 1 else _LITERAL
+            return (kind, m.group(m.lastindex or 0), p, m.end(), None)
+        m = _BAREWORD.match(text, p, self.end)
+        stop = m.end() if m is not None else p + 1
+        return (_BAD, f"unexpected `{_clip(text[p:stop])}`", p, stop, None)
+
+    def _string(self, pos: int) -> tuple[int, str, int, int, Any]:
+        """The string token at ``pos``, decoded by the C scanner of the ``json`` module; one
+        that it rejects (an unterminated string, a raw control character) is re-read by the
+        tolerant regexes."""
+        text, end = self.text, self.end
+        stop = -1
+        if self.scan.strict:
+            try:
+                value, stop = _scanstring(text, pos + 1, True)
+            except ValueError:
+                self.scan.strict = False
+        if stop != -1 and stop <= end:
+            # No slice of the source per string: the value is what is read; the raw text is
+            # sliced again only for a message about it.
+            if (
+                not value.isascii()  # (known without reading it; surrogates are not ASCII)
+                and text.find("\\u", pos, stop) != -1
+                and _SURROGATE.search(value) is not None
+            ):
+                value = self._surrogates(text[pos:stop], value, pos)
+            return (_STRING, "", pos, stop, value)
+        m = _LOOSE_STRING.match(text, pos, end)
+        if m is None:
+            m = _UNTERMINATED.match(text, pos, end)
+            assert m is not None
+            return (_BAD, "unterminated string", pos, m.end(), None)
+        stop = m.end()
+        raw = text[pos:stop]
+        value = _decode_string(raw)
+        ctrl = _CONTROL.search(raw)
+        if ctrl is not None:
+            self._lex_error(_control_character(raw, ctrl, pos))
+        bad = _bad_escape(raw)
+        if bad is not None:
+            at = pos + bad.start()
+            msg = f"invalid escape `{_clip(bad.group())}` in a string"
+            self._lex_error(SyntaxIssue(msg, TextRange(at, at + len(bad.group()))))
+        if _SURROGATE.search(value) is not None:
+            value = self._surrogates(raw, value, pos)
+        return (_STRING, "", pos, stop, value)
+
+    def _surrogates(self, raw: str, value: str, pos: int) -> str:
+        found: list[SyntaxIssue] = []
+        value = _replace_surrogates(raw, value, pos, found)
+        for issue in found:
+            self._lex_error(issue)
+        return value
+
+    def _lex_error(self, issue: SyntaxIssue) -> None:
+        self.lex_errors += 1
+        if self.shift:
+            rng = issue.range.shift(self.shift)
+            issue = SyntaxIssue(issue.message, rng, issue.code, issue.severity)
+        self.errors.append(issue)
+
+    # ----------------------------------------------------------------- the parser
 
     def _range(self, start: int, end: int) -> Span:
         b = self.base
@@ -611,23 +762,25 @@ class JsonParser:
         self.errors.append(SyntaxIssue(message, TextRange(s, max(s, end + self.shift))))
 
     def parse_document(self, what: str = "document") -> SNode | None:
-        tok = self._peek()
-        if tok[0] == EOF:
+        p = self._skip()
+        if p >= self.end:
             if what == "document":
-                self._error("empty document: expected a JSON object or array", tok[2], tok[2])
+                self._error("empty document: expected a JSON object or array", p, p)
             return None
         node = self._value(0)
         self._trailing(what)
         return node
 
     def _trailing(self, what: str) -> None:
-        tok = self._peek()
-        while tok[0] != EOF:
-            self._error(f"unexpected content after the end of the {what}", tok[2], tok[3])
-            self._next()
-            if tok[0] == _PUNCT and tok[1] in "{[":
+        while True:
+            p = self._skip()
+            if p >= self.end:
+                return
+            tok = self._lex(p)
+            self._take(tok)
+            self._error(f"unexpected content after the end of the {what}", p, tok[3])
+            if tok[1] in _OPEN and tok[0] == _PUNCT:
                 self._skip_container()
-            tok = self._peek()
 
     def parse_messages_from(
         self, depth: int, keys: set[str] | None, list_start: int, doc_start: int
@@ -647,68 +800,83 @@ class JsonParser:
     def _skip_to_close(self) -> None:
         """Skip the items left in the array being read, up to its closing bracket."""
         depth = 0
+        text = self.text
         while True:
-            tok = self._peek()
-            if tok[0] == EOF:
+            p = self._skip()
+            if p >= self.end:
                 return
-            if tok[0] == _PUNCT:
-                if tok[1] in "{[":
-                    depth += 1
-                elif tok[1] in "}]":
-                    if depth == 0:
-                        return
-                    depth -= 1
-            self.i += 1
+            c = text[p]
+            if c in "{[":
+                depth += 1
+            elif c in "}]":
+                if depth == 0:
+                    return
+                depth -= 1
+            elif c not in ",:":
+                self._take(self._lex(p))
+                continue
+            self._punct(p)
 
     def _skip_container(self) -> None:
         """Skip to the bracket closing the one just read (any kind: this is recovery)."""
         self._skip_to_close()
-        if self._peek()[0] != EOF:
-            self.i += 1  # the closing bracket
+        p = self._skip()
+        if p < self.end:
+            self._punct(p)  # the closing bracket
 
     def _value(self, depth: int) -> SNode | None:
-        tok = self._peek()
-        kind, raw, start, end, decoded = tok
-        if kind == _STRING:
-            self.i += 1
-            b = self.base
-            if b is None:
-                return SNode("string", TextRange(start + self.shift, end + self.shift), decoded)
-            return SNode("string", RelRange(start - b, end - b), decoded)
+        text = self.text
+        p = self.pos
+        if p < self.end and text[p] in _WS_CHARS:
+            p = self.pos = _WS.match(text, p, self.end).end()
+        if p >= self.end or self.count >= MAX_JSON_TOKENS:
+            p = self._skip()  # the end, or the token limit (which ends the text there)
+            if p >= self.end:
+                if self.window is not None:
+                    raise _NoResync
+                self._error("expected a value", p, p)
+                return None
+        c = text[p]
+        if c == '"':
+            kind, raw, _, e, decoded = self._string(p)
+            self.pos = self.last_end = e
+            self.count += 1
+            self.last_raw = ""
+            if kind == _STRING:
+                b = self.base
+                if b is None:
+                    return SNode("string", TextRange(p + self.shift, e + self.shift), decoded)
+                return SNode("string", RelRange(p - b, e - b), decoded)
+            self._error(raw, p, e)
+            return None
+        if c in _OPEN:
+            if depth >= MAX_DEPTH:
+                self._error(f"nesting deeper than {MAX_DEPTH} levels", p, p + 1)
+                self.too_deep = True
+                self._punct(p)
+                self._skip_container()
+                return None
+            self._punct(p)
+            if c == "{":
+                return self._members(depth, p, [], set(), None)
+            return self._array(depth, p)
+        tok = self._lex(p)
+        kind, raw, start, end, _ = tok
+        if kind == _PUNCT:  # a closing bracket, a colon or a comma: left to the container
+            self._error(f"expected a value, found `{raw}`", start, end)
+            return None
+        self._take(tok)
         if kind == _NUMBER:
-            self.i += 1
             if len(raw) > MAX_NUMBER_CHARS:
                 msg = f"a number of {len(raw):,} characters; the limit is {MAX_NUMBER_CHARS}"
                 self._error(msg, start, end)
                 return None
             return SNode("number", self._range(start, end), _decode_number(raw))
         if kind == _LITERAL:
-            self._next()
             value = _LITERALS[raw]
             return SNode("null" if value is None else "bool", self._range(start, end), value)
-        if kind == _PUNCT and raw in "{[":
-            if depth >= MAX_DEPTH:
-                self._error(f"nesting deeper than {MAX_DEPTH} levels", start, end)
-                self.too_deep = True
-                self._next()
-                self._skip_container()
-                return None
-            return self._object(depth) if raw == "{" else self._array(depth)
-        if kind == _BAD:
-            self._next()
-            self._error(raw, start, end)
-            return None
-        if kind == EOF:
-            if self.window is not None:
-                raise _NoResync
-            self._error("expected a value", start, start)
-            return None
-        self._error(f"expected a value, found `{raw}`", start, end)
+        self._error(raw, start, end)  # _BAD
         return None
-
-    def _object(self, depth: int) -> SNode:
-        open_tok = self._next()
-        return self._members(depth, open_tok[2], [], set(), None)
 
     def _members(
         self,
@@ -718,87 +886,171 @@ class JsonParser:
         keys: set[str],
         after: SNode | None,
     ) -> SNode:
-        """The members of an object from the current token on (``after``: the value of
-        the last member in ``members`` was just read; resumes a parse there)."""
+        """The members of an object after its opening brace (at ``start``) from the current
+        position on (``after``: the value of the last member in ``members`` was just read;
+        resumes a parse there).
+
+        The common steps (a key the C scanner reads, its colon, a string value, the comma
+        or brace after it) are taken here without a call each; anything else goes through
+        ``_value``, ``_string`` and ``_after_value``, which read the same grammar.
+        """
         if after is not None:
             self._after_value(after, "}")
+        text = self.text
+        ws = _WS.match
+        scan = self.scan
+        shift = self.shift
+        comma = -1  # where the comma just read after a member is
         while True:
-            tok = self._peek()
-            kind, raw, s, e, decoded = tok
-            if kind == _PUNCT and raw == "}":
-                self._next()
-                return SNode("object", self._range(start, e), members=tuple(members))
-            if kind == EOF:
-                if self.window is not None:
-                    raise _NoResync
-                if not self.too_deep:
-                    self._error("unclosed object: expected `}`", start, start + 1)
-                # It ends with the last token read, not with the whitespace before the EOF.
-                return SNode(
-                    "object", self._range(start, self.toks[self.i - 1][3]), members=tuple(members)
-                )
-            if kind == _PUNCT and raw == ",":
-                self._next()
-                self._error("unexpected `,`", s, e)
-                continue
-            if kind == _PUNCT and raw == "]":
-                self._next()
-                self._error("unexpected `]` in an object", s, e)
-                continue
-            if kind != _STRING:
-                if kind == _BAD:
-                    self._next()
-                    self._error(raw, s, e)
-                elif kind == _PUNCT and raw in "{[":
-                    self._error("expected a property name in double quotes", s, e)
-                    self._next()
-                    self._skip_container()
+            p = self.pos
+            end = self.end
+            if p < end and text[p] in _WS_CHARS:
+                p = self.pos = ws(text, p, end).end()
+            if p >= end or self.count >= MAX_JSON_TOKENS:
+                p = self._skip()  # the end, or the token limit (which ends the text there)
+                if p >= self.end:
+                    if self.window is not None:
+                        raise _NoResync
+                    if not self.too_deep:
+                        self._error("unclosed object: expected `}`", start, start + 1)
+                    # It ends with the last token read, not with the whitespace before the end.
+                    return SNode(
+                        "object", self._range(start, self.last_end), members=tuple(members)
+                    )
+            c = text[p]
+            if c == "}":
+                if comma != -1:
+                    self._error("trailing comma", comma, comma + 1)
+                self._punct(p)
+                return SNode("object", self._range(start, p + 1), members=tuple(members))
+            comma = -1
+            if c == '"':
+                e = -1
+                if scan.strict:
+                    try:
+                        key, e = _scanstring(text, p + 1, True)
+                    except ValueError:
+                        scan.strict = False  # (``_string`` reads it with the regexes)
+                if e == -1 or e > end or (not key.isascii() and text.find("\\u", p, e) != -1):
+                    kind, raw, _, e, key = self._string(p)
+                    if kind != _STRING:
+                        self._take((kind, raw, p, e, None))
+                        self._error(raw, p, e)
+                        continue
+                self.pos = self.last_end = e
+                self.count += 1
+                self.last_raw = ""
+                b = self.base
+                if b is None:
+                    key_range: Span = TextRange(p + shift, e + shift)
                 else:
-                    self._next()
-                    self._error(f"expected a property name in double quotes, found `{raw}`", s, e)
+                    key_range = RelRange(p - b, e - b)
+                if key in keys:
+                    self.errors.append(_duplicate_key(key, TextRange(p + shift, e + shift)))
+                else:
+                    keys.add(key)
+                q = e
+                if q < end and text[q] in _WS_CHARS:
+                    q = self.pos = ws(text, q, end).end()
+                if q < end and text[q] == ":" and self.count < MAX_JSON_TOKENS:
+                    self.pos = self.last_end = q + 1
+                    self.count += 1
+                    self.last_raw = ":"
+                else:
+                    q = self._skip()
+                    self._error(f"expected `:` after property name {text[p:e]}", e, e)
+                    if q < self.end and text[q] in ",}":
+                        if text[q] == ",":
+                            self._punct(q)
+                        continue
+                # The value: a string here, anything else through ``_value``.
+                q = self.pos
+                end = self.end
+                if q < end and text[q] in _WS_CHARS:
+                    q = self.pos = ws(text, q, end).end()
+                e = -1
+                if q < end and text[q] == '"' and self.count < MAX_JSON_TOKENS and scan.strict:
+                    try:
+                        decoded, e = _scanstring(text, q + 1, True)
+                    except ValueError:
+                        scan.strict = False  # (``_value`` reads it with the regexes)
+                    if e > end or (
+                        e != -1 and not decoded.isascii() and text.find("\\u", q, e) != -1
+                    ):
+                        e = -1
+                value: SNode | None
+                if e != -1:
+                    self.pos = self.last_end = e
+                    self.count += 1
+                    self.last_raw = ""
+                    if b is None:
+                        value = SNode("string", TextRange(q + shift, e + shift), decoded)
+                    else:
+                        value = SNode("string", RelRange(q - b, e - b), decoded)
+                else:
+                    self.holder_next = depth == 0 and key == "messages"
+                    value = self._value(depth + 1)
+                    self.holder_next = False
+                if value is not None:
+                    members.append(Member(key, key_range, value))
+                # What follows: a comma or the closing brace here, anything else in
+                # ``_after_value``.
+                q = self.pos
+                end = self.end
+                if q < end and text[q] in _WS_CHARS:
+                    q = self.pos = ws(text, q, end).end()
+                if q < end and text[q] == "," and self.count < MAX_JSON_TOKENS:
+                    self.pos = self.last_end = q + 1
+                    self.count += 1
+                    self.last_raw = ","
+                    comma = q
+                elif q >= end or text[q] != "}" or self.count >= MAX_JSON_TOKENS:
+                    self._after_value(value, "}")
                 continue
-            self.i += 1
-            key = decoded
-            key_range = self._range(s, e)
-            if key in keys:
-                self.errors.append(_duplicate_key(key, TextRange(s + self.shift, e + self.shift)))
+            if c == ",":
+                self._punct(p)
+                self._error("unexpected `,`", p, p + 1)
+                continue
+            if c == "]":
+                self._punct(p)
+                self._error("unexpected `]` in an object", p, p + 1)
+                continue
+            if c in _OPEN:
+                self._error("expected a property name in double quotes", p, p + 1)
+                self._punct(p)
+                self._skip_container()
+                continue
+            tok = self._lex(p)
+            self._take(tok)
+            kind, raw, s, e, _ = tok
+            if kind == _BAD:
+                self._error(raw, s, e)
             else:
-                keys.add(key)
-            tok = self._peek()
-            if tok[0] == _PUNCT and tok[1] == ":":
-                self._next()
-            else:
-                self._error(f"expected `:` after property name {self.text[s:e]}", e, e)
-                if tok[0] == _PUNCT and tok[1] in ",}":
-                    if tok[1] == ",":
-                        self._next()
-                    continue
-            self.holder_next = depth == 0 and key == "messages"
-            value = self._value(depth + 1)
-            self.holder_next = False
-            if value is not None:
-                members.append(Member(key, key_range, value))
-            self._after_value(value, "}")
+                self._error(f"expected a property name in double quotes, found `{raw}`", s, e)
 
     def _after_value(self, value: SNode | None, close: str) -> None:
         """What may follow an object's member or an array's item: a comma (not trailing)
         or the container's ``close``; anything else is reported where the comma belongs."""
-        tok = self._peek()
-        if tok[0] == _PUNCT and tok[1] == ",":
-            self._next()
-            nxt = self._peek()
-            if nxt[0] == _PUNCT and nxt[1] == close:
-                self._error("trailing comma", tok[2], tok[3])
-        elif (tok[0] == _PUNCT and tok[1] == close) or tok[0] == EOF:
-            return
-        else:
+        text = self.text
+        p = self.pos
+        if p < self.end and text[p] in _WS_CHARS:
+            p = self.pos = _WS.match(text, p, self.end).end()
+        if p >= self.end or self.count >= MAX_JSON_TOKENS:
+            p = self._skip()
+            if p >= self.end:
+                return
+        c = text[p]
+        if c == ",":
+            self._punct(p)
+            q = self._skip()
+            if q < self.end and text[q] == close:
+                self._error("trailing comma", p, p + 1)
+        elif c != close:
             # Where the comma belongs: right after the value, not over the whitespace.
-            at = self.toks[self.i - 1][3] if value else tok[2]
+            at = self.last_end if value else p
             self._error(f"expected `,` or `{close}`", at, at)
 
-    def _array(self, depth: int) -> SNode:
-        open_tok = self._next()
-        start = open_tok[2]
+    def _array(self, depth: int, start: int) -> SNode:
         # The message list: each item is read relative to its own start (see ``SNode.starts``).
         holder = self.messages and (depth == 0 or self.holder_next) and self.base is None
         self.holder_next = False
@@ -814,54 +1066,55 @@ class JsonParser:
         starts: list[int] | None,
         counts: list[int] | None,
     ) -> SNode:
-        """The items of an array from the current token on (resumes a parse there).
+        """The items of an array after its opening bracket (at ``start``) from the current
+        position on (resumes a parse there).
 
         For the message list, ``starts`` and ``counts`` (the number of errors before each
         item) grow with ``items``. In a window (``window``), reaching its end where the
         next item would start raises ``_Resync``; anywhere else, ``_NoResync``.
         """
+        text = self.text
         while True:
-            tok = self._peek()
-            kind, raw, s, e, _ = tok
-            if kind == _PUNCT and raw == "]":
-                self._next()
-                return SNode(
-                    "array",
-                    self._range(start, e),
-                    items=tuple(items),
-                    starts=_tup(starts),
-                    error_counts=_tup(counts),
-                )
-            if kind == EOF:
+            p = self._skip()
+            if p >= self.end:
                 if self.window is not None:
-                    prev = self.toks[self.i - 1] if self.i else None
-                    if starts is not None and prev is not None and prev[1] == ",":
+                    if starts is not None and self.count and self.last_raw == ",":
                         raise _Resync(items, starts, counts or [])
                     raise _NoResync
                 if not self.too_deep:
                     self._error("unclosed array: expected `]`", start, start + 1)
                 return SNode(
                     "array",
-                    self._range(start, self.toks[self.i - 1][3]),
+                    self._range(start, self.last_end),
                     items=tuple(items),
                     starts=_tup(starts),
                     error_counts=_tup(counts),
                 )
-            if kind == _PUNCT and raw in ",}:":
-                self._next()
-                self._error(f"unexpected `{raw}` in an array", s, e)
+            c = text[p]
+            if c == "]":
+                self._punct(p)
+                return SNode(
+                    "array",
+                    self._range(start, p + 1),
+                    items=tuple(items),
+                    starts=_tup(starts),
+                    error_counts=_tup(counts),
+                )
+            if c in ",}:":
+                self._punct(p)
+                self._error(f"unexpected `{c}` in an array", p, p + 1)
                 continue
             if depth <= 1 and self.base is None and len(items) > MAX_TOP_ITEMS:
                 # Past the message limit (reported by the reader): skip, build nothing.
                 self._skip_to_close()
                 continue
             if starts is not None:
-                self.base = s
+                self.base = p
                 n_errors = len(self.errors)
                 value = self._value(depth + 1)
                 self.base = None
                 if value is not None:
-                    starts.append(s + self.shift)
+                    starts.append(p + self.shift)
                     counts.append(n_errors)  # type: ignore[union-attr]
             else:
                 value = self._value(depth + 1)
@@ -915,36 +1168,35 @@ def parse_messages(
     is the document). With ``window``, ``text`` must end exactly where an unchanged item
     starts (else None); without, it runs to the end of the document."""
     parser = JsonParser(text, 0, len(text), messages=True)
-    if parser.errors:
-        return None  # the tokenizer's findings come first in a whole parse: parse it all
     parser.shift = at
-    parser.errors = [
-        SyntaxIssue(e.message, e.range.shift(at), e.code, e.severity) for e in parser.errors
-    ]
     list_start, doc_start = starts[0] - at, starts[1] - at
     if window:
         parser.window = len(text)
         try:
             parser.parse_messages_from(depth, keys, list_start, doc_start)
         except _Resync as done:
+            if parser.lex_errors:
+                return None  # findings inside tokens: the whole parse says where they go
             return MessagesParse(
                 tuple(done.items),
                 tuple(done.starts),
                 tuple(done.counts),
                 tuple(parser.errors),
-                len(parser.toks),
+                parser.tokens,
                 True,
             )
         except _NoResync:
             return None
         return None
     holder, rest = parser.parse_messages_from(depth, keys, list_start, doc_start)
+    if parser.lex_errors:
+        return None  # findings inside tokens: the whole parse says where they go
     return MessagesParse(
         holder.items,
         holder.starts or (),
         holder.error_counts or (),
         tuple(parser.errors),
-        len(parser.toks),
+        parser.tokens,
         False,
         holder,
         rest,
@@ -967,84 +1219,6 @@ class _Scan:
 
     def __init__(self) -> None:
         self.strict = True
-
-
-def _tokenize(
-    text: str, pos: int, end: int, errors: list[SyntaxIssue], scan: _Scan
-) -> list[tuple[int, str, int, int, Any]]:
-    """Split ``text[pos:end]`` into tokens; the last one is always ``EOF``.
-
-    Strings are decoded by the C scanner of the ``json`` module; one that it rejects (an
-    unterminated string, a raw control character) is re-read by the tolerant regexes.
-    Problems inside a string (a raw control character, a lone surrogate escape) and the
-    token limit go to ``errors``; after ``MAX_JSON_TOKENS`` tokens the rest is not read.
-    """
-    toks: list[tuple[int, str, int, int, Any]] = []
-    append = toks.append
-    ws = _WS.match
-    scalar = _SCALAR.match
-    limit = MAX_JSON_TOKENS
-    while True:
-        pos = ws(text, pos, end).end()
-        if pos >= end:
-            append((EOF, "", end, end, None))
-            return toks
-        if len(toks) >= limit:
-            msg = f"more than {limit:,} JSON tokens: the rest of the text is not read"
-            errors.append(SyntaxIssue(msg, TextRange(pos, pos), code="document-too-large"))
-            append((EOF, "", pos, pos, None))
-            return toks
-        c = text[pos]
-        if c == '"':
-            stop = -1
-            if scan.strict:
-                try:
-                    value, stop = _scanstring(text, pos + 1, True)
-                except ValueError:
-                    scan.strict = False
-            if stop == -1 or stop > end:
-                m = _LOOSE_STRING.match(text, pos, end)
-                if m is not None:
-                    stop = m.end()
-                    raw = text[pos:stop]
-                    value = _decode_string(raw)
-                    ctrl = _CONTROL.search(raw)
-                    if ctrl is not None:
-                        errors.append(_control_character(raw, ctrl, pos))
-                    bad = _bad_escape(raw)
-                    if bad is not None:
-                        at = pos + bad.start()
-                        msg = f"invalid escape `{_clip(bad.group())}` in a string"
-                        errors.append(SyntaxIssue(msg, TextRange(at, at + len(bad.group()))))
-                    if _SURROGATE.search(value) is not None:
-                        value = _replace_surrogates(raw, value, pos, errors)
-                    append((_STRING, "", pos, stop, value))
-                else:
-                    m = _UNTERMINATED.match(text, pos, end)
-                    assert m is not None
-                    stop = m.end()
-                    append((_BAD, "unterminated string", pos, stop, None))
-            else:
-                # No slice of the source per string: the value is what is read; the raw
-                # text is sliced again only for a message about it (``_STRING``'s raw is "").
-                if text.find("\\u", pos, stop) != -1 and _SURROGATE.search(value) is not None:
-                    value = _replace_surrogates(text[pos:stop], value, pos, errors)
-                append((_STRING, "", pos, stop, value))
-            pos = stop
-        elif c in "{}[]:,":
-            append((_PUNCT, c, pos, pos + 1, None))
-            pos += 1
-        else:
-            m = scalar(text, pos, end)
-            if m is not None:
-                kind = _NUMBER if m.lastindex == 1 else _LITERAL
-                append((kind, m.group(m.lastindex or 0), pos, m.end(), None))
-                pos = m.end()
-            else:
-                m = _BAREWORD.match(text, pos, end)
-                stop = m.end() if m is not None else pos + 1
-                append((_BAD, f"unexpected `{_clip(text[pos:stop])}`", pos, stop, None))
-                pos = stop
 
 
 def _decode_string(raw: str) -> str:

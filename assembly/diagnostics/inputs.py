@@ -75,6 +75,10 @@ def shape_key(value: Any) -> Any:
         return tuple(shape_key(v) for v in value)
     if isinstance(value, MessageShape):
         return value.key
+    if isinstance(value, SNode):  # (plain classes, not dataclasses: their fields here)
+        return ("SNode", *(shape_key(getattr(value, n)) for n in _SNODE_FIELDS))
+    if isinstance(value, Member):
+        return ("Member", *(shape_key(getattr(value, n)) for n in ("key", "key_range", "value")))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return (
             type(value).__name__,
@@ -90,6 +94,8 @@ def shape_key(value: Any) -> Any:
 
 
 _POSITIONS = frozenset({"starts"})  # a conversation's table of message starts
+# A source node's fields as compared (its table of item starts is positions too).
+_SNODE_FIELDS = ("kind", "range", "value", "items", "members", "error_counts")
 _MESSAGE_FIELDS = tuple(
     f.name for f in dataclasses.fields(Message) if f.name not in ("content", "files")
 )

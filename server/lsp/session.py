@@ -37,11 +37,14 @@ from pygls.uris import to_fs_path
 from assembly.diagnostics import from_exception
 from assembly.host import Analysis, AnalysisHost, DocKind, Edit, PromptAnalysis, kind_of
 from assembly.rope import Rope
+from assembly.settings import resolve_settings
+from server.config import editor_layer
 from server.lsp.capabilities import ResolvedCapabilities
 from server.lsp.convert import TextMap
 from server.lsp.scheduler import Scheduler, moved
 from server.lsp.state import DocState, Snapshot
 from server.lsp.watch import Watcher
+from server.tokenizers import load_tokenizer
 from server.workspace import analyze, analyze_prompt, find_root
 
 log = logging.getLogger(__name__)
@@ -314,6 +317,18 @@ class Session:
                 said = True
                 res.update(t.name for t in conv.tools)
         return frozenset(res) if said else None
+
+    def warm_up(self) -> None:
+        """Load the tokenizer the editor's settings ask for before a document needs it (on
+        a thread of its own after ``initialized``): loading ``o200k_base`` costs about
+        0.08 s of CPU and 0.25 s of wall time, which the first open would otherwise wait
+        for. A document asking for another encoding loads that one as before; a failure
+        here only costs the first open that time."""
+        try:
+            settings = resolve_settings([editor_layer(self.settings)])[0]
+            load_tokenizer(settings.encoding, model=settings.model)
+        except Exception:  # never a reason to fail: the analysis loads it, or says why not
+            log.exception("loading the tokenizer ahead of the first document failed")
 
     def analyze_now(self, doc: DocState, edit: Edit | None = None) -> Snapshot:
         """Analyse ``doc`` (on the worker thread); ``edit``: the change since the document's

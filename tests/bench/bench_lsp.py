@@ -17,6 +17,9 @@ versions of the burst were published); and the server process's peak RSS (VmHWM)
 
     python tests/bench/bench_lsp.py [--edits 30] [--hovers 100] [--burst 30] [--sizes 1,10]
 
+``--root`` (another checkout, e.g. the starting commit) runs its server too, in the same
+run, for a before/after pair.
+
 ``--kinds`` measures instead, for the promptls server only (``--root``: the checkout whose
 ``server`` runs, e.g. another worktree, for a before/after pair run back to back), every
 edit kind on every format (JSON, JSON Lines, YAML) and size: typing inside a message, typing
@@ -106,6 +109,7 @@ class Result:
     server: str
     size: str
     open_s: float = 0.0
+    open_cpu_s: float = 0.0  # the server process's CPU time over the open (its children's not)
     edits_s: list[float] = field(default_factory=list)
     hovers_s: list[float] = field(default_factory=list)
     busy_hovers_s: list[float] = field(default_factory=list)
@@ -139,10 +143,10 @@ def main() -> int:
     corpus.mkdir(parents=True, exist_ok=True)
     trivial = work / "trivial_server.py"
     trivial.write_text(TRIVIAL_SERVER, encoding="utf-8")
-    servers = {
-        "promptls": [sys.executable, "-m", "server"],
-        "trivial pygls": [sys.executable, str(trivial)],
-    }
+    servers = {"promptls": ([sys.executable, "-m", "server"], ROOT)}
+    if args.root.resolve() != ROOT:  # a before/after pair in the same run
+        servers[f"promptls@{args.root.name}"] = ([sys.executable, "-m", "server"], args.root)
+    servers["trivial pygls"] = ([sys.executable, str(trivial)], ROOT)
     print(f"{os.cpu_count()} cores; python {sys.version.split()[0]}; work dir {work}")
     if args.kinds:
         return _kinds_main(args, corpus)
@@ -150,8 +154,8 @@ def main() -> int:
     for mb in (int(s) for s in args.sizes.split(",")):
         doc = _generate(corpus, mb)
         print(f"{doc.name}: {doc.stat().st_size:,} bytes")
-        for name, command in servers.items():
-            res = _run(name, command, doc, f"{mb} MB", args)
+        for name, (command, cwd) in servers.items():
+            res = _run(name, command, cwd, doc, f"{mb} MB", args)
             results.append(res)
             print(f"  {name}: done", flush=True)
     _print_table(results)
@@ -224,7 +228,7 @@ def _run_kinds(
     rpc = Rpc(command, root, doc.parent / f"{doc.stem}-{fmt}-kinds.stderr.log")
     res: list[tuple[str, list[float]]] = []
     try:
-        res.append(("open", [_start(rpc, doc, text, fmt)]))
+        res.append(("open", [_start(rpc, doc, text, fmt)[0]]))
         version = 1
         for kind, make in _KINDS:
             times: list[float] = []
@@ -483,9 +487,10 @@ class Rpc:
 # ---------------------------------------------------------------------------- a session
 
 
-def _start(rpc: Rpc, doc: Path, text: str, language: str) -> float:
+def _start(rpc: Rpc, doc: Path, text: str, language: str) -> tuple[float, float]:
     """Initialize the server with ``doc``'s folder as the workspace and open ``doc``:
-    seconds from ``didOpen`` to the first ``publishDiagnostics`` of version 1."""
+    seconds from ``didOpen`` to the first ``publishDiagnostics`` of version 1, and the
+    server process's CPU seconds meanwhile (on a loaded machine the steadier figure)."""
     request_id, _ = rpc.request(
         "initialize",
         {
@@ -498,21 +503,34 @@ def _start(rpc: Rpc, doc: Path, text: str, language: str) -> float:
     rpc.response(request_id)
     rpc.notify("initialized", {})
     uri = doc.as_uri()
+    cpu = _cpu_s(rpc.proc.pid)
     sent = rpc.notify(
         "textDocument/didOpen",
         {"textDocument": {"uri": uri, "languageId": language, "version": 1, "text": text}},
     )
     got, _ = rpc.wait(_diagnostics_of(uri, 1))
-    return got - sent
+    return got - sent, _cpu_s(rpc.proc.pid) - cpu
 
 
-def _run(name: str, command: list[str], doc: Path, size: str, args: argparse.Namespace) -> Result:
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _run(
+    name: str, command: list[str], cwd: Path, doc: Path, size: str, args: argparse.Namespace
+) -> Result:
     res = Result(name, size)
     text = doc.read_text(encoding="utf-8")
     uri = doc.as_uri()
-    rpc = Rpc(command, ROOT, doc.parent / f"{doc.stem}-{name.replace(' ', '-')}.stderr.log")
+    log = doc.parent / f"{doc.stem}-{name.replace(' ', '-').replace('@', '-')}.stderr.log"
+    rpc = Rpc(command, cwd, log)
     try:
-        res.open_s = _start(rpc, doc, text, "json")
+        res.open_s, res.open_cpu_s = _start(rpc, doc, text, "json")
         version = 1
         places = _edit_places(text, args.edits + args.busy_hovers)
         for offset in places[: args.edits]:
@@ -655,6 +673,7 @@ def _print_table(results: list[Result]) -> None:
         "server",
         "doc",
         "open->diags",
+        "open CPU",
         "edit->diags med",
         "p95",
         "hover med",
@@ -672,6 +691,7 @@ def _print_table(results: list[Result]) -> None:
                 r.server,
                 r.size,
                 _ms(r.open_s),
+                _ms(r.open_cpu_s),
                 _ms(statistics.median(r.edits_s)),
                 _ms(_p95(r.edits_s)),
                 _ms(statistics.median(r.hovers_s)),

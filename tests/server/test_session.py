@@ -394,3 +394,37 @@ async def test_keystrokes_reach_the_host_as_the_edits_they_are(
         fresh = analyze(doc, text=text, root=workspace)
         assert after.diagnostics == fresh.diagnostics
         assert after.assembly == fresh.assembly
+
+
+async def test_initialized_loads_the_editor_settings_tokenizer_before_any_document(
+    monkeypatch: pytest.MonkeyPatch, workspace: Path
+) -> None:
+    """The first open need not wait for the encoding to load (0.25 s for ``o200k_base``)."""
+    from server.lsp import session as session_module
+
+    asked: list[tuple[str | None, str | None]] = []
+    loaded = threading.Event()
+
+    def record(encoding: str | None = None, *, model: str | None = None) -> None:
+        asked.append((encoding, model))
+        loaded.set()
+
+    monkeypatch.setattr(session_module, "load_tokenizer", record)
+    client = InProcessClient()
+    try:
+        params = lsp.InitializeParams(
+            capabilities=lsp.ClientCapabilities(),
+            root_uri=workspace.as_uri(),
+            initialization_options={"promptls": {"model": "gpt-4"}},
+        )
+        await client.request(lsp.INITIALIZE, params, lsp.InitializeResult)
+        assert not asked  # not before ``initialized``: the settings may still change
+        client.notify(lsp.INITIALIZED, lsp.InitializedParams())
+        for _ in range(TIMEOUT_S * 20):
+            if loaded.is_set():
+                break
+            await asyncio.sleep(0.05)
+        assert [model for _, model in asked] == ["gpt-4"]
+        assert not client.server.session.documents  # no document was needed for it
+    finally:
+        client.shutdown()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,9 @@ async def initialized(ls: PromptServer, params: lsp.InitializedParams) -> None:
     if s.capabilities.configuration:
         await _pull_configuration(ls)
     show_setting_problems(ls)
+    # The tokenizer, before the first document needs it (an analysis that comes first
+    # waits for that load rather than loading it twice).
+    threading.Thread(target=s.warm_up, name="promptls-warm-up", daemon=True).start()
     if s.capabilities.watched_files_dynamic:
         watchers = [lsp.FileSystemWatcher(glob_pattern=g) for g in WATCH_GLOBS]
         registration = lsp.Registration(
