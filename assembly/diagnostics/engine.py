@@ -553,14 +553,15 @@ class _Run:
         args = [self.value(p) for p in params]
         state = self.cache._rules.get(rule.code)
         values = tuple(a for a, _ in args)
-        if (
-            state is not None
-            and all(changed <= state.verified for _, changed in args)
-            and all(self._valid(k) for k in state.found)
-        ):
-            state.verified = self.cache._run
-            state.args = values
-            return [self._place(k) for k in state.found]
+        if state is not None and all(changed <= state.verified for _, changed in args):
+            # Its inputs are unchanged: its findings stand, moved with their messages
+            # (None: one lies where the text changed, or its message is gone).
+            kept = list(map(self._current, state.found))
+            if None not in kept:
+                state.verified = self.cache._run
+                state.args = values
+                state.found = kept  # type: ignore[assignment]
+                return [self._place(k) for k in kept]  # type: ignore[arg-type]
         self.ran.append(rule.code)
         found = list(rule.check(*values))
         kept = [self._keep(d, None) for d in found]
@@ -581,7 +582,7 @@ class _Run:
         prev = cache._messages
         todo: list[int]
         if (
-            state.branch is branch.indexes
+            (state.branch is branch.indexes or state.branch == branch.indexes)
             and self.changed is not None
             and cache._moved is None
             and prev is not None
@@ -624,7 +625,7 @@ class _Run:
                 del found[key]
                 continue
             if j != i:
-                kept = [_reindexed(k, i, j) for k in kept]
+                kept = [_reindexed(k, {i: j}) for k in kept]
                 found[key] = (j, m, kept)
             if j in branch.indexes:
                 placed.append((j, kept))
@@ -678,16 +679,28 @@ class _Run:
         """Where message ``i`` starts in this version."""
         return message_start(self.views[i])
 
-    def _valid(self, k: _Kept) -> bool:
+    def _current(self, k: _Kept) -> _Kept | None:
+        """A kept finding of a document rule with its message indexes of this version
+        (None: one of its messages is gone, or an offset outside messages lies at or after
+        where the text changed)."""
         msgs = self.msgs
+        moves: dict[int, int] = {}
         for i, (m, _) in k.objects.items():
-            if i >= len(msgs) or msgs[i] is not m:
-                return False
+            if i < len(msgs) and msgs[i] is m:
+                continue
+            j = self._index_of(m)
+            if j is None:
+                return None
+            moves[i] = j
+        if moves:  # one in the gap before a message that moved: the gap may have changed
+            objects = k.objects
+            if any(x < objects[i][1] for x, i in k.anchor_of.items() if i in moves):
+                return None
         if -1 in k.anchor_of.values():
             p = self._changed_from()
             if p is not None and any(x >= p for x, i in k.anchor_of.items() if i < 0):
-                return False
-        return True
+                return None
+        return _reindexed(k, moves) if moves else k
 
     def _changed_from(self) -> int | None:
         """The first offset where the text differs from the last run's (None: equal)."""
@@ -767,17 +780,32 @@ def _same(x: int) -> int:
 _FIRST = operator.itemgetter(0)
 
 
-def _reindexed(k: _Kept, i: int, j: int) -> _Kept:
-    """A per-message finding kept at index ``i`` for its message, now at index ``j``."""
+def _reindexed(k: _Kept, moves: dict[int, int]) -> _Kept:
+    """A finding kept with the messages at the indexes ``moves`` maps from, now at the
+    indexes it maps to (the others stay)."""
     d = k.diagnostic
-    if isinstance(d.range, LateRange) and d.range.message == i:
-        r = d.range
-        d = dataclasses.replace(d, range=LateRange(j, r.start, r.key, r.locate))
-    if isinstance(d.fix, LateFix) and d.fix.message == i:
-        d = dataclasses.replace(d, fix=dataclasses.replace(d.fix, message=j))
-    anchor_of = {x: j if a == i else a for x, a in k.anchor_of.items()}
-    objects = {j if a == i else a: v for a, v in k.objects.items()}
+    r = d.range
+    if isinstance(r, LateRange) and r.message in moves:
+        d = dataclasses.replace(d, range=LateRange(moves[r.message], r.start, r.key, r.locate))
+    if any(isinstance(x.range, LateRange) and x.range.message in moves for x in d.related):
+        d = dataclasses.replace(
+            d,
+            related=tuple(
+                dataclasses.replace(x, range=_late_moved(x.range, moves))
+                if isinstance(x.range, LateRange)
+                else x
+                for x in d.related
+            ),
+        )
+    if isinstance(d.fix, LateFix) and d.fix.message in moves:
+        d = dataclasses.replace(d, fix=dataclasses.replace(d.fix, message=moves[d.fix.message]))
+    anchor_of = {x: moves.get(a, a) for x, a in k.anchor_of.items()}
+    objects = {moves.get(a, a): v for a, v in k.objects.items()}
     return _Kept(d, anchor_of, objects)
+
+
+def _late_moved(r: LateRange, moves: dict[int, int]) -> LateRange:
+    return LateRange(moves.get(r.message, r.message), r.start, r.key, r.locate)
 
 
 def _common_prefix(a: str, b: str) -> int:

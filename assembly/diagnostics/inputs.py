@@ -53,6 +53,7 @@ __all__ = [
     "OnBranch",
     "PromptContext",
     "SummaryReports",
+    "ToolTraffic",
     "Tools",
     "first_system_index",
     "message_source",
@@ -275,7 +276,8 @@ class Branch:
         if not self.chain:
             return list(range(len(data)))
         by_id = dict(zip(map(_ID, data), range(len(data)), strict=True))
-        return [by_id[i] for i in self.chain if i in by_id]
+        found = list(map(by_id.get, self.chain))
+        return list(itertools.compress(found, map(operator.is_not, found, _NONES)))  # type: ignore[arg-type]
 
     def branch_data(self) -> list[Message]:
         """The stored messages of the current branch, in order (``data`` at ``order``)."""
@@ -316,6 +318,7 @@ class Branch:
 
 
 _BRANCHES: dict[int, tuple[Branch, dict[str, Any]]] = {}
+_NONES = itertools.repeat(None)
 _V = TypeVar("_V")
 _ROLE = operator.attrgetter("role")
 
@@ -395,6 +398,88 @@ def on_branch(branch: Branch) -> OnBranch:
     return OnBranch(frozenset(branch.order()))
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ToolTraffic:
+    """The messages that make or answer tool calls, the only ones the tool-call rules
+    read: ``order()`` / ``branch_data()`` are the branch's (in branch order), ``callers``
+    the indexes of every message of the document that makes calls (in document order).
+
+    Read like a ``Branch`` restricted to those messages (``messages``, ``data`` and
+    ``index_of`` are the whole branch's, for a finding's place). Equal when those
+    messages are (by shape, in order), whatever the other messages are or where any of
+    them stands: editing, adding or deleting a message without calls keeps the value, and
+    a rule reading it keeps its findings (they move with their messages).
+    ``answer``: the branch's last message is an assistant message of a dataset record
+    (its calls are the example's answer), and it is among these.
+    """
+
+    branch: Branch
+    on_branch: tuple[int, ...]
+    callers: tuple[int, ...]
+    answer: bool
+    _stored: tuple[Message, ...]  # at ``on_branch``, then at ``callers`` (what is compared)
+
+    @property
+    def messages(self) -> Sequence[MessageShape]:
+        return self.branch.messages
+
+    @property
+    def data(self) -> Sequence[Message]:
+        return self.branch.data
+
+    @property
+    def rejected_calls(self) -> tuple[RejectedCall, ...]:
+        return self.branch.rejected_calls
+
+    def order(self) -> list[int]:
+        return list(self.on_branch)
+
+    def branch_data(self) -> list[Message]:
+        return list(self._stored[: len(self.on_branch)])
+
+    def index_of(self, m: Message) -> int:
+        return self.branch.index_of(m)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolTraffic):
+            return NotImplemented
+        return (
+            len(self.on_branch) == len(other.on_branch)
+            and self.answer == other.answer
+            and _same_messages(self._stored, other._stored)
+            and shape_key(self.rejected_calls) == shape_key(other.rejected_calls)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@query
+def tool_traffic(src: Source, b: Branch) -> ToolTraffic:
+    # Per message object (made again only for the new ones): whether it makes calls, or
+    # answers one; then passes at C speed over the branch.
+    kinds = src.per_message("tool traffic", _traffic)
+    order = b.order()
+    on = list(itertools.compress(order, map(kinds.__getitem__, order)))
+    callers = list(itertools.compress(itertools.count(), map(_MAKES.__eq__, kinds)))
+    data = b.data
+    answer = (
+        b.record is not None
+        and bool(on)
+        and on[-1] == order[-1]
+        and data[order[-1]].role is Role.ASSISTANT
+    )
+    stored = (*map(data.__getitem__, on), *map(data.__getitem__, callers))
+    return ToolTraffic(b, tuple(on), tuple(callers), answer, stored)
+
+
+_MAKES = 2
+
+
+def _traffic(m: Message) -> int:
+    """2: the message makes tool calls; 1: it is a tool message; 0: neither."""
+    return _MAKES if m.tool_calls else 1 if m.role is Role.TOOL else 0
+
+
 @dataclass(frozen=True, slots=True)
 class CallIds:
     """Every tool call id written in the document (a new id must be none of them)."""
@@ -403,8 +488,9 @@ class CallIds:
 
 
 @query
-def call_ids(branch: Branch) -> CallIds:
-    return CallIds(frozenset(c.id for m in branch.data if m.tool_calls for c in m.tool_calls))
+def call_ids(t: ToolTraffic) -> CallIds:
+    data = t.data
+    return CallIds(frozenset(c.id for i in t.callers for c in data[i].tool_calls))
 
 
 # ------------------------------------------------------------------------------ the cut
@@ -564,11 +650,11 @@ class SystemChoice:
 
 
 @query
-def system_choice(branch: Branch) -> SystemChoice:
+def system_choice(branch: Branch, t: ToolTraffic) -> SystemChoice:
     data = branch.data
     return SystemChoice(
         first_system_index(data, branch.branch_tip),
-        frozenset(c.name.lower() for m in data if m.tool_calls for c in m.tool_calls if c.name),
+        frozenset(c.name.lower() for i in t.callers for c in data[i].tool_calls if c.name),
     )
 
 
@@ -590,6 +676,10 @@ def first_system_index(msgs: Sequence[Message], tip_id: str | None) -> int | Non
         cur = len(ids) - 1
     tree = parents.count(None) != len(parents)
     first: int | None = None
+    if not tree and len(by_id) == len(ids):
+        # No parent links and no id twice: the walk goes from the tip to the first message.
+        first = roles.index(Role.SYSTEM)
+        return first if first <= cur else None
     seen: set[str] = set()
     while cur is not None and ids[cur] not in seen:
         seen.add(ids[cur])
