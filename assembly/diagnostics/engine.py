@@ -535,12 +535,18 @@ class _Run:
             else:
                 v = q.fn(*(a for a, _ in args))
             cache._query_args[t] = (cache._run, tuple(a for a, _ in args))
+        if last is not None and v is last[0] and hasattr(v, "placed"):
+            # Kept from an earlier version: an input that reads places is seen in this one.
+            v = v.placed(self._input)
         if last is not None and (last[0] is v or last[0] == v):
             res = (v, last[1])  # unchanged: the rules that read it keep their findings
         else:
             res = (v, cache._run)
         self.values[t] = cache._values[t] = res
         return res
+
+    def _input(self, t: type) -> object:
+        return self.value(t)[0]
 
     # -- rules
 

@@ -57,6 +57,7 @@ __all__ = [
     "Tools",
     "first_system_index",
     "message_source",
+    "same_messages",
     "shape_key",
 ]
 
@@ -211,7 +212,7 @@ for _name in _MESSAGE_FIELDS:
 del _name
 
 
-def _same_messages(a: tuple[Message, ...], b: tuple[Message, ...]) -> bool:
+def same_messages(a: tuple[Message, ...], b: tuple[Message, ...]) -> bool:
     """Equal shapes of stored messages, comparing only the objects that are not the same
     (a C-level scan)."""
     if len(a) != len(b):
@@ -311,7 +312,7 @@ class Branch:
             and self.branch_tip == other.branch_tip
             and shape_key(self.rejected_calls) == shape_key(other.rejected_calls)
             and shape_key(self.project_files) == shape_key(other.project_files)
-            and _same_messages(self.stored, other.stored)
+            and same_messages(self.stored, other.stored)
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -440,13 +441,20 @@ class ToolTraffic:
     def index_of(self, m: Message) -> int:
         return self.branch.index_of(m)
 
+    def placed(self, current: Callable[[type], Any]) -> ToolTraffic:
+        """This value, kept from an earlier version with an equal ``Branch``, seen in the
+        current version (``current``: an input's value in it): the same messages at the
+        same indexes, where they stand now."""
+        b = current(Branch)
+        return self if b is self.branch else dataclasses.replace(self, branch=b)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ToolTraffic):
             return NotImplemented
         return (
             len(self.on_branch) == len(other.on_branch)
             and self.answer == other.answer
-            and _same_messages(self._stored, other._stored)
+            and same_messages(self._stored, other._stored)
             and shape_key(self.rejected_calls) == shape_key(other.rejected_calls)
         )
 
@@ -454,14 +462,15 @@ class ToolTraffic:
 
 
 @query
-def tool_traffic(src: Source, b: Branch) -> ToolTraffic:
-    # Per message object (made again only for the new ones): whether it makes calls, or
-    # answers one; then passes at C speed over the branch.
-    kinds = src.per_message("tool traffic", _traffic)
+def tool_traffic(b: Branch) -> ToolTraffic:
+    # Passes at C speed over the stored messages: which make calls, which are tool
+    # messages; then over the branch.
+    data = b.data
+    makes = list(map(operator.truth, map(_TOOL_CALLS, data)))
+    kinds = list(map(operator.or_, makes, map(operator.is_, map(_ROLE, data), _TOOLS)))
     order = b.order()
     on = list(itertools.compress(order, map(kinds.__getitem__, order)))
-    callers = list(itertools.compress(itertools.count(), map(_MAKES.__eq__, kinds)))
-    data = b.data
+    callers = list(itertools.compress(itertools.count(), makes))
     answer = (
         b.record is not None
         and bool(on)
@@ -472,12 +481,8 @@ def tool_traffic(src: Source, b: Branch) -> ToolTraffic:
     return ToolTraffic(b, tuple(on), tuple(callers), answer, stored)
 
 
-_MAKES = 2
-
-
-def _traffic(m: Message) -> int:
-    """2: the message makes tool calls; 1: it is a tool message; 0: neither."""
-    return _MAKES if m.tool_calls else 1 if m.role is Role.TOOL else 0
+_TOOL_CALLS = operator.attrgetter("tool_calls")
+_TOOLS = itertools.repeat(Role.TOOL)
 
 
 @dataclass(frozen=True, slots=True)
