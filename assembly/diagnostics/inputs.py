@@ -248,6 +248,9 @@ class Branch:
     rejected_calls: tuple[RejectedCall, ...]
     project_files: tuple[FileAttachment, ...]
     stored: tuple[Message, ...] = ()  # what is compared (position-free)
+    places: tuple[
+        int, ...
+    ] = ()  # the indexes of ``chain``'s messages, when the assembly gives them
 
     def _memo(self, kind: str, make: Callable[[], _V]) -> _V:
         """A value made from this input once (kept for the last input read only)."""
@@ -276,6 +279,10 @@ class Branch:
         data = self.data
         if not self.chain:
             return list(range(len(data)))
+        places = self.places
+        if len(places) == len(self.chain) and places[-1] < len(data):
+            if data[places[-1]].id == self.chain[-1]:  # of this conversation
+                return list(places)  # the pipeline's walk of the branch found them
         by_id = dict(zip(map(_ID, data), range(len(data)), strict=True))
         found = list(map(by_id.get, self.chain))
         return list(itertools.compress(found, map(operator.is_not, found, _NONES)))  # type: ignore[arg-type]
@@ -334,6 +341,7 @@ def branch_of(src: Source) -> Branch:
     if conv is None:
         return Branch(shapes, chain, None, None, ctx.settings.branch_tip, (), (), ())
     project = tuple(map(_without_content, conv.project_files))
+    places = a.chain_places if a is not None and a.chain else ()
     return Branch(
         shapes,
         chain,
@@ -343,6 +351,7 @@ def branch_of(src: Source) -> Branch:
         conv.rejected_calls,
         project,
         src.messages,
+        places,
     )
 
 

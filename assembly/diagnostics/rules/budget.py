@@ -16,7 +16,7 @@ import operator
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from assembly.assemble import Assembly, LlmMessage, stored_tokens
+from assembly.assemble import Assembly, LlmMessage
 from assembly.diagnostics.core import (
     Diagnostic,
     MessageMemo,
@@ -238,8 +238,7 @@ def truncation(src: Source) -> Truncation:
     if a is None or not a.dropped or not a.ok or conv is None:
         return Truncation(None)
     memo = src.cache.memo
-    by_id = _history_by_id(a, memo)
-    dropped = list(filter(None, map(by_id.get, a.dropped)))
+    dropped = a.history[: len(a.dropped)]  # the cut drops the oldest: ``Assembly.dropped``
     first_kept = _first_sent(conv, a, a.dropped)
     # The places depend on the messages' shapes, not on their contents: typing in a
     # message keeps them.
@@ -320,7 +319,7 @@ def compression(src: Source) -> Compression:
         plan.progressive,
         span,
         (older[0].id, older[-1].id) if older else ("", ""),
-        sum(map(stored_tokens, older)),  # as the compression total counts them
+        plan.summarize_tokens,  # as the compression total counts them
         n_recent,
         first_recent,
         last,
