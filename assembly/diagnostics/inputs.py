@@ -52,6 +52,7 @@ __all__ = [
     "MessageShape",
     "OnBranch",
     "PromptContext",
+    "Summaries",
     "SummaryReports",
     "ToolTraffic",
     "Tools",
@@ -494,6 +495,69 @@ _TOOL_CALLS = operator.attrgetter("tool_calls")
 _TOOLS = itertools.repeat(Role.TOOL)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Summaries:
+    """The summary nodes of the document (every branch, in document order), whether each
+    is on the current branch, and the branch's tip (its id, and its index: None when no
+    message has it); ``chained``: the assembly gave a branch. Read like a ``Branch`` for a
+    finding's place (``messages``). Equal when those messages are (by shape) and what is
+    said of them is: an edit to any other message keeps the value."""
+
+    branch: Branch
+    nodes: tuple[int, ...]
+    on_branch: tuple[bool, ...]
+    chained: bool
+    tip_id: str | None
+    tip: int | None
+    _stored: tuple[Message, ...]  # at ``nodes``, then the tip
+
+    @property
+    def messages(self) -> Sequence[MessageShape]:
+        return self.branch.messages
+
+    def placed(self, current: Callable[[type], Any]) -> Summaries:
+        """This value, kept from an earlier version with an equal ``Branch``, seen in the
+        current version."""
+        b = current(Branch)
+        return self if b is self.branch else dataclasses.replace(self, branch=b)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Summaries):
+            return NotImplemented
+        return (self.on_branch, self.chained, self.tip_id, self.tip is None) == (
+            other.on_branch,
+            other.chained,
+            other.tip_id,
+            other.tip is None,
+        ) and same_messages(self._stored, other._stored)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@query
+def summaries(b: Branch) -> Summaries:
+    data = b.data
+    roles = map(operator.is_, map(_ROLE, data), itertools.repeat(Role.SUMMARY))
+    nodes = list(itertools.compress(itertools.count(), roles))
+    chained = bool(b.chain)
+    tip: int | None = None
+    on: list[bool] = []
+    if chained:
+        order = b.order()
+        on = list(map(set(order).__contains__, nodes)) if nodes else []
+        tip = order[-1] if order and data[order[-1]].id == b.chain[-1] else None
+    tail = (data[tip],) if tip is not None else ()
+    return Summaries(
+        b,
+        tuple(nodes),
+        tuple(on),
+        chained,
+        b.chain[-1] if chained else None,
+        tip,
+        (*map(data.__getitem__, nodes), *tail),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class CallIds:
     """Every tool call id written in the document (a new id must be none of them)."""
@@ -677,21 +741,24 @@ def first_system_index(msgs: Sequence[Message], tip_id: str | None) -> int | Non
     one of the branch, walked from the tip through the ``parent`` links.
 
     ``msgs`` are the messages in document order (stored or seen: only their ids, roles
-    and parents are read; the index is the place in ``msgs``).
+    and parents are read; the index is the place in ``msgs``), their ids unique (as the
+    reader makes them: it renames or leaves out a repeated one).
     """
     roles = list(map(_ROLE, msgs))
     if Role.SYSTEM not in roles:
         return None
-    ids = list(map(_ID, msgs))
     parents = list(map(_PARENT, msgs))
+    tree = parents.count(None) != len(parents)
+    if not tree and tip_id is None:
+        # No parent links: the walk goes from the last message to the first.
+        return roles.index(Role.SYSTEM)
+    ids = list(map(_ID, msgs))
     by_id = dict(zip(ids, range(len(ids)), strict=True))
     cur: int | None = by_id.get(tip_id) if tip_id is not None else None
     if cur is None:
         cur = len(ids) - 1
-    tree = parents.count(None) != len(parents)
     first: int | None = None
-    if not tree and len(by_id) == len(ids):
-        # No parent links and no id twice: the walk goes from the tip to the first message.
+    if not tree:  # from the tip to the first message
         first = roles.index(Role.SYSTEM)
         return first if first <= cur else None
     seen: set[str] = set()
@@ -699,7 +766,7 @@ def first_system_index(msgs: Sequence[Message], tip_id: str | None) -> int | Non
         seen.add(ids[cur])
         if roles[cur] is Role.SYSTEM:
             first = cur
-        parent = parents[cur] if tree else None
+        parent = parents[cur]
         cur = by_id.get(parent) if parent is not None else cur - 1 if cur > 0 else None
     return first
 

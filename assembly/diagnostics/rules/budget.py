@@ -360,7 +360,7 @@ def _span(
     n = _n_messages(msgs)
     if conv is None or not msgs:
         return Span(None, None, None, n)
-    where = _indexes(conv, memo, msgs)
+    where = _indexes(conv, msgs)
     placed = set(where)
     placed.discard(None)
     summary: int | None = None
@@ -403,17 +403,13 @@ def _end_place(
     return i, (min(files) if first else max(files))
 
 
-def _indexes(conv: Conversation, memo: MessageMemo, msgs: Sequence[LlmMessage]) -> list[int | None]:
+def _indexes(conv: Conversation, msgs: Sequence[LlmMessage]) -> list[int | None]:
     """The index in ``conv`` of each message's source (None: none, or not in ``conv``).
 
     By object identity (``Conversation.index_of``): the sources are alive, so no other
     live object has their ``id``.
     """
-    data = conv.message_data
-    where = memo.of_run(
-        "message-where", data, lambda: dict(zip(map(id, data), range(len(data)), strict=True))
-    )
-    return list(map(where.get, map(id, map(_SOURCE, msgs))))
+    return conv.places_of(map(_SOURCE, msgs))
 
 
 def _index(conv: Conversation | None, m: LlmMessage) -> int | None:
