@@ -482,6 +482,7 @@ _ID = operator.attrgetter("id")
 _ROLE = operator.attrgetter("role")
 _PARENT = operator.attrgetter("parent")
 _TOOL_CALLS = operator.attrgetter("tool_calls")
+_IMAGES = operator.attrgetter("images")
 _FILES_AND_FILE_ID = operator.attrgetter("files", "file_id")
 
 
@@ -998,16 +999,22 @@ class _Pipeline:
         tool_positions: list[int] = []
         call_pos: dict[int, int] = {}
         seen: dict[str, int] = {}
-        talk = map(("assistant", "tool").__contains__, kinds)
+        # The messages that make calls or are tool messages (found at C speed): the others
+        # add nothing to the calls' positions.
+        calls = map(operator.truth, map(_TOOL_CALLS, hist))
+        talk = map(operator.or_, calls, map("tool".__eq__, kinds))
         for p in itertools.compress(itertools.count(), talk):
             x = hist[p]
             if x.kind == "assistant":
                 for c in x.tool_calls:
                     seen[c.id] = p
-            else:
+            elif x.kind == "tool":
                 tool_positions.append(p)
                 call_pos[p] = seen.get(x.tool_call_id, -1) if x.tool_call_id else -1
-        image_positions = [p for p in user_positions if hist[p].images]
+        users = map(hist.__getitem__, user_positions)
+        image_positions = list(
+            itertools.compress(user_positions, map(operator.truth, map(_IMAGES, users)))
+        )
         image_prefix = [0] * (n + 1)
         if image_positions:
             for p in image_positions:
