@@ -51,6 +51,7 @@ __all__ = [
     "Cut",
     "MessageShape",
     "OnBranch",
+    "OrphanCut",
     "PromptContext",
     "Summaries",
     "SummaryReports",
@@ -614,6 +615,24 @@ def cut_of(src: Source) -> Cut:
 
 
 _ID = operator.attrgetter("id")
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanCut:
+    """What the budget cut says of the tool calls: the tool responses it leaves out as
+    orphans (their ids) and, when there are some, which messages making calls it drops."""
+
+    orphans_dropped: tuple[str, ...]
+    dropped_callers: frozenset[str]
+
+
+@query
+def orphan_cut(cut: Cut, t: ToolTraffic) -> OrphanCut:
+    if not cut.orphans_dropped:
+        return OrphanCut((), frozenset())
+    data = t.data
+    callers = set(map(_ID, map(data.__getitem__, t.callers)))
+    return OrphanCut(cut.orphans_dropped, frozenset(callers.intersection(cut.dropped)))
 
 
 # ------------------------------------------------------------------------------ tools

@@ -34,7 +34,7 @@ from assembly.diagnostics.core import (
     message_memo,
 )
 from assembly.diagnostics.engine import AssistantMessage, MessageSource, message_start
-from assembly.diagnostics.inputs import CallIds, Cut, MessageShape, Tools, ToolTraffic
+from assembly.diagnostics.inputs import CallIds, MessageShape, OrphanCut, Tools, ToolTraffic
 from assembly.diagnostics.window import TextLike, find_newline, line_start, offset_map
 from assembly.model import Conversation, DocFormat, Message, RejectedCall, Role, ToolCall
 from assembly.pairs import CallPairs, pair_tool_calls
@@ -54,7 +54,7 @@ _EXPLICIT_SHAPES = frozenset({"name-arguments", "function-wrapper", "tool-key", 
 _ARGS_PREVIEW = 80
 
 
-def orphaned_tool_response(b: ToolTraffic, cut: Cut) -> Iterator[Diagnostic]:
+def orphaned_tool_response(b: ToolTraffic, cut: OrphanCut) -> Iterator[Diagnostic]:
     """A tool response has no matching earlier tool call.
 
     ## What it does
@@ -99,7 +99,7 @@ def orphaned_tool_response(b: ToolTraffic, cut: Cut) -> Iterator[Diagnostic]:
         return
     by_id = dict(zip(map(_ID, on_branch), order, strict=True))
     data = b.data
-    dropped = set(cut.dropped)
+    dropped = cut.dropped_callers
     pairs: CallPairs | None = None
     for msg_id in cut.orphans_dropped:
         i = by_id.get(msg_id)
