@@ -26,7 +26,10 @@ offsets are therefore kept relative to where they lie: inside (or at the end of)
 message, relative to that message's start, and valid while that message object is in the
 document; in the gap before a message, relative to that message; elsewhere (before the
 first message, after the last one) as they are, valid while the text before them is
-unchanged. A finding with an offset no longer valid makes its rule run again; the others
+unchanged. A document rule whose inputs are unchanged keeps its findings even when
+messages came or went: each moves with its messages (by object) to their new indexes. A
+finding with an offset no longer valid (its message gone, or outside the messages at or
+after where the text changed) makes its rule run again; the others
 are placed in the current version when the diagnostics are produced, with
 ``message_start`` (the one place that knows where a message is). Fixes whose edits read
 the text around a message (``LateFix``) are made for the current version then too.
@@ -232,7 +235,10 @@ def query(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     Its parameters are inputs (by type) and may include the ``Source`` (it then reads
     the version, and is made again every run). Its value must be immutable, compare by
-    value and leave positions out of the comparison.
+    value and leave positions out of the comparison. A value that holds places (a
+    ``Branch``, to find a finding's range) has ``placed(input)``: when the engine keeps it
+    from an earlier version (its inputs unchanged), it gets it seen in the current one
+    (``input(T)``: the value of input ``T`` in this run).
     """
     hints = typing.get_type_hints(fn)
     out = hints.pop("return")
