@@ -600,3 +600,76 @@ def test_first_system_index_walks_the_branch(
         for i, r in enumerate(roles)
     ]
     assert first_system_index(msgs, tip) == want
+
+
+def _random_message(rnd: random.Random, k: int) -> dict[str, object]:
+    """A message of any kind the tool-call, file and summary rules read (or none of them)."""
+    call_id = f"c{rnd.randrange(6)}"
+    kind = rnd.randrange(6)
+    if kind == 0:
+        name = rnd.choice(["read_file", "web_search"])
+        args = json.dumps({"file_id": f"f{rnd.randrange(3)}"} if name == "read_file" else {})
+        calls = [{"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}]
+        return {"id": f"r{k}", "role": "assistant", "tool_calls": calls}
+    if kind == 1:
+        return {"id": f"r{k}", "role": "tool", "tool_call_id": call_id, "content": "ok"}
+    if kind == 2:
+        files = [{"file_id": f"f{rnd.randrange(3)}", "filename": "a.md", "content": "x"}]
+        return {"id": f"r{k}", "role": "user", "content": "see", "files": files}
+    if kind == 3:
+        return {"id": f"r{k}", "role": "user", "content": f'read file_id="f{rnd.randrange(3)}"'}
+    return {"id": f"r{k}", "role": rnd.choice(["user", "assistant"]), "content": f"turn {k}"}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
+    tmp_path: Path, seed: int
+) -> None:
+    """Random structural edits (a message inserted, deleted, its role, id or call id
+    changed) on a conversation of tool calls, responses, files and file references: after
+    each, the host's findings (kept by the narrow summaries and moved with their messages)
+    equal a fresh analysis', fixes included."""
+    rnd = random.Random(seed)
+    path = tmp_path / "r.conv.json"
+    msgs = [_random_message(rnd, k) for k in range(24)]
+    host = AnalysisHost()
+    _analysis(path, json.dumps({"messages": msgs}, indent=2), host)
+    seen: set[str] = set()
+    for step in range(30):
+        op = rnd.randrange(5)
+        i = rnd.randrange(len(msgs))
+        if op == 0 or len(msgs) < 6:
+            msgs.insert(i, _random_message(rnd, 100 + step))
+        elif op == 1:
+            del msgs[i]
+        elif op == 2:
+            msgs[i] = {**msgs[i], "role": rnd.choice(["user", "assistant", "tool"])}
+            if msgs[i]["role"] == "tool":
+                msgs[i].setdefault("tool_call_id", "c0")
+        elif op == 3:
+            msgs[i] = {**msgs[i], "id": f"x{step}"}
+        elif "tool_calls" in msgs[i] or "tool_call_id" in msgs[i]:
+            fresh = f"c{rnd.randrange(6)}"
+            if "tool_call_id" in msgs[i]:
+                msgs[i] = {**msgs[i], "tool_call_id": fresh}
+            else:
+                calls = msgs[i]["tool_calls"]
+                assert isinstance(calls, list)
+                msgs[i] = {**msgs[i], "tool_calls": [{**calls[0], "id": fresh}]}
+        text = json.dumps(
+            {"messages": [*msgs, {"id": "end", "role": "user", "content": "?"}]}, indent=2
+        )
+        got = _analysis(path, text, host)
+        want = _analysis(path, text)
+        assert [(d, d.range.start, d.range.end, d.fix) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end, d.fix) for d in want.diagnostics
+        ], (seed, step)
+        seen.update(d.code for d in got.diagnostics)
+    # The edits reach the tool-call and file rules.
+    document_rules = {
+        "orphaned-tool-response",
+        "unanswered-tool-call",
+        "duplicate-tool-call-id",
+        "file-id-not-in-read-file-list",
+    }
+    assert len(seen & document_rules) >= 3, seen
