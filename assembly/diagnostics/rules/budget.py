@@ -240,15 +240,9 @@ def truncation(src: Source) -> Truncation:
     memo = src.cache.memo
     dropped = a.history[: len(a.dropped)]  # the cut drops the oldest: ``Assembly.dropped``
     first_kept = _first_sent(conv, a, a.dropped)
-    # The places depend on the messages' shapes, not on their contents: typing in a
-    # message keeps them.
-    key = (
-        memo.shapes,
-        a.dropped,
-        a.summary_id,
-        history_ids(a, memo),
-        tuple(map(_FILE_ID, dropped)),
-    )
+    # The places depend on the messages' shapes (which say where each is, and what files
+    # it injects), not on their contents: typing in a message keeps them.
+    key = (memo.shapes, a.dropped, a.summary_id)
     span, uploads = memo.derived(
         "history-truncated",
         key,
@@ -299,11 +293,10 @@ def compression(src: Source) -> Compression:
         return Compression(False)
     plan = a.compression
     memo = src.cache.memo
-    by_id = _history_by_id(a, memo)
-    older = list(filter(None, map(by_id.get, plan.summarize)))
-    key = (memo.shapes, plan.summarize, plan.keep, history_ids(a, memo))
+    # The places depend on the messages' shapes and on which are summarized or kept.
+    key = (memo.shapes, plan.summarize, plan.keep)
     span, n_recent, first_recent = memo.derived(
-        "compression-due", key, lambda: _compression(conv, memo, older, plan.keep, by_id)
+        "compression-due", key, lambda: _compression(conv, memo, a)
     )
     last = None
     if first_recent is None and not span.placed:
@@ -318,7 +311,7 @@ def compression(src: Source) -> Compression:
         plan.reserved_tokens,
         plan.progressive,
         span,
-        (older[0].id, older[-1].id) if older else ("", ""),
+        (plan.summarize[0], plan.summarize[-1]) if plan.summarize else ("", ""),
         plan.summarize_tokens,  # as the compression total counts them
         n_recent,
         first_recent,
@@ -330,13 +323,12 @@ def compression(src: Source) -> Compression:
 
 
 def _compression(
-    conv: Conversation | None,
-    memo: MessageMemo,
-    older: Sequence[LlmMessage],
-    keep: Sequence[str],
-    by_id: dict[str, LlmMessage],
+    conv: Conversation | None, memo: MessageMemo, a: Assembly
 ) -> tuple[Span, int, int | None]:
-    recent = [m for m in map(by_id.get, keep) if m is not None]
+    plan = a.compression
+    by_id = _history_by_id(a, memo)
+    older = list(filter(None, map(by_id.get, plan.summarize)))  # history ids: all found
+    recent = list(filter(None, map(by_id.get, plan.keep)))
     first_recent = next(
         (_index(conv, m) for m in recent if m.source is not None and conv is not None), None
     )
@@ -427,15 +419,10 @@ def _own(b: Branch, place: _Place) -> TextRange:
     return m.range if k is None else m.files[k].range
 
 
-def history_ids(a: Assembly, memo: MessageMemo) -> tuple[str, ...]:
-    """The ids of ``a.history``, computed once per run (the rules' inputs read them too)."""
-    return memo.of_run("history-ids", a, lambda: tuple(map(_ID, a.history)))
-
-
 def _history_by_id(a: Assembly, memo: MessageMemo) -> dict[str, LlmMessage]:
     """``{m.id: m for m in a.history}`` (the last one wins), built at C speed."""
-    ids = history_ids(a, memo)
-    return memo.of_run("history-by-id", a, lambda: dict(zip(ids, a.history, strict=True)))
+    h = a.history
+    return memo.of_run("history-by-id", a, lambda: dict(zip(map(_ID, h), h, strict=True)))
 
 
 def _file_index(m: LlmMessage, src: object) -> int | None:
