@@ -1055,7 +1055,7 @@ class _Pipeline:
         h.provider = lazy(prev.provider if prev and same_provider else None)
         h.fill_key = fill_key
         h.for_summary = lazy(prev.for_summary if prev else None)
-        h.meta_units = [u for u, meta in enumerate(h.metas) if meta]
+        h.meta_units = list(itertools.compress(itertools.count(), map(bool, h.metas)))
         h.metadata = self._metadata(h)
 
     def _fill_key(self) -> tuple[Any, ...]:
