@@ -206,6 +206,7 @@ class CompressionPlan:
     keep: tuple[str, ...]
     progressive: bool
     request: tuple[dict[str, Any], ...]  # the summarization request (OpenAI messages)
+    summarize_tokens: int = 0  # the stored tokens of ``summarize``, as ``history_tokens``
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +231,7 @@ class Assembly:
     segments: tuple[Segment, ...]
     provider_messages: tuple[dict[str, Any], ...]
     history: tuple[LlmMessage, ...]  # the converted history, before the budget cut
-    dropped: tuple[str, ...]
+    dropped: tuple[str, ...]  # the ids of the oldest messages of ``history``, which the cut drops
     orphans_dropped: tuple[str, ...]
     forgotten_files: tuple[ForgottenFile, ...]
     compression: CompressionPlan
@@ -239,6 +240,7 @@ class Assembly:
     system_text: str | None = None
     reserved_tokens: int = 0
     chain: tuple[str, ...] = ()  # ids of the document messages on the current branch
+    chain_places: tuple[int, ...] = ()  # their places in ``Conversation.message_data``
     summary_id: str | None = None
     images_dropped: int = 0
     tokens_by_id: dict[str, int] = field(default_factory=dict)
@@ -439,6 +441,7 @@ class _Structure:
     """
 
     chain_ids: tuple[str, ...]  # the branch without the system message taken as the prompt
+    chain: tuple[int, ...]  # the same as places in ``Conversation.message_data``
     system_index: int | None
     summary_index: int | None
     cut: tuple[int, ...]  # the messages the history is converted from
@@ -479,6 +482,7 @@ _ID = operator.attrgetter("id")
 _ROLE = operator.attrgetter("role")
 _PARENT = operator.attrgetter("parent")
 _TOOL_CALLS = operator.attrgetter("tool_calls")
+_IMAGES = operator.attrgetter("images")
 _FILES_AND_FILE_ID = operator.attrgetter("files", "file_id")
 
 
@@ -744,6 +748,7 @@ class _Pipeline:
         offset = len(units) - n
         return _Structure(
             chain_ids=tuple(map(_ID, map(data.__getitem__, chain))),
+            chain=tuple(chain),
             system_index=system_index,
             summary_index=summary_index,
             cut=cut,
@@ -994,16 +999,22 @@ class _Pipeline:
         tool_positions: list[int] = []
         call_pos: dict[int, int] = {}
         seen: dict[str, int] = {}
-        talk = map(("assistant", "tool").__contains__, kinds)
+        # The messages that make calls or are tool messages (found at C speed): the others
+        # add nothing to the calls' positions.
+        calls = map(operator.truth, map(_TOOL_CALLS, hist))
+        talk = map(operator.or_, calls, map("tool".__eq__, kinds))
         for p in itertools.compress(itertools.count(), talk):
             x = hist[p]
             if x.kind == "assistant":
                 for c in x.tool_calls:
                     seen[c.id] = p
-            else:
+            elif x.kind == "tool":
                 tool_positions.append(p)
                 call_pos[p] = seen.get(x.tool_call_id, -1) if x.tool_call_id else -1
-        image_positions = [p for p in user_positions if hist[p].images]
+        users = map(hist.__getitem__, user_positions)
+        image_positions = list(
+            itertools.compress(user_positions, map(operator.truth, map(_IMAGES, users)))
+        )
         image_prefix = [0] * (n + 1)
         if image_positions:
             for p in image_positions:
@@ -1044,7 +1055,7 @@ class _Pipeline:
         h.provider = lazy(prev.provider if prev and same_provider else None)
         h.fill_key = fill_key
         h.for_summary = lazy(prev.for_summary if prev else None)
-        h.meta_units = [u for u, meta in enumerate(h.metas) if meta]
+        h.meta_units = list(itertools.compress(itertools.count(), map(bool, h.metas)))
         h.metadata = self._metadata(h)
 
     def _fill_key(self) -> tuple[Any, ...]:
@@ -2002,6 +2013,7 @@ class _Pipeline:
             system_text=fixed.system_text,
             reserved_tokens=fixed.reserved,
             chain=structure.chain_ids,
+            chain_places=structure.chain,
             summary_id=summary.id if summary else None,
             images_dropped=images_dropped,
             tokens_by_id=tokens_by_id,
@@ -2137,7 +2149,7 @@ class _Pipeline:
             u = bisect.bisect_left(users, first)
             split = users[u] if u < len(users) else (users[-1] if users else 0)
         else:
-            split = 0
+            split, sums = 0, [0]
         request: tuple[dict[str, Any], ...] = ()
         if triggered and split:
             hist = h.hist
@@ -2156,6 +2168,7 @@ class _Pipeline:
             keep=tuple(cand_ids[split:]) if triggered else tuple(cand_ids),
             progressive=summary is not None,
             request=request,
+            summarize_tokens=sums[split] if triggered else 0,
         )
 
 

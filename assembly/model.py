@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, overload
@@ -244,12 +244,20 @@ class Conversation:
 
     def index_of(self, message: Message) -> int | None:
         """The place of a stored ``Message`` in this version (None: not in it)."""
+        i = self._where().get(id(message))
+        return i if i is not None and self.message_data[i] is message else None
+
+    def places_of(self, messages: Iterable[Message | None]) -> list[int | None]:
+        """``index_of`` of each of ``messages`` (alive, so no other object has their
+        ``id``), in one pass at C speed."""
+        return list(map(self._where().get, map(id, messages)))
+
+    def _where(self) -> dict[int, int]:
         where = self._views.get("where")
         if where is None:
             data = self.message_data
             where = self._views["where"] = dict(zip(map(id, data), range(len(data)), strict=True))
-        i = where.get(id(message))
-        return i if i is not None and self.message_data[i] is message else None
+        return where  # type: ignore[no-any-return]
 
     def locate(self, message: Message) -> Located:
         """A stored ``Message`` of this version seen at its place (``KeyError`` if it is

@@ -26,7 +26,10 @@ offsets are therefore kept relative to where they lie: inside (or at the end of)
 message, relative to that message's start, and valid while that message object is in the
 document; in the gap before a message, relative to that message; elsewhere (before the
 first message, after the last one) as they are, valid while the text before them is
-unchanged. A finding with an offset no longer valid makes its rule run again; the others
+unchanged. A document rule whose inputs are unchanged keeps its findings even when
+messages came or went: each moves with its messages (by object) to their new indexes. A
+finding with an offset no longer valid (its message gone, or outside the messages at or
+after where the text changed) makes its rule run again; the others
 are placed in the current version when the diagnostics are produced, with
 ``message_start`` (the one place that knows where a message is). Fixes whose edits read
 the text around a message (``LateFix``) are made for the current version then too.
@@ -232,7 +235,10 @@ def query(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     Its parameters are inputs (by type) and may include the ``Source`` (it then reads
     the version, and is made again every run). Its value must be immutable, compare by
-    value and leave positions out of the comparison.
+    value and leave positions out of the comparison. A value that holds places (a
+    ``Branch``, to find a finding's range) has ``placed(input)``: when the engine keeps it
+    from an earlier version (its inputs unchanged), it gets it seen in the current one
+    (``input(T)``: the value of input ``T`` in this run).
     """
     hints = typing.get_type_hints(fn)
     out = hints.pop("return")
@@ -535,12 +541,18 @@ class _Run:
             else:
                 v = q.fn(*(a for a, _ in args))
             cache._query_args[t] = (cache._run, tuple(a for a, _ in args))
+        if last is not None and v is last[0] and hasattr(v, "placed"):
+            # Kept from an earlier version: an input that reads places is seen in this one.
+            v = v.placed(self._input)
         if last is not None and (last[0] is v or last[0] == v):
             res = (v, last[1])  # unchanged: the rules that read it keep their findings
         else:
             res = (v, cache._run)
         self.values[t] = cache._values[t] = res
         return res
+
+    def _input(self, t: type) -> object:
+        return self.value(t)[0]
 
     # -- rules
 
@@ -553,14 +565,15 @@ class _Run:
         args = [self.value(p) for p in params]
         state = self.cache._rules.get(rule.code)
         values = tuple(a for a, _ in args)
-        if (
-            state is not None
-            and all(changed <= state.verified for _, changed in args)
-            and all(self._valid(k) for k in state.found)
-        ):
-            state.verified = self.cache._run
-            state.args = values
-            return [self._place(k) for k in state.found]
+        if state is not None and all(changed <= state.verified for _, changed in args):
+            # Its inputs are unchanged: its findings stand, moved with their messages
+            # (None: one lies where the text changed, or its message is gone).
+            kept = list(map(self._current, state.found))
+            if None not in kept:
+                state.verified = self.cache._run
+                state.args = values
+                state.found = kept  # type: ignore[assignment]
+                return [self._place(k) for k in kept]  # type: ignore[arg-type]
         self.ran.append(rule.code)
         found = list(rule.check(*values))
         kept = [self._keep(d, None) for d in found]
@@ -581,7 +594,7 @@ class _Run:
         prev = cache._messages
         todo: list[int]
         if (
-            state.branch is branch.indexes
+            (state.branch is branch.indexes or state.branch == branch.indexes)
             and self.changed is not None
             and cache._moved is None
             and prev is not None
@@ -624,7 +637,7 @@ class _Run:
                 del found[key]
                 continue
             if j != i:
-                kept = [_reindexed(k, i, j) for k in kept]
+                kept = [_reindexed(k, {i: j}) for k in kept]
                 found[key] = (j, m, kept)
             if j in branch.indexes:
                 placed.append((j, kept))
@@ -678,16 +691,28 @@ class _Run:
         """Where message ``i`` starts in this version."""
         return message_start(self.views[i])
 
-    def _valid(self, k: _Kept) -> bool:
+    def _current(self, k: _Kept) -> _Kept | None:
+        """A kept finding of a document rule with its message indexes of this version
+        (None: one of its messages is gone, or an offset outside messages lies at or after
+        where the text changed)."""
         msgs = self.msgs
+        moves: dict[int, int] = {}
         for i, (m, _) in k.objects.items():
-            if i >= len(msgs) or msgs[i] is not m:
-                return False
+            if i < len(msgs) and msgs[i] is m:
+                continue
+            j = self._index_of(m)
+            if j is None:
+                return None
+            moves[i] = j
+        if moves:  # one in the gap before a message that moved: the gap may have changed
+            objects = k.objects
+            if any(x < objects[i][1] for x, i in k.anchor_of.items() if i in moves):
+                return None
         if -1 in k.anchor_of.values():
             p = self._changed_from()
             if p is not None and any(x >= p for x, i in k.anchor_of.items() if i < 0):
-                return False
-        return True
+                return None
+        return _reindexed(k, moves) if moves else k
 
     def _changed_from(self) -> int | None:
         """The first offset where the text differs from the last run's (None: equal)."""
@@ -767,17 +792,32 @@ def _same(x: int) -> int:
 _FIRST = operator.itemgetter(0)
 
 
-def _reindexed(k: _Kept, i: int, j: int) -> _Kept:
-    """A per-message finding kept at index ``i`` for its message, now at index ``j``."""
+def _reindexed(k: _Kept, moves: dict[int, int]) -> _Kept:
+    """A finding kept with the messages at the indexes ``moves`` maps from, now at the
+    indexes it maps to (the others stay)."""
     d = k.diagnostic
-    if isinstance(d.range, LateRange) and d.range.message == i:
-        r = d.range
-        d = dataclasses.replace(d, range=LateRange(j, r.start, r.key, r.locate))
-    if isinstance(d.fix, LateFix) and d.fix.message == i:
-        d = dataclasses.replace(d, fix=dataclasses.replace(d.fix, message=j))
-    anchor_of = {x: j if a == i else a for x, a in k.anchor_of.items()}
-    objects = {j if a == i else a: v for a, v in k.objects.items()}
+    r = d.range
+    if isinstance(r, LateRange) and r.message in moves:
+        d = dataclasses.replace(d, range=LateRange(moves[r.message], r.start, r.key, r.locate))
+    if any(isinstance(x.range, LateRange) and x.range.message in moves for x in d.related):
+        d = dataclasses.replace(
+            d,
+            related=tuple(
+                dataclasses.replace(x, range=_late_moved(x.range, moves))
+                if isinstance(x.range, LateRange)
+                else x
+                for x in d.related
+            ),
+        )
+    if isinstance(d.fix, LateFix) and d.fix.message in moves:
+        d = dataclasses.replace(d, fix=dataclasses.replace(d.fix, message=moves[d.fix.message]))
+    anchor_of = {x: moves.get(a, a) for x, a in k.anchor_of.items()}
+    objects = {moves.get(a, a): v for a, v in k.objects.items()}
     return _Kept(d, anchor_of, objects)
+
+
+def _late_moved(r: LateRange, moves: dict[int, int]) -> LateRange:
+    return LateRange(moves.get(r.message, r.message), r.start, r.key, r.locate)
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -51,11 +51,15 @@ __all__ = [
     "Cut",
     "MessageShape",
     "OnBranch",
+    "OrphanCut",
     "PromptContext",
+    "Summaries",
     "SummaryReports",
+    "ToolTraffic",
     "Tools",
     "first_system_index",
     "message_source",
+    "same_messages",
     "shape_key",
 ]
 
@@ -216,7 +220,7 @@ for _name in _MESSAGE_FIELDS:
 del _name
 
 
-def _same_messages(a: tuple[Message, ...], b: tuple[Message, ...]) -> bool:
+def same_messages(a: tuple[Message, ...], b: tuple[Message, ...]) -> bool:
     """Equal shapes of stored messages, comparing only the objects that are not the same
     (a C-level scan)."""
     if len(a) != len(b):
@@ -252,6 +256,9 @@ class Branch:
     rejected_calls: tuple[RejectedCall, ...]
     project_files: tuple[FileAttachment, ...]
     stored: tuple[Message, ...] = ()  # what is compared (position-free)
+    places: tuple[
+        int, ...
+    ] = ()  # the indexes of ``chain``'s messages, when the assembly gives them
 
     def _memo(self, kind: str, make: Callable[[], _V]) -> _V:
         """A value made from this input once (kept for the last input read only)."""
@@ -280,8 +287,13 @@ class Branch:
         data = self.data
         if not self.chain:
             return list(range(len(data)))
+        places = self.places
+        if len(places) == len(self.chain) and places[-1] < len(data):
+            if data[places[-1]].id == self.chain[-1]:  # of this conversation
+                return list(places)  # the pipeline's walk of the branch found them
         by_id = dict(zip(map(_ID, data), range(len(data)), strict=True))
-        return [by_id[i] for i in self.chain if i in by_id]
+        found = list(map(by_id.get, self.chain))
+        return list(itertools.compress(found, map(operator.is_not, found, _NONES)))  # type: ignore[arg-type]
 
     def branch_data(self) -> list[Message]:
         """The stored messages of the current branch, in order (``data`` at ``order``)."""
@@ -315,13 +327,14 @@ class Branch:
             and self.branch_tip == other.branch_tip
             and shape_key(self.rejected_calls) == shape_key(other.rejected_calls)
             and shape_key(self.project_files) == shape_key(other.project_files)
-            and _same_messages(self.stored, other.stored)
+            and same_messages(self.stored, other.stored)
         )
 
     __hash__ = None  # type: ignore[assignment]
 
 
 _BRANCHES: dict[int, tuple[Branch, dict[str, Any]]] = {}
+_NONES = itertools.repeat(None)
 _V = TypeVar("_V")
 _ROLE = operator.attrgetter("role")
 
@@ -336,6 +349,7 @@ def branch_of(src: Source) -> Branch:
     if conv is None:
         return Branch(shapes, chain, None, None, ctx.settings.branch_tip, (), (), ())
     project = tuple(map(_without_content, conv.project_files))
+    places = a.chain_places if a is not None and a.chain else ()
     return Branch(
         shapes,
         chain,
@@ -345,6 +359,7 @@ def branch_of(src: Source) -> Branch:
         conv.rejected_calls,
         project,
         src.messages,
+        places,
     )
 
 
@@ -401,6 +416,155 @@ def on_branch(branch: Branch) -> OnBranch:
     return OnBranch(frozenset(branch.order()))
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ToolTraffic:
+    """The messages that make or answer tool calls, the only ones the tool-call rules
+    read: ``order()`` / ``branch_data()`` are the branch's (in branch order), ``callers``
+    the indexes of every message of the document that makes calls (in document order).
+
+    Read like a ``Branch`` restricted to those messages (``messages``, ``data`` and
+    ``index_of`` are the whole branch's, for a finding's place). Equal when those
+    messages are (by shape, in order), whatever the other messages are or where any of
+    them stands: editing, adding or deleting a message without calls keeps the value, and
+    a rule reading it keeps its findings (they move with their messages).
+    ``answer``: the branch's last message is an assistant message of a dataset record
+    (its calls are the example's answer), and it is among these.
+    """
+
+    branch: Branch
+    on_branch: tuple[int, ...]
+    callers: tuple[int, ...]
+    answer: bool
+    _stored: tuple[Message, ...]  # at ``on_branch``, then at ``callers`` (what is compared)
+
+    @property
+    def messages(self) -> Sequence[MessageShape]:
+        return self.branch.messages
+
+    @property
+    def data(self) -> Sequence[Message]:
+        return self.branch.data
+
+    @property
+    def rejected_calls(self) -> tuple[RejectedCall, ...]:
+        return self.branch.rejected_calls
+
+    def order(self) -> list[int]:
+        return list(self.on_branch)
+
+    def branch_data(self) -> list[Message]:
+        return list(self._stored[: len(self.on_branch)])
+
+    def index_of(self, m: Message) -> int:
+        return self.branch.index_of(m)
+
+    def placed(self, current: Callable[[type], Any]) -> ToolTraffic:
+        """This value, kept from an earlier version with an equal ``Branch``, seen in the
+        current version (``current``: an input's value in it): the same messages at the
+        same indexes, where they stand now."""
+        b = current(Branch)
+        return self if b is self.branch else dataclasses.replace(self, branch=b)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolTraffic):
+            return NotImplemented
+        return (
+            len(self.on_branch) == len(other.on_branch)
+            and self.answer == other.answer
+            and same_messages(self._stored, other._stored)
+            and shape_key(self.rejected_calls) == shape_key(other.rejected_calls)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@query
+def tool_traffic(b: Branch) -> ToolTraffic:
+    # Passes at C speed over the stored messages: which make calls, which are tool
+    # messages; then over the branch.
+    data = b.data
+    makes = list(map(operator.truth, map(_TOOL_CALLS, data)))
+    kinds = list(map(operator.or_, makes, map(operator.is_, map(_ROLE, data), _TOOLS)))
+    order = b.order()
+    on = list(itertools.compress(order, map(kinds.__getitem__, order)))
+    callers = list(itertools.compress(itertools.count(), makes))
+    answer = (
+        b.record is not None
+        and bool(on)
+        and on[-1] == order[-1]
+        and data[order[-1]].role is Role.ASSISTANT
+    )
+    stored = (*map(data.__getitem__, on), *map(data.__getitem__, callers))
+    return ToolTraffic(b, tuple(on), tuple(callers), answer, stored)
+
+
+_TOOL_CALLS = operator.attrgetter("tool_calls")
+_TOOLS = itertools.repeat(Role.TOOL)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Summaries:
+    """The summary nodes of the document (every branch, in document order), whether each
+    is on the current branch, and the branch's tip (its id, and its index: None when no
+    message has it); ``chained``: the assembly gave a branch. Read like a ``Branch`` for a
+    finding's place (``messages``). Equal when those messages are (by shape) and what is
+    said of them is: an edit to any other message keeps the value."""
+
+    branch: Branch
+    nodes: tuple[int, ...]
+    on_branch: tuple[bool, ...]
+    chained: bool
+    tip_id: str | None
+    tip: int | None
+    _stored: tuple[Message, ...]  # at ``nodes``, then the tip
+
+    @property
+    def messages(self) -> Sequence[MessageShape]:
+        return self.branch.messages
+
+    def placed(self, current: Callable[[type], Any]) -> Summaries:
+        """This value, kept from an earlier version with an equal ``Branch``, seen in the
+        current version."""
+        b = current(Branch)
+        return self if b is self.branch else dataclasses.replace(self, branch=b)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Summaries):
+            return NotImplemented
+        return (self.on_branch, self.chained, self.tip_id, self.tip is None) == (
+            other.on_branch,
+            other.chained,
+            other.tip_id,
+            other.tip is None,
+        ) and same_messages(self._stored, other._stored)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@query
+def summaries(b: Branch) -> Summaries:
+    data = b.data
+    roles = map(operator.is_, map(_ROLE, data), itertools.repeat(Role.SUMMARY))
+    nodes = list(itertools.compress(itertools.count(), roles))
+    chained = bool(b.chain)
+    tip: int | None = None
+    on: list[bool] = []
+    if chained:
+        order = b.order()
+        on = list(map(set(order).__contains__, nodes)) if nodes else []
+        tip = order[-1] if order and data[order[-1]].id == b.chain[-1] else None
+    tail = (data[tip],) if tip is not None else ()
+    return Summaries(
+        b,
+        tuple(nodes),
+        tuple(on),
+        chained,
+        b.chain[-1] if chained else None,
+        tip,
+        (*map(data.__getitem__, nodes), *tail),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class CallIds:
     """Every tool call id written in the document (a new id must be none of them)."""
@@ -409,8 +573,9 @@ class CallIds:
 
 
 @query
-def call_ids(branch: Branch) -> CallIds:
-    return CallIds(frozenset(c.id for m in branch.data if m.tool_calls for c in m.tool_calls))
+def call_ids(t: ToolTraffic) -> CallIds:
+    data = t.data
+    return CallIds(frozenset(c.id for i in t.callers for c in data[i].tool_calls))
 
 
 # ------------------------------------------------------------------------------ the cut
@@ -456,6 +621,24 @@ def cut_of(src: Source) -> Cut:
 
 
 _ID = operator.attrgetter("id")
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanCut:
+    """What the budget cut says of the tool calls: the tool responses it leaves out as
+    orphans (their ids) and, when there are some, which messages making calls it drops."""
+
+    orphans_dropped: tuple[str, ...]
+    dropped_callers: frozenset[str]
+
+
+@query
+def orphan_cut(cut: Cut, t: ToolTraffic) -> OrphanCut:
+    if not cut.orphans_dropped:
+        return OrphanCut((), frozenset())
+    data = t.data
+    callers = set(map(_ID, map(data.__getitem__, t.callers)))
+    return OrphanCut(cut.orphans_dropped, frozenset(callers.intersection(cut.dropped)))
 
 
 # ------------------------------------------------------------------------------ tools
@@ -570,11 +753,11 @@ class SystemChoice:
 
 
 @query
-def system_choice(branch: Branch) -> SystemChoice:
+def system_choice(branch: Branch, t: ToolTraffic) -> SystemChoice:
     data = branch.data
     return SystemChoice(
         first_system_index(data, branch.branch_tip),
-        frozenset(c.name.lower() for m in data if m.tool_calls for c in m.tool_calls if c.name),
+        frozenset(c.name.lower() for i in t.callers for c in data[i].tool_calls if c.name),
     )
 
 
@@ -583,25 +766,32 @@ def first_system_index(msgs: Sequence[Message], tip_id: str | None) -> int | Non
     one of the branch, walked from the tip through the ``parent`` links.
 
     ``msgs`` are the messages in document order (stored or seen: only their ids, roles
-    and parents are read; the index is the place in ``msgs``).
+    and parents are read; the index is the place in ``msgs``), their ids unique (as the
+    reader makes them: it renames or leaves out a repeated one).
     """
     roles = list(map(_ROLE, msgs))
     if Role.SYSTEM not in roles:
         return None
-    ids = list(map(_ID, msgs))
     parents = list(map(_PARENT, msgs))
+    tree = parents.count(None) != len(parents)
+    if not tree and tip_id is None:
+        # No parent links: the walk goes from the last message to the first.
+        return roles.index(Role.SYSTEM)
+    ids = list(map(_ID, msgs))
     by_id = dict(zip(ids, range(len(ids)), strict=True))
     cur: int | None = by_id.get(tip_id) if tip_id is not None else None
     if cur is None:
         cur = len(ids) - 1
-    tree = parents.count(None) != len(parents)
     first: int | None = None
+    if not tree:  # from the tip to the first message
+        first = roles.index(Role.SYSTEM)
+        return first if first <= cur else None
     seen: set[str] = set()
     while cur is not None and ids[cur] not in seen:
         seen.add(ids[cur])
         if roles[cur] is Role.SYSTEM:
             first = cur
-        parent = parents[cur] if tree else None
+        parent = parents[cur]
         cur = by_id.get(parent) if parent is not None else cur - 1 if cur > 0 else None
     return first
 

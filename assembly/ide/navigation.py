@@ -24,7 +24,7 @@ from assembly.ide._tree import Mention, inner_range, mentions, mentions_in, path
 from assembly.model import Conversation, FileAttachment, Message
 from assembly.pairs import CallRef, call_at, pair_tool_calls
 from assembly.sourcemap import string_offset_map
-from assembly.text import TextRange
+from assembly.text import TextRange, resolve
 
 
 class IdKind(StrEnum):
@@ -120,19 +120,32 @@ class _Links:
 
     @staticmethod
     def of(conv: Conversation) -> _Links:
+        """The links of ``conv``'s version: made once per version (from the stored
+        messages and where they start: no view of a message is made) and kept with it."""
+        links = conv._views.get("links")
+        if links is None:
+            links = conv._views["links"] = _Links._make(conv)
+        return links  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _make(conv: Conversation) -> _Links:
         calls: dict[str, None] = {}
         by_range: dict[TextRange, IdKind] = {}
-        for m in conv.messages:
+        files = dict.fromkeys(f.file_id for f in conv.project_files)
+        for m, base in zip(conv.message_data, conv.starts, strict=True):
             for c in m.tool_calls:
                 calls.setdefault(c.id)
-                by_range[c.id_range] = IdKind.TOOL_CALL
+                by_range[resolve(c.id_range, base)] = IdKind.TOOL_CALL
             if m.tool_call_id is not None and m.tool_call_id_range is not None:
-                by_range[m.tool_call_id_range] = IdKind.TOOL_CALL
+                by_range[resolve(m.tool_call_id_range, base)] = IdKind.TOOL_CALL
             for rng in (m.id_range, m.parent_range, m.summarizes_through_range):
                 if rng is not None:
-                    by_range[rng] = IdKind.MESSAGE
-        files = dict.fromkeys(f.file_id for f, _ in _injections(conv))
-        for m in conv.messages:
+                    by_range[resolve(rng, base)] = IdKind.MESSAGE
+            for f in m.files:
+                files.setdefault(f.file_id)
+            if m.file_id is not None:
+                files.setdefault(m.file_id)
+        for m in conv.message_data:
             for c in m.tool_calls:
                 named = c.arguments.get("file_id") if c.arguments else None
                 if isinstance(named, str) and named:

@@ -414,6 +414,21 @@ def _insert(text: str) -> list[tuple[int, int, str]]:
     return [(at, at, new), (at, at + len(new), "")]
 
 
+def _delete_message(text: str) -> list[tuple[int, int, str]]:
+    at = text.index("\n    {", len(text) // 2) + 1
+    end = text.index("\n    {", at) + 1
+    return [(at, end, ""), (at, at, text[at:end])]
+
+
+def _paste_with_file(text: str) -> list[tuple[int, int, str]]:
+    at = text.index("\n    {", len(text) // 3) + 1
+    new = (
+        '    {"id": "up", "role": "user", "content": "read file_id=\\"f9\\"",'
+        ' "files": [{"file_id": "f9", "filename": "a.md", "content": "x"}]},\n'
+    )
+    return [(at, at, new), (at, at + len(new), "")]
+
+
 def _settings(text: str) -> list[tuple[int, int, str]]:
     at = _after(text, '"model": "gpt-4o', 0, 0)
     return [(at, at, "-mini"), (at, at + 5, "")]
@@ -435,6 +450,8 @@ _EDIT_KINDS = {
     "type in a call's id": _call_id,
     "delete across messages, undo": _delete_across,
     "insert a message, delete it": _insert,
+    "delete a whole message, undo": _delete_message,
+    "paste a message with a file, delete it": _paste_with_file,
     "type in the settings": _settings,
     "type a new message at the end": _new_message,
 }
@@ -506,3 +523,153 @@ def test_a_per_message_finding_moves_with_its_message(tmp_path: Path) -> None:
         # The messages after the edit were not checked again: the two per-message rules
         # ran on the new message and on the one the re-read made again beside it at most.
         assert _cache(host).message_runs <= 2 * 2, edit
+
+
+def test_document_findings_move_with_their_messages(tmp_path: Path) -> None:
+    """Messages without calls or files inserted and deleted before the findings of the
+    tool-call and file rules: those rules keep their findings (their inputs, the messages
+    that make, answer or name calls and files, are equal), which follow their messages
+    with their fixes; a message with a call, or a changed call id, runs them again."""
+    path = tmp_path / "c.conv.json"
+    msgs: list[dict[str, object]] = [
+        {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"}
+        for i in range(10)
+    ]
+    call = {"type": "function", "function": {"name": "read_file", "arguments": '{"file_id": "x"}'}}
+    msgs[5]["tool_calls"] = [{"id": "c1", **call}, {"id": "c1", **call}]  # a duplicate
+    msgs[7] = {"id": "t1", "role": "tool", "tool_call_id": "nope", "content": "orphan"}
+    doc = {"messages": [*msgs, {"id": "last", "role": "user", "content": "and?"}]}
+    text = json.dumps(doc, indent=2)
+    host = AnalysisHost()
+    first = _analysis(path, text, host)
+    codes = {d.code for d in first.diagnostics}
+    kept = {"orphaned-tool-response", "duplicate-tool-call-id", "unanswered-tool-call"}
+    assert kept | {"file-id-not-in-read-file-list"} <= codes, codes
+
+    def item(mid: str) -> int:
+        return text.index('{\n      "id": "' + mid + '"')
+
+    pasted = '{"id": "new", "role": "user", "content": "pasted"},\n    '
+    with_call = (
+        '{"id": "new2", "role": "assistant", "tool_calls": [{"id": "c9", "type": "function",'
+        ' "function": {"name": "web_search", "arguments": "{}"}}]},\n    '
+    )
+    steps = [
+        ("insert", lambda t: t[: item("m1")] + pasted + t[item("m1") :], True),
+        ("delete", lambda t: t[: t.index(pasted)] + t[item("m3") :], True),  # new, m1, m2
+        ("a call", lambda t: t[: item("m3")] + with_call + t[item("m3") :], False),
+        ("a call id", lambda t: t.replace('"id": "c9"', '"id": "c8"'), False),
+    ]
+    for name, edit, keeps in steps:
+        text = edit(text)
+        got = _analysis(path, text, host)
+        want = _analysis(path, text)
+        assert [(d, d.range.start, d.range.end, d.fix) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end, d.fix) for d in want.diagnostics
+        ], name
+        ran = set(_cache(host).ran)
+        if keeps:
+            assert not ran & (kept | {"file-id-not-in-read-file-list"}), (name, ran)
+        else:
+            assert kept <= ran, (name, ran)
+    orphan = next(d for d in got.diagnostics if d.code == "orphaned-tool-response")
+    assert text[orphan.range.start : orphan.range.end].startswith('{\n      "id": "t1"')
+    assert orphan.fix is not None  # the removal, made for this version
+
+
+@pytest.mark.parametrize(
+    ("roles", "parents", "tip", "want"),
+    [
+        ("usua", None, None, 1),
+        ("uaua", None, None, None),
+        ("usus", None, "m0", None),  # the tip is before the system message
+        ("usus", None, "m2", 1),
+        ("susu", [None, "m0", "m0", "m2"], "m3", 0),
+        ("usss", [None, "m0", "m0", "m0"], "m3", 3),  # m1 and m2 are on other branches
+        ("ssuu", [None, None, "m3", "m2"], "m3", None),  # a cycle: m3 → m2 → m3
+    ],
+)
+def test_first_system_index_walks_the_branch(
+    roles: str, parents: list[str | None] | None, tip: str | None, want: int | None
+) -> None:
+    from assembly.diagnostics.inputs import first_system_index
+
+    role = {"u": Role.USER, "a": Role.ASSISTANT, "s": Role.SYSTEM}
+    msgs = [
+        Message(f"m{i}", role[r], "x", RelRange(0, 1), parent=parents[i] if parents else None)
+        for i, r in enumerate(roles)
+    ]
+    assert first_system_index(msgs, tip) == want
+
+
+def _random_message(rnd: random.Random, k: int) -> dict[str, object]:
+    """A message of any kind the tool-call, file and summary rules read (or none of them)."""
+    call_id = f"c{rnd.randrange(6)}"
+    kind = rnd.randrange(6)
+    if kind == 0:
+        name = rnd.choice(["read_file", "web_search"])
+        args = json.dumps({"file_id": f"f{rnd.randrange(3)}"} if name == "read_file" else {})
+        calls = [{"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}]
+        return {"id": f"r{k}", "role": "assistant", "tool_calls": calls}
+    if kind == 1:
+        return {"id": f"r{k}", "role": "tool", "tool_call_id": call_id, "content": "ok"}
+    if kind == 2:
+        files = [{"file_id": f"f{rnd.randrange(3)}", "filename": "a.md", "content": "x"}]
+        return {"id": f"r{k}", "role": "user", "content": "see", "files": files}
+    if kind == 3:
+        return {"id": f"r{k}", "role": "user", "content": f'read file_id="f{rnd.randrange(3)}"'}
+    return {"id": f"r{k}", "role": rnd.choice(["user", "assistant"]), "content": f"turn {k}"}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
+    tmp_path: Path, seed: int
+) -> None:
+    """Random structural edits (a message inserted, deleted, its role, id or call id
+    changed) on a conversation of tool calls, responses, files and file references: after
+    each, the host's findings (kept by the narrow summaries and moved with their messages)
+    equal a fresh analysis', fixes included."""
+    rnd = random.Random(seed)
+    path = tmp_path / "r.conv.json"
+    msgs = [_random_message(rnd, k) for k in range(24)]
+    host = AnalysisHost()
+    _analysis(path, json.dumps({"messages": msgs}, indent=2), host)
+    seen: set[str] = set()
+    for step in range(30):
+        op = rnd.randrange(5)
+        i = rnd.randrange(len(msgs))
+        if op == 0 or len(msgs) < 6:
+            msgs.insert(i, _random_message(rnd, 100 + step))
+        elif op == 1:
+            del msgs[i]
+        elif op == 2:
+            msgs[i] = {**msgs[i], "role": rnd.choice(["user", "assistant", "tool"])}
+            if msgs[i]["role"] == "tool":
+                msgs[i].setdefault("tool_call_id", "c0")
+        elif op == 3:
+            msgs[i] = {**msgs[i], "id": f"x{step}"}
+        elif "tool_calls" in msgs[i] or "tool_call_id" in msgs[i]:
+            fresh = f"c{rnd.randrange(6)}"
+            if "tool_call_id" in msgs[i]:
+                msgs[i] = {**msgs[i], "tool_call_id": fresh}
+            else:
+                calls = msgs[i]["tool_calls"]
+                assert isinstance(calls, list)
+                msgs[i] = {**msgs[i], "tool_calls": [{**calls[0], "id": fresh}]}
+        text = json.dumps(
+            {"messages": [*msgs, {"id": "end", "role": "user", "content": "?"}]}, indent=2
+        )
+        got = _analysis(path, text, host)
+        want = _analysis(path, text)
+        assert [(d, d.range.start, d.range.end, d.fix) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end, d.fix) for d in want.diagnostics
+        ], (seed, step)
+        seen.update(d.code for d in got.diagnostics)
+    # The edits reach the tool-call and file rules.
+    document_rules = {
+        "orphaned-tool-response",
+        "unanswered-tool-call",
+        "duplicate-tool-call-id",
+        "file-id-not-in-read-file-list",
+    }
+    assert len(seen & document_rules) >= 3, seen

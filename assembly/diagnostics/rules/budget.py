@@ -11,11 +11,12 @@ summaries walk each list once at C speed, so a 10,000-message log never floods t
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from assembly.assemble import Assembly, LlmMessage, stored_tokens
+from assembly.assemble import Assembly, LlmMessage
 from assembly.diagnostics.core import (
     Diagnostic,
     MessageMemo,
@@ -237,18 +238,11 @@ def truncation(src: Source) -> Truncation:
     if a is None or not a.dropped or not a.ok or conv is None:
         return Truncation(None)
     memo = src.cache.memo
-    by_id = _history_by_id(a, memo)
-    dropped = [m for m in map(by_id.get, a.dropped) if m is not None]
+    dropped = a.history[: len(a.dropped)]  # the cut drops the oldest: ``Assembly.dropped``
     first_kept = _first_sent(conv, a, a.dropped)
-    # The places depend on the messages' shapes, not on their contents: typing in a
-    # message keeps them.
-    key = (
-        memo.shapes,
-        a.dropped,
-        a.summary_id,
-        history_ids(a, memo),
-        tuple(map(_FILE_ID, dropped)),
-    )
+    # The places depend on the messages' shapes (which say where each is, and what files
+    # it injects), not on their contents: typing in a message keeps them.
+    key = (memo.shapes, a.dropped, a.summary_id)
     span, uploads = memo.derived(
         "history-truncated",
         key,
@@ -299,11 +293,10 @@ def compression(src: Source) -> Compression:
         return Compression(False)
     plan = a.compression
     memo = src.cache.memo
-    by_id = _history_by_id(a, memo)
-    older = [m for m in map(by_id.get, plan.summarize) if m is not None]
-    key = (memo.shapes, plan.summarize, plan.keep, history_ids(a, memo))
+    # The places depend on the messages' shapes and on which are summarized or kept.
+    key = (memo.shapes, plan.summarize, plan.keep)
     span, n_recent, first_recent = memo.derived(
-        "compression-due", key, lambda: _compression(conv, memo, older, plan.keep, by_id)
+        "compression-due", key, lambda: _compression(conv, memo, a)
     )
     last = None
     if first_recent is None and not span.placed:
@@ -318,8 +311,8 @@ def compression(src: Source) -> Compression:
         plan.reserved_tokens,
         plan.progressive,
         span,
-        (older[0].id, older[-1].id) if older else ("", ""),
-        sum(map(stored_tokens, older)),  # as the compression total counts them
+        (plan.summarize[0], plan.summarize[-1]) if plan.summarize else ("", ""),
+        plan.summarize_tokens,  # as the compression total counts them
         n_recent,
         first_recent,
         last,
@@ -330,13 +323,12 @@ def compression(src: Source) -> Compression:
 
 
 def _compression(
-    conv: Conversation | None,
-    memo: MessageMemo,
-    older: Sequence[LlmMessage],
-    keep: Sequence[str],
-    by_id: dict[str, LlmMessage],
+    conv: Conversation | None, memo: MessageMemo, a: Assembly
 ) -> tuple[Span, int, int | None]:
-    recent = [m for m in map(by_id.get, keep) if m is not None]
+    plan = a.compression
+    by_id = _history_by_id(a, memo)
+    older = list(filter(None, map(by_id.get, plan.summarize)))  # history ids: all found
+    recent = list(filter(None, map(by_id.get, plan.keep)))
     first_recent = next(
         (_index(conv, m) for m in recent if m.source is not None and conv is not None), None
     )
@@ -360,7 +352,7 @@ def _span(
     n = _n_messages(msgs)
     if conv is None or not msgs:
         return Span(None, None, None, n)
-    where = _indexes(conv, memo, msgs)
+    where = _indexes(conv, msgs)
     placed = set(where)
     placed.discard(None)
     summary: int | None = None
@@ -403,17 +395,13 @@ def _end_place(
     return i, (min(files) if first else max(files))
 
 
-def _indexes(conv: Conversation, memo: MessageMemo, msgs: Sequence[LlmMessage]) -> list[int | None]:
+def _indexes(conv: Conversation, msgs: Sequence[LlmMessage]) -> list[int | None]:
     """The index in ``conv`` of each message's source (None: none, or not in ``conv``).
 
     By object identity (``Conversation.index_of``): the sources are alive, so no other
     live object has their ``id``.
     """
-    data = conv.message_data
-    where = memo.of_run(
-        "message-where", data, lambda: dict(zip(map(id, data), range(len(data)), strict=True))
-    )
-    return list(map(where.get, map(id, map(_SOURCE, msgs))))
+    return conv.places_of(map(_SOURCE, msgs))
 
 
 def _index(conv: Conversation | None, m: LlmMessage) -> int | None:
@@ -431,15 +419,10 @@ def _own(b: Branch, place: _Place) -> TextRange:
     return m.range if k is None else m.files[k].range
 
 
-def history_ids(a: Assembly, memo: MessageMemo) -> tuple[str, ...]:
-    """The ids of ``a.history``, computed once per run (the rules' inputs read them too)."""
-    return memo.of_run("history-ids", a, lambda: tuple(map(_ID, a.history)))
-
-
 def _history_by_id(a: Assembly, memo: MessageMemo) -> dict[str, LlmMessage]:
     """``{m.id: m for m in a.history}`` (the last one wins), built at C speed."""
-    ids = history_ids(a, memo)
-    return memo.of_run("history-by-id", a, lambda: dict(zip(ids, a.history, strict=True)))
+    h = a.history
+    return memo.of_run("history-by-id", a, lambda: dict(zip(map(_ID, h), h, strict=True)))
 
 
 def _file_index(m: LlmMessage, src: object) -> int | None:
@@ -453,9 +436,12 @@ def _file_index(m: LlmMessage, src: object) -> int | None:
 def _n_messages(msgs: Iterable[LlmMessage]) -> int:
     """Document messages among ``msgs`` (an upload injected before its message is not one)."""
     msgs = list(msgs)
-    seen = {m.source.id for m in msgs if m.source is not None and "/files/" not in m.id}
-    for m in msgs:  # the few injected uploads: those whose id names a file of the source
-        if "/files/" in m.id and m.source is not None and _file_index(m, m.source) is None:
+    # Passes at C speed: the messages whose id names no file, then the few others.
+    named = list(map(operator.contains, map(_ID, msgs), itertools.repeat("/files/")))
+    plain = itertools.compress(msgs, map(operator.not_, named))
+    seen = set(map(_ID, filter(None, map(_SOURCE, plain))))
+    for m in itertools.compress(msgs, named):  # injected uploads: whose id names a file
+        if m.source is not None and _file_index(m, m.source) is None:
             seen.add(m.source.id)
     return len(seen)
 
@@ -465,9 +451,9 @@ def _uploads(
 ) -> Iterator[tuple[str, str, int, int | None]]:
     """(file id, filename, message index, index in its ``files``) of the files ``msgs``
     inject."""
-    for m in msgs:
-        if m.file_id is None:
-            continue
+    msgs = list(msgs)
+    with_file = map(operator.is_not, map(_FILE_ID, msgs), itertools.repeat(None))
+    for m in itertools.compress(msgs, with_file):  # those with a file id (at C speed)
         i = _index(conv, m)
         if i is None:
             continue

@@ -11,11 +11,14 @@ One pass over the branch collects what is offered so far, so each reference cost
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import operator
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from assembly.assemble import FILE_READER_TOOLS
 from assembly.diagnostics.core import (
@@ -29,10 +32,17 @@ from assembly.diagnostics.core import (
     TextEdit,
 )
 from assembly.diagnostics.engine import MessageSource, Source, message_start, query
-from assembly.diagnostics.inputs import Branch, Cut, MessageShape, message_source
+from assembly.diagnostics.inputs import (
+    Branch,
+    Cut,
+    MessageShape,
+    message_source,
+    same_messages,
+    shape_key,
+)
 from assembly.diagnostics.rules.tool_calls import call_node, decoded_range, decoded_spans
 from assembly.diagnostics.window import offset_map
-from assembly.model import Message, Role, ToolCall
+from assembly.model import FileAttachment, Message, Role, ToolCall
 from assembly.syntax import parse_json
 from assembly.text import TextRange
 
@@ -42,9 +52,7 @@ _ID = operator.attrgetter("id")
 _FILENAME = re.compile(r"^[^\s/\\]*[^\s/\\.]\.[A-Za-z][A-Za-z0-9]{0,9}$")
 
 
-def file_id_not_in_read_file_list(
-    b: Branch, cut: Cut, mentions: FileMentions, in_prompt: PromptFileIds
-) -> Iterator[Diagnostic]:
+def file_id_not_in_read_file_list(b: FileTraffic, in_prompt: PromptFileIds) -> Iterator[Diagnostic]:
     """A `read_file` call or a `file_id` reference names a file the model was not offered.
 
     ## What it does
@@ -75,10 +83,9 @@ def file_id_not_in_read_file_list(
     """
     if not b.messages and not in_prompt.ids:
         return
-    files = _Files(b, cut)
-    for i, offered in files.walk(mentions):
-        found = mentions.of_message[i]
-        assert found is not None
+    files = _Files(b)
+    for i, offered in files.walk():
+        found = b.of_message[i]
         m = b.messages[i]
         if m.role is Role.ASSISTANT:
             for k, call in enumerate(m.tool_calls):
@@ -100,9 +107,7 @@ def file_id_not_in_read_file_list(
             yield _not_offered(files, value, rng, "the custom agent prompt names")
 
 
-def filename_instead_of_file_id(
-    b: Branch, cut: Cut, mentions: FileMentions
-) -> Iterator[Diagnostic]:
+def filename_instead_of_file_id(b: FileTraffic) -> Iterator[Diagnostic]:
     """A `read_file` call passes a filename where the file_id is required.
 
     ## What it does
@@ -124,12 +129,8 @@ def filename_instead_of_file_id(
     """
     if not b.messages:
         return
-    files = _Files(b, cut)
-    of_message = mentions.of_message
-    for i in files.order:
-        found = of_message[i]
-        if found is None:
-            continue
+    files = _Files(b)
+    for i, found in b.of_message.items():
         m = b.messages[i]
         for k, call in enumerate(m.tool_calls):
             value = found.get(k)
@@ -201,17 +202,14 @@ class _Files:
 
     Read from the stored messages (no message shape is made but for a finding)."""
 
-    def __init__(self, b: Branch, cut: Cut) -> None:
+    def __init__(self, b: FileTraffic) -> None:
         self._b = b
-        self.order = b.order()
+        self.order = b.on_branch
         data = b.data
-        self.branch_ids = set(map(_ID, b.branch_data()))
+        self.branch_ids = set(map(_ID, b.stored[: len(b.on_branch)]))
         self.known: dict[str, _Place] = {}
         self.by_name: dict[str, list[str]] = {}
-        # The messages that inject a file, in document order.
-        self._carriers = [
-            i for i, m in enumerate(data) if m.files or m.file_id is not None or m.images
-        ]
+        self._carriers = b.carriers  # the messages that inject a file, in document order
         for i in self._carriers:
             m = data[i]
             for k, f in enumerate(m.files):
@@ -224,18 +222,15 @@ class _Files:
             self._add(_Place(f.file_id, f.filename, f.range, None, project=True))
         self.listed: set[str] = set()
         self.dead: set[str] = set()  # injected, then dropped or summarized, and not listed
-        self.liveness = cut.assembled
-        for file_id, filename in cut.forgotten:
+        self.liveness = b.assembled
+        for file_id, filename in b.forgotten:
             self.listed.add(file_id)
             self._add(_Place(file_id, filename, None, None))
-        self.listed.update(cut.project_listed)
+        self.listed.update(b.project_listed)
         for f in b.project_files:
             if f.kind == "image" or not self.liveness:
                 self.listed.add(f.file_id)
-        self._live_carriers: set[str] = set()
-        if self.liveness:
-            dropped = set(cut.dropped)
-            self._live_carriers = {h for h in cut.history if h not in dropped}
+        self._live_carriers = b.live
         self.offered_at_end: set[str] = set()
 
     def _add(self, place: _Place) -> None:
@@ -256,9 +251,9 @@ class _Files:
             return m.files[k].range
         return m.range if which == "file_id" else m.images[k].range
 
-    def walk(self, mentions: FileMentions) -> Iterator[tuple[int, set[str]]]:
-        """Yield the index of each branch message that names a file id (``mentions``) with
-        the ids offered to the model at that point.
+    def walk(self) -> Iterator[tuple[int, set[str]]]:
+        """Yield the index of each branch message that names a file id with the ids
+        offered to the model at that point.
 
         The set grows as the walk goes on (do not keep it); at the end it is also
         ``offered_at_end``, what the custom agent prompt (after all history) can name.
@@ -266,7 +261,7 @@ class _Files:
         offered = set(self.listed)
         data = self._b.data
         carriers = set(self._carriers)
-        of_message = mentions.of_message
+        of_message = self._b.of_message
         for i in self.order:
             if i in carriers:
                 m = data[i]
@@ -277,7 +272,7 @@ class _Files:
                     self._offer(offered, m.file_id, m.id)
                 for image in m.images:
                     self._offer(offered, image.ref, m.id)
-            if of_message[i] is not None:
+            if i in of_message:
                 yield i, offered
         self.offered_at_end = offered
 
@@ -406,6 +401,115 @@ class FileMentions:
 @query
 def file_mentions(src: Source) -> FileMentions:
     return FileMentions(tuple(src.per_message("file mentions", _mentions)))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FileTraffic:
+    """The messages the file rules read, and what they read of the budget cut.
+
+    ``on_branch``: the branch's messages (in order) that inject a file (``files``, a
+    ``file_id`` message, images) or name one (``of_message``: what each names, as
+    ``FileMentions``); ``carriers``: every message of the document that injects a file (in
+    document order). ``live``: the ids (``<message id>`` or ``<message id>/files/<k>``)
+    under which the carriers' files are in the context after the cut; ``assembled``,
+    ``forgotten``, ``project_listed``: as in ``Cut``. Read like a ``Branch`` for a finding's
+    place (``messages``, ``data``, ``project_files``).
+
+    Equal when those messages are (by shape and what they name, in order) and what the cut
+    says of them is: an edit to any other message keeps the value, and the findings move
+    with their messages.
+    """
+
+    branch: Branch
+    on_branch: tuple[int, ...]
+    carriers: tuple[int, ...]
+    of_message: dict[int, dict[int, str | tuple[str, int, int]]]
+    assembled: bool
+    live: frozenset[str]
+    forgotten: tuple[tuple[str, str], ...]
+    project_listed: tuple[str, ...]
+    stored: tuple[Message, ...]  # at ``on_branch``, then at ``carriers``
+
+    @property
+    def messages(self) -> Sequence[MessageShape]:
+        return self.branch.messages
+
+    @property
+    def data(self) -> Sequence[Message]:
+        return self.branch.data
+
+    @property
+    def project_files(self) -> tuple[FileAttachment, ...]:
+        return self.branch.project_files
+
+    def placed(self, current: Callable[[type], Any]) -> FileTraffic:
+        """This value, kept from an earlier version with equal inputs, seen in the current
+        version (the same messages at the same indexes, where they stand now)."""
+        b = current(Branch)
+        return self if b is self.branch else dataclasses.replace(self, branch=b)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (
+            len(self.on_branch),
+            list(map(self.of_message.__getitem__, sorted(self.of_message))),
+            self.assembled,
+            self.live,
+            self.forgotten,
+            self.project_listed,
+            shape_key(self.branch.project_files),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FileTraffic):
+            return NotImplemented
+        return self._key() == other._key() and same_messages(self.stored, other.stored)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@query
+def file_traffic(b: Branch, cut: Cut, mentions: FileMentions) -> FileTraffic:
+    # Passes at C speed over the stored messages: which inject a file, which name one.
+    data = b.data
+    with_id = map(operator.is_not, map(_FILE_ID_OF, data), itertools.repeat(None))
+    files = map(operator.truth, map(_FILES, data))
+    images = map(operator.truth, map(_IMAGES, data))
+    carries = list(map(operator.or_, map(operator.or_, files, with_id), images))
+    named = list(map(operator.is_not, mentions.of_message, itertools.repeat(None)))
+    either = list(map(operator.or_, carries, named))
+    order = b.order()
+    on = list(itertools.compress(order, map(either.__getitem__, order)))
+    carriers = list(itertools.compress(itertools.count(), carries))
+    of = mentions.of_message
+    of_message = {i: of[i] for i in on if of[i] is not None}
+    live: frozenset[str] = frozenset()
+    if cut.assembled:  # the carriers' ids in the history, less those the cut dropped
+        names = {n for i in carriers for n in _carrier_ids(data[i])}
+        live = frozenset(names.intersection(cut.history).difference(cut.dropped))
+    stored = (*map(data.__getitem__, on), *map(data.__getitem__, carriers))
+    return FileTraffic(
+        b,
+        tuple(on),
+        tuple(carriers),
+        of_message,  # type: ignore[arg-type]
+        cut.assembled,
+        live,
+        cut.forgotten,
+        cut.project_listed,
+        stored,
+    )
+
+
+_FILE_ID_OF = operator.attrgetter("file_id")
+_FILES = operator.attrgetter("files")
+_IMAGES = operator.attrgetter("images")
+
+
+def _carrier_ids(m: Message) -> Iterator[str]:
+    """The history ids under which a message's files are injected (``_Files.walk``)."""
+    yield m.id
+    for k in range(len(m.files)):
+        yield f"{m.id}/files/{k}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from assembly.diagnostics.inputs import (
     Branch,
     MessageShape,
     PromptContext,
+    Summaries,
     SummaryReports,
     first_system_index,
 )
@@ -201,7 +202,7 @@ def unknown_placeholder(ctx: AllPrompts) -> Iterator[Diagnostic]:
             )
 
 
-def summary_on_other_branch(b: Branch, reports: SummaryReports) -> Iterator[Diagnostic]:
+def summary_on_other_branch(b: Summaries, reports: SummaryReports) -> Iterator[Diagnostic]:
     """A summary node is not applied: it belongs to another branch.
 
     ## What it does
@@ -230,10 +231,9 @@ def summary_on_other_branch(b: Branch, reports: SummaryReports) -> Iterator[Diag
     ```
     `s1` hangs off `a1` beside `u3`: the branch u1 → a1 → u3 does not contain it.
     """
-    if Role.SUMMARY not in b.roles() and not reports.items:
+    if not b.nodes and not reports.items:
         return
-    data = b.data
-    nodes = [b.messages[i] for i, m in enumerate(data) if m.role is Role.SUMMARY]
+    nodes = [b.messages[i] for i in b.nodes]
     # The pipeline reports at `summarizes_through` (or the summary itself when it has none).
     summaries: dict[TextRange, MessageShape] = {}
     for m in nodes:
@@ -250,13 +250,11 @@ def summary_on_other_branch(b: Branch, reports: SummaryReports) -> Iterator[Diag
             reported.add(node.index)
             related = (*related, Related(node.range, f"summary `{node.id}` is not sent"))
         yield dataclasses.replace(d, related=related, unnecessary=True)
-    if not b.chain:
+    if not b.chained:
         return
-    on_branch = set(b.chain)
-    tip_index = dict(zip(map(_ID, data), range(len(data)), strict=True)).get(b.chain[-1])
-    tip = b.messages[tip_index] if tip_index is not None else None
-    for m in nodes:
-        if m.id in on_branch or m.index in reported:
+    tip = b.messages[b.tip] if b.tip is not None else None
+    for m, on_branch in zip(nodes, b.on_branch, strict=True):
+        if on_branch or m.index in reported:
             continue
         tip_related = (
             (Related(tip.range, f"the current branch ends here: `{tip.id}`"),)
@@ -267,7 +265,7 @@ def summary_on_other_branch(b: Branch, reports: SummaryReports) -> Iterator[Diag
             "summary-on-other-branch",
             Severity.WARNING,
             f"summary `{m.id}` is on another branch: its `parent` chain does not reach the "
-            f"branch tip `{b.chain[-1]}`, so it is not applied",
+            f"branch tip `{b.tip_id}`, so it is not applied",
             m.range,
             related=tip_related,
             unnecessary=True,

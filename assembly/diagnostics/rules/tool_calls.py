@@ -16,6 +16,7 @@ safe, no fix is offered.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import operator
 import re
@@ -33,13 +34,13 @@ from assembly.diagnostics.core import (
     message_memo,
 )
 from assembly.diagnostics.engine import AssistantMessage, MessageSource, message_start
-from assembly.diagnostics.inputs import Branch, CallIds, Cut, MessageShape, Tools
+from assembly.diagnostics.inputs import CallIds, MessageShape, OrphanCut, Tools, ToolTraffic
 from assembly.diagnostics.window import TextLike, find_newline, line_start, offset_map
 from assembly.model import Conversation, DocFormat, Message, RejectedCall, Role, ToolCall
 from assembly.pairs import CallPairs, pair_tool_calls
 from assembly.sourcemap import OffsetMap
 from assembly.syntax import SNode
-from assembly.text import TextRange
+from assembly.text import TextRange, resolve
 from assembly.toolcalls import (
     RecoveredCall,
     extract_tool_calls,
@@ -53,7 +54,7 @@ _EXPLICIT_SHAPES = frozenset({"name-arguments", "function-wrapper", "tool-key", 
 _ARGS_PREVIEW = 80
 
 
-def orphaned_tool_response(b: Branch, cut: Cut) -> Iterator[Diagnostic]:
+def orphaned_tool_response(b: ToolTraffic, cut: OrphanCut) -> Iterator[Diagnostic]:
     """A tool response has no matching earlier tool call.
 
     ## What it does
@@ -98,7 +99,7 @@ def orphaned_tool_response(b: Branch, cut: Cut) -> Iterator[Diagnostic]:
         return
     by_id = dict(zip(map(_ID, on_branch), order, strict=True))
     data = b.data
-    dropped = set(cut.dropped)
+    dropped = cut.dropped_callers
     pairs: CallPairs | None = None
     for msg_id in cut.orphans_dropped:
         i = by_id.get(msg_id)
@@ -147,7 +148,7 @@ def _pairing(on_branch: Sequence[Message], ids: Sequence[str]) -> list[Message]:
 _ID = operator.attrgetter("id")
 
 
-def unanswered_tool_call(b: Branch) -> Iterator[Diagnostic]:
+def unanswered_tool_call(b: ToolTraffic) -> Iterator[Diagnostic]:
     """An assistant tool call has no tool response after it.
 
     ## What it does
@@ -177,7 +178,7 @@ def unanswered_tool_call(b: Branch) -> Iterator[Diagnostic]:
     res: list[Diagnostic] = []
     order = b.order()
     on_branch = b.branch_data()
-    if b.record is not None and order and on_branch[-1].role is Role.ASSISTANT:
+    if b.answer:  # the last message's calls are a dataset record's answer
         order, on_branch = order[:-1], on_branch[:-1]
     for i, g in zip(reversed(order), reversed(on_branch), strict=True):
         if g.role is Role.TOOL and g.tool_call_id:
@@ -198,7 +199,7 @@ def unanswered_tool_call(b: Branch) -> Iterator[Diagnostic]:
     yield from reversed(res)
 
 
-def duplicate_tool_call_id(b: Branch) -> Iterator[Diagnostic]:
+def duplicate_tool_call_id(b: ToolTraffic) -> Iterator[Diagnostic]:
     """The same tool call id is used twice where a response cannot tell the calls apart.
 
     ## What it does
@@ -404,7 +405,8 @@ def call_node(src: MessageSource, call: ToolCall) -> SNode | None:
 class _Nodes:
     """The message list's source array and what deleting a message could break: the ids
     named by ``parent``/``summarizes_through``, and the position of the last message named
-    by its index (no ``id``)."""
+    by its index (no ``id``). An item's place is read from the stored array (``range``),
+    so placing one message makes no view of the others."""
 
     def __init__(self, conv: Conversation, msgs: Sequence[Message]) -> None:
         self.array: SNode | None = None
@@ -415,23 +417,37 @@ class _Nodes:
             messages = root.get("messages")
             if messages is not None and messages.is_array:
                 self.array = messages
-        self.referenced: set[str] = set()
-        self.last_implicit_id = -1
-        for i, m in enumerate(msgs):  # stored messages: their index is their place
-            if m.parent is not None:
-                self.referenced.add(m.parent)
-            if m.summarizes_through is not None:
-                self.referenced.add(m.summarizes_through)
-            if m.id_range is None:
-                self.last_implicit_id = i
+        green = getattr(self.array, "green", self.array)
+        self._items: tuple[SNode, ...] = green.items if green is not None else ()
+        self._starts: tuple[int, ...] | None = green.starts if green is not None else None
+        self._base: int = getattr(self.array, "base", 0)
+        # Passes at C speed over the stored messages (their index is their place).
+        self.referenced: set[str] = {*map(_PARENT, msgs), *map(_THROUGH, msgs)}
+        self.referenced.discard(None)  # type: ignore[arg-type]
+        implicit = list(map(operator.is_, map(_ID_RANGE, msgs), itertools.repeat(None)))
+        n = len(implicit)
+        self.last_implicit_id = n - 1 - implicit[::-1].index(True) if True in implicit else -1
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def range(self, k: int) -> TextRange:
+        """The range of the ``k``-th item of the array."""
+        base = self._starts[k] if self._starts is not None else self._base
+        return resolve(self._items[k].range, base)
 
     def item(self, m: Message) -> int | None:
         """The index of the message's node in the array."""
         if self.array is None:
             return None
-        items = self.array.items
-        k = bisect.bisect_left(items, message_start(m), key=_node_start)
-        return k if k < len(items) and items[k].range.start == message_start(m) else None
+        at = message_start(m)
+        k = bisect.bisect_left(range(len(self)), at, key=lambda k: self.range(k).start)
+        return k if k < len(self) and self.range(k).start == at else None
+
+
+_PARENT = operator.attrgetter("parent")
+_THROUGH = operator.attrgetter("summarizes_through")
+_ID_RANGE = operator.attrgetter("id_range")
 
 
 def _node_start(node: SNode) -> int:
@@ -518,11 +534,11 @@ def remove_message_edit(ctx: RuleContext, m: Message) -> tuple[TextEdit, ...] | 
     elif array is None or k is None:
         return None
     elif text[array.range.start : array.range.start + 1] == "[":
-        edit = _remove_flow_item(text, array, k)
-    elif len(array.items) < 2:
+        edit = _remove_flow_item(text, array, nodes, k)
+    elif len(nodes) < 2:
         return None  # an empty block sequence would leave `messages:` null
     else:
-        edit = _remove_block_item(text, array.items[k].range)
+        edit = _remove_block_item(text, nodes.range(k))
     return (edit,) if edit is not None else None
 
 
@@ -532,7 +548,7 @@ def remove_message_edit(ctx: RuleContext, m: Message) -> tuple[TextEdit, ...] | 
 class _CallIndex:
     """The first call of each id on the branch and in the whole document."""
 
-    def __init__(self, b: Branch, order: Sequence[int]) -> None:
+    def __init__(self, b: ToolTraffic, order: Sequence[int]) -> None:
         self._b = b
         data = b.data
         self._on_branch: dict[str, tuple[int, int]] = {}
@@ -540,8 +556,8 @@ class _CallIndex:
             for k, call in enumerate(data[i].tool_calls):
                 self._on_branch.setdefault(call.id, (i, k))
         self._anywhere: dict[str, tuple[int, int]] = {}
-        for i, m in enumerate(data):
-            for k, call in enumerate(m.tool_calls):
+        for i in b.callers:
+            for k, call in enumerate(data[i].tool_calls):
                 self._anywhere.setdefault(call.id, (i, k))
 
     def on_branch(self, call_id: str) -> ToolCall | None:
@@ -554,7 +570,7 @@ class _CallIndex:
         return self._b.messages[at[0]].tool_calls[at[1]] if at is not None else None
 
 
-def _orphan_as_written(b: Branch, m: MessageShape, calls: _CallIndex) -> Diagnostic:
+def _orphan_as_written(b: ToolTraffic, m: MessageShape, calls: _CallIndex) -> Diagnostic:
     """An orphan as written: the branch makes its call only later, or nowhere."""
     assert m.tool_call_id_range is not None
     call_id = m.tool_call_id or ""
@@ -615,21 +631,21 @@ def _remove_line(text: TextLike, rng: TextRange) -> TextEdit | None:
     return TextEdit(TextRange(max(0, start - 1), len(text)), "")
 
 
-def _remove_flow_item(text: TextLike, array: SNode, k: int) -> TextEdit | None:
-    items = array.items
-    if len(items) == 1:
+def _remove_flow_item(text: TextLike, array: SNode, nodes: _Nodes, k: int) -> TextEdit | None:
+    if len(nodes) == 1:
         return TextEdit(
             TextRange(array.range.start + 1, max(array.range.start + 1, array.range.end - 1)), ""
         )
-    if k + 1 < len(items):
-        between = text[items[k].range.end : items[k + 1].range.start]
-        if between.strip() != ",":
+    here = nodes.range(k)
+    if k + 1 < len(nodes):
+        after = nodes.range(k + 1)
+        if text[here.end : after.start].strip() != ",":
             return None
-        return TextEdit(TextRange(items[k].range.start, items[k + 1].range.start), "")
-    between = text[items[k - 1].range.end : items[k].range.start]
-    if between.strip() != ",":
+        return TextEdit(TextRange(here.start, after.start), "")
+    before = nodes.range(k - 1)
+    if text[before.end : here.start].strip() != ",":
         return None
-    return TextEdit(TextRange(items[k - 1].range.end, items[k].range.end), "")
+    return TextEdit(TextRange(before.end, here.end), "")
 
 
 def _remove_block_item(text: TextLike, rng: TextRange) -> TextEdit | None:
