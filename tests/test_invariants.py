@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +30,12 @@ PURE_FROM_IO_MODULES = {"pathlib": {"PurePath", "PurePosixPath", "PureWindowsPat
 PACKAGES = ("assembly", "server")
 
 # Reworked on other branches of issue 13 (the coordinator removes each entry as it goes).
+
+
+@cache
+def _tree(path: Path) -> ast.Module:
+    """``path`` parsed once per session: the checks below walk each module several times."""
+    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def _imports(tree: ast.AST) -> list[str]:
@@ -49,7 +56,7 @@ def test_assembly_never_imports_the_server_or_lsp() -> None:
     offenders = [
         f"{path.relative_to(ROOT)}: {name}"
         for path in _assembly_modules()
-        for name in _imports(ast.parse(path.read_text(encoding="utf-8")))
+        for name in _imports(_tree(path))
         if name.split(".")[0] in FORBIDDEN_IN_ASSEMBLY
     ]
     assert offenders == []
@@ -58,7 +65,7 @@ def test_assembly_never_imports_the_server_or_lsp() -> None:
 def test_assembly_does_no_io() -> None:
     offenders = []
     for path in _assembly_modules():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names = [(a.name, None) for a in node.names]
@@ -90,8 +97,7 @@ def test_every_module_has_a_docstring() -> None:
         str(path.relative_to(ROOT))
         for folder in ("assembly", "server")
         for path in sorted((ROOT / folder).rglob("*.py"))
-        if path.stat().st_size
-        and ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) is None
+        if path.stat().st_size and ast.get_docstring(_tree(path)) is None
     ]
     assert missing == []
 
@@ -113,7 +119,7 @@ def _modules() -> dict[str, Path]:
 def _imported(module: str, path: Path, mods: dict[str, Path]) -> Iterator[tuple[str, str | None]]:
     """(module imported, the name taken from it if any) for every import in ``path``."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             for a in node.names:
                 yield a.name, None
@@ -208,7 +214,7 @@ def _private_uses() -> set[tuple[str, str, str]]:
             if name is not None and target in mods and target != m:
                 if name.startswith("_") and not name.startswith("__"):
                     found.add((m, target, name))
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -239,7 +245,7 @@ def test_no_private_name_is_imported_across_modules() -> None:
 def test_the_tests_of_the_pure_library_import_nothing_from_the_server() -> None:
     offenders = []
     for path in sorted((ROOT / "tests" / "assembly").rglob("*.py")):
-        for name in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+        for name in _imports(_tree(path)):
             if name.split(".")[0] in FORBIDDEN_IN_ASSEMBLY:
                 offenders.append(f"{path.relative_to(ROOT)}: {name}")
     assert offenders == []
