@@ -181,6 +181,14 @@ async def bounded(request: Awaitable[T]) -> T:
     return await asyncio.wait_for(request, TIMEOUT_S)
 
 
+async def shut_down_cleanly(client: LanguageClient, traffic: Traffic) -> None:
+    """``shutdown`` is answered and ``exit`` ends the server with code 0."""
+    traffic.shut_down = True
+    await bounded(client.shutdown_session())
+    server = client._server
+    assert server is not None and server.returncode == 0
+
+
 def codes(diagnostics: Sequence[lsp.Diagnostic]) -> list[str]:
     return sorted(str(d.code) for d in diagnostics)
 
@@ -398,7 +406,7 @@ async def test_incremental_edits_match_opening_the_final_text(
 # Errors -------------------------------------------------------------------------------------
 
 
-async def test_a_failing_request_is_an_error_and_the_server_keeps_working(
+async def test_a_failing_request_is_an_error_and_the_server_keeps_working_then_exits_cleanly(
     client: LanguageClient, traffic: Traffic, client_name: str, workspace: Path
 ) -> None:
     await initialize(client, client_name, workspace)
@@ -438,6 +446,8 @@ async def test_a_failing_request_is_an_error_and_the_server_keeps_working(
     )
     after = await published(traffic, uri, since=since, where=lambda p: p.version == 2)
     assert codes(after.diagnostics) == ["compression-due", "history-truncated"]
+    # And the session ends cleanly: shutdown answered, exit code 0.
+    await shut_down_cleanly(client, traffic)
 
 
 # Pull diagnostics and progress --------------------------------------------------------------
@@ -523,20 +533,3 @@ async def test_workspace_diagnostics_report_progress(
     )
     assert [r.kind for r in client.progress_reports["wd-1"]] == ["begin", "report", "report", "end"]
     assert len(client.progress_reports) == 2  # no new token was created
-
-
-# Shutdown -----------------------------------------------------------------------------------
-
-
-async def test_shutdown_and_exit_are_clean(
-    client: LanguageClient, traffic: Traffic, client_name: str, workspace: Path
-) -> None:
-    await initialize(client, client_name, workspace)
-    conv = workspace / "chat.conv.yaml"
-    conv.write_text(CONVERSATION, encoding="utf-8")
-    uri = open_document(client, conv)
-    await published(traffic, uri, since=0)
-    traffic.shut_down = True
-    await bounded(client.shutdown_session())
-    server = client._server
-    assert server is not None and server.returncode == 0

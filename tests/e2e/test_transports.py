@@ -58,27 +58,6 @@ def _connect(port: int, proc: subprocess.Popen[bytes]) -> socket.socket:
     pytest.fail("server did not listen")
 
 
-def test_tcp_initialize() -> None:
-    port = _free_port()
-    proc = _serve("--tcp", port)
-    try:
-        # pygls serves one TCP connection: connect once (retrying until it listens).
-        body = json.dumps(INITIALIZE).encode()
-        with _connect(port, proc) as s:
-            s.sendall(f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-            data = b""
-            while b"serverInfo" not in data or not data.rstrip().endswith(b"}"):
-                chunk = s.recv(65536)
-                assert chunk, "connection closed"
-                data += chunk
-        reply = json.loads(data.split(b"\r\n\r\n", 1)[1])
-        assert reply["result"]["serverInfo"]["name"] == "promptls"
-        assert reply["result"]["capabilities"]["hoverProvider"]
-    finally:
-        proc.kill()
-        proc.wait(10)
-
-
 def test_websocket_initialize() -> None:
     import websockets
 
@@ -135,12 +114,21 @@ def test_the_command_refuses_a_non_loopback_address(flag: str, host: str) -> Non
     assert "loopback" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_tcp_exits_promptly_and_quietly_after_exit() -> None:
+def test_tcp_initialize_then_exit_promptly_and_quietly() -> None:
     port = _free_port()
     proc = _serve("--tcp", port)
     try:
+        # pygls serves one TCP connection: connect once (retrying until it listens).
         with _connect(port, proc) as s:
             s.sendall(_frame(INITIALIZE))
+            data = b""
+            while b"serverInfo" not in data or not data.rstrip().endswith(b"}"):
+                chunk = s.recv(65536)
+                assert chunk, "connection closed"
+                data += chunk
+            reply = json.loads(data.split(b"\r\n\r\n", 1)[1])
+            assert reply["result"]["serverInfo"]["name"] == "promptls"
+            assert reply["result"]["capabilities"]["hoverProvider"]
             s.sendall(_frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
             s.sendall(_frame({"jsonrpc": "2.0", "method": "exit"}))
             proc.wait(15)
