@@ -1,7 +1,8 @@
-"""Hover, inlay hints, code lens and the assembled view over stdio, as real clients ask.
+"""Open, hover, inlay hints, code lens and the assembled view over stdio, as real clients ask.
 
 One server per recorded client (VS Code, Neovim 0.7, Emacs; Emacs negotiates UTF-32) with
-two example conversations open. The server runs with an empty tiktoken cache: the
+two example conversations open. The first test is the smoke test: the diagnostics the open
+published and the assembly of the overflow example, before any edit. The server runs with an empty tiktoken cache: the
 examples' gpt-4o counts with the bundled o200k_base all the same, and the figures are fixed.
 """
 
@@ -46,13 +47,45 @@ async def client(request: pytest.FixtureRequest, lsp_client: LanguageClient):  #
         lsp_client.text_document_did_open(
             lsp.DidOpenTextDocumentParams(
                 text_document=lsp.TextDocumentItem(
-                    uri=path.as_uri(), language_id="json", version=1, text=_text(path)
+                    uri=path.as_uri(),
+                    language_id=path.suffix.lstrip("."),  # json, yaml: as editors send them
+                    version=1,
+                    text=_text(path),
                 )
             )
         )
     await _published(lsp_client, SUPPORT.as_uri(), OVERFLOW.as_uri())
     yield
     await lsp_client.shutdown_session()
+
+
+# The assembly's segments, in order.
+SEGMENTS = [
+    "system",
+    "history",
+    "custom_agent",
+    "project_files",
+    "forgotten_files",
+    "last_user",
+    "this_turn",
+    "reminder",
+]
+
+
+async def test_open_publishes_diagnostics_and_assembles(client: LanguageClient) -> None:
+    # The fixture opened the overflow example and waited for its diagnostics (first test:
+    # before any edit).
+    uri = OVERFLOW.as_uri()
+    codes = sorted(str(d.code) for d in client.diagnostics[uri])
+    assert codes == ["compression-due", "history-truncated", "orphaned-tool-response"]
+    truncated = next(d for d in client.diagnostics[uri] if d.code == "history-truncated")
+    assert truncated.range.start.line == 121
+    assert list(truncated.tags or ()) == [lsp.DiagnosticTag.Unnecessary]
+    res = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="promptls.assemble", arguments=[uri])
+    )
+    assert res["orphans_dropped"] == ["m11"]
+    assert [s["name"] for s in res["segments"]] == SEGMENTS
 
 
 async def test_hover_on_the_head_shows_the_segment_table(client: LanguageClient) -> None:
