@@ -176,7 +176,11 @@ def test_assemble_counts_gpt4o_with_o200k_base_without_a_note(tmp_path: Path) ->
     ("model", "encoding"), [("claude-sonnet-4-5", "cl100k_base"), ("gemini-2.5-pro", "o200k_base")]
 )
 def test_assemble_says_when_counts_approximate_another_providers_model(
-    tmp_path: Path, model: str, encoding: str
+    tmp_path: Path,
+    model: str,
+    encoding: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     doc = tmp_path / "c.conv.json"
     doc.write_text(
@@ -186,7 +190,14 @@ def test_assemble_says_when_counts_approximate_another_providers_model(
     assert code == 0, err
     obj = json.loads(out)
     assert (obj["encoding"], obj["encoding_approximate"]) == (encoding, True)
-    code, out, err, _ = _run("assemble", str(doc), "--today", "2026-01-01")
+    # The text format's head, in-process (the same entry point; the run above is the command's
+    # fresh interpreter).
+    from server.cli.main import main
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
+    capsys.readouterr()
+    code = main(["assemble", str(doc), "--today", "2026-01-01"])
+    out, err = capsys.readouterr()
     assert code == 0, err
     head = out.splitlines()[0]
     assert f"·  {encoding}  ·  approximate counts: {model} uses " in head
