@@ -2,8 +2,9 @@
 
 One server per recorded client (VS Code, Neovim 0.7, Emacs; Emacs negotiates UTF-32) with
 two example conversations open. The first test is the smoke test: the diagnostics the open
-published and the assembly of the overflow example, before any edit. The server runs with an empty tiktoken cache: the
-examples' gpt-4o counts with the bundled o200k_base all the same, and the figures are fixed.
+published and the assembly of the overflow example, before any edit. The server runs with
+an empty tiktoken cache: the examples' gpt-4o counts with the bundled o200k_base all the
+same, and the figures are fixed.
 """
 
 from __future__ import annotations
