@@ -17,7 +17,7 @@ import operator
 import typing
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from assembly.diagnostics.core import RuleContext
 from assembly.diagnostics.engine import (
@@ -417,7 +417,31 @@ def on_branch(branch: Branch) -> OnBranch:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class ToolTraffic:
+class BranchPart:
+    """A narrow input: some of the branch's messages, read like a ``Branch`` for a
+    finding's place (``messages``, ``data``: the whole branch's). A value kept from an
+    earlier version with equal inputs is seen in the current one by ``placed``."""
+
+    branch: Branch
+
+    @property
+    def messages(self) -> Sequence[MessageShape]:
+        return self.branch.messages
+
+    @property
+    def data(self) -> Sequence[Message]:
+        return self.branch.data
+
+    def placed(self, current: Callable[[type], Any]) -> Self:
+        """This value, kept from an earlier version with an equal ``Branch``, seen in the
+        current version (``current``: an input's value in it): the same messages at the
+        same indexes, where they stand now."""
+        b = current(Branch)
+        return self if b is self.branch else dataclasses.replace(self, branch=b)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ToolTraffic(BranchPart):
     """The messages that make or answer tool calls, the only ones the tool-call rules
     read: ``order()`` / ``branch_data()`` are the branch's (in branch order), ``callers``
     the indexes of every message of the document that makes calls (in document order).
@@ -431,19 +455,10 @@ class ToolTraffic:
     (its calls are the example's answer), and it is among these.
     """
 
-    branch: Branch
     on_branch: tuple[int, ...]
     callers: tuple[int, ...]
     answer: bool
     _stored: tuple[Message, ...]  # at ``on_branch``, then at ``callers`` (what is compared)
-
-    @property
-    def messages(self) -> Sequence[MessageShape]:
-        return self.branch.messages
-
-    @property
-    def data(self) -> Sequence[Message]:
-        return self.branch.data
 
     @property
     def rejected_calls(self) -> tuple[RejectedCall, ...]:
@@ -457,13 +472,6 @@ class ToolTraffic:
 
     def index_of(self, m: Message) -> int:
         return self.branch.index_of(m)
-
-    def placed(self, current: Callable[[type], Any]) -> ToolTraffic:
-        """This value, kept from an earlier version with an equal ``Branch``, seen in the
-        current version (``current``: an input's value in it): the same messages at the
-        same indexes, where they stand now."""
-        b = current(Branch)
-        return self if b is self.branch else dataclasses.replace(self, branch=b)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ToolTraffic):
@@ -503,30 +511,19 @@ _TOOLS = itertools.repeat(Role.TOOL)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Summaries:
+class Summaries(BranchPart):
     """The summary nodes of the document (every branch, in document order), whether each
     is on the current branch, and the branch's tip (its id, and its index: None when no
     message has it); ``chained``: the assembly gave a branch. Read like a ``Branch`` for a
     finding's place (``messages``). Equal when those messages are (by shape) and what is
     said of them is: an edit to any other message keeps the value."""
 
-    branch: Branch
     nodes: tuple[int, ...]
     on_branch: tuple[bool, ...]
     chained: bool
     tip_id: str | None
     tip: int | None
     _stored: tuple[Message, ...]  # at ``nodes``, then the tip
-
-    @property
-    def messages(self) -> Sequence[MessageShape]:
-        return self.branch.messages
-
-    def placed(self, current: Callable[[type], Any]) -> Summaries:
-        """This value, kept from an earlier version with an equal ``Branch``, seen in the
-        current version."""
-        b = current(Branch)
-        return self if b is self.branch else dataclasses.replace(self, branch=b)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Summaries):

@@ -11,12 +11,11 @@ One pass over the branch collects what is offered so far, so each reference cost
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import operator
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +33,7 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.engine import MessageSource, Source, message_start, query
 from assembly.diagnostics.inputs import (
     Branch,
+    BranchPart,
     Cut,
     MessageShape,
     message_source,
@@ -404,7 +404,7 @@ def file_mentions(src: Source) -> FileMentions:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class FileTraffic:
+class FileTraffic(BranchPart):
     """The messages the file rules read, and what they read of the budget cut.
 
     ``on_branch``: the branch's messages (in order) that inject a file (``files``, a
@@ -420,7 +420,6 @@ class FileTraffic:
     with their messages.
     """
 
-    branch: Branch
     on_branch: tuple[int, ...]
     carriers: tuple[int, ...]
     of_message: dict[int, dict[int, str | tuple[str, int, int]]]
@@ -431,22 +430,8 @@ class FileTraffic:
     stored: tuple[Message, ...]  # at ``on_branch``, then at ``carriers``
 
     @property
-    def messages(self) -> Sequence[MessageShape]:
-        return self.branch.messages
-
-    @property
-    def data(self) -> Sequence[Message]:
-        return self.branch.data
-
-    @property
     def project_files(self) -> tuple[FileAttachment, ...]:
         return self.branch.project_files
-
-    def placed(self, current: Callable[[type], Any]) -> FileTraffic:
-        """This value, kept from an earlier version with equal inputs, seen in the current
-        version (the same messages at the same indexes, where they stand now)."""
-        b = current(Branch)
-        return self if b is self.branch else dataclasses.replace(self, branch=b)
 
     def _key(self) -> tuple[Any, ...]:
         return (
