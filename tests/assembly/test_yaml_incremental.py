@@ -31,6 +31,7 @@ from assembly.text import RelRange
 from tests.assembly.test_incremental import normalise
 from tests.bench.gen_conversation import conversation as generated
 from tests.support.engine import analyze
+from tests.support.random_edits import LINE_KINDS, line_edit, line_starts
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 YAML = DocFormat.YAML
@@ -139,14 +140,10 @@ _TYPED = [
 ]
 
 
-def _line_starts(text: str) -> list[int]:
-    return [0, *(i + 1 for i, ch in enumerate(text) if ch == "\n")]
-
-
 def random_edit(rnd: random.Random, text: str) -> tuple[int, int, str]:
     """One edit ``(start, end, new)`` of a kind an editor makes."""
     n = len(text)
-    lines = _line_starts(text)
+    lines = line_starts(text)
     kind = rnd.randrange(9)
     if kind == 0:  # type a character or a piece of YAML anywhere
         at = rnd.randint(0, n)
@@ -157,19 +154,8 @@ def random_edit(rnd: random.Random, text: str) -> tuple[int, int, str]:
             at += 1
         at = min(at, n)
         return at, at, rnd.choice("abcxyz é")
-    if kind == 2:  # delete a short span
-        at = rnd.randint(0, n)
-        return at, min(n, at + rnd.randint(1, 8)), ""
-    if kind == 3:  # delete across lines (and items)
-        a = rnd.randint(0, n)
-        return a, min(n, a + rnd.randint(10, 200)), ""
-    if kind == 4:  # paste a copy of some lines at a line start
-        a, b = sorted(rnd.sample(lines, 2)) if len(lines) > 1 else (0, n)
-        at = rnd.choice(lines)
-        return at, at, text[a:b]
-    if kind == 5:  # cut whole lines
-        a, b = sorted(rnd.sample(lines, 2)) if len(lines) > 1 else (0, n)
-        return a, b, ""
+    if kind in LINE_KINDS:  # delete a span, delete across lines, paste or cut lines
+        return line_edit(rnd, text, lines, kind, across=200)
     if kind == 6:  # change a role
         found = [i for i in range(n) if text.startswith("role: ", i)]
         if found:
