@@ -250,8 +250,10 @@ def _chain(text: str, edits: list[tuple[int, int, str]]) -> list[Conversation]:
     return res
 
 
-def test_every_edit_kind_of_the_benchmark_is_read_in_pieces() -> None:
-    text = _bench_like()
+def _bench_edits(text: str) -> dict[str, list[tuple[int, int, str]]]:
+    """The benchmark's edit kinds in the middle of ``text``, each a chain of edits: typing
+    in a message, a message typed at the end, two items merged and split again, an item
+    pasted and deleted, a role, a tool-call id and the settings' model changed and back."""
     mid = len(text) // 2
     content = text.index("content: ", mid) + len("content: ") + 3
     role = text.index("role: user", mid) + len("role: ")
@@ -263,15 +265,20 @@ def test_every_edit_kind_of_the_benchmark_is_read_in_pieces() -> None:
     b = text.index("content: ", a) + 11
     end = len(text.rstrip("\n"))
     typed = "\n- id: new\n  role: user\n  content: and then?"
-    groups = [
-        [(content + k, content + k, "x") for k in range(5)],
-        [(end + k, end + k, ch) for k, ch in enumerate(typed)],
-        [(a, b, ""), (a, a, text[a:b])],
-        [(item, item, pasted), (item, item + len(pasted), "")],
-        [(role, role + 4, "system"), (role, role + 6, "user")],
-        [(call_id + k, call_id + k, "q") for k in range(4)],
-        [(model, model, "-mini"), (model, model + 5, "")],
-    ]
+    return {
+        "content": [(content + k, content + k, "x") for k in range(5)],
+        "end": [(end + k, end + k, ch) for k, ch in enumerate(typed)],
+        "merge": [(a, b, ""), (a, a, text[a:b])],
+        "paste": [(item, item, pasted), (item, item + len(pasted), "")],
+        "role": [(role, role + 4, "system"), (role, role + 6, "user")],
+        "call id": [(call_id + k, call_id + k, "q") for k in range(4)],
+        "model": [(model, model, "-mini"), (model, model + 5, "")],
+    }
+
+
+def test_every_edit_kind_of_the_benchmark_is_read_in_pieces() -> None:
+    text = _bench_like()
+    groups = list(_bench_edits(text).values())
     for edits in groups:
         chain = _chain(text, edits)
         first, last = chain[0], chain[-1]
@@ -290,20 +297,8 @@ def test_every_edit_kind_of_the_benchmark_reads_no_whole_tree(monkeypatch: Any) 
 
     monkeypatch.setattr(incremental, "read_parsed", whole)
     text = _bench_like()
-    mid = len(text) // 2
-    item = text.index("\n- ", mid) + 1
-    pasted = "- id: pasted\n  role: user\n  content: a pasted message\n"
-    a = text.index("content: ", mid) + 11
-    b = text.index("content: ", a) + 11
-    end = len(text.rstrip("\n"))
-    typed = "\n- id: new\n  role: user\n  content: and then?"
-    model = text.index("model: gpt-4o") + len("model: gpt-4o")
-    for edits in (
-        [(item, item, pasted), (item, item + len(pasted), "")],
-        [(a, b, ""), (a, a, text[a:b])],
-        [(end + k, end + k, ch) for k, ch in enumerate(typed)],
-        [(model, model, "-mini"), (model, model + 5, "")],
-    ):
+    kinds = _bench_edits(text)
+    for edits in (kinds["paste"], kinds["merge"], kinds["end"], kinds["model"]):
         chain = _chain(text, edits)
         assert not chain[-1].issues
 

@@ -21,6 +21,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from tests.support.lsp_session import initialize
+from tests.test_examples import SEGMENT_ORDER  # the assembly's segments, in order
 
 REPO = Path(__file__).resolve().parents[2]
 SUPPORT = REPO / "examples" / "support-agent.conv.json"
@@ -60,19 +61,6 @@ async def client(request: pytest.FixtureRequest, lsp_client: LanguageClient):  #
     await lsp_client.shutdown_session()
 
 
-# The assembly's segments, in order.
-SEGMENTS = [
-    "system",
-    "history",
-    "custom_agent",
-    "project_files",
-    "forgotten_files",
-    "last_user",
-    "this_turn",
-    "reminder",
-]
-
-
 async def test_open_publishes_diagnostics_and_assembles(client: LanguageClient) -> None:
     # The fixture opened the overflow example and waited for its diagnostics (first test:
     # before any edit).
@@ -86,7 +74,7 @@ async def test_open_publishes_diagnostics_and_assembles(client: LanguageClient) 
         lsp.ExecuteCommandParams(command="promptls.assemble", arguments=[uri])
     )
     assert res["orphans_dropped"] == ["m11"]
-    assert [s["name"] for s in res["segments"]] == SEGMENTS
+    assert [s["name"] for s in res["segments"]] == SEGMENT_ORDER
 
 
 async def test_hover_on_the_head_shows_the_segment_table(client: LanguageClient) -> None:
