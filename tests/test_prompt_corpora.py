@@ -18,6 +18,7 @@ CORPORA = [
     "prompts-heldout4",
     "prompts-heldout5",
     "prompts-heldout6",
+    "prompts-heldout7",
 ]
 PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
 

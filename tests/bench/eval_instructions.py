@@ -28,7 +28,7 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
     afresh each run (median of ``--repeat`` runs; the first, cold run is shown too).
 
     python tests/bench/eval_instructions.py
-        [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|seen]
+        [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30] [--declared-tools]
@@ -63,6 +63,9 @@ HELDOUT5 = ROOT / "tests" / "data" / "prompts-heldout5"
 # The sixth, gathered and labelled (with the tools each prompt declares) by another engineer
 # before the rule ever ran on it; run once, by the coordinator.
 HELDOUT6 = ROOT / "tests" / "data" / "prompts-heldout6"
+# The seventh, gathered and labelled (with declared tools) by another engineer before the rule
+# ever ran on it; run once, by the coordinator.
+HELDOUT7 = ROOT / "tests" / "data" / "prompts-heldout7"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
@@ -70,6 +73,7 @@ CORPORA = {
     "heldout4": HELDOUT4,
     "heldout5": HELDOUT5,
     "heldout6": HELDOUT6,
+    "heldout7": HELDOUT7,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
