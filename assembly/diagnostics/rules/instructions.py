@@ -1893,7 +1893,8 @@ _DOTTED = re.compile(
 
 def _title_words(section: Section, split: bool = False) -> set[str]:
     """The stems of a heading's words that name a topic. With ``split``, a ``snake_case``
-    title (`<reasoning_rules>`, `TECHNICAL_PHILOSOPHY`) gives its parts too: prose says
+    or ``kebab-case`` title (`<reasoning_rules>`, `TECHNICAL_PHILOSOPHY`, `<intent-mining>`:
+    XML names join words with either) gives its parts too: prose says
     "reasoning", not "reasoning_rules" (not for a tool's section: `## run_tests` is not
     about running). The whole name counts as a word as well, so a two-part title takes
     two of its three words: one shared part is a coincidence."""
@@ -1901,7 +1902,9 @@ def _title_words(section: Section, split: bool = False) -> set[str]:
     words = [x.lower() for x in _WORDS.findall(title)]
     words += [x.lower() for x in _DOTTED.findall(title)]
     if split:
-        words += [p for w in words if "_" in w for p in w.split("_") if len(p) > 2]
+        words += [
+            p for w in words if "_" in w or "-" in w for p in re.split(r"[-_]", w) if len(p) > 2
+        ]
     return {
         stem(w)
         for w in words
