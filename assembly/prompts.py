@@ -19,9 +19,10 @@ Invariants:
   within the text, and every ``Sentence.text`` is the source slice of its range.
 - ``parse_prompt`` never raises on user input: malformed front matter becomes an ``Issue``
   and everything else is read as well as it can be.
-- Headings and sentences are never taken from fenced code blocks, HTML comments or front
-  matter; placeholders are taken from the whole body, code blocks included, because they
-  are substituted by plain string replacement.
+- Headings and sentences are never taken from fenced code blocks, HTML comments, lines of
+  template statements (``{% include "role" %}``, ``{# note #}``) or front matter;
+  placeholders are taken from the whole body, code blocks included, because they are
+  substituted by plain string replacement.
 - The scan is one pass over the lines with regexes and ``str.find``; no per-character
   Python loops.
 """
@@ -162,6 +163,10 @@ def _parse_front_matter(text: str) -> _FrontMatter:
 # Body: headings and prose blocks
 
 _BLANK = re.compile(r"[ \t\r\f\v]*\Z")
+# A line made only of Jinja statement or comment tags: `{% include "x" %}`, `{%- endif -%}`.
+_TEMPLATE_TAGS = re.compile(
+    r"[ \t]*(?:\{%(?:[^%\n]|%(?!\}))*%\}[ \t]*|\{#(?:[^#\n]|#(?!\}))*#\}[ \t]*)+\Z"
+)
 _FENCE_OPEN = re.compile(r"[ \t]*(`{3,}(?=[^`]*\Z)|~{3,})")
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+|\Z)(.*)")
 _ATX_CLOSING = re.compile(r"(?:\A|[ \t]+)#+[ \t]*\Z")
@@ -282,6 +287,11 @@ class _BodyScanner:
             self.headings[-1].start = after_rule
             return index + 1
         if first == "<" and self._tag_line(index, line):
+            return index + 1
+        if first == "{" and _TEMPLATE_TAGS.match(line):
+            # A line of template statements (`{% include "role" %}`, `{% if tools %}`) is
+            # no prose: it ends the paragraph before it and starts none.
+            self._end_block()
             return index + 1
         if (
             self._block_start < 0

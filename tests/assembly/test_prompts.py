@@ -279,6 +279,27 @@ still hidden.
     )
 
 
+def test_template_statement_lines_are_not_prose() -> None:
+    # A line of Jinja statements or comments ends the paragraph before it and is no
+    # sentence: `{% include %}` is replaced by another file's text, not read as words.
+    check_prompt(
+        """\
+{% include "scenarios.share:scen.role" %}
+You will be provided with:
+{%- if tools %} {# the tools, when there are any #}
+- the tools
+{% endif %}
+Text {% if x %}kept{% endif %}.
+""",
+        """
+        body 1:1-7:1
+        sentence - 2:1-2:27 'You will be provided with:'
+        sentence - 4:3-4:12 'the tools'
+        sentence - 6:1-6:32 'Text {% if x %}kept{% endif %}.'
+        """,
+    )
+
+
 def test_placeholders() -> None:
     check_prompt(
         """\
