@@ -46,6 +46,7 @@ import statistics
 import sys
 import time
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -426,8 +427,10 @@ def explain(text: str, offset: int) -> str:
     """The rule's own reason for not reporting the instruction at ``offset``."""
     from assembly.diagnostics.rules.instructions import explain_instruction
     from assembly.prompts import parse_prompt
+    from assembly.settings import Settings
 
-    m = explain_instruction(parse_prompt(text), offset)
+    # The settings ``lint`` runs with (the built-in `section_topics` included).
+    m = explain_instruction(parse_prompt(text), offset, section_topics=Settings().section_topics)
     if m is None:
         return "not read as an instruction"
     title = "" if m.section is None else parse_prompt(text).sections[m.section].title
@@ -446,6 +449,7 @@ def evaluate(
     sent with, where the manifest records them) are given to the rule as the ``tools``
     setting, as a user checking that prompt on its own would set them."""
     stats = {"top": [0, 0, 0], "unrelated": [0, 0, 0], "findings": 0, "right": 0}
+    causes: dict[str, Counter[str]] = {"top": Counter(), "unrelated": Counter()}
     for row in files:
         text = (row["dir"] / row["file"]).read_text(encoding="utf-8")
         tools = row.get("tools") if declared_tools else None
@@ -477,6 +481,7 @@ def evaluate(
                     why = "wrong section" if found else "missed"
                     if not found:
                         why = explain(new, a)
+                    causes[kind][why.split(" [", 1)[0]] += 1
                     print(
                         f"  MISS {kind:9} {row['file']}: [{c.section.title}] "
                         f"{c.sentence[:90]!r} ({why})"
@@ -492,6 +497,14 @@ def evaluate(
             stats["right"] += ok
             if show_findings:
                 print(f"  {'OK ' if ok else 'BAD'} {row['file']}: {d.message} :: {sent[:90]!r}")
+    if show_misses:
+        # The misses by cause: the rule's own reason (its hover's), or "wrong section" when
+        # it reported the moved sentence but pointed elsewhere, or "not read as an
+        # instruction"; the distance filters are not re-run, so a miss the rule would
+        # report but for them reads "it sits outside the section it is about".
+        for kind, counts in causes.items():
+            for why, n in counts.most_common():
+                print(f"  CAUSE {kind:9} {n:3}  {why}")
     return stats
 
 
