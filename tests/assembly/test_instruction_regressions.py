@@ -64,6 +64,11 @@ def test_reports_exactly_the_marked_lines(path: Path) -> None:
         ("labels-and-copy.prompt.md", "`think_tool`", "## think_tool"),
         # A tool named in quotes ('the "finish" tool') belongs to the tools section.
         ("quoted-tool.prompt.md", "tool use", "TOOLS"),
+        # A heading made of a JSON example line (a `---` under it, as CommonMark reads
+        # it) names no topic: the `final_answer` instruction is about the tools section.
+        ("code-title.prompt.md", "tool use", "## Tools"),
+        # A kebab-case XML title gives its parts, as a snake_case one does.
+        ("kebab-xml-title.prompt.md", "intent-mining", "<intent-mining>"),
         # A tool described by a section that is not titled by its name.
         ("tool-home.prompt.md", "`todo_write`", "## Progress"),
         # A tool described under bold labels of one heading, once each: the heading owns it.

@@ -1891,6 +1891,12 @@ _DOTTED = re.compile(
 )
 
 
+# A title that is code: a JSON line (`{"name": "final_answer", …}`) that a `---` under it
+# makes a setext heading, as CommonMark reads it. Its words name no topic of the prompt.
+# Placeholders (`{{ tool }}`) are no code.
+_CODE_TITLE = re.compile(r"(?<!\{)\{(?!\{)|(?<!\})\}(?!\})|\"\s*:")
+
+
 def _title_words(section: Section, split: bool = False) -> set[str]:
     """The stems of a heading's words that name a topic. With ``split``, a ``snake_case``
     or ``kebab-case`` title (`<reasoning_rules>`, `TECHNICAL_PHILOSOPHY`, `<intent-mining>`:
@@ -1899,6 +1905,8 @@ def _title_words(section: Section, split: bool = False) -> set[str]:
     about running). The whole name counts as a word as well, so a two-part title takes
     two of its three words: one shared part is a coincidence."""
     title = section.title.strip().strip("`*_ ")
+    if _CODE_TITLE.search(title):
+        return set()
     words = [x.lower() for x in _WORDS.findall(title)]
     words += [x.lower() for x in _DOTTED.findall(title)]
     if split:
