@@ -619,7 +619,10 @@ class _Topics:
             # text (the web_search results stay hidden)"): not what the instruction directs.
             core_text = _without_asides(sentence.text)
             tools = {t for t in tools if t in core_text}
-        general = not tools and self._general(k)
+        # Tools in general are judged at the opening only, the placement Onyx measured
+        # (90 % in the tools section, 30 % at the top): inside a section, "Use tools for
+        # actions" or "**Assess Available Tools**" is a step of that section's own work.
+        general = not tools and self._opening(k) and self._general(k)
         if not tools and not general and self.strong_index.keys().isdisjoint(all_words):
             return self._no("it names no tool and shares no heading word with any section")
         if not tools and sentence.section is not None and self.in_tools[sentence.section]:
@@ -932,6 +935,12 @@ class _Topics:
         if self.general is None:
             return False
         return _about_tools(self.template.sentences[k].text, self.functions)
+
+    def _opening(self, k: int) -> bool:
+        """Whether sentence ``k`` opens the prompt: before its first section, or in the
+        intro under the title that opens it (the same place)."""
+        own = self.template.sentences[k].section
+        return own is None or own == self.title_intro
 
     def _tools_elsewhere(self, k: int) -> bool:
         """Whether sentence ``k``'s own section is about tools: half of its other
