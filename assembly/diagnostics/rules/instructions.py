@@ -731,7 +731,11 @@ class _Topics:
             self.template.sections[sentence.section].title.replace("_", " ")
         ):
             return self._no("it sits in a recap, which repeats the rules on purpose")
-        if _CROSS_REFERENCE.search(sentence.text):
+        if _CROSS_REFERENCE.search(sentence.text) or (
+            best != tool_target
+            and best not in self.tool_sections.values()
+            and self._names_title(sentence.text, best)
+        ):
             return self._no("it points at another part of the prompt on purpose")
         if best == tool_target and self._tool_elsewhere(k, tools):
             return self._no("its own section speaks of that tool too")
@@ -936,6 +940,23 @@ class _Topics:
             return False
         return _about_tools(self.template.sentences[k].text, self.functions)
 
+    def _names_title(self, text: str, i: int) -> bool:
+        """Whether ``text`` names section ``i`` by its title as written, capitals included,
+        a title of two words or more ("Break down the information using the Analysis
+        Framework" defers to `## Analysis Framework` by name): a cross-reference. Not
+        asked of a tool's section, whose title is the tool's name, nor where the title is
+        what the sentence calls ("Call Web Search again …")."""
+        title = _NUMBERING.sub("", self.template.sections[i].title.strip(" *_`#:"))
+        title = title.rstrip(" :")
+        return (
+            len(title.split()) >= 2
+            and any(c.isupper() for c in title)
+            and any(
+                not _CALLING.search(text, 0, m.start())
+                for m in re.finditer(rf"(?<!\w){re.escape(title)}(?!\w)", text)
+            )
+        )
+
     def _opening(self, k: int) -> bool:
         """Whether sentence ``k`` opens the prompt: before its first section, or in the
         intro under the title that opens it (the same place)."""
@@ -1121,6 +1142,8 @@ _NUMBERING = re.compile(r"^(?:(?:step|phase|part|section)\s+)?[0-9ivx]+[.):]?\s+
 # names a tool: Onyx measured the loss for tool guidance only a paragraph away.
 _TOUCHING = 15
 # A sentence that points at another part of the prompt on purpose.
+# A verb of calling just before a name: "call Web Search", "run the Linter".
+_CALLING = re.compile(r"\b(?:call|invoke|run|execute|trigger)\s+(?:the\s+)?\Z", re.I)
 _CROSS_REFERENCE = re.compile(
     r"\b(?:see|refer\s+to|(?:described|defined|listed|explained)\s+(?:in|below|above)|(?:sections?|steps?|rules?)\s+"
     r"(?:below|above)|as\s+(?:described|explained|listed|shown)|covered\s+(?:in|below)"
