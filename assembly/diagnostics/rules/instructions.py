@@ -578,6 +578,11 @@ class _Topics:
             else None
         )
 
+        # The prompt's first section, when at most two sentences come before it
+        # (`<ROLE>`, `<intro>` after "You are …"): it introduces the prompt, as the
+        # opening does, and previews the later sections in passing.
+        self.first_intro = 0 if sections and len(self.by_section[None]) <= 2 else None
+
     def names(self, j: int) -> frozenset[int]:
         """The sections sentence ``j`` names by a heading word no other heading has (not
         its own, nor one around or inside it); worked out when first asked."""
@@ -904,9 +909,10 @@ class _Topics:
         an overview that previews them (the text before the first heading is never one: it
         is where a misplaced instruction most often lands; nor is the intro under a title
         that opens the prompt, `# Deep Agents Code` over "You help with coding, debugging
-        …", which is the same place)."""
+        …", which is the same place, nor the prompt's first section after at most two
+        sentences, `<ROLE>` or `<intro>`)."""
         own = self.template.sentences[k].section
-        if own is None or own == self.title_intro:
+        if own is None or own in (self.title_intro, self.first_intro):
             return False
         others = [j for j in self.by_section[own] if j != k]
         naming = [{i for i in self.names(j) if not self._related(i, best)} for j in others]
