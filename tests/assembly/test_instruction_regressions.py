@@ -67,6 +67,8 @@ def test_reports_exactly_the_marked_lines(path: Path) -> None:
         # A heading made of a JSON example line (a `---` under it, as CommonMark reads
         # it) names no topic: the `final_answer` instruction is about the tools section.
         ("code-title.prompt.md", "tool use", "## Tools"),
+        # `<good-example>` under the tools is no tool: "this tool" is the only tool's.
+        ("example-block-no-tool.prompt.md", "`code_search`", "<code_search>"),
         # A kebab-case XML title gives its parts, as a snake_case one does.
         ("kebab-xml-title.prompt.md", "intent-mining", "<intent-mining>"),
         # A tool described by a section that is not titled by its name.

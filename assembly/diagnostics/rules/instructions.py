@@ -1169,6 +1169,7 @@ _TOOL_HEADING_TAIL = re.compile(
     re.I,
 )
 _TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
+_EXAMPLE_NAME = re.compile(r"(?:^|[_.-])(?:examples?|samples?)(?:$|[_.-])", re.I)
 
 
 _OVERVIEW = "its section is a list that previews later sections in order"
@@ -1376,7 +1377,10 @@ def _tool_sections(
             continue
         # Under a tools section any name; elsewhere an identifier or a known tool. An XML
         # block is named like an identifier (`<reasoning_rules>`) whatever it holds: it
-        # is a tool's only when the name is known as one.
+        # is a tool's only when the name is known as one. An example is no tool
+        # (`<good-example>`, `### Examples` under `## Tool Usage`).
+        if _EXAMPLE_NAME.search(name) and name.lower() not in known:
+            continue
         if (
             s.parent in root_set
             or (_is_identifier(name) and s.kind != "xml")
