@@ -67,6 +67,12 @@ def test_reports_exactly_the_marked_lines(path: Path) -> None:
         # A heading made of a JSON example line (a `---` under it, as CommonMark reads
         # it) names no topic: the `final_answer` instruction is about the tools section.
         ("code-title.prompt.md", "tool use", "## Tools"),
+        # A capitals title naming a tool in quotes (`… "sequential_thinking" TOOL:`).
+        (
+            "capitals-tool-title.prompt.md",
+            "`sequential_thinking`",
+            '# GUIDE FOR HOW TO USE "sequential_thinking" TOOL',
+        ),
         # `<good-example>` under the tools is no tool: "this tool" is the only tool's.
         ("example-block-no-tool.prompt.md", "`code_search`", "<code_search>"),
         # A kebab-case XML title gives its parts, as a snake_case one does.

@@ -1277,7 +1277,7 @@ def setting_tool_names(tools: Iterable[object] | None) -> set[str]:
 # "use read_file(…)", "the web_search tool". Each pattern starts with a character the regex
 # engine can skip to (a quote, or c/u/i/r); bare snake_case names come from ``_snake_case``.
 _NAMED_AS_TOOL = re.compile(
-    r"[`\"“']([A-Za-z_][\w.-]{1,40})(?:\(\))?[`\"”']\s+(?:tool|function)s?\b"
+    r"[`\"“']([A-Za-z_][\w.-]{1,40})(?:\(\))?[`\"”']\s+(?i:tool|function)s?\b"
 )
 _CALLED = re.compile(
     r"(?=[cuir])\b(?:call|use|invoke|run|using|calling)\s+(?:the\s+)?`?([A-Za-z_][\w.]*_[\w.]+|"
