@@ -742,6 +742,15 @@ class _Topics:
             and self._names_title(sentence.text, best)
         ):
             return self._no("it points at another part of the prompt on purpose")
+        if (
+            sentence.section is not None
+            and sentence.section != self.title_intro
+            and self._inside(best, sentence.section)
+        ):
+            # The intro of a section speaks for its parts ("For longer tasks, give brief
+            # progress updates" under `# Core Behavior`, over `## Doing Tasks`); the
+            # intro under the prompt's title is its opening, and is judged.
+            return self._no("it sits in the intro of a section around the one it is about")
         if best == tool_target and self._tool_elsewhere(k, tools):
             return self._no("its own section speaks of that tool too")
         if general and best == tool_target and self._tools_elsewhere(k):
