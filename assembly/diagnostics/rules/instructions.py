@@ -545,6 +545,14 @@ class _Topics:
             for i, sec in enumerate(sections)
             if (sec.range.end - sec.range.start) * 10 >= body_len * 9
         }
+        # Sections of examples (`# Sample Phrases` > `## Deflecting a Prohibited Topic`,
+        # `<examples>`): they show what to say, they are no place for a rule.
+        self.examples: set[int] = set()
+        for i, sec in enumerate(sections):
+            if _EXAMPLES_TITLE.search(sec.title.replace("_", " ")) or (
+                sec.parent is not None and sec.parent in self.examples
+            ):
+                self.examples.add(i)
         self.preamble = preamble
         self.body = body
         self.total: Counter[str] = Counter(preamble)
@@ -675,6 +683,7 @@ class _Topics:
             score[tool_target] += self.TOOL
             strong_hit.add(tool_target)
         strong_hit -= self.wrappers
+        strong_hit -= self.examples
         # A bold title line labels the paragraph or list under it: one shared word with a
         # label is a coincidence ("Stop when you can answer" is not about **Stop
         # Immediately When**); it takes two, the tool it is titled by, or the label's
@@ -1108,6 +1117,7 @@ class _Topics:
 
 # A title that names tools as a category ("Tools", "Available tools", "TOOL USE",
 # `<tool_calling>`), not a heading that merely contains the word ("## Plan tool").
+_EXAMPLES_TITLE = re.compile(r"\b(?:examples?|samples?)\b", re.I)
 _TOOLS_TITLE = re.compile(
     r"^\W*(?:[0-9ivx]+[.):]?\s+)?(?:(?:available|your|the|using|use\s+of|about|on|"
     r"working\s+with|calling)[\s_]+)?(?:tools?|functions|function[\s_]+calling)"
