@@ -66,7 +66,10 @@ def test_reports_exactly_the_marked_lines(path: Path) -> None:
         ("quoted-tool.prompt.md", "tool use", "TOOLS"),
         # A heading made of a JSON example line (a `---` under it, as CommonMark reads
         # it) names no topic: the `final_answer` instruction is about the tools section.
-        ("code-title.prompt.md", "tool use", "## Tools"),
+        ("code-title.prompt.md", "`final_answer`", "## Tools"),
+        # A tool's section is where the prompt defines it (`- **web_search**: …`), not
+        # the workflow that names it most.
+        ("tool-defined.prompt.md", "`web_search`", "# Available Tools"),
         # A capitals title naming a tool in quotes (`… "sequential_thinking" TOOL:`).
         (
             "capitals-tool-title.prompt.md",

@@ -1035,14 +1035,24 @@ class _Topics:
         blocks each say it once owns it as much as one paragraph saying it twice. Not a
         section that holds (nearly) the whole prompt."""
         mentions: dict[str, Counter[int | None]] = defaultdict(Counter)
+        defined: dict[str, set[int | None]] = defaultdict(set)
         for s, named in zip(self.template.sentences, self.sentence_tools, strict=True):
             for t in named:
                 if t not in self.tool_sections:
                     mentions[t][s.section] += 1
+            if named and (m := _DEFINITION.match(s.text)) and m.group(1).lower() in named:
+                defined[m.group(1).lower()].add(s.section)
         body_len = max(1, len(self.template.text) - self.template.body_range.start)
         sections = self.template.sections
         homes = {}
         for t, by_section in mentions.items():
+            where = defined.get(t, set())
+            if len(where) == 1 and (home := next(iter(where))) is not None:
+                # Where the prompt defines the tool (`- `web_search`: searches the web`),
+                # not where it mentions it most (a workflow that calls it at every step).
+                if (sections[home].range.end - sections[home].range.start) * 10 < body_len * 9:
+                    homes[t] = home
+                    continue
             total = sum(by_section.values())
             under: Counter[int] = Counter()
             for sec, n in by_section.items():
@@ -1117,6 +1127,11 @@ class _Topics:
 
 # A title that names tools as a category ("Tools", "Available tools", "TOOL USE",
 # `<tool_calling>`), not a heading that merely contains the word ("## Plan tool").
+# A sentence that defines a tool: its name first, then a colon or a dash
+# (`- `web_search`: searches the web`, `**read_file(path)** — reads a file`).
+_DEFINITION = re.compile(
+    r"[*_`\"']*([A-Za-z_][\w.-]*)[*_`\"']*(?:\([^)\n]{0,80}\))?[*_`\"']*[ \t]*(?::|[-—–][ \t])"
+)
 _EXAMPLES_TITLE = re.compile(r"\b(?:examples?|samples?)\b", re.I)
 _TOOLS_TITLE = re.compile(
     r"^\W*(?:[0-9ivx]+[.):]?\s+)?(?:(?:available|your|the|using|use\s+of|about|on|"
