@@ -232,6 +232,25 @@ def test_evaluation_picker_reads_a_fence_inside_a_fence() -> None:
     assert [s.title for s in bench.oracle_sections(text)] == ["Rules", "Output"]
 
 
+def test_evaluation_picker_moves_no_setext_heading() -> None:
+    # A paragraph over a `---` line is a heading (CommonMark), not an instruction to move
+    # (heldout5: "TOOL USAGE MEMORY (Structured Workflow):" over a line of dashes); under
+    # a list item the line is a break, and the item stays.
+    bench = _bench()
+    text = (
+        "# Intro\nYou answer questions about sales data.\n\n"
+        "# Memory\nYou remember what worked.\n\nALWAYS USE THE MEMORY TOOLS FIRST:\n"
+        "-----\nAlways search the memory before you answer a question.\n\n"
+        "- Always save a query that worked to the memory.\n---\n\n"
+        "# Output\nReply in one line.\n"
+    )
+    sentences = [c.sentence for c in bench.candidates(text, bench.oracle_sections(text))]
+    assert sentences == [
+        "Always search the memory before you answer a question.",
+        "Always save a query that worked to the memory.",
+    ]
+
+
 def test_evaluation_picker_takes_no_aside_for_an_instruction() -> None:
     # "Note, firefox-esr is what is installed" is an aside, not an instruction (the
     # picker moved it in heldout3); "Note the exit code" is one.

@@ -111,6 +111,9 @@ _RULE_LINE = re.compile(r"^={3,}\s*$")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 
 
+_UNDERLINE = re.compile(r"^ {0,3}(?:-+|=+)[ \t]*$")
+
+
 def fenced_lines(lines: list[str]) -> list[bool]:
     """For each line, whether it is a fence line or inside a fenced block. A fence closes
     only with the same character, at least as many times and nothing after it (so a
@@ -283,13 +286,20 @@ def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
         if s.start <= body_start(text) + 200 and s.end >= len(text.rstrip())
     }
     blocks: list[tuple[int, int]] = []  # paragraphs and list items, wrapped lines joined
-    pos, cur = 0, None
+    pos, cur, cur_item = 0, None, False
     lines = text.split("\n")
     fenced = fenced_lines(lines)
     for n, line in enumerate(lines):
         ls, le = pos, pos + len(line)
         pos = le + 1
         fence = fenced[n]
+        if not fence and _UNDERLINE.match(line):
+            # A `---` or `===` line under a paragraph makes a (setext) heading of it, as
+            # CommonMark reads it: no sentence of it is moved. Elsewhere it is a break.
+            if cur is not None and not cur_item:
+                blocks.pop(cur)
+            cur = None
+            continue
         item = re.match(r"\s*(?:[-*+]|\d+[.)])\s+", line)
         if fence or ls in heading_starts or not line.strip() or item:
             cur = None
@@ -297,7 +307,7 @@ def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
             continue
         if cur is None:
             blocks.append((ls + (item.end() if item else 0), le))
-            cur = len(blocks) - 1
+            cur, cur_item = len(blocks) - 1, item is not None
         else:
             blocks[cur] = (blocks[cur][0], le)
     for bs, be in blocks:
