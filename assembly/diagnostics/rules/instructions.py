@@ -83,8 +83,10 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     figure", and directives with "you must", "never", "always", "make sure", "if you need
     more information, call …") and decides which section each is about:
 
-    Sections are Markdown headings, XML-style blocks (`<tool_calling>` … `</tool_calling>`,
-    nested), `====` blocks with a title line, bold title lines and ALL-CAPS title lines.
+    Sections are Markdown headings (setext ones as CommonMark reads them), XML-style
+    blocks (`<tool_calling>` … `</tool_calling>`, nested; a `kebab-case` or `snake_case`
+    name gives its words), `====` blocks with a title line, bold title lines and ALL-CAPS
+    title lines; a line of template tags (`{% include "role" %}`) is no prose.
     Tools are those of the conversation (for a template checked on its own: of the open
     conversations that use it), the front matter `tools`, the `tools` setting, the
     prompt's tool sections (`## web_search`, `GUIDE FOR THE "sequential_thinking" TOOL`)
@@ -95,11 +97,13 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     - the section of a tool it names: a section titled with the tool's name (`## web_search`,
       `<codebase_search>`, `**run_sql**`), else the section that owns the tool (the
       innermost one holding more than half of the sentences naming it, two at least,
-      its bold labels and nested blocks included), else the tools section (`# Tools`,
+      its bold labels and nested blocks included; before that, the one section that
+      defines it: `- **web_search**: searches the web`), else the tools section (`# Tools`,
       `TOOL USE`, `<tool_calling>`), also for several tools at once;
     - the tools section, for an instruction about tools in general ("Prefer tools over
-      your own knowledge", "use another tool", "Functions must be used to …"), unless
-      half of its own section's sentences speak of tools;
+      your own knowledge", "use another tool", "Functions must be used to …") at the
+      opening of the prompt (the placement Onyx measured), unless half of the opening's
+      sentences speak of tools; inside a section it is a step of that section's work;
     - else the section whose heading it matches: a heading word that no other heading has
       and that the prompt uses mostly there (more than a third of its uses), or two
       heading words, or one with support from the section's prose (a heading of three or
@@ -119,15 +123,21 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
       rival counts its heading words only when its own prose uses them); one that fits
       two bold labels of one section alike is about that section.
 
-    Not reported: an instruction inside that section or one around it; one whose own
-    section names the same topic or tool, or shares enough of its words (a restatement);
-    one in a recap (`Important reminders`, `What not to do (recap)`, `<critical_reminders>`);
-    one that points elsewhere on purpose ("see Step 5", "follow the Source Context
-    section", "the functions defined above"); tool guidance that mentions another topic;
+    Not reported: an instruction inside that section or one around it, or in the intro
+    of a section around it (the intro under the prompt's title is its opening, and is
+    judged); one whose own section names the same topic or tool, or shares enough of its
+    words (a restatement); one in a recap (`Important reminders`, `What not to do
+    (recap)`, `<critical_reminders>`); one that points elsewhere on purpose ("see Step 5",
+    "follow the Source Context section", "the functions defined above", a section named
+    by its title as written: "using the Analysis Framework"); one matched to a section
+    of examples (`# Sample Phrases` and its parts: they show what to say) or to a
+    heading that is code (a JSON line a `---` under it makes a heading: its words name
+    no topic); tool guidance that mentions another topic;
     one under a bold label matched to a sibling bold label of the same section; a
     workflow overview (a list whose items point at later sections in the order they come,
     or a section a third of whose sentences name two or more other sections; never the
-    opening, nor the intro under the title that opens the prompt). The text before the
+    opening, nor the intro under the title that opens the prompt, nor its first section
+    after at most two sentences, `<ROLE>`). The text before the
     first heading is on
     an instruction's topic only when two more of its sentences use the topic word;
     an instruction on the line just before its section (under 15 tokens away) unless it
