@@ -548,12 +548,16 @@ class _Topics:
                     title_df[w] -= 1
         self.title_df = title_df
         self.strong = strong
-        # Sections that hold (nearly) the whole prompt name no topic of a part of it.
+        # Sections that hold (nearly) the whole prompt name no topic of a part of it: a
+        # title over everything, the first of its level. A later heading that holds most
+        # of the prompt by a quirk of its levels (`# AGENTS.md spec` after `# How you
+        # work`, over every `##` that follows) still names its own topic.
         body_len = max(1, len(template.text) - template.body_range.start)
         self.wrappers = {
             i
             for i, sec in enumerate(sections)
             if (sec.range.end - sec.range.start) * 10 >= body_len * 9
+            and not any(o.parent == sec.parent for o in sections[:i])
         }
         # Sections of examples (`# Sample Phrases` > `## Deflecting a Prohibited Topic`,
         # `<examples>`): they show what to say, they are no place for a rule.
