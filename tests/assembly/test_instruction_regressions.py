@@ -70,6 +70,8 @@ def test_reports_exactly_the_marked_lines(path: Path) -> None:
         # A tool's section is where the prompt defines it (`- **web_search**: …`), not
         # the workflow that names it most.
         ("tool-defined.prompt.md", "`web_search`", "# Available Tools"),
+        # … or describes it, the tool being the subject ("The crawl_page tool reads …").
+        ("tool-described.prompt.md", "`crawl_page`", "# Your research kit"),
         # A capitals title naming a tool in quotes (`… "sequential_thinking" TOOL:`).
         (
             "capitals-tool-title.prompt.md",

@@ -98,7 +98,8 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
       `<codebase_search>`, `**run_sql**`), else the section that owns the tool (the
       innermost one holding more than half of the sentences naming it, two at least,
       its bold labels and nested blocks included; before that, the one section that
-      defines it: `- **web_search**: searches the web`), else the tools section (`# Tools`,
+      defines it: `- **web_search**: searches the web`, "The crawl_page tool reads …"),
+      else the tools section (`# Tools`,
       `TOOL USE`, `<tool_calling>`), also for several tools at once;
     - the tools section, for an instruction about tools in general ("Prefer tools over
       your own knowledge", "use another tool", "Functions must be used to …") at the
@@ -1139,14 +1140,21 @@ class _Topics:
         return " ".join(w if w.isupper() and len(w) > 1 else w.lower() for w in words)
 
 
-# A title that names tools as a category ("Tools", "Available tools", "TOOL USE",
-# `<tool_calling>`), not a heading that merely contains the word ("## Plan tool").
 # A sentence that defines a tool: its name first, then a colon or a dash
-# (`- `web_search`: searches the web`, `**read_file(path)** — reads a file`).
+# (`- `web_search`: searches the web`, `**read_file(path)** — reads a file`), or a verb
+# that says what it does, the tool being the subject ("The `task_tracker` tool lets you
+# …", "`grep_search` finds exact text").
 _DEFINITION = re.compile(
-    r"[*_`\"']*([A-Za-z_][\w.-]*)[*_`\"']*(?:\([^)\n]{0,80}\))?[*_`\"']*[ \t]*(?::|[-—–][ \t])"
+    r"(?:you\s+have\s+access\s+to\s+)?(?:the\s+|a\s+)?"
+    r"[*_`\"']*([A-Za-z_][\w.-]*)[*_`\"']*(?:\([^)\n]{0,80}\))?[*_`\"']*"
+    r"(?:[ \t]*(?::|[-—–][ \t])|(?:\s+(?:tool|function))?\s+(?:is|can|will|lets|allows|"
+    r"enables|helps|returns|gives|provides|finds|searches|reads|writes|runs|executes|"
+    r"creates|fetches|opens|lists|sends|takes|accepts|performs)\b)",
+    re.I,
 )
 _EXAMPLES_TITLE = re.compile(r"\b(?:examples?|samples?)\b", re.I)
+# A title that names tools as a category ("Tools", "Available tools", "TOOL USE",
+# `<tool_calling>`), not a heading that merely contains the word ("## Plan tool").
 _TOOLS_TITLE = re.compile(
     r"^\W*(?:[0-9ivx]+[.):]?\s+)?(?:(?:available|your|the|using|use\s+of|about|on|"
     r"working\s+with|calling)[\s_]+)?(?:tools?|functions|function[\s_]+calling)"
