@@ -19,9 +19,10 @@ Invariants:
   within the text, and every ``Sentence.text`` is the source slice of its range.
 - ``parse_prompt`` never raises on user input: malformed front matter becomes an ``Issue``
   and everything else is read as well as it can be.
-- Headings and sentences are never taken from fenced code blocks, HTML comments or front
-  matter; placeholders are taken from the whole body, code blocks included, because they
-  are substituted by plain string replacement.
+- Headings and sentences are never taken from fenced code blocks, HTML comments, lines of
+  template statements (``{% include "role" %}``, ``{# note #}``) or front matter;
+  placeholders are taken from the whole body, code blocks included, because they are
+  substituted by plain string replacement.
 - The scan is one pass over the lines with regexes and ``str.find``; no per-character
   Python loops.
 """
@@ -162,11 +163,33 @@ def _parse_front_matter(text: str) -> _FrontMatter:
 # Body: headings and prose blocks
 
 _BLANK = re.compile(r"[ \t\r\f\v]*\Z")
+# A line made only of Jinja statement or comment tags: `{% include "x" %}`, `{%- endif -%}`.
+_TEMPLATE_TAGS = re.compile(
+    r"[ \t]*(?:\{%(?:[^%\n]|%(?!\}))*%\}[ \t]*|\{#(?:[^#\n]|#(?!\}))*#\}[ \t]*)+\Z"
+)
 _FENCE_OPEN = re.compile(r"[ \t]*(`{3,}(?=[^`]*\Z)|~{3,})")
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+|\Z)(.*)")
 _ATX_CLOSING = re.compile(r"(?:\A|[ \t]+)#+[ \t]*\Z")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*\Z")
 _THEMATIC = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*\Z")
+# The start of an HTML block that may interrupt a paragraph (CommonMark 4.6, kinds 1-6).
+_HTML_BLOCK = re.compile(
+    r" {0,3}(?:<(?:script|pre|style|textarea)(?:[\s>]|\Z)|<!--|<\?|<![A-Za-z]|<!\[CDATA\[|"
+    r"</?(?:address|article|aside|base|basefont|blockquote|body|caption|center|col|colgroup|dd|"
+    r"details|dialog|dir|div|dl|dt|fieldset|figcaption|figure|footer|form|frame|frameset|"
+    r"h[1-6]|head|header|hr|html|iframe|legend|li|link|main|menu|menuitem|nav|noframes|ol|"
+    r"optgroup|option|p|param|search|section|summary|table|tbody|td|tfoot|th|thead|title|tr|"
+    r"track|ul)(?:[\s>]|/>|\Z))",
+    re.IGNORECASE,
+)
+# A line that is only an open or a closing tag starts an HTML block too, but not inside a
+# paragraph (kind 7).
+_HTML_TAG_LINE = re.compile(
+    r" {0,3}(?:<[A-Za-z][\w-]*"
+    r"(?:\s+[A-Za-z_:][\w.:-]*(?:\s*=\s*(?:[^\s\"'=<>`]+|'[^']*'|\"[^\"]*\"))?)*\s*/?>"
+    r"|</[A-Za-z][\w-]*\s*>)[ \t]*\Z",
+    re.IGNORECASE,
+)
 _TABLE_SEP = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*\Z")
 _TABLE_CELL = re.compile(r"[^|]+")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]+(?:\[[ xX]\][ \t]+)?|\Z)")
@@ -235,6 +258,9 @@ class _BodyScanner:
         self._block_start = -1  # -1: no open prose block
         self._block_end = -1
         self._block_is_list = False  # the open block is a list item
+        self._block_line = 0  # the index of the open block's first line
+        self._block_quoted = False  # the open block is in a block quote
+        self._line_index = 0  # the line being read
         self._after_rule = -1  # start of the `====` line a title may follow, else -1
         self._open_tags: dict[str, list[_Heading]] = {}  # XML blocks not closed yet
 
@@ -251,6 +277,7 @@ class _BodyScanner:
         text = self.text
         ls, le = self._lines[index]
         line = text[ls:le]
+        self._line_index = index
         if self._fence:
             closing = _FENCE_OPEN.match(line)
             if (
@@ -282,6 +309,11 @@ class _BodyScanner:
             self.headings[-1].start = after_rule
             return index + 1
         if first == "<" and self._tag_line(index, line):
+            return index + 1
+        if first == "{" and _TEMPLATE_TAGS.match(line):
+            # A line of template statements (`{% include "role" %}`, `{% if tools %}`) is
+            # no prose: it ends the paragraph before it and starts none.
+            self._end_block()
             return index + 1
         if (
             self._block_start < 0
@@ -315,19 +347,45 @@ class _BodyScanner:
             self._block_is_list = True
             self._add_prose(ls + item.end(), le)
             return index + 1
-        if self._block_is_list and first == line[:1]:
+        lazy = self._block_is_list and first == line[:1]
+        if lazy:
             # A line that is not indented ends the list item (no lazy continuation).
             self._end_block()
-        if index + 1 < len(self._lines) and not self._block_is_list and "<!--" not in line:
-            nls, nle = self._lines[index + 1]
-            if _SETEXT.match(text, nls, nle):
-                self._end_block()
-                level = 1 if text[nls:nle].strip()[0] == "=" else 2
-                self._add_heading(level, line.strip(), index, index + 1)
-                return index + 2
         quote = _QUOTE.match(line) if first == ">" else None
+        if (
+            index + 1 < len(self._lines)
+            and not self._block_is_list
+            and "<!--" not in line
+            and _SETEXT.match(text, *self._lines[index + 1])
+            and self._setext_content(line, lazy, quote is not None)
+        ):
+            nls, nle = self._lines[index + 1]
+            level = 1 if text[nls:nle].strip()[0] == "=" else 2
+            first_line, title_start = index, ls
+            if self._block_start >= 0:
+                # The underline makes a heading of the whole paragraph above it.
+                first_line, title_start = self._block_line, self._block_start
+                self._block_start = -1
+            self._end_block()
+            title = " ".join(text[title_start:le].split())
+            self._add_heading(level, title, first_line, index + 1)
+            return index + 2
         self._add_prose(ls + quote.end() if quote is not None else ls, le)
         return index + 1
+
+    def _setext_content(self, line: str, lazy: bool, quoted: bool) -> bool:
+        """Whether ``line`` is paragraph text a setext underline below it makes a heading
+        of, as CommonMark reads it: not a block quote line (`> foo` over `---` is a quote
+        and a thematic break), not the lazy continuation of a list item or quote, not the
+        first line of an indented code block or of an HTML block."""
+        if quoted or lazy or self._block_quoted:
+            return False
+        if _HTML_BLOCK.match(line) is not None:
+            return False
+        if self._block_start >= 0:
+            return True  # a continuation line of an open paragraph
+        indent = len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip(" "))
+        return indent < 4 and _HTML_TAG_LINE.match(line) is None
 
     def _tag_line(self, index: int, line: str) -> bool:
         """Take a line that is only an opening or closing XML tag; True when it was one."""
@@ -417,6 +475,8 @@ class _BodyScanner:
             return
         if self._block_start < 0:
             self._block_start = start
+            self._block_line = self._line_index
+            self._block_quoted = _QUOTE.match(self.text, *self._lines[self._line_index]) is not None
         self._block_end = end
 
     def _end_block(self) -> None:

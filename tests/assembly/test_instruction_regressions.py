@@ -64,6 +64,24 @@ def test_reports_exactly_the_marked_lines(path: Path) -> None:
         ("labels-and-copy.prompt.md", "`think_tool`", "## think_tool"),
         # A tool named in quotes ('the "finish" tool') belongs to the tools section.
         ("quoted-tool.prompt.md", "tool use", "TOOLS"),
+        # A heading made of a JSON example line (a `---` under it, as CommonMark reads
+        # it) names no topic: the `final_answer` instruction is about the tools section.
+        ("code-title.prompt.md", "`final_answer`", "## Tools"),
+        # A tool's section is where the prompt defines it (`- **web_search**: …`), not
+        # the workflow that names it most.
+        ("tool-defined.prompt.md", "`web_search`", "# Available Tools"),
+        # … or describes it, the tool being the subject ("The crawl_page tool reads …").
+        ("tool-described.prompt.md", "`crawl_page`", "# Your research kit"),
+        # A capitals title naming a tool in quotes (`… "sequential_thinking" TOOL:`).
+        (
+            "capitals-tool-title.prompt.md",
+            "`sequential_thinking`",
+            '# GUIDE FOR HOW TO USE "sequential_thinking" TOOL',
+        ),
+        # `<good-example>` under the tools is no tool: "this tool" is the only tool's.
+        ("example-block-no-tool.prompt.md", "`code_search`", "<code_search>"),
+        # A kebab-case XML title gives its parts, as a snake_case one does.
+        ("kebab-xml-title.prompt.md", "intent-mining", "<intent-mining>"),
         # A tool described by a section that is not titled by its name.
         ("tool-home.prompt.md", "`todo_write`", "## Progress"),
         # A tool described under bold labels of one heading, once each: the heading owns it.
@@ -214,6 +232,25 @@ def test_evaluation_picker_reads_a_fence_inside_a_fence() -> None:
         "# Example\nAnswer: yes.\n```\n~~~\n\n# Output\nReply with one line.\n"
     )
     assert [s.title for s in bench.oracle_sections(text)] == ["Rules", "Output"]
+
+
+def test_evaluation_picker_moves_no_setext_heading() -> None:
+    # A paragraph over a `---` line is a heading (CommonMark), not an instruction to move
+    # (heldout5: "TOOL USAGE MEMORY (Structured Workflow):" over a line of dashes); under
+    # a list item the line is a break, and the item stays.
+    bench = _bench()
+    text = (
+        "# Intro\nYou answer questions about sales data.\n\n"
+        "# Memory\nYou remember what worked.\n\nALWAYS USE THE MEMORY TOOLS FIRST:\n"
+        "-----\nAlways search the memory before you answer a question.\n\n"
+        "- Always save a query that worked to the memory.\n---\n\n"
+        "# Output\nReply in one line.\n"
+    )
+    sentences = [c.sentence for c in bench.candidates(text, bench.oracle_sections(text))]
+    assert sentences == [
+        "Always search the memory before you answer a question.",
+        "Always save a query that worked to the memory.",
+    ]
 
 
 def test_evaluation_picker_takes_no_aside_for_an_instruction() -> None:

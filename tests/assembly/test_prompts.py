@@ -179,6 +179,44 @@ Subtitle
     )
 
 
+def test_setext_underlines_follow_commonmark() -> None:
+    # As CommonMark (and markdown-it) read it: the underline makes a heading of the whole
+    # paragraph above it, a JSON line included; under a block quote, the lazy line of a
+    # list item, an indented code line or the first line of an HTML block, `---` is a
+    # thematic break.
+    check_prompt(
+        """\
+Intro line one
+line two
+---
+> quoted
+---
+- item
+lazy
+---
+    indented code
+---
+<div class="note">html
+---
+
+{"name": "final_answer"}
+---
+Body.
+""",
+        """
+        body 1:1-17:1
+        section 0 ## 'Intro line one line two' 1:1-14:1 heading 1:1-3:4 body 4:1-14:1 parent -
+        section 1 ## '{"name": "final_answer"}' 14:1-17:1 heading 14:1-15:4 body 16:1-17:1 parent -
+        sentence 0 4:3-4:9 'quoted'
+        sentence 0 6:3-6:7 'item'
+        sentence 0 7:1-7:5 'lazy'
+        sentence 0 9:5-9:18 'indented code'
+        sentence 0 11:1-11:23 '<div class="note">html'
+        sentence 1 16:1-16:6 'Body.'
+        """,
+    )
+
+
 def test_front_matter_fence_is_not_a_setext_underline() -> None:
     check_prompt(
         "---\na: 1\n---\nText\n---\n",
@@ -275,6 +313,27 @@ still hidden.
         sentence - 1:25-1:31 'after.'
         sentence 0 6:1-6:6 'Kept.'
         sentence 0 8:5-8:11 'Shown.'
+        """,
+    )
+
+
+def test_template_statement_lines_are_not_prose() -> None:
+    # A line of Jinja statements or comments ends the paragraph before it and is no
+    # sentence: `{% include %}` is replaced by another file's text, not read as words.
+    check_prompt(
+        """\
+{% include "scenarios.share:scen.role" %}
+You will be provided with:
+{%- if tools %} {# the tools, when there are any #}
+- the tools
+{% endif %}
+Text {% if x %}kept{% endif %}.
+""",
+        """
+        body 1:1-7:1
+        sentence - 2:1-2:27 'You will be provided with:'
+        sentence - 4:3-4:12 'the tools'
+        sentence - 6:1-6:32 'Text {% if x %}kept{% endif %}.'
         """,
     )
 

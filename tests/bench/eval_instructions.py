@@ -46,6 +46,7 @@ import statistics
 import sys
 import time
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,6 +109,9 @@ _BOLD = re.compile(r"^\*\*([^*]{2,60})\*\*:?\s*$")
 _CAPS = re.compile(r"^([A-Z][A-Z0-9 &/_()'-]{2,60}):?\s*$")
 _RULE_LINE = re.compile(r"^={3,}\s*$")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+
+
+_UNDERLINE = re.compile(r"^ {0,3}(?:-+|=+)[ \t]*$")
 
 
 def fenced_lines(lines: list[str]) -> list[bool]:
@@ -282,13 +286,20 @@ def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
         if s.start <= body_start(text) + 200 and s.end >= len(text.rstrip())
     }
     blocks: list[tuple[int, int]] = []  # paragraphs and list items, wrapped lines joined
-    pos, cur = 0, None
+    pos, cur, cur_item = 0, None, False
     lines = text.split("\n")
     fenced = fenced_lines(lines)
     for n, line in enumerate(lines):
         ls, le = pos, pos + len(line)
         pos = le + 1
         fence = fenced[n]
+        if not fence and _UNDERLINE.match(line):
+            # A `---` or `===` line under a paragraph makes a (setext) heading of it, as
+            # CommonMark reads it: no sentence of it is moved. Elsewhere it is a break.
+            if cur is not None and not cur_item:
+                blocks.pop(cur)
+            cur = None
+            continue
         item = re.match(r"\s*(?:[-*+]|\d+[.)])\s+", line)
         if fence or ls in heading_starts or not line.strip() or item:
             cur = None
@@ -296,7 +307,7 @@ def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
             continue
         if cur is None:
             blocks.append((ls + (item.end() if item else 0), le))
-            cur = len(blocks) - 1
+            cur, cur_item = len(blocks) - 1, item is not None
         else:
             blocks[cur] = (blocks[cur][0], le)
     for bs, be in blocks:
@@ -426,8 +437,10 @@ def explain(text: str, offset: int) -> str:
     """The rule's own reason for not reporting the instruction at ``offset``."""
     from assembly.diagnostics.rules.instructions import explain_instruction
     from assembly.prompts import parse_prompt
+    from assembly.settings import Settings
 
-    m = explain_instruction(parse_prompt(text), offset)
+    # The settings ``lint`` runs with (the built-in `section_topics` included).
+    m = explain_instruction(parse_prompt(text), offset, section_topics=Settings().section_topics)
     if m is None:
         return "not read as an instruction"
     title = "" if m.section is None else parse_prompt(text).sections[m.section].title
@@ -446,6 +459,7 @@ def evaluate(
     sent with, where the manifest records them) are given to the rule as the ``tools``
     setting, as a user checking that prompt on its own would set them."""
     stats = {"top": [0, 0, 0], "unrelated": [0, 0, 0], "findings": 0, "right": 0}
+    causes: dict[str, Counter[str]] = {"top": Counter(), "unrelated": Counter()}
     for row in files:
         text = (row["dir"] / row["file"]).read_text(encoding="utf-8")
         tools = row.get("tools") if declared_tools else None
@@ -477,6 +491,7 @@ def evaluate(
                     why = "wrong section" if found else "missed"
                     if not found:
                         why = explain(new, a)
+                    causes[kind][why.split(" [", 1)[0]] += 1
                     print(
                         f"  MISS {kind:9} {row['file']}: [{c.section.title}] "
                         f"{c.sentence[:90]!r} ({why})"
@@ -492,6 +507,14 @@ def evaluate(
             stats["right"] += ok
             if show_findings:
                 print(f"  {'OK ' if ok else 'BAD'} {row['file']}: {d.message} :: {sent[:90]!r}")
+    if show_misses:
+        # The misses by cause: the rule's own reason (its hover's), or "wrong section" when
+        # it reported the moved sentence but pointed elsewhere, or "not read as an
+        # instruction"; the distance filters are not re-run, so a miss the rule would
+        # report but for them reads "it sits outside the section it is about".
+        for kind, counts in causes.items():
+            for why, n in counts.most_common():
+                print(f"  CAUSE {kind:9} {n:3}  {why}")
     return stats
 
 

@@ -83,8 +83,10 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     figure", and directives with "you must", "never", "always", "make sure", "if you need
     more information, call …") and decides which section each is about:
 
-    Sections are Markdown headings, XML-style blocks (`<tool_calling>` … `</tool_calling>`,
-    nested), `====` blocks with a title line, bold title lines and ALL-CAPS title lines.
+    Sections are Markdown headings (setext ones as CommonMark reads them), XML-style
+    blocks (`<tool_calling>` … `</tool_calling>`, nested; a `kebab-case` or `snake_case`
+    name gives its words), `====` blocks with a title line, bold title lines and ALL-CAPS
+    title lines; a line of template tags (`{% include "role" %}`) is no prose.
     Tools are those of the conversation (for a template checked on its own: of the open
     conversations that use it), the front matter `tools`, the `tools` setting, the
     prompt's tool sections (`## web_search`, `GUIDE FOR THE "sequential_thinking" TOOL`)
@@ -95,11 +97,14 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     - the section of a tool it names: a section titled with the tool's name (`## web_search`,
       `<codebase_search>`, `**run_sql**`), else the section that owns the tool (the
       innermost one holding more than half of the sentences naming it, two at least,
-      its bold labels and nested blocks included), else the tools section (`# Tools`,
+      its bold labels and nested blocks included; before that, the one section that
+      defines it: `- **web_search**: searches the web`, "The crawl_page tool reads …"),
+      else the tools section (`# Tools`,
       `TOOL USE`, `<tool_calling>`), also for several tools at once;
     - the tools section, for an instruction about tools in general ("Prefer tools over
-      your own knowledge", "use another tool", "Functions must be used to …"), unless
-      half of its own section's sentences speak of tools;
+      your own knowledge", "use another tool", "Functions must be used to …") at the
+      opening of the prompt (the placement Onyx measured), unless half of the opening's
+      sentences speak of tools; inside a section it is a step of that section's work;
     - else the section whose heading it matches: a heading word that no other heading has
       and that the prompt uses mostly there (more than a third of its uses), or two
       heading words, or one with support from the section's prose (a heading of three or
@@ -119,15 +124,21 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
       rival counts its heading words only when its own prose uses them); one that fits
       two bold labels of one section alike is about that section.
 
-    Not reported: an instruction inside that section or one around it; one whose own
-    section names the same topic or tool, or shares enough of its words (a restatement);
-    one in a recap (`Important reminders`, `What not to do (recap)`, `<critical_reminders>`);
-    one that points elsewhere on purpose ("see Step 5", "follow the Source Context
-    section", "the functions defined above"); tool guidance that mentions another topic;
+    Not reported: an instruction inside that section or one around it, or in the intro
+    of a section around it (the intro under the prompt's title is its opening, and is
+    judged); one whose own section names the same topic or tool, or shares enough of its
+    words (a restatement); one in a recap (`Important reminders`, `What not to do
+    (recap)`, `<critical_reminders>`); one that points elsewhere on purpose ("see Step 5",
+    "follow the Source Context section", "the functions defined above", a section named
+    by its title as written: "using the Analysis Framework"); one matched to a section
+    of examples (`# Sample Phrases` and its parts: they show what to say) or to a
+    heading that is code (a JSON line a `---` under it makes a heading: its words name
+    no topic); tool guidance that mentions another topic;
     one under a bold label matched to a sibling bold label of the same section; a
     workflow overview (a list whose items point at later sections in the order they come,
     or a section a third of whose sentences name two or more other sections; never the
-    opening, nor the intro under the title that opens the prompt). The text before the
+    opening, nor the intro under the title that opens the prompt, nor its first section
+    after at most two sentences, `<ROLE>`). The text before the
     first heading is on
     an instruction's topic only when two more of its sentences use the topic word;
     an instruction on the line just before its section (under 15 tokens away) unless it
@@ -538,13 +549,25 @@ class _Topics:
                     title_df[w] -= 1
         self.title_df = title_df
         self.strong = strong
-        # Sections that hold (nearly) the whole prompt name no topic of a part of it.
+        # Sections that hold (nearly) the whole prompt name no topic of a part of it: a
+        # title over everything, the first of its level. A later heading that holds most
+        # of the prompt by a quirk of its levels (`# AGENTS.md spec` after `# How you
+        # work`, over every `##` that follows) still names its own topic.
         body_len = max(1, len(template.text) - template.body_range.start)
         self.wrappers = {
             i
             for i, sec in enumerate(sections)
             if (sec.range.end - sec.range.start) * 10 >= body_len * 9
+            and not any(o.parent == sec.parent for o in sections[:i])
         }
+        # Sections of examples (`# Sample Phrases` > `## Deflecting a Prohibited Topic`,
+        # `<examples>`): they show what to say, they are no place for a rule.
+        self.examples: set[int] = set()
+        for i, sec in enumerate(sections):
+            if _EXAMPLES_TITLE.search(sec.title.replace("_", " ")) or (
+                sec.parent is not None and sec.parent in self.examples
+            ):
+                self.examples.add(i)
         self.preamble = preamble
         self.body = body
         self.total: Counter[str] = Counter(preamble)
@@ -577,6 +600,11 @@ class _Topics:
             and not template.text[template.body_range.start : sections[0].range.start].strip()
             else None
         )
+
+        # The prompt's first section, when at most two sentences come before it
+        # (`<ROLE>`, `<intro>` after "You are …"): it introduces the prompt, as the
+        # opening does, and previews the later sections in passing.
+        self.first_intro = 0 if sections and len(self.by_section[None]) <= 2 else None
 
     def names(self, j: int) -> frozenset[int]:
         """The sections sentence ``j`` names by a heading word no other heading has (not
@@ -619,7 +647,10 @@ class _Topics:
             # text (the web_search results stay hidden)"): not what the instruction directs.
             core_text = _without_asides(sentence.text)
             tools = {t for t in tools if t in core_text}
-        general = not tools and self._general(k)
+        # Tools in general are judged at the opening only, the placement Onyx measured
+        # (90 % in the tools section, 30 % at the top): inside a section, "Use tools for
+        # actions" or "**Assess Available Tools**" is a step of that section's own work.
+        general = not tools and self._opening(k) and self._general(k)
         if not tools and not general and self.strong_index.keys().isdisjoint(all_words):
             return self._no("it names no tool and shares no heading word with any section")
         if not tools and sentence.section is not None and self.in_tools[sentence.section]:
@@ -667,6 +698,7 @@ class _Topics:
             score[tool_target] += self.TOOL
             strong_hit.add(tool_target)
         strong_hit -= self.wrappers
+        strong_hit -= self.examples
         # A bold title line labels the paragraph or list under it: one shared word with a
         # label is a coincidence ("Stop when you can answer" is not about **Stop
         # Immediately When**); it takes two, the tool it is titled by, or the label's
@@ -728,8 +760,21 @@ class _Topics:
             self.template.sections[sentence.section].title.replace("_", " ")
         ):
             return self._no("it sits in a recap, which repeats the rules on purpose")
-        if _CROSS_REFERENCE.search(sentence.text):
+        if _CROSS_REFERENCE.search(sentence.text) or (
+            best != tool_target
+            and best not in self.tool_sections.values()
+            and self._names_title(sentence.text, best)
+        ):
             return self._no("it points at another part of the prompt on purpose")
+        if (
+            sentence.section is not None
+            and sentence.section != self.title_intro
+            and self._inside(best, sentence.section)
+        ):
+            # The intro of a section speaks for its parts ("For longer tasks, give brief
+            # progress updates" under `# Core Behavior`, over `## Doing Tasks`); the
+            # intro under the prompt's title is its opening, and is judged.
+            return self._no("it sits in the intro of a section around the one it is about")
         if best == tool_target and self._tool_elsewhere(k, tools):
             return self._no("its own section speaks of that tool too")
         if general and best == tool_target and self._tools_elsewhere(k):
@@ -897,9 +942,10 @@ class _Topics:
         an overview that previews them (the text before the first heading is never one: it
         is where a misplaced instruction most often lands; nor is the intro under a title
         that opens the prompt, `# Deep Agents Code` over "You help with coding, debugging
-        …", which is the same place)."""
+        …", which is the same place, nor the prompt's first section after at most two
+        sentences, `<ROLE>` or `<intro>`)."""
         own = self.template.sentences[k].section
-        if own is None or own == self.title_intro:
+        if own is None or own in (self.title_intro, self.first_intro):
             return False
         others = [j for j in self.by_section[own] if j != k]
         naming = [{i for i in self.names(j) if not self._related(i, best)} for j in others]
@@ -932,6 +978,29 @@ class _Topics:
         if self.general is None:
             return False
         return _about_tools(self.template.sentences[k].text, self.functions)
+
+    def _names_title(self, text: str, i: int) -> bool:
+        """Whether ``text`` names section ``i`` by its title as written, capitals included,
+        a title of two words or more ("Break down the information using the Analysis
+        Framework" defers to `## Analysis Framework` by name): a cross-reference. Not
+        asked of a tool's section, whose title is the tool's name, nor where the title is
+        what the sentence calls ("Call Web Search again …")."""
+        title = _NUMBERING.sub("", self.template.sections[i].title.strip(" *_`#:"))
+        title = title.rstrip(" :")
+        return (
+            len(title.split()) >= 2
+            and any(c.isupper() for c in title)
+            and any(
+                not _CALLING.search(text, 0, m.start())
+                for m in re.finditer(rf"(?<!\w){re.escape(title)}(?!\w)", text)
+            )
+        )
+
+    def _opening(self, k: int) -> bool:
+        """Whether sentence ``k`` opens the prompt: before its first section, or in the
+        intro under the title that opens it (the same place)."""
+        own = self.template.sentences[k].section
+        return own is None or own == self.title_intro
 
     def _tools_elsewhere(self, k: int) -> bool:
         """Whether sentence ``k``'s own section is about tools: half of its other
@@ -981,14 +1050,24 @@ class _Topics:
         blocks each say it once owns it as much as one paragraph saying it twice. Not a
         section that holds (nearly) the whole prompt."""
         mentions: dict[str, Counter[int | None]] = defaultdict(Counter)
+        defined: dict[str, set[int | None]] = defaultdict(set)
         for s, named in zip(self.template.sentences, self.sentence_tools, strict=True):
             for t in named:
                 if t not in self.tool_sections:
                     mentions[t][s.section] += 1
+            if named and (m := _DEFINITION.match(s.text)) and m.group(1).lower() in named:
+                defined[m.group(1).lower()].add(s.section)
         body_len = max(1, len(self.template.text) - self.template.body_range.start)
         sections = self.template.sections
         homes = {}
         for t, by_section in mentions.items():
+            where = defined.get(t, set())
+            if len(where) == 1 and (home := next(iter(where))) is not None:
+                # Where the prompt defines the tool (`- `web_search`: searches the web`),
+                # not where it mentions it most (a workflow that calls it at every step).
+                if (sections[home].range.end - sections[home].range.start) * 10 < body_len * 9:
+                    homes[t] = home
+                    continue
             total = sum(by_section.values())
             under: Counter[int] = Counter()
             for sec, n in by_section.items():
@@ -1061,6 +1140,19 @@ class _Topics:
         return " ".join(w if w.isupper() and len(w) > 1 else w.lower() for w in words)
 
 
+# A sentence that defines a tool: its name first, then a colon or a dash
+# (`- `web_search`: searches the web`, `**read_file(path)** — reads a file`), or a verb
+# that says what it does, the tool being the subject ("The `task_tracker` tool lets you
+# …", "`grep_search` finds exact text").
+_DEFINITION = re.compile(
+    r"(?:you\s+have\s+access\s+to\s+)?(?:the\s+|a\s+)?"
+    r"[*_`\"']*([A-Za-z_][\w.-]*)[*_`\"']*(?:\([^)\n]{0,80}\))?[*_`\"']*"
+    r"(?:[ \t]*(?::|[-—–][ \t])|(?:\s+(?:tool|function))?\s+(?:is|can|will|lets|allows|"
+    r"enables|helps|returns|gives|provides|finds|searches|reads|writes|runs|executes|"
+    r"creates|fetches|opens|lists|sends|takes|accepts|performs)\b)",
+    re.I,
+)
+_EXAMPLES_TITLE = re.compile(r"\b(?:examples?|samples?)\b", re.I)
 # A title that names tools as a category ("Tools", "Available tools", "TOOL USE",
 # `<tool_calling>`), not a heading that merely contains the word ("## Plan tool").
 _TOOLS_TITLE = re.compile(
@@ -1112,6 +1204,8 @@ _NUMBERING = re.compile(r"^(?:(?:step|phase|part|section)\s+)?[0-9ivx]+[.):]?\s+
 # names a tool: Onyx measured the loss for tool guidance only a paragraph away.
 _TOUCHING = 15
 # A sentence that points at another part of the prompt on purpose.
+# A verb of calling just before a name: "call Web Search", "run the Linter".
+_CALLING = re.compile(r"\b(?:call|invoke|run|execute|trigger)\s+(?:the\s+)?\Z", re.I)
 _CROSS_REFERENCE = re.compile(
     r"\b(?:see|refer\s+to|(?:described|defined|listed|explained)\s+(?:in|below|above)|(?:sections?|steps?|rules?)\s+"
     r"(?:below|above)|as\s+(?:described|explained|listed|shown)|covered\s+(?:in|below)"
@@ -1131,6 +1225,7 @@ _TOOL_HEADING_TAIL = re.compile(
     re.I,
 )
 _TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
+_EXAMPLE_NAME = re.compile(r"(?:^|[_.-])(?:examples?|samples?)(?:$|[_.-])", re.I)
 
 
 _OVERVIEW = "its section is a list that previews later sections in order"
@@ -1238,7 +1333,7 @@ def setting_tool_names(tools: Iterable[object] | None) -> set[str]:
 # "use read_file(…)", "the web_search tool". Each pattern starts with a character the regex
 # engine can skip to (a quote, or c/u/i/r); bare snake_case names come from ``_snake_case``.
 _NAMED_AS_TOOL = re.compile(
-    r"[`\"“']([A-Za-z_][\w.-]{1,40})(?:\(\))?[`\"”']\s+(?:tool|function)s?\b"
+    r"[`\"“']([A-Za-z_][\w.-]{1,40})(?:\(\))?[`\"”']\s+(?i:tool|function)s?\b"
 )
 _CALLED = re.compile(
     r"(?=[cuir])\b(?:call|use|invoke|run|using|calling)\s+(?:the\s+)?`?([A-Za-z_][\w.]*_[\w.]+|"
@@ -1338,7 +1433,10 @@ def _tool_sections(
             continue
         # Under a tools section any name; elsewhere an identifier or a known tool. An XML
         # block is named like an identifier (`<reasoning_rules>`) whatever it holds: it
-        # is a tool's only when the name is known as one.
+        # is a tool's only when the name is known as one. An example is no tool
+        # (`<good-example>`, `### Examples` under `## Tool Usage`).
+        if _EXAMPLE_NAME.search(name) and name.lower() not in known:
+            continue
         if (
             s.parent in root_set
             or (_is_identifier(name) and s.kind != "xml")
@@ -1891,17 +1989,28 @@ _DOTTED = re.compile(
 )
 
 
+# A title that is code: a JSON line (`{"name": "final_answer", …}`) that a `---` under it
+# makes a setext heading, as CommonMark reads it. Its words name no topic of the prompt.
+# Placeholders (`{{ tool }}`) are no code.
+_CODE_TITLE = re.compile(r"(?<!\{)\{(?!\{)|(?<!\})\}(?!\})|\"\s*:")
+
+
 def _title_words(section: Section, split: bool = False) -> set[str]:
     """The stems of a heading's words that name a topic. With ``split``, a ``snake_case``
-    title (`<reasoning_rules>`, `TECHNICAL_PHILOSOPHY`) gives its parts too: prose says
+    or ``kebab-case`` title (`<reasoning_rules>`, `TECHNICAL_PHILOSOPHY`, `<intent-mining>`:
+    XML names join words with either) gives its parts too: prose says
     "reasoning", not "reasoning_rules" (not for a tool's section: `## run_tests` is not
     about running). The whole name counts as a word as well, so a two-part title takes
     two of its three words: one shared part is a coincidence."""
     title = section.title.strip().strip("`*_ ")
+    if _CODE_TITLE.search(title):
+        return set()
     words = [x.lower() for x in _WORDS.findall(title)]
     words += [x.lower() for x in _DOTTED.findall(title)]
     if split:
-        words += [p for w in words if "_" in w for p in w.split("_") if len(p) > 2]
+        words += [
+            p for w in words if "_" in w or "-" in w for p in re.split(r"[-_]", w) if len(p) > 2
+        ]
     return {
         stem(w)
         for w in words
