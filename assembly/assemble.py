@@ -451,6 +451,14 @@ class _Structure:
     flags: tuple[tuple[Any, ...], ...]  # per unit: what its conversion reads besides it
     summarized_meta: dict[str, _FileMeta]
     errors: tuple[AssemblyError, ...]
+    # What ``_structure_patched`` reads: whether no message has a ``parent`` (the branch
+    # is then a run of places), the ids stage 1 looks up (the branch tip, what summaries
+    # summarize through), the tool names by call id of ``cut``, and the units whose flags
+    # name the tool a past tool result answers.
+    linear: bool = False
+    referenced: frozenset[str | None] = frozenset()
+    call_names: dict[str, str] = field(default_factory=dict)
+    tool_units: tuple[int, ...] = ()
 
 
 @dataclass(slots=True, eq=False)
@@ -484,6 +492,7 @@ _PARENT = operator.attrgetter("parent")
 _TOOL_CALLS = operator.attrgetter("tool_calls")
 _IMAGES = operator.attrgetter("images")
 _FILES_AND_FILE_ID = operator.attrgetter("files", "file_id")
+_SUMMARIZES_THROUGH = operator.attrgetter("summarizes_through")
 
 
 def _index(items: list[Any], value: Any, start: int, end: int) -> int | None:
@@ -622,10 +631,10 @@ def _signature(m: Message) -> tuple[Any, ...]:
         m.summarizes_through,
         m.file_id,
         m.filename,
-        tuple((c.id, c.name) for c in m.tool_calls),
+        _calls_signature(m),
         m.tool_call_id,
         len(m.images),
-        tuple((f.file_id, f.filename, f.kind, f.processing) for f in m.files),
+        _files_signature(m),
     )
 
 
@@ -713,9 +722,11 @@ class _Pipeline:
                 changed = list(
                     itertools.compress(itertools.count(), map(operator.is_not, old, msgs))
                 )
-            if all(_signature(msgs[k]) == _signature(old[k]) for k in changed):
-                self.cache._structure = (key, msgs, structure)
-                return structure, changed
+            differ = [k for k in changed if _signature(msgs[k]) != _signature(old[k])]
+            found = self._structure_patched(structure, old, differ) if differ else structure
+            if found is not None:
+                self.cache._structure = (key, msgs, found)
+                return found, changed
         structure = self._structure_of()
         self.cache._structure = (key, msgs, structure)
         return structure, None
@@ -735,17 +746,21 @@ class _Pipeline:
         if last >= 0:
             flags.append(_LAST)
         flags.extend([_AFTER_LAST] * (n - len(flags)))
+        tool_before: list[int] = []
         if not self.s.keep_past_tool_results and last > 0:
             before = list(map(data.__getitem__, cut_chain[:last]))
-            tools = map(Role.TOOL.__eq__, map(_ROLE, before))
-            for i in itertools.compress(itertools.count(), tools):
-                flags[i] = (False, True, call_names.get(before[i].tool_call_id or "", ""))
+            tools = map(operator.is_, map(_ROLE, before), itertools.repeat(Role.TOOL))
+            tool_before = list(itertools.compress(itertools.count(), tools))
+            for i in tool_before:
+                flags[i] = _past_tool_flag(before[i], call_names)
         cut = tuple(cut_chain)
         units = cut
         if summary_index is not None:
             units = (summary_index, *cut)
             flags.insert(0, _SUMMARY)
         offset = len(units) - n
+        referenced = set(map(_SUMMARIZES_THROUGH, data))
+        referenced.add(self.s.branch_tip)
         return _Structure(
             chain_ids=tuple(map(_ID, map(data.__getitem__, chain))),
             chain=tuple(chain),
@@ -758,6 +773,115 @@ class _Pipeline:
             flags=tuple(flags),
             summarized_meta=summarized_meta,
             errors=tuple(self.errors),
+            linear=list(map(_PARENT, data)).count(None) == len(data),
+            referenced=frozenset(referenced),
+            call_names=call_names,
+            tool_units=tuple(i + offset for i in tool_before),
+        )
+
+    def _structure_patched(
+        self, s: _Structure, old: Sequence[Message], differ: list[int]
+    ) -> _Structure | None:
+        """Stage 1 after an edit that changed what it reads of the messages ``differ``
+        (same places, ``old`` the previous version's), made from ``s`` when the edit moves
+        none of its decisions: the branch, the system message, the summary and its cut,
+        the last user message. Then only the ids on the branch and the units' flags (a
+        past tool result's tool) can differ, and they are made again for those messages;
+        else None (``_structure_of`` runs).
+
+        The decisions stay when the branch is a run of places (no ``parent`` before or
+        after), every changed message keeps its ``summarizes_through``, files and images,
+        an id that changes is none stage 1 looks up (``referenced``), a role that changes
+        is not a summary, is a system message only after the one taken (or none is
+        taken), and is a user message only before the last user message (one that is no
+        injected file). Ids are unique in ``message_data`` (the reader renames or leaves
+        out a repeated one), so a new id matches no other message.
+        """
+        if not s.linear:
+            return None
+        data = self.conv.message_data
+        sys_i = s.system_index
+        end = len(s.chain) + (sys_i is not None)  # the branch is places [0, end)
+        takes_system = self.conv.system_prompt is None
+        last_k = s.units[s.last_unit] if s.last_unit >= 0 else -1
+        last_plain = last_k >= 0 and data[last_k].file_id is None
+        chain_ids: list[str] | None = None
+        calls_changed = False
+        reflag: list[int] = []
+        for k in differ:
+            a, b = old[k], data[k]
+            if (
+                b.parent is not None
+                or a.summarizes_through != b.summarizes_through
+                or a.file_id != b.file_id
+                or a.filename != b.filename
+                or len(a.images) != len(b.images)
+                or _files_signature(a) != _files_signature(b)
+            ):
+                return None
+            on_branch = k < end and k != sys_i
+            if a.id != b.id:
+                if a.id in s.referenced or b.id in s.referenced:
+                    return None
+                if on_branch:
+                    if chain_ids is None:
+                        chain_ids = list(s.chain_ids)
+                    chain_ids[k - (sys_i is not None and sys_i < k)] = b.id
+            u = s.unit_of.get(k)
+            if a.role is not b.role:
+                roles = (a.role, b.role)
+                if Role.SUMMARY in roles:
+                    return None
+                if (
+                    Role.SYSTEM in roles
+                    and takes_system
+                    and k < end
+                    and (sys_i is None or k <= sys_i)
+                ):
+                    return None
+                if Role.USER in roles and k < end and not (last_plain and k < last_k):
+                    return None
+                if u is not None:
+                    reflag.append(u)
+            elif a.tool_call_id != b.tool_call_id and u is not None:
+                reflag.append(u)
+            if (
+                u is not None
+                and k != s.summary_index
+                and _calls_signature(a) != _calls_signature(b)
+            ):
+                calls_changed = True
+        call_names = s.call_names
+        tool_units = s.tool_units
+        if calls_changed:
+            call_names = _call_names(data, s.cut)
+            if call_names != s.call_names:
+                reflag.extend(tool_units)
+        flags = s.flags
+        first = 1 if s.summary_index is not None else 0  # the first unit of ``cut``
+        if reflag and not self.s.keep_past_tool_results and s.last_unit > first:
+            flags_l = list(flags)
+            tools = set(tool_units)
+            for u in reflag:
+                if not first <= u < s.last_unit:
+                    continue
+                m = data[s.units[u]]
+                if m.role is Role.TOOL:
+                    flag = _past_tool_flag(m, call_names)
+                    if flag != flags_l[u]:  # an equal flag stays the same object
+                        flags_l[u] = flag
+                    tools.add(u)
+                else:
+                    flags_l[u] = _BEFORE_LAST
+                    tools.discard(u)
+            flags = tuple(flags_l)
+            tool_units = tuple(sorted(tools))
+        return dataclasses.replace(
+            s,
+            chain_ids=s.chain_ids if chain_ids is None else tuple(chain_ids),
+            flags=flags,
+            call_names=call_names,
+            tool_units=tool_units,
         )
 
     # -------------------------------------------------------------- stage 2: history
@@ -791,8 +915,17 @@ class _Pipeline:
         turn_images = self._turn_images()
         h = self.cache._history
         same_fill = h is not None and h.fill_key == self._fill_key()
-        if h is not None and changed is not None and h.structure is structure and same_fill:
+        if (
+            h is not None
+            and changed is not None
+            and h.structure.units is structure.units  # the same, or patched (same units)
+            and same_fill
+        ):
             units_changed = {structure.unit_of[k] for k in changed if k in structure.unit_of}
+            if h.structure.flags is not structure.flags:  # a patched structure's
+                differs = map(operator.is_not, h.structure.flags, structure.flags)
+                units_changed.update(itertools.compress(itertools.count(), differs))
+            h.structure = structure
             if turn_images != h.turn_images and structure.last_unit >= 0:
                 units_changed.add(structure.last_unit)
             h.turn_images = turn_images
@@ -900,7 +1033,25 @@ class _Pipeline:
                 same_shape = False
             patched.append((h.starts[u], out))
         if not same_shape:
-            return False
+            # The same positions, another shape (an id, a kind, a call changed): the
+            # shape is made again from the patched positions, unless it moves the
+            # costs (the image marker); the per-position lists are then made again.
+            if any(
+                len(out) != h.starts[u + 1] - h.starts[u]
+                for u, out in zip(units_changed, (o for _, o in patched), strict=True)
+            ):
+                return False
+            hist = list(h.hist)
+            ps = h.shape
+            ids, kinds, fids = list(ps.ids), list(ps.kinds), list(ps.fids)
+            for a, out in patched:
+                for p, x in enumerate(out, start=a):
+                    hist[p], ids[p], kinds[p], fids[p] = x, x.id, x.kind, x.file_id
+            shape = self._shape_of(hist, ids, kinds, fids, ps.last_user_pos)
+            if shape.marker != ps.marker:
+                return False
+            h.hist, h.shape = hist, shape
+            h.cand_pos = None  # the candidates' ids and kinds
         marker = h.shape.marker
         for a, out in patched:
             for p, x in enumerate(out, start=a):
@@ -919,7 +1070,7 @@ class _Pipeline:
                 h.for_summary.forget(p)
         if patched:
             h.prefix = list(itertools.accumulate(h.cost, initial=0))
-            if not h.shape.unique_ids:
+            if not h.shape.unique_ids or not same_shape:
                 h.tokens_by_id = dict(zip(h.shape.ids, h.tokens, strict=True))
         if meta_changed:
             h.metadata = self._metadata(h)
@@ -995,6 +1146,42 @@ class _Pipeline:
         ps = prev.shape if prev is not None else None
         ids = gather(ps.ids if ps else None, operator.attrgetter("id"))
         kinds = gather(ps.kinds if ps else None, operator.attrgetter("kind"))
+        fids = gather(ps.fids if ps else None, operator.attrgetter("file_id"))
+        h.shape = self._shape_of(hist, ids, kinds, fids, last_user_pos)
+        marker = h.shape.marker
+        same_cost = prev is not None and ps is not None and ps.marker == marker
+        h.starts = starts
+        h.hist = hist
+        h.tokens = gather(prev.tokens if prev else None, operator.attrgetter("tokens"))
+        h.stored = gather(prev.stored if prev else None, stored_tokens)
+        h.cost = gather(
+            prev.cost if prev and same_cost else None, lambda x: _replay_cost(x, marker)
+        )
+        h.prefix = list(itertools.accumulate(h.cost, initial=0))
+        # A reused unit is not the summary node unless the summary is the same object.
+        h.cand = gather(prev.cand if prev else None, lambda x: is_compression_candidate(x, summary))
+        h.cand_pos = None
+        h.tokens_by_id = dict(zip(ids, h.tokens, strict=True))
+        h.entries = lazy(prev.entries if prev and same_cost else None)
+        fill_key = self._fill_key()
+        same_provider = prev is not None and prev.fill_key == fill_key
+        h.provider = lazy(prev.provider if prev and same_provider else None)
+        h.fill_key = fill_key
+        h.for_summary = lazy(prev.for_summary if prev else None)
+        h.meta_units = list(itertools.compress(itertools.count(), map(bool, h.metas)))
+        h.metadata = self._metadata(h)
+
+    def _shape_of(
+        self,
+        hist: list[LlmMessage],
+        ids: list[str],
+        kinds: list[str],
+        fids: list[str | None],
+        last_user_pos: int,
+    ) -> _Shape:
+        """The shape of the converted history ``hist`` (its ids, kinds and file ids
+        given)."""
+        n = len(hist)
         user_positions = list(itertools.compress(itertools.count(), map("user".__eq__, kinds)))
         tool_positions: list[int] = []
         call_pos: dict[int, int] = {}
@@ -1023,10 +1210,10 @@ class _Pipeline:
         marker = None  # the per-image marker cost when images are replayed as text markers
         if not self.s.vision and image_positions:
             marker = self.count(texts.IMAGE_NOT_SUPPORTED.format(id=_NON_VISION_MARKER_ID))
-        h.shape = _Shape(
+        return _Shape(
             ids=ids,
             kinds=kinds,
-            fids=gather(ps.fids if ps else None, operator.attrgetter("file_id")),
+            fids=fids,
             user_positions=user_positions,
             tool_positions=tool_positions,
             call_pos=call_pos,
@@ -1036,27 +1223,6 @@ class _Pipeline:
             last_user_pos=last_user_pos,
             unique_ids=len(set(ids)) == n,
         )
-        same_cost = prev is not None and ps is not None and ps.marker == marker
-        h.starts = starts
-        h.hist = hist
-        h.tokens = gather(prev.tokens if prev else None, operator.attrgetter("tokens"))
-        h.stored = gather(prev.stored if prev else None, stored_tokens)
-        h.cost = gather(
-            prev.cost if prev and same_cost else None, lambda x: _replay_cost(x, marker)
-        )
-        h.prefix = list(itertools.accumulate(h.cost, initial=0))
-        # A reused unit is not the summary node unless the summary is the same object.
-        h.cand = gather(prev.cand if prev else None, lambda x: is_compression_candidate(x, summary))
-        h.cand_pos = None
-        h.tokens_by_id = dict(zip(ids, h.tokens, strict=True))
-        h.entries = lazy(prev.entries if prev and same_cost else None)
-        fill_key = self._fill_key()
-        same_provider = prev is not None and prev.fill_key == fill_key
-        h.provider = lazy(prev.provider if prev and same_provider else None)
-        h.fill_key = fill_key
-        h.for_summary = lazy(prev.for_summary if prev else None)
-        h.meta_units = list(itertools.compress(itertools.count(), map(bool, h.metas)))
-        h.metadata = self._metadata(h)
 
     def _fill_key(self) -> tuple[Any, ...]:
         """What ``_fill`` reads besides the converted messages: the provider and whether
@@ -2268,6 +2434,26 @@ def _hang_side_summaries(data: Sequence[Message], chain: list[int]) -> list[int]
     return res
 
 
+def _past_tool_flag(m: Message, call_names: Mapping[str, str]) -> tuple[Any, ...]:
+    """The flags of a tool result before the last user message: it names the tool its
+    call id answers (its text is replaced unless past tool results are kept)."""
+    return (False, True, call_names.get(m.tool_call_id or "", ""))
+
+
+def _call_names(data: Sequence[Message], chain: Sequence[int]) -> dict[str, str]:
+    """The tool names by call id of the messages ``chain`` (the last call wins)."""
+    calls = itertools.chain.from_iterable(map(_TOOL_CALLS, map(data.__getitem__, chain)))
+    return {c.id: c.name for c in calls}
+
+
+def _calls_signature(m: Message) -> tuple[Any, ...]:
+    return tuple((c.id, c.name) for c in m.tool_calls)
+
+
+def _files_signature(m: Message) -> tuple[Any, ...]:
+    return tuple((f.file_id, f.filename, f.kind, f.processing) for f in m.files)
+
+
 def _chain_facts(data: Sequence[Message], chain: Sequence[int]) -> tuple[int, dict[str, str]]:
     """The position in ``chain`` of the last user message of the branch (not an injected
     file when there is another one; -1 when none) and the tool names by call id."""
@@ -2279,8 +2465,7 @@ def _chain_facts(data: Sequence[Message], chain: Sequence[int]) -> tuple[int, di
     )
     if last_user_doc is None:
         last_user_doc = next((i for i in backwards if msgs[i].role is Role.USER), -1)
-    calls = itertools.chain.from_iterable(map(_TOOL_CALLS, msgs))
-    return last_user_doc, {c.id: c.name for c in calls}
+    return last_user_doc, _call_names(data, chain)
 
 
 def _last_cycle(after: Sequence[LlmMessage]) -> Sequence[LlmMessage]:

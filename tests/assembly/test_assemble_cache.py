@@ -132,6 +132,11 @@ def edit_role(m: Message, rng: random.Random) -> Message:
     return dataclasses.replace(m, role=rng.choice([r for r in Role if r is not Role.SUMMARY]))
 
 
+def edit_id(m: Message, rng: random.Random) -> Message:
+    """A character typed in the id (ids stay unique, as the reader keeps them)."""
+    return dataclasses.replace(m, id=f"{m.id}-z{rng.randrange(10**9)}")
+
+
 def edit_token_count(m: Message, rng: random.Random) -> Message:
     return dataclasses.replace(m, token_count=rng.choice([None, 0, 7, 5000, 200_000]))
 
@@ -152,7 +157,10 @@ def edit_arguments(m: Message, rng: random.Random) -> Message:
 def edit_call_identity(m: Message, rng: random.Random) -> Message:
     """Rename a tool call or change its id, or add one; or point a tool result elsewhere."""
     if m.role is Role.TOOL:
-        return dataclasses.replace(m, tool_call_id=rng.choice([None, "nope", m.tool_call_id]))
+        typed = f"{m.tool_call_id or ''}q"
+        return dataclasses.replace(
+            m, tool_call_id=rng.choice([None, "nope", m.tool_call_id, typed])
+        )
     if m.tool_calls and rng.random() < 0.7:
         k = rng.randrange(len(m.tool_calls))
         change = rng.choice([{"name": "generate_image"}, {"name": "web_search"}, {"id": "c-new"}])
@@ -256,6 +264,8 @@ EDITS: list[Callable[[Message, random.Random], Message]] = [
     edit_delete,
     edit_replace,
     edit_role,
+    edit_id,
+    edit_id,
     edit_token_count,
     edit_arguments,
     edit_call_identity,
