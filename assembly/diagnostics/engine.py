@@ -40,6 +40,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import inspect
+import itertools
 import operator
 import typing
 from collections.abc import Callable, Iterable, Sequence
@@ -510,6 +511,7 @@ class _Run:
         self._starts: list[int] | None = None
         self._first_change: int | bool | None = False  # False: not computed yet
         self._where: dict[int, int] | None = None  # id(stored message) → its index
+        self._msg_ids: list[int] | None = None  # id(stored message) by index
         self.whole = dataclasses.replace(ctx, memo=cache.memo)
         self.late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
         if ctx.conversation is not None:
@@ -604,7 +606,10 @@ class _Run:
                 done.pop(id(prev[i]), None)
                 found.pop(id(prev[i]), None)
         else:
-            todo = sorted(i for i in branch.indexes if done.get(id(msgs[i])) is not msgs[i])
+            # The messages not done (in a pass at C speed), those of the branch.
+            stale = map(operator.is_not, map(done.get, self._ids()), msgs)
+            on = branch.indexes
+            todo = [i for i in itertools.compress(itertools.count(), stale) if i in on]
             if len(done) > len(msgs) + 64:  # forget the messages that are gone
                 live = set(map(id, msgs))
                 state.done = done = {k: m for k, m in done.items() if k in live}
@@ -644,11 +649,17 @@ class _Run:
         placed.sort(key=_FIRST)
         return [self._place(k) for _, kept in placed for k in kept]
 
+    def _ids(self) -> list[int]:
+        """``id`` of each stored message of this version (made once per run)."""
+        if self._msg_ids is None:
+            self._msg_ids = list(map(id, self.msgs))
+        return self._msg_ids
+
     def _index_of(self, m: Message) -> int | None:
         """The index of the stored message ``m`` in this version (None: not in it)."""
         if self._where is None:
             msgs = self.msgs
-            self._where = dict(zip(map(id, msgs), range(len(msgs)), strict=True))
+            self._where = dict(zip(self._ids(), range(len(msgs)), strict=True))
         j = self._where.get(id(m))
         return j if j is not None and self.msgs[j] is m else None
 

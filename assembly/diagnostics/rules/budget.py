@@ -70,8 +70,8 @@ def history_truncated(t: Truncation, b: Branch) -> Iterator[Diagnostic]:
     tokens = t.tokens
     n = cut.n
     forgotten = t.forgotten
-    uploads = [(fid, name, _own(b, (i, k))) for fid, name, i, k in t.uploads]
-    names = ", ".join(f"`{name}`" for _, name, _ in uploads[:MAX_RELATED_FILES])
+    uploads = t.uploads  # where each is written: only the related ones are looked up
+    names = ", ".join(f"`{name}`" for _, name, _, _ in uploads[:MAX_RELATED_FILES])
     if len(uploads) > MAX_RELATED_FILES:
         names += f" and {len(uploads) - MAX_RELATED_FILES:,} more"
     the_uploads = f"the upload{'' if len(uploads) == 1 else 's'} {names}"
@@ -96,7 +96,7 @@ def history_truncated(t: Truncation, b: Branch) -> Iterator[Diagnostic]:
             message += f"; {the_uploads} {verb} with {them}"
     else:  # only uploads injected before a message that is still sent
         message = f"{the_uploads} ({tokens:,} tokens) will not be sent: {why}"
-    listed = sum(1 for fid, _, _ in uploads if fid in forgotten)
+    listed = sum(1 for fid, _, _, _ in uploads if fid in forgotten)
     if uploads and listed == len(uploads):
         message += " (listed for `read_file` among the forgotten files)"
     elif listed:
@@ -107,7 +107,8 @@ def history_truncated(t: Truncation, b: Branch) -> Iterator[Diagnostic]:
         related.append(Related(first_kept.range, f"the oldest message sent: `{first_kept.id}`"))
     if summary is not None and summary.range != span:
         related.append(Related(summary.range, f"the summary `{summary.id}` is not sent either"))
-    for fid, name, rng in uploads[:MAX_RELATED_FILES]:
+    for fid, name, i, k in uploads[:MAX_RELATED_FILES]:
+        rng = _own(b, (i, k))
         if rng == span:
             continue
         state = "listed as a forgotten file" if fid in forgotten else "not offered again"
