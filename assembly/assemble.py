@@ -715,7 +715,12 @@ class _Pipeline:
         # concern it).
         key = (self.s.branch_tip, self.s.keep_past_tool_results, self.conv.system_prompt is None)
         hit = self.cache._structure
-        if hit is not None and hit[0] == key and not hit[2].errors and len(hit[1]) == len(msgs):
+        if hit is not None and hit[0] == key and not hit[2].errors and len(hit[1]) != len(msgs):
+            spliced = self._structure_spliced(hit[2], hit[1])
+            if spliced is not None:
+                self.cache._structure = (key, msgs, spliced)
+                return spliced, None
+        elif hit is not None and hit[0] == key and not hit[2].errors:
             _, old, structure = hit
             changed: list[int] = []
             if old is not msgs:
@@ -777,6 +782,103 @@ class _Pipeline:
             referenced=frozenset(referenced),
             call_names=call_names,
             tool_units=tuple(i + offset for i in tool_before),
+        )
+
+    def _structure_spliced(self, s: _Structure, old: Sequence[Message]) -> _Structure | None:
+        """Stage 1 after an edit that removed, added or replaced a run of messages (the
+        messages before and after it are the same objects, ``old`` the previous
+        version's), made from ``s`` when the run moves none of its decisions: the run's
+        places are replaced and the later ones shifted. Else None (``_structure_of``).
+
+        The decisions stay (as in ``_structure_patched``) when the branch is a run of
+        places up to the last message (no ``parent`` before or after, no branch tip),
+        and the run, before and after the edit: lies after the summary's cut and before
+        the last user message (one that is no injected file), sent in full (all in the
+        cut), holds no summary and no system message (unless a system prompt is given)
+        and summarizes through nothing, and its ids are none stage 1 looks up.
+        """
+        if not s.linear or self.s.branch_tip is not None:
+            return None
+        data = self.conv.message_data
+        n, n_new = len(old), len(data)
+        lim = min(n, n_new)
+        head = next(
+            itertools.compress(itertools.count(), map(operator.is_not, old[:lim], data[:lim])),
+            lim,
+        )
+        lim -= head
+        differs = map(operator.is_not, reversed(old[n - lim :]), reversed(data))
+        tail = next(itertools.compress(itertools.count(), differs), lim)
+        was, now = old[head : n - tail], data[head : n_new - tail]
+        d = n_new - n
+        last_k = s.units[s.last_unit] if s.last_unit >= 0 else -1
+        if last_k < n - tail or old[last_k].file_id is not None:
+            return None  # the run does not lie before the last user message
+        cut = s.cut
+        a = bisect.bisect_left(cut, head)
+        b = bisect.bisect_left(cut, n - tail)
+        if b - a != len(was):
+            return None  # not all in the cut
+        if a == 0 and s.summary_index is not None:
+            return None  # not surely after the summary's cut
+        takes_system = self.conv.system_prompt is None
+        for m in itertools.chain(was, now):
+            if (
+                m.parent is not None
+                or m.summarizes_through is not None
+                or m.role is Role.SUMMARY
+                or (m.role is Role.SYSTEM and takes_system)
+                or m.id in s.referenced
+            ):
+                return None
+        sys_i = s.system_index
+        if sys_i is not None and sys_i >= head:
+            sys_i += d  # after the run (it is not in it)
+        summary_index = s.summary_index
+        if summary_index is not None and summary_index >= head:
+            summary_index += d
+        shift = d.__add__
+        new_cut = (*cut[:a], *range(head, n_new - tail), *map(shift, cut[b:]))
+        first = 1 if summary_index is not None else 0
+        units = new_cut if summary_index is None else (summary_index, *new_cut)
+        chain = list(range(n_new))
+        if sys_i is not None:
+            del chain[sys_i]
+        at = head - (sys_i is not None and sys_i < head)  # the run's place in the branch
+        chain_ids = (*s.chain_ids[:at], *map(_ID, now), *s.chain_ids[at + len(was) :])
+        call_names = s.call_names
+        if any(map(_TOOL_CALLS, itertools.chain(was, now))):
+            call_names = _call_names(data, new_cut)
+        last_unit = s.last_unit + d
+        ua, ub = a + first, b + first
+        flags = list(s.flags)
+        tool_units = [u for u in s.tool_units if u < ua]
+        flags[ua:ub] = [_BEFORE_LAST] * len(now)
+        keep = self.s.keep_past_tool_results
+        if not keep and last_unit > first:
+            tools = map(operator.is_, map(_ROLE, now), itertools.repeat(Role.TOOL))
+            for j in itertools.compress(itertools.count(), tools):
+                flags[ua + j] = _past_tool_flag(now[j], call_names)
+                tool_units.append(ua + j)
+        tool_units.extend(u + d for u in s.tool_units if u >= ub)
+        if call_names != s.call_names:
+            for u in tool_units:
+                flag = _past_tool_flag(data[units[u]], call_names)
+                if flag != flags[u]:
+                    flags[u] = flag
+        return dataclasses.replace(
+            s,
+            chain_ids=chain_ids,
+            chain=tuple(chain),
+            system_index=sys_i,
+            summary_index=summary_index,
+            cut=new_cut,
+            units=units,
+            unit_of=dict(zip(units, itertools.count(), strict=False)),
+            last_unit=last_unit,
+            flags=tuple(flags),
+            call_names=call_names,
+            tool_units=tuple(tool_units),
         )
 
     def _structure_patched(

@@ -79,17 +79,22 @@ def check_sequence(
     structure_share: float = 0.15,
 ) -> AssemblyCache:
     """Apply random message edits, inline prompt edits (about ``prompt_share`` of the
-    steps), messages inserted, removed or moved (about ``structure_share``) and settings
-    changes (every ``settings_every`` steps), comparing the cached and the fresh assembly
-    after each."""
+    steps), messages inserted, removed, merged or moved (about ``structure_share``),
+    settings changes (every ``settings_every`` steps) and undos (a tenth of the steps),
+    comparing the cached and the fresh assembly after each."""
     conv, settings, tok, opts = inputs
     rng = random.Random(seed)
     cache = AssemblyCache()
     assert_same(
         assemble(conv, settings, tok, opts, cache=cache), assemble(conv, settings, tok, opts)
     )
+    before = conv  # the version before the last step: an undo goes back to it
     for step in range(steps):
-        if settings_every and step % settings_every == settings_every - 1:
+        undo = rng.random() < 0.1
+        conv, before = (before if undo else conv), conv
+        if undo:
+            pass
+        elif settings_every and step % settings_every == settings_every - 1:
             settings = change_settings(settings, rng)
         elif rng.random() < prompt_share:
             conv = edit_prompt(conv, rng)
@@ -297,16 +302,24 @@ def change_settings(s: Settings, rng: random.Random) -> Settings:
 
 
 def edit_structure(conv: Conversation, rng: random.Random) -> Conversation:
-    """Insert a copy of a message under a new id, remove one, or move one elsewhere; the
-    other stored messages are shared (as the re-read shares them), each keeping its start."""
+    """Insert a copy of a message under a new id, remove one or a run of them, join one
+    with the next (a deletion across them), or move one elsewhere; the other stored
+    messages are shared (as the re-read shares them), each keeping its start."""
     msgs = list(zip(conv.message_data, conv.starts, strict=True))
     k = rng.randrange(len(msgs))
-    kind = rng.choice(["insert", "remove", "move"] if len(msgs) > 1 else ["insert"])
+    kinds = ["insert", "remove", "move", "merge", "remove-run"] if len(msgs) > 1 else ["insert"]
+    kind = rng.choice(kinds)
     if kind == "insert":
         m, start = rng.choice(msgs)
         msgs.insert(k, (dataclasses.replace(m, id=f"new-{rng.randrange(10**6)}"), start))
     elif kind == "remove":
         del msgs[k]
+    elif kind == "merge" and k + 1 < len(msgs):
+        # A deletion from inside one message into the next: one message, its text joined.
+        (m, start), (nxt, _) = msgs[k], msgs[k + 1]
+        msgs[k : k + 2] = [(dataclasses.replace(m, content=m.content + nxt.content), start)]
+    elif kind in ("merge", "remove-run"):
+        del msgs[k : k + rng.randrange(1, 4)]
     else:
         moved = msgs.pop(k)
         msgs.insert(rng.randrange(len(msgs) + 1), moved)
