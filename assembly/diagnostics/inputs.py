@@ -601,11 +601,12 @@ def cut_of(src: Source) -> Cut:
     if a is None:
         return Cut(False, (), (), None, (), (), ())
     listed: list[str] = []
-    for e in a.layout:
-        if e.id == "$project_file_list":
-            listed.extend(
-                m[2] for m in re.finditer(r"""\bfile_id\s*=\s*(["'])([^"'\n]+)\1""", e.message.text)
-            )
+    # The listing's entries, found at C speed.
+    lists = map(operator.eq, map(_MESSAGE_ID, a.layout), itertools.repeat("$project_file_list"))
+    for e in itertools.compress(a.layout, lists):
+        listed.extend(
+            m[2] for m in re.finditer(r"""\bfile_id\s*=\s*(["'])([^"'\n]+)\1""", e.message.text)
+        )
     return Cut(
         a.ok and bool(a.layout),
         tuple(a.dropped),
@@ -618,6 +619,7 @@ def cut_of(src: Source) -> Cut:
 
 
 _ID = operator.attrgetter("id")
+_MESSAGE_ID = operator.attrgetter("message.id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -749,13 +751,24 @@ class SystemChoice:
     called: frozenset[str]
 
 
+@dataclass(frozen=True, slots=True)
+class CalledTools:
+    """The (lower-case) names of the tools the messages call."""
+
+    names: frozenset[str]
+
+
 @query
-def system_choice(branch: Branch, t: ToolTraffic) -> SystemChoice:
-    data = branch.data
-    return SystemChoice(
-        first_system_index(data, branch.branch_tip),
-        frozenset(c.name.lower() for i in t.callers for c in data[i].tool_calls if c.name),
+def called_tools(t: ToolTraffic) -> CalledTools:
+    data = t.data
+    return CalledTools(
+        frozenset(c.name.lower() for i in t.callers for c in data[i].tool_calls if c.name)
     )
+
+
+@query
+def system_choice(branch: Branch, called: CalledTools) -> SystemChoice:
+    return SystemChoice(first_system_index(branch.data, branch.branch_tip), called.names)
 
 
 def first_system_index(msgs: Sequence[Message], tip_id: str | None) -> int | None:
