@@ -427,10 +427,10 @@ class _Memo:
     project: _Project | None = None
     project_msgs: dict[bool, tuple[list[LlmMessage], bool]] = field(default_factory=dict)
     tool_tokens: int | None = None
-    # (shape, metadata, lo, start) -> the forgotten files and their listing
+    # (file ids, metadata, lo, start) -> the forgotten files and their listing
     forgotten: tuple[Any, ...] | None = None
-    orphans: tuple[Any, ...] | None = None  # (shape, start) -> orphaned positions
-    history_fids: tuple[Any, ...] | None = None  # (shape, lo) -> the file ids from lo on
+    orphans: tuple[Any, ...] | None = None  # (calls' positions, start) -> orphaned positions
+    history_fids: tuple[Any, ...] | None = None  # (file ids, lo) -> the file ids from lo on
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -1146,10 +1146,16 @@ class _Pipeline:
             hist = list(h.hist)
             ps = h.shape
             ids, kinds, fids = list(ps.ids), list(ps.kinds), list(ps.fids)
+            only_ids = True  # what the shape reads besides the ids is the same
             for a, out in patched:
                 for p, x in enumerate(out, start=a):
+                    if only_ids:
+                        only_ids = _position_signature(x)[1:] == _position_signature(hist[p])[1:]
                     hist[p], ids[p], kinds[p], fids[p] = x, x.id, x.kind, x.file_id
-            shape = self._shape_of(hist, ids, kinds, fids, ps.last_user_pos)
+            if only_ids:
+                shape = dataclasses.replace(ps, ids=ids, unique_ids=len(set(ids)) == len(ids))
+            else:
+                shape = self._shape_of(hist, ids, kinds, fids, ps.last_user_pos)
             if shape.marker != ps.marker:
                 return False
             h.hist, h.shape = hist, shape
@@ -2091,10 +2097,15 @@ class _Pipeline:
                     severity="warning",
                 )
         memo = self.memo
-        if memo.orphans is None or memo.orphans[:2] != (sh, start):
+        hit = memo.orphans  # made from the calls' positions (one object with ``tools``)
+        if hit is None or hit[0] is not sh.call_pos or hit[1] != start:
             # Orphan pass: tool responses whose call is not earlier in what is sent.
             first = bisect.bisect_left(tools, start)
-            memo.orphans = (sh, start, [p for p in tools[first:] if sh.call_pos[p] < start])
+            memo.orphans = (
+                sh.call_pos,
+                start,
+                [p for p in tools[first:] if sh.call_pos[p] < start],
+            )
         return _Cut(
             True,
             history_budget,
@@ -2112,16 +2123,17 @@ class _Pipeline:
         """The files forgotten when the history before ``start`` is dropped, and their
         listing (before it is charged): the dropped messages' files, then the other files
         the history does not carry from ``lo`` on."""
-        memo, sh, metadata = self.memo, h.shape, h.metadata
-        key = (sh, metadata, lo, start)
+        memo, fids, metadata = self.memo, h.shape.fids, h.metadata
+        key = (fids, metadata, lo, start)
         if memo.forgotten is not None and all(
             a is b or a == b for a, b in zip(memo.forgotten[:4], key, strict=True)
         ):
             return list(memo.forgotten[4]), memo.forgotten[5]
-        if memo.history_fids is None or memo.history_fids[:2] != (sh, lo):
-            memo.history_fids = (sh, lo, set(filter(None, sh.fids[lo:])))
+        hit = memo.history_fids
+        if hit is None or hit[1] != lo or not (hit[0] is fids or hit[0] == fids):
+            memo.history_fids = (fids, lo, set(filter(None, fids[lo:])))
         history_fids = memo.history_fids[2]
-        dropped_fids = list(filter(None, sh.fids[lo:start]))
+        dropped_fids = list(filter(None, fids[lo:start]))
         for fid in metadata:
             if fid not in history_fids and fid not in dropped_fids:
                 dropped_fids.append(fid)
