@@ -1419,8 +1419,11 @@ class _Pipeline:
         n = len(data)
         if not n:
             return []
-        by_id = dict(zip(map(_ID, data), range(n), strict=True))
         tip_id = self.s.branch_tip
+        parents = list(map(_PARENT, data))
+        if tip_id is None and parents.count(None) == n:
+            return list(range(n))  # no parent links, no tip: every message, in order
+        by_id = dict(zip(map(_ID, data), range(n), strict=True))
         if tip_id is not None and tip_id not in by_id:
             rng = self.conv.settings_ranges.get("branch_tip", TextRange(0, 0))
             self.error(
@@ -1429,7 +1432,6 @@ class _Pipeline:
                 rng,
             )
             tip_id = None
-        parents = list(map(_PARENT, data))
         if parents.count(None) == n:
             end = by_id[tip_id] + 1 if tip_id is not None else n
             return list(range(end))
@@ -1468,7 +1470,12 @@ class _Pipeline:
             return None, chain
         data = self.conv.message_data
         roles = map(_ROLE, map(data.__getitem__, chain))
-        i = next(itertools.compress(itertools.count(), map(Role.SYSTEM.__eq__, roles)), None)
+        i = next(
+            itertools.compress(
+                itertools.count(), map(operator.is_, roles, itertools.repeat(Role.SYSTEM))
+            ),
+            None,
+        )
         if i is None:
             return None, chain
         return chain[i], chain[:i] + chain[i + 1 :]
@@ -1483,14 +1490,21 @@ class _Pipeline:
         if Role.SUMMARY not in roles:
             return None, chain, {}
         count = itertools.count
-        summaries = list(itertools.compress(count(), map(Role.SUMMARY.__eq__, roles)))
-        plain = list(itertools.compress(chain, map(Role.SUMMARY.__ne__, roles)))
+        summaries = list(
+            itertools.compress(count(), map(operator.is_, roles, itertools.repeat(Role.SUMMARY)))
+        )
+        plain = list(
+            itertools.compress(chain, map(operator.is_not, roles, itertools.repeat(Role.SUMMARY)))
+        )
         ids = list(map(_ID, msgs))
         summary: int | None = None
         cut = -1
         backwards = range(len(roles) - 1, -1, -1)
         last_user = next(
-            itertools.compress(backwards, map(Role.USER.__eq__, reversed(roles))), None
+            itertools.compress(
+                backwards, map(operator.is_, reversed(roles), itertools.repeat(Role.USER))
+            ),
+            None,
         )
         for i in reversed(summaries):
             k = chain[i]
@@ -1518,7 +1532,11 @@ class _Pipeline:
         if summary is None:
             return None, plain, {}
         meta: dict[str, _FileMeta] = {}
-        summarized = list(itertools.compress(msgs[: cut + 1], map(Role.SUMMARY.__ne__, roles)))
+        summarized = list(
+            itertools.compress(
+                msgs[: cut + 1], map(operator.is_not, roles, itertools.repeat(Role.SUMMARY))
+            )
+        )
         with_files = map(any, map(_FILES_AND_FILE_ID, summarized))  # C-level passes
         for m in itertools.compress(summarized, with_files):
             for f in m.files:
@@ -2526,7 +2544,9 @@ def _hang_side_summaries(data: Sequence[Message], chain: list[int]) -> list[int]
     joins the chain right after its parent.
     """
     summaries = list(
-        itertools.compress(itertools.count(), map(Role.SUMMARY.__eq__, map(_ROLE, data)))
+        itertools.compress(
+            itertools.count(), map(operator.is_, map(_ROLE, data), itertools.repeat(Role.SUMMARY))
+        )
     )
     if not summaries:
         return chain
