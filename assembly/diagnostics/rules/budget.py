@@ -34,9 +34,6 @@ _ID = operator.attrgetter("id")
 _TOKENS = operator.attrgetter("tokens")
 _FILE_ID = operator.attrgetter("file_id")
 _SOURCE = operator.attrgetter("source")
-_FILES = operator.attrgetter("files")
-_TAIL = operator.itemgetter(2)
-_FILES_SEP = itertools.repeat("/files/")
 
 
 def history_truncated(t: Truncation, b: Branch) -> Iterator[Diagnostic]:
@@ -441,25 +438,13 @@ def _file_index(m: LlmMessage, src: object) -> int | None:
 def _n_messages(msgs: Iterable[LlmMessage]) -> int:
     """Document messages among ``msgs`` (an upload injected before its message is not one)."""
     msgs = list(msgs)
-    # Passes at C speed: the messages whose id names no file, then the others.
-    ids = list(map(_ID, msgs))
-    named = list(map(operator.contains, ids, itertools.repeat("/files/")))
+    # Passes at C speed: the messages whose id names no file, then the few others.
+    named = list(map(operator.contains, map(_ID, msgs), itertools.repeat("/files/")))
     plain = itertools.compress(msgs, map(operator.not_, named))
     seen = set(map(_ID, filter(None, map(_SOURCE, plain))))
-    if True in named:
-        # Those whose id names a file: not an injected upload unless the tail after the
-        # last ``/files/`` is an index of their source's files (``_file_index``).
-        sources = list(map(_SOURCE, itertools.compress(msgs, named)))
-        has = list(map(operator.is_not, sources, itertools.repeat(None)))
-        srcs = list(itertools.compress(sources, has))
-        up_ids = itertools.compress(itertools.compress(ids, named), has)
-        tails = list(map(_TAIL, map(str.rpartition, up_ids, _FILES_SEP)))
-        digits = list(map(str.isdecimal, tails))
-        seen.update(map(_ID, itertools.compress(srcs, map(operator.not_, digits))))
-        at = map(int, itertools.compress(tails, digits))
-        numbered = list(itertools.compress(srcs, digits))
-        within = map(operator.lt, at, map(len, map(_FILES, numbered)))
-        seen.update(map(_ID, itertools.compress(numbered, map(operator.not_, within))))
+    for m in itertools.compress(msgs, named):  # injected uploads: whose id names a file
+        if m.source is not None and _file_index(m, m.source) is None:
+            seen.add(m.source.id)
     return len(seen)
 
 
