@@ -1147,15 +1147,20 @@ class _Pipeline:
             ps = h.shape
             ids, kinds, fids = list(ps.ids), list(ps.kinds), list(ps.fids)
             only_ids = True  # what the shape reads besides the ids is the same
+            quiet = True  # neither before nor after a message that makes or answers calls
             for a, out in patched:
                 for p, x in enumerate(out, start=a):
+                    was = hist[p]
                     if only_ids:
-                        only_ids = _position_signature(x)[1:] == _position_signature(hist[p])[1:]
+                        only_ids = _position_signature(x)[1:] == _position_signature(was)[1:]
+                    if quiet:
+                        quiet = not (_talks(x) or _talks(was))
                     hist[p], ids[p], kinds[p], fids[p] = x, x.id, x.kind, x.file_id
             if only_ids:
                 shape = dataclasses.replace(ps, ids=ids, unique_ids=len(set(ids)) == len(ids))
             else:
-                shape = self._shape_of(hist, ids, kinds, fids, ps.last_user_pos)
+                talk = ps if quiet else None
+                shape = self._shape_of(hist, ids, kinds, fids, ps.last_user_pos, talk)
             if shape.marker != ps.marker:
                 return False
             h.hist, h.shape = hist, shape
@@ -1286,26 +1291,31 @@ class _Pipeline:
         kinds: list[str],
         fids: list[str | None],
         last_user_pos: int,
+        talk: _Shape | None = None,
     ) -> _Shape:
         """The shape of the converted history ``hist`` (its ids, kinds and file ids
-        given)."""
+        given); the calls' positions are ``talk``'s when given (the messages that make or
+        answer calls are the same, at the same positions)."""
         n = len(hist)
         user_positions = list(itertools.compress(itertools.count(), map("user".__eq__, kinds)))
         tool_positions: list[int] = []
         call_pos: dict[int, int] = {}
-        seen: dict[str, int] = {}
-        # The messages that make calls or are tool messages (found at C speed): the others
-        # add nothing to the calls' positions.
-        calls = map(operator.truth, map(_TOOL_CALLS, hist))
-        talk = map(operator.or_, calls, map("tool".__eq__, kinds))
-        for p in itertools.compress(itertools.count(), talk):
-            x = hist[p]
-            if x.kind == "assistant":
-                for c in x.tool_calls:
-                    seen[c.id] = p
-            elif x.kind == "tool":
-                tool_positions.append(p)
-                call_pos[p] = seen.get(x.tool_call_id, -1) if x.tool_call_id else -1
+        if talk is not None:
+            tool_positions, call_pos = talk.tool_positions, talk.call_pos
+        else:
+            seen: dict[str, int] = {}
+            # The messages that make calls or are tool messages (found at C speed): the
+            # others add nothing to the calls' positions.
+            calls = map(operator.truth, map(_TOOL_CALLS, hist))
+            talks = map(operator.or_, calls, map("tool".__eq__, kinds))
+            for p in itertools.compress(itertools.count(), talks):
+                x = hist[p]
+                if x.kind == "assistant":
+                    for c in x.tool_calls:
+                        seen[c.id] = p
+                elif x.kind == "tool":
+                    tool_positions.append(p)
+                    call_pos[p] = seen.get(x.tool_call_id, -1) if x.tool_call_id else -1
         users = map(hist.__getitem__, user_positions)
         image_positions = list(
             itertools.compress(user_positions, map(operator.truth, map(_IMAGES, users)))
@@ -2566,6 +2576,11 @@ def _hang_side_summaries(data: Sequence[Message], chain: list[int]) -> list[int]
         res.append(k)
         res.extend(side.get(data[k].id, ()))
     return res
+
+
+def _talks(m: LlmMessage) -> bool:
+    """Whether a converted message can make or answer calls (``_Pipeline._shape_of``)."""
+    return bool(m.tool_calls) or m.kind == "tool"
 
 
 def _past_tool_flag(m: Message, call_names: Mapping[str, str]) -> tuple[Any, ...]:
