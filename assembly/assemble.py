@@ -2445,8 +2445,8 @@ class _Pipeline:
         for_recent = int(total * s.recent_messages_ratio)
         if h.cand_pos is None:
             h.cand_pos = list(itertools.compress(itertools.count(), h.cand))
-            kinds = h.shape.kinds
-            h.cand_users = [i for i, p in enumerate(h.cand_pos) if kinds[p] == "user"]
+            users = map("user".__eq__, itertools.compress(h.shape.kinds, h.cand))
+            h.cand_users = list(itertools.compress(itertools.count(), users))
             h.cand_ids = list(itertools.compress(h.shape.ids, h.cand))
         cand_pos, users, cand_ids = h.cand_pos, h.cand_users, h.cand_ids
         k = len(cand_pos)
