@@ -223,7 +223,7 @@ def _single_quoted_escape(text: str, p: int, end: int) -> tuple[tuple[str, int],
 def _block_indent(text: str, indicator: int, body: int, end: int) -> int:
     """The indentation of a block scalar's content lines."""
     header = text[indicator:body]
-    explicit = next((ch for ch in header[1:3] if ch.isdigit() and ch != "0"), None)
+    explicit = next((ch for ch in header[1:3] if ch in "123456789"), None)
     if explicit is not None:
         # The indicator is relative to the parent's indentation: the first non-blank,
         # non-"- " column of the header's line approximates it.
