@@ -526,8 +526,8 @@ def _half_typed(
     cannot tell (``parse_yaml`` reads it)."""
     import yaml
 
-    if exc.problem_mark is None:
-        return None
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
+        return None  # a reader error (a control character) has no marks: read it whole
     if not isinstance(exc, yaml.scanner.ScannerError):
         if not isinstance(exc, yaml.parser.ParserError) or exc.context_mark is None:
             return None  # the composer's (an alias) or after the window's sequence ended

@@ -137,6 +137,8 @@ _TYPED = [
     "%TAG ! x\n",
     "\u2028",
     "\x85",
+    "\x01",
+    "\ufeff",
 ]
 
 
@@ -372,6 +374,19 @@ def test_declines_what_it_cannot_prove() -> None:
     assert reparse_conversation(conv, text, new, YAML) is None
     new = text.replace("content: b", "content: &x b\n- *x")  # anchor and alias in the window
     assert reparse_conversation(conv, text, new, YAML) is None
+
+
+def test_a_control_character_typed_in_an_item_is_a_finding() -> None:
+    """libyaml's reader refuses it without marks (``ReaderError``): the re-read declines
+    (it raised ``AttributeError`` before) and the whole read reports it at its place."""
+    text = "messages:\n- role: user\n  content: a\n- role: user\n  content: b\n"
+    conv = parse_conversation(text, YAML)
+    at = text.index("content: b") + 10
+    new = text[:at] + "\x01" + text[at:]
+    res, full = check(conv, text, new, (at, at, "\x01"))
+    assert res is None
+    found = [(i.range.start, i.message[:23]) for i in full.issues]
+    assert found == [(at, "invalid YAML: unaccepta")]
 
 
 def test_findings_of_the_piece_are_the_whole_parse_s_and_the_next_edit_mends_them() -> None:
