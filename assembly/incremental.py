@@ -745,11 +745,20 @@ def _told_again(
         return hit[1] if hit is not None and hit[0] is node else message_marks(node)
 
     counted = prev._views.get("tally")
+    before = [(n, marks_of(n)) for n in old]
     if isinstance(counted, Tally):
-        found = retally(counted, k, [(n, marks_of(n)) for n in old], new, jsonl=jsonl)
+        found = retally(counted, k, before, new, jsonl=jsonl)
         if found is not None:
             return found
-    return tally(root, jsonl=jsonl, marks_of=marks_of)
+    told = tally(root, jsonl=jsonl, marks_of=marks_of)
+    if counted is None:
+        # The previous version's count too, told back from this one when it can be: the
+        # next edit made from it (YAML re-reads a half-typed text from its last whole
+        # parse) then need not take every node's marks again.
+        back = retally(told, k, new, before, jsonl=jsonl)
+        if back is not None:
+            prev._views["tally"] = back
+    return told
 
 
 def _ids(conv: Conversation) -> set[str]:
