@@ -145,11 +145,11 @@ def _recover(text: str, root: SNode, errors: tuple[SyntaxIssue, ...]) -> ParsedD
     item starts on a line made of its indentation and ``-``), unless a line that ends the
     list (``_line_kinds``) comes first: the text from there to its end is read alone as a
     block sequence. Its own error, if any, is reported and recovered from the same way
-    (at most ``_MAX_PIECES`` pieces and twice the text's length composed), except at a
-    line that ends the list: the list ends there, as whatever follows it is not read after
-    an error. What lies between the tree kept and the next piece (the damaged items) is
-    left out, reported by the error. None: nothing to recover (the tree kept is the whole
-    read's).
+    (at most ``_MAX_PIECES`` pieces, while what was composed is at most four times the
+    text's length), except at a line that ends the list: the list ends there, as whatever
+    follows it is not read after an error. What lies between the tree kept and the next
+    piece (the damaged items) is left out, reported by the error. None: nothing to
+    recover (the tree kept is the whole read's).
 
     A text that may be near the value limit (``parse_yaml`` counts its values first) is
     not recovered. An edit reads the same pieces again: ``_recover_window``."""
@@ -170,17 +170,16 @@ def _recover(text: str, root: SNode, errors: tuple[SyntaxIssue, ...]) -> ParsedD
     found = list(errors)
     last, at, work = _line_start(text, starts[-1]), errors[0].range.start, 0
     for _ in range(_MAX_PIECES):
-        q = _next_piece(text, last, at, indent) if work <= 2 * len(text) else -1
+        q = _next_piece(text, last, at, indent) if work <= 4 * len(text) else -1
         if q < 0:
             break
         piece = text[q:]
-        work += len(piece)
         try:
             node = compose_yaml(piece)
         except yaml.MarkedYAMLError as exc:
             issue, offset = yaml_issue(piece, exc)
             tree, _ = yaml_prefix_tree(piece, offset, depth)
-            work += len(piece)
+            work += 9 * offset  # composed up to the error, then up to 8 prefixes of it
             if tree is not None and tree.is_array and tree.range.start == indent and tree.items:
                 starts += [q + item.range.start for item in tree.items]
                 items += [_relative(item, item.range.start) for item in tree.items]
@@ -193,6 +192,7 @@ def _recover(text: str, root: SNode, errors: tuple[SyntaxIssue, ...]) -> ParsedD
             continue
         except yaml.YAMLError:
             break
+        work += len(piece)
         sub = convert_yaml(node, piece, depth) if node is not None else None
         seq = sub.root if sub is not None else None
         if sub is not None and seq is not None and seq.is_array and seq.range.start == indent:
@@ -614,7 +614,18 @@ def _reparse_items(
                 found = _NOTHING
                 if res.root is not None:
                     found = _recover_window(
-                        prev, prev_text, new_text, res, window, ws, j, holder, indent, depth, whole
+                        prev,
+                        prev_text,
+                        new_text,
+                        res,
+                        window,
+                        ws,
+                        j,
+                        holder,
+                        indent,
+                        depth,
+                        whole,
+                        new_end,
                     )
                 if found is None:
                     return None  # the whole read's recovery cannot be told from here
@@ -702,6 +713,7 @@ def _recover_window(
     indent: int,
     depth: int,
     whole: bool,
+    edited: int,
 ) -> tuple[ParsedData, int] | object | None:
     """What the whole read's recovery (``_recover``) reads after the error of the window
     ``new_text[ws:ws + len(window)]`` (``res``: the tree kept before it), told from the
@@ -714,7 +726,9 @@ def _recover_window(
     The piece is the text from an item's line to the end (the message list is the last
     value): as a window, it starts in the state a whole parse has there, and the part in
     the window ends at the line of item ``j``, where the previous parse was in the same
-    state; so the piece is the window part's items, then the previous items."""
+    state; so the piece is the window part's items, then the previous items. When the
+    edit ends before the piece (``edited``: its end in the new text), the piece is the
+    previous text from an item's line on: its items are the previous ones, kept."""
     assert res.root is not None
     n = len(holder.items)
     we = ws + len(window)
@@ -748,6 +762,10 @@ def _recover_window(
     items, starts = list(kept.items), list(kept.starts)
     errors = [res.errors[0]]
     r = n if at_end else j
+    if edited <= q < we:  # (the new text from ``q`` on is ``prev_text[q - delta:]``)
+        k = bisect_left(holder.starts, q - delta)
+        if k < n and _line_start(prev_text, holder.starts[k]) == q - delta:
+            r, q = k, we  # item ``k``'s line: the previous items from ``k`` on are the piece's
     if q < we:
         piece = window[q - ws :]
         import yaml
