@@ -455,11 +455,15 @@ class RuleCache:
             self._located.clear()
             return None
         if len(prev) != len(msgs):
-            self.memo.clear()
-            self._located.clear()
             # By object identity: ``prev`` is alive, so no other live object has its ids.
             old_index = dict(zip(map(id, prev), range(len(prev)), strict=True))
             moved = self._moved = list(map(old_index.get, map(id, msgs)))
+            # The values of the messages kept stay (kept with their objects; the places
+            # found in them are relative to them: they move to their new indexes).
+            for o in set(range(len(prev))).difference(moved):
+                self.memo.forget(prev[o])
+            located = self._located
+            self._located = {j: located[o] for j, o in enumerate(moved) if o in located}
             return [i for i, o in enumerate(moved) if o is None]
         same = list(map(operator.is_, prev, msgs))
         res: list[int] = []
