@@ -7,7 +7,11 @@ rest of the previous source tree:
 - ``parse_yaml_conversation`` is the whole read: ``parse_yaml``, then the message list (the
   top-level sequence, or the top-level mapping's ``messages``) stored like JSON's: each item
   relative to its own start (``RelRange``s) with the starts in ``SNode.starts``, so a
-  ``Message`` read from it does not depend on where it stands (value snapshots).
+  ``Message`` read from it does not depend on where it stands (value snapshots). After a
+  syntax error inside the message list it recovers (``_recover``): libyaml stops at the
+  error, and the list goes on at the next line that starts an item (its indentation and
+  ``-``), read alone to the end of the text; the damaged items between are left out, the
+  error reports them.
 - ``reread_yaml`` re-reads after an edit. Item boundaries come from the previous tree (the
   starts of the items and of the top-level keys) checked against the text's indentation:
   an item starts on a line made of its indentation and ``-``; a top-level key starts a
@@ -37,10 +41,15 @@ list's window, where the scanner cannot have reached the window's end (or the wi
 the document; else the window takes more items, a quote may be left open), is the whole
 parse's error, and the tree it keeps (the longest prefix of whole lines before the error
 that composes, ``syntax.yaml_prefix_tree``) is the items before the window and the
-window's prefix; the result remembers the last whole parse (``_Base``) and the span edited
-since, so the next keystrokes are re-read from it until the text is whole again.
-The randomized test (``tests/assembly/test_yaml_incremental.py``) compares every result
-with a whole read.
+window's prefix. The recovery's piece (``_recover_window``) starts at the next item's line:
+in the window (read alone from there: what follows the window is the previous items, as
+for a window) or at the window's end (the previous items from there on, kept; also when
+the edit ends before the piece: the text from there on is unchanged). The result
+remembers the last whole parse (``_Base``) and the span edited since, so the next
+keystrokes are re-read from it until the text is whole again, the untouched messages the
+same objects throughout. The randomized tests (``tests/assembly/test_yaml_incremental.py``,
+with damage in the middle from ``tests/support/random_edits.py``) compare every result with
+a whole read.
 """
 
 from __future__ import annotations
