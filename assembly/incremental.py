@@ -52,6 +52,7 @@ from assembly.formats.detect import (
     Tally,
     header_like,
     message_marks,
+    message_nodes,
     retally,
     tally,
     top_marks,
@@ -745,11 +746,20 @@ def _told_again(
         return hit[1] if hit is not None and hit[0] is node else message_marks(node)
 
     counted = prev._views.get("tally")
+    before = [(n, marks_of(n)) for n in old]
     if isinstance(counted, Tally):
-        found = retally(counted, k, [(n, marks_of(n)) for n in old], new, jsonl=jsonl)
+        found = retally(counted, k, before, new, jsonl=jsonl)
         if found is not None:
             return found
-    return tally(root, jsonl=jsonl, marks_of=marks_of)
+    told = tally(root, jsonl=jsonl, marks_of=marks_of)
+    if counted is None:
+        # The previous version's count too, told back from this one when it can be: the
+        # next edit made from it (YAML re-reads a half-typed text from its last whole
+        # parse) then need not take every node's marks again.
+        back = retally(told, k, new, before, jsonl=jsonl)
+        if back is not None:
+            prev._views["tally"] = back
+    return told
 
 
 def _ids(conv: Conversation) -> set[str]:
@@ -770,24 +780,44 @@ def _carry(
 ) -> None:
     """Give ``new`` the memos the next re-read needs: the syntax state, what reading each
     message node gave and each node's format marks (``reading.read_parsed``): the
-    previous version's, without the nodes replaced (``old_nodes``), with the new nodes'
-    (``reader``'s reads, ``new_marks``)."""
+    previous version's, with the new nodes' (``reader``'s reads, ``new_marks``).
+
+    The memos are shared with the previous version, not copied (10,000 entries a
+    keystroke): each entry holds its node and is used only for that node (``is``), so
+    entries of another version's nodes change no answer; they are dropped when the memo
+    grows to twice the nodes of the version (``_pruned``)."""
     if prev.syntax is not None:
         object.__setattr__(new, "syntax", (prev.syntax[0], prev.syntax[1] + tokens))
-    reads = dict(prev._views.get("reads", {}))
-    marks = dict(prev._views.get("marks", {}))
-    for node in old_nodes:
-        reads.pop(id(node), None)
-        marks.pop(id(node), None)
+    reads = prev._views.get("reads")
+    marks = prev._views.get("marks")
+    if reads is None or marks is None:
+        reads, marks = dict(reads or {}), dict(marks or {})
     if reader is not None:
         reads.update(reader.reads)
     for node, node_marks in new_marks:
         marks[id(node)] = (node, node_marks)
+    n = len(new.message_data) + len(old_nodes)
+    if len(reads) > 2 * n + _SLACK or len(marks) > 2 * n + _SLACK:
+        nodes = message_nodes(new.tree, new.format is DocFormat.JSONL)
+        reads, marks = _pruned(reads, nodes), _pruned(marks, nodes)
     new._views["reads"] = reads
     new._views["marks"] = marks
     tally_in = prev._views.get("tally")  # the marks unchanged, unless the caller tells again
     if tally_in is not None:
         new._views["tally"] = tally_in
+
+
+_SLACK = 4096  # entries of other versions' nodes a shared memo may hold beyond its own
+
+
+def _pruned(memo: dict[int, Any], nodes: Sequence[SNode]) -> dict[int, Any]:
+    """The entries of ``memo`` for ``nodes`` (a new dict: the old one stays as it was)."""
+    res = {}
+    for node in nodes:
+        hit = memo.get(id(node))
+        if hit is not None:
+            res[id(node)] = hit
+    return res
 
 
 def _moved_starts(starts: tuple[int, ...], at: int, delta: int) -> tuple[int, ...]:

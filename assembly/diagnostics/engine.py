@@ -456,20 +456,15 @@ class RuleCache:
             self._located.clear()
             return None
         if len(prev) != len(msgs):
-            self.memo.clear()
-            if self._located:
-                # The ranges found in a message are relative to it: they move with its
-                # object (the new index of each, by identity; ``msgs`` is alive).
-                where = dict(zip(map(id, msgs), range(len(msgs)), strict=True))
-                moved_located: dict[int, tuple[Message, dict[object, tuple[int, int]]]] = {}
-                for m, found in self._located.values():
-                    j = where.get(id(m))
-                    if j is not None and msgs[j] is m:
-                        moved_located[j] = (m, found)
-                self._located = moved_located
             # By object identity: ``prev`` is alive, so no other live object has its ids.
             old_index = dict(zip(map(id, prev), range(len(prev)), strict=True))
             moved = self._moved = list(map(old_index.get, map(id, msgs)))
+            # The values of the messages kept stay (kept with their objects; the places
+            # found in them are relative to them: they move to their new indexes).
+            for o in set(range(len(prev))).difference(moved):
+                self.memo.forget(prev[o])
+            located = self._located
+            self._located = {j: located[o] for j, o in enumerate(moved) if o in located}
             return [i for i, o in enumerate(moved) if o is None]
         same = list(map(operator.is_, prev, msgs))
         res: list[int] = []

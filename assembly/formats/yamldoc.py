@@ -7,7 +7,11 @@ rest of the previous source tree:
 - ``parse_yaml_conversation`` is the whole read: ``parse_yaml``, then the message list (the
   top-level sequence, or the top-level mapping's ``messages``) stored like JSON's: each item
   relative to its own start (``RelRange``s) with the starts in ``SNode.starts``, so a
-  ``Message`` read from it does not depend on where it stands (value snapshots).
+  ``Message`` read from it does not depend on where it stands (value snapshots). After a
+  syntax error inside the message list it recovers (``_recover``): libyaml stops at the
+  error, and the list goes on at the next line that starts an item (its indentation and
+  ``-``), read alone to the end of the text; the damaged items between are left out, the
+  error reports them.
 - ``reread_yaml`` re-reads after an edit. Item boundaries come from the previous tree (the
   starts of the items and of the top-level keys) checked against the text's indentation:
   an item starts on a line made of its indentation and ``-``; a top-level key starts a
@@ -37,10 +41,15 @@ list's window, where the scanner cannot have reached the window's end (or the wi
 the document; else the window takes more items, a quote may be left open), is the whole
 parse's error, and the tree it keeps (the longest prefix of whole lines before the error
 that composes, ``syntax.yaml_prefix_tree``) is the items before the window and the
-window's prefix; the result remembers the last whole parse (``_Base``) and the span edited
-since, so the next keystrokes are re-read from it until the text is whole again.
-The randomized test (``tests/assembly/test_yaml_incremental.py``) compares every result
-with a whole read.
+window's prefix. The recovery's piece (``_recover_window``) starts at the next item's line:
+in the window (read alone from there: what follows the window is the previous items, as
+for a window) or at the window's end (the previous items from there on, kept; also when
+the edit ends before the piece: the text from there on is unchanged). The result
+remembers the last whole parse (``_Base``) and the span edited since, so the next
+keystrokes are re-read from it until the text is whole again, the untouched messages the
+same objects throughout. The randomized tests (``tests/assembly/test_yaml_incremental.py``,
+with damage in the middle from ``tests/support/random_edits.py``) compare every result with
+a whole read.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from assembly.formats.detect import NATIVE
@@ -77,6 +87,8 @@ _DOCUMENT_LINE = re.compile(r"^(?:---|\.\.\.|%)", re.MULTILINE)
 _ALIAS = re.compile(r"(?:^|[\s\[{,])\*\S")
 # Key of the memo a half-typed result keeps (``Conversation._views``).
 _BASE = "yaml-base"
+# Key of the memo of a text's ``_count_marks``.
+_MARKS = "yaml-marks"
 
 Read = Callable[[ParsedData, DocFormat, int, Conversation], Conversation]
 Replace = Callable[[Conversation, DocFormat, int, int, SNode, int, int], Conversation | None]
@@ -84,13 +96,160 @@ Splice = Callable[..., Conversation | None]
 
 
 def parse_yaml_conversation(text: str) -> ParsedData:
-    """``parse_yaml`` with the message list's items stored relative to their starts."""
+    """``parse_yaml`` with the message list's items stored relative to their starts, and
+    after a syntax error inside the message list, the items after it read again
+    (``_recover``)."""
     parsed = parse_yaml(text)
     if parsed.root is None:
         return parsed
     with gc_paused():  # a copy of the message list's nodes: no cyclic garbage
         root = _with_relative_messages(parsed.root)
+        if parsed.errors:
+            found = _recover(text, root, parsed.errors)
+            if found is not None:
+                return found
     return ParsedData(root, parsed.errors, tokens=parsed.tokens)
+
+
+# Error recovery: pieces of the message list read after a syntax error, at most this many.
+_MAX_PIECES = 16
+
+
+@lru_cache(maxsize=8)
+def _line_kinds(indent: int) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Two patterns matching a line break and the line after it: one an item's line (its
+    ``-`` at ``indent``, as ``_is_dash_line``), the other a line that ends the message
+    list (not blank, not a comment, indented no deeper than the ``-`` and not an item's:
+    a top-level key, a document marker, a less indented line)."""
+    dash = re.compile(rf"\n {{{indent}}}-(?=[ \r\n]|\Z)")
+    if indent:
+        out = (
+            rf"\n(?: {{0,{indent}}}[^ \t\r\n#-]| {{0,{indent - 1}}}-"
+            rf"| {{{indent}}}-(?![ \r\n]|\Z))"
+        )
+    else:
+        out = r"\n(?:[^ \t\r\n#-]|-(?![ \r\n]|\Z))"
+    return dash, re.compile(out)
+
+
+def _next_piece(text: str, last: int, at: int, indent: int) -> int:
+    """Where the message list is read again after an error at ``at``: the first item's
+    line after the error's line, unless a line that ends the list comes first (from the
+    line of the last item kept, ``last``, on); -1: nowhere."""
+    dash, out = _line_kinds(indent)
+    nl = text.find("\n", at)
+    if nl < 0:
+        return -1
+    found = dash.search(text, nl)
+    if found is None:
+        return -1
+    ends = out.search(text, last, found.start() + 1)
+    return -1 if ends is not None else found.start() + 1
+
+
+def _recover(text: str, root: SNode, errors: tuple[SyntaxIssue, ...]) -> ParsedData | None:
+    """A whole read's error recovery: when libyaml stopped at a syntax error inside the
+    message list (the root sequence, or ``messages`` as the root mapping's last member in
+    the tree kept), the list goes on at the first item's line after the error's line (an
+    item starts on a line made of its indentation and ``-``), unless a line that ends the
+    list (``_line_kinds``) comes first: the text from there to its end is read alone as a
+    block sequence. Its own error, if any, is reported and recovered from the same way
+    (at most ``_MAX_PIECES`` pieces, while what was composed is at most four times the
+    text's length), except at a line that ends the list: the list ends there, as whatever
+    follows it is not read after an error. What lies between the tree kept and the next
+    piece (the damaged items) is left out, reported by the error. None: nothing to
+    recover (the tree kept is the whole read's).
+
+    A text that may be near the value limit (``parse_yaml`` counts its values first) is
+    not recovered. An edit reads the same pieces again: ``_recover_window``."""
+    holder, depth = _message_list(root)
+    if holder is None or holder.starts is None or not holder.items:
+        return None
+    if len(errors) != 1 or errors[0].code != "syntax-error":
+        return None
+    first = _line_start(text, holder.range.start)
+    indent = holder.range.start - first
+    if not _is_dash_line(text, first, indent) or len(holder.items) > MAX_TOP_ITEMS:
+        return None
+    if _count_marks(text) >= MAX_YAML_NODES // 4:
+        return None
+    import yaml
+
+    items, starts = list(holder.items), list(holder.starts)
+    found = list(errors)
+    last, at, work = _line_start(text, starts[-1]), errors[0].range.start, 0
+    for _ in range(_MAX_PIECES):
+        q = _next_piece(text, last, at, indent) if work <= 4 * len(text) else -1
+        if q < 0:
+            break
+        piece = text[q:]
+        try:
+            node = compose_yaml(piece)
+        except yaml.MarkedYAMLError as exc:
+            issue, offset = yaml_issue(piece, exc)
+            tree, _ = yaml_prefix_tree(piece, offset, depth)
+            work += 9 * offset  # composed up to the error, then up to 8 prefixes of it
+            if tree is not None and tree.is_array and tree.range.start == indent and tree.items:
+                starts += [q + item.range.start for item in tree.items]
+                items += [_relative(item, item.range.start) for item in tree.items]
+            line = _line_start(piece, offset)
+            if line > 0 and _line_kinds(indent)[1].match(piece, line - 1):
+                break  # the list ends there
+            found.append(_moved(issue, q))
+            last = _line_start(text, starts[-1]) if starts[-1] >= q else q
+            at = q + issue.range.start
+            continue
+        except yaml.YAMLError:
+            break
+        work += len(piece)
+        sub = convert_yaml(node, piece, depth) if node is not None else None
+        seq = sub.root if sub is not None else None
+        if sub is not None and seq is not None and seq.is_array and seq.range.start == indent:
+            starts += [q + item.range.start for item in seq.items]
+            items += [_relative(item, item.range.start) for item in seq.items]
+            found += [_moved(e, q) for e in sub.errors]
+        break
+    if len(items) == len(holder.items):
+        return None
+    del items[MAX_TOP_ITEMS + 1 :], starts[MAX_TOP_ITEMS + 1 :]  # the reader reports it
+    return ParsedData(_with_list(root, holder, items, starts), tuple(found))
+
+
+def _count_marks(text: str) -> int:
+    """What ``parse_yaml`` counts to tell whether a text may hold too many values."""
+    return text.count("\n") + text.count(",")
+
+
+def _marks_of(conv: Conversation, text: Text) -> int:
+    """``_count_marks`` of ``conv``'s text (memo: kept through edits by ``reread_yaml``)."""
+    hit = conv._views.get(_MARKS)
+    if hit is None:
+        hit = conv._views[_MARKS] = text.count("\n") + text.count(",")
+    return int(hit)
+
+
+def _message_list(root: SNode) -> tuple[SNode | None, int]:
+    """The message list of a tree whose last value it is (the root sequence, or the root
+    mapping's last member ``messages``) and its depth; None otherwise."""
+    if root.is_array:
+        return root, 0
+    if root.is_object and root.members:
+        last = root.members[-1]
+        if last.key == "messages" and last.value.is_array:
+            return last.value, 1
+    return None, 0
+
+
+def _with_list(root: SNode, holder: SNode, items: list[SNode], starts: list[int]) -> SNode:
+    """``root`` with its message list (``holder``, its last value) holding ``items``."""
+    end = starts[-1] + items[-1].range.end
+    new_holder = SNode(
+        "array", TextRange(holder.range.start, end), items=tuple(items), starts=tuple(starts)
+    )
+    if root is holder:
+        return new_holder
+    members = (*root.members[:-1], Member("messages", root.members[-1].key_range, new_holder))
+    return SNode("object", TextRange(root.range.start, end), members=members)
 
 
 def _with_relative_messages(root: SNode) -> SNode:
@@ -220,6 +379,24 @@ def reread_yaml(
 
     ``span``: ``prev_text[p:old_end]`` became ``new_text[p:new_end]``.
     """
+    conv = _reread(prev, prev_text, new_text, span, read, replace, splice)
+    marks = prev._views.get(_MARKS)
+    if conv is not None and marks is not None:
+        p, old_end, new_end = span
+        old, new = prev_text[p:old_end], new_text[p:new_end]
+        conv._views[_MARKS] = marks - _count_marks(old) + _count_marks(new)
+    return conv
+
+
+def _reread(
+    prev: Conversation,
+    prev_text: Text,
+    new_text: Text,
+    span: tuple[int, int, int],
+    read: Read,
+    replace: Replace,
+    splice: Splice,
+) -> Conversation | None:
     piece = reparse_yaml(prev, prev_text, new_text, span)
     if piece is None:
         return None
@@ -439,10 +616,34 @@ def _reparse_items(
             if res is None or (res is _GROW and j >= n):
                 return None
             if isinstance(res, ParsedData):
-                # Half typed: the items from ``k0`` on are replaced by the prefix's (the
-                # members after the list, if any, are gone too: no splice then).
+                # Half typed: the items from ``k0`` on are replaced by the prefix's and by
+                # those the recovery reads (the members after the list, if any, are gone
+                # too: no splice then).
                 whole = root is holder or mi == len(root.members) - 1
-                return res, None, ((k0, n, prev.length) if whole and res.root is not None else None)
+                found = _NOTHING
+                if res.root is not None:
+                    found = _recover_window(
+                        prev,
+                        prev_text,
+                        new_text,
+                        res,
+                        window,
+                        ws,
+                        j,
+                        holder,
+                        indent,
+                        depth,
+                        whole,
+                        new_end,
+                    )
+                if found is None:
+                    return None  # the whole read's recovery cannot be told from here
+                r = n
+                if isinstance(found, tuple):
+                    res, r = found
+                if not whole or res.root is None:
+                    return res, None, None
+                return res, None, (k0, r, prev.length if r == n else end_of(r) or 0)
             # The error may lie beyond the window (a quote left open): take more items.
             j, grow = min(n, j + grow), 2 * grow
             continue
@@ -506,6 +707,98 @@ def _moved(issue: SyntaxIssue, delta: int) -> SyntaxIssue:
 
 
 _GROW = object()  # the window is too short to tell: take more items
+_NOTHING = object()  # the whole read recovers nothing after the window's error
+
+
+def _recover_window(
+    prev: Conversation,
+    prev_text: Text,
+    new_text: Text,
+    res: ParsedData,
+    window: str,
+    ws: int,
+    j: int,
+    holder: SNode,
+    indent: int,
+    depth: int,
+    whole: bool,
+    edited: int,
+) -> tuple[ParsedData, int] | object | None:
+    """What the whole read's recovery (``_recover``) reads after the error of the window
+    ``new_text[ws:ws + len(window)]`` (``res``: the tree kept before it), told from the
+    window and the previous parse (``prev``, whole, of ``prev_text``; its items from ``j``
+    on untouched): ``_NOTHING``; or the parse with the piece read (the window's items from
+    the first item's line after the error's, then the previous items from ``j`` on, kept)
+    and the index of the first previous item kept (``len(holder.items)``: none); None:
+    read it whole.
+
+    The piece is the text from an item's line to the end (the message list is the last
+    value): as a window, it starts in the state a whole parse has there, and the part in
+    the window ends at the line of item ``j``, where the previous parse was in the same
+    state; so the piece is the window part's items, then the previous items. When the
+    edit ends before the piece (``edited``: its end in the new text), the piece is the
+    previous text from an item's line on: its items are the previous ones, kept."""
+    assert res.root is not None
+    n = len(holder.items)
+    we = ws + len(window)
+    at_end = we == len(new_text)
+    kept, _ = _message_list(res.root)
+    if kept is None or kept.starts is None or not kept.items or len(kept.items) > MAX_TOP_ITEMS:
+        return _NOTHING
+    if len(res.errors) != 1 or res.errors[0].code != "syntax-error":
+        return _NOTHING
+    old_window = prev_text[ws : we - (len(new_text) - len(prev_text))]
+    marks = _marks_of(prev, prev_text) - _count_marks(old_window) + _count_marks(window)
+    if marks >= MAX_YAML_NODES // 4:
+        return _NOTHING
+    dash, out = _line_kinds(indent)
+    nl = window.find("\n", res.errors[0].range.start - ws)
+    if nl < 0:
+        return _NOTHING
+    found = dash.search(window, nl)
+    q = ws + found.start() + 1 if found is not None else we if j < n else -1
+    if q < 0:
+        return _NOTHING
+    last = _line_start(new_text, kept.starts[-1])
+    if out.search(window, max(last - ws, 0), q - ws) is not None:
+        return _NOTHING  # the list ends before the next item: nothing is recovered
+    if last < ws and out.search(prev_text[last:ws]) is not None:
+        return _NOTHING  # (in the lines of the last item kept, before the window)
+    if not whole:
+        return None
+    delta = len(new_text) - len(prev_text)
+    assert holder.starts is not None
+    items, starts = list(kept.items), list(kept.starts)
+    errors = [res.errors[0]]
+    r = n if at_end else j
+    if edited <= q < we:  # (the new text from ``q`` on is ``prev_text[q - delta:]``)
+        k = bisect_left(holder.starts, q - delta)
+        if k < n and _line_start(prev_text, holder.starts[k]) == q - delta:
+            r, q = k, we  # item ``k``'s line: the previous items from ``k`` on are the piece's
+    if q < we:
+        piece = window[q - ws :]
+        import yaml
+
+        try:
+            node = compose_yaml(piece)
+        except yaml.YAMLError:
+            return None
+        if node is None:
+            return None
+        sub = convert_yaml(node, piece, depth)
+        seq = sub.root
+        if seq is None or not seq.is_array or seq.range.start != indent or not seq.items:
+            return None
+        if r < n and indent and seq.items[-1].range.end > len(piece.rstrip()):
+            return None  # an empty value placed at the next token
+        starts += [q + item.range.start for item in seq.items]
+        items += [_relative(item, item.range.start) for item in seq.items]
+        errors += [_moved(e, q) for e in sub.errors]
+    starts += [s + delta for s in holder.starts[r:]]
+    items += holder.items[r:]
+    if len(items) > MAX_TOP_ITEMS:
+        return None
+    return ParsedData(_with_list(res.root, kept, items, starts), tuple(errors)), r
 
 
 def _half_typed(
@@ -526,8 +819,8 @@ def _half_typed(
     cannot tell (``parse_yaml`` reads it)."""
     import yaml
 
-    if exc.problem_mark is None:
-        return None
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
+        return None  # a reader error (a control character) has no marks: read it whole
     if not isinstance(exc, yaml.scanner.ScannerError):
         if not isinstance(exc, yaml.parser.ParserError) or exc.context_mark is None:
             return None  # the composer's (an alias) or after the window's sequence ended

@@ -82,3 +82,35 @@ def test_retally_equals_a_count_of_the_new_tree() -> None:
             root, t = after, got
     # (Small documents have few reasons: a change among the first three is told again.)
     assert told >= declined and flipped >= 20, (told, declined, flipped)
+
+
+def test_a_version_without_a_count_gets_it_told_back() -> None:
+    """A whole read keeps no count; the first edit that changes a message's marks counts the
+    new tree, and the version it was made from gets its count told back from that one (the
+    YAML re-read of a half-typed text starts from it again): what counting its tree gives."""
+    from assembly.incremental import reparse_conversation
+    from assembly.model import DocFormat
+    from assembly.reading import parse_conversation
+
+    head: list[dict[str, object]] = [
+        {"id": "s", "role": "system", "content": "be brief"},
+        {"id": "a", "role": "assistant", "content": "", "tool_calls": []},
+        {"id": "t", "role": "tool", "tool_call_id": "c", "content": "ok"},
+    ]
+    msgs = head + [{"id": f"m{i}", "role": "user", "content": f"c{i}"} for i in range(12)]
+    for fmt in (DocFormat.YAML, DocFormat.JSON):
+        if fmt is DocFormat.YAML:
+            lines = [json.dumps(m)[1:-1].replace('", "', '"\n  "') for m in msgs]
+            doc = "messages:\n" + "".join(f"- {item}\n" for item in lines)
+        else:
+            doc = json.dumps({"messages": msgs}, indent=1)
+        conv = parse_conversation(doc, fmt)
+        assert "tally" not in conv._views
+        at = doc.index("user", len(doc) // 2)
+        new = doc[:at] + "developer" + doc[at + 4 :]
+        res = reparse_conversation(conv, doc, new, fmt, span=(at, at + 4, at + 9))
+        assert res is not None
+        assert conv._views["tally"] == tally(conv.tree, jsonl=False, marks_of=message_marks)
+        told = res._views["tally"]
+        assert told == tally(res.tree, jsonl=False, marks_of=message_marks)
+        assert told.counts[("openai", "role `developer`")] == 1

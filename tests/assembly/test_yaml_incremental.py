@@ -31,7 +31,7 @@ from assembly.text import RelRange
 from tests.assembly.test_incremental import normalise
 from tests.bench.gen_conversation import conversation as generated
 from tests.support.engine import analyze
-from tests.support.random_edits import LINE_KINDS, line_edit, line_starts
+from tests.support.random_edits import LINE_KINDS, break_edit, line_edit, line_starts
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 YAML = DocFormat.YAML
@@ -137,6 +137,8 @@ _TYPED = [
     "%TAG ! x\n",
     "\u2028",
     "\x85",
+    "\x01",
+    "\ufeff",
 ]
 
 
@@ -374,6 +376,19 @@ def test_declines_what_it_cannot_prove() -> None:
     assert reparse_conversation(conv, text, new, YAML) is None
 
 
+def test_a_control_character_typed_in_an_item_is_a_finding() -> None:
+    """libyaml's reader refuses it without marks (``ReaderError``): the re-read declines
+    (it raised ``AttributeError`` before) and the whole read reports it at its place."""
+    text = "messages:\n- role: user\n  content: a\n- role: user\n  content: b\n"
+    conv = parse_conversation(text, YAML)
+    at = text.index("content: b") + 10
+    new = text[:at] + "\x01" + text[at:]
+    res, full = check(conv, text, new, (at, at, "\x01"))
+    assert res is None
+    found = [(i.range.start, i.message[:23]) for i in full.issues]
+    assert found == [(at, "invalid YAML: unaccepta")]
+
+
 def test_findings_of_the_piece_are_the_whole_parse_s_and_the_next_edit_mends_them() -> None:
     """A duplicate key or an unsupported tag in the edited item: reported as a whole read
     reports it; the next edit is re-read from the last whole parse without findings."""
@@ -431,3 +446,110 @@ def test_ropes_and_the_host_give_a_fresh_analysis(tmp_path: Path) -> None:
         assert inc.diagnostics == fresh.diagnostics
         assert inc.parsed is not None and fresh.parsed is not None
         assert normalise(inc.parsed) == normalise(fresh.parsed)
+
+
+# ---------------------------------------------------------------------------------------
+# Error recovery
+
+
+def _items(n: int) -> str:
+    return "messages:\n" + "".join(f"- id: m{i}\n  role: user\n  content: c{i}\n" for i in range(n))
+
+
+def test_a_damaged_item_keeps_the_items_after_it() -> None:
+    """A quote left open in item 2 runs libyaml to the end of the text; the whole read goes
+    on at item 3's line and reads the items after the damage (item 2 keeps what its lines
+    before the error gave: its id and role)."""
+    text = _items(6)
+    at = text.index("content: c2") + len("content: ")
+    broken = text[:at] + "'" + text[at:]
+    conv = parse_conversation(broken, YAML)
+    assert [m.id for m in conv.message_data] == ["m0", "m1", "m2", "m3", "m4", "m5"]
+    assert conv.message_data[2].content == ""
+    assert [(i.range.start, i.message) for i in conv.issues] == [
+        (at, "invalid YAML: found unexpected end of stream while scanning a quoted scalar")
+    ]
+    # Typed in the clean text, and typed on: re-read in pieces, the items after shared.
+    res, _ = check(parse_conversation(text, YAML), text, broken, (at, at, "'"))
+    assert res is not None and [m.id for m in res.message_data] == [f"m{i}" for i in range(6)]
+    more = broken[: at + 1] + "x" + broken[at + 1 :]
+    nxt, _ = check(res, broken, more, (at + 1, at + 1, "x"))
+    assert nxt is not None and nxt.message_data[3:] == res.message_data[3:]
+    assert all(a is b for a, b in zip(nxt.message_data[3:], res.message_data[3:], strict=True))
+
+
+def test_several_damaged_items_each_report_their_error() -> None:
+    """Each piece read after an error may have its own: reported, and recovered from (the
+    items between and after them read); a line that ends the list (a top-level key) ends
+    the recovery without an error of its own. A bracket left open reads on into the next
+    item, where libyaml stops (at its ``-``): that item is lost with the damaged one."""
+    text = _items(8)
+    for i in (2, 5):
+        text = text.replace(f"content: c{i}\n", f"content: [c{i}\n")
+    conv = parse_conversation(text, YAML)
+    assert [m.id for m in conv.message_data] == ["m0", "m1", "m2", "m4", "m5", "m7"]
+    lines = text.split("\n")
+    found = [(text.count("\n", 0, i.range.start), i.message) for i in conv.issues]
+    assert found == [(10, "invalid YAML: did not find expected ',' or ']'"), (19, found[0][1])]
+    assert (lines[10], lines[19]) == ("- id: m3", "- id: m6")
+    tail = parse_conversation(text + "reminder: r\n", YAML)
+    assert tail.issues == conv.issues and tail.message_data == conv.message_data
+    assert tail.reminder is None  # (not read after an error)
+
+
+def test_recovery_is_bounded() -> None:
+    """A text broken in every item: at most ``_MAX_PIECES`` pieces are read after the first
+    error, each error reported once."""
+    from assembly.formats.yamldoc import _MAX_PIECES
+
+    text = "messages:\n" + "".join(f"- role: user\n  content: [c{i}\n" for i in range(60))
+    conv = parse_conversation(text, YAML)
+    assert len(conv.issues) == 1 + _MAX_PIECES
+    assert len(conv.message_data) == 1 + _MAX_PIECES
+
+
+def test_two_items_merged_keep_every_other_item() -> None:
+    """The benchmark's delete across two items, and its undo: the broken version keeps
+    every item but those merged, the same objects; the undo's keeps them too."""
+    text = _bench_like()
+    merge = _bench_edits(text)["merge"]
+    first, broken, back = _chain(text, merge)
+    assert broken.issues and not back.issues
+    n = len(first.message_data)  # (libyaml stops a few items after the merged ones)
+    assert len(broken.message_data) >= n - 3
+    olds = {id(m) for m in first.message_data}
+    assert sum(id(m) in olds for m in broken.message_data) >= n - 4
+    assert sum(id(m) in olds for m in back.message_data) >= n - 4
+
+
+def test_damage_in_the_middle_equals_whole_reads() -> None:
+    """Random damage in the middle of the documents (``random_edits.break_edit``: a quote
+    or a bracket left open, two items merged), then more edits: every re-read equals a
+    whole read, and many are read in pieces with the items after the damage."""
+    docs = [(name, t) for name, t in documents() if t.count("\n- ") + t.count("\n  - ") >= 6]
+    assert len(docs) >= 12
+    rnd = random.Random(20261202)
+    counts: Counter[str] = Counter()
+    for _name, pristine in docs:
+        for _ in range(10):
+            text = pristine
+            conv = parse_conversation(text, YAML)
+            for step in range(4):
+                lines = line_starts(text)
+                edit = break_edit(rnd, text, lines) if step == 0 else random_edit(rnd, text)
+                start, end, new = edit
+                new_text = text[:start] + new + text[end:]
+                if new_text == text:
+                    continue
+                res, full = check(conv, text, new_text, edit)
+                if res is not None and full.issues:
+                    counts["broken, re-read in pieces"] += 1
+                    shared = {id(m) for m in conv.message_data}
+                    after = [m for m in res.message_data if id(m) in shared]
+                    counts["of which kept items after the damage"] += bool(
+                        after and res.issues[0].range.start < res.starts[-1]
+                    )
+                counts["edits"] += 1
+                conv, text = (res if res is not None else full), new_text
+    assert counts["broken, re-read in pieces"] >= 110, counts  # 169 of 556 edits
+    assert counts["of which kept items after the damage"] >= 90, counts  # 140

@@ -33,3 +33,28 @@ def line_edit(
         at = rnd.choice(lines)
         return at, at, text[a:b]
     return a, b, ""
+
+
+# What breaks a line's syntax in every format read here (a string or a bracket left open,
+# a key where a value goes, a tab).
+BREAKS = ("'", '"', "[", "{", ": x: ", "\t", "]", "}")
+
+
+def break_edit(rnd: random.Random, text: str, lines: list[int]) -> tuple[int, int, str]:
+    """An edit that damages the middle of a document and leaves what follows intact: a
+    character of ``BREAKS`` typed inside a line, or a span deleted from inside one line
+    into one of the next six (two items merged), both away from the first and last
+    tenth of the text (so that items follow the damage)."""
+    inner = [at for at in lines if len(text) // 10 <= at <= len(text) - len(text) // 10]
+    if len(inner) < 2:
+        inner = lines
+    k = rnd.randrange(len(inner))
+    at = inner[k]
+    end = text.find("\n", at)
+    end = len(text) if end < 0 else end
+    a = rnd.randint(at, end)
+    if rnd.random() < 0.5 or k + 1 >= len(inner):
+        return a, a, rnd.choice(BREAKS)
+    nxt = inner[min(len(inner) - 1, k + rnd.randint(1, 6))]
+    stop = text.find("\n", nxt)
+    return a, rnd.randint(nxt, len(text) if stop < 0 else stop), ""
