@@ -324,16 +324,16 @@ def _far_instructions(
     topics = _Topics(template, tool_names, ctx.settings.section_topics)
     gaps: _Gaps | None = None
     text = template.text
-    found: list[tuple[Sentence, _Target]] = []
+    found: list[tuple[int, Sentence, _Target]] = []
     for k, sentence in enumerate(template.sentences):
         if not is_instruction(sentence.text):
             continue
         target = topics.target(k)
         if target is not None:
-            found.append((sentence, target))
-    previews = _overviews(template, found)
-    for sentence, target in found:
-        if sentence.section in previews:
+            found.append((k, sentence, target))
+    previews = _overviews(template, [(s, t) for _, s, t in found])
+    for k, sentence, target in found:
+        if sentence.section in previews or topics.kept(k, target) is not None:
             continue
         section = template.sections[target.section]
         end = _content_end(text, section.range)
@@ -411,6 +411,8 @@ def explain_instruction(
     rejected = topics.rejected
     if found is not None and _in_overview(template, topics, k, found):
         found, rejected = None, _OVERVIEW
+    elif found is not None and (why := topics.kept(k, found)) is not None:
+        found, rejected = None, why
     rng = template.sentences[k].range
     if match is None:
         return InstructionMatch(rng, None, (), (), None, 0.0, 0.0, 0.0, False, topics.rejected)
@@ -484,6 +486,9 @@ class _Topics:
         sections = template.sections
         # The subtree of each section: [index, end index) in document order.
         self.subtree_end = _subtree_ends(sections)
+        self.siblings: dict[int | None, list[int]] = defaultdict(list)
+        for i, section in enumerate(sections):
+            self.siblings[section.parent].append(i)
         self.tool_roots = [
             i for i, s in enumerate(sections) if _TOOLS_TITLE.search(s.title.replace("_", " "))
         ]
@@ -856,6 +861,19 @@ class _Topics:
             best, label, tuple(why), tool, best_score, own, runner_up, rival, general_target
         )
 
+    def kept(self, k: int, target: _Target) -> str | None:
+        """Why sentence ``k``, sent to ``target`` by ``target``, is still not reported, or
+        None: a step of one procedure that speaks of a sibling step, or a sentence that
+        previews several sections. Asked after the overview test, which counts every
+        sentence ``target`` sends elsewhere."""
+        if target.tool is not None or target.general:
+            return None  # a tool's instruction is the placement Onyx measured
+        if self._sibling_steps(target.section, self.template.sentences[k].section):
+            return "it sits in a sibling step of the same procedure"
+        if self._previews_several(k, target.section):
+            return "it names several other sections: it previews them"
+        return None
+
     def _no(self, why: str) -> None:
         self.rejected = why  # why the last sentence was not sent elsewhere (for the hover)
 
@@ -1115,6 +1133,32 @@ class _Topics:
             return False
         a, b = self.template.sections[i], self.template.sections[j]
         return a.kind == b.kind == "bold" and a.parent == b.parent
+
+    def _sibling_steps(self, i: int, j: int | None) -> bool:
+        """Whether sections ``i`` and ``j`` are steps of one procedure: parts of one
+        parent section, numbered (`### Step 6: Assess Confidence`, `### Step 7: Report
+        Findings`; `### 1. Account Analysis`, `### 3. Growth Excellence`) or next to each
+        other (`### Result Synthesis`, `### Conflict Resolution` under `## Capabilities`).
+        Steps of one procedure share their words on purpose: "Recommend additional
+        investigation if confidence is low" in step 7 is step 7's work, not a stray from
+        step 6. The prompt's own top-level parts are not steps of one another: a stray
+        there is still reported."""
+        if j is None:
+            return False
+        a, b = self.template.sections[i], self.template.sections[j]
+        if a.parent != b.parent or a.parent is None:
+            return False
+        if all(_NUMBERING.match(s.title.strip(" *_`#")) for s in (a, b)):
+            return True
+        siblings = self.siblings[a.parent]
+        return abs(siblings.index(i) - siblings.index(j)) == 1
+
+    def _previews_several(self, k: int, best: int) -> bool:
+        """Whether sentence ``k`` names two sections besides ``best`` and those around or
+        inside it (each by a heading word no other heading has): a preview of a flow
+        ("Handle the complete flow: test > build > deploy > verify-live > update state
+        doc."), not an instruction about one of its steps."""
+        return sum(1 for i in self.names(k) if not self._related(i, best)) >= 2
 
     def _inside(self, i: int, outer: int) -> bool:
         return outer <= i < self.subtree_end[outer]
