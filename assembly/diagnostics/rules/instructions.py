@@ -863,15 +863,28 @@ class _Topics:
 
     def kept(self, k: int, target: _Target) -> str | None:
         """Why sentence ``k``, sent to ``target`` by ``target``, is still not reported, or
-        None: a step of one procedure that speaks of a sibling step, or a sentence that
-        previews several sections. Asked after the overview test, which counts every
-        sentence ``target`` sends elsewhere."""
+        None: a step of one procedure that speaks of a sibling step, a sentence that
+        previews several sections, or a plain statement of work in the prompt's mission
+        or role section ("You also have to generate a standalone follow-up question" in
+        `<role>`; not a rule: no code, no "never", "only", "always" …). Tool
+        instructions are always judged: they are the placement Onyx measured. Asked
+        after the overview test, which counts every sentence ``target`` sends
+        elsewhere."""
         if target.tool is not None or target.general:
             return None  # a tool's instruction is the placement Onyx measured
         if self._sibling_steps(target.section, self.template.sentences[k].section):
             return "it sits in a sibling step of the same procedure"
         if self._previews_several(k, target.section):
             return "it names several other sections: it previews them"
+        own = self.template.sentences[k].section
+        text = self.template.sentences[k].text
+        if (
+            own is not None
+            and "`" not in text
+            and not _RULE_WORDS.search(text)
+            and _MISSION.match(self.template.sections[own].title.replace("_", " ").strip(" *`#:"))
+        ):
+            return "it sits in the prompt's mission, which states the work later sections detail"
         return None
 
     def _no(self, why: str) -> None:
@@ -1258,6 +1271,20 @@ _CROSS_REFERENCE = re.compile(
     re.I,
 )
 # A section that repeats the rules on purpose: "Important Reminders", "What not to do (recap)".
+# The title of a section that states the prompt's whole job (`## Core Mission`, `<role>`,
+# `# Role and Objective`): its sentences name the work later sections detail.
+_MISSION = re.compile(
+    r"(?:(?:your|core|expert|agent|primary|main)\s+)?"
+    r"(?:role|mission|overview|purpose|objectives?|goals?|identity)"
+    r"(?:\s+and\s+(?:role|mission|overview|purpose|objectives?|goals?|identity))?$",
+    re.I,
+)
+# Words of a rule rather than a statement of work: a prohibition, a condition, an
+# exclusive choice ("Never stop background processes by name …" in `<role>` is a rule of
+# a later section, placed in the mission).
+_RULE_WORDS = re.compile(
+    r"\b(?:never|not|no|avoid|always|only|unless|except|instead|must|should)\b|n't\b", re.I
+)
 _RECAP = re.compile(
     r"\b(?:recap|reminders?|summary|summari[sz]ed|checklist|tl;?dr|cheat\s*sheet|key\s+points)\b",
     re.I,
