@@ -1187,7 +1187,8 @@ class _Topics:
         section = self.template.sections[i]
         for name, j in self.tool_sections.items():
             if j == i:
-                return f"`{_tool_display_name(section.title) or name}`"
+                shown = _JOINED_TAIL.sub("", _tool_display_name(section.title) or name)
+                return f"`{shown if shown.lower() == name else name}`"
         if i in self.tool_roots:
             return "tool use"
         title = _NUMBERING.sub("", section.title.strip().strip("#*_` ")).rstrip(":")
@@ -1293,6 +1294,10 @@ _RECAP = re.compile(
 _TOOL_HEADING_TAIL = re.compile(
     r"(?:(?:\s+|\s*[-—:(]\s*)(?:tool|function|usage|guidelines?|instructions?|guide|"
     r"notes?)\b\)?|\s*\(tool\))*\s*\Z",
+    re.I,
+)
+_JOINED_TAIL = re.compile(
+    r"(?:[_-](?:tool|function|usage|guidelines?|instructions?|guide|notes?|rules?|calling))+\Z",
     re.I,
 )
 _TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
@@ -1507,6 +1512,11 @@ def _tool_sections(
         # is a tool's only when the name is known as one. An example is no tool
         # (`<good-example>`, `### Examples` under `## Tool Usage`).
         if _EXAMPLE_NAME.search(name) and name.lower() not in known:
+            continue
+        # `<done_usage>`, `<search_tool_rules>`: a known tool's name with a tail joined
+        # by `_` or `-` titles that tool's section as "`done` usage" would.
+        if name.lower() not in known and (bare := _JOINED_TAIL.sub("", name)).lower() in known:
+            res.setdefault(bare.lower(), i)
             continue
         if (
             s.parent in root_set
