@@ -83,6 +83,13 @@ def test_reports_exactly_the_marked_lines(path: Path) -> None:
         # `<finish_usage>` is the `finish` tool's block (a known tool's name with a
         # tail joined by `_`), in a prompt indented as a whole (a template literal).
         ("tool-usage-block.prompt.md", "`finish`", "<finish_usage>"),
+        # A numbered heading that names a tool in code, then what it does; the opening's
+        # own use of a word of that heading ("search") does not keep the instruction.
+        (
+            "numbered-tool-headings.prompt.md",
+            "`search_docs`",
+            "### 1. `search_docs` - Documentation Search",
+        ),
         # A kebab-case XML title gives its parts, as a snake_case one does.
         ("kebab-xml-title.prompt.md", "intent-mining", "<intent-mining>"),
         # A tool described by a section that is not titled by its name.

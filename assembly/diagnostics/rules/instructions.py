@@ -804,9 +804,13 @@ class _Topics:
         if self._previews(k, best):
             return self._no("its section is an overview that previews later sections")
         mine = self.preamble if sentence.section is None else self.body[sentence.section]
-        if not (general and best == tool_target) and any(
-            self._on_topic(mine, w, best, sentence.section) for w in title_words[best]
-        ):
+        # An instruction that names a tool at the opening (the placement Onyx measured) is
+        # judged by the tool (``_tool_elsewhere``), not by the opening's use of a word of
+        # the tool's heading ("search" for "1. `search_docs` - Documentation Search").
+        if not (
+            best == tool_target
+            and (general or (tools and (self._opening(k) or sentence.section == self.first_intro)))
+        ) and any(self._on_topic(mine, w, best, sentence.section) for w in title_words[best]):
             return self._no("its own section speaks of that topic throughout")
 
         # A rival's heading words count only when it could win on them: the prompt uses one
@@ -1296,6 +1300,11 @@ _TOOL_HEADING_TAIL = re.compile(
     r"notes?)\b\)?|\s*\(tool\))*\s*\Z",
     re.I,
 )
+# A heading that starts with a name in code and then says what it does after a dash or
+# colon ("`search_docs` - Official Documentation Search").
+_CODE_NAME_FIRST = re.compile(
+    r"[*_]*`([A-Za-z][A-Za-z0-9_.-]*)(?:\([^)`]*\))?`[*_]*\s*(?:[-—–:]|\Z)"
+)
 _JOINED_TAIL = re.compile(
     r"(?:[_-](?:tool|function|usage|guidelines?|instructions?|guide|notes?|rules?|calling))+\Z",
     re.I,
@@ -1485,8 +1494,13 @@ def text_tool_names(template: PromptTemplate) -> set[str]:
 
 
 def _tool_display_name(title: str) -> str | None:
-    """The tool a heading names (`web_search`, `Shell`, `control_browser Tool Guidelines`)."""
-    title = title.strip().replace("`", "").strip("*_ ")
+    """The tool a heading names (`web_search`, `Shell`, `control_browser Tool Guidelines`,
+    "1. `search_docs` - Documentation Search": a name in code, numbered, then what it
+    does)."""
+    title = _NUMBERING.sub("", title.strip())
+    if (code := _CODE_NAME_FIRST.match(title)) is not None:
+        return code.group(1)
+    title = title.replace("`", "").strip("*_ ")
     title = title[: _TOOL_HEADING_TAIL.search(title).start()]  # type: ignore[union-attr]
     return title if _TOOL_NAME.match(title) else None
 
