@@ -486,9 +486,6 @@ class _Topics:
         sections = template.sections
         # The subtree of each section: [index, end index) in document order.
         self.subtree_end = _subtree_ends(sections)
-        self.siblings: dict[int | None, list[int]] = defaultdict(list)
-        for i, section in enumerate(sections):
-            self.siblings[section.parent].append(i)
         self.tool_roots = [
             i for i, s in enumerate(sections) if _TOOLS_TITLE.search(s.title.replace("_", " "))
         ]
@@ -867,7 +864,7 @@ class _Topics:
 
     def kept(self, k: int, target: _Target) -> str | None:
         """Why sentence ``k``, sent to ``target`` by ``target``, is still not reported, or
-        None: a step of one procedure that speaks of a sibling step, a sentence that
+        None: a numbered step of one procedure that speaks of a sibling step, a sentence that
         previews several sections, or a plain statement of work in the prompt's mission
         or role section ("You also have to generate a standalone follow-up question" in
         `<role>`; not a rule: no code, no "never", "only", "always" …). Tool
@@ -1152,23 +1149,20 @@ class _Topics:
         return a.kind == b.kind == "bold" and a.parent == b.parent
 
     def _sibling_steps(self, i: int, j: int | None) -> bool:
-        """Whether sections ``i`` and ``j`` are steps of one procedure: parts of one
-        parent section, numbered (`### Step 6: Assess Confidence`, `### Step 7: Report
-        Findings`; `### 1. Account Analysis`, `### 3. Growth Excellence`) or next to each
-        other (`### Result Synthesis`, `### Conflict Resolution` under `## Capabilities`).
-        Steps of one procedure share their words on purpose: "Recommend additional
-        investigation if confidence is low" in step 7 is step 7's work, not a stray from
-        step 6. The prompt's own top-level parts are not steps of one another: a stray
-        there is still reported."""
+        """Whether sections ``i`` and ``j`` are numbered steps of one procedure: numbered
+        siblings under one parent section (`### Step 6: Assess Confidence`, `### Step 7:
+        Report Findings`; `### 1. Account Analysis`, `### 3. Growth Excellence`). Steps of
+        one procedure share their words on purpose: "Recommend additional investigation
+        if confidence is low" in step 7 is step 7's work, not a stray from step 6.
+        Unnumbered neighbours are not steps: a stray in the next section is reported."""
         if j is None:
             return False
         a, b = self.template.sections[i], self.template.sections[j]
-        if a.parent != b.parent or a.parent is None:
-            return False
-        if all(_NUMBERING.match(s.title.strip(" *_`#")) for s in (a, b)):
-            return True
-        siblings = self.siblings[a.parent]
-        return abs(siblings.index(i) - siblings.index(j)) == 1
+        return (
+            a.parent == b.parent
+            and a.parent is not None
+            and all(_NUMBERING.match(s.title.strip(" *_`#")) for s in (a, b))
+        )
 
     def _previews_several(self, k: int, best: int) -> bool:
         """Whether sentence ``k`` names two sections besides ``best`` and those around or
