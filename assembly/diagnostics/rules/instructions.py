@@ -95,7 +95,8 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     the prompt's only tool section's).
 
     - the section of a tool it names: a section titled with the tool's name (`## web_search`,
-      `<codebase_search>`, `**run_sql**`), else the section that owns the tool (the
+      `<codebase_search>`, `**run_sql**`, ``### 1. `search_docs` - Documentation
+      Search``, `<done_usage>` for a known tool `done`), else the section that owns the tool (the
       innermost one holding more than half of the sentences naming it, two at least,
       its bold labels and nested blocks included; before that, the one section that
       defines it: `- **web_search**: searches the web`, "The crawl_page tool reads …"),
@@ -138,7 +139,12 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     workflow overview (a list whose items point at later sections in the order they come,
     or a section a third of whose sentences name two or more other sections; never the
     opening, nor the intro under the title that opens the prompt, nor its first section
-    after at most two sentences, `<ROLE>`). The text before the
+    after at most two sentences, `<ROLE>`); an instruction (not about a tool) in a
+    numbered step matched to another numbered step of the same procedure (`### Step 7`
+    and `### Step 6`), or one that names two or more other sections ("Handle the complete
+    flow: test > build > deploy > …"), or a plain statement of work in the prompt's
+    mission or role section (`## Core Mission`, `<role>`: no code and no "never",
+    "only", "always" …). The text before the
     first heading is on
     an instruction's topic only when two more of its sentences use the topic word;
     an instruction on the line just before its section (under 15 tokens away) unless it
