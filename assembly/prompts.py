@@ -214,7 +214,7 @@ class _Heading:
 
 _RULE_LINE = re.compile(r" {0,3}={3,}[ \t]*\Z")
 _XML_OPEN = re.compile(r"[ \t]*<([A-Za-z_][\w.:-]*)(?:[ \t]+[^<>]*)?>[ \t]*\Z")
-_XML_CLOSE = re.compile(r"(?:(.*\S)[ \t]*)?</([A-Za-z_][\w.:-]*)>[ \t]*\Z")
+_XML_CLOSE = re.compile(r"[ \t]*(?:(.*\S)[ \t]*)?</([A-Za-z_][\w.:-]*)>[ \t]*\Z")
 _BOLD_TITLE = re.compile(
     r" {0,3}(?:\*\*([^*\n]{1,80}?)[ \t]*:?\*\*|__([^_\n]{1,80}?)[ \t]*:?__)[ \t]*:?[ \t]*\Z"
 )

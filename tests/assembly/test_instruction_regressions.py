@@ -80,6 +80,16 @@ def test_reports_exactly_the_marked_lines(path: Path) -> None:
         ),
         # `<good-example>` under the tools is no tool: "this tool" is the only tool's.
         ("example-block-no-tool.prompt.md", "`code_search`", "<code_search>"),
+        # `<finish_usage>` is the `finish` tool's block (a known tool's name with a
+        # tail joined by `_`), in a prompt indented as a whole (a template literal).
+        ("tool-usage-block.prompt.md", "`finish`", "<finish_usage>"),
+        # A numbered heading that names a tool in code, then what it does; the opening's
+        # own use of a word of that heading ("search") does not keep the instruction.
+        (
+            "numbered-tool-headings.prompt.md",
+            "`search_docs`",
+            "### 1. `search_docs` - Documentation Search",
+        ),
         # A kebab-case XML title gives its parts, as a snake_case one does.
         ("kebab-xml-title.prompt.md", "intent-mining", "<intent-mining>"),
         # A tool described by a section that is not titled by its name.
@@ -104,7 +114,7 @@ def test_says_what_and_where(name: str, about: str, section: str) -> None:
     assert f"about {about} " in d.message
     assert section in d.message
     (related,) = d.related
-    assert text[related.range.start : related.range.end].rstrip(":") == section
+    assert text[related.range.start : related.range.end].strip().rstrip(":") == section
 
 
 def test_severity_is_graded_by_placement() -> None:

@@ -317,6 +317,31 @@ still hidden.
     )
 
 
+def test_indented_xml_blocks_close() -> None:
+    # A prompt kept in a template literal is indented as a whole: its closing tags are
+    # indented as its opening tags are, and close the blocks.
+    text = """\
+  You are a research agent.
+
+  <goal>
+  Find the answer.
+  </goal>
+
+  <done_usage>
+  Call done at the end.
+  </done_usage>
+"""
+    template = parse_prompt(text)
+    assert [(s.title, s.kind, s.parent) for s in template.sections] == [
+        ("goal", "xml", None),
+        ("done_usage", "xml", None),
+    ]
+    assert [s.section for s in template.sentences] == [None, 0, 1]
+    assert text[template.sections[1].range.start : template.sections[1].range.end] == (
+        "  <done_usage>\n  Call done at the end.\n  </done_usage>"
+    )
+
+
 def test_template_statement_lines_are_not_prose() -> None:
     # A line of Jinja statements or comments ends the paragraph before it and is no
     # sentence: `{% include %}` is replaced by another file's text, not read as words.

@@ -95,7 +95,8 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     the prompt's only tool section's).
 
     - the section of a tool it names: a section titled with the tool's name (`## web_search`,
-      `<codebase_search>`, `**run_sql**`), else the section that owns the tool (the
+      `<codebase_search>`, `**run_sql**`, ``### 1. `search_docs` - Documentation
+      Search``, `<done_usage>` for a known tool `done`), else the section that owns the tool (the
       innermost one holding more than half of the sentences naming it, two at least,
       its bold labels and nested blocks included; before that, the one section that
       defines it: `- **web_search**: searches the web`, "The crawl_page tool reads …"),
@@ -138,7 +139,12 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     workflow overview (a list whose items point at later sections in the order they come,
     or a section a third of whose sentences name two or more other sections; never the
     opening, nor the intro under the title that opens the prompt, nor its first section
-    after at most two sentences, `<ROLE>`). The text before the
+    after at most two sentences, `<ROLE>`); an instruction (not about a tool) in a
+    numbered step matched to another numbered step of the same procedure (`### Step 7`
+    and `### Step 6`), or one that names two or more other sections ("Handle the complete
+    flow: test > build > deploy > …"), or a plain statement of work in the prompt's
+    mission or role section (`## Core Mission`, `<role>`: no code and no "never",
+    "only", "always" …). The text before the
     first heading is on
     an instruction's topic only when two more of its sentences use the topic word;
     an instruction on the line just before its section (under 15 tokens away) unless it
@@ -324,16 +330,16 @@ def _far_instructions(
     topics = _Topics(template, tool_names, ctx.settings.section_topics)
     gaps: _Gaps | None = None
     text = template.text
-    found: list[tuple[Sentence, _Target]] = []
+    found: list[tuple[int, Sentence, _Target]] = []
     for k, sentence in enumerate(template.sentences):
         if not is_instruction(sentence.text):
             continue
         target = topics.target(k)
         if target is not None:
-            found.append((sentence, target))
-    previews = _overviews(template, found)
-    for sentence, target in found:
-        if sentence.section in previews:
+            found.append((k, sentence, target))
+    previews = _overviews(template, [(s, t) for _, s, t in found])
+    for k, sentence, target in found:
+        if sentence.section in previews or topics.kept(k, target) is not None:
             continue
         section = template.sections[target.section]
         end = _content_end(text, section.range)
@@ -411,6 +417,8 @@ def explain_instruction(
     rejected = topics.rejected
     if found is not None and _in_overview(template, topics, k, found):
         found, rejected = None, _OVERVIEW
+    elif found is not None and (why := topics.kept(k, found)) is not None:
+        found, rejected = None, why
     rng = template.sentences[k].range
     if match is None:
         return InstructionMatch(rng, None, (), (), None, 0.0, 0.0, 0.0, False, topics.rejected)
@@ -799,9 +807,13 @@ class _Topics:
         if self._previews(k, best):
             return self._no("its section is an overview that previews later sections")
         mine = self.preamble if sentence.section is None else self.body[sentence.section]
-        if not (general and best == tool_target) and any(
-            self._on_topic(mine, w, best, sentence.section) for w in title_words[best]
-        ):
+        # An instruction that names a tool at the opening (the placement Onyx measured) is
+        # judged by the tool (``_tool_elsewhere``), not by the opening's use of a word of
+        # the tool's heading ("search" for "1. `search_docs` - Documentation Search").
+        if not (
+            best == tool_target
+            and (general or (tools and (self._opening(k) or sentence.section == self.first_intro)))
+        ) and any(self._on_topic(mine, w, best, sentence.section) for w in title_words[best]):
             return self._no("its own section speaks of that topic throughout")
 
         # A rival's heading words count only when it could win on them: the prompt uses one
@@ -855,6 +867,32 @@ class _Topics:
         return _Target(
             best, label, tuple(why), tool, best_score, own, runner_up, rival, general_target
         )
+
+    def kept(self, k: int, target: _Target) -> str | None:
+        """Why sentence ``k``, sent to ``target`` by ``target``, is still not reported, or
+        None: a numbered step of one procedure that speaks of a sibling step, a sentence that
+        previews several sections, or a plain statement of work in the prompt's mission
+        or role section ("You also have to generate a standalone follow-up question" in
+        `<role>`; not a rule: no code, no "never", "only", "always" …). Tool
+        instructions are always judged: they are the placement Onyx measured. Asked
+        after the overview test, which counts every sentence ``target`` sends
+        elsewhere."""
+        if target.tool is not None or target.general:
+            return None  # a tool's instruction is the placement Onyx measured
+        if self._sibling_steps(target.section, self.template.sentences[k].section):
+            return "it sits in a sibling step of the same procedure"
+        if self._previews_several(k, target.section):
+            return "it names several other sections: it previews them"
+        own = self.template.sentences[k].section
+        text = self.template.sentences[k].text
+        if (
+            own is not None
+            and "`" not in text
+            and not _RULE_WORDS.search(text)
+            and _MISSION.match(self.template.sections[own].title.replace("_", " ").strip(" *`#:"))
+        ):
+            return "it sits in the prompt's mission, which states the work later sections detail"
+        return None
 
     def _no(self, why: str) -> None:
         self.rejected = why  # why the last sentence was not sent elsewhere (for the hover)
@@ -1116,6 +1154,29 @@ class _Topics:
         a, b = self.template.sections[i], self.template.sections[j]
         return a.kind == b.kind == "bold" and a.parent == b.parent
 
+    def _sibling_steps(self, i: int, j: int | None) -> bool:
+        """Whether sections ``i`` and ``j`` are numbered steps of one procedure: numbered
+        siblings under one parent section (`### Step 6: Assess Confidence`, `### Step 7:
+        Report Findings`; `### 1. Account Analysis`, `### 3. Growth Excellence`). Steps of
+        one procedure share their words on purpose: "Recommend additional investigation
+        if confidence is low" in step 7 is step 7's work, not a stray from step 6.
+        Unnumbered neighbours are not steps: a stray in the next section is reported."""
+        if j is None:
+            return False
+        a, b = self.template.sections[i], self.template.sections[j]
+        return (
+            a.parent == b.parent
+            and a.parent is not None
+            and all(_NUMBERING.match(s.title.strip(" *_`#")) for s in (a, b))
+        )
+
+    def _previews_several(self, k: int, best: int) -> bool:
+        """Whether sentence ``k`` names two sections besides ``best`` and those around or
+        inside it (each by a heading word no other heading has): a preview of a flow
+        ("Handle the complete flow: test > build > deploy > verify-live > update state
+        doc."), not an instruction about one of its steps."""
+        return sum(1 for i in self.names(k) if not self._related(i, best)) >= 2
+
     def _inside(self, i: int, outer: int) -> bool:
         return outer <= i < self.subtree_end[outer]
 
@@ -1130,7 +1191,8 @@ class _Topics:
         section = self.template.sections[i]
         for name, j in self.tool_sections.items():
             if j == i:
-                return f"`{_tool_display_name(section.title) or name}`"
+                shown = _JOINED_TAIL.sub("", _tool_display_name(section.title) or name)
+                return f"`{shown if shown.lower() == name else name}`"
         if i in self.tool_roots:
             return "tool use"
         title = _NUMBERING.sub("", section.title.strip().strip("#*_` ")).rstrip(":")
@@ -1214,6 +1276,20 @@ _CROSS_REFERENCE = re.compile(
     re.I,
 )
 # A section that repeats the rules on purpose: "Important Reminders", "What not to do (recap)".
+# The title of a section that states the prompt's whole job (`## Core Mission`, `<role>`,
+# `# Role and Objective`): its sentences name the work later sections detail.
+_MISSION = re.compile(
+    r"(?:(?:your|core|expert|agent|primary|main)\s+)?"
+    r"(?:role|mission|overview|purpose|objectives?|goals?|identity)"
+    r"(?:\s+and\s+(?:role|mission|overview|purpose|objectives?|goals?|identity))?$",
+    re.I,
+)
+# Words of a rule rather than a statement of work: a prohibition, a condition, an
+# exclusive choice ("Never stop background processes by name …" in `<role>` is a rule of
+# a later section, placed in the mission).
+_RULE_WORDS = re.compile(
+    r"\b(?:never|not|no|avoid|always|only|unless|except|instead|must|should)\b|n't\b", re.I
+)
 _RECAP = re.compile(
     r"\b(?:recap|reminders?|summary|summari[sz]ed|checklist|tl;?dr|cheat\s*sheet|key\s+points)\b",
     re.I,
@@ -1222,6 +1298,15 @@ _RECAP = re.compile(
 _TOOL_HEADING_TAIL = re.compile(
     r"(?:(?:\s+|\s*[-—:(]\s*)(?:tool|function|usage|guidelines?|instructions?|guide|"
     r"notes?)\b\)?|\s*\(tool\))*\s*\Z",
+    re.I,
+)
+# A heading that starts with a name in code and then says what it does after a dash or
+# colon ("`search_docs` - Official Documentation Search").
+_CODE_NAME_FIRST = re.compile(
+    r"[*_]*`([A-Za-z][A-Za-z0-9_.-]*)(?:\([^)`]*\))?`[*_]*\s*(?:[-—–:]|\Z)"
+)
+_JOINED_TAIL = re.compile(
+    r"(?:[_-](?:tool|function|usage|guidelines?|instructions?|guide|notes?|rules?|calling))+\Z",
     re.I,
 )
 _TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
@@ -1409,8 +1494,13 @@ def text_tool_names(template: PromptTemplate) -> set[str]:
 
 
 def _tool_display_name(title: str) -> str | None:
-    """The tool a heading names (`web_search`, `Shell`, `control_browser Tool Guidelines`)."""
-    title = title.strip().replace("`", "").strip("*_ ")
+    """The tool a heading names (`web_search`, `Shell`, `control_browser Tool Guidelines`,
+    "1. `search_docs` - Documentation Search": a name in code, numbered, then what it
+    does)."""
+    title = _NUMBERING.sub("", title.strip())
+    if (code := _CODE_NAME_FIRST.match(title)) is not None:
+        return code.group(1)
+    title = title.replace("`", "").strip("*_ ")
     title = title[: _TOOL_HEADING_TAIL.search(title).start()]  # type: ignore[union-attr]
     return title if _TOOL_NAME.match(title) else None
 
@@ -1436,6 +1526,11 @@ def _tool_sections(
         # is a tool's only when the name is known as one. An example is no tool
         # (`<good-example>`, `### Examples` under `## Tool Usage`).
         if _EXAMPLE_NAME.search(name) and name.lower() not in known:
+            continue
+        # `<done_usage>`, `<search_tool_rules>`: a known tool's name with a tail joined
+        # by `_` or `-` titles that tool's section as "`done` usage" would.
+        if name.lower() not in known and (bare := _JOINED_TAIL.sub("", name)).lower() in known:
+            res.setdefault(bare.lower(), i)
             continue
         if (
             s.parent in root_set
