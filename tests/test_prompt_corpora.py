@@ -19,6 +19,7 @@ CORPORA = [
     "prompts-heldout5",
     "prompts-heldout6",
     "prompts-heldout7",
+    "prompts-heldout8",
 ]
 PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
 

@@ -28,7 +28,7 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
     afresh each run (median of ``--repeat`` runs; the first, cold run is shown too).
 
     python tests/bench/eval_instructions.py
-        [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|seen]
+        [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30] [--declared-tools]
@@ -67,6 +67,9 @@ HELDOUT6 = ROOT / "tests" / "data" / "prompts-heldout6"
 # The seventh, gathered and labelled (with declared tools) by another engineer before the rule
 # ever ran on it; run once, by the coordinator.
 HELDOUT7 = ROOT / "tests" / "data" / "prompts-heldout7"
+# The eighth, gathered and labelled (with declared tools) by another engineer before the rule
+# ever ran on it; run once, by the coordinator.
+HELDOUT8 = ROOT / "tests" / "data" / "prompts-heldout8"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
@@ -75,6 +78,7 @@ CORPORA = {
     "heldout5": HELDOUT5,
     "heldout6": HELDOUT6,
     "heldout7": HELDOUT7,
+    "heldout8": HELDOUT8,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
