@@ -37,6 +37,10 @@ def test_manifest_and_labels_cover_every_prompt(name: str) -> None:
         assert re.fullmatch(r"[0-9a-f]{40}", row["commit"]), row
         assert PERMISSIVE.match(row["licence"]), row
         assert row["path"] and row["extract"], row
+        if "tools" in row:  # declared tools: the names, as the evaluation's setting takes them
+            assert isinstance(row["tools"], list) and row["tools"], row
+            assert all(isinstance(t, str) and t.strip() == t and t for t in row["tools"]), row
+            assert row["tools_from"], row
     for file, found in labels.items():
         text = (folder / file).read_text(encoding="utf-8")
         for label in found:
