@@ -13,6 +13,8 @@ import asyncio
 import inspect
 import json
 import logging
+import sys
+import threading
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,6 +154,29 @@ class PromptServer(LanguageServer):
         self._error_shown = False
         self.refused_roots: list[Path] = []  # workspace folders refused at initialize
         self.shown_setting_problems = ""  # the invalid editor settings last shown
+
+    def _start_io_async(self, stdin: Any = None, stdout: Any = None) -> None:
+        """pygls' stdio server, reading with ``server.lsp.stream`` (which keeps no message
+        alive after handling it) instead of pygls' loop."""
+        from pygls.io_ import StdinAsyncReader, StdoutWriter
+
+        from server.lsp.stream import serve_messages
+
+        self._stop_event = threading.Event()
+        reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(
+                serve_messages(
+                    self._stop_event, reader, self.protocol, log, self.report_server_error
+                )
+            )
+        except BrokenPipeError:
+            log.error("Connection to the client is lost! Shutting down the server.")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         if isinstance(error, JsonRpcContentModified) or isinstance(
