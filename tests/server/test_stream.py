@@ -1,5 +1,7 @@
-"""The message loop (``server.lsp.stream``): pygls' framing and dispatch, and no message
-kept alive while it waits for the next one (the text of a large ``didOpen``)."""
+"""What the server holds while it reads and answers: the message loop
+(``server.lsp.stream``: pygls' framing and dispatch, and no message kept alive while it
+waits for the next one, such as the text of a large ``didOpen``), and results serialized
+item by item (``server.lsp.app.prepare``)."""
 
 from __future__ import annotations
 
@@ -90,3 +92,33 @@ def test_a_set_stop_event_ends_the_loop_before_reading() -> None:
 
     asyncio.run(main())
     assert protocol.methods == []
+
+
+def test_prepared_results_are_pygls_json_made_item_by_item() -> None:
+    # ``prepare`` serializes an outline item by item, from an iterator made one at a time
+    # (as ``handlers.symbols`` hands it), into the bytes pygls' own serialization gives.
+    from lsprotocol import types as lsp
+
+    from server.lsp.app import PromptServer, prepare
+
+    ls = PromptServer()
+    made: list[int] = []
+
+    def symbols() -> Any:
+        for i in range(3):
+            made.append(i)
+            span = lsp.Range(lsp.Position(i, 0), lsp.Position(i, 5))
+            child = lsp.DocumentSymbol(f"c{i}", lsp.SymbolKind.Field, span, span)
+            yield lsp.DocumentSymbol(
+                f"m\u00e9{i} 😀", lsp.SymbolKind.Object, span, span, children=[child]
+            )
+
+    items = list(symbols())
+    expected = json.dumps(ls.protocol._converter.unstructure(items))
+    made.clear()
+    lazy = symbols()
+    result = prepare(ls, lazy)
+    assert result is not None and result.json == expected
+    assert json.loads(result.json)[2]["name"] == "m\u00e92 😀"
+    assert made == [0, 1, 2]
+    assert prepare(ls, iter(())) is None and prepare(ls, []) is None
