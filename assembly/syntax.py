@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
+from sys import intern as _intern
 from typing import Any, Literal
 
 from assembly.text import RelRange, Span, TextRange, resolve
@@ -44,6 +45,10 @@ MAX_TOP_ITEMS = 20_000
 # A number literal longer than this is refused (Python's int() refuses more than 4,300
 # digits, and no count or setting needs a hundred).
 MAX_NUMBER_CHARS = 100
+# Object keys this short are interned: a conversation repeats a dozen key names (``role``,
+# ``content``…) tens of thousands of times, which would otherwise be as many objects
+# (2 MB at 10 MB); a lookup by a literal key then matches by identity.
+MAX_SHARED_KEY_CHARS = 64
 # YAML tags that are read as they say; any other (``!!binary``, ``!foo``) is reported.
 _KNOWN_YAML_TAGS = frozenset(
     f"tag:yaml.org,2002:{t}"
@@ -937,6 +942,8 @@ class JsonParser:
                         self._take((kind, raw, p, e, None))
                         self._error(raw, p, e)
                         continue
+                if len(key) <= MAX_SHARED_KEY_CHARS:
+                    key = _intern(key)  # one object for each key name, not one a member
                 self.pos = self.last_end = e
                 self.count += 1
                 self.last_raw = ""

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from assembly.model import Conversation, PromptTemplate
-from assembly.syntax import SNode
-from assembly.text import LineIndex, TextRange
+from assembly.syntax import NodeAt, SNode
+from assembly.text import LineIndex, TextRange, resolve
 
 
 class FoldKind(StrEnum):
@@ -37,25 +37,47 @@ class Fold:
 def conversation_folds(
     conv: Conversation, text: str, *, index: LineIndex | None = None
 ) -> list[Fold]:
-    """Folds of a conversation document, in document order."""
+    """Folds of a conversation document, in document order.
+
+    The stored tree is walked as is, each node with the start of the message it belongs
+    to (``syntax.NodeAt``'s base), not through ``NodeAt`` views: those keep the children
+    they made, so a walk over every message would leave a copy of the whole tree's shape
+    (10 MB at 10,000 messages) on each version's conversation.
+    """
     if conv.root is None:
         return []
     res: list[Fold] = []
     # The root (the whole document; in JSONL, the list of lines) is not folded.
     root = conv.root
-    stack: list[tuple[int, SNode]] = [(m.key_range.start, m.value) for m in root.members]
-    stack.extend((n.range.start, n) for n in root.items)
+    green, base = (root.green, root.base) if isinstance(root, NodeAt) else (root, 0)
+    stack: list[tuple[int, SNode, int]] = [
+        (resolve(m.key_range, base).start, m.value, base) for m in green.members
+    ]
+    stack.extend(_children(green, base))
     stack.reverse()
     while stack:
-        start, node = stack.pop()
-        if text.find("\n", node.range.start, node.range.end) == -1:
+        start, node, base = stack.pop()
+        rng = resolve(node.range, base)
+        if text.find("\n", rng.start, rng.end) == -1:
             continue  # one line: nothing inside spans lines either
-        res.append(Fold(TextRange(start, _visible_end(text, node))))
+        res.append(Fold(TextRange(start, _visible_end(text, node.kind, rng))))
         if node.kind == "object":
-            stack.extend((m.key_range.start, m.value) for m in reversed(node.members))
+            stack.extend(
+                (resolve(m.key_range, base).start, m.value, base) for m in reversed(node.members)
+            )
         elif node.kind == "array":
-            stack.extend((n.range.start, n) for n in reversed(node.items))
+            stack.extend(reversed(_children(node, base)))
     return _tidy(res, index or LineIndex(text))
+
+
+def _children(node: SNode, base: int) -> list[tuple[int, SNode, int]]:
+    """An array's items with where each starts and the base of its ranges (each item of
+    the message list is its own message, based at its start)."""
+    if node.starts is not None:
+        return [
+            (resolve(n.range, s).start, n, s) for n, s in zip(node.items, node.starts, strict=True)
+        ]
+    return [(resolve(n.range, base).start, n, base) for n in node.items]
 
 
 def template_folds(template: PromptTemplate, *, index: LineIndex | None = None) -> list[Fold]:
@@ -84,12 +106,12 @@ _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*$", re.MULTILINE)
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
 
-def _visible_end(text: str, node: SNode) -> int:
+def _visible_end(text: str, kind: str, rng: TextRange) -> int:
     """Where the fold of a node ends: before a closing bracket that is alone on its line."""
-    end = node.range.end
-    if node.kind not in ("object", "array") or text[end - 1 : end] not in ("}", "]"):
+    end = rng.end
+    if kind not in ("object", "array") or text[end - 1 : end] not in ("}", "]"):
         return end
-    newline = text.rfind("\n", node.range.start, end - 1)
+    newline = text.rfind("\n", rng.start, end - 1)
     if newline != -1 and not text[newline + 1 : end - 1].strip():
         return newline - 1 if newline > 0 and text[newline - 1] == "\r" else newline
     return end

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
@@ -177,6 +177,11 @@ class Scheduler:
         # (uri, kind) -> the view it was computed for, the computation, and its base
         # (kept so that ``id`` is not reused while the entry lives).
         self._shared: dict[tuple[str, str], tuple[Any, asyncio.Future[Any], Any]] = {}
+        # The thread those computations run on, one at a time: each builds the outline or
+        # the folds of every message (tens of MB at 10 MB), and several side by side (one
+        # per version while typing) only add up their memory: under the GIL they would not
+        # finish sooner.
+        self._views_pool: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------------ changes
 
@@ -199,6 +204,12 @@ class Scheduler:
             for _, waiter in d.waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+
+    def stop(self) -> None:
+        """At shutdown: no analysis or shared computation starts any more."""
+        self.stopped = True
+        if self._views_pool is not None:
+            self._views_pool.shutdown(wait=False, cancel_futures=True)
 
     def busy(self) -> bool:
         """Whether any analysis is running or due (for tests and benchmarks)."""
@@ -270,7 +281,9 @@ class Scheduler:
         ident = (id(view.base), view.span, id(view.text_map.text))
         entry = self._shared.get(key)
         if entry is None or entry[0] != ident or entry[2] is not view.base:
-            task = asyncio.ensure_future(asyncio.to_thread(compute, view))
+            if self._views_pool is None:
+                self._views_pool = ThreadPoolExecutor(1, thread_name_prefix="promptls-views")
+            task = asyncio.get_running_loop().run_in_executor(self._views_pool, compute, view)
             entry = (ident, task, view.base)
             self._shared[key] = entry
         return await asyncio.shield(entry[1])  # type: ignore[no-any-return]

@@ -271,7 +271,7 @@ class Session:
 
     def shutdown(self) -> None:
         """Stop: no analysis starts any more, the watcher and the worker thread end."""
-        self.scheduler.stopped = True
+        self.scheduler.stop()
         if self._watcher is not None:
             self._watcher.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)

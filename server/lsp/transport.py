@@ -78,7 +78,7 @@ def serve_tcp(server: PromptServer, host: str, port: int) -> int:
     """Listen on ``host:port``, serve one client, return the exit code."""
     import asyncio
 
-    from pygls.io_ import run_async
+    from server.lsp.stream import serve_messages
 
     stop = threading.Event()
     server._stop_event = stop
@@ -96,13 +96,7 @@ def serve_tcp(server: PromptServer, host: str, port: int) -> int:
             served = True
             server.protocol.set_writer(writer)  # type: ignore[arg-type]
             try:
-                await run_async(
-                    stop_event=stop,
-                    reader=reader,  # type: ignore[arg-type]
-                    protocol=server.protocol,
-                    logger=log,
-                    error_handler=server.report_server_error,
-                )
+                await serve_messages(stop, reader, server.protocol, log, server.report_server_error)
             except SystemExit as e:  # ``exit``: pygls calls ``sys.exit``
                 code[0] = _code(e)
             finally:

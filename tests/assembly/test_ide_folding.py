@@ -55,3 +55,32 @@ def check_folding(path: Path) -> None:
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
 def test_folding(path: Path) -> None:
     check_folding(path)
+
+
+def test_folding_a_conversation_leaves_no_views_of_its_messages(tmp_path: Path) -> None:
+    # ``NodeAt`` views keep the children they make: a walk through them over every message
+    # would leave a copy of the whole tree's shape on the conversation (10 MB at 10 MB).
+    import json
+
+    from assembly.syntax import NodeAt
+
+    doc = {
+        "messages": [
+            {"id": f"m{i}", "role": "user", "content": f"line one\nline {i}"} for i in range(4)
+        ]
+    }
+    text = json.dumps(doc, indent=2)
+    path = tmp_path / "chat.conv.json"
+    conv = analyze(path, text=text, root=tmp_path, today=dt.date(2026, 7, 15)).conversation
+    root = conv.root
+    assert isinstance(root, NodeAt)
+    before = (root._members, root._items)
+    folds = folding.conversation_folds(conv, text)
+    assert (root._members, root._items) == before
+    if before[0] is not None:  # made by the analysis: the messages' views are still unmade
+        holder = next(m.value for m in before[0] if m.key == "messages")
+        assert isinstance(holder, NodeAt) and holder._items is None
+    # One fold per message and one for the list (each message spans several lines).
+    index = LineIndex(text)
+    assert len(folds) == 1 + 4
+    assert [index.line_col(f.range.start).line for f in folds] == [1, 2, 7, 12, 17]

@@ -331,3 +331,52 @@ async def test_an_edit_analysed_while_an_outline_settles_is_not_analysed_again(
     assert await symbols
     assert executor(client).submitted == 2 and not executor(client).pending
     assert [p.version for p in published(client, uri)] == [1, 2]
+
+
+async def test_outline_and_fold_computations_run_one_at_a_time_on_their_own_thread(
+    client: InProcessClient, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each builds a result for every message (tens of MB at 10 MB); one per version side
+    # by side while typing only added up their memory and took the GIL from the analysis.
+    import threading
+    import time
+
+    from server.lsp.handlers import folding, symbols
+
+    running: list[int] = [0]
+    most: list[int] = [0]
+    threads: set[str] = set()
+    lock = threading.Lock()
+    real = {"symbols": symbols._outline, "folding": folding._folds}
+
+    def slow(kind: str) -> Callable[[Any], Any]:
+        def run(view: Any) -> Any:
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+                threads.add(threading.current_thread().name)
+            time.sleep(0.05)
+            with lock:
+                running[0] -= 1
+            return real[kind](view)
+
+        return run
+
+    monkeypatch.setattr(symbols, "_outline", slow("symbols"))
+    monkeypatch.setattr(folding, "_folds", slow("folding"))
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(1))
+    await run_next(client)
+    requests = []
+    for version in range(2, 5):  # each version analysed, then its outline and folds asked
+        folds = lsp.FoldingRangeParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+        requests.append(outline(client, uri))
+        requests.append(asyncio.create_task(client.request(lsp.TEXT_DOCUMENT_FOLDING_RANGE, folds)))
+        await asyncio.sleep(0.12)  # (the outline settles for edits first)
+        client.change(uri, version, text_of(version))
+        await turn()
+        await run_next(client)
+    results = await asyncio.wait_for(asyncio.gather(*requests), 10)
+    assert all(results[::2])
+    assert most[0] == 1
+    assert len(threads) == 1 and next(iter(threads)).startswith("promptls-views")

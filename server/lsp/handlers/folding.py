@@ -9,6 +9,8 @@ computation (``Scheduler.shared``): an editor asks for the folds after every key
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from lsprotocol import types as lsp
 
 from assembly.host import Analysis
@@ -26,14 +28,14 @@ async def folding_range(ls: PromptServer, params: lsp.FoldingRangeParams) -> Pre
     return await ls.session.scheduler.shared(view, "folding", lambda v: prepare(ls, _folds(v)))
 
 
-def _folds(view: View) -> list[lsp.FoldingRange]:
+def _folds(view: View) -> Iterator[lsp.FoldingRange]:
     base = view.base
     a = base.analysis if base is not None else None
     if base is None or a is None:
-        return []
+        return iter(())
     index = base.text_map.index
     if isinstance(a, Analysis):
         res = ide_folding.conversation_folds(a.conversation, a.text, index=index)
     else:
         res = ide_folding.template_folds(a.template, index=index)
-    return [convert.to_lsp_folding_range(view.text_map, view.carry(f)) for f in res]
+    return (convert.to_lsp_folding_range(view.text_map, view.carry(f)) for f in res)

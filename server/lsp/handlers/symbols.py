@@ -10,6 +10,8 @@ after every keystroke.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from lsprotocol import types as lsp
 
 from assembly.host import Analysis
@@ -27,12 +29,12 @@ async def document_symbol(ls: PromptServer, params: lsp.DocumentSymbolParams) ->
     return await ls.session.scheduler.shared(view, "symbols", lambda v: prepare(ls, _outline(v)))
 
 
-def _outline(view: View) -> list[lsp.DocumentSymbol]:
+def _outline(view: View) -> Iterator[lsp.DocumentSymbol]:
     a = view.base.analysis if view.base is not None else None
     if isinstance(a, Analysis):
         res = ide_symbols.conversation_symbols(a.conversation)
     elif a is not None:
         res = ide_symbols.template_symbols(a.template)
     else:
-        return []
-    return [convert.to_lsp_document_symbol(view.text_map, view.carry(s)) for s in res]
+        return iter(())
+    return (convert.to_lsp_document_symbol(view.text_map, view.carry(s)) for s in res)
