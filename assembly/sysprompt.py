@@ -172,8 +172,21 @@ def tool_name_of_heading(title: str) -> str:
 
 
 def parse_prompt_text(text: str) -> PromptTemplate:
-    """Parse any prompt text (inline or from a message) as a Markdown template."""
-    return parse_prompt(text)
+    """Parse any prompt text (inline or from a message) as a Markdown template.
+
+    The last text parsed is remembered by identity: the pipeline and the prompt rules both
+    parse a conversation's system prompt, the same string, in one analysis (a template is
+    a pure function of its text, and nothing changes one)."""
+    global _last_parsed
+    hit = _last_parsed
+    if hit is not None and hit[0] is text:
+        return hit[1]
+    template = parse_prompt(text)
+    _last_parsed = (text, template)
+    return template
+
+
+_last_parsed: tuple[str, PromptTemplate] | None = None
 
 
 def _tools_section(template: PromptTemplate) -> int | None:

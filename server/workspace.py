@@ -126,8 +126,9 @@ def analyze(
     )
     # A large document is counted by a forked child while this process parses it, with the
     # tokenizer the settings known so far ask for (if the document's own settings pick
-    # another encoding, those counts are simply not used).
-    if pending is None and cold_cache:
+    # another encoding, those counts are simply not used). A smaller one never is: its
+    # settings are not resolved for it (`promptls lint` of many small files).
+    if pending is None and cold_cache and len(text) >= precount.MIN_DOCUMENT_CHARS:
         guess = resolve_outside(inputs)
         tokenizer = load_tokenizer(guess.encoding, model=guess.model).tokenizer
         pending = precount.start(text, document_format(path, text), tokenizer)

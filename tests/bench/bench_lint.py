@@ -7,10 +7,10 @@ process over the folder, as CI runs it: sequential (``--jobs 1``) and parallel (
 default, one worker per core). Prints files/s and MB/s (MB = 10^6 bytes of documents), the
 median of ``--repeat`` runs (interleaved), with the CPU time the run used (user + system,
 all processes; wall time depends on what else the machine is doing, CPU time much less),
-and checks that both modes print the same findings. Each checkout first lints one file
-untimed, with its compiled bytecode kept in a scratch folder (``PYTHONPYCACHEPREFIX``,
-even where ``PYTHONDONTWRITEBYTECODE`` is set), as an installed promptls has its ``.pyc``
-files.
+and checks that both modes print the same findings (and says whether the baseline's do).
+Each checkout first lints one file untimed, with its compiled bytecode kept in a scratch
+folder (``PYTHONPYCACHEPREFIX``, even where ``PYTHONDONTWRITEBYTECODE`` is set), as an
+installed promptls has its ``.pyc`` files.
 
     python tests/bench/bench_lint.py [--files 1000] [--repeat 3] [--corpus DIR]
 """
@@ -101,6 +101,9 @@ def main() -> int:
         )
     same = outputs["sequential"] == outputs["parallel"]
     print(f"parallel output {'equals' if same else 'DIFFERS FROM'} sequential output")
+    if args.baseline:  # a rule change may change the findings: said, not failed
+        base = outputs["baseline parallel"] == outputs["parallel"]
+        print(f"output {'equals' if base else 'differs from'} the baseline's")
     return 0 if same else 1
 
 

@@ -52,9 +52,8 @@ from assembly.model import (
     Sentence,
     TextBlock,
 )
-from assembly.prompts import parse_prompt
 from assembly.syntax import SNode
-from assembly.sysprompt import guidance_sections
+from assembly.sysprompt import guidance_sections, parse_prompt_text
 from assembly.text import TextRange
 from assembly.tokens import Tokenizer
 
@@ -279,10 +278,13 @@ def _inline(ctx: RuleContext, content: str, rng: TextRange | None, kind: str) ->
     text = ctx.text
     if rng is None or not content.strip() or not _is_scalar(text, rng):
         return []
-    offsets = offset_map(text, rng, content)
     # Parsed once while the text stays the same (offsets into ``content`` only).
-    template = message_memo(ctx).derived(f"prompt: {kind}", content, lambda: parse_prompt(content))
-    return [_Source(template, None, lambda r: offsets.range(r.start, r.end), kind)]
+    template = message_memo(ctx).derived(
+        f"prompt: {kind}", content, lambda: parse_prompt_text(content)
+    )
+    # The offset map is made for the first finding that needs it: most prompts have none.
+    mapped = functools.cache(lambda: offset_map(text, rng, content))
+    return [_Source(template, None, lambda r: mapped().range(r.start, r.end), kind)]
 
 
 def _is_scalar(text: TextLike, rng: TextRange) -> bool:
