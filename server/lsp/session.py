@@ -261,7 +261,12 @@ class Session:
         loop = self.loop
 
         def changed(paths: list[Path]) -> None:
-            loop.call_soon_threadsafe(on_change, [p for p in paths if _interesting(str(p))])
+            if loop.is_closed():  # the server ended without a shutdown: no one to tell
+                return
+            try:
+                loop.call_soon_threadsafe(on_change, [p for p in paths if _interesting(str(p))])
+            except RuntimeError:  # it closed just now
+                return
 
         self._watcher = Watcher(self._watch_roots(), changed, skip=_UNWATCHED)
         self._watcher.start()

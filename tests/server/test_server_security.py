@@ -327,3 +327,38 @@ def test_the_watcher_does_not_follow_a_symlink_to_the_root(tmp_path: Path) -> No
         assert later / "x.conv.json" in seen
     finally:
         watcher.stop()
+
+
+def test_a_change_seen_after_the_message_loop_closed_is_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server that ended without a shutdown leaves its watcher behind: what it sees then
+    # has no loop to go to, and must not make the watcher fail and start again forever.
+    from server.lsp import session as session_module
+
+    callbacks: list[Any] = []
+
+    class Recorder:
+        def __init__(self, roots: list[Path], on_change: Any, skip: frozenset[str]) -> None:
+            callbacks.append(on_change)
+
+        def start(self) -> None:
+            pass
+
+        def stop(self) -> None:
+            pass
+
+    monkeypatch.setattr(session_module, "Watcher", Recorder)
+    s = session_module.Session()
+    s.set_roots([tmp_path])
+    loop = asyncio.new_event_loop()
+    s.loop = loop
+    seen: list[list[Path]] = []
+    s.start_file_watcher(seen.append)
+    (changed,) = callbacks
+    changed([tmp_path / "a.conv.json"])
+    loop.run_until_complete(asyncio.sleep(0))
+    assert seen == [[tmp_path / "a.conv.json"]]
+    loop.close()
+    changed([tmp_path / "b.conv.json"])  # raised "Event loop is closed" before
+    assert seen == [[tmp_path / "a.conv.json"]]
