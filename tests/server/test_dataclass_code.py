@@ -1,0 +1,193 @@
+"""The dataclass code cache (``server/dataclass_code.py``) changes nothing but the time.
+
+Every method ``dataclasses`` generates for the engine's classes is compared, code object
+by code object, between an interpreter that compiles them as usual and one that takes
+them from a cache an earlier run wrote; then what a damaged, foreign or unwritable cache
+does, and that the command line uses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from server import dataclass_code
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Imports the engine (with the cache at argv[1] when given, else without), then prints a
+# description of every method dataclasses generated for promptls' classes: the full code
+# object (recursively), the function's names, globals, annotations and closure's types.
+DESCRIBE = r"""
+import dataclasses, json, sys, types
+from pathlib import Path
+if len(sys.argv) > 1:
+    from server import dataclass_code
+    dataclass_code.install(Path(sys.argv[1]))
+import server.output, server.workspace, server.cli.lint, server.lsp.handlers
+
+def canon(code):
+    consts = tuple(canon(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts)
+    return [code.co_code.hex(), consts, code.co_names, code.co_varnames, code.co_freevars,
+            code.co_cellvars, code.co_filename, code.co_name, code.co_qualname,
+            code.co_firstlineno, code.co_flags, code.co_argcount, code.co_posonlyargcount,
+            code.co_kwonlyargcount, code.co_stacksize, code.co_linetable.hex(),
+            code.co_exceptiontable.hex()]
+
+out = {}
+for name, mod in sorted(sys.modules.items()):
+    if not name.startswith(("assembly", "server")):
+        continue
+    for cls in list(vars(mod).values()):
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)) or cls.__module__ != name:
+            continue
+        for attr, fn in sorted(vars(cls).items()):
+            if not isinstance(fn, types.FunctionType) or fn.__code__.co_filename != "<string>":
+                continue
+            cells = [type(c.cell_contents).__name__ for c in fn.__closure__ or ()]
+            out[f"{name}.{cls.__qualname__}.{attr}"] = [
+                canon(fn.__code__), fn.__qualname__, fn.__name__, fn.__module__,
+                fn.__globals__ is vars(mod), repr(fn.__annotations__), cells,
+            ]
+if len(sys.argv) > 1:
+    out["<compiled this run>"] = dataclass_code._state["changed"]
+print(json.dumps(out))
+"""
+
+
+def _describe(cache: Path | None, **env: str) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", DESCRIBE, *([str(cache)] if cache else [])],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        timeout=120,
+        check=True,
+    )
+    return json.loads(proc.stdout)
+
+
+def test_cached_methods_are_the_methods_compiled_without_it(tmp_path: Path) -> None:
+    cache = tmp_path / "code.marshal"
+    writes = {"PYTHONDONTWRITEBYTECODE": ""}
+    plain = _describe(None)
+    cold = _describe(cache, **writes)  # compiles everything and writes the cache
+    assert cold.pop("<compiled this run>") is True and cache.is_file()
+    warm = _describe(cache, **writes)  # compiles nothing
+    assert warm.pop("<compiled this run>") is False
+    assert len(plain) > 500  # every generated method of the engine, the server, lint
+    assert cold == plain
+    assert warm == plain
+
+
+def test_generated_annotations_are_not_stringified() -> None:
+    # dataclass_code.py has ``from __future__ import annotations``: the code it compiles
+    # must not inherit it (the builtin exec, called from dataclasses, would not).
+    dataclass_code.install()
+    try:
+        point = dataclasses.make_dataclass("Point", [("x", int), ("y", "list[int]")], frozen=True)
+        assert point.__init__.__annotations__ == {"x": int, "y": "list[int]", "return": None}
+        p = point(1, [2])
+        assert p == point(1, [2]) and repr(p) == "Point(x=1, y=[2])"
+        assert hash(point(1, ())) == hash((1, ()))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            p.x = 2  # type: ignore[attr-defined]
+    finally:
+        dataclass_code.uninstall()
+    assert "exec" not in vars(dataclasses)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"not a cache",
+        b"promptls-dataclass-code-1\n\x00\x00\r\n\x00",  # another interpreter's magic
+        "header",  # the right header, then damaged data
+        "not a dict",
+        "wrong types",
+    ],
+)
+def test_a_damaged_or_foreign_cache_is_ignored(tmp_path: Path, content: bytes | str) -> None:
+    import marshal
+
+    cache = tmp_path / "code.marshal"
+    header = dataclass_code._header()
+    if content == "header":
+        content = header + b"\xff\x00garbage"
+    elif content == "not a dict":
+        content = header + marshal.dumps(["def f(): pass"])
+    elif content == "wrong types":
+        content = header + marshal.dumps({"x = 1": "x = 2", 3: compile("", "", "exec")})
+    cache.write_bytes(content)
+    dataclass_code.install(cache)
+    try:
+        assert dataclass_code._code == {}
+        cls = dataclasses.make_dataclass("C", ["a"])
+        assert cls(1) == cls(1) and cls(1) != cls(2)
+    finally:
+        dataclass_code.uninstall()
+
+
+def test_nothing_is_written_without_bytecode_writing_or_to_an_unwritable_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "code.marshal"
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    dataclass_code.install(cache)
+    dataclasses.make_dataclass("D", ["a"])
+    dataclass_code.uninstall()
+    assert not cache.exists()
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    dataclass_code.install(blocked / "code.marshal")  # its folder is a file
+    dataclasses.make_dataclass("E", ["a"])
+    dataclass_code.uninstall()  # saves: fails quietly
+    assert blocked.read_text() == "" and list(tmp_path.iterdir()) == [blocked]
+
+
+def test_the_cache_keeps_only_used_entries_past_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import marshal
+
+    cache = tmp_path / "code.marshal"
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(dataclass_code, "MAX_ENTRIES", 3)
+    old = {f"x = {i}": compile(f"x = {i}", "<string>", "exec") for i in range(5)}
+    cache.write_bytes(dataclass_code._header() + marshal.dumps(old))
+    dataclass_code.install(cache)
+    dataclasses.make_dataclass("F", ["a"])
+    dataclass_code.uninstall()
+    kept = marshal.loads(cache.read_bytes()[len(dataclass_code._header()) :])
+    assert kept and not set(kept) & set(old)
+
+
+def test_the_command_line_writes_and_reuses_the_cache(tmp_path: Path) -> None:
+    doc = tmp_path / "c.conv.json"
+    doc.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONPYCACHEPREFIX": str(tmp_path / "pyc")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    outs = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "server.cli", "assemble", str(doc), "--format", "json"],
+            cwd=tmp_path,
+            capture_output=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1]
+    (cache,) = (tmp_path / "pyc").rglob("dataclass_code.*.marshal")
+    assert cache.parent.name == "server"
