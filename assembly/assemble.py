@@ -325,7 +325,11 @@ def sanitize_tool_name(name: str) -> str:
 
 def tool_call_tokens(tokenizer: Tokenizer, call: CallOut) -> int:
     """Onyx's cost of a tool call: the JSON of ``{"function_name", "arguments"}``."""
-    return tokenizer.count(json.dumps({"function_name": call.name, "arguments": call.arguments}))
+    return tokenizer.count(_tool_call_text(call.name, call.arguments))
+
+
+def _tool_call_text(name: str, arguments: Any) -> str:
+    return json.dumps({"function_name": name, "arguments": arguments})
 
 
 # ------------------------------------------------------------------------------ pipeline
@@ -1623,6 +1627,16 @@ class _Pipeline:
             for f in m.files:
                 if f.content and f.token_count is None:
                     batch.append(texts.FILE_TEMPLATE.format(name=f.filename, content=f.content))
+            if m.tool_calls and (
+                m.token_count is None or any(c.token_count is not None for c in m.tool_calls)
+            ):  # the calls ``_convert_message`` counts
+                batch.extend(
+                    _tool_call_text(
+                        c.name, c.arguments_text if c.arguments is None else c.arguments
+                    )
+                    for c in m.tool_calls
+                    if c.token_count is None
+                )
         self.tok.count_many(batch)
 
     def _summary_message(self, summary: Message) -> LlmMessage:

@@ -199,11 +199,19 @@ class CachedTokenizer:
     """
 
     def __init__(
-        self, count_fn: Callable[[str], int], name: str, *, max_weight: int = MAX_CACHED_WEIGHT
+        self,
+        count_fn: Callable[[str], int],
+        name: str,
+        *,
+        max_weight: int = MAX_CACHED_WEIGHT,
+        batch_fn: Callable[[list[str]], list[int]] | None = None,
     ) -> None:
         self.counter = count_fn
         self.encoding = name
         self.max_weight = max_weight
+        # Counts several texts at once, where that is cheaper than one by one (a counting
+        # process asked once instead of once a text): ``count_many`` gives it its misses.
+        self.batch = batch_fn
         # text -> (the text object last asked about, its count); oldest first
         self._cache: dict[str, tuple[str, int]] = {}
         self._pending = 0  # an upper bound of the weight only the cache holds
@@ -222,6 +230,11 @@ class CachedTokenizer:
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         get = self._cache.get
+        if self.batch is not None:
+            missing = [t for t in dict.fromkeys(texts) if t and get(t) is None]
+            if len(missing) > 1:
+                for t, n in zip(missing, self.batch(missing), strict=True):
+                    self._add(t, n)
         out = []
         for t in texts:
             if not t:

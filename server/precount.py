@@ -9,6 +9,11 @@ process's string hashes). ``PendingCounts.seed`` then fills
 the tokenizer's cache for the strings of the parsed conversation, so the pipeline finds
 them counted. It only ever saves time: if anything fails, nothing is seeded and the
 pipeline counts as usual.
+
+The command line's child (``start_early``) also loads the encoding, instead of this
+process: it then stays to count, on request, the texts the pipeline makes (a file's
+``File: …`` block, a rendered tool call), one round trip each, so that this process never
+loads the encoding (20–50 ms of its critical path) unless the child stops answering.
 """
 
 from __future__ import annotations
@@ -59,16 +64,21 @@ class PendingCounts:
     fd: int
     encoding: str | None  # the encoding the child counts with (None: the child picks it)
     closed: bool = False
+    requests: int | None = None  # a serving child's request pipe (``count``)
+    replies: int | None = None
+    received: tuple[str | None, dict[tuple[int, int], int]] | None = None
 
     def seed(self, conv: Conversation, tokenizer: Tokenizer) -> int:
         """Seed the counts of the conversation's strings; return how many were seeded.
 
-        Counts of another encoding than the tokenizer's are not used.
+        Counts of another encoding than the tokenizer's are not used. A child that serves
+        ``count`` stays; any other is done.
         """
         try:
-            encoding, counts = self._receive()
+            encoding, counts = self._counts()
         finally:
-            self.close()
+            if self.requests is None:
+                self.close()
         seed = getattr(tokenizer, "seed", None)
         if not counts or seed is None or tokenizer.encoding != encoding:
             return 0
@@ -83,6 +93,36 @@ class PendingCounts:
         seed(found)
         return len(found)
 
+    def count(self, texts: list[str]) -> list[int] | None:
+        """A serving child's counts of ``texts`` (in the encoding it serves), or None when
+        there is no such child or it does not answer (it is then stopped)."""
+        if self.requests is None or self.replies is None or self.closed:
+            return None
+        self._counts()  # first what the child sends first: it answers after
+        if self.closed:
+            return None
+        request = [len(texts).to_bytes(8, "little")]
+        for text in texts:
+            data = text.encode("utf-8", "surrogatepass")
+            request += (len(data).to_bytes(8, "little"), data)
+        try:
+            _write_all(self.requests, b"".join(request))
+            reply = _read_exactly(self.replies, 8 * len(texts), time.monotonic() + TIMEOUT_S)
+        except OSError:
+            reply = None
+        ns = (
+            None
+            if reply is None
+            else [
+                int.from_bytes(reply[i : i + 8], "little", signed=True)
+                for i in range(0, len(reply), 8)
+            ]
+        )
+        if ns is None or any(n < 0 for n in ns):  # no answer, or the child failed to count
+            self.close()
+            return None
+        return ns
+
     def __del__(self) -> None:  # dropped without ``seed`` (an analysis that failed)
         self.close()
 
@@ -91,14 +131,23 @@ class PendingCounts:
         if self.closed:
             return
         self.closed = True
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        for fd in (self.fd, self.requests, self.replies):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         try:
             if os.waitpid(self.pid, os.WNOHANG) == (0, 0):
                 os.kill(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
         except ChildProcessError:
             pass
+
+    def _counts(self) -> tuple[str | None, dict[tuple[int, int], int]]:
+        if self.received is None:
+            self.received = (None, {}) if self.closed else self._receive()
+            if self.received[0] is None:  # no counts: nor will it answer requests
+                self.close()
+        return self.received
 
     def _receive(self) -> tuple[str | None, dict[tuple[int, int], int]]:
         chunks = []
@@ -146,20 +195,36 @@ def start_early(path: Path) -> EarlyStart | None:
         return None
     if fmt is None or not _worth_forking(text, MIN_EARLY_CHARS, fmt):
         return EarlyStart(text, None)
-    _load_likely_encoding(text, fmt)
-    return EarlyStart(text, _fork(text, fmt, None, None, None))
+    from server import tokenizers
+
+    serve = _likely_encoding(text, fmt)
+    if serve not in tokenizers.BUNDLED_ENCODINGS or tokenizers.is_loaded(serve):
+        serve = None  # loaded here before the fork: the child inherits it
+        _load_likely_encoding(text, fmt)
+    pending = _fork(text, fmt, None, None, None, serve=serve)
+    if serve is not None:
+        tokenizers.count_elsewhere(serve, pending.count)
+    return EarlyStart(text, pending)
 
 
-def _load_likely_encoding(text: str, fmt: str) -> None:
-    """Load, before forking, the encoding the document most likely asks for: the child
-    inherits it and this process uses it later, where each used to load it on its own
-    (20–50 ms of CPU for ``o200k_base``, twice).
+def _likely_encoding(text: str, fmt: str) -> str:
+    """The encoding the document most likely asks for.
 
     The guess reads the ``settings`` object near the top of a JSON document (where the
     documents put it), else takes the default model's; the child still reads the
     document's settings, and the pipeline its effective ones. A wrong guess costs one
     load, never a wrong count.
     """
+    from assembly.tokens import resolve_encoding
+
+    asked, model = _document_encoding([_peek_settings(text)] if fmt != "yaml" else [])
+    return resolve_encoding(asked, model).encoding
+
+
+def _load_likely_encoding(text: str, fmt: str) -> None:
+    """Load, before forking, the encoding the document most likely asks for (when the
+    child cannot serve it: not a bundled one): the child inherits it and this process uses
+    it later, where each used to load it on its own (20–50 ms of CPU, twice)."""
     from server.tokenizers import load_tokenizer
 
     asked, model = _document_encoding([_peek_settings(text)] if fmt != "yaml" else [])
@@ -214,15 +279,25 @@ def _fork(
     count: Callable[[str], int] | None,
     cached: Callable[[str], int | None] | None,
     encoding: str | None,
+    *,
+    serve: str | None = None,
 ) -> PendingCounts:
-    """Fork the child; without ``count`` it loads the encoding the document asks for."""
+    """Fork the child; without ``count`` it loads the encoding the document asks for.
+
+    ``serve``: after sending its counts, the child stays and counts any text this process
+    sends with that encoding (``PendingCounts.count``), until the request pipe closes.
+    """
     read_fd, write_fd = os.pipe()
+    pipes = (*os.pipe(), *os.pipe()) if serve is not None else None
     pid = os.fork()
     if pid == 0:  # the child: count, write, exit without running any cleanup
         status = 0
         gc.disable()  # a one-shot job: its few cycles go with the process
         try:
             os.close(read_fd)
+            if pipes is not None:
+                os.close(pipes[1])  # this end's requests: the parent's closing ends them
+                os.close(pipes[2])
             values = list(_values(str(text), fmt))
             if count is None:
                 from server.tokenizers import load_tokenizer
@@ -236,15 +311,70 @@ def _fork(
                 if cached is None or cached(s) is None
             ]
             data = pickle.dumps((encoding, triples), protocol=pickle.HIGHEST_PROTOCOL)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_fd, view) :]
+            _write_all(write_fd, data)
+            os.close(write_fd)  # the counts end here
+            if pipes is not None and serve is not None:
+                _serve(pipes[0], pipes[3], serve)
         except BaseException:
             status = 1
         finally:
             os._exit(status)
     os.close(write_fd)
-    return PendingCounts(pid, read_fd, encoding)
+    if pipes is None:
+        return PendingCounts(pid, read_fd, encoding)
+    os.close(pipes[0])
+    os.close(pipes[3])
+    return PendingCounts(pid, read_fd, encoding, requests=pipes[1], replies=pipes[2])
+
+
+def _serve(requests: int, replies: int, encoding: str) -> None:
+    """The child's second job: count each text the parent sends, until it closes the pipe.
+
+    A request is a number of texts (8 bytes), then each text's UTF-8 length (8 bytes) and
+    the text (lone surrogates passed as they are); the answer is their counts (8 bytes
+    each, -1 for a text whose counting failed).
+    """
+    from server.tokenizers import load_tokenizer
+
+    count = load_tokenizer(encoding).tokenizer.count
+    while True:
+        head = _read_exactly(requests, 8, None)
+        if head is None:
+            return
+        answer = []
+        for _ in range(int.from_bytes(head, "little")):
+            size = _read_exactly(requests, 8, None)
+            data = _read_exactly(requests, int.from_bytes(size, "little"), None) if size else None
+            if data is None:
+                return
+            try:
+                n = count(data.decode("utf-8", "surrogatepass"))
+            except Exception:
+                n = -1
+            answer.append(n.to_bytes(8, "little", signed=True))
+        _write_all(replies, b"".join(answer))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
+    """``n`` bytes from ``fd``; None at its end, or when ``deadline`` passes first."""
+    chunks: list[bytes] = []
+    while n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
 
 
 def _document_encoding(values: list[Any]) -> tuple[str | None, str]:

@@ -83,6 +83,56 @@ def load_tokenizer(encoding: str | None = None, *, model: str | None = None) -> 
     return TokenizerLoad(tokenizer, requested, warning, choice.approximate, choice.note)
 
 
+# Encodings always available offline: their files are bundled (``DATA_PACKAGES``), so
+# loading them never falls back to another encoding.
+BUNDLED_ENCODINGS = frozenset(_FAST_ENCODINGS)
+
+
+def count_elsewhere(name: str, counts: Callable[[list[str]], list[int] | None]) -> bool:
+    """Count ``name``'s texts with ``counts`` (a counting child, ``server.precount``)
+    instead of loading the encoding here, until it answers None: then it is loaded here.
+
+    Only for an encoding that is bundled (its load cannot fall back to another one) and not
+    loaded yet; returns whether ``counts`` was registered. The counts are the same: the
+    child counts with this module's own backends.
+    """
+    if name not in BUNDLED_ENCODINGS:
+        return False
+    local: list[Callable[[str], int]] = []
+
+    def count_texts(texts: list[str]) -> list[int]:
+        if not local:
+            ns = counts(texts)
+            if ns is not None:
+                return ns
+            local.append(_load_counter(name))
+        return list(map(local[0], texts))
+
+    def count_text(text: str) -> int:
+        return count_texts([text])[0]
+
+    with _LOCK:
+        if name in _LOADED:
+            return False
+        _LOADED[name] = CachedTokenizer(count_text, name, batch_fn=count_texts)
+    return True
+
+
+def is_loaded(name: str) -> bool:
+    """Whether ``name`` was loaded (or registered by ``count_elsewhere``) in this process."""
+    return name in _LOADED
+
+
+def _load_counter(name: str) -> Callable[[str], int]:
+    count = fast_counter(name)
+    if count is None:
+        enc, reason = reference_encoding(name)
+        if enc is None:  # a broken installation, not a user error
+            raise RuntimeError(f"promptls cannot load {name}: {reason}")
+        count = _tiktoken_count(enc)
+    return count
+
+
 def backend(encoding: str) -> str:
     """Which backend counts ``encoding``: ``bpe-openai`` or ``tiktoken``."""
     return "bpe-openai" if fast_counter(encoding) is not None else "tiktoken"

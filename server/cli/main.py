@@ -349,6 +349,9 @@ def _assemble_file(args: argparse.Namespace) -> int:
             out = render_text(analysis, display_path=args.file)
     except Exception as exc:  # a bug in promptls: an internal-error finding, exit 1
         return _assemble_failed(args, exc)
+    finally:
+        if early is not None and early.pending is not None:
+            early.pending.close()  # a child still counting on request: done
     if analysis.encoding_warning:
         print(f"promptls: note: {analysis.encoding_warning}", file=sys.stderr)
     if analysis.records:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+
+import pytest
 
 from assembly.model import DocFormat
 from assembly.reading import parse_conversation
@@ -145,3 +148,120 @@ def test_early_start_survives_hostile_settings(tmp_path, monkeypatch) -> None:  
         assert early.pending is not None
         assert list(tokenizers._LOADED) == ["o200k_base"]
         early.pending.close()
+
+
+# Texts the served counts are checked on: a lone surrogate, a special token's text, CJK,
+# emoji sequences, and one larger than a pipe's buffer (the request is written in parts).
+HOSTILE = [
+    "plain words, and more words",
+    "\ud800 a lone surrogate \udfff",
+    "<|endoftext|> is text here",
+    "你好，世界 🦊👨‍👩‍👧 🇫🇷",
+    "x" * 5 + " " * 70_000 + "y",
+    "File: a.md\n" + "lorem ipsum 🦊 " * 20_000,
+]
+
+
+def _reference(texts: list[str], encoding: str = "o200k_base") -> list[int]:
+    from server.tokenizers import reference_encoding
+
+    enc = reference_encoding(encoding)[0]  # tiktoken, the reference
+    return [len(enc.encode_ordinary(t)) for t in texts]
+
+
+def _early_doc(tmp_path, settings: dict | None = None):  # type: ignore[no-untyped-def]
+    long = [f"served {i}: " + "lorem ipsum dolor 🦊 " * (30 + i) for i in range(6)]
+    doc = {"messages": [{"role": "user", "content": t} for t in long]}
+    if settings is not None:
+        doc = {"settings": settings, **doc}
+    path = tmp_path / "c.conv.json"
+    path.write_text(json.dumps(doc))
+    return path, long
+
+
+def test_the_early_child_counts_the_pipelines_texts_so_this_process_loads_nothing(
+    tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    from server import tokenizers
+
+    reference = _reference(HOSTILE)
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(tokenizers, "_LOADED", {})
+
+    parent = os.getpid()
+    loads = []
+
+    def no_local_load(name: str, load=tokenizers.fast_counter):  # type: ignore[no-untyped-def]
+        if os.getpid() == parent:  # the child (a fork) loads it
+            loads.append(name)
+        return load(name)
+
+    monkeypatch.setattr(tokenizers, "fast_counter", no_local_load)
+    path, long = _early_doc(tmp_path)
+    early = precount.start_early(path)
+    assert early is not None and early.pending is not None
+    served = tokenizers.load_tokenizer(model="gpt-4o")
+    assert (served.requested, served.warning) == ("o200k_base", None)
+    tok = served.tokenizer
+    # Its document counts first, then texts on request, after ``seed`` too.
+    conv = parse_conversation(early.text, DocFormat.JSON)
+    assert early.pending.seed(conv, tok) == len(long)
+    assert tok.count_many(HOSTILE) == reference  # one request for all of them
+    assert [tok.count(t + " more") for t in HOSTILE[:3]] == _reference(
+        [t + " more" for t in HOSTILE[:3]]
+    )
+    assert tok.count("") == 0
+    early.pending.close()
+    assert early.pending.count(["late"]) is None
+    assert loads == []  # this process never loaded the encoding
+
+
+@pytest.mark.parametrize("how", ["killed", "fails to count"])
+def test_a_child_that_stops_answering_is_replaced_by_a_local_load(
+    tmp_path, monkeypatch, how: str
+) -> None:  # type: ignore[no-untyped-def]
+    import signal
+
+    from assembly.tokens import CachedTokenizer
+    from server import tokenizers
+
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(tokenizers, "_LOADED", {})
+    texts = list(HOSTILE)
+    if how == "fails to count":
+        # The child (a fork of this process) fails on one text: it answers -1.
+        count = CachedTokenizer.count
+
+        def failing(self, text: str, count=count) -> int:  # type: ignore[no-untyped-def]
+            if text == "boom":
+                raise RuntimeError("boom")
+            return count(self, text)
+
+        monkeypatch.setattr(CachedTokenizer, "count", failing)
+        texts.insert(0, "boom")
+    path, _ = _early_doc(tmp_path)
+    early = precount.start_early(path)
+    assert early is not None and early.pending is not None
+    tok = tokenizers.load_tokenizer(model="gpt-4o").tokenizer
+    if how == "killed":
+        os.kill(early.pending.pid, signal.SIGKILL)
+    assert tok.count_many(texts) == _reference(texts)
+    assert early.pending.closed  # stopped and reaped
+    more = [t + "!" for t in HOSTILE]
+    assert tok.count_many(more) == _reference(more)
+
+
+def test_an_encoding_that_is_not_bundled_is_loaded_before_the_fork(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from server import tokenizers
+
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(tokenizers, "_LOADED", {})
+    monkeypatch.setattr(tokenizers, "BUNDLED_ENCODINGS", frozenset({"o200k_harmony"}))
+    path, long = _early_doc(tmp_path, {"model": "gpt-4"})
+    early = precount.start_early(path)
+    assert early is not None and early.pending is not None
+    assert early.pending.requests is None  # no serving child: the counts only
+    tok = tokenizers._LOADED["cl100k_base"]
+    assert tok.batch is None  # counted here
+    conv = parse_conversation(early.text, DocFormat.JSON)
+    assert early.pending.seed(conv, tok) == len(long) and early.pending.closed

@@ -244,3 +244,40 @@ def test_a_million_spaces_before_a_word_are_counted_not_a_traceback(tmp_path: Pa
     obj = json.loads(out)
     expected = len(ref.encode_ordinary(" " * 1_099_999)) + len(ref.encode_ordinary(" x"))
     assert [e["tokens"] for e in obj["layout"] if e["id"] == "0"] == [expected]
+
+
+def test_a_large_documents_counts_come_from_the_child_and_are_the_same(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A generated conversation (files, tool calls) above ``precount.MIN_EARLY_CHARS``: the
+    # counting child also counts the texts the pipeline makes, and this process loads no
+    # encoding at all; the output is the one of counting everything in place.
+    from server import precount
+    from server.cli.main import main
+
+    doc = tmp_path / "big.conv.json"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tests" / "bench" / "gen_conversation.py"),
+            "--messages",
+            "300",
+            "--target-bytes",
+            str(2 * precount.MIN_EARLY_CHARS),
+            "--out",
+            str(doc),
+        ],
+        check=True,
+        timeout=120,
+    )
+    args = ("assemble", str(doc), "--format", "json", "--today", "2026-01-01")
+    code, out, err, modules = _run(*args, cwd=tmp_path)
+    assert code in (0, 1), err
+    assert _tokenizer_modules(modules) == ["server.tokenizers"]  # the module, no backend
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 10**12)  # no child: counted here
+    capsys.readouterr()
+    assert main(list(args)) == code
+    assert capsys.readouterr().out == out
+    obj = json.loads(out)
+    assert obj["encoding"] == "o200k_base"
+    assert sum(1 for m in obj["messages"] if m.get("tool_calls")) > 10
