@@ -1621,14 +1621,19 @@ class _Pipeline:
     def _precount(self, chain: Sequence[Message]) -> None:
         """Count every text of the branch in one batch (parallel on a cold cache)."""
         batch: list[str] = []
+        # A tool call's text is made again where it is counted: worth it only where the
+        # tokenizer counts a batch at once (a counting process asked once).
+        calls = getattr(self.tok, "batch", None) is not None
         for m in chain:
             if m.token_count is None:
                 batch.append(m.content)
             for f in m.files:
                 if f.content and f.token_count is None:
                     batch.append(texts.FILE_TEMPLATE.format(name=f.filename, content=f.content))
-            if m.tool_calls and (
-                m.token_count is None or any(c.token_count is not None for c in m.tool_calls)
+            if (
+                calls
+                and m.tool_calls
+                and (m.token_count is None or any(c.token_count is not None for c in m.tool_calls))
             ):  # the calls ``_convert_message`` counts
                 batch.extend(
                     _tool_call_text(
