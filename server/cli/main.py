@@ -51,9 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     # Every subcommand imports part of the engine, whose ~160 dataclass definitions would
     # compile their methods again on every run (a third of the engine's import time).
-    from server import dataclass_code
+    from server import codecache
 
-    dataclass_code.install()
+    codecache.install()
     try:
         return int(args.run(args))
     except KeyboardInterrupt:

@@ -1,9 +1,10 @@
-"""The dataclass code cache (``server/dataclass_code.py``) changes nothing but the time.
+"""The compiled-code cache (``server/codecache.py``) changes nothing but the time.
 
-Every method ``dataclasses`` generates for the engine's classes is compared, code object
-by code object, between an interpreter that compiles them as usual and one that takes
-them from a cache an earlier run wrote; then what a damaged, foreign or unwritable cache
-does, and that the command line uses it.
+Every method ``dataclasses`` generates for the engine's classes, and every forward
+reference ``typing`` compiles for the ``TypedDict`` fields imported with it, is compared,
+code object by code object, between an interpreter that compiles them as usual and one
+that takes them from a cache an earlier run wrote; then what a damaged, foreign or
+unwritable cache does, and that the command line uses it.
 """
 
 from __future__ import annotations
@@ -17,19 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from server import dataclass_code
+from server import codecache
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # Imports the engine (with the cache at argv[1] when given, else without), then prints a
-# description of every method dataclasses generated for promptls' classes: the full code
-# object (recursively), the function's names, globals, annotations and closure's types.
+# description of every method dataclasses generated (the full code object, recursively;
+# the function's names, globals, annotations and closure's types) and of every forward
+# reference of a TypedDict (its compiled code).
 DESCRIBE = r"""
 import dataclasses, json, sys, types
 from pathlib import Path
 if len(sys.argv) > 1:
-    from server import dataclass_code
-    dataclass_code.install(Path(sys.argv[1]))
+    from server import codecache
+    codecache.install(Path(sys.argv[1]))
 import server.output, server.workspace, server.cli.lint, server.lsp.handlers
 
 def canon(code):
@@ -42,12 +44,10 @@ def canon(code):
 
 out = {}
 for name, mod in sorted(sys.modules.items()):
-    if not name.startswith(("assembly", "server")):
-        continue
-    for cls in list(vars(mod).values()):
-        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)) or cls.__module__ != name:
+    for cls in list(getattr(mod, "__dict__", {}).values()):
+        if not isinstance(cls, type) or cls.__module__ != name:
             continue
-        for attr, fn in sorted(vars(cls).items()):
+        for attr, fn in sorted(vars(cls).items()) if dataclasses.is_dataclass(cls) else ():
             if not isinstance(fn, types.FunctionType) or fn.__code__.co_filename != "<string>":
                 continue
             cells = [type(c.cell_contents).__name__ for c in fn.__closure__ or ()]
@@ -55,8 +55,13 @@ for name, mod in sorted(sys.modules.items()):
                 canon(fn.__code__), fn.__qualname__, fn.__name__, fn.__module__,
                 fn.__globals__ is vars(mod), repr(fn.__annotations__), cells,
             ]
+        if hasattr(cls, "__required_keys__"):  # a TypedDict
+            for key, ann in sorted(vars(cls).get("__annotations__", {}).items()):
+                code = getattr(ann, "__forward_code__", None)
+                if code is not None:
+                    out[f"{name}.{cls.__qualname__}:{key}"] = canon(code)
 if len(sys.argv) > 1:
-    out["<compiled this run>"] = dataclass_code._state["changed"]
+    out["<compiled this run>"] = codecache._state["changed"]
 print(json.dumps(out))
 """
 
@@ -82,15 +87,16 @@ def test_cached_methods_are_the_methods_compiled_without_it(tmp_path: Path) -> N
     assert cold.pop("<compiled this run>") is True and cache.is_file()
     warm = _describe(cache, **writes)  # compiles nothing
     assert warm.pop("<compiled this run>") is False
-    assert len(plain) > 500  # every generated method of the engine, the server, lint
+    assert sum(":" not in k for k in plain) > 500  # the methods of every dataclass
+    assert sum(":" in k for k in plain) > 500  # pydantic-core's TypedDicts' fields
     assert cold == plain
     assert warm == plain
 
 
-def test_generated_annotations_are_not_stringified() -> None:
-    # dataclass_code.py has ``from __future__ import annotations``: the code it compiles
+def test_generated_code_is_compiled_as_the_builtins_would() -> None:
+    # codecache.py has ``from __future__ import annotations``: the code it compiles
     # must not inherit it (the builtin exec, called from dataclasses, would not).
-    dataclass_code.install()
+    codecache.install()
     try:
         point = dataclasses.make_dataclass("Point", [("x", int), ("y", "list[int]")], frozen=True)
         assert point.__init__.__annotations__ == {"x": int, "y": "list[int]", "return": None}
@@ -99,9 +105,17 @@ def test_generated_annotations_are_not_stringified() -> None:
         assert hash(point(1, ())) == hash((1, ()))
         with pytest.raises(dataclasses.FrozenInstanceError):
             p.x = 2  # type: ignore[attr-defined]
+        # typing's forward references: the same code, the same errors.
+        import typing
+
+        ref = typing.ForwardRef("list[int] | None")
+        assert eval(ref.__forward_code__) == (list[int] | None)
+        with pytest.raises(SyntaxError, match="Forward reference must be an expression"):
+            typing.ForwardRef("not an expression")
     finally:
-        dataclass_code.uninstall()
+        codecache.uninstall()
     assert "exec" not in vars(dataclasses)
+    assert "compile" not in vars(typing)
 
 
 @pytest.mark.parametrize(
@@ -119,21 +133,30 @@ def test_a_damaged_or_foreign_cache_is_ignored(tmp_path: Path, content: bytes | 
     import marshal
 
     cache = tmp_path / "code.marshal"
-    header = dataclass_code._header()
+    header = codecache._header()
+    kind = content
     if content == "header":
         content = header + b"\xff\x00garbage"
     elif content == "not a dict":
         content = header + marshal.dumps(["def f(): pass"])
     elif content == "wrong types":
-        content = header + marshal.dumps({"x = 1": "x = 2", 3: compile("", "", "exec")})
+        content = header + marshal.dumps(
+            {("exec", "x = 1"): "x = 2", 3: compile("", "", "exec"), "x": compile("", "", "exec")}
+        )
     cache.write_bytes(content)
-    dataclass_code.install(cache)
+    codecache.install(cache)
     try:
-        assert dataclass_code._code == {}
+        if kind == "wrong types":  # read, never used as code
+            assert codecache._code[("exec", "x = 1")] == "x = 2"
+            namespace: dict[str, object] = {}
+            codecache._exec("x = 1", namespace)
+            assert namespace["x"] == 1
+        else:
+            assert codecache._code == {}
         cls = dataclasses.make_dataclass("C", ["a"])
         assert cls(1) == cls(1) and cls(1) != cls(2)
     finally:
-        dataclass_code.uninstall()
+        codecache.uninstall()
 
 
 def test_nothing_is_written_without_bytecode_writing_or_to_an_unwritable_place(
@@ -141,16 +164,16 @@ def test_nothing_is_written_without_bytecode_writing_or_to_an_unwritable_place(
 ) -> None:
     cache = tmp_path / "code.marshal"
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    dataclass_code.install(cache)
+    codecache.install(cache)
     dataclasses.make_dataclass("D", ["a"])
-    dataclass_code.uninstall()
+    codecache.uninstall()
     assert not cache.exists()
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     blocked = tmp_path / "file"
     blocked.write_text("")
-    dataclass_code.install(blocked / "code.marshal")  # its folder is a file
+    codecache.install(blocked / "code.marshal")  # its folder is a file
     dataclasses.make_dataclass("E", ["a"])
-    dataclass_code.uninstall()  # saves: fails quietly
+    codecache.uninstall()  # saves: fails quietly
     assert blocked.read_text() == "" and list(tmp_path.iterdir()) == [blocked]
 
 
@@ -161,13 +184,13 @@ def test_the_cache_keeps_only_used_entries_past_its_bound(
 
     cache = tmp_path / "code.marshal"
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
-    monkeypatch.setattr(dataclass_code, "MAX_ENTRIES", 3)
-    old = {f"x = {i}": compile(f"x = {i}", "<string>", "exec") for i in range(5)}
-    cache.write_bytes(dataclass_code._header() + marshal.dumps(old))
-    dataclass_code.install(cache)
+    monkeypatch.setattr(codecache, "MAX_ENTRIES", 3)
+    old = {("exec", f"x = {i}"): compile(f"x = {i}", "<string>", "exec") for i in range(5)}
+    cache.write_bytes(codecache._header() + marshal.dumps(old))
+    codecache.install(cache)
     dataclasses.make_dataclass("F", ["a"])
-    dataclass_code.uninstall()
-    kept = marshal.loads(cache.read_bytes()[len(dataclass_code._header()) :])
+    codecache.uninstall()
+    kept = marshal.loads(cache.read_bytes()[len(codecache._header()) :])
     assert kept and not set(kept) & set(old)
 
 
@@ -189,5 +212,5 @@ def test_the_command_line_writes_and_reuses_the_cache(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         outs.append(proc.stdout)
     assert outs[0] == outs[1]
-    (cache,) = (tmp_path / "pyc").rglob("dataclass_code.*.marshal")
+    (cache,) = (tmp_path / "pyc").rglob("codecache.*.marshal")
     assert cache.parent.name == "server"
