@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
-from server.cli.main import main
+from server.cli.main import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

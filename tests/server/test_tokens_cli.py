@@ -281,3 +281,51 @@ def test_a_large_documents_counts_come_from_the_child_and_are_the_same(
     obj = json.loads(out)
     assert obj["encoding"] == "o200k_base"
     assert sum(1 for m in obj["messages"] if m.get("tool_calls")) > 10
+
+
+def test_the_program_ends_without_teardown_and_says_everything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``promptls`` (``run``) ends a one-shot command's process without the interpreter's
+    # teardown: its output, notes and exit code are still complete, as ``main``'s.
+    from server.cli.main import main
+
+    doc = tmp_path / "c.conv.json"
+    doc.write_text(
+        json.dumps(
+            {
+                "settings": {"encoding": "p50k_base", "max_input_tokens": 0},
+                "messages": [{"role": "user", "content": "hi " * 30_000}],
+            }
+        )
+    )
+    args = ["assemble", str(doc), "--format", "json", "--today", "2026-01-01"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TIKTOKEN_CACHE_DIR": ""}
+    proc = subprocess.run(
+        [sys.executable, "-m", "server.cli", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
+    capsys.readouterr()
+    code = main(args)
+    out, err = capsys.readouterr()
+    assert (proc.returncode, proc.stdout, proc.stderr) == (code, out, err)
+    assert "promptls: note: encoding p50k_base is not available offline" in err
+    assert json.loads(out)["diagnostics"]
+    for other in (["rule", "budget-overrun"], ["rule", "no-such-rule"], ["rules"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "server.cli", *other],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        code = main(other)
+        out, err = capsys.readouterr()
+        assert (proc.returncode, proc.stdout, proc.stderr) == (code, out, err)
