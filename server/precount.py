@@ -21,8 +21,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import marshal
 import os
-import pickle
 import re
 import select
 import signal
@@ -161,7 +161,7 @@ class PendingCounts:
                 break
             chunks.append(chunk)
         try:
-            encoding, triples = pickle.loads(b"".join(chunks))
+            encoding, triples = marshal.loads(b"".join(chunks))
         except Exception:  # a child that died mid-write: count in place instead
             return None, {}
         if self.encoding is not None and encoding != self.encoding:
@@ -310,7 +310,7 @@ def _fork(
                 for s in _document_strings(values)
                 if cached is None or cached(s) is None
             ]
-            data = pickle.dumps((encoding, triples), protocol=pickle.HIGHEST_PROTOCOL)
+            data = marshal.dumps((encoding, triples))  # plain values: no pickle import
             _write_all(write_fd, data)
             os.close(write_fd)  # the counts end here
             if pipes is not None and serve is not None:

@@ -274,6 +274,7 @@ def test_a_large_documents_counts_come_from_the_child_and_are_the_same(
     code, out, err, modules = _run(*args, cwd=tmp_path)
     assert code in (0, 1), err
     assert _tokenizer_modules(modules) == ["server.tokenizers"]  # the module, no backend
+    assert "pickle" not in modules  # the counts come as plain values (marshal)
     monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 10**12)  # no child: counted here
     capsys.readouterr()
     assert main(list(args)) == code
