@@ -36,7 +36,7 @@ def test_hook_runs_the_console_script() -> None:
     ]
     executable, *args = shlex.split(hook["entry"])
     assert executable in scripts
-    assert scripts[executable] == "server.cli.main:main"
+    assert scripts[executable] == "server.cli.main:run"
     assert args == ["lint"]
     assert hook["language"] == "python"
     assert hook["pass_filenames"] is True
