@@ -129,23 +129,34 @@ def orphaned_tool_response(b: ToolTraffic, cut: OrphanCut) -> Iterator[Diagnosti
 
 def _pairing(on_branch: Sequence[Message], ids: Sequence[str]) -> list[Message]:
     """The branch messages the pairing of the responses ``ids`` depends on: the calls and
-    responses of their call ids (``pair_tool_calls`` pairs each call id on its own)."""
+    responses of their call ids (``pair_tool_calls`` pairs each call id on its own), in
+    branch order.
+
+    Found in passes at C speed (the messages named ``ids``, those answering one of their
+    call ids, those making calls), then a look at the few tool responses and the callers.
+    """
     wanted = set(ids)
-    call_ids = {m.tool_call_id for m in on_branch if m.id in wanted}
+    named = itertools.compress(on_branch, map(wanted.__contains__, map(_ID, on_branch)))
+    call_ids = set(map(_TOOL_CALL_ID, named))
     call_ids.discard(None)
-    return [
-        m
-        for m in on_branch
-        if (m.tool_call_id in call_ids and m.role is Role.TOOL)
-        or (
-            m.tool_calls
-            and m.role is Role.ASSISTANT
-            and not call_ids.isdisjoint([c.id for c in m.tool_calls])
-        )
-    ]
+    if not call_ids:
+        return []
+    n = len(on_branch)
+    keep = [False] * n
+    answering = map(call_ids.__contains__, map(_TOOL_CALL_ID, on_branch))
+    for p in itertools.compress(range(n), answering):
+        if on_branch[p].role is Role.TOOL:
+            keep[p] = True
+    for p in itertools.compress(range(n), map(_TOOL_CALLS, on_branch)):
+        m = on_branch[p]
+        if m.role is Role.ASSISTANT and not call_ids.isdisjoint([c.id for c in m.tool_calls]):
+            keep[p] = True
+    return list(itertools.compress(on_branch, keep))
 
 
 _ID = operator.attrgetter("id")
+_TOOL_CALL_ID = operator.attrgetter("tool_call_id")
+_TOOL_CALLS = operator.attrgetter("tool_calls")
 
 
 def unanswered_tool_call(b: ToolTraffic) -> Iterator[Diagnostic]:
