@@ -562,14 +562,9 @@ class _CallIndex:
     def __init__(self, b: ToolTraffic, order: Sequence[int]) -> None:
         self._b = b
         data = b.data
-        self._on_branch: dict[str, tuple[int, int]] = {}
-        for i in order:
-            for k, call in enumerate(data[i].tool_calls):
-                self._on_branch.setdefault(call.id, (i, k))
-        self._anywhere: dict[str, tuple[int, int]] = {}
-        for i in b.callers:
-            for k, call in enumerate(data[i].tool_calls):
-                self._anywhere.setdefault(call.id, (i, k))
+        on_branch = itertools.compress(order, map(_TOOL_CALLS, map(data.__getitem__, order)))
+        self._on_branch = _first_calls(data, list(on_branch))
+        self._anywhere = _first_calls(data, b.callers)
 
     def on_branch(self, call_id: str) -> ToolCall | None:
         return self._call(self._on_branch.get(call_id))
@@ -579,6 +574,21 @@ class _CallIndex:
 
     def _call(self, at: tuple[int, int] | None) -> ToolCall | None:
         return self._b.messages[at[0]].tool_calls[at[1]] if at is not None else None
+
+
+def _first_calls(data: Sequence[Message], indexes: Sequence[int]) -> dict[str, tuple[int, int]]:
+    """The place (message index, position among its calls) of the first call of each id
+    among the calls of the messages ``indexes``, in that order (built at C speed)."""
+    calls = list(map(_TOOL_CALLS, map(data.__getitem__, indexes)))
+    counts = list(map(len, calls))
+    places = zip(
+        itertools.chain.from_iterable(map(itertools.repeat, indexes, counts)),
+        itertools.chain.from_iterable(map(range, counts)),
+        strict=True,
+    )
+    ids = map(_ID, itertools.chain.from_iterable(calls))
+    # Reversed: a later entry of a ``dict`` wins, so the first call of an id is kept.
+    return dict(reversed(list(zip(ids, places, strict=True))))
 
 
 def _orphan_as_written(b: ToolTraffic, m: MessageShape, calls: _CallIndex) -> Diagnostic:
