@@ -137,15 +137,21 @@ class MessageMemo:
     engine replaces it whenever that input changes. A value computed from the
     shapes alone (the first system message of the branch, the tools called) can be kept
     with ``derived`` under a key holding it.
+
+    ``layouts`` is the same for a narrower input: it stays while every message keeps its
+    place and its ``layout_key`` (what decides the model messages it becomes and where
+    they are written, not its tool calls), so a value that reads only that (the span of
+    the history the budget cuts) outlives an edit of a tool-call id.
     """
 
-    __slots__ = ("_derived", "_run", "_values", "shapes")
+    __slots__ = ("_derived", "_run", "_values", "layouts", "shapes")
 
     def __init__(self) -> None:
         self._values: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._derived: dict[str, tuple[object, Any]] = {}
         self._run: dict[tuple[str, int], tuple[object, Any]] = {}
         self.shapes: object = object()
+        self.layouts: object = object()
 
     def of_run(self, kind: str, owner: object, compute: Callable[[], _T]) -> _T:
         """A value derived from ``owner`` (the assembly, …), shared by the rules of one
@@ -190,6 +196,7 @@ class MessageMemo:
         self._derived.clear()
         self._run.clear()
         self.shapes = object()
+        self.layouts = object()
 
     def forget(self, m: Message) -> None:
         """Drop the values of a message that is no longer in the document."""
@@ -201,6 +208,15 @@ class MessageMemo:
         """Keep only the values of ``messages``."""
         live = {id(m) for m in messages}
         self._values = {k: v for k, v in self._values.items() if k in live}
+
+
+def layout_key(m: Message) -> tuple[Any, ...]:
+    """What of a stored message decides the model messages the pipeline makes of it and
+    what the budget rules name of them: its id, role, parent, the summary it closes, its
+    upload (id, name) and its attached files (kind, id, name). Not its contents, counts,
+    tool calls or ranges."""
+    files = tuple((f.kind, f.file_id, f.filename) for f in m.files) if m.files else ()
+    return (m.id, m.role, m.parent, m.summarizes_through, m.file_id, m.filename, files)
 
 
 def message_memo(ctx: RuleContext) -> MessageMemo:

@@ -621,24 +621,52 @@ def _random_message(rnd: random.Random, k: int) -> dict[str, object]:
     return {"id": f"r{k}", "role": rnd.choice(["user", "assistant"]), "content": f"turn {k}"}
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(("seed", "budget"), [(1, None), (2, None), (3, None), (4, 600), (5, 600)])
 def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
-    tmp_path: Path, seed: int
+    tmp_path: Path, seed: int, budget: int | None
 ) -> None:
     """Random structural edits (a message inserted, deleted, its role, id or call id
     changed) on a conversation of tool calls, responses, files and file references: after
     each, the host's findings (kept by the narrow summaries and moved with their messages)
-    equal a fresh analysis', fixes included."""
+    equal a fresh analysis', fixes included. With a tight budget the history is cut and
+    compressed in the middle, and the edits also rename an attached file and type in a
+    message: the budget rules' spans, kept while the messages' layouts are, follow."""
     rnd = random.Random(seed)
     path = tmp_path / "r.conv.json"
-    msgs = [_random_message(rnd, k) for k in range(24)]
+    n = 24 if budget is None else 40
+    msgs = [_random_message(rnd, k) for k in range(n)]
+    settings: dict[str, object] = {}
+    if budget is not None:
+        settings = {"settings": {"max_input_tokens": budget}}
+        for m in msgs:  # long enough for the cut to fall in the middle
+            if m["role"] != "tool" and "content" in m:
+                m["content"] = f"{m['content']}{' word' * rnd.randrange(30)}"
     host = AnalysisHost()
-    _analysis(path, json.dumps({"messages": msgs}, indent=2), host)
+    _analysis(path, json.dumps({**settings, "messages": msgs}, indent=2), host)
     seen: set[str] = set()
     for step in range(30):
-        op = rnd.randrange(5)
+        op = rnd.randrange(5 if budget is None else 7)
         i = rnd.randrange(len(msgs))
-        if op == 0 or len(msgs) < 6:
+        if op == 5:  # an attached file renamed or given another id: the layout changes
+            with_files = [j for j, m in enumerate(msgs) if m.get("files")]
+            i = rnd.choice(with_files) if with_files else i
+            files = msgs[i].get("files")
+            if isinstance(files, list) and files:
+                key = rnd.choice(["file_id", "filename"])
+                msgs[i] = {**msgs[i], "files": [{**files[0], key: f"g{step}"}]}
+                op = -1
+            else:
+                op = 4
+        elif op == 6:  # typing in a message: its tokens move the cut
+            content = msgs[i].get("content")
+            if isinstance(content, str) and msgs[i]["role"] != "tool":
+                msgs[i] = {**msgs[i], "content": content + " more" * rnd.randrange(1, 40)}
+                op = -1
+            else:
+                op = 4
+        if op == -1:
+            pass
+        elif op == 0 or len(msgs) < 6:
             msgs.insert(i, _random_message(rnd, 100 + step))
         elif op == 1:
             del msgs[i]
@@ -657,7 +685,8 @@ def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
                 assert isinstance(calls, list)
                 msgs[i] = {**msgs[i], "tool_calls": [{**calls[0], "id": fresh}]}
         text = json.dumps(
-            {"messages": [*msgs, {"id": "end", "role": "user", "content": "?"}]}, indent=2
+            {**settings, "messages": [*msgs, {"id": "end", "role": "user", "content": "?"}]},
+            indent=2,
         )
         got = _analysis(path, text, host)
         want = _analysis(path, text)
@@ -673,3 +702,5 @@ def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
         "file-id-not-in-read-file-list",
     }
     assert len(seen & document_rules) >= 3, seen
+    if budget is not None:
+        assert {"history-truncated", "compression-due"} <= seen, seen

@@ -241,9 +241,11 @@ def truncation(src: Source) -> Truncation:
     memo = src.cache.memo
     dropped = a.history[: len(a.dropped)]  # the cut drops the oldest: ``Assembly.dropped``
     first_kept = _first_sent(conv, a, a.dropped)
-    # The places depend on the messages' shapes (which say where each is, and what files
-    # it injects), not on their contents: typing in a message keeps them.
-    key = (memo.shapes, a.dropped, a.summary_id)
+    # The places depend on the history's model messages (which message each comes from,
+    # the files it injects: the branch and the messages' layouts) and on what the cut
+    # drops, not on contents or tool calls: typing in a message, or in a tool-call id,
+    # keeps them.
+    key = (memo.layouts, a.chain_places, len(a.history), a.dropped, a.summary_id)
     span, uploads = memo.derived(
         "history-truncated",
         key,
@@ -294,8 +296,9 @@ def compression(src: Source) -> Compression:
         return Compression(False)
     plan = a.compression
     memo = src.cache.memo
-    # The places depend on the messages' shapes and on which are summarized or kept.
-    key = (memo.shapes, plan.summarize, plan.keep)
+    # The places depend on the history's model messages (as for ``truncation``) and on
+    # which are summarized or kept.
+    key = (memo.layouts, a.chain_places, len(a.history), plan.summarize, plan.keep)
     span, n_recent, first_recent = memo.derived(
         "compression-due", key, lambda: _compression(conv, memo, a)
     )

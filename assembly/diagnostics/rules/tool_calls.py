@@ -129,23 +129,34 @@ def orphaned_tool_response(b: ToolTraffic, cut: OrphanCut) -> Iterator[Diagnosti
 
 def _pairing(on_branch: Sequence[Message], ids: Sequence[str]) -> list[Message]:
     """The branch messages the pairing of the responses ``ids`` depends on: the calls and
-    responses of their call ids (``pair_tool_calls`` pairs each call id on its own)."""
+    responses of their call ids (``pair_tool_calls`` pairs each call id on its own), in
+    branch order.
+
+    Found in passes at C speed (the messages named ``ids``, those answering one of their
+    call ids, those making calls), then a look at the few tool responses and the callers.
+    """
     wanted = set(ids)
-    call_ids = {m.tool_call_id for m in on_branch if m.id in wanted}
+    named = itertools.compress(on_branch, map(wanted.__contains__, map(_ID, on_branch)))
+    call_ids = set(map(_TOOL_CALL_ID, named))
     call_ids.discard(None)
-    return [
-        m
-        for m in on_branch
-        if (m.tool_call_id in call_ids and m.role is Role.TOOL)
-        or (
-            m.tool_calls
-            and m.role is Role.ASSISTANT
-            and not call_ids.isdisjoint([c.id for c in m.tool_calls])
-        )
-    ]
+    if not call_ids:
+        return []
+    n = len(on_branch)
+    keep = [False] * n
+    answering = map(call_ids.__contains__, map(_TOOL_CALL_ID, on_branch))
+    for p in itertools.compress(range(n), answering):
+        if on_branch[p].role is Role.TOOL:
+            keep[p] = True
+    for p in itertools.compress(range(n), map(_TOOL_CALLS, on_branch)):
+        m = on_branch[p]
+        if m.role is Role.ASSISTANT and not call_ids.isdisjoint([c.id for c in m.tool_calls]):
+            keep[p] = True
+    return list(itertools.compress(on_branch, keep))
 
 
 _ID = operator.attrgetter("id")
+_TOOL_CALL_ID = operator.attrgetter("tool_call_id")
+_TOOL_CALLS = operator.attrgetter("tool_calls")
 
 
 def unanswered_tool_call(b: ToolTraffic) -> Iterator[Diagnostic]:
@@ -551,14 +562,9 @@ class _CallIndex:
     def __init__(self, b: ToolTraffic, order: Sequence[int]) -> None:
         self._b = b
         data = b.data
-        self._on_branch: dict[str, tuple[int, int]] = {}
-        for i in order:
-            for k, call in enumerate(data[i].tool_calls):
-                self._on_branch.setdefault(call.id, (i, k))
-        self._anywhere: dict[str, tuple[int, int]] = {}
-        for i in b.callers:
-            for k, call in enumerate(data[i].tool_calls):
-                self._anywhere.setdefault(call.id, (i, k))
+        on_branch = itertools.compress(order, map(_TOOL_CALLS, map(data.__getitem__, order)))
+        self._on_branch = _first_calls(data, list(on_branch))
+        self._anywhere = _first_calls(data, b.callers)
 
     def on_branch(self, call_id: str) -> ToolCall | None:
         return self._call(self._on_branch.get(call_id))
@@ -568,6 +574,21 @@ class _CallIndex:
 
     def _call(self, at: tuple[int, int] | None) -> ToolCall | None:
         return self._b.messages[at[0]].tool_calls[at[1]] if at is not None else None
+
+
+def _first_calls(data: Sequence[Message], indexes: Sequence[int]) -> dict[str, tuple[int, int]]:
+    """The place (message index, position among its calls) of the first call of each id
+    among the calls of the messages ``indexes``, in that order (built at C speed)."""
+    calls = list(map(_TOOL_CALLS, map(data.__getitem__, indexes)))
+    counts = list(map(len, calls))
+    places = zip(
+        itertools.chain.from_iterable(map(itertools.repeat, indexes, counts)),
+        itertools.chain.from_iterable(map(range, counts)),
+        strict=True,
+    )
+    ids = map(_ID, itertools.chain.from_iterable(calls))
+    # Reversed: a later entry of a ``dict`` wins, so the first call of an id is kept.
+    return dict(reversed(list(zip(ids, places, strict=True))))
 
 
 def _orphan_as_written(b: ToolTraffic, m: MessageShape, calls: _CallIndex) -> Diagnostic:
