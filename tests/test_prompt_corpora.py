@@ -20,6 +20,7 @@ CORPORA = [
     "prompts-heldout6",
     "prompts-heldout7",
     "prompts-heldout8",
+    "prompts-heldout9",
 ]
 PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
 
