@@ -495,6 +495,48 @@ _ROLE = operator.attrgetter("role")
 _PARENT = operator.attrgetter("parent")
 _TOOL_CALLS = operator.attrgetter("tool_calls")
 _IMAGES = operator.attrgetter("images")
+_TOOL_CALL_ID = operator.attrgetter("tool_call_id")
+
+
+def _call_positions(
+    hist: Sequence[LlmMessage], kinds: Sequence[str], tool_positions: list[int]
+) -> dict[int, int]:
+    """The position of the call each tool message of ``hist`` (at ``tool_positions``)
+    answers: the last assistant message before it making a call of its ``tool_call_id``;
+    -1 when there is none (or the message has no call id).
+
+    Computed at C speed: the last call position of each id over the whole history answers
+    every response after it; only responses whose id is called again later (a reused id,
+    or a call after its response) look their call up among that id's call positions.
+    """
+    makers = list(
+        itertools.compress(itertools.count(), map(operator.truth, map(_TOOL_CALLS, hist)))
+    )
+    makers = list(
+        itertools.compress(makers, map("assistant".__eq__, map(kinds.__getitem__, makers)))
+    )
+    made = list(map(_TOOL_CALLS, map(hist.__getitem__, makers)))
+    call_ids = list(map(_ID, itertools.chain.from_iterable(made)))
+    at = list(itertools.chain.from_iterable(map(itertools.repeat, makers, map(len, made))))
+    last = dict(zip(call_ids, at, strict=True))
+    last.pop("", None)  # a response without a call id answers nothing
+    answers = list(map(_TOOL_CALL_ID, map(hist.__getitem__, tool_positions)))
+    found = list(map(last.get, answers, itertools.repeat(-1)))
+    late = list(itertools.compress(range(len(found)), map(operator.gt, found, tool_positions)))
+    if late:
+        wanted = {answers[k] for k in late}
+        by_id: dict[str, list[int]] = {}
+        for c, p in itertools.compress(
+            zip(call_ids, at, strict=True), map(wanted.__contains__, call_ids)
+        ):
+            by_id.setdefault(c, []).append(p)
+        for k in late:
+            where = by_id[answers[k]]
+            j = bisect.bisect_left(where, tool_positions[k])
+            found[k] = where[j - 1] if j else -1
+    return dict(zip(tool_positions, found, strict=True))
+
+
 _FILES_AND_FILE_ID = operator.attrgetter("files", "file_id")
 _SUMMARIZES_THROUGH = operator.attrgetter("summarizes_through")
 
@@ -1307,19 +1349,8 @@ class _Pipeline:
         if talk is not None:
             tool_positions, call_pos = talk.tool_positions, talk.call_pos
         else:
-            seen: dict[str, int] = {}
-            # The messages that make calls or are tool messages (found at C speed): the
-            # others add nothing to the calls' positions.
-            calls = map(operator.truth, map(_TOOL_CALLS, hist))
-            talks = map(operator.or_, calls, map("tool".__eq__, kinds))
-            for p in itertools.compress(itertools.count(), talks):
-                x = hist[p]
-                if x.kind == "assistant":
-                    for c in x.tool_calls:
-                        seen[c.id] = p
-                elif x.kind == "tool":
-                    tool_positions.append(p)
-                    call_pos[p] = seen.get(x.tool_call_id, -1) if x.tool_call_id else -1
+            tool_positions = list(itertools.compress(itertools.count(), map("tool".__eq__, kinds)))
+            call_pos = _call_positions(hist, kinds, tool_positions)
         users = map(hist.__getitem__, user_positions)
         image_positions = list(
             itertools.compress(user_positions, map(operator.truth, map(_IMAGES, users)))

@@ -16,6 +16,7 @@ safe, no fix is offered.
 from __future__ import annotations
 
 import bisect
+import collections
 import itertools
 import json
 import operator
@@ -157,6 +158,7 @@ def _pairing(on_branch: Sequence[Message], ids: Sequence[str]) -> list[Message]:
 _ID = operator.attrgetter("id")
 _TOOL_CALL_ID = operator.attrgetter("tool_call_id")
 _TOOL_CALLS = operator.attrgetter("tool_calls")
+_ROLE = operator.attrgetter("role")
 
 
 def unanswered_tool_call(b: ToolTraffic) -> Iterator[Diagnostic]:
@@ -246,7 +248,7 @@ def duplicate_tool_call_id(b: ToolTraffic) -> Iterator[Diagnostic]:
         m = shapes[i]
         return m.tool_call_id_range or m.range
 
-    for i, g in zip(b.order(), b.branch_data(), strict=True):
+    for i, g in _sharing_ids(b.order(), b.branch_data()):
         if g.role is Role.ASSISTANT:
             here: dict[str, tuple[int, int]] = {}
             for k, call in enumerate(g.tool_calls):
@@ -283,6 +285,35 @@ def duplicate_tool_call_id(b: ToolTraffic) -> Iterator[Diagnostic]:
                 answer_range(i),
                 related=(Related(answer_range(earlier), "first answer"),),
             )
+
+
+def _sharing_ids(order: Sequence[int], on_branch: Sequence[Message]) -> list[tuple[int, Message]]:
+    """The (index, message) pairs of the branch, in order, that make a call of or answer
+    an id made by two calls or answered by two tool messages: each id's calls and answers
+    are paired on their own, so only these can reuse an id. Found at C speed.
+    """
+    roles = list(map(_ROLE, on_branch))
+    n = len(roles)
+    makers = list(
+        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(Role.ASSISTANT)))
+    )
+    made = list(map(_TOOL_CALLS, map(on_branch.__getitem__, makers)))
+    call_ids = list(map(_ID, itertools.chain.from_iterable(made)))
+    tools = list(
+        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(Role.TOOL)))
+    )
+    answers = list(map(_TOOL_CALL_ID, map(on_branch.__getitem__, tools)))
+    shared: set[str | None] = set()
+    for counts in (collections.Counter(call_ids), collections.Counter(answers)):
+        shared.update(itertools.compress(counts.keys(), map((1).__lt__, counts.values())))
+    shared.discard(None)
+    if not shared:
+        return []
+    at = itertools.chain.from_iterable(map(itertools.repeat, makers, map(len, made)))
+    keep = set(itertools.compress(at, map(shared.__contains__, call_ids)))
+    keep.update(itertools.compress(tools, map(shared.__contains__, answers)))
+    keep_ = sorted(keep)
+    return list(zip(map(order.__getitem__, keep_), map(on_branch.__getitem__, keep_), strict=True))
 
 
 def tool_call_in_text(src: AssistantMessage, tools: Tools, ids: CallIds) -> Iterator[Diagnostic]:
