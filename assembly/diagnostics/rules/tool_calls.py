@@ -187,29 +187,37 @@ def unanswered_tool_call(b: ToolTraffic) -> Iterator[Diagnostic]:
     In a dataset (one conversation per JSON Lines line), the calls of a record's last
     message are the example's answer, not unanswered calls.
     """
-    answered: set[str] = set()
-    res: list[Diagnostic] = []
     order = b.order()
     on_branch = b.branch_data()
     if b.answer:  # the last message's calls are a dataset record's answer
         order, on_branch = order[:-1], on_branch[:-1]
-    for i, g in zip(reversed(order), reversed(on_branch), strict=True):
-        if g.role is Role.TOOL and g.tool_call_id:
-            answered.add(g.tool_call_id)
-        elif g.role is Role.ASSISTANT and g.tool_calls:
-            if all(call.id in answered for call in g.tool_calls):
-                continue
-            for call in reversed(b.messages[i].tool_calls):
-                if call.id not in answered:
-                    res.append(
-                        Diagnostic(
-                            "unanswered-tool-call",
-                            Severity.WARNING,
-                            f"tool call `{call.id}` to `{call.name}` has no tool response",
-                            call.id_range,
-                        )
-                    )
-    yield from reversed(res)
+    # At C speed: a call is answered when the last response to its id comes after it.
+    roles = list(map(_ROLE, on_branch))
+    n = len(roles)
+    tools = list(
+        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(Role.TOOL)))
+    )
+    last_answer = dict(
+        zip(map(_TOOL_CALL_ID, map(on_branch.__getitem__, tools)), tools, strict=True)
+    )
+    last_answer.pop("", None)  # an empty call id answers nothing
+    makers = list(
+        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(Role.ASSISTANT)))
+    )
+    made = list(map(_TOOL_CALLS, map(on_branch.__getitem__, makers)))
+    call_ids = map(_ID, itertools.chain.from_iterable(made))
+    at = list(itertools.chain.from_iterable(map(itertools.repeat, makers, map(len, made))))
+    ks = itertools.chain.from_iterable(map(range, map(len, made)))
+    unanswered = map(operator.lt, map(last_answer.get, call_ids, itertools.repeat(-1)), at)
+    shapes = b.messages
+    for p, k in itertools.compress(zip(at, ks, strict=True), unanswered):
+        call = shapes[order[p]].tool_calls[k]
+        yield Diagnostic(
+            "unanswered-tool-call",
+            Severity.WARNING,
+            f"tool call `{call.id}` to `{call.name}` has no tool response",
+            call.id_range,
+        )
 
 
 def duplicate_tool_call_id(b: ToolTraffic) -> Iterator[Diagnostic]:
