@@ -80,19 +80,20 @@ def orphaned_tool_response(b: ToolTraffic, cut: OrphanCut) -> Iterator[Diagnosti
     """
     order = b.order()
     on_branch = b.branch_data()
-    made: set[str] = set()
     written: set[str] = set()
     calls: _CallIndex | None = None
-    for i, g in zip(order, on_branch, strict=True):
-        if g.role is Role.ASSISTANT:
-            if g.tool_calls:
-                made.update(call.id for call in g.tool_calls)
-            continue
-        if g.role is not Role.TOOL or g.tool_call_id_range is None:
-            continue
-        if g.tool_call_id and g.tool_call_id in made:
-            continue
-        m = b.messages[i]
+    # At C speed: a response is an orphan when the first call of its id comes after it.
+    tools, _, call_ids, at = _traffic(on_branch)
+    n = len(on_branch)
+    first_call = dict(zip(reversed(call_ids), reversed(at), strict=True))
+    first_call.pop("", None)  # a response without a call id answers nothing
+    responses = list(map(on_branch.__getitem__, tools))
+    placed = map(operator.is_not, map(_ANSWER_RANGE, responses), itertools.repeat(None))
+    late = map(
+        operator.gt, map(first_call.get, map(_TOOL_CALL_ID, responses), itertools.repeat(n)), tools
+    )
+    for p in itertools.compress(tools, map(operator.and_, placed, late)):
+        m = b.messages[order[p]]
         written.add(m.id)
         calls = calls or _CallIndex(b, order)
         yield _orphan_as_written(b, m, calls)
@@ -159,6 +160,27 @@ _ID = operator.attrgetter("id")
 _TOOL_CALL_ID = operator.attrgetter("tool_call_id")
 _TOOL_CALLS = operator.attrgetter("tool_calls")
 _ROLE = operator.attrgetter("role")
+_ANSWER_RANGE = operator.attrgetter("tool_call_id_range")
+
+
+def _traffic(
+    on_branch: Sequence[Message],
+) -> tuple[list[int], list[tuple[ToolCall, ...]], list[str], list[int]]:
+    """The tool traffic of the branch ``on_branch``, found at C speed: the positions of
+    its tool messages; the calls of each assistant message, in order; every call's id
+    and the position of its message, flattened in branch order."""
+    roles = list(map(_ROLE, on_branch))
+    n = len(roles)
+    tools = list(
+        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(Role.TOOL)))
+    )
+    makers = list(
+        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(Role.ASSISTANT)))
+    )
+    made = list(map(_TOOL_CALLS, map(on_branch.__getitem__, makers)))
+    call_ids = list(map(_ID, itertools.chain.from_iterable(made)))
+    at = list(itertools.chain.from_iterable(map(itertools.repeat, makers, map(len, made))))
+    return tools, made, call_ids, at
 
 
 def unanswered_tool_call(b: ToolTraffic) -> Iterator[Diagnostic]:
@@ -192,21 +214,11 @@ def unanswered_tool_call(b: ToolTraffic) -> Iterator[Diagnostic]:
     if b.answer:  # the last message's calls are a dataset record's answer
         order, on_branch = order[:-1], on_branch[:-1]
     # At C speed: a call is answered when the last response to its id comes after it.
-    roles = list(map(_ROLE, on_branch))
-    n = len(roles)
-    tools = list(
-        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(Role.TOOL)))
-    )
+    tools, made, call_ids, at = _traffic(on_branch)
     last_answer = dict(
         zip(map(_TOOL_CALL_ID, map(on_branch.__getitem__, tools)), tools, strict=True)
     )
     last_answer.pop("", None)  # an empty call id answers nothing
-    makers = list(
-        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(Role.ASSISTANT)))
-    )
-    made = list(map(_TOOL_CALLS, map(on_branch.__getitem__, makers)))
-    call_ids = map(_ID, itertools.chain.from_iterable(made))
-    at = list(itertools.chain.from_iterable(map(itertools.repeat, makers, map(len, made))))
     ks = itertools.chain.from_iterable(map(range, map(len, made)))
     unanswered = map(operator.lt, map(last_answer.get, call_ids, itertools.repeat(-1)), at)
     shapes = b.messages
@@ -300,16 +312,7 @@ def _sharing_ids(order: Sequence[int], on_branch: Sequence[Message]) -> list[tup
     an id made by two calls or answered by two tool messages: each id's calls and answers
     are paired on their own, so only these can reuse an id. Found at C speed.
     """
-    roles = list(map(_ROLE, on_branch))
-    n = len(roles)
-    makers = list(
-        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(Role.ASSISTANT)))
-    )
-    made = list(map(_TOOL_CALLS, map(on_branch.__getitem__, makers)))
-    call_ids = list(map(_ID, itertools.chain.from_iterable(made)))
-    tools = list(
-        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(Role.TOOL)))
-    )
+    tools, _, call_ids, at = _traffic(on_branch)
     answers = list(map(_TOOL_CALL_ID, map(on_branch.__getitem__, tools)))
     shared: set[str | None] = set()
     for counts in (collections.Counter(call_ids), collections.Counter(answers)):
@@ -317,7 +320,6 @@ def _sharing_ids(order: Sequence[int], on_branch: Sequence[Message]) -> list[tup
     shared.discard(None)
     if not shared:
         return []
-    at = itertools.chain.from_iterable(map(itertools.repeat, makers, map(len, made)))
     keep = set(itertools.compress(at, map(shared.__contains__, call_ids)))
     keep.update(itertools.compress(tools, map(shared.__contains__, answers)))
     keep_ = sorted(keep)
