@@ -15,7 +15,7 @@ import dataclasses
 import itertools
 import operator
 import typing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
@@ -760,10 +760,17 @@ class CalledTools:
 
 @query
 def called_tools(t: ToolTraffic) -> CalledTools:
-    data = t.data
-    return CalledTools(
-        frozenset(c.name.lower() for i in t.callers for c in data[i].tool_calls if c.name)
-    )
+    return CalledTools(called_names(map(t.data.__getitem__, t.callers)))
+
+
+def called_names(msgs: Iterable[Message]) -> frozenset[str]:
+    """The lower-case names of the tools the messages ``msgs`` call (found at C speed)."""
+    names = set(map(_NAME, itertools.chain.from_iterable(map(_TOOL_CALLS, msgs))))
+    names.discard("")
+    return frozenset(map(str.lower, names))
+
+
+_NAME = operator.attrgetter("name")
 
 
 @query

@@ -466,7 +466,12 @@ def file_traffic(b: Branch, cut: Cut, mentions: FileMentions) -> FileTraffic:
     on = list(itertools.compress(order, map(either.__getitem__, order)))
     carriers = list(itertools.compress(itertools.count(), carries))
     of = mentions.of_message
-    of_message = {i: of[i] for i in on if of[i] is not None}
+    named_on = list(map(of.__getitem__, on))
+    of_message = dict(
+        itertools.compress(
+            zip(on, named_on, strict=True), map(operator.is_not, named_on, itertools.repeat(None))
+        )
+    )
     live: frozenset[str] = frozenset()
     if cut.assembled:  # the carriers' ids in the history, less those the cut dropped
         names = {n for i in carriers for n in _carrier_ids(data[i])}

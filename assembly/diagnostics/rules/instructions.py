@@ -40,7 +40,7 @@ from assembly.diagnostics.core import (
     TextEdit,
     message_memo,
 )
-from assembly.diagnostics.inputs import PromptContext
+from assembly.diagnostics.inputs import PromptContext, called_names
 from assembly.diagnostics.window import TextLike, offset_map
 from assembly.documents import read_tools
 from assembly.model import (
@@ -2197,13 +2197,7 @@ def _called_tools(ctx: RuleContext) -> frozenset[str]:
     return memo.derived(
         "called-tools",
         memo.shapes,
-        lambda: frozenset(
-            c.name.lower()
-            for m in conv.message_data
-            if m.tool_calls
-            for c in m.tool_calls
-            if c.name
-        ),
+        lambda: called_names(conv.message_data),
     )
 
 
