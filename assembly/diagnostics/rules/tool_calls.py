@@ -22,6 +22,7 @@ import json
 import operator
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from assembly.diagnostics.core import (
@@ -78,12 +79,11 @@ def orphaned_tool_response(b: ToolTraffic, cut: OrphanCut) -> Iterator[Diagnosti
     ```
     No assistant message made `call_1`. The fix removes the response.
     """
-    order = b.order()
-    on_branch = b.branch_data()
+    t = _traffic(b)
+    order, on_branch, tools, call_ids, at = t.order, t.on_branch, t.tools, t.call_ids, t.at
     written: set[str] = set()
     calls: _CallIndex | None = None
     # At C speed: a response is an orphan when the first call of its id comes after it.
-    tools, _, call_ids, at = _traffic(on_branch)
     n = len(on_branch)
     first_call = dict(zip(reversed(call_ids), reversed(at), strict=True))
     first_call.pop("", None)  # a response without a call id answers nothing
@@ -163,12 +163,30 @@ _ROLE = operator.attrgetter("role")
 _ANSWER_RANGE = operator.attrgetter("tool_call_id_range")
 
 
-def _traffic(
-    on_branch: Sequence[Message],
-) -> tuple[list[int], list[tuple[ToolCall, ...]], list[str], list[int]]:
-    """The tool traffic of the branch ``on_branch``, found at C speed: the positions of
-    its tool messages; the calls of each assistant message, in order; every call's id
-    and the position of its message, flattened in branch order."""
+@dataclass(frozen=True, slots=True)
+class _Traffic:
+    """The tool traffic of a branch (``ToolTraffic``'s), found at C speed: its messages'
+    indexes and stored messages (``order``, ``on_branch``), the positions of its tool
+    messages; the calls of each assistant message, in order; every call's id and the
+    position of its message, flattened in branch order."""
+
+    order: list[int]
+    on_branch: list[Message]
+    tools: list[int]
+    made: list[tuple[ToolCall, ...]]
+    call_ids: list[str]
+    at: list[int]
+
+
+_LAST_TRAFFIC: list[tuple[ToolTraffic, _Traffic]] = []  # the last one only
+
+
+def _traffic(b: ToolTraffic) -> _Traffic:
+    """``b``'s traffic, made once for the three tool-call rules reading it."""
+    if _LAST_TRAFFIC and _LAST_TRAFFIC[0][0] is b:
+        return _LAST_TRAFFIC[0][1]
+    order = b.order()
+    on_branch = b.branch_data()
     roles = list(map(_ROLE, on_branch))
     n = len(roles)
     tools = list(
@@ -180,7 +198,9 @@ def _traffic(
     made = list(map(_TOOL_CALLS, map(on_branch.__getitem__, makers)))
     call_ids = list(map(_ID, itertools.chain.from_iterable(made)))
     at = list(itertools.chain.from_iterable(map(itertools.repeat, makers, map(len, made))))
-    return tools, made, call_ids, at
+    t = _Traffic(order, on_branch, tools, made, call_ids, at)
+    _LAST_TRAFFIC[:] = [(b, t)]
+    return t
 
 
 def unanswered_tool_call(b: ToolTraffic) -> Iterator[Diagnostic]:
@@ -209,12 +229,19 @@ def unanswered_tool_call(b: ToolTraffic) -> Iterator[Diagnostic]:
     In a dataset (one conversation per JSON Lines line), the calls of a record's last
     message are the example's answer, not unanswered calls.
     """
-    order = b.order()
-    on_branch = b.branch_data()
-    if b.answer:  # the last message's calls are a dataset record's answer
-        order, on_branch = order[:-1], on_branch[:-1]
+    t = _traffic(b)
+    order, on_branch, tools, made, call_ids, at = (
+        t.order,
+        t.on_branch,
+        t.tools,
+        t.made,
+        t.call_ids,
+        t.at,
+    )
+    if b.answer:  # the last message (an assistant's) makes a dataset record's answer
+        last = len(call_ids) - len(made[-1])
+        made, call_ids, at = made[:-1], call_ids[:last], at[:last]
     # At C speed: a call is answered when the last response to its id comes after it.
-    tools, made, call_ids, at = _traffic(on_branch)
     last_answer = dict(
         zip(map(_TOOL_CALL_ID, map(on_branch.__getitem__, tools)), tools, strict=True)
     )
@@ -268,7 +295,7 @@ def duplicate_tool_call_id(b: ToolTraffic) -> Iterator[Diagnostic]:
         m = shapes[i]
         return m.tool_call_id_range or m.range
 
-    for i, g in _sharing_ids(b.order(), b.branch_data()):
+    for i, g in _sharing_ids(_traffic(b)):
         if g.role is Role.ASSISTANT:
             here: dict[str, tuple[int, int]] = {}
             for k, call in enumerate(g.tool_calls):
@@ -307,12 +334,12 @@ def duplicate_tool_call_id(b: ToolTraffic) -> Iterator[Diagnostic]:
             )
 
 
-def _sharing_ids(order: Sequence[int], on_branch: Sequence[Message]) -> list[tuple[int, Message]]:
+def _sharing_ids(t: _Traffic) -> list[tuple[int, Message]]:
     """The (index, message) pairs of the branch, in order, that make a call of or answer
     an id made by two calls or answered by two tool messages: each id's calls and answers
     are paired on their own, so only these can reuse an id. Found at C speed.
     """
-    tools, _, call_ids, at = _traffic(on_branch)
+    order, on_branch, tools, call_ids, at = t.order, t.on_branch, t.tools, t.call_ids, t.at
     answers = list(map(_TOOL_CALL_ID, map(on_branch.__getitem__, tools)))
     shared: set[str | None] = set()
     for counts in (collections.Counter(call_ids), collections.Counter(answers)):
