@@ -498,22 +498,33 @@ _IMAGES = operator.attrgetter("images")
 _TOOL_CALL_ID = operator.attrgetter("tool_call_id")
 
 
+def _positions(seq: Sequence[str], value: str) -> list[int]:
+    """The positions of ``value`` in ``seq`` (found by ``index``, at C speed)."""
+    res: list[int] = []
+    i = -1
+    try:
+        while True:
+            i = seq.index(value, i + 1)
+            res.append(i)
+    except ValueError:
+        return res
+
+
 def _call_positions(
-    hist: Sequence[LlmMessage], kinds: Sequence[str], tool_positions: list[int]
-) -> dict[int, int]:
-    """The position of the call each tool message of ``hist`` (at ``tool_positions``)
-    answers: the last assistant message before it making a call of its ``tool_call_id``;
-    -1 when there is none (or the message has no call id).
+    hist: Sequence[LlmMessage], kinds: Sequence[str]
+) -> tuple[list[int], dict[int, int]]:
+    """The positions of the tool messages of ``hist`` (``kinds``: its messages' kinds),
+    and the position of the call each answers: the last assistant message before it
+    making a call of its ``tool_call_id``; -1 when there is none (or it has no call id).
 
     Computed at C speed: the last call position of each id over the whole history answers
     every response after it; only responses whose id is called again later (a reused id,
     or a call after its response) look their call up among that id's call positions.
     """
+    tool_positions = _positions(kinds, "tool")
+    assistants = _positions(kinds, "assistant")
     makers = list(
-        itertools.compress(itertools.count(), map(operator.truth, map(_TOOL_CALLS, hist)))
-    )
-    makers = list(
-        itertools.compress(makers, map("assistant".__eq__, map(kinds.__getitem__, makers)))
+        itertools.compress(assistants, map(_TOOL_CALLS, map(hist.__getitem__, assistants)))
     )
     made = list(map(_TOOL_CALLS, map(hist.__getitem__, makers)))
     call_ids = list(map(_ID, itertools.chain.from_iterable(made)))
@@ -534,7 +545,7 @@ def _call_positions(
             where = by_id[answers[k]]
             j = bisect.bisect_left(where, tool_positions[k])
             found[k] = where[j - 1] if j else -1
-    return dict(zip(tool_positions, found, strict=True))
+    return tool_positions, dict(zip(tool_positions, found, strict=True))
 
 
 _FILES_AND_FILE_ID = operator.attrgetter("files", "file_id")
@@ -1349,8 +1360,7 @@ class _Pipeline:
         if talk is not None:
             tool_positions, call_pos = talk.tool_positions, talk.call_pos
         else:
-            tool_positions = list(itertools.compress(itertools.count(), map("tool".__eq__, kinds)))
-            call_pos = _call_positions(hist, kinds, tool_positions)
+            tool_positions, call_pos = _call_positions(hist, kinds)
         users = map(hist.__getitem__, user_positions)
         image_positions = list(
             itertools.compress(user_positions, map(operator.truth, map(_IMAGES, users)))
