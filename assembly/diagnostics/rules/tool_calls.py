@@ -107,7 +107,7 @@ def orphaned_tool_response(b: ToolTraffic, cut: OrphanCut) -> Iterator[Diagnosti
         i = by_id.get(msg_id)
         if i is None or msg_id in written or data[i].role is not Role.TOOL:
             continue
-        pairs = pairs or pair_tool_calls(_pairing(on_branch, cut.orphans_dropped))
+        pairs = pairs or pair_tool_calls(_pairing(t, cut.orphans_dropped))
         ref = pairs.call_of.get(msg_id)
         if ref is None:
             continue
@@ -129,31 +129,26 @@ def orphaned_tool_response(b: ToolTraffic, cut: OrphanCut) -> Iterator[Diagnosti
         )
 
 
-def _pairing(on_branch: Sequence[Message], ids: Sequence[str]) -> list[Message]:
+def _pairing(t: _Traffic, ids: Sequence[str]) -> list[Message]:
     """The branch messages the pairing of the responses ``ids`` depends on: the calls and
     responses of their call ids (``pair_tool_calls`` pairs each call id on its own), in
     branch order.
 
-    Found in passes at C speed (the messages named ``ids``, those answering one of their
-    call ids, those making calls), then a look at the few tool responses and the callers.
+    Found in passes at C speed over the branch's traffic ``t``: the messages named
+    ``ids``, the tool messages answering one of their call ids, the assistant messages
+    making a call of one.
     """
+    on_branch = t.on_branch
     wanted = set(ids)
     named = itertools.compress(on_branch, map(wanted.__contains__, map(_ID, on_branch)))
     call_ids = set(map(_TOOL_CALL_ID, named))
     call_ids.discard(None)
     if not call_ids:
         return []
-    n = len(on_branch)
-    keep = [False] * n
-    answering = map(call_ids.__contains__, map(_TOOL_CALL_ID, on_branch))
-    for p in itertools.compress(range(n), answering):
-        if on_branch[p].role is Role.TOOL:
-            keep[p] = True
-    for p in itertools.compress(range(n), map(_TOOL_CALLS, on_branch)):
-        m = on_branch[p]
-        if m.role is Role.ASSISTANT and not call_ids.isdisjoint([c.id for c in m.tool_calls]):
-            keep[p] = True
-    return list(itertools.compress(on_branch, keep))
+    answers = map(_TOOL_CALL_ID, map(on_branch.__getitem__, t.tools))
+    keep = set(itertools.compress(t.tools, map(call_ids.__contains__, answers)))
+    keep.update(itertools.compress(t.at, map(call_ids.__contains__, t.call_ids)))
+    return list(map(on_branch.__getitem__, sorted(keep)))
 
 
 _ID = operator.attrgetter("id")
