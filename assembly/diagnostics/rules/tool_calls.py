@@ -103,16 +103,21 @@ def orphaned_tool_response(b: ToolTraffic, cut: OrphanCut) -> Iterator[Diagnosti
     data = b.data
     dropped = cut.dropped_callers
     pairs: CallPairs | None = None
+    where: dict[int, int] = {}  # the pairing messages' indexes, by identity
     for msg_id in cut.orphans_dropped:
         i = by_id.get(msg_id)
         if i is None or msg_id in written or data[i].role is not Role.TOOL:
             continue
-        pairs = pairs or pair_tool_calls(_pairing(t, cut.orphans_dropped))
+        if pairs is None:
+            at = _pairing(t, cut.orphans_dropped)
+            paired = list(map(on_branch.__getitem__, at))
+            pairs = pair_tool_calls(paired)
+            where = dict(zip(map(id, paired), map(order.__getitem__, at), strict=True))
         ref = pairs.call_of.get(msg_id)
         if ref is None:
             continue
         owner = ref.owner
-        call = b.messages[b.index_of(owner)].tool_calls[ref.position]
+        call = b.messages[where[id(owner)]].tool_calls[ref.position]
         if owner.id in dropped:
             why = f"its call in `{owner.id}` is cut by the token budget"
             note = "the call, dropped by the budget cut"
@@ -129,10 +134,10 @@ def orphaned_tool_response(b: ToolTraffic, cut: OrphanCut) -> Iterator[Diagnosti
         )
 
 
-def _pairing(t: _Traffic, ids: Sequence[str]) -> list[Message]:
-    """The branch messages the pairing of the responses ``ids`` depends on: the calls and
-    responses of their call ids (``pair_tool_calls`` pairs each call id on its own), in
-    branch order.
+def _pairing(t: _Traffic, ids: Sequence[str]) -> list[int]:
+    """The positions on the branch of the messages the pairing of the responses ``ids``
+    depends on: the calls and responses of their call ids (``pair_tool_calls`` pairs each
+    call id on its own), in branch order.
 
     Found in passes at C speed over the branch's traffic ``t``: the messages named
     ``ids``, the tool messages answering one of their call ids, the assistant messages
@@ -148,7 +153,7 @@ def _pairing(t: _Traffic, ids: Sequence[str]) -> list[Message]:
     answers = map(_TOOL_CALL_ID, map(on_branch.__getitem__, t.tools))
     keep = set(itertools.compress(t.tools, map(call_ids.__contains__, answers)))
     keep.update(itertools.compress(t.at, map(call_ids.__contains__, t.call_ids)))
-    return list(map(on_branch.__getitem__, sorted(keep)))
+    return sorted(keep)
 
 
 _ID = operator.attrgetter("id")
