@@ -625,38 +625,48 @@ def remove_message_edit(ctx: RuleContext, m: Message) -> tuple[TextEdit, ...] | 
 
 
 class _CallIndex:
-    """The first call of each id on the branch and in the whole document."""
+    """The first call of each id on the branch and in the whole document, looked up in
+    the calls' ids flattened at C speed (each list made when first read)."""
 
     def __init__(self, b: ToolTraffic, order: Sequence[int]) -> None:
         self._b = b
-        data = b.data
-        on_branch = itertools.compress(order, map(_TOOL_CALLS, map(data.__getitem__, order)))
-        self._on_branch = _first_calls(data, list(on_branch))
-        self._anywhere = _first_calls(data, b.callers)
+        self._order = order
+        self._made: dict[str, tuple[list[str], list[int], list[int]]] = {}
 
     def on_branch(self, call_id: str) -> ToolCall | None:
-        return self._call(self._on_branch.get(call_id))
+        return self._first("branch", call_id)
 
     def anywhere(self, call_id: str) -> ToolCall | None:
-        return self._call(self._anywhere.get(call_id))
+        return self._first("anywhere", call_id)
 
-    def _call(self, at: tuple[int, int] | None) -> ToolCall | None:
-        return self._b.messages[at[0]].tool_calls[at[1]] if at is not None else None
+    def _first(self, where: str, call_id: str) -> ToolCall | None:
+        made = self._made.get(where)
+        if made is None:
+            data = self._b.data
+            indexes = self._b.callers
+            if where == "branch":
+                order = self._order
+                callers = map(_TOOL_CALLS, map(data.__getitem__, order))
+                indexes = list(itertools.compress(order, callers))
+            made = self._made[where] = _flat_calls(data, indexes)
+        ids, owners, positions = made
+        try:
+            k = ids.index(call_id)
+        except ValueError:
+            return None
+        return self._b.messages[owners[k]].tool_calls[positions[k]]
 
 
-def _first_calls(data: Sequence[Message], indexes: Sequence[int]) -> dict[str, tuple[int, int]]:
-    """The place (message index, position among its calls) of the first call of each id
-    among the calls of the messages ``indexes``, in that order (built at C speed)."""
+def _flat_calls(
+    data: Sequence[Message], indexes: Sequence[int]
+) -> tuple[list[str], list[int], list[int]]:
+    """The calls of the messages ``indexes``, in that order, flattened (at C speed): their
+    ids, the index of the message making each, its position among the message's calls."""
     calls = list(map(_TOOL_CALLS, map(data.__getitem__, indexes)))
     counts = list(map(len, calls))
-    places = zip(
-        itertools.chain.from_iterable(map(itertools.repeat, indexes, counts)),
-        itertools.chain.from_iterable(map(range, counts)),
-        strict=True,
-    )
-    ids = map(_ID, itertools.chain.from_iterable(calls))
-    # Reversed: a later entry of a ``dict`` wins, so the first call of an id is kept.
-    return dict(reversed(list(zip(ids, places, strict=True))))
+    owners = list(itertools.chain.from_iterable(map(itertools.repeat, indexes, counts)))
+    positions = list(itertools.chain.from_iterable(map(range, counts)))
+    return list(map(_ID, itertools.chain.from_iterable(calls))), owners, positions
 
 
 def _orphan_as_written(b: ToolTraffic, m: MessageShape, calls: _CallIndex) -> Diagnostic:
@@ -665,14 +675,12 @@ def _orphan_as_written(b: ToolTraffic, m: MessageShape, calls: _CallIndex) -> Di
     call_id = m.tool_call_id or ""
     related: tuple[Related, ...] = ()
     rejected: RejectedCall | None = None
-    later = calls.on_branch(call_id)
-    elsewhere = calls.anywhere(call_id)
     if not call_id:
         message = "tool response has an empty `tool_call_id`: it answers no call and is not sent"
-    elif later is not None:
+    elif (later := calls.on_branch(call_id)) is not None:
         message = f"tool response to `{call_id}` comes before its call and is not sent"
         related = (Related(later.id_range, "the call, made after its response"),)
-    elif elsewhere is not None:
+    elif (elsewhere := calls.anywhere(call_id)) is not None:
         message = f"tool response to `{call_id}` has no call on this branch and is not sent"
         related = (Related(elsewhere.id_range, "the call, on another branch"),)
     elif (rejected := next((r for r in b.rejected_calls if r.id == call_id), None)) is not None:
