@@ -21,6 +21,7 @@ CORPORA = [
     "prompts-heldout7",
     "prompts-heldout8",
     "prompts-heldout9",
+    "prompts-heldout10",
 ]
 PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
 

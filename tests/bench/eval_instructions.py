@@ -28,7 +28,8 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
     afresh each run (median of ``--repeat`` runs; the first, cold run is shown too).
 
     python tests/bench/eval_instructions.py
-        [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|heldout9|seen]
+        [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|heldout9|
+                  heldout10|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30] [--declared-tools]
@@ -73,6 +74,9 @@ HELDOUT8 = ROOT / "tests" / "data" / "prompts-heldout8"
 # The ninth, gathered and labelled (with declared tools) by another engineer before the rule
 # ever ran on it: held out for the next round; never run in round 6.
 HELDOUT9 = ROOT / "tests" / "data" / "prompts-heldout9"
+# The tenth, gathered and labelled (with declared tools) by another engineer in round 7 before the
+# rule ever ran on it: held out; run once, by the coordinator.
+HELDOUT10 = ROOT / "tests" / "data" / "prompts-heldout10"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
@@ -83,6 +87,7 @@ CORPORA = {
     "heldout7": HELDOUT7,
     "heldout8": HELDOUT8,
     "heldout9": HELDOUT9,
+    "heldout10": HELDOUT10,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
