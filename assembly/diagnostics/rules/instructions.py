@@ -145,7 +145,9 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     mission or role section (`## Core Mission`, `<role>`: no code and no "never",
     "only", "always" …). The text before the
     first heading is on
-    an instruction's topic only when two more of its sentences use the topic word;
+    an instruction's topic only when two more of its sentences use the topic word and
+    it uses it as often as the section titled by it does (an opening names the prompt's
+    theme: "You are a citations agent" does not make it the place for citation rules);
     an instruction on the line just before its section (under 15 tokens away) unless it
     names a tool. Hover an instruction to see the section it was matched to and why (the
     words, the scores, and the best unrelated section).
@@ -996,15 +998,17 @@ class _Topics:
 
     def _on_topic(self, mine: Counter[str], w: str, best: int, own: int | None) -> bool:
         """Whether the sentence's own section speaks of heading word ``w`` itself (twice,
-        the sentence included). The opening of a prompt introduces every topic in passing:
-        it is on that topic only when it uses the word in two more sentences (or as often
-        as section ``best`` and the sections inside it do)."""
+        the sentence included). The opening of a prompt introduces every topic in passing,
+        and names the prompt's theme more than once ("You are a citations agent …"): it is
+        on that topic only when it uses the word in two more sentences and at least as
+        often as section ``best`` and the sections inside it do (the section titled by the
+        word, which speaks of it more, is its home)."""
         if mine[w] <= 1:
             return False
         if own is not None:
             return True
         there = sum(self.body[i][w] for i in range(best, self.subtree_end[best]))
-        return mine[w] - 1 >= min(2, there)
+        return mine[w] - 1 >= max(2, there)
 
     def _tool_elsewhere(self, k: int, tools: set[str]) -> bool:
         """Whether another sentence of sentence ``k``'s own section names one of ``tools``."""
