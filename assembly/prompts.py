@@ -9,7 +9,8 @@ Markdown headings (ATX and setext); XML-style blocks, an opening tag alone on it
 (``<tool_calling>``) through its matching closing tag; blocks opened by a ``====`` line
 whose next line is a short title (``====`` / ``TOOL USE``), which hold everything up to the
 next such block; and title lines: a line that is only bold text (``**Search rules**``)
-or a short ALL-CAPS line (``IMPORTANT RULES:``) that starts a paragraph. A title line is one
+or a short ALL-CAPS line (``IMPORTANT RULES:``) that starts a paragraph, numbered too when a
+bulleted list follows (``3. FORMATTING RESEARCH RESPONSE``). A title line is one
 level below the heading it follows (a capitals title above a bold one); an XML block
 holds whatever is written inside it and ends every section opened in it.
 
@@ -219,6 +220,12 @@ _BOLD_TITLE = re.compile(
     r" {0,3}(?:\*\*([^*\n]{1,80}?)[ \t]*:?\*\*|__([^_\n]{1,80}?)[ \t]*:?__)[ \t]*:?[ \t]*\Z"
 )
 _CAPS_TITLE = re.compile(r" {0,3}([A-Z][A-Z0-9 &/'()+,_-]*[A-Z0-9)])[ \t]*:?[ \t]*\Z")
+# A numbered capitals title over a bulleted list (`3. FORMATTING RESEARCH RESPONSE`,
+# `2. DOCUMENTATION SEARCH REQUIREMENTS:`): a part of the prompt, as `### 3. …` would be.
+_NUMBERED_CAPS_TITLE = re.compile(
+    r" {0,3}(\d{1,2}[.)][ \t]+[A-Z][A-Z0-9 &/'()+,_-]*[A-Z0-9)])[ \t]*:?[ \t]*\Z"
+)
+_BULLET = re.compile(r"[ \t]*[-*+•][ \t]+\S")
 # Capitals that mark a remark rather than name a part of the prompt.
 _NOT_CAPS_TITLES = frozenset({"IMPORTANT", "NOTE", "WARNING", "CRITICAL", "TODO", "TIP", "OK"})
 _MAX_TITLE_WORDS = 8
@@ -342,6 +349,8 @@ class _BodyScanner:
                     if self._in_comment:
                         break
             return index + 1
+        if first.isdigit() and self._numbered_title(index, line):
+            return index + 1
         if first in _LIST_FIRST and (item := _LIST_ITEM.match(line)):
             self._end_block()
             self._block_is_list = True
@@ -434,6 +443,24 @@ class _BodyScanner:
             self._add_heading(0, caps.group(1), index, index, "caps")
             return True
         return False
+
+    def _numbered_title(self, index: int, line: str) -> bool:
+        """Take a numbered capitals title line whose next line is a bulleted list item
+        (`1. WEB SEARCH` over `- Conduct thorough web searches …`); True when it was one.
+        A numbered capitals line over another numbered line is an item of a list of
+        capitals rules, not a title."""
+        numbered = _NUMBERED_CAPS_TITLE.match(line)
+        if numbered is None or index + 1 >= len(self._lines):
+            return False
+        words = numbered.group(1).split(None, 1)
+        if len(words) < 2 or not _is_caps_title(words[1]):
+            return False
+        nls, nle = self._lines[index + 1]
+        if _BULLET.match(self.text, nls, nle) is None:
+            return False
+        self._end_block()
+        self._add_heading(0, numbered.group(1), index, index, "caps")
+        return True
 
     def _add_heading(
         self, level: int, title: str, first_line: int, last_line: int, kind: str = "heading"

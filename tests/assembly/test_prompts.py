@@ -342,6 +342,37 @@ def test_indented_xml_blocks_close() -> None:
     )
 
 
+def test_numbered_capitals_titles_over_a_list() -> None:
+    # `1. WEB SEARCH` over a bulleted list is a part of the prompt (Strands' Tavily
+    # researcher), as `### 1. Web search` would be; a numbered capitals line over another
+    # numbered line is an item of a list of capitals rules, and stays prose.
+    text = """\
+You are a research assistant.
+
+1. WEB SEARCH
+- Search the web with the web_search tool.
+
+2. READ FILE
+   * Use the read_file tool to open a file.
+
+RULES:
+1. NEVER GUESS A URL.
+2. ALWAYS CITE YOUR SOURCES.
+"""
+    template = parse_prompt(text)
+    assert [(s.title, s.kind, s.parent) for s in template.sections] == [
+        ("1. WEB SEARCH", "caps", None),
+        ("2. READ FILE", "caps", None),
+        ("RULES", "caps", None),
+    ]
+    assert [(s.text, s.section) for s in template.sentences][1:] == [
+        ("Search the web with the web_search tool.", 0),
+        ("Use the read_file tool to open a file.", 1),
+        ("NEVER GUESS A URL.", 2),
+        ("ALWAYS CITE YOUR SOURCES.", 2),
+    ]
+
+
 def test_template_statement_lines_are_not_prose() -> None:
     # A line of Jinja statements or comments ends the paragraph before it and is no
     # sentence: `{% include %}` is replaced by another file's text, not read as words.

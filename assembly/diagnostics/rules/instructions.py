@@ -85,10 +85,12 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     Sections are Markdown headings (setext ones as CommonMark reads them), XML-style
     blocks (`<tool_calling>` … `</tool_calling>`, nested; a `kebab-case` or `snake_case`
     name gives its words), `====` blocks with a title line, bold title lines and ALL-CAPS
-    title lines; a line of template tags (`{% include "role" %}`) is no prose.
+    title lines (numbered over a bulleted list too: `1. WEB SEARCH`); a line of
+    template tags (`{% include "role" %}`) is no prose.
     Tools are those of the conversation (for a template checked on its own: of the open
     conversations that use it), the front matter `tools`, the `tools` setting, the
-    prompt's tool sections (`## web_search`, `GUIDE FOR THE "sequential_thinking" TOOL`)
+    prompt's tool sections (`## web_search`, `GUIDE FOR THE "sequential_thinking" TOOL`,
+    `3. FORMATTING RESEARCH RESPONSE` for a known `format_research_response`)
     and the names it calls tools or asks to call (``the `task` tool``, `the "finish"
     tool`, `call write_todos`). "This tool" names the tool of the section it sits in (or
     the prompt's only tool section's).
@@ -142,7 +144,7 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     numbered step matched to another numbered step of the same procedure (`### Step 7`
     and `### Step 6`), or one that names two or more other sections ("Handle the complete
     flow: test > build > deploy > …"), or a plain statement of work in the prompt's
-    mission or role section (`## Core Mission`, `<role>`: no code and no "never",
+    mission, role or capabilities section (`## Core Mission`, `<role>`: no code, no "never",
     "only", "always" …). The text before the
     first heading is on
     an instruction's topic only when two more of its sentences use the topic word and
@@ -808,6 +810,7 @@ class _Topics:
                 for w in all_words
                 if self.preamble[w] > 1 and w not in title_words[best]
             )
+        titled_tool = len(tools) == 1 and self.tool_sections.get(next(iter(tools))) == best
         if self._previews(k, best):
             return self._no("its section is an overview that previews later sections")
         mine = self.preamble if sentence.section is None else self.body[sentence.section]
@@ -816,7 +819,11 @@ class _Topics:
         # the tool's heading ("search" for "1. `search_docs` - Documentation Search").
         if not (
             best == tool_target
-            and (general or (tools and (self._opening(k) or sentence.section == self.first_intro)))
+            and (
+                general
+                or (tools and (self._opening(k) or sentence.section == self.first_intro))
+                or titled_tool
+            )
         ) and any(self._on_topic(mine, w, best, sentence.section) for w in title_words[best]):
             return self._no("its own section speaks of that topic throughout")
 
@@ -1286,7 +1293,7 @@ _CROSS_REFERENCE = re.compile(
 # `# Role and Objective`): its sentences name the work later sections detail.
 _MISSION = re.compile(
     r"(?:(?:your|core|expert|agent|primary|main)\s+)?"
-    r"(?:role|mission|overview|purpose|objectives?|goals?|identity)"
+    r"(?:role|mission|overview|purpose|objectives?|goals?|identity|capabilities)"
     r"(?:\s+and\s+(?:role|mission|overview|purpose|objectives?|goals?|identity))?$",
     re.I,
 )
@@ -1544,6 +1551,24 @@ def _tool_sections(
             or name.lower() in known
         ):
             res.setdefault(name.lower(), i)
+    # A known tool's name written out as the words of a title (`3. FORMATTING RESEARCH
+    # RESPONSE` for `format_research_response`, `READ FILE` for `read_file`): the one
+    # section so titled is that tool's.
+    spelled: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for name in known:
+        parts = tuple(stem(p) for p in name.split("_") if p)
+        if len(parts) >= 2 and name not in res:
+            spelled[parts].append(name)
+    if spelled:
+        titled: dict[tuple[str, ...], list[int]] = defaultdict(list)
+        for i, s in enumerate(template.sections):
+            title = _NUMBERING.sub("", s.title.strip().strip("*_`#").strip()).rstrip(":")
+            words = tuple(stem(w.lower()) for w in _WORDS.findall(title))
+            if words in spelled:
+                titled[words].append(i)
+        for words, where in titled.items():
+            if len(where) == 1 and len(spelled[words]) == 1:
+                res.setdefault(spelled[words][0], where[0])
     return res
 
 
