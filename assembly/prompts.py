@@ -607,7 +607,8 @@ _PLACEHOLDER = re.compile(r"\{\{[ \t]*([A-Za-z_][A-Za-z0-9_.]*)[ \t]*\}\}")
 # Markdown emphasis may come between), or at CJK full stops, which need no space after.
 _SENTENCE_END = re.compile(r"[.!?]+[\"'”’»)\]*_`]*(?=\s|\Z)|[。！？]+[\"'”’」』）)\]*_]*")
 
-# Abbreviations that do not end a sentence when the next word is lowercase.
+# Abbreviations that do not end a sentence when the next word is lowercase ("e.g." and
+# "i.e." never do).
 _ABBREVIATION = re.compile(
     r"(?<![\w.])(?:e\.g|i\.e|etc|vs|cf|approx|incl|esp|resp|viz)\Z", re.IGNORECASE
 )
@@ -620,7 +621,9 @@ def _split_sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
     cursor = start
     for m in _SENTENCE_END.finditer(text, start, end):
         dot = m.start()
-        if text[dot] == "." and _ABBREVIATION.search(text, max(start, dot - 8), dot):
+        if text[dot] == "." and (abbr := _ABBREVIATION.search(text, max(start, dot - 8), dot)):
+            if abbr.group(0).lower() in ("e.g", "i.e") and m.end() - dot == 1:
+                continue  # "(i.e. Slack, Asana …)": no sentence ends with "e.g." or "i.e."
             following = _NEXT_WORD.match(text, m.end(), end)
             if following is not None and following.group(1).islower():
                 continue

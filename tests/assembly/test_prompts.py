@@ -492,6 +492,9 @@ Back to prose
 
 
 def test_abbreviations_numbers_and_file_names() -> None:
+    # "e.g." and "i.e." end no sentence, whatever follows: Claude Cookbooks' research
+    # subagent, "If there are any internal tools available (i.e. Slack, Asana …), ALWAYS
+    # make sure to use these tools", was two sentences, the instruction cut off its "if".
     check_prompt(
         """\
 Use tools, e.g. search, i.e. the index, etc. and more. Model gpt-4.1 costs 3.5 cents.
@@ -506,8 +509,7 @@ Wait... "Quoted." (Bracketed.) **Bold.** Next.
         sentence - 2:32-2:35 'Dr.'
         sentence - 2:36-2:48 'Who is fine?'
         sentence - 2:49-2:53 'Yes.'
-        sentence - 2:54-2:63 'Ask, e.g.'
-        sentence - 2:64-2:71 'Search.'
+        sentence - 2:54-2:71 'Ask, e.g. Search.'
         sentence - 2:72-2:77 'Done.'
         sentence - 3:1-3:8 'Wait...'
         sentence - 3:9-3:18 '"Quoted."'
