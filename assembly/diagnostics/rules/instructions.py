@@ -110,7 +110,9 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     - else the section whose heading it matches: a heading word that no other heading has
       and that the prompt uses mostly there (more than a third of its uses), or two
       heading words, or one with support from the section's prose (a heading of three or
-      more topic words needs half of them, two at most; a bold title line, which labels
+      more topic words needs half of them, two at most, except at the prompt's opening,
+      where one no other heading has and half of whose uses lie there is enough: the
+      opening holds no topic of its own; a bold title line, which labels
       the paragraph under it, needs two), or the section's *topic word*: a heading word
       no other heading has that the section's own prose uses twice more and that holds
       half of the prompt's uses (a third under a bold label), whatever the title's
@@ -762,6 +764,15 @@ class _Topics:
             tool_target != best
             and 2 * len(title_words[best]) < min(self.title_size[best], 4)
             and self._topic_word(best, title_words[best], k) is None
+            # At the opening one heading word no other heading has, half of whose uses
+            # lie in the section, is enough: the opening has no topic of its own.
+            and not (
+                self._opening(k)
+                and any(
+                    self.title_df[w] == 1 and self._concentrated(w, best, k, 0.5)
+                    for w in title_words[best]
+                )
+            )
         ):
             return self._no("it shares too few of that section's heading words")
         if tool_target != best and not any(
