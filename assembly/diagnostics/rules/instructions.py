@@ -111,8 +111,9 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
       and that the prompt uses mostly there (more than a third of its uses), or two
       heading words, or one with support from the section's prose (a heading of three or
       more topic words needs half of them, two at most, except at the prompt's opening,
-      where one no other heading has and half of whose uses lie there is enough: the
-      opening holds no topic of its own; a bold title line, which labels
+      where one no other heading has and half of whose uses lie there is enough, and
+      need not be used mostly there when the section's prose repeats it: the opening
+      holds no topic of its own; a bold title line, which labels
       the paragraph under it, needs two), or the section's *topic word*: a heading word
       no other heading has that the section's own prose uses twice more and that holds
       half of the prompt's uses (a third under a bold label), whatever the title's
@@ -776,7 +777,13 @@ class _Topics:
         ):
             return self._no("it shares too few of that section's heading words")
         if tool_target != best and not any(
-            self._concentrated(w, best, k) for w in title_words[best]
+            self._concentrated(w, best, k)
+            or (
+                self._opening(k)
+                and self.title_df[w] == 1
+                and sum(self.body[j][w] for j in range(best, self.subtree_end[best])) >= 2
+            )
+            for w in title_words[best]
         ):
             return self._no(
                 "the prompt uses that heading word throughout, not only in that section"
