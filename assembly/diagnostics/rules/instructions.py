@@ -131,8 +131,9 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
 
     Not reported: an instruction inside that section or one around it, or in the intro
     of a section around it (the intro under the prompt's title is its opening, and is
-    judged); one whose own section names the same topic or tool, or shares enough of its
-    words (a restatement); one in a recap (`Important reminders`, `What not to do
+    judged); one whose own section names the same topic or tool (the same tool, for an
+    instruction sent by the tool it names), or shares enough of its words (a
+    restatement); one in a recap (`Important reminders`, `What not to do
     (recap)`, `<critical_reminders>`); one that points elsewhere on purpose ("see Step 5",
     "follow the Source Context section", "the functions defined above", a section named
     by its title as written: "using the Analysis Framework"); one matched to a section
@@ -828,7 +829,10 @@ class _Topics:
                 for w in all_words
                 if self.preamble[w] > 1 and w not in title_words[best]
             )
-        titled_tool = len(tools) == 1 and self.tool_sections.get(next(iter(tools))) == best
+        # An instruction sent to a section by the one tool it names is judged by that tool
+        # (``_tool_elsewhere``), not by the words of that section's title or topics: a
+        # `# Notes` list that says "search" twice is no place for `crawl_tool`'s rule.
+        by_tool = len(tools) == 1 and best == tool_target
         if self._previews(k, best):
             return self._no("its section is an overview that previews later sections")
         mine = self.preamble if sentence.section is None else self.body[sentence.section]
@@ -840,7 +844,7 @@ class _Topics:
             and (
                 general
                 or (tools and (self._opening(k) or sentence.section == self.first_intro))
-                or titled_tool
+                or by_tool
             )
         ) and any(self._on_topic(mine, w, best, sentence.section) for w in title_words[best]):
             return self._no("its own section speaks of that topic throughout")
