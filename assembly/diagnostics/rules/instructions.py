@@ -140,7 +140,7 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     of examples (`# Sample Phrases` and its parts: they show what to say) or to a
     heading that is code (a JSON line a `---` under it makes a heading: its words name
     no topic); tool guidance that mentions another topic;
-    one under a bold label matched to a sibling bold label of the same section; a
+    one under a bold label matched to a sibling bold label of the same heading; a
     workflow overview (a list whose items point at later sections in the order they come,
     or a section a third of whose sentences name two or more other sections; never the
     opening, nor the intro under the title that opens the prompt, nor its first section
@@ -1183,11 +1183,13 @@ class _Topics:
 
     def _sibling_labels(self, i: int, j: int | None) -> bool:
         """Whether sections ``i`` and ``j`` are bold title lines under the same heading:
-        labels of paragraphs of one section, not sections of their own to place text in."""
+        labels of paragraphs of one section, not sections of their own to place text in.
+        Bold titles with no heading above them are the prompt's own parts (Claude Code
+        Action's security reviewer, Kimi CLI's agent tool): a stray between them counts."""
         if j is None:
             return False
         a, b = self.template.sections[i], self.template.sections[j]
-        return a.kind == b.kind == "bold" and a.parent == b.parent
+        return a.kind == b.kind == "bold" and a.parent == b.parent and a.parent is not None
 
     def _sibling_steps(self, i: int, j: int | None) -> bool:
         """Whether sections ``i`` and ``j`` are numbered steps of one procedure: numbered
