@@ -22,6 +22,7 @@ CORPORA = [
     "prompts-heldout8",
     "prompts-heldout9",
     "prompts-heldout10",
+    "prompts-heldout11",
 ]
 PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
 

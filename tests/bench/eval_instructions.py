@@ -29,7 +29,7 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
 
     python tests/bench/eval_instructions.py
         [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|heldout9|
-                  heldout10|seen]
+                  heldout10|heldout11|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30] [--declared-tools]
@@ -77,6 +77,9 @@ HELDOUT9 = ROOT / "tests" / "data" / "prompts-heldout9"
 # The tenth, gathered and labelled (with declared tools) by another engineer in round 7 before the
 # rule ever ran on it: held out; run once, by the coordinator.
 HELDOUT10 = ROOT / "tests" / "data" / "prompts-heldout10"
+# The eleventh, gathered and labelled (with declared tools) by another engineer in round 7's second
+# wave before the rule ever ran on it: held out for the next round.
+HELDOUT11 = ROOT / "tests" / "data" / "prompts-heldout11"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
@@ -88,6 +91,7 @@ CORPORA = {
     "heldout8": HELDOUT8,
     "heldout9": HELDOUT9,
     "heldout10": HELDOUT10,
+    "heldout11": HELDOUT11,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
