@@ -41,7 +41,13 @@ list's window, where the scanner cannot have reached the window's end (or the wi
 the document; else the window takes more items, a quote may be left open), is the whole
 parse's error, and the tree it keeps (the longest prefix of whole lines before the error
 that composes, ``syntax.yaml_prefix_tree``) is the items before the window and the
-window's prefix. The recovery's piece (``_recover_window``) starts at the next item's line:
+window's prefix. A quote left open at the window's end is told apart without reading on:
+libyaml reads the text after the window into the scalar, which can end only where that
+text holds its quote, a backslash (double-quoted) or a document marker line (``_closer``,
+one scan per whole parse); where it holds none, the whole parse fails at the end of the
+text exactly as the window does at its own, and the window is read as if it ended the
+text (it was read again to the end of the text on each keystroke).
+The recovery's piece (``_recover_window``) starts at the next item's line:
 in the window (read alone from there: what follows the window is the previous items, as
 for a window) or at the window's end (the previous items from there on, kept; also when
 the edit ends before the piece: the text from there on is unchanged). The result
@@ -589,6 +595,7 @@ def _reparse_items(
             return None
         j += 1
     depth = 0 if root is holder else 1
+    whole = root is holder or mi == len(root.members) - 1
     grow = 1
     while True:
         end = end_of(j)
@@ -612,14 +619,26 @@ def _reparse_items(
         except yaml.YAMLError as exc:
             if 2 * (tokens + len(window)) > MAX_YAML_NODES:
                 return None
-            res = _half_typed(window, exc, depth, indent, at_end, ws, k0, holder, root, mi)
+            to_end = at_end
+            quote = None if at_end or not whole else _open_quote(window, exc)
+            if quote is not None:
+                # A quote left open at the window's end: libyaml reads the text after the
+                # window (the previous text from ``end`` on) into the scalar up to where it
+                # may end. Nowhere: the whole parse fails at the end of the text as this
+                # window does at its end (the window is read as if it ended the text).
+                # Else the window takes the items up to there at once.
+                stop = _closer(prev, prev_text, quote, end)
+                if stop >= 0:
+                    j = min(n, max(j + 1, bisect_right(starts, stop) + 1))
+                    continue
+                to_end = True
+            res = _half_typed(window, exc, depth, indent, to_end, ws, k0, holder, root, mi)
             if res is None or (res is _GROW and j >= n):
                 return None
             if isinstance(res, ParsedData):
                 # Half typed: the items from ``k0`` on are replaced by the prefix's and by
                 # those the recovery reads (the members after the list, if any, are gone
                 # too: no splice then).
-                whole = root is holder or mi == len(root.members) - 1
                 found = _NOTHING
                 if res.root is not None:
                     found = _recover_window(
@@ -700,6 +719,55 @@ def _reparse_items(
         members=tuple(members),
     )
     return ParsedData(new_root, errors, tokens=tokens), one, items_read
+
+
+def _open_quote(window: str, exc: Any) -> str | None:
+    """The quote of the quoted scalar libyaml was scanning when ``window`` ended (``exc``:
+    composing it failed at its end inside that scalar), else None."""
+    import yaml
+
+    if (
+        not isinstance(exc, yaml.scanner.ScannerError)
+        or exc.context != "while scanning a quoted scalar"
+        or exc.problem != "found unexpected end of stream"
+        or exc.context_mark is None
+    ):
+        return None
+    quote = window[exc.context_mark.index : exc.context_mark.index + 1]
+    return quote if quote in ("'", '"') else None
+
+
+# Key of the memo of ``_closer`` (``Conversation._views`` of a whole parse).
+_OPEN = "yaml-open"
+# libyaml's line breaks: a document marker begins a line after one of them.
+_BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")
+
+
+def _closer(conv: Conversation, text: Text, quote: str, at: int) -> int:
+    """The first offset at or after ``at`` (a line start) of ``text`` (``conv``'s) where a
+    quoted scalar opened with ``quote`` before it may end: a ``quote`` (single-quoted: its
+    close, or a doubled one), a backslash in a double-quoted one (an escape: libyaml may
+    stop at an unknown one), a line starting with ``---`` or ``...`` (libyaml stops at a
+    document marker); -1: none, libyaml reads it to the end of the text (where it fails).
+    Each of libyaml's errors inside such a scalar starts at one of these.
+
+    Memo in ``conv._views`` (one scan of the text after the window per open quote, not
+    one per keystroke: the half-typed text is re-read from the same whole parse)."""
+    memo = conv._views.setdefault(_OPEN, {})
+    hit = memo.get(quote)
+    if hit is not None and hit[0] <= at and (hit[1] < 0 or hit[1] >= at):
+        return int(hit[1])
+    found = [text.find(quote, at)]
+    if quote == '"':
+        found.append(text.find("\\", at))
+    for brk in _BREAKS:
+        for marker in ("---", "..."):
+            hit_at = text.find(brk + marker, max(at - 1, 0))
+            found.append(hit_at + 1 if hit_at >= 0 else -1)
+    found = [f for f in found if f >= 0]
+    first = min(found) if found else -1
+    memo[quote] = (at, first)
+    return first
 
 
 def _moved(issue: SyntaxIssue, delta: int) -> SyntaxIssue:

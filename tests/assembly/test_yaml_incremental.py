@@ -553,3 +553,134 @@ def test_damage_in_the_middle_equals_whole_reads() -> None:
                 conv, text = (res if res is not None else full), new_text
     assert counts["broken, re-read in pieces"] >= 110, counts  # 169 of 556 edits
     assert counts["of which kept items after the damage"] >= 90, counts  # 140
+
+
+def _plain_items(n: int) -> str:
+    """A message list of plain scalars only: no quote, backslash or document marker."""
+    return "messages:\n" + "".join(
+        f"- id: m{i}\n  role: user\n  content: line {i} of the text\n    and its next line\n"
+        for i in range(n)
+    )
+
+
+def _composed(monkeypatch: Any) -> list[int]:
+    """The lengths of the texts ``formats.yamldoc`` composes from now on."""
+    import assembly.formats.yamldoc as yamldoc
+
+    sizes: list[int] = []
+    real = yamldoc.compose_yaml
+
+    def counting(text: str) -> Any:
+        sizes.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(yamldoc, "compose_yaml", counting)
+    return sizes
+
+
+def test_a_quote_never_closed_reads_a_bounded_window(monkeypatch: Any) -> None:
+    """A quote typed in item 100 of 400 that nothing after it closes: libyaml reads the
+    rest of the text into the scalar and fails at its end. Each keystroke re-reads only the
+    item's window (it was read to the end of the text on each keystroke): the text after it
+    is scanned once for what could end the scalar (``_closer``, kept for the next
+    keystrokes), and every result equals a whole read, the items after the damage shared."""
+    for quote in ("'", '"'):
+        text = _plain_items(400)
+        at = text.index("content: line 100 ") + len("content: ")
+        edits = [(at, at, quote), *((at + 1 + k, at + 1 + k, "xy z"[k]) for k in range(4))]
+        chain = [parse_conversation(text, YAML)]
+        cur = text
+        for start, end, new in edits:
+            nxt = cur[:start] + new + cur[end:]
+            sizes = _composed(monkeypatch)
+            res = reparse_conversation(
+                chain[-1], cur, nxt, YAML, span=(start, end, start + len(new))
+            )
+            monkeypatch.undo()
+            assert res is not None
+            assert max(sizes) < 2 * len(text) // 400, (quote, sizes)  # about one item's window
+            full = parse_conversation(nxt, YAML)
+            assert normalise(res) == normalise(full) and res.syntax == full.syntax
+            chain.append(res)
+            cur = nxt
+        last = chain[-1]
+        assert [i.message for i in last.issues] == [
+            "invalid YAML: found unexpected end of stream while scanning a quoted scalar"
+        ]
+        assert len(last.message_data) == 400
+        after = zip(chain[0].message_data[101:], last.message_data[101:], strict=True)
+        assert all(a is b for a, b in after)
+        # The quote deleted again: a clean re-read.
+        mended = cur[:at] + cur[at + 1 :]
+        back, _ = check(last, cur, mended, (at, at + 1, ""))
+        assert back is not None and not back.issues
+
+
+def test_a_quote_closed_far_away_or_stopped_equals_whole_reads(monkeypatch: Any) -> None:
+    """What may end the open scalar later in the text (its quote, a backslash after a
+    double quote, a document marker line) makes the window reach it: each re-read equals
+    a whole read (``check``), whatever the whole parse then finds there."""
+    base = _plain_items(120)
+    later = base.index("content: line 90 ") + len("content: ")
+    enders = {
+        "'": ["'", "''", "it's"],
+        '"': ['"', "\\n", "a \\q b", 'say "hi"'],
+    }
+    for quote, found in enders.items():
+        for ender in [*found, "\n---\n", "\n...\n"]:
+            text = base[:later] + ender + base[later:]
+            at = text.index("content: line 30 ") + len("content: ")
+            for edits in ([(at, at, quote)], [(at, at, quote), (at + 1, at + 1, "x")]):
+                conv = parse_conversation(text, YAML)
+                cur = text
+                for edit in edits:
+                    start, end, new = edit
+                    nxt = cur[:start] + new + cur[end:]
+                    res, full = check(conv, cur, nxt, edit)
+                    conv, cur = (res if res is not None else full), nxt
+
+
+def test_quotes_left_open_then_edited_equal_whole_reads() -> None:
+    """Randomized: a quote typed at a value's start or inside a line of documents with and
+    without quotes after it (plain ones, the test documents), then more random edits; every
+    re-read equals a whole read, and those where nothing closes the quote are re-read in
+    pieces."""
+    docs = [(name, t) for name, t in documents() if t.count("\n- ") >= 6]
+    docs += [("plain", _plain_items(40)), ("plain-crlf", _plain_items(30).replace("\n", "\r\n"))]
+    rnd = random.Random(20261203)
+    counts: Counter[str] = Counter()
+    for name, pristine in docs:
+        for _ in range(6):
+            text = pristine
+            conv = parse_conversation(text, YAML)
+            lines = line_starts(text)
+            inner = [a for a in lines if len(text) // 5 <= a <= len(text) - len(text) // 5]
+            line = rnd.choice(inner or lines)
+            stop = text.find("\n", line)
+            colon = text.find(": ", line, len(text) if stop < 0 else stop)
+            at = (
+                colon + 2
+                if colon >= 0 and rnd.random() < 0.7
+                else rnd.randint(line, max(line, stop))
+            )
+            quote = rnd.choice("'\"")
+            for step in range(4):
+                if step == 0:
+                    edit = (at, at, quote)
+                elif step == 1 or rnd.random() < 0.5:
+                    edit = (at + step, at + step, rnd.choice("ab \n"))
+                else:
+                    edit = random_edit(rnd, text)
+                start, end, new = edit
+                new_text = text[:start] + new + text[end:]
+                if new_text == text:
+                    continue
+                res, full = check(conv, text, new_text, edit)
+                counts["edits"] += 1
+                if res is not None:
+                    counts["re-read in pieces"] += 1
+                    if name.startswith("plain") and full.issues:
+                        counts["plain, open quote, in pieces"] += 1
+                conv, text = (res if res is not None else full), new_text
+    assert counts["re-read in pieces"] >= counts["edits"] // 3, counts
+    assert counts["plain, open quote, in pieces"] >= 10, counts
