@@ -43,8 +43,8 @@ parse's error, and the tree it keeps (the longest prefix of whole lines before t
 that composes, ``syntax.yaml_prefix_tree``) is the items before the window and the
 window's prefix. A quote left open at the window's end is told apart without reading on:
 libyaml reads the text after the window into the scalar, which can end only where that
-text holds its quote, a backslash (double-quoted) or a document marker line (``_closer``,
-one scan per whole parse); where it holds none, the whole parse fails at the end of the
+text holds its quote, a backslash (double-quoted) or a document marker (``_closer``, one
+scan per whole parse); where it holds none, the whole parse fails at the end of the
 text exactly as the window does at its own, and the window is read as if it ended the
 text (it was read again to the end of the text on each keystroke).
 The recovery's piece (``_recover_window``) starts at the next item's line:
@@ -739,33 +739,32 @@ def _open_quote(window: str, exc: Any) -> str | None:
 
 # Key of the memo of ``_closer`` (``Conversation._views`` of a whole parse).
 _OPEN = "yaml-open"
-# libyaml's line breaks: a document marker begins a line after one of them.
-_BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")
 
 
 def _closer(conv: Conversation, text: Text, quote: str, at: int) -> int:
-    """The first offset at or after ``at`` (a line start) of ``text`` (``conv``'s) where a
-    quoted scalar opened with ``quote`` before it may end: a ``quote`` (single-quoted: its
-    close, or a doubled one), a backslash in a double-quoted one (an escape: libyaml may
-    stop at an unknown one), a line starting with ``---`` or ``...`` (libyaml stops at a
-    document marker); -1: none, libyaml reads it to the end of the text (where it fails).
-    Each of libyaml's errors inside such a scalar starts at one of these.
+    """The first offset at or after ``at`` (a line start) of ``text`` (``conv``'s, a whole
+    parse without findings) where a quoted scalar opened with ``quote`` before it may end:
+    a ``quote`` (single-quoted: its close, or a doubled one), a backslash in a
+    double-quoted one (an escape: libyaml may stop at an unknown one), or ``...`` (libyaml
+    stops at a document marker line; ``---`` cannot start one there: in a text composed as
+    one document without error, a document marker line after the first value is at most
+    the final ``...``); -1: none, libyaml reads the scalar to the end of the text (where
+    it fails). Each of libyaml's errors inside such a scalar starts at one of these.
 
-    Memo in ``conv._views`` (one scan of the text after the window per open quote, not
-    one per keystroke: the half-typed text is re-read from the same whole parse)."""
+    Read in growing ranges (the end is usually near); memo in ``conv._views`` (the text
+    after the window is scanned once per open quote, not once per keystroke: a half-typed
+    text is re-read from the same whole parse)."""
     memo = conv._views.setdefault(_OPEN, {})
     hit = memo.get(quote)
     if hit is not None and hit[0] <= at and (hit[1] < 0 or hit[1] >= at):
         return int(hit[1])
-    found = [text.find(quote, at)]
-    if quote == '"':
-        found.append(text.find("\\", at))
-    for brk in _BREAKS:
-        for marker in ("---", "..."):
-            hit_at = text.find(brk + marker, max(at - 1, 0))
-            found.append(hit_at + 1 if hit_at >= 0 else -1)
-    found = [f for f in found if f >= 0]
-    first = min(found) if found else -1
+    subs = (quote, "\\", "...") if quote == '"' else (quote, "...")
+    lo, size, n, first = at, 4096, len(text), -1
+    while lo < n and first < 0:
+        hi = min(n, lo + size)
+        found = [f for f in (text.find(sub, lo, hi + len(sub) - 1) for sub in subs) if f >= 0]
+        first = min(found) if found else -1
+        lo, size = hi, 2 * size
     memo[quote] = (at, first)
     return first
 

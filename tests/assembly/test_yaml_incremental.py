@@ -618,17 +618,22 @@ def test_a_quote_never_closed_reads_a_bounded_window(monkeypatch: Any) -> None:
 
 def test_a_quote_closed_far_away_or_stopped_equals_whole_reads(monkeypatch: Any) -> None:
     """What may end the open scalar later in the text (its quote, a backslash after a
-    double quote, a document marker line) makes the window reach it: each re-read equals
-    a whole read (``check``), whatever the whole parse then finds there."""
+    double quote, a document marker line, also the final ``...``) makes the window reach
+    it: each re-read equals a whole read (``check``), whatever the whole parse then finds
+    there; all but the last in pieces."""
     base = _plain_items(120)
-    later = base.index("content: line 90 ") + len("content: ")
-    enders = {
-        "'": ["'", "''", "it's"],
-        '"': ['"', "\\n", "a \\q b", 'say "hi"'],
+    value = "line 90 of the text\n    and its next line"
+    enders = {  # item 90's content, each valid YAML
+        "'": ["'quoted'", "'it''s'", "it's", "a 'b' c"],
+        '"': ['"quoted"', '"a \\" b"', "a \\q b", 'say "hi"'],
     }
     for quote, found in enders.items():
-        for ender in [*found, "\n---\n", "\n...\n"]:
-            text = base[:later] + ender + base[later:]
+        for ender in [*found, "end"]:
+            if ender == "end":  # a document end marker after the list (then comments)
+                text = base + "...\n# done\n"
+            else:
+                text = base.replace(f"content: {value}", f"content: {ender}", 1)
+            assert not parse_conversation(text, YAML).issues, ender
             at = text.index("content: line 30 ") + len("content: ")
             for edits in ([(at, at, quote)], [(at, at, quote), (at + 1, at + 1, "x")]):
                 conv = parse_conversation(text, YAML)
@@ -637,6 +642,8 @@ def test_a_quote_closed_far_away_or_stopped_equals_whole_reads(monkeypatch: Any)
                     start, end, new = edit
                     nxt = cur[:start] + new + cur[end:]
                     res, full = check(conv, cur, nxt, edit)
+                    # (Read whole when the window reaches the end marker.)
+                    assert res is not None or ender == "end", (quote, ender, edit)
                     conv, cur = (res if res is not None else full), nxt
 
 
