@@ -35,7 +35,8 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, is_
 from typing import Any
 
 from assembly.documents import (
@@ -221,8 +222,8 @@ def _reparse_lines(
         items=items,
         starts=(
             *starts[:k0],
-            *(s + first for s in sub.root.starts),
-            *(s + delta for s in starts[k1:]),
+            *map(first.__add__, sub.root.starts),
+            *map(delta.__add__, starts[k1:]),
         ),
     )
     new_errors = (
@@ -325,7 +326,7 @@ def _reparse_list(
                 "array",
                 TextRange(holder.range.start, holder.range.end + delta),
                 items=(*holder.items[:k], *_keep_first(res, holder, k, at, p), *holder.items[r:]),
-                starts=(*starts[:k], *res.starts, *(s + delta for s in starts[r:])),
+                starts=(*starts[:k], *res.starts, *map(delta.__add__, starts[r:])),
                 error_counts=(
                     *counts[:k],
                     *(c + n for c in res.counts),
@@ -463,10 +464,10 @@ def _read_items(
     if reader.unknown_message_keys or not all(map(reads_alone, (*msgs, *old_msgs))):
         return None
     new_ids = [m.id for m in msgs]
-    others = _ids(prev).difference(m.id for m in old_msgs)
-    if len(set(new_ids)) != len(new_ids) or not others.isdisjoint(new_ids):
+    ids, gone = _ids(prev), {m.id for m in old_msgs}
+    if len(set(new_ids)) != len(new_ids) or any(i in ids and i not in gone for i in new_ids):
         return None  # a duplicate id: the whole list decides which one is renamed
-    if n_new != r - k and None in map(_ID_RANGE, data[dr:]):
+    if n_new != r - k and any(map(is_, map(_ID_RANGE, data[dr:]), repeat(None))):
         return None  # a later message's id is its place, which moves
     # The marks in document order: unchanged unless those of the items read again differ
     # (JSON Lines: a line without ``role`` and ``type`` counts its keys as a header's).
@@ -491,7 +492,7 @@ def _read_items(
     res = _with_messages(
         prev,
         (*data[:dk], *msgs, *data[dr:]),
-        (*prev.starts[:dk], *msg_starts, *(s + delta for s in prev.starts[dr:])),
+        (*prev.starts[:dk], *msg_starts, *map(delta.__add__, prev.starts[dr:])),
         parsed.root,
         lb,
         old_end if fields is None else prev.length + 1,  # (the fields are read again)
@@ -508,9 +509,9 @@ def _read_items(
         res._views["tally"] = told
     whole = parsed.tokens and not parsed.lex_errors  # as ``read_parsed`` keeps it
     object.__setattr__(res, "syntax", (parsed.errors, parsed.tokens) if whole else None)
-    ids = prev._views.get("ids")
-    if ids is not None:
-        res._views["ids"] = others.union(new_ids)
+    kept = ids.difference(gone)  # (one copy: the previous version's set stays as it was)
+    kept.update(new_ids)
+    res._views["ids"] = kept
     return res
 
 
@@ -824,7 +825,7 @@ def _moved_starts(starts: tuple[int, ...], at: int, delta: int) -> tuple[int, ..
     """``starts`` with the entries from ``at`` on moved by ``delta``."""
     if not delta or at >= len(starts):
         return starts
-    return (*starts[:at], *[s + delta for s in starts[at:]])
+    return (*starts[:at], *map(delta.__add__, starts[at:]))
 
 
 def _reparse_member(

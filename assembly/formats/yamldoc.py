@@ -310,7 +310,7 @@ def _shifted(node: SNode, delta: int) -> SNode:
         return SNode("object", moved, members=members)
     if node.kind == "array":
         if node.starts is not None:
-            starts = tuple(s + delta for s in node.starts)
+            starts = tuple(map(delta.__add__, node.starts))
             return SNode("array", moved, items=node.items, starts=starts)
         return SNode("array", moved, items=tuple(_shifted(i, delta) for i in node.items))
     return SNode(node.kind, moved, node.value)
@@ -693,7 +693,7 @@ def _reparse_items(
         "array",
         TextRange(holder.range.start, hend),
         items=(*items[:k0], *new_items, *items[j:]),
-        starts=(*starts[:k0], *new_starts, *(s + delta for s in starts[j:])),
+        starts=(*starts[:k0], *new_starts, *map(delta.__add__, starts[j:])),
     )
     errors = tuple(_moved(e, ws) for e in parsed.errors)
     one = None
@@ -861,7 +861,7 @@ def _recover_window(
         starts += [q + item.range.start for item in seq.items]
         items += [_relative(item, item.range.start) for item in seq.items]
         errors += [_moved(e, q) for e in sub.errors]
-    starts += [s + delta for s in holder.starts[r:]]
+    starts += map(delta.__add__, holder.starts[r:])
     items += holder.items[r:]
     if len(items) > MAX_TOP_ITEMS:
         return None
