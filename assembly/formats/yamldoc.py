@@ -350,10 +350,10 @@ class _Base:
 
 @dataclass(frozen=True, slots=True)
 class _Piece:
-    """A re-read: the new parse, the conversation whose reads it shares, and for a
-    half-typed result the base it keeps."""
+    """A re-read: the new parse (or what makes it, when it may not be needed), the
+    conversation whose reads it shares, and for a half-typed result the base it keeps."""
 
-    parsed: ParsedData
+    made: ParsedData | Callable[[], ParsedData]
     shares: Conversation
     base: _Base | None = None
     # One item read again in place (its start and everything but its length kept): its
@@ -364,6 +364,14 @@ class _Piece:
     items: tuple[int, int, int] | None = None
     # Top-level members other than ``messages`` read again (the messages kept).
     members: bool = False
+
+    @property
+    def parsed(self) -> ParsedData:
+        made = self.made
+        if callable(made):
+            made = made()
+            object.__setattr__(self, "made", made)
+        return made
 
 
 def reread_yaml(
@@ -499,10 +507,12 @@ def reparse_yaml(
     ):
         found = _reparse_items(prev, prev_text, new_text, span, holder, mi)
         if found is not None:
-            parsed, one, items = found
-            if not parsed.errors:
-                return _Piece(parsed, prev, one=one, items=items)
-            return _Piece(parsed, prev, _Base(prev_text, prev, *span), items=items)
+            made, one, items = found
+            if callable(made):  # (one item read again: no finding)
+                return _Piece(made, prev, one=one, items=items)
+            if not made.errors:
+                return _Piece(made, prev, items=items)
+            return _Piece(made, prev, _Base(prev_text, prev, *span), items=items)
     elif root.is_object and root.members:
         parsed = _reparse_members(prev, prev_text, new_text, span, mi)
         if parsed is not None and not parsed.errors:
@@ -544,10 +554,18 @@ def _reparse_items(
     span: tuple[int, int, int],
     holder: SNode,
     mi: int,
-) -> tuple[ParsedData, tuple[int, SNode, int] | None, tuple[int, int, int] | None] | None:
+) -> (
+    tuple[
+        ParsedData | Callable[[], ParsedData],
+        tuple[int, SNode, int] | None,
+        tuple[int, int, int] | None,
+    ]
+    | None
+):
     """An edit after the first ``-`` of the message list: the items it touched are parsed
     again as one block sequence, the others kept. Also: the one item read again in place
-    (``_Piece.one``) and the items replaced (``_Piece.items``)."""
+    (``_Piece.one``; the parse is then what makes it) and the items replaced
+    (``_Piece.items``)."""
     p, old_end, new_end = span
     delta = new_end - old_end
     root = prev.tree
@@ -688,15 +706,32 @@ def _reparse_items(
         return None
     new_starts = [ws + item.range.start for item in seq.items]
     new_items = [_relative(item, item.range.start) for item in seq.items]
-    hend = ws + seq.items[-1].range.end if j == n else holder.range.end + delta
-    new_holder = SNode(
-        "array",
-        TextRange(holder.range.start, hend),
-        items=(*items[:k0], *new_items, *items[j:]),
-        starts=(*starts[:k0], *new_starts, *map(delta.__add__, starts[j:])),
-    )
     errors = tuple(_moved(e, ws) for e in parsed.errors)
-    one = None
+
+    def spliced() -> ParsedData:
+        """The previous tree with the window's items in place of items ``[k0, j)``."""
+        hend = ws + seq.items[-1].range.end if j == n else holder.range.end + delta
+        new_holder = SNode(
+            "array",
+            TextRange(holder.range.start, hend),
+            items=(*items[:k0], *new_items, *items[j:]),
+            starts=(*starts[:k0], *new_starts, *map(delta.__add__, starts[j:])),
+        )
+        if root is holder:
+            return ParsedData(new_holder, errors, tokens=tokens)
+        members = list(root.members)
+        members[mi] = Member("messages", members[mi].key_range, new_holder)
+        for i in range(mi + 1, len(members)):
+            m = members[i]
+            members[i] = Member(m.key, m.key_range.shift(delta), _shifted(m.value, delta))
+        new_root = SNode(
+            "object",
+            TextRange(root.range.start, members[-1].value.range.end),
+            members=tuple(members),
+        )
+        return ParsedData(new_root, errors, tokens=tokens)
+
+    items_read = (k0, j, end)
     if j == k0 + 1 and len(new_items) == 1 and not errors and new_starts[0] == starts[k0]:
         old_item = items[k0]
         if (
@@ -704,21 +739,11 @@ def _reparse_items(
             and old_end <= starts[k0] + old_item.range.end
             and new_items[0].range.end == old_item.range.end + delta
         ):
+            # One item read again in place: its tree is made only if reading that item
+            # alone cannot give the result (``replace_message`` makes its own).
             one = (k0, new_items[0], tokens - (prev.syntax[1] if prev.syntax else 0))
-    items_read = (k0, j, end)
-    if root is holder:
-        return ParsedData(new_holder, errors, tokens=tokens), one, items_read
-    members = list(root.members)
-    members[mi] = Member("messages", members[mi].key_range, new_holder)
-    for i in range(mi + 1, len(members)):
-        m = members[i]
-        members[i] = Member(m.key, m.key_range.shift(delta), _shifted(m.value, delta))
-    new_root = SNode(
-        "object",
-        TextRange(root.range.start, members[-1].value.range.end),
-        members=tuple(members),
-    )
-    return ParsedData(new_root, errors, tokens=tokens), one, items_read
+            return spliced, one, items_read
+    return spliced(), None, items_read
 
 
 def _open_quote(window: str, exc: Any) -> str | None:
