@@ -735,7 +735,8 @@ def replace_message(
         res._views["tally"] = told
     ids = prev._views.get("ids")
     if ids is not None and new_msg.id != old_msg.id:
-        ids = (ids - {old_msg.id}) | {new_msg.id}
+        ids = ids - {old_msg.id}  # (one copy: the previous version's set stays as it was)
+        ids.add(new_msg.id)
     if ids is not None:
         res._views["ids"] = ids
     return res

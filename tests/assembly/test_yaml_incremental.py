@@ -691,3 +691,16 @@ def test_quotes_left_open_then_edited_equal_whole_reads() -> None:
                 conv, text = (res if res is not None else full), new_text
     assert counts["re-read in pieces"] >= counts["edits"] // 3, counts
     assert counts["plain, open quote, in pieces"] >= 10, counts
+
+
+def test_an_edit_moves_one_table_of_starts() -> None:
+    """The message list's items and the messages stand at the same places: after an edit
+    inside a message, one pasted and one typed in an id, the two tables are one (moved
+    once per edit, not twice), and equal to a whole read's."""
+    text = _bench_like()
+    kinds = _bench_edits(text)
+    for edits in (kinds["content"], kinds["paste"], kinds["call id"]):
+        last = _chain(text, edits)[-1]
+        assert last.tree is not None
+        holder = last.tree.get("messages")
+        assert holder is not None and holder.starts is last.starts, edits[0]
