@@ -179,7 +179,15 @@ def _reparse_lines(
     syntax error at all (their parse is then the same), and the lines after it are kept
     only when the lines touched had none, before and after the edit (the lines after are
     then parsed as before, in the same state); lines touched at the end of the text (a
-    new message being typed) may have any: nothing follows them."""
+    new message being typed) may have any: nothing follows them.
+
+    Broken lines touched far from the end (a message typed in the middle) are parsed with
+    the two lines after them, when no line after them had a syntax error: each of those
+    lines parses alone (a whole value), so a record an attempt reads on from a broken
+    line either ends among the lines touched, or is still open after the first of the
+    two (which holds one whole value, and cannot close what it is in) and fails at the
+    first token of the second (a value where a comma or a closing bracket must come):
+    the attempt ends as in the whole parse, and the lines after are parsed alone in both."""
     if prev.syntax is None:
         return None
     errors, tokens = prev.syntax
@@ -204,9 +212,19 @@ def _reparse_lines(
         if sub.errors:
             sub = None
     if sub is None:  # the lines touched are broken: parse them on to the end, when it is near
-        if lb - end > _NEAR_END:
-            return None
-        end, old_last = lb, prev.length
+        if lb - end <= _NEAR_END:
+            end, old_last = lb, prev.length
+        else:  # ... else with the two lines after them (see the docstring)
+            if any(e.range.start > old_last for e in errors):
+                return None
+            end = _lines_on(new_text, end, 2)
+            old_last = end - delta
+            k0, k1 = bisect_left(starts, first), bisect_left(starts, old_last + 1)
+            if end < 0 or any(
+                s + node.range.end > old_last
+                for s, node in zip(starts[k0:k1], root.items[k0:k1], strict=True)
+            ):
+                return None  # (a record of the previous parse reads on past them)
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
         sub = parse_jsonl(str(new_text[first:end]), messages=True)
@@ -255,6 +273,25 @@ def _reparse_lines(
 
 
 _NEAR_END = 65_536  # characters: broken lines this near the end are parsed on to it
+_BLANK_LINES = 64  # blank lines ``_lines_on`` passes over before it gives up
+
+
+def _lines_on(text: Text, at: int, count: int) -> int:
+    """Where the ``count``-th line after ``at`` (the end of a line) that is not blank
+    (``parse_jsonl`` reads it) ends: its line break, or the end of the text when fewer
+    follow; -1 past ``_BLANK_LINES`` blank lines."""
+    n, blank = len(text), 0
+    while count and at < n:
+        end = text.find("\n", at + 1)
+        end = n if end < 0 else end
+        if text[at + 1 : end].strip():
+            count -= 1
+        else:
+            blank += 1
+            if blank > _BLANK_LINES:
+                return -1
+        at = end
+    return at
 
 
 def _header_lines(items: Sequence[SNode]) -> int:

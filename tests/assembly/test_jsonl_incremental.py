@@ -255,3 +255,84 @@ def test_header_line_edits_read_the_fields_again(monkeypatch: pytest.MonkeyPatch
     assert res is not None and res.settings["model"] == "gpt-4o-mini"
     assert all(a is b for a, b in zip(conv.message_data, res.message_data, strict=True))
     assert res.starts == tuple(s + 5 for s in conv.starts)
+
+
+def test_a_message_typed_in_the_middle_reads_two_lines_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Character by character in the middle of a long document, through its broken states:
+    each keystroke parses the line typed and the two lines after it (``_lines_on``), not
+    the rest of the text (it was read whole on each keystroke), and equals a whole read;
+    the tree is never read again as a whole, and the messages after it are shared."""
+    text = documents()[-len(_HOSTILE) - 2][1]  # the generated conversation
+    monkeypatch.setattr(incremental, "_NEAR_END", 0)  # (its text is short: all is "far")
+
+    def whole(*args: Any, **kwargs: Any) -> Conversation:
+        raise AssertionError("the whole tree was read again")
+
+    parsed: list[int] = []
+    real = incremental.parse_jsonl
+
+    def parse(source: str, **kwargs: Any) -> Any:
+        parsed.append(source.count("\n"))
+        return real(source, **kwargs)
+
+    monkeypatch.setattr(incremental, "read_parsed", whole)
+    monkeypatch.setattr(incremental, "parse_jsonl", parse)
+    conv = parse_conversation(text, JSONL)
+    first = conv
+    at = text.index("\n{", len(text) // 2) + 1
+    typed = _NEW[1:] + "\n"
+    broken = 0
+    for ch in typed:
+        new_text = text[:at] + ch + text[at:]
+        res, _ = check(conv, text, new_text, (at, at, ch))
+        assert res is not None, new_text[at - 40 : at + 40]
+        broken += bool(res.issues)
+        conv, text, at = res, new_text, at + 1
+    assert broken >= 20 and not conv.issues
+    assert max(parsed) <= 3  # the line typed (split in two at the end) and two more
+    assert len(conv.message_data) == len(first.message_data) + 1
+    kept = sum(any(m is n for n in first.message_data) for m in conv.message_data)
+    assert kept >= len(first.message_data) - 3
+
+
+def test_broken_lines_far_from_the_end_equal_whole_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Randomized, with every line "far from the end" (``_NEAR_END`` 0): lines broken in
+    the middle (``random_edits.break_edit``), messages typed there, then more random
+    edits: every re-read equals a whole read, and most are read in pieces."""
+    from tests.support.random_edits import break_edit
+
+    monkeypatch.setattr(incremental, "_NEAR_END", 0)
+    rnd = random.Random(20261204)
+    counts: Counter[str] = Counter()
+    for _name, pristine in documents():
+        for _ in range(4):
+            text = pristine
+            conv = parse_conversation(text, JSONL)
+            lines = line_starts(text)
+            mid = rnd.choice(lines[len(lines) // 3 : max(len(lines) // 3 + 1, 2 * len(lines) // 3)])
+            typed = rnd.choice([_NEW[1:] + "\n", '{"role": "user", "content": "a\n', "[1,\n"])
+            for step in range(8):
+                if step < 4:
+                    piece = typed[step * len(typed) // 4 : (step + 1) * len(typed) // 4]
+                    edit = (mid, mid, piece)
+                    mid += len(piece)
+                elif step == 4:
+                    edit = break_edit(rnd, text, line_starts(text))
+                else:
+                    edit = random_edit(rnd, text)
+                start, end, new = edit
+                new_text = text[:start] + new + text[end:]
+                if new_text == text:
+                    continue
+                res, full = check(conv, text, new_text, edit)
+                counts["edits"] += 1
+                counts["broken"] += bool(full.syntax and full.syntax[0])
+                counts["broken, re-read"] += bool(
+                    res is not None and full.syntax and full.syntax[0]
+                )
+                conv, text = (res if res is not None else full), new_text
+    assert counts["broken, re-read"] >= counts["broken"] // 2, counts
