@@ -622,6 +622,9 @@ def _reparse_items(
         we = end + delta
         at_end = we == len(new_text)
         if not at_end and (we <= ws or new_text[we - 1] != "\n"):
+            if j < n and end == old_end:
+                j += 1  # typed at the start of item ``j``'s line: its line is touched
+                continue
             return None
         window = new_text[ws:we]
         if not _is_dash_line(window, 0, indent) or _DOCUMENT_LINE.search(window):

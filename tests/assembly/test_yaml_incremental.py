@@ -704,3 +704,15 @@ def test_an_edit_moves_one_table_of_starts() -> None:
         assert last.tree is not None
         holder = last.tree.get("messages")
         assert holder is not None and holder.starts is last.starts, edits[0]
+
+
+def test_an_item_s_line_commented_out_is_read_in_pieces() -> None:
+    """``# `` typed at the start of an item's line (an editor's "comment line"): the edit
+    touches that item's line, so the window takes that item too (it was read whole); the
+    item's keys then continue the item before it. Equal to a whole read, and undone."""
+    text = _items(40)
+    at = text.index("- id: m20\n")
+    res = _chain(text, [(at, at, "# "), (at, at + 2, "")])
+    assert len(res[1].message_data) == 39 and len(res[2].message_data) == 40
+    olds = {id(m) for m in res[0].message_data}
+    assert sum(id(m) in olds for m in res[1].message_data) == 38
