@@ -176,7 +176,9 @@ def _reparse_lines(
     A whole parse reads each line alone but for one thing: the first line that does not
     parse (while no such attempt has failed yet) is tried as a record written over several
     lines, read on into the lines after it. So the lines before the edit must have had no
-    syntax error at all (their parse is then the same), and the lines after it are kept
+    syntax error (their parse is then the same), or only such that the attempt ended
+    before the edit (``_attempt_ended``) and the lines touched parse alone, before and
+    after the edit (no attempt is made on them in either parse); the lines after it are kept
     only when the lines touched had none, before and after the edit (the lines after are
     then parsed as before, in the same state); lines touched at the end of the text (a
     new message being typed) may have any: nothing follows them.
@@ -202,16 +204,19 @@ def _reparse_lines(
     end = new_text.find("\n", new_end)
     end = lb if end < 0 else end  # the end of the last one, after the edit
     old_last = end - delta  # ... and before it
-    if any(e.range.start < first for e in errors):
+    before = [e for e in errors if e.range.start < first]
+    if before and not _attempt_ended(before, starts, root.items, new_text, first):
         return None  # (a record over several lines, or an attempt at one, may read the edit)
     sub = None
-    if end < lb and not any(e.range.start <= old_last for e in errors):
+    if end < lb and not any(first <= e.range.start <= old_last for e in errors):
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
         sub = parse_jsonl(str(new_text[first:end]), messages=True)
         if sub.errors:
             sub = None
     if sub is None:  # the lines touched are broken: parse them on to the end, when it is near
+        if before:
+            return None  # (no record is tried after a broken line: a state of its own)
         if lb - end <= _NEAR_END:
             end, old_last = lb, prev.length
         else:  # ... else with the two lines after them (see the docstring)
@@ -245,6 +250,7 @@ def _reparse_lines(
         ),
     )
     new_errors = (
+        *before,
         *(_moved_issue(e, first) for e in sub.errors),
         *(_moved_issue(e, delta) for e in errors if e.range.start > old_last),
     )
@@ -273,6 +279,41 @@ def _reparse_lines(
 
 
 _NEAR_END = 65_536  # characters: broken lines this near the end are parsed on to it
+_PAIRS = 16  # pairs of lines ``_attempt_ended`` looks at
+
+
+def _attempt_ended(
+    errors: Sequence[SyntaxIssue],
+    starts: Sequence[int],
+    items: Sequence[SNode],
+    text: Text,
+    first: int,
+) -> bool:
+    """Whether the syntax errors of the lines before ``first`` (``errors``) leave those
+    lines' parse as it is whatever follows ``first``: no record over several lines was
+    read (only the first broken line was then tried as one, and failed), and that attempt
+    ended before two consecutive lines, both after it and before ``first``, that parse
+    alone (only blank lines between them): the first holds one whole value, so the attempt
+    fails at the second's first token at the latest (see ``_reparse_lines``)."""
+    if any(e.message.startswith("a record spans") for e in errors):
+        return False  # (``syntax.parse_jsonl``'s report of a record read over several lines)
+    broken = text.find("\n", errors[0].range.start)  # the end of the first broken line
+    if broken < 0:
+        return False
+    at = sorted(e.range.start for e in errors)
+    i, stop = bisect_right(starts, broken), bisect_left(starts, first)
+    for _ in range(_PAIRS):
+        if i + 1 >= stop:
+            return False
+        a, b = starts[i], starts[i + 1]
+        end_a, end_b = a + items[i].range.end, b + items[i + 1].range.end
+        clean = bisect_left(at, a) == bisect_right(at, text.find("\n", end_b))
+        if clean and not text[end_a:b].strip() and text.count("\n", end_a, b) >= 1:
+            return True
+        i += 1
+    return False
+
+
 _BLANK_LINES = 64  # blank lines ``_lines_on`` passes over before it gives up
 
 

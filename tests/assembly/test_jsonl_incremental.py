@@ -336,3 +336,42 @@ def test_broken_lines_far_from_the_end_equal_whole_reads(
                 )
                 conv, text = (res if res is not None else full), new_text
     assert counts["broken, re-read"] >= counts["broken"] // 2, counts
+
+
+def test_edits_below_a_broken_line_are_read_in_pieces() -> None:
+    """A line broken in the middle of the document, then edits below it: once two lines
+    that parse alone follow the broken one (the whole parse's attempt to read it as a
+    record over several lines has ended by then), the lines an edit touches are read
+    alone and spliced (they were read whole); each equal to a whole read. Randomized over
+    the documents with enough lines, with edits anywhere below the broken line (most stay
+    read whole: the edit is too near the broken line, or breaks another line above it)."""
+    rnd = random.Random(20261205)
+    counts: Counter[str] = Counter()
+    for _name, pristine in documents():
+        lines = line_starts(pristine)
+        if len(lines) < 12:
+            continue
+        for _ in range(4):
+            at = rnd.choice(lines[2 : len(lines) // 3])
+            stop = pristine.find("\n", at)
+            cut = rnd.randint(at, stop if stop > at else at)
+            text = pristine[:cut] + rnd.choice(['{"role": ', "[", "x", '"']) + pristine[cut:]
+            conv = parse_conversation(text, JSONL)
+            for _k in range(6):
+                low = text.find("\n", cut) + 1
+                sub = text[low:]
+                if not sub.strip():
+                    break
+                a, b, new = random_edit(rnd, sub)
+                edit = (a + low, b + low, new)
+                new_text = text[: edit[0]] + new + text[edit[1] :]
+                if new_text == text:
+                    continue
+                errors = conv.syntax[0] if conv.syntax is not None else ()
+                below = any(e.range.start < text.rfind("\n", 0, edit[0]) for e in errors)
+                res, full = check(conv, text, new_text, edit)
+                counts["edits below a broken line"] += below
+                counts["of which in pieces"] += below and res is not None
+                conv, text = (res if res is not None else full), new_text
+    assert counts["edits below a broken line"] >= 150, counts
+    assert counts["of which in pieces"] >= 40, counts  # 54 of 203 (none before)
