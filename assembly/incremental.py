@@ -25,7 +25,8 @@ the previous version is left exactly as it was (value snapshots). Two paths:
 
 It returns None whenever that might not give exactly what ``parse_conversation`` gives
 (other providers' formats, an edit before the message list, a document near the token
-limit, JSON Lines beyond one line); the caller then parses the whole text. A YAML text is
+limit, JSON Lines lines whose parse may depend on a record read over several lines:
+``_reparse_lines``); the caller then parses the whole text. A YAML text is
 re-read by ``formats.yamldoc`` (the items or top-level members the edit touched, parsed
 alone with libyaml), which reads one changed message with ``replace_message`` as JSON does.
 """
