@@ -207,6 +207,9 @@ class CompressionPlan:
     progressive: bool
     request: tuple[dict[str, Any], ...]  # the summarization request (OpenAI messages)
     summarize_tokens: int = 0  # the stored tokens of ``summarize``, as ``history_tokens``
+    # The positions in ``Assembly.history`` of ``summarize`` and ``keep``.
+    summarize_at: tuple[int, ...] = ()
+    keep_at: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -2537,6 +2540,8 @@ class _Pipeline:
             progressive=summary is not None,
             request=request,
             summarize_tokens=sums[split] if triggered else 0,
+            summarize_at=tuple(cand_pos[:split]) if triggered else (),
+            keep_at=tuple(cand_pos[split:]) if triggered else tuple(cand_pos),
         )
 
 

@@ -57,7 +57,6 @@ from assembly.diagnostics.core import (
     Rule,
     RuleContext,
     TextEdit,
-    layout_key,
 )
 from assembly.diagnostics.window import TextLike, Windows, line_start
 from assembly.model import Message, Role
@@ -457,7 +456,6 @@ class RuleCache:
             self._located.clear()
             return None
         if len(prev) != len(msgs):
-            self.memo.layouts = object()  # messages came or went: their places moved
             # By object identity: ``prev`` is alive, so no other live object has its ids.
             old_index = dict(zip(map(id, prev), range(len(prev)), strict=True))
             moved = self._moved = list(map(old_index.get, map(id, msgs)))
@@ -480,8 +478,6 @@ class RuleCache:
         for i in res:
             self.memo.forget(prev[i])
             self._located.pop(i, None)
-        if any(layout_key(prev[i]) != layout_key(msgs[i]) for i in res):
-            self.memo.layouts = object()  # values kept by layouts are made again
         if len(res) == 1 and len(msgs) > 1 and self._text is not None:
             # One new message in place of one old: the re-read shares the others only when
             # the edit lies inside it, so the text outside it is unchanged if the lengths

@@ -621,7 +621,9 @@ def _random_message(rnd: random.Random, k: int) -> dict[str, object]:
     return {"id": f"r{k}", "role": rnd.choice(["user", "assistant"]), "content": f"turn {k}"}
 
 
-@pytest.mark.parametrize(("seed", "budget"), [(1, None), (2, None), (3, None), (4, 600), (5, 600)])
+@pytest.mark.parametrize(
+    ("seed", "budget"), [(1, None), (2, None), (3, None), (4, 600), (5, 600), (6, 600), (7, 600)]
+)
 def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
     tmp_path: Path, seed: int, budget: int | None
 ) -> None:
@@ -630,7 +632,8 @@ def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
     each, the host's findings (kept by the narrow summaries and moved with their messages)
     equal a fresh analysis', fixes included. With a tight budget the history is cut and
     compressed in the middle, and the edits also rename an attached file and type in a
-    message: the budget rules' spans, kept while the messages' layouts are, follow."""
+    message: the budget rules' spans, kept while the history's model messages keep their
+    places (``budget._same_places``), follow."""
     rnd = random.Random(seed)
     path = tmp_path / "r.conv.json"
     n = 24 if budget is None else 40
@@ -674,8 +677,9 @@ def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
             msgs[i] = {**msgs[i], "role": rnd.choice(["user", "assistant", "tool"])}
             if msgs[i]["role"] == "tool":
                 msgs[i].setdefault("tool_call_id", "c0")
-        elif op == 3:
-            msgs[i] = {**msgs[i], "id": f"x{step}"}
+        elif op == 3:  # another id, one that names an upload, or one already taken
+            ids = [f"x{step}", f"x{step}/files/0", str(msgs[rnd.randrange(len(msgs))]["id"])]
+            msgs[i] = {**msgs[i], "id": rnd.choice(ids)}
         elif "tool_calls" in msgs[i] or "tool_call_id" in msgs[i]:
             fresh = f"c{rnd.randrange(6)}"
             if "tool_call_id" in msgs[i]:
@@ -704,3 +708,44 @@ def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
     assert len(seen & document_rules) >= 3, seen
     if budget is not None:
         assert {"history-truncated", "compression-due"} <= seen, seen
+
+
+def _budgeted(first_id: str, budget: int, role: str) -> str:
+    """A conversation whose first message (with a file) is summarized and, at a tighter
+    budget, cut."""
+    files = [{"file_id": "f1", "filename": "a.md", "content": "x"}]
+    msgs: list[dict[str, object]] = [
+        {"id": first_id, "role": role, "content": "see" + " word" * 40, "files": files}
+    ]
+    msgs += [
+        {"id": f"m{k}", "role": "user" if k % 2 else "assistant", "content": "t" + " w" * 40}
+        for k in range(12)
+    ]
+    msgs.append({"id": "end", "role": "user", "content": "?"})
+    return json.dumps({"settings": {"max_input_tokens": budget}, "messages": msgs}, indent=2)
+
+
+@pytest.mark.parametrize("role", ["user", "assistant"])
+@pytest.mark.parametrize("budget", [600, 450])
+def test_budget_spans_follow_an_id_that_names_an_upload(
+    tmp_path: Path, budget: int, role: str
+) -> None:
+    """The budget rules' spans are kept while the history's model messages keep their
+    places; an id edit keeps them, unless the new id reads as an injected upload's
+    (``<id>/files/<k>``: an assistant message's files are not injected, but its own id
+    then names one), which the spans do not count as a message."""
+    path = tmp_path / "b.conv.json"
+    host = AnalysisHost()
+    before = _analysis(path, _budgeted("a", budget, role), host)
+    spans = {"history-truncated", "compression-due"}
+    assert spans & {d.code for d in before.diagnostics}
+    for first_id in ("b", "a/files/0", "c"):
+        text = _budgeted(first_id, budget, role)
+        got = _analysis(path, text, host)
+        want = _analysis(path, text)
+        assert [(d, d.message) for d in got.diagnostics] == [
+            (d, d.message) for d in want.diagnostics
+        ]
+        counts = {d.message for d in got.diagnostics if d.code in spans}
+        if first_id == "a/files/0":  # one message fewer among those summarized or cut
+            assert counts != {d.message for d in before.diagnostics if d.code in spans}
