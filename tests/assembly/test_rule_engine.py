@@ -749,3 +749,69 @@ def test_budget_spans_follow_an_id_that_names_an_upload(
         counts = {d.message for d in got.diagnostics if d.code in spans}
         if first_id == "a/files/0":  # one message fewer among those summarized or cut
             assert counts != {d.message for d in before.diagnostics if d.code in spans}
+
+
+def _talking_message(rnd: random.Random, k: int, ids: list[str]) -> dict[str, object]:
+    """A message for the per-message rules: an assistant message writing a call as text
+    (or markup), or another, sometimes answering an earlier message (a branch)."""
+    kind = rnd.randrange(4)
+    if kind == 0:
+        content = json.dumps({"name": "web_search", "arguments": {"query": f"q{k}"}})
+        m: dict[str, object] = {"id": f"r{k}", "role": "assistant", "content": content}
+    elif kind == 1:
+        call = "<tool_call>" + json.dumps({"name": f"x{k}", "arguments": {}}) + "</tool_call>"
+        m = {"id": f"r{k}", "role": "assistant", "content": call}
+    else:
+        m = {"id": f"r{k}", "role": rnd.choice(["user", "assistant"]), "content": f"turn {k}"}
+    if ids and rnd.random() < 0.3:
+        m["parent"] = rnd.choice(ids)
+    return m
+
+
+@pytest.mark.parametrize(("seed", "tools"), [(1, True), (2, True), (3, False), (4, True)])
+def test_per_message_rules_follow_messages_that_come_and_go(
+    tmp_path: Path, seed: int, tools: bool
+) -> None:
+    """Messages inserted, deleted or moved to another branch among assistant messages
+    that write calls as text: the per-message rules run on the new messages and on the
+    kept ones that come onto the branch, their findings move with their messages (by
+    object), and equal a fresh analysis' after each edit."""
+    rnd = random.Random(seed)
+    path = tmp_path / "p.conv.json"
+    declared = [{"type": "function", "function": {"name": "web_search", "parameters": {}}}]
+    msgs: list[dict[str, object]] = []
+    for k in range(16):
+        msgs.append(_talking_message(rnd, k, [str(m["id"]) for m in msgs]))
+
+    def text() -> str:
+        body: dict[str, object] = {"messages": [*msgs, {"id": "end", "role": "user"}]}
+        if tools:
+            body = {"tools": declared, **body}
+        return json.dumps(body, indent=2)
+
+    host = AnalysisHost()
+    _analysis(path, text(), host)
+    seen: set[str] = set()
+    for step in range(24):
+        op = rnd.randrange(3)
+        i = rnd.randrange(len(msgs))
+        if op == 0 or len(msgs) < 4:
+            earlier = [str(m["id"]) for m in msgs[:i]]
+            msgs.insert(i, _talking_message(rnd, 100 + step, earlier))
+        elif op == 1:
+            gone = msgs.pop(i)["id"]
+            for m in msgs:  # no answer to a message that is gone
+                if m.get("parent") == gone:
+                    del m["parent"]
+        else:  # another branch: answer an earlier message, or none
+            earlier = [str(m["id"]) for m in msgs[:i]]
+            msgs[i] = {k: v for k, v in msgs[i].items() if k != "parent"}
+            if earlier and rnd.random() < 0.7:
+                msgs[i]["parent"] = rnd.choice(earlier)
+        got = _analysis(path, text(), host)
+        want = _analysis(path, text())
+        assert [(d, d.range.start, d.range.end, d.fix) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end, d.fix) for d in want.diagnostics
+        ], (seed, step)
+        seen.update(d.code for d in got.diagnostics)
+    assert ("tool-call-in-text" if tools else "tool-call-markup-in-text") in seen, seen
