@@ -140,6 +140,43 @@ class Source:
         self.cache._facts_next[kind] = values
         return values
 
+    def indexes(
+        self, kind: str, flags: Callable[[Iterable[int]], Iterable[object]]
+    ) -> tuple[int, ...]:
+        """The indexes ``i`` of the stored messages for which ``flags`` is true
+        (``flags(indexes)``: a truth value per index, for a message alone), in order.
+
+        One implementation: from the last run's indexes (by ``kind``) and the messages
+        new since (a message keeps its flag while its object is the same), else from
+        every message (the first run, or the last run did not ask)."""
+        cache = self.cache
+        prev: tuple[int, ...] | None = cache._facts.get(kind)
+        changed, n = self.changed, len(self.messages)
+        res: tuple[int, ...]
+        if prev is None or changed is None:
+            res = tuple(itertools.compress(itertools.count(), flags(range(n))))
+        elif cache._moved is not None:  # messages came or went: a splice
+            head, mid, tail = cache._splice
+            a, b = bisect.bisect_left(prev, head), bisect.bisect_left(prev, tail)
+            between = range(head, head + len(mid))
+            shift = head + len(mid) - tail
+            res = (
+                *prev[:a],
+                *itertools.compress(between, flags(between)),
+                *map(shift.__add__, prev[b:]),
+            )
+        else:  # messages replaced in place
+            res = prev
+            for i, flag in zip(changed, flags(changed), strict=True):
+                k = bisect.bisect_left(res, i)
+                has = k < len(res) and res[k] == i
+                if has and not flag:
+                    res = res[:k] + res[k + 1 :]
+                elif flag and not has:
+                    res = (*res[:k], i, *res[k:])
+        cache._facts_next[kind] = res
+        return res
+
 
 class MessageSource:
     """One message as a per-message rule sees it: the message (seen in this version), its

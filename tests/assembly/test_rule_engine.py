@@ -27,10 +27,17 @@ from assembly.diagnostics.core import RuleContext
 from assembly.diagnostics.engine import QUERIES, MessageSource, rule_kind
 from assembly.diagnostics.inputs import (
     Branch,
+    MessageKinds,
     MessageShape,
+    OnBranch,
     PromptContext,
+    Summaries,
+    SystemChoice,
+    ToolTraffic,
     message_source,
 )
+from assembly.diagnostics.rules.budget import Compression, Truncation
+from assembly.diagnostics.rules.files import FileTraffic
 from assembly.host import Analysis, AnalysisHost
 from assembly.model import Conversation, FileAttachment, Located, Message, Role
 from assembly.text import RelRange, TextRange
@@ -674,7 +681,8 @@ def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
         elif op == 1:
             del msgs[i]
         elif op == 2:
-            msgs[i] = {**msgs[i], "role": rnd.choice(["user", "assistant", "tool"])}
+            roles = ["user", "assistant", "tool", "system", "reminder"]
+            msgs[i] = {**msgs[i], "role": rnd.choice(roles)}
             if msgs[i]["role"] == "tool":
                 msgs[i].setdefault("tool_call_id", "c0")
         elif op == 3:  # another id, one that names an upload, or one already taken
@@ -693,7 +701,9 @@ def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
             indent=2,
         )
         got = _analysis(path, text, host)
-        want = _analysis(path, text)
+        anew = AnalysisHost()
+        want = _analysis(path, text, anew)
+        _assert_same_inputs(host, anew)
         assert [(d, d.range.start, d.range.end, d.fix) for d in got.diagnostics] == [
             (d, d.range.start, d.range.end, d.fix) for d in want.diagnostics
         ], (seed, step)
@@ -749,6 +759,22 @@ def test_budget_spans_follow_an_id_that_names_an_upload(
         counts = {d.message for d in got.diagnostics if d.code in spans}
         if first_id == "a/files/0":  # one message fewer among those summarized or cut
             assert counts != {d.message for d in before.diagnostics if d.code in spans}
+
+
+def _assert_same_inputs(host: AnalysisHost, fresh: AnalysisHost) -> None:
+    """The inputs the narrow summaries are made from, and those summaries, as the host
+    keeps them equal a fresh analysis' (positions included, where they hold any)."""
+    kept, made = _cache(host), _cache(fresh)
+    kinds = (MessageKinds, OnBranch, ToolTraffic, FileTraffic, Summaries, SystemChoice)
+    for t in (*kinds, Truncation, Compression):
+        assert kept.input(t) == made.input(t), t.__name__
+    for t in (MessageKinds, OnBranch):
+        assert kept.input(t) == made.input(t)
+    for t in (ToolTraffic, FileTraffic, Summaries):
+        a, b = kept.input(t), made.input(t)
+        assert (a.on_branch if not isinstance(a, Summaries) else a.nodes) == (
+            b.on_branch if not isinstance(b, Summaries) else b.nodes
+        ), t.__name__
 
 
 def _talking_message(rnd: random.Random, k: int, ids: list[str]) -> dict[str, object]:
@@ -809,7 +835,9 @@ def test_per_message_rules_follow_messages_that_come_and_go(
             if earlier and rnd.random() < 0.7:
                 msgs[i]["parent"] = rnd.choice(earlier)
         got = _analysis(path, text(), host)
-        want = _analysis(path, text())
+        anew = AnalysisHost()
+        want = _analysis(path, text(), anew)
+        _assert_same_inputs(host, anew)
         assert [(d, d.range.start, d.range.end, d.fix) for d in got.diagnostics] == [
             (d, d.range.start, d.range.end, d.fix) for d in want.diagnostics
         ], (seed, step)
