@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from assembly.assemble import Assembly, LlmMessage
 from assembly.diagnostics.core import (
     Diagnostic,
-    MessageMemo,
     Related,
     Severity,
 )
 from assembly.diagnostics.engine import Source, query
-from assembly.diagnostics.inputs import Branch
-from assembly.model import Conversation, Message, Role
+from assembly.diagnostics.inputs import Branch, MessageKinds
+from assembly.model import Conversation, Message
 from assembly.text import TextRange
 
 MAX_RELATED_FILES = 5
@@ -233,7 +232,7 @@ class Truncation:
 
 
 @query
-def truncation(src: Source) -> Truncation:
+def truncation(src: Source, kinds: MessageKinds) -> Truncation:
     ctx = src.ctx
     a, conv = ctx.assembly, ctx.conversation
     if a is None or not a.dropped or not a.ok or conv is None:
@@ -251,7 +250,7 @@ def truncation(src: Source) -> Truncation:
         "history-truncated",
         key,
         lambda: (
-            _span(conv, memo, dropped, places.places[:k], a.summary_id),
+            _span(conv, dropped, places.places[:k], a.summary_id, kinds.summaries),
             tuple(_uploads(conv, dropped, places.places[:k])),
         ),
     )
@@ -302,7 +301,7 @@ def compression(src: Source) -> Compression:
     places = _history_places(src, a, conv) if conv is not None else None
     key = (places.stamp if places else None, len(a.history), plan.summarize_at, plan.keep_at)
     span, n_recent, first_recent = memo.derived(
-        "compression-due", key, lambda: _compression(conv, memo, a, places)
+        "compression-due", key, lambda: _compression(conv, a, places)
     )
     last = None
     if first_recent is None and not span.placed:
@@ -329,7 +328,7 @@ def compression(src: Source) -> Compression:
 
 
 def _compression(
-    conv: Conversation | None, memo: MessageMemo, a: Assembly, places: _HistoryPlaces | None
+    conv: Conversation | None, a: Assembly, places: _HistoryPlaces | None
 ) -> tuple[Span, int, int | None]:
     plan = a.compression
     h = a.history
@@ -337,7 +336,7 @@ def _compression(
     recent = list(map(h.__getitem__, plan.keep_at))
     where = places.places if places is not None else [None] * len(h)
     first_recent = next((where[p] for p in plan.keep_at if h[p].source is not None), None)
-    span = _span(conv, memo, older, list(map(where.__getitem__, plan.summarize_at)), None)
+    span = _span(conv, older, list(map(where.__getitem__, plan.summarize_at)))
     return span, _n_messages(recent), first_recent
 
 
@@ -373,8 +372,44 @@ def _places_made(
     hist, data = a.history, conv.message_data
     if last is not None and _same_places(src, last, hist, data, a.summary_id):
         return _HistoryPlaces(hist, last.places, a.summary_id, data, last.stamp)
-    places = conv.places_of(map(_SOURCE, hist))
+    places = _spliced_places(src, last, hist, data) if last is not None else None
+    if places is None:
+        places = conv.places_of(map(_SOURCE, hist))
     return _HistoryPlaces(hist, places, a.summary_id, data, object())
+
+
+def _spliced_places(
+    src: Source, last: _HistoryPlaces, hist: tuple[LlmMessage, ...], data: tuple[Message, ...]
+) -> list[int | None] | None:
+    """The places of ``hist`` from ``last``'s, when messages came or went in one run of
+    the document (the engine's splice) and the history changed in one run of positions:
+    the model messages before it come from messages before the document's run (their
+    places stay), those after it from messages after it (their places shift), those in
+    it from the document's run (found among its messages). None: not so."""
+    cache = src.cache
+    if cache._moved is None or src.changed is None or last.messages is not cache._messages:
+        return None
+    head, mid, tail = cache._splice
+    old = last.history
+    n_old, n_new = len(old), len(hist)
+    lim = min(n_old, n_new)
+    differs = map(operator.is_not, old[:lim], hist[:lim])
+    hh = next(itertools.compress(itertools.count(), differs), lim)
+    lim -= hh
+    differs = map(operator.is_not, reversed(old[n_old - lim :]), reversed(hist))
+    tt = next(itertools.compress(itertools.count(), differs), lim)
+    before, after = last.places[:hh], last.places[n_old - tt :]
+    if head == 0 or None in before or (before and max(before) >= head):  # type: ignore[type-var]
+        return None
+    if None in after or (after and min(after) < tail):  # type: ignore[type-var]
+        return None
+    shift = head + len(mid) - tail
+    at = range(head, head + len(mid))
+    run = dict(zip(map(id, data[head : head + len(mid)]), at, strict=True))
+    between = list(map(run.get, map(id, map(_SOURCE, hist[hh : n_new - tt]))))
+    if None in between:
+        return None  # (a model message of another message, or of none)
+    return [*before, *between, *map(shift.__add__, after)]  # type: ignore[arg-type]
 
 
 def _same_places(
@@ -432,10 +467,10 @@ def _same_places(
 
 def _span(
     conv: Conversation | None,
-    memo: MessageMemo,
     msgs: Sequence[LlmMessage],
     where: list[int | None],
-    summary_id: str | None,
+    summary_id: str | None = None,
+    nodes: Sequence[int] = (),
 ) -> Span:
     """The document span of ``msgs``' sources, and the summary node among them (placed
     anywhere in the document, so it is kept out of the span).
@@ -443,8 +478,9 @@ def _span(
     The messages lie in the document in the order of their indexes, each one's files
     inside it in order: the span starts at the lowest index (the message itself, else its
     first file among ``msgs``) and ends at the highest (the message, else its last file).
-    ``where``: the index in ``conv`` of each message's source (None: none). A pass over
-    the indexes at C speed, then a look at the two ends' entries.
+    ``where``: the index in ``conv`` of each message's source (None: none); ``nodes``:
+    the indexes of the summary nodes (``MessageKinds.summaries``). A pass over the
+    indexes at C speed, then a look at the two ends' entries.
     """
     n = _n_messages(msgs)
     if conv is None or not msgs:
@@ -454,14 +490,8 @@ def _span(
     summary: int | None = None
     if summary_id is not None:
         data = conv.message_data
-        ids = memo.of_run("message-ids", data, lambda: list(map(_ID, data)))
-        at = -1
-        while True:  # the messages with the summary's id (one, unless an id is repeated)
-            try:
-                at = ids.index(summary_id, at + 1)
-            except ValueError:
-                break
-            if at in placed and data[at].role is Role.SUMMARY:
+        for at in nodes:  # the summary nodes with the summary's id (one, unless repeated)
+            if data[at].id == summary_id and at in placed:
                 summary = at
         placed.discard(summary)
     if not placed:
