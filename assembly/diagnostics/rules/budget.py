@@ -383,9 +383,9 @@ def _spliced_places(
 ) -> list[int | None] | None:
     """The places of ``hist`` from ``last``'s, when messages came or went in one run of
     the document (the engine's splice) and the history changed in one run of positions:
-    the model messages before it come from messages before the document's run (their
-    places stay), those after it from messages after it (their places shift), those in
-    it from the document's run (found among its messages). None: not so."""
+    the model messages before and after it are the same objects, of the same messages,
+    whose places move as the splice moves them; those in it come from the document's run
+    (found among its messages). None: not so."""
     cache = src.cache
     if cache._moved is None or src.changed is None or last.messages is not cache._messages:
         return None
@@ -398,18 +398,25 @@ def _spliced_places(
     lim -= hh
     differs = map(operator.is_not, reversed(old[n_old - lim :]), reversed(hist))
     tt = next(itertools.compress(itertools.count(), differs), lim)
-    before, after = last.places[:hh], last.places[n_old - tt :]
-    if head == 0 or None in before or (before and max(before) >= head):  # type: ignore[type-var]
-        return None
-    if None in after or (after and min(after) < tail):  # type: ignore[type-var]
-        return None
-    shift = head + len(mid) - tail
-    at = range(head, head + len(mid))
-    run = dict(zip(map(id, data[head : head + len(mid)]), at, strict=True))
+    kept = (*last.places[:hh], *last.places[n_old - tt :])
+    if None in kept:
+        return None  # (a model message of none)
+    # Where each message of the last run is now (None: gone), at C speed.
+    end = head + len(mid)
+    now: list[int | None] = [
+        *range(head),
+        *itertools.repeat(None, tail - head),
+        *range(end, end + len(last.messages) - tail),
+    ]
+    for j, o in enumerate(mid, head):
+        if o is not None:
+            now[o] = j
+    moved = list(map(now.__getitem__, kept))  # type: ignore[call-overload]
+    run = dict(zip(map(id, data[head:end]), range(head, end), strict=True))
     between = list(map(run.get, map(id, map(_SOURCE, hist[hh : n_new - tt]))))
-    if None in between:
-        return None  # (a model message of another message, or of none)
-    return [*before, *between, *map(shift.__add__, after)]  # type: ignore[arg-type]
+    if None in moved or None in between:
+        return None  # (a model message of a message gone, of another message, or of none)
+    return [*moved[:hh], *between, *moved[hh:]]
 
 
 def _same_places(
