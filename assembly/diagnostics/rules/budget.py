@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from assembly.assemble import Assembly, LlmMessage
@@ -337,7 +337,7 @@ def _compression(
     where = places.places if places is not None else [None] * len(h)
     first_recent = next((where[p] for p in plan.keep_at if h[p].source is not None), None)
     span = _span(conv, older, list(map(where.__getitem__, plan.summarize_at)))
-    return span, _n_messages(recent), first_recent
+    return span, _n_messages(recent, list(map(where.__getitem__, plan.keep_at))), first_recent
 
 
 @dataclass(slots=True, eq=False)
@@ -489,7 +489,7 @@ def _span(
     the indexes of the summary nodes (``MessageKinds.summaries``). A pass over the
     indexes at C speed, then a look at the two ends' entries.
     """
-    n = _n_messages(msgs)
+    n = _n_messages(msgs, where)
     if conv is None or not msgs:
         return Span(None, None, None, n)
     placed = set(where)
@@ -544,16 +544,16 @@ def _file_index(m: LlmMessage, src: object) -> int | None:
     return None
 
 
-def _n_messages(msgs: Iterable[LlmMessage]) -> int:
-    """Document messages among ``msgs`` (an upload injected before its message is not one)."""
-    msgs = list(msgs)
+def _n_messages(msgs: Sequence[LlmMessage], where: Sequence[int | None]) -> int:
+    """Document messages among ``msgs`` (an upload injected before its message is not
+    one), told apart by their places (``where``: the index of each one's source)."""
     # Passes at C speed: the messages whose id names no file, then the few others.
     named = list(map(operator.contains, map(_ID, msgs), itertools.repeat("/files/")))
-    plain = itertools.compress(msgs, map(operator.not_, named))
-    seen = set(map(_ID, filter(None, map(_SOURCE, plain))))
-    for m in itertools.compress(msgs, named):  # injected uploads: whose id names a file
+    seen = set(itertools.compress(where, map(operator.not_, named)))
+    for m, w in itertools.compress(zip(msgs, where, strict=True), named):
         if m.source is not None and _file_index(m, m.source) is None:
-            seen.add(m.source.id)
+            seen.add(w)  # injected uploads: whose id names a file
+    seen.discard(None)
     return len(seen)
 
 
