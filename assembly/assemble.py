@@ -1194,6 +1194,7 @@ class _Pipeline:
             ):
                 same_shape = False
             patched.append((h.starts[u], out))
+        same_ids = same_shape  # (then ``tokens_by_id`` is patched by id)
         if not same_shape:
             # The same positions, another shape (an id, a kind, a call changed): the
             # shape is made again from the patched positions, unless it moves the
@@ -1207,24 +1208,33 @@ class _Pipeline:
             ps = h.shape
             ids, kinds, fids = list(ps.ids), list(ps.kinds), list(ps.fids)
             only_ids = True  # what the shape reads besides the ids is the same
+            only_calls = True  # what it reads besides the calls and the answers is
             quiet = True  # neither before nor after a message that makes or answers calls
             for a, out in patched:
                 for p, x in enumerate(out, start=a):
                     was = hist[p]
+                    now, then = _position_signature(x), _position_signature(was)
                     if only_ids:
-                        only_ids = _position_signature(x)[1:] == _position_signature(was)[1:]
+                        only_ids = now[1:] == then[1:]
+                    if only_calls:
+                        only_calls = (now[:3], now[5:]) == (then[:3], then[5:])
                     if quiet:
                         quiet = not (_talks(x) or _talks(was))
                     hist[p], ids[p], kinds[p], fids[p] = x, x.id, x.kind, x.file_id
             if only_ids:
                 shape = dataclasses.replace(ps, ids=ids, unique_ids=len(set(ids)) == len(ids))
+            elif only_calls:  # the same ids, kinds and images: the calls' positions again
+                tool_positions, call_pos = _call_positions(hist, kinds)
+                shape = dataclasses.replace(ps, tool_positions=tool_positions, call_pos=call_pos)
+                same_ids = True
             else:
                 talk = ps if quiet else None
                 shape = self._shape_of(hist, ids, kinds, fids, ps.last_user_pos, talk)
             if shape.marker != ps.marker:
                 return False
             h.hist, h.shape = hist, shape
-            h.cand_pos = None  # the candidates' ids and kinds
+            if not only_calls:
+                h.cand_pos = None  # the candidates' ids and kinds
         marker = h.shape.marker
         for a, out in patched:
             for p, x in enumerate(out, start=a):
@@ -1243,7 +1253,7 @@ class _Pipeline:
                 h.for_summary.forget(p)
         if patched:
             h.prefix = list(itertools.accumulate(h.cost, initial=0))
-            if not h.shape.unique_ids or not same_shape:
+            if not h.shape.unique_ids or not same_ids:
                 h.tokens_by_id = dict(zip(h.shape.ids, h.tokens, strict=True))
         if meta_changed:
             h.metadata = self._metadata(h)
