@@ -1127,9 +1127,11 @@ class _Pipeline:
                     j = where.get(id(units[u]), -1)
                     reuse[u] = j if j >= 0 and old_units[j] is units[u] else -1
             # The same message under other flags (the last user message moved): again.
-            same = map(operator.eq, map(old_flags.__getitem__, reuse), flags)
+            # (Flags are mostly the same objects: compared by value only where not.)
+            same = map(operator.is_, map(old_flags.__getitem__, reuse), flags)
             for u in itertools.compress(itertools.count(), map(operator.not_, same)):
-                reuse[u] = -1
+                if old_flags[reuse[u]] != flags[u]:
+                    reuse[u] = -1
             last = structure.last_unit
             if last >= 0 and reuse[last] >= 0 and h.turn_images != turn_images:
                 reuse[last] = -1
