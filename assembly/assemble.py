@@ -1332,12 +1332,14 @@ class _Pipeline:
         ids = gather(ps.ids if ps else None, operator.attrgetter("id"))
         kinds = gather(ps.kinds if ps else None, operator.attrgetter("kind"))
         fids = gather(ps.fids if ps else None, operator.attrgetter("file_id"))
-        h.shape = self._shape_of(hist, ids, kinds, fids, last_user_pos)
+        h.tokens = gather(prev.tokens if prev else None, operator.attrgetter("tokens"))
+        h.tokens_by_id = dict(zip(ids, h.tokens, strict=True))
+        unique = len(h.tokens_by_id) == len(ids)  # (the table tells whether ids repeat)
+        h.shape = self._shape_of(hist, ids, kinds, fids, last_user_pos, unique=unique)
         marker = h.shape.marker
         same_cost = prev is not None and ps is not None and ps.marker == marker
         h.starts = starts
         h.hist = hist
-        h.tokens = gather(prev.tokens if prev else None, operator.attrgetter("tokens"))
         h.stored = gather(prev.stored if prev else None, stored_tokens)
         h.cost = gather(
             prev.cost if prev and same_cost else None, lambda x: _replay_cost(x, marker)
@@ -1346,7 +1348,6 @@ class _Pipeline:
         # A reused unit is not the summary node unless the summary is the same object.
         h.cand = gather(prev.cand if prev else None, lambda x: is_compression_candidate(x, summary))
         h.cand_pos = None
-        h.tokens_by_id = dict(zip(ids, h.tokens, strict=True))
         h.entries = lazy(prev.entries if prev and same_cost else None)
         fill_key = self._fill_key()
         same_provider = prev is not None and prev.fill_key == fill_key
@@ -1364,10 +1365,12 @@ class _Pipeline:
         fids: list[str | None],
         last_user_pos: int,
         talk: _Shape | None = None,
+        unique: bool | None = None,
     ) -> _Shape:
         """The shape of the converted history ``hist`` (its ids, kinds and file ids
         given); the calls' positions are ``talk``'s when given (the messages that make or
-        answer calls are the same, at the same positions)."""
+        answer calls are the same, at the same positions); ``unique``: whether no id
+        repeats, when known."""
         n = len(hist)
         user_positions = list(itertools.compress(itertools.count(), map("user".__eq__, kinds)))
         tool_positions: list[int] = []
@@ -1399,7 +1402,7 @@ class _Pipeline:
             image_positions=image_positions,
             marker=marker,
             last_user_pos=last_user_pos,
-            unique_ids=len(set(ids)) == n,
+            unique_ids=len(set(ids)) == n if unique is None else unique,
         )
 
     def _fill_key(self) -> tuple[Any, ...]:
