@@ -207,6 +207,9 @@ class CompressionPlan:
     progressive: bool
     request: tuple[dict[str, Any], ...]  # the summarization request (OpenAI messages)
     summarize_tokens: int = 0  # the stored tokens of ``summarize``, as ``history_tokens``
+    # The positions in ``Assembly.history`` of ``summarize`` and ``keep``.
+    summarize_at: tuple[int, ...] = ()
+    keep_at: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -1124,9 +1127,11 @@ class _Pipeline:
                     j = where.get(id(units[u]), -1)
                     reuse[u] = j if j >= 0 and old_units[j] is units[u] else -1
             # The same message under other flags (the last user message moved): again.
-            same = map(operator.eq, map(old_flags.__getitem__, reuse), flags)
+            # (Flags are mostly the same objects: compared by value only where not.)
+            same = map(operator.is_, map(old_flags.__getitem__, reuse), flags)
             for u in itertools.compress(itertools.count(), map(operator.not_, same)):
-                reuse[u] = -1
+                if old_flags[reuse[u]] != flags[u]:
+                    reuse[u] = -1
             last = structure.last_unit
             if last >= 0 and reuse[last] >= 0 and h.turn_images != turn_images:
                 reuse[last] = -1
@@ -1191,6 +1196,7 @@ class _Pipeline:
             ):
                 same_shape = False
             patched.append((h.starts[u], out))
+        same_ids = same_shape  # (then ``tokens_by_id`` is patched by id)
         if not same_shape:
             # The same positions, another shape (an id, a kind, a call changed): the
             # shape is made again from the patched positions, unless it moves the
@@ -1204,24 +1210,33 @@ class _Pipeline:
             ps = h.shape
             ids, kinds, fids = list(ps.ids), list(ps.kinds), list(ps.fids)
             only_ids = True  # what the shape reads besides the ids is the same
+            only_calls = True  # what it reads besides the calls and the answers is
             quiet = True  # neither before nor after a message that makes or answers calls
             for a, out in patched:
                 for p, x in enumerate(out, start=a):
                     was = hist[p]
+                    now, then = _position_signature(x), _position_signature(was)
                     if only_ids:
-                        only_ids = _position_signature(x)[1:] == _position_signature(was)[1:]
+                        only_ids = now[1:] == then[1:]
+                    if only_calls:
+                        only_calls = (now[:3], now[5:]) == (then[:3], then[5:])
                     if quiet:
                         quiet = not (_talks(x) or _talks(was))
                     hist[p], ids[p], kinds[p], fids[p] = x, x.id, x.kind, x.file_id
             if only_ids:
                 shape = dataclasses.replace(ps, ids=ids, unique_ids=len(set(ids)) == len(ids))
+            elif only_calls:  # the same ids, kinds and images: the calls' positions again
+                tool_positions, call_pos = _call_positions(hist, kinds)
+                shape = dataclasses.replace(ps, tool_positions=tool_positions, call_pos=call_pos)
+                same_ids = True
             else:
                 talk = ps if quiet else None
                 shape = self._shape_of(hist, ids, kinds, fids, ps.last_user_pos, talk)
             if shape.marker != ps.marker:
                 return False
             h.hist, h.shape = hist, shape
-            h.cand_pos = None  # the candidates' ids and kinds
+            if not only_calls:
+                h.cand_pos = None  # the candidates' ids and kinds
         marker = h.shape.marker
         for a, out in patched:
             for p, x in enumerate(out, start=a):
@@ -1240,7 +1255,7 @@ class _Pipeline:
                 h.for_summary.forget(p)
         if patched:
             h.prefix = list(itertools.accumulate(h.cost, initial=0))
-            if not h.shape.unique_ids or not same_shape:
+            if not h.shape.unique_ids or not same_ids:
                 h.tokens_by_id = dict(zip(h.shape.ids, h.tokens, strict=True))
         if meta_changed:
             h.metadata = self._metadata(h)
@@ -1317,12 +1332,14 @@ class _Pipeline:
         ids = gather(ps.ids if ps else None, operator.attrgetter("id"))
         kinds = gather(ps.kinds if ps else None, operator.attrgetter("kind"))
         fids = gather(ps.fids if ps else None, operator.attrgetter("file_id"))
-        h.shape = self._shape_of(hist, ids, kinds, fids, last_user_pos)
+        h.tokens = gather(prev.tokens if prev else None, operator.attrgetter("tokens"))
+        h.tokens_by_id = dict(zip(ids, h.tokens, strict=True))
+        unique = len(h.tokens_by_id) == len(ids)  # (the table tells whether ids repeat)
+        h.shape = self._shape_of(hist, ids, kinds, fids, last_user_pos, unique=unique)
         marker = h.shape.marker
         same_cost = prev is not None and ps is not None and ps.marker == marker
         h.starts = starts
         h.hist = hist
-        h.tokens = gather(prev.tokens if prev else None, operator.attrgetter("tokens"))
         h.stored = gather(prev.stored if prev else None, stored_tokens)
         h.cost = gather(
             prev.cost if prev and same_cost else None, lambda x: _replay_cost(x, marker)
@@ -1331,7 +1348,6 @@ class _Pipeline:
         # A reused unit is not the summary node unless the summary is the same object.
         h.cand = gather(prev.cand if prev else None, lambda x: is_compression_candidate(x, summary))
         h.cand_pos = None
-        h.tokens_by_id = dict(zip(ids, h.tokens, strict=True))
         h.entries = lazy(prev.entries if prev and same_cost else None)
         fill_key = self._fill_key()
         same_provider = prev is not None and prev.fill_key == fill_key
@@ -1349,10 +1365,12 @@ class _Pipeline:
         fids: list[str | None],
         last_user_pos: int,
         talk: _Shape | None = None,
+        unique: bool | None = None,
     ) -> _Shape:
         """The shape of the converted history ``hist`` (its ids, kinds and file ids
         given); the calls' positions are ``talk``'s when given (the messages that make or
-        answer calls are the same, at the same positions)."""
+        answer calls are the same, at the same positions); ``unique``: whether no id
+        repeats, when known."""
         n = len(hist)
         user_positions = list(itertools.compress(itertools.count(), map("user".__eq__, kinds)))
         tool_positions: list[int] = []
@@ -1384,7 +1402,7 @@ class _Pipeline:
             image_positions=image_positions,
             marker=marker,
             last_user_pos=last_user_pos,
-            unique_ids=len(set(ids)) == n,
+            unique_ids=len(set(ids)) == n if unique is None else unique,
         )
 
     def _fill_key(self) -> tuple[Any, ...]:
@@ -2537,6 +2555,8 @@ class _Pipeline:
             progressive=summary is not None,
             request=request,
             summarize_tokens=sums[split] if triggered else 0,
+            summarize_at=tuple(cand_pos[:split]) if triggered else (),
+            keep_at=tuple(cand_pos[split:]) if triggered else tuple(cand_pos),
         )
 
 

@@ -138,20 +138,19 @@ class MessageMemo:
     shapes alone (the first system message of the branch, the tools called) can be kept
     with ``derived`` under a key holding it.
 
-    ``layouts`` is the same for a narrower input: it stays while every message keeps its
-    place and its ``layout_key`` (what decides the model messages it becomes and where
-    they are written, not its tool calls), so a value that reads only that (the span of
-    the history the budget cuts) outlives an edit of a tool-call id.
+    A value made from what changed since its last value (``carried``) is made by the
+    same function as from nothing: the budget inputs keep the places of the history's
+    model messages while only messages replaced in place keep them.
     """
 
-    __slots__ = ("_derived", "_run", "_values", "layouts", "shapes")
+    __slots__ = ("_carried", "_derived", "_run", "_values", "shapes")
 
     def __init__(self) -> None:
         self._values: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._derived: dict[str, tuple[object, Any]] = {}
+        self._carried: dict[str, Any] = {}
         self._run: dict[tuple[str, int], tuple[object, Any]] = {}
         self.shapes: object = object()
-        self.layouts: object = object()
 
     def of_run(self, kind: str, owner: object, compute: Callable[[], _T]) -> _T:
         """A value derived from ``owner`` (the assembly, …), shared by the rules of one
@@ -179,6 +178,14 @@ class MessageMemo:
         self._derived[kind] = (key, value)
         return value
 
+    def carried(self, kind: str, make: Callable[[Any], _T]) -> _T:
+        """``make(last)``, where ``last`` is the value ``make`` gave for ``kind`` the last
+        time (None: never, or since ``clear``). The last value only saves work: ``make``
+        must give what ``make(None)`` would (one implementation, from nothing or from
+        its previous value and what changed since)."""
+        value = self._carried[kind] = make(self._carried.get(kind))
+        return value
+
     def get(self, kind: str, m: Message, compute: Callable[[Message], _T]) -> _T:
         """The ``kind`` value of ``m``, computed by ``compute(m)`` the first time."""
         hit = self._values.get(id(m))
@@ -194,9 +201,9 @@ class MessageMemo:
     def clear(self) -> None:
         self._values.clear()
         self._derived.clear()
+        self._carried.clear()
         self._run.clear()
         self.shapes = object()
-        self.layouts = object()
 
     def forget(self, m: Message) -> None:
         """Drop the values of a message that is no longer in the document."""
@@ -208,15 +215,6 @@ class MessageMemo:
         """Keep only the values of ``messages``."""
         live = {id(m) for m in messages}
         self._values = {k: v for k, v in self._values.items() if k in live}
-
-
-def layout_key(m: Message) -> tuple[Any, ...]:
-    """What of a stored message decides the model messages the pipeline makes of it and
-    what the budget rules name of them: its id, role, parent, the summary it closes, its
-    upload (id, name) and its attached files (kind, id, name). Not its contents, counts,
-    tool calls or ranges."""
-    files = tuple((f.kind, f.file_id, f.filename) for f in m.files) if m.files else ()
-    return (m.id, m.role, m.parent, m.summarizes_through, m.file_id, m.filename, files)
 
 
 def message_memo(ctx: RuleContext) -> MessageMemo:

@@ -57,7 +57,6 @@ from assembly.diagnostics.core import (
     Rule,
     RuleContext,
     TextEdit,
-    layout_key,
 )
 from assembly.diagnostics.window import TextLike, Windows, line_start
 from assembly.model import Message, Role
@@ -129,7 +128,7 @@ class Source:
         if prev is None or self.changed is None:
             values = list(map(make, msgs))
         elif moved is not None:  # messages came or went: the others' values move with them
-            values = [prev[o] if o is not None else None for o in moved]
+            values = self.cache.moved_values(prev)
             for i in self.changed:
                 values[i] = make(msgs[i])
         elif len(prev) != len(msgs):
@@ -140,6 +139,43 @@ class Source:
                 values[i] = make(msgs[i])
         self.cache._facts_next[kind] = values
         return values
+
+    def indexes(
+        self, kind: str, flags: Callable[[Iterable[int]], Iterable[object]]
+    ) -> tuple[int, ...]:
+        """The indexes ``i`` of the stored messages for which ``flags`` is true
+        (``flags(indexes)``: a truth value per index, for a message alone), in order.
+
+        One implementation: from the last run's indexes (by ``kind``) and the messages
+        new since (a message keeps its flag while its object is the same), else from
+        every message (the first run, or the last run did not ask)."""
+        cache = self.cache
+        prev: tuple[int, ...] | None = cache._facts.get(kind)
+        changed, n = self.changed, len(self.messages)
+        res: tuple[int, ...]
+        if prev is None or changed is None:
+            res = tuple(itertools.compress(itertools.count(), flags(range(n))))
+        elif cache._moved is not None:  # messages came or went: a splice
+            head, mid, tail = cache._splice
+            a, b = bisect.bisect_left(prev, head), bisect.bisect_left(prev, tail)
+            between = range(head, head + len(mid))
+            shift = head + len(mid) - tail
+            res = (
+                *prev[:a],
+                *itertools.compress(between, flags(between)),
+                *map(shift.__add__, prev[b:]),
+            )
+        else:  # messages replaced in place
+            res = prev
+            for i, flag in zip(changed, flags(changed), strict=True):
+                k = bisect.bisect_left(res, i)
+                has = k < len(res) and res[k] == i
+                if has and not flag:
+                    res = res[:k] + res[k + 1 :]
+                elif flag and not has:
+                    res = (*res[:k], i, *res[k:])
+        cache._facts_next[kind] = res
+        return res
 
 
 class MessageSource:
@@ -382,9 +418,34 @@ class RuleCache:
         # When messages came or went since the last run: the index each message had then
         # (None: new); the messages kept their objects.
         self._moved: list[int | None] | None = None
+        # Then also the splice: the common head's length, the old index of each message
+        # between (None: new), where the common tail starts in the last run's messages.
+        self._splice: tuple[int, list[int | None], int] = (0, [], 0)
+        self._gone: set[int] = set()  # the indexes of the last run's messages now gone
         self._before: TextLike | None = None  # the text of the run before the last
         self.ran: tuple[str, ...] = ()
         self.message_runs = 0
+
+    def moved_values(self, values: list[Any]) -> list[Any]:
+        """A value per message of the last run (``values``) moved to the index each
+        message has now (None for the new ones), when messages came or went: slices at C
+        speed around the splice."""
+        head, mid, tail = self._splice
+        return [
+            *values[:head],
+            *(values[o] if o is not None else None for o in mid),
+            *values[tail:],
+        ]
+
+    def moved_index(self, o: int) -> int | None:
+        """The index now of the message at ``o`` in the last run, when messages came or
+        went (None: gone)."""
+        head, mid, tail = self._splice
+        if o < head:
+            return o
+        if o >= tail:
+            return o - tail + head + len(mid)
+        return head + mid.index(o) if o in mid else None
 
     def input(self, t: type[_T]) -> _T:
         """The value of input ``t`` in the last run (which must have made it)."""
@@ -457,17 +518,19 @@ class RuleCache:
             self._located.clear()
             return None
         if len(prev) != len(msgs):
-            self.memo.layouts = object()  # messages came or went: their places moved
-            # By object identity: ``prev`` is alive, so no other live object has its ids.
-            old_index = dict(zip(map(id, prev), range(len(prev)), strict=True))
-            moved = self._moved = list(map(old_index.get, map(id, msgs)))
+            moved, gone, self._splice = _moves(prev, msgs)
+            self._moved, self._gone = moved, gone
             # The values of the messages kept stay (kept with their objects; the places
             # found in them are relative to them: they move to their new indexes).
-            for o in set(range(len(prev))).difference(moved):
+            for o in gone:
                 self.memo.forget(prev[o])
             located = self._located
-            self._located = {j: located[o] for j, o in enumerate(moved) if o in located}
-            return [i for i, o in enumerate(moved) if o is None]
+            if located:
+                at = dict(zip(moved, range(len(moved)), strict=True))
+                at.pop(None, None)
+                self._located = {at[o]: v for o, v in located.items() if o in at}
+            new = map(operator.is_, moved, itertools.repeat(None))
+            return list(itertools.compress(itertools.count(), new))
         same = list(map(operator.is_, prev, msgs))
         res: list[int] = []
         i = -1
@@ -480,8 +543,6 @@ class RuleCache:
         for i in res:
             self.memo.forget(prev[i])
             self._located.pop(i, None)
-        if any(layout_key(prev[i]) != layout_key(msgs[i]) for i in res):
-            self.memo.layouts = object()  # values kept by layouts are made again
         if len(res) == 1 and len(msgs) > 1 and self._text is not None:
             # One new message in place of one old: the re-read shares the others only when
             # the edit lies inside it, so the text outside it is unchanged if the lengths
@@ -520,6 +581,7 @@ class _Run:
         self._first_change: int | bool | None = False  # False: not computed yet
         self._where: dict[int, int] | None = None  # id(stored message) → its index
         self._msg_ids: list[int] | None = None  # id(stored message) by index
+        self._off: tuple[frozenset[int], list[int]] | None = None
         self.whole = dataclasses.replace(ctx, memo=cache.memo)
         self.late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
         if ctx.conversation is not None:
@@ -613,6 +675,26 @@ class _Run:
             for i in self.changed:  # the old objects of the new messages are gone
                 done.pop(id(prev[i]), None)
                 found.pop(id(prev[i]), None)
+        elif (
+            self.changed is not None
+            and cache._moved is not None
+            and prev is not None
+            and state.verified == cache._run - 1
+            and isinstance(state.branch, frozenset)
+        ):
+            # Messages came or went since the last run, which left every message of its
+            # branch done: the new ones, and the kept ones that were off that branch.
+            for o in cache._gone:
+                done.pop(id(prev[o]), None)
+                found.pop(id(prev[o]), None)
+            on = branch.indexes
+            todo = [i for i in self.changed if i in on]
+            if len(state.branch) < len(prev):
+                for o in self._off_branch(state.branch, len(prev)):
+                    j = cache.moved_index(o)
+                    if j is not None and j in on and done.get(id(msgs[j])) is not msgs[j]:
+                        todo.append(j)
+                todo.sort()
         else:
             # The messages not done (in a pass at C speed), those of the branch.
             stale = map(operator.is_not, map(done.get, self._ids()), msgs)
@@ -645,7 +727,7 @@ class _Run:
         state.branch = branch.indexes
         placed: list[tuple[int, list[_Kept]]] = []
         for key, (i, m, kept) in list(found.items()):
-            j = i if i < len(msgs) and msgs[i] is m else self._index_of(m)
+            j = i if i < len(msgs) and msgs[i] is m else self._index_of(m, i)
             if j is None:
                 del found[key]
                 continue
@@ -657,14 +739,28 @@ class _Run:
         placed.sort(key=_FIRST)
         return [self._place(k) for _, kept in placed for k in kept]
 
+    def _off_branch(self, on: frozenset[int], n: int) -> list[int]:
+        """The indexes below ``n`` not in ``on`` (made once per run for the last run's
+        branch, which every per-message rule reads)."""
+        hit = self._off
+        if hit is None or hit[0] is not on:
+            hit = self._off = (on, sorted(set(range(n)).difference(on)))
+        return hit[1]
+
     def _ids(self) -> list[int]:
         """``id`` of each stored message of this version (made once per run)."""
         if self._msg_ids is None:
             self._msg_ids = list(map(id, self.msgs))
         return self._msg_ids
 
-    def _index_of(self, m: Message) -> int | None:
-        """The index of the stored message ``m`` in this version (None: not in it)."""
+    def _index_of(self, m: Message, was: int | None = None) -> int | None:
+        """The index of the stored message ``m`` in this version (None: not in it);
+        ``was``: its index in the last run, when known (where it went is then found
+        without a table of every message)."""
+        if was is not None and self.cache._moved is not None:
+            j = self.cache.moved_index(was)
+            if j is not None and j < len(self.msgs) and self.msgs[j] is m:
+                return j
         if self._where is None:
             msgs = self.msgs
             self._where = dict(zip(self._ids(), range(len(msgs)), strict=True))
@@ -719,7 +815,7 @@ class _Run:
         for i, (m, _) in k.objects.items():
             if i < len(msgs) and msgs[i] is m:
                 continue
-            j = self._index_of(m)
+            j = self._index_of(m, i)
             if j is None:
                 return None
             moves[i] = j
@@ -806,6 +902,25 @@ class _Run:
 
 def _same(x: int) -> int:
     return x
+
+
+def _moves(prev: Sequence[Message], msgs: Sequence[Message]) -> tuple[list[int | None], set[int]]:
+    """The index in ``prev`` of each of ``msgs`` (None: new), by object identity
+    (``prev`` is alive, so no other live object has its ids), and the indexes of
+    ``prev`` that are gone: the common head and tail in passes at C speed, a table only
+    for what lies between (a splice's run)."""
+    n_old, n_new = len(prev), len(msgs)
+    lim = min(n_old, n_new)
+    differs = map(operator.is_not, prev[:lim], msgs[:lim])
+    head = next(itertools.compress(itertools.count(), differs), lim)
+    lim -= head
+    differs = map(operator.is_not, reversed(prev[n_old - lim :]), reversed(msgs))
+    tail = next(itertools.compress(itertools.count(), differs), lim)
+    old_mid = range(head, n_old - tail)
+    where = dict(zip(map(id, prev[head : n_old - tail]), old_mid, strict=True))
+    mid = list(map(where.get, map(id, msgs[head : n_new - tail])))
+    moved = [*range(head), *mid, *range(n_old - tail, n_old)]
+    return moved, set(old_mid).difference(mid), (head, mid, n_old - tail)
 
 
 _FIRST = operator.itemgetter(0)

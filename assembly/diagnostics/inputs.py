@@ -49,6 +49,7 @@ __all__ = [
     "Branch",
     "CallIds",
     "Cut",
+    "MessageKinds",
     "MessageShape",
     "OnBranch",
     "OrphanCut",
@@ -405,6 +406,56 @@ class _Shapes(Sequence[MessageShape]):
 
 
 @dataclass(frozen=True, slots=True)
+class MessageKinds:
+    """The indexes (in document order) of the stored messages of each kind the narrow
+    inputs look for: that make tool calls, tool messages, summary nodes, system messages,
+    reminders, with a ``parent`` link, that inject a file (``files``, an upload, images).
+
+    Made every run from the last run's and the messages new since (``Source.indexes``):
+    an edit costs the messages it replaced, not a pass over the document, and a narrow
+    input finds its messages among a few indexes."""
+
+    callers: tuple[int, ...]
+    tools: tuple[int, ...]
+    summaries: tuple[int, ...]
+    systems: tuple[int, ...]
+    reminders: tuple[int, ...]
+    parented: tuple[int, ...]
+    carriers: tuple[int, ...]
+
+
+@query
+def message_kinds(src: Source) -> MessageKinds:
+    msgs = src.messages
+
+    def picked(idx: Iterable[int]) -> Iterable[Message]:
+        if isinstance(idx, range) and len(idx) == len(msgs):
+            return msgs  # every message (the first run)
+        return map(msgs.__getitem__, idx)
+
+    def role(r: Role) -> Callable[[Iterable[int]], Iterable[bool]]:
+        return lambda idx: map(operator.is_, map(_ROLE, picked(idx)), itertools.repeat(r))
+
+    def has(get: Callable[[Message], Any]) -> Callable[[Iterable[int]], Iterable[object]]:
+        return lambda idx: map(get, picked(idx))
+
+    return MessageKinds(
+        src.indexes("kinds: callers", has(_TOOL_CALLS)),
+        src.indexes("kinds: tools", role(Role.TOOL)),
+        src.indexes("kinds: summaries", role(Role.SUMMARY)),
+        src.indexes("kinds: systems", role(Role.SYSTEM)),
+        src.indexes("kinds: reminders", role(Role.REMINDER)),
+        src.indexes("kinds: parented", has(_PARENT)),
+        src.indexes("kinds: carriers", has(_carries)),
+    )
+
+
+def _carries(m: Message) -> bool:
+    """Whether ``m`` injects a file: attached ``files``, an upload's ``file_id``, images."""
+    return bool(m.files) or m.file_id is not None or bool(m.images)
+
+
+@dataclass(frozen=True, slots=True)
 class OnBranch:
     """The indexes of the messages on the current branch (what per-message rules see)."""
 
@@ -487,15 +538,14 @@ class ToolTraffic(BranchPart):
 
 
 @query
-def tool_traffic(b: Branch) -> ToolTraffic:
-    # Passes at C speed over the stored messages: which make calls, which are tool
-    # messages; then over the branch.
+def tool_traffic(b: Branch, k: MessageKinds) -> ToolTraffic:
+    # The messages that make or answer calls, found among a few indexes; then those of
+    # the branch (in its order, a pass at C speed).
     data = b.data
-    makes = list(map(operator.truth, map(_TOOL_CALLS, data)))
-    kinds = list(map(operator.or_, makes, map(operator.is_, map(_ROLE, data), _TOOLS)))
+    talk = set(k.callers).union(k.tools)
     order = b.order()
-    on = list(itertools.compress(order, map(kinds.__getitem__, order)))
-    callers = list(itertools.compress(itertools.count(), makes))
+    on = list(filter(talk.__contains__, order))
+    callers = k.callers
     answer = (
         b.record is not None
         and bool(on)
@@ -507,7 +557,6 @@ def tool_traffic(b: Branch) -> ToolTraffic:
 
 
 _TOOL_CALLS = operator.attrgetter("tool_calls")
-_TOOLS = itertools.repeat(Role.TOOL)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -539,16 +588,15 @@ class Summaries(BranchPart):
 
 
 @query
-def summaries(b: Branch) -> Summaries:
+def summaries(b: Branch, k: MessageKinds, branch: OnBranch) -> Summaries:
     data = b.data
-    roles = map(operator.is_, map(_ROLE, data), itertools.repeat(Role.SUMMARY))
-    nodes = list(itertools.compress(itertools.count(), roles))
+    nodes = list(k.summaries)
     chained = bool(b.chain)
     tip: int | None = None
     on: list[bool] = []
     if chained:
         order = b.order()
-        on = list(map(set(order).__contains__, nodes)) if nodes else []
+        on = list(map(branch.indexes.__contains__, nodes))
         tip = order[-1] if order and data[order[-1]].id == b.chain[-1] else None
     tail = (data[tip],) if tip is not None else ()
     return Summaries(
@@ -774,18 +822,26 @@ _NAME = operator.attrgetter("name")
 
 
 @query
-def system_choice(branch: Branch, called: CalledTools) -> SystemChoice:
-    return SystemChoice(first_system_index(branch.data, branch.branch_tip), called.names)
+def system_choice(branch: Branch, called: CalledTools, k: MessageKinds) -> SystemChoice:
+    return SystemChoice(first_system_index(branch.data, branch.branch_tip, k), called.names)
 
 
-def first_system_index(msgs: Sequence[Message], tip_id: str | None) -> int | None:
+def first_system_index(
+    msgs: Sequence[Message], tip_id: str | None, kinds: MessageKinds | None = None
+) -> int | None:
     """The index of the system message the pipeline takes as the system prompt: the first
     one of the branch, walked from the tip through the ``parent`` links.
 
     ``msgs`` are the messages in document order (stored or seen: only their ids, roles
     and parents are read; the index is the place in ``msgs``), their ids unique (as the
-    reader makes them: it renames or leaves out a repeated one).
+    reader makes them: it renames or leaves out a repeated one). ``kinds``: the indexes
+    of ``msgs``' system messages and of those with a parent, when known.
     """
+    if kinds is not None:
+        if not kinds.systems:
+            return None
+        if not kinds.parented and tip_id is None:
+            return kinds.systems[0]  # as below, without a pass over the messages
     roles = list(map(_ROLE, msgs))
     if Role.SYSTEM not in roles:
         return None

@@ -27,10 +27,17 @@ from assembly.diagnostics.core import RuleContext
 from assembly.diagnostics.engine import QUERIES, MessageSource, rule_kind
 from assembly.diagnostics.inputs import (
     Branch,
+    MessageKinds,
     MessageShape,
+    OnBranch,
     PromptContext,
+    Summaries,
+    SystemChoice,
+    ToolTraffic,
     message_source,
 )
+from assembly.diagnostics.rules.budget import Compression, Truncation
+from assembly.diagnostics.rules.files import FileTraffic
 from assembly.host import Analysis, AnalysisHost
 from assembly.model import Conversation, FileAttachment, Located, Message, Role
 from assembly.text import RelRange, TextRange
@@ -621,7 +628,9 @@ def _random_message(rnd: random.Random, k: int) -> dict[str, object]:
     return {"id": f"r{k}", "role": rnd.choice(["user", "assistant"]), "content": f"turn {k}"}
 
 
-@pytest.mark.parametrize(("seed", "budget"), [(1, None), (2, None), (3, None), (4, 600), (5, 600)])
+@pytest.mark.parametrize(
+    ("seed", "budget"), [(1, None), (2, None), (3, None), (4, 600), (5, 600), (6, 600), (7, 600)]
+)
 def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
     tmp_path: Path, seed: int, budget: int | None
 ) -> None:
@@ -630,7 +639,8 @@ def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
     each, the host's findings (kept by the narrow summaries and moved with their messages)
     equal a fresh analysis', fixes included. With a tight budget the history is cut and
     compressed in the middle, and the edits also rename an attached file and type in a
-    message: the budget rules' spans, kept while the messages' layouts are, follow."""
+    message: the budget rules' spans, kept while the history's model messages keep their
+    places (``budget._same_places``), follow."""
     rnd = random.Random(seed)
     path = tmp_path / "r.conv.json"
     n = 24 if budget is None else 40
@@ -671,11 +681,13 @@ def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
         elif op == 1:
             del msgs[i]
         elif op == 2:
-            msgs[i] = {**msgs[i], "role": rnd.choice(["user", "assistant", "tool"])}
+            roles = ["user", "assistant", "tool", "system", "reminder"]
+            msgs[i] = {**msgs[i], "role": rnd.choice(roles)}
             if msgs[i]["role"] == "tool":
                 msgs[i].setdefault("tool_call_id", "c0")
-        elif op == 3:
-            msgs[i] = {**msgs[i], "id": f"x{step}"}
+        elif op == 3:  # another id, one that names an upload, or one already taken
+            ids = [f"x{step}", f"x{step}/files/0", str(msgs[rnd.randrange(len(msgs))]["id"])]
+            msgs[i] = {**msgs[i], "id": rnd.choice(ids)}
         elif "tool_calls" in msgs[i] or "tool_call_id" in msgs[i]:
             fresh = f"c{rnd.randrange(6)}"
             if "tool_call_id" in msgs[i]:
@@ -689,7 +701,9 @@ def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
             indent=2,
         )
         got = _analysis(path, text, host)
-        want = _analysis(path, text)
+        anew = AnalysisHost()
+        want = _analysis(path, text, anew)
+        _assert_same_inputs(host, anew)
         assert [(d, d.range.start, d.range.end, d.fix) for d in got.diagnostics] == [
             (d, d.range.start, d.range.end, d.fix) for d in want.diagnostics
         ], (seed, step)
@@ -704,3 +718,128 @@ def test_cached_rules_equal_fresh_rules_after_random_structural_edits(
     assert len(seen & document_rules) >= 3, seen
     if budget is not None:
         assert {"history-truncated", "compression-due"} <= seen, seen
+
+
+def _budgeted(first_id: str, budget: int, role: str) -> str:
+    """A conversation whose first message (with a file) is summarized and, at a tighter
+    budget, cut."""
+    files = [{"file_id": "f1", "filename": "a.md", "content": "x"}]
+    msgs: list[dict[str, object]] = [
+        {"id": first_id, "role": role, "content": "see" + " word" * 40, "files": files}
+    ]
+    msgs += [
+        {"id": f"m{k}", "role": "user" if k % 2 else "assistant", "content": "t" + " w" * 40}
+        for k in range(12)
+    ]
+    msgs.append({"id": "end", "role": "user", "content": "?"})
+    return json.dumps({"settings": {"max_input_tokens": budget}, "messages": msgs}, indent=2)
+
+
+@pytest.mark.parametrize("role", ["user", "assistant"])
+@pytest.mark.parametrize("budget", [600, 450])
+def test_budget_spans_follow_an_id_that_names_an_upload(
+    tmp_path: Path, budget: int, role: str
+) -> None:
+    """The budget rules' spans are kept while the history's model messages keep their
+    places; an id edit keeps them, unless the new id reads as an injected upload's
+    (``<id>/files/<k>``: an assistant message's files are not injected, but its own id
+    then names one), which the spans do not count as a message."""
+    path = tmp_path / "b.conv.json"
+    host = AnalysisHost()
+    before = _analysis(path, _budgeted("a", budget, role), host)
+    spans = {"history-truncated", "compression-due"}
+    assert spans & {d.code for d in before.diagnostics}
+    for first_id in ("b", "a/files/0", "c"):
+        text = _budgeted(first_id, budget, role)
+        got = _analysis(path, text, host)
+        want = _analysis(path, text)
+        assert [(d, d.message) for d in got.diagnostics] == [
+            (d, d.message) for d in want.diagnostics
+        ]
+        counts = {d.message for d in got.diagnostics if d.code in spans}
+        if first_id == "a/files/0":  # one message fewer among those summarized or cut
+            assert counts != {d.message for d in before.diagnostics if d.code in spans}
+
+
+def _assert_same_inputs(host: AnalysisHost, fresh: AnalysisHost) -> None:
+    """The inputs the narrow summaries are made from, and those summaries, as the host
+    keeps them equal a fresh analysis' (positions included, where they hold any)."""
+    kept, made = _cache(host), _cache(fresh)
+    kinds = (MessageKinds, OnBranch, ToolTraffic, FileTraffic, Summaries, SystemChoice)
+    for t in (*kinds, Truncation, Compression):
+        assert kept.input(t) == made.input(t), t.__name__
+    for t in (MessageKinds, OnBranch):
+        assert kept.input(t) == made.input(t)
+    for t in (ToolTraffic, FileTraffic, Summaries):
+        a, b = kept.input(t), made.input(t)
+        assert (a.on_branch if not isinstance(a, Summaries) else a.nodes) == (
+            b.on_branch if not isinstance(b, Summaries) else b.nodes
+        ), t.__name__
+
+
+def _talking_message(rnd: random.Random, k: int, ids: list[str]) -> dict[str, object]:
+    """A message for the per-message rules: an assistant message writing a call as text
+    (or markup), or another, sometimes answering an earlier message (a branch)."""
+    kind = rnd.randrange(4)
+    if kind == 0:
+        content = json.dumps({"name": "web_search", "arguments": {"query": f"q{k}"}})
+        m: dict[str, object] = {"id": f"r{k}", "role": "assistant", "content": content}
+    elif kind == 1:
+        call = "<tool_call>" + json.dumps({"name": f"x{k}", "arguments": {}}) + "</tool_call>"
+        m = {"id": f"r{k}", "role": "assistant", "content": call}
+    else:
+        m = {"id": f"r{k}", "role": rnd.choice(["user", "assistant"]), "content": f"turn {k}"}
+    if ids and rnd.random() < 0.3:
+        m["parent"] = rnd.choice(ids)
+    return m
+
+
+@pytest.mark.parametrize(("seed", "tools"), [(1, True), (2, True), (3, False), (4, True)])
+def test_per_message_rules_follow_messages_that_come_and_go(
+    tmp_path: Path, seed: int, tools: bool
+) -> None:
+    """Messages inserted, deleted or moved to another branch among assistant messages
+    that write calls as text: the per-message rules run on the new messages and on the
+    kept ones that come onto the branch, their findings move with their messages (by
+    object), and equal a fresh analysis' after each edit."""
+    rnd = random.Random(seed)
+    path = tmp_path / "p.conv.json"
+    declared = [{"type": "function", "function": {"name": "web_search", "parameters": {}}}]
+    msgs: list[dict[str, object]] = []
+    for k in range(16):
+        msgs.append(_talking_message(rnd, k, [str(m["id"]) for m in msgs]))
+
+    def text() -> str:
+        body: dict[str, object] = {"messages": [*msgs, {"id": "end", "role": "user"}]}
+        if tools:
+            body = {"tools": declared, **body}
+        return json.dumps(body, indent=2)
+
+    host = AnalysisHost()
+    _analysis(path, text(), host)
+    seen: set[str] = set()
+    for step in range(24):
+        op = rnd.randrange(3)
+        i = rnd.randrange(len(msgs))
+        if op == 0 or len(msgs) < 4:
+            earlier = [str(m["id"]) for m in msgs[:i]]
+            msgs.insert(i, _talking_message(rnd, 100 + step, earlier))
+        elif op == 1:
+            gone = msgs.pop(i)["id"]
+            for m in msgs:  # no answer to a message that is gone
+                if m.get("parent") == gone:
+                    del m["parent"]
+        else:  # another branch: answer an earlier message, or none
+            earlier = [str(m["id"]) for m in msgs[:i]]
+            msgs[i] = {k: v for k, v in msgs[i].items() if k != "parent"}
+            if earlier and rnd.random() < 0.7:
+                msgs[i]["parent"] = rnd.choice(earlier)
+        got = _analysis(path, text(), host)
+        anew = AnalysisHost()
+        want = _analysis(path, text(), anew)
+        _assert_same_inputs(host, anew)
+        assert [(d, d.range.start, d.range.end, d.fix) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end, d.fix) for d in want.diagnostics
+        ], (seed, step)
+        seen.update(d.code for d in got.diagnostics)
+    assert ("tool-call-in-text" if tools else "tool-call-markup-in-text") in seen, seen

@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from assembly.assemble import Assembly, LlmMessage
 from assembly.diagnostics.core import (
     Diagnostic,
-    MessageMemo,
     Related,
     Severity,
 )
 from assembly.diagnostics.engine import Source, query
-from assembly.diagnostics.inputs import Branch
-from assembly.model import Conversation, Role
+from assembly.diagnostics.inputs import Branch, MessageKinds
+from assembly.model import Conversation, Message
 from assembly.text import TextRange
 
 MAX_RELATED_FILES = 5
@@ -233,25 +232,26 @@ class Truncation:
 
 
 @query
-def truncation(src: Source) -> Truncation:
+def truncation(src: Source, kinds: MessageKinds) -> Truncation:
     ctx = src.ctx
     a, conv = ctx.assembly, ctx.conversation
     if a is None or not a.dropped or not a.ok or conv is None:
         return Truncation(None)
     memo = src.cache.memo
-    dropped = a.history[: len(a.dropped)]  # the cut drops the oldest: ``Assembly.dropped``
-    first_kept = _first_sent(conv, a, a.dropped)
-    # The places depend on the history's model messages (which message each comes from,
-    # the files it injects: the branch and the messages' layouts) and on what the cut
-    # drops, not on contents or tool calls: typing in a message, or in a tool-call id,
-    # keeps them.
-    key = (memo.layouts, a.chain_places, len(a.history), a.dropped, a.summary_id)
+    k = len(a.dropped)
+    dropped = a.history[:k]  # the cut drops the oldest: ``Assembly.dropped``
+    places = _history_places(src, a, conv)
+    first_kept = _first_sent(conv, a, a.dropped, places)
+    # The places depend on where each dropped model message comes from and how it is
+    # named (``_HistoryPlaces``), not on contents, ids or tool calls: typing in a
+    # message, in an id or in a tool-call id keeps them.
+    key = (places.stamp, len(a.history), k, a.summary_id)
     span, uploads = memo.derived(
         "history-truncated",
         key,
         lambda: (
-            _span(conv, memo, dropped, a.summary_id),
-            tuple(_uploads(conv, dropped)),
+            _span(conv, dropped, places.places[:k], a.summary_id, kinds.summaries),
+            tuple(_uploads(conv, dropped, places.places[:k])),
         ),
     )
     return Truncation(
@@ -296,11 +296,12 @@ def compression(src: Source) -> Compression:
         return Compression(False)
     plan = a.compression
     memo = src.cache.memo
-    # The places depend on the history's model messages (as for ``truncation``) and on
-    # which are summarized or kept.
-    key = (memo.layouts, a.chain_places, len(a.history), plan.summarize, plan.keep)
+    # The places depend on where the history's model messages come from (as for
+    # ``truncation``) and on which positions are summarized or kept.
+    places = _history_places(src, a, conv) if conv is not None else None
+    key = (places.stamp if places else None, len(a.history), plan.summarize_at, plan.keep_at)
     span, n_recent, first_recent = memo.derived(
-        "compression-due", key, lambda: _compression(conv, memo, a)
+        "compression-due", key, lambda: _compression(conv, a, places)
     )
     last = None
     if first_recent is None and not span.placed:
@@ -327,23 +328,156 @@ def compression(src: Source) -> Compression:
 
 
 def _compression(
-    conv: Conversation | None, memo: MessageMemo, a: Assembly
+    conv: Conversation | None, a: Assembly, places: _HistoryPlaces | None
 ) -> tuple[Span, int, int | None]:
     plan = a.compression
-    by_id = _history_by_id(a, memo)
-    older = list(filter(None, map(by_id.get, plan.summarize)))  # history ids: all found
-    recent = list(filter(None, map(by_id.get, plan.keep)))
-    first_recent = next(
-        (_index(conv, m) for m in recent if m.source is not None and conv is not None), None
+    h = a.history
+    older = list(map(h.__getitem__, plan.summarize_at))
+    recent = list(map(h.__getitem__, plan.keep_at))
+    where = places.places if places is not None else [None] * len(h)
+    first_recent = next((where[p] for p in plan.keep_at if h[p].source is not None), None)
+    span = _span(conv, older, list(map(where.__getitem__, plan.summarize_at)))
+    return span, _n_messages(recent, list(map(where.__getitem__, plan.keep_at))), first_recent
+
+
+@dataclass(slots=True, eq=False)
+class _HistoryPlaces:
+    """Where each model message of a history comes from: ``places[p]``, the index in the
+    conversation of ``history[p]``'s source (None: none). ``stamp`` stays the same object
+    while every position keeps what the spans of the budget rules read of it (its
+    source's place, whether its id names an upload and which, the upload it is), so a
+    span keyed on it is kept; ``messages``: the stored messages it was found in."""
+
+    history: tuple[LlmMessage, ...]
+    places: list[int | None]
+    summary_id: str | None
+    messages: tuple[Message, ...]
+    stamp: object
+
+
+def _history_places(src: Source, a: Assembly, conv: Conversation) -> _HistoryPlaces:
+    """The places of ``a.history`` (shared by the budget inputs of one run), made from the
+    last run's when they can be shown unchanged."""
+    memo = src.cache.memo
+    return memo.of_run(
+        "history-places",
+        a,
+        lambda: memo.carried("history-places", lambda last: _places_made(src, a, conv, last)),
     )
-    return _span(conv, memo, older, None), _n_messages(recent), first_recent
+
+
+def _places_made(
+    src: Source, a: Assembly, conv: Conversation, last: _HistoryPlaces | None
+) -> _HistoryPlaces:
+    hist, data = a.history, conv.message_data
+    if last is not None and _same_places(src, last, hist, data, a.summary_id):
+        return _HistoryPlaces(hist, last.places, a.summary_id, data, last.stamp)
+    places = _spliced_places(src, last, hist, data) if last is not None else None
+    if places is None:
+        places = conv.places_of(map(_SOURCE, hist))
+    return _HistoryPlaces(hist, places, a.summary_id, data, object())
+
+
+def _spliced_places(
+    src: Source, last: _HistoryPlaces, hist: tuple[LlmMessage, ...], data: tuple[Message, ...]
+) -> list[int | None] | None:
+    """The places of ``hist`` from ``last``'s, when messages came or went in one run of
+    the document (the engine's splice) and the history changed in one run of positions:
+    the model messages before and after it are the same objects, of the same messages,
+    whose places move as the splice moves them; those in it come from the document's run
+    (found among its messages). None: not so."""
+    cache = src.cache
+    if cache._moved is None or src.changed is None or last.messages is not cache._messages:
+        return None
+    head, mid, tail = cache._splice
+    old = last.history
+    n_old, n_new = len(old), len(hist)
+    lim = min(n_old, n_new)
+    differs = map(operator.is_not, old[:lim], hist[:lim])
+    hh = next(itertools.compress(itertools.count(), differs), lim)
+    lim -= hh
+    differs = map(operator.is_not, reversed(old[n_old - lim :]), reversed(hist))
+    tt = next(itertools.compress(itertools.count(), differs), lim)
+    kept = (*last.places[:hh], *last.places[n_old - tt :])
+    if None in kept:
+        return None  # (a model message of none)
+    # Where each message of the last run is now (None: gone), at C speed.
+    end = head + len(mid)
+    now: list[int | None] = [
+        *range(head),
+        *itertools.repeat(None, tail - head),
+        *range(end, end + len(last.messages) - tail),
+    ]
+    for j, o in enumerate(mid, head):
+        if o is not None:
+            now[o] = j
+    moved = list(map(now.__getitem__, kept))  # type: ignore[call-overload]
+    run = dict(zip(map(id, data[head:end]), range(head, end), strict=True))
+    between = list(map(run.get, map(id, map(_SOURCE, hist[hh : n_new - tt]))))
+    if None in moved or None in between:
+        return None  # (a model message of a message gone, of another message, or of none)
+    return [*moved[:hh], *between, *moved[hh:]]
+
+
+def _same_places(
+    src: Source,
+    last: _HistoryPlaces,
+    hist: tuple[LlmMessage, ...],
+    data: tuple[Message, ...],
+    summary_id: str | None,
+) -> bool:
+    """Whether ``hist`` keeps ``last``'s places and what the spans read at each position:
+    only messages replaced in place since the last run (the engine's ``changed``, no
+    message came or went), and the model messages that are new objects come from the
+    message at the same place, name an upload as the old ones did and carry none (the
+    reader keeps message ids unique, so counting sources by id counts them by place)."""
+    changed = src.changed
+    if (
+        changed is None
+        or src.cache._moved is not None
+        or last.messages is not src.cache._messages  # made in the last run
+        or len(changed) > 8
+        or len(last.history) != len(hist)
+        or len(last.messages) != len(data)
+        or last.summary_id != summary_id
+    ):
+        return False
+    old, places, before = last.history, last.places, last.messages
+    diff = list(itertools.compress(itertools.count(), map(operator.is_not, hist, old)))
+    if len(diff) > 64:
+        return False
+    for c in changed:
+        if summary_id is not None and summary_id in (before[c].id, data[c].id):
+            return False  # the summary node is found by its id
+        n = places.count(c)  # every model message of a replaced message is new
+        if n and n != sum(1 for p in diff if places[p] == c):
+            return False
+    for p in diff:
+        o, e = old[p], hist[p]
+        w = places[p]
+        if e.source is None or o.source is None or w is None:
+            if not (e.source is None and o.source is None and w is None):
+                return False
+        elif data[w] is not e.source:
+            return False
+        if o.file_id is not None or e.file_id is not None:
+            return False  # an upload: its file's id and name are read
+        named = "/files/" in o.id
+        if named != ("/files/" in e.id):
+            return False
+        if named and (
+            e.source is None or _file_index(e, e.source) != _file_index(o, o.source)  # type: ignore[arg-type]
+        ):
+            return False
+    return True
 
 
 def _span(
     conv: Conversation | None,
-    memo: MessageMemo,
     msgs: Sequence[LlmMessage],
-    summary_id: str | None,
+    where: list[int | None],
+    summary_id: str | None = None,
+    nodes: Sequence[int] = (),
 ) -> Span:
     """The document span of ``msgs``' sources, and the summary node among them (placed
     anywhere in the document, so it is kept out of the span).
@@ -351,25 +485,20 @@ def _span(
     The messages lie in the document in the order of their indexes, each one's files
     inside it in order: the span starts at the lowest index (the message itself, else its
     first file among ``msgs``) and ends at the highest (the message, else its last file).
-    A pass over the indexes at C speed, then a look at the two ends' entries.
+    ``where``: the index in ``conv`` of each message's source (None: none); ``nodes``:
+    the indexes of the summary nodes (``MessageKinds.summaries``). A pass over the
+    indexes at C speed, then a look at the two ends' entries.
     """
-    n = _n_messages(msgs)
+    n = _n_messages(msgs, where)
     if conv is None or not msgs:
         return Span(None, None, None, n)
-    where = _indexes(conv, msgs)
     placed = set(where)
     placed.discard(None)
     summary: int | None = None
     if summary_id is not None:
         data = conv.message_data
-        ids = memo.of_run("message-ids", data, lambda: list(map(_ID, data)))
-        at = -1
-        while True:  # the messages with the summary's id (one, unless an id is repeated)
-            try:
-                at = ids.index(summary_id, at + 1)
-            except ValueError:
-                break
-            if at in placed and data[at].role is Role.SUMMARY:
+        for at in nodes:  # the summary nodes with the summary's id (one, unless repeated)
+            if data[at].id == summary_id and at in placed:
                 summary = at
         placed.discard(summary)
     if not placed:
@@ -399,34 +528,11 @@ def _end_place(
     return i, (min(files) if first else max(files))
 
 
-def _indexes(conv: Conversation, msgs: Sequence[LlmMessage]) -> list[int | None]:
-    """The index in ``conv`` of each message's source (None: none, or not in ``conv``).
-
-    By object identity (``Conversation.index_of``): the sources are alive, so no other
-    live object has their ``id``.
-    """
-    return conv.places_of(map(_SOURCE, msgs))
-
-
-def _index(conv: Conversation | None, m: LlmMessage) -> int | None:
-    """The index in ``conv`` of the document message ``m`` comes from (None: none)."""
-    src = m.source
-    if src is None or conv is None:
-        return None
-    return conv.index_of(src)
-
-
 def _own(b: Branch, place: _Place) -> TextRange:
     """Where a message is written: the message, or the entry ``k`` of its ``files``."""
     i, k = place
     m = b.messages[i]
     return m.range if k is None else m.files[k].range
-
-
-def _history_by_id(a: Assembly, memo: MessageMemo) -> dict[str, LlmMessage]:
-    """``{m.id: m for m in a.history}`` (the last one wins), built at C speed."""
-    h = a.history
-    return memo.of_run("history-by-id", a, lambda: dict(zip(map(_ID, h), h, strict=True)))
 
 
 def _file_index(m: LlmMessage, src: object) -> int | None:
@@ -438,29 +544,28 @@ def _file_index(m: LlmMessage, src: object) -> int | None:
     return None
 
 
-def _n_messages(msgs: Iterable[LlmMessage]) -> int:
-    """Document messages among ``msgs`` (an upload injected before its message is not one)."""
-    msgs = list(msgs)
+def _n_messages(msgs: Sequence[LlmMessage], where: Sequence[int | None]) -> int:
+    """Document messages among ``msgs`` (an upload injected before its message is not
+    one), told apart by their places (``where``: the index of each one's source)."""
     # Passes at C speed: the messages whose id names no file, then the few others.
     named = list(map(operator.contains, map(_ID, msgs), itertools.repeat("/files/")))
-    plain = itertools.compress(msgs, map(operator.not_, named))
-    seen = set(map(_ID, filter(None, map(_SOURCE, plain))))
-    for m in itertools.compress(msgs, named):  # injected uploads: whose id names a file
+    seen = set(itertools.compress(where, map(operator.not_, named)))
+    for m, w in itertools.compress(zip(msgs, where, strict=True), named):
         if m.source is not None and _file_index(m, m.source) is None:
-            seen.add(m.source.id)
+            seen.add(w)  # injected uploads: whose id names a file
+    seen.discard(None)
     return len(seen)
 
 
 def _uploads(
-    conv: Conversation, msgs: Iterable[LlmMessage]
+    conv: Conversation, msgs: Sequence[LlmMessage], where: list[int | None]
 ) -> Iterator[tuple[str, str, int, int | None]]:
     """(file id, filename, message index, index in its ``files``) of the files ``msgs``
-    inject."""
-    msgs = list(msgs)
-    with_file = map(operator.is_not, map(_FILE_ID, msgs), itertools.repeat(None))
+    inject (``where``: the index in ``conv`` of each one's source)."""
+    with_file = list(map(operator.is_not, map(_FILE_ID, msgs), itertools.repeat(None)))
     ups = list(itertools.compress(msgs, with_file))  # those with a file id (at C speed)
     data = conv.message_data
-    for m, i in zip(ups, _indexes(conv, ups), strict=True):
+    for m, i in zip(ups, itertools.compress(where, with_file), strict=True):
         if i is None:
             continue
         src = data[i]
@@ -472,10 +577,19 @@ def _uploads(
             yield m.file_id, src.filename or m.file_id, i, None
 
 
-def _first_sent(conv: Conversation, a: Assembly, dropped: Collection[str]) -> int | None:
+def _first_sent(
+    conv: Conversation, a: Assembly, dropped: Collection[str], places: _HistoryPlaces
+) -> int | None:
     for e in a.layout:
         src = e.message.source
         if e.segment in SENT_SEGMENTS and src is not None and e.id not in dropped:
+            # Most often one of the first model messages the cut keeps (the orphans
+            # are left out): its place is known.
+            h, k = a.history, len(a.dropped)
+            for p in range(k, min(k + 8, len(h))):
+                i = places.places[p] if h[p].source is src else None
+                if i is not None and conv.message_data[i] is src:
+                    return i
             return conv.index_of(src)
     return None
 

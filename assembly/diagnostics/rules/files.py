@@ -35,6 +35,7 @@ from assembly.diagnostics.inputs import (
     Branch,
     BranchPart,
     Cut,
+    MessageKinds,
     MessageShape,
     message_source,
     same_messages,
@@ -396,11 +397,17 @@ class FileMentions:
     content (user messages)."""
 
     of_message: tuple[dict[int, str | tuple[str, int, int]] | None, ...]
+    named: tuple[int, ...] = ()  # the indexes of the messages that name one
 
 
 @query
 def file_mentions(src: Source) -> FileMentions:
-    return FileMentions(tuple(src.per_message("file mentions", _mentions)))
+    of = src.per_message("file mentions", _mentions)
+    named = src.indexes(
+        "file mentions: named",
+        lambda idx: map(operator.is_not, map(of.__getitem__, idx), itertools.repeat(None)),
+    )
+    return FileMentions(tuple(of), named)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -453,18 +460,14 @@ class FileTraffic(BranchPart):
 
 
 @query
-def file_traffic(b: Branch, cut: Cut, mentions: FileMentions) -> FileTraffic:
-    # Passes at C speed over the stored messages: which inject a file, which name one.
+def file_traffic(b: Branch, cut: Cut, mentions: FileMentions, k: MessageKinds) -> FileTraffic:
+    # The messages that inject a file or name one, found among a few indexes; then those
+    # of the branch (in its order, a pass at C speed).
     data = b.data
-    with_id = map(operator.is_not, map(_FILE_ID_OF, data), itertools.repeat(None))
-    files = map(operator.truth, map(_FILES, data))
-    images = map(operator.truth, map(_IMAGES, data))
-    carries = list(map(operator.or_, map(operator.or_, files, with_id), images))
-    named = list(map(operator.is_not, mentions.of_message, itertools.repeat(None)))
-    either = list(map(operator.or_, carries, named))
+    either = set(k.carriers).union(mentions.named)
     order = b.order()
-    on = list(itertools.compress(order, map(either.__getitem__, order)))
-    carriers = list(itertools.compress(itertools.count(), carries))
+    on = list(filter(either.__contains__, order))
+    carriers = k.carriers
     of = mentions.of_message
     named_on = list(map(of.__getitem__, on))
     of_message = dict(
@@ -488,11 +491,6 @@ def file_traffic(b: Branch, cut: Cut, mentions: FileMentions) -> FileTraffic:
         cut.project_listed,
         stored,
     )
-
-
-_FILE_ID_OF = operator.attrgetter("file_id")
-_FILES = operator.attrgetter("files")
-_IMAGES = operator.attrgetter("images")
 
 
 def _carrier_ids(m: Message) -> Iterator[str]:

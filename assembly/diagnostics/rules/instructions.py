@@ -305,8 +305,12 @@ def _system_message(ctx: RuleContext, conv: Conversation) -> Message | None:
     """The system message the pipeline took as the system prompt (else the first one)."""
     if ctx.assembly is not None:
         for entry in ctx.assembly.layout:
-            if entry.segment == "system" and entry.message.source is not None:
-                return conv.locate(entry.message.source)  # type: ignore[return-value]
+            src = entry.message.source
+            if entry.segment == "system" and src is not None:
+                data = conv.message_data
+                if data and data[0] is src:  # most often: placed without a table of all
+                    return conv.messages[0]  # type: ignore[return-value]
+                return conv.locate(src)  # type: ignore[return-value]
     return next((m for m in conv.messages if m.role is Role.SYSTEM), None)
 
 

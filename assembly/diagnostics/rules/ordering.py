@@ -30,6 +30,7 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.inputs import (
     AllPrompts,
     Branch,
+    MessageKinds,
     MessageShape,
     PromptContext,
     Summaries,
@@ -54,7 +55,7 @@ MIN_DUPLICATE_WORDS = 6  # shorter paragraphs ("Be concise.") repeat by coincide
 # ------------------------------------------------------------------------------ rules
 
 
-def reminder_not_last(b: Branch) -> Iterator[Diagnostic]:
+def reminder_not_last(b: Branch, k: MessageKinds) -> Iterator[Diagnostic]:
     """A reminder message is not the last message of the conversation.
 
     ## What it does
@@ -79,7 +80,7 @@ def reminder_not_last(b: Branch) -> Iterator[Diagnostic]:
     ```
     Use `reminder: "Cite the runbook for every step."` instead.
     """
-    if not b.messages or Role.REMINDER not in b.roles():
+    if not b.messages or not k.reminders:
         return
     if b.chain:
         order = {mid: i for i, mid in enumerate(b.chain)}

@@ -95,7 +95,7 @@ def orphaned_tool_response(b: ToolTraffic, cut: OrphanCut) -> Iterator[Diagnosti
     for p in itertools.compress(tools, map(operator.and_, placed, late)):
         m = b.messages[order[p]]
         written.add(m.id)
-        calls = calls or _CallIndex(b, order)
+        calls = calls or _CallIndex(b)
         yield _orphan_as_written(b, m, calls)
     if not cut.orphans_dropped:
         return
@@ -501,11 +501,11 @@ class _Nodes:
         self._starts: tuple[int, ...] | None = green.starts if green is not None else None
         self._base: int = getattr(self.array, "base", 0)
         # Passes at C speed over the stored messages (their index is their place).
-        self.referenced: set[str] = {*map(_PARENT, msgs), *map(_THROUGH, msgs)}
+        self.referenced: set[str] = set(map(_PARENT, msgs))
+        self.referenced.update(map(_THROUGH, msgs))
         self.referenced.discard(None)  # type: ignore[arg-type]
-        implicit = list(map(operator.is_, map(_ID_RANGE, msgs), itertools.repeat(None)))
-        n = len(implicit)
-        self.last_implicit_id = n - 1 - implicit[::-1].index(True) if True in implicit else -1
+        implicit = bytes(map(operator.is_, map(_ID_RANGE, msgs), itertools.repeat(None)))
+        self.last_implicit_id = implicit.rfind(1)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -628,9 +628,8 @@ class _CallIndex:
     """The first call of each id on the branch and in the whole document, looked up in
     the calls' ids flattened at C speed (each list made when first read)."""
 
-    def __init__(self, b: ToolTraffic, order: Sequence[int]) -> None:
+    def __init__(self, b: ToolTraffic) -> None:
         self._b = b
-        self._order = order
         self._made: dict[str, tuple[list[str], list[int], list[int]]] = {}
 
     def on_branch(self, call_id: str) -> ToolCall | None:
@@ -644,10 +643,10 @@ class _CallIndex:
         if made is None:
             data = self._b.data
             indexes = self._b.callers
-            if where == "branch":
-                order = self._order
-                callers = map(_TOOL_CALLS, map(data.__getitem__, order))
-                indexes = list(itertools.compress(order, callers))
+            if where == "branch":  # among the branch's messages that make or answer calls
+                on = self._b.order()
+                callers = map(_TOOL_CALLS, map(data.__getitem__, on))
+                indexes = list(itertools.compress(on, callers))
             made = self._made[where] = _flat_calls(data, indexes)
         ids, owners, positions = made
         try:
