@@ -37,6 +37,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 # Commands whose process ends as soon as their output is written (``run``): one analysis,
 # no thread, no worker pool, no file left open but stdout and stderr.
+# (``lint`` too, but not ``lint --watch``: it ends that way once its workers are joined.)
 ONE_SHOT = frozenset({"assemble", "rule", "rules"})
 _one_shot: list[object] = []  # under ``run``: what a one-shot command leaves to the OS
 
@@ -470,10 +471,15 @@ def _lint(args: argparse.Namespace) -> int:
     from server.cli import lint
 
     try:
-        return lint.run(args)
+        code = lint.run(args)
     except lint.LintError as exc:
         print(f"promptls: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if not args.watch:
+        # Its worker processes are shut down and joined by now: like a one-shot command,
+        # the process ends without the interpreter's teardown (``run``).
+        _leave_to_exit(args)
+    return code
 
 
 def _diff(args: argparse.Namespace) -> int:

@@ -597,6 +597,46 @@ def test_subprocess_exit_codes_and_plain_output(tmp_path):
     assert (run.rc, run.err) == (2, "promptls: error: no such file or directory: nowhere\n")
 
 
+def test_the_program_ends_without_teardown_once_its_workers_are_joined(
+    tmp_path, capsys, monkeypatch
+):
+    # ``promptls lint`` (``run``) ends without the interpreter's teardown (no ``atexit``
+    # handler runs), after its worker processes were joined: the output, the summary and
+    # the exit code are those of ``main`` in-process, with workers and without.
+    files = {f"d{i:02}/c{i:02}.conv.yaml": BAD if i % 3 else OK_YAML for i in range(20)}
+    _write(tmp_path, {**files, **TREE})
+    program = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.stderr.write('torn down\\n'))\n"
+        "from server.cli.main import run\n"
+        "sys.argv = ['promptls', *sys.argv[1:]]\n"
+        "run()\n"
+    )
+    for jobs in (["-j", "1"], ["-j", "2"]):
+        args = ["lint", "--format", "json", *jobs]
+        proc = subprocess.run(
+            [sys.executable, "-c", program, *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=120,
+        )
+        run = _lint(tmp_path, *args[1:], capsys=capsys, mp=monkeypatch)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (run.rc, run.out, run.err)
+        assert run.rc == 1 and len(_files_linted(run)) == 16  # the 13 broken, and TREE's 3
+        assert "torn down" not in proc.stderr
+    # ``--version`` is not a command: its process ends as usual (the handler runs).
+    proc = subprocess.run(
+        [sys.executable, "-c", program, "--version"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert proc.stderr.endswith("torn down\n")
+
+
 @pytest.mark.parametrize(("no_color", "colored"), [("", True), ("1", False)])
 def test_colour_only_on_a_terminal_without_no_color(tmp_path, no_color, colored):
     _write(tmp_path, {"bad.conv.yaml": BAD})
