@@ -105,14 +105,17 @@ def diagnostics_json(
     """Diagnostics as ``lint --format json`` objects; ``relative``: another file's path
     (a settings file, a template) relative to the current folder when inside it, as
     ``promptls lint`` prints paths (lint itself keeps them absolute: it relocates them)."""
-    indexes: dict[str | None, LineIndex] = {None: LineIndex(analysis.text)}
-    for p, t in analysis.other_texts.items():
-        indexes[p] = LineIndex(t)
+    # A text's line index is made for its first finding (most linted files have none).
+    texts: dict[str | None, Any] = {None: analysis.text, **analysis.other_texts}
+    indexes: dict[str | None, LineIndex] = {}
 
     def where(path: str | None) -> tuple[str, LineIndex | None]:
+        index = indexes.get(path)
+        if index is None and path in texts:
+            index = indexes[path] = LineIndex(texts[path])
         if path is None:
-            return display_path, indexes.get(path)
-        return (_relative(path) if relative else path), indexes.get(path)
+            return display_path, index
+        return (_relative(path) if relative else path), index
 
     res = []
     for d in sorted(analysis.diagnostics, key=sort_key):
