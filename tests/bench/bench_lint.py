@@ -12,7 +12,13 @@ Each checkout first lints one file untimed, with its compiled bytecode kept in a
 folder (``PYTHONPYCACHEPREFIX``, even where ``PYTHONDONTWRITEBYTECODE`` is set), as an
 installed promptls has its ``.pyc`` files.
 
+With ``--instructions N`` (needs valgrind), each checkout also lints every k-th file (N in
+all) sequentially under callgrind, and once one file alone: the instructions per file, the
+difference over N - 1, are deterministic, so two checkouts compare on a loaded machine
+(start-up is the run of one file; it is printed too).
+
     python tests/bench/bench_lint.py [--files 1000] [--repeat 3] [--corpus DIR]
+        [--baseline DIR] [--instructions N]
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -41,6 +48,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--corpus", type=Path, help="reuse or create the corpus in this folder")
     ap.add_argument("--baseline", type=Path, help="another promptls checkout to time too")
+    ap.add_argument(
+        "--instructions",
+        type=int,
+        metavar="N",
+        help="also count instructions (callgrind) linting N of the files, sequentially",
+    )
     args = ap.parse_args()
     if not GEN.is_file():
         print(f"generator not found: {GEN}", file=sys.stderr)
@@ -99,12 +112,57 @@ def main() -> int:
             f"{label:>19}: {t:6.2f} s  {len(files) / t:7.1f} files/s  {n_bytes / 1e6 / t:6.2f} MB/s"
             f"  (CPU {statistics.median(cpu[label]):.2f} s; {notes[label]})"
         )
+    if args.instructions:
+        checkouts = [("this", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
+        if not _instructions(checkouts, files, args.instructions, corpus, env):
+            return 1
     same = outputs["sequential"] == outputs["parallel"]
     print(f"parallel output {'equals' if same else 'DIFFERS FROM'} sequential output")
     if args.baseline:  # a rule change may change the findings: said, not failed
         base = outputs["baseline parallel"] == outputs["parallel"]
         print(f"output {'equals' if base else 'differs from'} the baseline's")
     return 0 if same else 1
+
+
+def _instructions(
+    checkouts: list[tuple[str, Path]], files: list[Path], n: int, corpus: Path, env: dict[str, str]
+) -> bool:
+    """Print each checkout's instructions per file (callgrind); False: no valgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("--instructions: valgrind is not installed", file=sys.stderr)
+        return False
+    n = max(2, min(n, len(files)))
+    sample = [str(f.resolve()) for f in files[:: max(1, len(files) // n)][:n]]
+    callgrind = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    lint = ["--format", "json", "--jobs", "1"]
+    print(
+        f"instructions (callgrind), `lint --jobs 1` of {len(sample)} files, every "
+        f"{max(1, len(files) // n)}th, less a run of 1 file:"
+    )
+    first = None
+    for label, checkout in checkouts:
+        counts = []
+        for paths in (sample, sample[:1]):
+            proc = subprocess.run(
+                [*callgrind, sys.executable, "-m", "server.cli", "lint", *lint, *paths],
+                cwd=corpus,
+                capture_output=True,
+                text=True,
+                env={**env, "PYTHONPATH": str(checkout)},
+            )
+            found = re.search(r"Collected : (\d+)", proc.stderr)
+            if found is None:
+                print(proc.stderr[-2000:], file=sys.stderr)
+                return False
+            counts.append(int(found[1]))
+        per_file = (counts[0] - counts[1]) / (len(sample) - 1)
+        first = first or per_file
+        print(
+            f"{label:>19}: {per_file / 1e6:8.2f} M instructions a file "
+            f"({per_file / first - 1:+.1%}); start-up and one file {counts[1] / 1e6:,.0f} M"
+        )
+    return True
 
 
 def _generate(corpus: Path, n_files: int) -> None:
