@@ -918,6 +918,17 @@ class _Topics:
             return "it names several other sections: it previews them"
         own = self.template.sentences[k].section
         text = self.template.sentences[k].text
+        start = self.template.sentences[k].range.start
+        if (
+            own is not None
+            and len(target.words) <= 1
+            and _statement_of_work(text)
+            and _list_item(self.template.text, start)
+        ):
+            # A bare task ("Find knowledge boundaries") in a list of the section's work,
+            # sharing one word with a heading: workflow phases and sibling checklists
+            # share their vocabulary; it is no evidence the task belongs there.
+            return "it is a task in a list of tasks that shares one heading word with that section"
         if (
             own is not None
             and "`" not in text
@@ -1400,6 +1411,25 @@ _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]")
 
 def _line_start(text: str, pos: int) -> int:
     return text.rfind("\n", 0, pos) + 1
+
+
+# Words that give a bare imperative force or scope ("only", "every", "NOT", "ALL").
+_FORCE = re.compile(r"\b(?:only|every|any|no|not|exactly|ALL|NOT|NEVER|ALWAYS|MUST|ONLY)\b")
+
+
+def _statement_of_work(text: str) -> bool:
+    """A bare imperative: no modal, no emphasis, no scope word, no condition ("Remove
+    unnecessary dependencies", "Find knowledge boundaries")."""
+    if _DIRECTIVE.search(text) or _SHOUT.match(text) or _FORCE.search(text):
+        return False
+    words = [w.lower() for w in _WORDS.findall(text, 0, 400)]
+    return bool(words) and words[0] not in _CONDITIONAL
+
+
+def _list_item(text: str, pos: int) -> bool:
+    """The sentence at ``pos`` opens a list item (`- `, `* `, `1. `)."""
+    line = text[_line_start(text, pos) : pos].lstrip()
+    return bool(re.match(r"(?:[-*+]|\d+[.)])\s", line))
 
 
 def _top(template: PromptTemplate, i: int | None) -> int | None:
