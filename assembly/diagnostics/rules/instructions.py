@@ -149,7 +149,9 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     and `### Step 6`), or one that names two or more other sections ("Handle the complete
     flow: test > build > deploy > …"), or a plain statement of work in the prompt's
     mission, role or capabilities section (`## Core Mission`, `<role>`: no code, no "never",
-    "only", "always" …). The text before the
+    "only", "always" …), or a bare task in a list (`- Find knowledge boundaries`: no modal,
+    no emphasis, no "only", "every", "not" …, no condition) matched by one heading word
+    (workflow phases and sibling checklists share their words). The text before the
     first heading is on
     an instruction's topic only when two more of its sentences use the topic word and
     it uses it as often as the section titled by it does (an opening names the prompt's
