@@ -149,7 +149,8 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     and `### Step 6`), or one that names two or more other sections ("Handle the complete
     flow: test > build > deploy > …"), or a plain statement of work in the prompt's
     mission, role or capabilities section (`## Core Mission`, `<role>`: no code, no "never",
-    "only", "always" …), or a bare task in a list (`- Find knowledge boundaries`: no modal,
+    "only", "always" …; any sentence of the paragraph that opens "You are …" there), or a
+    bare task in a list (`- Find knowledge boundaries`: no modal,
     no emphasis, no "only", "every", "not" …, no condition) matched by one heading word
     (workflow phases and sibling checklists share their words). The text before the
     first heading is on
@@ -933,6 +934,15 @@ class _Topics:
             return "it is a task in a list of tasks that shares one heading word with that section"
         if (
             own is not None
+            and _MISSION.match(self.template.sections[own].title.replace("_", " ").strip(" *`#:"))
+            and _in_identity(self.template, k)
+        ):
+            # `<role>` "You are a Senior Research Analyst … You must use the search
+            # tools": in the role section, the paragraph that says who the agent is names
+            # the prompt's themes, rules words and all.
+            return "it continues the paragraph of the role that says who the agent is"
+        if (
+            own is not None
             and "`" not in text
             and not _RULE_WORDS.search(text)
             and _MISSION.match(self.template.sections[own].title.replace("_", " ").strip(" *`#:"))
@@ -1417,6 +1427,22 @@ def _line_start(text: str, pos: int) -> int:
 
 # Words that give a bare imperative force or scope ("only", "every", "NOT", "ALL").
 _FORCE = re.compile(r"\b(?:only|every|any|no|not|exactly|ALL|NOT|NEVER|ALWAYS|MUST|ONLY)\b")
+
+
+_IDENTITY = re.compile(r"[\s*_>#]*(?:you\s+are|you['’]re)\b", re.I)
+
+
+def _in_identity(template: PromptTemplate, k: int) -> bool:
+    """Sentence ``k`` follows a "You are …" sentence in the same paragraph of its section."""
+    sentence = template.sentences[k]
+    if sentence.section is None:
+        return False
+    text = template.text
+    start = sentence.range.start
+    floor = template.sections[sentence.section].heading_range.end
+    blank = text.rfind("\n\n", floor, start)
+    para = floor if blank == -1 else blank + 2
+    return para < start and _IDENTITY.match(text, para, start) is not None
 
 
 def _statement_of_work(text: str) -> bool:
