@@ -1949,7 +1949,7 @@ def is_instruction(text: str) -> bool:
         return False
     if stripped.endswith(":") and len(words) <= 5:
         return False  # a label: "**Format Illustration:**"
-    if _DIRECTIVE.search(text):
+    if _directive(text):
         return True
     shout = _SHOUT.match(text)
     if shout is not None:
@@ -1976,6 +1976,23 @@ def is_instruction(text: str) -> bool:
         if comma != -1:
             rest = [w.lower() for w in _WORDS.findall(text, comma, comma + 200)]
             return _imperative_at(rest, 0)
+    return False
+
+
+# "what needs to be done", "who has to understand it": a noun clause, not a directive.
+_RELATIVE_NEED = re.compile(r"\b(?:what|which|whatever|who)\s+$", re.IGNORECASE)
+
+
+def _directive(text: str) -> bool:
+    """A modal directive ("must", "never", "need to" …) that is not inside a noun clause
+    ("Your reasoning about what needs to be done")."""
+    for m in _DIRECTIVE.finditer(text):
+        word = m.group().lower()
+        if word.startswith(("need", "has", "have")) and _RELATIVE_NEED.search(
+            text, max(0, m.start() - 12), m.start()
+        ):
+            continue
+        return True
     return False
 
 
