@@ -1426,7 +1426,10 @@ def _line_start(text: str, pos: int) -> int:
 
 
 # Words that give a bare imperative force or scope ("only", "every", "NOT", "ALL").
-_FORCE = re.compile(r"\b(?:only|every|any|no|not|exactly|ALL|NOT|NEVER|ALWAYS|MUST|ONLY)\b")
+_FORCE = re.compile(
+    r"\b(?:only|every|any|no|not|exactly|[Aa]void|[Rr]efrain|ALL|NOT|NEVER|ALWAYS|MUST|ONLY)\b"
+)
+_CAPITALS_WORD = re.compile(r"\b[A-Z]{2,}\b")
 
 
 _IDENTITY = re.compile(r"[\s*_>#]*(?:you\s+are|you['’]re)\b", re.I)
@@ -1446,12 +1449,15 @@ def _in_identity(template: PromptTemplate, k: int) -> bool:
 
 
 def _statement_of_work(text: str) -> bool:
-    """A bare imperative: no modal, no emphasis, no scope word, no condition ("Remove
-    unnecessary dependencies", "Find knowledge boundaries")."""
+    """A bare imperative: no modal, no prohibition ("avoid"), no emphasis (capitals), no
+    scope word, no condition ("Remove unnecessary dependencies", "Find knowledge
+    boundaries")."""
     if _DIRECTIVE.search(text) or _SHOUT.match(text) or _FORCE.search(text):
         return False
-    words = [w.lower() for w in _WORDS.findall(text, 0, 400)]
-    return bool(words) and words[0] not in _CONDITIONAL
+    words = _WORDS.findall(text, 0, 400)
+    if len(_CAPITALS_WORD.findall(text, 0, 400)) * 2 > len(words):
+        return False  # "FOLLOW TEST DRIVEN DEVELOPMENT …": written in capitals, emphasis
+    return bool(words) and words[0].lower() not in _CONDITIONAL
 
 
 def _list_item(text: str, pos: int) -> bool:
