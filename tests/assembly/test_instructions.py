@@ -83,6 +83,10 @@ def test_corpus_reports_exactly_the_marked_instructions(path: Path) -> None:
         ("**Format Illustration:**", False),
         ("{{CITATION_GUIDANCE}}", False),
         ("You are Lumi, the support agent of Lumen Analytics.", False),
+        # A noun clause is no directive (Agent-S's `<thoughts>` field description).
+        ("Your step-by-step reasoning about what needs to be done and how to do it.", False),
+        ("Decide what needs to be done first.", True),
+        ("You need to verify each claim.", True),
     ],
 )
 def test_is_instruction(sentence: str, expect: bool) -> None:

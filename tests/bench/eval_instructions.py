@@ -476,6 +476,9 @@ def evaluate(
     sent with, where the manifest records them) are given to the rule as the ``tools``
     setting, as a user checking that prompt on its own would set them."""
     stats = {"top": [0, 0, 0], "unrelated": [0, 0, 0], "findings": 0, "right": 0}
+    # Findings by severity: [findings, right] of warnings and of information.
+    by_severity: dict[str, list[int]] = {"warning": [0, 0], "info": [0, 0]}
+    stats["by_severity"] = by_severity  # type: ignore[assignment]
     causes: dict[str, Counter[str]] = {"top": Counter(), "unrelated": Counter()}
     for row in files:
         text = (row["dir"] / row["file"]).read_text(encoding="utf-8")
@@ -522,6 +525,9 @@ def evaluate(
                 for lab in want
             )
             stats["right"] += ok
+            sev = by_severity.setdefault(d.severity.value, [0, 0])
+            sev[0] += 1
+            sev[1] += ok
             if show_findings:
                 print(f"  {'OK ' if ok else 'BAD'} {row['file']}: {d.message} :: {sent[:90]!r}")
     if show_misses:
@@ -615,6 +621,10 @@ def main() -> int:
         found = f"{st['findings']:>8} {st['right']:>5} {prec:>9}"
         name = args.corpus if half == "all" else half
         print(f"{name:8} {len(files):>7} | {top} | {unrelated} | {found}")
+        # The findings split by severity: a warning is the rule's confident finding (the
+        # top of the prompt, another part of it); info a neighbouring section.
+        split = ", ".join(f"{k} {n} (right {r})" for k, (n, r) in st["by_severity"].items())
+        print(f"{'':8} {'':>7}   findings by severity: {split}")
     if args.repeat:
         cold, warm, n, cpu = speed(args.repeat)
         # CPU time too: on a loaded machine the wall clock says little.

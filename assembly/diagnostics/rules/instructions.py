@@ -149,7 +149,10 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     and `### Step 6`), or one that names two or more other sections ("Handle the complete
     flow: test > build > deploy > …"), or a plain statement of work in the prompt's
     mission, role or capabilities section (`## Core Mission`, `<role>`: no code, no "never",
-    "only", "always" …). The text before the
+    "only", "always" …; any sentence of the paragraph that opens "You are …" there), or a
+    bare task in a list (`- Find knowledge boundaries`: no modal,
+    no emphasis, no "only", "every", "not" …, no condition) matched by one heading word
+    (workflow phases and sibling checklists share their words). The text before the
     first heading is on
     an instruction's topic only when two more of its sentences use the topic word and
     it uses it as often as the section titled by it does (an opening names the prompt's
@@ -922,6 +925,26 @@ class _Topics:
             return "it names several other sections: it previews them"
         own = self.template.sentences[k].section
         text = self.template.sentences[k].text
+        start = self.template.sentences[k].range.start
+        if (
+            own is not None
+            and len(target.words) <= 1
+            and _statement_of_work(text)
+            and _list_item(self.template.text, start)
+        ):
+            # A bare task ("Find knowledge boundaries") in a list of the section's work,
+            # sharing one word with a heading: workflow phases and sibling checklists
+            # share their vocabulary; it is no evidence the task belongs there.
+            return "it is a task in a list of tasks that shares one heading word with that section"
+        if (
+            own is not None
+            and _MISSION.match(self.template.sections[own].title.replace("_", " ").strip(" *`#:"))
+            and _in_identity(self.template, k)
+        ):
+            # `<role>` "You are a Senior Research Analyst … You must use the search
+            # tools": in the role section, the paragraph that says who the agent is names
+            # the prompt's themes, rules words and all.
+            return "it continues the paragraph of the role that says who the agent is"
         if (
             own is not None
             and "`" not in text
@@ -1404,6 +1427,47 @@ _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]")
 
 def _line_start(text: str, pos: int) -> int:
     return text.rfind("\n", 0, pos) + 1
+
+
+# Words that give a bare imperative force or scope ("only", "every", "NOT", "ALL").
+_FORCE = re.compile(
+    r"\b(?:only|every|any|no|not|exactly|[Aa]void|[Rr]efrain|ALL|NOT|NEVER|ALWAYS|MUST|ONLY)\b"
+)
+_CAPITALS_WORD = re.compile(r"\b[A-Z]{2,}\b")
+
+
+_IDENTITY = re.compile(r"[\s*_>#]*(?:you\s+are|you['’]re)\b", re.I)
+
+
+def _in_identity(template: PromptTemplate, k: int) -> bool:
+    """Sentence ``k`` follows a "You are …" sentence in the same paragraph of its section."""
+    sentence = template.sentences[k]
+    if sentence.section is None:
+        return False
+    text = template.text
+    start = sentence.range.start
+    floor = template.sections[sentence.section].heading_range.end
+    blank = text.rfind("\n\n", floor, start)
+    para = floor if blank == -1 else blank + 2
+    return para < start and _IDENTITY.match(text, para, start) is not None
+
+
+def _statement_of_work(text: str) -> bool:
+    """A bare imperative: no modal, no prohibition ("avoid"), no emphasis (capitals), no
+    scope word, no condition ("Remove unnecessary dependencies", "Find knowledge
+    boundaries")."""
+    if _DIRECTIVE.search(text) or _SHOUT.match(text) or _FORCE.search(text):
+        return False
+    words = _WORDS.findall(text, 0, 400)
+    if len(_CAPITALS_WORD.findall(text, 0, 400)) * 2 > len(words):
+        return False  # "FOLLOW TEST DRIVEN DEVELOPMENT …": written in capitals, emphasis
+    return bool(words) and words[0].lower() not in _CONDITIONAL
+
+
+def _list_item(text: str, pos: int) -> bool:
+    """The sentence at ``pos`` opens a list item (`- `, `* `, `1. `)."""
+    line = text[_line_start(text, pos) : pos].lstrip()
+    return bool(re.match(r"(?:[-*+]|\d+[.)])\s", line))
 
 
 def _top(template: PromptTemplate, i: int | None) -> int | None:
@@ -1895,7 +1959,7 @@ def is_instruction(text: str) -> bool:
         return False
     if stripped.endswith(":") and len(words) <= 5:
         return False  # a label: "**Format Illustration:**"
-    if _DIRECTIVE.search(text):
+    if _directive(text):
         return True
     shout = _SHOUT.match(text)
     if shout is not None:
@@ -1922,6 +1986,23 @@ def is_instruction(text: str) -> bool:
         if comma != -1:
             rest = [w.lower() for w in _WORDS.findall(text, comma, comma + 200)]
             return _imperative_at(rest, 0)
+    return False
+
+
+# "what needs to be done", "who has to understand it": a noun clause, not a directive.
+_RELATIVE_NEED = re.compile(r"\b(?:what|which|whatever|who)\s+$", re.IGNORECASE)
+
+
+def _directive(text: str) -> bool:
+    """A modal directive ("must", "never", "need to" …) that is not inside a noun clause
+    ("Your reasoning about what needs to be done")."""
+    for m in _DIRECTIVE.finditer(text):
+        word = m.group().lower()
+        if word.startswith(("need", "has", "have")) and _RELATIVE_NEED.search(
+            text, max(0, m.start() - 12), m.start()
+        ):
+            continue
+        return True
     return False
 
 
