@@ -7,6 +7,8 @@ does re-indexing its lines. A ``Rope`` keeps the text as a tuple of chunks of wh
 that is cut where it must be), with prefix sums of the chunk lengths and of their line
 breaks. ``edit`` rebuilds only the chunks the edit touches and shares every other chunk
 with the rope it came from, so ``changed_span`` finds what changed by chunk identity.
+A chunk is stored as its UTF-8 bytes when those are smaller than the ``str`` (a chunk with
+one emoji is a ``str`` of four bytes a character), and decoded when read.
 
 Invariants: offsets are code points (Python ``str`` indices); a line ends after ``\\n``,
 ``\\r\\n`` or a lone ``\\r``, exactly LSP's line ends (U+2028 and friends are ordinary
@@ -18,8 +20,10 @@ a cache of values derived from the content); no chunk is empty unless the text i
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import re
+import sys
 from collections.abc import Iterator
 from typing import overload
 
@@ -32,30 +36,95 @@ _BREAK = re.compile(r"\r\n?|\n")  # LSP's line ends
 
 
 class _Chunk:
-    """A piece of the text, with its line breaks found once (chunks are shared by ropes)."""
+    """A piece of the text, with its line breaks found once (chunks are shared by ropes).
 
-    __slots__ = ("_breaks", "n_breaks", "text")
+    The text is kept as a ``str`` or as its UTF-8 bytes, whichever is smaller
+    (``_packed``): Python stores a ``str`` with one emoji at 4 bytes a character, and
+    nearly every chunk of a conversation holds one (a 10 MB document: 38 MB of ``str``
+    chunks, 10 MB packed). ``text`` decodes a packed chunk when read, through a small
+    memo of the chunks read last (``_decoded``); its length and line breaks are known
+    without decoding it.
+    """
+
+    __slots__ = ("_breaks", "data", "n", "n_breaks")
 
     def __init__(self, text: str) -> None:
-        self.text = text
+        self.n = len(text)
         n = text.count("\n")
         if "\r" in text:
             n += text.count("\r") - text.count("\r\n")
         self.n_breaks = n
+        self.data = _packed(text)  # the text, or its UTF-8 (see the class)
         self._breaks: list[int] | None = None
+
+    @property
+    def text(self) -> str:
+        data = self.data
+        return data if type(data) is str else _decoded(self, data)
 
     def breaks(self) -> list[int]:
         """The offsets in the chunk just after each line end (the starts of the lines)."""
         res = self._breaks
         if res is None:
-            if "\r" in self.text:
-                res = [m.end() for m in _BREAK.finditer(self.text)]
+            text = self.text
+            if "\r" in text:
+                res = [m.end() for m in _BREAK.finditer(text)]
             else:
                 # ``split`` and ``accumulate`` run in C: a few microseconds for a chunk.
-                pieces = self.text.split("\n")
+                pieces = text.split("\n")
                 res = list(itertools.accumulate(len(p) + 1 for p in pieces[:-1]))
             self._breaks = res
         return res
+
+    def ends_with_cr(self) -> bool:
+        data = self.data
+        return data.endswith("\r" if type(data) is str else b"\r")  # type: ignore[arg-type]
+
+    def starts_with_lf(self) -> bool:
+        data = self.data
+        return data.startswith("\n" if type(data) is str else b"\n")  # type: ignore[arg-type]
+
+    def count(self, sub: str, start: int, end: int) -> int:
+        """``text.count(sub, start, end)``; an ASCII ``sub`` in the whole of a packed
+        chunk is counted in its bytes (no UTF-8 sequence holds an ASCII byte)."""
+        data = self.data
+        if type(data) is bytes and start == 0 and end >= self.n and sub.isascii():
+            return data.count(sub.encode("ascii"))
+        return self.text.count(sub, start, end)
+
+
+def _packed(text: str) -> str | bytes:
+    """``text``, or its UTF-8 bytes when they take less memory (lone surrogates, which a
+    JSON ``\\ud800`` escape can give, pass through as themselves)."""
+    if text.isascii():
+        return text
+    data = text.encode("utf-8", "surrogatepass")
+    return data if sys.getsizeof(data) < sys.getsizeof(text) else text
+
+
+# The packed chunks decoded last, by identity (a walk over a document's lines or offsets
+# reads the same chunk many times in a row). Shared by every rope, on any thread: a miss
+# only decodes again.
+_DECODED: dict[int, tuple[_Chunk, str]] = {}
+_DECODED_MAX = 8
+
+
+def _plain(chunk: _Chunk) -> str:
+    """A chunk's text for a read of many chunks (not kept in the memo)."""
+    data = chunk.data
+    return data if type(data) is str else data.decode("utf-8", "surrogatepass")
+
+
+def _decoded(chunk: _Chunk, data: bytes) -> str:
+    hit = _DECODED.get(id(chunk))
+    if hit is not None and hit[0] is chunk:
+        return hit[1]
+    text = data.decode("utf-8", "surrogatepass")
+    if len(_DECODED) >= _DECODED_MAX:
+        with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+            del _DECODED[next(iter(_DECODED))]  # the oldest
+    _DECODED[id(chunk)] = (chunk, text)
+    return text
 
 
 class Rope:
@@ -77,7 +146,7 @@ class Rope:
         self._chunks = chunks
         self._chunk_size = chunk_size
         # ``_starts[i]`` is where chunk ``i`` starts; the last entry is the length.
-        self._starts = [0, *itertools.accumulate(len(c.text) for c in chunks)]
+        self._starts = [0, *itertools.accumulate(c.n for c in chunks)]
         # ``_lines[i]`` is how many line breaks come before chunk ``i``.
         self._lines = [0, *itertools.accumulate(c.n_breaks for c in chunks)]
         self._len = self._starts[-1]
@@ -102,7 +171,7 @@ class Rope:
         if source is not None:
             self._source = None
             return source
-        return "".join([c.text for c in self._chunks])
+        return "".join([_plain(c) for c in self._chunks])
 
     def __repr__(self) -> str:
         return f"Rope(len={self._len}, chunks={len(self._chunks)})"
@@ -127,7 +196,7 @@ class Rope:
 
     def __iter__(self) -> Iterator[str]:
         for c in self._chunks:
-            yield from c.text
+            yield from _plain(c)
 
     def __contains__(self, sub: str) -> bool:
         return self.find(sub) != -1
@@ -137,7 +206,7 @@ class Rope:
             return self._len == other._len and self.changed_span(other)[0] == self._len
         if isinstance(other, str):
             return len(other) == self._len and all(
-                other.startswith(c.text, s)
+                other.startswith(_plain(c), s)
                 for c, s in zip(self._chunks, self._starts, strict=False)
             )
         return NotImplemented
@@ -183,7 +252,7 @@ class Rope:
             i = bisect.bisect_right(starts, start) - 1
             j = bisect.bisect_left(starts, end) - 1
             return sum(
-                chunks[k].text.count(sub, max(start - starts[k], 0), end - starts[k])
+                chunks[k].count(sub, max(start - starts[k], 0), end - starts[k])
                 for k in range(i, j + 1)
             )
         n = 0
@@ -256,10 +325,10 @@ class Rope:
             piece += chunks[hi].text
             hi += 1
         # Never leave a "\r\n" cut between two chunks.
-        while lo > 0 and piece.startswith("\n") and chunks[lo - 1].text.endswith("\r"):
+        while lo > 0 and piece.startswith("\n") and chunks[lo - 1].ends_with_cr():
             lo -= 1
             piece = chunks[lo].text + piece
-        while hi <= last and piece.endswith("\r") and chunks[hi].text.startswith("\n"):
+        while hi <= last and piece.endswith("\r") and chunks[hi].starts_with_lf():
             piece += chunks[hi].text
             hi += 1
         middle = tuple(_Chunk(t) for t in _split(piece, self._chunk_size) if t)
@@ -370,7 +439,7 @@ class Rope:
             return chunks[i].text[start - s : stop - s]
         j = bisect.bisect_left(starts, stop) - 1
         parts = [chunks[i].text[start - s :]]
-        parts.extend(c.text for c in chunks[i + 1 : j])
+        parts.extend(_plain(c) for c in chunks[i + 1 : j])
         parts.append(chunks[j].text[: stop - starts[j]])
         return "".join(parts)
 
@@ -378,13 +447,17 @@ class Rope:
 Text = str | Rope  # what code reading a document's text accepts
 
 
-def _split(text: str, size: int) -> list[str]:
+def _split(text: str, size: int) -> Iterator[str]:
     """Cut ``text`` into pieces of ``size`` to ``2 * size`` code points after a ``\\n``
-    where there is one (the last piece may be shorter), never inside a ``\\r\\n``."""
+    where there is one (the last piece may be shorter), never inside a ``\\r\\n``.
+
+    One piece at a time: each is packed (``_Chunk``) and let go before the next is cut,
+    instead of a copy of the whole text as ``str`` pieces alive at once.
+    """
     n = len(text)
     if n <= 2 * size:
-        return [text]
-    res = []
+        yield text
+        return
     pos = 0
     while n - pos > 2 * size:
         cut = text.find("\n", pos + size - 1, pos + 2 * size - 1)
@@ -394,14 +467,13 @@ def _split(text: str, size: int) -> list[str]:
             cut = pos + size - 1  # a line longer than a chunk: cut it
             if text[cut] == "\r" and text[cut + 1 : cut + 2] == "\n":
                 cut += 1
-        res.append(text[pos : cut + 1])
+        yield text[pos : cut + 1]
         pos = cut + 1
-    res.append(text[pos:])
-    return res
+    yield text[pos:]
 
 
 def _same(a: _Chunk, b: _Chunk) -> bool:
-    return a is b or a.text == b.text
+    return a is b or a.data == b.data  # (the same text is always packed the same way)
 
 
 def _adjust(start: int | None, end: int | None, n: int) -> tuple[int, int]:

@@ -1,7 +1,8 @@
 """``assembly.rope``: a ``Rope`` behaves as the ``str`` it stands for, after any edits.
 
 Hypothesis builds texts from pieces that matter for offsets and lines (``\\n``, ``\\r\\n``,
-a lone ``\\r``, CJK, an emoji outside the BMP, U+2028, which is *not* a line break here),
+a lone ``\\r``, CJK, an emoji outside the BMP, U+2028, which is *not* a line break here,
+Latin-1, a lone surrogate),
 cuts them into tiny chunks so every operation crosses chunk boundaries, applies random
 edit sequences, and ``check_rope`` compares every operation with the same one on the plain
 ``str`` (and the line functions with ``assembly.text.LineIndex``). A seeded run of edits
@@ -14,6 +15,7 @@ import itertools
 import os
 import random
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,10 @@ from assembly.rope import Rope
 from assembly.text import LineCol, LineIndex
 
 ROOT = Path(__file__).resolve().parents[2]
+# "é" keeps a chunk a one-byte ``str``; CJK, an emoji or a lone surrogate (a JSON "\\ud800"
+# escape) make it one stored as UTF-8 (``rope._packed``).
 PIECES = ("a", "b", "ab", " ", "\n", "\r\n", "\r", "中文", "😀", "\u2028", "{", "}", "\n\n")
+PIECES += ("é", "\ud800")
 # Each example compares some 5,000 reads of the rope with the str's (every index, every
 # slice around every offset, a dozen needles at 81 bound pairs, every line and column):
 # 150 examples over 13 pieces and 7 chunk sizes. ROPE_EXAMPLES=2000 for a deeper run.
@@ -172,6 +177,27 @@ def test_full_replacement_shares_chunks_outside_the_change() -> None:
     assert res.changed_span(rope) == (at, at, at + 1)
     shared = {id(c) for c in rope._chunks} & {id(c) for c in res._chunks}
     assert len(shared) >= len(rope._chunks) - 3
+
+
+def test_a_chunk_with_one_emoji_is_not_stored_four_bytes_a_character() -> None:
+    """Nearly every chunk of a conversation holds an emoji, which makes a ``str`` four
+    bytes a character: the chunks keep the smaller of the ``str`` and its UTF-8, and still
+    read, edit and compare as the text."""
+    line = "plain ASCII text of a message, written by someone; " * 40 + "😀\n"
+    text = line * 500  # about 1 M characters, an emoji every 2,000
+    rope = Rope.from_str(text)
+    stored = sum(sys.getsizeof(c.data) for c in rope._chunks)
+    assert stored < 1.1 * len(text.encode())  # as a str: 4 bytes a character
+    latin = "é" * 100_000 + "\n"  # a one-byte str is smaller than its UTF-8: kept
+    assert all(type(c.data) is str for c in Rope.from_str(latin * 3)._chunks)
+    cjk = "中文" * 50_000 + "\n"  # two bytes a character as a str, three in UTF-8: kept
+    assert all(type(c.data) is str for c in Rope.from_str(cjk * 3)._chunks)
+    at = text.index("😀", len(text) // 2)
+    edited = rope.edit(at, at + 1, "👋 x")
+    assert str(edited) == text[:at] + "👋 x" + text[at + 1 :]
+    assert edited.changed_span(rope) == (at, at + 1, at + 3)
+    assert rope == Rope.from_str(text, chunk_size=777)
+    check_edit_sequence(text[:50_000], chunk_size=1000, n_edits=30, seed=11)
 
 
 def test_empty_rope() -> None:
