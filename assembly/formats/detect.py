@@ -143,44 +143,57 @@ class Detection:
 
 def message_marks(node: SNode) -> tuple[tuple[str, str], ...]:
     """The marks one message (or Responses item) carries: ``(family, what)`` pairs."""
-    if not node.is_object:
+    if node.kind != "object":
         return ()
     marks: list[tuple[str, str]] = []
     item_type = node.get("type")
-    if item_type is not None and item_type.is_string and item_type.value in RESPONSES_ITEMS:
-        marks.append((_R, f"`{item_type.value}` items"))
+    if item_type is not None and item_type.kind == "string":
+        mark = _ITEM_MARKS.get(item_type.value)
+        if mark is not None:
+            marks.append(mark)
     role = node.get("role")
-    if role is not None and role.is_string:
-        if role.value in _OPENAI_ROLES:
-            marks.append((_O, f"role `{role.value}`"))
-        elif role.value in _PROMPTLS_ROLES:
-            marks.append((_P, f"role `{role.value}`"))
+    if role is not None and role.kind == "string":
+        mark = _ROLE_MARKS.get(role.value)
+        if mark is not None:
+            marks.append(mark)
     for m in node.members:
-        if m.key in _OPENAI_KEYS:
-            marks.append((_O, f"`{m.key}`"))
-        elif m.key in _PROMPTLS_KEYS:
-            marks.append((_P, f"`{m.key}`"))
+        mark = _KEY_MARKS.get(m.key)
+        if mark is not None:
+            marks.append(mark)
     content = node.get("content")
-    if content is not None and content.is_array:
+    if content is not None and content.kind == "array":
         for part in content.items:
             marks.extend(_part_marks(part))
     return tuple(marks)
 
 
 def _part_marks(part: SNode) -> list[tuple[str, str]]:
-    if not part.is_object:
+    if part.kind != "object":
         return []
     ptype = part.get("type")
-    kind = ptype.value if ptype is not None and ptype.is_string else None
-    if kind in ANTHROPIC_BLOCKS:
-        return [(_A, f"`{kind}` blocks")]
-    if kind in RESPONSES_PARTS:
-        return [(_R, f"`{kind}` parts")]
-    if kind in OPENAI_PARTS:
-        return [(_O, f"`{kind}` parts")]
+    kind = ptype.value if ptype is not None and ptype.kind == "string" else None
+    mark = _PART_MARKS.get(kind) if kind is not None else None
+    if mark is not None:
+        return [mark]
     if kind == "image" and part.get("source") is not None:
         return [(_A, "`image` blocks with `source`")]
     return []
+
+
+# Each mark is made once and shared: a message's marks are kept for as long as its
+# document is open (``reading.detect_format``), and 10,000 messages would otherwise hold
+# 10,000 copies of the same few pairs (and make them, a string each, on open).
+_ITEM_MARKS = {t: (_R, f"`{t}` items") for t in RESPONSES_ITEMS}
+_ROLE_MARKS = {r: (_O, f"role `{r}`") for r in _OPENAI_ROLES} | {
+    r: (_P, f"role `{r}`") for r in _PROMPTLS_ROLES
+}
+_KEY_MARKS = {k: (_O, f"`{k}`") for k in _OPENAI_KEYS} | {k: (_P, f"`{k}`") for k in _PROMPTLS_KEYS}
+# A part type in several families is the first's: Anthropic's, then Responses', then OpenAI's.
+_PART_MARKS = (
+    {k: (_O, f"`{k}` parts") for k in OPENAI_PARTS}
+    | {k: (_R, f"`{k}` parts") for k in RESPONSES_PARTS}
+    | {k: (_A, f"`{k}` blocks") for k in ANTHROPIC_BLOCKS}
+)
 
 
 def tool_marks(node: SNode) -> tuple[tuple[str, str], ...]:
