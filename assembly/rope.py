@@ -84,6 +84,29 @@ class _Chunk:
         data = self.data
         return data.startswith("\n" if type(data) is str else b"\n")  # type: ignore[arg-type]
 
+    def find(self, sub: str, sub_b: bytes, start: int, end: int) -> int:
+        """``text.find(sub, start, end)``; a packed chunk whose bytes lack ``sub_b``
+        (``sub``'s UTF-8) is not decoded: UTF-8 holds a text's UTF-8 just where the text
+        holds it."""
+        data = self.data
+        if type(data) is bytes and sub_b not in data:
+            return -1
+        return self.text.find(sub, start, end)
+
+    def rfind(self, sub: str, sub_b: bytes, start: int, end: int) -> int:
+        data = self.data
+        if type(data) is bytes and sub_b not in data:
+            return -1
+        return self.text.rfind(sub, start, end)
+
+    def edge(self, m: int) -> bytes:
+        """The UTF-8 of the chunk's last ``m`` code points (its first ``-m``) or more."""
+        data = self.data
+        if type(data) is str:
+            data = (data[-m:] if m > 0 else data[:-m]).encode("utf-8", "surrogatepass")
+            return data
+        return data[-4 * m :] if m > 0 else data[: -4 * m]
+
     def count(self, sub: str, start: int, end: int) -> int:
         """``text.count(sub, start, end)``; an ASCII ``sub`` in the whole of a packed
         chunk is counted in its bytes (no UTF-8 sequence holds an ASCII byte)."""
@@ -107,6 +130,16 @@ def _packed(text: str) -> str | bytes:
 # only decodes again.
 _DECODED: dict[int, tuple[_Chunk, str]] = {}
 _DECODED_MAX = 8
+
+
+def _may_cross(a: _Chunk, b: _Chunk, sub_b: bytes, m: int) -> bool:
+    """Whether a text of ``m`` code points (``sub_b``, its UTF-8) may start in ``a`` and
+    end in the next chunk ``b``; False only when it cannot (neither is decoded)."""
+    if m == 1:
+        return False
+    if a.n < m or b.n < m:  # it might reach a third chunk: look
+        return True
+    return sub_b in a.edge(m - 1) + b.edge(1 - m)
 
 
 def _plain(chunk: _Chunk) -> str:
@@ -224,18 +257,21 @@ class Rope:
             return start
         starts, chunks = self._starts, self._chunks
         k = bisect.bisect_right(starts, start) - 1
+        sub_b = sub.encode("utf-8", "surrogatepass")
         while True:
             s, boundary = starts[k], starts[k + 1]
-            res = chunks[k].text.find(sub, start - s if start > s else 0, min(end, boundary) - s)
+            c = chunks[k]
+            res = c.find(sub, sub_b, start - s if start > s else 0, min(end, boundary) - s)
             if res != -1:
                 return s + res
             if boundary >= end:
                 return -1
             # A match that starts in this chunk and ends in a later one.
-            lo = max(start, boundary - m + 1)
-            res = self._slice(lo, min(end, boundary + m - 1)).find(sub)
-            if res != -1:
-                return lo + res
+            if _may_cross(c, chunks[k + 1], sub_b, m):
+                lo = max(start, boundary - m + 1)
+                res = self._slice(lo, min(end, boundary + m - 1)).find(sub)
+                if res != -1:
+                    return lo + res
             k += 1
 
     def count(self, sub: str, start: int | None = 0, end: int | None = None) -> int:
@@ -272,18 +308,21 @@ class Rope:
             return end
         starts, chunks = self._starts, self._chunks
         k = bisect.bisect_right(starts, end - 1) - 1
+        sub_b = sub.encode("utf-8", "surrogatepass")
         while True:
             s = starts[k]
-            res = chunks[k].text.rfind(sub, start - s if start > s else 0, end - s)
+            c = chunks[k]
+            res = c.rfind(sub, sub_b, start - s if start > s else 0, end - s)
             if res != -1:
                 return s + res
             if s <= start:
                 return -1
             # A match that starts in an earlier chunk and ends in this one.
-            lo = max(start, s - m + 1)
-            res = self._slice(lo, min(end, s + m - 1)).rfind(sub)
-            if res != -1:
-                return lo + res
+            if _may_cross(chunks[k - 1], c, sub_b, m):
+                lo = max(start, s - m + 1)
+                res = self._slice(lo, min(end, s + m - 1)).rfind(sub)
+                if res != -1:
+                    return lo + res
             k -= 1
 
     def startswith(self, prefix: str, start: int | None = 0, end: int | None = None) -> bool:

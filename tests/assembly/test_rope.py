@@ -200,6 +200,25 @@ def test_a_chunk_with_one_emoji_is_not_stored_four_bytes_a_character() -> None:
     check_edit_sequence(text[:50_000], chunk_size=1000, n_edits=30, seed=11)
 
 
+def test_needles_across_packed_chunks() -> None:
+    """``find``, ``rfind`` and ``count`` skip a packed chunk, and the seam between two
+    chunks, without decoding them only when the needle's UTF-8 is not there: needles cut
+    from the text at every seam are found as in the ``str``."""
+    rng = random.Random(5)
+    text = "".join(rng.choice(PIECES) for _ in range(3000))
+    for size in (8, 64):
+        rope = Rope.from_str(text, chunk_size=size)
+        seams = list(itertools.accumulate(c.n for c in rope._chunks))[:-1]
+        assert any(type(c.data) is bytes for c in rope._chunks)
+        for seam in seams[:: max(1, len(seams) // 30)]:
+            for m in (2, 3, 5, 9):
+                for sub in {text[seam - k : seam - k + m] for k in range(1, m)} | {"z\u2028z"}:
+                    for lo, hi in ((0, len(text)), (seam - m, seam + m), (seam, len(text))):
+                        assert rope.find(sub, lo, hi) == text.find(sub, lo, hi)
+                        assert rope.rfind(sub, lo, hi) == text.rfind(sub, lo, hi)
+                        assert rope.count(sub, lo, hi) == text.count(sub, lo, hi)
+
+
 def test_empty_rope() -> None:
     rope = Rope.from_str("")
     check_rope(rope, "")
