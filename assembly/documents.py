@@ -731,7 +731,8 @@ class Reader:
                 self.unknown_message_keys.setdefault(m.key, []).append(rng)
                 if self._log is not None:
                     self._log.append((m.key, rng.start - self.base, rng.end - self.base))
-        role_node = node.get("role")
+        get = node.fields().get  # (a dozen look-ups: the table's own, not a call each)
+        role_node = get("role")
         if role_node is None:
             self.error("message has no `role`: it is left out", head(node))
             return None
@@ -748,7 +749,7 @@ class Reader:
                 role_node.range,
             )
             return None
-        id_node = node.get("id")
+        id_node = get("id")
         msg_id = str(index)
         if id_node is not None:
             if id_node.is_string and id_node.value.startswith("$"):
@@ -764,7 +765,7 @@ class Reader:
             else:
                 self.error("message `id` must be a non-empty string or an integer", id_node.range)
         content, content_range, images = self._content(node)
-        parent_node = node.get("parent")
+        parent_node = get("parent")
         parent = None
         if parent_node is not None and parent_node.kind != "null":
             if parent_node.is_string or (
@@ -774,7 +775,7 @@ class Reader:
             else:
                 self.error("`parent` must be a message id", parent_node.range)
         tool_calls = self._tool_calls(node, role, msg_id)
-        tcid_node = node.get("tool_call_id")
+        tcid_node = get("tool_call_id")
         tool_call_id = None
         if tcid_node is None and role is Role.TOOL:
             tcid_node = self._tool_call_ids(node)
@@ -784,7 +785,7 @@ class Reader:
             else:
                 self.error("`tool_call_id` must be a string", tcid_node.range)
         files: tuple[FileAttachment, ...] = ()
-        files_node = node.get("files")
+        files_node = get("files")
         if files_node is not None:
             if role is not Role.USER:
                 self.error("only user messages carry uploaded `files`", files_node.range)
@@ -799,11 +800,11 @@ class Reader:
         file_id = self._string(node, "file_id", what="message", required=False)
         filename = self._string(node, "filename", what="message", required=False)
         if file_id is not None and role is not Role.USER:
-            fid_node = node.get("file_id")
+            fid_node = get("file_id")
             assert fid_node is not None
             self.error("only user messages can be injected files (`file_id`)", fid_node.range)
             file_id = None
-        st_node = node.get("summarizes_through")
+        st_node = get("summarizes_through")
         summarizes_through = None
         if role is Role.SUMMARY:
             if st_node is None or st_node.kind == "null":

@@ -109,7 +109,7 @@ class SNode:
         # Of the message list: how many syntax errors the parse had found before each item
         # (an incremental re-parse keeps those and parses again from an item on).
         self.error_counts = error_counts
-        self._keys: dict[str, Member] | None = None
+        self._keys: dict[str, SNode] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -123,17 +123,24 @@ class SNode:
         if keys is None:
             if not self.members:
                 return None
-            keys = self._keys = {m.key: m for m in self.members}
-        m = keys.get(key)
-        return None if m is None else m.value
+            keys = self.fields()
+        return keys.get(key)
 
-    def member(self, key: str) -> Member | None:
+    def fields(self) -> dict[str, SNode]:
+        """An object's values by key (the last one when a key repeats), made on the first
+        look-up and kept: a reader that looks up a dozen keys of one node takes them from
+        this table (not to be changed)."""
         keys = self._keys
         if keys is None:
-            if not self.members:
-                return None
-            keys = self._keys = {m.key: m for m in self.members}
-        return keys.get(key)
+            keys = self._keys = {m.key: m.value for m in self.members}
+        return keys
+
+    def member(self, key: str) -> Member | None:
+        """The member of ``key`` (the last one when a key repeats)."""
+        for m in reversed(self.members):
+            if m.key == key:
+                return m
+        return None
 
     @property
     def is_object(self) -> bool:
@@ -239,6 +246,10 @@ class NodeAt:
     def get(self, key: str) -> SNode | None:
         found = self.green.get(key)
         return None if found is None else NodeAt(found, self.base)  # type: ignore[return-value]
+
+    def fields(self) -> dict[str, SNode]:
+        b = self.base
+        return {k: NodeAt(v, b) for k, v in self.green.fields().items()}  # type: ignore[misc]
 
     def member(self, key: str) -> Member | None:
         m = self.green.member(key)
