@@ -74,6 +74,9 @@ class PendingCounts:
         Counts of another encoding than the tokenizer's are not used. A child that serves
         ``count`` stays; any other is done.
         """
+        # The strings are found and hashed (a ``str`` keeps its hash) before waiting: the
+        # child is often still counting when the parse and the read are done.
+        texts = [(text, hash(text)) for text in _strings(conv)]
         try:
             encoding, counts = self._counts()
         finally:
@@ -83,11 +86,8 @@ class PendingCounts:
         if not counts or seed is None or tokenizer.encoding != encoding:
             return 0
         found = {}
-        lengths = {n for _, n in counts}  # hashing a long string costs; comparing lengths not
-        for text in _strings(conv):
-            if len(text) not in lengths:
-                continue
-            n = counts.get((hash(text), len(text)))
+        for text, h in texts:
+            n = counts.get((h, len(text)))
             if n is not None:
                 found[text] = n
         seed(found)
