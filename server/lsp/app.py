@@ -165,12 +165,12 @@ class PromptServer(LanguageServer):
     def _start_io_async(self, stdin: Any = None, stdout: Any = None) -> None:
         """pygls' stdio server, reading with ``server.lsp.stream`` (which keeps no message
         alive after handling it) instead of pygls' loop."""
-        from pygls.io_ import StdinAsyncReader, StdoutWriter
+        from pygls.io_ import StdoutWriter
 
-        from server.lsp.stream import serve_messages
+        from server.lsp.stream import StdinReader, serve_messages
 
         self._stop_event = threading.Event()
-        reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
+        reader = StdinReader(stdin or sys.stdin.buffer, self.thread_pool)
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
         try:
             asyncio.run(

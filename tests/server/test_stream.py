@@ -122,3 +122,58 @@ def test_prepared_results_are_pygls_json_made_item_by_item() -> None:
     assert json.loads(result.json)[2]["name"] == "m\u00e92 😀"
     assert made == [0, 1, 2]
     assert prepare(ls, iter(())) is None and prepare(ls, []) is None
+
+
+def test_stdin_bodies_are_held_by_the_loop_only() -> None:
+    """Read from a pipe as stdin is: each body is handled as pygls reads it (a UTF-8 BOM
+    skipped, invalid UTF-8 reported to the error handler) and the bytes are referenced by
+    no future once read (the cyclic collector is paused during an analysis)."""
+    import os
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    from server.lsp.stream import StdinReader
+
+    protocol = _Protocol()
+    errors: list[Exception] = []
+    refs: list[int] = []
+    r, w = os.pipe()
+    big = _frame({"jsonrpc": "2.0", "method": "open", "params": {"text": "é😀" * 50_000}})
+    bom = json.dumps({"jsonrpc": "2.0", "method": "saved"}).encode("utf-8-sig")
+    frames = [
+        big,
+        b"Content-Length: 3\r\n\r\n\xff\xfe\x00",  # not UTF-8: reported, the loop goes on
+        _frame({"jsonrpc": "2.0", "method": "change"}),
+        b"Content-Length: %d\r\n\r\n" % len(bom) + bom,
+    ]
+
+    def client() -> None:  # writes while the server reads (a pipe holds 64 KB)
+        with os.fdopen(w, "wb") as out:
+            out.write(big)
+            out.write(b"".join(frames))
+
+    async def main() -> None:
+        with ThreadPoolExecutor(1) as pool, os.fdopen(r, "rb") as stdin:
+            writer = threading.Thread(target=client)
+            writer.start()
+            reader = StdinReader(stdin, pool)
+            while (await reader.readline()).strip():  # the headers of the first frame
+                pass
+            body = await reader.readexactly(len(big) - big.index(b"\r\n\r\n") - 4)
+            gc.disable()  # as during an analysis: only references count
+            try:
+                refs.append(sys.getrefcount(body) - 1)  # (less the argument's own)
+            finally:
+                gc.enable()
+            del body
+            stop = threading.Event()
+            handler = lambda e, _: errors.append(e)  # noqa: E731
+            await asyncio.wait_for(
+                serve_messages(stop, reader, protocol, logging.getLogger("t"), handler), 10
+            )
+            writer.join()
+
+    asyncio.run(main())
+    assert refs == [1]
+    assert protocol.methods == ["open", "change", "saved"]
+    assert len(errors) == 1 and isinstance(errors[0], UnicodeDecodeError)
