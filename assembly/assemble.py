@@ -551,6 +551,56 @@ def _call_positions(
     return tool_positions, dict(zip(tool_positions, found, strict=True))
 
 
+def _moved_calls(
+    ps: _Shape, runs: Sequence[tuple[Any, ...]], old_hist: Sequence[LlmMessage]
+) -> tuple[list[int], dict[int, int]] | None:
+    """``_call_positions`` of a history made of ``runs`` (``_Pipeline._fill``'s: ``("old",
+    a, b)`` the positions ``[a, b)`` of the history ``old_hist`` of shape ``ps``,
+    ``("new", msgs)`` new messages), from ``ps``'s, when it only moves them: the kept
+    runs in their old order, and no new or dropped message making or answering calls
+    (``_talks``). The calls then are the same, in the same order: each keeps its answer,
+    at positions moved by its run's shift (in C-level passes). None otherwise (or when
+    too much came or went to look at).
+    """
+    if len(runs) > 8:
+        return None
+    cuts: list[int] = []  # where each kept run starts in the old history
+    steps: list[int] = []  # the change of the shift there
+    new_pos = shift = kept_to = 0
+    looked = 0
+    for run in runs:
+        if run[0] == "new":
+            looked += len(run[1])
+            if looked > 256 or any(map(_talks, run[1])):
+                return None
+            new_pos += len(run[1])
+            continue
+        a, b = run[1], run[2]
+        if a < kept_to:
+            return None  # out of order
+        gone = old_hist[kept_to:a]
+        looked += len(gone)
+        if looked > 256 or any(map(_talks, gone)):
+            return None
+        cuts.append(a)
+        steps.append(new_pos - a - shift)
+        shift = new_pos - a
+        new_pos += b - a
+        kept_to = b
+    if looked + len(old_hist) - kept_to > 256 or any(map(_talks, old_hist[kept_to:])):
+        return None
+    was_tools = ps.tool_positions
+    was_answered = list(ps.call_pos.values())  # (in the order of ``tool_positions``)
+    tool_positions, answered = list(was_tools), was_answered
+    for cut, step in zip(cuts, steps, strict=True):
+        if step:  # old positions at or past ``cut`` move by ``step`` (-1, no call, stays)
+            moves = map(step.__mul__, map(cut.__le__, was_tools))
+            tool_positions = list(map(operator.add, tool_positions, moves))
+            moves = map(step.__mul__, map(cut.__le__, was_answered))
+            answered = list(map(operator.add, answered, moves))
+    return tool_positions, dict(zip(tool_positions, answered, strict=True))
+
+
 _FILES_AND_FILE_ID = operator.attrgetter("files", "file_id")
 _SUMMARIZES_THROUGH = operator.attrgetter("summarizes_through")
 
@@ -1230,7 +1280,7 @@ class _Pipeline:
                 shape = dataclasses.replace(ps, tool_positions=tool_positions, call_pos=call_pos)
                 same_ids = True
             else:
-                talk = ps if quiet else None
+                talk = (ps.tool_positions, ps.call_pos) if quiet else None
                 shape = self._shape_of(hist, ids, kinds, fids, ps.last_user_pos, talk)
             if shape.marker != ps.marker:
                 return False
@@ -1335,7 +1385,8 @@ class _Pipeline:
         h.tokens = gather(prev.tokens if prev else None, operator.attrgetter("tokens"))
         h.tokens_by_id = dict(zip(ids, h.tokens, strict=True))
         unique = len(h.tokens_by_id) == len(ids)  # (the table tells whether ids repeat)
-        h.shape = self._shape_of(hist, ids, kinds, fids, last_user_pos, unique=unique)
+        calls = _moved_calls(ps, runs, old_hist) if ps is not None else None
+        h.shape = self._shape_of(hist, ids, kinds, fids, last_user_pos, calls, unique=unique)
         marker = h.shape.marker
         same_cost = prev is not None and ps is not None and ps.marker == marker
         h.starts = starts
@@ -1364,19 +1415,19 @@ class _Pipeline:
         kinds: list[str],
         fids: list[str | None],
         last_user_pos: int,
-        talk: _Shape | None = None,
+        calls: tuple[list[int], dict[int, int]] | None = None,
         unique: bool | None = None,
     ) -> _Shape:
         """The shape of the converted history ``hist`` (its ids, kinds and file ids
-        given); the calls' positions are ``talk``'s when given (the messages that make or
-        answer calls are the same, at the same positions); ``unique``: whether no id
-        repeats, when known."""
+        given); the calls' positions (``_call_positions``) are ``calls`` when given (the
+        messages that make or answer calls are the same, in the same order: their
+        positions known); ``unique``: whether no id repeats, when known."""
         n = len(hist)
         user_positions = list(itertools.compress(itertools.count(), map("user".__eq__, kinds)))
         tool_positions: list[int] = []
         call_pos: dict[int, int] = {}
-        if talk is not None:
-            tool_positions, call_pos = talk.tool_positions, talk.call_pos
+        if calls is not None:
+            tool_positions, call_pos = calls
         else:
             tool_positions, call_pos = _call_positions(hist, kinds)
         users = map(hist.__getitem__, user_positions)

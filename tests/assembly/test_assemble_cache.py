@@ -106,8 +106,24 @@ def check_sequence(
             msgs[k] = rng.choice(EDITS)(msgs[k], rng)
             conv = dataclasses.replace(conv, message_data=tuple(msgs))
         cached = assemble(conv, settings, tok, opts, cache=cache)
-        assert_same(cached, assemble(conv, settings, tok, opts))
+        fresh_cache = AssemblyCache()
+        assert_same(cached, assemble(conv, settings, tok, opts, cache=fresh_cache))
+        assert_same_history(cache, fresh_cache)
     return cache
+
+
+def assert_same_history(cache: AssemblyCache, fresh: AssemblyCache) -> None:
+    """The per-position lists and the shape (the calls' positions, the users', the
+    images') made from the last ones and a splice equal those made from nothing."""
+    h, f = cache._history, fresh._history
+    assert (h is None) == (f is None)
+    if h is None or f is None:
+        return
+    for field in dataclasses.fields(h.shape):
+        assert getattr(h.shape, field.name) == getattr(f.shape, field.name), field.name
+    assert list(h.shape.call_pos) == list(f.shape.call_pos)
+    for name in ("starts", "tokens", "stored", "cost", "prefix", "cand"):
+        assert getattr(h, name) == getattr(f, name), name
 
 
 # ---------------------------------------------------------------------------------------
