@@ -843,3 +843,47 @@ def test_per_message_rules_follow_messages_that_come_and_go(
         ], (seed, step)
         seen.update(d.code for d in got.diagnostics)
     assert ("tool-call-in-text" if tools else "tool-call-markup-in-text") in seen, seen
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_message_references_from_the_last_equal_from_nothing(seed: int) -> None:
+    """The references a message's removal fix checks (``parent``, ``summarizes_through``,
+    messages named by their index), made from the last version's and the messages that
+    changed, equal those made from nothing, over random splices of shared messages."""
+    from assembly.diagnostics.rules.tool_calls import _references
+
+    rnd = random.Random(seed)
+
+    def message(k: int) -> Message:
+        named = [None, None, f"m{rnd.randrange(6)}"]
+        return Message(
+            f"m{k}",
+            Role.USER,
+            "x",
+            RelRange(0, 1),
+            id_range=None if rnd.random() < 0.2 else RelRange(0, 1),
+            parent=rnd.choice(named),
+            summarizes_through=rnd.choice(named),
+        )
+
+    msgs = [message(k) for k in range(rnd.randrange(0, 12))]
+    last = _references(tuple(msgs), None)
+    for step in range(60):
+        kind = rnd.randrange(4)
+        at = rnd.randrange(len(msgs) + 1)
+        if kind == 0:
+            msgs[at:at] = [message(100 + step * 10 + j) for j in range(rnd.randrange(1, 4))]
+        elif kind == 1:
+            del msgs[at : at + rnd.randrange(1, 4)]
+        elif kind == 2 and at < len(msgs):
+            msgs[at] = message(at)  # replaced in place (a new object)
+        elif msgs:
+            msgs.insert(rnd.randrange(len(msgs)), msgs.pop(rnd.randrange(len(msgs))))
+        fresh = _references(tuple(msgs), None)
+        last = _references(tuple(msgs), last if rnd.random() < 0.9 else None)
+        assert last == fresh, (seed, step)
+        referenced = {m.parent for m in msgs} | {m.summarizes_through for m in msgs}
+        assert set(last.counts) == referenced - {None}
+        assert all(n > 0 for n in last.counts.values())
+        want = max((i for i, m in enumerate(msgs) if m.id_range is None), default=-1)
+        assert last.implicit.rfind(1) == want

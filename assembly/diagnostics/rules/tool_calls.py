@@ -487,7 +487,7 @@ class _Nodes:
     by its index (no ``id``). An item's place is read from the stored array (``range``),
     so placing one message makes no view of the others."""
 
-    def __init__(self, conv: Conversation, msgs: Sequence[Message]) -> None:
+    def __init__(self, conv: Conversation, refs: _References) -> None:
         self.array: SNode | None = None
         root = conv.root
         if root is not None and root.is_array:
@@ -500,12 +500,8 @@ class _Nodes:
         self._items: tuple[SNode, ...] = green.items if green is not None else ()
         self._starts: tuple[int, ...] | None = green.starts if green is not None else None
         self._base: int = getattr(self.array, "base", 0)
-        # Passes at C speed over the stored messages (their index is their place).
-        self.referenced: set[str] = set(map(_PARENT, msgs))
-        self.referenced.update(map(_THROUGH, msgs))
-        self.referenced.discard(None)  # type: ignore[arg-type]
-        implicit = bytes(map(operator.is_, map(_ID_RANGE, msgs), itertools.repeat(None)))
-        self.last_implicit_id = implicit.rfind(1)
+        self.referenced: Mapping[str | None, int] = refs.counts
+        self.last_implicit_id = refs.implicit.rfind(1)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -527,6 +523,47 @@ class _Nodes:
 _PARENT = operator.attrgetter("parent")
 _THROUGH = operator.attrgetter("summarizes_through")
 _ID_RANGE = operator.attrgetter("id_range")
+
+
+@dataclass(frozen=True, slots=True)
+class _References:
+    """Over the stored messages ``msgs``: how many name each id by ``parent`` or
+    ``summarizes_through`` (None not counted; no zero counts), and per message whether
+    it has no ``id`` of its own (1: named by its index)."""
+
+    msgs: tuple[Message, ...]
+    counts: dict[str | None, int]
+    implicit: bytes
+
+
+def _references(msgs: tuple[Message, ...], last: _References | None) -> _References:
+    """The references of ``msgs``, made from ``last`` (those of an earlier version, or
+    None) where the messages are the same objects: the common head and tail are found
+    by identity in passes at C speed, only the messages between are read (all of them
+    when ``last`` is None)."""
+    old = last.msgs if last is not None else ()
+    n_old, n_new = len(old), len(msgs)
+    lim = min(n_old, n_new)
+    head = next(itertools.compress(itertools.count(), map(operator.is_not, old, msgs)), lim)
+    lim -= head
+    differs = map(operator.is_not, reversed(old[n_old - lim :]), reversed(msgs))
+    tail = next(itertools.compress(itertools.count(), differs), lim)
+    gone, came = old[head : n_old - tail], msgs[head : n_new - tail]
+    counts = collections.Counter(last.counts if last is not None else ())
+    if gone:
+        counts.subtract(itertools.chain(map(_PARENT, gone), map(_THROUGH, gone)))
+    counts.update(itertools.chain(map(_PARENT, came), map(_THROUGH, came)))
+    for k in set(itertools.chain(map(_PARENT, gone), map(_THROUGH, gone))):
+        if counts.get(k, 0) <= 0:
+            counts.pop(k, None)  # (no zero counts)
+    counts.pop(None, None)
+    new_mid = bytes(map(operator.is_, map(_ID_RANGE, came), itertools.repeat(None)))
+    implicit = (
+        new_mid
+        if last is None
+        else b"".join((last.implicit[:head], new_mid, last.implicit[n_old - tail :]))
+    )
+    return _References(msgs, dict(counts), implicit)
 
 
 def _node_start(node: SNode) -> int:
@@ -601,7 +638,14 @@ def remove_message_edit(ctx: RuleContext, m: Message) -> tuple[TextEdit, ...] | 
     if conv is None:
         return None
     memo = message_memo(ctx)
-    nodes = memo.derived("message-references", memo.shapes, lambda: _Nodes(conv, conv.message_data))
+    nodes = memo.derived(
+        "message-nodes",
+        memo.shapes,
+        lambda: _Nodes(
+            conv,
+            memo.carried("message-references", lambda last: _references(conv.message_data, last)),
+        ),
+    )
     if not _nothing_refers_to(ctx, nodes, m):
         return None
     text = ctx.text
