@@ -888,7 +888,7 @@ class _Run:
             if kept is not None and kept[0] is fix and kept[1] is self.msgs[i]:
                 edits = tuple(TextEdit(TextRange(at + a, at + b), new) for a, b, new in kept[2])
             else:
-                edits = fix.make(self.ctx, self.views[i])
+                edits = fix.make(self.whole, self.views[i])  # (with the memo)
                 if fix.local:
                     rel = tuple(
                         (e.range.start - at, e.range.end - at, e.new_text) for e in edits or ()

@@ -541,6 +541,8 @@ def _references(msgs: tuple[Message, ...], last: _References | None) -> _Referen
     None) where the messages are the same objects: the common head and tail are found
     by identity in passes at C speed, only the messages between are read (all of them
     when ``last`` is None)."""
+    if last is not None and last.msgs is msgs:
+        return last  # (another fix of the same version)
     old = last.msgs if last is not None else ()
     n_old, n_new = len(old), len(msgs)
     lim = min(n_old, n_new)
@@ -638,14 +640,9 @@ def remove_message_edit(ctx: RuleContext, m: Message) -> tuple[TextEdit, ...] | 
     if conv is None:
         return None
     memo = message_memo(ctx)
-    nodes = memo.derived(
-        "message-nodes",
-        memo.shapes,
-        lambda: _Nodes(
-            conv,
-            memo.carried("message-references", lambda last: _references(conv.message_data, last)),
-        ),
-    )
+    # The array is this version's; the references are carried from the last version's.
+    refs = memo.carried("message-references", lambda last: _references(conv.message_data, last))
+    nodes = _Nodes(conv, refs)
     if not _nothing_refers_to(ctx, nodes, m):
         return None
     text = ctx.text
