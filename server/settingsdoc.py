@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from assembly.settings import Settings
+from assembly.settings_model import SettingsModel
 
 REGENERATE_COMMAND = "python -m server.settingsdoc > docs/settings.md"
 
@@ -125,7 +125,7 @@ def _bounds(prop: dict[str, Any]) -> list[str]:
 
 
 def _default(name: str, *, short: bool = False) -> str:
-    field = Settings.model_fields[name]
+    field = SettingsModel.model_fields[name]
     value = json.dumps(field.get_default(call_default_factory=True), ensure_ascii=False)
     if short and len(value) > 40:
         return f"see [`{name}`](#{name})"
@@ -134,7 +134,7 @@ def _default(name: str, *, short: bool = False) -> str:
 
 def render_settings_md() -> str:
     """Render ``docs/settings.md``."""
-    props = Settings.model_json_schema()["properties"]
+    props = SettingsModel.model_json_schema()["properties"]
     lines = [
         "# Settings",
         "",

@@ -33,6 +33,7 @@ if len(sys.argv) > 1:
     from server import codecache
     codecache.install(Path(sys.argv[1]))
 import server.output, server.workspace, server.cli.lint, server.lsp.handlers
+import assembly.settings_model  # pydantic, when a setting is checked
 
 def canon(code):
     consts = tuple(canon(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts)
