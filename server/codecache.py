@@ -175,7 +175,9 @@ def _compile_re(p: Any, flags: int = 0) -> Any:
             _used.add(key)
             return pattern
     pattern = _re_compile(p, flags)
-    program = _program(p, flags)
+    # Past twice its bound the cache takes no more (an editor session compiling patterns
+    # made from each document's tool names); its file keeps the used ones (``save``).
+    program = _program(p, flags) if len(_code) < 2 * MAX_ENTRIES else None
     if program is not None and _same_pattern(_sre_compile(p, program), pattern):
         _code[key] = program
         _used.add(key)

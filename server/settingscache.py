@@ -54,6 +54,8 @@ class Verdicts(dict[Key, tuple[bool, Any]]):
         return value
 
     def __setitem__(self, key: Key, value: tuple[bool, Any]) -> None:
+        if len(self) >= 2 * MAX_ENTRIES:  # a long session typing values: memory stays bounded
+            return
         super().__setitem__(key, value)
         self.used.add(key)
         self.changed = True
