@@ -1,6 +1,6 @@
 """The settings model (SPEC §3): the pydantic model that validates ``Settings``' values.
 
-Built from the fields of ``assembly.settings.Settings`` (their types, defaults, bounds and
+Built from the fields of ``assembly.settings_table.Settings`` (their types, defaults, bounds and
 descriptions), with the checks a type cannot say (below): it is how a setting's value is
 validated, and what the JSON schema and docs/settings.md are generated from. Kept apart
 so that the engine does not import pydantic and build this model (40–80 ms of CPU at
@@ -27,7 +27,7 @@ from pydantic import (
     field_validator,
 )
 
-from assembly.settings import Settings
+from assembly.settings_table import Settings
 
 # The encodings tiktoken defines (``tiktoken.list_encoding_names()``, without the offline
 # copy of cl100k_base, which promptls picks itself).

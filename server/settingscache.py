@@ -13,7 +13,8 @@ value.
 The memo is a file where the interpreter writes bytecode (``__pycache__`` beside this
 module, or under ``PYTHONPYCACHEPREFIX``), written only when the interpreter writes
 bytecode at all (not under ``PYTHONDONTWRITEBYTECODE``). It is keyed by the exact text of
-``assembly/settings.py``, ``assembly/settings_model.py`` and pydantic's ``version.py``
+``assembly/settings.py``, ``settings_table.py``, ``settings_model.py`` and pydantic's
+``version.py``
 (which pins pydantic-core's version) and by the interpreter's version: when any differs,
 the file's verdicts are ignored and replaced. A file that is missing, foreign, damaged or
 unwritable means checking as usual; unused verdicts are dropped once the file grows past
@@ -123,6 +124,7 @@ def fingerprint() -> tuple[str, ...] | None:
 def _sources(pydantic_version: Path) -> Iterator[Path]:
     package = Path(settings.__file__).parent
     yield package / "settings.py"
+    yield package / "settings_table.py"
     yield package / "settings_model.py"
     yield pydantic_version
 

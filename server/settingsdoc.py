@@ -1,6 +1,6 @@
 """The settings reference, ``docs/settings.md``, generated from the pydantic model.
 
-Every key, type, default, bound and description comes from ``assembly.settings.Settings``
+Every key, type, default, bound and description comes from ``assembly.settings_table.Settings``
 at run time, so the reference cannot drift from what promptls accepts: regenerate it with
 ``python -m server.settingsdoc > docs/settings.md``; ``tests/test_docs.py`` fails when it
 is not current.
@@ -138,7 +138,8 @@ def render_settings_md() -> str:
     lines = [
         "# Settings",
         "",
-        f"<!-- Generated from assembly/settings.py by `{REGENERATE_COMMAND}`; do not edit. -->",
+        "<!-- Generated from assembly/settings_table.py by "
+        f"`{REGENERATE_COMMAND}`; do not edit. -->",
         "",
         _INTRO,
         "",
