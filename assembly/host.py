@@ -325,8 +325,8 @@ def analyze_prompt(
     settings, setting_issues = resolve_settings(layers)
     diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
     if user_tools:
-        settings = settings.model_copy(
-            update={"tools": [*(settings.tools or ()), *sorted(set(user_tools))]}
+        settings = dataclasses.replace(
+            settings, tools=[*(settings.tools or ()), *sorted(set(user_tools))]
         )
     load = sources.tokenizer(settings.encoding, settings.model)
     ctx = RuleContext(

@@ -1,9 +1,14 @@
-"""The settings schema (SPEC §3): one pydantic model, its defaults and its validation.
+"""The settings schema (SPEC §3): merging the settings' sources, each value checked.
 
-The model, ``Settings``, lives in ``assembly/settings_model.py`` and is imported from here
-on first use (``assembly.settings.Settings``): pydantic and the model's build cost about
-80 ms of CPU, which a command that never reads settings (``promptls rule CODE``) does not
-pay. Modules that only annotate with it import it under ``TYPE_CHECKING``.
+``Settings`` (``assembly/settings_table.py``, re-exported here) holds the effective
+settings of one document: a frozen dataclass whose fields carry each setting's default
+and, in their metadata, its bounds and description. A value is checked by pydantic:
+``assembly/settings_model.py`` builds the pydantic model from those fields and is imported
+only when a value has to be checked. Importing pydantic and building the model cost 40–80
+ms of CPU at start-up, which a command that reads no setting does not pay; nor does one
+whose every value was checked before, when the IO side keeps the checks' verdicts between
+runs (``remember_checks``: the verdict of ``(key, value)`` is a pure function of the key,
+the value, the checking code and pydantic's version, which key the memo).
 
 Sources are merged in order, later wins: built-in defaults < ``[tool.promptls]`` in the
 nearest ``pyproject.toml`` or a ``promptls.toml`` < editor settings < the document's own
@@ -15,14 +20,24 @@ layer that set it and the value from the layers below (ultimately the default) i
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from assembly.settings_table import DEFAULT_SECTION_TOPICS, SETTING_NAMES, Settings
 from assembly.text import TextRange
 
-if TYPE_CHECKING:
-    from assembly.settings_model import Settings as Settings
+__all__ = [
+    "DEFAULT_SECTION_TOPICS",
+    "SETTING_NAMES",
+    "SettingIssue",
+    "Settings",
+    "SettingsLayer",
+    "is_plain",
+    "remember_checks",
+    "resolve_settings",
+    "settings_json",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,44 +66,74 @@ def resolve_settings(layers: Sequence[SettingsLayer]) -> tuple[Settings, list[Se
     Each key is validated on its own, so one bad value never hides the others and the
     previous layer's value (or the default) stays in force.
     """
-    settings = _model()
     merged: dict[str, Any] = {}
     issues: list[SettingIssue] = []
     for layer in layers:
         for key, value in layer.values.items():
             where = layer.ranges.get(key)
-            if key not in settings.model_fields:
+            if key not in Settings.__dataclass_fields__:
                 issues.append(
                     SettingIssue(
                         layer.source, key, f"unknown setting `{key}`", where, severity="warning"
                     )
                 )
                 continue
-            problem = _check_one(key, value)
-            if problem is not None:
-                issues.append(SettingIssue(layer.source, key, problem, where))
+            valid, result = _verdict(key, value)
+            if not valid:
+                issues.append(SettingIssue(layer.source, key, result, where))
                 continue
-            merged[key] = value
-    return settings.model_validate(merged), issues
+            merged[key] = result
+    return Settings(**merged), issues
 
 
-def _check_one(key: str, value: Any) -> str | None:
+# Verdicts of earlier checks: (key, ``repr`` of a plain value) -> (True, the value as
+# validated) or (False, the message). Kept by the IO side between runs (``remember_checks``).
+Verdicts = MutableMapping[tuple[str, str], tuple[bool, Any]]
+_memo: list[Verdicts] = []
+
+
+def remember_checks(verdicts: Verdicts | None) -> None:
+    """Look verdicts up in ``verdicts`` before checking, and record new ones there (None:
+    check every value). Its owner keys it by what the verdicts depend on: this module's and
+    ``settings_model``'s source and pydantic's version (``server/settingscache.py``)."""
+    _memo[:] = [] if verdicts is None else [verdicts]
+
+
+def _verdict(key: str, value: Any) -> tuple[bool, Any]:
+    """(True, ``value`` as validated) or (False, why it is invalid)."""
+    shown = repr(value) if _memo and is_plain(value) else ""
+    memo = _memo[0] if 0 < len(shown) <= MAX_KEPT_CHARS else None
+    if memo is not None:
+        seen = memo.get((key, shown))
+        if seen is not None:
+            valid, result = seen
+            return valid, _fresh(result) if valid else result
+    problem, result = _check_one(key, value)
+    verdict = (False, problem) if problem is not None else (True, result)
+    if memo is not None and (problem is not None or is_plain(result)):
+        memo[(key, shown)] = (verdict[0], _fresh(verdict[1]))
+    return verdict
+
+
+def _check_one(key: str, value: Any) -> tuple[str | None, Any]:
+    """Check one value with the settings model: (None, the value as validated) or (why it
+    is invalid, None)."""
     from pydantic import ValidationError
 
-    settings = _model()
+    model = _model()
     shown = _show(value)
-    annotation = str(settings.model_fields[key].annotation)
+    annotation = str(model.model_fields[key].annotation)
     if (
         isinstance(value, bool)
         and _NUMBER_ANNOTATION.search(annotation)
         and "bool" not in annotation
     ):
         # pydantic reads `true` as 1 for an int; YAML and TOML users mean no number.
-        return f"invalid value for `{key}`: expected a number, not a boolean (got {shown})"
+        return f"invalid value for `{key}`: expected a number, not a boolean (got {shown})", None
     if isinstance(value, int | float) and abs(value) > MAX_NUMBER:
-        return f"invalid value for `{key}`: at most {MAX_NUMBER:,} (got {shown})"
+        return f"invalid value for `{key}`: at most {MAX_NUMBER:,} (got {shown})", None
     try:
-        settings.model_validate({key: value})
+        return None, getattr(model.model_validate({key: value}), key)
     except ValidationError as exc:
         errors = exc.errors()
         err = errors[0]
@@ -97,16 +142,65 @@ def _check_one(key: str, value: Any) -> str | None:
             # type says what is wrong (not "input should be 'auto'" for -1).
             err = next((e for e in errors if e["type"] != "literal_error"), err)
         if key == "reserved_tokens":
-            return f"invalid value for `{key}`: expected `auto` or an integer ≥ 0 (got {shown})"
+            msg = f"expected `auto` or an integer ≥ 0 (got {shown})"
+            return f"invalid value for `{key}`: {msg}", None
         msg = str(err["msg"])
         msg = msg.removeprefix("Value error, ")
-        return f"invalid value for `{key}`: {msg[:1].lower() + msg[1:]} (got {shown})"
-    return None
+        return f"invalid value for `{key}`: {msg[:1].lower() + msg[1:]} (got {shown})", None
 
 
 # No window, count or distance is larger; bigger numbers would overflow float arithmetic.
 MAX_NUMBER = 10**12
 _NUMBER_ANNOTATION = re.compile(r"\b(int|float)\b|Int\b")
+MAX_PLAIN_NODES = 4096  # a larger value is checked every time (its verdict is not kept)
+MAX_KEPT_CHARS = 16_384  # nor is one that ``repr`` writes longer than this
+
+
+def is_plain(value: Any) -> bool:
+    """Whether ``value`` is made of JSON's own values only: strings, integers, finite
+    floats, booleans, None, lists and string-keyed dicts (at most ``MAX_PLAIN_NODES``).
+
+    Such a value is written by ``repr`` unambiguously (the key of its verdict) and is its
+    own JSON form (``settings_json``).
+    """
+    stack, budget = [value], MAX_PLAIN_NODES
+    while stack:
+        v = stack.pop()
+        budget -= 1
+        t = type(v)
+        if budget < 0:
+            return False
+        if t is str or t is int or t is bool or v is None:
+            continue
+        if t is float:
+            if v - v != 0:  # inf or nan: JSON has none
+                return False
+        elif t is list:
+            stack.extend(v)
+        elif t is dict:
+            if any(type(k) is not str for k in v):
+                return False
+            stack.extend(v.values())
+        else:
+            return False
+    return True
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of a plain value's lists and dicts (a kept verdict is never shared)."""
+    if type(value) is list:
+        return [_fresh(v) for v in value]
+    if type(value) is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    return value
+
+
+def settings_json(settings: Settings) -> dict[str, Any]:
+    """The settings as JSON values, every key in order (the model's JSON dump)."""
+    values = {name: getattr(settings, name) for name in SETTING_NAMES}
+    if is_plain(list(values.values())):
+        return _fresh(values)  # plain values are their own JSON form
+    return _model().model_construct(**values).model_dump(mode="json")
 
 
 def _show(value: Any) -> str:
@@ -115,15 +209,8 @@ def _show(value: Any) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
 
 
-def _model() -> type[Settings]:
-    from assembly.settings_model import Settings
+def _model() -> Any:
+    """The pydantic model that validates settings (imported on first use)."""
+    from assembly.settings_model import SettingsModel
 
-    return Settings
-
-
-def __getattr__(name: str) -> Any:
-    """``Settings``, imported on first use (see the module's docstring)."""
-    if name == "Settings":
-        value = globals()["Settings"] = _model()
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return SettingsModel

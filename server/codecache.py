@@ -19,12 +19,20 @@ what would have run: the code object is the one the builtin compiles from the sa
 modules, which have none, and the same optimization level), with the same globals and
 namespace. Only the time to compile is saved.
 
+Likewise the engine's ~130 regular expressions (compiled at import: 10–15 ms of CPU on
+every start-up, most of them unused by any one command): ``re``'s compiler is given a
+stand-in that keeps each pattern's program (the operation codes and group tables that
+``_sre.compile`` builds a pattern from) and builds a known pattern from it without parsing
+it again. A program is kept only when the pattern built from it equals the one ``re``
+compiled (the same code, flags and groups); ``DEBUG`` and ``LOCALE`` patterns are always
+compiled, and ``_sre`` validates every program it is given.
+
 The cache file sits where the interpreter writes bytecode (``__pycache__`` beside this
-module, or under ``PYTHONPYCACHEPREFIX``), is tagged with the interpreter's bytecode magic
-number and optimization level, and is written only when the interpreter writes bytecode
-at all (not under ``PYTHONDONTWRITEBYTECODE``). A file that is missing, foreign, damaged
-or unwritable means compiling as usual; unused entries are dropped once the file grows
-past ``MAX_ENTRIES``.
+module, or under ``PYTHONPYCACHEPREFIX``), is tagged with the interpreter's exact version,
+bytecode magic number and optimization level, and is written only when the interpreter
+writes bytecode at all (not under ``PYTHONDONTWRITEBYTECODE``). A file that is missing,
+foreign, damaged or unwritable means compiling as usual; unused entries are dropped once
+the file grows past ``MAX_ENTRIES``.
 """
 
 from __future__ import annotations
@@ -35,19 +43,23 @@ import contextlib
 import dataclasses
 import marshal
 import os
+import re
 import sys
 import typing
 from pathlib import Path
 from types import CodeType
 from typing import Any
 
-FORMAT = b"promptls-code-cache-1\n"
+FORMAT = b"promptls-code-cache-2\n"
 MAX_ENTRIES = 8000  # about 4 times what the engine compiles; past it, unused ones go
 FILENAME = "<string>"  # what both modules compile under
 
-# (mode, source) -> code
-_code: dict[tuple[str, str], CodeType] = {}
-_used: set[tuple[str, str]] = set()
+# (mode, source) -> code; ("re <flags>", pattern) -> a regular expression's program
+_code: dict[tuple[str, Any], Any] = {}
+_used: set[tuple[str, Any]] = set()
+_re_compiler: Any = getattr(re, "_compiler", None)  # CPython's (3.11+)
+_re_compile = getattr(_re_compiler, "compile", None)  # the stand-in's original
+_NEVER_KEPT = re.DEBUG | re.LOCALE  # compiled every time (DEBUG prints; LOCALE's code varies)
 _state: dict[str, Any] = {"installed": False, "changed": False, "path": None}
 
 
@@ -67,6 +79,8 @@ def install(path: Path | None = None) -> None:
     # Module globals shadow the builtins, in these two modules only.
     dataclasses.exec = _exec  # type: ignore[attr-defined]
     typing.compile = _compile  # type: ignore[attr-defined]
+    if _re_compile is not None:
+        _re_compiler.compile = _compile_re
     atexit.register(save)
 
 
@@ -78,6 +92,8 @@ def uninstall() -> None:
     atexit.unregister(save)
     vars(dataclasses).pop("exec", None)
     vars(typing).pop("compile", None)
+    if _re_compile is not None:
+        _re_compiler.compile = _re_compile
     _code.clear()
     _used.clear()
     _state.update(installed=False, changed=False, path=None)
@@ -100,7 +116,8 @@ def cache_path() -> Path | None:
 def _header() -> bytes:
     from importlib.util import MAGIC_NUMBER
 
-    return FORMAT + MAGIC_NUMBER + bytes([sys.flags.optimize])
+    version = sys.version.encode("utf-8", "replace")
+    return FORMAT + MAGIC_NUMBER + bytes([sys.flags.optimize]) + version + b"\n"
 
 
 def _compiled(mode: str, source: str) -> CodeType:
@@ -142,6 +159,79 @@ def _compile(
     return builtins.compile(source, filename, mode, flags, True, optimize, **kwargs)
 
 
+def _compile_re(p: Any, flags: int = 0) -> Any:
+    """``re._compiler.compile`` (what ``re.compile`` calls for a pattern it has not
+    compiled in this process), building a known pattern from its kept program."""
+    if (type(p) is not str and type(p) is not bytes) or flags & _NEVER_KEPT or not _ours():
+        return _re_compile(p, flags)
+    key = (f"re {flags}", p)
+    kept = _code.get(key)
+    if kept is not None:
+        try:
+            pattern = _sre_compile(p, kept)
+        except Exception:  # a program of another shape: compiled below
+            pass
+        else:
+            _used.add(key)
+            return pattern
+    pattern = _re_compile(p, flags)
+    # Past twice its bound the cache takes no more (an editor session compiling patterns
+    # made from each document's tool names); its file keeps the used ones (``save``).
+    program = _program(p, flags) if len(_code) < 2 * MAX_ENTRIES else None
+    if program is not None and _same_pattern(_sre_compile(p, program), pattern):
+        _code[key] = program
+        _used.add(key)
+        _state["changed"] = True
+    return pattern
+
+
+def _ours() -> bool:
+    """Whether the pattern is promptls' own: ``re.compile`` (``re.match``…) was called by a
+    module of ``assembly`` or ``server``. Others' may be written anew by every run
+    (``tokenize`` joins a set of string prefixes, whose order changes with each process's
+    string hashes): they are compiled as usual."""
+    try:
+        caller = sys._getframe(4).f_globals.get("__name__", "")
+    except ValueError:
+        return False
+    return isinstance(caller, str) and caller.startswith(_OURS)
+
+
+_OURS = ("assembly.", "server.")
+
+
+def _program(p: str | bytes, flags: int) -> tuple[Any, ...] | None:
+    """The arguments ``re._compiler.compile`` gives ``_sre.compile`` for ``p`` (None
+    when this interpreter's ``re`` is built otherwise)."""
+    try:
+        parsed = _re_compiler._parser.parse(p, flags)
+        code = _re_compiler._code(parsed, flags)
+        groupindex = {str(k): int(i) for k, i in parsed.state.groupdict.items()}
+        indexgroup: list[str | None] = [None] * parsed.state.groups
+        for name, i in groupindex.items():
+            indexgroup[i] = name
+        # Plain ints (the opcodes and flags are int subclasses): what marshal keeps.
+        return (
+            int(flags | parsed.state.flags),
+            [int(c) for c in code],
+            int(parsed.state.groups - 1),
+            groupindex,
+            tuple(indexgroup),
+        )
+    except Exception:
+        return None
+
+
+def _sre_compile(p: str | bytes, program: tuple[Any, ...]) -> Any:
+    flags, code, groups, groupindex, indexgroup = program
+    return _re_compiler._sre.compile(p, flags, code, groups, groupindex, indexgroup)
+
+
+def _same_pattern(a: Any, b: Any) -> bool:
+    """Same pattern, flags and program (``Pattern.__eq__``), and the same groups."""
+    return bool(a == b and a.groups == b.groups and a.groupindex == b.groupindex)
+
+
 def save() -> None:
     """Write the cache if this run compiled something new (never raises)."""
     path = _state["path"]
@@ -159,7 +249,7 @@ def save() -> None:
             tmp.unlink(missing_ok=True)
 
 
-def _read(path: Path) -> dict[tuple[str, str], CodeType]:
+def _read(path: Path) -> dict[tuple[str, Any], Any]:
     try:
         data = path.read_bytes()
     except OSError:

@@ -16,6 +16,7 @@ from assembly.formats.anthropic_out import render_assembly
 from assembly.formats.detect import SourceFormat
 from assembly.host import Analysis
 from assembly.model import Conversation
+from assembly.settings import settings_json
 from assembly.text import LineIndex, TextRange
 from assembly.tokens import resolve_encoding
 
@@ -33,7 +34,7 @@ def assembly_json(
     res = {
         "file": display_path,
         "format": format_json(analysis.conversation),
-        "settings": analysis.settings.model_dump(mode="json"),
+        "settings": settings_json(analysis.settings),
         "encoding": a.encoding,
         "encoding_requested": analysis.encoding_requested,
         "encoding_approximate": resolve_encoding(

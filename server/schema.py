@@ -5,7 +5,7 @@ YAML-aware editor validates ``*.conv.json`` / ``*.conv.yaml`` files without the 
 server: through a document's ``"$schema"`` key (``CONVERSATION_SCHEMA_URL``) or by mapping
 the file pattern to the packaged file. It is generated from this module:
 ``python -m server.schema > assembly/data/conversation.schema.json`` (``--path`` prints where
-the installed copy is). The ``settings`` part is ``Settings.model_json_schema()``.
+the installed copy is). The ``settings`` part is ``SettingsModel.model_json_schema()``.
 
 The schema describes what ``assembly.reading.parse_conversation`` reads, never more: a
 document it accepts reads without a ``schema-error`` (``tests/test_schema.py`` checks this
@@ -25,7 +25,7 @@ from typing import Any
 
 from assembly.documents import LOG_MESSAGE_KEYS, REQUEST_BODY_KEYS, ROLE_ALIASES
 from assembly.model import Role
-from assembly.settings import Settings
+from assembly.settings_model import SettingsModel
 from server.schema_formats import FORMAT_ROOTS, format_defs
 
 # Where the schema is published, for a document's `"$schema"` key (the file in the repository).
@@ -54,7 +54,7 @@ def schema_path() -> Path:
 
 def conversation_schema() -> Schema:
     """Return the JSON Schema (draft 2020-12) of a conversation document."""
-    settings = Settings.model_json_schema()
+    settings = SettingsModel.model_json_schema()
     settings_defs = settings.pop("$defs", {})
     settings["title"] = "promptls settings"
     settings["description"] = (

@@ -1,6 +1,6 @@
 """The settings reference, ``docs/settings.md``, generated from the pydantic model.
 
-Every key, type, default, bound and description comes from ``assembly.settings.Settings``
+Every key, type, default, bound and description comes from ``assembly.settings_table.Settings``
 at run time, so the reference cannot drift from what promptls accepts: regenerate it with
 ``python -m server.settingsdoc > docs/settings.md``; ``tests/test_docs.py`` fails when it
 is not current.
@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from assembly.settings import Settings
+from assembly.settings_model import SettingsModel
 
 REGENERATE_COMMAND = "python -m server.settingsdoc > docs/settings.md"
 
@@ -125,7 +125,7 @@ def _bounds(prop: dict[str, Any]) -> list[str]:
 
 
 def _default(name: str, *, short: bool = False) -> str:
-    field = Settings.model_fields[name]
+    field = SettingsModel.model_fields[name]
     value = json.dumps(field.get_default(call_default_factory=True), ensure_ascii=False)
     if short and len(value) > 40:
         return f"see [`{name}`](#{name})"
@@ -134,11 +134,12 @@ def _default(name: str, *, short: bool = False) -> str:
 
 def render_settings_md() -> str:
     """Render ``docs/settings.md``."""
-    props = Settings.model_json_schema()["properties"]
+    props = SettingsModel.model_json_schema()["properties"]
     lines = [
         "# Settings",
         "",
-        f"<!-- Generated from assembly/settings.py by `{REGENERATE_COMMAND}`; do not edit. -->",
+        "<!-- Generated from assembly/settings_table.py by "
+        f"`{REGENERATE_COMMAND}`; do not edit. -->",
         "",
         _INTRO,
         "",

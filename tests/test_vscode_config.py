@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from assembly.settings import Settings
+from assembly.settings_model import SettingsModel
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "client-vscode" / "package.json"
@@ -40,19 +40,19 @@ def _properties() -> dict[str, Any]:
 
 def test_one_entry_per_server_setting_and_no_other() -> None:
     server = {k for k in _properties() if k not in CLIENT_ONLY}
-    expected = {f"promptls.{k}" for k in Settings.model_json_schema()["properties"]}
+    expected = {f"promptls.{k}" for k in SettingsModel.model_json_schema()["properties"]}
     assert server == expected, FIX
 
 
 def test_entries_match_the_schema() -> None:
     props = _properties()
-    for key, prop in Settings.model_json_schema()["properties"].items():
+    for key, prop in SettingsModel.model_json_schema()["properties"].items():
         assert props[f"promptls.{key}"] == _entry(prop), f"promptls.{key} {FIX}"
 
 
 def test_defaults_are_the_servers() -> None:
     props = _properties()
-    defaults = Settings().model_dump(mode="json")
+    defaults = SettingsModel().model_dump(mode="json")
     for key, value in defaults.items():
         entry = props[f"promptls.{key}"]
         if "default" in entry:

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Regenerates the server-settings part of package.json `contributes.configuration` from
-// `assembly.settings.Settings.model_json_schema()` (STYLE rule 14). Usage: node scripts/gen-config.mjs [--check]
+// `assembly.settings_model.SettingsModel.model_json_schema()` (its fields: `assembly/settings_table.py`) (STYLE rule 14). Usage: node scripts/gen-config.mjs [--check]
 //   PROMPTLS_PYTHON: the interpreter that can import `assembly` (default: ../.venv/bin/python).
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -63,7 +63,7 @@ const CLIENT = {
 const schema = JSON.parse(
   execFileSync(
     python(),
-    ["-c", "import json; from assembly.settings import Settings; print(json.dumps(Settings.model_json_schema()))"],
+    ["-c", "import json; from assembly.settings_model import SettingsModel; print(json.dumps(SettingsModel.model_json_schema()))"],
     { cwd: repo, encoding: "utf8" },
   ),
 );

@@ -314,7 +314,7 @@ def change_settings(s: Settings, rng: random.Random) -> Settings:
             ("datetime_aware", [True, False]),
         ]
     )
-    return s.model_copy(update={field: rng.choice(values)})
+    return dataclasses.replace(s, **{field: rng.choice(values)})
 
 
 def edit_structure(conv: Conversation, rng: random.Random) -> Conversation:
@@ -409,7 +409,7 @@ def test_generated_random_edits_equal_fresh(
 ) -> None:
     """A budget that keeps part of the history (and forgets files), and one that keeps all."""
     conv, s, tok, opts = inputs_of(generated, monkeypatch)
-    inputs = (conv, s.model_copy(update={"max_input_tokens": budget}), tok, opts)
+    inputs = (conv, dataclasses.replace(s, max_input_tokens=budget), tok, opts)
     check_sequence(inputs, steps=20, seed=budget, settings_every=9)
 
 
@@ -461,7 +461,7 @@ def test_typing_converts_only_the_edited_message(
     inline prompt converts none; inserting a message converts it alone, the lists made
     again from the memoised conversions."""
     conv, s, tok, opts = inputs_of(generated, monkeypatch)
-    s = s.model_copy(update={"max_input_tokens": budget})
+    s = dataclasses.replace(s, max_input_tokens=budget)
     assert conv.custom_agent_prompt is not None and conv.reminder is not None
     cache = AssemblyCache()
     first = assemble(conv, s, tok, opts, cache=cache)
@@ -596,7 +596,7 @@ def test_ids_shared_with_the_pipeline(
     path.write_text(json.dumps(doc))
     conv, s, tok, opts = inputs_of(path, monkeypatch)
     for budget in (10_000, 150):
-        inputs = (conv, s.model_copy(update={"max_input_tokens": budget}), tok, opts)
+        inputs = (conv, dataclasses.replace(s, max_input_tokens=budget), tok, opts)
         check_sequence(inputs, steps=6, seed=len(first_id))
 
 
@@ -611,16 +611,16 @@ def test_changed_inputs_empty_the_memo(generated: Path, monkeypatch: pytest.Monk
     cache = AssemblyCache()
     assemble(conv, s, tok, opts, cache=cache)
     everything = cache.converted
-    keep_past = s.model_copy(update={"keep_past_tool_results": True})
+    keep_past = dataclasses.replace(s, keep_past_tool_results=True)
     # The earlier turns' tool results (read under other flags when they are kept).
     last_user = max(m.index for m in conv.messages if m.role is Role.USER and not m.file_id)
     past_results = sum(1 for m in conv.messages[:last_user] if m.role is Role.TOOL)
     # Per change: the messages converted again (None: some, at most the earlier turns'
     # results), and whether the per-position lists are made again (None: either).
     variants: list[tuple[Inputs, int | None, bool | None]] = [
-        ((conv, s.model_copy(update={"max_input_tokens": 20_000}), tok, opts), 0, False),
-        ((conv, s.model_copy(update={"provider": "ollama"}), tok, opts), 0, True),
-        ((conv, s.model_copy(update={"vision": not s.vision}), tok, opts), 0, True),
+        ((conv, dataclasses.replace(s, max_input_tokens=20_000), tok, opts), 0, False),
+        ((conv, dataclasses.replace(s, provider="ollama"), tok, opts), 0, True),
+        ((conv, dataclasses.replace(s, vision=not s.vision), tok, opts), 0, True),
         ((conv, keep_past, tok, opts), None, True),
         ((conv, s, tok, dataclasses.replace(opts, today=opts.today.replace(year=2001))), 0, False),
         ((dataclasses.replace(conv, tools=()), s, tok, opts), 0, None),

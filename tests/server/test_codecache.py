@@ -10,11 +10,14 @@ unwritable cache does, and that the command line uses it.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,10 +32,12 @@ ROOT = Path(__file__).resolve().parents[2]
 DESCRIBE = r"""
 import dataclasses, json, sys, types
 from pathlib import Path
+from typing import Any
 if len(sys.argv) > 1:
     from server import codecache
     codecache.install(Path(sys.argv[1]))
 import server.output, server.workspace, server.cli.lint, server.lsp.handlers
+import assembly.settings_model  # pydantic, when a setting is checked
 
 def canon(code):
     consts = tuple(canon(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts)
@@ -214,3 +219,98 @@ def test_the_command_line_writes_and_reuses_the_cache(tmp_path: Path) -> None:
     assert outs[0] == outs[1]
     (cache,) = (tmp_path / "pyc").rglob("codecache.*.marshal")
     assert cache.parent.name == "server"
+
+
+def _engine_patterns() -> list[re.Pattern[Any]]:
+    import server.cli.lint
+    import server.lsp.handlers
+    import server.output  # noqa: F401
+
+    found: dict[tuple[Any, int], re.Pattern[Any]] = {}
+    for name, mod in sorted(sys.modules.items()):
+        if name.split(".")[0] in ("assembly", "server"):
+            for value in list(vars(mod).values()):
+                if isinstance(value, re.Pattern):
+                    found[(value.pattern, value.flags)] = value
+    return list(found.values())
+
+
+def _matches(p: re.Pattern[Any], text: Any) -> list[Any]:
+    return [(m.span(), m.groups(), m.groupdict(), m.lastgroup) for m in p.finditer(text)]
+
+
+def test_kept_regular_expressions_are_the_ones_re_compiles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    patterns = _engine_patterns()
+    assert len(patterns) > 100
+    original = codecache._re_compile
+    sample = (ROOT / "README.md").read_text(encoding="utf-8")[:20_000]
+    cache = tmp_path / "code.marshal"
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(codecache, "_OURS", (__name__,))  # this module's patterns are kept
+    codecache.install(cache)
+    try:
+        re.purge()
+        cold = [re.compile(p.pattern, p.flags) for p in patterns]  # compiled, kept
+    finally:
+        codecache.uninstall()
+    codecache.install(cache)
+
+    def never(p: Any, flags: int = 0) -> Any:
+        raise AssertionError(f"compiled again: {p!r}")
+
+    try:
+        monkeypatch.setattr(codecache, "_re_compile", never)
+        re.purge()
+        warm = [re.compile(p.pattern, p.flags) for p in patterns]  # from the cache
+    finally:
+        re.purge()
+        monkeypatch.setattr(codecache, "_re_compile", original)
+        codecache.uninstall()
+    for p, c, w in zip(patterns, cold, warm, strict=True):
+        fresh = original(p.pattern, p.flags)
+        for q in (c, w):
+            assert (q, q.groups, q.groupindex, q.flags) == (
+                fresh,
+                fresh.groups,
+                fresh.groupindex,
+                fresh.flags,
+            )
+            text = sample if isinstance(p.pattern, str) else sample.encode()
+            assert _matches(q, text) == _matches(fresh, text)
+    assert re._compiler.compile is original  # uninstalled
+
+
+def test_a_damaged_program_or_a_debug_pattern_is_compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import marshal
+
+    cache = tmp_path / "code.marshal"
+    program = codecache._program(r"(?P<a>x+)y", 0)
+    assert program is not None
+    flags, code, groups, groupindex, indexgroup = program
+    damaged = {
+        ("re 0", r"(?P<a>x+)y"): (flags, code[: len(code) // 2], groups, groupindex, indexgroup),
+        ("re 0", "z+"): "not a program",
+    }
+    cache.write_bytes(codecache._header() + marshal.dumps(damaged))
+    monkeypatch.setattr(codecache, "_OURS", (__name__,))
+    codecache.install(cache)
+    try:
+        re.purge()
+        p = re.compile(r"(?P<a>x+)y")
+        assert p == codecache._re_compile(r"(?P<a>x+)y", 0) and p.match("xxy")["a"] == "xx"
+        assert re.compile("z+").match("zz")
+        monkeypatch.setattr(sys, "stdout", io.StringIO())  # DEBUG prints the program
+        re.compile("q", re.DEBUG)
+        assert not [k for k in codecache._code if k[1] == "q"]
+        assert codecache._code[("re 0", r"(?P<a>x+)y")] == program  # the right one, kept
+        # Another module's patterns are compiled every time.
+        monkeypatch.setattr(codecache, "_OURS", ("assembly.",))
+        re.compile("w+")
+        assert not [k for k in codecache._code if k[1] == "w+"]
+    finally:
+        re.purge()
+        codecache.uninstall()

@@ -112,7 +112,11 @@ def test_lint_imports_only_what_the_folder_needs(tmp_path: Path) -> None:
     assert {r["ruleId"] for r in run["results"]} == {"invalid-setting"}
 
 
-def test_assemble_imports_the_settings_model_it_validates_with(tmp_path: Path) -> None:
+def test_assemble_imports_the_settings_model_it_validates_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No verdict kept from an earlier run (server/settingscache.py): the value is checked.
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "pyc"))
     doc = tmp_path / "c.conv.json"
     doc.write_text(json.dumps({"settings": {"max_input_tokens": 0}, "messages": []}))
     code, out, _, modules = _run("assemble", str(doc), "--format", "json", cwd=tmp_path)
@@ -131,7 +135,7 @@ def test_other_pydantic_models_still_get_the_plugin_loader() -> None:
     probe = (
         "import sys, assembly.settings_model as sm\n"
         "assert 'pydantic.plugin._loader' not in sys.modules\n"
-        "assert sm.Settings.model_validate({'max_input_tokens': 10}).max_input_tokens == 10\n"
+        "assert sm.SettingsModel.model_validate({'max_input_tokens': 10}).max_input_tokens == 10\n"
         "from pydantic import BaseModel\n"
         "class Other(BaseModel):\n"
         "    x: int = 1\n"
