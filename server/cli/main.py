@@ -326,6 +326,11 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     server = build_server()
+    # The first document's settings are checked by the pydantic settings model, which a
+    # one-shot command imports only on a memo miss (``settingscache``): a server imports it
+    # now, while the editor starts, not inside the first open (40-80 ms).
+    import assembly.settings_model  # noqa: F401
+
     if args.tcp:
         return transport.serve_tcp(server, host, port)
     if args.ws:

@@ -220,3 +220,33 @@ def test_assemble_needs_no_pydantic_for_values_checked_before(tmp_path: Path) ->
     for _ in range(2):
         out, modules = run(quiet)
         assert out == first and "pydantic" in modules
+
+
+SERVE_PROBE = """
+import sys
+import server.lsp.handlers as handlers
+from server.cli.main import main
+
+class Server:  # stands in for the language server: records what is loaded when IO starts
+    def start_io(self):
+        print("assembly.settings_model" in sys.modules, "pydantic" in sys.modules)
+
+handlers.build_server = Server
+sys.exit(main(["serve"]))
+"""
+
+
+def test_serve_loads_the_settings_model_before_the_first_document(tmp_path: Path) -> None:
+    # A one-shot command imports pydantic only on a memo miss; a server checks its first
+    # document's settings inside the open, so it imports the model while the editor starts.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONPYCACHEPREFIX": str(tmp_path / "pyc")}
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVE_PROBE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True"]
