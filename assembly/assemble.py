@@ -77,6 +77,7 @@ from assembly.model import (
     Role,
     TextBlock,
 )
+from assembly.seq import common_ends
 from assembly.sysprompt import (
     PromptContext,
     build_custom_agent_prompt,
@@ -911,14 +912,7 @@ class _Pipeline:
             return None
         data = self.conv.message_data
         n, n_new = len(old), len(data)
-        lim = min(n, n_new)
-        head = next(
-            itertools.compress(itertools.count(), map(operator.is_not, old[:lim], data[:lim])),
-            lim,
-        )
-        lim -= head
-        differs = map(operator.is_not, reversed(old[n - lim :]), reversed(data))
-        tail = next(itertools.compress(itertools.count(), differs), lim)
+        head, tail = common_ends(old, data)
         was, now = old[head : n - tail], data[head : n_new - tail]
         d = n_new - n
         last_k = s.units[s.last_unit] if s.last_unit >= 0 else -1
@@ -1162,12 +1156,7 @@ class _Pipeline:
         if h is not None:
             old_units, old_flags = h.units, h.structure.flags
             n_old, n_new = len(old_units), len(units)
-            lim = min(n_old, n_new)
-            differs = map(operator.is_not, old_units[:lim], units[:lim])
-            head = next(itertools.compress(itertools.count(), differs), lim)
-            lim -= head
-            differs = map(operator.is_not, reversed(old_units[n_old - lim :]), reversed(units))
-            tail = next(itertools.compress(itertools.count(), differs), lim)
+            head, tail = common_ends(old_units, units)
             reuse[:head] = range(head)
             reuse[n_new - tail :] = range(n_old - tail, n_old)
             if head + tail < n_new:

@@ -61,6 +61,7 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.window import TextLike, Windows, line_start
 from assembly.model import Message, Role
 from assembly.rope import Rope
+from assembly.seq import common_ends
 from assembly.syntax import SNode
 from assembly.text import RelRange, TextRange
 
@@ -910,12 +911,7 @@ def _moves(prev: Sequence[Message], msgs: Sequence[Message]) -> tuple[list[int |
     ``prev`` that are gone: the common head and tail in passes at C speed, a table only
     for what lies between (a splice's run)."""
     n_old, n_new = len(prev), len(msgs)
-    lim = min(n_old, n_new)
-    differs = map(operator.is_not, prev[:lim], msgs[:lim])
-    head = next(itertools.compress(itertools.count(), differs), lim)
-    lim -= head
-    differs = map(operator.is_not, reversed(prev[n_old - lim :]), reversed(msgs))
-    tail = next(itertools.compress(itertools.count(), differs), lim)
+    head, tail = common_ends(prev, msgs)
     old_mid = range(head, n_old - tail)
     where = dict(zip(map(id, prev[head : n_old - tail]), old_mid, strict=True))
     mid = list(map(where.get, map(id, msgs[head : n_new - tail])))

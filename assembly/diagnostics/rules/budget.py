@@ -25,6 +25,7 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.engine import Source, query
 from assembly.diagnostics.inputs import Branch, MessageKinds
 from assembly.model import Conversation, Message
+from assembly.seq import common_ends
 from assembly.text import TextRange
 
 MAX_RELATED_FILES = 5
@@ -392,12 +393,7 @@ def _spliced_places(
     head, mid, tail = cache._splice
     old = last.history
     n_old, n_new = len(old), len(hist)
-    lim = min(n_old, n_new)
-    differs = map(operator.is_not, old[:lim], hist[:lim])
-    hh = next(itertools.compress(itertools.count(), differs), lim)
-    lim -= hh
-    differs = map(operator.is_not, reversed(old[n_old - lim :]), reversed(hist))
-    tt = next(itertools.compress(itertools.count(), differs), lim)
+    hh, tt = common_ends(old, hist)
     kept = (*last.places[:hh], *last.places[n_old - tt :])
     if None in kept:
         return None  # (a model message of none)

@@ -40,6 +40,7 @@ from assembly.diagnostics.inputs import CallIds, MessageShape, OrphanCut, Tools,
 from assembly.diagnostics.window import TextLike, find_newline, line_start, offset_map
 from assembly.model import Conversation, DocFormat, Message, RejectedCall, Role, ToolCall
 from assembly.pairs import CallPairs, pair_tool_calls
+from assembly.seq import common_ends
 from assembly.sourcemap import OffsetMap
 from assembly.syntax import SNode
 from assembly.text import TextRange, resolve
@@ -545,11 +546,7 @@ def _references(msgs: tuple[Message, ...], last: _References | None) -> _Referen
         return last  # (another fix of the same version)
     old = last.msgs if last is not None else ()
     n_old, n_new = len(old), len(msgs)
-    lim = min(n_old, n_new)
-    head = next(itertools.compress(itertools.count(), map(operator.is_not, old, msgs)), lim)
-    lim -= head
-    differs = map(operator.is_not, reversed(old[n_old - lim :]), reversed(msgs))
-    tail = next(itertools.compress(itertools.count(), differs), lim)
+    head, tail = common_ends(old, msgs)
     gone, came = old[head : n_old - tail], msgs[head : n_new - tail]
     counts = collections.Counter(last.counts if last is not None else ())
     if gone:
