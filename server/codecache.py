@@ -101,16 +101,21 @@ def uninstall() -> None:
 
 def cache_path() -> Path | None:
     """Where the cache lives: the bytecode folder of this module, None if there is none."""
+    opt = sys.flags.optimize
+    return beside_bytecode(__file__, f"codecache.{sys.implementation.cache_tag}.opt{opt}.marshal")
+
+
+def beside_bytecode(source: str, name: str) -> Path | None:
+    """``name`` in the folder where the interpreter keeps ``source``'s bytecode
+    (``__pycache__`` beside it, or under ``PYTHONPYCACHEPREFIX``); None if there is none."""
     if sys.implementation.cache_tag is None:
         return None
     from importlib.util import cache_from_source
 
     try:
-        pyc = Path(cache_from_source(__file__))
+        return Path(cache_from_source(source)).with_name(name)
     except (NotImplementedError, ValueError):
         return None
-    opt = sys.flags.optimize
-    return pyc.with_name(f"codecache.{sys.implementation.cache_tag}.opt{opt}.marshal")
 
 
 def _header() -> bytes:

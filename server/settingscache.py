@@ -94,15 +94,9 @@ def uninstall() -> None:
 
 def cache_path() -> Path | None:
     """Where the verdicts live: this module's bytecode folder, None if there is none."""
-    if sys.implementation.cache_tag is None:
-        return None
-    from importlib.util import cache_from_source
+    from server.codecache import beside_bytecode
 
-    try:
-        pyc = Path(cache_from_source(__file__))
-    except (NotImplementedError, ValueError):
-        return None
-    return pyc.with_name(f"settingscache.{sys.implementation.cache_tag}.marshal")
+    return beside_bytecode(__file__, f"settingscache.{sys.implementation.cache_tag}.marshal")
 
 
 def fingerprint() -> tuple[str, ...] | None:
