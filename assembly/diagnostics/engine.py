@@ -905,11 +905,14 @@ def _same(x: int) -> int:
     return x
 
 
-def _moves(prev: Sequence[Message], msgs: Sequence[Message]) -> tuple[list[int | None], set[int]]:
+def _moves(
+    prev: Sequence[Message], msgs: Sequence[Message]
+) -> tuple[list[int | None], set[int], tuple[int, list[int | None], int]]:
     """The index in ``prev`` of each of ``msgs`` (None: new), by object identity
-    (``prev`` is alive, so no other live object has its ids), and the indexes of
-    ``prev`` that are gone: the common head and tail in passes at C speed, a table only
-    for what lies between (a splice's run)."""
+    (``prev`` is alive, so no other live object has its ids), the indexes of ``prev``
+    that are gone, and the splice (the common head's length, the old index of each
+    message between, where the common tail starts in ``prev``): the common head and tail
+    in passes at C speed, a table only for what lies between (a splice's run)."""
     n_old, n_new = len(prev), len(msgs)
     head, tail = common_ends(prev, msgs)
     old_mid = range(head, n_old - tail)
