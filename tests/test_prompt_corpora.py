@@ -23,6 +23,7 @@ CORPORA = [
     "prompts-heldout9",
     "prompts-heldout10",
     "prompts-heldout11",
+    "prompts-heldout12",
 ]
 PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
 
