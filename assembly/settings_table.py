@@ -124,6 +124,16 @@ class Settings:
             "reported (0: wherever it sits outside it).",
         ),
     )
+    instruction_preview: bool = field(
+        default=False,
+        metadata=_about(
+            description="Also report the `instruction-far-from-section` findings not yet precise "
+            "enough to be on by default (as ruff's preview rules): an instruction matched to a "
+            "section by its heading words, by a tool that section only describes, to the tools "
+            "section, or about tools in general. By default only an instruction naming a tool "
+            "whose section is titled by the tool's name is reported."
+        ),
+    )
     section_topics: dict[str, list[str]] = field(
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_SECTION_TOPICS.items()},
         metadata=_about(

@@ -31,6 +31,9 @@ TOKENIZER = loaded("cl100k_base").tokenizer
 
 
 def findings(name: str, **settings: object):  # type: ignore[no-untyped-def]
+    """The rule's findings on fixture ``name``, with the preview findings (the fixtures
+    describe the whole matcher) unless ``instruction_preview=False`` is given."""
+    settings.setdefault("instruction_preview", True)
     text = (DATA / name).read_text(encoding="utf-8")
     ctx = RuleContext(
         text=text,
@@ -177,7 +180,7 @@ def test_tools_setting_names_tools_of_a_standalone_prompt() -> None:
     def run(tools: object) -> list[str]:
         ctx = RuleContext(
             text=text,
-            settings=Settings(tools=tools),
+            settings=Settings(tools=tools, instruction_preview=True),
             tokenizer=TOKENIZER,
             template=parse_prompt(text),
         )
@@ -209,7 +212,7 @@ def test_explanation_names_the_section_and_the_reason(
         if sentence.startswith("-")
         else (text.index(sentence))
     )
-    m = explain_instruction(template, at)
+    m = explain_instruction(template, at, preview=True)
     assert m is not None and m.section is not None
     assert template.sections[m.section].title == section
     assert m.reported is reported and reason in m.reason
@@ -295,7 +298,7 @@ def test_explanation_of_a_tool_described_by_an_untitled_section() -> None:
     # The hover says the section describes the tool: its heading does not name it.
     text = (DATA / "tool-home.prompt.md").read_text(encoding="utf-8")
     template = parse_prompt(text)
-    m = explain_instruction(template, text.index("Call todo_write"))
+    m = explain_instruction(template, text.index("Call todo_write"), preview=True)
     assert m is not None and m.section is not None and m.reported
     assert template.sections[m.section].title == "Progress"
     assert m.tool == "todo_write" and m.tool_home
@@ -371,7 +374,7 @@ def test_explanation_names_the_topic_word() -> None:
     # holds most of its uses; the hover shows that word.
     text = (DATA / "long-title-topic-word.prompt.md").read_text(encoding="utf-8")
     template = parse_prompt(text)
-    m = explain_instruction(template, text.index("Never kill"))
+    m = explain_instruction(template, text.index("Never kill"), preview=True)
     assert m is not None and m.section is not None and m.reported
     assert template.sections[m.section].title == "Running and stopping background processes"
     assert m.heading_words == ("processes",)
@@ -382,7 +385,7 @@ def test_explanation_of_an_instruction_about_tools_in_general() -> None:
     # to the tools section; "without using tools" mentions them in passing.
     text = (DATA / "tools-in-general.prompt.md").read_text(encoding="utf-8")
     template = parse_prompt(text)
-    m = explain_instruction(template, text.index("Prefer tools"))
+    m = explain_instruction(template, text.index("Prefer tools"), preview=True)
     assert m is not None and m.section is not None and m.reported
     assert template.sections[m.section].title == "Tools"
     passing = explain_instruction(template, text.index("You cannot do"))
@@ -403,7 +406,7 @@ def test_evaluation_gives_the_rule_a_prompts_declared_tools(tmp_path: Path) -> N
     (tmp_path / "shop--agent.prompt.md").write_text(text, encoding="utf-8")
     label = {"sentence": "Always call `lookup` before you answer", "about": "Tools"}
     row = {"dir": tmp_path, "file": "shop--agent.prompt.md", "labels": [label]}
-    without = bench.evaluate([{**row, "tools": ["lookup"]}], False, False)
-    with_tools = bench.evaluate([{**row, "tools": ["lookup"]}], False, False, True)
+    without = bench.evaluate([{**row, "tools": ["lookup"]}], False, False, preview=True)
+    with_tools = bench.evaluate([{**row, "tools": ["lookup"]}], False, False, True, True)
     assert (without["findings"], without["right"]) == (0, 0)
     assert (with_tools["findings"], with_tools["right"]) == (1, 1)

@@ -5,7 +5,7 @@ way a careful author writes them (instructions inside the section they constrain
 a few instructions deliberately put far from their section. Each of those is marked by
 ``<!-- expect: instruction-far-from-section -->`` on the line before it. ``check_corpus``
 runs the rule on a prompt with the real offline cl100k tokenizer and the default settings
-and compares the lines it reports with the marked lines: any extra line is a false
+but `instruction_preview` (the corpus marks what the whole matcher should find) and compares the lines it reports with the marked lines: any extra line is a false
 positive, any missing one a false negative.
 """
 
@@ -37,7 +37,10 @@ def check_corpus(path: Path) -> None:
     lines = text.splitlines()
     expected = {i + 1 for i, line in enumerate(lines) if line.strip() == MARKER}
     ctx = RuleContext(
-        text=text, settings=Settings(), tokenizer=TOKENIZER, template=parse_prompt(text)
+        text=text,
+        settings=Settings(instruction_preview=True),
+        tokenizer=TOKENIZER,
+        template=parse_prompt(text),
     )
     index = LineIndex(text)
     # Warnings: an instruction in a neighbouring section is information (it is listed

@@ -32,7 +32,12 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
                   heldout10|heldout11|heldout12|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
-        [--show-findings] [--repeat 30] [--declared-tools]
+        [--show-findings] [--repeat 30] [--declared-tools] [--preview]
+
+``--preview`` runs the rule with `instruction_preview` (every kind of finding); without it,
+the defaults (only an instruction naming a tool whose section is titled by the tool's name).
+Under the table: the findings by the kind the rule gives them, and the recall of the moves
+of instructions bound by a tool their section's title names (the default's kind).
 
 It reads only files of this repository; run it with ``PYTHONPATH=<other checkout>`` to
 measure another version of the library on the same corpus.
@@ -290,12 +295,20 @@ def bound(text: str, sentence: str, sec: OSection, sections: list[OSection]) -> 
 _TICKED = re.compile(r"`([A-Za-z_][\w.-]*)(?:\(\))?`")
 
 
+def bound_by_tool(sentence: str, sec: OSection) -> bool:
+    """Whether a bound instruction names a tool-like identifier its section's title names:
+    the kind of move the rule's default findings are for (``bound``'s first case)."""
+    ids = identifiers(sentence) | {w.lower() for w in _TICKED.findall(sentence)}
+    return bool(ids & (identifiers(sec.title) | {sec.title.strip("`* ").lower()}))
+
+
 @dataclass
 class Candidate:
     sentence: str
     start: int
     end: int
     section: OSection
+    by_tool: bool = False  # bound by a tool the section's title names (``bound_by_tool``)
 
 
 def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
@@ -348,7 +361,7 @@ def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
             if re.search(r"\b(?:see|refer to)\s", sent, re.I):
                 continue  # it points at another section: not bound to its own
             if bound(text, sent, sec, sections):
-                res.append(Candidate(sent, a, b, sec))
+                res.append(Candidate(sent, a, b, sec, bound_by_tool(sent, sec)))
     return res
 
 
@@ -439,14 +452,14 @@ def _content_end(text: str, s: OSection) -> int:
 # Running the rule
 
 
-def lint(text: str, tools: list[str] | None = None):  # type: ignore[no-untyped-def]
+def lint(text: str, tools: list[str] | None = None, preview: bool = False):  # type: ignore[no-untyped-def]
     from assembly.diagnostics import RuleContext, check
     from assembly.prompts import parse_prompt
     from assembly.settings import Settings
     from server.tokenizers import load_tokenizer
 
     tok = _TOK.setdefault("t", load_tokenizer("cl100k_base").tokenizer)
-    settings = Settings(tools=tools) if tools else Settings()
+    settings = Settings(tools=tools or None, instruction_preview=preview)
     ctx = RuleContext(text=text, settings=settings, tokenizer=tok, template=parse_prompt(text))
     return [d for d in check(ctx, select={RULE}) if d.code == RULE]
 
@@ -454,14 +467,20 @@ def lint(text: str, tools: list[str] | None = None):  # type: ignore[no-untyped-
 _TOK: dict[str, object] = {}
 
 
-def explain(text: str, offset: int) -> str:
+def explain(text: str, offset: int, tools: list[str] | None = None, preview: bool = False) -> str:
     """The rule's own reason for not reporting the instruction at ``offset``."""
-    from assembly.diagnostics.rules.instructions import explain_instruction
+    from assembly.diagnostics.rules.instructions import explain_instruction, setting_tool_names
     from assembly.prompts import parse_prompt
     from assembly.settings import Settings
 
     # The settings ``lint`` runs with (the built-in `section_topics` included).
-    m = explain_instruction(parse_prompt(text), offset, section_topics=Settings().section_topics)
+    m = explain_instruction(
+        parse_prompt(text),
+        offset,
+        setting_tool_names(tools),
+        section_topics=Settings().section_topics,
+        preview=preview,
+    )
     if m is None:
         return "not read as an instruction"
     title = "" if m.section is None else parse_prompt(text).sections[m.section].title
@@ -473,16 +492,30 @@ def explain(text: str, offset: int) -> str:
 
 
 def evaluate(
-    files: list[dict], show_misses: bool, show_findings: bool, declared_tools: bool = False
+    files: list[dict],
+    show_misses: bool,
+    show_findings: bool,
+    declared_tools: bool = False,
+    preview: bool = False,
 ) -> dict:
     """``files``: manifest rows, each with ``dir`` (its corpus) and ``labels`` (its labels)
     added by ``load``. With ``declared_tools``, a row's ``tools`` (the tools its prompt is
     sent with, where the manifest records them) are given to the rule as the ``tools``
-    setting, as a user checking that prompt on its own would set them."""
+    setting, as a user checking that prompt on its own would set them. With ``preview``,
+    the rule runs with `instruction_preview` (every kind of finding; by default only an
+    instruction naming a tool whose section is titled by its name is reported).
+
+    Besides the totals: ``tool_top`` / ``tool_unrelated``, the moves of instructions bound
+    to their section by a tool the section's title names (the kind the default reports),
+    and ``by_kind``, the findings on the originals by the kind the rule gives them."""
     stats = {"top": [0, 0, 0], "unrelated": [0, 0, 0], "findings": 0, "right": 0}
+    stats["tool_top"] = [0, 0, 0]  # type: ignore[assignment]
+    stats["tool_unrelated"] = [0, 0, 0]  # type: ignore[assignment]
     # Findings by severity: [findings, right] of warnings and of information.
     by_severity: dict[str, list[int]] = {"warning": [0, 0], "info": [0, 0]}
     stats["by_severity"] = by_severity  # type: ignore[assignment]
+    by_kind: dict[str, list[int]] = {}
+    stats["by_kind"] = by_kind  # type: ignore[assignment]
     causes: dict[str, Counter[str]] = {"top": Counter(), "unrelated": Counter()}
     for row in files:
         text = (row["dir"] / row["file"]).read_text(encoding="utf-8")
@@ -505,23 +538,26 @@ def evaluate(
                     )
                     return head is not None and head.start <= s0 and head.end >= s1
 
-                st = stats[kind]
-                st[0] += 1
-                found = [d for d in lint(new, tools) if d.range.start < b and d.range.end > a]
+                found = [
+                    d for d in lint(new, tools, preview) if d.range.start < b and d.range.end > a
+                ]
                 placed = [d for d in found if any(near(r.range.start) for r in d.related)]
-                st[1] += bool(found)
-                st[2] += bool(placed)
+                for st in (stats[kind], stats[f"tool_{kind}"] if c.by_tool else None):
+                    if st is not None:
+                        st[0] += 1
+                        st[1] += bool(found)
+                        st[2] += bool(placed)
                 if show_misses and not placed:
                     why = "wrong section" if found else "missed"
                     if not found:
-                        why = explain(new, a)
+                        why = explain(new, a, tools, preview)
                     causes[kind][why.split(" [", 1)[0]] += 1
                     print(
                         f"  MISS {kind:9} {row['file']}: [{c.section.title}] "
                         f"{c.sentence[:90]!r} ({why})"
                     )
         want = row["labels"]
-        for d in lint(text, tools):
+        for d in lint(text, tools, preview):
             stats["findings"] += 1
             sent = text[d.range.start : d.range.end]
             ok = any(
@@ -532,8 +568,15 @@ def evaluate(
             sev = by_severity.setdefault(d.severity.value, [0, 0])
             sev[0] += 1
             sev[1] += ok
+            what = finding_kind(text, d.range.start, tools)
+            kind_count = by_kind.setdefault(what, [0, 0])
+            kind_count[0] += 1
+            kind_count[1] += ok
             if show_findings:
-                print(f"  {'OK ' if ok else 'BAD'} {row['file']}: {d.message} :: {sent[:90]!r}")
+                print(
+                    f"  {'OK ' if ok else 'BAD'} {row['file']}: [{what}] {d.message} :: "
+                    f"{sent[:90]!r}"
+                )
     if show_misses:
         # The misses by cause: the rule's own reason (its hover's), or "wrong section" when
         # it reported the moved sentence but pointed elsewhere, or "not read as an
@@ -543,6 +586,22 @@ def evaluate(
             for why, n in counts.most_common():
                 print(f"  CAUSE {kind:9} {n:3}  {why}")
     return stats
+
+
+def finding_kind(text: str, offset: int, tools: list[str] | None) -> str:
+    """The kind the rule gives its finding at ``offset`` (``KINDS`` of the rule)."""
+    from assembly.diagnostics.rules.instructions import explain_instruction, setting_tool_names
+    from assembly.prompts import parse_prompt
+    from assembly.settings import Settings
+
+    m = explain_instruction(
+        parse_prompt(text),
+        offset,
+        setting_tool_names(tools),
+        section_topics=Settings().section_topics,
+        preview=True,
+    )
+    return "?" if m is None else m.kind
 
 
 def load(corpus: Path) -> list[dict]:
@@ -597,6 +656,11 @@ def main() -> int:
         help="give the rule each prompt's declared tools (a manifest row's `tools`) as the "
         "`tools` setting",
     )
+    ap.add_argument(
+        "--preview",
+        action="store_true",
+        help="run the rule with `instruction_preview` (every kind of finding), not the default",
+    )
     args = ap.parse_args()
     sys.path.append(str(ROOT))
     names = SEEN if args.corpus == "seen" else (args.corpus,)
@@ -617,7 +681,9 @@ def main() -> int:
     )
     for half in halves:
         files = [r for r in rows if half == "all" or half_of(r["file"]) == half]
-        st = evaluate(files, args.show_misses, args.show_findings, args.declared_tools)
+        st = evaluate(
+            files, args.show_misses, args.show_findings, args.declared_tools, args.preview
+        )
         t, u = st["top"], st["unrelated"]
         prec = f"{st['right'] / st['findings']:.0%}" if st["findings"] else "n/a"
         top = f"{t[0]:>10} {t[1]:>6} {t[2] / max(t[0], 1):>7.0%}"
@@ -629,6 +695,16 @@ def main() -> int:
         # top of the prompt, another part of it); info a neighbouring section.
         split = ", ".join(f"{k} {n} (right {r})" for k, (n, r) in st["by_severity"].items())
         print(f"{'':8} {'':>7}   findings by severity: {split}")
+        # By kind: what sent each finding to its section (only `tool` is on by default).
+        kinds = ", ".join(f"{k} {n} (right {r})" for k, (n, r) in sorted(st["by_kind"].items()))
+        print(f"{'':8} {'':>7}   findings by kind: {kinds or 'none'}")
+        # The moves of instructions bound by a tool their section's title names.
+        tt, tu = st["tool_top"], st["tool_unrelated"]
+        print(
+            f"{'':8} {'':>7}   tool moves: top {tt[2]}/{tt[0]} "
+            f"({tt[2] / max(tt[0], 1):.0%}), unrelated {tu[2]}/{tu[0]} "
+            f"({tu[2] / max(tu[0], 1):.0%})"
+        )
     if args.repeat:
         cold, warm, n, cpu = speed(args.repeat)
         # CPU time too: on a loaded machine the wall clock says little.

@@ -336,6 +336,29 @@ class _Target:
     runner_up: float = 0.0  # the best unrelated section's score
     rival: int | None = None  # that section
     general: bool = False  # it directs the use of tools in general (the tools section)
+    kind: str = "topic"  # which of ``KINDS`` decided it (only ``tool`` is on by default)
+
+
+# The kinds of finding, by what sent the instruction to its section, and how each is
+# described (the diagnostic of a preview kind and the hover say which it is). Only ``tool``
+# is reported by default: on the seen corpora it was right every time, the others mostly
+# wrong (docs/instructions.md, "Default and preview findings"); the rest are reported with
+# the `instruction_preview` setting, as ruff reports its preview rules.
+KINDS = {
+    "tool": "it names a tool whose section is titled by the tool's name",
+    "tool-home": "it names a tool that section describes",
+    "tools": "it names a tool that has no section of its own: the tools section",
+    "general": "it directs the use of tools in general: the tools section",
+    "topic": "it shares words with that section's heading",
+}
+DEFAULT_KINDS = frozenset({"tool"})
+# What a preview finding's message adds: how it was matched.
+_KIND_NOTE = {
+    "tool-home": "matched by a tool that section describes",
+    "tools": "matched by a tool without a section of its own",
+    "general": "about tools in general",
+    "topic": "matched by heading words",
+}
 
 
 def _far_instructions(
@@ -354,8 +377,13 @@ def _far_instructions(
         target = topics.target(k)
         if target is not None:
             found.append((k, sentence, target))
+    # The overview test counts every sentence a section sends elsewhere, preview or not:
+    # what a section is does not change with the setting.
     previews = _overviews(template, [(s, t) for _, s, t in found])
+    preview = ctx.settings.instruction_preview
     for k, sentence, target in found:
+        if not preview and target.kind not in DEFAULT_KINDS:
+            continue
         if sentence.section in previews or topics.kept(k, target) is not None:
             continue
         section = template.sections[target.section]
@@ -376,10 +404,12 @@ def _far_instructions(
         heading = _heading(section)
         about = f" about {target.label}" if target.label else ""
         where, severity = _placement(template, sentence, target.section)
+        kind = "" if target.kind in DEFAULT_KINDS else f" (preview: {_KIND_NOTE[target.kind]})"
         yield Diagnostic(
             "instruction-far-from-section",
             severity,
-            f"instruction{about} sits {where}, {distance:,} tokens {side} `{_clip(heading)}`",
+            f"instruction{about} sits {where}, {distance:,} tokens {side} "
+            f"`{_clip(heading)}`{kind}",
             source.range(sentence.range),
             path=source.path,
             related=(
@@ -410,6 +440,7 @@ class InstructionMatch:
     tool_home: bool = False  # the section describes ``tool`` without being titled by it
     rival: int | None = None  # the best unrelated section (``runner_up`` is its score)
     general: bool = False  # it directs the use of tools in general: no tool named
+    kind: str = "topic"  # which of ``KINDS`` matched it (``DEFAULT_KINDS`` are on by default)
 
 
 def explain_instruction(
@@ -417,11 +448,14 @@ def explain_instruction(
     offset: int,
     tool_names: Collection[str] = (),
     section_topics: Mapping[str, list[str]] | None = None,
+    preview: bool = False,
 ) -> InstructionMatch | None:
     """What the rule decided about the instruction at ``offset``, or None when no
     instruction is there. The decision is the rule's own (``_Topics.target``); only the
     distance filters (``instruction_distance``, a sentence touching its section) are not
-    applied here; the overview test over all findings is, over the sentence's section."""
+    applied here; the overview test over all findings is, over the sentence's section.
+    ``preview``: the `instruction_preview` setting (a match of a preview kind is reported
+    only with it)."""
     k = next(
         (i for i, s in enumerate(template.sentences) if s.range.start <= offset < s.range.end),
         None,
@@ -436,6 +470,8 @@ def explain_instruction(
         found, rejected = None, _OVERVIEW
     elif found is not None and (why := topics.kept(k, found)) is not None:
         found, rejected = None, why
+    elif found is not None and not preview and found.kind not in DEFAULT_KINDS:
+        found, rejected = None, _PREVIEW_ONLY
     rng = template.sentences[k].range
     if match is None:
         return InstructionMatch(rng, None, (), (), None, 0.0, 0.0, 0.0, False, topics.rejected)
@@ -463,7 +499,14 @@ def explain_instruction(
         match.tool is not None and topics.tool_homes.get(match.tool) == match.section,
         match.rival,
         match.general,
+        match.kind,
     )
+
+
+_PREVIEW_ONLY = (
+    "a preview finding, reported only with `instruction_preview = true` (matched this way, "
+    "the rule was mostly wrong on real prompts)"
+)
 
 
 class _Topics:
@@ -905,8 +948,27 @@ class _Topics:
         if tool is not None and self.tool_homes.get(tool) == best:
             label = f"`{tool}`"  # the section describes the tool without naming it
         return _Target(
-            best, label, tuple(why), tool, best_score, own, runner_up, rival, general_target
+            best,
+            label,
+            tuple(why),
+            tool,
+            best_score,
+            own,
+            runner_up,
+            rival,
+            general_target,
+            self._kind(best, tool, general_target),
         )
+
+    def _kind(self, best: int, tool: str | None, general: bool) -> str:
+        """Which of ``KINDS`` sent an instruction to section ``best``."""
+        if general:
+            return "general"
+        if tool is None:
+            return "topic"
+        if self.tool_sections.get(tool) == best:
+            return "tool"
+        return "tool-home" if self.tool_homes.get(tool) == best else "tools"
 
     def kept(self, k: int, target: _Target) -> str | None:
         """Why sentence ``k``, sent to ``target`` by ``target``, is still not reported, or
