@@ -5,8 +5,9 @@ way a careful author writes them (instructions inside the section they constrain
 a few instructions deliberately put far from their section. Each of those is marked by
 ``<!-- expect: instruction-far-from-section -->`` on the line before it. ``check_corpus``
 runs the rule on a prompt with the real offline cl100k tokenizer and the default settings
-but `instruction_preview` (the corpus marks what the whole matcher should find) and compares the lines it reports with the marked lines: any extra line is a false
-positive, any missing one a false negative.
+but `instruction_preview` (the corpus marks what the whole matcher should find) and
+compares the lines it reports with the marked lines: any extra line is a false positive,
+any missing one a false negative.
 """
 
 from __future__ import annotations

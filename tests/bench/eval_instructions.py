@@ -295,11 +295,72 @@ def bound(text: str, sentence: str, sec: OSection, sections: list[OSection]) -> 
 _TICKED = re.compile(r"`([A-Za-z_][\w.-]*)(?:\(\))?`")
 
 
-def bound_by_tool(sentence: str, sec: OSection) -> bool:
-    """Whether a bound instruction names a tool-like identifier its section's title names:
-    the kind of move the rule's default findings are for (``bound``'s first case)."""
-    ids = identifiers(sentence) | {w.lower() for w in _TICKED.findall(sentence)}
-    return bool(ids & (identifiers(sec.title) | {sec.title.strip("`* ").lower()}))
+_CAMEL = re.compile(r"[a-z][A-Za-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*")
+_FILE_NAME = re.compile(r"\.(?:md|py|json|ya?ml|txt|js|ts|toml|sh)$", re.I)
+
+
+def tool_like(text: str) -> set[str]:
+    """Tool-like names in ``text``: `snake_case`, dotted and `camelCase` identifiers and
+    backticked names, lower case; not file names (`AGENTS.md`)."""
+    names = identifiers(text) | {w.lower() for w in _TICKED.findall(text)}
+    names |= {w.lower() for w in _CAMEL.findall(text)}
+    return {n for n in names if not _FILE_NAME.search(n)}
+
+
+def title_tools(title: str, declared: frozenset[str] = frozenset()) -> set[str]:
+    """The tools a section's title names: a tool-like name in it (`web_search`,
+    "`search_docs` - Documentation Search", "Using the `Question` tool"), the whole title
+    (`## Shell`), a `snake_case` title's first part before `_usage`, `_guide`, … (`<done_usage>`),
+    or a declared tool's name as one of its words (`### Bash`, with `bash` declared)."""
+    names = tool_like(title) | {title.strip("`*# ").lower()}
+    names |= {
+        n.rsplit("_", 1)[0]
+        for n in list(names)
+        if re.search(r"_(?:usage|guide|guidelines|rules|instructions|tool)$", n)
+    }
+    return names | {w.lower() for w in _WORD.findall(title) if w.lower() in declared}
+
+
+def sentence_tools(sentence: str, declared: frozenset[str] = frozenset()) -> set[str]:
+    """The tools a sentence names: tool-like names (``tool_like``) and declared tools
+    (identifier-like ones anywhere; one that is an ordinary word, `read`, only in
+    backticks, capitalised as a name, "Use Bash to …", or before "tool")."""
+    names = tool_like(sentence)
+    for m in _WORD.finditer(sentence):
+        w = m.group(0)
+        if w.lower() not in declared:
+            continue
+        after = sentence[m.end() : m.end() + 5].lower()
+        if "_" in w or "-" in w or (w[:1].isupper() and m.start() > 0) or after == " tool":
+            names.add(w.lower())
+    return names
+
+
+def called_as_tools(text: str) -> set[str]:
+    """The names a prompt treats as tools: "the `x` tool", "x function", "call x",
+    "use x(", lower case (a backticked field, `step_type`, is none)."""
+    before = re.findall(
+        r"\b(?:call|calls|calling|invoke|invoking|use|using|run)\s+(?:the\s+)?`?([A-Za-z_][\w.-]*)(?![\w.-]|`?\s*:)",
+        text,
+        re.I,
+    )
+    after = re.findall(r"`?([A-Za-z_][\w.-]*)`?\s*(?:\(\))?\s+(?:tool|function)s?\b", text, re.I)
+    return {n.lower() for n in before + after}
+
+
+def tool_bound(
+    text: str, sent: str, sec: OSection, sections: list[OSection], declared: frozenset[str]
+) -> bool:
+    """Whether an instruction is bound to its section by a tool: it names a tool (a
+    declared one, or one the prompt calls a tool or asks to call: ``called_as_tools``)
+    that its section's title names (``title_tools``), and no tool another section's
+    title names (outside its family). The moves the rule's default findings are for;
+    unlike ``bound``, other heading words it shares do not matter."""
+    tools = declared | called_as_tools(text)
+    mine = sentence_tools(sent, declared) & tools
+    if not mine & title_tools(sec.title, declared):
+        return False
+    return not any(mine & title_tools(s.title, declared) for s in sections if not family(s, sec))
 
 
 @dataclass
@@ -308,10 +369,16 @@ class Candidate:
     start: int
     end: int
     section: OSection
-    by_tool: bool = False  # bound by a tool the section's title names (``bound_by_tool``)
+    by_tool: bool = False  # bound by a tool the section's title names (``tool_bound``)
+    extra: bool = False  # tool-bound only: counted in the tool moves, not in the totals
 
 
-def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
+def candidates(
+    text: str, sections: list[OSection], declared: frozenset[str] = frozenset()
+) -> list[Candidate]:
+    """The instructions the evaluation moves: every one ``bound`` to its section (the
+    totals), and every one ``tool_bound`` to it (the tool moves; ``extra`` when only
+    that), each at most once."""
     res = []
     heading_starts = {s.start for s in sections}
     whole = {
@@ -360,8 +427,11 @@ def candidates(text: str, sections: list[OSection]) -> list[Candidate]:
                 continue
             if re.search(r"\b(?:see|refer to)\s", sent, re.I):
                 continue  # it points at another section: not bound to its own
+            by_tool = tool_bound(text, sent, sec, sections, declared)
             if bound(text, sent, sec, sections):
-                res.append(Candidate(sent, a, b, sec, bound_by_tool(sent, sec)))
+                res.append(Candidate(sent, a, b, sec, by_tool))
+            elif by_tool:
+                res.append(Candidate(sent, a, b, sec, True, extra=True))
     return res
 
 
@@ -417,6 +487,9 @@ def move_unrelated(
         and not (words(s.title) | identifiers(s.title)) & sw
         and text[s.start : s.end].count("\n") >= 2
         and not _RECAP_TITLE.search(s.title.replace("_", " "))
+        # A section that names the tool a tool-bound instruction names is no unrelated
+        # place for it (the rule rightly keeps a tool's rule where the tool is spoken of).
+        and not (c.by_tool and tool_like(c.sentence) & tool_like(text[s.start : s.end]))
     ]
     if not options:
         return None
@@ -459,12 +532,22 @@ def lint(text: str, tools: list[str] | None = None, preview: bool = False):  # t
     from server.tokenizers import load_tokenizer
 
     tok = _TOK.setdefault("t", load_tokenizer("cl100k_base").tokenizer)
-    settings = Settings(tools=tools or None, instruction_preview=preview)
+    # A checkout from before `instruction_preview` (``PYTHONPATH=<old checkout>``) reports
+    # every kind: its run is the preview column's "before".
+    extra = {"instruction_preview": preview} if _has_preview() else {}
+    settings = Settings(tools=tools or None, **extra)
     ctx = RuleContext(text=text, settings=settings, tokenizer=tok, template=parse_prompt(text))
     return [d for d in check(ctx, select={RULE}) if d.code == RULE]
 
 
 _TOK: dict[str, object] = {}
+
+
+def _has_preview() -> bool:
+    """Whether the library measured has the `instruction_preview` setting."""
+    from assembly.settings import Settings
+
+    return "instruction_preview" in Settings.__dataclass_fields__
 
 
 def explain(text: str, offset: int, tools: list[str] | None = None, preview: bool = False) -> str:
@@ -479,7 +562,7 @@ def explain(text: str, offset: int, tools: list[str] | None = None, preview: boo
         offset,
         setting_tool_names(tools),
         section_topics=Settings().section_topics,
-        preview=preview,
+        **({"preview": preview} if _has_preview() else {}),
     )
     if m is None:
         return "not read as an instruction"
@@ -521,7 +604,8 @@ def evaluate(
         text = (row["dir"] / row["file"]).read_text(encoding="utf-8")
         tools = row.get("tools") if declared_tools else None
         sections = oracle_sections(text)
-        for c in candidates(text, sections):
+        declared = frozenset(t.lower() for t in tools or ())
+        for c in candidates(text, sections, declared):
             for kind in ("top", "unrelated"):
                 m = move_top(text, c) if kind == "top" else move_unrelated(text, c, sections)
                 if m is None:
@@ -542,18 +626,21 @@ def evaluate(
                     d for d in lint(new, tools, preview) if d.range.start < b and d.range.end > a
                 ]
                 placed = [d for d in found if any(near(r.range.start) for r in d.related)]
-                for st in (stats[kind], stats[f"tool_{kind}"] if c.by_tool else None):
+                totals = None if c.extra else stats[kind]
+                for st in (totals, stats[f"tool_{kind}"] if c.by_tool else None):
                     if st is not None:
                         st[0] += 1
                         st[1] += bool(found)
                         st[2] += bool(placed)
                 if show_misses and not placed:
+                    label = f"{kind}{'/tool' if c.by_tool else ''}"
                     why = "wrong section" if found else "missed"
                     if not found:
                         why = explain(new, a, tools, preview)
-                    causes[kind][why.split(" [", 1)[0]] += 1
+                    if not c.extra:
+                        causes[kind][why.split(" [", 1)[0]] += 1
                     print(
-                        f"  MISS {kind:9} {row['file']}: [{c.section.title}] "
+                        f"  MISS {label:14} {row['file']}: [{c.section.title}] "
                         f"{c.sentence[:90]!r} ({why})"
                     )
         want = row["labels"]
@@ -594,6 +681,8 @@ def finding_kind(text: str, offset: int, tools: list[str] | None) -> str:
     from assembly.prompts import parse_prompt
     from assembly.settings import Settings
 
+    if not _has_preview():
+        return "?"  # a checkout from before the kinds
     m = explain_instruction(
         parse_prompt(text),
         offset,
