@@ -35,6 +35,7 @@ from typing import Any
 from pygls.uris import to_fs_path
 
 from assembly.diagnostics import from_exception
+from assembly.diagnostics.inputs import called_names
 from assembly.host import Analysis, AnalysisHost, DocKind, Edit, PromptAnalysis, kind_of
 from assembly.rope import Rope
 from assembly.settings import resolve_settings
@@ -70,6 +71,19 @@ def _interesting(path: str) -> bool:
         or kind_of(name) is not None
         or (name.endswith(".md"))
     )
+
+
+def conversation_tools(conv: Any) -> frozenset[str] | None:
+    """The tool names a conversation declares (its ``tools``) and the (lower-case) names
+    of the tools its messages call, declared or not; None when it declares none and calls
+    none. What a template's instruction rules learn from the conversations that use it."""
+    if conv is None:
+        return None
+    tools = conv.tools
+    called = called_names(conv.message_data)
+    if tools is None and not called:
+        return None
+    return frozenset(t.name for t in tools or ()) | called
 
 
 def document_kind(uri: str) -> DocKind | None:
@@ -307,8 +321,9 @@ class Session:
 
     def template_tools(self, path: Path) -> frozenset[str] | None:
         """The tool names of the open conversations whose last analysis used the template
-        at ``path`` (as read, before the template's own tools joined them); None when no
-        such conversation says which tools it has."""
+        at ``path`` (as read, before the template's own tools joined them), and of the
+        tools their messages call; None when no such conversation says which tools it has
+        or calls any."""
         res: set[str] = set()
         said = False
         for uri, snap in list(self.snapshots.items()):
@@ -317,10 +332,10 @@ class Session:
                 continue
             if path not in a.dependencies:
                 continue
-            conv = a.parsed or a.conversation
-            if conv is not None and conv.tools is not None:
+            names = conversation_tools(a.parsed or a.conversation)
+            if names is not None:
                 said = True
-                res.update(t.name for t in conv.tools)
+                res.update(names)
         return frozenset(res) if said else None
 
     def warm_up(self) -> None:

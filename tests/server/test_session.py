@@ -303,7 +303,7 @@ async def test_an_analysis_leaves_the_collector_on_and_its_result_frozen(
 TOOL_TEMPLATE = (
     "Always call lookup before you answer a question about a product.\n\n"
     "# Style\nAnswer briefly and plainly.\nGive one answer.\n\n"
-    "# Tools\nThe tools of this assistant search the product knowledge base.\n"
+    "# Lookup\nLookup finds a product of the catalogue by its name.\n"
 )
 TOOL_CONVERSATION = """\
 system_prompt: prompts/ledger.prompt.md
@@ -315,6 +315,16 @@ tools:
       parameters: {type: object, properties: {}}
 messages:
   - {id: u1, role: user, content: "Which plan fits a team of five?"}
+"""
+# No tools declared, but the messages call one (a logged conversation).
+CALLING_CONVERSATION = """\
+system_prompt: prompts/ledger.prompt.md
+messages:
+  - {id: u1, role: user, content: "Which plan fits a team of five?"}
+  - role: assistant
+    content: null
+    tool_calls: [{id: c1, type: function, function: {name: %s, arguments: '{}'}}]
+  - {role: tool, tool_call_id: c1, content: "Team plan"}
 """
 
 
@@ -331,23 +341,32 @@ async def test_a_template_knows_the_tools_of_the_conversations_that_use_it(
     open_doc(client, t_uri, TOOL_TEMPLATE)
     await client.analysed(t_uri, 1)
     await settled(client)
-    # On its own, `lookup` is a word like any other.
+    # On its own, `lookup` is a word like any other, and `# Lookup` a topic.
     assert far_findings(client, t_uri) == []
 
     # A conversation that sends the template with a `lookup` tool: the template is
-    # re-checked with that tool, and the instruction about it is far from `# Tools`.
+    # re-checked with that tool; `# Lookup` is its section, and the instruction about it
+    # sits far from it (a finding of the kind on by default).
     c_uri = (workspace / "chat.conv.yaml").as_uri()
     before = client.server.session.snapshots[t_uri]
     open_doc(client, c_uri, TOOL_CONVERSATION % "lookup")
     await reanalysed(client, t_uri, before)
     (message,) = far_findings(client, t_uri)
-    assert "tool use" in message and "# Tools" in message
+    assert "`lookup`" in message.lower() and "# Lookup" in message and "preview" not in message
 
     # The conversation's tools change: the template follows.
     before = client.server.session.snapshots[t_uri]
     client.change(c_uri, 2, TOOL_CONVERSATION % "search_orders")
     await reanalysed(client, t_uri, before)
     assert far_findings(client, t_uri) == []
+
+    # It declares no tools but its messages call `lookup`: a tool the model called is a
+    # tool of the template too.
+    before = client.server.session.snapshots[t_uri]
+    client.change(c_uri, 3, CALLING_CONVERSATION % "lookup")
+    await reanalysed(client, t_uri, before)
+    (message,) = far_findings(client, t_uri)
+    assert "`lookup`" in message.lower() and "# Lookup" in message
 
 
 async def test_keystrokes_reach_the_host_as_the_edits_they_are(

@@ -88,7 +88,8 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     title lines (numbered over a bulleted list too: `1. WEB SEARCH`); a line of
     template tags (`{% include "role" %}`) is no prose.
     Tools are those of the conversation (for a template checked on its own: of the open
-    conversations that use it), the front matter `tools`, the `tools` setting, the
+    conversations that use it), the tools its messages call (for a template: that its
+    conversations call), the front matter `tools`, the `tools` setting, the
     prompt's tool sections (`## web_search`, `GUIDE FOR THE "sequential_thinking" TOOL`,
     `3. FORMATTING RESEARCH RESPONSE` for a known `format_research_response`)
     and the names it calls tools or asks to call (``the `task` tool``, `the "finish"
@@ -191,7 +192,12 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     sentence into the `## web_search` section.
     """
     limit = ctx.settings.instruction_distance
-    tool_names = (_offered_names(ctx) or set()) | setting_tool_names(ctx.settings.tools)
+    # The tools from outside the prompt's words: those offered (the conversation's, the
+    # front matter's), the `tools` setting (for a template, the tools of the conversations
+    # that use it join it), and the tools the messages actually call.
+    tool_names = (
+        (_offered_names(ctx) or set()) | setting_tool_names(ctx.settings.tools) | _called_tools(ctx)
+    )
     for source in _sources(ctx, with_reminder=False):
         yield from _far_instructions(ctx, source, tool_names, limit)
 

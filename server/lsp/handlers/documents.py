@@ -23,7 +23,7 @@ from assembly.rope import Rope
 from server.lsp import convert
 from server.lsp.app import PromptServer
 from server.lsp.scheduler import SETTLE_S, View
-from server.lsp.session import document_kind
+from server.lsp.session import conversation_tools, document_kind
 from server.lsp.state import DocState, Snapshot
 
 log = logging.getLogger(__name__)
@@ -138,14 +138,12 @@ def _finished(ls: PromptServer, snap: Snapshot, previous: Snapshot | None) -> No
 
 def _tool_names(snap: Snapshot | None) -> frozenset[str] | None:
     a = snap.analysis if snap is not None else None
-    conv = getattr(a, "parsed", None) or getattr(a, "conversation", None)
-    tools = getattr(conv, "tools", None)
-    return None if tools is None else frozenset(t.name for t in tools)
+    return conversation_tools(getattr(a, "parsed", None) or getattr(a, "conversation", None))
 
 
 def _templates_see_tools(ls: PromptServer, previous: Snapshot | None, snap: Snapshot) -> None:
-    """A conversation's tools changed: re-check the open templates it uses, whose
-    instruction rules know the tools of the conversations that use them."""
+    """A conversation's tools (declared or called) changed: re-check the open templates
+    it uses, whose instruction rules know the tools of the conversations that use them."""
     deps = getattr(snap.analysis, "dependencies", ())
     if not deps or _tool_names(previous) == _tool_names(snap):
         return
