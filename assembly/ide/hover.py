@@ -27,6 +27,8 @@ from typing import Literal, Protocol
 from assembly import cache, texts
 from assembly.assemble import CITEABLE_TOOLS, FILE_READER_TOOLS, SEGMENTS, Assembly
 from assembly.diagnostics.rules.instructions import (
+    DEFAULT_KINDS,
+    KINDS,
     InstructionMatch,
     explain_instruction,
     setting_tool_names,
@@ -125,7 +127,9 @@ def prompt_hover(
     tools = setting_tool_names(doc.settings.tools) | {
         n.lower() for n in front_matter_tools(t) or ()
     }
-    match = explain_instruction(t, offset, tools, doc.settings.section_topics)
+    match = explain_instruction(
+        t, offset, tools, doc.settings.section_topics, doc.settings.instruction_preview
+    )
     if match is not None and match.section is not None:
         return HoverResult(match.range, _instruction_markdown(t, match))
     return None
@@ -155,6 +159,9 @@ def _instruction_markdown(t: PromptTemplate, m: InstructionMatch) -> str:
         )
     if evidence:
         lines.append(f"- matched because it {' and '.join(evidence)}")
+    # Which kind of finding it is: only a tool's titled section is reported by default.
+    on = "on by default" if m.kind in DEFAULT_KINDS else "preview: `instruction_preview = true`"
+    lines.append(f"- kind: `{m.kind}` ({KINDS[m.kind]}; {on})")
     if m.reported or m.rival is not None:  # the scores the decision weighed
         rival = f" (“{_escape(t.sections[m.rival].title)}”)" if m.rival is not None else ""
         lines.append(

@@ -410,3 +410,97 @@ def test_evaluation_gives_the_rule_a_prompts_declared_tools(tmp_path: Path) -> N
     with_tools = bench.evaluate([{**row, "tools": ["lookup"]}], False, False, True, True)
     assert (without["findings"], without["right"]) == (0, 0)
     assert (with_tools["findings"], with_tools["right"]) == (1, 1)
+
+
+# Default and preview findings ---------------------------------------------------------------
+
+
+def test_only_a_tool_whose_section_is_titled_by_it_is_reported_by_default() -> None:
+    # A topic match (a bold label's topic word) is a preview finding: on the seen corpora
+    # such findings were almost all wrong. A tool instruction sent to the section titled by
+    # the tool (`<codebase_search>`) is reported by default, and says nothing of preview.
+    _, diags = findings("bold-label-topic-word.prompt.md", instruction_preview=False)
+    assert diags == []
+    (d,) = findings("bold-label-topic-word.prompt.md")[1]
+    assert d.message.endswith("(preview: matched by heading words)")
+    (d,) = findings("xml-blocks.prompt.md", instruction_preview=False)[1]
+    assert "`codebase_search`" in d.message and "preview" not in d.message
+
+
+@pytest.mark.parametrize("path", sorted(DATA.glob("*.prompt.md")), ids=lambda p: p.name)
+def test_default_findings_are_the_tool_kind_of_the_preview_findings(path: Path) -> None:
+    text, default = findings(path.name, instruction_preview=False)
+    _, preview = findings(path.name)
+    template = parse_prompt(text)
+    kinds = {
+        d.range.start: explain_instruction(template, d.range.start, preview=True).kind  # type: ignore[union-attr]
+        for d in preview
+    }
+    assert [d.range for d in default] == [
+        d.range for d in preview if kinds[d.range.start] == "tool"
+    ]
+
+
+def test_the_hover_says_a_preview_match_is_not_reported_by_default() -> None:
+    text = (DATA / "bold-label-topic-word.prompt.md").read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    at = next(d.range.start for d in findings("bold-label-topic-word.prompt.md")[1])
+    m = explain_instruction(template, at)
+    assert m is not None and m.kind == "topic" and not m.reported
+    assert "instruction_preview" in m.reason
+    assert explain_instruction(template, at, preview=True).reported  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("corpus", "file", "sentence", "title"),
+    [
+        # The section titled by the one tool it names wins over a section sharing its
+        # words ("… CANNOT do analysis or reasoning" is not about `<reason-guide>`).
+        (
+            "prompts-heldout10",
+            "aworld--xbench_web_agent.prompt.md",
+            "⚠️ **Important**: image_server can ONLY do basic OCR",
+            "image_server_guide",
+        ),
+        # … and needs only to beat the unrelated sections, not twice (22.5 against 16.8 of
+        # `# Background information` for "call the MeetingAssistant").
+        (
+            "prompts-heldout10",
+            "executive-ai-assistant--draft_response.prompt.md",
+            "If the email is from a legitimate person and is working to schedule a meeting",
+            "Using the `MeetingAssistant` tool",
+        ),
+    ],
+)
+def test_a_tool_instruction_moved_to_the_top_finds_its_titled_section(
+    corpus: str, file: str, sentence: str, title: str
+) -> None:
+    # The evaluation's own move (seen data: heldout10 was judged once, last round).
+    bench = _bench()
+    text = (DATA.parent / corpus / file).read_text(encoding="utf-8")
+    (c,) = [
+        c
+        for c in bench.candidates(text, bench.oracle_sections(text))
+        if c.sentence.startswith(sentence)
+    ]
+    new, a, b, _, _ = bench.move_top(text, c)
+    ctx = RuleContext(
+        text=new, settings=Settings(), tokenizer=TOKENIZER, template=parse_prompt(new)
+    )
+    (d,) = [d for d in instruction_far_from_section(ctx) if d.range.start < b and d.range.end > a]
+    assert d.message.startswith("instruction about `") and title in d.message
+
+
+def test_a_title_alone_makes_no_tool_for_the_default_findings() -> None:
+    # mem0's `### Self-Contained` is an identifier-like title, and "self-contained" in
+    # "Your sole operation is ADD: … produce self-contained …" names it; the prompt never
+    # calls it a tool, so that title does not win the sentence as a tool's own section
+    # (a guard: with every titled section winning for its name, this was a default finding).
+    text = (
+        DATA.parent / "prompts-heldout4" / "mem0--additive_extraction_prompt.prompt.md"
+    ).read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    m = explain_instruction(template, text.index("Your sole operation is ADD"), preview=True)
+    assert m is not None and m.kind != "tool" and m.tool != "self-contained"
+    ctx = RuleContext(text=text, settings=Settings(), tokenizer=TOKENIZER, template=template)
+    assert list(instruction_far_from_section(ctx)) == []

@@ -352,6 +352,7 @@ class _Target:
 # the `instruction_preview` setting, as ruff reports its preview rules.
 KINDS = {
     "tool": "it names a tool whose section is titled by the tool's name",
+    "tool-title": "it names what that section's title names, which the prompt never calls a tool",
     "tool-home": "it names a tool that section describes",
     "tools": "it names a tool that has no section of its own: the tools section",
     "general": "it directs the use of tools in general: the tools section",
@@ -360,6 +361,7 @@ KINDS = {
 DEFAULT_KINDS = frozenset({"tool"})
 # What a preview finding's message adds: how it was matched.
 _KIND_NOTE = {
+    "tool-title": "matched by a name only a title calls a tool",
     "tool-home": "matched by a tool that section describes",
     "tools": "matched by a tool without a section of its own",
     "general": "about tools in general",
@@ -509,8 +511,8 @@ def explain_instruction(
 
 
 _PREVIEW_ONLY = (
-    "a preview finding, reported only with `instruction_preview = true` (matched this way, "
-    "the rule was mostly wrong on real prompts)"
+    "a preview finding (matched this way, the rule was mostly wrong on real prompts): "
+    "reported with `instruction_preview = true`"
 )
 
 
@@ -574,6 +576,15 @@ class _Topics:
             self.tools_section = self.tool_roots[0]
         declared = {n.lower() for n in tool_names} | text_tool_names(template)
         self.tool_sections = _tool_sections(template, self.tool_roots, declared)
+        # Tools known from more than a title: offered, called, set, named as tools or
+        # called in the prose, Onyx's own, or titling a section under the tools section.
+        # A title alone (`### Self-Contained`, an identifier-like word) makes no tool the
+        # default findings can rest on.
+        self.known_tools = (
+            declared
+            | KNOWN_TOOLS
+            | {t for t, i in self.tool_sections.items() if sections[i].parent in self.tool_roots}
+        )
         self.tool_names = set(self.tool_sections) | declared
         self.tool_finders = _tool_finders(self.tool_names)
         # The tools section, for an instruction about tools in general ("Prefer tools over
@@ -802,18 +813,21 @@ class _Topics:
             tool_target is not None
             and len(tools) == 1
             and self.tool_sections.get(next(iter(tools))) == tool_target
+            and next(iter(tools)) in self.known_tools
         )
         if titled:
             best = tool_target  # type: ignore[assignment]
         best_score = score[best]
         general_target = general and best == tool_target
+        first_tool = next(iter(sorted(tools)), None) if best == tool_target else None
         self.matched = _Target(
             best,
             self._label(best),
             tuple(sorted(set(title_words.get(best, ())))),
-            next(iter(sorted(tools)), None) if best == tool_target else None,
+            first_tool,
             best_score,
             general=general_target,
+            kind=self._kind(best, first_tool, general_target),
         )
         if best_score < self.MIN_SCORE:
             return self._no("the match is too weak")
@@ -944,7 +958,13 @@ class _Topics:
         # placement Onyx measured): the opening names the prompt's themes in passing.
         if own >= self.CHAIN_SHARE * best_score and not (titled and self._opening(k)):
             return self._no("its own section shares enough of its words")
-        if best_score < (self.TITLED_MARGIN if titled else self.MARGIN) * runner_up:
+        # At the opening (the placement Onyx measured) a tool's titled section is judged by
+        # the tool alone; elsewhere it must beat the unrelated sections (perplexica's "Call
+        # done only after …" in `<response_protocol>` is outscored by an example of it).
+        margin = self.MARGIN
+        if titled:
+            margin = 0.0 if self._opening(k) else self.TITLED_MARGIN
+        if best_score < margin * runner_up:
             # Two labels of one section (`**Pattern for codebase exploration**`, `**When to
             # paginate**` under `## File Reading Best Practices`) fit it alike: it is about
             # the section that holds both, when that section is a part of the prompt, not
@@ -990,7 +1010,7 @@ class _Topics:
         if tool is None:
             return "topic"
         if self.tool_sections.get(tool) == best:
-            return "tool"
+            return "tool" if tool in self.known_tools else "tool-title"
         return "tool-home" if self.tool_homes.get(tool) == best else "tools"
 
     def kept(self, k: int, target: _Target) -> str | None:
