@@ -504,3 +504,43 @@ def test_a_title_alone_makes_no_tool_for_the_default_findings() -> None:
     assert m is not None and m.kind != "tool" and m.tool != "self-contained"
     ctx = RuleContext(text=text, settings=Settings(), tokenizer=TOKENIZER, template=template)
     assert list(instruction_far_from_section(ctx)) == []
+
+
+def test_a_tool_list_line_defines_its_tool_and_is_no_misplaced_rule() -> None:
+    # Data Formulator's data-loading prompt lists its tools at the top, one line each
+    # (`- fetch_url — fetch a public http(s) URL …`): five false findings (heldout10, seen
+    # since its one run). The definition form only: "The crawl tool can only be used to
+    # crawl content." is a rule (labelled misplaced in DeerFlow's researcher).
+    text = (
+        DATA.parent / "prompts-heldout10" / "data-formulator--data_loading_chat.prompt.md"
+    ).read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    ctx = RuleContext(
+        text=text,
+        settings=Settings(instruction_preview=True),
+        tokenizer=TOKENIZER,
+        template=template,
+    )
+    reported = [text[d.range.start : d.range.end] for d in instruction_far_from_section(ctx)]
+    for tool in ("fetch_url", "list_data", "probe_data", "list_connectors", "propose_connection"):
+        assert not any(s.startswith(f"{tool} —") for s in reported)
+        m = explain_instruction(template, text.index(f"- {tool} —") + 2, preview=True)
+        assert m is not None and "defines the tool" in m.reason
+    text = (
+        "# Notes\nThe crawl tool can only be used to crawl content.\n\n"
+        "# Tools\n## crawl\nReads a page.\n"
+    )
+    m = explain_instruction(parse_prompt(text), text.index("The crawl"), preview=True)
+    assert m is not None and m.reported and m.kind == "tool"
+
+
+def test_a_code_heading_is_no_tools_home() -> None:
+    # smolagents (seen): a JSON example line over `---` is a (setext) heading; it was taken
+    # for the home of `final_answer`, which the example under it mentions most.
+    text = (
+        DATA.parent / "prompts-real" / "smolagents--structured_code_agent-system_prompt.prompt.md"
+    ).read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    m = explain_instruction(template, text.index("In the end you have to return"), preview=True)
+    assert m is not None
+    assert m.section is None or "{" not in template.sections[m.section].title

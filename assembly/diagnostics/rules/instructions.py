@@ -742,6 +742,11 @@ class _Topics:
         general = not tools and self._opening(k) and self._general(k)
         if not tools and not general and self.strong_index.keys().isdisjoint(all_words):
             return self._no("it names no tool and shares no heading word with any section")
+        if tools and (m := _DEFINITION_LINE.match(sentence.text)) and m.group(1).lower() in tools:
+            # `- fetch_url — fetch a public URL …`: a line of a list of tools says what the
+            # tool does; it is the tool's description, not a rule placed away from it (five
+            # of Data Formulator's false findings, its tool list at the top).
+            return self._no("it defines the tool it names: a description, not a rule about it")
         if not tools and sentence.section is not None and self.in_tools[sentence.section]:
             return self._no("it sits in tool guidance, which may speak of any topic")
         score: dict[int, float] = defaultdict(float)
@@ -1283,6 +1288,8 @@ class _Topics:
                 for i, n in under.items()
                 if n >= 2
                 and n * 2 > total
+                # A heading made of code (a JSON example line over `---`) names no place.
+                and not _CODE_TITLE.search(sections[i].title)
                 and (sections[i].range.end - sections[i].range.start) * 10 < body_len * 9
             ]
             if owners:
@@ -1382,6 +1389,11 @@ _DEFINITION = re.compile(
     r"enables|helps|returns|gives|provides|finds|searches|reads|writes|runs|executes|"
     r"creates|fetches|opens|lists|sends|takes|accepts|performs)\b)",
     re.I,
+)
+# The definition form alone: the tool's name first, then a colon or a dash (not "The crawl
+# tool can only be used to …", a rule labelled misplaced in DeerFlow's researcher).
+_DEFINITION_LINE = re.compile(
+    r"[*_`\"']*([A-Za-z_][\w.-]*)[*_`\"']*(?:\([^)\n]{0,80}\))?[*_`\"']*[ \t]*(?::|[-—–][ \t])"
 )
 _EXAMPLES_TITLE = re.compile(r"\b(?:examples?|samples?)\b", re.I)
 # A title that names tools as a category ("Tools", "Available tools", "TOOL USE",
