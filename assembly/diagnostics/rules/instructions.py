@@ -162,6 +162,21 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     names a tool. Hover an instruction to see the section it was matched to and why (the
     words, the scores, and the best unrelated section).
 
+    Reported by default: only an instruction that names one tool whose section is titled
+    by the tool's name (`## web_search`, `<done_usage>`, `3. FORMATTING RESEARCH
+    RESPONSE`), the tool being known from more than that title (offered, called, set,
+    named as a tool or called in the prose, or titling a part of the tools section). On
+    the real prompts seen while tuning such findings were right every time, and the
+    others mostly wrong, so, as ruff does with rules not yet precise enough, the other
+    kinds are reported only with `instruction_preview = true`, their message ending in
+    "(preview: …)": a sentence matched by heading words (`topic`), by a tool the section
+    only describes (`tool-home`), by a tool without a section of its own (`tools`, the
+    tools section), about tools in general (`general`), or by a name only a title calls
+    a tool (`tool-title`). At the opening, a tool's titled section is judged by the tool
+    alone; elsewhere it must beat every unrelated section (other matches: twice). A line
+    of a list of tools (`- fetch_url — fetch a public URL`) defines its tool and is no
+    rule. The hover says which kind a match is.
+
     Otherwise the finding says where the instruction sits and how many tokens from its
     section: a warning at the top of the prompt or in another part of it, information in a
     neighbouring section. `instruction_distance` (default 0) mutes findings nearer than
