@@ -130,8 +130,9 @@ class Settings:
             description="Also report the `instruction-far-from-section` findings not yet precise "
             "enough to be on by default (as ruff's preview rules): an instruction matched to a "
             "section by its heading words, by a tool that section only describes, to the tools "
-            "section, or about tools in general. By default only an instruction naming a tool "
-            "whose section is titled by the tool's name is reported."
+            "section, or by a name only a title calls a tool. By default an instruction naming "
+            "a tool whose section is titled by the tool's name, and one at the opening about "
+            "tools in general, are reported."
         ),
     )
     section_topics: dict[str, list[str]] = field(

@@ -784,7 +784,7 @@ def main() -> int:
         # top of the prompt, another part of it); info a neighbouring section.
         split = ", ".join(f"{k} {n} (right {r})" for k, (n, r) in st["by_severity"].items())
         print(f"{'':8} {'':>7}   findings by severity: {split}")
-        # By kind: what sent each finding to its section (only `tool` is on by default).
+        # By kind: what sent each finding to its section (`DEFAULT_KINDS` are on by default).
         kinds = ", ".join(f"{k} {n} (right {r})" for k, (n, r) in sorted(st["by_kind"].items()))
         print(f"{'':8} {'':>7}   findings by kind: {kinds or 'none'}")
         # The moves of instructions bound by a tool their section's title names.

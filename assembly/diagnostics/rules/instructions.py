@@ -162,19 +162,21 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     names a tool. Hover an instruction to see the section it was matched to and why (the
     words, the scores, and the best unrelated section).
 
-    Reported by default: only an instruction that names one tool whose section is titled
-    by the tool's name (`## web_search`, `<done_usage>`, `3. FORMATTING RESEARCH
-    RESPONSE`), the tool being known from more than that title (offered, called, set,
-    named as a tool or called in the prose, or titling a part of the tools section). On
-    the real prompts seen while tuning such findings were right every time, and the
-    others mostly wrong, so, as ruff does with rules not yet precise enough, the other
-    kinds are reported only with `instruction_preview = true`, their message ending in
-    "(preview: …)": a sentence matched by heading words (`topic`), by a tool the section
-    only describes (`tool-home`), by a tool without a section of its own (`tools`, the
-    tools section), about tools in general (`general`), or by a name only a title calls
-    a tool (`tool-title`). At the opening, a tool's titled section is judged by the tool
-    alone; elsewhere it must beat every unrelated section (other matches: twice). A line
-    of a list of tools (`- fetch_url — fetch a public URL`) defines its tool and is no
+    Reported by default: an instruction that names one tool whose section is titled by
+    the tool's name (`## web_search`, `<done_usage>`, `3. FORMATTING RESEARCH RESPONSE`),
+    the tool being known from more than that title (offered, called, set, named as a tool
+    or called in the prose, or titling a part of the tools section), and an instruction at
+    the opening that directs the use of tools in general ("If you need more information,
+    keep calling tools"), sent to the tools section: the placement Onyx measured. On the
+    real prompts seen while tuning the first were right every time and the second 2 of 3,
+    the others mostly wrong, so, as ruff does with rules not yet precise enough, the
+    other kinds are reported only with `instruction_preview = true`, their message ending
+    in "(preview: …)": a sentence matched by heading words (`topic`), by a tool the
+    section only describes (`tool-home`), by a tool without a section of its own
+    (`tools`, the tools section), or by a name only a title calls a tool (`tool-title`).
+    At the opening, a tool's titled section is judged by the tool alone; elsewhere it
+    must beat every unrelated section (other matches: twice). A line of a list of tools
+    (`- fetch_url — fetch a public URL`) defines its tool and is no
     rule. The hover says which kind a match is.
 
     Otherwise the finding says where the instruction sits and how many tokens from its
@@ -357,14 +359,16 @@ class _Target:
     runner_up: float = 0.0  # the best unrelated section's score
     rival: int | None = None  # that section
     general: bool = False  # it directs the use of tools in general (the tools section)
-    kind: str = "topic"  # which of ``KINDS`` decided it (only ``tool`` is on by default)
+    kind: str = "topic"  # which of ``KINDS`` decided it (``DEFAULT_KINDS`` are on by default)
 
 
 # The kinds of finding, by what sent the instruction to its section, and how each is
-# described (the diagnostic of a preview kind and the hover say which it is). Only ``tool``
-# is reported by default: on the seen corpora it was right every time, the others mostly
-# wrong (docs/instructions.md, "Default and preview findings"); the rest are reported with
-# the `instruction_preview` setting, as ruff reports its preview rules.
+# described (the diagnostic of a preview kind and the hover say which it is). ``tool`` and
+# ``general`` are reported by default: on the seen corpora ``tool`` was right every time,
+# and ``general`` is the placement Onyx measured (tool guidance at the top of the prompt,
+# 2 of 3 right); the others were mostly wrong (docs/instructions.md, "Default and preview
+# findings") and are reported with the `instruction_preview` setting, as ruff reports its
+# preview rules.
 KINDS = {
     "tool": "it names a tool whose section is titled by the tool's name",
     "tool-title": "it names what that section's title names, which the prompt never calls a tool",
@@ -373,7 +377,7 @@ KINDS = {
     "general": "it directs the use of tools in general: the tools section",
     "topic": "it shares words with that section's heading",
 }
-DEFAULT_KINDS = frozenset({"tool"})
+DEFAULT_KINDS = frozenset({"tool", "general"})
 # What a preview finding's message adds: how it was matched.
 _KIND_NOTE = {
     "tool-title": "matched by a name only a title calls a tool",
