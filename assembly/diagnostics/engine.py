@@ -265,7 +265,8 @@ QUERIES: dict[type, _Query] = {}
 # The inputs the engine itself reads (set by ``inputs``): "messages", the messages'
 # shapes (the memo's values kept by shapes are made again when it changes); "branch",
 # whose ``indexes`` are the messages per-message rules see; "suppressions", whose
-# ``indexes`` are the messages with an ignore key.
+# ``indexes`` are the messages with an ignore key; "kinds", whose ``callers`` are the
+# messages that make tool calls (``MessageMemo.callers``).
 ROLES: dict[str, type] = {}
 
 
@@ -481,13 +482,20 @@ class RuleCache:
 
     # -- one run
 
-    def run(self, ctx: RuleContext, rules: Sequence[Rule]) -> list[Diagnostic]:
+    def run(
+        self,
+        ctx: RuleContext,
+        rules: Sequence[Rule],
+        edit: tuple[TextLike, int, int, int] | None = None,
+    ) -> list[Diagnostic]:
         """The findings of ``rules`` on ``ctx`` (unsorted, unsuppressed, in ``ctx``'s
-        coordinates)."""
+        coordinates); ``edit``: where ``ctx.text`` differs from an older text (``check``)."""
         self._run += 1
         conv = ctx.conversation
         msgs = conv.message_data if conv is not None else ()
         changed = self._changed(msgs, ctx.text, conv)
+        if self._span is None and edit is not None and edit[0] is self._text:
+            self._span = edit[1:]  # where the text changed, given
         run = _Run(self, ctx, msgs, changed)
         res: list[Diagnostic] = []
         try:
@@ -585,10 +593,13 @@ class _Run:
         self._off: tuple[frozenset[int], list[int]] | None = None
         self.whole = dataclasses.replace(ctx, memo=cache.memo)
         self.late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
+        cache.memo.callers = None
         if ctx.conversation is not None:
             if self.value(ROLES["messages"])[1] == cache._run:
                 cache.memo.shapes = object()  # values kept by shapes are made again
             self.value(ROLES["suppressions"])
+            callers: Any = self.value(ROLES["kinds"])[0]
+            cache.memo.callers = tuple(map(msgs.__getitem__, callers.callers))
 
     # -- inputs
 

@@ -967,7 +967,7 @@ def _prompts(src: Source, choice: SystemChoice, kind: type[_P]) -> _P:
     )
 
 
-ROLES.update(messages=Branch, branch=OnBranch, suppressions=Ignoring)
+ROLES.update(messages=Branch, branch=OnBranch, suppressions=Ignoring, kinds=MessageKinds)
 
 
 # ------------------------------------------------------------------------------ a message
