@@ -466,6 +466,9 @@ class _Structure:
     referenced: frozenset[str | None] = frozenset()
     call_names: dict[str, str] = field(default_factory=dict)
     tool_units: tuple[int, ...] = ()
+    # Made by ``_structure_spliced``: (the units of the structure it was made from, the
+    # first unit of the splice's run there, the first unit after it, the run's units here).
+    spliced: tuple[tuple[int, ...], int, int, int] | None = None
     # message index -> its unit, made on first use (``unit_of``; a replaced structure
     # with other units starts without it).
     units_at: list[dict[int, int]] = field(default_factory=list)
@@ -610,31 +613,41 @@ def _moved_calls(
     return tool_positions, dict(zip(tool_positions, answered, strict=True))
 
 
-def _runs(
-    reuse: Sequence[int], outs: Sequence[tuple[LlmMessage, ...]], old_starts: Sequence[int]
-) -> list[tuple[Any, ...]]:
-    """``_Pipeline._fill``'s runs of a history whose unit ``u`` is the previous one's unit
-    ``reuse[u]`` (-1: converted again, its messages ``outs[u]``): ``("old", a, b)`` copies
-    the previous positions ``[a, b)`` (``old_starts``: per previous unit its first
-    position), ``("new", msgs)`` is new. The units between two new ones that are
-    reused in order (most often all of them) are one run, told by one C-level
+def _kept_units(reuse: Sequence[int]) -> list[tuple[int, int, int]]:
+    """The runs of units a history keeps from the previous one, where its unit ``u`` is the
+    previous one's unit ``reuse[u]`` (-1: converted again): ``(v0, v1, u0)``, its units
+    ``[v0, v1)`` are the previous ``[u0, u0 + v1 - v0)``. The units between two new ones
+    that are reused in order (most often all of them) are one run, told by one C-level
     comparison; others are split where the order breaks."""
-    runs: list[tuple[Any, ...]] = []
+    kept: list[tuple[int, int, int]] = []
     todo = list(itertools.compress(itertools.count(), map((-1).__eq__, reuse)))
     a = 0
     for b in (*todo, len(reuse)):
         if a < b:  # units [a, b) are reused
             first = reuse[a]
             if reuse[a:b] == list(range(first, first + b - a)):
-                runs.append(("old", old_starts[first], old_starts[reuse[b - 1] + 1]))
+                kept.append((a, b, first))
             else:
                 steps = map(operator.sub, reuse[a + 1 : b], reuse[a : b - 1])
                 cuts = itertools.compress(itertools.count(a + 1), map((1).__ne__, steps))
-                for c0, c1 in itertools.pairwise((a, *cuts, b)):
-                    runs.append(("old", old_starts[reuse[c0]], old_starts[reuse[c1 - 1] + 1]))
-        if b < len(reuse):
-            runs.append(("new", outs[b]))
+                kept.extend((c0, c1, reuse[c0]) for c0, c1 in itertools.pairwise((a, *cuts, b)))
         a = b + 1
+    return kept
+
+
+def _unit_runs(kept: Sequence[tuple[int, int, int]], n: int) -> list[tuple[str, int, int]]:
+    """The kept runs of units (``_kept_units``) and the new units between them, in order,
+    of a history of ``n`` units: ``("old", u0, u1)`` the previous units ``[u0, u1)``,
+    ``("new", v0, v1)`` its own units ``[v0, v1)``, converted again."""
+    runs: list[tuple[str, int, int]] = []
+    v = 0
+    for v0, v1, u0 in kept:
+        if v < v0:
+            runs.append(("new", v, v0))
+        runs.append(("old", u0, u0 + v1 - v0))
+        v = v1
+    if v < n:
+        runs.append(("new", v, n))
     return runs
 
 
@@ -714,6 +727,11 @@ def _carried_table(
             res[ids[q]] = tokens[q]
         p += len(run[1])
     return res if len(res) == len(ids) else None
+
+
+def _metas_in(at: int, metas: Sequence[dict[str, _FileMeta] | None]) -> Iterable[int]:
+    """The units among ``metas`` (from unit ``at``) that inject files."""
+    return itertools.compress(itertools.count(at), map(operator.truth, metas))
 
 
 _KIND = operator.attrgetter("kind")
@@ -1093,6 +1111,7 @@ class _Pipeline:
             cut=new_cut,
             units=units,
             units_at=[],
+            spliced=(s.units, ua, ub, len(now)),
             last_unit=last_unit,
             flags=tuple(flags),
             call_names=call_names,
@@ -1202,6 +1221,7 @@ class _Pipeline:
             flags=flags,
             call_names=call_names,
             tool_units=tool_units,
+            spliced=None,
         )
 
     # -------------------------------------------------------------- stage 2: history
@@ -1254,56 +1274,49 @@ class _Pipeline:
             if self._patch(h, done):
                 return h
             self.cache.rebuilt = True
-            reuse = list(range(len(h.units)))
-            for u in done:
-                reuse[u] = -1
-            self._fill(h, self._summary(structure), h, reuse)
+            kept: list[tuple[int, int, int]] = []
+            a = 0
+            for u in (*done, len(h.units)):
+                if a < u:
+                    kept.append((a, u, a))
+                a = u + 1
+            self._fill(h, self._summary(structure), h, kept)
             return h
         # A new structure: convert the messages the memo does not hold under the same
-        # flags. The memo's units are matched by identity: the common head and tail in
-        # C-level passes, what lies between through a table.
+        # flags. After a splice of stage 1 the units before and after its run are the
+        # memo's (``_Structure.spliced``); else the memo's units are matched by identity:
+        # the common head and tail in C-level passes, what lies between through a table.
         data = self.conv.message_data
-        units = list(map(data.__getitem__, structure.units))  # stored: identity-stable
         flags = structure.flags
-        reuse = [-1] * len(units)
         if h is not None and not h.units:
             h = None  # nothing to reuse
-        if h is not None:
-            old_units, old_flags = h.units, h.structure.flags
-            n_old, n_new = len(old_units), len(units)
-            head, tail = common_ends(old_units, units)
-            reuse[:head] = range(head)
-            reuse[n_new - tail :] = range(n_old - tail, n_old)
-            if head + tail < n_new:
-                # Moved messages.
-                where = {id(u): j for j, u in enumerate(old_units[head : n_old - tail], head)}
-                for u in range(head, n_new - tail):
-                    j = where.get(id(units[u]), -1)
-                    reuse[u] = j if j >= 0 and old_units[j] is units[u] else -1
-            # The same message under other flags (the last user message moved): again.
-            # (Flags are mostly the same objects: compared by value only where not; the
-            # common ends at once, by a C-level comparison of slices, when they agree.)
-            looked = range(n_new)
-            if old_flags[:head] == flags[:head] and (
-                old_flags[n_old - tail :] == flags[n_new - tail :]
+        kept = []
+        units: list[Message] | None = None
+        sp = structure.spliced
+        if h is not None and sp is not None and sp[0] is h.structure.units:
+            _, ua, ub, k = sp
+            old_flags, n_new = h.structure.flags, len(structure.units)
+            if (
+                old_flags[:ua] == flags[:ua]
+                and old_flags[ub:] == flags[ua + k :]
+                and h.turn_images == turn_images
             ):
-                looked = range(head, n_new - tail)
-            olds = map(old_flags.__getitem__, map(reuse.__getitem__, looked))
-            same = map(operator.is_, olds, map(flags.__getitem__, looked))
-            for u in itertools.compress(looked, map(operator.not_, same)):
-                if old_flags[reuse[u]] != flags[u]:
-                    reuse[u] = -1
-            last = structure.last_unit
-            if last >= 0 and reuse[last] >= 0 and h.turn_images != turn_images:
-                reuse[last] = -1
-        todo = list(itertools.compress(itertools.count(), map((-1).__eq__, reuse)))  # not reused
-        self._precount([units[u] for u in todo])
+                between = map(data.__getitem__, structure.units[ua : ua + k])
+                units = [*h.units[:ua], *between, *h.units[ub:]]
+                kept = [r for r in ((0, ua, 0), (ua + k, n_new, ub)) if r[0] < r[1]]
+        if units is None:
+            units = list(map(data.__getitem__, structure.units))  # stored: identity-stable
+            if h is not None:
+                kept = _kept_units(self._reused(h, units, flags, turn_images, structure))
+        n_units = len(units)
+        outs: list[tuple[LlmMessage, ...]] = [()] * n_units
+        metas: list[dict[str, _FileMeta] | None] = [None] * n_units
         if h is not None:
-            outs = list(map(h.outs.__getitem__, reuse))
-            metas = list(map(h.metas.__getitem__, reuse))
-        else:
-            outs = [()] * len(units)
-            metas = [None] * len(units)
+            for v0, v1, u0 in kept:
+                outs[v0:v1] = h.outs[u0 : u0 + v1 - v0]
+                metas[v0:v1] = h.metas[u0 : u0 + v1 - v0]
+        todo = [u for r in _unit_runs(kept, n_units) if r[0] == "new" for u in range(r[1], r[2])]
+        self._precount([units[u] for u in todo])
         for u in todo:
             outs[u], metas[u] = self._convert_unit(units[u], flags[u], turn_images)
         self.cache.rebuilt = True
@@ -1329,9 +1342,50 @@ class _Pipeline:
             provider=_Lazy.empty(0),
             for_summary=_Lazy.empty(0),
         )
-        self._fill(h, self._summary(structure), prev, reuse)
+        self._fill(h, self._summary(structure), prev, kept)
         self.cache._history = h
         return h
+
+    def _reused(
+        self,
+        h: _History,
+        units: list[Message],
+        flags: tuple[tuple[Any, ...], ...],
+        turn_images: tuple[Image, ...],
+        structure: _Structure,
+    ) -> list[int]:
+        """Per unit of a new structure, the unit of the memo ``h`` it is (same message,
+        same flags), or -1: the common head and tail in C-level passes, what lies
+        between through a table."""
+        reuse = [-1] * len(units)
+        old_units, old_flags = h.units, h.structure.flags
+        n_old, n_new = len(old_units), len(units)
+        head, tail = common_ends(old_units, units)
+        reuse[:head] = range(head)
+        reuse[n_new - tail :] = range(n_old - tail, n_old)
+        if head + tail < n_new:
+            # Moved messages.
+            where = {id(u): j for j, u in enumerate(old_units[head : n_old - tail], head)}
+            for u in range(head, n_new - tail):
+                j = where.get(id(units[u]), -1)
+                reuse[u] = j if j >= 0 and old_units[j] is units[u] else -1
+        # The same message under other flags (the last user message moved): again.
+        # (Flags are mostly the same objects: compared by value only where not; the
+        # common ends at once, by a C-level comparison of slices, when they agree.)
+        looked = range(n_new)
+        if old_flags[:head] == flags[:head] and (
+            old_flags[n_old - tail :] == flags[n_new - tail :]
+        ):
+            looked = range(head, n_new - tail)
+        olds = map(old_flags.__getitem__, map(reuse.__getitem__, looked))
+        same = map(operator.is_, olds, map(flags.__getitem__, looked))
+        for u in itertools.compress(looked, map(operator.not_, same)):
+            if old_flags[reuse[u]] != flags[u]:
+                reuse[u] = -1
+        last = structure.last_unit
+        if last >= 0 and reuse[last] >= 0 and h.turn_images != turn_images:
+            reuse[last] = -1
+        return reuse
 
     def _patch(self, h: _History, units_changed: list[int]) -> bool:
         """Convert the changed units again and patch their positions; False when one of
@@ -1427,21 +1481,38 @@ class _Pipeline:
         h: _History,
         summary: Message | None,
         prev: _History | None = None,
-        reuse: Sequence[int] = (),
+        kept: Sequence[tuple[int, int, int]] = (),
     ) -> None:
         """Make the per-position lists and the shape from the units' converted messages.
 
-        ``reuse[u]`` is the unit of ``prev`` that unit ``u`` is (same message, same
-        conversion), or -1: the values of its positions that depend on the converted
-        message alone are copied from ``prev`` in runs of slices, not made again.
+        ``kept``: the runs of units that are ``prev``'s (``_kept_units``: same messages,
+        same conversions; the others were converted again): the values of their positions
+        that depend on the converted message alone are copied from ``prev`` in slices,
+        not made again.
         """
         outs = h.outs
         old_hist = prev.hist if prev is not None else []  # (``prev`` may be ``h``)
-        hist = list(itertools.chain.from_iterable(outs))
-        n = len(hist)
-        starts = [0, *itertools.accumulate(map(len, outs))]
+        old_starts = prev.starts if prev is not None else [0]
+        unit_runs = _unit_runs(kept if prev is not None else (), len(outs))
         # Runs: ("old", a, b) copies prev's positions [a, b); ("new", msgs) makes them.
-        runs = _runs(reuse, outs, prev.starts) if prev is not None and reuse else [("new", hist)]
+        runs: list[tuple[Any, ...]] = []
+        hist: list[LlmMessage] = []
+        starts: list[int] = []
+        for run in unit_runs:
+            at = len(hist)
+            if run[0] == "old":
+                a, b = old_starts[run[1]], old_starts[run[2]]
+                runs.append(("old", a, b))
+                hist.extend(old_hist[a:b])
+                starts.extend(map((at - a).__add__, old_starts[run[1] : run[2]]))
+            else:
+                new_outs = outs[run[1] : run[2]]
+                made = list(itertools.chain.from_iterable(new_outs))
+                runs.append(("new", made))
+                hist.extend(made)
+                starts.extend(itertools.accumulate(map(len, new_outs[:-1]), initial=at))
+        starts.append(len(hist))
+        n = len(hist)
         # The values kept beside the lists (positions of a kind, the table of ids) are
         # moved through the runs from ``prev``'s, unless ``prev`` is ``h`` being patched.
         apart = prev is not None and prev is not h
@@ -1511,7 +1582,10 @@ class _Pipeline:
         h.provider = lazy(prev.provider if prev and same_provider else None)
         h.fill_key = fill_key
         h.for_summary = lazy(prev.for_summary if prev else None)
-        meta_units = list(itertools.compress(itertools.count(), map(bool, h.metas)))
+        meta_runs = [r if r[0] == "old" else ("new", h.metas[r[1] : r[2]]) for r in unit_runs]
+        meta_units = _carried_positions(
+            prev.meta_units if apart and prev else None, meta_runs, h.metas, _metas_in
+        )
         if (
             apart
             and prev is not None
