@@ -248,6 +248,7 @@ class Assembly:
     summary_id: str | None = None
     images_dropped: int = 0
     tokens_by_id: dict[str, int] = field(default_factory=dict)
+    history_ids: tuple[str, ...] = ()  # the ids of ``history``
 
     @property
     def ok(self) -> bool:
@@ -1504,7 +1505,8 @@ class _Pipeline:
                 a, b = old_starts[run[1]], old_starts[run[2]]
                 runs.append(("old", a, b))
                 hist.extend(old_hist[a:b])
-                starts.extend(map((at - a).__add__, old_starts[run[1] : run[2]]))
+                kept_starts = old_starts[run[1] : run[2]]
+                starts.extend(map((at - a).__add__, kept_starts) if at != a else kept_starts)
             else:
                 new_outs = outs[run[1] : run[2]]
                 made = list(itertools.chain.from_iterable(new_outs))
@@ -2655,6 +2657,7 @@ class _Pipeline:
             summary_id=summary.id if summary else None,
             images_dropped=images_dropped,
             tokens_by_id=tokens_by_id,
+            history_ids=tuple(ids),
         )
 
     def _budget_overrun(

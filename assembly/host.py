@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, Literal, Protocol
 
+from assembly import seq
 from assembly.assemble import AssembleOptions, Assembly, AssemblyCache, assemble
 from assembly.diagnostics import (
     Diagnostic,
@@ -265,6 +266,8 @@ class AnalysisHost:
         except BaseException:
             self.reset()
             raise
+        finally:
+            seq.forget()  # (what the stages shared of the two versions)
         self.previous = analysis
         return analysis
 
