@@ -755,7 +755,7 @@ class _Run:
         branch, which every per-message rule reads)."""
         hit = self._off
         if hit is None or hit[0] is not on:
-            hit = self._off = (on, sorted(set(range(n)).difference(on)))
+            hit = self._off = (on, list(itertools.filterfalse(on.__contains__, range(n))))
         return hit[1]
 
     def _ids(self) -> list[int]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -44,7 +46,7 @@ def test_the_kept_answer_is_only_for_the_same_two_tuples(versions: list[list]) -
     """Asked again for the same two tuples (the kept answer) or for others, in any order,
     with ``forget`` between some: always the answer of a fresh search."""
     tuples = [tuple(v) for v in versions]
-    for k, (old, new) in enumerate(zip(tuples, tuples[1:])):
+    for k, (old, new) in enumerate(itertools.pairwise(tuples)):
         assert common_ends(old, new) == _naive(list(old), list(new))
         assert common_ends(old, new) == _naive(list(old), list(new))
         assert common_ends(new, old) == _naive(list(new), list(old))
