@@ -248,7 +248,10 @@ class Assembly:
     summary_id: str | None = None
     images_dropped: int = 0
     tokens_by_id: dict[str, int] = field(default_factory=dict)
-    history_ids: tuple[str, ...] = ()  # the ids of ``history``
+    # Per message of ``history``: its id, its tokens, its upload's file id (None: none).
+    history_ids: tuple[str, ...] = ()
+    history_tokens: tuple[int, ...] = ()
+    history_fids: tuple[str | None, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -2658,6 +2661,8 @@ class _Pipeline:
             images_dropped=images_dropped,
             tokens_by_id=tokens_by_id,
             history_ids=tuple(ids),
+            history_tokens=tuple(h.tokens),
+            history_fids=tuple(h.shape.fids),
         )
 
     def _budget_overrun(

@@ -30,9 +30,6 @@ from assembly.text import TextRange
 
 MAX_RELATED_FILES = 5
 SENT_SEGMENTS = frozenset({"history", "last_user", "this_turn"})
-_ID = operator.attrgetter("id")
-_TOKENS = operator.attrgetter("tokens")
-_FILE_ID = operator.attrgetter("file_id")
 _SOURCE = operator.attrgetter("source")
 
 
@@ -259,12 +256,12 @@ def truncation(src: Source, kinds: MessageKinds) -> Truncation:
                 a.summary_id,
                 kinds.summaries,
             ),
-            tuple(_uploads(conv, dropped, places.places[:k])),
+            tuple(_uploads(conv, dropped, places.places[:k], a.history_fids[:k])),
         ),
     )
     return Truncation(
         span,
-        sum(map(_TOKENS, dropped)),
+        sum(a.history_tokens[:k]),
         uploads,
         frozenset(f.file_id for f in a.forgotten_files),
         first_kept,
@@ -357,7 +354,7 @@ def _named(src: Source, a: Assembly) -> list[bool]:
     return src.cache.memo.of_run(
         "history-named",
         a,
-        lambda: list(map(operator.contains, map(_ID, a.history), itertools.repeat("/files/"))),
+        lambda: list(map(operator.contains, a.history_ids, itertools.repeat("/files/"))),
     )
 
 
@@ -587,11 +584,15 @@ def _placed(
 
 
 def _uploads(
-    conv: Conversation, msgs: Sequence[LlmMessage], where: list[int | None]
+    conv: Conversation,
+    msgs: Sequence[LlmMessage],
+    where: list[int | None],
+    fids: Sequence[str | None],
 ) -> Iterator[tuple[str, str, int, int | None]]:
     """(file id, filename, message index, index in its ``files``) of the files ``msgs``
-    inject (``where``: the index in ``conv`` of each one's source)."""
-    with_file = list(map(operator.is_not, map(_FILE_ID, msgs), itertools.repeat(None)))
+    inject (``where``: the index in ``conv`` of each one's source, ``fids``: each one's
+    file id)."""
+    with_file = list(map(operator.is_not, fids, itertools.repeat(None)))
     ups = list(itertools.compress(msgs, with_file))  # those with a file id (at C speed)
     data = conv.message_data
     for m, i in zip(ups, itertools.compress(where, with_file), strict=True):
