@@ -1081,10 +1081,10 @@ class _Pipeline:
         new_cut = (*cut[:a], *range(head, n_new - tail), *map(shift, cut[b:]))
         first = 1 if summary_index is not None else 0
         units = new_cut if summary_index is None else (summary_index, *new_cut)
-        chain = list(range(n_new))
-        if sys_i is not None:
-            del chain[sys_i]
         at = head - (sys_i is not None and sys_i < head)  # the run's place in the branch
+        # The branch is every place but the system message's (not in the run): the run's
+        # places replaced, the later ones shifted.
+        chain = (*s.chain[:at], *range(head, n_new - tail), *map(shift, s.chain[at + len(was) :]))
         chain_ids = (*s.chain_ids[:at], *map(_ID, now), *s.chain_ids[at + len(was) :])
         call_names = s.call_names
         if any(map(_TOOL_CALLS, itertools.chain(was, now))):
@@ -1109,7 +1109,7 @@ class _Pipeline:
         return dataclasses.replace(
             s,
             chain_ids=chain_ids,
-            chain=tuple(chain),
+            chain=chain,
             system_index=sys_i,
             summary_index=summary_index,
             cut=new_cut,
