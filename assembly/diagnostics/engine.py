@@ -533,10 +533,15 @@ class RuleCache:
             for o in gone:
                 self.memo.forget(prev[o])
             located = self._located
+            head, mid, tail = self._splice
             if located:
-                now = {o: self.moved_index(o) for o in located}
-                self._located = {j: located[o] for o, j in now.items() if j is not None}
-            head, mid, _ = self._splice
+                between = {o: j for j, o in enumerate(mid, head) if o is not None}
+                shift = head + len(mid) - tail
+
+                def now(o: int) -> int | None:
+                    return o if o < head else o + shift if o >= tail else between.get(o)
+
+                self._located = {j: v for o, v in located.items() if (j := now(o)) is not None}
             new = map(operator.is_, mid, itertools.repeat(None))
             return list(itertools.compress(itertools.count(head), new))
         same = list(map(operator.is_, prev, msgs))
