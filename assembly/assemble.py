@@ -248,6 +248,10 @@ class Assembly:
     summary_id: str | None = None
     images_dropped: int = 0
     tokens_by_id: dict[str, int] = field(default_factory=dict)
+    # Per message of ``history``: its id, its tokens, its upload's file id (None: none).
+    history_ids: tuple[str, ...] = ()
+    history_tokens: tuple[int, ...] = ()
+    history_fids: tuple[str | None, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -454,7 +458,6 @@ class _Structure:
     summary_index: int | None
     cut: tuple[int, ...]  # the messages the history is converted from
     units: tuple[int, ...]  # what is converted: the summary node (if any), then ``cut``
-    unit_of: dict[int, int]  # message index -> its unit
     last_unit: int  # the unit of the last user message, -1 when none
     flags: tuple[tuple[Any, ...], ...]  # per unit: what its conversion reads besides it
     summarized_meta: dict[str, _FileMeta]
@@ -467,6 +470,18 @@ class _Structure:
     referenced: frozenset[str | None] = frozenset()
     call_names: dict[str, str] = field(default_factory=dict)
     tool_units: tuple[int, ...] = ()
+    # Made by ``_structure_spliced``: (the units of the structure it was made from, the
+    # first unit of the splice's run there, the first unit after it, the run's units here).
+    spliced: tuple[tuple[int, ...], int, int, int] | None = None
+    # message index -> its unit, made on first use (``unit_of``; a replaced structure
+    # with other units starts without it).
+    units_at: list[dict[int, int]] = field(default_factory=list)
+
+    def unit_of(self, k: int) -> int | None:
+        """The unit converted from message ``k`` (None: none)."""
+        if not self.units_at:
+            self.units_at.append(dict(zip(self.units, itertools.count(), strict=False)))
+        return self.units_at[0].get(k)
 
 
 @dataclass(slots=True, eq=False)
@@ -602,6 +617,128 @@ def _moved_calls(
     return tool_positions, dict(zip(tool_positions, answered, strict=True))
 
 
+def _kept_units(reuse: Sequence[int]) -> list[tuple[int, int, int]]:
+    """The runs of units a history keeps from the previous one, where its unit ``u`` is the
+    previous one's unit ``reuse[u]`` (-1: converted again): ``(v0, v1, u0)``, its units
+    ``[v0, v1)`` are the previous ``[u0, u0 + v1 - v0)``. The units between two new ones
+    that are reused in order (most often all of them) are one run, told by one C-level
+    comparison; others are split where the order breaks."""
+    kept: list[tuple[int, int, int]] = []
+    todo = list(itertools.compress(itertools.count(), map((-1).__eq__, reuse)))
+    a = 0
+    for b in (*todo, len(reuse)):
+        if a < b:  # units [a, b) are reused
+            first = reuse[a]
+            if reuse[a:b] == list(range(first, first + b - a)):
+                kept.append((a, b, first))
+            else:
+                steps = map(operator.sub, reuse[a + 1 : b], reuse[a : b - 1])
+                cuts = itertools.compress(itertools.count(a + 1), map((1).__ne__, steps))
+                kept.extend((c0, c1, reuse[c0]) for c0, c1 in itertools.pairwise((a, *cuts, b)))
+        a = b + 1
+    return kept
+
+
+def _unit_runs(kept: Sequence[tuple[int, int, int]], n: int) -> list[tuple[str, int, int]]:
+    """The kept runs of units (``_kept_units``) and the new units between them, in order,
+    of a history of ``n`` units: ``("old", u0, u1)`` the previous units ``[u0, u1)``,
+    ``("new", v0, v1)`` its own units ``[v0, v1)``, converted again."""
+    runs: list[tuple[str, int, int]] = []
+    v = 0
+    for v0, v1, u0 in kept:
+        if v < v0:
+            runs.append(("new", v, v0))
+        runs.append(("old", u0, u0 + v1 - v0))
+        v = v1
+    if v < n:
+        runs.append(("new", v, n))
+    return runs
+
+
+def _carried_positions(
+    old: Sequence[int] | None,
+    runs: Sequence[tuple[Any, ...]],
+    hist: Sequence[LlmMessage],
+    found: Callable[[int, Sequence[LlmMessage]], Iterable[int]],
+) -> list[int]:
+    """The positions, in order, of the messages of a kind in the history ``hist``, made
+    of ``runs`` (``_Pipeline._fill``'s), where ``old`` are those of the history the kept
+    runs copy (None: not known): a kept run's are moved by its shift (a C-level pass
+    over them); in the other runs ``found(at, msgs)`` finds them (``msgs`` from position
+    ``at``). The kind is one of a message alone (a kept message is one)."""
+    res: list[int] = []
+    at = 0
+    for run in runs:
+        if run[0] == "old":
+            a, b = run[1], run[2]
+            if old is not None:
+                lo, hi = bisect.bisect_left(old, a), bisect.bisect_left(old, b)
+                res.extend(map((at - a).__add__, old[lo:hi]))
+            else:
+                res.extend(found(at, hist[at : at + b - a]))
+            at += b - a
+        else:
+            res.extend(found(at, run[1]))
+            at += len(run[1])
+    return res
+
+
+def _users_in(at: int, msgs: Sequence[LlmMessage]) -> Iterable[int]:
+    """The positions of the user messages ``msgs`` (from position ``at``), at C speed."""
+    return itertools.compress(itertools.count(at), map("user".__eq__, map(_KIND, msgs)))
+
+
+def _images_in(at: int, msgs: Sequence[LlmMessage]) -> Iterable[int]:
+    """The positions of the user messages with images among ``msgs`` (from ``at``)."""
+    users = list(_users_in(0, msgs))
+    with_images = map(operator.truth, map(_IMAGES, map(msgs.__getitem__, users)))
+    return map(at.__add__, itertools.compress(users, with_images))
+
+
+def _carried_table(
+    table: dict[str, int],
+    old_ids: Sequence[str],
+    runs: Sequence[tuple[Any, ...]],
+    n_old: int,
+    ids: Sequence[str],
+    tokens: Sequence[int],
+) -> dict[str, int] | None:
+    """``dict(zip(ids, tokens))`` (as a mapping) for a history made of ``runs`` from one
+    whose ids ``old_ids`` (``n_old`` positions) are unique and mapped by ``table``: its
+    copy without the positions no run keeps, with the new runs' positions. None when
+    much came or went (then it is made from nothing) or when the ids now repeat."""
+    kept = sorted((r[1], r[2]) for r in runs if r[0] == "old")
+    gone: list[tuple[int, int]] = []
+    at = 0
+    for a, b in (*kept, (n_old, n_old)):
+        if at < a:
+            gone.append((at, a))
+        at = max(at, b)
+    n_gone = sum(b - a for a, b in gone)
+    n_new = len(ids) - (n_old - n_gone)
+    if n_gone + n_new > 256:
+        return None
+    res = table.copy()
+    for a, b in gone:
+        for i in old_ids[a:b]:
+            del res[i]
+    p = 0
+    for run in runs:
+        if run[0] == "old":
+            p += run[2] - run[1]
+            continue
+        for q in range(p, p + len(run[1])):
+            res[ids[q]] = tokens[q]
+        p += len(run[1])
+    return res if len(res) == len(ids) else None
+
+
+def _metas_in(at: int, metas: Sequence[dict[str, _FileMeta] | None]) -> Iterable[int]:
+    """The units among ``metas`` (from unit ``at``) that inject files."""
+    return itertools.compress(itertools.count(at), map(operator.truth, metas))
+
+
+_KIND = operator.attrgetter("kind")
 _FILES_AND_FILE_ID = operator.attrgetter("files", "file_id")
 _SUMMARIZES_THROUGH = operator.attrgetter("summarizes_through")
 
@@ -884,7 +1021,6 @@ class _Pipeline:
             summary_index=summary_index,
             cut=cut,
             units=units,
-            unit_of=dict(zip(units, itertools.count(), strict=False)),
             last_unit=last + offset if last >= 0 else -1,
             flags=tuple(flags),
             summarized_meta=summarized_meta,
@@ -945,10 +1081,10 @@ class _Pipeline:
         new_cut = (*cut[:a], *range(head, n_new - tail), *map(shift, cut[b:]))
         first = 1 if summary_index is not None else 0
         units = new_cut if summary_index is None else (summary_index, *new_cut)
-        chain = list(range(n_new))
-        if sys_i is not None:
-            del chain[sys_i]
         at = head - (sys_i is not None and sys_i < head)  # the run's place in the branch
+        # The branch is every place but the system message's (not in the run): the run's
+        # places replaced, the later ones shifted.
+        chain = (*s.chain[:at], *range(head, n_new - tail), *map(shift, s.chain[at + len(was) :]))
         chain_ids = (*s.chain_ids[:at], *map(_ID, now), *s.chain_ids[at + len(was) :])
         call_names = s.call_names
         if any(map(_TOOL_CALLS, itertools.chain(was, now))):
@@ -973,12 +1109,13 @@ class _Pipeline:
         return dataclasses.replace(
             s,
             chain_ids=chain_ids,
-            chain=tuple(chain),
+            chain=chain,
             system_index=sys_i,
             summary_index=summary_index,
             cut=new_cut,
             units=units,
-            unit_of=dict(zip(units, itertools.count(), strict=False)),
+            units_at=[],
+            spliced=(s.units, ua, ub, len(now)),
             last_unit=last_unit,
             flags=tuple(flags),
             call_names=call_names,
@@ -1033,7 +1170,7 @@ class _Pipeline:
                     if chain_ids is None:
                         chain_ids = list(s.chain_ids)
                     chain_ids[k - (sys_i is not None and sys_i < k)] = b.id
-            u = s.unit_of.get(k)
+            u = s.unit_of(k)
             if a.role is not b.role:
                 roles = (a.role, b.role)
                 if Role.SUMMARY in roles:
@@ -1088,6 +1225,7 @@ class _Pipeline:
             flags=flags,
             call_names=call_names,
             tool_units=tool_units,
+            spliced=None,
         )
 
     # -------------------------------------------------------------- stage 2: history
@@ -1127,7 +1265,8 @@ class _Pipeline:
             and h.structure.units is structure.units  # the same, or patched (same units)
             and same_fill
         ):
-            units_changed = {structure.unit_of[k] for k in changed if k in structure.unit_of}
+            units_changed = set(map(structure.unit_of, changed))
+            units_changed.discard(None)
             if h.structure.flags is not structure.flags:  # a patched structure's
                 differs = map(operator.is_not, h.structure.flags, structure.flags)
                 units_changed.update(itertools.compress(itertools.count(), differs))
@@ -1139,49 +1278,49 @@ class _Pipeline:
             if self._patch(h, done):
                 return h
             self.cache.rebuilt = True
-            reuse = list(range(len(h.units)))
-            for u in done:
-                reuse[u] = -1
-            self._fill(h, self._summary(structure), h, reuse)
+            kept: list[tuple[int, int, int]] = []
+            a = 0
+            for u in (*done, len(h.units)):
+                if a < u:
+                    kept.append((a, u, a))
+                a = u + 1
+            self._fill(h, self._summary(structure), h, kept)
             return h
         # A new structure: convert the messages the memo does not hold under the same
-        # flags. The memo's units are matched by identity: the common head and tail in
-        # C-level passes, what lies between through a table.
+        # flags. After a splice of stage 1 the units before and after its run are the
+        # memo's (``_Structure.spliced``); else the memo's units are matched by identity:
+        # the common head and tail in C-level passes, what lies between through a table.
         data = self.conv.message_data
-        units = [data[k] for k in structure.units]  # stored: identity-stable
         flags = structure.flags
-        reuse = [-1] * len(units)
         if h is not None and not h.units:
             h = None  # nothing to reuse
+        kept = []
+        units: list[Message] | None = None
+        sp = structure.spliced
+        if h is not None and sp is not None and sp[0] is h.structure.units:
+            _, ua, ub, k = sp
+            old_flags, n_new = h.structure.flags, len(structure.units)
+            if (
+                old_flags[:ua] == flags[:ua]
+                and old_flags[ub:] == flags[ua + k :]
+                and h.turn_images == turn_images
+            ):
+                between = map(data.__getitem__, structure.units[ua : ua + k])
+                units = [*h.units[:ua], *between, *h.units[ub:]]
+                kept = [r for r in ((0, ua, 0), (ua + k, n_new, ub)) if r[0] < r[1]]
+        if units is None:
+            units = list(map(data.__getitem__, structure.units))  # stored: identity-stable
+            if h is not None:
+                kept = _kept_units(self._reused(h, units, flags, turn_images, structure))
+        n_units = len(units)
+        outs: list[tuple[LlmMessage, ...]] = [()] * n_units
+        metas: list[dict[str, _FileMeta] | None] = [None] * n_units
         if h is not None:
-            old_units, old_flags = h.units, h.structure.flags
-            n_old, n_new = len(old_units), len(units)
-            head, tail = common_ends(old_units, units)
-            reuse[:head] = range(head)
-            reuse[n_new - tail :] = range(n_old - tail, n_old)
-            if head + tail < n_new:
-                # Moved messages.
-                where = {id(u): j for j, u in enumerate(old_units[head : n_old - tail], head)}
-                for u in range(head, n_new - tail):
-                    j = where.get(id(units[u]), -1)
-                    reuse[u] = j if j >= 0 and old_units[j] is units[u] else -1
-            # The same message under other flags (the last user message moved): again.
-            # (Flags are mostly the same objects: compared by value only where not.)
-            same = map(operator.is_, map(old_flags.__getitem__, reuse), flags)
-            for u in itertools.compress(itertools.count(), map(operator.not_, same)):
-                if old_flags[reuse[u]] != flags[u]:
-                    reuse[u] = -1
-            last = structure.last_unit
-            if last >= 0 and reuse[last] >= 0 and h.turn_images != turn_images:
-                reuse[last] = -1
-        todo = list(itertools.compress(itertools.count(), map((-1).__eq__, reuse)))  # not reused
+            for v0, v1, u0 in kept:
+                outs[v0:v1] = h.outs[u0 : u0 + v1 - v0]
+                metas[v0:v1] = h.metas[u0 : u0 + v1 - v0]
+        todo = [u for r in _unit_runs(kept, n_units) if r[0] == "new" for u in range(r[1], r[2])]
         self._precount([units[u] for u in todo])
-        if h is not None:
-            outs = list(map(h.outs.__getitem__, reuse))
-            metas = list(map(h.metas.__getitem__, reuse))
-        else:
-            outs = [()] * len(units)
-            metas = [None] * len(units)
         for u in todo:
             outs[u], metas[u] = self._convert_unit(units[u], flags[u], turn_images)
         self.cache.rebuilt = True
@@ -1207,9 +1346,50 @@ class _Pipeline:
             provider=_Lazy.empty(0),
             for_summary=_Lazy.empty(0),
         )
-        self._fill(h, self._summary(structure), prev, reuse)
+        self._fill(h, self._summary(structure), prev, kept)
         self.cache._history = h
         return h
+
+    def _reused(
+        self,
+        h: _History,
+        units: list[Message],
+        flags: tuple[tuple[Any, ...], ...],
+        turn_images: tuple[Image, ...],
+        structure: _Structure,
+    ) -> list[int]:
+        """Per unit of a new structure, the unit of the memo ``h`` it is (same message,
+        same flags), or -1: the common head and tail in C-level passes, what lies
+        between through a table."""
+        reuse = [-1] * len(units)
+        old_units, old_flags = h.units, h.structure.flags
+        n_old, n_new = len(old_units), len(units)
+        head, tail = common_ends(old_units, units)
+        reuse[:head] = range(head)
+        reuse[n_new - tail :] = range(n_old - tail, n_old)
+        if head + tail < n_new:
+            # Moved messages.
+            where = {id(u): j for j, u in enumerate(old_units[head : n_old - tail], head)}
+            for u in range(head, n_new - tail):
+                j = where.get(id(units[u]), -1)
+                reuse[u] = j if j >= 0 and old_units[j] is units[u] else -1
+        # The same message under other flags (the last user message moved): again.
+        # (Flags are mostly the same objects: compared by value only where not; the
+        # common ends at once, by a C-level comparison of slices, when they agree.)
+        looked = range(n_new)
+        if old_flags[:head] == flags[:head] and (
+            old_flags[n_old - tail :] == flags[n_new - tail :]
+        ):
+            looked = range(head, n_new - tail)
+        olds = map(old_flags.__getitem__, map(reuse.__getitem__, looked))
+        same = map(operator.is_, olds, map(flags.__getitem__, looked))
+        for u in itertools.compress(looked, map(operator.not_, same)):
+            if old_flags[reuse[u]] != flags[u]:
+                reuse[u] = -1
+        last = structure.last_unit
+        if last >= 0 and reuse[last] >= 0 and h.turn_images != turn_images:
+            reuse[last] = -1
+        return reuse
 
     def _patch(self, h: _History, units_changed: list[int]) -> bool:
         """Convert the changed units again and patch their positions; False when one of
@@ -1305,40 +1485,42 @@ class _Pipeline:
         h: _History,
         summary: Message | None,
         prev: _History | None = None,
-        reuse: Sequence[int] = (),
+        kept: Sequence[tuple[int, int, int]] = (),
     ) -> None:
         """Make the per-position lists and the shape from the units' converted messages.
 
-        ``reuse[u]`` is the unit of ``prev`` that unit ``u`` is (same message, same
-        conversion), or -1: the values of its positions that depend on the converted
-        message alone are copied from ``prev`` in runs of slices, not made again.
+        ``kept``: the runs of units that are ``prev``'s (``_kept_units``: same messages,
+        same conversions; the others were converted again): the values of their positions
+        that depend on the converted message alone are copied from ``prev`` in slices,
+        not made again.
         """
         outs = h.outs
         old_hist = prev.hist if prev is not None else []  # (``prev`` may be ``h``)
-        hist = list(itertools.chain.from_iterable(outs))
-        n = len(hist)
-        starts = [0, *itertools.accumulate(map(len, outs))]
+        old_starts = prev.starts if prev is not None else [0]
+        unit_runs = _unit_runs(kept if prev is not None else (), len(outs))
         # Runs: ("old", a, b) copies prev's positions [a, b); ("new", msgs) makes them.
         runs: list[tuple[Any, ...]] = []
-        if prev is not None and reuse:
-            # Where a run of units reused in order breaks (each new unit is a run).
-            key = list(reuse)
-            for u in itertools.compress(itertools.count(), map((-1).__eq__, reuse)):
-                key[u] = -(1 << 40) - 2 * u
-            steps = map(operator.sub, key[1:], key[:-1])
-            breaks = [
-                0,
-                *(u + 1 for u in itertools.compress(itertools.count(), map((1).__ne__, steps))),
-            ]
-            breaks.append(len(reuse))
-            old_starts = prev.starts
-            for b0, b1 in itertools.pairwise(breaks):
-                if reuse[b0] < 0:
-                    runs.append(("new", outs[b0]))
-                else:
-                    runs.append(("old", old_starts[reuse[b0]], old_starts[reuse[b1 - 1] + 1]))
-        else:
-            runs.append(("new", hist))
+        hist: list[LlmMessage] = []
+        starts: list[int] = []
+        for run in unit_runs:
+            at = len(hist)
+            if run[0] == "old":
+                a, b = old_starts[run[1]], old_starts[run[2]]
+                runs.append(("old", a, b))
+                hist.extend(old_hist[a:b])
+                kept_starts = old_starts[run[1] : run[2]]
+                starts.extend(map((at - a).__add__, kept_starts) if at != a else kept_starts)
+            else:
+                new_outs = outs[run[1] : run[2]]
+                made = list(itertools.chain.from_iterable(new_outs))
+                runs.append(("new", made))
+                hist.extend(made)
+                starts.extend(itertools.accumulate(map(len, new_outs[:-1]), initial=at))
+        starts.append(len(hist))
+        n = len(hist)
+        # The values kept beside the lists (positions of a kind, the table of ids) are
+        # moved through the runs from ``prev``'s, unless ``prev`` is ``h`` being patched.
+        apart = prev is not None and prev is not h
 
         def gather(old: Sequence[Any] | None, make: Callable[[LlmMessage], Any]) -> list[Any]:
             res: list[Any] = []
@@ -1372,10 +1554,21 @@ class _Pipeline:
         kinds = gather(ps.kinds if ps else None, operator.attrgetter("kind"))
         fids = gather(ps.fids if ps else None, operator.attrgetter("file_id"))
         h.tokens = gather(prev.tokens if prev else None, operator.attrgetter("tokens"))
-        h.tokens_by_id = dict(zip(ids, h.tokens, strict=True))
+        table = None
+        if apart and ps is not None and ps.unique_ids:
+            table = _carried_table(prev.tokens_by_id, ps.ids, runs, len(old_hist), ids, h.tokens)  # type: ignore[union-attr]
+        h.tokens_by_id = table if table is not None else dict(zip(ids, h.tokens, strict=True))
         unique = len(h.tokens_by_id) == len(ids)  # (the table tells whether ids repeat)
         calls = _moved_calls(ps, runs, old_hist) if ps is not None else None
-        h.shape = self._shape_of(hist, ids, kinds, fids, last_user_pos, calls, unique=unique)
+        users = _carried_positions(
+            ps.user_positions if apart and ps else None, runs, hist, _users_in
+        )
+        images = _carried_positions(
+            ps.image_positions if apart and ps else None, runs, hist, _images_in
+        )
+        h.shape = self._shape_of(
+            hist, ids, kinds, fids, last_user_pos, calls, unique=unique, users=(users, images)
+        )
         marker = h.shape.marker
         same_cost = prev is not None and ps is not None and ps.marker == marker
         h.starts = starts
@@ -1394,8 +1587,30 @@ class _Pipeline:
         h.provider = lazy(prev.provider if prev and same_provider else None)
         h.fill_key = fill_key
         h.for_summary = lazy(prev.for_summary if prev else None)
-        h.meta_units = list(itertools.compress(itertools.count(), map(bool, h.metas)))
-        h.metadata = self._metadata(h)
+        meta_runs = [r if r[0] == "old" else ("new", h.metas[r[1] : r[2]]) for r in unit_runs]
+        meta_units = _carried_positions(
+            prev.meta_units if apart and prev else None, meta_runs, h.metas, _metas_in
+        )
+        if (
+            apart
+            and prev is not None
+            and prev.fill_key == fill_key
+            and prev.structure.summarized_meta is h.structure.summarized_meta
+            and len(meta_units) == len(prev.meta_units)
+            and all(
+                map(
+                    operator.is_,
+                    map(h.metas.__getitem__, meta_units),
+                    map(prev.metas.__getitem__, prev.meta_units),
+                )
+            )
+        ):
+            metadata = prev.metadata  # the same files, in the same order
+        else:
+            h.meta_units = meta_units
+            metadata = self._metadata(h)
+        h.meta_units = meta_units
+        h.metadata = metadata
 
     def _shape_of(
         self,
@@ -1406,23 +1621,25 @@ class _Pipeline:
         last_user_pos: int,
         calls: tuple[list[int], dict[int, int]] | None = None,
         unique: bool | None = None,
+        users: tuple[list[int], list[int]] | None = None,
     ) -> _Shape:
         """The shape of the converted history ``hist`` (its ids, kinds and file ids
         given); the calls' positions (``_call_positions``) are ``calls`` when given (the
         messages that make or answer calls are the same, in the same order: their
-        positions known); ``unique``: whether no id repeats, when known."""
+        positions known); ``unique``: whether no id repeats, when known; ``users``: the
+        positions of the user messages and of those with images, when known."""
         n = len(hist)
-        user_positions = list(itertools.compress(itertools.count(), map("user".__eq__, kinds)))
+        if users is not None:
+            user_positions, image_positions = users
+        else:
+            user_positions = list(_users_in(0, hist))
+            image_positions = list(_images_in(0, hist))
         tool_positions: list[int] = []
         call_pos: dict[int, int] = {}
         if calls is not None:
             tool_positions, call_pos = calls
         else:
             tool_positions, call_pos = _call_positions(hist, kinds)
-        users = map(hist.__getitem__, user_positions)
-        image_positions = list(
-            itertools.compress(user_positions, map(operator.truth, map(_IMAGES, users)))
-        )
         image_prefix = [0] * (n + 1)
         if image_positions:
             for p in image_positions:
@@ -2443,6 +2660,9 @@ class _Pipeline:
             summary_id=summary.id if summary else None,
             images_dropped=images_dropped,
             tokens_by_id=tokens_by_id,
+            history_ids=tuple(ids),
+            history_tokens=tuple(h.tokens),
+            history_fids=tuple(h.shape.fids),
         )
 
     def _budget_overrun(

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, Literal, Protocol
 
+from assembly import seq
 from assembly.assemble import AssembleOptions, Assembly, AssemblyCache, assemble
 from assembly.diagnostics import (
     Diagnostic,
@@ -265,6 +266,8 @@ class AnalysisHost:
         except BaseException:
             self.reset()
             raise
+        finally:
+            seq.forget()  # (what the stages shared of the two versions)
         self.previous = analysis
         return analysis
 
@@ -274,10 +277,11 @@ class AnalysisHost:
         fmt = document_format(inputs.path, text)
         previous = self.previous
         conv = None
+        change = None  # the previous text, and where this one differs from it
+        if previous is not None and edit is not None and edit.fits(len(previous.text), len(text)):
+            change = (previous.text, edit.start, edit.old_end, edit.new_end)
         if previous is not None and previous.parsed is not None:
-            span = None
-            if edit is not None and edit.fits(len(previous.text), len(text)):
-                span = (edit.start, edit.old_end, edit.new_end)
+            span = change[1:] if change is not None else None
             conv = reparse_conversation(previous.parsed, previous.text, text, fmt, span=span)
         if conv is None:
             conv = parse_conversation(text, fmt)
@@ -290,7 +294,15 @@ class AnalysisHost:
             self.reset()  # a dataset's records are analysed afresh, keeping nothing
             return _dataset(conv, text, diags, inputs, sources)
         result = _conversation(
-            conv, text, diags, inputs, sources, self.assemble_cache, self.rule_cache, count=True
+            conv,
+            text,
+            diags,
+            inputs,
+            sources,
+            self.assemble_cache,
+            self.rule_cache,
+            count=True,
+            change=change,
         )
         used = result.analysis.conversation
         if used is not conv and "messages" in used._views:
@@ -406,8 +418,10 @@ def _conversation(
     rule_cache: RuleCache,
     *,
     count: bool = False,
+    change: tuple[str | Rope, int, int, int] | None = None,
 ) -> _Result:
-    """Configure, assemble and check one conversation (a document or a dataset's record)."""
+    """Configure, assemble and check one conversation (a document or a dataset's record);
+    ``change``: the previous text and where ``text`` differs from it, when known."""
     layers = list(inputs.layers)
     others = dict(inputs.other_texts)
     deps = list(inputs.dependencies)
@@ -463,7 +477,9 @@ def _conversation(
         reported=tuple(diags),
     )
     try:
-        found = check(ctx, select=inputs.select, ignore=inputs.ignore, cache=rule_cache)
+        found = check(
+            ctx, select=inputs.select, ignore=inputs.ignore, cache=rule_cache, edit=change
+        )
     except Exception as exc:  # a bug in a rule: the assembly stands, the findings say so
         rule_cache = RuleCache()
         found = _with_internal_error(ctx.reported, exc, "checking the rules")

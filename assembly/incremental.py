@@ -409,7 +409,7 @@ def _reparse_list(
                 error_counts=(
                     *counts[:k],
                     *(c + n for c in res.counts),
-                    *(c - counts[r] + n + len(res.errors) for c in counts[r:]),
+                    *map((n + len(res.errors) - counts[r]).__add__, counts[r:]),
                 ),
             )
             if root is holder:

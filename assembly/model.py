@@ -304,8 +304,9 @@ class MessageViews(Sequence["Located"]):
             old_stored, old_starts = prior._stored, prior._starts
             lim = min(n, len(old_stored))
             head = min(
-                _first_false(map(operator.is_, stored[:lim], old_stored[:lim]), lim),
-                _first_false(map(operator.eq, starts[:lim], old_starts[:lim]), lim),
+                # (``map`` stops at the shorter: no copies of the heads)
+                _first_false(map(operator.is_, stored, old_stored), lim),
+                _first_false(map(operator.eq, starts, old_starts), lim),
             )
             made[:head] = prior._made[:head]
             if n == len(old_stored) and head < n:

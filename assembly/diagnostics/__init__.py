@@ -39,6 +39,7 @@ from assembly.diagnostics.rules import (
     reported,
     tool_calls,
 )
+from assembly.diagnostics.window import TextLike
 from assembly.model import Message
 from assembly.text import LineIndex
 
@@ -178,6 +179,7 @@ def check(
     ignore: Collection[str] = (),
     severities: Mapping[str, str] | None = None,
     cache: RuleCache | None = None,
+    edit: tuple[TextLike, int, int, int] | None = None,
 ) -> list[Diagnostic]:
     """Run the enabled rules and return their findings, sorted by place.
 
@@ -185,7 +187,9 @@ def check(
     ``severities`` maps a code to a severity or ``off`` (the ``rules`` setting when None).
     ``cache`` is what the previous run on an earlier version of the same document kept
     (``engine``): only the rules whose inputs changed run again, and it is updated for
-    the next run. None: everything is computed afresh.
+    the next run. None: everything is computed afresh. ``edit``: ``(old text, start,
+    old_end, new_end)``, where ``ctx.text`` differs from the text of the cache's last
+    run when that run read ``old text`` (saves finding the span again).
     """
     severities = ctx.settings.rules if severities is None else severities
     rules = [
@@ -196,7 +200,7 @@ def check(
         and severities.get(rule.code) != "off"
     ]
     engine = cache if cache is not None else RuleCache()
-    found = engine.run(ctx, rules)
+    found = engine.run(ctx, rules, edit)
     suppress = _Suppressions(ctx, engine)
     res: list[Diagnostic] = []
     for d in found:

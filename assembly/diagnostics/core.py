@@ -9,7 +9,7 @@ Ranges are code-point offsets into the file named by ``path`` (None: the documen
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -141,9 +141,13 @@ class MessageMemo:
     A value made from what changed since its last value (``carried``) is made by the
     same function as from nothing: the budget inputs keep the places of the history's
     model messages while only messages replaced in place keep them.
+
+    ``callers``: the stored messages of this run that make tool calls, in document order
+    (the engine sets them from its ``MessageKinds`` each run; None: not known, read every
+    message), so a value over the calls reads a few hundred messages, not all of them.
     """
 
-    __slots__ = ("_carried", "_derived", "_run", "_values", "shapes")
+    __slots__ = ("_carried", "_derived", "_run", "_values", "callers", "shapes")
 
     def __init__(self) -> None:
         self._values: dict[int, tuple[Message, dict[str, Any]]] = {}
@@ -151,6 +155,7 @@ class MessageMemo:
         self._carried: dict[str, Any] = {}
         self._run: dict[tuple[str, int], tuple[object, Any]] = {}
         self.shapes: object = object()
+        self.callers: Sequence[Message] | None = None
 
     def of_run(self, kind: str, owner: object, compute: Callable[[], _T]) -> _T:
         """A value derived from ``owner`` (the assembly, …), shared by the rules of one
@@ -204,6 +209,7 @@ class MessageMemo:
         self._carried.clear()
         self._run.clear()
         self.shapes = object()
+        self.callers = None
 
     def forget(self, m: Message) -> None:
         """Drop the values of a message that is no longer in the document."""

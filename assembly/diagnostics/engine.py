@@ -100,7 +100,7 @@ class Source:
     shared between versions), ``views`` the same seen in this version
     (``Conversation.messages``); ``changed`` holds the indexes of the stored messages that
     are new since the last run (None: all of them, or the first run; when messages came
-    or went, the others moved: ``RuleCache._moved``); ``cache`` is the engine's state,
+    or went, the others moved: ``RuleCache._moved``, its splice); ``cache`` is the engine's state,
     which queries may use to build their values message by message.
     """
 
@@ -125,10 +125,9 @@ class Source:
         that are new since the last run (the others' values are kept, by ``kind``)."""
         prev = self.cache._facts.get(kind)
         msgs = self.messages
-        moved = self.cache._moved
         if prev is None or self.changed is None:
             values = list(map(make, msgs))
-        elif moved is not None:  # messages came or went: the others' values move with them
+        elif self.cache._moved:  # messages came or went: the others' values move with them
             values = self.cache.moved_values(prev)
             for i in self.changed:
                 values[i] = make(msgs[i])
@@ -156,7 +155,7 @@ class Source:
         res: tuple[int, ...]
         if prev is None or changed is None:
             res = tuple(itertools.compress(itertools.count(), flags(range(n))))
-        elif cache._moved is not None:  # messages came or went: a splice
+        elif cache._moved:  # messages came or went: a splice
             head, mid, tail = cache._splice
             a, b = bisect.bisect_left(prev, head), bisect.bisect_left(prev, tail)
             between = range(head, head + len(mid))
@@ -265,7 +264,8 @@ QUERIES: dict[type, _Query] = {}
 # The inputs the engine itself reads (set by ``inputs``): "messages", the messages'
 # shapes (the memo's values kept by shapes are made again when it changes); "branch",
 # whose ``indexes`` are the messages per-message rules see; "suppressions", whose
-# ``indexes`` are the messages with an ignore key.
+# ``indexes`` are the messages with an ignore key; "kinds", whose ``callers`` are the
+# messages that make tool calls (``MessageMemo.callers``).
 ROLES: dict[str, type] = {}
 
 
@@ -416,9 +416,9 @@ class RuleCache:
         # Where the ``LateRange``s of each message lie, relative to it, by key.
         self._located: dict[int, tuple[Message, dict[object, tuple[int, int]]]] = {}
         self._span: tuple[int, int, int] | None = None  # the last run's edit, when known
-        # When messages came or went since the last run: the index each message had then
-        # (None: new); the messages kept their objects.
-        self._moved: list[int | None] | None = None
+        # Whether messages came or went since the last run (the others kept their
+        # objects): then ``_splice`` says where each one is now (``moved_index``).
+        self._moved = False
         # Then also the splice: the common head's length, the old index of each message
         # between (None: new), where the common tail starts in the last run's messages.
         self._splice: tuple[int, list[int | None], int] = (0, [], 0)
@@ -481,13 +481,20 @@ class RuleCache:
 
     # -- one run
 
-    def run(self, ctx: RuleContext, rules: Sequence[Rule]) -> list[Diagnostic]:
+    def run(
+        self,
+        ctx: RuleContext,
+        rules: Sequence[Rule],
+        edit: tuple[TextLike, int, int, int] | None = None,
+    ) -> list[Diagnostic]:
         """The findings of ``rules`` on ``ctx`` (unsorted, unsuppressed, in ``ctx``'s
-        coordinates)."""
+        coordinates); ``edit``: where ``ctx.text`` differs from an older text (``check``)."""
         self._run += 1
         conv = ctx.conversation
         msgs = conv.message_data if conv is not None else ()
         changed = self._changed(msgs, ctx.text, conv)
+        if self._span is None and edit is not None and edit[0] is self._text:
+            self._span = edit[1:]  # where the text changed, given
         run = _Run(self, ctx, msgs, changed)
         res: list[Diagnostic] = []
         try:
@@ -513,25 +520,30 @@ class RuleCache:
         text changed when that is one edit inside one message."""
         prev = self._messages
         self._span = None
-        self._moved = None
+        self._moved = False
         if prev is None:
             self.memo.clear()
             self._located.clear()
             return None
         if len(prev) != len(msgs):
-            moved, gone, self._splice = _moves(prev, msgs)
-            self._moved, self._gone = moved, gone
+            gone, self._splice = _moves(prev, msgs)
+            self._moved, self._gone = True, gone
             # The values of the messages kept stay (kept with their objects; the places
             # found in them are relative to them: they move to their new indexes).
             for o in gone:
                 self.memo.forget(prev[o])
             located = self._located
+            head, mid, tail = self._splice
             if located:
-                at = dict(zip(moved, range(len(moved)), strict=True))
-                at.pop(None, None)
-                self._located = {at[o]: v for o, v in located.items() if o in at}
-            new = map(operator.is_, moved, itertools.repeat(None))
-            return list(itertools.compress(itertools.count(), new))
+                between = {o: j for j, o in enumerate(mid, head) if o is not None}
+                shift = head + len(mid) - tail
+
+                def now(o: int) -> int | None:
+                    return o if o < head else o + shift if o >= tail else between.get(o)
+
+                self._located = {j: v for o, v in located.items() if (j := now(o)) is not None}
+            new = map(operator.is_, mid, itertools.repeat(None))
+            return list(itertools.compress(itertools.count(head), new))
         same = list(map(operator.is_, prev, msgs))
         res: list[int] = []
         i = -1
@@ -585,10 +597,13 @@ class _Run:
         self._off: tuple[frozenset[int], list[int]] | None = None
         self.whole = dataclasses.replace(ctx, memo=cache.memo)
         self.late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
+        cache.memo.callers = None
         if ctx.conversation is not None:
             if self.value(ROLES["messages"])[1] == cache._run:
                 cache.memo.shapes = object()  # values kept by shapes are made again
             self.value(ROLES["suppressions"])
+            callers: Any = self.value(ROLES["kinds"])[0]
+            cache.memo.callers = tuple(map(msgs.__getitem__, callers.callers))
 
     # -- inputs
 
@@ -669,7 +684,7 @@ class _Run:
         if (
             (state.branch is branch.indexes or state.branch == branch.indexes)
             and self.changed is not None
-            and cache._moved is None
+            and not cache._moved
             and prev is not None
         ):
             todo = [i for i in self.changed if i in branch.indexes]
@@ -678,7 +693,7 @@ class _Run:
                 found.pop(id(prev[i]), None)
         elif (
             self.changed is not None
-            and cache._moved is not None
+            and cache._moved
             and prev is not None
             and state.verified == cache._run - 1
             and isinstance(state.branch, frozenset)
@@ -745,7 +760,7 @@ class _Run:
         branch, which every per-message rule reads)."""
         hit = self._off
         if hit is None or hit[0] is not on:
-            hit = self._off = (on, sorted(set(range(n)).difference(on)))
+            hit = self._off = (on, list(itertools.filterfalse(on.__contains__, range(n))))
         return hit[1]
 
     def _ids(self) -> list[int]:
@@ -758,7 +773,7 @@ class _Run:
         """The index of the stored message ``m`` in this version (None: not in it);
         ``was``: its index in the last run, when known (where it went is then found
         without a table of every message)."""
-        if was is not None and self.cache._moved is not None:
+        if was is not None and self.cache._moved:
             j = self.cache.moved_index(was)
             if j is not None and j < len(self.msgs) and self.msgs[j] is m:
                 return j
@@ -907,19 +922,18 @@ def _same(x: int) -> int:
 
 def _moves(
     prev: Sequence[Message], msgs: Sequence[Message]
-) -> tuple[list[int | None], set[int], tuple[int, list[int | None], int]]:
-    """The index in ``prev`` of each of ``msgs`` (None: new), by object identity
-    (``prev`` is alive, so no other live object has its ids), the indexes of ``prev``
-    that are gone, and the splice (the common head's length, the old index of each
-    message between, where the common tail starts in ``prev``): the common head and tail
-    in passes at C speed, a table only for what lies between (a splice's run)."""
+) -> tuple[set[int], tuple[int, list[int | None], int]]:
+    """The indexes of ``prev`` that are gone from ``msgs``, and the splice: the common
+    head's length, the index in ``prev`` of each message between (None: new), by object
+    identity (``prev`` is alive, so no other live object has its ids), and where the
+    common tail starts in ``prev``. The common head and tail in passes at C speed, a
+    table only for what lies between (a splice's run)."""
     n_old, n_new = len(prev), len(msgs)
     head, tail = common_ends(prev, msgs)
     old_mid = range(head, n_old - tail)
     where = dict(zip(map(id, prev[head : n_old - tail]), old_mid, strict=True))
     mid = list(map(where.get, map(id, msgs[head : n_new - tail])))
-    moved = [*range(head), *mid, *range(n_old - tail, n_old)]
-    return moved, set(old_mid).difference(mid), (head, mid, n_old - tail)
+    return set(old_mid).difference(mid), (head, mid, n_old - tail)
 
 
 _FIRST = operator.itemgetter(0)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
+from assembly.assemble import LayoutEntry
 from assembly.diagnostics.core import RuleContext
 from assembly.diagnostics.engine import (
     ROLES,
@@ -649,9 +650,17 @@ def cut_of(src: Source) -> Cut:
     if a is None:
         return Cut(False, (), (), None, (), (), ())
     listed: list[str] = []
-    # The listing's entries, found at C speed.
-    lists = map(operator.eq, map(_MESSAGE_ID, a.layout), itertools.repeat("$project_file_list"))
-    for e in itertools.compress(a.layout, lists):
+    # The listing's entries: how many the segments name (they name every entry of the
+    # layout), then found from the end of the layout (the listing is in its last part).
+    want = "$project_file_list"
+    n = sum(seg.ids.count(want) for seg in a.segments)
+    entries: list[LayoutEntry] = []
+    for e in reversed(a.layout) if n else ():
+        if e.message.id == want:
+            entries.append(e)
+            if len(entries) == n:
+                break
+    for e in reversed(entries):
         listed.extend(
             m[2] for m in re.finditer(r"""\bfile_id\s*=\s*(["'])([^"'\n]+)\1""", e.message.text)
         )
@@ -660,14 +669,13 @@ def cut_of(src: Source) -> Cut:
         tuple(a.dropped),
         tuple(a.orphans_dropped),
         a.summary_id,
-        tuple(map(_ID, a.history)),
+        a.history_ids,
         tuple((f.file_id, f.filename) for f in a.forgotten_files),
         tuple(listed),
     )
 
 
 _ID = operator.attrgetter("id")
-_MESSAGE_ID = operator.attrgetter("message.id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -967,7 +975,7 @@ def _prompts(src: Source, choice: SystemChoice, kind: type[_P]) -> _P:
     )
 
 
-ROLES.update(messages=Branch, branch=OnBranch, suppressions=Ignoring)
+ROLES.update(messages=Branch, branch=OnBranch, suppressions=Ignoring, kinds=MessageKinds)
 
 
 # ------------------------------------------------------------------------------ a message

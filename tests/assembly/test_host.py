@@ -51,9 +51,11 @@ def test_edits_compose_into_one_that_covers_them_all(case: tuple[str, list]) -> 
     assert total.fits(len(text), len(current))
     assert text[: total.start] == current[: total.start]
     assert text[total.old_end :] == current[total.new_end :]
-    # Every step that changes something starts inside the composition.
+    # Every step that changes something starts inside the composition, unless the steps
+    # undo each other (then an empty edit anywhere is the composition).
     changing = [start for start, end, new in steps if end > start or new]
-    if changing:
+    empty = total.start == total.old_end == total.new_end
+    if changing and not (empty and text == current):
         assert total.start <= min(changing)
     else:
         assert total.start == total.old_end == total.new_end  # no change
@@ -185,3 +187,42 @@ def test_the_files_a_document_names_come_from_its_sources() -> None:
         if d.code == "file-not-found"
     ] == [("file-not-found", "gone.md")]
     assert sources.counted  # the IO half was told what to count with
+
+
+def _splice(text: str, rnd: random.Random) -> tuple[str, Edit]:
+    """An edit that makes messages come or go: a deletion from inside one message's string
+    into the next one's (two messages become one), or a message pasted before another."""
+    key = '"content": "'
+    starts = [i for i in range(len(text)) if text.startswith(key, i)]
+    k = rnd.randrange(len(starts) - 1)
+    if rnd.random() < 0.6:
+        a = starts[k] + len(key) + rnd.randrange(0, 3)
+        b = starts[k + 1] + len(key) + rnd.randrange(0, 3)
+        return text[:a] + text[b:], Edit(a, b, a)
+    at = text.rindex("\n    {", 0, starts[k + 1]) + 1
+    new = '    {"role": "user", "content": "pasted (promptls: ignore[empty-message])"},\n'
+    return text[:at] + new + text[at:], Edit.replace(at, at, new)
+
+
+def test_splices_with_the_edit_told_equal_a_fresh_analysis() -> None:
+    """Messages that come and go, the edit told (the rule engine counts the suppression
+    comments in the edit's span): what a fresh analysis finds, and the comments counted."""
+    from assembly.diagnostics import COMMENT_MARK
+
+    path, text = _doc()
+    at = text.index('"content": "') + len('"content": "')
+    text = text[:at] + "(promptls: ignore[empty-message]) " + text[at:]
+    rnd = random.Random(29)
+    host = AnalysisHost()
+    rope = Rope.from_str(text)
+    analyze(path, text=rope, root=EXAMPLES, host=host)
+    for _ in range(10):
+        text, edit = _splice(text, rnd)
+        rope = rope.edit(edit.start, edit.old_end, text[edit.start : edit.new_end])
+        got = analyze(path, text=rope, root=EXAMPLES, host=host, edit=edit)
+        want = analyze(path, text=text, root=EXAMPLES)
+        assert [(d, d.range.start, d.range.end) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end) for d in want.diagnostics
+        ]
+        assert got.assembly == want.assembly
+        assert host.rule_cache.count(rope, COMMENT_MARK) == text.count(COMMENT_MARK)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assembly.seq import common_ends
+from assembly.seq import common_ends, forget
 
 POOL = [object() for _ in range(6)]
 
@@ -37,3 +39,17 @@ def test_identity_not_equality() -> None:
     # A run removed in the middle: the head and the tail are found, never overlapping.
     assert common_ends([x, y, y, x], [x, x]) == (1, 1)
     assert common_ends([x, x, x], [x, x]) == (2, 0)
+
+
+@given(st.lists(st.lists(st.sampled_from(POOL), max_size=6), min_size=2, max_size=6))
+def test_the_kept_answer_is_only_for_the_same_two_tuples(versions: list[list]) -> None:
+    """Asked again for the same two tuples (the kept answer) or for others, in any order,
+    with ``forget`` between some: always the answer of a fresh search."""
+    tuples = [tuple(v) for v in versions]
+    for k, (old, new) in enumerate(itertools.pairwise(tuples)):
+        assert common_ends(old, new) == _naive(list(old), list(new))
+        assert common_ends(old, new) == _naive(list(old), list(new))
+        assert common_ends(new, old) == _naive(list(new), list(old))
+        if k % 2:
+            forget()
+    forget()

@@ -30,9 +30,6 @@ from assembly.text import TextRange
 
 MAX_RELATED_FILES = 5
 SENT_SEGMENTS = frozenset({"history", "last_user", "this_turn"})
-_ID = operator.attrgetter("id")
-_TOKENS = operator.attrgetter("tokens")
-_FILE_ID = operator.attrgetter("file_id")
 _SOURCE = operator.attrgetter("source")
 
 
@@ -251,13 +248,20 @@ def truncation(src: Source, kinds: MessageKinds) -> Truncation:
         "history-truncated",
         key,
         lambda: (
-            _span(conv, dropped, places.places[:k], a.summary_id, kinds.summaries),
-            tuple(_uploads(conv, dropped, places.places[:k])),
+            _span(
+                conv,
+                dropped,
+                places.places[:k],
+                _named(src, a)[:k],
+                a.summary_id,
+                kinds.summaries,
+            ),
+            tuple(_uploads(conv, dropped, places.places[:k], a.history_fids[:k])),
         ),
     )
     return Truncation(
         span,
-        sum(map(_TOKENS, dropped)),
+        sum(a.history_tokens[:k]),
         uploads,
         frozenset(f.file_id for f in a.forgotten_files),
         first_kept,
@@ -302,7 +306,7 @@ def compression(src: Source) -> Compression:
     places = _history_places(src, a, conv) if conv is not None else None
     key = (places.stamp if places else None, len(a.history), plan.summarize_at, plan.keep_at)
     span, n_recent, first_recent = memo.derived(
-        "compression-due", key, lambda: _compression(conv, a, places)
+        "compression-due", key, lambda: _compression(conv, a, places, _named(src, a))
     )
     last = None
     if first_recent is None and not span.placed:
@@ -329,7 +333,7 @@ def compression(src: Source) -> Compression:
 
 
 def _compression(
-    conv: Conversation | None, a: Assembly, places: _HistoryPlaces | None
+    conv: Conversation | None, a: Assembly, places: _HistoryPlaces | None, named: list[bool]
 ) -> tuple[Span, int, int | None]:
     plan = a.compression
     h = a.history
@@ -337,8 +341,21 @@ def _compression(
     recent = list(map(h.__getitem__, plan.keep_at))
     where = places.places if places is not None else [None] * len(h)
     first_recent = next((where[p] for p in plan.keep_at if h[p].source is not None), None)
-    span = _span(conv, older, list(map(where.__getitem__, plan.summarize_at)))
-    return span, _n_messages(recent, list(map(where.__getitem__, plan.keep_at))), first_recent
+    at = list(map(where.__getitem__, plan.summarize_at))
+    span = _span(conv, older, at, list(map(named.__getitem__, plan.summarize_at)))
+    recent_at = list(map(where.__getitem__, plan.keep_at))
+    recent_named = list(map(named.__getitem__, plan.keep_at))
+    return span, len(_placed(recent, recent_at, recent_named)[0]), first_recent
+
+
+def _named(src: Source, a: Assembly) -> list[bool]:
+    """Per position of ``a.history``: whether its id names a file (``/files/``), found
+    once per run for the budget inputs (at C speed)."""
+    return src.cache.memo.of_run(
+        "history-named",
+        a,
+        lambda: list(map(operator.contains, a.history_ids, itertools.repeat("/files/"))),
+    )
 
 
 @dataclass(slots=True, eq=False)
@@ -388,26 +405,31 @@ def _spliced_places(
     whose places move as the splice moves them; those in it come from the document's run
     (found among its messages). None: not so."""
     cache = src.cache
-    if cache._moved is None or src.changed is None or last.messages is not cache._messages:
+    if not cache._moved or src.changed is None or last.messages is not cache._messages:
         return None
     head, mid, tail = cache._splice
     old = last.history
     n_old, n_new = len(old), len(hist)
     hh, tt = common_ends(old, hist)
-    kept = (*last.places[:hh], *last.places[n_old - tt :])
-    if None in kept:
+    before, after = last.places[:hh], last.places[n_old - tt :]
+    if None in before or None in after:
         return None  # (a model message of none)
-    # Where each message of the last run is now (None: gone), at C speed.
     end = head + len(mid)
-    now: list[int | None] = [
-        *range(head),
-        *itertools.repeat(None, tail - head),
-        *range(end, end + len(last.messages) - tail),
-    ]
-    for j, o in enumerate(mid, head):
-        if o is not None:
-            now[o] = j
-    moved = list(map(now.__getitem__, kept))  # type: ignore[call-overload]
+    moved: list[int | None]
+    if (not before or max(before) < head) and (not after or min(after) >= tail):  # type: ignore[type-var]
+        # None of the splice's run: those before stay, those after move by its shift.
+        moved = [*before, *map((end - tail).__add__, after)]  # type: ignore[arg-type]
+    else:
+        # Where each message of the last run is now (None: gone), at C speed.
+        now: list[int | None] = [
+            *range(head),
+            *itertools.repeat(None, tail - head),
+            *range(end, end + len(last.messages) - tail),
+        ]
+        for j, o in enumerate(mid, head):
+            if o is not None:
+                now[o] = j
+        moved = list(map(now.__getitem__, (*before, *after)))  # type: ignore[call-overload]
     run = dict(zip(map(id, data[head:end]), range(head, end), strict=True))
     between = list(map(run.get, map(id, map(_SOURCE, hist[hh : n_new - tt]))))
     if None in moved or None in between:
@@ -430,7 +452,7 @@ def _same_places(
     changed = src.changed
     if (
         changed is None
-        or src.cache._moved is not None
+        or src.cache._moved
         or last.messages is not src.cache._messages  # made in the last run
         or len(changed) > 8
         or len(last.history) != len(hist)
@@ -472,6 +494,7 @@ def _span(
     conv: Conversation | None,
     msgs: Sequence[LlmMessage],
     where: list[int | None],
+    named: Sequence[bool],
     summary_id: str | None = None,
     nodes: Sequence[int] = (),
 ) -> Span:
@@ -481,15 +504,15 @@ def _span(
     The messages lie in the document in the order of their indexes, each one's files
     inside it in order: the span starts at the lowest index (the message itself, else its
     first file among ``msgs``) and ends at the highest (the message, else its last file).
-    ``where``: the index in ``conv`` of each message's source (None: none); ``nodes``:
-    the indexes of the summary nodes (``MessageKinds.summaries``). A pass over the
-    indexes at C speed, then a look at the two ends' entries.
+    ``where``: the index in ``conv`` of each message's source (None: none); ``named``:
+    whether each one's id names a file; ``nodes``: the indexes of the summary nodes
+    (``MessageKinds.summaries``). A pass over the indexes at C speed, then a look at
+    the two ends' entries.
     """
-    n = _n_messages(msgs, where)
+    seen, placed = _placed(msgs, where, named)
+    n = len(seen)
     if conv is None or not msgs:
         return Span(None, None, None, n)
-    placed = set(where)
-    placed.discard(None)
     summary: int | None = None
     if summary_id is not None:
         data = conv.message_data
@@ -540,25 +563,36 @@ def _file_index(m: LlmMessage, src: object) -> int | None:
     return None
 
 
-def _n_messages(msgs: Sequence[LlmMessage], where: Sequence[int | None]) -> int:
-    """Document messages among ``msgs`` (an upload injected before its message is not
-    one), told apart by their places (``where``: the index of each one's source)."""
+def _placed(
+    msgs: Sequence[LlmMessage], where: Sequence[int | None], named: Sequence[bool]
+) -> tuple[set[int], set[int]]:
+    """The places of the document messages among ``msgs`` (an upload injected before its
+    message is not one: their number is how many messages ``msgs`` are), and the places
+    of all of them; ``where``: the index of each one's source (None: none), ``named``:
+    whether each one's id names a file (``/files/``)."""
     # Passes at C speed: the messages whose id names no file, then the few others.
-    named = list(map(operator.contains, map(_ID, msgs), itertools.repeat("/files/")))
     seen = set(itertools.compress(where, map(operator.not_, named)))
+    others: list[int | None] = []
     for m, w in itertools.compress(zip(msgs, where, strict=True), named):
+        others.append(w)
         if m.source is not None and _file_index(m, m.source) is None:
             seen.add(w)  # injected uploads: whose id names a file
     seen.discard(None)
-    return len(seen)
+    placed = seen.union(others)
+    placed.discard(None)
+    return seen, placed  # type: ignore[return-value]
 
 
 def _uploads(
-    conv: Conversation, msgs: Sequence[LlmMessage], where: list[int | None]
+    conv: Conversation,
+    msgs: Sequence[LlmMessage],
+    where: list[int | None],
+    fids: Sequence[str | None],
 ) -> Iterator[tuple[str, str, int, int | None]]:
     """(file id, filename, message index, index in its ``files``) of the files ``msgs``
-    inject (``where``: the index in ``conv`` of each one's source)."""
-    with_file = list(map(operator.is_not, map(_FILE_ID, msgs), itertools.repeat(None)))
+    inject (``where``: the index in ``conv`` of each one's source, ``fids``: each one's
+    file id)."""
+    with_file = list(map(operator.is_not, fids, itertools.repeat(None)))
     ups = list(itertools.compress(msgs, with_file))  # those with a file id (at C speed)
     data = conv.message_data
     for m, i in zip(ups, itertools.compress(where, with_file), strict=True):

@@ -2471,7 +2471,7 @@ def _called_tools(ctx: RuleContext) -> frozenset[str]:
     return memo.derived(
         "called-tools",
         memo.shapes,
-        lambda: called_names(conv.message_data),
+        lambda: called_names(conv.message_data if memo.callers is None else memo.callers),
     )
 
 
