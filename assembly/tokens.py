@@ -17,8 +17,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 DEFAULT_ENCODING = "cl100k_base"
 DEFAULT_MODEL = "gpt-4o"  # the ``model`` setting's default (``assembly.settings``)
@@ -79,11 +78,12 @@ _APPROXIMATIONS: tuple[tuple[str, str, str], ...] = (
 _FAMILY = re.compile(r"(?<![a-z])(" + "|".join(f for f, _, _ in _APPROXIMATIONS) + ")")
 
 
-@dataclass(frozen=True, slots=True)
-class ModelEncoding:
+class ModelEncoding(NamedTuple):
     """The encoding counts use for a model, and whether it only approximates the model's.
 
     ``note`` says, for people, why the counts are approximate (None when they are exact).
+    (A named tuple, not a dataclass: the command line guesses a document's encoding
+    before it imports ``dataclasses``, see ``server.precount.start_early``.)
     """
 
     encoding: str

@@ -28,13 +28,15 @@ import select
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from server import files  # the standard library only
 
-if TYPE_CHECKING:  # this module must not import the engine: `start_early` runs before it
+# This module imports the standard library only, and none of its heavier modules
+# (``dataclasses`` pulls in ``inspect``, ``ast``, ``dis``…): ``start_early`` runs before
+# anything else is imported, and every millisecond before the fork delays the child.
+if TYPE_CHECKING:  # nor the engine
     from assembly.model import Conversation
     from assembly.rope import Rope
     from assembly.tokens import Tokenizer
@@ -56,17 +58,27 @@ MAX_YAML_LINES = 250_000
 TIMEOUT_S = 20.0
 
 
-@dataclass(slots=True)
 class PendingCounts:
     """A child process counting; ``seed`` waits for it and fills the tokenizer's cache."""
 
-    pid: int
-    fd: int
-    encoding: str | None  # the encoding the child counts with (None: the child picks it)
-    closed: bool = False
-    requests: int | None = None  # a serving child's request pipe (``count``)
-    replies: int | None = None
-    received: tuple[str | None, dict[tuple[int, int], int]] | None = None
+    __slots__ = ("closed", "encoding", "fd", "pid", "received", "replies", "requests")
+
+    def __init__(
+        self,
+        pid: int,
+        fd: int,
+        encoding: str | None,  # the encoding the child counts with (None: the child picks it)
+        *,
+        requests: int | None = None,  # a serving child's request pipe (``count``)
+        replies: int | None = None,
+    ) -> None:
+        self.pid = pid
+        self.fd = fd
+        self.encoding = encoding
+        self.closed = False
+        self.requests = requests
+        self.replies = replies
+        self.received: tuple[str | None, dict[tuple[int, int], int]] | None = None
 
     def seed(self, conv: Conversation, tokenizer: Tokenizer) -> int:
         """Seed the counts of the conversation's strings; return how many were seeded.
@@ -169,8 +181,7 @@ class PendingCounts:
         return encoding, {(h, n): c for h, n, c in triples}
 
 
-@dataclass(frozen=True, slots=True)
-class EarlyStart:
+class EarlyStart(NamedTuple):
     """A document read before the engine was imported, and its counting child."""
 
     text: str

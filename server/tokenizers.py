@@ -25,14 +25,13 @@ pure library.
 
 from __future__ import annotations
 
+import _thread
 import importlib.util
 import os
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from assembly.tokens import DEFAULT_ENCODING, CachedTokenizer, Tokenizer, resolve_encoding
 
@@ -50,12 +49,12 @@ _FAST_ENCODINGS = {
 BACKEND_ENV = "PROMPTLS_TOKENIZER"
 
 
-@dataclass(frozen=True, slots=True)
-class TokenizerLoad:
+class TokenizerLoad(NamedTuple):
     """A loaded tokenizer and the message to show when the asked encoding was unavailable.
 
     ``approximate`` says the encoding only approximates the model's tokenizer (another
-    provider's or an unknown model), ``approximation`` says it in words.
+    provider's or an unknown model), ``approximation`` says it in words. (A named tuple:
+    this module is imported before ``dataclasses`` is, see ``server.precount``.)
     """
 
     tokenizer: Tokenizer
@@ -139,7 +138,7 @@ def backend(encoding: str) -> str:
 
 
 _LOADED: dict[str, CachedTokenizer] = {}
-_LOCK = threading.Lock()
+_LOCK = _thread.allocate_lock()  # `threading` itself is not needed: 2 ms before the fork
 
 
 def _tokenizer(name: str) -> tuple[CachedTokenizer | None, str]:
