@@ -288,24 +288,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 class _VersionAction(argparse.Action):
-    """``--version``: the installed version, looked up only when asked for (reading the
-    package metadata imports ``importlib.metadata``: 10–20 ms every command would pay)."""
+    """``--version``: the package's version (``server.__version__``, which the package
+    metadata is built from: no metadata lookup, which would import ``email``…)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-        sys.stdout.write(f"promptls {_version()}\n")
+        from server import __version__
+
+        sys.stdout.write(f"promptls {__version__}\n")
         parser.exit()
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("promptls")
-    except PackageNotFoundError:  # run from a checkout that is not installed
-        return "unknown"
 
 
 def _serve(args: argparse.Namespace) -> int:

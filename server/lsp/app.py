@@ -26,16 +26,12 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
+from server import __version__
 from server.lsp.session import Session, document_kind
 
 log = logging.getLogger(__name__)
 
-try:
-    from importlib.metadata import version as _version
-
-    VERSION = _version("promptls")
-except Exception:  # running from a source tree that is not installed
-    VERSION = "0.0.0"
+VERSION = __version__  # the package's (no metadata lookup: see ``server/__init__.py``)
 
 
 class PromptProtocol(LanguageServerProtocol):

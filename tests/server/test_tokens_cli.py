@@ -58,6 +58,8 @@ def test_version_loads_no_tokenizer() -> None:
     assert out.startswith("promptls ") and out.split()[1][0].isdigit()
     assert _tokenizer_modules(modules) == []
     assert "assembly.assemble" not in modules
+    # The version is the package's own constant: no package-metadata lookup (``email``…).
+    assert not {"importlib.metadata", "email"} & modules
 
 
 def test_rule_docs_load_no_tokenizer_and_no_settings_model() -> None:
@@ -94,7 +96,7 @@ def test_serve_refuses_before_importing_the_server(args: list[str]) -> None:
 
 def test_lint_imports_only_what_the_folder_needs(tmp_path: Path) -> None:
     # No .gitignore, no settings file, JSON output: no pattern matcher, no TOML parser,
-    # no package metadata (SARIF's version), no other renderer.
+    # no other renderer.
     (tmp_path / "c.conv.json").write_text(json.dumps({"messages": []}))
     code, out, _, modules = _run("lint", "--format", "json", "--jobs", "1", ".", cwd=tmp_path)
     assert (code, json.loads(out)) == (0, [])
@@ -107,8 +109,13 @@ def test_lint_imports_only_what_the_folder_needs(tmp_path: Path) -> None:
     (tmp_path / "ignored" / "x.conv.json").write_text("{")
     (tmp_path / "promptls.toml").write_text("max_input_tokens = 0\n")
     code, out, _, modules = _run("lint", "--format", "sarif", "--jobs", "1", ".", cwd=tmp_path)
-    assert {"pathspec", "tomllib", "importlib.metadata"} <= modules
+    assert {"pathspec", "tomllib"} <= modules
+    # SARIF's tool version is the package's constant, looked up in no package metadata.
+    assert "importlib.metadata" not in modules
     (run,) = json.loads(out)["runs"]
+    from importlib.metadata import version
+
+    assert run["tool"]["driver"]["version"] == version("promptls")
     assert {r["ruleId"] for r in run["results"]} == {"invalid-setting"}
 
 

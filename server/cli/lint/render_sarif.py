@@ -127,10 +127,6 @@ def _sarif_rule(rule: Rule) -> dict[str, Any]:
 
 
 def _version() -> str:
-    # Imported here: ``importlib.metadata`` costs 20-50 ms, which only SARIF output needs.
-    from importlib import metadata
+    from server import __version__  # the package's, without a metadata lookup
 
-    try:
-        return metadata.version("promptls")
-    except metadata.PackageNotFoundError:
-        return "0.0.0"
+    return __version__
