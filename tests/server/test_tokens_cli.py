@@ -341,3 +341,48 @@ def test_the_program_ends_without_teardown_and_says_everything(
         code = main(other)
         out, err = capsys.readouterr()
         assert (proc.returncode, proc.stdout, proc.stderr) == (code, out, err)
+
+
+# Runs ``run`` (the ``promptls`` program) and reports, as the process ends without its
+# teardown, whether the cyclic collector is on and how many objects await it.
+END_PROBE = """
+import gc, os, sys
+from server.cli import main as cli
+
+def ending(code, exit=os._exit):
+    print(gc.isenabled(), gc.get_count()[0], file=sys.stderr)
+    sys.stderr.flush()
+    exit(code)
+
+os._exit = ending
+cli.run()
+"""
+
+
+def test_a_one_shot_command_ends_without_turning_the_collector_back_on(tmp_path: Path) -> None:
+    # Turned on after the output, the collector would walk every object the analysis made
+    # (they all wait in its youngest generation) before the process ends: 20 ms at 1 MB.
+    import gc
+
+    from server.cli.main import main
+
+    doc = tmp_path / "c.conv.json"
+    doc.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}] * 300}))
+    args = ["assemble", str(doc), "--format", "json"]
+    proc = subprocess.run(
+        [sys.executable, "-c", END_PROBE, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    enabled, waiting = proc.stderr.split()
+    assert enabled == "False" and int(waiting) > 1000  # nothing was collected
+    assert json.loads(proc.stdout)["messages"]
+    # Called as a function (``main``), the command leaves the collector as it found it.
+    assert gc.isenabled()
+    assert main(args) == 0
+    assert gc.isenabled()
