@@ -403,7 +403,9 @@ def _assemble(args: argparse.Namespace) -> int:
         return _assemble_failed(args, exc)
     finally:
         if early is not None and early.pending is not None:
-            early.pending.close()  # a child still counting on request: done
+            # A child still counting on request: done (under ``run`` this process ends
+            # next, and the system reaps it: no wait while its memory is freed).
+            early.pending.close(reap=not _one_shot)
     _leave_to_exit(analysis)
     if analysis.encoding_warning:
         print(f"promptls: note: {analysis.encoding_warning}", file=sys.stderr)

@@ -265,3 +265,22 @@ def test_an_encoding_that_is_not_bundled_is_loaded_before_the_fork(tmp_path, mon
     assert tok.batch is None  # counted here
     conv = parse_conversation(early.text, DocFormat.JSON)
     assert early.pending.seed(conv, tok) == len(long) and early.pending.closed
+
+
+def test_closing_without_reaping_kills_the_child_and_leaves_it_to_be_reaped(
+    tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    # A process about to end (``promptls assemble`` under ``run``) does not wait while the
+    # system frees the child's memory; the child is stopped all the same.
+    import signal
+
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    path, _ = _early_doc(tmp_path)
+    early = precount.start_early(path)
+    assert early is not None and early.pending is not None
+    pid = early.pending.pid
+    early.pending.close(reap=False)
+    assert early.pending.closed
+    reaped, status = os.waitpid(pid, 0)  # here, the test reaps it
+    assert reaped == pid
+    assert os.WIFEXITED(status) or os.WTERMSIG(status) == signal.SIGKILL
