@@ -316,6 +316,13 @@ def _fork(
             if pipes is not None:
                 os.close(pipes[1])  # this end's requests: the parent's closing ends them
                 os.close(pipes[2])
+            # Not this process's standard streams: whoever reads the parent's output (a
+            # pipe) would otherwise wait for this child too, until the system has freed
+            # its memory (it closes a process's files after that).
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.close(null)
             values = list(_values(str(text), fmt))
             if count is None:
                 from server.tokenizers import load_tokenizer
