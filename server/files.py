@@ -98,11 +98,17 @@ def read_bytes(path: Path | str, *, limit: int = MAX_FILE_BYTES) -> bytes:
     except (OSError, ValueError) as exc:
         raise FileProblem(path_problem(exc)) from None
     try:
-        _check_stat(os.fstat(fd), limit)  # the file may have been replaced since the stat
+        st = os.fstat(fd)
+        _check_stat(st, limit)  # the file may have been replaced since the stat
         chunks = []
         left = limit + 1
+        # The first read asks for the whole file (and a byte more, to see its end): one
+        # buffer, no joining copy (a 10 MB document read in 4 MB pieces and joined took
+        # twice as long). A file that grows meanwhile is read on in pieces.
+        size = st.st_size + 1 if st.st_size > 0 else 1 << 22
         while left > 0:
-            chunk = os.read(fd, min(left, 1 << 22))
+            chunk = os.read(fd, min(left, size))
+            size = 1 << 22
             if not chunk:
                 break
             chunks.append(chunk)

@@ -193,6 +193,19 @@ def test_file_size_is_checked_before_reading(tmp_path: Path) -> None:
     assert [d.code for d in a.diagnostics] == ["document-too-large"]
 
 
+def test_a_file_is_read_whole_at_any_size_and_refused_past_the_limit(tmp_path: Path) -> None:
+    # The first read asks for the size ``stat`` gave; what is there is read, in pieces
+    # past it, and a limit is still a limit.
+    path = tmp_path / "c.conv.json"
+    for size in (0, 1, 4095, (1 << 22) + 3, 9 << 20):
+        data = os.urandom(size)
+        path.write_bytes(data)
+        assert files.read_bytes(path) == data
+    with pytest.raises(files.FileProblem) as exc:
+        files.read_bytes(path, limit=(9 << 20) - 1)
+    assert exc.value.code == "document-too-large"
+
+
 # --- Items 4 and 5: only regular files; paths that make the OS raise ----------------------
 
 
