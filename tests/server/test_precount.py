@@ -284,3 +284,54 @@ def test_closing_without_reaping_kills_the_child_and_leaves_it_to_be_reaped(
     reaped, status = os.waitpid(pid, 0)  # here, the test reaps it
     assert reaped == pid
     assert os.WIFEXITED(status) or os.WTERMSIG(status) == signal.SIGKILL
+
+
+def test_the_command_line_forks_the_child_for_the_file_it_names_before_parsing(
+    tmp_path, monkeypatch, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    # ``promptls assemble`` forks before its command line is parsed; ``_assemble`` takes
+    # that child when FILE is the file it was forked for, and any child not taken (a usage
+    # error) is stopped.
+    from server.cli import main as cli
+
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    started: list[tuple[str, precount.EarlyStart | None]] = []
+
+    order: list[str] = []
+
+    def start_early(path, start=precount.start_early):  # type: ignore[no-untyped-def]
+        early = start(path)
+        started.append((str(path), early))
+        order.append("fork")
+        return early
+
+    def parser(build=cli._parser):  # type: ignore[no-untyped-def]
+        order.append("parse")
+        return build()
+
+    monkeypatch.setattr(precount, "start_early", start_early)
+    monkeypatch.setattr(cli, "_parser", parser)
+    path, _ = _early_doc(tmp_path)
+    other = tmp_path / "other.conv.json"
+    other.write_text(path.read_text())
+    for argv, file in (
+        (["assemble", str(path), "--format", "json"], str(path)),
+        (["assemble", "--format", "json", "--today", "2026-01-01", str(path)], str(path)),
+        (["assemble", "--form=json", "--root", str(tmp_path), str(path)], str(path)),
+        (["assemble", "--summary-request", "--format", "json", "--", str(path)], str(path)),
+    ):
+        started.clear()
+        order.clear()
+        assert cli.main(argv) == 0
+        assert [name for name, _ in started] == [file]
+        assert order == ["fork", "parse"]  # forked once, before parsing
+        early = started[0][1]
+        assert early is not None and early.pending is not None and early.pending.closed
+        assert json.loads(capsys.readouterr().out)["messages"]
+    # A usage error after the fork: the child is stopped.
+    started.clear()
+    assert cli.main(["assemble", str(path), "--root", str(tmp_path / "nowhere")]) == 2
+    assert [name for name, _ in started] == [str(path)]
+    assert started[0][1] is not None and started[0][1].pending.closed
+    assert cli._EARLY == {}
+    capsys.readouterr()
