@@ -15,7 +15,6 @@ appeared.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
 import io
 import json
@@ -23,11 +22,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from server.cli import formats
 
 if TYPE_CHECKING:
+    import datetime as dt
+
     from assembly.host import Analysis
     from server.precount import EarlyStart
 
@@ -188,12 +189,22 @@ def _printable_output() -> None:
 
 
 def _date(value: str) -> dt.date:
+    import datetime as dt  # imported once the command line is parsed (after ``_fork_early``)
+
     try:
         return dt.date.fromisoformat(value)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"invalid date {value!r}: expected a calendar date as YYYY-MM-DD"
         ) from None
+
+
+def _fromisoformat() -> Any:
+    """``datetime.date.fromisoformat`` (``diff --today``'s type), imported when the parser
+    is built."""
+    import datetime as dt
+
+    return dt.date.fromisoformat
 
 
 def _record(value: str) -> int:
@@ -294,7 +305,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--today",
-        type=dt.date.fromisoformat,
+        type=_fromisoformat(),
         help="date for {{CURRENT_DATETIME}} on both sides as YYYY-MM-DD (default: today)",
     )
     p.set_defaults(run=_diff)
