@@ -259,10 +259,17 @@ class CachedTokenizer:
         return None if hit is None else hit[1]
 
     def seed(self, counts: Mapping[str, int]) -> None:
-        """Add counts made elsewhere with this same encoding."""
+        """Add counts made elsewhere with this same encoding (the bound is kept at the end:
+        a document's 10,000 texts are added in one go)."""
+        cache = self._cache
+        weight = 0
         for text, n in counts.items():
-            if text and text not in self._cache:
-                self._add(text, n)
+            if text and text not in cache:
+                cache[text] = (text, n)
+                weight += len(text) + ENTRY_WEIGHT
+        self._pending += weight
+        if self._pending > self.max_weight:
+            self._sweep()
 
     def cache_size(self) -> int:
         return len(self._cache)

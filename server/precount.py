@@ -78,7 +78,7 @@ class PendingCounts:
         self.closed = False
         self.requests = requests
         self.replies = replies
-        self.received: tuple[str | None, dict[tuple[int, int], int]] | None = None
+        self.received: tuple[str | None, dict[int, tuple[int, int]]] | None = None
 
     def seed(self, conv: Conversation, tokenizer: Tokenizer) -> int:
         """Seed the counts of the conversation's strings; return how many were seeded.
@@ -98,10 +98,11 @@ class PendingCounts:
         if not counts or seed is None or tokenizer.encoding != encoding:
             return 0
         found = {}
+        get = counts.get
         for text, h in texts:
-            n = counts.get((h, len(text)))
-            if n is not None:
-                found[text] = n
+            known = get(h)
+            if known is not None and known[0] == len(text):
+                found[text] = known[1]
         seed(found)
         return len(found)
 
@@ -161,14 +162,14 @@ class PendingCounts:
         except ChildProcessError:
             pass
 
-    def _counts(self) -> tuple[str | None, dict[tuple[int, int], int]]:
+    def _counts(self) -> tuple[str | None, dict[int, tuple[int, int]]]:
         if self.received is None:
             self.received = (None, {}) if self.closed else self._receive()
             if self.received[0] is None:  # no counts: nor will it answer requests
                 self.close()
         return self.received
 
-    def _receive(self) -> tuple[str | None, dict[tuple[int, int], int]]:
+    def _receive(self) -> tuple[str | None, dict[int, tuple[int, int]]]:
         chunks = []
         deadline = time.monotonic() + TIMEOUT_S
         while True:
@@ -185,7 +186,9 @@ class PendingCounts:
             return None, {}
         if self.encoding is not None and encoding != self.encoding:
             return None, {}
-        return encoding, {(h, n): c for h, n, c in triples}
+        # By hash, then length: two strings of one hash keep one count (the other is
+        # counted in place), as two of one hash and length did before.
+        return encoding, {h: (n, c) for h, n, c in triples}
 
 
 class EarlyStart(NamedTuple):
