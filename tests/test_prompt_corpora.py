@@ -24,6 +24,7 @@ CORPORA = [
     "prompts-heldout10",
     "prompts-heldout11",
     "prompts-heldout12",
+    "prompts-heldout13",
 ]
 PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
 

@@ -29,7 +29,7 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
 
     python tests/bench/eval_instructions.py
         [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|heldout9|
-                  heldout10|heldout11|heldout12|seen]
+                  heldout10|heldout11|heldout12|heldout13|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30] [--declared-tools] [--preview]
@@ -88,6 +88,9 @@ HELDOUT11 = ROOT / "tests" / "data" / "prompts-heldout11"
 # The twelfth, gathered and labelled (with declared tools) by another engineer in round 8 before the
 # rule ever ran on it: held out; never run, listed or read while tuning.
 HELDOUT12 = ROOT / "tests" / "data" / "prompts-heldout12"
+# The thirteenth, gathered and labelled (with declared tools) by another engineer in round 9's
+# second wave before the rule ever ran on it: held out; never run, listed or read while tuning.
+HELDOUT13 = ROOT / "tests" / "data" / "prompts-heldout13"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
@@ -101,6 +104,7 @@ CORPORA = {
     "heldout10": HELDOUT10,
     "heldout11": HELDOUT11,
     "heldout12": HELDOUT12,
+    "heldout13": HELDOUT13,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
