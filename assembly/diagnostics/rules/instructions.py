@@ -790,7 +790,10 @@ class _Topics:
             else all_words
         )
         heading_part: dict[int, float] = defaultdict(float)
-        for w in all_words:
+        # In a fixed order: the scores are sums of floats, and a set's order changes with
+        # the process's hash seed (round 10: holmesgpt's "If logs commands have limits …",
+        # moved to the top, went to `## Logs` or `# Datadog Logs Toolset` by the seed).
+        for w in sorted(all_words):
             for i in self.strong_index.get(w, ()) if w in core else ():
                 score[i] += self.STRONG * self.title_idf[w]
                 heading_part[i] += self.STRONG * self.title_idf[w]
@@ -948,7 +951,7 @@ class _Topics:
             # most topics in passing.
             own = sum(
                 self.idf.get(w, 0.0)
-                for w in all_words
+                for w in sorted(all_words)
                 if self.preamble[w] > 1 and w not in title_words[best]
             )
         # An instruction sent to a section by the one tool it names is judged by that tool
