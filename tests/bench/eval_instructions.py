@@ -637,7 +637,9 @@ def evaluate(
 
     Besides the totals: ``tool_top`` / ``tool_unrelated``, the moves of instructions bound
     to their section by a tool the section's title names (the kind the default reports),
-    and ``by_kind``, the findings on the originals by the kind the rule gives them."""
+    ``named_top``, the named-tool moves (``named_candidates``: every other instruction that
+    names a tool with a titled section, moved to the top), and ``by_kind``, the findings
+    on the originals by the kind the rule gives them."""
     stats = {"top": [0, 0, 0], "unrelated": [0, 0, 0], "findings": 0, "right": 0}
     stats["tool_top"] = [0, 0, 0]  # type: ignore[assignment]
     stats["tool_unrelated"] = [0, 0, 0]  # type: ignore[assignment]
