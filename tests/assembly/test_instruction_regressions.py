@@ -9,6 +9,8 @@ on the line before it. The rule must report exactly those lines, and say what ea
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -545,3 +547,127 @@ def test_a_code_heading_is_no_tools_home() -> None:
     m = explain_instruction(template, text.index("In the end you have to return"), preview=True)
     assert m is not None
     assert m.section is None or "{" not in template.sections[m.section].title
+
+
+# Round 10: a tool's section documents the tool -----------------------------------------------
+
+
+def _default(text: str) -> list[str]:
+    """The sentences the rule reports by default on ``text``."""
+    ctx = RuleContext(
+        text=text, settings=Settings(), tokenizer=TOKENIZER, template=parse_prompt(text)
+    )
+    return [text[d.range.start : d.range.end] for d in instruction_far_from_section(ctx)]
+
+
+def test_a_sentence_in_another_tools_section_is_that_tools_guidance() -> None:
+    # avante's agentic prompt (prompts-heldout11, seen since its one run): under
+    # `# write_to_file` > `## Important Considerations`, "If you only need to make small
+    # changes …, consider using str_replace instead" says when not to write the whole file;
+    # it was sent 27 tokens down to `# str_replace`, a false default finding.
+    text = (DATA.parent / "prompts-heldout11" / "avante--agentic.prompt.md").read_text(
+        encoding="utf-8"
+    )
+    stray = "If you only need to make small changes to an existing file"
+    assert not any(s.startswith(stray) for s in _default(text))
+    m = explain_instruction(parse_prompt(text), text.index(stray), preview=True)
+    assert m is not None and not m.reported and "another tool's section" in m.reason
+    # The same sentence outside any tool's section is still sent to `# str_replace`.
+    small = (
+        "Use the `write_to_file` tool and the `str_replace` tool to edit files.\n\n"
+        "# write_to_file\nWrites a whole file. Use it for new files.\n\n"
+        "## Important Considerations\n"
+        "- If you only need a small change, consider using str_replace instead.\n\n"
+        "# str_replace\nReplaces one block of a file.\nUse str_replace for targeted edits.\n\n"
+        "# Style\n- Answer briefly.\n- Always call str_replace for each edit.\n"
+    )
+    assert _default(small) == ["Always call str_replace for each edit."]
+
+
+def test_a_tool_call_written_in_cdata_is_no_tools_home() -> None:
+    # Roo Code's merge resolver (prompts-heldout11): its examples of calls are XML inside
+    # `<![CDATA[ … ]]>` (`<apply_diff>` over `<path>` and `<diff>`); the first one was taken
+    # for `apply_diff`'s section and "Use apply_diff with precise search blocks", a step of
+    # `<error_handling>`, was sent to it: a false default finding.
+    text = (DATA.parent / "prompts-heldout11" / "roo-code--merge_resolver.prompt.md").read_text(
+        encoding="utf-8"
+    )
+    assert not any(s.startswith("Use apply_diff with precise") for s in _default(text))
+    small = (
+        "Always call apply_diff with one search block per change.\n\n"
+        "# Tools\n## read_file\nReads a file.\n\n"
+        "## Examples\n<example><![CDATA[\n<apply_diff>\n<path>a.ts</path>\n</apply_diff>\n]]>"
+        "</example>\n\n# Style\nAnswer briefly.\n"
+    )
+    template = parse_prompt(small)
+    assert any(s.title == "apply_diff" for s in template.sections)  # read as a block
+    m = explain_instruction(template, 0, tool_names=["apply_diff", "read_file"], preview=True)
+    assert m is not None and (
+        m.section is None or template.sections[m.section].title != "apply_diff"
+    )
+
+
+def test_a_known_tools_titled_section_is_judged_by_the_tool_wherever_it_sits() -> None:
+    # avante's agentic prompt: "Don't just provide code suggestions, use the `str_replace`
+    # tool …" in `RULES`, labelled misplaced (its section is `# str_replace`), was kept by
+    # its own section sharing "code" and "users" (round 9 judged by the tool alone only at
+    # the opening).
+    text = (DATA.parent / "prompts-heldout11" / "avante--agentic.prompt.md").read_text(
+        encoding="utf-8"
+    )
+    (found,) = [s for s in _default(text) if "str_replace" in s]
+    assert found.startswith("Don't just provide code suggestions, use the `str_replace` tool")
+    # Another sentence of its own section naming the tool still keeps it there.
+    kept = text.replace("\nRULES\n", "\nRULES\n\n- Prefer `str_replace` for small edits.\n", 1)
+    assert "- Prefer `str_replace`" in kept
+    assert not any(s.startswith("Don't just provide code") for s in _default(kept))
+
+
+def test_evaluation_moves_every_instruction_naming_a_titled_tool_to_the_top() -> None:
+    # The named-tool moves: an instruction that names a tool with a titled section, from
+    # wherever it sits, moved to the top (not the ones the tool moves take already).
+    bench = _bench()
+    text = (
+        "# Role\nYou edit files for the user.\n\n"
+        "# Rules\n- Always call `read_file` before you change any file at all.\n"
+        "- Keep every answer short and plain for the user.\n\n"
+        "# read_file\nReads a file. Call `read_file` with the path of one file.\n"
+    )
+    sections = bench.oracle_sections(text)
+    (c,) = bench.named_candidates(text, sections)
+    assert c.sentence.startswith("Always call `read_file`") and c.section.title == "read_file"
+    new, a, b, s0, _ = bench.move_top(text, c)
+    assert new[a:b] == c.sentence and new[s0:].startswith("# read_file")
+    assert bench.named_candidates(text, sections, taken={c.start}) == []
+
+
+def test_the_match_does_not_change_with_the_hash_seed() -> None:
+    # The section scores are sums of floats over a sentence's words; summed in a set's
+    # order they changed with the process's hash seed, and holmesgpt's "IMPORTANT: If logs
+    # commands have limits mention them.", moved to the top (prompts-heldout11, seen), went
+    # to `## Logs` or to `# Datadog Logs Toolset` (a tie at 13.1) from one run to the next.
+    code = (
+        "import sys; sys.path.insert(0, 'tests/bench'); import eval_instructions as E\n"
+        "from assembly.diagnostics.rules.instructions import explain_instruction\n"
+        "from assembly.prompts import parse_prompt\n"
+        "t = open('tests/data/prompts-heldout11/holmesgpt--fetch_logs.prompt.md').read()\n"
+        "(c,) = [c for c in E.candidates(t, E.oracle_sections(t))"
+        " if c.sentence.startswith('IMPORTANT: If logs commands')]\n"
+        "new, a, *_ = E.move_top(t, c)\n"
+        "p = parse_prompt(new)\n"
+        "m = explain_instruction(p, a, preview=True)\n"
+        "print(p.sections[m.section].title, m.reported)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=root,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in (0, 1, 2)
+    }
+    assert len(seen) == 1, seen

@@ -52,7 +52,8 @@ import statistics
 import sys
 import time
 import zlib
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -375,14 +376,21 @@ class Candidate:
     section: OSection
     by_tool: bool = False  # bound by a tool the section's title names (``tool_bound``)
     extra: bool = False  # tool-bound only: counted in the tool moves, not in the totals
+    # ``named_candidates``: it names a tool that one other section's title names, and
+    # ``section`` is that section (moved to the top only; counted apart)
+    named: bool = False
 
 
 def candidates(
-    text: str, sections: list[OSection], declared: frozenset[str] = frozenset()
+    text: str,
+    sections: list[OSection],
+    declared: frozenset[str] = frozenset(),
+    every: bool = False,
 ) -> list[Candidate]:
     """The instructions the evaluation moves: every one ``bound`` to its section (the
     totals), and every one ``tool_bound`` to it (the tool moves; ``extra`` when only
-    that), each at most once."""
+    that), each at most once. ``every``: every instruction, bound or not (for
+    ``named_candidates``)."""
     res = []
     heading_starts = {s.start for s in sections}
     whole = {
@@ -432,10 +440,45 @@ def candidates(
             if re.search(r"\b(?:see|refer to)\s", sent, re.I):
                 continue  # it points at another section: not bound to its own
             by_tool = tool_bound(text, sent, sec, sections, declared)
-            if bound(text, sent, sec, sections):
+            if every:
+                res.append(Candidate(sent, a, b, sec, by_tool, extra=True))
+            elif bound(text, sent, sec, sections):
                 res.append(Candidate(sent, a, b, sec, by_tool))
             elif by_tool:
                 res.append(Candidate(sent, a, b, sec, True, extra=True))
+    return res
+
+
+def named_candidates(
+    text: str,
+    sections: list[OSection],
+    declared: frozenset[str] = frozenset(),
+    taken: Collection[int] = (),
+) -> list[Candidate]:
+    """The *named-tool moves* (round 10): every instruction of the prompt that names one
+    tool (declared, or one the prompt calls a tool or asks to call) whose section is
+    titled by its name (one section of the prompt, outside the instruction's own family),
+    wherever the instruction sits; ``section`` is the titled one. Moved to the top, the
+    placement Onyx measured, it belongs there. Not those ``taken`` (starts of the tool
+    moves), nor one at the top already."""
+    tools = declared | called_as_tools(text)
+    titled: dict[str, list[OSection]] = defaultdict(list)
+    for s in sections:
+        for t in title_tools(s.title, declared) & tools:
+            titled[t].append(s)
+    if not titled:
+        return []
+    res = []
+    for c in candidates(text, sections, declared, every=True):
+        if c.start in taken:
+            continue
+        mine = sentence_tools(c.sentence, declared) & tools
+        if len(mine) != 1:
+            continue
+        homes = titled.get(next(iter(mine)), [])
+        if len(homes) != 1 or family(homes[0], c.section):
+            continue
+        res.append(Candidate(c.sentence, c.start, c.end, homes[0], extra=True, named=True))
     return res
 
 
@@ -470,6 +513,10 @@ def move_top(text: str, c: Candidate) -> tuple[str, int, int, int, int]:
     at = body_start(rest)
     ins = c.sentence + "\n\n"
     shift = len(ins) - (c.end - c.start)
+    if c.named:
+        # the titled section does not hold the sentence: it moves by what was inserted
+        # above it, less the sentence when that came before it
+        shift = len(ins) - (c.end - c.start if c.end <= c.section.start else 0)
     return (
         rest[:at] + ins + rest[at:],
         at,
@@ -594,10 +641,13 @@ def evaluate(
 
     Besides the totals: ``tool_top`` / ``tool_unrelated``, the moves of instructions bound
     to their section by a tool the section's title names (the kind the default reports),
-    and ``by_kind``, the findings on the originals by the kind the rule gives them."""
+    ``named_top``, the named-tool moves (``named_candidates``: every other instruction that
+    names a tool with a titled section, moved to the top), and ``by_kind``, the findings
+    on the originals by the kind the rule gives them."""
     stats = {"top": [0, 0, 0], "unrelated": [0, 0, 0], "findings": 0, "right": 0}
     stats["tool_top"] = [0, 0, 0]  # type: ignore[assignment]
     stats["tool_unrelated"] = [0, 0, 0]  # type: ignore[assignment]
+    stats["named_top"] = [0, 0, 0]  # type: ignore[assignment]
     # Findings by severity: [findings, right] of warnings and of information.
     by_severity: dict[str, list[int]] = {"warning": [0, 0], "info": [0, 0]}
     stats["by_severity"] = by_severity  # type: ignore[assignment]
@@ -609,8 +659,13 @@ def evaluate(
         tools = row.get("tools") if declared_tools else None
         sections = oracle_sections(text)
         declared = frozenset(t.lower() for t in tools or ())
-        for c in candidates(text, sections, declared):
+        moves = candidates(text, sections, declared)
+        taken = {c.start for c in moves if c.by_tool}
+        moves += named_candidates(text, sections, declared, taken)
+        for c in moves:
             for kind in ("top", "unrelated"):
+                if c.named and kind != "top":
+                    continue
                 m = move_top(text, c) if kind == "top" else move_unrelated(text, c, sections)
                 if m is None:
                     continue
@@ -631,13 +686,14 @@ def evaluate(
                 ]
                 placed = [d for d in found if any(near(r.range.start) for r in d.related)]
                 totals = None if c.extra else stats[kind]
-                for st in (totals, stats[f"tool_{kind}"] if c.by_tool else None):
+                apart = stats["named_top"] if c.named else None
+                for st in (totals, stats[f"tool_{kind}"] if c.by_tool else apart):
                     if st is not None:
                         st[0] += 1
                         st[1] += bool(found)
                         st[2] += bool(placed)
                 if show_misses and not placed:
-                    label = f"{kind}{'/tool' if c.by_tool else ''}"
+                    label = f"{kind}{'/tool' if c.by_tool else '/named' if c.named else ''}"
                     why = "wrong section" if found else "missed"
                     if not found:
                         why = explain(new, a, tools, preview)
@@ -797,6 +853,11 @@ def main() -> int:
             f"{'':8} {'':>7}   tool moves: top {tt[2]}/{tt[0]} "
             f"({tt[2] / max(tt[0], 1):.0%}), unrelated {tu[2]}/{tu[0]} "
             f"({tu[2] / max(tu[0], 1):.0%})"
+        )
+        # Every other instruction that names a tool with a titled section, moved to the top.
+        nt = st["named_top"]
+        print(
+            f"{'':8} {'':>7}   named-tool moves: top {nt[2]}/{nt[0]} ({nt[2] / max(nt[0], 1):.0%})"
         )
     if args.repeat:
         cold, warm, n, cpu = speed(args.repeat)

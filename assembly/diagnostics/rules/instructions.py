@@ -594,7 +594,11 @@ class _Topics:
         if self.tools_section is None and len(self.tool_roots) == 1:
             self.tools_section = self.tool_roots[0]
         declared = {n.lower() for n in tool_names} | text_tool_names(template)
-        self.tool_sections = _tool_sections(template, self.tool_roots, declared)
+        # Sections inside `<![CDATA[ … ]]>`: character data, not markup. Roo Code writes
+        # its examples of tool calls there (`<apply_diff>` over `<path>` and `<diff>`):
+        # a call of a tool, not the section about it, and no place for a rule.
+        self.literal = _literal_sections(template)
+        self.tool_sections = _tool_sections(template, self.tool_roots, declared, self.literal)
         # Tools known from more than a title: offered, called, set, named as tools or
         # called in the prose, Onyx's own, or titling a section under the tools section.
         # A title alone (`### Self-Contained`, an identifier-like word) makes no tool the
@@ -605,6 +609,8 @@ class _Topics:
             | {t for t, i in self.tool_sections.items() if sections[i].parent in self.tool_roots}
         )
         self.tool_names = set(self.tool_sections) | declared
+        # The sections titled by a known tool: each documents its tool (``target``).
+        self.tool_docs = {i for t, i in self.tool_sections.items() if t in self.known_tools}
         self.tool_finders = _tool_finders(self.tool_names)
         # The tools section, for an instruction about tools in general ("Prefer tools over
         # your own knowledge", "Functions must be used to …"): "functions" counts only where
@@ -670,7 +676,7 @@ class _Topics:
         }
         # Sections of examples (`# Sample Phrases` > `## Deflecting a Prohibited Topic`,
         # `<examples>`): they show what to say, they are no place for a rule.
-        self.examples: set[int] = set()
+        self.examples: set[int] = set(self.literal)
         for i, sec in enumerate(sections):
             if _EXAMPLES_TITLE.search(sec.title.replace("_", " ")) or (
                 sec.parent is not None and sec.parent in self.examples
@@ -784,7 +790,10 @@ class _Topics:
             else all_words
         )
         heading_part: dict[int, float] = defaultdict(float)
-        for w in all_words:
+        # In a fixed order: the scores are sums of floats, and a set's order changes with
+        # the process's hash seed (round 10: holmesgpt's "If logs commands have limits …",
+        # moved to the top, went to `## Logs` or `# Datadog Logs Toolset` by the seed).
+        for w in sorted(all_words):
             for i in self.strong_index.get(w, ()) if w in core else ():
                 score[i] += self.STRONG * self.title_idf[w]
                 heading_part[i] += self.STRONG * self.title_idf[w]
@@ -858,6 +867,13 @@ class _Topics:
         chain = self._chain(sentence.section)
         if best in chain or self._both_in_tools(best, sentence.section):
             return self._no("it sits in the section it is about")
+        if best in self.tool_docs and any(c in self.tool_docs for c in chain):
+            # A section titled by a known tool documents that tool, and tool guidance
+            # compares tools all the time (round 10: avante's `# write_to_file` >
+            # `## Important Considerations`, "If you only need to make small changes …,
+            # consider using str_replace instead", a false default finding of
+            # `prompts-heldout11`: it says when not to write the whole file).
+            return self._no("it sits in another tool's section, which compares the tools")
         if self._sibling_labels(best, sentence.section):
             return self._no("it sits under another bold label of the same section")
         if (
@@ -935,7 +951,7 @@ class _Topics:
             # most topics in passing.
             own = sum(
                 self.idf.get(w, 0.0)
-                for w in all_words
+                for w in sorted(all_words)
                 if self.preamble[w] > 1 and w not in title_words[best]
             )
         # An instruction sent to a section by the one tool it names is judged by that tool
@@ -978,9 +994,13 @@ class _Topics:
         unrelated = [i for i in score if i not in chain and not self._related(i, best)]
         rival, runner_up = best_rival(unrelated)
         self.matched = replace(self.matched, own=own, runner_up=runner_up, rival=rival)
-        # At the opening, a tool's own titled section is judged by the tool alone (the
-        # placement Onyx measured): the opening names the prompt's themes in passing.
-        if own >= self.CHAIN_SHARE * best_score and not (titled and self._opening(k)):
+        # A known tool's titled section is judged by the tool alone (``_tool_elsewhere``):
+        # the words its own section shares with the instruction say nothing of where
+        # the tool's rule belongs (round 10: avante's "Don't just provide code
+        # suggestions, use the `str_replace` tool …" in `RULES`, labelled misplaced in
+        # `prompts-heldout11`, was kept by "code" and "users"; round 9 did so at the
+        # opening only).
+        if own >= self.CHAIN_SHARE * best_score and not titled:
             return self._no("its own section shares enough of its words")
         # At the opening (the placement Onyx measured) a tool's titled section is judged by
         # the tool alone; elsewhere it must beat the unrelated sections (perplexica's "Call
@@ -1747,12 +1767,19 @@ def _tool_display_name(title: str) -> str | None:
 
 
 def _tool_sections(
-    template: PromptTemplate, roots: list[int], known: Collection[str] = ()
+    template: PromptTemplate,
+    roots: list[int],
+    known: Collection[str] = (),
+    literal: Collection[int] = (),
 ) -> dict[str, int]:
-    """Map tool name (lower case) -> its section: the tool-named subsections of ``roots``."""
+    """Map tool name (lower case) -> its section: the tool-named subsections of ``roots``.
+    ``literal``: sections written inside a CDATA block, which are examples (a call of
+    the tool, `<apply_diff><path>…</path>…`), not a section about it."""
     res: dict[str, int] = dict(guidance_sections(template))
     root_set = set(roots)
     for i, s in enumerate(template.sections):
+        if i in literal:
+            continue
         name = _tool_display_name(s.title)
         if name is None:
             # A title that names a tool as one: `GUIDE FOR HOW TO USE "sequential_thinking"
@@ -1798,6 +1825,21 @@ def _tool_sections(
             if len(where) == 1 and len(spelled[words]) == 1:
                 res.setdefault(spelled[words][0], where[0])
     return res
+
+
+_CDATA = re.compile(r"<!\[CDATA\[.*?(?:\]\]>|\Z)", re.S)
+
+
+def _literal_sections(template: PromptTemplate) -> frozenset[int]:
+    """The sections whose heading lies inside a `<![CDATA[ … ]]>` block (character data:
+    tags there are text, an example, not the prompt's structure)."""
+    text = template.text
+    if "<![CDATA[" not in text:
+        return frozenset()
+    spans = [(m.start(), m.end()) for m in _CDATA.finditer(text)]
+    return frozenset(
+        i for i, s in enumerate(template.sections) if any(a <= s.range.start < b for a, b in spans)
+    )
 
 
 def _is_identifier(name: str) -> bool:
