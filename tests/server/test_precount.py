@@ -397,3 +397,15 @@ def test_the_command_line_forks_the_child_for_the_file_it_names_before_parsing(
     assert started[0][1] is not None and started[0][1].pending.closed
     assert cli._EARLY == {}
     capsys.readouterr()
+
+
+def test_the_child_counts_the_newest_messages_first() -> None:
+    # The history's budget reads messages from the newest back: those are the counts a
+    # parent that does not wait for the child needs first.
+    texts = [f"message {i}: " + "words to count " * 4 for i in range(5)]
+    doc = {"settings": {"model": "gpt-4o"}, "messages": [{"content": t} for t in texts]}
+    got = list(precount._document_strings(list(precount._values(json.dumps(doc), "json"))))
+    assert got == texts[::-1]
+    lines = "\n".join(json.dumps({"role": "user", "content": t}) for t in texts)
+    got = list(precount._document_strings(list(precount._values(lines, "jsonl"))))
+    assert got == texts[::-1]
