@@ -156,7 +156,12 @@ class PendingCounts:
         return ns
 
     def __del__(self) -> None:  # dropped without ``seed`` (an analysis that failed)
-        self.close()
+        # (Not ``contextlib.suppress``: at the interpreter's exit, modules may be gone. The
+        # pipes close with the process then, and the child ends on their end.)
+        try:  # noqa: SIM105
+            self.close()
+        except Exception:
+            pass
 
     def close(self, *, reap: bool = True) -> None:
         """Stop the child (if it is still counting) and reap it; idempotent.
