@@ -32,6 +32,8 @@ _PROBE = textwrap.dedent(
                     total += int(head[1])
         return total
 
+    if sys.argv[2] == "server":
+        tokenizers.release_tables()  # as the language server does (``Session.warm_up``)
     tok = tokenizers.load_tokenizer("o200k_base").tokenizer
     module = tokenizers._bpe_bindings()
     text = sys.argv[1]
@@ -41,14 +43,13 @@ _PROBE = textwrap.dedent(
 )
 
 
-def _probe(text: str, env: dict[str, str] | None = None) -> dict[str, object]:
+def _probe(text: str, role: str) -> dict[str, object]:
     out = subprocess.run(
-        [sys.executable, "-c", _PROBE, text],
+        [sys.executable, "-c", _PROBE, text, role],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
-        env=env,
     )
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
@@ -57,15 +58,17 @@ def test_the_fast_backend_keeps_no_table_data_resident_and_counts_the_same() -> 
     module = tokenizers._bpe_bindings()
     assert module is not None, "bpe-openai is a dependency: its module must load"
     text = "Hello, world! 你好，世界 👩\u200d👩\u200d👧 " * 20
-    got = _probe(text)
+    reference = tokenizers.reference_encoding("o200k_base")[0]
+    expected = [len(reference.encode_ordinary(text)), len(reference.encode_ordinary(text * 50))]
+    got = _probe(text, "server")
     # Loading o200k_base reads ~32 MB of the module's embedded tables; after the release
     # only code pages in use stay (under 8 MB), and counting never reads the tables again.
     assert got["kb"] < 8 * 1024, got
-    reference = tokenizers.reference_encoding("o200k_base")[0]
-    assert got["counts"] == [
-        len(reference.encode_ordinary(text)),
-        len(reference.encode_ordinary(text * 50)),
-    ]
+    assert got["counts"] == expected
+    # A one-shot command keeps them (it ends soon): the same counts.
+    kept = _probe(text, "one-shot")
+    assert kept["kb"] > 16 * 1024, kept
+    assert kept["counts"] == expected
 
 
 def test_a_mapping_the_loader_wrote_to_is_never_released(tmp_path: Path) -> None:
