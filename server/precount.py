@@ -5,10 +5,17 @@ do not overlap counting with our (pure Python) parsing; a forked child does. The
 reads the document's values with the standard library's C parsers (no positions needed),
 counts every string of at least ``MIN_CHARS`` with the same encoding, and sends back the
 encoding's name and ``(hash, length, count)`` triples (a forked child shares this
-process's string hashes). ``PendingCounts.seed`` then fills
-the tokenizer's cache for the strings of the parsed conversation, so the pipeline finds
-them counted. It only ever saves time: if anything fails, nothing is seeded and the
-pipeline counts as usual.
+process's string hashes), in batches as it counts, newest messages first.
+``PendingCounts.seed`` then fills the tokenizer's cache for the strings of the parsed
+conversation, so the pipeline finds them counted. It only ever saves time: if anything
+fails, nothing is seeded and the pipeline counts as usual.
+
+A child started by ``start`` (the language server's first analysis of a large document) is
+not waited for: ``seed`` takes the batches already sent and stops it. The history's budget
+reads messages from the newest back and often never reaches the oldest (a fifth of the
+10 MB benchmark conversation's text is never counted), so the child's last batches are
+mostly texts nobody asks for, and a text not counted yet is counted in place when asked:
+the analysis waits for neither a slow child nor counts it does not need.
 
 The command line's child (``start_early``) also loads the encoding, instead of this
 process: it then stays to count, on request, the texts the pipeline makes (a file's
@@ -56,12 +63,20 @@ MAX_YAML_LINES = 250_000
 # place): the child's work is linear in the document (aliases are walked once), so this is
 # only a safety net.
 TIMEOUT_S = 20.0
+# The child sends its counts in batches of about this many characters counted (a few ms of
+# counting each): what a parent that does not wait (``PendingCounts.drain``) can take.
+BATCH_CHARS = 200_000
+# The pipe's buffer is grown to this (Linux; the unprivileged maximum by default), so a
+# child that is not read from until ``seed`` never blocks on writing its batches (the 10 MB
+# benchmark conversation's are about 300 KB).
+PIPE_BYTES = 1 << 20
+_F_SETPIPE_SZ = 1031  # fcntl's command on Linux
 
 
 class PendingCounts:
     """A child process counting; ``seed`` waits for it and fills the tokenizer's cache."""
 
-    __slots__ = ("closed", "encoding", "fd", "pid", "received", "replies", "requests")
+    __slots__ = ("closed", "drain", "encoding", "fd", "pid", "received", "replies", "requests")
 
     def __init__(
         self,
@@ -71,6 +86,7 @@ class PendingCounts:
         *,
         requests: int | None = None,  # a serving child's request pipe (``count``)
         replies: int | None = None,
+        drain: bool = False,
     ) -> None:
         self.pid = pid
         self.fd = fd
@@ -79,6 +95,9 @@ class PendingCounts:
         self.requests = requests
         self.replies = replies
         self.received: tuple[str | None, dict[int, tuple[int, int]]] | None = None
+        # Take the batches sent so far and stop the child, instead of waiting for all of
+        # them (a child that does not serve ``count``; see the module's docstring).
+        self.drain = drain
 
     def seed(self, conv: Conversation, tokenizer: Tokenizer) -> int:
         """Seed the counts of the conversation's strings; return how many were seeded.
@@ -137,7 +156,12 @@ class PendingCounts:
         return ns
 
     def __del__(self) -> None:  # dropped without ``seed`` (an analysis that failed)
-        self.close()
+        # (Not ``contextlib.suppress``: at the interpreter's exit, modules may be gone. The
+        # pipes close with the process then, and the child ends on their end.)
+        try:  # noqa: SIM105
+            self.close()
+        except Exception:
+            pass
 
     def close(self, *, reap: bool = True) -> None:
         """Stop the child (if it is still counting) and reap it; idempotent.
@@ -170,25 +194,54 @@ class PendingCounts:
         return self.received
 
     def _receive(self) -> tuple[str | None, dict[int, tuple[int, int]]]:
+        """The counts the child sent: all of them (until it closes the pipe, at most
+        ``TIMEOUT_S``), or with ``drain`` those sent so far (the child is then stopped)."""
         chunks = []
         deadline = time.monotonic() + TIMEOUT_S
+        ended = False
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
-                return None, {}
+            left = 0.0 if self.drain else deadline - time.monotonic()
+            if left < 0 or not select.select([self.fd], [], [], left)[0]:
+                break
             chunk = os.read(self.fd, 1 << 20)
             if not chunk:
+                ended = True
                 break
             chunks.append(chunk)
-        try:
-            encoding, triples = marshal.loads(b"".join(chunks))
-        except Exception:  # a child that died mid-write: count in place instead
+        if not ended and not self.drain:
             return None, {}
-        if self.encoding is not None and encoding != self.encoding:
-            return None, {}
+        if not ended:
+            self.close()  # what it would still send is not waited for
+        encoding: str | None = None
         # By hash, then length: two strings of one hash keep one count (the other is
         # counted in place), as two of one hash and length did before.
-        return encoding, {h: (n, c) for h, n, c in triples}
+        counts: dict[int, tuple[int, int]] = {}
+        for name, triples in _batches(b"".join(chunks)):
+            if encoding is not None and name != encoding:
+                return None, {}
+            encoding = name
+            counts.update((h, (n, c)) for h, n, c in triples)
+        if encoding is None or (self.encoding is not None and encoding != self.encoding):
+            return None, {}
+        return encoding, counts
+
+
+def _batches(data: bytes) -> Iterator[tuple[str, list[tuple[int, int, int]]]]:
+    """The whole batches in what a child sent (each: its length in 8 bytes, then the
+    marshalled encoding name and triples); a batch cut short (a child stopped or dead
+    mid-write) and anything after it are left out."""
+    at = 0
+    while at + 8 <= len(data):
+        size = int.from_bytes(data[at : at + 8], "little")
+        body = data[at + 8 : at + 8 + size]
+        if len(body) < size:
+            return
+        try:
+            name, triples = marshal.loads(body)
+        except Exception:  # not what a child writes: nothing more from it is trusted
+            return
+        yield name, triples
+        at += 8 + size
 
 
 class EarlyStart(NamedTuple):
@@ -278,7 +331,9 @@ def start(text: str | Rope, fmt: str, tokenizer: Tokenizer) -> PendingCounts | N
     count = getattr(tokenizer, "counter", None)
     if count is None or not _worth_forking(text, MIN_DOCUMENT_CHARS, str(fmt)):
         return None
-    return _fork(text, fmt, count, getattr(tokenizer, "cached", None), tokenizer.encoding)
+    pending = _fork(text, fmt, count, getattr(tokenizer, "cached", None), tokenizer.encoding)
+    pending.drain = True
+    return pending
 
 
 def _worth_forking(text: str | Rope, min_chars: int, fmt: str = "yaml") -> bool:
@@ -309,6 +364,10 @@ def _fork(
     sends with that encoding (``PendingCounts.count``), until the request pipe closes.
     """
     read_fd, write_fd = os.pipe()
+    with contextlib.suppress(OSError, AttributeError):
+        import fcntl
+
+        fcntl.fcntl(write_fd, _F_SETPIPE_SZ, PIPE_BYTES)
     pipes = (*os.pipe(), *os.pipe()) if serve is not None else None
     pid = os.fork()
     if pid == 0:  # the child: count, write, exit without running any cleanup
@@ -333,13 +392,16 @@ def _fork(
                 asked, model = _document_encoding(values)
                 tokenizer = load_tokenizer(asked, model=model).tokenizer
                 count, encoding = tokenizer.count, tokenizer.encoding
-            triples = [
-                (hash(s), len(s), count(s))
-                for s in _document_strings(values)
-                if cached is None or cached(s) is None
-            ]
-            data = marshal.dumps((encoding, triples))  # plain values: no pickle import
-            _write_all(write_fd, data)
+            batch: list[tuple[int, int, int]] = []
+            weight = 0
+            for s in _document_strings(values):  # newest first (``_walk_strings``)
+                if cached is None or cached(s) is None:
+                    batch.append((hash(s), len(s), count(s)))
+                    weight += len(s)
+                if weight >= BATCH_CHARS:
+                    _send_batch(write_fd, encoding, batch)
+                    batch, weight = [], 0
+            _send_batch(write_fd, encoding, batch)
             os.close(write_fd)  # the counts end here
             if pipes is not None and serve is not None:
                 _serve(pipes[0], pipes[3], serve)
@@ -383,6 +445,11 @@ def _serve(requests: int, replies: int, encoding: str) -> None:
         _write_all(replies, b"".join(answer))
 
 
+def _send_batch(fd: int, encoding: str | None, triples: list[tuple[int, int, int]]) -> None:
+    data = marshal.dumps((encoding, triples))  # plain values: no pickle import
+    _write_all(fd, len(data).to_bytes(8, "little") + data)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -421,8 +488,10 @@ def _document_encoding(values: list[Any]) -> tuple[str | None, str]:
 
 
 def _document_strings(values: list[Any]) -> Iterator[str]:
+    """The distinct strings of at least ``MIN_CHARS`` in the loaded values, newest first
+    (the last JSON Lines line first, each value as ``_walk_strings`` walks it)."""
     seen: set[str] = set()
-    for value in values:
+    for value in reversed(values):
         for s in _walk_strings(value):
             if len(s) >= MIN_CHARS and s not in seen:
                 seen.add(s)
@@ -450,7 +519,8 @@ def _walk_strings(value: Any) -> Iterator[str]:
 
     YAML aliases load as the same list or dict object wherever they are used: an alias
     bomb is a small graph with exponentially many paths, so containers are walked once
-    by identity (a self-referencing anchor is a cycle, and ends too).
+    by identity (a self-referencing anchor is a cycle, and ends too). Depth first, the
+    last item of a container first: a conversation's newest messages come first.
     """
     stack = [value]
     seen: set[int] = set()

@@ -45,7 +45,7 @@ from server.lsp.convert import TextMap
 from server.lsp.scheduler import Scheduler, moved
 from server.lsp.state import DocState, Snapshot
 from server.lsp.watch import Watcher
-from server.tokenizers import load_tokenizer
+from server.tokenizers import load_tokenizer, release_tables
 from server.workspace import analyze, analyze_prompt, find_root
 
 log = logging.getLogger(__name__)
@@ -346,6 +346,7 @@ class Session:
         here only costs the first open that time."""
         try:
             settings = resolve_settings([editor_layer(self.settings)])[0]
+            release_tables()  # a server runs long: the tables' source pages are let go
             load_tokenizer(settings.encoding, model=settings.model)
         except Exception:  # never a reason to fail: the analysis loads it, or says why not
             log.exception("loading the tokenizer ahead of the first document failed")

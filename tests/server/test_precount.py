@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import marshal
 import os
+import time
 
 import pytest
 
@@ -24,9 +26,68 @@ def test_forked_counts_equal_counting_in_place(monkeypatch) -> None:  # type: ig
     pending = precount.start(text, DocFormat.JSON, fresh)
     assert pending is not None
     conv = parse_conversation(text, DocFormat.JSON)
+    _finished(pending)  # ``seed`` takes what was sent so far: here, everything
     assert pending.seed(conv, fresh) == len(long)
     assert fresh.cache_size() == len(long)
     assert fresh.count_many(long) == reference
+
+
+def _finished(pending: precount.PendingCounts) -> None:
+    """Wait until the counting child has sent everything and ended."""
+    os.waitpid(pending.pid, 0)
+
+
+def test_the_server_takes_the_counts_sent_so_far_and_counts_the_rest_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The child counts the newest messages first and sends each batch as it goes; the
+    # analysis does not wait for the rest (the oldest, which the budget may never read):
+    # it stops the child, and a text not seeded is counted in place, with the same count.
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
+    monkeypatch.setattr(precount, "BATCH_CHARS", 1)  # a batch per text
+    long = [f"message {i}: " + "the quick brown fox 🦊 jumps 跳 " * (20 + i) for i in range(30)]
+    text = json.dumps({"messages": [{"role": "user", "content": t} for t in long]})
+    tokenizer = load_tokenizer().tokenizer
+    reference = [tokenizer.counter(t) for t in long]
+    reached_r, reached_w = os.pipe()
+    never_r, never_w = os.pipe()
+
+    def counter(t: str) -> int:
+        if t == long[0]:  # the oldest message: the child's last text; it never ends
+            os.write(reached_w, b"x")
+            os.read(never_r, 1)
+        return tokenizer.counter(t)
+
+    slow = type(tokenizer)(counter, tokenizer.encoding)
+    pending = precount.start(text, DocFormat.JSON, slow)
+    assert pending is not None and pending.drain
+    try:
+        assert os.read(reached_r, 1) == b"x"  # every newer message's batch is sent by now
+        fresh = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
+        started = time.monotonic()
+        assert pending.seed(parse_conversation(text, DocFormat.JSON), fresh) == len(long) - 1
+        assert time.monotonic() - started < precount.TIMEOUT_S / 2
+        assert pending.closed and fresh.cached(long[0]) is None
+        assert fresh.count_many(long) == reference
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pending.pid, os.WNOHANG)  # stopped and reaped
+    finally:
+        pending.close()
+        for fd in (reached_r, reached_w, never_r, never_w):
+            os.close(fd)
+
+
+def test_a_batch_cut_short_is_left_out_and_the_whole_ones_are_kept() -> None:
+    whole = marshal.dumps(("o200k_base", [(1, 40, 9), (2, 50, 11)]))
+    second = marshal.dumps(("o200k_base", [(3, 60, 13)]))
+    data = len(whole).to_bytes(8, "little") + whole + len(second).to_bytes(8, "little")
+    assert list(precount._batches(data + second)) == [
+        ("o200k_base", [(1, 40, 9), (2, 50, 11)]),
+        ("o200k_base", [(3, 60, 13)]),
+    ]
+    assert list(precount._batches(data + second[:-1])) == [
+        ("o200k_base", [(1, 40, 9), (2, 50, 11)])
+    ]
 
 
 def test_a_warm_cache_sends_only_the_edited_strings(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -41,6 +102,7 @@ def test_a_warm_cache_sends_only_the_edited_strings(monkeypatch) -> None:  # typ
     text = json.dumps({"messages": [{"role": "user", "content": t} for t in edited]})
     pending = precount.start(text, DocFormat.JSON, warm)
     assert pending is not None
+    _finished(pending)
     assert pending.seed(parse_conversation(text, DocFormat.JSON), warm) == 1
     assert warm.cached(edited[7]) == tokenizer.counter(edited[7])
 
@@ -335,3 +397,15 @@ def test_the_command_line_forks_the_child_for_the_file_it_names_before_parsing(
     assert started[0][1] is not None and started[0][1].pending.closed
     assert cli._EARLY == {}
     capsys.readouterr()
+
+
+def test_the_child_counts_the_newest_messages_first() -> None:
+    # The history's budget reads messages from the newest back: those are the counts a
+    # parent that does not wait for the child needs first.
+    texts = [f"message {i}: " + "words to count " * 4 for i in range(5)]
+    doc = {"settings": {"model": "gpt-4o"}, "messages": [{"content": t} for t in texts]}
+    got = list(precount._document_strings(list(precount._values(json.dumps(doc), "json"))))
+    assert got == texts[::-1]
+    lines = "\n".join(json.dumps({"role": "user", "content": t}) for t in texts)
+    got = list(precount._document_strings(list(precount._values(lines, "jsonl"))))
+    assert got == texts[::-1]

@@ -118,7 +118,7 @@ def test_prepared_results_are_pygls_json_made_item_by_item() -> None:
     made.clear()
     lazy = symbols()
     result = prepare(ls, lazy)
-    assert result is not None and result.json == expected
+    assert result is not None and result.json == expected.encode("ascii")
     assert json.loads(result.json)[2]["name"] == "m\u00e92 😀"
     assert made == [0, 1, 2]
     assert prepare(ls, iter(())) is None and prepare(ls, []) is None

@@ -1,0 +1,98 @@
+"""Releasing a shared library's read-only pages once read (``server/pages.py``).
+
+Each check runs in a fresh interpreter: the tokenizer is loaded once per process, and what
+is measured is that process' own resident memory (``/proc/self/smaps``), on Linux.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from server import pages, tokenizers
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_PROBE = textwrap.dedent(
+    """
+    import json, sys
+    from server import tokenizers
+
+    def resident_kb(path):
+        total, mine = 0, False
+        with open("/proc/self/smaps") as f:
+            for line in f:
+                head = line.split(maxsplit=5)
+                if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
+                    mine = len(head) == 6 and head[5].strip() == path
+                elif mine and head[0] == "Rss:":
+                    total += int(head[1])
+        return total
+
+    if sys.argv[2] == "server":
+        tokenizers.release_tables()  # as the language server does (``Session.warm_up``)
+    tok = tokenizers.load_tokenizer("o200k_base").tokenizer
+    module = tokenizers._bpe_bindings()
+    text = sys.argv[1]
+    counts = [tok.count(text), tokenizers.fast_counter("o200k_base")(text * 50)]
+    print(json.dumps({"kb": resident_kb(module.__file__), "counts": counts}))
+    """
+)
+
+
+def _probe(text: str, role: str) -> dict[str, object]:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, text, role],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def test_the_fast_backend_keeps_no_table_data_resident_and_counts_the_same() -> None:
+    module = tokenizers._bpe_bindings()
+    assert module is not None, "bpe-openai is a dependency: its module must load"
+    text = "Hello, world! 你好，世界 👩\u200d👩\u200d👧 " * 20
+    reference = tokenizers.reference_encoding("o200k_base")[0]
+    expected = [len(reference.encode_ordinary(text)), len(reference.encode_ordinary(text * 50))]
+    got = _probe(text, "server")
+    # Loading o200k_base reads ~32 MB of the module's embedded tables; after the release
+    # only code pages in use stay (under 8 MB), and counting never reads the tables again.
+    assert got["kb"] < 8 * 1024, got
+    assert got["counts"] == expected
+    # A one-shot command keeps them (it ends soon): the same counts.
+    kept = _probe(text, "one-shot")
+    assert kept["kb"] > 16 * 1024, kept
+    assert kept["counts"] == expected
+
+
+def test_a_mapping_the_loader_wrote_to_is_never_released(tmp_path: Path) -> None:
+    module = tokenizers._bpe_bindings()
+    ranges = pages._clean_readonly_ranges(str(Path(module.__file__).resolve()))
+    assert ranges, "the module's read-only data is mapped"
+    relocated = []
+    with open("/proc/self/smaps") as f:
+        current = None
+        for line in f:
+            head = line.split(maxsplit=5)
+            if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
+                lo, _, hi = head[0].partition("-")
+                current = (int(lo, 16), int(hi, 16)), head
+            elif current is not None and head[0] == "Anonymous:" and head[1] != "0":
+                rng, h = current
+                if len(h) == 6 and h[5].strip() == str(Path(module.__file__).resolve()):
+                    relocated.append(rng)
+    # The dynamic linker's relocated data (RELRO) holds private copies: dropping them would
+    # read the unrelocated file back (a crash). They are never among the released ranges.
+    assert relocated
+    assert not set(relocated) & set(ranges)
+
+
+def test_nothing_is_released_for_a_file_not_mapped(tmp_path: Path) -> None:
+    assert pages.release_file_pages(str(tmp_path / "absent.so")) == 0
+    assert pages.release_file_pages("") == 0
