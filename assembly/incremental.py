@@ -207,17 +207,29 @@ def _reparse_lines(
     old_last = end - delta  # ... and before it
     before = [e for e in errors if e.range.start < first]
     if before and not _attempt_ended(before, starts, root.items, new_text, first):
-        return None  # (a record over several lines, or an attempt at one, may read the edit)
+        # The attempt at the first broken line may read the lines touched: parse again
+        # from that line, when it is near (the attempt's state there is a whole parse's).
+        if any(e.message.startswith("a record spans") for e in before):
+            return None  # (a record over several lines was read: attempts go on after it)
+        broken = new_text.rfind("\n", 0, min(e.range.start for e in before)) + 1
+        if first - broken > _REACH:
+            return None
+        first, before = broken, []
     sub = None
-    if end < lb and not any(first <= e.range.start <= old_last for e in errors):
+    if before:
+        # An attempt failed before the lines touched (``_attempt_ended``): from there on,
+        # both parses read every line alone, so the lines touched are parsed alone (and
+        # without an attempt of their own), broken or not, and the lines after are kept.
+        if tokens + (end - first) >= MAX_JSON_TOKENS:
+            return None
+        sub = parse_jsonl(str(new_text[first:end]), messages=True, spanning=False)
+    elif end < lb and not any(first <= e.range.start <= old_last for e in errors):
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
         sub = parse_jsonl(str(new_text[first:end]), messages=True)
         if sub.errors:
             sub = None
     if sub is None:  # the lines touched are broken: parse them on to the end, when it is near
-        if before:
-            return None  # (no record is tried after a broken line: a state of its own)
         if lb - end <= _NEAR_END:
             end, old_last = lb, prev.length
         else:  # ... else with the two lines after them (see the docstring)
@@ -280,6 +292,7 @@ def _reparse_lines(
 
 
 _NEAR_END = 65_536  # characters: broken lines this near the end are parsed on to it
+_REACH = 262_144  # characters: how far above the lines touched a broken line is parsed from
 _PAIRS = 16  # pairs of lines ``_attempt_ended`` looks at
 
 

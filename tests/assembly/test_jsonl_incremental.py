@@ -341,10 +341,12 @@ def test_broken_lines_far_from_the_end_equal_whole_reads(
 def test_edits_below_a_broken_line_are_read_in_pieces() -> None:
     """A line broken in the middle of the document, then edits below it: once two lines
     that parse alone follow the broken one (the whole parse's attempt to read it as a
-    record over several lines has ended by then), the lines an edit touches are read
-    alone and spliced (they were read whole); each equal to a whole read. Randomized over
-    the documents with enough lines, with edits anywhere below the broken line (most stay
-    read whole: the edit is too near the broken line, or breaks another line above it)."""
+    record over several lines has ended by then), the lines an edit touches are parsed
+    alone, without an attempt of their own, broken or not (``parse_jsonl(spanning=False)``),
+    and spliced; nearer the broken line, they are parsed from the broken line on (the
+    attempt again). Each equal to a whole read. Randomized over the documents with enough
+    lines, with edits anywhere below the broken line, breaking more lines on the way: none
+    is read whole (54 of 203 were read in pieces before)."""
     rnd = random.Random(20261205)
     counts: Counter[str] = Counter()
     for _name, pristine in documents():
@@ -374,4 +376,34 @@ def test_edits_below_a_broken_line_are_read_in_pieces() -> None:
                 counts["of which in pieces"] += below and res is not None
                 conv, text = (res if res is not None else full), new_text
     assert counts["edits below a broken line"] >= 150, counts
-    assert counts["of which in pieces"] >= 40, counts  # 54 of 203 (none before)
+    assert counts["of which in pieces"] == counts["edits below a broken line"], counts
+
+
+def test_a_broken_line_far_above_the_edit_is_not_parsed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Typing just below a broken line (no two clean lines between) parses from the broken
+    line on, but only when it is within ``_REACH`` of the edit: beyond, the edit is read
+    whole (declined); both equal to a whole read."""
+    text = documents()[-len(_HOSTILE) - 2][1]  # the generated conversation
+    lines = line_starts(text)
+    cut = lines[len(lines) // 2]
+    text = text[:cut] + "[" + text[cut:]  # a broken line
+    below = text.index('": "', text.index("\n", cut) + 1) + 4  # in the line right after
+    parsed: list[str] = []
+    real = incremental.parse_jsonl
+
+    def parse(source: str, **kwargs: Any) -> Any:
+        parsed.append(source)
+        return real(source, **kwargs)
+
+    monkeypatch.setattr(incremental, "parse_jsonl", parse)
+    for reach, read in ((1 << 20, True), (text.rfind("\n", 0, below) - cut, False)):
+        monkeypatch.setattr(incremental, "_REACH", reach)
+        conv = parse_conversation(text, JSONL)
+        parsed.clear()
+        new_text = text[:below] + "x" + text[below:]
+        res, _ = check(conv, text, new_text, (below, below, "x"))
+        assert (res is not None) is read
+        if read:
+            assert parsed and parsed[0].startswith("[")
