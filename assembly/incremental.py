@@ -25,8 +25,8 @@ the previous version is left exactly as it was (value snapshots). Two paths:
 
 It returns None whenever that might not give exactly what ``parse_conversation`` gives
 (other providers' formats, an edit before the message list, a document near the token
-limit, JSON Lines lines whose parse may depend on a record read over several lines:
-``_reparse_lines``); the caller then parses the whole text. A YAML text is
+limit, JSON Lines lines whose parse may depend on a record read over several lines that
+may read on past them: ``_reparse_lines``); the caller then parses the whole text. A YAML text is
 re-read by ``formats.yamldoc`` (the items or top-level members the edit touched, parsed
 alone with libyaml), which reads one changed message with ``replace_message`` as JSON does.
 """
@@ -190,7 +190,18 @@ def _reparse_lines(
     line either ends among the lines touched, or is still open after the first of the
     two (which holds one whole value, and cannot close what it is in) and fails at the
     first token of the second (a value where a comma or a closing bracket must come):
-    the attempt ends as in the whole parse, and the lines after are parsed alone in both."""
+    the attempt ends as in the whole parse, and the lines after are parsed alone in both.
+
+    Below such a failed attempt (it ended before the lines touched), both parses read
+    every line alone: the lines touched are parsed alone without an attempt of their own
+    (``spanning=False``), broken or not. Nearer it, the lines are parsed from the broken
+    line on (its attempt made again), within ``_REACH``.
+
+    Records read over several lines (every attempt succeeded, no other syntax error):
+    the lines touched grow to the whole records they cut (``_records_region``), which are
+    parsed again, attempts on, as the whole parse does there; an attempt of theirs that
+    fails changes every line after it (no more attempts), so it is then parsed on to the
+    end when that is near, or read whole."""
     if prev.syntax is None:
         return None
     errors, tokens = prev.syntax
@@ -205,11 +216,28 @@ def _reparse_lines(
     end = new_text.find("\n", new_end)
     end = lb if end < 0 else end  # the end of the last one, after the edit
     old_last = end - delta  # ... and before it
+    if errors and all(map(_over_lines, errors)):
+        # Records read over several lines, and no other syntax error: every attempt
+        # succeeded, so every line starts in the same state (attempts on).
+        region = _records_region(new_text, starts, root.items, first, old_last, delta)
+        if region is None:
+            return None
+        first, old_last = region
+        end = old_last + delta
+        if tokens + (end - first) >= MAX_JSON_TOKENS:
+            return None
+        sub = parse_jsonl(str(new_text[first:end]), messages=True)
+        if not all(map(_over_lines, sub.errors)):  # an attempt failed: the lines after change
+            if lb - end > _NEAR_END or tokens + (lb - first) >= MAX_JSON_TOKENS:
+                return None
+            end, old_last = lb, prev.length
+            sub = parse_jsonl(str(new_text[first:end]), messages=True)
+        return _lines_spliced(prev, root, errors, tokens, sub, first, old_last, delta)
     before = [e for e in errors if e.range.start < first]
     if before and not _attempt_ended(before, starts, root.items, new_text, first):
         # The attempt at the first broken line may read the lines touched: parse again
         # from that line, when it is near (the attempt's state there is a whole parse's).
-        if any(e.message.startswith("a record spans") for e in before):
+        if any(map(_over_lines, before)):
             return None  # (a record over several lines was read: attempts go on after it)
         broken = new_text.rfind("\n", 0, min(e.range.start for e in before)) + 1
         if first - broken > _REACH:
@@ -246,6 +274,55 @@ def _reparse_lines(
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
         sub = parse_jsonl(str(new_text[first:end]), messages=True)
+    return _lines_spliced(prev, root, errors, tokens, sub, first, old_last, delta)
+
+
+def _over_lines(e: SyntaxIssue) -> bool:
+    """Whether ``e`` is ``parse_jsonl``'s report of a record read over several lines."""
+    return e.message.startswith("a record spans")
+
+
+def _records_region(
+    text: Text,
+    starts: Sequence[int],
+    items: Sequence[SNode],
+    first: int,
+    old_last: int,
+    delta: int,
+) -> tuple[int, int] | None:
+    """The lines touched, from ``first`` (a line start) to ``old_last`` (a line end, in the
+    previous text), grown to whole records: back to the start of a record read over
+    several lines that holds ``first``, on to the end of the line where a record starting
+    before ``old_last`` ends (after the edit: ``text``, the new text, from there on is the
+    previous one moved by ``delta``; the rest of that line is blank). So the region starts
+    and ends where a whole parse starts a line. None past ``_REACH``."""
+    k = bisect_right(starts, first) - 1
+    if k >= 0 and starts[k] + items[k].range.end > first:
+        first = starts[k]
+    k1 = bisect_left(starts, old_last + 1)
+    if k1 > 0 and starts[k1 - 1] + items[k1 - 1].range.end > old_last:
+        end = text.find("\n", starts[k1 - 1] + items[k1 - 1].range.end + delta)
+        old_last = (len(text) if end < 0 else end) - delta
+    return None if old_last - first > _REACH else (first, old_last)
+
+
+def _lines_spliced(
+    prev: Conversation,
+    root: SNode,
+    errors: Sequence[SyntaxIssue],
+    tokens: int,
+    sub: ParsedData,
+    first: int,
+    old_last: int,
+    delta: int,
+) -> Conversation | None:
+    """The previous lines ``[first, old_last]`` replaced by those ``sub`` parsed (from
+    ``first`` in the new text), the others kept; then read (``_read_items``, or the tree
+    as a whole parse reads it)."""
+    assert root.starts is not None
+    starts = root.starts
+    lb = prev.length + delta
+    before = [e for e in errors if e.range.start < first]
     if sub.root is None or sub.root.starts is None:
         return None
     k0, k1 = bisect_left(starts, first), bisect_left(starts, old_last + 1)
