@@ -185,12 +185,18 @@ def _reparse_lines(
     new message being typed) may have any: nothing follows them.
 
     Broken lines touched far from the end (a message typed in the middle) are parsed with
-    the two lines after them, when no line after them had a syntax error: each of those
-    lines parses alone (a whole value), so a record an attempt reads on from a broken
-    line either ends among the lines touched, or is still open after the first of the
-    two (which holds one whole value, and cannot close what it is in) and fails at the
-    first token of the second (a value where a comma or a closing bracket must come):
-    the attempt ends as in the whole parse, and the lines after are parsed alone in both.
+    the two lines after them, when those two parse alone: each holds a whole value, so a
+    record an attempt reads on from a broken line either ends among the lines touched, or
+    is still open after the first of the two (which holds one whole value, and cannot
+    close what it is in) and fails at the first token of the second (a value where a
+    comma or a closing bracket must come): the attempt ends as in the whole parse. Broken
+    lines further below (a log cut off in its last line) read the same in both parses
+    when no record was read over several lines there: the first of them was tried as a
+    record and failed, or is not tried now, which gives its own line's errors either
+    way; except when the lines touched had a failed attempt before the edit and none
+    after it: the broken line below is then tried now, and was not before, which gives
+    the same only when it is the last line (a record over several lines cannot start
+    there); else the text is read whole.
 
     Below such a failed attempt (it ended before the lines touched), both parses read
     every line alone: the lines touched are parsed alone without an attempt of their own
@@ -258,15 +264,20 @@ def _reparse_lines(
         if sub.errors:
             sub = None
     if sub is None:  # the lines touched are broken: parse them on to the end, when it is near
+        failed_before = False  # the previous parse's attempt failed in the lines touched
         if lb - end <= _NEAR_END:
             end, old_last = lb, prev.length
         else:  # ... else with the two lines after them (see the docstring)
-            if any(e.range.start > old_last for e in errors):
-                return None
-            end = _lines_on(new_text, end, 2)
-            old_last = end - delta
+            after = [e for e in errors if e.range.start > old_last]
+            two = _lines_on(new_text, end, 2)
+            if two < 0 or any(e.range.start <= two - delta or _over_lines(e) for e in after):
+                return None  # (they must parse alone; no record was read below)
+            failed_before = bool(after) and any(
+                first <= e.range.start <= old_last and not _over_lines(e) for e in errors
+            )
+            end, old_last = two, two - delta
             k0, k1 = bisect_left(starts, first), bisect_left(starts, old_last + 1)
-            if end < 0 or any(
+            if any(
                 s + node.range.end > old_last
                 for s, node in zip(starts[k0:k1], root.items[k0:k1], strict=True)
             ):
@@ -274,6 +285,13 @@ def _reparse_lines(
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
         sub = parse_jsonl(str(new_text[first:end]), messages=True)
+        if failed_before and all(map(_over_lines, sub.errors)):
+            # A broken line below now gets an attempt it did not get before: it fails as
+            # its line alone does when that is the last line (no record starts there).
+            below = min(e.range.start for e in errors if e.range.start > old_last) + delta
+            nl = new_text.find("\n", below)
+            if nl >= 0 and (lb - nl > _TAIL or new_text[nl:lb].strip()):
+                return None
     return _lines_spliced(prev, root, errors, tokens, sub, first, old_last, delta)
 
 
@@ -369,6 +387,7 @@ def _lines_spliced(
 
 
 _NEAR_END = 65_536  # characters: broken lines this near the end are parsed on to it
+_TAIL = 4_096  # characters after a broken last line looked at for another line
 _REACH = 262_144  # characters: how far above the lines touched a broken line is parsed from
 _PAIRS = 16  # pairs of lines ``_attempt_ended`` looks at
 

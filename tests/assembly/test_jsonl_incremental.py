@@ -459,3 +459,45 @@ def test_typing_in_a_record_over_several_lines_reads_that_record(
         res, full = check(conv, text, new_text, edit)
         assert res is None
         conv, text = full, new_text
+
+
+@pytest.mark.parametrize(
+    ("cut", "tail", "whole"),
+    [
+        ('{"role": "user", "content": "cut off', "", 0),
+        ("[", "\n\n", 0),
+        ('{"role": ', "", 0),
+        ("[", '\n{"role": "user", "content": "after"}\n', 1),
+    ],
+)
+def test_a_message_typed_above_a_cut_off_last_line_is_read_in_pieces(
+    monkeypatch: pytest.MonkeyPatch, cut: str, tail: str, whole: int
+) -> None:
+    """A log whose last line was cut off (a broken line below), and a message typed in the
+    middle through its broken states: each keystroke parses the line typed and two more
+    (it was read whole), the broken line below keeping its errors; equal to a whole read.
+    With a line after the broken one, the keystroke that makes the typed line whole again
+    is read whole: the broken line below is then tried as a record over several lines,
+    which it was not while the typed line was broken."""
+    text = dict(documents())["generated"] + cut + tail
+    monkeypatch.setattr(incremental, "_NEAR_END", 0)
+    parsed: list[int] = []
+    real = incremental.parse_jsonl
+
+    def parse(source: str, **kwargs: Any) -> Any:
+        parsed.append(source.count("\n"))
+        return real(source, **kwargs)
+
+    monkeypatch.setattr(incremental, "parse_jsonl", parse)
+    conv = parse_conversation(text, JSONL)
+    assert conv.syntax is not None and conv.syntax[0]
+    at = text.index("\n{", len(text) // 3) + 1
+    declined = 0
+    for ch in _NEW[1:] + "\n":
+        new_text = text[:at] + ch + text[at:]
+        res, full = check(conv, text, new_text, (at, at, ch))
+        declined += res is None
+        conv, text, at = (res if res is not None else full), new_text, at + 1
+    assert declined == whole and max(parsed) <= 3
+    broken = len(text) - len(tail) - len(cut)
+    assert conv.syntax is not None and conv.syntax[0][-1].range.start >= broken
