@@ -8,7 +8,8 @@ generated 10 MB (or 1 MB) conversation that ``bench_lsp.py`` makes (``--corpus``
   pressing Enter at the end of a line (through its broken states), and the same typed at
   the start of a line; typing in a message below a line broken a third of the way in, in
   the line right after it, and a message typed (through its broken states) below it;
-  typing in a record of the same document written one record over several lines;
+  typing in a record of the same document written one record over several lines; a
+  message typed in the middle of a log whose last line was cut off;
 - YAML: a quote opened at the start of a message's content and typed on (when nothing
   after it closes the quote, libyaml reads the rest of the text into the scalar: the
   document is then one whose values are all plain scalars),
@@ -72,6 +73,10 @@ def _jsonl_kinds(text: str, size: int) -> dict[str, tuple[str, list[Edit]]]:
         "typing in the line below a broken line": (broken, _typed(next_line, "abcdefgh")),
         "a message typed below a broken line": (broken, _typed(mid + 1, "\n" + new)),
         "typing in a record over several lines": (records, _typed(in_record, "abcdefgh")),
+        "a message typed above a cut-off last line": (
+            text + '{"role": "user", "content": "cut off',
+            _typed(mid, "\n" + new),
+        ),
     }
 
 
