@@ -25,8 +25,8 @@ the previous version is left exactly as it was (value snapshots). Two paths:
 
 It returns None whenever that might not give exactly what ``parse_conversation`` gives
 (other providers' formats, an edit before the message list, a document near the token
-limit, JSON Lines lines whose parse may depend on a record read over several lines:
-``_reparse_lines``); the caller then parses the whole text. A YAML text is
+limit, JSON Lines lines whose parse may depend on a record read over several lines that
+may read on past them: ``_reparse_lines``); the caller then parses the whole text. A YAML text is
 re-read by ``formats.yamldoc`` (the items or top-level members the edit touched, parsed
 alone with libyaml), which reads one changed message with ``replace_message`` as JSON does.
 """
@@ -185,12 +185,29 @@ def _reparse_lines(
     new message being typed) may have any: nothing follows them.
 
     Broken lines touched far from the end (a message typed in the middle) are parsed with
-    the two lines after them, when no line after them had a syntax error: each of those
-    lines parses alone (a whole value), so a record an attempt reads on from a broken
-    line either ends among the lines touched, or is still open after the first of the
-    two (which holds one whole value, and cannot close what it is in) and fails at the
-    first token of the second (a value where a comma or a closing bracket must come):
-    the attempt ends as in the whole parse, and the lines after are parsed alone in both."""
+    the two lines after them, when those two parse alone: each holds a whole value, so a
+    record an attempt reads on from a broken line either ends among the lines touched, or
+    is still open after the first of the two (which holds one whole value, and cannot
+    close what it is in) and fails at the first token of the second (a value where a
+    comma or a closing bracket must come): the attempt ends as in the whole parse. Broken
+    lines further below (a log cut off in its last line) read the same in both parses
+    when no record was read over several lines there: the first of them was tried as a
+    record and failed, or is not tried now, which gives its own line's errors either
+    way; except when the lines touched had a failed attempt before the edit and none
+    after it: the broken line below is then tried now, and was not before, which gives
+    the same only when it is the last line (a record over several lines cannot start
+    there); else the text is read whole.
+
+    Below such a failed attempt (it ended before the lines touched), both parses read
+    every line alone: the lines touched are parsed alone without an attempt of their own
+    (``spanning=False``), broken or not. Nearer it, the lines are parsed from the broken
+    line on (its attempt made again), within ``_REACH``.
+
+    Records read over several lines (every attempt succeeded, no other syntax error):
+    the lines touched grow to the whole records they cut (``_records_region``), which are
+    parsed again, attempts on, as the whole parse does there; an attempt of theirs that
+    fails changes every line after it (no more attempts), so it is then parsed on to the
+    end when that is near, or read whole."""
     if prev.syntax is None:
         return None
     errors, tokens = prev.syntax
@@ -205,28 +222,62 @@ def _reparse_lines(
     end = new_text.find("\n", new_end)
     end = lb if end < 0 else end  # the end of the last one, after the edit
     old_last = end - delta  # ... and before it
+    if errors and all(map(_over_lines, errors)):
+        # Records read over several lines, and no other syntax error: every attempt
+        # succeeded, so every line starts in the same state (attempts on).
+        region = _records_region(new_text, starts, root.items, first, old_last, delta)
+        if region is None:
+            return None
+        first, old_last = region
+        end = old_last + delta
+        if tokens + (end - first) >= MAX_JSON_TOKENS:
+            return None
+        sub = parse_jsonl(str(new_text[first:end]), messages=True)
+        if not all(map(_over_lines, sub.errors)):  # an attempt failed: the lines after change
+            if lb - end > _NEAR_END or tokens + (lb - first) >= MAX_JSON_TOKENS:
+                return None
+            end, old_last = lb, prev.length
+            sub = parse_jsonl(str(new_text[first:end]), messages=True)
+        return _lines_spliced(prev, root, errors, tokens, sub, first, old_last, delta)
     before = [e for e in errors if e.range.start < first]
     if before and not _attempt_ended(before, starts, root.items, new_text, first):
-        return None  # (a record over several lines, or an attempt at one, may read the edit)
+        # The attempt at the first broken line may read the lines touched: parse again
+        # from that line, when it is near (the attempt's state there is a whole parse's).
+        if any(map(_over_lines, before)):
+            return None  # (a record over several lines was read: attempts go on after it)
+        broken = new_text.rfind("\n", 0, min(e.range.start for e in before)) + 1
+        if first - broken > _REACH:
+            return None
+        first, before = broken, []
     sub = None
-    if end < lb and not any(first <= e.range.start <= old_last for e in errors):
+    if before:
+        # An attempt failed before the lines touched (``_attempt_ended``): from there on,
+        # both parses read every line alone, so the lines touched are parsed alone (and
+        # without an attempt of their own), broken or not, and the lines after are kept.
+        if tokens + (end - first) >= MAX_JSON_TOKENS:
+            return None
+        sub = parse_jsonl(str(new_text[first:end]), messages=True, spanning=False)
+    elif end < lb and not any(first <= e.range.start <= old_last for e in errors):
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
         sub = parse_jsonl(str(new_text[first:end]), messages=True)
         if sub.errors:
             sub = None
     if sub is None:  # the lines touched are broken: parse them on to the end, when it is near
-        if before:
-            return None  # (no record is tried after a broken line: a state of its own)
+        failed_before = False  # the previous parse's attempt failed in the lines touched
         if lb - end <= _NEAR_END:
             end, old_last = lb, prev.length
         else:  # ... else with the two lines after them (see the docstring)
-            if any(e.range.start > old_last for e in errors):
-                return None
-            end = _lines_on(new_text, end, 2)
-            old_last = end - delta
+            after = [e for e in errors if e.range.start > old_last]
+            two = _lines_on(new_text, end, 2)
+            if two < 0 or any(e.range.start <= two - delta or _over_lines(e) for e in after):
+                return None  # (they must parse alone; no record was read below)
+            failed_before = bool(after) and any(
+                first <= e.range.start <= old_last and not _over_lines(e) for e in errors
+            )
+            end, old_last = two, two - delta
             k0, k1 = bisect_left(starts, first), bisect_left(starts, old_last + 1)
-            if end < 0 or any(
+            if any(
                 s + node.range.end > old_last
                 for s, node in zip(starts[k0:k1], root.items[k0:k1], strict=True)
             ):
@@ -234,6 +285,62 @@ def _reparse_lines(
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
         sub = parse_jsonl(str(new_text[first:end]), messages=True)
+        if failed_before and all(map(_over_lines, sub.errors)):
+            # A broken line below now gets an attempt it did not get before: it fails as
+            # its line alone does when that is the last line (no record starts there).
+            below = min(e.range.start for e in errors if e.range.start > old_last) + delta
+            nl = new_text.find("\n", below)
+            if nl >= 0 and (lb - nl > _TAIL or new_text[nl:lb].strip()):
+                return None
+    return _lines_spliced(prev, root, errors, tokens, sub, first, old_last, delta)
+
+
+def _over_lines(e: SyntaxIssue) -> bool:
+    """Whether ``e`` is ``parse_jsonl``'s report of a record read over several lines."""
+    return e.message.startswith("a record spans")
+
+
+def _records_region(
+    text: Text,
+    starts: Sequence[int],
+    items: Sequence[SNode],
+    first: int,
+    old_last: int,
+    delta: int,
+) -> tuple[int, int] | None:
+    """The lines touched, from ``first`` (a line start) to ``old_last`` (a line end, in the
+    previous text), grown to whole records: back to the start of a record read over
+    several lines that holds ``first``, on to the end of the line where a record starting
+    before ``old_last`` ends (after the edit: ``text``, the new text, from there on is the
+    previous one moved by ``delta``; the rest of that line is blank). So the region starts
+    and ends where a whole parse starts a line. None past ``_REACH``."""
+    k = bisect_right(starts, first) - 1
+    if k >= 0 and starts[k] + items[k].range.end > first:
+        first = starts[k]
+    k1 = bisect_left(starts, old_last + 1)
+    if k1 > 0 and starts[k1 - 1] + items[k1 - 1].range.end > old_last:
+        end = text.find("\n", starts[k1 - 1] + items[k1 - 1].range.end + delta)
+        old_last = (len(text) if end < 0 else end) - delta
+    return None if old_last - first > _REACH else (first, old_last)
+
+
+def _lines_spliced(
+    prev: Conversation,
+    root: SNode,
+    errors: Sequence[SyntaxIssue],
+    tokens: int,
+    sub: ParsedData,
+    first: int,
+    old_last: int,
+    delta: int,
+) -> Conversation | None:
+    """The previous lines ``[first, old_last]`` replaced by those ``sub`` parsed (from
+    ``first`` in the new text), the others kept; then read (``_read_items``, or the tree
+    as a whole parse reads it)."""
+    assert root.starts is not None
+    starts = root.starts
+    lb = prev.length + delta
+    before = [e for e in errors if e.range.start < first]
     if sub.root is None or sub.root.starts is None:
         return None
     k0, k1 = bisect_left(starts, first), bisect_left(starts, old_last + 1)
@@ -280,6 +387,8 @@ def _reparse_lines(
 
 
 _NEAR_END = 65_536  # characters: broken lines this near the end are parsed on to it
+_TAIL = 4_096  # characters after a broken last line looked at for another line
+_REACH = 262_144  # characters: how far above the lines touched a broken line is parsed from
 _PAIRS = 16  # pairs of lines ``_attempt_ended`` looks at
 
 

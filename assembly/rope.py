@@ -8,7 +8,10 @@ that is cut where it must be), with prefix sums of the chunk lengths and of thei
 breaks. ``edit`` rebuilds only the chunks the edit touches and shares every other chunk
 with the rope it came from, so ``changed_span`` finds what changed by chunk identity.
 A chunk is stored as its UTF-8 bytes when those are smaller than the ``str`` (a chunk with
-one emoji is a ``str`` of four bytes a character), and decoded when read.
+one emoji is a ``str`` of four bytes a character), and decoded when read: a slice of it
+decodes only about the slice once the chunk's byte marks are known (``_Chunk.sub``), so
+reading a line or a few characters of a 10 MB document (a position for the editor, a
+finding's text) costs what the line costs, not a 16 K chunk.
 
 Invariants: offsets are code points (Python ``str`` indices); a line ends after ``\\n``,
 ``\\r\\n`` or a lone ``\\r``, exactly LSP's line ends (U+2028 and friends are ordinary
@@ -24,6 +27,7 @@ import contextlib
 import itertools
 import re
 import sys
+from array import array
 from collections.abc import Iterator
 from typing import overload
 
@@ -43,10 +47,13 @@ class _Chunk:
     nearly every chunk of a conversation holds one (a 10 MB document: 38 MB of ``str``
     chunks, 10 MB packed). ``text`` decodes a packed chunk when read, through a small
     memo of the chunks read last (``_decoded``); its length and line breaks are known
-    without decoding it.
+    without decoding it. ``sub`` reads a slice: of a packed chunk, through its byte marks
+    (``_marks``: the UTF-8 offset of every ``_mark_step``-th code point, at most
+    ``_MARKS`` of them, made on the first read that missed the memo), it decodes only
+    the bytes between the marks around the slice.
     """
 
-    __slots__ = ("_breaks", "data", "n", "n_breaks")
+    __slots__ = ("_breaks", "_marks", "data", "n", "n_breaks")
 
     def __init__(self, text: str) -> None:
         self.n = len(text)
@@ -56,11 +63,35 @@ class _Chunk:
         self.n_breaks = n
         self.data = _packed(text)  # the text, or its UTF-8 (see the class)
         self._breaks: list[int] | None = None
+        self._marks: array[int] | None = None
 
     @property
     def text(self) -> str:
         data = self.data
         return data if type(data) is str else _decoded(self, data)
+
+    def sub(self, a: int, b: int) -> str:
+        """``text[a:b]`` for ``0 <= a <= b <= n``; a packed chunk is decoded whole only
+        on the first read that misses the memo (which makes its byte marks)."""
+        data = self.data
+        if type(data) is str:
+            return data[a:b]
+        if a >= b:
+            return ""
+        hit = _DECODED.get(id(self))
+        if hit is not None and hit[0] is self:
+            return hit[1][a:b]
+        marks = self._marks
+        if marks is None:
+            text = _decoded(self, data)  # type: ignore[arg-type]
+            self._marks = _marks_of(text)
+            return text[a:b]
+        step = _mark_step(self.n)
+        i, j = a // step, -(-b // step)
+        lo = marks[i]
+        hi = marks[j] if j < len(marks) else len(data)
+        skip = a - i * step
+        return data[lo:hi].decode("utf-8", "surrogatepass")[skip : skip + b - a]  # type: ignore[union-attr]
 
     def breaks(self) -> list[int]:
         """The offsets in the chunk just after each line end (the starts of the lines)."""
@@ -123,6 +154,24 @@ def _packed(text: str) -> str | bytes:
         return text
     data = text.encode("utf-8", "surrogatepass")
     return data if sys.getsizeof(data) < sys.getsizeof(text) else text
+
+
+_MARKS = 64  # byte marks of a packed chunk at most (a 16 K chunk: one every 256 code points)
+
+
+def _mark_step(n: int) -> int:
+    """Code points between two byte marks of a chunk of ``n`` code points."""
+    return max(1, -(-n // _MARKS))
+
+
+def _marks_of(text: str) -> array[int]:
+    """The UTF-8 offset of every ``_mark_step``-th code point of ``text``, from 0."""
+    step = _mark_step(len(text))
+    sizes = (
+        len(text[i : i + step].encode("utf-8", "surrogatepass"))
+        for i in range(0, len(text) - step, step)
+    )
+    return array("I", itertools.accumulate(sizes, initial=0))
 
 
 # The packed chunks decoded last, by identity (a walk over a document's lines or offsets
@@ -225,7 +274,8 @@ class Rope:
         if not 0 <= i < self._len:
             raise IndexError("rope index out of range")
         k = bisect.bisect_right(self._starts, i) - 1
-        return self._chunks[k].text[i - self._starts[k]]
+        local = i - self._starts[k]
+        return self._chunks[k].sub(local, local + 1)
 
     def __iter__(self) -> Iterator[str]:
         for c in self._chunks:
@@ -474,12 +524,13 @@ class Rope:
         starts, chunks = self._starts, self._chunks
         i = bisect.bisect_right(starts, start) - 1
         s = starts[i]
+        first = chunks[i]
         if stop <= starts[i + 1]:
-            return chunks[i].text[start - s : stop - s]
+            return first.sub(start - s, stop - s)
         j = bisect.bisect_left(starts, stop) - 1
-        parts = [chunks[i].text[start - s :]]
+        parts = [first.sub(start - s, first.n)]
         parts.extend(_plain(c) for c in chunks[i + 1 : j])
-        parts.append(chunks[j].text[: stop - starts[j]])
+        parts.append(chunks[j].sub(0, stop - starts[j]))
         return "".join(parts)
 
 

@@ -341,18 +341,20 @@ def _parse_json(text: str, messages: bool) -> ParsedData:
     )
 
 
-def parse_jsonl(text: str, *, messages: bool = False) -> ParsedData:
+def parse_jsonl(text: str, *, messages: bool = False, spanning: bool = True) -> ParsedData:
     """Parse JSON Lines: one value per non-blank line, each parsed on its own.
 
     The root is an array of the lines' values; a line that cannot be read at all is left
     out of the array and reported. A syntax error never spills into the next line. With
     ``messages``, each line is read relative to its start (``SNode.starts``).
+    ``spanning=False``: no broken line is tried as a record over several lines (as after
+    a failed attempt; for lines re-read after one, ``incremental._reparse_lines``).
     """
     with gc_paused():
-        return _parse_jsonl(text, messages)
+        return _parse_jsonl(text, messages, spanning)
 
 
-def _parse_jsonl(text: str, messages: bool) -> ParsedData:
+def _parse_jsonl(text: str, messages: bool, spanning: bool = True) -> ParsedData:
     items: list[SNode] = []
     starts: list[int] = []
     lines: list[TextRange] = []
@@ -364,7 +366,7 @@ def _parse_jsonl(text: str, messages: bool) -> ParsedData:
     # A broken line may start a record written over several lines; after one such attempt
     # fails, no other line is tried (each attempt reads up to the end of the text, so
     # trying every broken line of a hostile file would be quadratic).
-    try_spanning = True
+    try_spanning = spanning
     while start < n:
         end = text.find("\n", start)
         if end == -1:

@@ -408,9 +408,10 @@ class Session:
             )
         elapsed = time.perf_counter() - start
         log.debug("analysed %s@%s in %.1f ms", doc.uri, doc.version, elapsed * 1000)
-        return Snapshot(
-            doc.uri, doc.version, TextMap.of(doc.text, self.encoding), analysis, elapsed
-        )
+        last = self.snapshots.get(doc.uri)  # its converted positions carry over
+        previous = last.text_map if last is not None else None
+        text_map = TextMap.of(doc.text, self.encoding, previous=previous)
+        return Snapshot(doc.uri, doc.version, text_map, analysis, elapsed)
 
     def failed_snapshot(
         self, doc: DocState, exc: BaseException, previous: Snapshot | None, generation: int

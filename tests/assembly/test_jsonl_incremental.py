@@ -93,6 +93,12 @@ def documents() -> list[tuple[str, str]]:
     head = json.dumps({"settings": small.get("settings", {"model": "gpt-4o"})})
     docs.append(("generated", f"{head}\n{gen}\n"))
     docs.append(("generated:crlf", f"{head}\r\n{gen}\r\n".replace("\n", "\r\n")))
+    # Records written over several lines (pretty-printed), a few of them on one line.
+    records = [
+        json.dumps(m, ensure_ascii=False, indent=None if i % 4 == 3 else 2)
+        for i, m in enumerate(small["messages"])
+    ]
+    docs.append(("generated:records", head + "\n" + "\n".join(records) + "\n"))
     docs += [(f"hostile:{i}", t) for i, t in enumerate(_HOSTILE)]
     return docs
 
@@ -216,7 +222,7 @@ def test_a_new_message_typed_at_the_end_is_spliced(monkeypatch: pytest.MonkeyPat
     """Character by character through its broken states (a syntax error, a message left
     out for want of a role): every keystroke reads only the last lines (the tree is never
     read again as a whole), the other messages shared."""
-    text = documents()[-len(_HOSTILE) - 2][1]  # the generated conversation
+    text = dict(documents())["generated"]
 
     def whole(*args: Any, **kwargs: Any) -> Conversation:
         raise AssertionError("the whole tree was read again")
@@ -264,7 +270,7 @@ def test_a_message_typed_in_the_middle_reads_two_lines_more(
     each keystroke parses the line typed and the two lines after it (``_lines_on``), not
     the rest of the text (it was read whole on each keystroke), and equals a whole read;
     the tree is never read again as a whole, and the messages after it are shared."""
-    text = documents()[-len(_HOSTILE) - 2][1]  # the generated conversation
+    text = dict(documents())["generated"]
     monkeypatch.setattr(incremental, "_NEAR_END", 0)  # (its text is short: all is "far")
 
     def whole(*args: Any, **kwargs: Any) -> Conversation:
@@ -341,16 +347,20 @@ def test_broken_lines_far_from_the_end_equal_whole_reads(
 def test_edits_below_a_broken_line_are_read_in_pieces() -> None:
     """A line broken in the middle of the document, then edits below it: once two lines
     that parse alone follow the broken one (the whole parse's attempt to read it as a
-    record over several lines has ended by then), the lines an edit touches are read
-    alone and spliced (they were read whole); each equal to a whole read. Randomized over
-    the documents with enough lines, with edits anywhere below the broken line (most stay
-    read whole: the edit is too near the broken line, or breaks another line above it)."""
+    record over several lines has ended by then), the lines an edit touches are parsed
+    alone, without an attempt of their own, broken or not (``parse_jsonl(spanning=False)``),
+    and spliced; nearer the broken line, they are parsed from the broken line on (the
+    attempt again). Each equal to a whole read. Randomized over the documents with enough
+    lines, with edits anywhere below the broken line, breaking more lines on the way: none
+    is read whole (54 of 203 were read in pieces before)."""
     rnd = random.Random(20261205)
     counts: Counter[str] = Counter()
-    for _name, pristine in documents():
+    for name, pristine in documents():
         lines = line_starts(pristine)
         if len(lines) < 12:
             continue
+        # (Below a record read over several lines, a broken line is read whole.)
+        kind = "records" if name == "generated:records" else "lines"
         for _ in range(4):
             at = rnd.choice(lines[2 : len(lines) // 3])
             stop = pristine.find("\n", at)
@@ -370,8 +380,124 @@ def test_edits_below_a_broken_line_are_read_in_pieces() -> None:
                 errors = conv.syntax[0] if conv.syntax is not None else ()
                 below = any(e.range.start < text.rfind("\n", 0, edit[0]) for e in errors)
                 res, full = check(conv, text, new_text, edit)
-                counts["edits below a broken line"] += below
-                counts["of which in pieces"] += below and res is not None
+                counts[f"edits below a broken line ({kind})"] += below
+                counts[f"of which in pieces ({kind})"] += below and res is not None
                 conv, text = (res if res is not None else full), new_text
-    assert counts["edits below a broken line"] >= 150, counts
-    assert counts["of which in pieces"] >= 40, counts  # 54 of 203 (none before)
+    below, pieces = (
+        counts["edits below a broken line (lines)"],
+        counts["of which in pieces (lines)"],
+    )
+    assert below >= 150 and pieces == below, counts
+
+
+def test_a_broken_line_far_above_the_edit_is_not_parsed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Typing just below a broken line (no two clean lines between) parses from the broken
+    line on, but only when it is within ``_REACH`` of the edit: beyond, the edit is read
+    whole (declined); both equal to a whole read."""
+    text = dict(documents())["generated"]
+    lines = line_starts(text)
+    cut = lines[len(lines) // 2]
+    text = text[:cut] + "[" + text[cut:]  # a broken line
+    below = text.index('": "', text.index("\n", cut) + 1) + 4  # in the line right after
+    parsed: list[str] = []
+    real = incremental.parse_jsonl
+
+    def parse(source: str, **kwargs: Any) -> Any:
+        parsed.append(source)
+        return real(source, **kwargs)
+
+    monkeypatch.setattr(incremental, "parse_jsonl", parse)
+    for reach, read in ((1 << 20, True), (text.rfind("\n", 0, below) - cut, False)):
+        monkeypatch.setattr(incremental, "_REACH", reach)
+        conv = parse_conversation(text, JSONL)
+        parsed.clear()
+        new_text = text[:below] + "x" + text[below:]
+        res, _ = check(conv, text, new_text, (below, below, "x"))
+        assert (res is not None) is read
+        if read:
+            assert parsed and parsed[0].startswith("[")
+
+
+def test_typing_in_a_record_over_several_lines_reads_that_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a document of pretty-printed records (each read over several lines, a warning
+    each), typing in one in the middle parses that record's lines again, not the rest of
+    the text (it was read whole on each keystroke), and keeps the other messages; a
+    keystroke that leaves a record unclosed far from the end is read whole (the whole
+    parse then stops trying records, and every line after it reads differently), and so
+    is the one that closes it again (what follows a failed attempt is read whole)."""
+    text = dict(documents())["generated:records"]
+    monkeypatch.setattr(incremental, "_NEAR_END", 0)
+    parsed: list[str] = []
+    real = incremental.parse_jsonl
+
+    def parse(source: str, **kwargs: Any) -> Any:
+        parsed.append(source)
+        return real(source, **kwargs)
+
+    monkeypatch.setattr(incremental, "parse_jsonl", parse)
+    conv = parse_conversation(text, JSONL)
+    first = conv
+    assert conv.syntax is not None and len(conv.syntax[0]) >= 10
+    at = text.index('"content": "', len(text) // 2) + len('"content": "')
+    record = text[text.rfind("\n{", 0, at) + 1 : text.index("\n}", at) + 2]
+    assert record.count("\n") >= 3
+    for ch in "typed x":
+        new_text = text[:at] + ch + text[at:]
+        res, _ = check(conv, text, new_text, (at, at, ch))
+        assert res is not None
+        conv, text, at = res, new_text, at + 1
+    assert max(len(source) for source in parsed) <= len(record) + 8
+    kept = sum(any(m is n for n in first.message_data) for m in conv.message_data)
+    assert kept == len(first.message_data) - 1
+    close = text.index("\n}", at) + 1  # the record's closing brace: deleted, then put back
+    for edit in ((close, close + 1, ""), (close, close, "}")):
+        new_text = text[: edit[0]] + edit[2] + text[edit[1] :]
+        res, full = check(conv, text, new_text, edit)
+        assert res is None
+        conv, text = full, new_text
+
+
+@pytest.mark.parametrize(
+    ("cut", "tail", "whole"),
+    [
+        ('{"role": "user", "content": "cut off', "", 0),
+        ("[", "\n\n", 0),
+        ('{"role": ', "", 0),
+        ("[", '\n{"role": "user", "content": "after"}\n', 1),
+    ],
+)
+def test_a_message_typed_above_a_cut_off_last_line_is_read_in_pieces(
+    monkeypatch: pytest.MonkeyPatch, cut: str, tail: str, whole: int
+) -> None:
+    """A log whose last line was cut off (a broken line below), and a message typed in the
+    middle through its broken states: each keystroke parses the line typed and two more
+    (it was read whole), the broken line below keeping its errors; equal to a whole read.
+    With a line after the broken one, the keystroke that makes the typed line whole again
+    is read whole: the broken line below is then tried as a record over several lines,
+    which it was not while the typed line was broken."""
+    text = dict(documents())["generated"] + cut + tail
+    monkeypatch.setattr(incremental, "_NEAR_END", 0)
+    parsed: list[int] = []
+    real = incremental.parse_jsonl
+
+    def parse(source: str, **kwargs: Any) -> Any:
+        parsed.append(source.count("\n"))
+        return real(source, **kwargs)
+
+    monkeypatch.setattr(incremental, "parse_jsonl", parse)
+    conv = parse_conversation(text, JSONL)
+    assert conv.syntax is not None and conv.syntax[0]
+    at = text.index("\n{", len(text) // 3) + 1
+    declined = 0
+    for ch in _NEW[1:] + "\n":
+        new_text = text[:at] + ch + text[at:]
+        res, full = check(conv, text, new_text, (at, at, ch))
+        declined += res is None
+        conv, text, at = (res if res is not None else full), new_text, at + 1
+    assert declined == whole and max(parsed) <= 3
+    broken = len(text) - len(tail) - len(cut)
+    assert conv.syntax is not None and conv.syntax[0][-1].range.start >= broken

@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assembly.rope import Rope
+from assembly import rope as rope_module
+from assembly.rope import Rope, _mark_step, _plain
 from assembly.text import LineCol, LineIndex
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,6 +218,41 @@ def test_needles_across_packed_chunks() -> None:
                         assert rope.find(sub, lo, hi) == text.find(sub, lo, hi)
                         assert rope.rfind(sub, lo, hi) == text.rfind(sub, lo, hi)
                         assert rope.count(sub, lo, hi) == text.count(sub, lo, hi)
+
+
+def test_slices_of_packed_chunks_decode_only_about_the_slice() -> None:
+    """A slice of a packed chunk, once its byte marks are made, decodes only the bytes
+    between the marks around it: every slice (and character) reads as the ``str``'s with
+    the memo of whole decoded chunks empty, for chunks of 1 to 2,000 code points (a mark
+    every 1 to 32 code points), emoji, CJK, a lone surrogate and line breaks at the marks."""
+    rng = random.Random(8)
+    text = "".join(rng.choice(PIECES) for _ in range(4000))
+    for size in (1, 5, 64, 1000):
+        rope = Rope.from_str(text, chunk_size=size)
+        assert any(type(c.data) is bytes for c in rope._chunks)
+        str(rope[:])  # the first read of each chunk makes its marks
+        for c in rope._chunks:
+            rope_module._DECODED.clear()
+            c.sub(0, 1)
+            assert type(c.data) is str or c._marks is not None
+        bounds = sorted({0, len(text), *(rng.randrange(len(text) + 1) for _ in range(300))})
+        for a in bounds:
+            for b in (a, a + 1, a + 2, a + 37, a + 700):
+                rope_module._DECODED.clear()
+                assert rope[a:b] == text[a:b], (size, a, b)
+            if a < len(text):
+                rope_module._DECODED.clear()
+                assert rope[a] == text[a]
+        for c in rope._chunks:  # each chunk alone, at every pair of offsets near its marks
+            whole = _plain(c)
+            step = _mark_step(c.n)
+            near = sorted({x for k in range(0, c.n + 1, step) for x in (k - 1, k, k + 1)})
+            near = [x for x in near if 0 <= x <= c.n]
+            for a in near[:12]:
+                for b in near:
+                    if a <= b:
+                        rope_module._DECODED.clear()
+                        assert c.sub(a, b) == whole[a:b]
 
 
 def test_empty_rope() -> None:

@@ -6,7 +6,10 @@ generated 10 MB (or 1 MB) conversation that ``bench_lsp.py`` makes (``--corpus``
 
 - JSON Lines: a message typed character by character in the middle of the document after
   pressing Enter at the end of a line (through its broken states), and the same typed at
-  the start of a line; typing in a message below a line broken a third of the way in;
+  the start of a line; typing in a message below a line broken a third of the way in, in
+  the line right after it, and a message typed (through its broken states) below it;
+  typing in a record of the same document written one record over several lines; a
+  message typed in the middle of a log whose last line was cut off;
 - YAML: a quote opened at the start of a message's content and typed on (when nothing
   after it closes the quote, libyaml reads the rest of the text into the scalar: the
   document is then one whose values are all plain scalars),
@@ -59,14 +62,30 @@ def _jsonl_kinds(text: str, size: int) -> dict[str, tuple[str, list[Edit]]]:
     new = '{"id": "new", "role": "user", "content": "typed in the middle"}'
     third = text.index('"content": "', len(text) // 3) + 3
     below = text.index('"content": "', len(text) // 2) + 15
+    broken = text[:third] + '"' + text[third:]
+    next_line = broken.index('"content": "', broken.index("\n", third)) + 15
+    records = _records(text)
+    in_record = records.index('"content": "', len(records) // 2) + len('"content": "') + 3
     return {
         "a message typed after Enter, mid-text": (text, _typed(mid, "\n" + new)),
         "a message typed at a line's start": (text, _typed(mid + 1, new + "\n")),
-        "typing below a broken line": (
-            text[:third] + '"' + text[third:],
-            _typed(below + 1, "abcdefgh"),
+        "typing below a broken line": (broken, _typed(below + 1, "abcdefgh")),
+        "typing in the line below a broken line": (broken, _typed(next_line, "abcdefgh")),
+        "a message typed below a broken line": (broken, _typed(mid + 1, "\n" + new)),
+        "typing in a record over several lines": (records, _typed(in_record, "abcdefgh")),
+        "a message typed above a cut-off last line": (
+            text + '{"role": "user", "content": "cut off',
+            _typed(mid, "\n" + new),
         ),
     }
+
+
+def _records(text: str) -> str:
+    """The document with each record written over several lines (pretty-printed)."""
+    return "".join(
+        json.dumps(json.loads(line), ensure_ascii=False, indent=2) + "\n"
+        for line in text.splitlines()
+    )
 
 
 def _plain_yaml(size: int) -> str:

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from lsprotocol import types as lsp
 from pygls.workspace.position_codec import Utf8, Utf16, Utf32
 
 from assembly.diagnostics import Diagnostic, Fix, Related, Severity, TextEdit
+from assembly.rope import Rope
 from assembly.text import TextRange
 from server.links import rule_doc_url
+from server.lsp import convert as convert_module
 from server.lsp.convert import (
     TextMap,
     from_lsp_position,
@@ -302,3 +306,74 @@ def test_diagnostics_of_a_document() -> None:
             message="used in the template",
         )
     ]
+
+
+# Pieces that matter to a position: line breaks of every kind (a "\r\n" an edit may split or
+# join), CJK and emoji (units differ by encoding), U+2028 (not a line break), a lone surrogate.
+PIECES = ("a", "b", "ab", " ", "\n", "\r\n", "\r", "中文", "😀", "\u2028", "é", "\ud800", "xyz")
+pieces = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces, st.sampled_from([1, 2, 3, 5, 1024]), st.sampled_from(ENCODINGS), st.data())
+def test_positions_carried_to_the_next_version_are_the_ones_it_would_convert(
+    text: str, chunk_size: int, encoding: str, data: st.DataObject
+) -> None:
+    """A ``TextMap`` made with ``previous=`` starts from the earlier version's converted
+    positions the edit did not move within their line; each one, and every conversion
+    after it (cached or not), equals the conversion in a fresh map of the same text."""
+    rope = Rope.from_str(text, chunk_size=chunk_size)
+    m = TextMap.of(rope, encoding)
+    for _ in range(data.draw(st.integers(1, 5))):
+        n = len(text)
+        # Convert positions and ranges everywhere, so that there is something to carry.
+        for offset in range(n + 1):
+            to_lsp_position(m, offset)
+        for _ in range(8):
+            a = data.draw(st.integers(0, n))
+            to_lsp_range(m, TextRange(a, data.draw(st.integers(a, n))))
+        start = data.draw(st.integers(0, n))
+        end = data.draw(st.integers(start, n))
+        new = data.draw(pieces)
+        text = text[:start] + new + text[end:]
+        rope = rope.edit(start, end, new)
+        m = TextMap.of(rope, encoding, previous=m)
+        fresh = TextMap.of(text, encoding)
+        for offset, position in m.positions.items():
+            assert position == to_lsp_position(fresh, offset), (offset, text)
+        for offset in range(len(text) + 1):
+            assert to_lsp_position(m, offset) == to_lsp_position(TextMap.of(text, encoding), offset)
+        for _ in range(8):
+            a = data.draw(st.integers(0, len(text)))
+            rng = TextRange(a, data.draw(st.integers(a, len(text))))
+            assert to_lsp_range(m, rng) == to_lsp_range(TextMap.of(text, encoding), rng)
+
+
+def test_a_keystroke_carries_every_position_off_its_line() -> None:
+    """Typing a character keeps every position converted before it and every one on a
+    later line (moved by a line when the character is a line break); only those after it
+    on its own line are converted again. A map keeps at most ``_KEPT_POSITIONS``."""
+    lines = [f"line {k} with 😀 and 中文\r\n" for k in range(200)]
+    text = "".join(lines)
+    rope = Rope.from_str(text, chunk_size=64)
+    m = TextMap.of(rope, "utf-16")
+    offsets = list(range(0, len(text), 7))
+    for offset in offsets:
+        to_lsp_position(m, offset)
+    at = sum(map(len, lines[:100])) + 5  # line 100, after "line "
+    for typed, lines_added in (("x", 0), ("\n", 1)):
+        edited = rope.edit(at, at, typed)
+        carried = TextMap.of(edited, "utf-16", previous=m)
+        line_end = sum(map(len, lines[:101]))
+        expect = {o if o < at else o + 1 for o in offsets if o < at or o >= line_end}
+        assert set(carried.positions) == expect
+        fresh = TextMap.of(str(edited), "utf-16")
+        for offset in expect:
+            position = carried.positions[offset]
+            assert position == to_lsp_position(fresh, offset)
+            if offset > at:
+                assert position.line == to_lsp_position(m, offset - 1).line + lines_added
+    crowded = TextMap.of(rope, "utf-8")
+    for offset in range(len(text) + 1):
+        to_lsp_position(crowded, offset)
+    assert len(crowded.positions) == convert_module._KEPT_POSITIONS < len(text)

@@ -1,0 +1,189 @@
+"""Benchmark: the server's share of a keystroke after the analysis, in process, per checkout.
+
+``bench_lsp.py --kinds`` times a keystroke over stdio, from its ``didChange`` to the
+``publishDiagnostics`` of its version, which on a loaded machine moves by a third between
+runs. This one times, in CPU time of one process (steady under load), what the server does
+with each analysis of the same edit kinds on the same generated document (``--corpus``,
+``--size``, ``--format``): the analysis itself (``AnalysisHost``, as ``bench_rules_kinds``
+runs it), converting its findings to LSP (``convert.to_lsp_diagnostics`` on the rope, in
+``--encoding``, with the version's ``TextMap`` made from the last one's as the server makes
+it, where the checkout can), and serializing the notification as the server writes it
+(``text_document_publish_diagnostics`` on a built server writing to nothing). A JSON Lines
+document carries about 130 findings spread over its text (the JSON one 3), so its
+conversion reads as many places of the rope.
+
+Each checkout (``--root``, repeatable; default this one) runs in its own process with its
+own ``assembly`` and ``server``, in turn, so a before/after comparison comes from one run:
+
+    python tests/bench/bench_publish.py --root /path/to/before --root . --format jsonl
+
+Medians in milliseconds of CPU per keystroke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import gc
+import importlib.util
+import inspect
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+PARTS = ("analysis", "convert", "serialize")
+
+
+def _bench_lsp() -> Any:
+    """This checkout's ``bench_lsp`` (its edit kinds and its corpus generator)."""
+    spec = importlib.util.spec_from_file_location("bench_lsp_publish", HERE / "bench_lsp.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", action="append", type=Path, help="a checkout (repeatable)")
+    ap.add_argument("--corpus", type=Path, help="reuse or create the document in this folder")
+    ap.add_argument("--size", type=int, default=10, choices=(1, 10))
+    ap.add_argument("--format", default="jsonl", choices=("json", "jsonl", "yaml"))
+    ap.add_argument("--encoding", default="utf-16", choices=("utf-16", "utf-8", "utf-32"))
+    ap.add_argument("--per-kind", type=int, default=8)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        return _worker(args)
+    roots = args.root or [HERE.parents[1]]
+    if args.corpus is None:
+        args.corpus = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
+        atexit.register(shutil.rmtree, args.corpus, ignore_errors=True)
+    args.corpus.mkdir(parents=True, exist_ok=True)
+    doc = _bench_lsp()._generate(args.corpus, args.size, args.format)
+    print(f"{doc.name}: {doc.stat().st_size:,} bytes, positions in {args.encoding}", flush=True)
+    results: list[tuple[str, dict[str, Any]]] = []
+    for root in roots:
+        worker = [sys.executable, str(Path(__file__).resolve()), "--worker"]
+        worker += ["--root", str(root.resolve()), "--corpus", str(args.corpus)]
+        worker += ["--size", str(args.size), "--format", args.format]
+        worker += ["--encoding", args.encoding, "--per-kind", str(args.per_kind)]
+        out = subprocess.run(worker, cwd=root, check=True, capture_output=True, text=True)
+        results.append((str(root), json.loads(out.stdout.splitlines()[-1])))
+    head = ["edit kind", "findings"]
+    for root, _ in results:
+        head += [f"{p} ({Path(root).name})" if p == PARTS[0] else p for p in PARTS]
+        head.append("publish")
+    table = [head]
+    for kind in results[0][1]:
+        row = [kind, str(results[0][1][kind]["findings"])]
+        for _, res in results:
+            got = res.get(kind)
+            if got is None:
+                row += ["-"] * (len(PARTS) + 1)
+                continue
+            row += [_ms(statistics.median(got[p])) for p in PARTS]
+            publish = [c + s for c, s in zip(got["convert"], got["serialize"], strict=True)]
+            row.append(_ms(statistics.median(publish)))
+        table.append(row)
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    print()
+    for k, row in enumerate(table):
+        print(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+    print("\nMedians of CPU per keystroke; publish = convert + serialize.")
+    return 0
+
+
+def _ms(s: float) -> str:
+    return f"{1000 * s:.1f} ms"
+
+
+class _Sink:
+    def write(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _worker(args: argparse.Namespace) -> int:
+    root = args.root[0]
+    sys.path.insert(0, str(root))
+    from lsprotocol import types as lsp
+
+    from assembly.host import AnalysisHost, Edit
+    from assembly.rope import Rope
+    from server.lsp import convert
+    from server.lsp.handlers import build_server
+    from tests.support.engine import analyze
+
+    lsp_bench = _bench_lsp()
+    doc = lsp_bench._generate(args.corpus, args.size, args.format)
+    uri = doc.as_uri()
+    text = doc.read_text(encoding="utf-8")
+    server = build_server()
+    server.protocol.set_writer(_Sink(), include_headers=True)
+    res: dict[str, dict[str, Any]] = {}
+
+    def cpu(f: Any) -> tuple[float, Any]:
+        c = time.process_time()
+        out = f()
+        return time.process_time() - c, out
+
+    # As the server makes a version's map: from the last one where the checkout can.
+    carries = "previous" in inspect.signature(convert.TextMap.of).parameters
+    last: list[Any] = []
+
+    def record(kind: str, rope: Rope, run: Any) -> None:
+        spent, a = cpu(run)
+        gc.freeze()  # as the server does after each analysis
+        c = time.process_time()
+        if carries and last:
+            m = convert.TextMap.of(rope, args.encoding, previous=last[0])
+        else:
+            m = convert.TextMap.of(rope, args.encoding)
+        mapping = time.process_time() - c
+        last[:] = [m]
+        converting, items = cpu(
+            lambda: convert.to_lsp_diagnostics(m, a.diagnostics, uri, other_texts=a.other_texts)
+        )
+        converting += mapping
+        params = lsp.PublishDiagnosticsParams(uri=uri, diagnostics=items, version=1)
+        serializing, _ = cpu(lambda: server.text_document_publish_diagnostics(params))
+        got = res.setdefault(kind, {"findings": len(items), **{p: [] for p in PARTS}})
+        for part, t in zip(PARTS, (spent, converting, serializing), strict=True):
+            got[part].append(t)
+
+    gc.disable()
+    host = AnalysisHost()
+    rope = Rope.from_str(text)
+    record("open", rope, lambda: analyze(doc, text=rope, host=host))
+    for kind, make in lsp_bench._KINDS:
+        for edit in make(str(rope), args.format, args.per_kind):
+            if edit is None:
+                continue
+            start, end, new = edit
+            rope = rope.edit(start, end, new)
+            change = Edit.replace(start, end, new)
+            record(kind, rope, lambda r=rope, e=change: analyze(doc, text=r, host=host, edit=e))
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
