@@ -429,7 +429,7 @@ def _spanning_value(text: str, start: int, scan: _Scan, messages: bool) -> tuple
     return (node, end) if not tail.strip() else None
 
 
-def parse_yaml(text: str) -> ParsedData:
+def parse_yaml(text: str, *, messages: bool = False) -> ParsedData:
     """Parse one YAML document with libyaml's composer; never raises.
 
     On a syntax error, the longest prefix of whole lines before the error that parses is
@@ -437,14 +437,19 @@ def parse_yaml(text: str) -> ParsedData:
     error is reported at libyaml's mark. ``tokens`` is the number of values read, 0 when
     an alias repeats one (such a text is only ever read whole).
 
+    With ``messages``, a whole read (no syntax error) reads the items of the message list
+    (the root sequence, or the root mapping's last ``messages`` member) relative to their
+    own starts (``SNode.starts``), as ``parse_json`` does, in the one conversion;
+    otherwise every range is absolute.
+
     ``compose_yaml``, ``convert_yaml``, ``yaml_issue`` and ``yaml_prefix_tree`` are its
     steps; ``formats.yamldoc`` runs them on one piece of a document.
     """
     with gc_paused():
-        return _parse_yaml(text)
+        return _parse_yaml(text, messages)
 
 
-def _parse_yaml(text: str) -> ParsedData:
+def _parse_yaml(text: str, messages: bool = False) -> ParsedData:
     import yaml
 
     loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -464,7 +469,7 @@ def _parse_yaml(text: str) -> ParsedData:
         return ParsedData(None, (issue,))
     if node is None:
         return ParsedData(None)
-    return convert_yaml(node, text)
+    return convert_yaml(node, text, messages=messages)
 
 
 def compose_yaml(text: str) -> Any:
@@ -474,11 +479,12 @@ def compose_yaml(text: str) -> Any:
     return yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
-def convert_yaml(node: Any, text: str, depth: int = 0) -> ParsedData:
+def convert_yaml(node: Any, text: str, depth: int = 0, *, messages: bool = False) -> ParsedData:
     """The source tree of a composed node graph of ``text`` (its root ``depth`` deep in the
-    document), with the conversion's findings and the values read (0 after an alias)."""
+    document), with the conversion's findings and the values read (0 after an alias).
+    ``messages``: the message list's items relative to their starts (``parse_yaml``)."""
     converter = _YamlConverter(text)
-    root = converter.convert(node, depth)
+    root = converter.convert(node, depth, messages and depth == 0)
     tokens = 0 if converter.aliased else MAX_YAML_NODES - converter.budget
     return ParsedData(root, tuple(converter.errors), tokens=tokens)
 
@@ -1350,9 +1356,14 @@ def _token_range(text: str, offset: int) -> TextRange:
 
 
 class _YamlConverter:
-    """Turns libyaml's composed node graph into ``SNode``s with a node budget."""
+    """Turns libyaml's composed node graph into ``SNode``s with a node budget.
+
+    Inside an item of the message list (``convert``'s ``messages``) ranges are relative to
+    the item's start, ``base``; findings are always at absolute ranges."""
 
     def __init__(self, text: str) -> None:
+        import yaml
+
         self.text = text
         self.errors: list[SyntaxIssue] = []
         self.budget = MAX_YAML_NODES
@@ -1365,23 +1376,36 @@ class _YamlConverter:
         # them is a value that contains itself.
         self._open: set[int] = set()
         self._recursive: set[int] = set()
+        self.base: int | None = None  # the start of the message list's item being read
+        self._mapping = yaml.MappingNode
+        self._sequence = yaml.SequenceNode
+        self._scalar = yaml.ScalarNode
 
-    def convert(self, node: Any, depth: int) -> SNode | None:
-        import yaml
+    def _range(self, start: int, end: int) -> Span:
+        b = self.base
+        return TextRange(start, end) if b is None else RelRange(start - b, end - b)
 
-        rng = TextRange(node.start_mark.index, max(node.start_mark.index, node.end_mark.index))
-        if id(node) in self._open:
-            if id(node) not in self._recursive:  # once per anchor, not once per path
-                self._recursive.add(id(node))
+    def convert(self, node: Any, depth: int, messages: bool = False) -> SNode | None:
+        """``node``'s tree; ``messages``: ``node`` is the root, and the items of its message
+        list (itself if a sequence, else its last ``messages`` member's sequence) are read
+        relative to their starts."""
+        start = node.start_mark.index
+        end = node.end_mark.index
+        if end < start:
+            end = start
+        key = id(node)
+        if key in self._open:
+            if key not in self._recursive:  # once per anchor, not once per path
+                self._recursive.add(key)
                 msg = "a YAML alias inside its own anchor (a value containing itself) is ignored"
-                self.errors.append(SyntaxIssue(msg, rng))
+                self.errors.append(SyntaxIssue(msg, TextRange(start, end)))
             return None
         self.budget -= 1
-        if id(node) in self._seen:
+        if key in self._seen:
             self.alias_budget -= 1
             self.aliased = True
         else:
-            self._seen.add(id(node))
+            self._seen.add(key)
         if self.budget < 0 or self.alias_budget < 0:
             if not self._over:
                 self._over = True
@@ -1391,56 +1415,96 @@ class _YamlConverter:
                     else f"the document has more than {MAX_YAML_NODES:,} values"
                 )
                 self.errors.append(
-                    SyntaxIssue(f"YAML {what}: the rest is ignored", rng, code="document-too-large")
+                    SyntaxIssue(
+                        f"YAML {what}: the rest is ignored",
+                        TextRange(start, end),
+                        code="document-too-large",
+                    )
                 )
             return None
         if depth >= MAX_DEPTH:
             if not self._too_deep:  # one error says it all (as in JSON)
                 self._too_deep = True
-                self.errors.append(SyntaxIssue(f"nesting deeper than {MAX_DEPTH} levels", rng))
+                msg = f"nesting deeper than {MAX_DEPTH} levels"
+                self.errors.append(SyntaxIssue(msg, TextRange(start, end)))
             return None
         if node.tag not in _KNOWN_YAML_TAGS:
-            self._unknown_tag(node, rng)
-        if isinstance(node, yaml.MappingNode):
-            self._open.add(id(node))
+            self._unknown_tag(node, TextRange(start, end))
+        cls = type(node)
+        if cls is self._mapping or (cls is not self._scalar and isinstance(node, self._mapping)):
+            self._open.add(key)
             members: list[Member] = []
             keys: set[str] = set()
-            for key_node, value_node in node.value:
-                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-                if key is None:
+            pairs = node.value
+            holder = -1  # the root's last ``messages``, when its value is a sequence
+            if messages:
+                for i in range(len(pairs) - 1, -1, -1):
+                    k = pairs[i][0]
+                    if isinstance(k, self._scalar) and str(k.value) == "messages":
+                        if isinstance(pairs[i][1], self._sequence):
+                            holder = i
+                        break
+            for i, (key_node, value_node) in enumerate(pairs):
+                name = key_node.value if isinstance(key_node, self._scalar) else None
+                if name is None:
                     self.errors.append(
                         SyntaxIssue("mapping keys must be plain strings", _yrange(key_node))
                     )
                     continue
-                key = str(key)
-                if key in keys:
-                    self.errors.append(_duplicate_key(key, _yrange(key_node)))
+                name = str(name)
+                ks = key_node.start_mark.index
+                ke = key_node.end_mark.index
+                if ke < ks:
+                    ke = ks
+                if name in keys:
+                    self.errors.append(_duplicate_key(name, TextRange(ks, ke)))
                 else:
-                    keys.add(key)
-                value = self.convert(value_node, depth + 1)
+                    keys.add(name)
+                value = self.convert(value_node, depth + 1, i == holder)
                 if value is not None:
-                    members.append(Member(key, _yrange(key_node), value))
-            self._open.discard(id(node))
+                    members.append(Member(name, self._range(ks, ke), value))
+            self._open.discard(key)
             if members and not node.flow_style:
-                rng = TextRange(rng.start, members[-1].value.range.end)
-            return SNode("object", rng, members=tuple(members))
-        if isinstance(node, yaml.SequenceNode):
-            self._open.add(id(node))
+                end = _block_end(start, end, members[-1].value.range.end + (self.base or 0))
+            return SNode("object", self._range(start, end), members=tuple(members))
+        if cls is self._sequence or (cls is not self._scalar and isinstance(node, self._sequence)):
+            self._open.add(key)
             children = node.value
             if depth <= 1 and len(children) > MAX_TOP_ITEMS + 1:
                 children = children[: MAX_TOP_ITEMS + 1]  # the reader reports the limit
-            items = [v for v in (self.convert(c, depth + 1) for c in children) if v is not None]
-            self._open.discard(id(node))
-            if items and not node.flow_style:
-                rng = TextRange(rng.start, items[-1].range.end)
-            return SNode("array", rng, items=tuple(items))
+            items: list[SNode] = []
+            starts: tuple[int, ...] | None = None
+            if messages and self.base is None:
+                # The message list: each item relative to its start (libyaml's mark).
+                at: list[int] = []
+                for c in children:
+                    self.base = c.start_mark.index
+                    try:
+                        v = self.convert(c, depth + 1)
+                    finally:
+                        self.base = None
+                    if v is not None:
+                        items.append(v)
+                        at.append(c.start_mark.index)
+                starts = tuple(at)
+                if items and not node.flow_style:
+                    end = _block_end(start, end, at[-1] + items[-1].range.end)
+            else:
+                for c in children:
+                    v = self.convert(c, depth + 1)
+                    if v is not None:
+                        items.append(v)
+                if items and not node.flow_style:
+                    end = _block_end(start, end, items[-1].range.end + (self.base or 0))
+            self._open.discard(key)
+            return SNode("array", self._range(start, end), items=tuple(items), starts=starts)
         if node.style in ("|", ">"):
-            rng = _trim_block_scalar(self.text, rng)
+            end = _trim_block_scalar(self.text, TextRange(start, end)).end
         if len(node.value) > MAX_NUMBER_CHARS and node.tag.endswith((":int", ":float")):
             msg = f"a number of {len(node.value):,} characters; the limit is {MAX_NUMBER_CHARS}"
-            self.errors.append(SyntaxIssue(msg, rng))
+            self.errors.append(SyntaxIssue(msg, TextRange(start, end)))
             return None
-        return _yaml_scalar(node, rng)
+        return _yaml_scalar(node, self._range(start, end))
 
     def _unknown_tag(self, node: Any, rng: TextRange) -> None:
         import yaml
@@ -1465,6 +1529,14 @@ class _YamlConverter:
 
 # libyaml ends a block collection or a block scalar where the next token starts, after the
 # line breaks, blank lines and comments that follow it; ranges end at the last value instead.
+
+
+def _block_end(start: int, end: int, last: int) -> int:
+    """Where a block collection from ``start`` to libyaml's ``end`` ends: where its last
+    value ends, unless that value is an alias's (it lies at its anchor, elsewhere)."""
+    return last if start <= last <= end else end
+
+
 _TRAILING_BREAKS = re.compile(r"(?:\r?\n[ \t]*)+$")
 
 

@@ -105,10 +105,10 @@ def parse_yaml_conversation(text: str) -> ParsedData:
     """``parse_yaml`` with the message list's items stored relative to their starts, and
     after a syntax error inside the message list, the items after it read again
     (``_recover``)."""
-    parsed = parse_yaml(text)
+    parsed = parse_yaml(text, messages=True)
     if parsed.root is None:
         return parsed
-    with gc_paused():  # a copy of the message list's nodes: no cyclic garbage
+    with gc_paused():  # a copy of the message list's nodes (no cyclic garbage), if need be
         root = _with_relative_messages(parsed.root)
         if parsed.errors:
             found = _recover(text, root, parsed.errors)
@@ -259,10 +259,13 @@ def _with_list(root: SNode, holder: SNode, items: list[SNode], starts: list[int]
 
 
 def _with_relative_messages(root: SNode) -> SNode:
+    """``root`` with its message list's items relative to their starts: as it is when a
+    whole read made them so (``parse_yaml(messages=True)``), else a copy (a tree kept
+    before a syntax error)."""
     if root.is_array:
-        return _relative_list(root)
+        return root if root.starts is not None else _relative_list(root)
     holder = root.member("messages") if root.is_object else None
-    if holder is None or not holder.value.is_array:
+    if holder is None or not holder.value.is_array or holder.value.starts is not None:
         return root
     members = tuple(
         Member(m.key, m.key_range, _relative_list(m.value)) if m is holder else m
