@@ -394,7 +394,7 @@ def _far_instructions(
     template = source.template
     if not template.sections or not template.sentences:
         return
-    topics = _Topics(template, tool_names, ctx.settings.section_topics)
+    topics = _topics(template, tool_names, ctx.settings.section_topics)
     gaps: _Gaps | None = None
     text = template.text
     found: list[tuple[int, Sentence, _Target]] = []
@@ -488,7 +488,7 @@ def explain_instruction(
     )
     if k is None or not template.sections or not is_instruction(template.sentences[k].text):
         return None
-    topics = _Topics(template, tool_names, section_topics or {})
+    topics = _topics(template, tool_names, section_topics or {})
     found = topics.target(k)
     match = found or topics.matched
     rejected = topics.rejected
@@ -533,6 +533,36 @@ _PREVIEW_ONLY = (
     "a preview finding (matched this way, the rule was mostly wrong on real prompts): "
     "reported with `instruction_preview = true`"
 )
+
+
+# The word indexes of the last prompts, by what they are made of: a template shared by
+# the conversations of a project is indexed once in a process (``promptls lint``, an editor
+# checking them one after the other). Only prompts up to ``_MAX_TOPICS_CHARS`` are kept.
+_TOPICS: dict[tuple[object, ...], _Topics] = {}
+_MAX_TOPICS = 8
+_MAX_TOPICS_CHARS = 1 << 20
+
+
+def _topics(
+    template: PromptTemplate, tool_names: Collection[str], section_topics: Mapping[str, list[str]]
+) -> _Topics:
+    """``_Topics(template, tool_names, section_topics)``, remembered for the last few
+    (a pure function of the template's text, the tool names and the section topics)."""
+    text = template.text
+    if len(text) > _MAX_TOPICS_CHARS:
+        return _Topics(template, tool_names, section_topics)
+    key = (
+        text,
+        frozenset(tool_names),
+        tuple((k, tuple(v)) for k, v in section_topics.items()),
+    )
+    hit = _TOPICS.get(key)
+    if hit is None:
+        hit = _Topics(template, tool_names, section_topics)
+        if len(_TOPICS) >= _MAX_TOPICS:
+            del _TOPICS[next(iter(_TOPICS))]
+        _TOPICS[key] = hit
+    return hit
 
 
 class _Topics:
