@@ -397,13 +397,8 @@ def _far_instructions(
     topics = _topics(template, tool_names, ctx.settings.section_topics)
     gaps: _Gaps | None = None
     text = template.text
-    found: list[tuple[int, Sentence, _Target]] = []
-    for k, sentence in enumerate(template.sentences):
-        if not is_instruction(sentence.text):
-            continue
-        target = topics.target(k)
-        if target is not None:
-            found.append((k, sentence, target))
+    sentences = template.sentences
+    found = [(k, sentences[k], target) for k, target in topics.instruction_targets()]
     # The overview test counts every sentence a section sends elsewhere, preview or not:
     # what a section is does not change with the setting.
     previews = _overviews(template, [(s, t) for _, s, t in found])
@@ -609,6 +604,7 @@ class _Topics:
     ) -> None:
         self.template = template
         self.matched: _Target | None = None  # the best section of the last ``target`` call
+        self._instruction_targets: list[tuple[int, _Target]] | None = None
         self.rejected = ""  # why the last ``target`` call returned None
         sections = template.sections
         # The subtree of each section: [index, end index) in document order.
@@ -765,6 +761,17 @@ class _Topics:
             )
             self._names[j] = named
         return named
+
+    def instruction_targets(self) -> list[tuple[int, _Target]]:
+        """``(k, target(k))`` for each instruction ``k`` of the prompt that has a target
+        (made once: an index shared by the conversations of a template, ``_topics``)."""
+        if self._instruction_targets is None:
+            self._instruction_targets = [
+                (k, t)
+                for k, s in enumerate(self.template.sentences)
+                if is_instruction(s.text) and (t := self.target(k)) is not None
+            ]
+        return self._instruction_targets
 
     def target(self, k: int) -> _Target | None:
         """The section sentence ``k`` is about when it clearly lies outside it, else None.
