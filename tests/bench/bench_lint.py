@@ -12,19 +12,25 @@ Each checkout first lints one file untimed, with its compiled bytecode kept in a
 folder (``PYTHONPYCACHEPREFIX``, even where ``PYTHONDONTWRITEBYTECODE`` is set), as an
 installed promptls has its ``.pyc`` files.
 
+With ``--project``, the corpus is instead one project's: four prompt templates and
+conversations that each point to one of them (``system_prompt``), smaller than the
+default corpus's, so a template's own work (parsing it, indexing it for the instruction
+rule) is most of a conversation's: it measures the work shared by the files of a project.
+
 With ``--instructions N`` (needs valgrind), each checkout also lints every k-th file (N in
 all) sequentially under callgrind, and once one file alone: the instructions per file, the
 difference over N - 1, are deterministic, so two checkouts compare on a loaded machine
 (start-up is the run of one file; it is printed too).
 
     python tests/bench/bench_lint.py [--files 1000] [--repeat 3] [--corpus DIR]
-        [--baseline DIR] [--instructions N]
+        [--baseline DIR] [--instructions N] [--project]
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import json
 import os
 import re
 import resource
@@ -54,6 +60,11 @@ def main() -> int:
         metavar="N",
         help="also count instructions (callgrind) linting N of the files, sequentially",
     )
+    ap.add_argument(
+        "--project",
+        action="store_true",
+        help="a project's corpus: conversations sharing four prompt templates",
+    )
     args = ap.parse_args()
     if not GEN.is_file():
         print(f"generator not found: {GEN}", file=sys.stderr)
@@ -63,7 +74,7 @@ def main() -> int:
     corpus = args.corpus or scratch
     corpus.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    _generate(corpus, args.files)
+    (_generate_project if args.project else _generate)(corpus, args.files)
     files = sorted(p for p in corpus.rglob("*") if p.is_file())
     n_bytes = sum(p.stat().st_size for p in files)
     print(
@@ -189,6 +200,45 @@ def _generate(corpus: Path, n_files: int) -> None:
 
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         list(pool.map(run, jobs))
+
+
+TEMPLATES = 4
+
+
+def _generate_project(corpus: Path, n_files: int) -> None:
+    """Write a project (skipping files already there): ``TEMPLATES`` prompt templates of
+    8-30 KB and conversations of 2-10 KB in JSON, each pointing to one template."""
+    prompts = corpus / "prompts"
+    prompts.mkdir(parents=True, exist_ok=True)
+    (corpus / ".git").mkdir(exist_ok=True)  # the project's root
+    jobs = []
+    for k in range(TEMPLATES):
+        out = prompts / f"agent{k}.prompt.md"
+        if not out.exists():
+            size = 8000 + k * 7000
+            jobs.append(
+                ["--prompt", "--target-bytes", str(size), "--seed", str(k), "--out", str(out)]
+            )
+    convs = []
+    for i in range(n_files - TEMPLATES):
+        out = corpus / f"c{i % 10}/c{i:04}.conv.json"
+        if not out.exists():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            messages, target = 6 + (i * 37) % 15, 2000 + (i * 7919) % 8000
+            cmd = ["--messages", str(messages), "--target-bytes", str(target)]
+            jobs.append([*cmd, "--format", "json", "--seed", str(5000 + i), "--out", str(out)])
+            convs.append((out, i % TEMPLATES))
+
+    def run(cmd: list[str]) -> None:
+        subprocess.run([sys.executable, str(GEN), *cmd], check=True)
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        list(pool.map(run, jobs))
+    for out, k in convs:  # the template replaces the conversation's own system message
+        doc = json.loads(out.read_text(encoding="utf-8"))
+        doc["system_prompt"] = f"../prompts/agent{k}.prompt.md"
+        doc["messages"] = [m for m in doc["messages"] if m.get("role") != "system"]
+        out.write_text(json.dumps(doc, ensure_ascii=False, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":
