@@ -15,7 +15,7 @@ installed promptls has its ``.pyc`` files.
 With ``--project``, the corpus is instead one project's: four prompt templates and
 conversations that each point to one of them (``system_prompt``), smaller than the
 default corpus's, so a template's own work (parsing it, indexing it for the instruction
-rule) is most of a conversation's: it measures the work shared by the files of a project.
+rule) is most of a conversation's: it measures the work the files of a project have in common.
 
 With ``--instructions N`` (needs valgrind), each checkout also lints every k-th file (N in
 all) sequentially under callgrind, and once one file alone: the instructions per file, the
