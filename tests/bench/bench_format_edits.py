@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from table import print_table
+
 HERE = Path(__file__).resolve().parent
 
 Edit = tuple[int, int, str]
@@ -154,16 +156,7 @@ def main() -> int:
             times, wholes = res[key]
             row.append(f"{1000 * statistics.median(times):.1f} ms ({wholes}/{len(times)})")
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    for k, row in enumerate(rows):
-        print(
-            "  ".join(
-                c.ljust(w) if i < 2 else c.rjust(w)
-                for i, (c, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
-        if k == 0:
-            print("  ".join("-" * w for w in widths))
+    print_table(rows, left=2)
     print("\nMedian CPU per keystroke; (n/m): keystrokes that parsed the whole text.")
     return 0
 

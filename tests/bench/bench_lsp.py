@@ -52,6 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from table import print_table
+
 ROOT = Path(__file__).resolve().parents[2]
 GEN = Path(__file__).resolve().parent / "gen_conversation.py"
 SIZES = {1: ("1000", "1000000"), 10: ("10000", "10000000")}  # MB -> messages, bytes
@@ -207,17 +209,8 @@ def _kinds_main(args: argparse.Namespace, corpus: Path) -> int:
         table.append(
             (fmt, size, kind, _ms(statistics.median(times)), _ms(_p95(times)), str(len(times)))
         )
-    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
     print()
-    for k, row in enumerate(table):
-        print(
-            "  ".join(
-                c.rjust(w) if i > 2 else c.ljust(w)
-                for i, (c, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
-        if k == 0:
-            print("  ".join("-" * w for w in widths))
+    print_table(table, left=3)
     print("\nEach keystroke timed from its didChange to the publishDiagnostics of its version.")
     return 0
 
@@ -708,17 +701,8 @@ def _print_table(results: list[Result]) -> None:
                 f"{r.peak_rss_kb / 1024:.0f} MB",
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     print()
-    for k, row in enumerate(rows):
-        print(
-            "  ".join(
-                c.rjust(w) if i > 1 else c.ljust(w)
-                for i, (c, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
-        if k == 0:
-            print("  ".join("-" * w for w in widths))
+    print_table(rows, left=2)
     n_edits = max((len(r.edits_s) for r in results), default=0)
     n_hovers = max((len(r.hovers_s) for r in results), default=0)
     print(f"\n{n_edits} edits and {n_hovers} hovers per row; p95 = nearest rank.")

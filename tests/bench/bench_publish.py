@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from table import print_table
+
 HERE = Path(__file__).resolve().parent
 PARTS = ("analysis", "convert", "serialize")
 
@@ -94,17 +96,8 @@ def main() -> int:
             publish = [c + s for c, s in zip(got["convert"], got["serialize"], strict=True)]
             row.append(_ms(statistics.median(publish)))
         table.append(row)
-    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
     print()
-    for k, row in enumerate(table):
-        print(
-            "  ".join(
-                c.ljust(w) if i == 0 else c.rjust(w)
-                for i, (c, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
-        if k == 0:
-            print("  ".join("-" * w for w in widths))
+    print_table(table)
     print("\nMedians of CPU per keystroke; publish = convert + serialize.")
     return 0
 

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from table import print_table
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -107,17 +109,8 @@ def main() -> int:
                 _ms(statistics.median(got["rules_wall"])),
             ]
         table.append(row)
-    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
     print()
-    for k, row in enumerate(table):
-        print(
-            "  ".join(
-                c.ljust(w) if i == 0 else c.rjust(w)
-                for i, (c, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
-        if k == 0:
-            print("  ".join("-" * w for w in widths))
+    print_table(table)
     print("\nMedians per edit; `open` is the opening analysis, `fresh check` a new RuleCache.")
     return 0
 
