@@ -29,30 +29,18 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from table import print_table
+from benchkit import bench_lsp, print_table, run_worker
 
 HERE = Path(__file__).resolve().parent
 
 Edit = tuple[int, int, str]
-
-
-def _bench_lsp() -> Any:
-    """This checkout's ``bench_lsp`` (its corpus generator)."""
-    spec = importlib.util.spec_from_file_location("bench_lsp_formats", HERE / "bench_lsp.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _typed(at: int, typed: str) -> list[Edit]:
@@ -126,27 +114,11 @@ def main() -> int:
     roots = args.root or [HERE.parents[1]]
     args.corpus.mkdir(parents=True, exist_ok=True)
     for fmt in ("jsonl", "yaml"):
-        _bench_lsp()._generate(args.corpus, args.size, fmt)
+        bench_lsp()._generate(args.corpus, args.size, fmt)
     results = []
     for root in roots:
-        out = subprocess.run(
-            [
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "--worker",
-                "--root",
-                str(root),
-                "--corpus",
-                str(args.corpus),
-                "--size",
-                str(args.size),
-            ],
-            cwd=root,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        results.append((root.resolve().name, json.loads(out.stdout.splitlines()[-1])))
+        argv = ["--corpus", str(args.corpus), "--size", str(args.size)]
+        results.append((root.resolve().name, run_worker(__file__, root, argv)))
     head = ["format", "edit"] + [f"{name} cpu (whole)" for name, _ in results]
     rows = [head]
     for key in results[0][1]:

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from table import print_table
+from benchkit import print_table
 
 ROOT = Path(__file__).resolve().parents[2]
 GEN = Path(__file__).resolve().parent / "gen_conversation.py"

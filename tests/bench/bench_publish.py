@@ -25,32 +25,20 @@ from __future__ import annotations
 import argparse
 import atexit
 import gc
-import importlib.util
 import inspect
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from table import print_table
+from benchkit import bench_lsp, print_table, run_worker
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("analysis", "convert", "serialize")
-
-
-def _bench_lsp() -> Any:
-    """This checkout's ``bench_lsp`` (its edit kinds and its corpus generator)."""
-    spec = importlib.util.spec_from_file_location("bench_lsp_publish", HERE / "bench_lsp.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def main() -> int:
@@ -70,16 +58,13 @@ def main() -> int:
         args.corpus = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
         atexit.register(shutil.rmtree, args.corpus, ignore_errors=True)
     args.corpus.mkdir(parents=True, exist_ok=True)
-    doc = _bench_lsp()._generate(args.corpus, args.size, args.format)
+    doc = bench_lsp()._generate(args.corpus, args.size, args.format)
     print(f"{doc.name}: {doc.stat().st_size:,} bytes, positions in {args.encoding}", flush=True)
     results: list[tuple[str, dict[str, Any]]] = []
     for root in roots:
-        worker = [sys.executable, str(Path(__file__).resolve()), "--worker"]
-        worker += ["--root", str(root.resolve()), "--corpus", str(args.corpus)]
-        worker += ["--size", str(args.size), "--format", args.format]
-        worker += ["--encoding", args.encoding, "--per-kind", str(args.per_kind)]
-        out = subprocess.run(worker, cwd=root, check=True, capture_output=True, text=True)
-        results.append((str(root), json.loads(out.stdout.splitlines()[-1])))
+        argv = ["--corpus", str(args.corpus), "--size", str(args.size), "--format", args.format]
+        argv += ["--encoding", args.encoding, "--per-kind", str(args.per_kind)]
+        results.append((str(root), run_worker(__file__, root, argv)))
     head = ["edit kind", "findings"]
     for root, _ in results:
         head += [f"{p} ({Path(root).name})" if p == PARTS[0] else p for p in PARTS]
@@ -125,7 +110,7 @@ def _worker(args: argparse.Namespace) -> int:
     from server.lsp.handlers import build_server
     from tests.support.engine import analyze
 
-    lsp_bench = _bench_lsp()
+    lsp_bench = bench_lsp()
     doc = lsp_bench._generate(args.corpus, args.size, args.format)
     uri = doc.as_uri()
     text = doc.read_text(encoding="utf-8")

@@ -21,30 +21,18 @@ from __future__ import annotations
 import argparse
 import atexit
 import gc
-import importlib.util
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from table import print_table
+from benchkit import bench_lsp, print_table, run_worker
 
 HERE = Path(__file__).resolve().parent
-
-
-def _bench_lsp() -> Any:
-    """This checkout's ``bench_lsp`` (its edit kinds and its corpus generator)."""
-    spec = importlib.util.spec_from_file_location("bench_lsp_kinds", HERE / "bench_lsp.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def main() -> int:
@@ -64,34 +52,13 @@ def main() -> int:
         args.corpus = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
         atexit.register(shutil.rmtree, args.corpus, ignore_errors=True)
     args.corpus.mkdir(parents=True, exist_ok=True)
-    doc = _bench_lsp()._generate(args.corpus, args.size, args.format)
+    doc = bench_lsp()._generate(args.corpus, args.size, args.format)
     print(f"{doc.name}: {doc.stat().st_size:,} bytes", flush=True)
     results: list[tuple[str, dict[str, Any]]] = []
     for root in roots:
-        out = subprocess.run(
-            [
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "--worker",
-                "--root",
-                str(root.resolve()),
-                "--corpus",
-                str(args.corpus),
-                "--size",
-                str(args.size),
-                "--format",
-                args.format,
-                "--per-kind",
-                str(args.per_kind),
-                "--fresh",
-                str(args.fresh),
-            ],
-            cwd=root,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        results.append((str(root), json.loads(out.stdout.splitlines()[-1])))
+        argv = ["--corpus", str(args.corpus), "--size", str(args.size), "--format", args.format]
+        argv += ["--per-kind", str(args.per_kind), "--fresh", str(args.fresh)]
+        results.append((str(root), run_worker(__file__, root, argv)))
     head = ["edit kind"]
     for root, _ in results:
         head += [f"analysis cpu ({Path(root).name})", "rules cpu", "rules wall"]
@@ -128,7 +95,7 @@ def _worker(args: argparse.Namespace) -> int:
     from assembly.rope import Rope
     from tests.support.engine import analyze
 
-    lsp = _bench_lsp()
+    lsp = bench_lsp()
     doc = lsp._generate(args.corpus, args.size, args.format)
     text = doc.read_text(encoding="utf-8")
     spent: list[tuple[float, float]] = []
