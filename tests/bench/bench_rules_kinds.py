@@ -19,40 +19,27 @@ Medians in milliseconds; ``rules`` is the part of ``analysis`` spent in ``check`
 from __future__ import annotations
 
 import argparse
-import atexit
 import gc
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchkit import bench_lsp, print_table, run_worker
+from benchkit import bench_lsp, kinds_document, kinds_options, print_table, run_worker
 
 HERE = Path(__file__).resolve().parent
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--root", action="append", type=Path, help="a checkout (repeatable)")
-    ap.add_argument("--corpus", type=Path, help="reuse or create the document in this folder")
-    ap.add_argument("--size", type=int, default=10, choices=(1, 10))
-    ap.add_argument("--format", default="json", choices=("json", "jsonl", "yaml"))
-    ap.add_argument("--per-kind", type=int, default=6)
+    ap = kinds_options(__doc__.splitlines()[0], "json", 6)
     ap.add_argument("--fresh", type=int, default=5)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         return _worker(args)
     roots = args.root or [HERE.parents[1]]
-    if args.corpus is None:
-        args.corpus = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
-        atexit.register(shutil.rmtree, args.corpus, ignore_errors=True)
-    args.corpus.mkdir(parents=True, exist_ok=True)
-    doc = bench_lsp()._generate(args.corpus, args.size, args.format)
+    doc = kinds_document(args)
     print(f"{doc.name}: {doc.stat().st_size:,} bytes", flush=True)
     results: list[tuple[str, dict[str, Any]]] = []
     for root in roots:

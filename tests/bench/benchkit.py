@@ -1,13 +1,17 @@
 """What the benchmark scripts share: loading this checkout's ``bench_lsp.py`` (its edit
-kinds and corpus generator), running a script once per checkout as a worker, and the one
-table printer."""
+kinds and corpus generator), the options and document of a script that times the edit kinds
+once per checkout, running it as a worker per checkout, and the one table printer."""
 
 from __future__ import annotations
 
+import argparse
+import atexit
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,29 @@ def bench_lsp() -> Any:
     sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+def kinds_options(description: str, fmt: str, per_kind: int) -> argparse.ArgumentParser:
+    """The options every edit-kind benchmark takes: checkouts, the document (folder, size,
+    format), edits per kind, and the hidden ``--worker``."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--root", action="append", type=Path, help="a checkout (repeatable)")
+    ap.add_argument("--corpus", type=Path, help="reuse or create the document in this folder")
+    ap.add_argument("--size", type=int, default=10, choices=(1, 10))
+    ap.add_argument("--format", default=fmt, choices=("json", "jsonl", "yaml"))
+    ap.add_argument("--per-kind", type=int, default=per_kind)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    return ap
+
+
+def kinds_document(args: argparse.Namespace) -> Path:
+    """The benchmark document of ``args`` (generated in ``--corpus``, or in a folder removed
+    at exit); ``args.corpus`` is set to its folder."""
+    if args.corpus is None:
+        args.corpus = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
+        atexit.register(shutil.rmtree, args.corpus, ignore_errors=True)
+    args.corpus.mkdir(parents=True, exist_ok=True)
+    return bench_lsp()._generate(args.corpus, args.size, args.format)
 
 
 def run_worker(script: str, root: Path, argv: Sequence[str]) -> Any:
