@@ -25,6 +25,7 @@ CORPORA = [
     "prompts-heldout11",
     "prompts-heldout12",
     "prompts-heldout13",
+    "prompts-heldout14",
 ]
 PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
 
