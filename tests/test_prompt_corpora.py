@@ -74,3 +74,28 @@ def test_each_held_out_set_is_of_projects_no_earlier_corpus_has() -> None:
             assert not repos & seen, (name, repos & seen)
             assert len(repos) >= 5, name
         seen |= repos
+
+
+# The held-out sets whose README promises that no line of more than 50 characters (after
+# stripping) is shared with any other file under tests/data/, nor between two of its projects.
+NO_SHARED_LINES = ["prompts-heldout13", "prompts-heldout14"]
+
+
+def _long_lines(path: Path) -> set[str]:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return {line.strip() for line in text.splitlines() if len(line.strip()) > 50}
+
+
+@pytest.mark.parametrize("name", NO_SHARED_LINES)
+def test_held_out_set_shares_no_long_line(name: str) -> None:
+    folder = DATA / name
+    others: set[str] = set()
+    for path in DATA.rglob("*"):
+        if path.is_file() and folder not in path.parents:
+            others |= _long_lines(path)
+    project_of: dict[str, str] = {}
+    for path in sorted(folder.glob("*.prompt.md")):
+        project = path.name.split("--")[0]
+        for line in _long_lines(path):
+            assert line not in others, (path.name, line)
+            assert project_of.setdefault(line, project) == project, (path.name, line)
