@@ -358,19 +358,134 @@ def called_as_tools(text: str) -> set[str]:
     return {n.lower() for n in before + after}
 
 
-def tool_bound(
-    text: str, sent: str, sec: OSection, sections: list[OSection], declared: frozenset[str]
-) -> bool:
-    """Whether an instruction is bound to its section by a tool: it names a tool (a
-    declared one, or one the prompt calls a tool or asks to call: ``called_as_tools``)
-    that its section's title names (``title_tools``), and no tool another section's
-    title names (outside its family). The moves the rule's default findings are for;
-    unlike ``bound``, other heading words it shares do not matter."""
-    tools = declared | called_as_tools(text)
+# A title that names tools as a category (`## Tools`, `Available tools`, `<tool_usage>`,
+# `TOOL USE GUIDELINES`, `# Functions`): the picker's own, plainer than the rule's.
+_CATEGORY_WORDS = frozenset(
+    [
+        "available",
+        "your",
+        "the",
+        "using",
+        "use",
+        "of",
+        "usage",
+        "calling",
+        "call",
+        "guidelines",
+        "guideline",
+        "guidance",
+        "rules",
+        "instructions",
+        "reference",
+        "overview",
+        "policy",
+        "list",
+        "notes",
+        "access",
+    ]
+)
+
+
+def tools_category(title: str) -> bool:
+    """Whether a title names tools (or functions) as a category, not one tool."""
+    ws = re.findall(r"[a-z]+", re.sub(r"^\W*\d+[.):]?\s+", "", title).replace("_", " ").lower())
+    return (
+        bool(ws)
+        and any(w in ("tool", "tools", "functions") for w in ws)
+        and all(w in ("tool", "tools", "functions", "function") or w in _CATEGORY_WORDS for w in ws)
+    )
+
+
+def known_tools(text: str, sections: list[OSection], declared: frozenset[str]) -> set[str]:
+    """The tools the picker knows in a prompt (round 11: wherever a tool can be known, as
+    the rule's documentation lists the sources): declared ones (``--declared-tools``), the
+    names it calls tools or asks to call (``called_as_tools``), the tool-like titles of the
+    parts of a tools section (`## Tools` > `### web_search`), and the `snake_case` names its
+    prose repeats three times or more (headings, fenced code and `<tag>` names left out)."""
+    tools = set(declared) | called_as_tools(text)
+    for root in sections:
+        if not tools_category(root.title):
+            continue
+        for s in sections:
+            if root.start < s.start < root.end:
+                tools |= {t for t in tool_like(s.title) if "_" in t or "." in t}
+                bare = s.title.strip("`*# ").lower()
+                if re.fullmatch(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+", bare):
+                    tools.add(bare)
+    lines = text.split("\n")
+    fenced = fenced_lines(lines)
+    heads = {s.start for s in sections}
+    counts: Counter[str] = Counter()
+    pos = 0
+    for n, line in enumerate(lines):
+        if not fenced[n] and pos not in heads and not _MD.match(line):
+            for m in re.finditer(r"(?<![<\w/.-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w>])", line):
+                counts[m.group(0)] += 1
+        pos += len(line) + 1
+    tools |= {n for n, c in counts.items() if c >= 3}
+    return tools
+
+
+def chain_of(sections: list[OSection], offset: int) -> list[OSection]:
+    """The sections around ``offset``, innermost first."""
+    inside = [s for s in sections if s.start < offset < s.end]
+    return sorted(inside, key=lambda s: -s.start)
+
+
+def tool_home(
+    sent: str, start: int, sections: list[OSection], tools: set[str], declared: frozenset[str]
+) -> OSection | None:
+    """The section an instruction is bound to by a tool, or None: the innermost section
+    around it whose title names (``title_tools``) a known tool the instruction names, when
+    no section outside that one's family has a title naming one of its tools. Round 11: the
+    section around it too (`## web_search` > `### Parameters`), not only its own; before,
+    the tool moves were drawn from a tool's own section only. The moves the rule's default
+    findings (`tool`) are for; unlike ``bound``, other heading words it shares do not
+    matter."""
     mine = sentence_tools(sent, declared) & tools
-    if not mine & title_tools(sec.title, declared):
-        return False
-    return not any(mine & title_tools(s.title, declared) for s in sections if not family(s, sec))
+    if not mine:
+        return None
+    for sec in chain_of(sections, start):
+        if mine & title_tools(sec.title, declared):
+            if any(mine & title_tools(s.title, declared) for s in sections if not family(s, sec)):
+                return None
+            return sec
+    return None
+
+
+# "Tools" as what an instruction directs, none named: a verb of using them, then at most two
+# determiners ("Prefer tools over …", "use another tool", "keep calling tools", "make tool
+# calls"), the picker's own reading; not "without tools", nor "this tool" (one tool).
+_DETERMINER = (
+    r"(?:(?:the|a|an|your|another|other|different|right|appropriate|available|relevant|"
+    r"multiple|several|any|all|more|each|same|provided|those|these)\s+){0,2}"
+)
+_GENERAL_TOOL = re.compile(
+    r"\b(?:use|using|call|calling|invoke|invoking|prefer|rely\s+on|try|choose|pick|make|"
+    r"making)\s+" + _DETERMINER + r"(?:tools\b|tool\b(?!\s+(?:names?|descriptions?))|"
+    r"tool[ -]calls?\b|functions\b)",
+    re.I,
+)
+_NOT_GENERAL = re.compile(r"\bwithout\s+(?:using\s+|calling\s+|any\s+)?tools?\b", re.I)
+
+
+def general_home(
+    sent: str, start: int, sections: list[OSection], tools: set[str]
+) -> OSection | None:
+    """The tools section an instruction about tools in general sits in, or None (round 11,
+    the `general` moves): the prompt has one section titled by tools as a category
+    (``tools_category``; or one titled just "Tools"), the instruction sits inside it and
+    directs tools in general (``_GENERAL_TOOL``), naming no known tool."""
+    cats = [s for s in sections if tools_category(s.title)]
+    exact = [s for s in cats if s.title.strip("`*#:<>/ ").lower() == "tools"]
+    home = exact[0] if len(exact) == 1 else cats[0] if len(cats) == 1 else None
+    if home is None or not home.start < start < home.end:
+        return None
+    if not _GENERAL_TOOL.search(sent) or _NOT_GENERAL.search(sent):
+        return None
+    if sentence_tools(sent) & tools:
+        return None
+    return home
 
 
 @dataclass
@@ -379,8 +494,11 @@ class Candidate:
     start: int
     end: int
     section: OSection
-    by_tool: bool = False  # bound by a tool the section's title names (``tool_bound``)
+    by_tool: bool = False  # bound by a tool a title around it names (``tool_home``)
     extra: bool = False  # tool-bound only: counted in the tool moves, not in the totals
+    # ``general_home``: about tools in general, in the tools section (``section`` when
+    # ``extra``); moved to the top only, counted apart
+    general: bool = False
     # ``named_candidates``: it names a tool that one other section's title names, and
     # ``section`` is that section (moved to the top only; counted apart)
     named: bool = False
@@ -393,10 +511,13 @@ def candidates(
     every: bool = False,
 ) -> list[Candidate]:
     """The instructions the evaluation moves: every one ``bound`` to its section (the
-    totals), and every one ``tool_bound`` to it (the tool moves; ``extra`` when only
-    that), each at most once. ``every``: every instruction, bound or not (for
+    totals), every one bound to a section around it by a tool (``tool_home``: the tool
+    moves; ``extra`` when only that, and then ``section`` is the tool's), and every one
+    about tools in general in the tools section (``general_home``: the general moves),
+    each at most once. ``every``: every instruction, bound or not (for
     ``named_candidates``)."""
     res = []
+    tools = known_tools(text, sections, declared)
     heading_starts = {s.start for s in sections}
     whole = {
         s.start
@@ -444,13 +565,17 @@ def candidates(
                 continue
             if re.search(r"\b(?:see|refer to)\s", sent, re.I):
                 continue  # it points at another section: not bound to its own
-            by_tool = tool_bound(text, sent, sec, sections, declared)
+            home = tool_home(sent, a, sections, tools, declared)
+            by_tool = home is not None
+            general = general_home(sent, a, sections, tools)
             if every:
                 res.append(Candidate(sent, a, b, sec, by_tool, extra=True))
             elif bound(text, sent, sec, sections):
-                res.append(Candidate(sent, a, b, sec, by_tool))
-            elif by_tool:
-                res.append(Candidate(sent, a, b, sec, True, extra=True))
+                res.append(Candidate(sent, a, b, sec, by_tool, general=general is not None))
+            elif home is not None:
+                res.append(Candidate(sent, a, b, home, True, extra=True))
+            elif general is not None:
+                res.append(Candidate(sent, a, b, general, extra=True, general=True))
     return res
 
 
@@ -466,7 +591,7 @@ def named_candidates(
     wherever the instruction sits; ``section`` is the titled one. Moved to the top, the
     placement Onyx measured, it belongs there. Not those ``taken`` (starts of the tool
     moves), nor one at the top already."""
-    tools = declared | called_as_tools(text)
+    tools = known_tools(text, sections, declared)
     titled: dict[str, list[OSection]] = defaultdict(list)
     for s in sections:
         for t in title_tools(s.title, declared) & tools:
@@ -653,6 +778,7 @@ def evaluate(
     stats["tool_top"] = [0, 0, 0]  # type: ignore[assignment]
     stats["tool_unrelated"] = [0, 0, 0]  # type: ignore[assignment]
     stats["named_top"] = [0, 0, 0]  # type: ignore[assignment]
+    stats["general_top"] = [0, 0, 0]  # type: ignore[assignment]
     # Findings by severity: [findings, right] of warnings and of information.
     by_severity: dict[str, list[int]] = {"warning": [0, 0], "info": [0, 0]}
     stats["by_severity"] = by_severity  # type: ignore[assignment]
@@ -669,7 +795,7 @@ def evaluate(
         moves += named_candidates(text, sections, declared, taken)
         for c in moves:
             for kind in ("top", "unrelated"):
-                if c.named and kind != "top":
+                if (c.named or (c.general and c.extra)) and kind != "top":
                     continue
                 m = move_top(text, c) if kind == "top" else move_unrelated(text, c, sections)
                 if m is None:
@@ -690,15 +816,20 @@ def evaluate(
                     d for d in lint(new, tools, preview) if d.range.start < b and d.range.end > a
                 ]
                 placed = [d for d in found if any(near(r.range.start) for r in d.related)]
-                totals = None if c.extra else stats[kind]
-                apart = stats["named_top"] if c.named else None
-                for st in (totals, stats[f"tool_{kind}"] if c.by_tool else apart):
-                    if st is not None:
-                        st[0] += 1
-                        st[1] += bool(found)
-                        st[2] += bool(placed)
+                groups = [] if c.extra else [stats[kind]]
+                if c.by_tool:
+                    groups.append(stats[f"tool_{kind}"])
+                if c.named:
+                    groups.append(stats["named_top"])
+                if c.general and kind == "top":
+                    groups.append(stats["general_top"])
+                for st in groups:
+                    st[0] += 1
+                    st[1] += bool(found)
+                    st[2] += bool(placed)
                 if show_misses and not placed:
-                    label = f"{kind}{'/tool' if c.by_tool else '/named' if c.named else ''}"
+                    apart = "/tool" if c.by_tool else "/named" if c.named else ""
+                    label = f"{kind}{apart}{'/general' if c.general else ''}"
                     why = "wrong section" if found else "missed"
                     if not found:
                         why = explain(new, a, tools, preview)
@@ -864,6 +995,13 @@ def main() -> int:
         print(
             f"{'':8} {'':>7}   named-tool moves: top {nt[2]}/{nt[0]} ({nt[2] / max(nt[0], 1):.0%})"
         )
+        # Instructions about tools in general in the tools section, moved to the top.
+        gt = st["general_top"]
+        print(f"{'':8} {'':>7}   general moves: top {gt[2]}/{gt[0]} ({gt[2] / max(gt[0], 1):.0%})")
+        # What the default claims to find, together: the tool, named-tool and general moves.
+        claims = [tt, tu, nt, gt]
+        n, k = sum(x[0] for x in claims), sum(x[2] for x in claims)
+        print(f"{'':8} {'':>7}   default kinds' moves: {k}/{n} ({k / max(n, 1):.0%})")
     if args.repeat:
         cold, warm, n, cpu = speed(args.repeat)
         # CPU time too: on a loaded machine the wall clock says little.
