@@ -671,3 +671,42 @@ def test_the_match_does_not_change_with_the_hash_seed() -> None:
         for seed in (0, 1, 2)
     }
     assert len(seen) == 1, seen
+
+
+def test_evaluation_draws_tool_moves_from_the_tools_section_around_them() -> None:
+    # Round 11: a tool move is drawn from the section around the instruction that a known
+    # tool titles (`## web_search` > `### Limits`), the tool being known from the tools
+    # section's parts; before, only from the tool's own section, with a tool the prose
+    # calls a tool.
+    bench = _bench()
+    text = (
+        "# Role\nYou research questions for the user.\n\n"
+        "# Tools\n\n## web_search\nSearches the web.\n\n### Limits\n"
+        "- Always pass one short query to web_search per question asked.\n\n"
+        "## read_page\nReads one page.\n\n"
+        "# Style\nKeep every answer short and plain.\n"
+    )
+    sections = bench.oracle_sections(text)
+    assert {"web_search", "read_page"} <= bench.known_tools(text, sections, frozenset())
+    (c,) = [c for c in bench.candidates(text, sections) if c.by_tool]
+    assert c.sentence.startswith("Always pass one short query") and c.section.title == "web_search"
+    new, a, b, s0, _ = bench.move_top(text, c)
+    assert new[a:b] == c.sentence and new[s0:].startswith("## web_search")
+
+
+def test_evaluation_draws_general_moves_from_the_tools_section() -> None:
+    # Round 11: an instruction about tools in general in the prompt's one tools section
+    # (Onyx's "keep calling tools") is moved to the top, counted apart (the default's
+    # `general` kind); one naming a tool, or "without tools", is not such a move.
+    bench = _bench()
+    text = (
+        "# Role\nYou research questions for the user.\n\n"
+        "# Tools\n- If you need more information, keep calling tools until you are sure.\n"
+        "- Answer greetings without using tools at all, in one line.\n"
+        "- Call `web_search` with one short query for every question.\n\n"
+        "# Style\nKeep every answer short and plain.\n"
+    )
+    sections = bench.oracle_sections(text)
+    general = [c for c in bench.candidates(text, sections) if c.general]
+    assert [c.sentence[:30] for c in general] == ["If you need more information, "]
+    assert general[0].section.title == "Tools"

@@ -400,8 +400,10 @@ def known_tools(text: str, sections: list[OSection], declared: frozenset[str]) -
     """The tools the picker knows in a prompt (round 11: wherever a tool can be known, as
     the rule's documentation lists the sources): declared ones (``--declared-tools``), the
     names it calls tools or asks to call (``called_as_tools``), the tool-like titles of the
-    parts of a tools section (`## Tools` > `### web_search`), and the `snake_case` names its
-    prose repeats three times or more (headings, fenced code and `<tag>` names left out)."""
+    parts of a tools section (`## Tools` > `### web_search`). Not the `snake_case` names the
+    prose repeats (a source of the rule's): tried, they made deer-flow planner's `step_type`
+    a tool and `CRITICAL REQUIREMENT: step_type Field` its section (four tool moves of a
+    field, not a tool)."""
     tools = set(declared) | called_as_tools(text)
     for root in sections:
         if not tools_category(root.title):
@@ -412,17 +414,6 @@ def known_tools(text: str, sections: list[OSection], declared: frozenset[str]) -
                 bare = s.title.strip("`*# ").lower()
                 if re.fullmatch(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+", bare):
                     tools.add(bare)
-    lines = text.split("\n")
-    fenced = fenced_lines(lines)
-    heads = {s.start for s in sections}
-    counts: Counter[str] = Counter()
-    pos = 0
-    for n, line in enumerate(lines):
-        if not fenced[n] and pos not in heads and not _MD.match(line):
-            for m in re.finditer(r"(?<![<\w/.-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w>])", line):
-                counts[m.group(0)] += 1
-        pos += len(line) + 1
-    tools |= {n for n, c in counts.items() if c >= 3}
     return tools
 
 
@@ -642,17 +633,20 @@ def move_top(text: str, c: Candidate) -> tuple[str, int, int, int, int]:
     rest = remove(text, c.start, c.end)
     at = body_start(rest)
     ins = c.sentence + "\n\n"
-    shift = len(ins) - (c.end - c.start)
-    if c.named:
-        # the titled section does not hold the sentence: it moves by what was inserted
-        # above it, less the sentence when that came before it
-        shift = len(ins) - (c.end - c.start if c.end <= c.section.start else 0)
+    removed = c.end - c.start
+
+    def moved(x: int) -> int:
+        # Round 11: each end by what was removed before it and inserted above it; before,
+        # both ends of the sentence's own section moved back by the sentence's length,
+        # which put the start before the section's heading.
+        return (x - removed if x >= c.end else x) + len(ins)
+
     return (
         rest[:at] + ins + rest[at:],
         at,
         at + len(c.sentence),
-        c.section.start + shift,
-        c.section.end + shift,
+        moved(c.section.start),
+        moved(c.section.end),
     )
 
 
