@@ -710,3 +710,43 @@ def test_evaluation_draws_general_moves_from_the_tools_section() -> None:
     general = [c for c in bench.candidates(text, sections) if c.general]
     assert [c.sentence[:30] for c in general] == ["If you need more information, "]
     assert general[0].section.title == "Tools"
+
+
+def test_tools_in_general_at_the_opening_need_only_beat_the_other_sections() -> None:
+    # deepagents' "When performing multiple independent operations, make all tool calls in
+    # a single response …", moved from `## Tool Usage` to the top (seen corpus, round 11's
+    # general moves): `### Human-in-the-Loop Tool Approval` speaks of tool calls too and
+    # scored 20.9 against 33.0; the margin of twice muted Onyx's own placement.
+    text = (DATA.parent / "prompts-real" / "deepagents--system_prompt.prompt.md").read_text(
+        encoding="utf-8"
+    )
+    sentence = "When performing multiple independent operations, make all tool calls in a single"
+    at = text.index(sentence)
+    end = text.index("\n", at)
+    moved = text[at:end] + "\n\n" + text[:at] + text[end:]
+    assert sentence in moved[:200]
+    assert any(s.startswith(sentence) for s in _default(moved))
+    assert not any(s.startswith(sentence) for s in _default(text))
+
+
+def test_a_phrase_the_section_uses_too_is_its_own_preview_kind() -> None:
+    # Round 11: evidence beyond heading words. A topic match whose instruction shares two
+    # words in a row with another sentence of the section (not both words of its heading)
+    # is of the kind `phrase`, reported only in preview like `topic`.
+    text = (
+        "Always cite the source URL after every claim you make in the answer.\n\n"
+        "# Role\nYou answer research questions for analysts in plain prose.\n\n"
+        "# Citations\nEach citation names the source URL of one claim.\n"
+        "Citations go at the end of the sentence they support.\n\n"
+        "# Style\nKeep paragraphs short and use plain words throughout.\n"
+    )
+    template = parse_prompt(text)
+    m = explain_instruction(template, 0, preview=True)
+    assert m is not None and m.reported and m.kind == "phrase"
+    assert template.sections[m.section].title == "Citations"
+    default = explain_instruction(template, 0)
+    assert default is not None and not default.reported
+    # Without the phrase in the section's text the same match is `topic`.
+    plain = text.replace("names the source URL of one claim", "names where one claim came from")
+    m = explain_instruction(parse_prompt(plain), 0, preview=True)
+    assert m is not None and m.kind == "topic"

@@ -778,6 +778,9 @@ def evaluate(
     stats["by_severity"] = by_severity  # type: ignore[assignment]
     by_kind: dict[str, list[int]] = {}
     stats["by_kind"] = by_kind  # type: ignore[assignment]
+    # The moves of the totals placed, by the kind of the finding (what a kind alone finds).
+    placed_kind: Counter[str] = Counter()
+    stats["placed_by_kind"] = placed_kind  # type: ignore[assignment]
     causes: dict[str, Counter[str]] = {"top": Counter(), "unrelated": Counter()}
     for row in files:
         text = (row["dir"] / row["file"]).read_text(encoding="utf-8")
@@ -810,6 +813,8 @@ def evaluate(
                     d for d in lint(new, tools, preview) if d.range.start < b and d.range.end > a
                 ]
                 placed = [d for d in found if any(near(r.range.start) for r in d.related)]
+                if placed and not c.extra:
+                    placed_kind[f"{kind} {finding_kind(new, a, tools)}"] += 1
                 groups = [] if c.extra else [stats[kind]]
                 if c.by_tool:
                     groups.append(stats[f"tool_{kind}"])
@@ -977,6 +982,8 @@ def main() -> int:
         # By kind: what sent each finding to its section (`DEFAULT_KINDS` are on by default).
         kinds = ", ".join(f"{k} {n} (right {r})" for k, (n, r) in sorted(st["by_kind"].items()))
         print(f"{'':8} {'':>7}   findings by kind: {kinds or 'none'}")
+        pk = ", ".join(f"{k} {n}" for k, n in sorted(st["placed_by_kind"].items()))
+        print(f"{'':8} {'':>7}   moves placed by kind: {pk or 'none'}")
         # The moves of instructions bound by a tool their section's title names.
         tt, tu = st["tool_top"], st["tool_unrelated"]
         print(
