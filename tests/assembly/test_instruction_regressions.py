@@ -750,3 +750,21 @@ def test_a_phrase_the_section_uses_too_is_its_own_preview_kind() -> None:
     plain = text.replace("names the source URL of one claim", "names where one claim came from")
     m = explain_instruction(parse_prompt(plain), 0, preview=True)
     assert m is not None and m.kind == "topic"
+
+
+def test_a_camel_case_tool_is_named_anywhere_in_the_prose() -> None:
+    # openai-realtime-agents' chat agent (prompts-heldout6, seen): "Always defer to
+    # getNextResponseFromSupervisor() for all non-trivial queries.", moved to the top of the
+    # prompt, named no tool: a name whose lower case has no `_` was found only after a verb
+    # of calling or before "tool", though the prompt writes it in camel case.
+    text = (
+        "Always defer to lookUpOrder() for every question about an order.\n\n"
+        "# Role\nYou answer customers of a shop in a friendly tone.\n\n"
+        "# lookUpOrder Usage\nCall lookUpOrder with the order number the customer gives.\n"
+        "Read the order's status back in one sentence.\n\n"
+        "# Style\nKeep every answer short and plain.\n"
+    )
+    assert [s[:30] for s in _default(text)] == ["Always defer to lookUpOrder() "]
+    # Written in lower case, an ordinary-looking word is still found only as a tool.
+    plain = text.replace("lookUpOrder", "lookuporder")
+    assert _default(plain) == []

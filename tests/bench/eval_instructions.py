@@ -35,9 +35,17 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
         [--show-findings] [--repeat 30] [--declared-tools] [--preview]
 
 ``--preview`` runs the rule with `instruction_preview` (every kind of finding); without it,
-the defaults (only an instruction naming a tool whose section is titled by the tool's name).
-Under the table: the findings by the kind the rule gives them, and the recall of the moves
-of instructions bound by a tool their section's title names (the default's kind).
+the defaults (an instruction naming a known tool whose section is titled by the tool's name,
+and one at the opening about tools in general). Under the table: the findings by the kind
+the rule gives them, the moves placed by the kind of the finding, and the moves of what the
+default claims to find, drawn wherever they exist (round 11), counted apart from the totals:
+the *tool moves* (an instruction inside a section, or a part of one, titled by a known tool
+it names: ``tool_home``; to the top and into an unrelated section), the *named-tool moves*
+(one naming such a tool from elsewhere, to the top) and the *general moves* (one about tools
+in general inside the prompt's one tools section, to the top: ``general_home``), then the
+three together ("default kinds' moves"). Known tools (``known_tools``): the ones the prompt
+calls tools or asks to call, the tool-like titles of a tools section's parts and, with
+``--declared-tools``, the declared ones.
 
 It reads only files of this repository; run it with ``PYTHONPATH=<other checkout>`` to
 measure another version of the library on the same corpus.
@@ -317,18 +325,58 @@ def tool_like(text: str) -> set[str]:
     return {n for n in names if not _FILE_NAME.search(n)}
 
 
+# The words a title may hold besides the tool it is titled by ("Using the `Question` tool",
+# "How to use todoWrite effectively", "`web_search` usage notes").
+_TITLE_TAIL = frozenset(
+    [
+        "tool",
+        "tools",
+        "function",
+        "usage",
+        "use",
+        "using",
+        "how",
+        "when",
+        "to",
+        "the",
+        "a",
+        "guide",
+        "guidelines",
+        "rules",
+        "instructions",
+        "notes",
+        "reference",
+        "effectively",
+    ]
+)
+_CODE_FIRST = re.compile(r"^`?([A-Za-z_][\w.-]*)`?(?:\(\))?(?:\s+[-–—:]\s+.*)?$")
+
+
 def title_tools(title: str, declared: frozenset[str] = frozenset()) -> set[str]:
-    """The tools a section's title names: a tool-like name in it (`web_search`,
-    "`search_docs` - Documentation Search", "Using the `Question` tool"), the whole title
-    (`## Shell`), a `snake_case` title's first part before `_usage`, `_guide`, … (`<done_usage>`),
-    or a declared tool's name as one of its words (`### Bash`, with `bash` declared)."""
-    names = tool_like(title) | {title.strip("`*# ").lower()}
+    """The tools a section's title is titled by, the claim of the rule's default (round 11;
+    before, any tool-like name in a title, so `## Related GitHub Issue` was `github`'s
+    section because the prompt says "Use GitHub CLI"): the whole title (`## Shell`,
+    `### web_search`), a name first and then what it does ("1. `search_docs` -
+    Documentation Search"), a name among words that say it is guidance about it ("Using the
+    `Question` tool", "How to use todoWrite effectively (when used):"), a `snake_case` title's
+    first part before `_usage`, `_guide`, … (`<done_usage>`), or a declared tool's name
+    likewise (`### Bash tool`, with `bash` declared)."""
+    t = re.sub(r"\([^()]*\)", " ", title)  # "(when used)"
+    t = re.sub(r"^\W*(?:[0-9]+|[ivx]+)[.):]?\s+", "", t.strip()).strip("*#: ")
+    names: set[str] = set()
+    if m := _CODE_FIRST.match(t):
+        names.add(m.group(1).lower())
+    else:
+        words = [w.lower() for w in re.findall(r"[\w.-]+", t.replace("`", ""))]
+        named = [w for w in words if w in declared or w in tool_like(t)]
+        if len(set(named)) == 1 and all(w in _TITLE_TAIL or w == named[0] for w in words):
+            names.add(named[0])
     names |= {
         n.rsplit("_", 1)[0]
         for n in list(names)
         if re.search(r"_(?:usage|guide|guidelines|rules|instructions|tool)$", n)
     }
-    return names | {w.lower() for w in _WORD.findall(title) if w.lower() in declared}
+    return names
 
 
 def sentence_tools(sentence: str, declared: frozenset[str] = frozenset()) -> set[str]:

@@ -641,7 +641,9 @@ class _Topics:
         self.tool_names = set(self.tool_sections) | declared
         # The sections titled by a known tool: each documents its tool (``target``).
         self.tool_docs = {i for t, i in self.tool_sections.items() if t in self.known_tools}
-        self.tool_finders = _tool_finders(self.tool_names)
+        self.tool_finders = _tool_finders(
+            self.tool_names, _camel_case(template.text, self.tool_names)
+        )
         # The tools section, for an instruction about tools in general ("Prefer tools over
         # your own knowledge", "Functions must be used to …"): "functions" counts only where
         # the prompt calls its tools that (`# Available functions`).
@@ -737,7 +739,7 @@ class _Topics:
             self.by_section[s.section].append(j)
         self._names: dict[int, frozenset[int]] = {}  # ``names``, for the sentences asked
         # ``_shared_phrase``: the phrases of each section's subtree, for the sections asked
-        self._section_phrases: dict[int, frozenset[tuple[str, str]]] = {}
+        self._section_phrases: dict[int, Counter[tuple[str, str]]] = {}
         # The prompt's first heading, when nothing but blank lines comes before it: the
         # text under it is the prompt's opening as much as text before any heading is.
         self.title_intro = (
@@ -1118,16 +1120,22 @@ class _Topics:
             return False
         theirs = self._section_phrases.get(best)
         if theirs is None:
-            found: set[tuple[str, str]] = set()
+            # How many sentences of the subtree have each phrase: counted once per section
+            # (the instruction's own is taken off below when it sits there).
+            theirs = Counter()
             for i in range(best, self.subtree_end[best]):
                 for j in self.by_section.get(i, ()):
-                    found |= _phrases(self.template.sentences[j].text) if j != k else set()
-            theirs = self._section_phrases[best] = frozenset(found)
-            if any(k in self.by_section.get(i, ()) for i in range(best, self.subtree_end[best])):
-                del self._section_phrases[best]  # left the instruction out: not kept
-        # Not a phrase of its heading words alone: that is what the heading says already.
-        title = self.strong[best]
-        return any(not (a in title and b in title) for a, b in mine & theirs)
+                    theirs.update(_phrases(self.template.sentences[j].text))
+            self._section_phrases[best] = theirs
+        own = self.template.sentences[k].section
+        inside = own is not None and best <= own < self.subtree_end[best]
+        # Not a phrase of its heading's words alone (as written, `snake_case` parts apart):
+        # that is what the heading says already ("Organize Orphaned Images" under `###
+        # Orphaned Image Organization`, "running shell commands" and
+        # `<running_shell_commands_info>`, 4 of round 11's first 11 such findings, all wrong).
+        heading = self.template.sections[best].title
+        title = self.strong[best] | _content_words(re.sub(r"[_\-]", " ", heading))
+        return any(theirs[p] > inside and not (p[0] in title and p[1] in title) for p in mine)
 
     def kept(self, k: int, target: _Target) -> str | None:
         """Why sentence ``k``, sent to ``target`` by ``target``, is still not reported, or
@@ -1753,8 +1761,9 @@ def setting_tool_names(tools: Iterable[object] | None) -> set[str]:
 _NAMED_AS_TOOL = re.compile(
     r"[`\"“']([A-Za-z_][\w.-]{1,40})(?:\(\))?[`\"”']\s+(?i:tool|function)s?\b"
 )
+# The verb in either case: "Call lookUpOrder with …" opens a sentence (round 11).
 _CALLED = re.compile(
-    r"(?=[cuir])\b(?:call|use|invoke|run|using|calling)\s+(?:the\s+)?`?([A-Za-z_][\w.]*_[\w.]+|"
+    r"(?=[cuirCUIR])\b(?i:call|use|invoke|run|using|calling)\s+(?:the\s+)?`?([A-Za-z_][\w.]*_[\w.]+|"
     r"[a-z]+[A-Z]\w*)(?:\([^)]{0,40}\))?`?",
 )
 _TOOL_AFTER = re.compile(r"\s+(?:tool|function)s?\b")
@@ -1921,19 +1930,44 @@ def _is_identifier(name: str) -> bool:
     return any(c.isupper() for c in name[1:]) and not name.isupper()
 
 
-def _tool_finders(names: Iterable[str]) -> list[re.Pattern[str]]:
+def _camel_case(text: str, names: Iterable[str]) -> frozenset[str]:
+    """The names (lower case, no `_` or digits) that ``text`` writes in camel case, a capital
+    inside (`getNextResponseFromSupervisor`, `todoWrite`): identifiers, not ordinary words,
+    though their lower case looks like one. Round 11: openai-realtime-agents' "Always
+    defer to getNextResponseFromSupervisor() …", moved to the top, named no tool, as the
+    name was found only after a verb of calling or before "tool". Each name is looked up
+    with ``str.find``, at most a few uses each."""
+    low = _lowered(text)
+    res = set()
+    for name in names:
+        if _is_identifier(name) or len(name) < 4:
+            continue
+        at = low.find(name)
+        for _ in range(8):
+            if at < 0:
+                break
+            written = text[at : at + len(name)]
+            if any(c.isupper() for c in written[1:]) and not written.isupper():
+                res.add(name)
+                break
+            at = low.find(name, at + len(name))
+    return frozenset(res)
+
+
+def _tool_finders(names: Iterable[str], camel: Collection[str] = ()) -> list[re.Pattern[str]]:
     """Regexes that find tool names in prose (group 1 or 2 is the name), to run on the
     text as ``_lowered`` gives it. Each starts with a lookahead for the characters a match
     can start with, so the regex engine skips to them (case-insensitive matching, or a
     lookbehind first, costs it that skip: five times the time on a long prompt).
 
-    Identifier-like names are found anywhere as whole words; a name that is an ordinary
-    word (`Shell`, `python`, `lookup`) only in backticks, right before "tool" or right
-    after a verb of calling ("call lookup").
+    Identifier-like names are found anywhere as whole words (those of ``camel`` too: the
+    prompt writes them in camel case); a name that is an ordinary word (`Shell`, `python`,
+    `lookup`) only in backticks, right before "tool" or right after a verb of calling
+    ("call lookup").
     """
     names = sorted({n.lower() for n in names if n}, key=len, reverse=True)
-    identifiers = [n for n in names if _is_identifier(n)]
-    words = [n for n in names if not _is_identifier(n)]
+    identifiers = [n for n in names if _is_identifier(n) or n in camel]
+    words = [n for n in names if not (_is_identifier(n) or n in camel)]
     res = []
     if identifiers:
         alt = "|".join(re.escape(n) for n in identifiers)
