@@ -876,7 +876,7 @@ def evaluate(
                     st[2] += bool(placed)
                 if show_misses and not placed:
                     apart = "/tool" if c.by_tool else "/named" if c.named else ""
-                    label = f"{kind}{apart}{'/general' if c.general else ''}"
+                    label = f"{kind}{apart}{'/general' if c.general and kind == 'top' else ''}"
                     why = "wrong section" if found else "missed"
                     if not found:
                         why = explain(new, a, tools, preview)
