@@ -28,7 +28,7 @@ import itertools
 import re
 import sys
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import overload
 
 from assembly.text import LineCol
@@ -197,6 +197,11 @@ def _plain(chunk: _Chunk) -> str:
     return data if type(data) is str else data.decode("utf-8", "surrogatepass")
 
 
+def _utf8(chunk: _Chunk) -> bytes:
+    data = chunk.data
+    return data if type(data) is bytes else data.encode("utf-8", "surrogatepass")  # type: ignore[union-attr]
+
+
 def _decoded(chunk: _Chunk, data: bytes) -> str:
     hit = _DECODED.get(id(chunk))
     if hit is not None and hit[0] is chunk:
@@ -238,10 +243,19 @@ class Rope:
     def from_str(text: str, *, chunk_size: int = CHUNK_SIZE) -> Rope:
         """The rope of ``text``; ``chunk_size`` (code points) exists for tests."""
         assert chunk_size >= 1
-        rope = Rope(tuple(_Chunk(t) for t in _split(text, chunk_size)), chunk_size)
+        rope = Rope(tuple(_Chunk(t) for t in _split((text,), chunk_size)), chunk_size)
         if len(rope._chunks) > 1 and type(text) is str:
             rope._source = text
         return rope
+
+    @staticmethod
+    def from_parts(parts: Iterable[str], *, chunk_size: int = CHUNK_SIZE) -> Rope:
+        """The rope of the text ``"".join(parts)`` (the same chunks as ``from_str``'s),
+        made as the parts come: each chunk is packed as soon as it is cut, so the joined
+        text never exists (a text decoded piece by piece, e.g. a ``didOpen`` read from
+        its message's bytes by ``server.lsp.stream``, is never a whole ``str``)."""
+        assert chunk_size >= 1
+        return Rope(tuple(_Chunk(t) for t in _split(parts, chunk_size)), chunk_size)
 
     # ------------------------------------------------------------------ str-like reading
 
@@ -253,7 +267,12 @@ class Rope:
         if source is not None:
             self._source = None
             return source
-        return "".join([_plain(c) for c in self._chunks])
+        chunks = self._chunks
+        if all(type(c.data) is str for c in chunks):
+            return "".join([c.data for c in chunks])  # type: ignore[misc]
+        # Joined as UTF-8 and decoded once: the decoded chunks joined would all be alive
+        # beside the result (a text with a few emoji: 4 bytes a character, twice over).
+        return b"".join([_utf8(c) for c in chunks]).decode("utf-8", "surrogatepass")
 
     def __repr__(self) -> str:
         return f"Rope(len={self._len}, chunks={len(self._chunks)})"
@@ -420,7 +439,7 @@ class Rope:
         while hi <= last and piece.endswith("\r") and chunks[hi].starts_with_lf():
             piece += chunks[hi].text
             hi += 1
-        middle = tuple(_Chunk(t) for t in _split(piece, self._chunk_size) if t)
+        middle = tuple(_Chunk(t) for t in _split((piece,), self._chunk_size) if t)
         res = chunks[:lo] + middle + chunks[hi:]
         return Rope(res or (_Chunk(""),), self._chunk_size)
 
@@ -537,29 +556,36 @@ class Rope:
 Text = str | Rope  # what code reading a document's text accepts
 
 
-def _split(text: str, size: int) -> Iterator[str]:
-    """Cut ``text`` into pieces of ``size`` to ``2 * size`` code points after a ``\\n``
-    where there is one (the last piece may be shorter), never inside a ``\\r\\n``.
+def _split(parts: Iterable[str], size: int) -> Iterator[str]:
+    """Cut the text ``"".join(parts)`` into pieces of ``size`` to ``2 * size`` code points
+    after a ``\\n`` where there is one (the last piece may be shorter), never inside a
+    ``\\r\\n``; the pieces do not depend on where the parts meet.
 
     One piece at a time: each is packed (``_Chunk``) and let go before the next is cut,
-    instead of a copy of the whole text as ``str`` pieces alive at once.
+    instead of a copy of the whole text as ``str`` pieces alive at once; of the parts, only
+    what is not cut yet (at most ``2 * size`` code points) is kept between two parts.
     """
-    n = len(text)
-    if n <= 2 * size:
-        yield text
-        return
-    pos = 0
-    while n - pos > 2 * size:
-        cut = text.find("\n", pos + size - 1, pos + 2 * size - 1)
-        if cut == -1:
-            cut = text.rfind("\n", pos + size // 2, pos + size - 1)
-        if cut == -1:
-            cut = pos + size - 1  # a line longer than a chunk: cut it
-            if text[cut] == "\r" and text[cut + 1 : cut + 2] == "\n":
-                cut += 1
-        yield text[pos : cut + 1]
-        pos = cut + 1
-    yield text[pos:]
+    text = ""
+    for part in parts:
+        text = text + part if text else part
+        n = len(text)
+        if n <= 2 * size:
+            continue
+        pos = 0
+        while n - pos > 2 * size:
+            # Each cut looks at most ``2 * size`` code points on: the same cuts as in the
+            # whole text.
+            cut = text.find("\n", pos + size - 1, pos + 2 * size - 1)
+            if cut == -1:
+                cut = text.rfind("\n", pos + size // 2, pos + size - 1)
+            if cut == -1:
+                cut = pos + size - 1  # a line longer than a chunk: cut it
+                if text[cut] == "\r" and text[cut + 1 : cut + 2] == "\n":
+                    cut += 1
+            yield text[pos : cut + 1]
+            pos = cut + 1
+        text = text[pos:]
+    yield text
 
 
 def _same(a: _Chunk, b: _Chunk) -> bool:

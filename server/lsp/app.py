@@ -26,6 +26,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
+from assembly.rope import Rope
 from server import __version__
 from server.lsp.session import Session, document_kind
 
@@ -41,9 +42,32 @@ class PromptProtocol(LanguageServerProtocol):
     the user's handler to run), minus the workspace bookkeeping for our documents.
     """
 
+    _held: tuple[str, Rope] | None = None  # a didOpen's text read as a rope (``hold_text``)
+
+    def hold_text(self, placeholder: str, text: Rope | None) -> None:
+        """Hold ``text``, the rope a ``didOpen`` was read into (``server.lsp.stream``),
+        whose message carries ``placeholder`` as its text, while the message is handled;
+        ``None``: let it go."""
+        self._held = None if text is None else (placeholder, text)
+
+    def document_text(self, text: str) -> Rope:
+        """The rope of an opened document's ``text``: the one its ``didOpen`` was read into
+        when ``text`` is that message's placeholder, else made from ``text``."""
+        held = self._held
+        if held is not None and text == held[0]:
+            self._held = None
+            return held[1]
+        return Rope.from_str(text)
+
     @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: lsp.DidOpenTextDocumentParams) -> _Steps:
         if document_kind(params.text_document.uri) is None:
+            # pygls keeps this one: its text as a ``str``.
+            doc = params.text_document
+            held = self._held
+            if held is not None and doc.text == held[0]:
+                self._held = None
+                doc.text = str(held[1])
             return (yield from super().lsp_text_document__did_open(params))
         yield from self._user_handler(lsp.TEXT_DOCUMENT_DID_OPEN, params)
         return None

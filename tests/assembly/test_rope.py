@@ -16,6 +16,7 @@ import os
 import random
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -354,3 +355,46 @@ def test_str_hands_over_the_source_once_and_keeps_no_joined_text() -> None:
     edited = rope.edit(0, 4, "LINE")
     assert str(edited) == "LINE" + text[4:]
     assert str(Rope.from_str("short", chunk_size=64)) == "short"
+
+
+@PROPERTY
+@given(texts, chunk_sizes, st.data())
+def test_a_rope_made_from_parts_is_the_rope_of_their_text(
+    text: str, chunk_size: int, data: st.DataObject
+) -> None:
+    # Wherever the parts meet (a didOpen's text decoded window by window), the chunks are
+    # those of the whole text, and the rope reads as it.
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    parts = [text[a:b] for a, b in itertools.pairwise([0, *cuts, len(text)])]
+    rope = Rope.from_parts(iter(parts), chunk_size=chunk_size)
+    whole = Rope.from_str(text, chunk_size=chunk_size)
+    assert [c.data for c in rope._chunks] == [c.data for c in whole._chunks]
+    check_rope(rope, text, data)
+
+
+def test_parts_are_packed_as_they_come() -> None:
+    # Each part is cut into chunks (packed: one emoji a line) before the next is asked
+    # for: the text never exists whole.
+    made: list[int] = []
+
+    def parts() -> Iterator[str]:
+        for i in range(50):
+            made.append(i)
+            yield "".join(f"message {i}.{k} 🦊\n" for k in range(40))
+
+    rope = Rope.from_parts(parts(), chunk_size=256)
+    assert made == list(range(50))
+    text = "".join("".join(f"message {i}.{k} 🦊\n" for k in range(40)) for i in range(50))
+    assert str(rope) == text and rope == text
+    assert all(type(c.data) is bytes for c in rope._chunks)  # packed: one emoji a line
+    assert str(Rope.from_parts(iter(()))) == "" and len(Rope.from_parts([""])) == 0
+
+
+def test_str_of_packed_chunks_is_joined_as_utf8_and_decoded_once() -> None:
+    # Joining the decoded chunks would keep each decoded chunk alive beside the result.
+    text = "".join(f"line {i} 🦊 é \ud800 ü\r\n" for i in range(300))
+    rope = Rope.from_parts([text[:1000], text[1000:]], chunk_size=64)
+    assert any(type(c.data) is bytes for c in rope._chunks)
+    assert str(rope) == text
+    latin = Rope.from_parts(["é" * 500], chunk_size=64)  # str chunks, not ASCII
+    assert all(type(c.data) is str for c in latin._chunks) and str(latin) == "é" * 500

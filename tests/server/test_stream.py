@@ -13,6 +13,9 @@ import threading
 import weakref
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from server.lsp.stream import serve_messages
 
 
@@ -177,3 +180,152 @@ def test_stdin_bodies_are_held_by_the_loop_only() -> None:
     assert refs == [1]
     assert protocol.methods == ["open", "change", "saved"]
     assert len(errors) == 1 and isinstance(errors[0], UnicodeDecodeError)
+
+
+# ------------------------------------------------------------- a didOpen read into a rope
+
+
+def _did_open(text: str, *, uri: str = "file:///w/c.json", **extra: Any) -> dict[str, Any]:
+    doc = {"uri": uri, "languageId": "json", "version": 1, "text": text, **extra}
+    return {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": doc}}
+
+
+def _read(body: bytes, monkeypatch: Any, window: int) -> tuple[Any, Any]:
+    from server.lsp import stream
+
+    monkeypatch.setattr(stream, "WINDOW_BYTES", window)
+    return stream.read_open(body, lambda d: d) or (None, None)
+
+
+def _expect_read(body: bytes, text: str, monkeypatch: Any, window: int) -> None:
+    """``read_open`` gives ``json.loads``'s message, the text as the placeholder, and the
+    text's rope."""
+    from server.lsp.stream import PLACEHOLDER
+
+    message, rope = _read(body, monkeypatch, window)
+    assert rope is not None, "read as a whole message"
+    assert str(rope) == text and len(rope) == len(text)
+    expected = json.loads(body)
+    expected["params"]["textDocument"]["text"] = PLACEHOLDER
+    assert message == expected
+
+
+# Characters that a JSON string escapes, escapes in parts (``\\u`` and hex digits), a pair
+# of surrogates, a lone one, multi-byte UTF-8 and line ends: each at every window boundary.
+_PIECES = ("a", " ", "u", "0", "f", "\\", '"', "/", "\n", "\r\n", "\t", "é", "中", "😀")
+_PIECES += ("\ud800", "\\u", "x0", "text", '"text": "')
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(_PIECES), max_size=60).map("".join),
+    st.booleans(),
+    st.sampled_from([1, 2, 3, 5, 8, 13, 64, 1 << 18]),
+)
+def test_a_did_open_is_read_as_json_reads_it(text: str, ascii: bool, window: int) -> None:
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        body = json.dumps(_did_open(text), ensure_ascii=ascii).encode("utf-8", "surrogatepass")
+        from server.lsp import stream
+
+        mp.setattr(stream, "_SEARCH_BACK", 4)
+        _expect_read(body, text, mp, window)
+
+
+def test_did_open_members_in_any_order_and_text_keys_elsewhere(monkeypatch: Any) -> None:
+    text = 'a "text": "b" \\"text\\": 😀\n' * 50
+    for body in (
+        json.dumps(_did_open(text)).encode(),
+        # The text before the uri, on lines of its own, as some clients write it.
+        json.dumps(_did_open(text), indent=2, sort_keys=True).encode(),
+        # A "text" member elsewhere first: its string is not the text (read whole).
+        json.dumps({**_did_open(text), "extra": {"text": "other"}}).encode(),
+        # A key ending in an escaped quote and "text" before the text's member.
+        b'{"jsonrpc": "2.0", "a\\"text": "x", ' + json.dumps(_did_open(text))[1:].encode(),
+    ):
+        _, rope = _read(body, monkeypatch, 16)
+        if rope is None:  # read as a whole: the caller's json.loads says what it is
+            assert b'"extra"' in body or b'a\\"text' in body
+            continue
+        _expect_read(body, text, monkeypatch, 16)
+
+
+def test_what_is_not_read_into_a_rope(monkeypatch: Any) -> None:
+    from server.lsp import stream
+
+    text = "x" * 100
+    cases = [
+        json.dumps({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {}}),
+        # A request named didOpen (it has an id): answered as any request.
+        json.dumps({**_did_open(text), "id": 1}),
+        json.dumps(_did_open(text)).replace('"text": "', '"text": 5, "x": "'),  # no string
+        json.dumps(_did_open(text)).replace("xxx", "x\x01x", 1),  # a control character
+        json.dumps(_did_open(text)).replace("xxx", "x\\qx", 1),  # a bad escape
+        json.dumps(_did_open(text))[:-3],  # cut short
+        json.dumps(_did_open(text)).replace('"text"', '"text2"'),  # no text member
+        # The text twice: json keeps the last one, so the first is not the text.
+        json.dumps(_did_open(text))[:-3] + ', "text": "y"}}}',
+    ]
+    for body in cases:
+        assert _read(body.encode(), monkeypatch, 8) == (None, None), body[-60:]
+    # A BOM or another encoding than UTF-8: read whole, as pygls reads it.
+    assert _read(json.dumps(_did_open(text)).encode("utf-8-sig"), monkeypatch, 8)[1] is None
+    assert _read(json.dumps(_did_open(text)).encode("utf-16"), monkeypatch, 8)[1] is None
+    # A string with no place to cut a window for a while (hex digits): a longer window.
+    monkeypatch.setattr(stream, "_SEARCH_BACK", 16)
+    hexes = "0123456789abcdef" * 20 + " end"
+    _expect_read(json.dumps(_did_open(hexes)).encode(), hexes, monkeypatch, 32)
+
+
+def test_a_large_did_open_reaches_the_session_as_a_rope_and_pygls_as_a_str(
+    tmp_path: Any,
+) -> None:
+    """Over the message loop of a real server: the conversation's text is the rope its
+    message was read into (never a ``str`` of the whole), and it is analysed; a document
+    the session does not analyse reaches pygls' workspace with its text."""
+    from lsprotocol import types as lsp
+
+    from assembly.rope import Rope
+    from server.lsp import stream
+    from tests.support.inprocess import InProcessClient
+
+    client = InProcessClient()
+    ls = client.server
+    lines = "".join(
+        f'    {{"role": "user", "content": "hi 😀 {i}: a few words\\n"}},\n' for i in range(19_999)
+    )
+    text = '{"messages": [\n' + lines + '    {"role": "user", "content": "last"}\n]}\n'
+    conv, notes = (tmp_path / "c.conv.json").as_uri(), (tmp_path / "notes.json").as_uri()
+    assert len(json.dumps(_did_open(text)).encode()) >= stream.OPEN_MIN_BYTES
+    seen: list[Any] = []
+    handle = ls.protocol.handle_message
+
+    def spy(message: Any) -> None:
+        seen.append(getattr(getattr(message.params, "text_document", None), "text", None))
+        handle(message)
+
+    async def main() -> None:
+        await client.initialize(lsp.ClientCapabilities(), root_uri=tmp_path.as_uri())
+        ls.protocol.handle_message = spy  # type: ignore[method-assign]
+        reader = asyncio.StreamReader()
+        reader.feed_data(_frame(_did_open(text, uri=conv)))
+        reader.feed_data(_frame(_did_open(text, uri=notes)))
+        reader.feed_eof()
+        await asyncio.wait_for(
+            serve_messages(threading.Event(), reader, ls.protocol, logging.getLogger("t")), 30
+        )
+        await client.analysed(conv, 1)
+
+    try:
+        asyncio.run(main())
+        assert seen == [stream.PLACEHOLDER, stream.PLACEHOLDER]
+        rope = ls.session.documents[conv].text
+        assert isinstance(rope, Rope) and rope == text
+        snap = ls.session.snapshot(conv)
+        assert snap is not None and snap.analysis is not None
+        assert len(snap.analysis.conversation.messages) == 20_000
+        assert ls.workspace.get_text_document(notes).source == text
+        assert ls.protocol._held is None  # nothing held after the message
+    finally:
+        client.shutdown()

@@ -19,7 +19,6 @@ from pathlib import Path
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
-from assembly.rope import Rope
 from server.lsp import convert
 from server.lsp.app import PromptServer
 from server.lsp.scheduler import SETTLE_S, View
@@ -32,7 +31,7 @@ log = logging.getLogger(__name__)
 def did_open(ls: PromptServer, params: lsp.DidOpenTextDocumentParams) -> None:
     doc = params.text_document
     if document_kind(doc.uri) is not None:
-        state = ls.session.open(doc.uri, doc.version, Rope.from_str(doc.text))
+        state = ls.session.open(doc.uri, doc.version, ls.protocol.document_text(doc.text))
         if state is not None:
             _changed(ls, state)
 
