@@ -27,7 +27,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from assembly.rope import Rope
-from server import __version__
+from server import __version__, pages
 from server.lsp.session import Session, document_kind
 
 log = logging.getLogger(__name__)
@@ -187,6 +187,7 @@ class PromptServer(LanguageServer):
     """A pygls server with one ``Session``; errors are logged, never fatal."""
 
     def __init__(self) -> None:
+        pages.one_malloc_arena()  # before the server's threads start (``server.pages``)
         super().__init__("promptls", VERSION, protocol_cls=PromptProtocol)
         self.session = Session()
         self._error_shown = False
