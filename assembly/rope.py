@@ -62,7 +62,7 @@ class _Chunk:
             n += text.count("\r") - text.count("\r\n")
         self.n_breaks = n
         self.data = _packed(text)  # the text, or its UTF-8 (see the class)
-        self._breaks: list[int] | None = None
+        self._breaks: array[int] | None = None
         self._marks: array[int] | None = None
 
     @property
@@ -93,17 +93,20 @@ class _Chunk:
         skip = a - i * step
         return data[lo:hi].decode("utf-8", "surrogatepass")[skip : skip + b - a]  # type: ignore[union-attr]
 
-    def breaks(self) -> list[int]:
-        """The offsets in the chunk just after each line end (the starts of the lines)."""
+    def breaks(self) -> array[int]:
+        """The offsets in the chunk just after each line end (the starts of the lines),
+        made on the first look-up and kept: as an array of 4-byte numbers, not a list of
+        ``int`` objects (a 10 MB document's lines: 0.3 MB instead of 2.5, and no
+        hundred thousand small objects left among the ones that come and go)."""
         res = self._breaks
         if res is None:
             text = self.text
             if "\r" in text:
-                res = [m.end() for m in _BREAK.finditer(text)]
+                res = array("I", [m.end() for m in _BREAK.finditer(text)])
             else:
                 # ``split`` and ``accumulate`` run in C: a few microseconds for a chunk.
                 pieces = text.split("\n")
-                res = list(itertools.accumulate(len(p) + 1 for p in pieces[:-1]))
+                res = array("I", itertools.accumulate(len(p) + 1 for p in pieces[:-1]))
             self._breaks = res
         return res
 
@@ -217,13 +220,14 @@ def _decoded(chunk: _Chunk, data: bytes) -> str:
 class Rope:
     """An immutable text, indexable and sliceable like a ``str``, with a line index.
 
-    Build one with ``Rope.from_str``; ``edit`` returns a new rope. ``str(rope)`` joins
-    the chunks each time and does not keep the result (a 10 MB document with a few emoji
-    is a 40 MB ``str``, which an open document would otherwise hold twice): call it once
-    per use, and avoid it where the work should be proportional to an edit. The first
-    ``str`` of a rope built by ``from_str`` is the string it was built from, handed over
-    (not kept): a document just opened is parsed from the editor's own copy of its text,
-    which is alive then anyway, instead of from a third copy.
+    Build one with ``Rope.from_str``, or ``Rope.from_parts`` from a text's pieces as they
+    come (a ``didOpen`` decoded window by window: the whole text never exists); ``edit``
+    returns a new rope. ``str(rope)`` joins the chunks each time and does not keep the
+    result (a 10 MB document with a few emoji is a 40 MB ``str``, which an open document
+    would otherwise hold twice): call it once per use, and avoid it where the work should
+    be proportional to an edit. The first ``str`` of a rope built by ``from_str`` is the
+    string it was built from, handed over (not kept): a text that is alive anyway is not
+    joined into a second copy.
     """
 
     __slots__ = ("_chunk_size", "_chunks", "_len", "_lines", "_source", "_starts")
