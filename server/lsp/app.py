@@ -29,6 +29,7 @@ from pygls.protocol.language_server import lsp_method
 from assembly.rope import Rope
 from server import __version__, pages
 from server.lsp.session import Session, document_kind
+from server.lsp.stream import PLACEHOLDER
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ class PromptProtocol(LanguageServerProtocol):
         if held is not None and text == held[0]:
             self._held = None
             return held[1]
+        if text == PLACEHOLDER:  # (never silently: the document would read as this)
+            raise RuntimeError("a didOpen's text was let go before its handler ran")
         return Rope.from_str(text)
 
     @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)

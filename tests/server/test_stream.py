@@ -13,6 +13,7 @@ import threading
 import weakref
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -223,8 +224,6 @@ _PIECES += ("\ud800", "\\u", "x0", "text", '"text": "')
     st.sampled_from([1, 2, 3, 5, 8, 13, 64, 1 << 18]),
 )
 def test_a_did_open_is_read_as_json_reads_it(text: str, ascii: bool, window: int) -> None:
-    import pytest
-
     with pytest.MonkeyPatch.context() as mp:
         body = json.dumps(_did_open(text), ensure_ascii=ascii).encode("utf-8", "surrogatepass")
         from server.lsp import stream
@@ -329,3 +328,14 @@ def test_a_large_did_open_reaches_the_session_as_a_rope_and_pygls_as_a_str(
         assert ls.protocol._held is None  # nothing held after the message
     finally:
         client.shutdown()
+
+
+def test_a_placeholder_without_its_rope_is_an_error_not_a_text() -> None:
+    from server.lsp.app import PromptServer
+    from server.lsp.stream import PLACEHOLDER
+
+    ls = PromptServer()
+    ls.protocol.hold_text(PLACEHOLDER, None)
+    with pytest.raises(RuntimeError, match="let go"):
+        ls.protocol.document_text(PLACEHOLDER)
+    assert ls.protocol.document_text("plain") == "plain"  # any other text: its rope
