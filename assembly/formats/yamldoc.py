@@ -508,6 +508,9 @@ def reparse_yaml(
         and holder.range.start < span[0]
         and not (after and root.members[mi + 1].key_range.start <= span[0])
     ):
+        ended = _list_ended(prev, prev_text, new_text, span, holder, mi)
+        if ended is not None:
+            return _Piece(ended, prev, _Base(prev_text, prev, *span))
         found = _reparse_items(prev, prev_text, new_text, span, holder, mi)
         if found is not None:
             made, one, items = found
@@ -750,6 +753,125 @@ def _reparse_items(
             one = (k0, new_items[0], tokens - (prev.syntax[1] if prev.syntax else 0))
             return spliced, one, items_read
     return spliced(), None, items_read
+
+
+def _list_ended(
+    prev: Conversation,
+    prev_text: Text,
+    new_text: Text,
+    span: tuple[int, int, int],
+    holder: SNode,
+    mi: int,
+) -> ParsedData | None:
+    """An edit that makes an item's ``-`` line of a message list at column 0 (the root
+    mapping's ``messages``) a line that ends the list (``-`` typed at its start makes it
+    ``-- id: m5``, a top-level key): the whole parse's result read from a window, or None.
+
+    From that line on the whole parse is in the state of a root mapping expecting a key at
+    column 0 (the list before is unchanged and its last item ended there, as that line was
+    an item's), and libyaml stops at the first error after it (a top-level key followed by
+    the item's indented lines is one: ``mapping values are not allowed``); nothing is
+    recovered after it (``_recover`` stops at a line that ends the list). So the window is
+    the ``messages:`` line, the last item kept (``k - 1``: where the list ends is told from
+    its text) and the text from the changed line up to an item's line past the error:
+    composed alone it gives the whole parse's error, and the longest prefix that composes
+    (``yaml_prefix_tree``) gives the members after the list. The tree is the previous
+    one's members before the list, the list's first ``k`` items (kept) and those members.
+    Declined: a window that composes (the whole parse has no error: the members after the
+    list would be read), an error the scanner may have met at the window's end (the window
+    then takes more items), an error at the end of the text (reported at what is left
+    open), a prefix cut before the changed line, a key the root already has, an alias, a
+    document marker, limits that might be reached.
+    """
+    root = prev.tree
+    starts = holder.starts
+    if root is None or not root.is_object or starts is None or mi < 0:
+        return None
+    n = len(starts)
+    p, old_end, new_end = span
+    ls = _line_start(new_text, p)
+    first = _line_start(prev_text, holder.range.start)
+    if holder.range.start != first or ls == 0:
+        return None  # an indented list: its items' lines end it otherwise
+    _, out = _line_kinds(0)
+    if not out.match(str(new_text[ls - 1 : ls + 2])):
+        return None  # the changed line does not end the list
+    k = bisect_left(starts, ls)
+    if k < 1 or k >= n or _line_start(prev_text, starts[k]) != ls:
+        return None  # not an item's ``-`` line, or the first item's
+    if not _is_dash_line(prev_text, ls, 0):
+        return None
+    key_at = root.members[mi].key_range.start
+    if key_at > 0 and prev_text[key_at - 1] != "\n":
+        return None
+    key_end = prev_text.find("\n", key_at)
+    prev_start = _line_start(prev_text, starts[k - 1])
+    if key_end < 0 or key_end >= prev_start or not _is_dash_line(prev_text, prev_start, 0):
+        return None
+    delta = new_end - old_end
+    marks = _marks_of(prev, prev_text) - _count_marks(prev_text[p:old_end])
+    if marks + _count_marks(new_text[p:new_end]) >= MAX_YAML_NODES // 4:
+        return None  # the whole parse counts such a text's values before composing it
+    head = prev_text[key_at : key_end + 1] + prev_text[prev_start:ls]
+    shift = ls - len(head)  # a window offset from the changed line on, in the new text
+    import yaml
+
+    j = max(bisect_left(starts, old_end), k + 1)
+    grow = 1
+    while True:
+        at_end = j >= n
+        we = len(new_text) if at_end else _line_start(prev_text, starts[j]) + delta
+        if not at_end and (we <= ls or not _is_dash_line(new_text, we, 0)):
+            return None
+        window = head + new_text[ls:we]
+        if _DOCUMENT_LINE.search(window) or _ALIAS.search(window):
+            return None
+        if window.count("\n") + window.count(",") >= MAX_YAML_NODES // 4:
+            return None
+        try:
+            compose_yaml(window)
+        except yaml.MarkedYAMLError as exc:
+            if exc.problem_mark is None:
+                return None
+            at = exc.problem_mark.index
+            if at < len(head):
+                return None
+            nl = window.find("\n", at)
+            if not at_end and (nl < 0 or not window[nl:].strip()):
+                j, grow = j + grow, 2 * grow  # the scanner may have met the window's end
+                continue
+            issue, offset = yaml_issue(window, exc)
+            if offset != at or (at_end and not window[at:].strip()):
+                return None  # reported at what is left open
+            break
+        except yaml.YAMLError:
+            return None
+        return None  # it composes: the whole parse reads on
+    tree, cut = yaml_prefix_tree(window, offset)
+    if tree is None or not tree.is_object or cut < len(head) - 1 or not tree.members:
+        return None
+    kept, *added = tree.members
+    if kept.key != "messages" or not kept.value.is_array or len(kept.value.items) != 1:
+        return None
+    keys = {m.key for m in root.members[: mi + 1]}
+    if any(m.key in keys for m in added):
+        return None
+    last = kept.value.items[0]
+    if last.range.start + shift != starts[k - 1]:
+        return None
+    new_holder = SNode(
+        "array",
+        TextRange(holder.range.start, kept.value.range.end + shift),
+        items=(*holder.items[: k - 1], _relative(last, last.range.start)),
+        starts=starts[:k],
+    )
+    members = (
+        *root.members[:mi],
+        Member("messages", root.members[mi].key_range, new_holder),
+        *(Member(m.key, m.key_range.shift(shift), _shifted(m.value, shift)) for m in added),
+    )
+    new_root = SNode("object", TextRange(root.range.start, tree.range.end + shift), members=members)
+    return ParsedData(new_root, (_moved(issue, shift),))
 
 
 def _open_quote(window: str, exc: Any) -> str | None:

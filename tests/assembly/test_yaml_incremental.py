@@ -716,3 +716,54 @@ def test_an_item_s_line_commented_out_is_read_in_pieces() -> None:
     assert len(res[1].message_data) == 39 and len(res[2].message_data) == 40
     olds = {id(m) for m in res[0].message_data}
     assert sum(id(m) in olds for m in res[1].message_data) == 38
+
+
+def test_a_character_typed_at_an_item_s_line_start_ends_the_list_in_pieces(
+    monkeypatch: Any,
+) -> None:
+    """``-`` (or any key character) typed at the start of an item's ``-`` line of a list at
+    column 0: the line becomes a top-level key (``-- id: m20``), the list ends there and
+    libyaml stops at the item's next line. Read from a window (``yamldoc._list_ended``),
+    not whole, equal to a whole read; the next keystroke (typed on, or undone) too. The
+    first item, the last, several lines and other lists too."""
+    import assembly.formats.yamldoc as yamldoc
+
+    text = _items(40)
+    bench = _bench_like()
+    ended: list[int] = []
+    real = yamldoc._list_ended
+
+    def counting(*args: Any) -> Any:
+        res = real(*args)
+        ended.append(res is not None)
+        return res
+
+    monkeypatch.setattr(yamldoc, "_list_ended", counting)
+    for doc, needle in ((text, "- id: m20\n"), (bench, "\n- ")):
+        at = doc.index(needle, len(doc) // 2 if needle[0] == "\n" else 0)
+        at += needle[0] == "\n"
+        for typed in ("-", "x", "-x", "id: ", "z"):
+            ended.clear()
+            res = _chain(doc, [(at, at, typed), (at, at + len(typed), "")])
+            assert ended[0], typed
+            assert res[1].issues and res[1].issues[0].code == "syntax-error"
+            assert len(res[2].message_data) == len(res[0].message_data)
+        one = doc[:at] + "-" + doc[at:]  # then ``--``, then ``---``: a document marker
+        prev = _chain(doc, [(at, at, "-")])[-1]
+        for k in (1, 2):
+            two = one[: at + k] + "-" + one[at + k :]
+            prev, full = check(prev, one, two, (at + k, at + k, "-"))
+            prev, one = prev or full, two
+    # Hostile and edge cases: each result (in pieces or whole) equals a whole read.
+    last = text.index("- id: m39\n")
+    second = text.index("- id: m1\n")
+    cases = [(at, at, s) for s in ("[", "{", "?", "'", '"', "&a ", "*a", "!x ", "|", "\t")]
+    cases += [(second, second, "-"), (last, last, "-"), (last, last, "x: y\n")]
+    cases += [(at, at + 30, "-"), (at - 5, at + 3, "q"), (at, at, "x\n")]
+    indented = _dump(generated(6, 3_000, 2), "indented")
+    sub = indented.index("\n  - ", len(indented) // 2) + 1
+    for doc, edits in ((text, cases), (indented, [(sub, sub, "-"), (sub + 2, sub + 2, "-")])):
+        prev = parse_conversation(doc, YAML)
+        for edit in edits:
+            start, end, new = edit
+            check(prev, doc, doc[:start] + new + doc[end:], edit)
