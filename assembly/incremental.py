@@ -584,13 +584,16 @@ def _read_items(
     delta: int,
     head: int = 0,
     fields: SNode | None = None,
+    field_findings: bool = False,
 ) -> Conversation | None:
     """The items ``[k, r)`` of the previous message list replaced by those the parse read
     again: only those are read (as a whole read reads them), the other messages kept,
     and the document's fields after the list moved by ``delta``. ``head``: the JSON Lines
     header lines before the first message line (the same number before and after);
     ``fields``: a tree to read the document's fields again from when the edit may have
-    changed them (the new root, or JSON Lines' header lines; ``_fields_of``).
+    changed them (the new root, or JSON Lines' header lines; ``_fields_of``);
+    ``field_findings``: what reading those fields finds is kept (a document object's: a
+    whole read reports it after the syntax errors, before the messages' findings).
 
     The document may have syntax errors (``parsed.errors``, the whole parse's), and the
     items read again findings: a whole read reports the syntax errors first, then what
@@ -614,7 +617,7 @@ def _read_items(
         assert prev.tree is not None and parsed.root is not None
         if top_marks(prev.tree) != top_marks(parsed.root):
             return None  # the format the document is read as may change
-        fields_read = _fields_of(prev.format, fields, prev.length + delta)
+        fields_read = _fields_of(prev.format, fields, prev.length + delta, field_findings)
         if fields_read is None:
             return None
     # What the replaced items gave: each must be in the memo, and account for every
@@ -641,6 +644,8 @@ def _read_items(
     lb = prev.length + delta
     reader = Reader(prev.format, lb, reads_in)
     reader.report_syntax(parsed)
+    if fields_read is not None:
+        reader.issues.extend(fields_read.issues)
     items = new_holder.items[k : k + n_new]
     bases = new_holder.starts[k : k + n_new]
     msgs, msg_starts = [], []
@@ -720,11 +725,13 @@ def _head_marks(nodes: Sequence[SNode]) -> list[tuple[tuple[str, str], ...]]:
     return [top_marks(n) for n in nodes if header_like(n)]
 
 
-def _fields_of(fmt: DocFormat, root: SNode, length: int) -> Conversation | None:
+def _fields_of(
+    fmt: DocFormat, root: SNode, length: int, findings: bool = False
+) -> Conversation | None:
     """The document's fields as a whole read reads them from ``root`` (a document object,
     or JSON Lines' header lines), without the messages (reading the fields does not take
     them); None when reading them finds anything (a whole read reports it before the
-    messages' findings)."""
+    messages' findings), unless ``findings`` (a document object only)."""
     if root.is_object:
         members = tuple(
             Member(m.key, m.key_range, SNode("array", m.value.range, items=(), starts=()))
@@ -734,7 +741,7 @@ def _fields_of(fmt: DocFormat, root: SNode, length: int) -> Conversation | None:
         )
         root = SNode("object", root.range, members=members)
     conv = Reader(fmt, length).read(ParsedData(root))
-    return None if conv.issues else conv
+    return None if conv.issues and not (findings and root.is_object) else conv
 
 
 def _with_fields(conv: Conversation, fields: Conversation) -> Conversation:

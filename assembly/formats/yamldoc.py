@@ -34,6 +34,12 @@ or named ``messages``; an edit on the ``messages:`` line or across the list's en
 that might be reached. What converting the window finds (a duplicate key, an unsupported
 tag) is what the whole parse finds, at the same places.
 
+An item's ``-`` line at column 0 made a line that ends the list (``-`` typed at its start:
+``-- id: m5`` is a top-level key; ``_list_ended``): the whole parse ends the list there and
+stops at the error on the item's next line. The window is the ``messages:`` line, the item
+before and the text from that line on; the items after it are left out, the document's
+fields read again (``incremental._read_items`` with ``fields``), the items before kept.
+
 Half-typed messages: while an item is being typed the text is often not YAML (``- id: x``
 then ``  ro`` before its ``:``). An error of the scanner, or of the parser inside an item
 (its context, the construct left open, starts after the item's ``-``), in the message
@@ -91,6 +97,8 @@ from assembly.text import RelRange, TextRange
 _DOCUMENT_LINE = re.compile(r"^(?:---|\.\.\.|%)", re.MULTILINE)
 # What may be an alias (``*name`` where a value starts): its anchor may lie outside.
 _ALIAS = re.compile(r"(?:^|[\s\[{,])\*\S")
+# What libyaml reads as a line break besides ``\n`` and ``\r\n`` (YAML 1.1).
+_OTHER_BREAK = re.compile("\r(?!\n)|[\x85\u2028\u2029]")
 # Key of the memo a half-typed result keeps (``Conversation._views``).
 _BASE = "yaml-base"
 # Key of the memo of a text's ``_count_marks``.
@@ -367,6 +375,9 @@ class _Piece:
     items: tuple[int, int, int] | None = None
     # Top-level members other than ``messages`` read again (the messages kept).
     members: bool = False
+    # The message list ended at item ``k`` (``_list_ended``): the items before it kept,
+    # the document's fields read again.
+    ended: int | None = None
 
     @property
     def parsed(self) -> ParsedData:
@@ -434,6 +445,8 @@ def _reread(
         )
     elif piece.members and not piece.parsed.errors:
         conv = _splice_members(piece.shares, piece.parsed, len(new_text), splice)
+    elif piece.ended is not None:
+        conv = _splice_ended(piece.shares, piece.parsed, piece.ended, len(new_text), splice)
     if conv is None:
         conv = read(piece.parsed, DocFormat.YAML, len(new_text), piece.shares)
     if conv.source_format not in NATIVE:
@@ -457,6 +470,23 @@ def _splice_members(
     k = len(old.items) if new is old else 0  # (moved: every start, by ``_shifted``)
     delta = length - prev.length
     return splice(prev, parsed, old, new, k, k, 0, delta, fields=new_root)
+
+
+def _splice_ended(
+    prev: Conversation, parsed: ParsedData, k: int, length: int, splice: Splice
+) -> Conversation | None:
+    """The message list ended at item ``k`` (``_list_ended``): the items from ``k`` on
+    left out, the others kept, the document's fields read again from the new root (with
+    what reading them finds: the key the list's end made is unknown)."""
+    old_root, new_root = prev.tree, parsed.root
+    if old_root is None or new_root is None:
+        return None
+    old, new = _holder(old_root), _holder(new_root)
+    delta = length - prev.length
+    n = len(old.items)
+    return splice(
+        prev, parsed, old, new, k, n, prev.length, delta, fields=new_root, field_findings=True
+    )
 
 
 def _holder(root: SNode) -> SNode:
@@ -510,7 +540,8 @@ def reparse_yaml(
     ):
         ended = _list_ended(prev, prev_text, new_text, span, holder, mi)
         if ended is not None:
-            return _Piece(ended, prev, _Base(prev_text, prev, *span))
+            made, k = ended
+            return _Piece(made, prev, _Base(prev_text, prev, *span), ended=k)
         found = _reparse_items(prev, prev_text, new_text, span, holder, mi)
         if found is not None:
             made, one, items = found
@@ -762,7 +793,7 @@ def _list_ended(
     span: tuple[int, int, int],
     holder: SNode,
     mi: int,
-) -> ParsedData | None:
+) -> tuple[ParsedData, int] | None:
     """An edit that makes an item's ``-`` line of a message list at column 0 (the root
     mapping's ``messages``) a line that ends the list (``-`` typed at its start makes it
     ``-- id: m5``, a top-level key): the whole parse's result read from a window, or None.
@@ -776,12 +807,14 @@ def _list_ended(
     its text) and the text from the changed line up to an item's line past the error:
     composed alone it gives the whole parse's error, and the longest prefix that composes
     (``yaml_prefix_tree``) gives the members after the list. The tree is the previous
-    one's members before the list, the list's first ``k`` items (kept) and those members.
+    one's members before the list, the list's first ``k`` items (kept) and those members;
+    with ``k``.
     Declined: a window that composes (the whole parse has no error: the members after the
     list would be read), an error the scanner may have met at the window's end (the window
     then takes more items), an error at the end of the text (reported at what is left
     open), a prefix cut before the changed line, a key the root already has, an alias, a
-    document marker, limits that might be reached.
+    document marker, a line break other than ``\n`` (``\x85``, a lone ``\r``...), limits
+    that might be reached.
     """
     root = prev.tree
     starts = holder.starts
@@ -826,6 +859,8 @@ def _list_ended(
         window = head + new_text[ls:we]
         if _DOCUMENT_LINE.search(window) or _ALIAS.search(window):
             return None
+        if _OTHER_BREAK.search(window):
+            return None  # a line the lines told by ``\n`` do not show
         if window.count("\n") + window.count(",") >= MAX_YAML_NODES // 4:
             return None
         try:
@@ -871,7 +906,7 @@ def _list_ended(
         *(Member(m.key, m.key_range.shift(shift), _shifted(m.value, shift)) for m in added),
     )
     new_root = SNode("object", TextRange(root.range.start, tree.range.end + shift), members=members)
-    return ParsedData(new_root, (_moved(issue, shift),))
+    return ParsedData(new_root, (_moved(issue, shift),)), k
 
 
 def _open_quote(window: str, exc: Any) -> str | None:

@@ -759,7 +759,7 @@ def test_a_character_typed_at_an_item_s_line_start_ends_the_list_in_pieces(
     second = text.index("- id: m1\n")
     cases = [(at, at, s) for s in ("[", "{", "?", "'", '"', "&a ", "*a", "!x ", "|", "\t")]
     cases += [(second, second, "-"), (last, last, "-"), (last, last, "x: y\n")]
-    cases += [(at, at + 30, "-"), (at - 5, at + 3, "q"), (at, at, "x\n")]
+    cases += [(at, at + 30, "-"), (at - 5, at + 3, "q"), (at, at, "x\n"), (at, at, "x\x85")]
     indented = _dump(generated(6, 3_000, 2), "indented")
     sub = indented.index("\n  - ", len(indented) // 2) + 1
     for doc, edits in ((text, cases), (indented, [(sub, sub, "-"), (sub + 2, sub + 2, "-")])):
@@ -767,3 +767,22 @@ def test_a_character_typed_at_an_item_s_line_start_ends_the_list_in_pieces(
         for edit in edits:
             start, end, new = edit
             check(prev, doc, doc[:start] + new + doc[end:], edit)
+
+
+def test_an_item_s_line_made_a_key_reads_no_whole_tree(monkeypatch: Any) -> None:
+    """The list ended by ``-`` typed at an item's line start: the items before it kept
+    (the same objects), the document's fields read again with the unknown key the line
+    made, the items after it left out; the tree is not read again as a whole."""
+    import assembly.incremental as incremental
+
+    def whole(*args: Any) -> Conversation:
+        raise AssertionError("the whole tree was read again")
+
+    text = "settings:\n  model: gpt-4o\n" + _items(30)
+    at = text.index("- id: m12\n")
+    before = parse_conversation(text, YAML)
+    monkeypatch.setattr(incremental, "read_parsed", whole)
+    prev, conv = _chain(text, [(at, at, "-")])
+    assert [i.code for i in conv.issues] == ["syntax-error", "unknown-key"]
+    assert conv.message_data == before.message_data[:12]
+    assert all(a is b for a, b in zip(conv.message_data, prev.message_data, strict=False))
