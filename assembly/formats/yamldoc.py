@@ -1151,7 +1151,7 @@ def _reparse_members(
     if we < len(new_text) and (we <= ws or new_text[we - 1] != "\n"):
         return None
     window = new_text[ws:we]
-    if _DOCUMENT_LINE.search(window):
+    if _DOCUMENT_LINE.search(window) or _OTHER_BREAK.search(window):
         return None
     if window.count("\n") + window.count(",") >= MAX_YAML_NODES // 4:
         return None
@@ -1173,8 +1173,9 @@ def _reparse_members(
         or top.range.start != (top.range.start if ws == 0 else 0)  # a key at the start
         or window[top.range.start : top.range.start + 1] in ("{", "[")  # a block mapping
         or _line_start(window, top.range.start) != top.range.start
+        or _line_start(window, top.members[0].key_range.start) != top.members[0].key_range.start
     ):
-        return None
+        return None  # (a tagged flow mapping: its first key is not at a line's start)
     outside = {m.key for m in members[:i0]} | {m.key for m in members[j:]}
     if any(m.key in outside or m.key == "messages" for m in top.members):
         return None
@@ -1189,9 +1190,10 @@ def _reparse_members(
         *(Member(m.key, m.key_range.shift(ws), _shifted(m.value, ws)) for m in top.members),
         *(Member(m.key, m.key_range.shift(delta), _shifted(m.value, delta)) for m in members[j:]),
     )
+    # The root starts where the window's mapping does when the window is its start (a tag
+    # or an anchor before the first key), else where it did.
+    start = ws + top.range.start if i0 == 0 else root.range.start
     new_root = SNode(
-        "object",
-        TextRange(new_members[0].key_range.start, new_members[-1].value.range.end),
-        members=new_members,
+        "object", TextRange(start, new_members[-1].value.range.end), members=new_members
     )
     return ParsedData(new_root, tuple(_moved(e, ws) for e in parsed.errors), tokens=tokens)

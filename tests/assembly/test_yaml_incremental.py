@@ -786,3 +786,21 @@ def test_an_item_s_line_made_a_key_reads_no_whole_tree(monkeypatch: Any) -> None
     assert [i.code for i in conv.issues] == ["syntax-error", "unknown-key"]
     assert conv.message_data == before.message_data[:12]
     assert all(a is b for a, b in zip(conv.message_data, prev.message_data, strict=False))
+
+
+def test_top_level_keys_made_odd_equal_whole_reads() -> None:
+    """Found by randomized chains over the project's documents: a tag or an anchor typed
+    before the first key (the root then starts there), a tag that makes the first key a
+    tagged flow mapping (the whole parse then fails at the next key), a line break libyaml
+    reads (``\\x85``, ``\\u2028``) typed in a top-level key: each equal to a whole read."""
+    text = "# a note\nsettings: {max_input_tokens: 20}\nreminder: be brief\n" + _items(3)
+    first = text.index("settings")
+    second = text.index("reminder")
+    prev = parse_conversation(text, YAML)
+    edits = [(first, first, s) for s in ("!!str ", "&a ", "!", "!x ", "\x85", "\u2028")]
+    edits += [(9, 9, "!!str "), (second, second, "!"), (second + 2, second + 2, "\u2028")]
+    pieces = 0
+    for start, end, new in edits:
+        res, _ = check(prev, text, text[:start] + new + text[end:], (start, end, new))
+        pieces += res is not None
+    assert pieces >= 4  # (the checks above compare those read in pieces)
