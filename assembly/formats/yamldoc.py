@@ -1174,8 +1174,12 @@ def _reparse_members(
         or window[top.range.start : top.range.start + 1] in ("{", "[")  # a block mapping
         or _line_start(window, top.range.start) != top.range.start
         or _line_start(window, top.members[0].key_range.start) != top.members[0].key_range.start
+        or (i0 > 0 and "\n" in window[top.range.start : top.members[0].key_range.start])
     ):
-        return None  # (a tagged flow mapping: its first key is not at a line's start)
+        # (A tagged flow mapping: its first key is not at a line's start. A tag or an anchor
+        # on a line of its own before a later key: alone, the window's mapping takes it;
+        # in the document, the line ends the root mapping.)
+        return None
     outside = {m.key for m in members[:i0]} | {m.key for m in members[j:]}
     if any(m.key in outside or m.key == "messages" for m in top.members):
         return None
@@ -1190,9 +1194,10 @@ def _reparse_members(
         *(Member(m.key, m.key_range.shift(ws), _shifted(m.value, ws)) for m in top.members),
         *(Member(m.key, m.key_range.shift(delta), _shifted(m.value, delta)) for m in members[j:]),
     )
-    # The root starts where the window's mapping does when the window is its start (a tag
-    # or an anchor before the first key), else where it did.
-    start = ws + top.range.start if i0 == 0 else root.range.start
+    # The root starts where the window's mapping does when the window is the text's start
+    # (a tag or an anchor before the first key), else where it did: the text before the
+    # window is unchanged, and may hold the root's tag (before comments above the first key).
+    start = top.range.start if ws == 0 else root.range.start
     new_root = SNode(
         "object", TextRange(start, new_members[-1].value.range.end), members=new_members
     )

@@ -804,3 +804,37 @@ def test_top_level_keys_made_odd_equal_whole_reads() -> None:
         res, _ = check(prev, text, text[:start] + new + text[end:], (start, end, new))
         pieces += res is not None
     assert pieces >= 4  # (the checks above compare those read in pieces)
+
+
+def test_a_tag_or_anchor_before_a_key_then_edited_equals_whole_reads() -> None:
+    """Found by randomized chains of typing at line starts: a tag or an anchor left on a
+    line of its own before a later top-level key (alone, a window would give it to its
+    mapping; in the document the line ends the root mapping), and an edit in the first key
+    of a root whose tag sits above comments before it (the root still starts at the tag)."""
+    items = _items(2)
+    chains = [
+        (
+            "name: t\nsettings:\n  x: 1\ncustom: {a: 1}\n" + items,
+            "custom",
+            [(0, "!custom "), (2, "\r\n")],
+        ),
+        ("name: t\ntool_choice: auto\ntools:\n- a\n" + items, "tools", [(0, "&"), (2, "---\n")]),
+        (
+            "# one\n# two\nsettings: {safety_margin: 0, reserved_tokens: 0}\n" + items,
+            "# two",
+            [(0, "!!str ")],
+        ),
+    ]
+    for text, anchor, steps in chains:
+        at = text.index(anchor)
+        prev = parse_conversation(text, YAML)
+        for offset, new in steps:
+            start = at + offset
+            new_text = text[:start] + new + text[start:]
+            res, full = check(prev, text, new_text, (start, start, new))
+            prev, text = (res if res is not None else full), new_text
+        if anchor == "# two":  # then an anchor typed inside the first key's flow mapping
+            start = text.index("s: 0}")
+            new_text = text[:start] + "&" + text[start + 1 :]
+            res, _ = check(prev, text, new_text, (start, start + 1, "&"))
+            assert res is not None  # read in pieces, and equal
