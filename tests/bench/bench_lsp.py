@@ -358,6 +358,18 @@ def _type_in_settings(text: str, fmt: str, n: int) -> list[Edit | None]:
     return res
 
 
+def _type_at_line_start(text: str, fmt: str, n: int) -> list[Edit | None]:
+    """A ``-`` typed at the start of a message's line, then deleted (YAML: ``-- id: m5``
+    becomes a top-level key and ends the list; JSON and JSON Lines: a syntax error)."""
+    needle = {"json": "\n    {", "jsonl": "\n{"}.get(fmt, "\n- ")
+    res: list[Edit | None] = []
+    for k in range(max(1, n // 2)):
+        at = _middle(text, needle, k) + 1
+        res.append((at, at, "-"))
+        res.append((at, at + 1, ""))
+    return res
+
+
 _KINDS: list[tuple[str, Callable[[str, str, int], list[Edit | None]]]] = [
     ("type in a message", _type_in_message),
     ("type a new message at the end", _type_new_message),
@@ -367,6 +379,7 @@ _KINDS: list[tuple[str, Callable[[str, str, int], list[Edit | None]]]] = [
     ("change a role, back", _change_role),
     ("type in a tool-call id", _type_in_tool_call_id),
     ("type in the settings (header)", _type_in_settings),
+    ("type `-` at a message's line start, undo", _type_at_line_start),
 ]
 
 
