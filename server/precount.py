@@ -21,6 +21,12 @@ The command line's child (``start_early``) also loads the encoding, instead of t
 process: it then stays to count, on request, the texts the pipeline makes (a file's
 ``File: …`` block, a rendered tool call), one round trip each, so that this process never
 loads the encoding (20–50 ms of its critical path) unless the child stops answering.
+Started ``on_demand`` (``promptls assemble``), it is not waited for either: ``seed`` takes
+the batches sent so far, and ``count`` looks a text up in those sent since before asking
+the child, in one request, for the texts still missing (the pipeline asks for its branch's
+texts at once). A request stops the child's own counting (between two batches): what it
+had not reached yet is the oldest text, which the branch often never reads (a document's
+summary covers it), and whatever is asked later is counted on request.
 """
 
 from __future__ import annotations
@@ -76,7 +82,21 @@ _F_SETPIPE_SZ = 1031  # fcntl's command on Linux
 class PendingCounts:
     """A child process counting; ``seed`` waits for it and fills the tokenizer's cache."""
 
-    __slots__ = ("closed", "drain", "encoding", "fd", "pid", "received", "replies", "requests")
+    __slots__ = (
+        "_buffer",
+        "_ended",
+        "_sent",
+        "closed",
+        "drain",
+        "encoding",
+        "fd",
+        "on_demand",
+        "pid",
+        "received",
+        "replies",
+        "requests",
+        "serves",
+    )
 
     def __init__(
         self,
@@ -87,6 +107,7 @@ class PendingCounts:
         requests: int | None = None,  # a serving child's request pipe (``count``)
         replies: int | None = None,
         drain: bool = False,
+        serves: str | None = None,  # the encoding a serving child counts requests with
     ) -> None:
         self.pid = pid
         self.fd = fd
@@ -98,6 +119,15 @@ class PendingCounts:
         # Take the batches sent so far and stop the child, instead of waiting for all of
         # them (a child that does not serve ``count``; see the module's docstring).
         self.drain = drain
+        # A serving child is not waited for: its counts are taken as they arrive, and the
+        # texts still missing when asked for are counted on request (``count``).
+        self.on_demand = False
+        self.serves = serves
+        self._buffer = b""  # what was read of a batch not received whole yet
+        self._ended = False  # the child closed its end of the counts' pipe
+        # The counts received so far: (encoding, by hash: (length, count)); encoding None
+        # while nothing is received, and for good when a batch could not be trusted.
+        self._sent: tuple[str | None, dict[int, tuple[int, int]]] = (None, {})
 
     def seed(self, conv: Conversation, tokenizer: Tokenizer) -> int:
         """Seed the counts of the conversation's strings; return how many were seeded.
@@ -108,11 +138,14 @@ class PendingCounts:
         # The strings are found and hashed (a ``str`` keeps its hash) before waiting: the
         # child is often still counting when the parse and the read are done.
         texts = [(text, hash(text)) for text in _strings(conv)]
-        try:
-            encoding, counts = self._counts()
-        finally:
-            if self.requests is None:
-                self.close()
+        if self.on_demand and self.requests is not None and not self.closed:
+            encoding, counts = self._arrived()  # the rest when asked for (``count``)
+        else:
+            try:
+                encoding, counts = self._counts()
+            finally:
+                if self.requests is None:
+                    self.close()
         seed = getattr(tokenizer, "seed", None)
         if not counts or seed is None or tokenizer.encoding != encoding:
             return 0
@@ -130,9 +163,30 @@ class PendingCounts:
         there is no such child or it does not answer (it is then stopped)."""
         if self.requests is None or self.replies is None or self.closed:
             return None
+        known: list[int | None] = [None] * len(texts)
+        if self.on_demand:
+            # Those it has counted and sent by now are not asked for: the rest at once.
+            encoding, counts = self._arrived()
+            if encoding is not None and encoding == self.serves:
+                for i, text in enumerate(texts):
+                    found = counts.get(hash(text))
+                    if found is not None and found[0] == len(text):
+                        known[i] = found[1]
+            missing = [text for text, n in zip(texts, known, strict=True) if n is None]
+            if not missing:
+                return [n for n in known if n is not None]
+            asked = self._ask(missing)
+            if asked is None:
+                return None
+            answers = iter(asked)
+            return [next(answers) if n is None else n for n in known]
         self._counts()  # first what the child sends first: it answers after
         if self.closed:
             return None
+        return self._ask(texts)
+
+    def _ask(self, texts: list[str]) -> list[int] | None:
+        """The child's counts of ``texts``, asked in one request (None: it is stopped)."""
         request = [len(texts).to_bytes(8, "little")]
         for text in texts:
             data = text.encode("utf-8", "surrogatepass")
@@ -196,40 +250,66 @@ class PendingCounts:
     def _receive(self) -> tuple[str | None, dict[int, tuple[int, int]]]:
         """The counts the child sent: all of them (until it closes the pipe, at most
         ``TIMEOUT_S``), or with ``drain`` those sent so far (the child is then stopped)."""
-        chunks = []
-        deadline = time.monotonic() + TIMEOUT_S
-        ended = False
-        while True:
-            left = 0.0 if self.drain else deadline - time.monotonic()
-            if left < 0 or not select.select([self.fd], [], [], left)[0]:
-                break
-            chunk = os.read(self.fd, 1 << 20)
-            if not chunk:
-                ended = True
-                break
-            chunks.append(chunk)
-        if not ended and not self.drain:
+        self._read(None if self.drain else time.monotonic() + TIMEOUT_S)
+        if not self._ended and not self.drain:
             return None, {}
-        if not ended:
+        if not self._ended:
             self.close()  # what it would still send is not waited for
-        encoding: str | None = None
-        # By hash, then length: two strings of one hash keep one count (the other is
-        # counted in place), as two of one hash and length did before.
-        counts: dict[int, tuple[int, int]] = {}
-        for name, triples in _batches(b"".join(chunks)):
-            if encoding is not None and name != encoding:
-                return None, {}
-            encoding = name
-            counts.update((h, (n, c)) for h, n, c in triples)
+        return self._checked()
+
+    def _arrived(self) -> tuple[str | None, dict[int, tuple[int, int]]]:
+        """The counts sent so far (``on_demand``), read without waiting."""
+        if not self.closed:
+            self._read(None)
+        return self._checked()
+
+    def _checked(self) -> tuple[str | None, dict[int, tuple[int, int]]]:
+        encoding, counts = self._sent
         if encoding is None or (self.encoding is not None and encoding != self.encoding):
             return None, {}
         return encoding, counts
 
+    def _read(self, deadline: float | None) -> None:
+        """Take in what the child has sent, until its end or ``deadline`` (None: what is
+        there now); every whole batch is decoded as soon as it is read."""
+        while not self._ended:
+            left = 0.0 if deadline is None else deadline - time.monotonic()
+            if left < 0 or not select.select([self.fd], [], [], left)[0]:
+                return
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                self._ended = True
+                return
+            self._buffer += chunk
+            self._decode()
 
-def _batches(data: bytes) -> Iterator[tuple[str, list[tuple[int, int, int]]]]:
+    def _decode(self) -> None:
+        """Move the whole batches of ``_buffer`` into ``_sent``. By hash, then length: two
+        strings of one hash keep one count (the other is counted in place). A batch in
+        another encoding than the first's drops every count, and one that is not what a
+        child writes ends what is taken from it (nothing more from it is trusted)."""
+        encoding, counts = self._sent
+        at = 0
+        for name, triples, end in _batches(self._buffer):
+            if encoding is not None and name != encoding:
+                self._sent, self._ended, self._buffer = (None, {}), True, b""
+                return
+            encoding = name
+            counts.update((h, (n, c)) for h, n, c in triples)
+            at = end
+        rest = self._buffer[at:]
+        if len(rest) >= 8 and len(rest) >= 8 + int.from_bytes(rest[:8], "little"):
+            self._ended = True  # a whole batch that does not decode: nothing after it
+            rest = b""
+        self._buffer = rest
+        self._sent = (encoding, counts)
+
+
+def _batches(data: bytes) -> Iterator[tuple[str, list[tuple[int, int, int]], int]]:
     """The whole batches in what a child sent (each: its length in 8 bytes, then the
-    marshalled encoding name and triples); a batch cut short (a child stopped or dead
-    mid-write) and anything after it are left out."""
+    marshalled encoding name and triples), each with the offset where it ends; a batch cut
+    short (a child stopped or dead mid-write, or not sent whole yet) and anything after it
+    are left out, and so is anything after a batch that does not decode."""
     at = 0
     while at + 8 <= len(data):
         size = int.from_bytes(data[at : at + 8], "little")
@@ -240,8 +320,8 @@ def _batches(data: bytes) -> Iterator[tuple[str, list[tuple[int, int, int]]]]:
             name, triples = marshal.loads(body)
         except Exception:  # not what a child writes: nothing more from it is trusted
             return
-        yield name, triples
         at += 8 + size
+        yield name, triples, at
 
 
 class EarlyStart(NamedTuple):
@@ -251,13 +331,14 @@ class EarlyStart(NamedTuple):
     pending: PendingCounts | None
 
 
-def start_early(path: Path) -> EarlyStart | None:
+def start_early(path: Path, *, on_demand: bool = False) -> EarlyStart | None:
     """Read a conversation file and fork its counting child before anything heavy loads.
 
     The child counts with the encoding the document's own ``settings`` ask for (its
     ``encoding``, else its ``model``'s, else the default model's); when the effective
     settings (a settings file, say) pick another one, the counts are dropped. Returns None
     when the file is not plain UTF-8 (the normal path then reads and reports it).
+    ``on_demand``: a child that serves requests is not waited for (``PendingCounts``).
     """
     suffixes = {".json": "json", ".jsonl": "jsonl", ".yaml": "yaml", ".yml": "yaml"}
     fmt = suffixes.get(path.suffix.lower())
@@ -277,6 +358,7 @@ def start_early(path: Path) -> EarlyStart | None:
         _load_likely_encoding(text, fmt)
     pending = _fork(text, fmt, None, None, None, serve=serve)
     if serve is not None:
+        pending.on_demand = on_demand
         tokenizers.count_elsewhere(serve, pending.count)
     return EarlyStart(text, pending)
 
@@ -401,6 +483,8 @@ def _fork(
                 if weight >= BATCH_CHARS:
                     _send_batch(write_fd, encoding, batch)
                     batch, weight = [], 0
+                    if pipes is not None and select.select([pipes[0]], [], [], 0)[0]:
+                        break  # asked for texts (``on_demand``): those, not the rest
             _send_batch(write_fd, encoding, batch)
             os.close(write_fd)  # the counts end here
             if pipes is not None and serve is not None:
@@ -414,7 +498,7 @@ def _fork(
         return PendingCounts(pid, read_fd, encoding)
     os.close(pipes[0])
     os.close(pipes[3])
-    return PendingCounts(pid, read_fd, encoding, requests=pipes[1], replies=pipes[2])
+    return PendingCounts(pid, read_fd, encoding, requests=pipes[1], replies=pipes[2], serves=serve)
 
 
 def _serve(requests: int, replies: int, encoding: str) -> None:

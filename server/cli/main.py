@@ -161,7 +161,7 @@ def _fork_early(argv: list[str]) -> None:
         return
     from server import precount  # the standard library only
 
-    _EARLY[name] = precount.start_early(Path(name))
+    _EARLY[name] = precount.start_early(Path(name), on_demand=True)
 
 
 def _engine_caches(command: str) -> None:
@@ -433,7 +433,7 @@ def _assemble(args: argparse.Namespace) -> int:
     else:
         from server import precount  # the standard library only
 
-        early = precount.start_early(path)
+        early = precount.start_early(path, on_demand=True)
     _engine_caches(args.command)
 
     from server.output import assembly_json, render_text

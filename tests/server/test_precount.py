@@ -82,11 +82,11 @@ def test_a_batch_cut_short_is_left_out_and_the_whole_ones_are_kept() -> None:
     second = marshal.dumps(("o200k_base", [(3, 60, 13)]))
     data = len(whole).to_bytes(8, "little") + whole + len(second).to_bytes(8, "little")
     assert list(precount._batches(data + second)) == [
-        ("o200k_base", [(1, 40, 9), (2, 50, 11)]),
-        ("o200k_base", [(3, 60, 13)]),
+        ("o200k_base", [(1, 40, 9), (2, 50, 11)], 8 + len(whole)),
+        ("o200k_base", [(3, 60, 13)], 16 + len(whole) + len(second)),
     ]
     assert list(precount._batches(data + second[:-1])) == [
-        ("o200k_base", [(1, 40, 9), (2, 50, 11)])
+        ("o200k_base", [(1, 40, 9), (2, 50, 11)], 8 + len(whole))
     ]
 
 
@@ -313,6 +313,64 @@ def test_a_child_that_stops_answering_is_replaced_by_a_local_load(
     assert tok.count_many(more) == _reference(more)
 
 
+def test_an_on_demand_child_is_not_waited_for_and_stops_counting_when_asked(
+    tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    # ``promptls assemble``'s child: ``seed`` takes the batches sent so far; ``count``
+    # looks texts up in what arrived since and asks the child for the rest at once; the
+    # request stops the child's own counting (the oldest texts are never counted there).
+    import threading
+
+    from assembly.tokens import CachedTokenizer
+    from server import tokenizers
+
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "BATCH_CHARS", 1)  # a batch per text
+    monkeypatch.setattr(tokenizers, "_LOADED", {})
+    long = [f"message {i}: " + "the quick brown fox 🦊 jumps 跳 " * (20 + i) for i in range(12)]
+    path = tmp_path / "c.conv.json"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": t} for t in long]}))
+    reference = _reference(long)
+    reached_r, reached_w = os.pipe()
+    go_r, go_w = os.pipe()
+    count = CachedTokenizer.count
+    once: list[bool] = []
+
+    def held(self, text: str, count=count) -> int:  # type: ignore[no-untyped-def]
+        if text == long[6] and not once:  # in the child, newest first: its 7th text
+            once.append(True)
+            os.write(reached_w, b"x")
+            os.read(go_r, 1)
+        return count(self, text)
+
+    monkeypatch.setattr(CachedTokenizer, "count", held)
+    early = precount.start_early(path, on_demand=True)
+    try:
+        assert early is not None and early.pending is not None and early.pending.on_demand
+        pending = early.pending
+        tok = tokenizers.load_tokenizer(model="gpt-4o").tokenizer
+        assert os.read(reached_r, 1) == b"x"  # the 5 newest texts are sent by now
+        started = time.monotonic()
+        assert pending.seed(parse_conversation(early.text, DocFormat.JSON), tok) == 5
+        assert time.monotonic() - started < precount.TIMEOUT_S / 2
+        assert not pending.closed  # still there, to count on request
+        # The request is written, then the held text is let go: the child sends its
+        # batch, sees the request and stops counting the older texts.
+        threading.Timer(0.3, os.write, (go_w, b"x")).start()
+        monkeypatch.setattr(CachedTokenizer, "count", count)
+        assert tok.count_many(long) == reference
+        pending._read(time.monotonic() + precount.TIMEOUT_S)
+        assert pending._ended
+        sent = pending._sent[1]
+        assert [hash(t) in sent for t in long] == [False] * 6 + [True] * 6
+        assert tok.count("one more text to count") == _reference(["one more text to count"])[0]
+    finally:
+        if early is not None and early.pending is not None:
+            early.pending.close()
+        for fd in (reached_r, reached_w, go_r, go_w):
+            os.close(fd)
+
+
 def test_an_encoding_that_is_not_bundled_is_loaded_before_the_fork(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from server import tokenizers
 
@@ -361,8 +419,9 @@ def test_the_command_line_forks_the_child_for_the_file_it_names_before_parsing(
 
     order: list[str] = []
 
-    def start_early(path, start=precount.start_early):  # type: ignore[no-untyped-def]
-        early = start(path)
+    def start_early(path, start=precount.start_early, **options):  # type: ignore[no-untyped-def]
+        early = start(path, **options)
+        assert options == {"on_demand": True}  # the command's child is not waited for
         started.append((str(path), early))
         order.append("fork")
         return early
