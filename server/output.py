@@ -106,14 +106,15 @@ def diagnostics_json(
     """Diagnostics as ``lint --format json`` objects; ``relative``: another file's path
     (a settings file, a template) relative to the current folder when inside it, as
     ``promptls lint`` prints paths (lint itself keeps them absolute: it relocates them)."""
-    # A text's line index is made for its first finding (most linted files have none).
+    # A text's line index is made for its first finding (most linted files have none),
+    # for the few positions of the findings (a large document is not indexed up front).
     texts: dict[str | None, Any] = {None: analysis.text, **analysis.other_texts}
     indexes: dict[str | None, LineIndex] = {}
 
     def where(path: str | None) -> tuple[str, LineIndex | None]:
         index = indexes.get(path)
         if index is None and path in texts:
-            index = indexes[path] = LineIndex(texts[path])
+            index = indexes[path] = LineIndex(str(texts[path]), few=True)
         if path is None:
             return display_path, index
         return (_relative(path) if relative else path), index

@@ -508,7 +508,7 @@ def _assemble_dataset(args: argparse.Namespace, analysis: Analysis) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    index = LineIndex(str(analysis.text))
+    index = LineIndex(str(analysis.text), few=True)  # the records' lines, in order
     for record in picked:
         number = analysis.record_number(record)
         line = record_line(index, record)
