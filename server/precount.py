@@ -21,12 +21,13 @@ The command line's child (``start_early``) also loads the encoding, instead of t
 process: it then stays to count, on request, the texts the pipeline makes (a file's
 ``File: …`` block, a rendered tool call), one round trip each, so that this process never
 loads the encoding (20–50 ms of its critical path) unless the child stops answering.
-Started ``on_demand`` (``promptls assemble``), it is not waited for either: ``seed`` takes
-the batches sent so far, and ``count`` looks a text up in those sent since before asking
-the child, in one request, for the texts still missing (the pipeline asks for its branch's
-texts at once). A request stops the child's own counting (between two batches): what it
-had not reached yet is the oldest text, which the branch often never reads (a document's
-summary covers it), and whatever is asked later is counted on request.
+Started ``on_demand`` (``promptls assemble``), it is not waited for either: ``seed`` does
+nothing when the tokenizer counts through the child, and ``count`` looks texts up in the
+batches sent so far before asking the child, in one request, for the texts still missing
+(the pipeline asks for its branch's texts at once). A request stops the child's own
+counting (between two batches): what it had not reached yet is the oldest text, which the
+branch often never reads (a document's summary covers it), and whatever is asked later is
+counted on request.
 """
 
 from __future__ import annotations
@@ -135,17 +136,24 @@ class PendingCounts:
         Counts of another encoding than the tokenizer's are not used. A child that serves
         ``count`` stays; any other is done.
         """
+        if (
+            self.on_demand
+            and self.requests is not None
+            and not self.closed
+            and getattr(tokenizer, "encoding", None) == self.serves
+        ):
+            # The tokenizer counts through this child (``count``), which looks up what it
+            # sent before asking: nothing to wait for, nor to seed (the counts are looked
+            # up for the texts the pipeline asks for, not for every string of the document).
+            return 0
         # The strings are found and hashed (a ``str`` keeps its hash) before waiting: the
         # child is often still counting when the parse and the read are done.
         texts = [(text, hash(text)) for text in _strings(conv)]
-        if self.on_demand and self.requests is not None and not self.closed:
-            encoding, counts = self._arrived()  # the rest when asked for (``count``)
-        else:
-            try:
-                encoding, counts = self._counts()
-            finally:
-                if self.requests is None:
-                    self.close()
+        try:
+            encoding, counts = self._counts()
+        finally:
+            if self.requests is None:
+                self.close()
         seed = getattr(tokenizer, "seed", None)
         if not counts or seed is None or tokenizer.encoding != encoding:
             return 0

@@ -316,9 +316,10 @@ def test_a_child_that_stops_answering_is_replaced_by_a_local_load(
 def test_an_on_demand_child_is_not_waited_for_and_stops_counting_when_asked(
     tmp_path, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
-    # ``promptls assemble``'s child: ``seed`` takes the batches sent so far; ``count``
-    # looks texts up in what arrived since and asks the child for the rest at once; the
-    # request stops the child's own counting (the oldest texts are never counted there).
+    # ``promptls assemble``'s child: ``seed`` does not wait (its tokenizer counts through
+    # the child); ``count`` looks texts up in the batches sent so far and asks the child
+    # for the rest at once; the request stops the child's own counting (the oldest texts
+    # are never counted there).
     import threading
 
     from assembly.tokens import CachedTokenizer
@@ -351,9 +352,11 @@ def test_an_on_demand_child_is_not_waited_for_and_stops_counting_when_asked(
         tok = tokenizers.load_tokenizer(model="gpt-4o").tokenizer
         assert os.read(reached_r, 1) == b"x"  # the 5 newest texts are sent by now
         started = time.monotonic()
-        assert pending.seed(parse_conversation(early.text, DocFormat.JSON), tok) == 5
+        assert pending.seed(parse_conversation(early.text, DocFormat.JSON), tok) == 0
         assert time.monotonic() - started < precount.TIMEOUT_S / 2
         assert not pending.closed  # still there, to count on request
+        assert pending.count(long[7:]) == reference[7:]  # those sent: no request
+        assert not pending.closed and len(pending._sent[1]) == 5
         # The request is written, then the held text is let go: the child sends its
         # batch, sees the request and stops counting the older texts.
         threading.Timer(0.3, os.write, (go_w, b"x")).start()
