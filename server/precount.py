@@ -78,6 +78,9 @@ BATCH_CHARS = 200_000
 # benchmark conversation's are about 300 KB).
 PIPE_BYTES = 1 << 20
 _F_SETPIPE_SZ = 1031  # fcntl's command on Linux
+# A request of this many characters (about 25 ms of counting) is counted by the serving
+# child and a helper it forks, in parallel (``_count_all``).
+SPLIT_CHARS = 1_000_000
 
 
 class PendingCounts:
@@ -519,22 +522,108 @@ def _serve(requests: int, replies: int, encoding: str) -> None:
     from server.tokenizers import load_tokenizer
 
     count = load_tokenizer(encoding).tokenizer.count
+    read = _Reader(requests)
     while True:
-        head = _read_exactly(requests, 8, None)
+        head = read.exactly(8)
         if head is None:
             return
-        answer = []
+        texts = []
         for _ in range(int.from_bytes(head, "little")):
-            size = _read_exactly(requests, 8, None)
-            data = _read_exactly(requests, int.from_bytes(size, "little"), None) if size else None
+            size = read.exactly(8)
+            data = read.exactly(int.from_bytes(size, "little")) if size else None
             if data is None:
                 return
-            try:
-                n = count(data.decode("utf-8", "surrogatepass"))
-            except Exception:
-                n = -1
-            answer.append(n.to_bytes(8, "little", signed=True))
-        _write_all(replies, b"".join(answer))
+            texts.append(data.decode("utf-8", "surrogatepass"))
+        counts, helper = _count_all(count, texts)
+        _write_all(replies, b"".join(n.to_bytes(8, "little", signed=True) for n in counts))
+        if helper is not None:  # reaped once the parent has its answer
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(helper, 0)
+
+
+class _Reader:
+    """Reads a pipe in large pieces and hands out exact lengths (a request of thousands of
+    texts is a few reads, not two a text)."""
+
+    __slots__ = ("_at", "_buffer", "_fd")
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = b""
+        self._at = 0
+
+    def exactly(self, n: int) -> bytes | None:
+        """The next ``n`` bytes, or None at the pipe's end."""
+        while len(self._buffer) - self._at < n:
+            chunk = os.read(self._fd, max(1 << 20, n - (len(self._buffer) - self._at)))
+            if not chunk:
+                return None
+            self._buffer = self._buffer[self._at :] + chunk
+            self._at = 0
+        data = self._buffer[self._at : self._at + n]
+        self._at += n
+        return data
+
+
+def _count_all(count: Callable[[str], int], texts: list[str]) -> tuple[list[int], int | None]:
+    """Each text's count (-1 where counting failed), and the helper process to reap.
+
+    A request of at least ``SPLIT_CHARS`` characters is shared with a helper forked from
+    this child (it has the encoding loaded already): the parent waits for the answer, so
+    its core is free meanwhile. The helper counts the second half (by characters) and
+    sends its counts back; if it fails, this process counts that half too.
+    """
+    total = sum(map(len, texts))
+    if total < SPLIT_CHARS or len(texts) < 2 or (os.cpu_count() or 1) < 2:
+        return [_count_one(count, t) for t in texts], None
+    half, seen = 1, len(texts[0])
+    while half < len(texts) - 1 and 2 * seen < total:  # the first half's characters
+        seen += len(texts[half])
+        half += 1
+    mine, theirs = texts[:half], texts[half:]
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError:
+        return [_count_one(count, t) for t in texts], None
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        return [_count_one(count, t) for t in texts], None
+    if pid == 0:  # the helper: count, write, exit without running any cleanup
+        status = 0
+        try:
+            os.close(read_fd)
+            answer = b"".join(
+                _count_one(count, t).to_bytes(8, "little", signed=True) for t in theirs
+            )
+            _write_all(write_fd, answer)
+        except BaseException:
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    try:
+        first = [_count_one(count, t) for t in mine]
+        data = _read_exactly(read_fd, 8 * len(theirs), time.monotonic() + TIMEOUT_S)
+    finally:
+        os.close(read_fd)
+    if data is None:  # the helper failed: counted here
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        return first + [_count_one(count, t) for t in theirs], pid
+    second = [
+        int.from_bytes(data[i : i + 8], "little", signed=True) for i in range(0, len(data), 8)
+    ]
+    return first + second, pid
+
+
+def _count_one(count: Callable[[str], int], text: str) -> int:
+    try:
+        return count(text)
+    except Exception:
+        return -1
 
 
 def _send_batch(fd: int, encoding: str | None, triples: list[tuple[int, int, int]]) -> None:

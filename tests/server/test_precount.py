@@ -471,3 +471,60 @@ def test_the_child_counts_the_newest_messages_first() -> None:
     lines = "\n".join(json.dumps({"role": "user", "content": t}) for t in texts)
     got = list(precount._document_strings(list(precount._values(lines, "jsonl"))))
     assert got == texts[::-1]
+
+
+@pytest.mark.parametrize("helper", ["counts", "fails"])
+def test_a_large_request_is_shared_with_a_helper_and_the_counts_are_the_same(
+    monkeypatch: pytest.MonkeyPatch, helper: str
+) -> None:
+    # The parent waits for the answer, so the serving child shares a large request with a
+    # helper it forks; a helper that fails leaves its half to the child.
+    from server import tokenizers
+
+    monkeypatch.setattr(precount, "SPLIT_CHARS", 1)
+    monkeypatch.setattr(tokenizers, "_LOADED", {})  # counted here, by no earlier test's child
+    texts = [*HOSTILE, *(f"text {i} 🦊 " * (i + 1) for i in range(40))]
+    count = load_tokenizer(model="gpt-4o").tokenizer.counter  # the reference's o200k_base
+    parent = os.getpid()
+    if helper == "fails":
+        write_all = precount._write_all
+
+        def failing(fd: int, data: bytes) -> None:
+            if os.getpid() != parent:  # the helper dies before it answers
+                os._exit(3)
+            write_all(fd, data)
+
+        monkeypatch.setattr(precount, "_write_all", failing)
+    counts, pid = precount._count_all(count, texts)
+    assert counts == _reference(texts)
+    assert pid is not None and pid != parent
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == (0 if helper == "counts" else 3)
+    # Below the threshold, or a single text: no helper.
+    monkeypatch.setattr(precount, "SPLIT_CHARS", 10**9)
+    assert precount._count_all(count, texts) == (_reference(texts), None)
+    monkeypatch.setattr(precount, "SPLIT_CHARS", 1)
+    assert precount._count_all(count, texts[:1]) == (_reference(texts[:1]), None)
+
+
+def test_the_childs_reader_hands_out_exact_lengths_across_reads() -> None:
+    import threading
+
+    r, w = os.pipe()
+    sizes = [0, 1, 7, 70_000, 3, 200_000, 5]
+    chunks = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+
+    def write() -> None:  # more than a pipe's buffer, in pieces of its own sizes
+        for chunk in chunks:
+            precount._write_all(w, chunk)
+        os.close(w)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        reader = precount._Reader(r)
+        assert [reader.exactly(len(c)) for c in chunks] == chunks
+        assert reader.exactly(1) is None  # the pipe's end
+    finally:
+        writer.join()
+        os.close(r)
