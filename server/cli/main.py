@@ -14,7 +14,6 @@ appeared.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import io
 import json
@@ -27,13 +26,16 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from server.cli import formats
 
 if TYPE_CHECKING:
+    import argparse
     import datetime as dt
 
     from assembly.host import Analysis
     from server.precount import EarlyStart
 
 # The engine is imported by the subcommands that use it, so that `assemble` can start
-# counting a large document's tokens in a forked child before the heavy imports.
+# counting a large document's tokens in a forked child before the heavy imports; so is
+# ``argparse`` (with ``gettext``; it imports ``shutil``, ``bz2``, ``lzma``… once a parser is
+# built), which only the parent uses, after the fork.
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -189,6 +191,7 @@ def _printable_output() -> None:
 
 
 def _date(value: str) -> dt.date:
+    import argparse
     import datetime as dt  # imported once the command line is parsed (after ``_fork_early``)
 
     try:
@@ -208,6 +211,8 @@ def _fromisoformat() -> Any:
 
 
 def _record(value: str) -> int:
+    import argparse
+
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"invalid record {value!r}: expected a number ≥ 1")
     return int(value)
@@ -217,12 +222,14 @@ _SUBPARSERS: dict[str, argparse.ArgumentParser] = {}
 
 
 def _parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="promptls",
         description="Assemble LLM conversations and prompts the way the model receives them.",
     )
     parser.add_argument(
-        "--version", action=_VersionAction, help="show the version of promptls and exit"
+        "--version", action=_version_action(), help="show the version of promptls and exit"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser(
@@ -349,18 +356,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _VersionAction(argparse.Action):
+def _version_action() -> type[argparse.Action]:
     """``--version``: the package's version (``server.__version__``, which the package
     metadata is built from: no metadata lookup, which would import ``email``…)."""
+    import argparse
 
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+    class VersionAction(argparse.Action):
+        def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+            super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
 
-    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-        from server import __version__
+        def __call__(
+            self, parser: argparse.ArgumentParser, *args: object, **kwargs: object
+        ) -> None:
+            from server import __version__
 
-        sys.stdout.write(f"promptls {__version__}\n")
-        parser.exit()
+            sys.stdout.write(f"promptls {__version__}\n")
+            parser.exit()
+
+    return VersionAction
 
 
 def _serve(args: argparse.Namespace) -> int:

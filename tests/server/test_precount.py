@@ -6,6 +6,7 @@ import json
 import marshal
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -528,3 +529,37 @@ def test_the_childs_reader_hands_out_exact_lengths_across_reads() -> None:
     finally:
         writer.join()
         os.close(r)
+
+
+def test_the_command_line_forks_before_importing_argparse(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Only the parent parses the command line, after the fork: ``argparse`` (with
+    # ``gettext``, and ``shutil``… once a parser is built) is not on the child's path.
+    import subprocess
+    import sys
+
+    path, _ = _early_doc(tmp_path)
+    probe = (
+        "import sys\n"
+        "from server import precount\n"
+        "from server.cli import main as cli\n"
+        "start = precount.start_early\n"
+        "seen = []\n"
+        "def early(path, **options):\n"
+        "    seen.append(sorted({'argparse', 'gettext', 'shutil'} & set(sys.modules)))\n"
+        "    return start(path, **options)\n"
+        "precount.start_early = early\n"
+        "precount.MIN_EARLY_CHARS = 0\n"
+        "code = cli.main(['assemble', sys.argv[1], '--format', 'json'])\n"
+        "print(seen, code, 'argparse' in sys.modules, file=sys.stderr)\n"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, str(path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": root},
+        timeout=120,
+        check=False,
+    )
+    assert proc.stderr.strip().splitlines()[-1] == "[[]] 0 True", proc.stderr
+    assert json.loads(proc.stdout)["messages"]
