@@ -522,6 +522,9 @@ def _serve(requests: int, replies: int, encoding: str) -> None:
     from server.tokenizers import load_tokenizer
 
     count = load_tokenizer(encoding).tokenizer.count
+    # A helper (``_count_all``) is reaped by the system when it ends: waiting for it here
+    # would hold up the next request while its memory is freed (20-40 ms at 10 MB).
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     read = _Reader(requests)
     while True:
         head = read.exactly(8)
@@ -534,11 +537,8 @@ def _serve(requests: int, replies: int, encoding: str) -> None:
             if data is None:
                 return
             texts.append(data.decode("utf-8", "surrogatepass"))
-        counts, helper = _count_all(count, texts)
+        counts, _ = _count_all(count, texts)
         _write_all(replies, b"".join(n.to_bytes(8, "little", signed=True) for n in counts))
-        if helper is not None:  # reaped once the parent has its answer
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(helper, 0)
 
 
 class _Reader:
@@ -566,7 +566,8 @@ class _Reader:
 
 
 def _count_all(count: Callable[[str], int], texts: list[str]) -> tuple[list[int], int | None]:
-    """Each text's count (-1 where counting failed), and the helper process to reap.
+    """Each text's count (-1 where counting failed), and the helper process if one was
+    forked (the caller reaps it, or lets the system do it).
 
     A request of at least ``SPLIT_CHARS`` characters is shared with a helper forked from
     this child (it has the encoding loaded already): the parent waits for the answer, so

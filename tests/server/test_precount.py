@@ -563,3 +563,25 @@ def test_the_command_line_forks_before_importing_argparse(tmp_path) -> None:  # 
     )
     assert proc.stderr.strip().splitlines()[-1] == "[[]] 0 True", proc.stderr
     assert json.loads(proc.stdout)["messages"]
+
+
+def test_the_serving_child_shares_a_large_request_and_answers_the_next_ones(
+    tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    from server import tokenizers
+
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "SPLIT_CHARS", 1)  # every request of two texts or more
+    monkeypatch.setattr(tokenizers, "_LOADED", {})
+    path, long = _early_doc(tmp_path)
+    early = precount.start_early(path, on_demand=True)
+    assert early is not None and early.pending is not None
+    try:
+        tok = tokenizers.load_tokenizer(model="gpt-4o").tokenizer
+        texts = [*long, *HOSTILE, *(f"asked {i}: " + "mots 🦊 " * i for i in range(50))]
+        assert tok.count_many(texts) == _reference(texts)
+        more = [t + " again" for t in texts]
+        assert tok.count_many(more) == _reference(more)  # the helper's end held nothing up
+        assert tok.count("one") == 1 and not early.pending.closed
+    finally:
+        early.pending.close()
