@@ -141,6 +141,7 @@ class PendingCounts:
         """
         if (
             self.on_demand
+            and not conv.records
             and self.requests is not None
             and not self.closed
             and getattr(tokenizer, "encoding", None) == self.serves
@@ -148,6 +149,9 @@ class PendingCounts:
             # The tokenizer counts through this child (``count``), which looks up what it
             # sent before asking: nothing to wait for, nor to seed (the counts are looked
             # up for the texts the pipeline asks for, not for every string of the document).
+            # A dataset's records are assembled one after the other, the first first, and
+            # the child counts the last first: they wait for all its counts, as before (a
+            # request would stop it, and each record would then ask for its own texts).
             return 0
         # The strings are found and hashed (a ``str`` keeps its hash) before waiting: the
         # child is often still counting when the parse and the read are done.

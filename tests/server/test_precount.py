@@ -375,6 +375,29 @@ def test_an_on_demand_child_is_not_waited_for_and_stops_counting_when_asked(
             os.close(fd)
 
 
+def test_an_on_demand_childs_dataset_waits_for_every_count(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # A dataset's records are assembled the first first; the child counts the last first:
+    # ``seed`` waits for all its counts, so no record's request stops it half-way.
+    from server import tokenizers
+
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(tokenizers, "_LOADED", {})
+    long = [f"record {i}: " + "lorem ipsum dolor 🦊 " * (30 + i) for i in range(6)]
+    path = tmp_path / "d.conv.jsonl"
+    lines = (json.dumps({"messages": [{"role": "user", "content": t}]}) for t in long)
+    path.write_text("\n".join(lines) + "\n")
+    early = precount.start_early(path, on_demand=True)
+    assert early is not None and early.pending is not None
+    try:
+        tok = tokenizers.load_tokenizer(model="gpt-4o").tokenizer
+        conv = parse_conversation(early.text, DocFormat.JSONL)
+        assert len(conv.records) == len(long)
+        assert early.pending.seed(conv, tok) == len(long)
+        assert [tok.cached(t) for t in long] == _reference(long)
+    finally:
+        early.pending.close()
+
+
 def test_an_encoding_that_is_not_bundled_is_loaded_before_the_fork(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from server import tokenizers
 
