@@ -66,6 +66,7 @@ from assembly.syntax import SNode
 from assembly.text import RelRange, TextRange
 
 __all__ = [
+    "REFINES",
     "AssistantMessage",
     "MessageSource",
     "RuleCache",
@@ -288,6 +289,13 @@ def query(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+# Marks an input of a per-message rule that never decides whether a message has findings,
+# only what they say (``Annotated[CallIds, REFINES]``: a fix's fresh id must be none of the
+# document's ids). When only such inputs change, the rule runs again on the messages that
+# had findings, not on every message (a delete that removes a message making calls).
+REFINES = object()
+
+
 def rule_kind(rule: Rule) -> tuple[str, tuple[type, ...]]:
     """``("whole" | "message" | "document", parameter types)`` of a rule."""
     hit = _KINDS.get(rule.check)
@@ -297,6 +305,22 @@ def rule_kind(rule: Rule) -> tuple[str, tuple[type, ...]]:
 
 
 _KINDS: dict[Callable[..., Any], tuple[str, tuple[type, ...]]] = {}
+_REFINING: dict[Callable[..., Any], frozenset[int]] = {}
+
+
+def refining(rule: Rule) -> frozenset[int]:
+    """The positions, among a per-message rule's inputs after the message, of those marked
+    ``REFINES``."""
+    hit = _REFINING.get(rule.check)
+    if hit is None:
+        hints = typing.get_type_hints(rule.check, include_extras=True)
+        names = list(inspect.signature(rule.check).parameters)[1:]
+        hit = _REFINING[rule.check] = frozenset(
+            k
+            for k, name in enumerate(names)
+            if REFINES in getattr(hints.get(name), "__metadata__", ())
+        )
+    return hit
 
 
 def _rule_kind(rule: Rule) -> tuple[str, tuple[type, ...]]:
@@ -675,7 +699,22 @@ class _Run:
         state = cache._message_rules.get(rule.code)
         values = tuple(a for a, _ in args)
         msgs = self.msgs
-        if state is None or not all(changed <= state.verified for _, changed in args):
+        redo: list[tuple[int, Message]] = []  # with findings, made with other refining inputs
+        if state is not None and not all(changed <= state.verified for _, changed in args):
+            fine = refining(rule)
+            if fine and all(
+                changed <= state.verified for k, (_, changed) in enumerate(args) if k not in fine
+            ):
+                # Only what words the findings changed: the messages without findings keep
+                # none; those with findings are checked again (as new messages are).
+                redo = [(i, m) for i, m, _ in state.found.values()]
+                for key in state.found:
+                    state.done.pop(key, None)
+                state.found = {}
+                state.args = values
+            else:
+                state = None
+        if state is None:
             state = _MessageRuleState(cache._run, values, {}, {})
             cache._message_rules[rule.code] = state
         done, found = state.done, state.found
@@ -720,6 +759,9 @@ class _Run:
                 live = set(map(id, msgs))
                 state.done = done = {k: m for k, m in done.items() if k in live}
                 state.found = found = {k: v for k, v in found.items() if k in live}
+        if redo:
+            again = (self._index_of(m, i) for i, m in redo)
+            todo = sorted({*todo, *(j for j in again if j is not None and j in branch.indexes)})
         source: type[MessageSource] = rule_kind(rule)[1][0]
         if source.role is not None:  # the others are not the rule's: done without it
             role = source.role

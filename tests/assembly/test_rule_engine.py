@@ -532,6 +532,54 @@ def test_a_per_message_finding_moves_with_its_message(tmp_path: Path) -> None:
         assert _cache(host).message_runs <= 2 * 2, edit
 
 
+def test_a_new_call_id_changes_only_the_findings_it_words(tmp_path: Path) -> None:
+    """``tool-call-in-text`` reads the document's call ids only for its fix's fresh id
+    (``REFINES``): deleting a message that makes calls, and so frees an id, checks again
+    only the messages with findings, not every assistant message, and the fix then takes
+    the freed id, as a fresh analysis does; taking the id again renames the fix's."""
+    path = tmp_path / "c.conv.json"
+    tool = {"type": "object", "properties": {"query": {"type": "string"}}}
+    written = {"name": "web_search", "arguments": {"query": "Oslo"}}
+    msgs: list[dict[str, object]] = [
+        {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"}
+        for i in range(40)
+    ]
+    msgs[31]["content"] = "Let me look. " + json.dumps(written)
+    doc = {
+        "tools": [{"type": "function", "function": {"name": "web_search", "parameters": tool}}],
+        "messages": msgs,
+    }
+    host = AnalysisHost()
+    first = _analysis(path, json.dumps(doc, indent=2), host)
+    (d,) = [d for d in first.diagnostics if d.code == "tool-call-in-text"]
+    assert d.fix is not None
+    fresh_id = d.fix.edits[-1].new_text.split('"tool_calls": [{"id": "')[1].split('"')[0]
+    calling = {"id": "m5", "role": "assistant", "content": "", "tool_calls": [
+        {"id": fresh_id, "type": "function",
+         "function": {"name": "web_search", "arguments": "{}"}}]}  # fmt: skip
+    answer = {"id": "m5r", "role": "tool", "tool_call_id": fresh_id, "content": "ok"}
+    fixes = []
+    for step in ("take", "free", "take"):
+        msgs[5:7] = [calling, answer] if step == "take" else [dict(msgs[5]), dict(msgs[6])]
+        if step == "free":
+            msgs[5:7] = [{"id": "m5", "role": "assistant", "content": "turn 5"}]
+            msgs.insert(6, {"id": "m6", "role": "user", "content": "turn 6"})
+        text = json.dumps(doc, indent=2)
+        got = _analysis(path, text, host)
+        want = _analysis(path, text)
+        assert [(d, d.range.start, d.range.end, d.fix) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end, d.fix) for d in want.diagnostics
+        ], step
+        (d,) = [d for d in got.diagnostics if d.code == "tool-call-in-text"]
+        assert d.fix is not None
+        fixes.append(d.fix.edits[-1].new_text)
+        # The two per-message rules ran on the (at most three) messages the re-read made
+        # again and the one with a finding; not on the 20 assistant messages.
+        assert _cache(host).message_runs <= 2 * 3 + 1, step
+    assert f'"id": "{fresh_id}_2"' in fixes[0] and f'"id": "{fresh_id}"' in fixes[1]
+    assert fixes[2] == fixes[0]
+
+
 def test_document_findings_move_with_their_messages(tmp_path: Path) -> None:
     """Messages without calls or files inserted and deleted before the findings of the
     tool-call and file rules: those rules keep their findings (their inputs, the messages

@@ -23,7 +23,7 @@ import operator
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from assembly.diagnostics.core import (
     Diagnostic,
@@ -35,7 +35,7 @@ from assembly.diagnostics.core import (
     TextEdit,
     message_memo,
 )
-from assembly.diagnostics.engine import AssistantMessage, MessageSource, message_start
+from assembly.diagnostics.engine import REFINES, AssistantMessage, MessageSource, message_start
 from assembly.diagnostics.inputs import CallIds, MessageShape, OrphanCut, Tools, ToolTraffic
 from assembly.diagnostics.window import TextLike, find_newline, line_start, offset_map
 from assembly.model import Conversation, DocFormat, Message, RejectedCall, Role, ToolCall
@@ -354,7 +354,9 @@ def _sharing_ids(t: _Traffic) -> list[tuple[int, Message]]:
     return list(zip(map(order.__getitem__, keep_), map(on_branch.__getitem__, keep_), strict=True))
 
 
-def tool_call_in_text(src: AssistantMessage, tools: Tools, ids: CallIds) -> Iterator[Diagnostic]:
+def tool_call_in_text(
+    src: AssistantMessage, tools: Tools, ids: Annotated[CallIds, REFINES]
+) -> Iterator[Diagnostic]:
     """An assistant message wrote a tool call as text.
 
     ## What it does
