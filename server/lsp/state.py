@@ -22,6 +22,19 @@ class DocState:
     version: int | None
     text: Rope
     kind: DocKind
+    # ``path.resolve()``, made once when the document opens (a change's state carries it):
+    # what the analyses' dependencies are compared with, without a system call a keystroke.
+    real: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.real is None:
+            object.__setattr__(self, "real", self.path.resolve())
+
+    @property
+    def real_path(self) -> Path:
+        """The document's resolved path."""
+        assert self.real is not None  # (made in ``__post_init__``)
+        return self.real
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import re
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -122,6 +123,33 @@ async def test_a_line_separator_is_not_a_line_break(
     past_end = lsp.Range(lsp.Position(1, 99), lsp.Position(2, 0))  # clamped: the "\r\n"
     change(client, uri, 3, [lsp.TextDocumentContentChangePartial(range=past_end, text="|")])
     check_server_text(client, uri, "a\u2028b\nXc\u2029d|e")
+
+
+async def test_a_change_makes_no_system_call_for_the_path(
+    client: InProcessClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The document's resolved path is made when it opens; a keystroke's handling (on the
+    message loop's thread) does not resolve it again."""
+    uri = (tmp_path / "c.conv.yaml").as_uri()
+    await client.open(uri, START)
+    resolved = client.server.session.documents[uri].real_path
+    assert resolved == (tmp_path / "c.conv.yaml").resolve()
+    here = threading.get_ident()
+    calls: list[Path] = []
+    resolve = Path.resolve
+
+    def counted(self: Path, strict: bool = False) -> Path:
+        if threading.get_ident() == here:
+            calls.append(self)
+        return resolve(self, strict)
+
+    monkeypatch.setattr(Path, "resolve", counted)
+    insert = lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
+    for version in range(2, 7):
+        change(client, uri, version, [lsp.TextDocumentContentChangePartial(range=insert, text="#")])
+    assert calls == []
+    assert client.server.session.documents[uri].real_path is resolved
+    await client.analysed(uri, 6)
 
 
 async def test_close_forgets_the_document(client: InProcessClient, tmp_path: Path) -> None:

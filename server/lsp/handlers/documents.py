@@ -115,7 +115,7 @@ def install(ls: PromptServer) -> None:
 def _changed(ls: PromptServer, state: DocState) -> None:
     """A document's text changed: analyse it, and the open conversations that read it."""
     schedule(ls, state.uri)
-    for dependent in ls.session.dependents(state.path.resolve()):
+    for dependent in ls.session.dependents(state.real_path):
         if dependent != state.uri:
             schedule(ls, dependent)
 
@@ -148,7 +148,7 @@ def _templates_see_tools(ls: PromptServer, previous: Snapshot | None, snap: Snap
         return
     s = ls.session
     for uri, doc in list(s.documents.items()):
-        if doc.kind == "prompt" and doc.path.resolve() in deps:
+        if doc.kind == "prompt" and doc.real_path in deps:
             schedule(ls, uri)
 
 
