@@ -64,7 +64,7 @@ import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from assembly import texts
 from assembly.model import (
@@ -113,6 +113,7 @@ CITEABLE_TOOLS = frozenset({"internal_search", "web_search", "open_url"})
 _NON_VISION_MARKER_ID = "0" * 36
 _FORMATTING_MODELS = re.compile(r"(?<![A-Za-z0-9.])(gpt-5\.1|gpt-5|o3|o1)(?![A-Za-z0-9])")
 _TOOL_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_C = TypeVar("_C")
 
 
 # ------------------------------------------------------------------------------ results
@@ -127,6 +128,32 @@ class CallOut:
     arguments: dict[str, Any] | str
 
 
+def _quick_init(cls: type[_C]) -> type[_C]:
+    """Give a frozen slotted dataclass an ``__init__`` (the same parameters and defaults)
+    that sets each slot through its descriptor. The generated one calls
+    ``object.__setattr__`` by name for each field: 2.8 µs for ``LlmMessage``'s eleven
+    against 1.7, at the open of 10 MB 10,000 messages. Assigning stays refused."""
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    assert all(f.default_factory is dataclasses.MISSING and f.init for f in fields)
+    assert not hasattr(cls, "__post_init__")
+    ns: dict[str, Any] = {}
+    params = []
+    for f in fields:
+        ns[f"_set_{f.name}"] = getattr(cls, f.name).__set__
+        if f.default is dataclasses.MISSING:
+            params.append(f.name)
+        else:
+            ns[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+    body = "".join(f"\n    _set_{f.name}(self, {f.name})" for f in fields)
+    exec(f"def __init__(self, {', '.join(params)}):{body}", ns)  # as ``dataclasses`` does
+    init = ns["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = init  # type: ignore[misc]
+    return cls
+
+
+@_quick_init
 @dataclass(frozen=True, slots=True)
 class LlmMessage:
     """One message of the model's input (Onyx's ``ChatMessageSimple``).
@@ -1935,22 +1962,22 @@ class _Pipeline:
     # -------------------------------------------------------------- history conversion
 
     def _precount(self, chain: Sequence[Message]) -> None:
-        """Count every text of the branch in one batch (parallel on a cold cache)."""
+        """Count every text of the branch in one batch, where the tokenizer counts a batch
+        at once (a counting process asked once); another counts each text where it is
+        converted, as a batch would one by one (at the open of 10 MB, gathering and
+        looking up the 8,000 texts twice cost 5 ms)."""
+        if getattr(self.tok, "batch", None) is None:
+            return
         batch: list[str] = []
-        # A tool call's text is made again where it is counted: worth it only where the
-        # tokenizer counts a batch at once (a counting process asked once).
-        calls = getattr(self.tok, "batch", None) is not None
         for m in chain:
             if m.token_count is None:
                 batch.append(m.content)
             for f in m.files:
                 if f.content and f.token_count is None:
                     batch.append(texts.FILE_TEMPLATE.format(name=f.filename, content=f.content))
-            if (
-                calls
-                and m.tool_calls
-                and (m.token_count is None or any(c.token_count is not None for c in m.tool_calls))
-            ):  # the calls ``_convert_message`` counts
+            if m.tool_calls and (
+                m.token_count is None or any(c.token_count is not None for c in m.tool_calls)
+            ):  # the calls ``_convert_message`` counts (their texts are made again there)
                 batch.extend(
                     _tool_call_text(
                         c.name, c.arguments_text if c.arguments is None else c.arguments

@@ -618,6 +618,7 @@ class _Run:
         self._first_change: int | bool | None = False  # False: not computed yet
         self._where: dict[int, int] | None = None  # id(stored message) → its index
         self._msg_ids: list[int] | None = None  # id(stored message) by index
+        self._msg_roles: list[Role] | None = None  # their roles
         self._off: tuple[frozenset[int], list[int]] | None = None
         self.whole = dataclasses.replace(ctx, memo=cache.memo)
         self.late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
@@ -764,12 +765,13 @@ class _Run:
             todo = sorted({*todo, *(j for j in again if j is not None and j in branch.indexes)})
         source: type[MessageSource] = rule_kind(rule)[1][0]
         if source.role is not None:  # the others are not the rule's: done without it
-            role = source.role
-            for i in todo:
-                if msgs[i].role is not role:
-                    done[id(msgs[i])] = msgs[i]
-                    found.pop(id(msgs[i]), None)
-            todo = [i for i in todo if msgs[i].role is role]
+            mine = list(map(source.role.__eq__, map(self._roles().__getitem__, todo)))
+            others = list(map(msgs.__getitem__, itertools.compress(todo, map(operator.not_, mine))))
+            done.update(zip(map(id, others), others, strict=True))
+            if found:
+                for m in others:
+                    found.pop(id(m), None)
+            todo = list(itertools.compress(todo, mine))
         check, views, ctx = rule.check, self.views, self.ctx
         fmt = ctx.conversation.format if ctx.conversation is not None else None
         self.message_runs += len(todo)
@@ -804,6 +806,12 @@ class _Run:
         if hit is None or hit[0] is not on:
             hit = self._off = (on, list(itertools.filterfalse(on.__contains__, range(n))))
         return hit[1]
+
+    def _roles(self) -> list[Role]:
+        """The role of each stored message of this version (made once per run)."""
+        if self._msg_roles is None:
+            self._msg_roles = list(map(_ROLE, self.msgs))
+        return self._msg_roles
 
     def _ids(self) -> list[int]:
         """``id`` of each stored message of this version (made once per run)."""
@@ -979,6 +987,7 @@ def _moves(
 
 
 _FIRST = operator.itemgetter(0)
+_ROLE = operator.attrgetter("role")
 
 
 def _reindexed(k: _Kept, moves: dict[int, int]) -> _Kept:
