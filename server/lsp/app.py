@@ -204,14 +204,16 @@ class PromptServer(LanguageServer):
 
     def _start_io_async(self, stdin: Any = None, stdout: Any = None) -> None:
         """pygls' stdio server, reading with ``server.lsp.stream`` (which keeps no message
-        alive after handling it) instead of pygls' loop."""
-        from pygls.io_ import StdoutWriter
-
+        alive after handling it) instead of pygls' loop, and writing on a thread of its own
+        (``server.lsp.writer``)."""
         from server.lsp.stream import StdinReader, serve_messages
+        from server.lsp.writer import ThreadedWriter
 
-        self._stop_event = threading.Event()
+        self._stop_event = stop = threading.Event()
         reader = StdinReader(stdin or sys.stdin.buffer, self.thread_pool)
-        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        # Written off the loop: a large answer to a slow client does not hold it up.
+        writer = ThreadedWriter(stdout or sys.stdout.buffer, on_lost=lambda _: stop.set())
+        self.protocol.set_writer(writer)
         try:
             asyncio.run(
                 serve_messages(
@@ -224,6 +226,7 @@ class PromptServer(LanguageServer):
             pass
         finally:
             self.shutdown()
+            writer.close()  # what is queued is written (``exit`` closed it already)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         if isinstance(error, JsonRpcContentModified) or isinstance(
