@@ -18,7 +18,11 @@ What a rule reads is exactly its parameters, named by their types:
   of its other inputs. The incremental re-read shares every message object an edit did
   not touch, so typing in a message re-runs it for that message only; its findings stay
   with their message object when messages come or go before it. An ``AssistantMessage``
-  first parameter narrows it to the assistant messages.
+  first parameter narrows it to the assistant messages. An input it reads only to word
+  the findings a message already has, never to decide whether it has any, is marked
+  ``Annotated[T, REFINES]`` (``tool-call-in-text`` reads the document's call ids for its
+  fix's fresh id): when only such inputs change, it runs again on the messages that had
+  findings, not on every message.
 
 Positions. Inputs never compare positions: ranges are left out of their equality
 (``shape_key``), since an edit before a message moves it without changing it. A finding's
