@@ -200,11 +200,24 @@ class MessageSource:
     its text (``text`` reads only the message's own lines, in document offsets); the node
     and the text are found when first asked for (``inputs.message_source``)."""
 
-    __slots__ = ("_ctx", "_node", "_text", "format", "message")
+    __slots__ = ("_ctx", "_index", "_message", "_node", "_text", "_views", "format", "stored")
     role: Role | None = None  # the role of the messages the rule reads (None: every one)
 
-    def __init__(self, message: Message, ctx: RuleContext, fmt: Any = False) -> None:
-        self.message = message
+    def __init__(
+        self,
+        message: Message | None,
+        ctx: RuleContext,
+        fmt: Any = False,
+        stored: Message | None = None,
+        views: Sequence[Message] = (),
+        index: int = 0,
+    ) -> None:
+        # ``message`` None: ``views[index]``, seen when first asked for (a rule that finds
+        # nothing in most messages reads ``stored``, the same message without positions).
+        self._message = message
+        self.stored: Message = stored if stored is not None else message  # type: ignore[assignment]
+        self._views = views
+        self._index = index
         self._ctx = ctx
         if fmt is False:  # not given: the conversation's
             conv = ctx.conversation
@@ -212,6 +225,14 @@ class MessageSource:
         self.format = fmt
         self._node: Any = None
         self._text: TextLike | None = None
+
+    @property
+    def message(self) -> Message:
+        """The message seen in this version (its ranges)."""
+        m = self._message
+        if m is None:
+            m = self._message = self._views[self._index]
+        return m
 
     @property
     def node(self) -> Any:  # SNode | None
@@ -792,7 +813,7 @@ class _Run:
         self.message_runs += len(todo)
         for i in todo:
             m = msgs[i]
-            made = list(check(source(views[i], ctx, fmt), *values))
+            made = list(check(source(None, ctx, fmt, m, views, i), *values))
             done[id(m)] = m
             if made:
                 found[id(m)] = (i, m, [self._keep(d, i) for d in made])

@@ -380,10 +380,9 @@ def tool_call_in_text(
     ```
     The fix (JSON and JSONL documents) moves the call into `tool_calls`.
     """
-    m = src.message
-    if not tools.declared or m.role is not Role.ASSISTANT:
+    if not tools.declared or src.stored.role is not Role.ASSISTANT:
         return
-    calls = text_calls(m, tools.definitions)
+    calls = text_calls(src.stored, tools.definitions)  # (of the message alone)
     if calls:
         spans = decoded_spans(src)
         for call in calls:
@@ -432,7 +431,7 @@ def tool_call_markup_in_text(src: AssistantMessage, tools: Tools) -> Iterator[Di
      "content": "<tool_call>{\\"name\\": \\"get_weather\\", \\"arguments\\": {}}</tool_call>"}
     ```
     """
-    m = src.message
+    m = src.stored  # (no positions are read but for a finding)
     if tools.declared or (
         m.role is not Role.ASSISTANT
         or ("<tool_call>" not in m.content and "<|python_tag|>" not in m.content)
