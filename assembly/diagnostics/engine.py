@@ -654,7 +654,6 @@ class _Run:
         self._first_change: int | bool | None = False  # False: not computed yet
         self._where: dict[int, int] | None = None  # id(stored message) → its index
         self._msg_ids: list[int] | None = None  # id(stored message) by index
-        self._msg_roles: list[Role] | None = None  # their roles
         self._off: tuple[frozenset[int], list[int]] | None = None
         self.whole = dataclasses.replace(ctx, memo=cache.memo)
         self.late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
@@ -801,7 +800,7 @@ class _Run:
             todo = sorted({*todo, *(j for j in again if j is not None and j in branch.indexes)})
         source: type[MessageSource] = rule_kind(rule)[1][0]
         if source.role is not None:  # the others are not the rule's: done without it
-            mine = list(map(source.role.__eq__, map(self._roles().__getitem__, todo)))
+            mine = list(map(source.role.__eq__, map(_ROLE, map(msgs.__getitem__, todo))))
             others = list(map(msgs.__getitem__, itertools.compress(todo, map(operator.not_, mine))))
             done.update(zip(map(id, others), others, strict=True))
             if found:
@@ -842,12 +841,6 @@ class _Run:
         if hit is None or hit[0] is not on:
             hit = self._off = (on, list(itertools.filterfalse(on.__contains__, range(n))))
         return hit[1]
-
-    def _roles(self) -> list[Role]:
-        """The role of each stored message of this version (made once per run)."""
-        if self._msg_roles is None:
-            self._msg_roles = list(map(_ROLE, self.msgs))
-        return self._msg_roles
 
     def _ids(self) -> list[int]:
         """``id`` of each stored message of this version (made once per run)."""
