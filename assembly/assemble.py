@@ -2011,7 +2011,8 @@ class _Pipeline:
         earlier turn's tool result answers (None unless it is replaced), ``turn_images``
         the project images riding on the last user message."""
         if m.role is Role.USER:
-            out.extend(self._injected_files(m, meta))
+            if m.files:
+                out.extend(self._injected_files(m, meta))
             extra = self.conv.additional_context
             if is_last_user and extra is not None and extra.content:
                 # Onyx's additional context: a user message after the current message's
@@ -2025,11 +2026,12 @@ class _Pipeline:
                     m.file_id,
                     _FileMeta(m.file_id, m.filename or "unknown", len(m.content)),
                 )
-            stored = m
-            images = stored.images + tuple(
-                Image(f.file_id, f.range, f.token_count) for f in stored.files if f.kind == "image"
-            )
-            image_tokens = sum(img.token_count or 0 for img in images)
+            images = m.images
+            if m.files:
+                images += tuple(
+                    Image(f.file_id, f.range, f.token_count) for f in m.files if f.kind == "image"
+                )
+            image_tokens = sum(img.token_count or 0 for img in images) if images else 0
             if is_last_user:
                 # Project images ride on the last user message, after its own images;
                 # their tokens are not counted here (reference §4 step 4).
@@ -2049,6 +2051,9 @@ class _Pipeline:
                     image_tokens=image_tokens,
                 )
             )
+        elif m.role is Role.ASSISTANT and not m.tool_calls:  # (most messages: no calls)
+            tokens = m.token_count if m.token_count is not None else self.tok.count(m.content)
+            out.append(LlmMessage(m.id, "assistant", m.content, tokens, source=m))
         elif m.role is Role.ASSISTANT:
             calls = tuple(
                 CallOut(c.id, c.name, c.arguments if c.arguments is not None else c.arguments_text)
