@@ -125,23 +125,12 @@ class Source:
         self.changed = changed
         self.cache = cache
 
-    def per_message(
-        self,
-        kind: str,
-        make: Callable[[Message], Any],
-        might: Callable[[Sequence[Message]], Iterable[object]] | None = None,
-    ) -> list[Any]:
+    def per_message(self, kind: str, make: Callable[[Message], Any]) -> list[Any]:
         """``[make(m) for m in messages]`` (the stored messages), computed only for those
-        that are new since the last run (the others' values are kept, by ``kind``).
-        ``might``: a truth value per message, false only where ``make`` gives None (a
-        pass at C speed that spares the call for most messages of a first run)."""
+        that are new since the last run (the others' values are kept, by ``kind``)."""
         prev = self.cache._facts.get(kind)
         msgs = self.messages
-        if (prev is None or self.changed is None) and might is not None:
-            values = [None] * len(msgs)
-            for i in itertools.compress(itertools.count(), might(msgs)):
-                values[i] = make(msgs[i])
-        elif prev is None or self.changed is None:
+        if prev is None or self.changed is None:
             values = list(map(make, msgs))
         elif self.cache._moved:  # messages came or went: the others' values move with them
             values = self.cache.moved_values(prev)

@@ -15,7 +15,7 @@ import itertools
 import json
 import operator
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -402,7 +402,7 @@ class FileMentions:
 
 @query
 def file_mentions(src: Source) -> FileMentions:
-    of = src.per_message("file mentions", _mentions, _may_mention)
+    of = src.per_message("file mentions", _mentions)
     named = src.indexes(
         "file mentions: named",
         lambda idx: map(operator.is_not, map(of.__getitem__, idx), itertools.repeat(None)),
@@ -531,18 +531,6 @@ def _mentions(m: Message) -> dict[int, str | tuple[str, int, int]] | None:
         return res or None
     refs = file_refs(m)
     return dict(enumerate(refs)) if refs else None
-
-
-def _may_mention(msgs: Sequence[Message]) -> Iterator[bool]:
-    """For each message, whether ``_mentions`` may find something in it (makes calls, or
-    writes ``file_id``), at C speed."""
-    calls = map(bool, map(_TOOL_CALLS, msgs))
-    writes = map(operator.contains, map(_CONTENT, msgs), itertools.repeat("file_id"))
-    return map(operator.or_, calls, writes)
-
-
-_TOOL_CALLS = operator.attrgetter("tool_calls")
-_CONTENT = operator.attrgetter("content")
 
 
 def _read_file_id(call: ToolCall) -> str | None:
