@@ -826,6 +826,10 @@ class _Lazy:
 
     def fill(self, a: int, b: int, make: Callable[[int], Any]) -> None:
         filled, items = self.filled, self.items
+        if a < b and filled.find(1, a, b) == -1:  # none made yet (an open): in one pass
+            items[a:b] = map(make, range(a, b))
+            filled[a:b] = b"\x01" * (b - a)
+            return
         p = filled.find(0, a, b)
         while p != -1:
             items[p] = make(p)
@@ -1602,7 +1606,8 @@ class _Pipeline:
         h.hist = hist
         h.stored = gather(prev.stored if prev else None, stored_tokens)
         h.cost = gather(
-            prev.cost if prev and same_cost else None, lambda x: _replay_cost(x, marker)
+            prev.cost if prev and same_cost else None,
+            _LLM_TOKENS if marker is None else lambda x: _replay_cost(x, marker),
         )
         h.prefix = list(itertools.accumulate(h.cost, initial=0))
         # A reused unit is not the summary node unless the summary is the same object.
@@ -3075,6 +3080,9 @@ def _past_tool_result(tool_name: str, content: str) -> str:
     return content if content else texts.TOOL_RESULT_PLACEHOLDER
 
 
+_LLM_TOKENS = operator.attrgetter("tokens")  # ``_replay_cost`` without a marker, at C speed
+
+
 def _replay_cost(m: LlmMessage, marker: int | None) -> int:
     if marker is None or m.kind != "user" or not m.images:
         return m.tokens
@@ -3230,10 +3238,18 @@ def _without(items: Sequence[Any], a: int, b: int, holes: Sequence[int]) -> list
     return res
 
 
-def _summary_entry(h: LlmMessage) -> dict[str, Any] | None:
+def _summary_entry(m: LlmMessage) -> dict[str, Any] | None:
     """A history message as the summarization request shows it, or None."""
-    res = _for_summary([h])
-    return res[0] if res else None
+    if not m.text:  # only empty text is skipped (compression.py:276)
+        return None
+    if m.kind == "assistant" and m.tool_calls:
+        names = ", ".join(c.name for c in m.tool_calls)
+        return {"role": "assistant", "content": f"[Used tools: {names}]"}
+    if m.kind == "assistant":
+        return {"role": "assistant", "content": m.text}
+    if m.kind == "user":
+        return {"role": "user", "content": m.text}
+    return None
 
 
 def _assistant_message(m: LlmMessage, *, ollama: bool) -> dict[str, Any]:
@@ -3271,7 +3287,8 @@ def _args_json(args: dict[str, Any] | str) -> str:
 def _summarization_request_of(
     older: Iterable[dict[str, Any]], recent: Iterable[dict[str, Any]], summary: Message | None
 ) -> tuple[dict[str, Any], ...]:
-    """The summarization request around the older and recent messages' ``_for_summary``."""
+    """The summarization request around the older and recent messages' entries
+    (``_summary_entry``)."""
     system = texts.SUMMARIZATION_PROMPT
     if summary is not None:
         system += texts.EXISTING_SUMMARY.format(summary=summary.content)
@@ -3284,18 +3301,3 @@ def _summarization_request_of(
     )
     out.append({"role": "user", "content": final})
     return tuple(out)
-
-
-def _for_summary(msgs: list[LlmMessage]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for m in msgs:
-        if not m.text:  # only empty text is skipped (compression.py:276)
-            continue
-        if m.kind == "assistant" and m.tool_calls:
-            names = ", ".join(c.name for c in m.tool_calls)
-            out.append({"role": "assistant", "content": f"[Used tools: {names}]"})
-        elif m.kind == "assistant":
-            out.append({"role": "assistant", "content": m.text})
-        elif m.kind == "user":
-            out.append({"role": "user", "content": m.text})
-    return out
