@@ -165,6 +165,7 @@ REQUEST_BODY_KEYS = frozenset(
     }
 )
 _IGNORE_KEY = "promptls-ignore"
+_KNOWN_MESSAGE_KEYS = frozenset(_MESSAGE_KEYS | LOG_MESSAGE_KEYS)
 
 
 def format_for_path(path: str) -> DocFormat | None:
@@ -725,13 +726,17 @@ class Reader:
         if not node.is_object:
             self.error("a message must be an object with a `role`", node.range)
             return None
-        for m in node.members:
-            if m.key not in _MESSAGE_KEYS and m.key not in LOG_MESSAGE_KEYS:
-                rng = resolve(m.key_range, self.base)
-                self.unknown_message_keys.setdefault(m.key, []).append(rng)
-                if self._log is not None:
-                    self._log.append((m.key, rng.start - self.base, rng.end - self.base))
-        get = node.fields().get  # (a dozen look-ups: the table's own, not a call each)
+        # The table of the message's keys: each look-up below is the table's own, not a
+        # call each, and a key it lacks is known without the helper that reads it.
+        fields = node.fields()
+        if not _KNOWN_MESSAGE_KEYS.issuperset(fields):
+            for m in node.members:
+                if m.key not in _KNOWN_MESSAGE_KEYS:
+                    rng = resolve(m.key_range, self.base)
+                    self.unknown_message_keys.setdefault(m.key, []).append(rng)
+                    if self._log is not None:
+                        self._log.append((m.key, rng.start - self.base, rng.end - self.base))
+        get = fields.get
         role_node = get("role")
         if role_node is None:
             self.error("message has no `role`: it is left out", head(node))
@@ -764,7 +769,7 @@ class Reader:
                 msg_id = str(id_node.value)
             else:
                 self.error("message `id` must be a non-empty string or an integer", id_node.range)
-        content, content_range, images = self._content(node)
+        content, content_range, images = self._content(get("content"))
         parent_node = get("parent")
         parent = None
         if parent_node is not None and parent_node.kind != "null":
@@ -774,7 +779,11 @@ class Reader:
                 parent = str(parent_node.value)
             else:
                 self.error("`parent` must be a message id", parent_node.range)
-        tool_calls = self._tool_calls(node, role, msg_id)
+        tool_calls = (
+            self._tool_calls(node, role, msg_id)
+            if "tool_calls" in fields or "function_call" in fields
+            else ()
+        )
         tcid_node = get("tool_call_id")
         tool_call_id = None
         if tcid_node is None and role is Role.TOOL:
@@ -797,8 +806,11 @@ class Reader:
                     for f in (self._file(i, "file", allow_path=False) for i in files_node.items)
                     if f
                 )
-        file_id = self._string(node, "file_id", what="message", required=False)
-        filename = self._string(node, "filename", what="message", required=False)
+        file_id = filename = None
+        if "file_id" in fields:
+            file_id = self._string(node, "file_id", what="message", required=False)
+        if "filename" in fields:
+            filename = self._string(node, "filename", what="message", required=False)
         if file_id is not None and role is not Role.USER:
             fid_node = get("file_id")
             assert fid_node is not None
@@ -820,7 +832,11 @@ class Reader:
             self.error(
                 "`summarizes_through` belongs on a message with role `summary`", st_node.range
             )
-        ignore = self._ignore_list(node)
+        ignore = self._ignore_list(node) if _IGNORE_KEY in fields else ()
+        name = (
+            self._string(node, "name", what="message", required=False) if "name" in fields else None
+        )
+        token_count = self._token_count(node) if "token_count" in fields else None
         return Message(
             id=msg_id,
             role=role,
@@ -835,11 +851,11 @@ class Reader:
             tool_calls=tool_calls,
             tool_call_id=tool_call_id,
             tool_call_id_range=tcid_node.range if tcid_node is not None else None,
-            name=self._string(node, "name", what="message", required=False),
+            name=name,
             file_id=file_id,
             filename=filename,
             files=files,
-            token_count=self._token_count(node),
+            token_count=token_count,
             summarizes_through=summarizes_through,
             summarizes_through_range=st_node.range if st_node is not None else None,
             ignore=ignore,
@@ -856,8 +872,8 @@ class Reader:
         self.error("`tool_call_ids` must name exactly one tool call", ids.range)
         return None
 
-    def _content(self, node: SNode) -> tuple[str, TextRange | None, tuple[Image, ...]]:
-        c = node.get("content")
+    def _content(self, c: SNode | None) -> tuple[str, TextRange | None, tuple[Image, ...]]:
+        """A message's content (its ``content`` value, None when it has none)."""
         if c is None or c.kind == "null":
             return "", c.range if c is not None else None, ()
         if c.is_string:

@@ -146,21 +146,23 @@ def message_marks(node: SNode) -> tuple[tuple[str, str], ...]:
     if node.kind != "object":
         return ()
     marks: list[tuple[str, str]] = []
-    item_type = node.get("type")
+    fields = node.fields()  # (one table for the look-ups; a key it lacks has no mark)
+    item_type = fields.get("type")
     if item_type is not None and item_type.kind == "string":
         mark = _ITEM_MARKS.get(item_type.value)
         if mark is not None:
             marks.append(mark)
-    role = node.get("role")
+    role = fields.get("role")
     if role is not None and role.kind == "string":
         mark = _ROLE_MARKS.get(role.value)
         if mark is not None:
             marks.append(mark)
-    for m in node.members:
-        mark = _KEY_MARKS.get(m.key)
-        if mark is not None:
-            marks.append(mark)
-    content = node.get("content")
+    if not _KEY_MARKS.keys().isdisjoint(fields):
+        for m in node.members:
+            mark = _KEY_MARKS.get(m.key)
+            if mark is not None:
+                marks.append(mark)
+    content = fields.get("content")
     if content is not None and content.kind == "array":
         for part in content.items:
             marks.extend(_part_marks(part))
