@@ -108,6 +108,7 @@ LOG_MESSAGE_KEYS = frozenset(
 # The roles read as another one: OpenAI's ``developer`` (the system role of o-series and
 # GPT-5 requests) is a system message, the legacy ``function`` role a tool response.
 ROLE_ALIASES: dict[str, Role] = {"developer": Role.SYSTEM, "function": Role.TOOL}
+_ROLES: dict[str, Role] = {r.value: r for r in Role}
 # A chat-completions request body (or a fine-tuning / eval record) is a conversation:
 # ``messages``, ``tools`` and ``model`` are read (``functions``, the legacy tool list, as
 # tools); the other documented request fields are accepted silently: OpenAI chat
@@ -723,7 +724,8 @@ class Reader:
         return msg
 
     def _message(self, node: SNode, index: int) -> Message | None:
-        if not node.is_object:
+        # (``kind ==`` rather than the ``is_…`` properties here: a call each, per message)
+        if node.kind != "object":
             self.error("a message must be an object with a `role`", node.range)
             return None
         # The table of the message's keys: each look-up below is the table's own, not a
@@ -742,11 +744,12 @@ class Reader:
             self.error("message has no `role`: it is left out", head(node))
             return None
         written_role = None
-        try:
-            role = Role(role_node.value) if role_node.is_string else None
-        except ValueError:
-            role = ROLE_ALIASES.get(role_node.value)
-            written_role = role_node.value if role is not None else None
+        role = None
+        if role_node.kind == "string":
+            role = _ROLES.get(role_node.value)  # (not ``Role(…)``: two calls in ``enum``)
+            if role is None:
+                role = ROLE_ALIASES.get(role_node.value)
+                written_role = role_node.value if role is not None else None
         if role is None:
             roles = ", ".join(f"`{r.value}`" for r in Role)
             self.error(
@@ -757,13 +760,13 @@ class Reader:
         id_node = get("id")
         msg_id = str(index)
         if id_node is not None:
-            if id_node.is_string and id_node.value.startswith("$"):
+            if id_node.kind == "string" and id_node.value.startswith("$"):
                 self.error(
                     f"message id `{_clip(id_node.value)}`: ids starting with `$` are the "
                     "pipeline's own ($system, $reminder, …); the message's index is used",
                     id_node.range,
                 )
-            elif id_node.is_string and id_node.value:
+            elif id_node.kind == "string" and id_node.value:
                 msg_id = id_node.value
             elif id_node.kind == "number" and isinstance(id_node.value, int):
                 msg_id = str(id_node.value)
@@ -773,7 +776,7 @@ class Reader:
         parent_node = get("parent")
         parent = None
         if parent_node is not None and parent_node.kind != "null":
-            if parent_node.is_string or (
+            if parent_node.kind == "string" or (
                 parent_node.kind == "number" and isinstance(parent_node.value, int)
             ):
                 parent = str(parent_node.value)
@@ -789,7 +792,7 @@ class Reader:
         if tcid_node is None and role is Role.TOOL:
             tcid_node = self._tool_call_ids(node)
         if tcid_node is not None and tcid_node.kind != "null":
-            if tcid_node.is_string:
+            if tcid_node.kind == "string":
                 tool_call_id = tcid_node.value
             else:
                 self.error("`tool_call_id` must be a string", tcid_node.range)
@@ -798,7 +801,7 @@ class Reader:
         if files_node is not None:
             if role is not Role.USER:
                 self.error("only user messages carry uploaded `files`", files_node.range)
-            elif not files_node.is_array:
+            elif files_node.kind != "array":
                 self.error("`files` must be an array of files", files_node.range)
             else:
                 files = tuple(
@@ -824,7 +827,9 @@ class Reader:
                     "a summary needs `summarizes_through`: the id of the last summarized message",
                     role_node.range,
                 )
-            elif st_node.is_string or (st_node.kind == "number" and isinstance(st_node.value, int)):
+            elif st_node.kind == "string" or (
+                st_node.kind == "number" and isinstance(st_node.value, int)
+            ):
                 summarizes_through = str(st_node.value)
             else:
                 self.error("`summarizes_through` must be a message id", st_node.range)
@@ -865,7 +870,7 @@ class Reader:
     def _tool_call_ids(self, node: SNode) -> SNode | None:
         """SWE-agent writes a tool response's call id as ``tool_call_ids: [id]``."""
         ids = node.get("tool_call_ids")
-        if ids is None or not ids.is_array:
+        if ids is None or ids.kind != "array":
             return ids if ids is not None and ids.kind != "null" else None
         if len(ids.items) == 1:
             return ids.items[0]
@@ -876,25 +881,25 @@ class Reader:
         """A message's content (its ``content`` value, None when it has none)."""
         if c is None or c.kind == "null":
             return "", c.range if c is not None else None, ()
-        if c.is_string:
+        if c.kind == "string":
             return c.value, c.range, ()
-        if not c.is_array:
+        if c.kind != "array":
             self.error("`content` must be a string, null or an array of content parts", c.range)
             return "", c.range, ()
         texts: list[str] = []
         images: list[Image] = []
         for part in c.items:
-            if part.is_string:
+            if part.kind == "string":
                 texts.append(part.value)
                 continue
-            if not part.is_object:
+            if part.kind != "object":
                 self.error("a content part must be an object with a `type`", part.range)
                 continue
             ptype = part.get("type")
-            kind = ptype.value if ptype is not None and ptype.is_string else None
+            kind = ptype.value if ptype is not None and ptype.kind == "string" else None
             if kind == "text":
                 text = part.get("text")
-                if text is not None and text.is_string:
+                if text is not None and text.kind == "string":
                     texts.append(text.value)
                 else:
                     self.error("a text part needs a string `text`", part.range)
@@ -1123,11 +1128,13 @@ def _looks_like_path(value: str) -> bool:
     return "\n" not in value and value.strip().lower().endswith((".md", ".txt", ".prompt"))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class _MessageRead:
     """What reading one message node gave: the ``Message`` (None: left out), the findings
     (relative to the message's start), and the index its id was taken from (None: it has
-    its own id, read the same anywhere)."""
+    its own id, read the same anywhere).
+
+    Immutable by convention, like ``Message`` (one is made per message at an open)."""
 
     node: SNode
     index: int | None
