@@ -645,7 +645,11 @@ class Reader:
         they answer, in conversation order: a ``tool`` message with ``"tool_call_id": ""`` (or
         none) answers the oldest unanswered call whose id was made up; a legacy ``function``
         message answers the oldest unanswered legacy ``function_call`` of its name."""
-        if not any(_depends_on_neighbours(m) for m, _ in messages):
+        if not any(
+            _depends_on_neighbours(m)
+            for m, _ in messages
+            if m.tool_calls or m.role is Role.TOOL  # (else it cannot: no call each)
+        ):
             return tuple(messages)
         pending: list[ToolCall] = []
         res: list[tuple[Message, int]] = []

@@ -10,6 +10,7 @@ half, in tests/server/test_workspace.py.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import textwrap
 import time
@@ -359,6 +360,21 @@ def test_unknown_keys_are_warnings() -> None:
         warning unknown-key 1:63-1:71 `"colour"`: unknown message key `colour`: it is ignored
         """,  # noqa: E501
     )
+
+
+def test_a_read_message_is_a_value() -> None:
+    """``Message`` is not a frozen dataclass (its frozen ``__init__`` was a fifth of reading
+    a 10 MB conversation), but it is still equal and hashed by value: two reads of the same
+    text give equal messages with equal hashes, and a changed copy differs."""
+    text = '[{"id": "a", "role": "developer", "content": "x", "colour": 1}, {"role": "user"}]'
+    first = parse_conversation(text, DocFormat.JSON).message_data
+    second = parse_conversation(text, DocFormat.JSON).message_data
+    assert first == second and first[0] is not second[0]
+    assert {hash(m) for m in first} == {hash(m) for m in second}
+    assert len({*first, *second}) == 2
+    changed = dataclasses.replace(first[0], content="y")
+    assert changed != first[0] and first[0].content == "x"
+    assert first[0].written_role == "developer" and first[1].id == "1"
 
 
 # ------------------------------------------------------------------------------ settings
