@@ -108,6 +108,7 @@ LOG_MESSAGE_KEYS = frozenset(
 # The roles read as another one: OpenAI's ``developer`` (the system role of o-series and
 # GPT-5 requests) is a system message, the legacy ``function`` role a tool response.
 ROLE_ALIASES: dict[str, Role] = {"developer": Role.SYSTEM, "function": Role.TOOL}
+_ROLES: dict[str, Role] = {r.value: r for r in Role}
 # A chat-completions request body (or a fine-tuning / eval record) is a conversation:
 # ``messages``, ``tools`` and ``model`` are read (``functions``, the legacy tool list, as
 # tools); the other documented request fields are accepted silently: OpenAI chat
@@ -165,6 +166,7 @@ REQUEST_BODY_KEYS = frozenset(
     }
 )
 _IGNORE_KEY = "promptls-ignore"
+_KNOWN_MESSAGE_KEYS = frozenset(_MESSAGE_KEYS | LOG_MESSAGE_KEYS)
 
 
 def format_for_path(path: str) -> DocFormat | None:
@@ -643,7 +645,11 @@ class Reader:
         they answer, in conversation order: a ``tool`` message with ``"tool_call_id": ""`` (or
         none) answers the oldest unanswered call whose id was made up; a legacy ``function``
         message answers the oldest unanswered legacy ``function_call`` of its name."""
-        if not any(_depends_on_neighbours(m) for m, _ in messages):
+        if not any(
+            _depends_on_neighbours(m)
+            for m, _ in messages
+            if m.tool_calls or m.role is Role.TOOL  # (else it cannot: no call each)
+        ):
             return tuple(messages)
         pending: list[ToolCall] = []
         res: list[tuple[Message, int]] = []
@@ -722,26 +728,32 @@ class Reader:
         return msg
 
     def _message(self, node: SNode, index: int) -> Message | None:
-        if not node.is_object:
+        # (``kind ==`` rather than the ``is_…`` properties here: a call each, per message)
+        if node.kind != "object":
             self.error("a message must be an object with a `role`", node.range)
             return None
-        for m in node.members:
-            if m.key not in _MESSAGE_KEYS and m.key not in LOG_MESSAGE_KEYS:
-                rng = resolve(m.key_range, self.base)
-                self.unknown_message_keys.setdefault(m.key, []).append(rng)
-                if self._log is not None:
-                    self._log.append((m.key, rng.start - self.base, rng.end - self.base))
-        get = node.fields().get  # (a dozen look-ups: the table's own, not a call each)
+        # The table of the message's keys: each look-up below is the table's own, not a
+        # call each, and a key it lacks is known without the helper that reads it.
+        fields = node.fields()
+        if not _KNOWN_MESSAGE_KEYS.issuperset(fields):
+            for m in node.members:
+                if m.key not in _KNOWN_MESSAGE_KEYS:
+                    rng = resolve(m.key_range, self.base)
+                    self.unknown_message_keys.setdefault(m.key, []).append(rng)
+                    if self._log is not None:
+                        self._log.append((m.key, rng.start - self.base, rng.end - self.base))
+        get = fields.get
         role_node = get("role")
         if role_node is None:
             self.error("message has no `role`: it is left out", head(node))
             return None
         written_role = None
-        try:
-            role = Role(role_node.value) if role_node.is_string else None
-        except ValueError:
-            role = ROLE_ALIASES.get(role_node.value)
-            written_role = role_node.value if role is not None else None
+        role = None
+        if role_node.kind == "string":
+            role = _ROLES.get(role_node.value)  # (not ``Role(…)``: two calls in ``enum``)
+            if role is None:
+                role = ROLE_ALIASES.get(role_node.value)
+                written_role = role_node.value if role is not None else None
         if role is None:
             roles = ", ".join(f"`{r.value}`" for r in Role)
             self.error(
@@ -752,35 +764,39 @@ class Reader:
         id_node = get("id")
         msg_id = str(index)
         if id_node is not None:
-            if id_node.is_string and id_node.value.startswith("$"):
+            if id_node.kind == "string" and id_node.value.startswith("$"):
                 self.error(
                     f"message id `{_clip(id_node.value)}`: ids starting with `$` are the "
                     "pipeline's own ($system, $reminder, …); the message's index is used",
                     id_node.range,
                 )
-            elif id_node.is_string and id_node.value:
+            elif id_node.kind == "string" and id_node.value:
                 msg_id = id_node.value
             elif id_node.kind == "number" and isinstance(id_node.value, int):
                 msg_id = str(id_node.value)
             else:
                 self.error("message `id` must be a non-empty string or an integer", id_node.range)
-        content, content_range, images = self._content(node)
+        content, content_range, images = self._content(get("content"))
         parent_node = get("parent")
         parent = None
         if parent_node is not None and parent_node.kind != "null":
-            if parent_node.is_string or (
+            if parent_node.kind == "string" or (
                 parent_node.kind == "number" and isinstance(parent_node.value, int)
             ):
                 parent = str(parent_node.value)
             else:
                 self.error("`parent` must be a message id", parent_node.range)
-        tool_calls = self._tool_calls(node, role, msg_id)
+        tool_calls = (
+            self._tool_calls(node, role, msg_id)
+            if "tool_calls" in fields or "function_call" in fields
+            else ()
+        )
         tcid_node = get("tool_call_id")
         tool_call_id = None
         if tcid_node is None and role is Role.TOOL:
             tcid_node = self._tool_call_ids(node)
         if tcid_node is not None and tcid_node.kind != "null":
-            if tcid_node.is_string:
+            if tcid_node.kind == "string":
                 tool_call_id = tcid_node.value
             else:
                 self.error("`tool_call_id` must be a string", tcid_node.range)
@@ -789,7 +805,7 @@ class Reader:
         if files_node is not None:
             if role is not Role.USER:
                 self.error("only user messages carry uploaded `files`", files_node.range)
-            elif not files_node.is_array:
+            elif files_node.kind != "array":
                 self.error("`files` must be an array of files", files_node.range)
             else:
                 files = tuple(
@@ -797,8 +813,11 @@ class Reader:
                     for f in (self._file(i, "file", allow_path=False) for i in files_node.items)
                     if f
                 )
-        file_id = self._string(node, "file_id", what="message", required=False)
-        filename = self._string(node, "filename", what="message", required=False)
+        file_id = filename = None
+        if "file_id" in fields:
+            file_id = self._string(node, "file_id", what="message", required=False)
+        if "filename" in fields:
+            filename = self._string(node, "filename", what="message", required=False)
         if file_id is not None and role is not Role.USER:
             fid_node = get("file_id")
             assert fid_node is not None
@@ -812,7 +831,9 @@ class Reader:
                     "a summary needs `summarizes_through`: the id of the last summarized message",
                     role_node.range,
                 )
-            elif st_node.is_string or (st_node.kind == "number" and isinstance(st_node.value, int)):
+            elif st_node.kind == "string" or (
+                st_node.kind == "number" and isinstance(st_node.value, int)
+            ):
                 summarizes_through = str(st_node.value)
             else:
                 self.error("`summarizes_through` must be a message id", st_node.range)
@@ -820,65 +841,71 @@ class Reader:
             self.error(
                 "`summarizes_through` belongs on a message with role `summary`", st_node.range
             )
-        ignore = self._ignore_list(node)
+        ignore = self._ignore_list(node) if _IGNORE_KEY in fields else ()
+        name = (
+            self._string(node, "name", what="message", required=False) if "name" in fields else None
+        )
+        token_count = self._token_count(node) if "token_count" in fields else None
+        # Every field, in order, by position: with 22 keywords, matching the names took a
+        # sixth of reading a conversation (each keyword is looked for among the parameters).
         return Message(
-            id=msg_id,
-            role=role,
-            content=content,
-            range=node.range,
-            content_range=content_range,
-            id_range=id_node.range if id_node is not None else None,
-            role_range=role_node.range,
-            parent=parent,
-            parent_range=parent_node.range if parent_node is not None else None,
-            images=images,
-            tool_calls=tool_calls,
-            tool_call_id=tool_call_id,
-            tool_call_id_range=tcid_node.range if tcid_node is not None else None,
-            name=self._string(node, "name", what="message", required=False),
-            file_id=file_id,
-            filename=filename,
-            files=files,
-            token_count=self._token_count(node),
-            summarizes_through=summarizes_through,
-            summarizes_through_range=st_node.range if st_node is not None else None,
-            ignore=ignore,
-            written_role=written_role,
+            msg_id,  # id
+            role,
+            content,
+            node.range,  # range
+            content_range,
+            id_node.range if id_node is not None else None,  # id_range
+            role_node.range,  # role_range
+            parent,
+            parent_node.range if parent_node is not None else None,  # parent_range
+            images,
+            tool_calls,
+            tool_call_id,
+            tcid_node.range if tcid_node is not None else None,  # tool_call_id_range
+            name,
+            file_id,
+            filename,
+            files,
+            token_count,
+            summarizes_through,
+            st_node.range if st_node is not None else None,  # summarizes_through_range
+            ignore,
+            written_role,
         )
 
     def _tool_call_ids(self, node: SNode) -> SNode | None:
         """SWE-agent writes a tool response's call id as ``tool_call_ids: [id]``."""
         ids = node.get("tool_call_ids")
-        if ids is None or not ids.is_array:
+        if ids is None or ids.kind != "array":
             return ids if ids is not None and ids.kind != "null" else None
         if len(ids.items) == 1:
             return ids.items[0]
         self.error("`tool_call_ids` must name exactly one tool call", ids.range)
         return None
 
-    def _content(self, node: SNode) -> tuple[str, TextRange | None, tuple[Image, ...]]:
-        c = node.get("content")
+    def _content(self, c: SNode | None) -> tuple[str, TextRange | None, tuple[Image, ...]]:
+        """A message's content (its ``content`` value, None when it has none)."""
         if c is None or c.kind == "null":
             return "", c.range if c is not None else None, ()
-        if c.is_string:
+        if c.kind == "string":
             return c.value, c.range, ()
-        if not c.is_array:
+        if c.kind != "array":
             self.error("`content` must be a string, null or an array of content parts", c.range)
             return "", c.range, ()
         texts: list[str] = []
         images: list[Image] = []
         for part in c.items:
-            if part.is_string:
+            if part.kind == "string":
                 texts.append(part.value)
                 continue
-            if not part.is_object:
+            if part.kind != "object":
                 self.error("a content part must be an object with a `type`", part.range)
                 continue
             ptype = part.get("type")
-            kind = ptype.value if ptype is not None and ptype.is_string else None
+            kind = ptype.value if ptype is not None and ptype.kind == "string" else None
             if kind == "text":
                 text = part.get("text")
-                if text is not None and text.is_string:
+                if text is not None and text.kind == "string":
                     texts.append(text.value)
                 else:
                     self.error("a text part needs a string `text`", part.range)
@@ -1107,11 +1134,13 @@ def _looks_like_path(value: str) -> bool:
     return "\n" not in value and value.strip().lower().endswith((".md", ".txt", ".prompt"))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class _MessageRead:
     """What reading one message node gave: the ``Message`` (None: left out), the findings
     (relative to the message's start), and the index its id was taken from (None: it has
-    its own id, read the same anywhere)."""
+    its own id, read the same anywhere).
+
+    Immutable by convention, like ``Message`` (one is made per message at an open)."""
 
     node: SNode
     index: int | None

@@ -993,7 +993,10 @@ class JsonParser:
                 q = self.pos
                 end = self.end
                 if q < end and text[q] in _WS_CHARS:
-                    q = self.pos = ws(text, q, end).end()
+                    if text[q] == " " and q + 1 < end and text[q + 1] not in _WS_CHARS:
+                        q = self.pos = q + 1  # (the one space after a colon: no regex call)
+                    else:
+                        q = self.pos = ws(text, q, end).end()
                 e = -1
                 if q < end and text[q] == '"' and self.count < MAX_JSON_TOKENS and scan.strict:
                     try:

@@ -145,22 +145,34 @@ def message_marks(node: SNode) -> tuple[tuple[str, str], ...]:
     """The marks one message (or Responses item) carries: ``(family, what)`` pairs."""
     if node.kind != "object":
         return ()
+    fields = node.fields()  # (one table for the look-ups; a key it lacks has no mark)
+    if (
+        "type" not in fields
+        and _KEY_MARKS.keys().isdisjoint(fields)
+        and getattr(fields.get("content"), "kind", None) != "array"
+    ):
+        # The commonest message: its role is its only mark (one tuple per role, shared).
+        role = fields.get("role")
+        if role is not None and role.kind == "string":
+            return _ROLE_ONLY.get(role.value, ())
+        return ()
     marks: list[tuple[str, str]] = []
-    item_type = node.get("type")
+    item_type = fields.get("type")
     if item_type is not None and item_type.kind == "string":
         mark = _ITEM_MARKS.get(item_type.value)
         if mark is not None:
             marks.append(mark)
-    role = node.get("role")
+    role = fields.get("role")
     if role is not None and role.kind == "string":
         mark = _ROLE_MARKS.get(role.value)
         if mark is not None:
             marks.append(mark)
-    for m in node.members:
-        mark = _KEY_MARKS.get(m.key)
-        if mark is not None:
-            marks.append(mark)
-    content = node.get("content")
+    if not _KEY_MARKS.keys().isdisjoint(fields):
+        for m in node.members:
+            mark = _KEY_MARKS.get(m.key)
+            if mark is not None:
+                marks.append(mark)
+    content = fields.get("content")
     if content is not None and content.kind == "array":
         for part in content.items:
             marks.extend(_part_marks(part))
@@ -187,6 +199,7 @@ _ITEM_MARKS = {t: (_R, f"`{t}` items") for t in RESPONSES_ITEMS}
 _ROLE_MARKS = {r: (_O, f"role `{r}`") for r in _OPENAI_ROLES} | {
     r: (_P, f"role `{r}`") for r in _PROMPTLS_ROLES
 }
+_ROLE_ONLY = {r: (mark,) for r, mark in _ROLE_MARKS.items()}
 _KEY_MARKS = {k: (_O, f"`{k}`") for k in _OPENAI_KEYS} | {k: (_P, f"`{k}`") for k in _PROMPTLS_KEYS}
 # A part type in several families is the first's: Anthropic's, then Responses', then OpenAI's.
 _PART_MARKS = (

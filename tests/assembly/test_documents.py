@@ -10,6 +10,7 @@ half, in tests/server/test_workspace.py.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import textwrap
 import time
@@ -359,6 +360,77 @@ def test_unknown_keys_are_warnings() -> None:
         warning unknown-key 1:63-1:71 `"colour"`: unknown message key `colour`: it is ignored
         """,  # noqa: E501
     )
+
+
+def test_every_message_field_is_read_into_its_own_place() -> None:
+    """Each field a message can write lands in its own ``Message`` field, its range on its
+    own text (the reader builds a ``Message`` by position: a swap would show here)."""
+    text = (
+        '[{"id": "u1", "role": "user", "content": "hi", "parent": "p0", "name": "ann",'
+        ' "tool_call_id": "c9", "file_id": "f1", "filename": "a.txt", "token_count": 7,'
+        ' "files": [{"file_id": "f2", "filename": "b.txt", "content": "B"}],'
+        ' "promptls-ignore": "rule-x"},'
+        ' {"id": "s1", "role": "summary", "content": "sum", "summarizes_through": "u1"},'
+        ' {"role": "developer", "content": "dev"}]'
+    )
+    conv = parse_conversation(text, DocFormat.JSON)
+    user, summary, dev = conv.message_data
+    start = conv.starts[0]
+
+    def at(rng: object) -> str:
+        assert rng is not None
+        return text[start + rng.start : start + rng.end]  # type: ignore[attr-defined]
+
+    assert (user.id, user.role.value, user.content) == ("u1", "user", "hi")
+    assert (user.parent, user.name, user.tool_call_id) == ("p0", "ann", "c9")
+    assert (user.file_id, user.filename, user.token_count) == ("f1", "a.txt", 7)
+    assert [(f.file_id, f.filename, f.content) for f in user.files] == [("f2", "b.txt", "B")]
+    assert (user.ignore, user.images, user.tool_calls, user.written_role) == (
+        ("rule-x",),
+        (),
+        (),
+        None,
+    )
+    assert (at(user.range)[:7], at(user.content_range), at(user.id_range)) == (
+        '{"id": ',
+        '"hi"',
+        '"u1"',
+    )
+    assert (at(user.role_range), at(user.parent_range), at(user.tool_call_id_range)) == (
+        '"user"',
+        '"p0"',
+        '"c9"',
+    )
+    assert (summary.summarizes_through, summary.summarizes_through_range is not None) == (
+        "u1",
+        True,
+    )
+    assert (summary.parent_range, summary.tool_call_id_range, summary.token_count) == (
+        None,
+        None,
+        None,
+    )
+    assert (dev.role.value, dev.written_role, dev.id, dev.content) == (
+        "system",
+        "developer",
+        "2",
+        "dev",
+    )
+
+
+def test_a_read_message_is_a_value() -> None:
+    """``Message`` is not a frozen dataclass (its frozen ``__init__`` was a fifth of reading
+    a 10 MB conversation), but it is still equal and hashed by value: two reads of the same
+    text give equal messages with equal hashes, and a changed copy differs."""
+    text = '[{"id": "a", "role": "developer", "content": "x", "colour": 1}, {"role": "user"}]'
+    first = parse_conversation(text, DocFormat.JSON).message_data
+    second = parse_conversation(text, DocFormat.JSON).message_data
+    assert first == second and first[0] is not second[0]
+    assert {hash(m) for m in first} == {hash(m) for m in second}
+    assert len({*first, *second}) == 2
+    changed = dataclasses.replace(first[0], content="y")
+    assert changed != first[0] and first[0].content == "x"
+    assert first[0].written_role == "developer" and first[1].id == "1"
 
 
 # ------------------------------------------------------------------------------ settings
