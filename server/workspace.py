@@ -15,7 +15,7 @@ import datetime as dt
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from assembly.diagnostics import Diagnostic, Severity
 from assembly.host import (
@@ -35,10 +35,15 @@ from assembly.settings import SettingsLayer
 from assembly.text import TextRange
 from assembly.tokens import Tokenizer
 from server import files, precount
-from server.config import editor_layer, find_config
+from server.config import ConfigFile, editor_layer, find_config
 from server.tokenizers import TokenizerLoad, load_tokenizer
 
 MAX_FILE_BYTES = files.MAX_FILE_BYTES
+
+# ``settings_file``'s default: the settings file is looked up above the document. A caller
+# that analyses many documents of a folder (``promptls lint``) looks it up once a folder
+# and passes what it found (None: there is none), so the file is read and parsed once.
+LOOK_UP: Final = "look up"
 
 
 def find_root(path: Path) -> Path:
@@ -91,6 +96,7 @@ def analyze(
     pending: precount.PendingCounts | None = None,
     host: AnalysisHost | None = None,
     edit: Edit | None = None,
+    settings_file: ConfigFile | Literal["look up"] | None = LOOK_UP,
 ) -> Analysis:
     """Read, configure, assemble and check one conversation document.
 
@@ -102,6 +108,8 @@ def analyze(
     is a counting child the caller started already (``precount.start_early``).
     ``host`` holds the document's previous analysis (``AnalysisHost.apply_change``, with
     ``edit`` the change since; None: compared), else the document is analysed afresh.
+    ``settings_file``: the settings file above the document, when the caller found it
+    (``find_config(path.parent, root)``); by default it is looked up.
     """
     path = path.absolute()
     root = (root or find_root(path)).resolve()
@@ -111,7 +119,7 @@ def analyze(
         text, read_diags = read_text(path)
         diags.extend(read_diags)
         unreadable = any(d.code != "syntax-error" for d in read_diags)
-    layers, others = _config_layers(path, root, editor_settings, diags)
+    layers, others = _config_layers(path, root, editor_settings, diags, settings_file)
     inputs = Inputs(
         path=path,
         today=today or dt.date.today(),
@@ -148,15 +156,17 @@ def analyze_prompt(
     select: Collection[str] | None = None,
     ignore: Collection[str] = (),
     user_tools: Collection[str] | None = None,
+    settings_file: ConfigFile | Literal["look up"] | None = LOOK_UP,
 ) -> PromptAnalysis:
-    """Read and check a ``*.prompt.md`` template on its own (``assembly.host.analyze_prompt``)."""
+    """Read and check a ``*.prompt.md`` template on its own (``assembly.host.analyze_prompt``);
+    ``settings_file`` as for ``analyze``."""
     path = path.absolute()
     root = (root or find_root(path)).resolve()
     diags: list[Diagnostic] = []
     if text is None:
         text, read_diags = read_text(path)
         diags.extend(read_diags)
-    layers, others = _config_layers(path, root, editor_settings, diags)
+    layers, others = _config_layers(path, root, editor_settings, diags, settings_file)
     inputs = Inputs(
         path=path,
         today=dt.date.today(),
@@ -225,12 +235,17 @@ def _clip(s: str, n: int = 120) -> str:
 
 
 def _config_layers(
-    path: Path, root: Path, editor_settings: Mapping[str, Any] | None, diags: list[Diagnostic]
+    path: Path,
+    root: Path,
+    editor_settings: Mapping[str, Any] | None,
+    diags: list[Diagnostic],
+    settings_file: ConfigFile | Literal["look up"] | None = LOOK_UP,
 ) -> tuple[list[SettingsLayer], dict[str, str]]:
-    """The settings file above ``path`` and the editor's settings, as layers."""
+    """The settings file above ``path`` (``settings_file`` when given) and the editor's
+    settings, as layers."""
     layers: list[SettingsLayer] = []
     others: dict[str, str] = {}
-    config = find_config(path.parent, root)
+    config = find_config(path.parent, root) if isinstance(settings_file, str) else settings_file
     if config is not None:
         others[str(config.path)] = config.text
         if config.layer is not None:

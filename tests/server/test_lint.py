@@ -581,6 +581,34 @@ def test_parallel_equals_sequential(tmp_path, capsys, monkeypatch):
         assert runs[0] == runs[1] == runs[2]
 
 
+@pytest.mark.parametrize("jobs", ["1", "3"])
+def test_a_settings_file_is_read_once_a_folder(tmp_path, capsys, monkeypatch, jobs):
+    """The documents of a folder share its settings file: found, read and parsed once (by
+    the walk, which reads its include/exclude, and once for the documents), and every
+    document is checked with it, in worker processes too."""
+    import server.config
+
+    settings = 'rules = { reminder-not-last = "error" }\n'
+    files = {f"d{i % 2}/c{i:02}.conv.yaml": REMINDER for i in range(20)}
+    _write(tmp_path, {**files, "promptls.toml": settings, "prompts/agent.prompt.md": TEMPLATE})
+    reads: list[Path] = []
+    read_config = server.config.read_config
+
+    def counted(path: Path) -> server.config.ConfigFile | None:
+        reads.append(path)
+        return read_config(path)
+
+    monkeypatch.setattr(server.config, "read_config", counted)
+    run = _lint(tmp_path, "--format", "json", "-j", jobs, capsys=capsys, mp=monkeypatch)
+    findings = json.loads(run.out)
+    assert sorted(f["file"] for f in findings if f["code"] == "reminder-not-last") == sorted(
+        files
+    )
+    assert {f["severity"] for f in findings if f["code"] == "reminder-not-last"} == {"error"}
+    # The walk of "." and each of the three folders (d0, d1, prompts): four reads, not 25.
+    assert reads == [tmp_path / "promptls.toml"] * 4
+
+
 # --- subprocess: the installed command ----------------------------------------------------
 
 

@@ -16,7 +16,7 @@ from assembly.host import PROMPT_SUFFIX
 from assembly.settings import Settings, resolve_settings
 from server import files as fileio
 from server.cli.lint.model import LintError, LintOptions, shown_path
-from server.config import find_config
+from server.config import ConfigFile, find_config
 
 # pathspec (30-60 ms to import) is imported where patterns are read: a `.gitignore`, the
 # `include`/`exclude` settings.
@@ -72,20 +72,38 @@ def is_document(name: str) -> bool:
     return lower.endswith(DOCUMENT_SUFFIXES)
 
 
-def check_configs(files: Iterable[Path], opts: LintOptions) -> None:
-    """Raise ``LintError`` for a settings file that cannot be read at all (TOML syntax).
+@dataclass(frozen=True, slots=True)
+class Folder:
+    """What the documents of one folder share: their workspace root and the settings file
+    above them (None: there is none), looked up once a folder, not once a document."""
+
+    root: Path
+    settings_file: ConfigFile | None
+
+
+def folders_of(files: Iterable[Path], opts: LintOptions) -> dict[Path, Folder]:
+    """Each folder of ``files`` with its root and settings file."""
+    res: dict[Path, Folder] = {}
+    for f in files:
+        folder = f.parent
+        if folder not in res:
+            root = root_for(folder, opts)
+            res[folder] = Folder(root, find_config(folder, root))
+    return res
+
+
+def check_configs(files: Iterable[Path], opts: LintOptions) -> dict[Path, Folder]:
+    """The folders of ``files`` (``folders_of``); raise ``LintError`` for a settings file
+    that cannot be read at all (TOML syntax).
 
     An invalid *value* is not a configuration error: it is an ``invalid-setting`` finding.
     """
-    seen: set[Path] = set()
-    for f in files:
-        folder = f.parent
-        if folder in seen:
-            continue
-        seen.add(folder)
-        config = find_config(folder, root_for(folder, opts))
+    folders = folders_of(files, opts)
+    for folder in folders.values():
+        config = folder.settings_file
         if config is not None and config.layer is None and config.error:
             raise LintError(f"{shown_path(str(config.path), opts.cwd)}: {config.error}")
+    return folders
 
 
 @dataclass(frozen=True, slots=True)

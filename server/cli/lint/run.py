@@ -8,7 +8,7 @@ import dataclasses
 import gc
 import multiprocessing
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -17,7 +17,7 @@ from typing import Any
 from assembly.diagnostics import from_exception
 from assembly.settings import Settings
 from assembly.text import LineIndex
-from server.cli.lint.discover import check_configs, discover, root_for
+from server.cli.lint.discover import Folder, check_configs, discover, folders_of
 from server.cli.lint.model import FileReport, Finding, LintOptions, LintResult
 from server.output import diagnostics_json, head_diagnostic_json
 from server.tokenizers import load_tokenizer
@@ -35,24 +35,28 @@ def lint(paths: Sequence[Path], opts: LintOptions, *, jobs: int | None = None) -
     """Discover the files under ``paths``, check their settings files, lint them."""
     notes: list[str] = []
     files = discover(paths, opts, notes=notes)
-    check_configs(files, opts)
-    return dataclasses.replace(merge(lint_files(files, opts, jobs=jobs)), notes=tuple(notes))
+    folders = check_configs(files, opts)
+    res = merge(lint_files(files, opts, jobs=jobs, folders=folders))
+    return dataclasses.replace(res, notes=tuple(notes))
 
 
 def lint_files(
-    files: Sequence[Path], opts: LintOptions, *, jobs: int | None = None
+    files: Sequence[Path],
+    opts: LintOptions,
+    *,
+    jobs: int | None = None,
+    folders: Mapping[Path, Folder] | None = None,
 ) -> list[FileReport]:
-    """Lint each file, in worker processes when there are many; reports in file order."""
-    roots: dict[Path, Path] = {}  # a file's root is its folder's: looked up once a folder
-    work = []
-    for f in files:
-        root = roots.get(f.parent)
-        if root is None:
-            root = roots[f.parent] = root_for(f.parent, opts)
-        work.append((f, root))
+    """Lint each file, in worker processes when there are many; reports in file order.
+
+    A file's root and settings file are its folder's (``folders``, else looked up here):
+    found, read and parsed once a folder, not once a file."""
+    table = dict(folders or {})
+    table.update(folders_of([f for f in files if f.parent not in table], opts))
+    work = [(f, table[f.parent]) for f in files]
     n_workers = _n_workers(len(work), jobs)
     if n_workers <= 1:
-        return [lint_file(f, root, opts) for f, root in work]
+        return [lint_file(f, folder, opts) for f, folder in work]
     # Load the default model's encoding once here: forked workers inherit it instead of
     # each loading it. Another one (cl100k_base for Claude, say) is loaded by the workers
     # whose files need it, in parallel: as fast, and no memory where none does.
@@ -72,7 +76,7 @@ def lint_files(
     except BrokenProcessPool:
         # A worker died (killed, out of memory, a crash in a C extension): the files not
         # reported yet are linted again one process each, so only the culprit is lost.
-        reports.extend(_lint_isolated(f, root, opts) for f, root in work[len(reports) :])
+        reports.extend(_lint_isolated(f, folder, opts) for f, folder in work[len(reports) :])
     return reports
 
 
@@ -92,22 +96,22 @@ def _batches(n_files: int, n_workers: int) -> Iterator[tuple[int, int]]:
         start += size
 
 
-def _lint_batch(batch: Sequence[tuple[Path, Path]], opts: LintOptions) -> list[FileReport]:
-    return [lint_file(f, root, opts) for f, root in batch]
+def _lint_batch(batch: Sequence[tuple[Path, Folder]], opts: LintOptions) -> list[FileReport]:
+    return [lint_file(f, folder, opts) for f, folder in batch]
 
 
 _FORK = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
 
 
-def _lint_isolated(path: Path, root: Path, opts: LintOptions) -> FileReport:
+def _lint_isolated(path: Path, folder: Folder, opts: LintOptions) -> FileReport:
     try:
         with ProcessPoolExecutor(1, mp_context=_FORK) as pool:
-            return pool.submit(lint_file, path, root, opts).result()
+            return pool.submit(lint_file, path, folder, opts).result()
     except BrokenProcessPool as exc:
         return _internal_error_report(path, exc, during="linting (the worker process died)")
 
 
-def lint_file(path: Path, root: Path, opts: LintOptions) -> FileReport:
+def lint_file(path: Path, folder: Folder, opts: LintOptions) -> FileReport:
     """Analyze one file (a ``*.md`` as a prompt template, anything else as a conversation).
 
     Never raises: an unexpected exception is an ``internal-error`` finding at the head of
@@ -118,7 +122,7 @@ def lint_file(path: Path, root: Path, opts: LintOptions) -> FileReport:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _lint_file(path, root, opts)
+        return _lint_file(path, folder, opts)
     except Exception as exc:  # a bug in promptls: one finding, not a traceback
         return _internal_error_report(path, exc, during="linting")
     finally:
@@ -138,15 +142,16 @@ def _internal_error_report(path: Path, exc: BaseException, *, during: str) -> Fi
     return FileReport(path=str(path), n_bytes=0, findings=(Finding(obj),))
 
 
-def _lint_file(path: Path, root: Path, opts: LintOptions) -> FileReport:
+def _lint_file(path: Path, folder: Folder, opts: LintOptions) -> FileReport:
     select, ignore = opts.select, opts.ignore
+    root, config = folder.root, folder.settings_file
     if path.name.lower().endswith(".md"):
-        prompt = analyze_prompt(path, root=root, select=select, ignore=ignore)
+        prompt = analyze_prompt(path, root=root, select=select, ignore=ignore, settings_file=config)
         texts = {str(prompt.path): prompt.text, **prompt.other_texts}
         objs = diagnostics_json(prompt, display_path=str(prompt.path))
         deps: tuple[str, ...] = ()
     else:
-        conv = analyze(path, root=root, select=select, ignore=ignore)
+        conv = analyze(path, root=root, select=select, ignore=ignore, settings_file=config)
         texts = {str(conv.path): conv.text, **conv.other_texts}
         objs = diagnostics_json(conv, display_path=str(conv.path))
         deps = tuple(str(d) for d in conv.dependencies)

@@ -35,9 +35,9 @@ def watch(
     def relint(changed: set[Path] | None) -> None:
         notes: list[str] = []
         files = discover(paths, opts, notes=notes)
-        check_configs(files, opts)
+        folders = check_configs(files, opts)
         todo = _affected(files, reports, changed)
-        for r in lint_files(todo, opts, jobs=jobs):
+        for r in lint_files(todo, opts, jobs=jobs, folders=folders):
             reports[r.path] = r
         names = {str(f) for f in files}
         for stale in set(reports) - names:
