@@ -601,9 +601,7 @@ def test_a_settings_file_is_read_once_a_folder(tmp_path, capsys, monkeypatch, jo
     monkeypatch.setattr(server.config, "read_config", counted)
     run = _lint(tmp_path, "--format", "json", "-j", jobs, capsys=capsys, mp=monkeypatch)
     findings = json.loads(run.out)
-    assert sorted(f["file"] for f in findings if f["code"] == "reminder-not-last") == sorted(
-        files
-    )
+    assert sorted(f["file"] for f in findings if f["code"] == "reminder-not-last") == sorted(files)
     assert {f["severity"] for f in findings if f["code"] == "reminder-not-last"} == {"error"}
     # The walk of "." and each of the three folders (d0, d1, prompts): four reads, not 25.
     assert reads == [tmp_path / "promptls.toml"] * 4
