@@ -607,6 +607,35 @@ def test_a_settings_file_is_read_once_a_folder(tmp_path, capsys, monkeypatch, jo
     assert reads == [tmp_path / "promptls.toml"] * 4
 
 
+def test_workers_inherit_the_encoding_the_settings_file_asks_for(tmp_path, capsys, monkeypatch):
+    """Before forking its workers, lint loads the encodings the folders' settings files
+    name (the default model's only for a folder without one), and counts with them."""
+    import server.cli.lint.run  # noqa: F401 (the module, not the package's ``run``)
+
+    lint_run = sys.modules["server.cli.lint.run"]
+    files = {f"c{i:02}.conv.yaml": REMINDER for i in range(20)}
+    settings = 'model = "gpt-4"\nrules = { reminder-not-last = "error" }\n'
+    _write(
+        tmp_path / "a", {**files, "promptls.toml": settings, "prompts/agent.prompt.md": TEMPLATE}
+    )
+    _write(tmp_path / "b", {"x.conv.yaml": REMINDER, "prompts/agent.prompt.md": TEMPLATE})
+    loaded: list[str] = []
+    load = lint_run.load_tokenizer
+
+    def recorded(encoding: str | None = None, *, model: str | None = None) -> object:
+        res = load(encoding, model=model)
+        loaded.append(res.requested)
+        return res
+
+    monkeypatch.setattr(lint_run, "load_tokenizer", recorded)
+    run = _lint(tmp_path / "a", "--format", "json", "-j", "2", capsys=capsys, mp=monkeypatch)
+    assert loaded == ["cl100k_base"]
+    assert len([f for f in json.loads(run.out) if f["code"] == "reminder-not-last"]) == 20
+    loaded.clear()
+    _lint(tmp_path, "--format", "json", "-j", "2", "a", "b", capsys=capsys, mp=monkeypatch)
+    assert sorted(loaded) == ["cl100k_base", "o200k_base"]
+
+
 # --- subprocess: the installed command ----------------------------------------------------
 
 

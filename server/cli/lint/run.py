@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from assembly.diagnostics import from_exception
-from assembly.settings import Settings
+from assembly.settings import Settings, resolve_settings
 from assembly.text import LineIndex
 from server.cli.lint.discover import Folder, check_configs, discover, folders_of
 from server.cli.lint.model import FileReport, Finding, LintOptions, LintResult
@@ -57,10 +57,13 @@ def lint_files(
     n_workers = _n_workers(len(work), jobs)
     if n_workers <= 1:
         return [lint_file(f, folder, opts) for f, folder in work]
-    # Load the default model's encoding once here: forked workers inherit it instead of
-    # each loading it. Another one (cl100k_base for Claude, say) is loaded by the workers
-    # whose files need it, in parallel: as fast, and no memory where none does.
-    load_tokenizer(model=Settings().model)
+    # Load here the encodings the folders' settings files ask for (the default model's
+    # where a folder has none): forked workers inherit them instead of each loading them.
+    # Another one a document's own settings pick (cl100k_base for Claude, say) is loaded
+    # by the workers whose files need it, in parallel: as fast, and no memory where none
+    # does.
+    for settings in _folder_settings(table.values()):
+        load_tokenizer(settings.encoding, model=settings.model)
     # What the workers inherit is never scanned by their collections (nor written to by
     # them: copy-on-write pages stay shared).
     gc.freeze()
@@ -78,6 +81,16 @@ def lint_files(
         # reported yet are linted again one process each, so only the culprit is lost.
         reports.extend(_lint_isolated(f, folder, opts) for f, folder in work[len(reports) :])
     return reports
+
+
+def _folder_settings(folders: Iterable[Folder]) -> list[Settings]:
+    """The settings each distinct settings file of ``folders`` gives (invalid values left
+    at their defaults, as the analysis does), and the defaults for a folder without one."""
+    files = {f.settings_file.path if f.settings_file else None: f.settings_file for f in folders}
+    return [
+        resolve_settings([c.layer])[0] if c is not None and c.layer is not None else Settings()
+        for c in files.values()
+    ]
 
 
 MAX_BATCH = 16  # files a worker is handed at once
