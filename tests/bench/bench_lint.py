@@ -160,7 +160,7 @@ def _instructions(
     for label, checkout in checkouts:
         # Untimed, the sample once: every module it imports is compiled before the count
         # (the first file alone leaves some out: PyYAML's, the template rules'...; under
-        # ``PYTHONPYCACHEPREFIX`` the standard library's too, shared by the checkouts).
+        # ``PYTHONPYCACHEPREFIX`` the standard library's too, which both checkouts use).
         subprocess.run(
             [sys.executable, "-m", "server.cli", "lint", *lint, *sample],
             cwd=corpus,
