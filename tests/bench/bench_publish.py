@@ -27,14 +27,22 @@ import gc
 import inspect
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from benchkit import bench_lsp, kinds_document, kinds_options, print_table, run_worker
+from benchkit import (
+    Sink,
+    bench_lsp,
+    kind_rows,
+    kinds_document,
+    kinds_options,
+    ms,
+    print_table,
+    run_kinds,
+    worker_document,
+)
 
-HERE = Path(__file__).resolve().parent
 PARTS = ("analysis", "convert", "serialize")
 
 
@@ -44,29 +52,21 @@ def main() -> int:
     args = ap.parse_args()
     if args.worker:
         return _worker(args)
-    roots = args.root or [HERE.parents[1]]
     doc = kinds_document(args)
     print(f"{doc.name}: {doc.stat().st_size:,} bytes, positions in {args.encoding}", flush=True)
-    results: list[tuple[str, dict[str, Any]]] = []
-    for root in roots:
-        argv = ["--corpus", str(args.corpus), "--size", str(args.size), "--format", args.format]
-        argv += ["--encoding", args.encoding, "--per-kind", str(args.per_kind)]
-        results.append((str(root), run_worker(__file__, root, argv)))
+    results = run_kinds(__file__, args, ["--encoding", args.encoding])
     head = ["edit kind", "findings"]
     for root, _ in results:
         head += [f"{p} ({Path(root).name})" if p == PARTS[0] else p for p in PARTS]
         head.append("publish")
+
+    def cells(got: dict[str, Any]) -> list[str]:
+        publish = [c + s for c, s in zip(got["convert"], got["serialize"], strict=True)]
+        return [ms(statistics.median(v)) for v in (*(got[p] for p in PARTS), publish)]
+
     table = [head]
-    for kind in results[0][1]:
-        row = [kind, str(results[0][1][kind]["findings"])]
-        for _, res in results:
-            got = res.get(kind)
-            if got is None:
-                row += ["-"] * (len(PARTS) + 1)
-                continue
-            row += [_ms(statistics.median(got[p])) for p in PARTS]
-            publish = [c + s for c, s in zip(got["convert"], got["serialize"], strict=True)]
-            row.append(_ms(statistics.median(publish)))
+    for row in kind_rows(results, len(PARTS) + 1, cells):
+        row.insert(1, str(results[0][1][row[0]]["findings"]))
         table.append(row)
     print()
     print_table(table)
@@ -74,21 +74,8 @@ def main() -> int:
     return 0
 
 
-def _ms(s: float) -> str:
-    return f"{1000 * s:.1f} ms"
-
-
-class _Sink:
-    def write(self, data: bytes) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def _worker(args: argparse.Namespace) -> int:
-    root = args.root[0]
-    sys.path.insert(0, str(root))
+    doc, text = worker_document(args)
     from lsprotocol import types as lsp
 
     from assembly.host import AnalysisHost, Edit
@@ -97,12 +84,9 @@ def _worker(args: argparse.Namespace) -> int:
     from server.lsp.handlers import build_server
     from tests.support.engine import analyze
 
-    lsp_bench = bench_lsp()
-    doc = lsp_bench._generate(args.corpus, args.size, args.format)
     uri = doc.as_uri()
-    text = doc.read_text(encoding="utf-8")
     server = build_server()
-    server.protocol.set_writer(_Sink(), include_headers=True)
+    server.protocol.set_writer(Sink(), include_headers=True)
     res: dict[str, dict[str, Any]] = {}
 
     def cpu(f: Any) -> tuple[float, Any]:
@@ -138,7 +122,7 @@ def _worker(args: argparse.Namespace) -> int:
     host = AnalysisHost()
     rope = Rope.from_str(text)
     record("open", rope, lambda: analyze(doc, text=rope, host=host))
-    for kind, make in lsp_bench._KINDS:
+    for kind, make in bench_lsp()._KINDS:
         for edit in make(str(rope), args.format, args.per_kind):
             if edit is None:
                 continue

@@ -22,14 +22,20 @@ import argparse
 import gc
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from benchkit import bench_lsp, kinds_document, kinds_options, print_table, run_worker
-
-HERE = Path(__file__).resolve().parent
+from benchkit import (
+    bench_lsp,
+    kind_rows,
+    kinds_document,
+    kinds_options,
+    ms,
+    print_table,
+    run_kinds,
+    worker_document,
+)
 
 
 def main() -> int:
@@ -38,53 +44,31 @@ def main() -> int:
     args = ap.parse_args()
     if args.worker:
         return _worker(args)
-    roots = args.root or [HERE.parents[1]]
     doc = kinds_document(args)
     print(f"{doc.name}: {doc.stat().st_size:,} bytes", flush=True)
-    results: list[tuple[str, dict[str, Any]]] = []
-    for root in roots:
-        argv = ["--corpus", str(args.corpus), "--size", str(args.size), "--format", args.format]
-        argv += ["--per-kind", str(args.per_kind), "--fresh", str(args.fresh)]
-        results.append((str(root), run_worker(__file__, root, argv)))
+    results = run_kinds(__file__, args, ["--fresh", str(args.fresh)])
     head = ["edit kind"]
     for root, _ in results:
         head += [f"analysis cpu ({Path(root).name})", "rules cpu", "rules wall"]
-    table = [head]
-    for kind in results[0][1]:
-        row = [kind]
-        for _, res in results:
-            got = res.get(kind)
-            if got is None:
-                row += ["-", "-", "-"]
-                continue
-            row += [
-                _ms(statistics.median(got["analysis"])),
-                _ms(statistics.median(got["rules"])),
-                _ms(statistics.median(got["rules_wall"])),
-            ]
-        table.append(row)
+    parts = ("analysis", "rules", "rules_wall")
+    table = [
+        head,
+        *kind_rows(results, 3, lambda got: [ms(statistics.median(got[p])) for p in parts]),
+    ]
     print()
     print_table(table)
     print("\nMedians per edit; `open` is the opening analysis, `fresh check` a new RuleCache.")
     return 0
 
 
-def _ms(s: float) -> str:
-    return f"{1000 * s:.1f} ms"
-
-
 def _worker(args: argparse.Namespace) -> int:
-    root = args.root[0]
-    sys.path.insert(0, str(root))
+    doc, text = worker_document(args)
     from assembly import host as host_module  # the checkout's
     from assembly.diagnostics import RuleCache, check
     from assembly.host import AnalysisHost, Edit
     from assembly.rope import Rope
     from tests.support.engine import analyze
 
-    lsp = bench_lsp()
-    doc = lsp._generate(args.corpus, args.size, args.format)
-    text = doc.read_text(encoding="utf-8")
     spent: list[tuple[float, float]] = []
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
@@ -122,7 +106,7 @@ def _worker(args: argparse.Namespace) -> int:
         got["analysis"].append(cpu)
         got["rules"].append(cpu)
         got["rules_wall"].append(time.perf_counter() - w)
-    for kind, make in lsp._KINDS:
+    for kind, make in bench_lsp()._KINDS:
         for edit in make(str(rope), args.format, args.per_kind):
             if edit is None:
                 continue

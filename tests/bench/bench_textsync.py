@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchkit import Sink
 from lsprotocol import converters
 from lsprotocol import types as lsp
 from pygls.workspace import TextDocument
@@ -71,7 +72,7 @@ async def _main(args: argparse.Namespace) -> int:
     rng.shuffle(offsets)
 
     server = build_server()
-    server.protocol.set_writer(_Sink(), include_headers=False)
+    server.protocol.set_writer(Sink(), include_headers=False)
     initialize = lsp.InitializeParams(capabilities=lsp.ClientCapabilities())
     _feed(server, _message(lsp.INITIALIZE, initialize, 1))
     session = server.session
@@ -126,14 +127,6 @@ async def _main(args: argparse.Namespace) -> int:
     )
     assert str(session.documents[uri].text).count("x") == text.count("x") + len(offsets)
     return 0
-
-
-class _Sink:
-    def write(self, data: bytes) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 _CONVERTER = converters.get_converter()

@@ -1,6 +1,7 @@
 """What the benchmark scripts share: loading this checkout's ``bench_lsp.py`` (its edit
 kinds and corpus generator), the options and document of a script that times the edit kinds
-once per checkout, running it as a worker per checkout, and the one table printer."""
+once per checkout, running it as a worker per checkout and tabling the results, a writer
+that drops what it is given, and the one table printer."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,56 @@ def run_worker(script: str, root: Path, argv: Sequence[str]) -> Any:
     cmd = [sys.executable, str(Path(script).resolve()), "--worker", "--root", str(root.resolve())]
     out = subprocess.run([*cmd, *argv], cwd=root, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.splitlines()[-1])
+
+
+def worker_document(args: argparse.Namespace) -> tuple[Path, str]:
+    """In a worker (``run_worker``): its checkout's code put first on the import path, and
+    the benchmark document of ``args`` with its text."""
+    sys.path.insert(0, str(args.root[0]))
+    doc = bench_lsp()._generate(args.corpus, args.size, args.format)
+    return doc, doc.read_text(encoding="utf-8")
+
+
+def run_kinds(script: str, args: argparse.Namespace, extra: Sequence[str]) -> list[tuple[str, Any]]:
+    """Run an edit-kind benchmark ``script`` as a worker in each checkout of ``args`` (this
+    one when none is given) on the document of ``args`` (``kinds_document``), with its own
+    ``extra`` options: each checkout's path and its worker's result."""
+    roots = args.root or [HERE.parents[1]]
+    argv = ["--corpus", str(args.corpus), "--size", str(args.size), "--format", args.format]
+    argv += ["--per-kind", str(args.per_kind), *extra]
+    return [(str(root), run_worker(script, root, argv)) for root in roots]
+
+
+def kind_rows(
+    results: Sequence[tuple[str, dict[str, Any]]], width: int, cells: Callable[[Any], list[str]]
+) -> list[list[str]]:
+    """One row per edit kind of the first checkout's ``results`` (``run_kinds``): the kind,
+    then for each checkout the ``cells`` of its result for that kind, or ``width`` dashes
+    where it has none."""
+    rows = []
+    for kind in results[0][1]:
+        row = [kind]
+        for _, res in results:
+            got = res.get(kind)
+            row += ["-"] * width if got is None else cells(got)
+        rows.append(row)
+    return rows
+
+
+def ms(seconds: float) -> str:
+    """``seconds`` as a table cell in milliseconds."""
+    return f"{1000 * seconds:.1f} ms"
+
+
+class Sink:
+    """A writer for a language server's protocol that drops what it is given (a benchmark
+    times making the messages, not writing them)."""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def print_table(rows: Sequence[Sequence[str]], left: int = 1) -> None:
