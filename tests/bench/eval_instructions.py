@@ -29,7 +29,7 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
 
     python tests/bench/eval_instructions.py
         [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|heldout9|
-                  heldout10|heldout11|heldout12|heldout13|heldout14|seen]
+                  heldout10|heldout11|heldout12|heldout13|heldout14|heldout15|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30] [--declared-tools] [--preview]
@@ -104,6 +104,10 @@ HELDOUT13 = ROOT / "tests" / "data" / "prompts-heldout13"
 # in the round after the thirteenth's, before the rule ever ran on it: held out; never run, listed
 # or read while tuning.
 HELDOUT14 = ROOT / "tests" / "data" / "prompts-heldout14"
+# The fifteenth, gathered and labelled (with declared tools) by another engineer (branch heldout15)
+# in the same round as the fourteenth's judging, before the rule ever ran on it: held out; never
+# run, listed or read while tuning.
+HELDOUT15 = ROOT / "tests" / "data" / "prompts-heldout15"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
@@ -119,6 +123,7 @@ CORPORA = {
     "heldout12": HELDOUT12,
     "heldout13": HELDOUT13,
     "heldout14": HELDOUT14,
+    "heldout15": HELDOUT15,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
