@@ -27,7 +27,6 @@ from typing import Literal, Protocol
 from assembly import cache, texts
 from assembly.assemble import CITEABLE_TOOLS, FILE_READER_TOOLS, SEGMENTS, Assembly
 from assembly.diagnostics.rules.instructions import (
-    DEFAULT_KINDS,
     KINDS,
     InstructionMatch,
     explain_instruction,
@@ -159,8 +158,8 @@ def _instruction_markdown(t: PromptTemplate, m: InstructionMatch) -> str:
         )
     if evidence:
         lines.append(f"- matched because it {' and '.join(evidence)}")
-    # Which kind of finding it is: only a tool's titled section is reported by default.
-    on = "on by default" if m.kind in DEFAULT_KINDS else "preview: `instruction_preview = true`"
+    # Which kind of finding it is, and whether it is reported by default where it sits.
+    on = "on by default" if m.default else "preview: `instruction_preview = true`"
     lines.append(f"- kind: `{m.kind}` ({KINDS[m.kind]}; {on})")
     if m.reported or m.rival is not None:  # the scores the decision weighed
         rival = f" (“{_escape(t.sections[m.rival].title)}”)" if m.rival is not None else ""

@@ -435,13 +435,17 @@ def test_default_findings_are_the_default_kinds_of_the_preview_findings(path: Pa
     text, default = findings(path.name, instruction_preview=False)
     _, preview = findings(path.name)
     template = parse_prompt(text)
-    kinds = {
-        d.range.start: explain_instruction(template, d.range.start, preview=True).kind  # type: ignore[union-attr]
-        for d in preview
-    }
+    # The default kinds, and a known tool's `tool-home` or `tools` match at the opening.
+    matches = {d.range.start: explain_instruction(template, d.range.start) for d in preview}
     assert [d.range for d in default] == [
-        d.range for d in preview if kinds[d.range.start] in ("tool", "general")
+        d.range
+        for d in preview
+        if matches[d.range.start].default  # type: ignore[union-attr]
     ]
+    for m in matches.values():
+        assert m is not None
+        if m.kind not in ("tool-home", "tools"):  # those: by where they sit (below)
+            assert m.default == (m.kind in ("tool", "general"))
 
 
 def test_the_hover_says_a_preview_match_is_not_reported_by_default() -> None:
@@ -768,3 +772,43 @@ def test_a_camel_case_tool_is_named_anywhere_in_the_prose() -> None:
     # Written in lower case, an ordinary-looking word is still found only as a tool.
     plain = text.replace("lookUpOrder", "lookuporder")
     assert _default(plain) == []
+
+
+def test_a_known_tools_rule_at_the_opening_is_reported_by_default() -> None:
+    # Round 12: a known tool's rule at the top of the prompt, sent to the section that
+    # describes the tool (`tool-home`) or to the tools section (`tools`), is the placement
+    # Onyx measured; both kinds were preview only. The seen originals hold two such
+    # sentences, both labelled misplaced: claude-cookbooks' "Remember to use web_fetch …"
+    # (prompts-heldout8) and SuperAGI's 'make sure to use the "finish" tool' (prompts-fresh).
+    data = DATA.parent
+    for path, start in (
+        (
+            "prompts-heldout8/claude-cookbooks--research_subagent.prompt.md",
+            "Remember to use web_fetch",
+        ),
+        ("prompts-fresh/superagi--superagi.prompt.md", "If you have completed all your tasks"),
+    ):
+        text = (data / path).read_text(encoding="utf-8")
+        (found,) = _default(text)
+        assert found.startswith(start), path
+    text = (
+        "Always call `web_fetch` on the two best results before you answer.\n\n"
+        "# Role\nYou research questions for analysts.\n\n"
+        "# Research process\nSearch first with `web_search`, then read pages.\n"
+        "The `web_fetch` tool returns the whole page; web_fetch is slow.\n"
+        "Use web_fetch only on pages that answer the question.\n\n"
+        "# Style\nKeep paragraphs short.\n- Always call `web_fetch` before you quote a page.\n"
+    )
+    template = parse_prompt(text)
+    m = explain_instruction(template, 0)
+    assert m is not None and m.kind == "tool-home" and m.reported and m.default
+    assert template.sections[m.section].title == "Research process"
+    # The message reads as a default finding (no "preview" note).
+    ctx = RuleContext(text=text, settings=Settings(), tokenizer=TOKENIZER, template=template)
+    (d,) = instruction_far_from_section(ctx)
+    assert d.range.start == 0 and "preview" not in d.message
+    # The same kind away from the opening stays in preview.
+    at = text.index("Always call `web_fetch` before you quote")
+    m = explain_instruction(template, at)
+    assert m is not None and m.kind == "tool-home" and not m.default and not m.reported
+    assert explain_instruction(template, at, preview=True).reported  # type: ignore[union-attr]

@@ -167,15 +167,16 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     the tool being known from more than that title (offered, called, set, named as a tool
     or called in the prose, or titling a part of the tools section), and an instruction at
     the opening that directs the use of tools in general ("If you need more information,
-    keep calling tools"), sent to the tools section: the placement Onyx measured. On the
-    real prompts seen while tuning the first were right every time and the second 2 of 3,
-    the others mostly wrong, so, as ruff does with rules not yet precise enough, the
+    keep calling tools"), sent to the tools section: the placement Onyx measured; and, at
+    the opening too, one that names one known tool, sent to the section that describes
+    the tool (`tool-home`) or to the tools section when the tool has no section of its
+    own (`tools`). On the real prompts seen while tuning these were right but once, the
+    others mostly wrong, so, as ruff does with rules not yet precise enough, the
     other kinds are reported only with `instruction_preview = true`, their message ending
     in "(preview: …)": a sentence matched by heading words (`topic`), by heading words
-    and a phrase the section's own text uses too, two words in a row (`phrase`), by a
-    tool the section only describes (`tool-home`), by a tool without a section of its
-    own (`tools`, the tools section), or by a name only a title calls a tool
-    (`tool-title`). At the opening, a tool's titled section is judged by the tool alone;
+    and a phrase the section's own text uses too, two words in a row (`phrase`), a
+    `tool-home` or `tools` match away from the opening, or a match by a name only a title
+    calls a tool (`tool-title`). At the opening, a tool's titled section is judged by the tool alone;
     elsewhere it must beat every unrelated section, as the tools section must for tools
     in general (other matches: twice). A line of a list of tools
     (`- fetch_url — fetch a public URL`) defines its tool and is no
@@ -381,6 +382,11 @@ KINDS = {
     "phrase": "it shares words with that section's heading, and a phrase with its text",
 }
 DEFAULT_KINDS = frozenset({"tool", "general"})
+# Kinds reported by default at the prompt's opening only (round 12): a known tool's rule
+# at the top of the prompt, sent to the section that describes the tool or to the tools
+# section, is the placement Onyx measured (tool guidance moved out of the Tools section to
+# the top). Elsewhere these kinds stay in preview.
+OPENING_KINDS = frozenset({"tool-home", "tools"})
 # What a preview finding's message adds: how it was matched.
 _KIND_NOTE = {
     "tool-title": "matched by a name only a title calls a tool",
@@ -408,7 +414,8 @@ def _far_instructions(
     previews = _overviews(template, [(s, t) for _, s, t in found])
     preview = ctx.settings.instruction_preview
     for k, sentence, target in found:
-        if not preview and target.kind not in DEFAULT_KINDS:
+        by_default = topics.by_default(k, target)
+        if not preview and not by_default:
             continue
         if sentence.section in previews or topics.kept(k, target) is not None:
             continue
@@ -430,7 +437,7 @@ def _far_instructions(
         heading = _heading(section)
         about = f" about {target.label}" if target.label else ""
         where, severity = _placement(template, sentence, target.section)
-        kind = "" if target.kind in DEFAULT_KINDS else f" (preview: {_KIND_NOTE[target.kind]})"
+        kind = "" if by_default else f" (preview: {_KIND_NOTE[target.kind]})"
         yield Diagnostic(
             "instruction-far-from-section",
             severity,
@@ -466,6 +473,9 @@ class InstructionMatch:
     rival: int | None = None  # the best unrelated section (``runner_up`` is its score)
     general: bool = False  # it directs the use of tools in general: no tool named
     kind: str = "topic"  # which of ``KINDS`` matched it (``DEFAULT_KINDS`` are on by default)
+    # Whether that kind is reported without `instruction_preview` here (``DEFAULT_KINDS``;
+    # ``OPENING_KINDS`` for a known tool at the prompt's opening).
+    default: bool = False
 
 
 def explain_instruction(
@@ -495,7 +505,7 @@ def explain_instruction(
         found, rejected = None, _OVERVIEW
     elif found is not None and (why := topics.kept(k, found)) is not None:
         found, rejected = None, why
-    elif found is not None and not preview and found.kind not in DEFAULT_KINDS:
+    elif found is not None and not preview and not topics.by_default(k, found):
         found, rejected = None, _PREVIEW_ONLY
     rng = template.sentences[k].range
     if match is None:
@@ -525,6 +535,7 @@ def explain_instruction(
         match.rival,
         match.general,
         match.kind,
+        topics.by_default(k, match),
     )
 
 
@@ -1097,6 +1108,14 @@ class _Topics:
             rival,
             general_target,
             self._kind(best, tool, general_target, k),
+        )
+
+    def by_default(self, k: int, target: _Target) -> bool:
+        """Whether the rule reports instruction ``k``'s ``target`` without
+        `instruction_preview`: a kind of ``DEFAULT_KINDS``, or of ``OPENING_KINDS`` for a
+        known tool at the prompt's opening."""
+        return target.kind in DEFAULT_KINDS or (
+            target.kind in OPENING_KINDS and self._opening(k) and target.tool in self.known_tools
         )
 
     def _kind(self, best: int, tool: str | None, general: bool, k: int) -> str:
