@@ -399,15 +399,22 @@ def sentence_tools(sentence: str, declared: frozenset[str] = frozenset()) -> set
     return names
 
 
-def called_as_tools(text: str) -> set[str]:
+def called_as_tools(text: str, use: bool | None = None) -> set[str]:
     """The names a prompt treats as tools: "the `x` tool", "x function", "call x",
-    "use x(", lower case (a backticked field, `step_type`, is none)."""
+    "use x(", lower case (a backticked field, `step_type`, is none). ``use``: True, only
+    the names after "use" or "using"; False, only the others; None, all."""
+    verbs = {True: "use|using", False: "call|calls|calling|invoke|invoking|run"}
+    verb = verbs[use] if use is not None else f"{verbs[False]}|{verbs[True]}"
     before = re.findall(
-        r"\b(?:call|calls|calling|invoke|invoking|use|using|run)\s+(?:the\s+)?`?([A-Za-z_][\w.-]*)(?![\w.-]|`?\s*:)",
+        rf"\b(?:{verb})\s+(?:the\s+)?`?([A-Za-z_][\w.-]*)(?![\w.-]|`?\s*:)",
         text,
         re.I,
     )
-    after = re.findall(r"`?([A-Za-z_][\w.-]*)`?\s*(?:\(\))?\s+(?:tool|function)s?\b", text, re.I)
+    after: list[str] = []
+    if use is not True:
+        after = re.findall(
+            r"`?([A-Za-z_][\w.-]*)`?\s*(?:\(\))?\s+(?:tool|function)s?\b", text, re.I
+        )
     return {n.lower() for n in before + after}
 
 
@@ -458,6 +465,19 @@ def known_tools(text: str, sections: list[OSection], declared: frozenset[str]) -
     a tool and `CRITICAL REQUIREMENT: step_type Field` its section (four tool moves of a
     field, not a tool)."""
     tools = set(declared) | called_as_tools(text)
+    # Round 12: "use checkpoint_return_format" where `<checkpoint_return_format>` is a block
+    # of the prompt points at that block (a format to follow), it calls no tool: a block's
+    # name asked only to be used is a section's name, unless declared or called a tool or
+    # asked to be called, invoked or run (get-shit-done's executor, prompts-heldout13: three
+    # named-tool moves of a format block's name). A block whose first line is a tag
+    # (`<new_task>` over `<mode>`: a call written with its parameters) is a tool's call.
+    blocks = {
+        s.title.lower()
+        for s in sections
+        if s.depth == -1 and not text[s.start : s.end].split("\n", 1)[-1].lstrip().startswith("<")
+    }
+    tools -= (blocks & called_as_tools(text, use=True)) - called_as_tools(text, use=False)
+    tools |= set(declared)
     for root in sections:
         if not tools_category(root.title):
             continue
@@ -546,6 +566,9 @@ class Candidate:
     # ``named_candidates``: it names a tool that one other section's title names, and
     # ``section`` is that section (moved to the top only; counted apart)
     named: bool = False
+    # ``home_candidates``: it names a known tool no title names, and ``section`` is the
+    # section that describes the tool (moved to the top only; counted apart)
+    home: bool = False
 
 
 def candidates(
@@ -553,13 +576,15 @@ def candidates(
     sections: list[OSection],
     declared: frozenset[str] = frozenset(),
     every: bool = False,
+    statements: bool = False,
 ) -> list[Candidate]:
     """The instructions the evaluation moves: every one ``bound`` to its section (the
     totals), every one bound to a section around it by a tool (``tool_home``: the tool
     moves; ``extra`` when only that, and then ``section`` is the tool's), and every one
     about tools in general in the tools section (``general_home``: the general moves),
     each at most once. ``every``: every instruction, bound or not (for
-    ``named_candidates``)."""
+    ``named_candidates``); ``statements``: every sentence, instruction or not (with
+    ``every``, for ``described_home``)."""
     res = []
     tools = known_tools(text, sections, declared)
     heading_starts = {s.start for s in sections}
@@ -605,7 +630,7 @@ def candidates(
             sec = owner(sections, a)
             if sec is None or sec.start in whole:
                 continue
-            if not is_instruction(sent):
+            if not statements and not is_instruction(sent):
                 continue
             if re.search(r"\b(?:see|refer to)\s", sent, re.I):
                 continue  # it points at another section: not bound to its own
@@ -653,6 +678,74 @@ def named_candidates(
         if len(homes) != 1 or family(homes[0], c.section):
             continue
         res.append(Candidate(c.sentence, c.start, c.end, homes[0], extra=True, named=True))
+    return res
+
+
+def described_home(
+    text: str, sections: list[OSection], tool: str, declared: frozenset[str] = frozenset()
+) -> OSection | None:
+    """The section that describes a tool no title names, the picker's own reading (round
+    12): the one section holding a line that defines it (`- **web_search**: searches …`,
+    `1. finish: ends the run`); else the innermost section holding more than half of the
+    instructions and statements that name it, two at least, and not the whole prompt."""
+    defining = re.compile(
+        r"^[ \t]*(?:[-*+]|\d+[.)])?[ \t]*[`*\"']*"
+        + re.escape(tool)
+        + r"[`*\"']*(?:\(\))?[ \t]*(?:[:—–]|-\s)",
+        re.I | re.M,
+    )
+    defined = {id(o): o for m in defining.finditer(text) if (o := owner(sections, m.start()))}
+    if len(defined) == 1:
+        return next(iter(defined.values()))
+    if defined:
+        return None
+    naming = [
+        c.start
+        for c in candidates(text, sections, declared, every=True, statements=True)
+        if tool in sentence_tools(c.sentence, declared)
+    ]
+    if len(naming) < 2:
+        return None
+    best = None
+    for sec in sections:
+        inside = sum(sec.start < a < sec.end for a in naming)
+        whole = sec.start <= body_start(text) + 200 and sec.end >= len(text.rstrip())
+        if 2 * inside > len(naming) and not whole and (best is None or sec.start > best.start):
+            best = sec
+    return best
+
+
+def home_candidates(
+    text: str,
+    sections: list[OSection],
+    declared: frozenset[str] = frozenset(),
+    taken: Collection[int] = (),
+) -> list[Candidate]:
+    """The *tool-home moves* (round 12): every instruction that names one known tool no
+    title names (``title_tools``), sitting in the section that describes it
+    (``described_home``) or a part of it, moved to the top: a tool's rule moved out of the
+    place that explains the tool, as Onyx measured. Not those ``taken`` (other moves)."""
+    tools = known_tools(text, sections, declared)
+    titled = {t for s in sections for t in title_tools(s.title, declared)}
+    homes: dict[str, OSection | None] = {}
+    res = []
+    for c in candidates(text, sections, declared, every=True):
+        if c.start in taken:
+            continue
+        mine = sentence_tools(c.sentence, declared) & tools
+        if len(mine) != 1 or mine & titled:
+            continue
+        tool = next(iter(mine))
+        if tool not in homes:
+            homes[tool] = described_home(text, sections, tool, declared)
+        home = homes[tool]
+        if home is None or not home.start < c.start < home.end:
+            continue
+        if re.match(
+            r"[`*\"']*" + re.escape(tool) + r"[`*\"']*(?:\(\))?\s*(?:[:—–]|-\s)", c.sentence, re.I
+        ):
+            continue  # the tool's definition (`read_file: Read content …`), no rule
+        res.append(Candidate(c.sentence, c.start, c.end, home, extra=True, home=True))
     return res
 
 
@@ -825,6 +918,7 @@ def evaluate(
     stats["tool_top"] = [0, 0, 0]  # type: ignore[assignment]
     stats["tool_unrelated"] = [0, 0, 0]  # type: ignore[assignment]
     stats["named_top"] = [0, 0, 0]  # type: ignore[assignment]
+    stats["home_top"] = [0, 0, 0]  # type: ignore[assignment]
     stats["general_top"] = [0, 0, 0]  # type: ignore[assignment]
     # Findings by severity: [findings, right] of warnings and of information.
     by_severity: dict[str, list[int]] = {"warning": [0, 0], "info": [0, 0]}
@@ -843,9 +937,10 @@ def evaluate(
         moves = candidates(text, sections, declared)
         taken = {c.start for c in moves if c.by_tool}
         moves += named_candidates(text, sections, declared, taken)
+        moves += home_candidates(text, sections, declared, {c.start for c in moves})
         for c in moves:
             for kind in ("top", "unrelated"):
-                if (c.named or (c.general and c.extra)) and kind != "top":
+                if (c.named or c.home or (c.general and c.extra)) and kind != "top":
                     continue
                 m = move_top(text, c) if kind == "top" else move_unrelated(text, c, sections)
                 if m is None:
@@ -873,6 +968,8 @@ def evaluate(
                     groups.append(stats[f"tool_{kind}"])
                 if c.named:
                     groups.append(stats["named_top"])
+                if c.home:
+                    groups.append(stats["home_top"])
                 if c.general and kind == "top":
                     groups.append(stats["general_top"])
                 for st in groups:
@@ -880,7 +977,9 @@ def evaluate(
                     st[1] += bool(found)
                     st[2] += bool(placed)
                 if show_misses and not placed:
-                    apart = "/tool" if c.by_tool else "/named" if c.named else ""
+                    apart = (
+                        "/tool" if c.by_tool else "/named" if c.named else "/home" if c.home else ""
+                    )
                     label = f"{kind}{apart}{'/general' if c.general and kind == 'top' else ''}"
                     why = "wrong section" if found else "missed"
                     if not found:
@@ -1049,11 +1148,16 @@ def main() -> int:
         print(
             f"{'':8} {'':>7}   named-tool moves: top {nt[2]}/{nt[0]} ({nt[2] / max(nt[0], 1):.0%})"
         )
+        # Instructions naming a tool no title names, in the section describing it, to the top.
+        ht = st["home_top"]
+        print(
+            f"{'':8} {'':>7}   tool-home moves: top {ht[2]}/{ht[0]} ({ht[2] / max(ht[0], 1):.0%})"
+        )
         # Instructions about tools in general in the tools section, moved to the top.
         gt = st["general_top"]
         print(f"{'':8} {'':>7}   general moves: top {gt[2]}/{gt[0]} ({gt[2] / max(gt[0], 1):.0%})")
         # What the default claims to find, together: the tool, named-tool and general moves.
-        claims = [tt, tu, nt, gt]
+        claims = [tt, tu, nt, ht, gt]
         n, k = sum(x[0] for x in claims), sum(x[2] for x in claims)
         print(f"{'':8} {'':>7}   default kinds' moves: {k}/{n} ({k / max(n, 1):.0%})")
     if args.repeat:

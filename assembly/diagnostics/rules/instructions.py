@@ -176,9 +176,9 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     in "(preview: …)": a sentence matched by heading words (`topic`), by heading words
     and a phrase the section's own text uses too, two words in a row (`phrase`), a
     `tool-home` or `tools` match away from the opening, or a match by a name only a title
-    calls a tool (`tool-title`). At the opening, a tool's titled section is judged by the tool alone;
-    elsewhere it must beat every unrelated section, as the tools section must for tools
-    in general (other matches: twice). A line of a list of tools
+    calls a tool (`tool-title`). At the opening, a tool's titled section is judged by the
+    tool alone; elsewhere it must beat every unrelated section, as the tools section must
+    for tools in general (other matches: twice). A line of a list of tools
     (`- fetch_url — fetch a public URL`) defines its tool and is no
     rule. The hover says which kind a match is.
 
@@ -1394,12 +1394,17 @@ class _Topics:
     def _tool_homes(self) -> dict[str, int]:
         """Tool name -> the section that describes it, for a tool without a section titled
         by its name: the innermost section whose subtree holds more than half of the
-        sentences that name it (two at least): a heading whose bold labels or nested XML
-        blocks each say it once owns it as much as one paragraph saying it twice. Not a
-        section that holds (nearly) the whole prompt."""
+        sentences of the body that name it (two at least, or one for a known tool): a
+        heading whose bold labels or nested XML blocks each say it once owns it as much as
+        one paragraph saying it twice. Not a section that holds (nearly) the whole prompt."""
         mentions: dict[str, Counter[int | None]] = defaultdict(Counter)
         defined: dict[str, set[int | None]] = defaultdict(set)
         for s, named in zip(self.template.sentences, self.sentence_tools, strict=True):
+            if s.section is None:
+                # Round 12: the opening names tools in passing, and a tool's rule moved
+                # there is what the rule reports: where the tool is described is the
+                # body's call.
+                continue
             for t in named:
                 if t not in self.tool_sections:
                     mentions[t][s.section] += 1
@@ -1424,7 +1429,12 @@ class _Topics:
             owners = [
                 i
                 for i, n in under.items()
-                if n >= 2
+                # A known tool (called a tool, asked to be called, declared) that the body
+                # names once is described where it does so (round 12: "Do not use
+                # apply_patch for changes that are auto-generated", moved from
+                # `<editing_constraints>` to the top, left one mention there); a name
+                # only repeated is a tool where two sentences or more use it.
+                if (n >= 2 or t in self.known_tools)
                 and n * 2 > total
                 # A heading made of code (a JSON example line over `---`) names no place.
                 and not _CODE_TITLE.search(sections[i].title)
