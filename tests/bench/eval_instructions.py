@@ -694,8 +694,10 @@ def described_home(
         + r"[`*\"']*(?:\(\))?[ \t]*(?:[:—–]|-\s)",
         re.I | re.M,
     )
-    defined = {id(o): o for m in defining.finditer(text) if (o := owner(sections, m.start()))}
+    defined = {id(o): o for m in defining.finditer(text) for o in [owner(sections, m.start())]}
     if len(defined) == 1:
+        # A tool defined at the opening (a list of tools above the first section) is
+        # described there: no section's.
         return next(iter(defined.values()))
     if defined:
         return None
@@ -715,6 +717,12 @@ def described_home(
     return best
 
 
+def _cased(text: str) -> str:
+    """The camel and Pascal case names of ``text`` (`todoWrite`, `TaskList`), lower case,
+    one a line."""
+    return "\n".join(m.lower() for m in _CAMEL.findall(text))
+
+
 def home_candidates(
     text: str,
     sections: list[OSection],
@@ -725,7 +733,15 @@ def home_candidates(
     title names (``title_tools``), sitting in the section that describes it
     (``described_home``) or a part of it, moved to the top: a tool's rule moved out of the
     place that explains the tool, as Onyx measured. Not those ``taken`` (other moves)."""
-    tools = known_tools(text, sections, declared)
+    # A known tool with a name of code (`snake_case`, dotted, camel case) or one the prompt
+    # calls a tool or asks to call, invoke or run: "use `str`", "use `yfinance`" name a
+    # type and a library, not a tool.
+    strict = called_as_tools(text, use=False) | set(declared)
+    tools = {
+        t
+        for t in known_tools(text, sections, declared)
+        if t in strict or "_" in t or "." in t or re.search(rf"\b{re.escape(t)}\b", _cased(text))
+    }
     titled = {t for s in sections for t in title_tools(s.title, declared)}
     homes: dict[str, OSection | None] = {}
     res = []

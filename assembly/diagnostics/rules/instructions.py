@@ -178,7 +178,8 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     `tool-home` or `tools` match away from the opening, or a match by a name only a title
     calls a tool (`tool-title`). At the opening, a tool's titled section is judged by the
     tool alone; elsewhere it must beat every unrelated section, as the tools section must
-    for tools in general (other matches: twice). A line of a list of tools
+    for tools in general and the section describing a known tool for its rule at the
+    opening (other matches: twice). A line of a list of tools
     (`- fetch_url — fetch a public URL`) defines its tool and is no
     rule. The hover says which kind a match is.
 
@@ -1064,6 +1065,16 @@ class _Topics:
         margin = self.MARGIN
         if titled:
             margin = 0.0 if self._opening(k) else self.TITLED_MARGIN
+        elif (
+            by_tool
+            and self._opening(k)
+            and next(iter(tools)) in self.known_tools
+            and self.tool_homes.get(next(iter(tools))) == best
+        ):
+            # Round 12: a known tool's rule at the opening, sent to the section that
+            # describes the tool, must beat the others, not twice, as for a tool's titled
+            # section elsewhere.
+            margin = self.TITLED_MARGIN
         elif general_target:
             # Tools in general, judged at the opening only: the tools section must beat the
             # others, not twice (round 11: deepagents' "… make all tool calls in a single
