@@ -919,3 +919,30 @@ def test_a_known_tools_described_section_at_the_opening_need_only_beat_the_other
     assert m is not None and m.reported and m.kind == "tool-home"
     assert template.sections[m.section].title == "editing_constraints"
     assert m.runner_up < m.score < 2 * m.runner_up
+
+
+def test_a_pascal_case_name_in_backticks_after_a_verb_of_calling_is_a_tool() -> None:
+    # Round 12: Kimi CLI's system prompt (prompts-heldout5, seen) asks to "Use `TaskList` to
+    # re-enumerate active tasks …" in `## Prompt and Tool Use`; moved to the top it named no
+    # tool: a name after a verb of calling had to be `snake_case` or camel case. Unquoted,
+    # a Pascal case name is still none ("use TypeScript").
+    bench = _bench()
+    text = (DATA.parent / "prompts-heldout5" / "kimi-cli--system.prompt.md").read_text(
+        encoding="utf-8"
+    )
+    (c,) = [
+        c
+        for c in bench.home_candidates(text, bench.oracle_sections(text))
+        if c.sentence.startswith("Use `TaskList` to re-enumerate")
+    ]
+    new, a, *_ = bench.move_top(text, c)
+    template = parse_prompt(new)
+    m = explain_instruction(template, a)
+    assert m is not None and m.reported and m.tool == "tasklist"
+    assert template.sections[m.section].title == "Prompt and Tool Use"
+    small = (
+        "Always use TypeScript for new code you write.\n\n"
+        "# Role\nYou write code.\n\n# Code\n- Use TypeScript for the front end.\n"
+        "- Keep modules small.\n\n# Style\nKeep answers short.\n"
+    )
+    assert _default(small) == []

@@ -1807,6 +1807,12 @@ _CALLED = re.compile(
     r"[a-z]+[A-Z]\w*)(?:\([^)]{0,40}\))?`?",
 )
 _TOOL_AFTER = re.compile(r"\s+(?:tool|function)s?\b")
+# Round 12: a Pascal case name in backticks after a verb of calling ("Use `TaskList` to …",
+# Kimi CLI); unquoted, "use TypeScript" would be a tool.
+_CALLED_PASCAL = re.compile(
+    r"(?=[cuirCUIR])\b(?i:call|use|invoke|run|using|calling)\s+(?:the\s+)?"
+    r"`([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)(?:\([^)`]{0,40}\))?`"
+)
 # A backticked identifier (files are left out later).
 _TICKED_IDENT = re.compile(r"`([A-Za-z_][\w.]{2,40})(?:\([^)`]{0,40}\))?`")
 _SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
@@ -1848,6 +1854,7 @@ def text_tool_names(template: PromptTemplate) -> set[str]:
     named = [m.group(1) for m in _NAMED_AS_TOOL.finditer(text, body)]
     named += [m.group(1) for m in _CALLED.finditer(text, body)]
     named += [text[a:b] for a, b in snakes if _TOOL_AFTER.match(text, b)]
+    named += [m.group(1) for m in _CALLED_PASCAL.finditer(text, body)]
     res = {n.lower() for n in named if not _FILE_LIKE.search(n)}
     # Identifiers of the prose (headings and code left out), each use counted once.
     sentences = template.sentences
