@@ -706,6 +706,7 @@ class Reader:
             msg = self._message(node, index)
         finally:
             self.base, log, self._log = 0, self._log, None
+        node.release_fields()  # (kept, the tables would outweigh the messages' own objects)
         issues, rejected = self.issues, self.rejected_calls
         self.reads[id(node)] = _MessageRead(
             node,

@@ -19,15 +19,24 @@ from assembly.formats.responses import read_responses
 from assembly.formats.yamldoc import parse_yaml_conversation
 from assembly.model import Conversation, DocFormat, Issue
 from assembly.rope import Rope
-from assembly.syntax import ParsedData, SNode, absolute, parse_json, parse_jsonl
+from assembly.syntax import (
+    WINDOW_CHARS,
+    ParsedData,
+    SNode,
+    absolute,
+    parse_json,
+    parse_json_windows,
+    parse_jsonl,
+)
 from assembly.text import TextRange
 
 
 def parse_conversation(text: str | Rope, fmt: DocFormat) -> Conversation:
     """Parse a conversation document; never raises on user input.
 
-    An editor's rope is joined here, and the joined text is let go before the tree is read
-    (the reader needs only the tree): at 10 MB with a few emoji it is a 40 MB ``str``.
+    An editor's rope of JSON is parsed a window at a time (``syntax.parse_json_windows``);
+    of JSON Lines or YAML, joined here, and the joined text is let go before the tree is
+    read (the reader needs only the tree): at 10 MB with a few emoji it is a 40 MB ``str``.
     """
     length = len(text)
     if length > MAX_DOCUMENT_CHARS:
@@ -37,6 +46,9 @@ def parse_conversation(text: str | Rope, fmt: DocFormat) -> Conversation:
             TextRange(0, 0),
         )
         return Conversation(fmt, (), issues=(issue,), length=length)
+    if fmt is DocFormat.JSON and isinstance(text, Rope) and length > WINDOW_CHARS:
+        # An editor's rope is read a window at a time, never joined.
+        return read_parsed(parse_json_windows(text, messages=True), fmt, length)
     source = str(text)
     del text  # (a rope hands its first ``str`` over: this is then the only reference)
     if fmt is DocFormat.JSON:

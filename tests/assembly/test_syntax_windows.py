@@ -1,0 +1,173 @@
+"""``parse_json_windows`` reads a text a window at a time and gives exactly what
+``parse_json`` gives on the whole text: the tree (kinds, ranges, values, the message list's
+starts and error counts), the errors, the token count, and the lexer's error count.
+
+Windows of a few characters put a window's end inside every kind of token, between every
+pair of tokens and inside whitespace; documents are generated conversations with random
+damage (unterminated strings, stray brackets, backslashes, missing commas) and the real
+request logs under ``tests/data/real-logs``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assembly import syntax
+from assembly.model import DocFormat
+from assembly.reading import parse_conversation
+from assembly.rope import Rope
+from assembly.syntax import SNode, parse_json, parse_json_windows
+
+REAL_LOGS = Path(__file__).resolve().parents[1] / "data" / "real-logs"
+WINDOWS = (1, 2, 7, 23, 64, 300)
+WORDS = (
+    "hello",
+    "w\u00f6rld",
+    "\U0001f600 emoji",
+    "tab\\t",
+    'q\\"uote',
+    "\\ud83d\\ude00",
+    "\\n",
+    "\u65e5",
+)
+DAMAGE = ('"', ",", "{", "}", "[", "]", ":", "x", "\\", "\n", "1e5", "null", "    \n    ", "-")
+
+
+def shape(node: SNode | None) -> Any:
+    """Everything a parse says of a node, nested (ranges compared by value)."""
+    if node is None:
+        return None
+    return (
+        node.kind,
+        node.range,
+        node.value if node.kind not in ("object", "array") else None,
+        tuple(shape(i) for i in node.items),
+        tuple((m.key, m.key_range, shape(m.value)) for m in node.members),
+        node.starts,
+        node.error_counts,
+    )
+
+
+def outcome(parsed: syntax.ParsedData) -> Any:
+    return shape(parsed.root), parsed.errors, parsed.tokens, parsed.lex_errors
+
+
+def generated(rng: random.Random) -> str:
+    messages = []
+    for i in range(rng.randint(0, 10)):
+        content = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 25)))
+        role = rng.choice(["user", "assistant", "tool"])
+        messages.append(f'{{"id": "m{i}", "role": "{role}", "content": "{content}"}}')
+    listing = "[" + rng.choice([",\n  ", ", ", ",", ",\n" + " " * 40]).join(messages) + "]"
+    if rng.random() < 0.3:
+        return listing
+    return (
+        '{"settings": {"max_tokens": 100, "a": [1, 2, 3]}, "messages": '
+        + listing
+        + ', "tools": [{"name": "x"}], "z": "end"}'
+    )
+
+
+def damaged(rng: random.Random, text: str) -> str:
+    for _ in range(rng.randint(0, 4)):
+        at = rng.randrange(len(text) + 1)
+        if rng.random() < 0.4:
+            text = text[:at] + text[min(len(text), at + rng.randint(1, 6)) :]
+        else:
+            text = text[:at] + rng.choice(DAMAGE) + text[at:]
+    return text
+
+
+def assert_windows_agree(text: str) -> None:
+    whole = outcome(parse_json(text, messages=True))
+    for window in WINDOWS:
+        assert outcome(parse_json_windows(text, messages=True, window=window)) == whole, window
+        if text:
+            rope = Rope.from_parts([text], chunk_size=16)
+            assert outcome(parse_json_windows(rope, messages=True, window=window)) == whole
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_windows_agree_with_the_whole_parse_on_damaged_conversations(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(60):
+        assert_windows_agree(damaged(rng, generated(rng)))
+
+
+def test_windows_agree_at_the_token_and_message_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``MAX_JSON_TOKENS`` the rest is not read, past ``MAX_TOP_ITEMS`` the items are
+    skipped unread: both where the whole parse stops."""
+    monkeypatch.setattr(syntax, "MAX_JSON_TOKENS", 40)
+    monkeypatch.setattr(syntax, "MAX_TOP_ITEMS", 3)
+    rng = random.Random(99)
+    for _ in range(80):
+        assert_windows_agree(damaged(rng, generated(rng)))
+
+
+def test_windows_agree_on_the_real_request_logs() -> None:
+    files = sorted(REAL_LOGS.rglob("*.json"))
+    assert len(files) >= 5
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        whole = outcome(parse_json(text, messages=True))
+        for window in (64, 4096):
+            assert outcome(parse_json_windows(text, messages=True, window=window)) == whole
+
+
+class Slices:
+    """A text that records the longest slice read from it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.longest = 0
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+    def __getitem__(self, key: slice) -> str:
+        piece = self.text[key]
+        self.longest = max(self.longest, len(piece))
+        return piece
+
+
+def test_a_long_conversation_is_read_in_windows_of_its_size_not_whole() -> None:
+    messages = [
+        {"id": f"m{i}", "role": "user", "content": f"message {i} \U0001f600 " * 20}
+        for i in range(2000)
+    ]
+    # One message longer than a window: read again from a window that holds it.
+    messages[700]["content"] = "long " * 3000
+    text = json.dumps({"settings": {"max_tokens": 10}, "messages": messages}, indent=1)
+    source = Slices(text)
+    parsed = parse_json_windows(source, messages=True, window=8192)
+    assert outcome(parsed) == outcome(parse_json(text, messages=True))
+    assert len(text) > 100 * 8192
+    assert source.longest <= 2 * len(json.dumps(messages[700], indent=1)) + 8192
+
+
+def test_an_editors_rope_is_parsed_in_windows_with_the_whole_parses_result() -> None:
+    messages = [
+        {"role": "user", "content": f"{i} \u00e9t\u00e9 \U0001f600 " * 4} for i in range(15_000)
+    ]
+    text = json.dumps({"messages": messages})
+    assert len(text) > syntax.WINDOW_CHARS
+    conv = parse_conversation(Rope.from_parts([text]), DocFormat.JSON)
+    same = parse_conversation(text, DocFormat.JSON)
+    assert conv.message_data == same.message_data and conv.starts == same.starts
+    assert conv.issues == same.issues and len(conv.message_data) == 15_000
+
+
+def test_ranges_inside_messages_are_shared_values() -> None:
+    """One ``RelRange`` object for each place inside a message (``syntax._rel``)."""
+    text = json.dumps([{"role": "user", "content": "same"} for _ in range(3)])
+    holder = parse_json(text, messages=True).root
+    assert holder is not None
+    ranges = [item.members[0].key_range for item in holder.items]
+    assert ranges[0] == ranges[1] == ranges[2] and ranges[0] is ranges[1] is ranges[2]
+    roles = [item.get("role").value for item in holder.items]  # type: ignore[union-attr]
+    assert roles[0] is roles[1] is roles[2]
