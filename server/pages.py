@@ -31,11 +31,13 @@ MADV_DONTNEED = 4  # Linux' value (asm-generic/mman-common.h)
 M_ARENA_MAX = -8  # glibc's ``mallopt`` parameter (malloc.h)
 M_MMAP_THRESHOLD = -3
 # glibc maps a block this large on its own, and unmaps it when freed. Its default moves the
-# threshold up to the largest block freed so far (up to 32 MB): after the first large
-# ``str`` is freed, the next ones (a parse's windows, 1-4 MB each) come from the heap, and
-# the holes they leave there are filled with small objects that keep the heap from
-# shrinking. Fixed at glibc's initial value, the 10 MB open kept 6 MB less.
-MMAP_THRESHOLD = 128 * 1024
+# threshold up to the largest block freed so far (up to 32 MB): once a few MB block was
+# freed (a 10 MB ``didOpen``'s pieces, an outline's bytes), blocks up to that size come
+# from the heap, and the holes they leave there are filled with small objects that keep
+# the heap from shrinking. Fixed, the 10 MB open kept 6 MB less. At 512 KB, the parse's
+# windows (``syntax.WINDOW_CHARS``: at most 256 KB) stay in the heap, each reusing the
+# block the last one freed.
+MMAP_THRESHOLD = 512 * 1024
 
 
 def one_malloc_arena() -> bool:

@@ -158,8 +158,8 @@ print(in_heap(id(block)))
 
 
 def test_large_blocks_are_mapped_on_their_own_after_a_larger_one_is_freed() -> None:
-    # glibc's moving threshold puts a 1 MB block in the heap once a 4 MB one was freed (the
-    # parse's windows would leave holes there); the server's fixed threshold maps it.
+    # glibc's moving threshold puts a 1 MB block in the heap once a 4 MB one was freed (its
+    # holes there fill with small objects); the server's fixed threshold maps it.
     def in_heap(mode: str) -> str:
         out = subprocess.run(
             [sys.executable, "-c", _LARGE_BLOCKS, mode],
