@@ -854,10 +854,19 @@ class _Cut:
 
 @dataclass(slots=True)
 class _Project:
-    loaded_texts: list[tuple[FileAttachment, str, int]]  # file, content, tokens
+    # file, content, tokens (None: not counted yet; ``counted`` counts what is asked for)
+    loaded_texts: list[tuple[FileAttachment, str, int | None]]
     tabular: list[tuple[FileAttachment, str]]
     images: list[FileAttachment]
     all_overrides: bool
+
+    def counted(self, count: Callable[[str], int]) -> list[tuple[FileAttachment, str, int]]:
+        """``loaded_texts`` with every count made (and kept for the next look)."""
+        loaded = self.loaded_texts
+        for i, (f, content, tokens) in enumerate(loaded):
+            if tokens is None:
+                loaded[i] = (f, content, count(content))
+        return loaded  # type: ignore[return-value]
 
 
 def _context_key(conv: Conversation, settings: Settings, opts: AssembleOptions) -> tuple[Any, ...]:
@@ -2287,7 +2296,10 @@ class _Pipeline:
         return self.memo.project
 
     def _project_files_of(self) -> _Project:
-        loaded: list[tuple[FileAttachment, str, int]] = []
+        """The project files by kind; a loaded text is counted only when its count is
+        needed (``_project_overflows``: most documents' files fit their share whatever
+        their counts, and the documents message that holds them is counted anyway)."""
+        loaded: list[tuple[FileAttachment, str, int | None]] = []
         tabular: list[tuple[FileAttachment, str]] = []
         images: list[FileAttachment] = []
         all_overrides = True
@@ -2303,14 +2315,14 @@ class _Pipeline:
                 continue
             if f.token_count is None:
                 all_overrides = False
-            tokens = f.token_count if f.token_count is not None else self.count(content)
-            loaded.append((f, content, tokens))
+            loaded.append((f, content, f.token_count))
         return _Project(loaded, tabular, images, all_overrides)
 
     def _project_messages(self, project: _Project, reserved: int) -> tuple[list[LlmMessage], bool]:
         """The documents message and the file listing (reference §6.5, §7.1), and whether
         the files' texts are still loaded (False when they overflowed into the listing)."""
-        return self._project_messages_of(project, _project_overflows(project, self.s, reserved))
+        overflow = _project_overflows(project, self.s, reserved, self.tok)
+        return self._project_messages_of(project, overflow)
 
     def _project_messages_of(
         self, project: _Project, overflow: bool
@@ -2325,13 +2337,12 @@ class _Pipeline:
     def _project_messages_made(
         self, project: _Project, overflow: bool
     ) -> tuple[list[LlmMessage], bool]:
-        aggregate = sum(t for _, _, t in project.loaded_texts)
         listing: list[_FileMeta] = []
         msgs: list[LlmMessage] = []
         still_loaded = bool(project.loaded_texts)
         if overflow:
             # Overflow (the DISABLE_VECTOR_DB path): nothing loaded, every file listed.
-            for f, _, tokens in project.loaded_texts:
+            for f, _, tokens in project.counted(self.count):
                 listing.append(_FileMeta(f.file_id, f.filename, tokens * APPROX_CHARS_PER_TOKEN))
             still_loaded = False
         elif project.loaded_texts:
@@ -2342,8 +2353,8 @@ class _Pipeline:
             text = texts.PROJECT_DOCUMENTS_HEADER + json.dumps({"documents": docs}, indent=2)
             image_tokens = sum(f.token_count or 0 for f in project.images)
             tokens = (
-                aggregate + image_tokens
-                if project.all_overrides
+                sum(t for _, _, t in project.counted(self.count)) + image_tokens
+                if project.all_overrides  # (every count is the file's ``token_count``)
                 else self.count(text) + image_tokens
             )
             msgs.append(LlmMessage("$project_files", "user", text, tokens))
@@ -2860,13 +2871,28 @@ class _Pipeline:
 # ------------------------------------------------------------------------------ helpers
 
 
-def _project_overflows(project: _Project, s: Settings, reserved: int) -> bool:
+def _project_overflows(project: _Project, s: Settings, reserved: int, tok: Tokenizer) -> bool:
     """Whether the project files' texts exceed their share of the window left after
-    ``reserved``: they are then listed instead of loaded (reference §6.5)."""
+    ``reserved``: they are then listed instead of loaded (reference §6.5).
+
+    The texts not counted yet are counted only when their most possible tokens
+    (``CachedTokenizer.at_most``: one a byte) could reach the share: a sum of bounds
+    below it says what the sum of the counts would."""
     if not project.loaded_texts:
         return False
-    aggregate = sum(t for _, _, t in project.loaded_texts)
-    return aggregate >= (s.max_input_tokens - reserved) * PROJECT_FILE_SHARE
+    share = (s.max_input_tokens - reserved) * PROJECT_FILE_SHARE
+    at_most = getattr(tok, "at_most", None)
+    if at_most is not None:
+        bound = 0
+        for _, content, tokens in project.loaded_texts:
+            most = tokens if tokens is not None else at_most(content)
+            if most is None:
+                break
+            bound += most
+        else:
+            if bound < share:
+                return False
+    return sum(t for _, _, t in project.counted(tok.count)) >= share
 
 
 def stored_tokens(m: LlmMessage) -> int:

@@ -205,10 +205,14 @@ class CachedTokenizer:
         *,
         max_weight: int = MAX_CACHED_WEIGHT,
         batch_fn: Callable[[list[str]], list[int]] | None = None,
+        byte_level: bool = False,
     ) -> None:
         self.counter = count_fn
         self.encoding = name
         self.max_weight = max_weight
+        # ``count_fn`` counts with a byte-level BPE encoding (every tiktoken encoding):
+        # ``at_most`` then bounds a count without counting.
+        self.byte_level = byte_level
         # Counts several texts at once, where that is cheaper than one by one (a counting
         # process asked once instead of once a text): ``count_many`` gives it its misses.
         self.batch = batch_fn
@@ -250,6 +254,23 @@ class CachedTokenizer:
                     self._rekey(t, n)
             out.append(n)
         return out
+
+    def at_most(self, text: str) -> int | None:
+        """An upper bound of ``count(text)`` known without counting, or None (the counting
+        function promises none).
+
+        With a byte-level BPE encoding each token stands for one or more bytes of the
+        text's UTF-8 (a lone surrogate is counted as U+FFFD, three bytes, as
+        ``surrogatepass`` encodes it), so a text has at most as many tokens as bytes. A
+        caller that only compares a sum of counts with a threshold needs no count when
+        the bounds already fit (the parity tests check the bound on every text they count).
+        """
+        if not self.byte_level:
+            return None
+        hit = self._cache.get(text)
+        if hit is not None:
+            return hit[1]
+        return len(text.encode("utf-8", "surrogatepass"))
 
     def cached(self, text: str) -> int | None:
         """Return the count of ``text`` if it was counted or seeded before, else None."""

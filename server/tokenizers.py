@@ -113,7 +113,7 @@ def count_elsewhere(name: str, counts: Callable[[list[str]], list[int] | None]) 
     with _LOCK:
         if name in _LOADED:
             return False
-        _LOADED[name] = CachedTokenizer(count_text, name, batch_fn=count_texts)
+        _LOADED[name] = CachedTokenizer(count_text, name, batch_fn=count_texts, byte_level=True)
     return True
 
 
@@ -156,7 +156,8 @@ def _tokenizer(name: str) -> tuple[CachedTokenizer | None, str]:
             count = _tiktoken_count(enc) if enc is not None else None
         if count is None:
             return None, reason
-        res = _LOADED[name] = CachedTokenizer(count, name)
+        # Every tiktoken encoding is a byte-level BPE (``CachedTokenizer.at_most``).
+        res = _LOADED[name] = CachedTokenizer(count, name, byte_level=True)
         return res, ""
 
 

@@ -6,6 +6,8 @@ both on every fixture and example of the repository (whole files and every strin
 in them), the generated corpora, a hypothesis strategy of hostile Unicode and texts longer
 than the million code points bpe-openai's own Python wrapper refuses, and fail on any
 difference. The reference is built offline from the bundled files, like the runtime's.
+The same texts hold the bound ``CachedTokenizer.at_most`` gives (a token a UTF-8 byte at
+most).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.tokenizers import fast_counter, reference_encoding
+from assembly.tokens import CachedTokenizer
+from server.tokenizers import fast_counter, load_tokenizer, reference_encoding
 
 ROOT = Path(__file__).resolve().parents[2]
 ENCODINGS = ("cl100k_base", "o200k_base", "o200k_harmony")
@@ -313,3 +316,47 @@ def test_a_long_whitespace_run_counts_the_same_and_the_runtime_survives_longer_o
     assert whole == fast(" " * (n - 1)) + ref(" x")
     if encoding == "cl100k_base":  # tiktoken counts this run alone (`\s++$` takes it whole)
         assert whole == ref(" " * (n - 1)) + ref(" x")
+
+
+# ``CachedTokenizer.at_most``: a text has at most as many tokens as UTF-8 bytes (each token
+# of a byte-level BPE stands for one byte or more; a lone surrogate counts as U+FFFD's
+# three). The pipeline skips counting project files whose bounds fit their share: it holds
+# for every text the parity tests count, with both backends, in every encoding.
+
+
+def _fresh(name: str) -> CachedTokenizer:
+    """The runtime's tokenizer of ``name`` with nothing counted yet (``at_most`` of a
+    text counted before is its count)."""
+    loaded = load_tokenizer(name).tokenizer
+    assert loaded.at_most("") == 0  # type: ignore[attr-defined]  # the runtime's has the bound
+    return CachedTokenizer(loaded.counter, name, byte_level=True)  # type: ignore[attr-defined]
+
+
+def _unbounded(name: str, texts: Sequence[str]) -> list[tuple[str, int, int]]:
+    fresh = _fresh(name)
+    out = []
+    for counter in _pair(name):
+        for t in texts:
+            n, most = counter(t), fresh.at_most(t)
+            if most is None or n > most:
+                out.append((t[:80], n, -1 if most is None else most))
+    return out
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_a_count_is_at_most_the_texts_utf8_length(encoding: str) -> None:
+    texts = _corpus("tests/data", "examples", "tests/data/generated")
+    assert _unbounded(encoding, [*texts, *HOSTILE, "", "\ud800", "a\udfffb"]) == []
+    # The bound is a bound, not a count: it is reached by text made of one-byte tokens.
+    fresh = _fresh(encoding)
+    assert fresh.at_most("你好 world") == 12
+    assert fresh.count("你好 world") < 12 and fresh.at_most("你好 world") == fresh.count(
+        "你好 world"
+    )
+
+
+@pytest.mark.parametrize("encoding", DISTINCT)
+@settings(max_examples=300, deadline=None)
+@given(text=hostile_text)
+def test_hostile_unicode_has_at_most_a_token_a_byte(encoding: str, text: str) -> None:
+    assert _unbounded(encoding, [text]) == []
