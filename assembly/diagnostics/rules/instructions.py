@@ -52,6 +52,7 @@ from assembly.model import (
     Sentence,
     TextBlock,
 )
+from assembly.sourcemap import OffsetMap
 from assembly.syntax import SNode
 from assembly.sysprompt import guidance_sections, parse_prompt_text
 from assembly.text import TextRange
@@ -320,9 +321,16 @@ def _inline(ctx: RuleContext, content: str, rng: TextRange | None, kind: str) ->
     template = message_memo(ctx).derived(
         f"prompt: {kind}", content, lambda: parse_prompt_text(content)
     )
-    # The offset map is made for the first finding that needs it: most prompts have none.
-    mapped = functools.cache(lambda: offset_map(text, rng, content))
-    return [_Source(template, None, lambda r: mapped().range(r.start, r.end), kind)]
+    # The offset map is made for the first finding that needs it: most prompts have none
+    # (a list, not ``functools.cache``: making a cache took longer than most prompts' check).
+    made: list[OffsetMap] = []
+
+    def to_doc(r: TextRange) -> TextRange:
+        if not made:
+            made.append(offset_map(text, rng, content))
+        return made[0].range(r.start, r.end)
+
+    return [_Source(template, None, to_doc, kind)]
 
 
 def _is_scalar(text: TextLike, rng: TextRange) -> bool:
