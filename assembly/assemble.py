@@ -422,6 +422,7 @@ class AssemblyCache:
         "_history",
         "_key",
         "_memo",
+        "_older",
         "_structure",
         "calls",
         "converted",
@@ -435,6 +436,13 @@ class AssemblyCache:
         # the context key, used while those inputs are the same.
         self._structure: tuple[tuple[Any, ...], tuple[Message, ...], _Structure] | None = None
         self._history: _History | None = None
+        # Stages 1 and 2 of the version before the last when messages came or went since
+        # (the same pair as ``_structure`` and ``_history``, set aside untouched): when
+        # they come back (``-`` typed at a YAML item's line start ends the list, its
+        # deletion brings the items back as the same objects) they are nearer.
+        self._older: (
+            tuple[tuple[tuple[Any, ...], tuple[Message, ...], _Structure], _History] | None
+        ) = None
         self._memo = _Memo()
         self.calls = 0
         self.converted = 0  # messages converted by the last call
@@ -454,6 +462,7 @@ class AssemblyCache:
         if conversion_key != self._conversion_key:
             self._conversion_key = conversion_key
             self._history = None
+            self._older = None
 
 
 @dataclass(slots=True)
@@ -994,6 +1003,8 @@ class _Pipeline:
         # concern it).
         key = (self.s.branch_tip, self.s.keep_past_tool_results, self.conv.system_prompt is None)
         hit = self.cache._structure
+        if hit is not None and len(hit[1]) != len(msgs):
+            hit = self._generation(key, hit, msgs)
         if hit is not None and hit[0] == key and not hit[2].errors and len(hit[1]) != len(msgs):
             spliced = self._structure_spliced(hit[2], hit[1])
             if spliced is not None:
@@ -1014,6 +1025,33 @@ class _Pipeline:
         structure = self._structure_of()
         self.cache._structure = (key, msgs, structure)
         return structure, None
+
+    def _generation(
+        self,
+        key: tuple[Any, ...],
+        hit: tuple[tuple[Any, ...], tuple[Message, ...], _Structure],
+        msgs: tuple[Message, ...],
+    ) -> tuple[tuple[Any, ...], tuple[Message, ...], _Structure]:
+        """Messages came or went since the memo's version (``hit``): the memo of stages 1
+        and 2 it holds becomes the one set aside, and the one set aside before becomes
+        the memo when it is nearer to ``msgs`` (as many messages, fewer of them other
+        objects than came or went): messages that left in the last edit came back. The
+        stages then run on it as on any memo; a memo is only the inputs it was made from
+        and what they gave."""
+        cache = self.cache
+        current = cache._history
+        older = cache._older
+        cache._older = None
+        if current is not None and current.structure is hit[2]:
+            cache._older = (hit, current)
+        if older is None or older[0][0] != key or len(older[0][1]) != len(msgs):
+            return hit
+        # Other objects than two versions ago, counted at C speed.
+        others = list(map(operator.is_not, older[0][1], msgs)).count(True)
+        if others >= abs(len(hit[1]) - len(msgs)):
+            return hit
+        cache._structure, cache._history = older
+        return older[0]
 
     def _structure_of(self) -> _Structure:
         """Stage 1 over the stored messages and their places (no view is made: an edit that

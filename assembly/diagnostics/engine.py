@@ -475,6 +475,57 @@ class RuleCache:
         self._before: TextLike | None = None  # the text of the run before the last
         self.ran: tuple[str, ...] = ()
         self.message_runs = 0
+        # The state of the version before the last, set aside untouched when the last run
+        # saw many messages go (``_SET_ASIDE``): when they come back (``-`` typed at a
+        # YAML item's line start ends the list, deleting it brings the items back as the
+        # same objects) the run goes on from it (``_generation``).
+        self._older: RuleCache | None = None
+
+    def fork(self) -> RuleCache:
+        """A copy of this state that runs on without changing this one: what a run
+        changes in place is copied (its tables; the values in them are immutable or, in
+        the memo and the located ranges, pure values of one message object)."""
+        res = RuleCache.__new__(RuleCache)
+        res.__dict__.update(self.__dict__)
+        res._values = dict(self._values)
+        res._query_args = dict(self._query_args)
+        res._facts = dict(self._facts)
+        res._facts_next = {}
+        res._rules = {k: dataclasses.replace(v) for k, v in self._rules.items()}
+        res._message_rules = {
+            k: dataclasses.replace(v, found=dict(v.found), done=dict(v.done))
+            for k, v in self._message_rules.items()
+        }
+        res.memo = self.memo.fork()
+        res._counted = dict(self._counted)
+        res._located = dict(self._located)
+        res._gone = set(self._gone)
+        res._older = None
+        return res
+
+    def _generation(self, msgs: tuple[Message, ...]) -> None:
+        """Before a run on ``msgs``: when the state set aside (the version before the
+        last) is nearer to them than this one (as many messages, fewer of them other
+        objects than came or went since the last run), the two trade places; when many
+        messages went since the last run, this state is set aside (a ``fork``) before the
+        run changes it. Either way the run is the one implementation, on a state kept
+        from an earlier version."""
+        prev, older = self._messages, self._older
+        if prev is None:
+            return
+        if older is not None and older._messages is not None:
+            was = older._messages
+            if len(was) == len(msgs) and len(prev) != len(msgs):
+                others = list(map(operator.is_not, was, msgs)).count(True)
+                if others < abs(len(prev) - len(msgs)):
+                    self._older = None
+                    mine = self.__dict__
+                    self.__dict__ = older.__dict__
+                    older.__dict__ = mine
+                    self._older = older
+                    return
+        if len(prev) - len(msgs) >= _SET_ASIDE:
+            self._older = self.fork()
 
     def moved_values(self, values: list[Any]) -> list[Any]:
         """A value per message of the last run (``values``) moved to the index each
@@ -538,9 +589,10 @@ class RuleCache:
     ) -> list[Diagnostic]:
         """The findings of ``rules`` on ``ctx`` (unsorted, unsuppressed, in ``ctx``'s
         coordinates); ``edit``: where ``ctx.text`` differs from an older text (``check``)."""
-        self._run += 1
         conv = ctx.conversation
         msgs = conv.message_data if conv is not None else ()
+        self._generation(msgs)
+        self._run += 1
         changed = self._changed(msgs, ctx.text, conv)
         if self._span is None and edit is not None and edit[0] is self._text:
             self._span = edit[1:]  # where the text changed, given
@@ -982,6 +1034,11 @@ class _Run:
                 self.late_fixes[id(fix)] = kept
         made = Fix(fix.title, edits) if edits else None
         return dataclasses.replace(d, fix=made)
+
+
+# Messages gone in one run from which the state before it is set aside (a fork costs a
+# copy of the per-message tables; reading thousands of messages again costs far more).
+_SET_ASIDE = 256
 
 
 def _same(x: int) -> int:
