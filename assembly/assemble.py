@@ -541,6 +541,8 @@ class _Shape:
 # A unit's flags (``_Structure.flags``): the summary node; a message before the last user
 # message, that message, one after it (``_Pipeline._convert_message``'s arguments).
 _SUMMARY: tuple[Any, ...] = ("summary",)
+# Units to convert past which the memo set aside before is looked into (``_spared``).
+_SPARED = 64
 _BEFORE_LAST = (False, True, None)
 _LAST = (True, False, None)
 _AFTER_LAST = (False, False, None)
@@ -962,6 +964,7 @@ class _Pipeline:
         self.has_file_reader = any(n in FILE_READER_TOOLS for n in self.tool_names)
         self.tool_tokens = 0  # the tool definitions offered this turn
         self.system_range: TextRange | None = None  # where the document gives the system prompt
+        self.spare: _History | None = None  # the memo set aside before, dropped by this call
 
     def count(self, text: str) -> int:
         return self.tok.count(text)
@@ -1044,14 +1047,16 @@ class _Pipeline:
         cache._older = None
         if current is not None and current.structure is hit[2]:
             cache._older = (hit, current)
-        if older is None or older[0][0] != key or len(older[0][1]) != len(msgs):
+        if older is None:
             return hit
-        # Other objects than two versions ago, counted at C speed.
-        others = list(map(operator.is_not, older[0][1], msgs)).count(True)
-        if others >= abs(len(hit[1]) - len(msgs)):
-            return hit
-        cache._structure, cache._history = older
-        return older[0]
+        if older[0][0] == key and len(older[0][1]) == len(msgs):
+            # Other objects than two versions ago, counted at C speed.
+            others = list(map(operator.is_not, older[0][1], msgs)).count(True)
+            if others < abs(len(hit[1]) - len(msgs)):
+                cache._structure, cache._history = older
+                return older[0]
+        self.spare = older[1]  # dropped: its conversions serve this call (``_spared``)
+        return hit
 
     def _structure_of(self) -> _Structure:
         """Stage 1 over the stored messages and their places (no view is made: an edit that
@@ -1389,6 +1394,8 @@ class _Pipeline:
                 outs[v0:v1] = h.outs[u0 : u0 + v1 - v0]
                 metas[v0:v1] = h.metas[u0 : u0 + v1 - v0]
         todo = [u for r in _unit_runs(kept, n_units) if r[0] == "new" for u in range(r[1], r[2])]
+        if self.spare is not None and len(todo) > _SPARED:
+            todo = self._spared(units, flags, turn_images, structure.last_unit, todo, outs, metas)
         self._precount([units[u] for u in todo])
         for u in todo:
             outs[u], metas[u] = self._convert_unit(units[u], flags[u], turn_images)
@@ -1418,6 +1425,41 @@ class _Pipeline:
         self._fill(h, self._summary(structure), prev, kept)
         self.cache._history = h
         return h
+
+    def _spared(
+        self,
+        units: list[Message],
+        flags: tuple[tuple[Any, ...], ...],
+        turn_images: tuple[Image, ...],
+        last: int,
+        todo: list[int],
+        outs: list[tuple[LlmMessage, ...]],
+        metas: list[dict[str, _FileMeta] | None],
+    ) -> list[int]:
+        """Of the units ``todo`` (not in the memo), those the memo dropped by this call
+        (``spare``) converted as the same message under the same flags: their conversions
+        put in ``outs`` and ``metas``; the others, to convert. (The items after a list
+        ended twice in a row leave a summary's cut twice: their conversions are the
+        first time's.)"""
+        spare = self.spare
+        assert spare is not None
+        where = dict(zip(map(id, spare.units), itertools.count()))
+        old_flags = spare.structure.flags
+        left: list[int] = []
+        for u in todo:
+            m, f = units[u], flags[u]
+            j = where.get(id(m))
+            if (
+                j is None
+                or spare.units[j] is not m
+                or f == _SUMMARY
+                or old_flags[j] != f
+                or (u == last and spare.turn_images != turn_images)
+            ):
+                left.append(u)
+                continue
+            outs[u], metas[u] = spare.outs[j], spare.metas[j]
+        return left
 
     def _reused(
         self,
