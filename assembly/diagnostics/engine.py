@@ -378,6 +378,8 @@ class _Kept:
     diagnostic: Diagnostic
     anchor_of: dict[int, int]  # offset → index of its message (-1: not in a message)
     objects: dict[int, tuple[Message, int]]  # index → (message object, its start then)
+    # The last placing (``_Run._place``): the starts its messages had, and the result.
+    placed: tuple[tuple[int, ...], Diagnostic] | None = None
 
 
 @dataclass(slots=True)
@@ -432,7 +434,7 @@ def _map(d: Diagnostic, move: Callable[[int], int]) -> Diagnostic:
         fix = Fix(fix.title, tuple(TextEdit(doc(e.range), e.new_text) for e in fix.edits))
     elif isinstance(fix, LateFix):
         fix = dataclasses.replace(fix)
-    return dataclasses.replace(d, range=rng, related=related, fix=fix)
+    return Diagnostic(d.code, d.severity, d.message, rng, d.path, related, fix, d.unnecessary)
 
 
 # ------------------------------------------------------------------------------ the cache
@@ -767,7 +769,10 @@ class _Run:
         found = list(rule.check(*values))
         kept = [self._keep(d, None) for d in found]
         self.cache._rules[rule.code] = _RuleState(self.cache._run, values, kept)
-        return [self._late(d) for d in found]
+        return [
+            _placed(k, tuple(s for _, s in k.objects.values()), self._late(d))
+            for k, d in zip(kept, found, strict=True)
+        ]
 
     def _per_message(self, rule: Rule, params: tuple[type, ...]) -> list[Diagnostic]:
         args = [self.value(p) for p in params]
@@ -939,7 +944,11 @@ class _Run:
         return i + 1 if i + 1 < len(msgs) else -1  # in a gap: relative to the next one
 
     def _start(self, i: int) -> int:
-        """Where message ``i`` starts in this version."""
+        """Where message ``i`` starts in this version (a relative message: from the
+        version's table of starts, without a view)."""
+        r = self.msgs[i].range
+        if type(r) is RelRange:
+            return self.ctx.conversation.starts[i] + r.start  # type: ignore[union-attr]
         return message_start(self.views[i])
 
     def _current(self, k: _Kept) -> _Kept | None:
@@ -1001,18 +1010,34 @@ class _Run:
         return TextRange(at + hit[0], at + hit[1])
 
     def _place(self, k: _Kept) -> Diagnostic:
-        """A kept finding in this version's coordinates."""
+        """A kept finding in this version's coordinates: the last placing's result while
+        its messages (the same objects: ``_current``) start where they did then, unless
+        its fix is made for each version (``LateFix``: it reads around its message)."""
         d = k.diagnostic
-        delta = {i: self._start(i) - start for i, (_, start) in k.objects.items()}
+        objects = k.objects
+        starts = tuple(map(self._start, objects))
+        hit = k.placed
+        if hit is not None and hit[0] == starts:
+            return hit[1]
+        delta = {i: s - start for (i, (_, start)), s in zip(objects.items(), starts, strict=True)}
         if any(delta.values()):
             anchor = k.anchor_of
             d = _map(d, lambda x: x + delta.get(anchor[x], 0))
-        return self._late(d)
+        return _placed(k, starts, self._late(d))
 
     def _late(self, d: Diagnostic) -> Diagnostic:
         """``d`` with its ``LateRange`` found and its ``LateFix`` made for this version."""
         if isinstance(d.range, LateRange):
-            d = dataclasses.replace(d, range=self._locate(d.range))
+            d = Diagnostic(
+                d.code,
+                d.severity,
+                d.message,
+                self._locate(d.range),
+                d.path,
+                d.related,
+                d.fix,
+                d.unnecessary,
+            )
         fix = d.fix
         if not isinstance(fix, LateFix):
             return d
@@ -1039,6 +1064,17 @@ class _Run:
 # Messages gone in one run from which the state before it is set aside (a fork costs a
 # copy of the per-message tables; reading thousands of messages again costs far more).
 _SET_ASIDE = 256
+
+
+def _placed(k: _Kept, starts: tuple[int, ...], res: Diagnostic) -> Diagnostic:
+    """``res``, the finding ``k`` placed where its messages start at ``starts``, kept as
+    its last placing (``_Run._place``) unless it reads more than those starts: a fix made
+    for each version, or a range found in a message it is not kept with."""
+    d = k.diagnostic
+    r = d.range
+    if not isinstance(d.fix, LateFix) and (not isinstance(r, LateRange) or r.message in k.objects):
+        k.placed = (starts, res)
+    return res
 
 
 def _same(x: int) -> int:
