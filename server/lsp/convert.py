@@ -251,8 +251,14 @@ def to_lsp_diagnostic(
         source="promptls",
         related_information=related or None,
         tags=[lsp.DiagnosticTag.Unnecessary] if d.unnecessary else None,
-        data={"code": d.code, "start": d.range.start, "end": d.range.end},
+        data=diagnostic_data(d),
     )
+
+
+def diagnostic_data(d: Diagnostic) -> dict[str, object]:
+    """The ``data`` of a finding's LSP diagnostic: its code and offsets, by which a code
+    action request names the finding (``FindingKey``)."""
+    return {"code": d.code, "start": d.range.start, "end": d.range.end}
 
 
 def to_lsp_diagnostics(
