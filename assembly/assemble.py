@@ -77,7 +77,7 @@ from assembly.model import (
     Role,
     TextBlock,
 )
-from assembly.seq import common_ends
+from assembly.seq import common_ends, differing
 from assembly.sysprompt import (
     PromptContext,
     build_custom_agent_prompt,
@@ -1017,9 +1017,7 @@ class _Pipeline:
             _, old, structure = hit
             changed: list[int] = []
             if old is not msgs:
-                changed = list(
-                    itertools.compress(itertools.count(), map(operator.is_not, old, msgs))
-                )
+                changed = differing(old, msgs)
             differ = [k for k in changed if _signature(msgs[k]) != _signature(old[k])]
             found = self._structure_patched(structure, old, differ) if differ else structure
             if found is not None:

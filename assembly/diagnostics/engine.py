@@ -65,7 +65,7 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.window import TextLike, Windows, line_start
 from assembly.model import Message, Role
 from assembly.rope import Rope
-from assembly.seq import common_ends
+from assembly.seq import common_ends, differing
 from assembly.syntax import SNode
 from assembly.text import RelRange, TextRange
 
@@ -647,15 +647,7 @@ class RuleCache:
                 self._located = {j: v for o, v in located.items() if (j := now(o)) is not None}
             new = map(operator.is_, mid, itertools.repeat(None))
             return list(itertools.compress(itertools.count(head), new))
-        same = list(map(operator.is_, prev, msgs))
-        res: list[int] = []
-        i = -1
-        while True:
-            try:
-                i = same.index(False, i + 1)
-            except ValueError:
-                break
-            res.append(i)
+        res = differing(prev, msgs)
         for i in res:
             self.memo.forget(prev[i])
             self._located.pop(i, None)
