@@ -34,6 +34,15 @@ def common_ends(old: Sequence[object], new: Sequence[object]) -> tuple[int, int]
     return _common_ends(old, new)
 
 
+def note(old: tuple[object, ...], new: tuple[object, ...], head: int, tail: int) -> None:
+    """Tell ``common_ends`` its answer for two tuples that their maker knows (the re-read
+    that replaced one message of ``old`` by a new object knows it found the rest), so no
+    one scans them."""
+    if len(_KEPT) >= _KEEP:
+        _KEPT.clear()
+    _KEPT[(id(old), id(new))] = (old, new, (head, tail))
+
+
 def differing(old: Sequence[object], new: Sequence[object]) -> list[int]:
     """The indexes, in order, at which ``old`` and ``new`` (of one length) hold other
     objects: those of the run between their common ends (``common_ends``, kept), the
@@ -50,7 +59,7 @@ def differing(old: Sequence[object], new: Sequence[object]) -> list[int]:
     )
 
 
-_KEEP = 4  # answers kept (the messages, the model messages, of two versions)
+_KEEP = 8  # answers kept (the messages, the model messages, of two versions…)
 _KEPT: dict[tuple[int, int], tuple[object, object, tuple[int, int]]] = {}
 
 

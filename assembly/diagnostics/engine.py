@@ -1009,8 +1009,18 @@ class _Run:
         objects = k.objects
         starts = tuple(map(self._start, objects))
         hit = k.placed
-        if hit is not None and hit[0] == starts:
-            return hit[1]
+        if hit is not None:
+            if hit[0] == starts:
+                return hit[1]
+            # Its messages all moved by one shift (an edit before them) and it lies in
+            # them alone: the last placing moved by that shift.
+            shift = starts[0] - hit[0][0]
+            if -1 not in k.anchor_of.values() and all(
+                map(shift.__eq__, map(operator.sub, starts, hit[0]))
+            ):
+                res = _map(hit[1], shift.__add__)
+                k.placed = (starts, res)
+                return res
         delta = {i: s - start for (i, (_, start)), s in zip(objects.items(), starts, strict=True)}
         if any(delta.values()):
             anchor = k.anchor_of

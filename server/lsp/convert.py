@@ -106,10 +106,12 @@ def _carry(
     p, old_end, new_end = new.changed_span(old)
     delta = new_end - old_end
     lines = new.line_count - old.line_count
+    # A line starts after ``old_end`` when it comes after the line holding ``old_end``.
+    last = old.line_col(old_end).line
     for offset, position in positions.items():
         if offset < p:
             into[offset] = position
-        elif offset >= old_end and old.line_start(position.line) > old_end:
+        elif offset >= old_end and position.line > last:
             moved = lsp.Position(position.line + lines, position.character) if lines else position
             into[offset + delta] = moved
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assembly.seq import common_ends, differing, forget
+from assembly.seq import common_ends, differing, forget, note
 
 POOL = [object() for _ in range(6)]
 
@@ -80,3 +80,40 @@ def test_several_pairs_are_kept_at_once() -> None:
     forget()
     with pytest.raises(ValueError):
         differing((x,), (x, y))
+
+
+def test_a_re_read_notes_what_it_kept_and_the_note_is_true() -> None:
+    """``note``: the re-read that replaced one message tells ``common_ends`` its answer
+    (no scan); after a keystroke in a message of a real document the noted answer is the
+    one a search finds, and ``forget`` drops it."""
+    from pathlib import Path
+
+    from assembly import seq
+    from assembly.host import AnalysisHost, Edit
+    from assembly.rope import Rope
+    from tests.support.engine import analyze
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "support-agent.conv.json"
+    text = path.read_text(encoding="utf-8")
+    host = AnalysisHost()
+    old = analyze(path, text=Rope.from_str(text), host=host).conversation.message_data
+    at = text.index('"content": "', len(text) // 2) + len('"content": "')
+    noted: list[tuple[int, int]] = []
+    real = seq.note
+
+    def spy(a: tuple, b: tuple, head: int, tail: int) -> None:
+        noted.append((head, tail))
+        real(a, b, head, tail)
+
+    seq.note = spy  # type: ignore[assignment]
+    try:
+        rope = Rope.from_str(text[:at] + "x" + text[at:])
+        new = analyze(path, text=rope, host=host, edit=Edit.replace(at, at, "x"))
+    finally:
+        seq.note = real  # type: ignore[assignment]
+    assert len(noted) == 1
+    assert noted[0] == seq._common_ends(old, new.conversation.message_data)
+    forget()
+    x = object()
+    note((x,), (x, x), 1, 0)
+    assert common_ends((x,), (x, x)) == (1, 0)
