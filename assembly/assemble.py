@@ -77,7 +77,7 @@ from assembly.model import (
     Role,
     TextBlock,
 )
-from assembly.seq import common_ends
+from assembly.seq import common_ends, differing
 from assembly.sysprompt import (
     PromptContext,
     build_custom_agent_prompt,
@@ -422,6 +422,7 @@ class AssemblyCache:
         "_history",
         "_key",
         "_memo",
+        "_older",
         "_structure",
         "calls",
         "converted",
@@ -435,6 +436,13 @@ class AssemblyCache:
         # the context key, used while those inputs are the same.
         self._structure: tuple[tuple[Any, ...], tuple[Message, ...], _Structure] | None = None
         self._history: _History | None = None
+        # Stages 1 and 2 of the version before the last when messages came or went since
+        # (the same pair as ``_structure`` and ``_history``, set aside untouched): when
+        # they come back (``-`` typed at a YAML item's line start ends the list, its
+        # deletion brings the items back as the same objects) they are nearer.
+        self._older: (
+            tuple[tuple[tuple[Any, ...], tuple[Message, ...], _Structure], _History] | None
+        ) = None
         self._memo = _Memo()
         self.calls = 0
         self.converted = 0  # messages converted by the last call
@@ -454,6 +462,7 @@ class AssemblyCache:
         if conversion_key != self._conversion_key:
             self._conversion_key = conversion_key
             self._history = None
+            self._older = None
 
 
 @dataclass(slots=True)
@@ -532,6 +541,8 @@ class _Shape:
 # A unit's flags (``_Structure.flags``): the summary node; a message before the last user
 # message, that message, one after it (``_Pipeline._convert_message``'s arguments).
 _SUMMARY: tuple[Any, ...] = ("summary",)
+# Units to convert past which the memo set aside before is looked into (``_spared``).
+_SPARED = 64
 _BEFORE_LAST = (False, True, None)
 _LAST = (True, False, None)
 _AFTER_LAST = (False, False, None)
@@ -962,6 +973,7 @@ class _Pipeline:
         self.has_file_reader = any(n in FILE_READER_TOOLS for n in self.tool_names)
         self.tool_tokens = 0  # the tool definitions offered this turn
         self.system_range: TextRange | None = None  # where the document gives the system prompt
+        self.spare: _History | None = None  # the memo set aside before, dropped by this call
 
     def count(self, text: str) -> int:
         return self.tok.count(text)
@@ -1003,6 +1015,8 @@ class _Pipeline:
         # concern it).
         key = (self.s.branch_tip, self.s.keep_past_tool_results, self.conv.system_prompt is None)
         hit = self.cache._structure
+        if hit is not None and len(hit[1]) != len(msgs):
+            hit = self._generation(key, hit, msgs)
         if hit is not None and hit[0] == key and not hit[2].errors and len(hit[1]) != len(msgs):
             spliced = self._structure_spliced(hit[2], hit[1])
             if spliced is not None:
@@ -1012,9 +1026,7 @@ class _Pipeline:
             _, old, structure = hit
             changed: list[int] = []
             if old is not msgs:
-                changed = list(
-                    itertools.compress(itertools.count(), map(operator.is_not, old, msgs))
-                )
+                changed = differing(old, msgs)
             differ = [k for k in changed if _signature(msgs[k]) != _signature(old[k])]
             found = self._structure_patched(structure, old, differ) if differ else structure
             if found is not None:
@@ -1023,6 +1035,35 @@ class _Pipeline:
         structure = self._structure_of()
         self.cache._structure = (key, msgs, structure)
         return structure, None
+
+    def _generation(
+        self,
+        key: tuple[Any, ...],
+        hit: tuple[tuple[Any, ...], tuple[Message, ...], _Structure],
+        msgs: tuple[Message, ...],
+    ) -> tuple[tuple[Any, ...], tuple[Message, ...], _Structure]:
+        """Messages came or went since the memo's version (``hit``): the memo of stages 1
+        and 2 it holds becomes the one set aside, and the one set aside before becomes
+        the memo when it is nearer to ``msgs`` (as many messages, fewer of them other
+        objects than came or went): messages that left in the last edit came back. The
+        stages then run on it as on any memo; a memo is only the inputs it was made from
+        and what they gave."""
+        cache = self.cache
+        current = cache._history
+        older = cache._older
+        cache._older = None
+        if current is not None and current.structure is hit[2]:
+            cache._older = (hit, current)
+        if older is None:
+            return hit
+        if older[0][0] == key and len(older[0][1]) == len(msgs):
+            # Other objects than two versions ago, counted at C speed.
+            others = list(map(operator.is_not, older[0][1], msgs)).count(True)
+            if others < abs(len(hit[1]) - len(msgs)):
+                cache._structure, cache._history = older
+                return older[0]
+        self.spare = older[1]  # dropped: its conversions serve this call (``_spared``)
+        return hit
 
     def _structure_of(self) -> _Structure:
         """Stage 1 over the stored messages and their places (no view is made: an edit that
@@ -1360,6 +1401,8 @@ class _Pipeline:
                 outs[v0:v1] = h.outs[u0 : u0 + v1 - v0]
                 metas[v0:v1] = h.metas[u0 : u0 + v1 - v0]
         todo = [u for r in _unit_runs(kept, n_units) if r[0] == "new" for u in range(r[1], r[2])]
+        if self.spare is not None and len(todo) > _SPARED:
+            todo = self._spared(units, flags, turn_images, structure.last_unit, todo, outs, metas)
         self._precount([units[u] for u in todo])
         for u in todo:
             outs[u], metas[u] = self._convert_unit(units[u], flags[u], turn_images)
@@ -1389,6 +1432,41 @@ class _Pipeline:
         self._fill(h, self._summary(structure), prev, kept)
         self.cache._history = h
         return h
+
+    def _spared(
+        self,
+        units: list[Message],
+        flags: tuple[tuple[Any, ...], ...],
+        turn_images: tuple[Image, ...],
+        last: int,
+        todo: list[int],
+        outs: list[tuple[LlmMessage, ...]],
+        metas: list[dict[str, _FileMeta] | None],
+    ) -> list[int]:
+        """Of the units ``todo`` (not in the memo), those the memo dropped by this call
+        (``spare``) converted as the same message under the same flags: their conversions
+        put in ``outs`` and ``metas``; the others, to convert. (The items after a list
+        ended twice in a row leave a summary's cut twice: their conversions are the
+        first time's.)"""
+        spare = self.spare
+        assert spare is not None
+        where = dict(zip(map(id, spare.units), itertools.count()))
+        old_flags = spare.structure.flags
+        left: list[int] = []
+        for u in todo:
+            m, f = units[u], flags[u]
+            j = where.get(id(m))
+            if (
+                j is None
+                or spare.units[j] is not m
+                or f == _SUMMARY
+                or old_flags[j] != f
+                or (u == last and spare.turn_images != turn_images)
+            ):
+                left.append(u)
+                continue
+            outs[u], metas[u] = spare.outs[j], spare.metas[j]
+        return left
 
     def _reused(
         self,

@@ -40,6 +40,7 @@ from itertools import repeat
 from operator import attrgetter, is_
 from typing import Any
 
+from assembly import seq
 from assembly.documents import (
     MAX_DOCUMENT_CHARS,
     MAX_MESSAGES,
@@ -885,6 +886,8 @@ def replace_message(
     # new table of starts (the same objects stay), the rest by copies.
     at = base + node.range.end
     messages = (*prev.message_data[:index], new_msg, *prev.message_data[index + 1 :])
+    if new_msg is not old_msg:  # (a new object: the others are the same)
+        seq.note(prev.message_data, messages, index, len(messages) - index - 1)
     new_items = (*items[:k], new_node, *items[k + 1 :])
     new_holder = SNode(
         "array",

@@ -17,26 +17,55 @@ def common_ends(old: Sequence[object], new: Sequence[object]) -> tuple[int, int]
     share by identity; the tail never overlaps the head (``head + tail`` is at most the
     shorter length).
 
-    The last answer for two tuples is kept (they cannot change) until ``forget``: the
-    pipeline, the rule engine and the rules ask it for the same two versions' messages
-    in one analysis (``AnalysisHost`` forgets it at the end of each)."""
+    The last few answers for two tuples are kept (they cannot change) until ``forget``:
+    the pipeline, the rule engine and the rules ask it for the same two versions'
+    messages (and model messages) in one analysis (``AnalysisHost`` forgets them at the
+    end of each)."""
     if type(old) is tuple and type(new) is tuple:
-        last = _LAST[0]
-        if last[0] is old and last[1] is new:
-            return last[2]
+        key = (id(old), id(new))
+        hit = _KEPT.get(key)
+        if hit is not None and hit[0] is old and hit[1] is new:
+            return hit[2]
         found = _common_ends(old, new)
-        _LAST[0] = (old, new, found)
+        if len(_KEPT) >= _KEEP:
+            _KEPT.clear()
+        _KEPT[key] = (old, new, found)
         return found
     return _common_ends(old, new)
 
 
-_NONE: tuple[object, object, tuple[int, int]] = ((), (), (0, 0))
-_LAST = [_NONE]
+def note(old: tuple[object, ...], new: tuple[object, ...], head: int, tail: int) -> None:
+    """Tell ``common_ends`` its answer for two tuples that their maker knows (the re-read
+    that replaced one message of ``old`` by a new object knows it found the rest), so no
+    one scans them."""
+    if len(_KEPT) >= _KEEP:
+        _KEPT.clear()
+    _KEPT[(id(old), id(new))] = (old, new, (head, tail))
+
+
+def differing(old: Sequence[object], new: Sequence[object]) -> list[int]:
+    """The indexes, in order, at which ``old`` and ``new`` (of one length) hold other
+    objects: those of the run between their common ends (``common_ends``, kept), the
+    only part read again."""
+    n = len(new)
+    if len(old) != n:
+        raise ValueError("differing: sequences of one length")
+    head, tail = common_ends(old, new)
+    end = n - tail
+    if end - head <= 1:
+        return list(range(head, end))  # (a run of one: its ends differ)
+    return list(
+        itertools.compress(range(head, end), map(operator.is_not, old[head:end], new[head:end]))
+    )
+
+
+_KEEP = 8  # answers kept (the messages, the model messages, of two versions…)
+_KEPT: dict[tuple[int, int], tuple[object, object, tuple[int, int]]] = {}
 
 
 def forget() -> None:
-    """Drop the kept answer (and the two sequences it holds)."""
-    _LAST[0] = _NONE
+    """Drop the kept answers (and the sequences they hold)."""
+    _KEPT.clear()
 
 
 def _common_ends(old: Sequence[object], new: Sequence[object]) -> tuple[int, int]:

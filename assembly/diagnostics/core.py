@@ -203,6 +203,17 @@ class MessageMemo:
         value = values[kind] = compute(m)
         return value
 
+    def fork(self) -> MessageMemo:
+        """A copy that runs on without changing this one (the values are shared: each
+        is a pure value of its message, or immutable)."""
+        res = MessageMemo()
+        res._values = dict(self._values)
+        res._derived = dict(self._derived)
+        res._carried = dict(self._carried)
+        res.shapes = self.shapes
+        res.callers = self.callers
+        return res
+
     def clear(self) -> None:
         self._values.clear()
         self._derived.clear()

@@ -65,7 +65,7 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.window import TextLike, Windows, line_start
 from assembly.model import Message, Role
 from assembly.rope import Rope
-from assembly.seq import common_ends
+from assembly.seq import common_ends, differing
 from assembly.syntax import SNode
 from assembly.text import RelRange, TextRange
 
@@ -378,6 +378,8 @@ class _Kept:
     diagnostic: Diagnostic
     anchor_of: dict[int, int]  # offset → index of its message (-1: not in a message)
     objects: dict[int, tuple[Message, int]]  # index → (message object, its start then)
+    # The last placing (``_Run._place``): the starts its messages had, and the result.
+    placed: tuple[tuple[int, ...], Diagnostic] | None = None
 
 
 @dataclass(slots=True)
@@ -432,7 +434,7 @@ def _map(d: Diagnostic, move: Callable[[int], int]) -> Diagnostic:
         fix = Fix(fix.title, tuple(TextEdit(doc(e.range), e.new_text) for e in fix.edits))
     elif isinstance(fix, LateFix):
         fix = dataclasses.replace(fix)
-    return dataclasses.replace(d, range=rng, related=related, fix=fix)
+    return Diagnostic(d.code, d.severity, d.message, rng, d.path, related, fix, d.unnecessary)
 
 
 # ------------------------------------------------------------------------------ the cache
@@ -475,6 +477,57 @@ class RuleCache:
         self._before: TextLike | None = None  # the text of the run before the last
         self.ran: tuple[str, ...] = ()
         self.message_runs = 0
+        # The state of the version before the last, set aside untouched when the last run
+        # saw many messages go (``_SET_ASIDE``): when they come back (``-`` typed at a
+        # YAML item's line start ends the list, deleting it brings the items back as the
+        # same objects) the run goes on from it (``_generation``).
+        self._older: RuleCache | None = None
+
+    def fork(self) -> RuleCache:
+        """A copy of this state that runs on without changing this one: what a run
+        changes in place is copied (its tables; the values in them are immutable or, in
+        the memo and the located ranges, pure values of one message object)."""
+        res = RuleCache.__new__(RuleCache)
+        res.__dict__.update(self.__dict__)
+        res._values = dict(self._values)
+        res._query_args = dict(self._query_args)
+        res._facts = dict(self._facts)
+        res._facts_next = {}
+        res._rules = {k: dataclasses.replace(v) for k, v in self._rules.items()}
+        res._message_rules = {
+            k: dataclasses.replace(v, found=dict(v.found), done=dict(v.done))
+            for k, v in self._message_rules.items()
+        }
+        res.memo = self.memo.fork()
+        res._counted = dict(self._counted)
+        res._located = dict(self._located)
+        res._gone = set(self._gone)
+        res._older = None
+        return res
+
+    def _generation(self, msgs: tuple[Message, ...]) -> None:
+        """Before a run on ``msgs``: when the state set aside (the version before the
+        last) is nearer to them than this one (as many messages, fewer of them other
+        objects than came or went since the last run), the two trade places; when many
+        messages went since the last run, this state is set aside (a ``fork``) before the
+        run changes it. Either way the run is the one implementation, on a state kept
+        from an earlier version."""
+        prev, older = self._messages, self._older
+        if prev is None:
+            return
+        if older is not None and older._messages is not None:
+            was = older._messages
+            if len(was) == len(msgs) and len(prev) != len(msgs):
+                others = list(map(operator.is_not, was, msgs)).count(True)
+                if others < abs(len(prev) - len(msgs)):
+                    self._older = None
+                    mine = self.__dict__
+                    self.__dict__ = older.__dict__
+                    older.__dict__ = mine
+                    self._older = older
+                    return
+        if len(prev) - len(msgs) >= _SET_ASIDE:
+            self._older = self.fork()
 
     def moved_values(self, values: list[Any]) -> list[Any]:
         """A value per message of the last run (``values``) moved to the index each
@@ -538,9 +591,10 @@ class RuleCache:
     ) -> list[Diagnostic]:
         """The findings of ``rules`` on ``ctx`` (unsorted, unsuppressed, in ``ctx``'s
         coordinates); ``edit``: where ``ctx.text`` differs from an older text (``check``)."""
-        self._run += 1
         conv = ctx.conversation
         msgs = conv.message_data if conv is not None else ()
+        self._generation(msgs)
+        self._run += 1
         changed = self._changed(msgs, ctx.text, conv)
         if self._span is None and edit is not None and edit[0] is self._text:
             self._span = edit[1:]  # where the text changed, given
@@ -593,15 +647,7 @@ class RuleCache:
                 self._located = {j: v for o, v in located.items() if (j := now(o)) is not None}
             new = map(operator.is_, mid, itertools.repeat(None))
             return list(itertools.compress(itertools.count(head), new))
-        same = list(map(operator.is_, prev, msgs))
-        res: list[int] = []
-        i = -1
-        while True:
-            try:
-                i = same.index(False, i + 1)
-            except ValueError:
-                break
-            res.append(i)
+        res = differing(prev, msgs)
         for i in res:
             self.memo.forget(prev[i])
             self._located.pop(i, None)
@@ -715,7 +761,10 @@ class _Run:
         found = list(rule.check(*values))
         kept = [self._keep(d, None) for d in found]
         self.cache._rules[rule.code] = _RuleState(self.cache._run, values, kept)
-        return [self._late(d) for d in found]
+        return [
+            _placed(k, tuple(s for _, s in k.objects.values()), self._late(d))
+            for k, d in zip(kept, found, strict=True)
+        ]
 
     def _per_message(self, rule: Rule, params: tuple[type, ...]) -> list[Diagnostic]:
         args = [self.value(p) for p in params]
@@ -887,7 +936,11 @@ class _Run:
         return i + 1 if i + 1 < len(msgs) else -1  # in a gap: relative to the next one
 
     def _start(self, i: int) -> int:
-        """Where message ``i`` starts in this version."""
+        """Where message ``i`` starts in this version (a relative message: from the
+        version's table of starts, without a view)."""
+        r = self.msgs[i].range
+        if type(r) is RelRange:
+            return self.ctx.conversation.starts[i] + r.start  # type: ignore[union-attr]
         return message_start(self.views[i])
 
     def _current(self, k: _Kept) -> _Kept | None:
@@ -949,18 +1002,44 @@ class _Run:
         return TextRange(at + hit[0], at + hit[1])
 
     def _place(self, k: _Kept) -> Diagnostic:
-        """A kept finding in this version's coordinates."""
+        """A kept finding in this version's coordinates: the last placing's result while
+        its messages (the same objects: ``_current``) start where they did then, unless
+        its fix is made for each version (``LateFix``: it reads around its message)."""
         d = k.diagnostic
-        delta = {i: self._start(i) - start for i, (_, start) in k.objects.items()}
+        objects = k.objects
+        starts = tuple(map(self._start, objects))
+        hit = k.placed
+        if hit is not None:
+            if hit[0] == starts:
+                return hit[1]
+            # Its messages all moved by one shift (an edit before them) and it lies in
+            # them alone: the last placing moved by that shift.
+            shift = starts[0] - hit[0][0]
+            if -1 not in k.anchor_of.values() and all(
+                map(shift.__eq__, map(operator.sub, starts, hit[0]))
+            ):
+                res = _map(hit[1], shift.__add__)
+                k.placed = (starts, res)
+                return res
+        delta = {i: s - start for (i, (_, start)), s in zip(objects.items(), starts, strict=True)}
         if any(delta.values()):
             anchor = k.anchor_of
             d = _map(d, lambda x: x + delta.get(anchor[x], 0))
-        return self._late(d)
+        return _placed(k, starts, self._late(d))
 
     def _late(self, d: Diagnostic) -> Diagnostic:
         """``d`` with its ``LateRange`` found and its ``LateFix`` made for this version."""
         if isinstance(d.range, LateRange):
-            d = dataclasses.replace(d, range=self._locate(d.range))
+            d = Diagnostic(
+                d.code,
+                d.severity,
+                d.message,
+                self._locate(d.range),
+                d.path,
+                d.related,
+                d.fix,
+                d.unnecessary,
+            )
         fix = d.fix
         if not isinstance(fix, LateFix):
             return d
@@ -982,6 +1061,22 @@ class _Run:
                 self.late_fixes[id(fix)] = kept
         made = Fix(fix.title, edits) if edits else None
         return dataclasses.replace(d, fix=made)
+
+
+# Messages gone in one run from which the state before it is set aside (a fork costs a
+# copy of the per-message tables; reading thousands of messages again costs far more).
+_SET_ASIDE = 256
+
+
+def _placed(k: _Kept, starts: tuple[int, ...], res: Diagnostic) -> Diagnostic:
+    """``res``, the finding ``k`` placed where its messages start at ``starts``, kept as
+    its last placing (``_Run._place``) unless it reads more than those starts: a fix made
+    for each version, or a range found in a message it is not kept with."""
+    d = k.diagnostic
+    r = d.range
+    if not isinstance(d.fix, LateFix) and (not isinstance(r, LateRange) or r.message in k.objects):
+        k.placed = (starts, res)
+    return res
 
 
 def _same(x: int) -> int:

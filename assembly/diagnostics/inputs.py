@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
+from assembly import seq
 from assembly.assemble import LayoutEntry
 from assembly.diagnostics.core import RuleContext
 from assembly.diagnostics.engine import (
@@ -224,18 +225,10 @@ del _name
 
 def same_messages(a: tuple[Message, ...], b: tuple[Message, ...]) -> bool:
     """Equal shapes of stored messages, comparing only the objects that are not the same
-    (a C-level scan)."""
+    (``seq.differing``)."""
     if len(a) != len(b):
         return False
-    same = list(map(operator.is_, a, b))
-    i = -1
-    while True:
-        try:
-            i = same.index(False, i + 1)
-        except ValueError:
-            return True
-        if shape_key_of(a[i]) != shape_key_of(b[i]):
-            return False
+    return all(shape_key_of(a[i]) == shape_key_of(b[i]) for i in seq.differing(a, b))
 
 
 # ------------------------------------------------------------------------------ the branch
@@ -889,8 +882,8 @@ class Ignoring:
 
 @query
 def ignoring(src: Source) -> Ignoring:
-    flags = src.per_message("ignores", _IGNORES)
-    return Ignoring(tuple(itertools.compress(range(len(flags)), flags)))
+    msgs = src.messages
+    return Ignoring(src.indexes("ignores", lambda idx: map(_IGNORES, map(msgs.__getitem__, idx))))
 
 
 _IGNORES = operator.attrgetter("ignore")

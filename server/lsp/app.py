@@ -116,21 +116,34 @@ class PromptProtocol(LanguageServerProtocol):
         if self.writer is None:
             log.error("no transport to answer request %r", msg_id)
             return
-        # The result's bytes are written as they are, never copied into one message: an
-        # outline of 10,000 messages is 3 MB, and its str, the body, the framed body and
-        # their encoding were 13 MB at once, on every request it answers.
         head = f'{{"id": {json.dumps(msg_id)}, "jsonrpc": "2.0", "result": '.encode("ascii")
+        self._write_prepared(head, result.json)
+
+    def notify_prepared(self, method: str, params: bytes) -> None:
+        """Send a notification whose params are already JSON (ASCII bytes), as they are."""
+        if self.writer is None:
+            log.error("no transport to send %s", method)
+            return
+        head = f'{{"method": {json.dumps(method)}, "jsonrpc": "2.0", "params": '.encode("ascii")
+        self._write_prepared(head, params)
+
+    def _write_prepared(self, head: bytes, body: bytes) -> None:
+        """Write the message ``head + body + b"}"``. The body's bytes are written as they
+        are, never copied into one message: an outline of 10,000 messages is 3 MB, and its
+        str, the body, the framed body and their encoding were 13 MB at once, on every
+        request it answers."""
+        assert self.writer is not None
         if self._include_headers:  # a stream (stdio, TCP): the message in three writes
-            n = len(head) + len(result.json) + 1
+            n = len(head) + len(body) + 1
             header = (
                 f"Content-Length: {n}\r\n"
                 f"Content-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
             )
             self.writer.write(header.encode("ascii") + head)
-            self.writer.write(result.json)
+            self.writer.write(body)
             res = self.writer.write(b"}")
         else:  # a WebSocket: one message
-            res = self.writer.write(b"".join((head, result.json, b"}")))
+            res = self.writer.write(b"".join((head, body, b"}")))
         if inspect.isawaitable(res):  # a WebSocket: keep the write alive until it is done
             task = asyncio.ensure_future(res)
             _WRITES.add(task)

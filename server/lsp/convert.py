@@ -106,10 +106,12 @@ def _carry(
     p, old_end, new_end = new.changed_span(old)
     delta = new_end - old_end
     lines = new.line_count - old.line_count
+    # A line starts after ``old_end`` when it comes after the line holding ``old_end``.
+    last = old.line_col(old_end).line
     for offset, position in positions.items():
         if offset < p:
             into[offset] = position
-        elif offset >= old_end and old.line_start(position.line) > old_end:
+        elif offset >= old_end and position.line > last:
             moved = lsp.Position(position.line + lines, position.character) if lines else position
             into[offset + delta] = moved
 
@@ -251,8 +253,14 @@ def to_lsp_diagnostic(
         source="promptls",
         related_information=related or None,
         tags=[lsp.DiagnosticTag.Unnecessary] if d.unnecessary else None,
-        data={"code": d.code, "start": d.range.start, "end": d.range.end},
+        data=diagnostic_data(d),
     )
+
+
+def diagnostic_data(d: Diagnostic) -> dict[str, object]:
+    """The ``data`` of a finding's LSP diagnostic: its code and offsets, by which a code
+    action request names the finding (``FindingKey``)."""
+    return {"code": d.code, "start": d.range.start, "end": d.range.end}
 
 
 def to_lsp_diagnostics(

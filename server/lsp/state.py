@@ -4,7 +4,7 @@ and the scheduler hands around (``server.lsp.session``, ``server.lsp.scheduler``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from assembly.diagnostics import Diagnostic
@@ -55,6 +55,10 @@ class Snapshot:
     generation: int = 0
     failure: tuple[Diagnostic, ...] | None = None
     last_good: Snapshot | None = None
+    # What publishing its findings serialized, for the next version's (``handlers.documents``).
+    published: dict[object, bytes] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     @property
     def diagnostics(self) -> tuple[Diagnostic, ...]:

@@ -935,3 +935,45 @@ def test_message_references_from_the_last_equal_from_nothing(seed: int) -> None:
         assert all(n > 0 for n in last.counts.values())
         want = max((i for i, m in enumerate(msgs) if m.id_range is None), default=-1)
         assert last.implicit.rfind(1) == want
+
+
+def test_findings_whose_messages_did_not_move_are_placed_once(tmp_path: Path) -> None:
+    """A kept finding is placed again only when one of its messages starts elsewhere: typing
+    in a message of a JSON Lines conversation with findings spread over it (the generated
+    one's ``file-id-not-in-read-file-list`` under a tight budget) gives the very objects of
+    the last version for the findings of a rule not run again that lie before the edit,
+    and new ones, where a fresh run puts them, after it."""
+    from tests.bench.gen_conversation import conversation as generated
+
+    path = tmp_path / "gen.conv.jsonl"
+    doc = generated(600, 200_000, 5)
+    settings = {**doc["settings"], "max_input_tokens": 8_000}  # files dropped with history
+    lines = [{"settings": settings}, *doc["messages"]]  # as gen_conversation writes
+    text = "\n".join(json.dumps(m, ensure_ascii=False) for m in lines) + "\n"
+    host = AnalysisHost()
+    prev = _analysis(path, text, host)
+    code = "file-id-not-in-read-file-list"
+    assert sum(d.code == code for d in prev.diagnostics) > 10
+    rnd = random.Random(5)
+    reused = 0
+    for _ in range(8):
+        conv = prev.conversation
+        assert conv is not None
+        inside = [m.content_range for m in conv.messages if m.content_range]
+        rng = rnd.choice(inside[len(inside) // 4 :])
+        assert rng is not None
+        at = rnd.randrange(rng.start + 1, max(rng.start + 2, rng.end))
+        text = text[:at] + "x" + text[at:]
+        got = _analysis(path, text, host)
+        want = _analysis(path, text)
+        assert [(d, d.range.start, d.range.end) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end) for d in want.diagnostics
+        ]
+        last = {id(d) for d in prev.diagnostics}
+        if code not in _cache(host).ran:
+            mine = [d for d in got.diagnostics if d.code == code]
+            assert all(id(d) in last for d in mine if d.range.end < rng.start)
+            assert not any(id(d) in last for d in mine if d.range.start > at)
+            reused += sum(id(d) in last for d in mine)
+        prev = got
+    assert reused > 10

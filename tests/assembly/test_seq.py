@@ -1,13 +1,15 @@
-"""``assembly.seq.common_ends``: the common head and tail of two versions, by identity."""
+"""``assembly.seq``: the common head and tail of two versions, by identity, and the indexes
+where two versions of one length differ."""
 
 from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assembly.seq import common_ends, forget
+from assembly.seq import common_ends, differing, forget, note
 
 POOL = [object() for _ in range(6)]
 
@@ -53,3 +55,65 @@ def test_the_kept_answer_is_only_for_the_same_two_tuples(versions: list[list]) -
         if k % 2:
             forget()
     forget()
+
+
+@given(st.lists(st.sampled_from(POOL), min_size=1), st.data())
+def test_differing_is_every_index_holding_another_object(old: list, data: st.DataObject) -> None:
+    """``differing``: of two sequences of one length, the indexes where the objects are not
+    the same, in order (read from the run between the common ends, kept or not)."""
+    new = data.draw(st.lists(st.sampled_from(POOL), min_size=len(old), max_size=len(old)))
+    want = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a is not b]
+    assert differing(old, new) == want
+    a, b = tuple(old), tuple(new)
+    assert differing(a, b) == want
+    assert differing(a, b) == want  # (the kept ends)
+    forget()
+
+
+def test_several_pairs_are_kept_at_once() -> None:
+    """The answers for a few pairs are kept together (the messages and the model messages
+    of two versions); each is its own pair's."""
+    x, y = object(), object()
+    pairs = [((x, x, y), (x, y, y)), ((y,) * 4, (y, y, x, y)), ((x,), (x,))]
+    for _ in range(2):
+        assert [differing(a, b) for a, b in pairs] == [[1], [2], []]
+    forget()
+    with pytest.raises(ValueError):
+        differing((x,), (x, y))
+
+
+def test_a_re_read_notes_what_it_kept_and_the_note_is_true() -> None:
+    """``note``: the re-read that replaced one message tells ``common_ends`` its answer
+    (no scan); after a keystroke in a message of a real document the noted answer is the
+    one a search finds, and ``forget`` drops it."""
+    from pathlib import Path
+
+    from assembly import seq
+    from assembly.host import AnalysisHost, Edit
+    from assembly.rope import Rope
+    from tests.support.engine import analyze
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "support-agent.conv.json"
+    text = path.read_text(encoding="utf-8")
+    host = AnalysisHost()
+    old = analyze(path, text=Rope.from_str(text), host=host).conversation.message_data
+    at = text.index('"content": "', len(text) // 2) + len('"content": "')
+    noted: list[tuple[int, int]] = []
+    real = seq.note
+
+    def spy(a: tuple, b: tuple, head: int, tail: int) -> None:
+        noted.append((head, tail))
+        real(a, b, head, tail)
+
+    seq.note = spy  # type: ignore[assignment]
+    try:
+        rope = Rope.from_str(text[:at] + "x" + text[at:])
+        new = analyze(path, text=rope, host=host, edit=Edit.replace(at, at, "x"))
+    finally:
+        seq.note = real  # type: ignore[assignment]
+    assert len(noted) == 1
+    assert noted[0] == seq._common_ends(old, new.conversation.message_data)
+    forget()
+    x = object()
+    note((x,), (x, x), 1, 0)
+    assert common_ends((x,), (x, x)) == (1, 0)

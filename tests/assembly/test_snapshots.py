@@ -211,3 +211,26 @@ def test_an_analysis_stays_true_of_its_own_text_after_ten_edits(tmp_path: Path) 
     # The re-read shared message objects that moved (the case the anchors got wrong).
     assert moved_shared > 0
     assert str(first.text) == text
+
+
+def test_a_version_reuses_the_views_its_prior_made_that_did_not_move() -> None:
+    """``MessageViews``: a re-read version gives, of the views the version it was made from
+    had made, the very objects for the messages at the same place with the same start, and
+    new views, at their new starts, for the others; equal to a fresh version's views."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "support-agent.conv.json"
+    text = path.read_text(encoding="utf-8")
+    host = AnalysisHost()
+    conv = analyze(path, text=Rope.from_str(text), host=host).conversation
+    n = len(conv.messages)
+    seen = [conv.messages[i] for i in range(n)]  # every view made
+    k = n // 2
+    inside = seen[k].content_range
+    assert inside is not None
+    for new in ("x", "\\u00e9", "yz"):
+        at = inside.start + 1
+        rope = Rope.from_str(text[:at] + new + text[at:])
+        views = analyze(path, text=rope, host=host, edit=Edit.replace(at, at, new))
+        got = views.conversation.messages
+        assert [got[i] is seen[i] for i in range(n)] == [i < k for i in range(n)]
+        assert list(got) == list(analyze(path, text=str(rope)).conversation.messages)
+        text, seen = str(rope), list(got)

@@ -5,12 +5,12 @@
 runs. This one times, in CPU time of one process (steady under load), what the server does
 with each analysis of the same edit kinds on the same generated document (``--corpus``,
 ``--size``, ``--format``): the analysis itself (``AnalysisHost``, as ``bench_rules_kinds``
-runs it), converting its findings to LSP (``convert.to_lsp_diagnostics`` on the rope, in
-``--encoding``, with the version's ``TextMap`` made from the last one's as the server makes
-it, where the checkout can), and serializing the notification as the server writes it
-(``text_document_publish_diagnostics`` on a built server writing to nothing). A JSON Lines
-document carries about 130 findings spread over its text (the JSON one 3), so its
-conversion reads as many places of the rope.
+runs it), then its publishing as a push client gets it: the version's ``TextMap`` made
+from the last one's as the server makes it (where the checkout can), and the checkout's
+own ``handlers.documents.publish`` (converting the findings to LSP, in ``--encoding``, and
+serializing the notification) on a built server writing to nothing, given the last
+snapshot where the checkout takes it. A JSON Lines document carries about 130 findings
+spread over its text (the JSON one 3), so its publishing reads as many places of the rope.
 
 Each checkout (``--root``, repeatable; default this one) runs in its own process with its
 own ``assembly`` and ``server``, in turn, so a before/after comparison comes from one run:
@@ -43,7 +43,7 @@ from benchkit import (
     worker_document,
 )
 
-PARTS = ("analysis", "convert", "serialize")
+PARTS = ("analysis", "publish")
 
 
 def main() -> int:
@@ -58,30 +58,27 @@ def main() -> int:
     head = ["edit kind", "findings"]
     for root, _ in results:
         head += [f"{p} ({Path(root).name})" if p == PARTS[0] else p for p in PARTS]
-        head.append("publish")
 
     def cells(got: dict[str, Any]) -> list[str]:
-        publish = [c + s for c, s in zip(got["convert"], got["serialize"], strict=True)]
-        return [ms(statistics.median(v)) for v in (*(got[p] for p in PARTS), publish)]
+        return [ms(statistics.median(got[p])) for p in PARTS]
 
     table = [head]
-    for row in kind_rows(results, len(PARTS) + 1, cells):
+    for row in kind_rows(results, len(PARTS), cells):
         row.insert(1, str(results[0][1][row[0]]["findings"]))
         table.append(row)
     print()
     print_table(table)
-    print("\nMedians of CPU per keystroke; publish = convert + serialize.")
+    print("\nMedians of CPU per keystroke; publish: the map, converting and serializing.")
     return 0
 
 
 def _worker(args: argparse.Namespace) -> int:
     doc, text = worker_document(args)
-    from lsprotocol import types as lsp
-
     from assembly.host import AnalysisHost, Edit
     from assembly.rope import Rope
     from server.lsp import convert
-    from server.lsp.handlers import build_server
+    from server.lsp.handlers import build_server, documents
+    from server.lsp.state import Snapshot
     from tests.support.engine import analyze
 
     uri = doc.as_uri()
@@ -94,28 +91,31 @@ def _worker(args: argparse.Namespace) -> int:
         out = f()
         return time.process_time() - c, out
 
-    # As the server makes a version's map: from the last one where the checkout can.
+    # As the server makes a version's map: from the last one where the checkout can; and
+    # publishes it, given the last snapshot where the checkout takes it.
     carries = "previous" in inspect.signature(convert.TextMap.of).parameters
+    follows = "previous" in inspect.signature(documents.publish).parameters
     last: list[Any] = []
+
+    def publish(rope: Rope, a: Any) -> int:
+        if carries and last:
+            m = convert.TextMap.of(rope, args.encoding, previous=last[0].text_map)
+        else:
+            m = convert.TextMap.of(rope, args.encoding)
+        snap = Snapshot(uri, 1, m, a, 0.0)
+        if follows and last:
+            documents.publish(server, snap, last[0])
+        else:
+            documents.publish(server, snap)
+        last[:] = [snap]
+        return len([d for d in a.diagnostics if d.path is None])
 
     def record(kind: str, rope: Rope, run: Any) -> None:
         spent, a = cpu(run)
         gc.freeze()  # as the server does after each analysis
-        c = time.process_time()
-        if carries and last:
-            m = convert.TextMap.of(rope, args.encoding, previous=last[0])
-        else:
-            m = convert.TextMap.of(rope, args.encoding)
-        mapping = time.process_time() - c
-        last[:] = [m]
-        converting, items = cpu(
-            lambda: convert.to_lsp_diagnostics(m, a.diagnostics, uri, other_texts=a.other_texts)
-        )
-        converting += mapping
-        params = lsp.PublishDiagnosticsParams(uri=uri, diagnostics=items, version=1)
-        serializing, _ = cpu(lambda: server.text_document_publish_diagnostics(params))
-        got = res.setdefault(kind, {"findings": len(items), **{p: [] for p in PARTS}})
-        for part, t in zip(PARTS, (spent, converting, serializing), strict=True):
+        publishing, findings = cpu(lambda: publish(rope, a))
+        got = res.setdefault(kind, {"findings": findings, **{p: [] for p in PARTS}})
+        for part, t in zip(PARTS, (spent, publishing), strict=True):
             got[part].append(t)
 
     gc.disable()

@@ -25,7 +25,7 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.engine import Source, query
 from assembly.diagnostics.inputs import Branch, MessageKinds
 from assembly.model import Conversation, Message
-from assembly.seq import common_ends
+from assembly.seq import common_ends, differing
 from assembly.text import TextRange
 
 MAX_RELATED_FILES = 5
@@ -461,7 +461,7 @@ def _same_places(
     ):
         return False
     old, places, before = last.history, last.places, last.messages
-    diff = list(itertools.compress(itertools.count(), map(operator.is_not, hist, old)))
+    diff = differing(old, hist)
     if len(diff) > 64:
         return False
     for c in changed:

@@ -13,12 +13,14 @@ in time proportional to the edit.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
+from assembly.text import TextRange
 from server.lsp import convert
 from server.lsp.app import PromptServer
 from server.lsp.scheduler import SETTLE_S, View
@@ -97,14 +99,66 @@ def schedule_paths(ls: PromptServer, paths: list[Path]) -> None:
             schedule(ls, uri)
 
 
-def publish(ls: PromptServer, snap: Snapshot) -> None:
-    """Push the snapshot's diagnostics of this document (findings in other files stay out)."""
-    diags = convert.to_lsp_diagnostics(
-        snap.text_map, snap.diagnostics, snap.uri, other_texts=snap.other_texts
-    )
-    ls.text_document_publish_diagnostics(
-        lsp.PublishDiagnosticsParams(uri=snap.uri, diagnostics=diags, version=snap.version)
-    )
+def publish(ls: PromptServer, snap: Snapshot, previous: Snapshot | None = None) -> None:
+    """Push the snapshot's diagnostics of this document (findings in other files stay out).
+
+    Each finding is serialized as pygls would serialize its ``convert.to_lsp_diagnostic``,
+    but for its ``data`` (its offsets) once per look: a finding whose LSP positions, words
+    and related places are those of one ``previous`` published (most of them after a
+    keystroke, which moves offsets but seldom lines) reuses that serialization
+    (``Snapshot.published``), and only its ``data`` is written again."""
+    kept = previous.published if previous is not None else {}
+    made = snap.published
+    m, uri = snap.text_map, snap.uri
+    mine = [d for d in snap.diagnostics if d.path is None]
+    elsewhere = [d for d in mine if any(r.path is not None for r in d.related)]
+    # Related places in other files: converted with those files' maps (made once), each time.
+    whole = iter(convert.to_lsp_diagnostics(m, elsewhere, uri, other_texts=snap.other_texts))
+    unstructure = ls.protocol._converter.unstructure
+    buf = bytearray(b'{"uri": ')
+    buf += json.dumps(uri).encode("ascii")
+    buf += b', "diagnostics": ['
+    for k, d in enumerate(mine):
+        if k:
+            buf += b", "
+        if elsewhere and any(r.path is not None for r in d.related):
+            buf += json.dumps(unstructure(next(whole))).encode("ascii")
+            continue
+        key = (
+            uri,
+            d.code,
+            d.severity,
+            d.message,
+            d.unnecessary,
+            _span(m, d.range),
+            tuple((r.message, _span(m, r.range)) for r in d.related),
+        )
+        part = made.get(key) or kept.get(key)
+        if part is None:
+            fields = unstructure(convert.to_lsp_diagnostic(m, d, uri))
+            del fields["data"]  # (the last field: written after the others, below)
+            part = json.dumps(fields).encode("ascii")[:-1]  # (without its "}")
+        made[key] = part
+        buf += part
+        buf += b', "data": '
+        buf += json.dumps(convert.diagnostic_data(d)).encode("ascii")
+        buf += b"}"
+    buf += b"]"
+    if snap.version is not None:
+        buf += b', "version": %d' % snap.version
+    buf += b"}"
+    ls.protocol.notify_prepared(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, bytes(buf))
+
+
+def _span(m: convert.TextMap, rng: TextRange) -> tuple[int, int, int, int]:
+    """Where ``rng`` is in LSP's terms (a key: the positions of an earlier version carried
+    into ``m`` make it one look-up)."""
+    kept = m.positions
+    a, b = kept.get(rng.start), kept.get(rng.end)
+    if a is None or b is None:
+        r = convert.to_lsp_range(m, rng)
+        a, b = r.start, r.end
+    return a.line, a.character, b.line, b.character
 
 
 def install(ls: PromptServer) -> None:
@@ -132,7 +186,7 @@ def _finished(ls: PromptServer, snap: Snapshot, previous: Snapshot | None) -> No
         if (reanalysed or snap.failure is not None) and s.capabilities.diagnostic_refresh:
             ls.workspace_diagnostic_refresh(None)
         return
-    publish(ls, snap)
+    publish(ls, snap, previous)
 
 
 def _tool_names(snap: Snapshot | None) -> frozenset[str] | None:
