@@ -94,6 +94,7 @@ class PendingCounts:
         "drain",
         "encoding",
         "fd",
+        "go",
         "on_demand",
         "pid",
         "received",
@@ -112,10 +113,12 @@ class PendingCounts:
         replies: int | None = None,
         drain: bool = False,
         serves: str | None = None,  # the encoding a serving child counts requests with
+        go: int | None = None,  # an open's child waits for what to count with (``count_with``)
     ) -> None:
         self.pid = pid
         self.fd = fd
         self.encoding = encoding
+        self.go = go
         self.closed = False
         self.requests = requests
         self.replies = replies
@@ -132,6 +135,26 @@ class PendingCounts:
         # The counts received so far: (encoding, by hash: (length, count)); encoding None
         # while nothing is received, and for good when a batch could not be trusted.
         self._sent: tuple[str | None, dict[int, tuple[int, int]]] = (None, {})
+
+    @property
+    def awaiting(self) -> bool:
+        """A child forked when a ``didOpen`` arrived (``start_open``) that has not been
+        told yet how to read and count its document (``count_with``)."""
+        return self.go is not None and not self.closed
+
+    def count_with(self, fmt: str, encoding: str | None, model: str | None) -> None:
+        """Tell a ``start_open`` child the document's format and the tokenizer to count
+        with (``server.tokenizers.load_tokenizer``'s arguments: the child loads it too when
+        it was not loaded before the fork)."""
+        go, self.go = self.go, None
+        if go is None or self.closed:
+            return
+        try:
+            _write_all(go, marshal.dumps((str(fmt), encoding, model)))
+        except OSError:  # the child is gone: nothing will be sent
+            self.close()
+        finally:
+            os.close(go)
 
     def seed(self, conv: Conversation, tokenizer: Tokenizer) -> int:
         """Seed the counts of the conversation's strings; return how many were seeded.
@@ -236,22 +259,25 @@ class PendingCounts:
         """Stop the child (if it is still counting) and reap it; idempotent.
 
         Reaping a killed child waits while the system frees its memory (the encoding's
-        tables, the document: 10-25 ms of wall time at 1-10 MB). A process about to end
-        passes ``reap=False``: the child is killed and left to be reaped by the system
-        when this process ends.
+        tables, the document: 10-25 ms of wall time at 1-10 MB, in the middle of the
+        server's first analysis): a killed child is reaped on a thread of its own
+        (``_reap_later``), so nobody waits for it. A process about to end passes
+        ``reap=False``: the child is killed and left to be reaped by the system when this
+        process ends.
         """
         if self.closed:
             return
         self.closed = True
-        for fd in (self.fd, self.requests, self.replies):
+        for fd in (self.fd, self.requests, self.replies, self.go):
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        self.go = None
         try:
             if os.waitpid(self.pid, os.WNOHANG) == (0, 0):
                 os.kill(self.pid, signal.SIGKILL)
                 if reap:
-                    os.waitpid(self.pid, 0)
+                    _reap_later(self.pid)
         except ChildProcessError:
             pass
 
@@ -475,13 +501,7 @@ def _fork(
             if pipes is not None:
                 os.close(pipes[1])  # this end's requests: the parent's closing ends them
                 os.close(pipes[2])
-            # Not this process's standard streams: whoever reads the parent's output (a
-            # pipe) would otherwise wait for this child too, until the system has freed
-            # its memory (it closes a process's files after that).
-            null = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(null, fd)
-            os.close(null)
+            _detach()
             values = list(_values(str(text), fmt))
             if count is None:
                 from server.tokenizers import load_tokenizer
@@ -489,19 +509,7 @@ def _fork(
                 asked, model = _document_encoding(values)
                 tokenizer = load_tokenizer(asked, model=model).tokenizer
                 count, encoding = tokenizer.count, tokenizer.encoding
-            batch: list[tuple[int, int, int]] = []
-            weight = 0
-            for s in _document_strings(values):  # newest first (``_walk_strings``)
-                if cached is None or cached(s) is None:
-                    batch.append((hash(s), len(s), count(s)))
-                    weight += len(s)
-                if weight >= BATCH_CHARS:
-                    _send_batch(write_fd, encoding, batch)
-                    batch, weight = [], 0
-                    if pipes is not None and select.select([pipes[0]], [], [], 0)[0]:
-                        break  # asked for texts (``on_demand``): those, not the rest
-            _send_batch(write_fd, encoding, batch)
-            os.close(write_fd)  # the counts end here
+            _count_and_send(values, count, cached, encoding, write_fd, pipes[0] if pipes else None)
             if pipes is not None and serve is not None:
                 _serve(pipes[0], pipes[3], serve)
         except BaseException:
@@ -514,6 +522,114 @@ def _fork(
     os.close(pipes[0])
     os.close(pipes[3])
     return PendingCounts(pid, read_fd, encoding, requests=pipes[1], replies=pipes[2], serves=serve)
+
+
+def start_open(body: bytes) -> PendingCounts | None:
+    """Fork a child counting the document a ``didOpen`` carries, as soon as the message's
+    bytes have arrived (the language server's ``server.lsp.stream``), before this process
+    decodes them: the child reads ``body`` with ``json``'s C parser, and the document's
+    values, while this process decodes the text into its rope and starts its analysis,
+    so its counts are sent about as early as the analysis starts (a child forked by the
+    analysis, ``start``, first waited for the message to be decoded). The child then waits
+    for the format and the tokenizer the analysis picks (``PendingCounts.count_with``),
+    counts, and sends its batches; the analysis drains them (``seed``) as with ``start``.
+    None when no child is forked (a body this small, one core, no ``fork``); a body that
+    is not a ``didOpen`` of a document worth it only ends its child early.
+    """
+    if len(body) < MIN_DOCUMENT_CHARS or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        return None
+    read_fd, write_fd = os.pipe()
+    with contextlib.suppress(OSError, AttributeError):
+        import fcntl
+
+        fcntl.fcntl(write_fd, _F_SETPIPE_SZ, PIPE_BYTES)
+    go_read, go_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: read, wait to be told, count, write, exit without cleanup
+        status = 0
+        gc.disable()
+        try:
+            os.close(read_fd)
+            os.close(go_write)
+            _detach()
+            _count_open(body, go_read, write_fd)
+        except BaseException:
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    os.close(go_read)
+    pending = PendingCounts(pid, read_fd, None, go=go_write)
+    pending.drain = True
+    return pending
+
+
+def _count_open(body: bytes, go: int, write_fd: int) -> None:
+    """A ``start_open`` child's work: the text of the ``didOpen`` in ``body``, its values
+    once the parent says how to read them (format, tokenizer), their counts."""
+    doc = json.loads(body)["params"]["textDocument"]
+    del body
+    text = doc["text"]
+    del doc
+    told = _read_exactly(go, 1 << 16, time.monotonic() + TIMEOUT_S, partial=True)
+    if not told or not isinstance(text, str):
+        return  # the parent does not count this document
+    fmt, asked, model = marshal.loads(told)
+    if not _worth_forking(text, MIN_DOCUMENT_CHARS, fmt):
+        return
+    values = list(_values(text, fmt))
+    del text
+    from server.tokenizers import load_tokenizer
+
+    tokenizer = load_tokenizer(asked, model=model).tokenizer
+    _count_and_send(values, tokenizer.counter, tokenizer.cached, tokenizer.encoding, write_fd)
+
+
+def _detach() -> None:
+    """A child's standard streams, not its parent's: whoever reads the parent's output (a
+    pipe) would otherwise wait for this child too, until the system has freed its memory
+    (it closes a process's files after that)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _count_and_send(
+    values: list[Any],
+    count: Callable[[str], int],
+    cached: Callable[[str], int | None] | None,
+    encoding: str | None,
+    write_fd: int,
+    requests: int | None = None,
+) -> None:
+    """Count the strings of ``values`` (those ``cached`` does not know), newest first, and
+    send them in batches of about ``BATCH_CHARS``; a request arriving on ``requests``
+    (``on_demand``) ends the counting at the next batch. Closes ``write_fd``."""
+    batch: list[tuple[int, int, int]] = []
+    weight = 0
+    for s in _document_strings(values):  # newest first (``_walk_strings``)
+        if cached is None or cached(s) is None:
+            batch.append((hash(s), len(s), count(s)))
+            weight += len(s)
+        if weight >= BATCH_CHARS:
+            _send_batch(write_fd, encoding, batch)
+            batch, weight = [], 0
+            if requests is not None and select.select([requests], [], [], 0)[0]:
+                break  # asked for texts (``on_demand``): those, not the rest
+    _send_batch(write_fd, encoding, batch)
+    os.close(write_fd)  # the counts end here
+
+
+def _reap_later(pid: int) -> None:
+    """Reap a killed child on a thread of its own (see ``PendingCounts.close``)."""
+    import threading  # (not at the module's import: see above)
+
+    def reap() -> None:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+    threading.Thread(target=reap, name="promptls-reap", daemon=True).start()
 
 
 def _serve(requests: int, replies: int, encoding: str) -> None:
@@ -642,8 +758,11 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
-    """``n`` bytes from ``fd``; None at its end, or when ``deadline`` passes first."""
+def _read_exactly(
+    fd: int, n: int, deadline: float | None, *, partial: bool = False
+) -> bytes | None:
+    """``n`` bytes from ``fd``; None at its end, or when ``deadline`` passes first.
+    ``partial``: what was read when the end comes (at most ``n`` bytes) is the answer."""
     chunks: list[bytes] = []
     while n:
         if deadline is not None:
@@ -652,7 +771,7 @@ def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
                 return None
         chunk = os.read(fd, min(n, 1 << 20))
         if not chunk:
-            return None
+            return b"".join(chunks) if partial else None
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)

@@ -70,12 +70,20 @@ def test_the_server_takes_the_counts_sent_so_far_and_counts_the_rest_in_place(
         assert time.monotonic() - started < precount.TIMEOUT_S / 2
         assert pending.closed and fresh.cached(long[0]) is None
         assert fresh.count_many(long) == reference
-        with pytest.raises(ChildProcessError):
-            os.waitpid(pending.pid, os.WNOHANG)  # stopped and reaped
+        _reaped_elsewhere(pending.pid)  # stopped, and reaped without the analysis waiting
     finally:
         pending.close()
         for fd in (reached_r, reached_w, never_r, never_w):
             os.close(fd)
+
+
+def _reaped_elsewhere(pid: int) -> None:
+    """Wait until a killed child is reaped by the thread ``PendingCounts.close`` started
+    (this process does not reap it: its entry in ``/proc`` goes when that thread has)."""
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists():
+        assert time.monotonic() < deadline, f"child {pid} never reaped"
+        time.sleep(0.01)
 
 
 def test_a_batch_cut_short_is_left_out_and_the_whole_ones_are_kept() -> None:
@@ -608,3 +616,89 @@ def test_the_serving_child_shares_a_large_request_and_answers_the_next_ones(
         assert tok.count("one") == 1 and not early.pending.closed
     finally:
         early.pending.close()
+
+
+def _did_open_body(text: str, uri: str = "file:///w/c.conv.json") -> bytes:
+    doc = {"uri": uri, "languageId": "json", "version": 1, "text": text}
+    message = {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": doc}}
+    return json.dumps(message, ensure_ascii=False).encode()
+
+
+def test_a_did_opens_child_counts_from_its_bytes_once_told_how(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Forked from the message's bytes (before anything decodes them here), the child reads
+    # the document and waits; told the format and the tokenizer, it counts exactly as
+    # counting in place does.
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
+    long = [f"open {i}: " + "the quick brown fox 🦊 jumps 跳 " * (20 + i) for i in range(30)]
+    text = json.dumps({"messages": [{"role": "user", "content": t} for t in long]})
+    pending = precount.start_open(_did_open_body(text))
+    assert pending is not None and pending.awaiting and pending.drain
+    pending.count_with(DocFormat.JSON, None, "gpt-4o")
+    assert not pending.awaiting
+    _finished(pending)
+    tokenizer = load_tokenizer(model="gpt-4o").tokenizer
+    fresh = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
+    assert pending.seed(parse_conversation(text, DocFormat.JSON), fresh) == len(long)
+    assert fresh.count_many(long) == [tokenizer.counter(t) for t in long]
+    # Told another encoding, it counts with that one, which this tokenizer does not take.
+    again = precount.start_open(_did_open_body(text))
+    assert again is not None
+    again.count_with(DocFormat.JSON, "cl100k_base", None)
+    _finished(again)
+    other = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
+    assert again.seed(parse_conversation(text, DocFormat.JSON), other) == 0
+
+
+def test_a_did_opens_child_never_told_or_sent_anything_else_ends_without_counts(
+    monkeypatch,
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
+    text = json.dumps({"messages": [{"role": "user", "content": "x" * 100}]})
+    tokenizer = load_tokenizer().tokenizer
+    conv = parse_conversation(text, DocFormat.JSON)
+    stopped = precount.start_open(_did_open_body(text))
+    assert stopped is not None
+    stopped.close()  # not a document the server counts: the child is stopped
+    assert stopped.closed and not stopped.awaiting
+    _reaped_elsewhere(stopped.pid)
+    for body in (b'{"method": "textDocument/didOpen", "params": 3}', b"\xff not json"):
+        odd = precount.start_open(body)
+        assert odd is not None
+        odd.count_with(DocFormat.JSON, None, None)
+        _, status = os.waitpid(odd.pid, 0)
+        assert os.WEXITSTATUS(status) == 1  # it failed, alone
+        fresh = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
+        assert odd.seed(conv, fresh) == 0
+
+
+def test_a_small_body_forks_nothing() -> None:
+    assert precount.start_open(_did_open_body("x" * 100)) is None
+
+
+def test_a_child_forked_while_another_thread_loads_an_encoding_can_load_one() -> None:
+    # The server's warm-up loads the editor's encoding on a thread of its own while a
+    # didOpen's child may be forked: the lock that thread held is free in the child.
+    import threading
+
+    from server import tokenizers
+
+    held, release = threading.Event(), threading.Event()
+
+    def loading() -> None:
+        with tokenizers._LOCK:
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=loading)
+    thread.start()
+    try:
+        assert held.wait(30)
+        pid = os.fork()
+        if pid == 0:  # the child: the load must not wait for a thread it does not have
+            code = 0 if tokenizers._LOCK.acquire(timeout=5) else 3
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0
+    finally:
+        release.set()
+        thread.join()
