@@ -622,14 +622,17 @@ def _count_and_send(
 
 
 def _reap_later(pid: int) -> None:
-    """Reap a killed child on a thread of its own (see ``PendingCounts.close``)."""
-    import threading  # (not at the module's import: see above)
+    """Reap a killed child on a thread of its own (see ``PendingCounts.close``), started
+    with ``_thread``: ``threading.Thread.start`` waits until the thread has run (on a
+    busy machine, tens of ms of the analysis that stopped the child)."""
+    import _thread  # (not ``threading``: see the module's imports above)
 
-    def reap() -> None:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+    _thread.start_new_thread(_reap, (pid,))
 
-    threading.Thread(target=reap, name="promptls-reap", daemon=True).start()
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _serve(requests: int, replies: int, encoding: str) -> None:

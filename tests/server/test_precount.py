@@ -16,6 +16,16 @@ from server import precount
 from server.tokenizers import load_tokenizer
 
 
+@pytest.fixture(autouse=True)
+def _own_tokenizers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's encodings are its own: a test's ``start_early`` registers a counting
+    child for an encoding not loaded yet (``tokenizers.count_elsewhere``), which, left in
+    place, a later test (and every child it forks, sharing its pipes) would count with."""
+    from server import tokenizers
+
+    monkeypatch.setattr(tokenizers, "_LOADED", dict(tokenizers._LOADED))
+
+
 def test_forked_counts_equal_counting_in_place(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
     long = [f"message {i}: " + "the quick brown fox 🦊 jumps 跳 " * (20 + i) for i in range(30)]

@@ -6,10 +6,10 @@ item by item (``server.lsp.app.prepare``)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import gc
 import json
 import logging
+import os
 import threading
 import weakref
 from typing import Any
