@@ -32,6 +32,7 @@ counted on request.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import gc
 import json
@@ -78,6 +79,9 @@ BATCH_CHARS = 200_000
 # benchmark conversation's are about 300 KB).
 PIPE_BYTES = 1 << 20
 _F_SETPIPE_SZ = 1031  # fcntl's command on Linux
+# A drained child still counting (``PendingCounts.late``) is looked at for new batches at
+# most this often (a batch is a few ms of counting; a look, a system call or two).
+POLL_S = 0.002
 # A request of this many characters (about 25 ms of counting) is counted by the serving
 # child and a helper it forks, in parallel (``_count_all``).
 SPLIT_CHARS = 1_000_000
@@ -89,7 +93,10 @@ class PendingCounts:
     __slots__ = (
         "_buffer",
         "_ended",
+        "_next_poll",
+        "_owner",
         "_sent",
+        "_tokenizer",
         "closed",
         "drain",
         "encoding",
@@ -135,6 +142,12 @@ class PendingCounts:
         # The counts received so far: (encoding, by hash: (length, count)); encoding None
         # while nothing is received, and for good when a batch could not be trusted.
         self._sent: tuple[str | None, dict[int, tuple[int, int]]] = (None, {})
+        # A drained child still counting after ``seed``: the tokenizer that asks it
+        # (``late``), from the thread that seeded it, looking for new batches at most
+        # every ``POLL_S``.
+        self._tokenizer: Any = None
+        self._owner = 0
+        self._next_poll = 0.0
 
     @property
     def awaiting(self) -> bool:
@@ -179,11 +192,20 @@ class PendingCounts:
         # The strings are found and hashed (a ``str`` keeps its hash) before waiting: the
         # child is often still counting when the parse and the read are done.
         texts = [(text, hash(text)) for text in _strings(conv)]
+        # A drained child still counting goes on while the pipeline counts (``late``).
+        follow = self.drain and getattr(tokenizer, "elsewhere", False) is None
         try:
-            encoding, counts = self._counts()
+            encoding, counts = self._arrived() if follow else self._counts()
         finally:
-            if self.requests is None:
+            if self.requests is None and not follow:
                 self.close()
+        if follow:
+            if self._ended or self.closed or encoding not in (None, tokenizer.encoding):
+                self.close()  # every count is in, or none of another encoding is of use
+            else:
+                self._tokenizer, self._owner = tokenizer, _thread.get_ident()
+                self._next_poll = time.monotonic() + POLL_S
+                tokenizer.elsewhere = self.late
         seed = getattr(tokenizer, "seed", None)
         if not counts or seed is None or tokenizer.encoding != encoding:
             return 0
@@ -195,6 +217,29 @@ class PendingCounts:
                 found[text] = known[1]
         seed(found)
         return len(found)
+
+    def late(self, text: str) -> int | None:
+        """The count of ``text`` if a drained child still counting has sent it since
+        ``seed`` (the tokenizer asks before counting a text itself), else None.
+
+        The child counts the newest messages first and the pipeline converts the oldest
+        first, so the two meet in the middle instead of this process counting everything
+        the child had not reached when the parse and the read were done. Only the thread
+        that seeded asks (a hover meanwhile counts alone); the pipe is read at most every
+        ``POLL_S``.
+        """
+        if self.closed or _thread.get_ident() != self._owner:
+            return None
+        if not self._ended:
+            now = time.monotonic()
+            if now >= self._next_poll:
+                self._next_poll = now + POLL_S
+                self._read(None)
+        encoding, counts = self._checked()
+        if encoding is None or encoding != getattr(self._tokenizer, "encoding", None):
+            return None
+        found = counts.get(hash(text))
+        return found[1] if found is not None and found[0] == len(text) else None
 
     def count(self, texts: list[str]) -> list[int] | None:
         """A serving child's counts of ``texts`` (in the encoding it serves), or None when
@@ -268,6 +313,9 @@ class PendingCounts:
         if self.closed:
             return
         self.closed = True
+        tokenizer, self._tokenizer = self._tokenizer, None
+        if tokenizer is not None and tokenizer.elsewhere == self.late:
+            tokenizer.elsewhere = None  # (no longer asks this child)
         for fd in (self.fd, self.requests, self.replies, self.go):
             if fd is not None:
                 with contextlib.suppress(OSError):
@@ -625,8 +673,6 @@ def _reap_later(pid: int) -> None:
     """Reap a killed child on a thread of its own (see ``PendingCounts.close``), started
     with ``_thread``: ``threading.Thread.start`` waits until the thread has run (on a
     busy machine, tens of ms of the analysis that stopped the child)."""
-    import _thread  # (not ``threading``: see the module's imports above)
-
     _thread.start_new_thread(_reap, (pid,))
 
 

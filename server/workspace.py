@@ -151,9 +151,13 @@ def analyze(
         tokenizer = load_tokenizer(guess.encoding, model=guess.model).tokenizer
         pending = precount.start(text, document_format(path, text), tokenizer)
     sources = FileSources(path, root, overlay or {}, pending)
-    if host is None:
-        return AnalysisHost().analyze(text, inputs, sources)
-    return host.apply_change(text, edit, inputs, sources)
+    try:
+        if host is None:
+            return AnalysisHost().analyze(text, inputs, sources)
+        return host.apply_change(text, edit, inputs, sources)
+    finally:
+        if pending is not None and pending.drain:
+            pending.close()  # a child still counting goes on no longer than the analysis
 
 
 def analyze_prompt(

@@ -48,12 +48,14 @@ def _finished(pending: precount.PendingCounts) -> None:
     os.waitpid(pending.pid, 0)
 
 
-def test_the_server_takes_the_counts_sent_so_far_and_counts_the_rest_in_place(
+def test_the_server_takes_the_counts_sent_so_far_and_the_rest_as_they_come(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The child counts the newest messages first and sends each batch as it goes; the
     # analysis does not wait for the rest (the oldest, which the budget may never read):
-    # it stops the child, and a text not seeded is counted in place, with the same count.
+    # it seeds what was sent, and counts a text not seeded in place, with the same count,
+    # unless the child, still counting, has sent it meanwhile (the pipeline converts the
+    # oldest first: the two meet in the middle). The analysis' end stops the child.
     monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
     monkeypatch.setattr(precount, "BATCH_CHARS", 1)  # a batch per text
     long = [f"message {i}: " + "the quick brown fox 🦊 jumps 跳 " * (20 + i) for i in range(30)]
@@ -61,29 +63,54 @@ def test_the_server_takes_the_counts_sent_so_far_and_counts_the_rest_in_place(
     tokenizer = load_tokenizer().tokenizer
     reference = [tokenizer.counter(t) for t in long]
     reached_r, reached_w = os.pipe()
-    never_r, never_w = os.pipe()
+    go_r, go_w = os.pipe()
 
     def counter(t: str) -> int:
-        if t == long[0]:  # the oldest message: the child's last text; it never ends
+        if t in (long[1], long[0]):  # the oldest two: the child's last texts
             os.write(reached_w, b"x")
-            os.read(never_r, 1)
+            os.read(go_r, 1)  # each waits until the test lets it go on
         return tokenizer.counter(t)
 
     slow = type(tokenizer)(counter, tokenizer.encoding)
     pending = precount.start(text, DocFormat.JSON, slow)
     assert pending is not None and pending.drain
+    here: list[str] = []
+
+    def counted_here(t: str) -> int:
+        here.append(t)
+        return tokenizer.counter(t)
+
+    fresh = type(tokenizer)(counted_here, tokenizer.encoding)
     try:
         assert os.read(reached_r, 1) == b"x"  # every newer message's batch is sent by now
-        fresh = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
         started = time.monotonic()
-        assert pending.seed(parse_conversation(text, DocFormat.JSON), fresh) == len(long) - 1
+        assert pending.seed(parse_conversation(text, DocFormat.JSON), fresh) == len(long) - 2
         assert time.monotonic() - started < precount.TIMEOUT_S / 2
-        assert pending.closed and fresh.cached(long[0]) is None
+        assert not pending.closed and fresh.elsewhere == pending.late  # still counting
+        assert fresh.count(long[2]) == reference[2] and here == []  # seeded
+        assert fresh.count(long[1]) == reference[1] and here == [long[1]]  # not sent yet
+        os.write(go_w, b"x")  # the child counts long[1] and waits at long[0]
+        assert os.read(reached_r, 1) == b"x"
+        os.write(go_w, b"x")  # and sends it: its last batch
+        _finished(pending)
+        time.sleep(2 * precount.POLL_S)
+        assert fresh.count(long[0]) == reference[0] and here == [long[1]]  # from the child
+        pending.close()
+        assert fresh.elsewhere is None  # no longer asked
         assert fresh.count_many(long) == reference
-        _reaped_elsewhere(pending.pid)  # stopped, and reaped without the analysis waiting
+        # A child still counting when the analysis ends is stopped, and reaped elsewhere.
+        stuck = precount.start(text, DocFormat.JSON, slow)
+        assert stuck is not None
+        assert os.read(reached_r, 1) == b"x"
+        other = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
+        assert stuck.seed(parse_conversation(text, DocFormat.JSON), other) == len(long) - 2
+        assert other.elsewhere == stuck.late
+        stuck.close()
+        assert other.elsewhere is None
+        _reaped_elsewhere(stuck.pid)
     finally:
         pending.close()
-        for fd in (reached_r, reached_w, never_r, never_w):
+        for fd in (reached_r, reached_w, go_r, go_w):
             os.close(fd)
 
 
@@ -712,3 +739,46 @@ def test_a_child_forked_while_another_thread_loads_an_encoding_can_load_one() ->
     finally:
         release.set()
         thread.join()
+
+
+def test_an_analysis_stops_the_child_it_drains_when_it_ends(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The server's analysis goes on taking a drained child's counts while it runs
+    # (``late``), and no longer: at its end the child is stopped and not asked again.
+    from server.workspace import analyze
+
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
+    long = [f"message {i}: " + "lorem ipsum dolor 🦊 " * (30 + i) for i in range(20)]
+    text = json.dumps({"messages": [{"role": "user", "content": t} for t in long]})
+    path = tmp_path / "c.conv.json"
+    path.write_text(text)
+    tokenizer = load_tokenizer().tokenizer
+    reached_r, reached_w = os.pipe()
+    never_r, never_w = os.pipe()
+
+    def counter(t: str) -> int:
+        if t == long[0]:  # the oldest message: the child's last text; it never ends
+            os.write(reached_w, b"x")
+            os.read(never_r, 1)
+        return tokenizer.counter(t)
+
+    pending = precount.start(text, DocFormat.JSON, type(tokenizer)(counter, tokenizer.encoding))
+    assert pending is not None
+    asked: list[bool] = []
+    late = precount.PendingCounts.late
+
+    def asking(self: precount.PendingCounts, t: str) -> int | None:
+        asked.append(True)
+        return late(self, t)
+
+    monkeypatch.setattr(precount.PendingCounts, "late", asking)
+    try:
+        assert os.read(reached_r, 1) == b"x"
+        result = analyze(path, text=text, root=tmp_path, pending=pending)
+        assert len(result.conversation.messages) == len(long)
+        assert asked  # the oldest text was asked of the child before it was counted here
+        assert pending.closed and load_tokenizer().tokenizer.elsewhere is None
+        _reaped_elsewhere(pending.pid)
+    finally:
+        pending.close()
+        for fd in (reached_r, reached_w, never_r, never_w):
+            os.close(fd)
