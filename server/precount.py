@@ -10,12 +10,19 @@ process's string hashes), in batches as it counts, newest messages first.
 conversation, so the pipeline finds them counted. It only ever saves time: if anything
 fails, nothing is seeded and the pipeline counts as usual.
 
-A child started by ``start`` (the language server's first analysis of a large document) is
-not waited for: ``seed`` takes the batches already sent and stops it. The history's budget
-reads messages from the newest back and often never reaches the oldest (a fifth of the
-10 MB benchmark conversation's text is never counted), so the child's last batches are
-mostly texts nobody asks for, and a text not counted yet is counted in place when asked:
-the analysis waits for neither a slow child nor counts it does not need.
+The language server forks the child of a large document as soon as its ``didOpen``'s
+bytes have arrived (``start_open``, from ``server.lsp.stream``), before it decodes them:
+the child reads the message with ``json``'s C parser while the server builds the rope and
+starts the analysis, which tells it the format and the tokenizer (``count_with``). Other
+large documents get a child when their analysis starts (``start``). Neither is waited
+for: ``seed`` takes the batches already sent, and the child goes on counting while the
+pipeline converts the messages: a text not seeded is asked of it first (``late``, through
+``CachedTokenizer.elsewhere``), else counted in place. The child counts the newest
+messages first and the pipeline converts the oldest first, so they meet in the middle;
+the history's budget often never reaches the oldest (a fifth of the 10 MB benchmark
+conversation's text is never counted). The analysis' end stops the child, and a killed
+child is reaped on a thread of its own: the analysis waits for neither a slow child, nor
+counts it does not need, nor the system freeing a child's memory.
 
 The command line's child (``start_early``) also loads the encoding, instead of this
 process: it then stays to count, on request, the texts the pipeline makes (a file's

@@ -9,7 +9,10 @@ with a few emoji) stays alive for the whole first analysis and after it, beside 
 the session built from it. Here the body is let go once decoded and the message once
 handled.
 
-A large ``didOpen`` (``read_message``) is not decoded whole at all: its text's JSON string is
+A large ``didOpen``'s bytes first start the child that counts its document's tokens
+(``PromptProtocol.count_open``, ``server.precount.start_open``): it reads them on the other
+core while this process decodes them. A large ``didOpen`` (``read_message``) is not decoded
+whole at all: its text's JSON string is
 decoded window by window straight into a ``Rope`` (``read_open``), and the rest of the
 message, with a placeholder for the text, is read as any message is; the handler takes
 the rope for the placeholder (``server.lsp.app.PromptProtocol.document_text``). The text
