@@ -60,9 +60,14 @@ class PromptProtocol(LanguageServerProtocol):
     def count_open(self, body: bytes) -> None:
         """A large ``didOpen``'s bytes arrived (``server.lsp.stream``): fork the child that
         counts its document's texts now, before the message is decoded
-        (``precount.start_open``); its handler takes it (``take_counting``)."""
+        (``precount.start_open``); its handler takes it (``take_counting``). One such child
+        at a time waits for its document's first analysis (each holds the text it decoded:
+        documents opened together would add theirs up); the others' analyses fork theirs
+        when they start, as before."""
         self.hold_text("", None)
-        self._counting = precount.start_open(body)
+        session = getattr(self._server, "session", None)
+        if session is None or not session.counting_waits():
+            self._counting = precount.start_open(body)
 
     def take_counting(self) -> PendingCounts | None:
         """The counting child of the ``didOpen`` being handled, if any (once)."""

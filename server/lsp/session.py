@@ -170,6 +170,11 @@ class Session:
             self._counting[uri] = counting
         return state
 
+    def counting_waits(self) -> bool:
+        """Whether a counting child forked at a ``didOpen`` still waits for its document's
+        first analysis (``server.lsp.app.PromptProtocol.count_open``)."""
+        return any(c.awaiting for c in list(self._counting.values()))
+
     def change(self, uri: str, version: int | None, text: Rope, edit: Edit) -> DocState | None:
         """An open document's text became ``text`` by ``edit``: its new state (None when the
         document is not open)."""

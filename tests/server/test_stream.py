@@ -348,7 +348,7 @@ def test_a_large_did_opens_counting_child_starts_before_its_message_is_decoded(
     """Over the message loop of a real server: the child counting a large conversation is
     forked from the ``didOpen``'s bytes before they are decoded here, its first analysis
     tells it how to count and seeds every long text from it; the child of a document the
-    session does not analyse is stopped without being told anything."""
+    session does not analyse (if one is forked) is stopped without being told anything."""
     from lsprotocol import types as lsp
 
     from server import precount
@@ -407,10 +407,39 @@ def test_a_large_did_opens_counting_child_starts_before_its_message_is_decoded(
 
     try:
         asyncio.run(main())
-        assert events == ["fork", "decode", "fork", "decode"]
-        assert len(children) == 2 and told == children[:1]
+        # (The second one forks a child unless the first one still waits for its analysis.)
+        assert events in (["fork", "decode", "fork", "decode"], ["fork", "decode", "decode"])
+        assert len(children) == events.count("fork") and told == children[:1]
         assert seeded == [len(set(contents))]  # every message's text, counted by the child
         assert all(c.closed and not c.awaiting for c in children)
         assert ls.protocol.take_counting() is None  # nothing held after the messages
     finally:
         client.shutdown()
+
+
+def test_one_did_open_counting_child_waits_for_its_analysis_at_a_time(monkeypatch: Any) -> None:
+    # Each waiting child holds the document it decoded: documents opened together fork
+    # one, and the others' analyses fork theirs when they start.
+    from assembly.rope import Rope
+    from server import precount
+    from server.lsp.app import PromptServer
+
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
+    ls = PromptServer()
+    text = json.dumps({"messages": [{"role": "user", "content": "x" * 100}]})
+    body = json.dumps(_did_open(text)).encode()
+    ls.protocol.count_open(body)
+    first = ls.protocol.take_counting()
+    assert first is not None and first.awaiting
+    uri = "file:///w/c.conv.json"
+    assert ls.session.open(uri, 1, Rope.from_str(text), first) is not None
+    ls.protocol.count_open(body)
+    assert ls.protocol.take_counting() is None  # the first one still waits
+    ls.session.close(uri)
+    assert first.closed
+    ls.protocol.count_open(body)
+    second = ls.protocol._counting
+    assert second is not None and second.awaiting
+    ls.protocol.hold_text("", None)  # the message is handled: no handler took it
+    assert second.closed and ls.protocol.take_counting() is None
+    ls.session.executor.shutdown()
