@@ -312,11 +312,16 @@ class Session:
         return [r for r in self.roots if r.is_dir()]
 
     def shutdown(self) -> None:
-        """Stop: no analysis starts any more, the watcher and the worker thread end."""
+        """Stop: no analysis starts any more, the watcher and the worker thread end, and so
+        do the counting children still waiting for a first analysis."""
         self.scheduler.stop()
         if self._watcher is not None:
             self._watcher.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        for uri in list(self._counting):
+            counting = self._counting.pop(uri, None)
+            if counting is not None:
+                counting.close()
 
     def overlay(self) -> Mapping[Path, str]:
         """Open documents' texts, which win over the files on disk.

@@ -437,9 +437,14 @@ def test_one_did_open_counting_child_waits_for_its_analysis_at_a_time(monkeypatc
     assert ls.protocol.take_counting() is None  # the first one still waits
     ls.session.close(uri)
     assert first.closed
+    third = precount.start_open(body)
+    assert ls.session.open(uri, 1, Rope.from_str(text), third) is not None and third
+    ls.session.shutdown()  # stops a child still waiting, too
+    assert third.closed
+    ls.session.open(uri, 1, Rope.from_str(text))  # (reopened: nothing waits)
+    assert not ls.session.counting_waits()
     ls.protocol.count_open(body)
     second = ls.protocol._counting
     assert second is not None and second.awaiting
     ls.protocol.hold_text("", None)  # the message is handled: no handler took it
     assert second.closed and ls.protocol.take_counting() is None
-    ls.session.executor.shutdown()
