@@ -241,7 +241,10 @@ class PendingCounts:
             now = time.monotonic()
             if now >= self._next_poll:
                 self._next_poll = now + POLL_S
-                self._read(None)
+                try:
+                    self._read(None)
+                except (OSError, ValueError):  # never a reason for the analysis to fail
+                    self._ended = True
         encoding, counts = self._checked()
         if encoding is None or encoding != getattr(self._tokenizer, "encoding", None):
             return None
