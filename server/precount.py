@@ -586,11 +586,12 @@ def start_open(body: bytes) -> PendingCounts | None:
     """Fork a child counting the document a ``didOpen`` carries, as soon as the message's
     bytes have arrived (the language server's ``server.lsp.stream``), before this process
     decodes them: the child reads ``body`` with ``json``'s C parser, and the document's
-    values, while this process decodes the text into its rope and starts its analysis,
-    so its counts are sent about as early as the analysis starts (a child forked by the
-    analysis, ``start``, first waited for the message to be decoded). The child then waits
-    for the format and the tokenizer the analysis picks (``PendingCounts.count_with``),
-    counts, and sends its batches; the analysis drains them (``seed``) as with ``start``.
+    values (in the format the document's name says), while this process decodes the text
+    into its rope and starts its analysis, so its counts are sent about as early as the
+    analysis starts (a child forked by the analysis, ``start``, first waited for the
+    message to be decoded). The child then waits for the format and the tokenizer the
+    analysis picks (``PendingCounts.count_with``), counts, and sends its batches; the
+    analysis drains them (``seed``) as with ``start``.
     None when no child is forked (a body this small, one core, no ``fork``); a body that
     is not a ``didOpen`` of a document worth it only ends its child early.
     """
@@ -624,23 +625,41 @@ def start_open(body: bytes) -> PendingCounts | None:
 
 def _count_open(body: bytes, go: int, write_fd: int) -> None:
     """A ``start_open`` child's work: the text of the ``didOpen`` in ``body``, its values
-    once the parent says how to read them (format, tokenizer), their counts."""
+    (read in the format its name says while the parent decodes the message, again when
+    the parent says another), and their counts with the tokenizer the parent names."""
     doc = json.loads(body)["params"]["textDocument"]
     del body
-    text = doc["text"]
+    text, guess = doc["text"], _format_of(doc.get("uri"))
     del doc
+    values = None
+    if isinstance(text, str) and guess and _worth_forking(text, MIN_DOCUMENT_CHARS, guess):
+        values = list(_values(text, guess))  # by the name's format, before being told
     told = _read_exactly(go, 1 << 16, time.monotonic() + TIMEOUT_S, partial=True)
     if not told or not isinstance(text, str):
         return  # the parent does not count this document
     fmt, asked, model = marshal.loads(told)
-    if not _worth_forking(text, MIN_DOCUMENT_CHARS, fmt):
-        return
-    values = list(_values(text, fmt))
+    if fmt != guess or values is None:  # (the parent's format is the one read by)
+        if not _worth_forking(text, MIN_DOCUMENT_CHARS, fmt):
+            return
+        values = list(_values(text, fmt))
     del text
     from server.tokenizers import load_tokenizer
 
     tokenizer = load_tokenizer(asked, model=model).tokenizer
     _count_and_send(values, tokenizer.counter, tokenizer.cached, tokenizer.encoding, write_fd)
+
+
+def _format_of(uri: Any) -> str | None:
+    """The format a ``didOpen``'s document name says (as the analysis reads it first:
+    ``assembly.host.document_format``), or None."""
+    if not isinstance(uri, str):
+        return None
+    from urllib.parse import unquote
+
+    from assembly.documents import format_for_path
+
+    fmt = format_for_path(unquote(uri.rsplit("/", 1)[-1]))
+    return None if fmt is None else str(fmt)
 
 
 def _detach() -> None:

@@ -677,6 +677,13 @@ def test_a_did_opens_child_counts_from_its_bytes_once_told_how(monkeypatch) -> N
     fresh = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
     assert pending.seed(parse_conversation(text, DocFormat.JSON), fresh) == len(long)
     assert fresh.count_many(long) == [tokenizer.counter(t) for t in long]
+    # A name that says no format: the values are read in the one the parent names.
+    unnamed = precount.start_open(_did_open_body(text, uri="untitled:Untitled-1"))
+    assert unnamed is not None
+    unnamed.count_with(DocFormat.JSON, None, "gpt-4o")
+    _finished(unnamed)
+    fresh = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
+    assert unnamed.seed(parse_conversation(text, DocFormat.JSON), fresh) == len(long)
     # Told another encoding, it counts with that one, which this tokenizer does not take.
     again = precount.start_open(_did_open_body(text))
     assert again is not None
