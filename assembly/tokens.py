@@ -219,13 +219,17 @@ class CachedTokenizer:
         # text -> (the text object last asked about, its count); oldest first
         self._cache: dict[str, tuple[str, int]] = {}
         self._pending = 0  # an upper bound of the weight only the cache holds
+        # Counts still arriving from elsewhere (a counting process that goes on while
+        # this one counts, ``server.precount``): asked for a text before it is counted
+        # here; None when it has not counted that text (yet).
+        self.elsewhere: Callable[[str], int | None] | None = None
 
     def count(self, text: str) -> int:
         if not text:
             return 0
         hit = self._cache.get(text)
         if hit is None:
-            n = self.counter(text)
+            n = self._count(text)
             self._add(text, n)
             return n
         if hit[0] is not text:
@@ -246,7 +250,7 @@ class CachedTokenizer:
                 continue
             hit = get(t)
             if hit is None:
-                n = self.counter(t)
+                n = self._count(t)
                 self._add(t, n)
             else:
                 n = hit[1]
@@ -271,6 +275,11 @@ class CachedTokenizer:
         if hit is not None:
             return hit[1]
         return len(text.encode("utf-8", "surrogatepass"))
+
+    def _count(self, text: str) -> int:
+        elsewhere = self.elsewhere
+        n = elsewhere(text) if elsewhere is not None else None
+        return self.counter(text) if n is None else n
 
     def cached(self, text: str) -> int | None:
         """Return the count of ``text`` if it was counted or seeded before, else None."""

@@ -10,12 +10,19 @@ process's string hashes), in batches as it counts, newest messages first.
 conversation, so the pipeline finds them counted. It only ever saves time: if anything
 fails, nothing is seeded and the pipeline counts as usual.
 
-A child started by ``start`` (the language server's first analysis of a large document) is
-not waited for: ``seed`` takes the batches already sent and stops it. The history's budget
-reads messages from the newest back and often never reaches the oldest (a fifth of the
-10 MB benchmark conversation's text is never counted), so the child's last batches are
-mostly texts nobody asks for, and a text not counted yet is counted in place when asked:
-the analysis waits for neither a slow child nor counts it does not need.
+The language server forks the child of a large document as soon as its ``didOpen``'s
+bytes have arrived (``start_open``, from ``server.lsp.stream``), before it decodes them:
+the child reads the message with ``json``'s C parser while the server builds the rope and
+starts the analysis, which tells it the format and the tokenizer (``count_with``). Other
+large documents get a child when their analysis starts (``start``). Neither is waited
+for: ``seed`` takes the batches already sent, and the child goes on counting while the
+pipeline converts the messages: a text not seeded is asked of it first (``late``, through
+``CachedTokenizer.elsewhere``), else counted in place. The child counts the newest
+messages first and the pipeline converts the oldest first, so they meet in the middle;
+the history's budget often never reaches the oldest (a fifth of the 10 MB benchmark
+conversation's text is never counted). The analysis' end stops the child, and a killed
+child is reaped on a thread of its own: the analysis waits for neither a slow child, nor
+counts it does not need, nor the system freeing a child's memory.
 
 The command line's child (``start_early``) also loads the encoding, instead of this
 process: it then stays to count, on request, the texts the pipeline makes (a file's
@@ -32,6 +39,7 @@ counted on request.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import gc
 import json
@@ -78,6 +86,9 @@ BATCH_CHARS = 200_000
 # benchmark conversation's are about 300 KB).
 PIPE_BYTES = 1 << 20
 _F_SETPIPE_SZ = 1031  # fcntl's command on Linux
+# A drained child still counting (``PendingCounts.late``) is looked at for new batches at
+# most this often (a batch is a few ms of counting; a look, a system call or two).
+POLL_S = 0.002
 # A request of this many characters (about 25 ms of counting) is counted by the serving
 # child and a helper it forks, in parallel (``_count_all``).
 SPLIT_CHARS = 1_000_000
@@ -89,11 +100,15 @@ class PendingCounts:
     __slots__ = (
         "_buffer",
         "_ended",
+        "_next_poll",
+        "_owner",
         "_sent",
+        "_tokenizer",
         "closed",
         "drain",
         "encoding",
         "fd",
+        "go",
         "on_demand",
         "pid",
         "received",
@@ -112,10 +127,12 @@ class PendingCounts:
         replies: int | None = None,
         drain: bool = False,
         serves: str | None = None,  # the encoding a serving child counts requests with
+        go: int | None = None,  # an open's child waits for what to count with (``count_with``)
     ) -> None:
         self.pid = pid
         self.fd = fd
         self.encoding = encoding
+        self.go = go
         self.closed = False
         self.requests = requests
         self.replies = replies
@@ -132,6 +149,32 @@ class PendingCounts:
         # The counts received so far: (encoding, by hash: (length, count)); encoding None
         # while nothing is received, and for good when a batch could not be trusted.
         self._sent: tuple[str | None, dict[int, tuple[int, int]]] = (None, {})
+        # A drained child still counting after ``seed``: the tokenizer that asks it
+        # (``late``), from the thread that seeded it, looking for new batches at most
+        # every ``POLL_S``.
+        self._tokenizer: Any = None
+        self._owner = 0
+        self._next_poll = 0.0
+
+    @property
+    def awaiting(self) -> bool:
+        """A child forked when a ``didOpen`` arrived (``start_open``) that has not been
+        told yet how to read and count its document (``count_with``)."""
+        return self.go is not None and not self.closed
+
+    def count_with(self, fmt: str, encoding: str | None, model: str | None) -> None:
+        """Tell a ``start_open`` child the document's format and the tokenizer to count
+        with (``server.tokenizers.load_tokenizer``'s arguments: the child loads it too when
+        it was not loaded before the fork)."""
+        go, self.go = self.go, None
+        if go is None or self.closed:
+            return
+        try:
+            _write_all(go, marshal.dumps((str(fmt), encoding, model)))
+        except OSError:  # the child is gone: nothing will be sent
+            self.close()
+        finally:
+            os.close(go)
 
     def seed(self, conv: Conversation, tokenizer: Tokenizer) -> int:
         """Seed the counts of the conversation's strings; return how many were seeded.
@@ -156,11 +199,20 @@ class PendingCounts:
         # The strings are found and hashed (a ``str`` keeps its hash) before waiting: the
         # child is often still counting when the parse and the read are done.
         texts = [(text, hash(text)) for text in _strings(conv)]
+        # A drained child still counting goes on while the pipeline counts (``late``).
+        follow = self.drain and getattr(tokenizer, "elsewhere", False) is None
         try:
-            encoding, counts = self._counts()
+            encoding, counts = self._arrived() if follow else self._counts()
         finally:
-            if self.requests is None:
+            if self.requests is None and not follow:
                 self.close()
+        if follow:
+            if self._ended or self.closed or encoding not in (None, tokenizer.encoding):
+                self.close()  # every count is in, or none of another encoding is of use
+            else:
+                self._tokenizer, self._owner = tokenizer, _thread.get_ident()
+                self._next_poll = time.monotonic() + POLL_S
+                tokenizer.elsewhere = self.late
         seed = getattr(tokenizer, "seed", None)
         if not counts or seed is None or tokenizer.encoding != encoding:
             return 0
@@ -172,6 +224,32 @@ class PendingCounts:
                 found[text] = known[1]
         seed(found)
         return len(found)
+
+    def late(self, text: str) -> int | None:
+        """The count of ``text`` if a drained child still counting has sent it since
+        ``seed`` (the tokenizer asks before counting a text itself), else None.
+
+        The child counts the newest messages first and the pipeline converts the oldest
+        first, so the two meet in the middle instead of this process counting everything
+        the child had not reached when the parse and the read were done. Only the thread
+        that seeded asks (a hover meanwhile counts alone); the pipe is read at most every
+        ``POLL_S``.
+        """
+        if self.closed or _thread.get_ident() != self._owner:
+            return None
+        if not self._ended:
+            now = time.monotonic()
+            if now >= self._next_poll:
+                self._next_poll = now + POLL_S
+                try:
+                    self._read(None)
+                except (OSError, ValueError):  # never a reason for the analysis to fail
+                    self._ended = True
+        encoding, counts = self._checked()
+        if encoding is None or encoding != getattr(self._tokenizer, "encoding", None):
+            return None
+        found = counts.get(hash(text))
+        return found[1] if found is not None and found[0] == len(text) else None
 
     def count(self, texts: list[str]) -> list[int] | None:
         """A serving child's counts of ``texts`` (in the encoding it serves), or None when
@@ -236,22 +314,28 @@ class PendingCounts:
         """Stop the child (if it is still counting) and reap it; idempotent.
 
         Reaping a killed child waits while the system frees its memory (the encoding's
-        tables, the document: 10-25 ms of wall time at 1-10 MB). A process about to end
-        passes ``reap=False``: the child is killed and left to be reaped by the system
-        when this process ends.
+        tables, the document: 10-25 ms of wall time at 1-10 MB, in the middle of the
+        server's first analysis): a killed child is reaped on a thread of its own
+        (``_reap_later``), so nobody waits for it. A process about to end passes
+        ``reap=False``: the child is killed and left to be reaped by the system when this
+        process ends.
         """
         if self.closed:
             return
         self.closed = True
-        for fd in (self.fd, self.requests, self.replies):
+        tokenizer, self._tokenizer = self._tokenizer, None
+        if tokenizer is not None and tokenizer.elsewhere == self.late:
+            tokenizer.elsewhere = None  # (no longer asks this child)
+        for fd in (self.fd, self.requests, self.replies, self.go):
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        self.go = None
         try:
             if os.waitpid(self.pid, os.WNOHANG) == (0, 0):
                 os.kill(self.pid, signal.SIGKILL)
                 if reap:
-                    os.waitpid(self.pid, 0)
+                    _reap_later(self.pid)
         except ChildProcessError:
             pass
 
@@ -475,13 +559,7 @@ def _fork(
             if pipes is not None:
                 os.close(pipes[1])  # this end's requests: the parent's closing ends them
                 os.close(pipes[2])
-            # Not this process's standard streams: whoever reads the parent's output (a
-            # pipe) would otherwise wait for this child too, until the system has freed
-            # its memory (it closes a process's files after that).
-            null = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(null, fd)
-            os.close(null)
+            _detach()
             values = list(_values(str(text), fmt))
             if count is None:
                 from server.tokenizers import load_tokenizer
@@ -489,19 +567,7 @@ def _fork(
                 asked, model = _document_encoding(values)
                 tokenizer = load_tokenizer(asked, model=model).tokenizer
                 count, encoding = tokenizer.count, tokenizer.encoding
-            batch: list[tuple[int, int, int]] = []
-            weight = 0
-            for s in _document_strings(values):  # newest first (``_walk_strings``)
-                if cached is None or cached(s) is None:
-                    batch.append((hash(s), len(s), count(s)))
-                    weight += len(s)
-                if weight >= BATCH_CHARS:
-                    _send_batch(write_fd, encoding, batch)
-                    batch, weight = [], 0
-                    if pipes is not None and select.select([pipes[0]], [], [], 0)[0]:
-                        break  # asked for texts (``on_demand``): those, not the rest
-            _send_batch(write_fd, encoding, batch)
-            os.close(write_fd)  # the counts end here
+            _count_and_send(values, count, cached, encoding, write_fd, pipes[0] if pipes else None)
             if pipes is not None and serve is not None:
                 _serve(pipes[0], pipes[3], serve)
         except BaseException:
@@ -514,6 +580,134 @@ def _fork(
     os.close(pipes[0])
     os.close(pipes[3])
     return PendingCounts(pid, read_fd, encoding, requests=pipes[1], replies=pipes[2], serves=serve)
+
+
+def start_open(body: bytes) -> PendingCounts | None:
+    """Fork a child counting the document a ``didOpen`` carries, as soon as the message's
+    bytes have arrived (the language server's ``server.lsp.stream``), before this process
+    decodes them: the child reads ``body`` with ``json``'s C parser, and the document's
+    values (in the format the document's name says), while this process decodes the text
+    into its rope and starts its analysis, so its counts are sent about as early as the
+    analysis starts (a child forked by the analysis, ``start``, first waited for the
+    message to be decoded). The child then waits for the format and the tokenizer the
+    analysis picks (``PendingCounts.count_with``), counts, and sends its batches; the
+    analysis drains them (``seed``) as with ``start``.
+    None when no child is forked (a body this small, one core, no ``fork``); a body that
+    is not a ``didOpen`` of a document worth it only ends its child early.
+    """
+    if len(body) < MIN_DOCUMENT_CHARS or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        return None
+    read_fd, write_fd = os.pipe()
+    with contextlib.suppress(OSError, AttributeError):
+        import fcntl
+
+        fcntl.fcntl(write_fd, _F_SETPIPE_SZ, PIPE_BYTES)
+    go_read, go_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: read, wait to be told, count, write, exit without cleanup
+        status = 0
+        gc.disable()
+        try:
+            os.close(read_fd)
+            os.close(go_write)
+            _detach()
+            _count_open(body, go_read, write_fd)
+        except BaseException:
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    os.close(go_read)
+    pending = PendingCounts(pid, read_fd, None, go=go_write)
+    pending.drain = True
+    return pending
+
+
+def _count_open(body: bytes, go: int, write_fd: int) -> None:
+    """A ``start_open`` child's work: the text of the ``didOpen`` in ``body``, its values
+    (read in the format its name says while the parent decodes the message, again when
+    the parent says another), and their counts with the tokenizer the parent names."""
+    doc = json.loads(body)["params"]["textDocument"]
+    del body
+    text, guess = doc["text"], _format_of(doc.get("uri"))
+    del doc
+    values = None
+    if isinstance(text, str) and guess and _worth_forking(text, MIN_DOCUMENT_CHARS, guess):
+        values = list(_values(text, guess))  # by the name's format, before being told
+    told = _read_exactly(go, 1 << 16, time.monotonic() + TIMEOUT_S, partial=True)
+    if not told or not isinstance(text, str):
+        return  # the parent does not count this document
+    fmt, asked, model = marshal.loads(told)
+    if fmt != guess or values is None:  # (the parent's format is the one read by)
+        if not _worth_forking(text, MIN_DOCUMENT_CHARS, fmt):
+            return
+        values = list(_values(text, fmt))
+    del text
+    from server.tokenizers import load_tokenizer
+
+    tokenizer = load_tokenizer(asked, model=model).tokenizer
+    _count_and_send(values, tokenizer.counter, tokenizer.cached, tokenizer.encoding, write_fd)
+
+
+def _format_of(uri: Any) -> str | None:
+    """The format a ``didOpen``'s document name says (as the analysis reads it first:
+    ``assembly.host.document_format``), or None."""
+    if not isinstance(uri, str):
+        return None
+    from urllib.parse import unquote
+
+    from assembly.documents import format_for_path
+
+    fmt = format_for_path(unquote(uri.rsplit("/", 1)[-1]))
+    return None if fmt is None else str(fmt)
+
+
+def _detach() -> None:
+    """A child's standard streams, not its parent's: whoever reads the parent's output (a
+    pipe) would otherwise wait for this child too, until the system has freed its memory
+    (it closes a process's files after that)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _count_and_send(
+    values: list[Any],
+    count: Callable[[str], int],
+    cached: Callable[[str], int | None] | None,
+    encoding: str | None,
+    write_fd: int,
+    requests: int | None = None,
+) -> None:
+    """Count the strings of ``values`` (those ``cached`` does not know), newest first, and
+    send them in batches of about ``BATCH_CHARS``; a request arriving on ``requests``
+    (``on_demand``) ends the counting at the next batch. Closes ``write_fd``."""
+    batch: list[tuple[int, int, int]] = []
+    weight = 0
+    for s in _document_strings(values):  # newest first (``_walk_strings``)
+        if cached is None or cached(s) is None:
+            batch.append((hash(s), len(s), count(s)))
+            weight += len(s)
+        if weight >= BATCH_CHARS:
+            _send_batch(write_fd, encoding, batch)
+            batch, weight = [], 0
+            if requests is not None and select.select([requests], [], [], 0)[0]:
+                break  # asked for texts (``on_demand``): those, not the rest
+    _send_batch(write_fd, encoding, batch)
+    os.close(write_fd)  # the counts end here
+
+
+def _reap_later(pid: int) -> None:
+    """Reap a killed child on a thread of its own (see ``PendingCounts.close``), started
+    with ``_thread``: ``threading.Thread.start`` waits until the thread has run (on a
+    busy machine, tens of ms of the analysis that stopped the child)."""
+    _thread.start_new_thread(_reap, (pid,))
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _serve(requests: int, replies: int, encoding: str) -> None:
@@ -642,8 +836,11 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
-    """``n`` bytes from ``fd``; None at its end, or when ``deadline`` passes first."""
+def _read_exactly(
+    fd: int, n: int, deadline: float | None, *, partial: bool = False
+) -> bytes | None:
+    """``n`` bytes from ``fd``; None at its end, or when ``deadline`` passes first.
+    ``partial``: what was read when the end comes (at most ``n`` bytes) is the answer."""
     chunks: list[bytes] = []
     while n:
         if deadline is not None:
@@ -652,7 +849,7 @@ def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
                 return None
         chunk = os.read(fd, min(n, 1 << 20))
         if not chunk:
-            return None
+            return b"".join(chunks) if partial else None
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)

@@ -141,6 +141,17 @@ _LOADED: dict[str, CachedTokenizer] = {}
 _LOCK = _thread.allocate_lock()  # `threading` itself is not needed: 2 ms before the fork
 
 
+def _free_lock() -> None:
+    """A forked child (``server.precount``) has only the thread that forked: another of
+    the parent's threads loading an encoding then (the server's warm-up) holds no lock in
+    it, which would otherwise stay held there for good."""
+    global _LOCK
+    _LOCK = _thread.allocate_lock()
+
+
+os.register_at_fork(after_in_child=_free_lock)
+
+
 def _tokenizer(name: str) -> tuple[CachedTokenizer | None, str]:
     res = _LOADED.get(name)
     if res is not None:

@@ -105,7 +105,9 @@ def analyze(
     ``overlay`` holds texts that replace files on disk (an editor's unsaved buffers).
     ``cold_cache=False`` says the document's texts were counted before (a re-analysis
     after an edit): then forking a counting child costs more than it saves. ``pending``
-    is a counting child the caller started already (``precount.start_early``).
+    is a counting child the caller started already (``precount.start_early``, or
+    ``precount.start_open`` when the document's ``didOpen`` arrived: told here what to
+    count with, or stopped when the document is not large or the cache not cold).
     ``host`` holds the document's previous analysis (``AnalysisHost.apply_change``, with
     ``edit`` the change since; None: compared), else the document is analysed afresh.
     ``settings_file``: the settings file above the document, when the caller found it
@@ -136,14 +138,26 @@ def analyze(
     # tokenizer the settings known so far ask for (if the document's own settings pick
     # another encoding, those counts are simply not used). A smaller one never is: its
     # settings are not resolved for it (`promptls lint` of many small files).
-    if pending is None and cold_cache and len(text) >= precount.MIN_DOCUMENT_CHARS:
+    large = cold_cache and len(text) >= precount.MIN_DOCUMENT_CHARS
+    if pending is not None and pending.awaiting:  # forked as its didOpen arrived
+        if large:
+            guess = resolve_outside(inputs)
+            pending.count_with(document_format(path, text), guess.encoding, guess.model)
+        else:
+            pending.close()
+            pending = None
+    elif pending is None and large:
         guess = resolve_outside(inputs)
         tokenizer = load_tokenizer(guess.encoding, model=guess.model).tokenizer
         pending = precount.start(text, document_format(path, text), tokenizer)
     sources = FileSources(path, root, overlay or {}, pending)
-    if host is None:
-        return AnalysisHost().analyze(text, inputs, sources)
-    return host.apply_change(text, edit, inputs, sources)
+    try:
+        if host is None:
+            return AnalysisHost().analyze(text, inputs, sources)
+        return host.apply_change(text, edit, inputs, sources)
+    finally:
+        if pending is not None and pending.drain:
+            pending.close()  # a child still counting goes on no longer than the analysis
 
 
 def analyze_prompt(

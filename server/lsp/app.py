@@ -27,9 +27,10 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from assembly.rope import Rope
-from server import __version__, pages
+from server import __version__, pages, precount
 from server.lsp.session import Session, document_kind
 from server.lsp.stream import PLACEHOLDER
+from server.precount import PendingCounts
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,34 @@ class PromptProtocol(LanguageServerProtocol):
     """
 
     _held: tuple[str, Rope] | None = None  # a didOpen's text read as a rope (``hold_text``)
+    _counting: PendingCounts | None = None  # its counting child (``count_open``)
 
     def hold_text(self, placeholder: str, text: Rope | None) -> None:
         """Hold ``text``, the rope a ``didOpen`` was read into (``server.lsp.stream``),
         whose message carries ``placeholder`` as its text, while the message is handled;
-        ``None``: let it go."""
+        ``None``: let it go, and stop the counting child no handler took (``count_open``)."""
         self._held = None if text is None else (placeholder, text)
+        if text is None:
+            counting, self._counting = self._counting, None
+            if counting is not None:
+                counting.close()
+
+    def count_open(self, body: bytes) -> None:
+        """A large ``didOpen``'s bytes arrived (``server.lsp.stream``): fork the child that
+        counts its document's texts now, before the message is decoded
+        (``precount.start_open``); its handler takes it (``take_counting``). One such child
+        at a time waits for its document's first analysis (each holds the text it decoded:
+        documents opened together would add theirs up); the others' analyses fork theirs
+        when they start, as before."""
+        self.hold_text("", None)
+        session = getattr(self._server, "session", None)
+        if session is None or not session.counting_waits():
+            self._counting = precount.start_open(body)
+
+    def take_counting(self) -> PendingCounts | None:
+        """The counting child of the ``didOpen`` being handled, if any (once)."""
+        counting, self._counting = self._counting, None
+        return counting
 
     def document_text(self, text: str) -> Rope:
         """The rope of an opened document's ``text``: the one its ``didOpen`` was read into

@@ -45,6 +45,7 @@ from server.lsp.convert import TextMap
 from server.lsp.scheduler import Scheduler, moved
 from server.lsp.state import DocState, Snapshot
 from server.lsp.watch import Watcher
+from server.precount import PendingCounts
 from server.tokenizers import load_tokenizer, release_tables
 from server.workspace import analyze, analyze_prompt, find_root
 
@@ -118,6 +119,9 @@ class Session:
     _hosts: dict[str, AnalysisHost] = field(default_factory=dict)
     # uri -> the edits since the document's last analysis started, as one (None: unknown)
     _edits: dict[str, Edit | None] = field(default_factory=dict)
+    # uri -> the counting child forked when the document's didOpen arrived, until its
+    # first analysis takes it (``server.precount.start_open``)
+    _counting: dict[str, PendingCounts] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.scheduler = Scheduler(self)
@@ -142,18 +146,34 @@ class Session:
         self.encoding = encoding
         self.loop = loop
 
-    def open(self, uri: str, version: int | None, text: Rope) -> DocState | None:
+    def open(
+        self, uri: str, version: int | None, text: Rope, counting: PendingCounts | None = None
+    ) -> DocState | None:
         """A document was opened: its state, or None when it is not one we analyse. Its
-        analyses start afresh."""
+        analyses start afresh; ``counting``: a child counting its text, forked when its
+        ``didOpen`` arrived, for its first analysis (stopped if it is not one we analyse)."""
         path = to_fs_path(uri)
         kind = document_kind(uri)
+        old = self._counting.pop(uri, None)
+        if old is not None:
+            old.close()
+        if counting is not None and (path is None or kind != "conversation"):
+            counting.close()
+            counting = None
         if path is None or kind is None:
             return None
         state = DocState(uri, Path(path), version, text, kind)
         self._hosts[uri] = AnalysisHost()
         self._edits[uri] = None
         self._documents[uri] = state
+        if counting is not None:
+            self._counting[uri] = counting
         return state
+
+    def counting_waits(self) -> bool:
+        """Whether a counting child forked at a ``didOpen`` still waits for its document's
+        first analysis (``server.lsp.app.PromptProtocol.count_open``)."""
+        return any(c.awaiting for c in list(self._counting.values()))
 
     def change(self, uri: str, version: int | None, text: Rope, edit: Edit) -> DocState | None:
         """An open document's text became ``text`` by ``edit``: its new state (None when the
@@ -174,6 +194,9 @@ class Session:
         self._snapshots.pop(uri, None)
         self._hosts.pop(uri, None)
         self._edits.pop(uri, None)
+        counting = self._counting.pop(uri, None)
+        if counting is not None:
+            counting.close()
         self.scheduler.closed(uri)
 
     def snapshot(self, uri: str) -> Snapshot | None:
@@ -289,11 +312,16 @@ class Session:
         return [r for r in self.roots if r.is_dir()]
 
     def shutdown(self) -> None:
-        """Stop: no analysis starts any more, the watcher and the worker thread end."""
+        """Stop: no analysis starts any more, the watcher and the worker thread end, and so
+        do the counting children still waiting for a first analysis."""
         self.scheduler.stop()
         if self._watcher is not None:
             self._watcher.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        for uri in list(self._counting):
+            counting = self._counting.pop(uri, None)
+            if counting is not None:
+                counting.close()
 
     def overlay(self) -> Mapping[Path, str]:
         """Open documents' texts, which win over the files on disk.
@@ -403,6 +431,7 @@ class Session:
                 editor_settings=self.settings,
                 overlay=self.overlay(),
                 cold_cache=doc.uri not in self.snapshots,
+                pending=self._counting.pop(doc.uri, None),
                 host=host,
                 edit=edit,
             )

@@ -9,7 +9,10 @@ with a few emoji) stays alive for the whole first analysis and after it, beside 
 the session built from it. Here the body is let go once decoded and the message once
 handled.
 
-A large ``didOpen`` (``read_message``) is not decoded whole at all: its text's JSON string is
+A large ``didOpen``'s bytes first start the child that counts its document's tokens
+(``PromptProtocol.count_open``, ``server.precount.start_open``): it reads them on the other
+core while this process decodes them. A large ``didOpen`` (``read_message``) is not decoded
+whole at all: its text's JSON string is
 decoded window by window straight into a ``Rope`` (``read_open``), and the rest of the
 message, with a placeholder for the text, is read as any message is; the handler takes
 the rope for the placeholder (``server.lsp.app.PromptProtocol.document_text``). The text
@@ -107,6 +110,7 @@ async def serve_messages(
             if not body:
                 break
             text: Rope | None = None
+            large = len(body) >= OPEN_MIN_BYTES and hasattr(protocol, "hold_text")
             try:
                 message, text = read_message(body, protocol)
                 del body
@@ -118,8 +122,8 @@ async def serve_messages(
                 if error_handler:
                     error_handler(exc, JsonRpcException)
             finally:
-                if text is not None:
-                    protocol.hold_text(PLACEHOLDER, None)  # taken by now, or never will be
+                if large:  # the text and the counting child: taken by now, or never will be
+                    protocol.hold_text(PLACEHOLDER, None)
             message = body = text = None  # nothing of this message waits for the next one
 
 
@@ -128,6 +132,11 @@ def read_message(body: bytes, protocol: Any) -> tuple[Any, Rope | None]:
     it; and for a large ``didOpen`` (when the protocol can hold texts: ``hold_text``), the
     rope of its text, which the message then carries as ``PLACEHOLDER`` (``read_open``)."""
     if len(body) >= OPEN_MIN_BYTES and hasattr(protocol, "hold_text"):
+        count_open = getattr(protocol, "count_open", None)
+        if count_open is not None and DID_OPEN.encode() in body:
+            # The document's counting child starts from these bytes, before they are
+            # decoded here (``PromptProtocol.count_open``).
+            count_open(body)
         opened = read_open(body, protocol.structure_message)
         if opened is not None:
             return opened

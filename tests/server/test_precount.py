@@ -16,6 +16,16 @@ from server import precount
 from server.tokenizers import load_tokenizer
 
 
+@pytest.fixture(autouse=True)
+def _own_tokenizers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's encodings are its own: a test's ``start_early`` registers a counting
+    child for an encoding not loaded yet (``tokenizers.count_elsewhere``), which, left in
+    place, a later test (and every child it forks, sharing its pipes) would count with."""
+    from server import tokenizers
+
+    monkeypatch.setattr(tokenizers, "_LOADED", dict(tokenizers._LOADED))
+
+
 def test_forked_counts_equal_counting_in_place(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
     long = [f"message {i}: " + "the quick brown fox 🦊 jumps 跳 " * (20 + i) for i in range(30)]
@@ -38,12 +48,14 @@ def _finished(pending: precount.PendingCounts) -> None:
     os.waitpid(pending.pid, 0)
 
 
-def test_the_server_takes_the_counts_sent_so_far_and_counts_the_rest_in_place(
+def test_the_server_takes_the_counts_sent_so_far_and_the_rest_as_they_come(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The child counts the newest messages first and sends each batch as it goes; the
     # analysis does not wait for the rest (the oldest, which the budget may never read):
-    # it stops the child, and a text not seeded is counted in place, with the same count.
+    # it seeds what was sent, and counts a text not seeded in place, with the same count,
+    # unless the child, still counting, has sent it meanwhile (the pipeline converts the
+    # oldest first: the two meet in the middle). The analysis' end stops the child.
     monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
     monkeypatch.setattr(precount, "BATCH_CHARS", 1)  # a batch per text
     long = [f"message {i}: " + "the quick brown fox 🦊 jumps 跳 " * (20 + i) for i in range(30)]
@@ -51,31 +63,64 @@ def test_the_server_takes_the_counts_sent_so_far_and_counts_the_rest_in_place(
     tokenizer = load_tokenizer().tokenizer
     reference = [tokenizer.counter(t) for t in long]
     reached_r, reached_w = os.pipe()
-    never_r, never_w = os.pipe()
+    go_r, go_w = os.pipe()
 
     def counter(t: str) -> int:
-        if t == long[0]:  # the oldest message: the child's last text; it never ends
+        if t in (long[1], long[0]):  # the oldest two: the child's last texts
             os.write(reached_w, b"x")
-            os.read(never_r, 1)
+            os.read(go_r, 1)  # each waits until the test lets it go on
         return tokenizer.counter(t)
 
     slow = type(tokenizer)(counter, tokenizer.encoding)
     pending = precount.start(text, DocFormat.JSON, slow)
     assert pending is not None and pending.drain
+    here: list[str] = []
+
+    def counted_here(t: str) -> int:
+        here.append(t)
+        return tokenizer.counter(t)
+
+    fresh = type(tokenizer)(counted_here, tokenizer.encoding)
     try:
         assert os.read(reached_r, 1) == b"x"  # every newer message's batch is sent by now
-        fresh = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
         started = time.monotonic()
-        assert pending.seed(parse_conversation(text, DocFormat.JSON), fresh) == len(long) - 1
+        assert pending.seed(parse_conversation(text, DocFormat.JSON), fresh) == len(long) - 2
         assert time.monotonic() - started < precount.TIMEOUT_S / 2
-        assert pending.closed and fresh.cached(long[0]) is None
+        assert not pending.closed and fresh.elsewhere == pending.late  # still counting
+        assert fresh.count(long[2]) == reference[2] and here == []  # seeded
+        assert fresh.count(long[1]) == reference[1] and here == [long[1]]  # not sent yet
+        os.write(go_w, b"x")  # the child counts long[1] and waits at long[0]
+        assert os.read(reached_r, 1) == b"x"
+        os.write(go_w, b"x")  # and sends it: its last batch
+        _finished(pending)
+        time.sleep(2 * precount.POLL_S)
+        assert fresh.count(long[0]) == reference[0] and here == [long[1]]  # from the child
+        pending.close()
+        assert fresh.elsewhere is None  # no longer asked
         assert fresh.count_many(long) == reference
-        with pytest.raises(ChildProcessError):
-            os.waitpid(pending.pid, os.WNOHANG)  # stopped and reaped
+        # A child still counting when the analysis ends is stopped, and reaped elsewhere.
+        stuck = precount.start(text, DocFormat.JSON, slow)
+        assert stuck is not None
+        assert os.read(reached_r, 1) == b"x"
+        other = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
+        assert stuck.seed(parse_conversation(text, DocFormat.JSON), other) == len(long) - 2
+        assert other.elsewhere == stuck.late
+        stuck.close()
+        assert other.elsewhere is None
+        _reaped_elsewhere(stuck.pid)
     finally:
         pending.close()
-        for fd in (reached_r, reached_w, never_r, never_w):
+        for fd in (reached_r, reached_w, go_r, go_w):
             os.close(fd)
+
+
+def _reaped_elsewhere(pid: int) -> None:
+    """Wait until a killed child is reaped by the thread ``PendingCounts.close`` started
+    (this process does not reap it: its entry in ``/proc`` goes when that thread has)."""
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists():
+        assert time.monotonic() < deadline, f"child {pid} never reaped"
+        time.sleep(0.01)
 
 
 def test_a_batch_cut_short_is_left_out_and_the_whole_ones_are_kept() -> None:
@@ -608,3 +653,139 @@ def test_the_serving_child_shares_a_large_request_and_answers_the_next_ones(
         assert tok.count("one") == 1 and not early.pending.closed
     finally:
         early.pending.close()
+
+
+def _did_open_body(text: str, uri: str = "file:///w/c.conv.json") -> bytes:
+    doc = {"uri": uri, "languageId": "json", "version": 1, "text": text}
+    message = {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": doc}}
+    return json.dumps(message, ensure_ascii=False).encode()
+
+
+def test_a_did_opens_child_counts_from_its_bytes_once_told_how(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Forked from the message's bytes (before anything decodes them here), the child reads
+    # the document and waits; told the format and the tokenizer, it counts exactly as
+    # counting in place does.
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
+    long = [f"open {i}: " + "the quick brown fox 🦊 jumps 跳 " * (20 + i) for i in range(30)]
+    text = json.dumps({"messages": [{"role": "user", "content": t} for t in long]})
+    pending = precount.start_open(_did_open_body(text))
+    assert pending is not None and pending.awaiting and pending.drain
+    pending.count_with(DocFormat.JSON, None, "gpt-4o")
+    assert not pending.awaiting
+    _finished(pending)
+    tokenizer = load_tokenizer(model="gpt-4o").tokenizer
+    fresh = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
+    assert pending.seed(parse_conversation(text, DocFormat.JSON), fresh) == len(long)
+    assert fresh.count_many(long) == [tokenizer.counter(t) for t in long]
+    # A name that says no format: the values are read in the one the parent names.
+    unnamed = precount.start_open(_did_open_body(text, uri="untitled:Untitled-1"))
+    assert unnamed is not None
+    unnamed.count_with(DocFormat.JSON, None, "gpt-4o")
+    _finished(unnamed)
+    fresh = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
+    assert unnamed.seed(parse_conversation(text, DocFormat.JSON), fresh) == len(long)
+    # Told another encoding, it counts with that one, which this tokenizer does not take.
+    again = precount.start_open(_did_open_body(text))
+    assert again is not None
+    again.count_with(DocFormat.JSON, "cl100k_base", None)
+    _finished(again)
+    other = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
+    assert again.seed(parse_conversation(text, DocFormat.JSON), other) == 0
+
+
+def test_a_did_opens_child_never_told_or_sent_anything_else_ends_without_counts(
+    monkeypatch,
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
+    text = json.dumps({"messages": [{"role": "user", "content": "x" * 100}]})
+    tokenizer = load_tokenizer().tokenizer
+    conv = parse_conversation(text, DocFormat.JSON)
+    stopped = precount.start_open(_did_open_body(text))
+    assert stopped is not None
+    stopped.close()  # not a document the server counts: the child is stopped
+    assert stopped.closed and not stopped.awaiting
+    _reaped_elsewhere(stopped.pid)
+    for body in (b'{"method": "textDocument/didOpen", "params": 3}', b"\xff not json"):
+        odd = precount.start_open(body)
+        assert odd is not None
+        odd.count_with(DocFormat.JSON, None, None)
+        _, status = os.waitpid(odd.pid, 0)
+        assert os.WEXITSTATUS(status) == 1  # it failed, alone
+        fresh = type(tokenizer)(tokenizer.counter, tokenizer.encoding)
+        assert odd.seed(conv, fresh) == 0
+
+
+def test_a_small_body_forks_nothing() -> None:
+    assert precount.start_open(_did_open_body("x" * 100)) is None
+
+
+def test_a_child_forked_while_another_thread_loads_an_encoding_can_load_one() -> None:
+    # The server's warm-up loads the editor's encoding on a thread of its own while a
+    # didOpen's child may be forked: the lock that thread held is free in the child.
+    import threading
+
+    from server import tokenizers
+
+    held, release = threading.Event(), threading.Event()
+
+    def loading() -> None:
+        with tokenizers._LOCK:
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=loading)
+    thread.start()
+    try:
+        assert held.wait(30)
+        pid = os.fork()
+        if pid == 0:  # the child: the load must not wait for a thread it does not have
+            code = 0 if tokenizers._LOCK.acquire(timeout=5) else 3
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0
+    finally:
+        release.set()
+        thread.join()
+
+
+def test_an_analysis_stops_the_child_it_drains_when_it_ends(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The server's analysis goes on taking a drained child's counts while it runs
+    # (``late``), and no longer: at its end the child is stopped and not asked again.
+    from server.workspace import analyze
+
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
+    long = [f"message {i}: " + "lorem ipsum dolor 🦊 " * (30 + i) for i in range(20)]
+    text = json.dumps({"messages": [{"role": "user", "content": t} for t in long]})
+    path = tmp_path / "c.conv.json"
+    path.write_text(text)
+    tokenizer = load_tokenizer().tokenizer
+    reached_r, reached_w = os.pipe()
+    never_r, never_w = os.pipe()
+
+    def counter(t: str) -> int:
+        if t == long[0]:  # the oldest message: the child's last text; it never ends
+            os.write(reached_w, b"x")
+            os.read(never_r, 1)
+        return tokenizer.counter(t)
+
+    pending = precount.start(text, DocFormat.JSON, type(tokenizer)(counter, tokenizer.encoding))
+    assert pending is not None
+    asked: list[bool] = []
+    late = precount.PendingCounts.late
+
+    def asking(self: precount.PendingCounts, t: str) -> int | None:
+        asked.append(True)
+        return late(self, t)
+
+    monkeypatch.setattr(precount.PendingCounts, "late", asking)
+    try:
+        assert os.read(reached_r, 1) == b"x"
+        result = analyze(path, text=text, root=tmp_path, pending=pending)
+        assert len(result.conversation.messages) == len(long)
+        assert asked  # the oldest text was asked of the child before it was counted here
+        assert pending.closed and load_tokenizer().tokenizer.elsewhere is None
+        _reaped_elsewhere(pending.pid)
+    finally:
+        pending.close()
+        for fd in (reached_r, reached_w, never_r, never_w):
+            os.close(fd)

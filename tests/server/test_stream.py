@@ -9,6 +9,7 @@ import asyncio
 import gc
 import json
 import logging
+import os
 import threading
 import weakref
 from typing import Any
@@ -339,3 +340,111 @@ def test_a_placeholder_without_its_rope_is_an_error_not_a_text() -> None:
     with pytest.raises(RuntimeError, match="let go"):
         ls.protocol.document_text(PLACEHOLDER)
     assert ls.protocol.document_text("plain") == "plain"  # any other text: its rope
+
+
+def test_a_large_did_opens_counting_child_starts_before_its_message_is_decoded(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """Over the message loop of a real server: the child counting a large conversation is
+    forked from the ``didOpen``'s bytes before they are decoded here, its first analysis
+    tells it how to count and seeds every long text from it; the child of a document the
+    session does not analyse (if one is forked) is stopped without being told anything."""
+    from lsprotocol import types as lsp
+
+    from server import precount
+    from server.lsp import stream
+    from tests.support.inprocess import InProcessClient
+
+    monkeypatch.setattr(stream, "OPEN_MIN_BYTES", 1 << 14)
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 1 << 14)
+    events: list[str] = []
+    children: list[precount.PendingCounts] = []
+    told: list[precount.PendingCounts] = []
+    seeded: list[int] = []
+    start_open, read_open = precount.start_open, stream.read_open
+    count_with, seed = precount.PendingCounts.count_with, precount.PendingCounts.seed
+
+    def forking(body: bytes) -> precount.PendingCounts | None:
+        events.append("fork")
+        pending = start_open(body)
+        assert pending is not None
+        children.append(pending)
+        return pending
+
+    def decoding(*args: Any) -> Any:
+        events.append("decode")
+        return read_open(*args)
+
+    def telling(self: precount.PendingCounts, *args: Any) -> None:
+        told.append(self)
+        count_with(self, *args)
+
+    def seeding(self: precount.PendingCounts, *args: Any) -> int:
+        os.waitpid(self.pid, 0)  # (here: every count is sent before it is taken)
+        seeded.append(seed(self, *args))
+        return seeded[-1]
+
+    monkeypatch.setattr(precount, "start_open", forking)
+    monkeypatch.setattr(stream, "read_open", decoding)
+    monkeypatch.setattr(precount.PendingCounts, "count_with", telling)
+    monkeypatch.setattr(precount.PendingCounts, "seed", seeding)
+    client = InProcessClient()
+    ls = client.server
+    contents = [f"message {i}: " + "words that count 🦊 " * (3 + i % 5) for i in range(400)]
+    text = json.dumps({"messages": [{"role": "user", "content": c} for c in contents]})
+    conv, notes = (tmp_path / "c.conv.json").as_uri(), (tmp_path / "notes.json").as_uri()
+
+    async def main() -> None:
+        await client.initialize(lsp.ClientCapabilities(), root_uri=tmp_path.as_uri())
+        reader = asyncio.StreamReader()
+        reader.feed_data(_frame(_did_open(text, uri=conv)))
+        reader.feed_data(_frame(_did_open(text, uri=notes)))
+        reader.feed_eof()
+        await asyncio.wait_for(
+            serve_messages(threading.Event(), reader, ls.protocol, logging.getLogger("t")), 30
+        )
+        await client.analysed(conv, 1)
+
+    try:
+        asyncio.run(main())
+        # (The second one forks a child unless the first one still waits for its analysis.)
+        assert events in (["fork", "decode", "fork", "decode"], ["fork", "decode", "decode"])
+        assert len(children) == events.count("fork") and told == children[:1]
+        assert seeded == [len(set(contents))]  # every message's text, counted by the child
+        assert all(c.closed and not c.awaiting for c in children)
+        assert ls.protocol.take_counting() is None  # nothing held after the messages
+    finally:
+        client.shutdown()
+
+
+def test_one_did_open_counting_child_waits_for_its_analysis_at_a_time(monkeypatch: Any) -> None:
+    # Each waiting child holds the document it decoded: documents opened together fork
+    # one, and the others' analyses fork theirs when they start.
+    from assembly.rope import Rope
+    from server import precount
+    from server.lsp.app import PromptServer
+
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
+    ls = PromptServer()
+    text = json.dumps({"messages": [{"role": "user", "content": "x" * 100}]})
+    body = json.dumps(_did_open(text)).encode()
+    ls.protocol.count_open(body)
+    first = ls.protocol.take_counting()
+    assert first is not None and first.awaiting
+    uri = "file:///w/c.conv.json"
+    assert ls.session.open(uri, 1, Rope.from_str(text), first) is not None
+    ls.protocol.count_open(body)
+    assert ls.protocol.take_counting() is None  # the first one still waits
+    ls.session.close(uri)
+    assert first.closed
+    third = precount.start_open(body)
+    assert ls.session.open(uri, 1, Rope.from_str(text), third) is not None and third
+    ls.session.shutdown()  # stops a child still waiting, too
+    assert third.closed
+    ls.session.open(uri, 1, Rope.from_str(text))  # (reopened: nothing waits)
+    assert not ls.session.counting_waits()
+    ls.protocol.count_open(body)
+    second = ls.protocol._counting
+    assert second is not None and second.awaiting
+    ls.protocol.hold_text("", None)  # the message is handled: no handler took it
+    assert second.closed and ls.protocol.take_counting() is None

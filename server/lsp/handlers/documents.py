@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 def did_open(ls: PromptServer, params: lsp.DidOpenTextDocumentParams) -> None:
     doc = params.text_document
     if document_kind(doc.uri) is not None:
-        state = ls.session.open(doc.uri, doc.version, ls.protocol.document_text(doc.text))
+        text = ls.protocol.document_text(doc.text)
+        state = ls.session.open(doc.uri, doc.version, text, ls.protocol.take_counting())
         if state is not None:
             _changed(ls, state)
 
