@@ -2511,7 +2511,10 @@ _EXAMPLE = re.compile(r"\b(?:e\.g\.|for\s+(?:example|instance)|such\s+as)[^;:,.!
 # directs: "Call it only when the user asks to recreate the sandbox").
 _CONDITIONS = ("when", "whenever", "unless", "until", "because", "so that")
 _CLAUSE_STOP = re.compile(r"[,;:.!?—]")
-_ONLY_BEFORE = re.compile(r"\bonly\s+\Z")
+# "Only … when": the condition is the point, not an aside. Round 13: "only" anywhere
+# earlier in the clause ("You should only end the task when all the requirements are met
+# by calling the 'submit_and_exit' tool", Cline), not only right before the cue.
+_ONLY_BEFORE = re.compile(r"\bonly\b[^,;:.!?—]*\Z")
 
 
 def _strip_asides(text: str) -> str:
