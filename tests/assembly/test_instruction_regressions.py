@@ -991,3 +991,36 @@ def test_a_remark_word_over_a_list_titles_it_and_only_keeps_its_condition() -> N
     )
     assert _default(small) == []
     assert _default(small.replace("Stop working when", "Only stop working when")) != []
+
+
+def test_the_section_that_gives_access_to_a_tool_describes_it() -> None:
+    # Round 13, a tool-home move of OpenHands' long-horizon prompt (prompts-real, seen):
+    # "Begin by decomposing the overall objective into primary phases using
+    # `task_tracker`", moved from `TASK_MANAGEMENT` to the top, left two mentions there and
+    # two in `TASK_TRACKING_PERSISTENCE`: no section held more than half, so the tool had
+    # no home. `TASK_MANAGEMENT` is where "You have access to the `task_tracker` tool …".
+    bench = _bench()
+    text = (
+        DATA.parent / "prompts-real" / "openhands--system_prompt_long_horizon.prompt.md"
+    ).read_text(encoding="utf-8")
+    (c,) = [
+        c
+        for c in bench.home_candidates(text, bench.oracle_sections(text))
+        if c.sentence.startswith("Begin by decomposing the overall objective")
+    ]
+    new, a, *_ = bench.move_top(text, c)
+    template = parse_prompt(new)
+    m = explain_instruction(template, a)
+    assert m is not None and m.reported and m.tool == "task_tracker"
+    assert template.sections[m.section].title == "TASK_MANAGEMENT"
+    assert any(s.startswith("Begin by decomposing") for s in _default(new))
+    small = (
+        "Plan every task with the plan_board tool first.\n\n"
+        "# Planning\nYou have access to the plan_board tool to keep track of work.\n"
+        "- Keep one item in progress.\n\n"
+        "# Resuming\n- After a restart, read the plan_board tool's items again.\n"
+        "- Keep the items short.\n\n# Style\nKeep answers short.\n"
+    )
+    assert _default(small) == ["Plan every task with the plan_board tool first."]
+    # Without the introduction the two sections name it once each: no home.
+    assert _default(small.replace("You have access to the", "Mind the")) == []
