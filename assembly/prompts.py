@@ -438,11 +438,24 @@ class _BodyScanner:
             self._add_heading(0, title.strip().rstrip(":").strip(), index, index, "bold")
             return True
         caps = _CAPS_TITLE.match(line)
-        if caps is not None and _is_caps_title(caps.group(1)):
+        if caps is not None and (
+            _is_caps_title(caps.group(1)) or self._remark_over_list(index, line, caps.group(1))
+        ):
             self._end_block()
             self._add_heading(0, caps.group(1), index, index, "caps")
             return True
         return False
+
+    def _remark_over_list(self, index: int, line: str, title: str) -> bool:
+        """Whether a remark word with its colon alone on its line (`IMPORTANT:`) heads the
+        bulleted list below it: a part of the prompt beside `RULES:` (round 13, Cline's
+        `IMPORTANT:` list after its `RULES:` list), not a remark on the next paragraph."""
+        if title not in _NOT_CAPS_TITLES or not line.rstrip().endswith(":"):
+            return False
+        if index + 1 >= len(self._lines):
+            return False
+        nls, nle = self._lines[index + 1]
+        return _BULLET.match(self.text, nls, nle) is not None
 
     def _numbered_title(self, index: int, line: str) -> bool:
         """Take a numbered capitals title line whose next line is a bulleted list item

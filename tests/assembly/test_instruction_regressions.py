@@ -946,3 +946,81 @@ def test_a_pascal_case_name_in_backticks_after_a_verb_of_calling_is_a_tool() -> 
         "- Keep modules small.\n\n# Style\nKeep answers short.\n"
     )
     assert _default(small) == []
+
+
+# Round 13 ---------------------------------------------------------------------------------
+
+
+def test_a_remark_word_over_a_list_titles_it_and_only_keeps_its_condition() -> None:
+    # Round 13, a tool-home move of Cline's system prompt (prompts-real, seen): "You should
+    # only end the task when all the requirements are met by calling the 'submit_and_exit'
+    # tool.", moved from the `IMPORTANT:` list to the top, went unreported: the condition
+    # after "when" was cut as an aside (only "only" right before "when" kept it), so the
+    # sentence named no tool; and `IMPORTANT:` was no title, so its list was part of
+    # `RULES:`, the list above it.
+    bench = _bench()
+    text = (DATA.parent / "prompts-real" / "cline--system-1.prompt.md").read_text(encoding="utf-8")
+    (c,) = [
+        c
+        for c in bench.home_candidates(text, bench.oracle_sections(text))
+        if c.sentence.startswith("You should only end the task when")
+    ]
+    assert c.section.title == "IMPORTANT"
+    new, a, *_ = bench.move_top(text, c)
+    template = parse_prompt(new)
+    m = explain_instruction(template, a)
+    assert m is not None and m.reported and m.tool == "submit_and_exit"
+    assert m.kind == "tool-home" and template.sections[m.section].title == "IMPORTANT"
+    assert any(s.startswith("You should only end the task") for s in _default(new))
+    assert not any(s.startswith("You should only end the task") for s in _default(text))
+    # A remark word over a paragraph is still a remark, not a part of the prompt.
+    assert [
+        s.title for s in parse_prompt("RULES:\n- Be brief.\n\nIMPORTANT:\nBe kind.\n").sections
+    ] == ["RULES"]
+    assert [
+        s.title for s in parse_prompt("RULES:\n- Be brief.\n\nIMPORTANT:\n- Be kind.\n").sections
+    ] == [
+        "RULES",
+        "IMPORTANT",
+    ]
+    # A condition with no "only" before it in its clause is still an aside.
+    small = (
+        "Stop working when you have called the finish_task tool.\n\n"
+        "# Role\nYou fix bugs.\n\n# Finishing\n- Call the finish_task tool when done.\n"
+        "- The finish_task tool ends the run.\n\n# Style\nKeep answers short.\n"
+    )
+    assert _default(small) == []
+    assert _default(small.replace("Stop working when", "Only stop working when")) != []
+
+
+def test_the_section_that_gives_access_to_a_tool_describes_it() -> None:
+    # Round 13, a tool-home move of OpenHands' long-horizon prompt (prompts-real, seen):
+    # "Begin by decomposing the overall objective into primary phases using
+    # `task_tracker`", moved from `TASK_MANAGEMENT` to the top, left two mentions there and
+    # two in `TASK_TRACKING_PERSISTENCE`: no section held more than half, so the tool had
+    # no home. `TASK_MANAGEMENT` is where "You have access to the `task_tracker` tool …".
+    bench = _bench()
+    text = (
+        DATA.parent / "prompts-real" / "openhands--system_prompt_long_horizon.prompt.md"
+    ).read_text(encoding="utf-8")
+    (c,) = [
+        c
+        for c in bench.home_candidates(text, bench.oracle_sections(text))
+        if c.sentence.startswith("Begin by decomposing the overall objective")
+    ]
+    new, a, *_ = bench.move_top(text, c)
+    template = parse_prompt(new)
+    m = explain_instruction(template, a)
+    assert m is not None and m.reported and m.tool == "task_tracker"
+    assert template.sections[m.section].title == "TASK_MANAGEMENT"
+    assert any(s.startswith("Begin by decomposing") for s in _default(new))
+    small = (
+        "Plan every task with the plan_board tool first.\n\n"
+        "# Planning\nYou have access to the plan_board tool to keep track of work.\n"
+        "- Keep one item in progress.\n\n"
+        "# Resuming\n- After a restart, read the plan_board tool's items again.\n"
+        "- Keep the items short.\n\n# Style\nKeep answers short.\n"
+    )
+    assert _default(small) == ["Plan every task with the plan_board tool first."]
+    # Without the introduction the two sections name it once each: no home.
+    assert _default(small.replace("You have access to the", "Mind the")) == []

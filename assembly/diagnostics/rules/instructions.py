@@ -1427,7 +1427,11 @@ class _Topics:
             for t in named:
                 if t not in self.tool_sections:
                     mentions[t][s.section] += 1
-            if named and (m := _DEFINITION.match(s.text)) and m.group(1).lower() in named:
+            if (
+                named
+                and (m := _DEFINITION.match(s.text) or _INTRODUCED.match(s.text))
+                and m.group(1).lower() in named
+            ):
                 defined[m.group(1).lower()].add(s.section)
         body_len = max(1, len(self.template.text) - self.template.body_range.start)
         sections = self.template.sections
@@ -1555,6 +1559,13 @@ _DEFINITION = re.compile(
     r"(?:[ \t]*(?::|[-—–][ \t])|(?:\s+(?:tool|function))?\s+(?:is|can|will|lets|allows|"
     r"enables|helps|returns|gives|provides|finds|searches|reads|writes|runs|executes|"
     r"creates|fetches|opens|lists|sends|takes|accepts|performs)\b)",
+    re.I,
+)
+# Round 13: "You have access to the `task_tracker` tool to help you …" (OpenHands'
+# `TASK_MANAGEMENT`) introduces the tool where the prompt describes it, whatever follows.
+_INTRODUCED = re.compile(
+    r"you\s+have\s+access\s+to\s+(?:the\s+|an?\s+)?[*_`\"']*([A-Za-z_][\w.-]*)[*_`\"']*"
+    r"\s+(?:tool|function)\b",
     re.I,
 )
 # The definition form alone: the tool's name first, then a colon or a dash (not "The crawl
@@ -2511,7 +2522,10 @@ _EXAMPLE = re.compile(r"\b(?:e\.g\.|for\s+(?:example|instance)|such\s+as)[^;:,.!
 # directs: "Call it only when the user asks to recreate the sandbox").
 _CONDITIONS = ("when", "whenever", "unless", "until", "because", "so that")
 _CLAUSE_STOP = re.compile(r"[,;:.!?—]")
-_ONLY_BEFORE = re.compile(r"\bonly\s+\Z")
+# "Only … when": the condition is the point, not an aside. Round 13: "only" anywhere
+# earlier in the clause ("You should only end the task when all the requirements are met
+# by calling the 'submit_and_exit' tool", Cline), not only right before the cue.
+_ONLY_BEFORE = re.compile(r"\bonly\b[^,;:.!?—]*\Z")
 
 
 def _strip_asides(text: str) -> str:
