@@ -513,12 +513,26 @@ def _parse_yaml(text: str, messages: bool = False) -> ParsedData:
         issue, offset = yaml_issue(text, exc)
         return ParsedData(yaml_prefix_tree(text, offset)[0], (issue,))
     except yaml.YAMLError as exc:  # reader errors (e.g. control characters)
-        mark = getattr(exc, "position", 0) or 0
-        issue = SyntaxIssue(f"invalid YAML: {exc}", _token_range(text, min(mark, len(text))))
-        return ParsedData(None, (issue,))
+        return ParsedData(None, (_yaml_reader_issue(text, exc),))
     if node is None:
         return ParsedData(None)
     return convert_yaml(node, text, messages=messages)
+
+
+def _yaml_reader_issue(text: str, exc: Any) -> SyntaxIssue:
+    """A reader error (a character YAML does not allow) at that character. libyaml's
+    ``position`` counts UTF-8 bytes, not characters, so the character is found again with
+    the reader's own pattern; its message names it as the JSON reader does."""
+    from yaml.reader import Reader
+
+    found = Reader.NON_PRINTABLE.search(text)
+    if found is None:  # not a character error: no place better than the start
+        return SyntaxIssue(f"invalid YAML: {getattr(exc, 'reason', exc)}", TextRange(0, 0))
+    at = found.start()
+    char = text[at]
+    name = f" ({_CONTROL_NAMES[ord(char)]})" if ord(char) in _CONTROL_NAMES else ""
+    message = f"invalid YAML: character U+{ord(char):04X}{name} is not allowed in YAML"
+    return SyntaxIssue(message, TextRange(at, at + 1))
 
 
 def compose_yaml(text: str) -> Any:

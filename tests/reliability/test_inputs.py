@@ -441,3 +441,17 @@ def test_json_findings_come_in_text_order_with_those_inside_tokens_counted() -> 
     assert data.root is not None
     assert [m.key for m in data.root.members] == ["a", "b", "c"]
     assert data.root.get("c").value == "\ufffd"  # type: ignore[union-attr]
+
+
+def test_a_character_yaml_does_not_allow_is_reported_at_that_character() -> None:
+    """libyaml counts a reader error's position in UTF-8 bytes: after non-ASCII text the
+    finding used to land that many characters too far, with PyYAML's multi-line message."""
+    for text in (
+        "messages:\n  - role: ééééé # \x1b[2J\n",
+        "messages:\n  - {role: user, content: \u2028\x85 x\x7f}\n",
+        "a: \U0001f600\U0001f600\n\x00",
+    ):
+        ((code, message, rng),) = _errors(text, syntax.parse_yaml)
+        bad = next(i for i, c in enumerate(text) if c in "\x1b\x7f\x00")
+        assert (code, rng) == ("syntax-error", TextRange(bad, bad + 1)), (text, message)
+        assert f"U+{ord(text[bad]):04X}" in message and "\n" not in message
