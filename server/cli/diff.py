@@ -37,6 +37,7 @@ from server.cli.lint.model import EXIT_FINDINGS, EXIT_OK, LintOptions
 from server.cli.lint.render_github import gh_data, gh_property
 from server.config import CONFIG_FILES
 from server.output import assembly_json
+from server.terminal import visible
 from server.workspace import analyze
 
 DIFF_FORMATS = ("text", "json", "markdown", "github")
@@ -408,7 +409,7 @@ def _emit(res: DiffResult, fmt: str, *, out: Any) -> None:
         else:
             out.write(render_markdown(res))
     else:
-        out.write(render_text(res))
+        out.write(visible(render_text(res)))
 
 
 def _n(x: int) -> str:
