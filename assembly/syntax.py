@@ -1553,6 +1553,9 @@ def _token_range(text: str, offset: int) -> TextRange:
 # YAML
 
 
+_YAML_MERGE_TAG = "tag:yaml.org,2002:merge"  # a plain `<<` key (YAML 1.1's merge key)
+
+
 class _YamlConverter:
     """Turns libyaml's composed node graph into ``SNode``s with a node budget.
 
@@ -1579,6 +1582,25 @@ class _YamlConverter:
         self._mapping = yaml.MappingNode
         self._sequence = yaml.SequenceNode
         self._scalar = yaml.ScalarNode
+
+    def _merged(self, node: Any, depth: int) -> list[Member]:
+        """The members a merge key (``<<: *base`` or ``<<: [*a, *b]``) brings into its
+        mapping, as PyYAML's loaders merge them: a mapping's members, or those of a list of
+        mappings, an earlier mapping's key winning over a later one's."""
+        sources = node.value if isinstance(node, self._sequence) else [node]
+        res: list[Member] = []
+        seen: set[str] = set()
+        for source in sources:
+            if not isinstance(source, self._mapping):
+                msg = "a merge key `<<` takes a mapping or a list of mappings: this is ignored"
+                self.errors.append(SyntaxIssue(msg, _yrange(source)))
+                continue
+            tree = self.convert(source, depth + 1)
+            for m in tree.members if tree is not None else ():
+                if m.key not in seen:
+                    seen.add(m.key)
+                    res.append(m)
+        return res
 
     def _range(self, start: int, end: int) -> Span:
         b = self.base
@@ -1643,8 +1665,12 @@ class _YamlConverter:
                         if isinstance(pairs[i][1], self._sequence):
                             holder = i
                         break
+            merged: list[Member] = []
             for i, (key_node, value_node) in enumerate(pairs):
                 name = key_node.value if isinstance(key_node, self._scalar) else None
+                if name is not None and key_node.tag == _YAML_MERGE_TAG:
+                    merged += self._merged(value_node, depth)
+                    continue
                 if name is None:
                     self.errors.append(
                         SyntaxIssue("mapping keys must be plain strings", _yrange(key_node))
@@ -1662,6 +1688,10 @@ class _YamlConverter:
                 value = self.convert(value_node, depth + 1, i == holder)
                 if value is not None:
                     members.append(Member(name, self._range(ks, ke), value))
+            for m in merged:  # the keys written here win, then the first merged mapping's
+                if m.key not in keys:
+                    keys.add(m.key)
+                    members.append(m)
             self._open.discard(key)
             if members and not node.flow_style:
                 end = _block_end(start, end, members[-1].value.range.end + (self.base or 0))

@@ -455,3 +455,30 @@ def test_a_character_yaml_does_not_allow_is_reported_at_that_character() -> None
         bad = next(i for i, c in enumerate(text) if c in "\x1b\x7f\x00")
         assert (code, rng) == ("syntax-error", TextRange(bad, bad + 1)), (text, message)
         assert f"U+{ord(text[bad]):04X}" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "base: &b {role: user, content: hi}\nmessages:\n  - <<: *b\n  - <<: *b\n    content: yo\n",
+        "a: &a {x: 1, y: 2}\nb: &b {y: 3, z: 4}\nc:\n  <<: [*a, *b]\n  z: 5\n",
+        "a: &a {x: 1}\nb: &b\n  <<: *a\n  y: 2\nc: {<<: *b, x: 0}\n",
+    ],
+)
+def test_yaml_merge_keys_are_read_as_pyyaml_reads_them(text: str) -> None:
+    """A `<<: *base` merge key (YAML 1.1, which PyYAML's loaders merge) was a mapping key
+    like any other: the message it completed had "no role" and `<<` was an unknown key."""
+    import yaml
+
+    data = syntax.parse_yaml(text)
+    assert data.errors == ()
+    assert data.root is not None and data.root.to_python() == yaml.safe_load(text)
+
+
+def test_a_merge_key_of_something_else_is_one_finding_at_it() -> None:
+    text = "a: &a {role: user}\nmessages:\n  - <<: [*a, 7]\n    content: hi\n"
+    ((code, message, rng),) = _errors(text, syntax.parse_yaml)
+    assert (code, text[rng.start : rng.end]) == ("syntax-error", "7")
+    assert "merge key" in message
+    conv = parse_conversation(text, DocFormat.YAML)
+    assert [(m.role.value, m.content) for m in conv.messages] == [("user", "hi")]
