@@ -558,6 +558,11 @@ def yaml_issue(text: str, exc: Any, more: bool = False) -> tuple[SyntaxIssue, in
     mark = exc.problem_mark or exc.context_mark
     offset = min(mark.index, len(text)) if mark is not None else 0
     message = f"invalid YAML: {exc.problem or exc.context or 'syntax error'}"
+    if exc.problem == "but found another document":  # libyaml's composer, in two halves
+        message = "invalid YAML: a second document: a conversation file holds one"
+    elif exc.problem == "second occurrence" and exc.context_mark is not None:
+        line = exc.context_mark.line + 1
+        message = f"invalid YAML: this anchor is already defined (line {line})"
     rng = _token_range(text, offset)
     if exc.context_mark is not None and not more and not text[offset:].strip():
         # Cut short (half typed): point at what is left open, not at the end of the text.

@@ -482,3 +482,20 @@ def test_a_merge_key_of_something_else_is_one_finding_at_it() -> None:
     assert "merge key" in message
     conv = parse_conversation(text, DocFormat.YAML)
     assert [(m.role.value, m.content) for m in conv.messages] == [("user", "hi")]
+
+
+@pytest.mark.parametrize(
+    ("text", "at", "message"),
+    [
+        ("messages: []\n---\nmessages: [1]\n", "---", "a second document"),
+        ("a: &x 1\nb: &x 2\nmessages: []\n", "&x 2", "already defined (line 1)"),
+    ],
+)
+def test_yaml_errors_libyaml_gives_in_two_halves_are_said_whole(
+    text: str, at: str, message: str
+) -> None:
+    """libyaml's composer splits these messages in a context and a problem: the finding
+    said only the second half ("but found another document", "second occurrence")."""
+    ((code, said, rng),) = _errors(text, syntax.parse_yaml)
+    assert (code, rng.start) == ("syntax-error", text.index(at))
+    assert message in said
