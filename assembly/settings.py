@@ -82,8 +82,30 @@ def resolve_settings(layers: Sequence[SettingsLayer]) -> tuple[Settings, list[Se
             if not valid:
                 issues.append(SettingIssue(layer.source, key, result, where))
                 continue
+            if key == "rules" and result:
+                issues += _unknown_rule_codes(layer.source, result, where)
             merged[key] = result
     return Settings(**merged), issues
+
+
+def _unknown_rule_codes(
+    source: str, rules: Mapping[str, str], where: TextRange | None
+) -> list[SettingIssue]:
+    """A warning for each code of the ``rules`` setting that names no rule (a typo would
+    silently change nothing), as ``--select`` refuses one."""
+    import difflib
+
+    from assembly.diagnostics import RULES
+
+    known = [r.code for r in RULES]
+    res = []
+    for code in rules:
+        if code not in known:
+            close = difflib.get_close_matches(code.lower(), known, n=1, cutoff=0.6)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            message = f"unknown rule code `{code}` in `rules`: it is ignored{hint}"
+            res.append(SettingIssue(source, "rules", message, where, severity="warning"))
+    return res
 
 
 # Verdicts of earlier checks: (key, ``repr`` of a plain value) -> (True, the value as
@@ -146,6 +168,18 @@ def _check_one(key: str, value: Any) -> tuple[str | None, Any]:
             return f"invalid value for `{key}`: {msg}", None
         msg = str(err["msg"])
         msg = msg.removeprefix("Value error, ")
+        loc = err.get("loc", ())
+        if isinstance(value, dict) and len(loc) > 1 and loc[1] in value:
+            # One entry of a table (`rules`, `section_topics`): that entry, not the table.
+            inner: Any = value
+            for part in loc[1:]:
+                if isinstance(inner, dict) and part in inner:
+                    key, inner = f"{key}.{part}", inner[part]
+                elif isinstance(inner, list) and isinstance(part, int) and part < len(inner):
+                    key, inner = f"{key}[{part}]", inner[part]
+                else:
+                    break
+            shown = _show(inner)
         return f"invalid value for `{key}`: {msg[:1].lower() + msg[1:]} (got {shown})", None
 
 

@@ -320,12 +320,28 @@ def test_parent_stops_a_child_that_does_not_answer(monkeypatch: pytest.MonkeyPat
         ("reserved_tokens", "x", "expected `auto` or an integer ≥ 0"),
         ("encoding", "foo_base", "unknown tiktoken encoding"),
         ("max_input_tokens", 10**40, "at most 1,000,000,000,000"),
+        # One entry of a table: that entry and its value (it named the whole table).
+        ("rules", {"history-truncated": "loud"}, "`rules.history-truncated`: input should be"),
+        ("rules", {"history-truncated": "loud"}, "(got 'loud')"),
+        ("section_topics", {"Tools": ["tool", 5]}, "`section_topics.Tools[1]`: input"),
     ],
 )
 def test_invalid_settings_say_what_is_wrong(key: str, value: object, words: str) -> None:
     settings, issues = resolve_settings([SettingsLayer("doc", {key: value})])
     assert [i.key for i in issues] == [key] and words in issues[0].message
     assert getattr(settings, key) == getattr(Settings(), key)
+
+
+def test_an_unknown_rule_code_in_rules_is_a_warning_not_silence() -> None:
+    """`rules = { histroy-truncated = "off" }` changed nothing and said nothing."""
+    layer = SettingsLayer(
+        "doc", {"rules": {"histroy-truncated": "off", "history-truncated": "info"}}
+    )
+    settings, issues = resolve_settings([layer])
+    assert [(i.key, i.severity) for i in issues] == [("rules", "warning")]
+    assert "unknown rule code `histroy-truncated`" in issues[0].message
+    assert "did you mean `history-truncated`?" in issues[0].message
+    assert settings.rules["history-truncated"] == "info"  # the rest of the table holds
 
 
 def test_booleans_stay_booleans() -> None:
