@@ -38,7 +38,7 @@ from assembly.diagnostics import (
 )
 from assembly.documents import format_for_path, read_tools, tools_from_settings
 from assembly.incremental import reparse_conversation
-from assembly.model import Conversation, DocFormat, PromptRef, PromptTemplate, ToolDef
+from assembly.model import Conversation, DocFormat, Issue, PromptRef, PromptTemplate, ToolDef
 from assembly.prompts import parse_prompt
 from assembly.reading import parse_conversation
 from assembly.rope import Rope
@@ -352,6 +352,7 @@ def analyze_prompt(
     fm_settings = template.front_matter.get("settings")
     if isinstance(fm_settings, dict):
         layers.append(SettingsLayer(DOCUMENT_SOURCE, fm_settings, _front_matter_ranges(template)))
+    diags += from_issues(_front_matter_issues(template))
     if inputs.overrides:
         layers.append(SettingsLayer(COMMAND_LINE_SOURCE, dict(inputs.overrides)))
     settings, setting_issues = resolve_settings(layers)
@@ -567,6 +568,24 @@ def _with_internal_error(
     reported: tuple[Diagnostic, ...], exc: Exception, during: str
 ) -> list[Diagnostic]:
     return sorted([*reported, from_exception(exc, during=during)], key=sort_key)
+
+
+def _front_matter_issues(template: PromptTemplate) -> list[Issue]:
+    """What is wrong with the front matter's ``tools`` and ``settings`` values, said on the
+    template itself (a conversation using it says the tools' again: ``_conversation``)."""
+    root = template.front_matter_root
+    if root is None or not root.is_object:
+        return []
+    res = []
+    tools = root.get("tools")
+    if tools is not None:
+        res += read_tools(tools)[1]
+    settings = root.get("settings")
+    if settings is not None and not settings.is_object:
+        res.append(
+            Issue("schema-error", "front matter `settings` must be a mapping", settings.range)
+        )
+    return res
 
 
 def _front_matter_ranges(template: PromptTemplate) -> dict[str, TextRange]:

@@ -515,3 +515,18 @@ def test_yaml_errors_libyaml_gives_in_two_halves_are_said_whole(
     ((code, said, rng),) = _errors(text, syntax.parse_yaml)
     assert (code, rng.start) == ("syntax-error", text.index(at))
     assert message in said
+
+
+def test_a_template_s_front_matter_tools_and_settings_are_checked_on_it(tmp_path: Path) -> None:
+    """`tools: 5` or `settings: 5` in a template's front matter said nothing when the
+    template was linted (only a conversation using it said the tools')."""
+    from server.workspace import analyze_prompt
+
+    text = "---\nsettings: 5\ntools: [web_search, 7]\n---\n# Tools\nUse web_search.\n"
+    doc = tmp_path / "a.prompt.md"
+    doc.write_text(text, encoding="utf-8")
+    a = analyze_prompt(doc, root=tmp_path)
+    found = sorted((d.code, text[d.range.start : d.range.end]) for d in a.diagnostics)
+    assert found == [("schema-error", "5"), ("schema-error", "7")]
+    messages = sorted(d.message for d in a.diagnostics)
+    assert messages[0].startswith("a tool must be") and "`settings` must be" in messages[1]
