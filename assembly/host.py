@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol
 from assembly import seq
 from assembly.assemble import AssembleOptions, Assembly, AssemblyCache, assemble
 from assembly.diagnostics import (
+    RULES,
     Diagnostic,
     Related,
     RuleCache,
@@ -49,6 +50,7 @@ from assembly.tokens import Tokenizer
 DOCUMENT_SOURCE = "<document>"
 COMMAND_LINE_SOURCE = "command line"
 PROMPT_SUFFIX = ".prompt.md"  # a template; conversations: ``documents.CONVERSATION_SUFFIXES``
+RULE_CODES = frozenset(r.code for r in RULES)  # an unknown code of `rules` is a warning
 
 DocKind = Literal["conversation", "prompt"]
 
@@ -355,7 +357,7 @@ def analyze_prompt(
     diags += from_issues(_front_matter_issues(template))
     if inputs.overrides:
         layers.append(SettingsLayer(COMMAND_LINE_SOURCE, dict(inputs.overrides)))
-    settings, setting_issues = resolve_settings(layers)
+    settings, setting_issues = resolve_settings(layers, rule_codes=RULE_CODES)
     diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
     if user_tools:
         settings = dataclasses.replace(
@@ -464,7 +466,7 @@ def _conversation(
     layers.append(SettingsLayer(DOCUMENT_SOURCE, conv.settings, conv.settings_ranges))
     if inputs.overrides:
         layers.append(SettingsLayer(COMMAND_LINE_SOURCE, dict(inputs.overrides)))
-    settings, setting_issues = resolve_settings(layers)
+    settings, setting_issues = resolve_settings(layers, rule_codes=RULE_CODES)
     diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
     if conv.tools is None and settings.tools is not None:
         conv = _with_tools(conv, tools_from_settings(settings.tools))

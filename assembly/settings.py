@@ -20,7 +20,7 @@ layer that set it and the value from the layers below (ultimately the default) i
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -60,7 +60,9 @@ class SettingIssue:
     severity: Literal["error", "warning"] = "error"
 
 
-def resolve_settings(layers: Sequence[SettingsLayer]) -> tuple[Settings, list[SettingIssue]]:
+def resolve_settings(
+    layers: Sequence[SettingsLayer], *, rule_codes: Collection[str] = ()
+) -> tuple[Settings, list[SettingIssue]]:
     """Merge ``layers`` (later wins) into valid ``Settings`` and the issues found.
 
     Each key is validated on its own, so one bad value never hides the others and the
@@ -82,22 +84,20 @@ def resolve_settings(layers: Sequence[SettingsLayer]) -> tuple[Settings, list[Se
             if not valid:
                 issues.append(SettingIssue(layer.source, key, result, where))
                 continue
-            if key == "rules" and result:
-                issues += _unknown_rule_codes(layer.source, result, where)
+            if key == "rules" and result and rule_codes:
+                issues += _unknown_rule_codes(layer.source, result, where, rule_codes)
             merged[key] = result
     return Settings(**merged), issues
 
 
 def _unknown_rule_codes(
-    source: str, rules: Mapping[str, str], where: TextRange | None
+    source: str, rules: Mapping[str, str], where: TextRange | None, codes: Collection[str]
 ) -> list[SettingIssue]:
-    """A warning for each code of the ``rules`` setting that names no rule (a typo would
-    silently change nothing), as ``--select`` refuses one."""
+    """A warning for each code of the ``rules`` setting that is not one of ``codes`` (a
+    typo would silently change nothing), as ``--select`` refuses one."""
     import difflib
 
-    from assembly.diagnostics import RULES
-
-    known = [r.code for r in RULES]
+    known = sorted(codes)
     res = []
     for code in rules:
         if code not in known:

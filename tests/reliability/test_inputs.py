@@ -337,7 +337,9 @@ def test_an_unknown_rule_code_in_rules_is_a_warning_not_silence() -> None:
     layer = SettingsLayer(
         "doc", {"rules": {"histroy-truncated": "off", "history-truncated": "info"}}
     )
-    settings, issues = resolve_settings([layer])
+    from assembly.host import RULE_CODES
+
+    settings, issues = resolve_settings([layer], rule_codes=RULE_CODES)
     assert [(i.key, i.severity) for i in issues] == [("rules", "warning")]
     assert "unknown rule code `histroy-truncated`" in issues[0].message
     assert "did you mean `history-truncated`?" in issues[0].message
