@@ -85,6 +85,7 @@ _MESSAGE_KEYS = {
     "summarizes_through",
     "promptls-ignore",
     "function_call",
+    "images",
 }
 # Message fields that real logs carry and that are never sent back as input: read silently.
 # OpenAI response fields (``refusal``, ``audio``, ``annotations``), reasoning traces
@@ -778,6 +779,8 @@ class Reader:
             else:
                 self.error("message `id` must be a non-empty string or an integer", id_node.range)
         content, content_range, images = self._content(get("content"))
+        if "images" in fields:
+            images += self._ollama_images(fields["images"])
         parent_node = get("parent")
         parent = None
         if parent_node is not None and parent_node.kind != "null":
@@ -930,6 +933,23 @@ class Reader:
                     part.range,
                 )
         return "\n".join(texts), c.range, tuple(images)
+
+    def _ollama_images(self, node: SNode) -> tuple[Image, ...]:
+        """Ollama's ``images`` (``/api/chat``): base64 images sent with the message, read
+        as image parts with a data URL (its type told by the data's first bytes)."""
+        if node.kind == "null":
+            return ()
+        if node.kind != "array":
+            self.error("`images` must be an array of base64 strings", node.range)
+            return ()
+        res: list[Image] = []
+        for item in node.items:
+            if item.kind != "string" or not item.value:
+                self.error("an image of `images` must be a base64 string", item.range)
+                continue
+            mime = next((m for p, m in _BASE64_IMAGE_TYPES if item.value.startswith(p)), "png")
+            res.append(Image(f"data:image/{mime};base64,{item.value}", item.range))
+        return tuple(res)
 
     def _tool_calls(self, node: SNode, role: Role, msg_id: str) -> tuple[ToolCall, ...]:
         tcs = node.get("tool_calls")
@@ -1114,6 +1134,10 @@ def reads_alone(m: Message) -> bool:
     """Whether ``m`` reads the same on its own as inside its document (for re-parsing one
     message after an edit: ``incremental.py``)."""
     return not _depends_on_neighbours(m)
+
+
+# The base64 of each image format's first bytes (for Ollama's ``images``, which are bare).
+_BASE64_IMAGE_TYPES = (("/9j/", "jpeg"), ("iVBOR", "png"), ("R0lGOD", "gif"), ("UklGR", "webp"))
 
 
 def _image_ref(part: SNode) -> str | None:

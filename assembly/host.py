@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol
 from assembly import seq
 from assembly.assemble import AssembleOptions, Assembly, AssemblyCache, assemble
 from assembly.diagnostics import (
+    RULES,
     Diagnostic,
     Related,
     RuleCache,
@@ -38,7 +39,7 @@ from assembly.diagnostics import (
 )
 from assembly.documents import format_for_path, read_tools, tools_from_settings
 from assembly.incremental import reparse_conversation
-from assembly.model import Conversation, DocFormat, PromptRef, PromptTemplate, ToolDef
+from assembly.model import Conversation, DocFormat, Issue, PromptRef, PromptTemplate, ToolDef
 from assembly.prompts import parse_prompt
 from assembly.reading import parse_conversation
 from assembly.rope import Rope
@@ -49,6 +50,7 @@ from assembly.tokens import Tokenizer
 DOCUMENT_SOURCE = "<document>"
 COMMAND_LINE_SOURCE = "command line"
 PROMPT_SUFFIX = ".prompt.md"  # a template; conversations: ``documents.CONVERSATION_SUFFIXES``
+RULE_CODES = frozenset(r.code for r in RULES)  # an unknown code of `rules` is a warning
 
 DocKind = Literal["conversation", "prompt"]
 
@@ -352,9 +354,10 @@ def analyze_prompt(
     fm_settings = template.front_matter.get("settings")
     if isinstance(fm_settings, dict):
         layers.append(SettingsLayer(DOCUMENT_SOURCE, fm_settings, _front_matter_ranges(template)))
+    diags += from_issues(_front_matter_issues(template))
     if inputs.overrides:
         layers.append(SettingsLayer(COMMAND_LINE_SOURCE, dict(inputs.overrides)))
-    settings, setting_issues = resolve_settings(layers)
+    settings, setting_issues = resolve_settings(layers, rule_codes=RULE_CODES)
     diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
     if user_tools:
         settings = dataclasses.replace(
@@ -463,7 +466,7 @@ def _conversation(
     layers.append(SettingsLayer(DOCUMENT_SOURCE, conv.settings, conv.settings_ranges))
     if inputs.overrides:
         layers.append(SettingsLayer(COMMAND_LINE_SOURCE, dict(inputs.overrides)))
-    settings, setting_issues = resolve_settings(layers)
+    settings, setting_issues = resolve_settings(layers, rule_codes=RULE_CODES)
     diags.extend(from_setting_issues(setting_issues, document_source=DOCUMENT_SOURCE))
     if conv.tools is None and settings.tools is not None:
         conv = _with_tools(conv, tools_from_settings(settings.tools))
@@ -567,6 +570,24 @@ def _with_internal_error(
     reported: tuple[Diagnostic, ...], exc: Exception, during: str
 ) -> list[Diagnostic]:
     return sorted([*reported, from_exception(exc, during=during)], key=sort_key)
+
+
+def _front_matter_issues(template: PromptTemplate) -> list[Issue]:
+    """What is wrong with the front matter's ``tools`` and ``settings`` values, said on the
+    template itself (a conversation using it says the tools' again: ``_conversation``)."""
+    root = template.front_matter_root
+    if root is None or not root.is_object:
+        return []
+    res = []
+    tools = root.get("tools")
+    if tools is not None:
+        res += read_tools(tools)[1]
+    settings = root.get("settings")
+    if settings is not None and not settings.is_object:
+        res.append(
+            Issue("schema-error", "front matter `settings` must be a mapping", settings.range)
+        )
+    return res
 
 
 def _front_matter_ranges(template: PromptTemplate) -> dict[str, TextRange]:

@@ -20,7 +20,7 @@ layer that set it and the value from the layers below (ultimately the default) i
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -60,7 +60,9 @@ class SettingIssue:
     severity: Literal["error", "warning"] = "error"
 
 
-def resolve_settings(layers: Sequence[SettingsLayer]) -> tuple[Settings, list[SettingIssue]]:
+def resolve_settings(
+    layers: Sequence[SettingsLayer], *, rule_codes: Collection[str] = ()
+) -> tuple[Settings, list[SettingIssue]]:
     """Merge ``layers`` (later wins) into valid ``Settings`` and the issues found.
 
     Each key is validated on its own, so one bad value never hides the others and the
@@ -82,8 +84,28 @@ def resolve_settings(layers: Sequence[SettingsLayer]) -> tuple[Settings, list[Se
             if not valid:
                 issues.append(SettingIssue(layer.source, key, result, where))
                 continue
+            if key == "rules" and result and rule_codes:
+                issues += _unknown_rule_codes(layer.source, result, where, rule_codes)
             merged[key] = result
     return Settings(**merged), issues
+
+
+def _unknown_rule_codes(
+    source: str, rules: Mapping[str, str], where: TextRange | None, codes: Collection[str]
+) -> list[SettingIssue]:
+    """A warning for each code of the ``rules`` setting that is not one of ``codes`` (a
+    typo would silently change nothing), as ``--select`` refuses one."""
+    import difflib
+
+    known = sorted(codes)
+    res = []
+    for code in rules:
+        if code not in known:
+            close = difflib.get_close_matches(code.lower(), known, n=1, cutoff=0.6)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            message = f"unknown rule code `{code}` in `rules`: it is ignored{hint}"
+            res.append(SettingIssue(source, "rules", message, where, severity="warning"))
+    return res
 
 
 # Verdicts of earlier checks: (key, ``repr`` of a plain value) -> (True, the value as
@@ -146,6 +168,18 @@ def _check_one(key: str, value: Any) -> tuple[str | None, Any]:
             return f"invalid value for `{key}`: {msg}", None
         msg = str(err["msg"])
         msg = msg.removeprefix("Value error, ")
+        loc = err.get("loc", ())
+        if isinstance(value, dict) and len(loc) > 1 and loc[1] in value:
+            # One entry of a table (`rules`, `section_topics`): that entry, not the table.
+            inner: Any = value
+            for part in loc[1:]:
+                if isinstance(inner, dict) and part in inner:
+                    key, inner = f"{key}.{part}", inner[part]
+                elif isinstance(inner, list) and isinstance(part, int) and part < len(inner):
+                    key, inner = f"{key}[{part}]", inner[part]
+                else:
+                    break
+            shown = _show(inner)
         return f"invalid value for `{key}`: {msg[:1].lower() + msg[1:]} (got {shown})", None
 
 

@@ -513,12 +513,26 @@ def _parse_yaml(text: str, messages: bool = False) -> ParsedData:
         issue, offset = yaml_issue(text, exc)
         return ParsedData(yaml_prefix_tree(text, offset)[0], (issue,))
     except yaml.YAMLError as exc:  # reader errors (e.g. control characters)
-        mark = getattr(exc, "position", 0) or 0
-        issue = SyntaxIssue(f"invalid YAML: {exc}", _token_range(text, min(mark, len(text))))
-        return ParsedData(None, (issue,))
+        return ParsedData(None, (_yaml_reader_issue(text, exc),))
     if node is None:
         return ParsedData(None)
     return convert_yaml(node, text, messages=messages)
+
+
+def _yaml_reader_issue(text: str, exc: Any) -> SyntaxIssue:
+    """A reader error (a character YAML does not allow) at that character. libyaml's
+    ``position`` counts UTF-8 bytes, not characters, so the character is found again with
+    the reader's own pattern; its message names it as the JSON reader does."""
+    from yaml.reader import Reader
+
+    found = Reader.NON_PRINTABLE.search(text)
+    if found is None:  # not a character error: no place better than the start
+        return SyntaxIssue(f"invalid YAML: {getattr(exc, 'reason', exc)}", TextRange(0, 0))
+    at = found.start()
+    char = text[at]
+    name = f" ({_CONTROL_NAMES[ord(char)]})" if ord(char) in _CONTROL_NAMES else ""
+    message = f"invalid YAML: character U+{ord(char):04X}{name} is not allowed in YAML"
+    return SyntaxIssue(message, TextRange(at, at + 1))
 
 
 def compose_yaml(text: str) -> Any:
@@ -544,6 +558,11 @@ def yaml_issue(text: str, exc: Any, more: bool = False) -> tuple[SyntaxIssue, in
     mark = exc.problem_mark or exc.context_mark
     offset = min(mark.index, len(text)) if mark is not None else 0
     message = f"invalid YAML: {exc.problem or exc.context or 'syntax error'}"
+    if exc.problem == "but found another document":  # libyaml's composer, in two halves
+        message = "invalid YAML: a second document: a conversation file holds one"
+    elif exc.problem == "second occurrence" and exc.context_mark is not None:
+        line = exc.context_mark.line + 1
+        message = f"invalid YAML: this anchor is already defined (line {line})"
     rng = _token_range(text, offset)
     if exc.context_mark is not None and not more and not text[offset:].strip():
         # Cut short (half typed): point at what is left open, not at the end of the text.
@@ -1539,6 +1558,9 @@ def _token_range(text: str, offset: int) -> TextRange:
 # YAML
 
 
+_YAML_MERGE_TAG = "tag:yaml.org,2002:merge"  # a plain `<<` key (YAML 1.1's merge key)
+
+
 class _YamlConverter:
     """Turns libyaml's composed node graph into ``SNode``s with a node budget.
 
@@ -1565,6 +1587,25 @@ class _YamlConverter:
         self._mapping = yaml.MappingNode
         self._sequence = yaml.SequenceNode
         self._scalar = yaml.ScalarNode
+
+    def _merged(self, node: Any, depth: int) -> list[Member]:
+        """The members a merge key (``<<: *base`` or ``<<: [*a, *b]``) brings into its
+        mapping, as PyYAML's loaders merge them: a mapping's members, or those of a list of
+        mappings, an earlier mapping's key winning over a later one's."""
+        sources = node.value if isinstance(node, self._sequence) else [node]
+        res: list[Member] = []
+        seen: set[str] = set()
+        for source in sources:
+            if not isinstance(source, self._mapping):
+                msg = "a merge key `<<` takes a mapping or a list of mappings: this is ignored"
+                self.errors.append(SyntaxIssue(msg, _yrange(source)))
+                continue
+            tree = self.convert(source, depth + 1)
+            for m in tree.members if tree is not None else ():
+                if m.key not in seen:
+                    seen.add(m.key)
+                    res.append(m)
+        return res
 
     def _range(self, start: int, end: int) -> Span:
         b = self.base
@@ -1629,8 +1670,12 @@ class _YamlConverter:
                         if isinstance(pairs[i][1], self._sequence):
                             holder = i
                         break
+            merged: list[Member] = []
             for i, (key_node, value_node) in enumerate(pairs):
                 name = key_node.value if isinstance(key_node, self._scalar) else None
+                if name is not None and key_node.tag == _YAML_MERGE_TAG:
+                    merged += self._merged(value_node, depth)
+                    continue
                 if name is None:
                     self.errors.append(
                         SyntaxIssue("mapping keys must be plain strings", _yrange(key_node))
@@ -1648,6 +1693,10 @@ class _YamlConverter:
                 value = self.convert(value_node, depth + 1, i == holder)
                 if value is not None:
                     members.append(Member(name, self._range(ks, ke), value))
+            for m in merged:  # the keys written here win, then the first merged mapping's
+                if m.key not in keys:
+                    keys.add(m.key)
+                    members.append(m)
             self._open.discard(key)
             if members and not node.flow_style:
                 end = _block_end(start, end, members[-1].value.range.end + (self.base or 0))

@@ -19,6 +19,7 @@ from assembly.model import Conversation
 from assembly.settings import settings_json
 from assembly.text import LineIndex, TextRange
 from assembly.tokens import resolve_encoding
+from server.terminal import visible
 
 
 def assembly_json(
@@ -221,7 +222,7 @@ def render_text(analysis: Analysis, *, display_path: str) -> str:
                 f"{d['file']}:{start['line']}:{start['column']}: {d['severity']} "
                 f"[{d['code']}] {d['message']}"
             )
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines) + "\n")
 
 
 def _table(a: Assembly) -> list[str]:

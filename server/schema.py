@@ -442,6 +442,12 @@ def _message() -> Schema:
                 "description": "OpenAI's deprecated function call: read as a tool call with a "
                 "made-up id (reported as information), so only null is plain.",
             },
+            "images": {
+                "type": ["array", "null"],
+                "items": {"type": "string", "minLength": 1},
+                "description": "Ollama's images (`/api/chat`): base64 images sent with the "
+                "message, read as image parts.",
+            },
             "tool_call_ids": {
                 "type": "array",
                 "items": {"type": "string"},

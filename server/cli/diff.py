@@ -32,11 +32,13 @@ from typing import Any
 from assembly.diagnostics import Severity
 from assembly.diff import diff_assembled, has_changes
 from assembly.host import PROMPT_SUFFIX
+from server import files
 from server.cli.lint.discover import discover as lint_discover
 from server.cli.lint.model import EXIT_FINDINGS, EXIT_OK, LintOptions
 from server.cli.lint.render_github import gh_data, gh_property
 from server.config import CONFIG_FILES
 from server.output import assembly_json
+from server.terminal import visible
 from server.workspace import analyze
 
 DIFF_FORMATS = ("text", "json", "markdown", "github")
@@ -187,8 +189,12 @@ def exit_code(res: DiffResult, *, fail_on: str) -> int:
 def diff_files(a: Path, b: Path, *, cwd: Path, today: dt.date) -> DiffResult:
     """Two conversation files compared directly (no git)."""
     for p in (a, b):
-        if not (cwd / p).is_file():
-            raise DiffError(f"no such file: {p}")
+        try:
+            files.check_regular(cwd / p, limit=None)  # the size is checked when it is read
+        except files.FileProblem as problem:
+            what = "no such file" if problem.reason == "no such file" else "cannot read"
+            detail = "" if what == problem.reason else f": {problem.reason}"
+            raise DiffError(f"{what}: {p}{detail}") from None
     old = _analyze(cwd / a, None, display=str(a), today=today)
     new = _analyze(cwd / b, None, display=str(b), today=today)
     res = DiffResult(Side(str(a), None), Side(str(b), None))
@@ -408,7 +414,7 @@ def _emit(res: DiffResult, fmt: str, *, out: Any) -> None:
         else:
             out.write(render_markdown(res))
     else:
-        out.write(render_text(res))
+        out.write(visible(render_text(res)))
 
 
 def _n(x: int) -> str:

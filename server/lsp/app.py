@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcContentModified, JsonRpcException
+from pygls.exceptions import JsonRpcContentModified, JsonRpcException, JsonRpcInternalError
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -115,16 +115,21 @@ class PromptProtocol(LanguageServerProtocol):
     def structure_message(self, data: dict[str, Any]) -> Any:
         """pygls' reading of a message, except that a request whose params do not fit its
         method (a negative or too large position, a missing or mistyped field) is answered
-        with a JSON-RPC error instead of being dropped with only a log line."""
+        with a JSON-RPC error instead of being dropped with only a log line, and such a
+        notification is ignored with a one-line warning (not a traceback and an error
+        shown to the user: the client's bug, not the server's)."""
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
             msg_id = data.get("id") if isinstance(data, dict) else None
             method = data.get("method") if isinstance(data, dict) else None
-            if not isinstance(msg_id, int | str) or isinstance(msg_id, bool) or method is None:
-                raise
             cause = _first_line(exc.__cause__) if exc.__cause__ is not None else ""
             message = f"invalid params for {method}" + (f": {cause}" if cause else "")
+            if isinstance(method, str) and "id" not in data:
+                log.warning("%s (notification ignored)", message)
+                return _ANSWERED
+            if not isinstance(msg_id, int | str) or isinstance(msg_id, bool) or method is None:
+                raise
             log.warning("%s (request %r)", message, msg_id)
             self._send_response(msg_id, error=lsp.ResponseError(code=exc.code, message=message))
             return _ANSWERED
@@ -175,7 +180,15 @@ class PromptProtocol(LanguageServerProtocol):
     def handle_message(self, message: Any) -> None:
         if message is _ANSWERED:
             return
+        if not hasattr(message, "jsonrpc"):  # JSON, but not a JSON-RPC message
+            log.warning("ignored a message that is not a JSON-RPC object: %.80r", message)
+            self.answer_malformed(lsp.ErrorCodes.InvalidRequest, "not a JSON-RPC message")
+            return
         super().handle_message(message)
+
+    def answer_malformed(self, code: int, message: str) -> None:
+        """The JSON-RPC answer to a message that cannot be read (its id unknown: null)."""
+        super()._send_response(None, error=lsp.ResponseError(code=code, message=message))
 
     def _user_handler(self, method: str, params: Any) -> _Steps:
         if (handler := self.fm.features.get(method)) is not None:
@@ -184,6 +197,27 @@ class PromptProtocol(LanguageServerProtocol):
 
 _Steps = Generator[Any, Any, None]  # what pygls' built-in handlers yield to its dispatcher
 _ANSWERED = object()  # a malformed request, already answered with an error
+
+
+def _refusal(error: BaseException | None) -> bool:
+    """``error`` is a JSON-RPC error a handler raised on purpose (invalid params, a
+    refused request), not an unexpected exception (pygls wraps those as internal errors)."""
+    return isinstance(error, JsonRpcException) and not isinstance(error, JsonRpcInternalError)
+
+
+class _NoRefusalTracebacks(logging.Filter):
+    """pygls logs a request a handler refused on purpose with its traceback, and the
+    params it could not read with the validator's whole exception group; the server says
+    each in one line of its own (``structure_message``, ``report_server_error``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == "Unable to deserialize message\n%s":
+            return False
+        exc = record.exc_info[1] if record.exc_info else None
+        return not _refusal(exc)
+
+
+logging.getLogger("pygls.protocol.json_rpc").addFilter(_NoRefusalTracebacks())
 _WRITES: set[asyncio.Future[Any]] = set()  # writes under way (WebSocket transport)
 
 
@@ -269,6 +303,9 @@ class PromptServer(LanguageServer):
             getattr(error, "__cause__", None), JsonRpcContentModified
         ):
             return  # the intended answer to a request about an outdated version
+        if _refusal(error):  # a handler's own answer (a bad argument): said, not a bug
+            log.warning("request refused: %s", error)
+            return
         log.error("error in %s", getattr(source, "__name__", source), exc_info=error)
         if self._error_shown:
             return

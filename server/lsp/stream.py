@@ -54,6 +54,7 @@ _SEARCH_BACK = 4096  # bytes looked back for a window end (then forward)
 _TEXT_KEY = re.compile(rb'"text"\s*:\s*"')
 # The placeholder of a text read into a rope: unknown to clients (a random part), so a
 # message cannot hold it by chance or on purpose.
+PARSE_ERROR = -32700  # JSON-RPC's code for a message that is not JSON
 PLACEHOLDER = f"\x00promptls-text-{secrets.token_hex(8)}"
 
 
@@ -117,6 +118,11 @@ async def serve_messages(
                 if text is not None:
                     protocol.hold_text(PLACEHOLDER, text)
                 protocol.handle_message(message)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # the client's bug
+                logger.warning("ignored a message that is not JSON: %s", exc)
+                answer = getattr(protocol, "answer_malformed", None)
+                if answer is not None:
+                    answer(PARSE_ERROR, f"Parse error: {exc}")
             except Exception as exc:
                 logger.exception("Unable to handle message")
                 if error_handler:

@@ -685,3 +685,26 @@ def test_reading_findings_have_their_rules_severity() -> None:
                 assert issue.severity == rule.severity, (path.name, issue)
                 seen.add(issue.code)
     assert seen == {"schema-error", "schema-warning", "unknown-key"}
+
+
+def test_ollama_images_are_the_messages_images() -> None:
+    """Ollama's ``/api/chat`` documents ``images`` (bare base64) on a message: it was an
+    ``unknown-key`` warning and the images were dropped from what is sent."""
+    png, jpeg = "iVBORw0KGgoAAAANSUhEUg", "/9j/4AAQSkZJRgABAQ"
+    text = (
+        '[{"role": "user", "content": "what is this?", "images": ["' + png + '", "' + jpeg + '"]},'
+        ' {"role": "assistant", "content": "a pig", "images": null},'
+        ' {"role": "user", "content": "and?", "images": [5, ""]}]'
+    )
+    conv = parse_conversation(text, DocFormat.JSON)
+    first = conv.messages[0]
+    assert [i.ref for i in first.images] == [
+        f"data:image/png;base64,{png}",
+        f"data:image/jpeg;base64,{jpeg}",
+    ]
+    assert [text[i.range.start : i.range.end] for i in first.images] == [f'"{png}"', f'"{jpeg}"']
+    assert conv.messages[1].images == ()
+    assert [(i.code, text[i.range.start : i.range.end]) for i in conv.issues] == [
+        ("schema-error", "5"),
+        ("schema-error", '""'),
+    ]

@@ -323,12 +323,30 @@ def test_parent_stops_a_child_that_does_not_answer(monkeypatch: pytest.MonkeyPat
         ("reserved_tokens", "x", "expected `auto` or an integer ≥ 0"),
         ("encoding", "foo_base", "unknown tiktoken encoding"),
         ("max_input_tokens", 10**40, "at most 1,000,000,000,000"),
+        # One entry of a table: that entry and its value (it named the whole table).
+        ("rules", {"history-truncated": "loud"}, "`rules.history-truncated`: input should be"),
+        ("rules", {"history-truncated": "loud"}, "(got 'loud')"),
+        ("section_topics", {"Tools": ["tool", 5]}, "`section_topics.Tools[1]`: input"),
     ],
 )
 def test_invalid_settings_say_what_is_wrong(key: str, value: object, words: str) -> None:
     settings, issues = resolve_settings([SettingsLayer("doc", {key: value})])
     assert [i.key for i in issues] == [key] and words in issues[0].message
     assert getattr(settings, key) == getattr(Settings(), key)
+
+
+def test_an_unknown_rule_code_in_rules_is_a_warning_not_silence() -> None:
+    """`rules = { histroy-truncated = "off" }` changed nothing and said nothing."""
+    layer = SettingsLayer(
+        "doc", {"rules": {"histroy-truncated": "off", "history-truncated": "info"}}
+    )
+    from assembly.host import RULE_CODES
+
+    settings, issues = resolve_settings([layer], rule_codes=RULE_CODES)
+    assert [(i.key, i.severity) for i in issues] == [("rules", "warning")]
+    assert "unknown rule code `histroy-truncated`" in issues[0].message
+    assert "did you mean `history-truncated`?" in issues[0].message
+    assert settings.rules["history-truncated"] == "info"  # the rest of the table holds
 
 
 def test_booleans_stay_booleans() -> None:
@@ -444,3 +462,76 @@ def test_json_findings_come_in_text_order_with_those_inside_tokens_counted() -> 
     assert data.root is not None
     assert [m.key for m in data.root.members] == ["a", "b", "c"]
     assert data.root.get("c").value == "\ufffd"  # type: ignore[union-attr]
+
+
+def test_a_character_yaml_does_not_allow_is_reported_at_that_character() -> None:
+    """libyaml counts a reader error's position in UTF-8 bytes: after non-ASCII text the
+    finding used to land that many characters too far, with PyYAML's multi-line message."""
+    for text in (
+        "messages:\n  - role: ééééé # \x1b[2J\n",
+        "messages:\n  - {role: user, content: \u2028\x85 x\x7f}\n",
+        "a: \U0001f600\U0001f600\n\x00",
+    ):
+        ((code, message, rng),) = _errors(text, syntax.parse_yaml)
+        bad = next(i for i, c in enumerate(text) if c in "\x1b\x7f\x00")
+        assert (code, rng) == ("syntax-error", TextRange(bad, bad + 1)), (text, message)
+        assert f"U+{ord(text[bad]):04X}" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "base: &b {role: user, content: hi}\nmessages:\n  - <<: *b\n  - <<: *b\n    content: yo\n",
+        "a: &a {x: 1, y: 2}\nb: &b {y: 3, z: 4}\nc:\n  <<: [*a, *b]\n  z: 5\n",
+        "a: &a {x: 1}\nb: &b\n  <<: *a\n  y: 2\nc: {<<: *b, x: 0}\n",
+    ],
+)
+def test_yaml_merge_keys_are_read_as_pyyaml_reads_them(text: str) -> None:
+    """A `<<: *base` merge key (YAML 1.1, which PyYAML's loaders merge) was a mapping key
+    like any other: the message it completed had "no role" and `<<` was an unknown key."""
+    import yaml
+
+    data = syntax.parse_yaml(text)
+    assert data.errors == ()
+    assert data.root is not None and data.root.to_python() == yaml.safe_load(text)
+
+
+def test_a_merge_key_of_something_else_is_one_finding_at_it() -> None:
+    text = "a: &a {role: user}\nmessages:\n  - <<: [*a, 7]\n    content: hi\n"
+    ((code, message, rng),) = _errors(text, syntax.parse_yaml)
+    assert (code, text[rng.start : rng.end]) == ("syntax-error", "7")
+    assert "merge key" in message
+    conv = parse_conversation(text, DocFormat.YAML)
+    assert [(m.role.value, m.content) for m in conv.messages] == [("user", "hi")]
+
+
+@pytest.mark.parametrize(
+    ("text", "at", "message"),
+    [
+        ("messages: []\n---\nmessages: [1]\n", "---", "a second document"),
+        ("a: &x 1\nb: &x 2\nmessages: []\n", "&x 2", "already defined (line 1)"),
+    ],
+)
+def test_yaml_errors_libyaml_gives_in_two_halves_are_said_whole(
+    text: str, at: str, message: str
+) -> None:
+    """libyaml's composer splits these messages in a context and a problem: the finding
+    said only the second half ("but found another document", "second occurrence")."""
+    ((code, said, rng),) = _errors(text, syntax.parse_yaml)
+    assert (code, rng.start) == ("syntax-error", text.index(at))
+    assert message in said
+
+
+def test_a_template_s_front_matter_tools_and_settings_are_checked_on_it(tmp_path: Path) -> None:
+    """`tools: 5` or `settings: 5` in a template's front matter said nothing when the
+    template was linted (only a conversation using it said the tools')."""
+    from server.workspace import analyze_prompt
+
+    text = "---\nsettings: 5\ntools: [web_search, 7]\n---\n# Tools\nUse web_search.\n"
+    doc = tmp_path / "a.prompt.md"
+    doc.write_text(text, encoding="utf-8")
+    a = analyze_prompt(doc, root=tmp_path)
+    found = sorted((d.code, text[d.range.start : d.range.end]) for d in a.diagnostics)
+    assert found == [("schema-error", "5"), ("schema-error", "7")]
+    messages = sorted(d.message for d in a.diagnostics)
+    assert messages[0].startswith("a tool must be") and "`settings` must be" in messages[1]

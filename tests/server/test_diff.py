@@ -214,6 +214,10 @@ def test_two_files(
     [
         (["no-such-rev"], "unknown revision or path: no-such-rev"),
         (["--files", "nope.conv.yaml", "overflow.conv.yaml"], "no such file: nope.conv.yaml"),
+        (
+            ["--files", "overflow.conv.yaml", "/dev/null"],
+            "cannot read: /dev/null: a character device, not a regular file",
+        ),
     ],
 )
 def test_usage_errors(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from assembly.diagnostics import Severity
 from server.cli.lint.model import Finding, LintResult, count_of, shown_path, summary
+from server.terminal import visible
 
 MAX_EXCERPT_WIDTH = 120
 
@@ -20,16 +21,16 @@ def render_text(res: LintResult, *, cwd: Path, color: bool = False) -> str:
         o = f.obj
         s = o["range"]["start"]
         sev = f.severity
-        where = paint(f"{shown_path(f.file, cwd)}:{s['line']}:{s['column']}:", "1")
+        where = paint(visible(f"{shown_path(f.file, cwd)}:{s['line']}:{s['column']}:"), "1")
         label = paint(f"{sev.value}[{o['code']}]", _SEVERITY_COLORS[sev])
-        lines.append(f"{where} {label} {o['message']}")
+        lines.append(f"{where} {label} {visible(o['message'])}")
         lines.extend(_excerpt(f, paint, _SEVERITY_COLORS[sev]))
         for r in o["related"]:
             rs = r["range"]["start"]
             rel = f"{shown_path(r['file'], cwd)}:{rs['line']}:{rs['column']}"
-            lines.append(f"  {paint('=', '34')} related: {rel}: {r['message']}")
+            lines.append(f"  {paint('=', '34')} related: {visible(f'{rel}: ' + r['message'])}")
         if o["fix"] is not None:
-            lines.append(f"  {paint('=', '34')} fix available: {o['fix']['title']}")
+            lines.append(f"  {paint('=', '34')} fix available: {visible(o['fix']['title'])}")
         lines.append("")
     lines.append(summary(res))
     return "\n".join(lines) + "\n"
@@ -62,7 +63,7 @@ def _excerpt(f: Finding, paint: Callable[[str, str], str], caret_color: str) -> 
     res = [bar]
     for i, text in enumerate(f.source):
         n = first + i
-        text = text.replace("\t", " ")
+        text = visible(text.replace("\t", " "))
         a = start["column"] - 1 if i == 0 else len(text) - len(text.lstrip())
         b = end["column"] - 1 if n == last else len(text)
         shown, a, b = _window(text, a, max(b, a + 1))

@@ -37,9 +37,13 @@ def watch(
         files = discover(paths, opts, notes=notes)
         folders = check_configs(files, opts)
         todo = _affected(files, reports, changed)
+        names = {str(f) for f in files}
+        if changed is not None and not todo and names == set(reports):
+            # Nothing linted reads what changed (another file of the folder, or this
+            # command's own output redirected into it, which would re-lint forever).
+            return
         for r in lint_files(todo, opts, jobs=jobs, folders=folders):
             reports[r.path] = r
-        names = {str(f) for f in files}
         for stale in set(reports) - names:
             del reports[stale]
         if clear:

@@ -1,0 +1,114 @@
+"""What the language server does with messages a buggy client sends, over real stdio.
+
+A body that is not JSON is answered with JSON-RPC's parse error and one that is JSON but not
+a JSON-RPC object with an invalid-request error (both with a null id); a notification whose
+params do not fit its method (a negative position in a ``didChange``) is ignored; a request
+a handler refuses (a command's bad argument) is answered with its error. Each is one
+warning line in the log: never a traceback, never an error shown to the user, and the
+server answers the next request.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, BinaryIO
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _frame(body: bytes) -> bytes:
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def _read(stream: BinaryIO, into: list[dict[str, Any]]) -> None:
+    while True:
+        length = 0
+        while (line := stream.readline()).strip():
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        if not line or not length:
+            return
+        into.append(json.loads(stream.read(length)))
+
+
+def _wait(msgs: list[dict[str, Any]], pred: Any, seconds: float = 60.0) -> dict[str, Any]:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for m in list(msgs):
+            if pred(m):
+                return m
+        time.sleep(0.02)
+    raise AssertionError(f"no such message among {msgs}")
+
+
+def test_malformed_messages_are_answered_and_logged_in_one_line(tmp_path: Path) -> None:
+    doc = tmp_path / "a.conv.json"
+    text = '{"messages": [{"role": "user", "content": "hi"}]}'
+    doc.write_text(text, encoding="utf-8")
+    uri = doc.as_uri()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.cli", "serve"],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    msgs: list[dict[str, Any]] = []
+    reader = threading.Thread(target=_read, args=(proc.stdout, msgs), daemon=True)
+    reader.start()
+
+    def send(obj: Any) -> None:
+        proc.stdin.write(_frame(json.dumps(obj).encode()))  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    try:
+        root = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": root})
+        _wait(msgs, lambda m: m.get("id") == 1)
+        send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        item = {"uri": uri, "languageId": "json", "version": 1, "text": text}
+        send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}})
+        # Not JSON; JSON but not a JSON-RPC object (twice).
+        for body in (b"{{{{", b"[]", b"null"):
+            proc.stdin.write(_frame(body))
+        proc.stdin.flush()
+        # A change with a negative position; a command refused for its argument.
+        bad = {"start": {"line": 0, "character": -3}, "end": {"line": 0, "character": 1}}
+        change = {
+            "textDocument": {"uri": uri, "version": 2},
+            "contentChanges": [{"range": bad, "text": "x"}],
+        }
+        send({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": change})
+        command = {"command": "promptls.assemble", "arguments": [5]}
+        send({"jsonrpc": "2.0", "id": 2, "method": "workspace/executeCommand", "params": command})
+        hover = {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 2}}
+        send({"jsonrpc": "2.0", "id": 3, "method": "textDocument/hover", "params": hover})
+
+        refused = _wait(msgs, lambda m: m.get("id") == 2)
+        assert refused["error"]["code"] == -32602
+        answered = _wait(msgs, lambda m: m.get("id") == 3)
+        assert "promptls" in answered["result"]["contents"]["value"]  # the text is unchanged
+        errors = [m["error"]["code"] for m in msgs if m.get("id") is None and "error" in m]
+        assert errors == [-32700, -32600, -32600]
+        send({"jsonrpc": "2.0", "id": 4, "method": "shutdown", "params": None})
+        _wait(msgs, lambda m: m.get("id") == 4)
+        send({"jsonrpc": "2.0", "method": "exit", "params": None})
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(5)
+    log = proc.stderr.read().decode("utf-8")
+    shown = [m for m in msgs if m.get("method") == "window/showMessage"]
+    assert shown == [], shown
+    assert "Traceback" not in log, log
+    assert "invalid params for textDocument/didChange" in log
+    assert "request refused: promptls.assemble takes one argument" in log
+    assert "not JSON" in log and "not a JSON-RPC object" in log
