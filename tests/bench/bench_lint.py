@@ -25,14 +25,22 @@ untimed first, so that nothing is compiled while counting (the first checkout co
 more when only the timed runs had warmed the bytecode cache, and none ran), and the counted
 runs fix ``PYTHONHASHSEED``. ``--repeat 0`` counts instructions only (no timing).
 
+With ``--timeline`` (Linux), each checkout's parallel run is also run once with its processes
+sampled every 2 ms from ``/proc`` (``schedstat``: time on a core and time runnable but
+waiting for one): how long the parent works alone before the first worker exists (imports,
+discovery, loading the encoding), each worker's CPU and its wait for a core (the machine's
+other load), how long the run lasts after the last worker has gone, and how busy the cores
+were over the whole run (CPU of every process over cores × wall).
+
     python tests/bench/bench_lint.py [--files 1000] [--repeat 3] [--corpus DIR]
-        [--baseline DIR] [--instructions N] [--project]
+        [--baseline DIR] [--instructions N] [--project] [--timeline]
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import os
 import re
@@ -67,6 +75,11 @@ def main() -> int:
         "--project",
         action="store_true",
         help="a project's corpus: conversations sharing four prompt templates",
+    )
+    ap.add_argument(
+        "--timeline",
+        action="store_true",
+        help="also sample each checkout's parallel run from /proc: head, workers, tail",
     )
     args = ap.parse_args()
     if not GEN.is_file():
@@ -126,10 +139,13 @@ def main() -> int:
             f"{label:>19}: {t:6.2f} s  {len(files) / t:7.1f} files/s  {n_bytes / 1e6 / t:6.2f} MB/s"
             f"  (CPU {statistics.median(cpu[label]):.2f} s; {notes[label]})"
         )
+    checkouts = [("this", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
     if args.instructions:
-        checkouts = [("this", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
         if not _instructions(checkouts, files, args.instructions, corpus, env):
             return 1
+    if args.timeline:
+        for label, checkout in checkouts:
+            print(f"{label:>19}: {_timeline(checkout, corpus, env)}")
     if args.repeat <= 0:
         return 0
     same = outputs["sequential"] == outputs["parallel"]
@@ -188,6 +204,65 @@ def _instructions(
             f"({per_file / first - 1:+.1%}); start-up and one file {counts[1] / 1e6:,.0f} M"
         )
     return True
+
+
+def _timeline(checkout: Path, corpus: Path, env: dict[str, str]) -> str:
+    """One parallel run of ``checkout`` with its processes sampled from ``/proc``, in words."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.cli", "lint", "--format", "json", "."],
+        cwd=corpus,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**env, "PYTHONPATH": str(checkout)},
+    )
+    seen: dict[int, list[float]] = {}  # pid: first seen, last seen, CPU s, waited s
+    while proc.poll() is None:
+        now = time.perf_counter() - t0
+        for pid in _family(proc.pid):
+            try:
+                on_cpu, waited = Path(f"/proc/{pid}/schedstat").read_text().split()[:2]
+            except (OSError, ValueError):
+                continue
+            rec = seen.setdefault(pid, [now, now, 0.0, 0.0])
+            rec[1:] = [now, int(on_cpu) / 1e9, int(waited) / 1e9]
+        time.sleep(0.002)
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+    parent = seen.pop(proc.pid, [0.0, 0.0, 0.0, 0.0])
+    if not seen:
+        return f"wall {wall:.2f} s, no worker process seen (CPU {cpu:.2f} s)"
+    start = min(w[0] for w in seen.values())
+    end = max(w[1] for w in seen.values())
+    workers = sorted(seen.values())
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    return (
+        f"wall {wall:.2f} s; the parent alone {start:.2f} s (its CPU in all {parent[2]:.2f} s); "
+        f"{len(workers)} workers {start:.2f}-{end:.2f} s, CPU "
+        + ", ".join(f"{w[2]:.2f}" for w in workers)
+        + " s, waiting for a core "
+        + ", ".join(f"{w[3]:.2f}" for w in workers)
+        + f" s; after the last worker {wall - end:.2f} s; "
+        f"cores busy {cpu / (cores * wall):.0%} (CPU {cpu:.2f} s of {cores} x {wall:.2f} s)"
+    )
+
+
+def _family(pid: int) -> list[int]:
+    """``pid`` and its descendants (``/proc/PID/task/TID/children``)."""
+    res, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        res.append(p)
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            with contextlib.suppress(OSError):
+                todo.extend(map(int, Path(f"/proc/{p}/task/{tid}/children").read_text().split()))
+    return res
 
 
 def _generate(corpus: Path, n_files: int) -> None:

@@ -523,6 +523,17 @@ def test_gitignore_and_skipped_folders(tmp_path, capsys, monkeypatch):
     assert _files_linted(run) == ["top.conv.json", "x.tmp.conv.json"]
 
 
+def test_a_symlinked_document_is_linted_once_at_its_real_path(tmp_path, capsys, monkeypatch):
+    # Discovery resolves only a symlinked file (the folders it walks are real ones): a link
+    # to a document of the folder is that document, reported once under its own name.
+    _write(tmp_path, {"real/a.conv.json": BROKEN, "real/b.conv.json": BROKEN})
+    (tmp_path / "link.conv.json").symlink_to(tmp_path / "real" / "a.conv.json")
+    (tmp_path / "real" / "also-b.conv.json").symlink_to("b.conv.json")
+    run = _lint(tmp_path, "--format", "json", capsys=capsys, mp=monkeypatch)
+    assert _files_linted(run) == ["real/a.conv.json", "real/b.conv.json"]
+    assert " in 2 files;" in run.err
+
+
 def test_named_files_are_always_linted(tmp_path, capsys, monkeypatch):
     _write(
         tmp_path,
