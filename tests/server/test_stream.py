@@ -284,7 +284,6 @@ def test_a_large_did_open_reaches_the_session_as_a_rope_and_pygls_as_a_str(
     """Over the message loop of a real server: the conversation's text is the rope its
     message was read into (never a ``str`` of the whole), and it is analysed; a document
     the session does not analyse reaches pygls' workspace with its text."""
-    from lsprotocol import types as lsp
 
     from assembly.rope import Rope
     from server.lsp import stream
@@ -305,20 +304,8 @@ def test_a_large_did_open_reaches_the_session_as_a_rope_and_pygls_as_a_str(
         seen.append(getattr(getattr(message.params, "text_document", None), "text", None))
         handle(message)
 
-    async def main() -> None:
-        await client.initialize(lsp.ClientCapabilities(), root_uri=tmp_path.as_uri())
-        ls.protocol.handle_message = spy  # type: ignore[method-assign]
-        reader = asyncio.StreamReader()
-        reader.feed_data(_frame(_did_open(text, uri=conv)))
-        reader.feed_data(_frame(_did_open(text, uri=notes)))
-        reader.feed_eof()
-        await asyncio.wait_for(
-            serve_messages(threading.Event(), reader, ls.protocol, logging.getLogger("t")), 30
-        )
-        await client.analysed(conv, 1)
-
     try:
-        asyncio.run(main())
+        asyncio.run(_open_both(client, tmp_path, text, conv, notes, spy))
         assert seen == [stream.PLACEHOLDER, stream.PLACEHOLDER]
         rope = ls.session.documents[conv].text
         assert isinstance(rope, Rope) and rope == text
@@ -349,7 +336,6 @@ def test_a_large_did_opens_counting_child_starts_before_its_message_is_decoded(
     forked from the ``didOpen``'s bytes before they are decoded here, its first analysis
     tells it how to count and seeds every long text from it; the child of a document the
     session does not analyse (if one is forked) is stopped without being told anything."""
-    from lsprotocol import types as lsp
 
     from server import precount
     from server.lsp import stream
@@ -394,19 +380,8 @@ def test_a_large_did_opens_counting_child_starts_before_its_message_is_decoded(
     text = json.dumps({"messages": [{"role": "user", "content": c} for c in contents]})
     conv, notes = (tmp_path / "c.conv.json").as_uri(), (tmp_path / "notes.json").as_uri()
 
-    async def main() -> None:
-        await client.initialize(lsp.ClientCapabilities(), root_uri=tmp_path.as_uri())
-        reader = asyncio.StreamReader()
-        reader.feed_data(_frame(_did_open(text, uri=conv)))
-        reader.feed_data(_frame(_did_open(text, uri=notes)))
-        reader.feed_eof()
-        await asyncio.wait_for(
-            serve_messages(threading.Event(), reader, ls.protocol, logging.getLogger("t")), 30
-        )
-        await client.analysed(conv, 1)
-
     try:
-        asyncio.run(main())
+        asyncio.run(_open_both(client, tmp_path, text, conv, notes))
         # (The second one forks a child unless the first one still waits for its analysis.)
         assert events in (["fork", "decode", "fork", "decode"], ["fork", "decode", "decode"])
         assert len(children) == events.count("fork") and told == children[:1]
@@ -448,3 +423,25 @@ def test_one_did_open_counting_child_waits_for_its_analysis_at_a_time(monkeypatc
     assert second is not None and second.awaiting
     ls.protocol.hold_text("", None)  # the message is handled: no handler took it
     assert second.closed and ls.protocol.take_counting() is None
+
+
+async def _open_both(
+    client: Any, tmp_path: Any, text: str, conv: str, notes: str, handle: Any = None
+) -> None:
+    """Initialize ``client``'s server, then feed its message loop a ``didOpen`` of ``text``
+    as ``conv`` and as ``notes`` (optionally through ``handle``) and wait for the first
+    analysis of ``conv``."""
+    from lsprotocol import types as lsp
+
+    ls = client.server
+    await client.initialize(lsp.ClientCapabilities(), root_uri=tmp_path.as_uri())
+    if handle is not None:
+        ls.protocol.handle_message = handle
+    reader = asyncio.StreamReader()
+    reader.feed_data(_frame(_did_open(text, uri=conv)))
+    reader.feed_data(_frame(_did_open(text, uri=notes)))
+    reader.feed_eof()
+    await asyncio.wait_for(
+        serve_messages(threading.Event(), reader, ls.protocol, logging.getLogger("t")), 30
+    )
+    await client.analysed(conv, 1)
