@@ -30,6 +30,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from assembly.diagnostics.core import (
     Diagnostic,
@@ -649,6 +650,11 @@ class _Topics:
         # a call of a tool, not the section about it, and no place for a rule.
         self.literal = _literal_sections(template)
         self.tool_sections = _tool_sections(template, self.tool_roots, declared, self.literal)
+        # Section -> the first tool titling it (a look-up per section and per target, not a
+        # scan of every tool: a prompt naming thousands of tools stayed quadratic).
+        self.titled_by: dict[int, str] = {}
+        for name, i in self.tool_sections.items():
+            self.titled_by.setdefault(i, name)
         # Tools known from more than a title: offered, called, set, named as tools or
         # called in the prose, Onyx's own, or titling a section under the tools section.
         # A title alone (`### Self-Contained`, an identifier-like word) makes no tool the
@@ -677,7 +683,7 @@ class _Topics:
         titles = [
             _title_words(
                 s,
-                split=s.kind in ("xml", "caps", "rule") and i not in self.tool_sections.values(),
+                split=s.kind in ("xml", "caps", "rule") and i not in self.titled_by,
             )
             for i, s in enumerate(sections)
         ]
@@ -985,7 +991,7 @@ class _Topics:
             return self._no("it sits in a recap, which repeats the rules on purpose")
         if _CROSS_REFERENCE.search(sentence.text) or (
             best != tool_target
-            and best not in self.tool_sections.values()
+            and best not in self.titled_by
             and self._names_title(sentence.text, best)
         ):
             return self._no("it points at another part of the prompt on purpose")
@@ -1536,10 +1542,10 @@ class _Topics:
 
     def _label(self, i: int) -> str:
         section = self.template.sections[i]
-        for name, j in self.tool_sections.items():
-            if j == i:
-                shown = _JOINED_TAIL.sub("", _tool_display_name(section.title) or name)
-                return f"`{shown if shown.lower() == name else name}`"
+        name = self.titled_by.get(i)
+        if name is not None:
+            shown = _JOINED_TAIL.sub("", _tool_display_name(section.title) or name)
+            return f"`{shown if shown.lower() == name else name}`"
         if i in self.tool_roots:
             return "tool use"
         title = _NUMBERING.sub("", section.title.strip().strip("#*_` ")).rstrip(":")
@@ -2036,11 +2042,11 @@ def _tool_finders(names: Iterable[str], camel: Collection[str] = ()) -> list[re.
     words = [n for n in names if not (_is_identifier(n) or n in camel)]
     res = []
     if identifiers:
-        alt = "|".join(re.escape(n) for n in identifiers)
+        alt = _alternation(identifiers)
         first = _first_chars(identifiers)
         res.append(re.compile(rf"(?={first})(?<![a-z0-9_-])({alt})(?![a-z0-9_]|-\w)"))
     if words:
-        alt = "|".join(re.escape(n) for n in words)
+        alt = _alternation(words)
         first = _first_chars(words)
         res.append(re.compile(rf"`({alt})`"))
         res.append(re.compile(rf"(?={first})(?<![a-z0-9_-])({alt})(?=[\"”']?\s+tool\b)()"))
@@ -2052,6 +2058,53 @@ def _tool_finders(names: Iterable[str], camel: Collection[str] = ()) -> list[re.
             )
         )
     return res
+
+
+def _alternation(names: list[str]) -> str:
+    """A regex matching any of ``names``, the longest first where several match at one
+    place (as ``"|".join`` of them sorted longest first), written as a trie: one branch
+    per distinct next character, so a prompt naming thousands of tools costs the regex
+    engine a step per character at a place, not a try per name. Names whose trie nests
+    deeper than ``_TRIE_DEPTH`` groups (``a``, ``aa``, ``aaa`` …) are joined plainly,
+    which the regex compiler's recursion can take."""
+    trie: dict[str, Any] = {}
+    for name in names:
+        node = trie
+        for c in name:
+            node = node.setdefault(c, {})
+        node[""] = {}
+
+    def depth(node: dict[str, Any]) -> int:
+        deepest, stack = 0, [(node, 0)]
+        while stack:
+            node, d = stack.pop()
+            d += len(node) > 1 or "" in node
+            deepest = max(deepest, d)
+            stack.extend((child, d) for c, child in node.items() if c)
+        return deepest
+
+    if depth(trie) > _TRIE_DEPTH:
+        return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+
+    def written(node: dict[str, Any]) -> str:
+        # A chain with one way on is written as its characters; at a fork every longer
+        # way comes first and ending here ("") last, so backtracking tries shorter names
+        # only after the longer ones failed.
+        out = []
+        while len(node) == 1 and "" not in node:
+            ((c, node),) = node.items()
+            out.append(re.escape(c))
+        if not node or list(node) == [""]:
+            return "".join(out)
+        ways = [re.escape(c) + written(child) for c, child in sorted(node.items()) if c]
+        if "" in node:
+            ways.append("")
+        return "".join(out) + "(?:" + "|".join(ways) + ")"
+
+    return written(trie)
+
+
+_TRIE_DEPTH = 200
 
 
 def _first_chars(names: list[str]) -> str:
