@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -236,6 +237,21 @@ def _bench():  # type: ignore[no-untyped-def]
     sys.modules.setdefault("eval_instructions", module)
     spec.loader.exec_module(module)
     return module
+
+
+def _moved_to_top(corpus: str, name: str, prefix: str) -> tuple[str, Any, str, int]:
+    """A seen prompt's text, its candidate sentence starting with ``prefix`` (found as the
+    evaluation finds it), the prompt with that sentence moved to the top, and where it
+    now starts."""
+    bench = _bench()
+    text = (DATA.parent / corpus / name).read_text(encoding="utf-8")
+    (c,) = [
+        c
+        for c in bench.home_candidates(text, bench.oracle_sections(text))
+        if c.sentence.startswith(prefix)
+    ]
+    new, a, *_ = bench.move_top(text, c)
+    return text, c, new, a
 
 
 def test_evaluation_picker_reads_a_fence_inside_a_fence() -> None:
@@ -904,16 +920,11 @@ def test_a_known_tools_described_section_at_the_opening_need_only_beat_the_other
     # section describing `apply_patch`) to the top, scored 23.8 there against 23.0 for
     # `<exploration_and_reading_files>`, which speaks of files too; the margin of twice
     # muted it. At the opening a tool's titled section is judged so already.
-    bench = _bench()
-    text = (
-        DATA.parent / "prompts-heldout12" / "vscode-copilot-chat--agent_gpt_5_1_codex.prompt.md"
-    ).read_text(encoding="utf-8")
-    (c,) = [
-        c
-        for c in bench.home_candidates(text, bench.oracle_sections(text))
-        if c.sentence.startswith("Try to use apply_patch for single file edits")
-    ]
-    new, a, *_ = bench.move_top(text, c)
+    _, _, new, a = _moved_to_top(
+        "prompts-heldout12",
+        "vscode-copilot-chat--agent_gpt_5_1_codex.prompt.md",
+        "Try to use apply_patch for single file edits",
+    )
     template = parse_prompt(new)
     m = explain_instruction(template, a)
     assert m is not None and m.reported and m.kind == "tool-home"
@@ -926,16 +937,9 @@ def test_a_pascal_case_name_in_backticks_after_a_verb_of_calling_is_a_tool() -> 
     # re-enumerate active tasks …" in `## Prompt and Tool Use`; moved to the top it named no
     # tool: a name after a verb of calling had to be `snake_case` or camel case. Unquoted,
     # a Pascal case name is still none ("use TypeScript").
-    bench = _bench()
-    text = (DATA.parent / "prompts-heldout5" / "kimi-cli--system.prompt.md").read_text(
-        encoding="utf-8"
+    _, _, new, a = _moved_to_top(
+        "prompts-heldout5", "kimi-cli--system.prompt.md", "Use `TaskList` to re-enumerate"
     )
-    (c,) = [
-        c
-        for c in bench.home_candidates(text, bench.oracle_sections(text))
-        if c.sentence.startswith("Use `TaskList` to re-enumerate")
-    ]
-    new, a, *_ = bench.move_top(text, c)
     template = parse_prompt(new)
     m = explain_instruction(template, a)
     assert m is not None and m.reported and m.tool == "tasklist"
@@ -958,15 +962,10 @@ def test_a_remark_word_over_a_list_titles_it_and_only_keeps_its_condition() -> N
     # after "when" was cut as an aside (only "only" right before "when" kept it), so the
     # sentence named no tool; and `IMPORTANT:` was no title, so its list was part of
     # `RULES:`, the list above it.
-    bench = _bench()
-    text = (DATA.parent / "prompts-real" / "cline--system-1.prompt.md").read_text(encoding="utf-8")
-    (c,) = [
-        c
-        for c in bench.home_candidates(text, bench.oracle_sections(text))
-        if c.sentence.startswith("You should only end the task when")
-    ]
+    text, c, new, a = _moved_to_top(
+        "prompts-real", "cline--system-1.prompt.md", "You should only end the task when"
+    )
     assert c.section.title == "IMPORTANT"
-    new, a, *_ = bench.move_top(text, c)
     template = parse_prompt(new)
     m = explain_instruction(template, a)
     assert m is not None and m.reported and m.tool == "submit_and_exit"
@@ -999,16 +998,11 @@ def test_the_section_that_gives_access_to_a_tool_describes_it() -> None:
     # `task_tracker`", moved from `TASK_MANAGEMENT` to the top, left two mentions there and
     # two in `TASK_TRACKING_PERSISTENCE`: no section held more than half, so the tool had
     # no home. `TASK_MANAGEMENT` is where "You have access to the `task_tracker` tool …".
-    bench = _bench()
-    text = (
-        DATA.parent / "prompts-real" / "openhands--system_prompt_long_horizon.prompt.md"
-    ).read_text(encoding="utf-8")
-    (c,) = [
-        c
-        for c in bench.home_candidates(text, bench.oracle_sections(text))
-        if c.sentence.startswith("Begin by decomposing the overall objective")
-    ]
-    new, a, *_ = bench.move_top(text, c)
+    _, _, new, a = _moved_to_top(
+        "prompts-real",
+        "openhands--system_prompt_long_horizon.prompt.md",
+        "Begin by decomposing the overall objective",
+    )
     template = parse_prompt(new)
     m = explain_instruction(template, a)
     assert m is not None and m.reported and m.tool == "task_tracker"
