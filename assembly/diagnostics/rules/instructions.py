@@ -2066,7 +2066,10 @@ def _alternation(names: list[str]) -> str:
     per distinct next character, so a prompt naming thousands of tools costs the regex
     engine a step per character at a place, not a try per name. Names whose trie nests
     deeper than ``_TRIE_DEPTH`` groups (``a``, ``aa``, ``aaa`` …) are joined plainly,
-    which the regex compiler's recursion can take."""
+    which the regex compiler's recursion can take; so are a few names (up to
+    ``_TRIE_MIN``), where building the trie costs more than it saves."""
+    if len(names) <= _TRIE_MIN:
+        return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     trie: dict[str, Any] = {}
     for name in names:
         node = trie
@@ -2105,6 +2108,7 @@ def _alternation(names: list[str]) -> str:
 
 
 _TRIE_DEPTH = 200
+_TRIE_MIN = 64
 
 
 def _first_chars(names: list[str]) -> str:
