@@ -123,17 +123,9 @@ print(reserved() - before)
 def test_threads_share_the_main_malloc_arena() -> None:
     # Without ``one_malloc_arena`` each thread that allocates reserves an arena of its own
     # (an address range with no access, beside its stack's guard page); with it, none.
-    def new_ranges(mode: str) -> int:
-        out = subprocess.run(
-            [sys.executable, "-c", _THREAD_ARENAS, mode],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=ROOT,
-        )
-        return int(out.stdout)
-
-    assert new_ranges("one") < new_ranges("default")
+    assert int(_script_output(_THREAD_ARENAS, "one")) < int(
+        _script_output(_THREAD_ARENAS, "default")
+    )
 
 
 _LARGE_BLOCKS = """
@@ -160,14 +152,13 @@ print(in_heap(id(block)))
 def test_large_blocks_are_mapped_on_their_own_after_a_larger_one_is_freed() -> None:
     # glibc's moving threshold puts a 1 MB block in the heap once a 4 MB one was freed (its
     # holes there fill with small objects); the server's fixed threshold maps it.
-    def in_heap(mode: str) -> str:
-        out = subprocess.run(
-            [sys.executable, "-c", _LARGE_BLOCKS, mode],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=ROOT,
-        )
-        return out.stdout.strip()
+    in_heap = (_script_output(_LARGE_BLOCKS, mode) for mode in ("one", "default"))
+    assert tuple(in_heap) == ("False", "True")
 
-    assert (in_heap("one"), in_heap("default")) == ("False", "True")
+
+def _script_output(script: str, mode: str) -> str:
+    """What ``script`` prints, run in a fresh interpreter with ``mode`` as its argument."""
+    out = subprocess.run(
+        [sys.executable, "-c", script, mode], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    return out.stdout.strip()
