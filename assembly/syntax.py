@@ -1605,6 +1605,7 @@ def _token_range(text: str, offset: int) -> TextRange:
 
 
 _YAML_MERGE_TAG = "tag:yaml.org,2002:merge"  # a plain `<<` key (YAML 1.1's merge key)
+_YAML_STR_TAG = "tag:yaml.org,2002:str"
 
 
 class _YamlConverter:
@@ -1655,7 +1656,14 @@ class _YamlConverter:
 
     def _range(self, start: int, end: int) -> Span:
         b = self.base
-        return TextRange(start, end) if b is None else _rel(self.rels, start - b, end - b)
+        if b is None:
+            return TextRange(start, end)
+        # (``_rel``, without a call: a YAML message's every value comes here)
+        k = (start - b) << 32 | (end - b)
+        rel = self.rels.get(k)
+        if rel is None:
+            rel = self.rels[k] = RelRange(start - b, end - b)
+        return rel
 
     def convert(self, node: Any, depth: int, messages: bool = False) -> SNode | None:
         """``node``'s tree; ``messages``: ``node`` is the root, and the items of its message
@@ -1835,6 +1843,8 @@ _YAML_BOOL = {"true": True, "false": False, "yes": True, "no": False, "on": True
 def _yaml_scalar(node: Any, rng: TextRange) -> SNode:
     tag: str = node.tag or ""
     value: str = node.value
+    if tag == _YAML_STR_TAG:  # (most scalars: the tests below would all fail)
+        return SNode("string", rng, value)
     if tag.endswith(":null"):
         return SNode("null", rng, None)
     if tag.endswith(":bool"):
