@@ -11,8 +11,12 @@ only for a value not seen before. What is kept is what pydantic said: nothing he
 value.
 
 The memo is a file where the interpreter writes bytecode (``__pycache__`` beside this
-module, or under ``PYTHONPYCACHEPREFIX``), written only when the interpreter writes
-bytecode at all (not under ``PYTHONDONTWRITEBYTECODE``). It is keyed by the exact text of
+module, or under ``PYTHONPYCACHEPREFIX``). Where the interpreter writes no bytecode
+(``PYTHONDONTWRITEBYTECODE``: a read-only install, a checkout kept clean), it is kept in the
+user's cache folder instead, as ruff and black keep theirs (``PROMPTLS_CACHE_DIR``, else
+``$XDG_CACHE_HOME/promptls``, ``~/.cache/promptls``; ``%LOCALAPPDATA%`` on Windows,
+``~/Library/Caches`` on macOS), one file per installed copy of promptls: the verdicts are
+data, not bytecode, and without them every run imports pydantic. It is keyed by the exact text of
 ``assembly/settings.py``, ``settings_table.py``, ``settings_model.py`` and pydantic's
 ``version.py``
 (which pins pydantic-core's version) and by the interpreter's version: when any differs,
@@ -93,10 +97,43 @@ def uninstall() -> None:
 
 
 def cache_path() -> Path | None:
-    """Where the verdicts live: this module's bytecode folder, None if there is none."""
+    """Where the verdicts live: this module's bytecode folder, or the user's cache folder
+    where the interpreter writes no bytecode; None if there is none."""
     from server.codecache import beside_bytecode
 
-    return beside_bytecode(__file__, f"settingscache.{sys.implementation.cache_tag}.marshal")
+    if not sys.dont_write_bytecode:
+        return beside_bytecode(__file__, f"settingscache.{sys.implementation.cache_tag}.marshal")
+    folder = user_cache_dir()
+    if folder is None or sys.implementation.cache_tag is None:
+        return None
+    # One file per copy of promptls (several checkouts or environments would otherwise
+    # replace each other's verdicts on every run).
+    import zlib
+
+    copy = zlib.crc32(os.fsencode(os.path.dirname(os.path.abspath(__file__))))
+    return folder / f"settingscache.{copy:08x}.{sys.implementation.cache_tag}.marshal"
+
+
+CACHE_DIR_ENV = "PROMPTLS_CACHE_DIR"
+
+
+def user_cache_dir() -> Path | None:
+    """promptls' folder in the user's cache (``PROMPTLS_CACHE_DIR`` when set), None when
+    there is no home to find it in."""
+    explicit = os.environ.get(CACHE_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA")
+        return Path(base) / "promptls" / "Cache" if base else None
+    if sys.platform == "darwin":
+        home = os.path.expanduser("~")
+        return Path(home) / "Library" / "Caches" / "promptls" if home != "~" else None
+    base = os.environ.get("XDG_CACHE_HOME")
+    if base and os.path.isabs(base):
+        return Path(base) / "promptls"
+    home = os.path.expanduser("~")
+    return Path(home) / ".cache" / "promptls" if home != "~" else None
 
 
 def fingerprint() -> tuple[str, ...] | None:
@@ -130,7 +167,7 @@ def _text(path: Path) -> str:
 def save() -> None:
     """Write the verdicts if this run reached new ones (never raises)."""
     memo, path, key = _state["memo"], _state["path"], _state["key"]
-    if memo is None or not memo.changed or path is None or sys.dont_write_bytecode:
+    if memo is None or not memo.changed or path is None:
         return
     memo.changed = False
     entries = dict(memo) if len(memo) <= MAX_ENTRIES else {k: memo[k] for k in memo.used}

@@ -9,7 +9,8 @@ again: 0.15 s of the 1 s a server start costs, 0.13 s of the 0.55 s of a one-fil
 tests start that variable is dropped and their bytecode goes to a scratch folder of this
 session (``PYTHONPYCACHEPREFIX``), never into the checkout: the first process compiles, the
 others read, as the benchmarks' processes do (tests/bench/bench_lint.py). The test process
-itself is left as it is; the folder is removed at the end of the session.
+itself is left as it is; the folder is removed at the end of the session. What a run keeps
+in the user's cache folder (``PROMPTLS_CACHE_DIR``) goes to a scratch folder too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ _SCRATCH: list[str] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if "PROMPTLS_CACHE_DIR" not in os.environ:
+        # The settings verdicts a run keeps where no bytecode is written (the test process
+        # itself, a test's quiet subprocess) go here, not into the user's cache folder.
+        cache = tempfile.mkdtemp(prefix="promptls-test-cache-")
+        _SCRATCH.append(cache)
+        _SAVED["PROMPTLS_CACHE_DIR"] = None
+        os.environ["PROMPTLS_CACHE_DIR"] = cache
     if not os.environ.get("PYTHONDONTWRITEBYTECODE") or "PYTHONPYCACHEPREFIX" in os.environ:
         return
     scratch = tempfile.mkdtemp(prefix="promptls-test-pycache-")

@@ -31,6 +31,7 @@ from assembly.settings import (
 )
 from assembly.settings_model import SettingsModel
 from server import settingscache
+from server.codecache import beside_bytecode
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -215,11 +216,42 @@ def test_assemble_needs_no_pydantic_for_values_checked_before(tmp_path: Path) ->
     again, modules = run(env)
     assert again == first
     assert "pydantic" not in modules and "assembly.settings_model" not in modules
-    # Nothing is kept where no bytecode is written.
-    quiet = {**env, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(tmp_path / "q")}
-    for _ in range(2):
-        out, modules = run(quiet)
-        assert out == first and "pydantic" in modules
+    # Where no bytecode is written, the verdicts are kept in the user's cache folder (one
+    # file per copy of promptls), and nothing beside the bytecode.
+    cache = tmp_path / "user-cache"
+    quiet = {
+        **env,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPYCACHEPREFIX": str(tmp_path / "q"),
+        "PROMPTLS_CACHE_DIR": str(cache),
+    }
+    out, modules = run(quiet)
+    assert out == first and "pydantic" in modules
+    (kept,) = cache.glob("settingscache.*.marshal")
+    out, modules = run(quiet)
+    assert out == first and "pydantic" not in modules
+    assert list(cache.iterdir()) == [kept]
+    assert not list((tmp_path / "q").rglob("settingscache*"))
+
+
+def test_the_user_cache_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setenv("PROMPTLS_CACHE_DIR", str(tmp_path / "mine"))
+    path = settingscache.cache_path()
+    assert path is not None and path.parent == tmp_path / "mine"
+    monkeypatch.delenv("PROMPTLS_CACHE_DIR")
+    if sys.platform not in ("win32", "darwin"):
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+        assert settingscache.user_cache_dir() == tmp_path / "xdg" / "promptls"
+        monkeypatch.setenv("XDG_CACHE_HOME", "relative")  # ignored, as the spec says
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        assert settingscache.user_cache_dir() == tmp_path / "home" / ".cache" / "promptls"
+    # Where bytecode is written, the verdicts sit beside it, as before.
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    tag = sys.implementation.cache_tag
+    assert settingscache.cache_path() == beside_bytecode(
+        settingscache.__file__, f"settingscache.{tag}.marshal"
+    )
 
 
 SERVE_PROBE = """

@@ -30,6 +30,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from itertools import chain
 from typing import Any
 
 from assembly.diagnostics.core import (
@@ -2528,21 +2529,29 @@ def stem(word: str) -> str:
 def _content_words(text: str) -> frozenset[str]:
     """The stems of a text's words that carry content (stop words and short words out);
     cached by text, like ``is_instruction``."""
-    res = set()
-    for w in _WORDS.findall(text):
-        lw = w.lower().replace("’", "'")
-        if lw.endswith("'s"):
-            lw = lw[:-2]
-        if len(lw) < 3 or lw in STOP_WORDS:
-            continue
-        res.add(stem(lw))
-        if "_" in w and w.isupper():
-            # `TASK_TRACKING` names a part of the prompt (as a `<task_tracking>` or
-            # `TASK_TRACKING:` title does), not a tool: its words count too.
-            res.update(stem(p) for p in lw.split("_") if len(p) > 2 and p not in STOP_WORDS)
+    res = set(chain.from_iterable(map(_word_stems, _WORDS.findall(text))))
     if "." in text:
         res.update(w.lower() for w in _DOTTED.findall(text))
     return frozenset(res)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _word_stems(w: str) -> tuple[str, ...]:
+    """What one word (a ``_WORDS`` match) gives ``_content_words``: its stem, and the
+    stems of its parts for a capitals name; none for a stop word or a short one. Cached
+    by word: a prompt's words repeat (a lint file's sentences made a tenth of this rule's
+    work word by word)."""
+    lw = w.lower().replace("’", "'")
+    if lw.endswith("'s"):
+        lw = lw[:-2]
+    if len(lw) < 3 or lw in STOP_WORDS:
+        return ()
+    if "_" in w and w.isupper():
+        # `TASK_TRACKING` names a part of the prompt (as a `<task_tracking>` or
+        # `TASK_TRACKING:` title does), not a tool: its words count too.
+        parts = (stem(p) for p in lw.split("_") if len(p) > 2 and p not in STOP_WORDS)
+        return (stem(lw), *parts)
+    return (stem(lw),)
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -2554,13 +2563,11 @@ def _phrases(text: str) -> frozenset[tuple[str, str]]:
     for clause in _PHRASE_BREAK.split(text):
         prev = None
         for w in _WORDS.findall(clause):
-            lw = w.lower().replace("’", "'")
-            if lw.endswith("'s"):
-                lw = lw[:-2]
-            if len(lw) < 3 or lw in STOP_WORDS:
+            stems = _word_stems(w)
+            if not stems:
                 prev = None
                 continue
-            cur = stem(lw)
+            cur = stems[0]
             if prev is not None and prev != cur:
                 res.add((prev, cur))
             prev = cur

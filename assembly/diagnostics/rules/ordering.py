@@ -46,7 +46,6 @@ from assembly.text import TextRange
 _PLACEHOLDER = re.compile(r"\{\{[ \t]*([A-Za-z_][A-Za-z0-9_.]*)[ \t]*\}\}")
 _USER_KEY = re.compile(r"user\.([A-Za-z_][A-Za-z0-9_]*)")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
-_WORD = re.compile(r"\S+")
 SUGGESTION_CUTOFF = 0.8
 _ID = operator.attrgetter("id")
 MIN_DUPLICATE_WORDS = 6  # shorter paragraphs ("Be concise.") repeat by coincidence
@@ -526,14 +525,19 @@ def _system_place(
     return Related(rng, message, base.path)
 
 
+# A paragraph's text from its first non-space character to its last one.
+_TRIMMED = re.compile(r"\S(?:.*\S)?", re.DOTALL)
+
+
 def _paragraphs(text: str) -> Iterator[tuple[int, int]]:
-    """Trimmed (start, end) of the non-blank paragraphs of ``text``."""
+    """Trimmed (start, end) of the non-blank paragraphs of ``text`` (from the start of
+    the first word to the end of the last one: one match, not one per word as before)."""
     pos = 0
     for brk in (*_PARAGRAPH_BREAK.finditer(text), None):
         stop = brk.start() if brk is not None else len(text)
-        words = list(_WORD.finditer(text, pos, stop))
-        if words:
-            yield words[0].start(), words[-1].end()
+        trimmed = _TRIMMED.search(text, pos, stop)
+        if trimmed is not None:
+            yield trimmed.span()
         if brk is not None:
             pos = brk.end()
 
