@@ -1,5 +1,6 @@
-"""Keeping the server's resident memory to what it uses: one malloc arena, and a shared
-library's read-only data let go once it has been read.
+"""Keeping the server's resident memory to what it uses: one malloc arena, a shared
+library's read-only data let go once it has been read, and no memory spent on what the
+server imports but never runs.
 
 ``one_malloc_arena``: glibc gives each thread that allocates its own malloc arena (up to
 eight a core), each grown and fragmented on its own. The server's threads take turns
@@ -20,6 +21,12 @@ Only mappings that are private, not writable and hold no anonymous page are rele
 their content is the file's, and a page read again is read back from the file (as after
 the kernel's own reclaim). A mapping the dynamic linker relocated (RELRO) holds anonymous
 pages and is never touched. Linux only; elsewhere, or on any failure, nothing is done.
+
+``import_asyncio_without_ssl``: asyncio imports ``ssl`` for TLS transports (OpenSSL's
+libssl, the ``_ssl`` module and its set-up: about 4 MB resident), which a language server on
+stdio or a loopback socket never makes. ``forget_generated_sources``: attrs keeps the source
+of every method it generates in ``linecache`` (for debuggers), 1.5 MB for lsprotocol's
+classes, read only when a traceback passes through one of them.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ M_MMAP_THRESHOLD = -3
 # windows (``syntax.WINDOW_CHARS``: at most 256 KB) stay in the heap, each reusing the
 # block the last one freed.
 MMAP_THRESHOLD = 512 * 1024
+# The names attrs and cattrs give the sources they compile (``linecache`` keys).
+GENERATED_SOURCES = ("<attrs generated", "<cattrs generated")
 
 
 def one_malloc_arena() -> bool:
@@ -56,6 +65,33 @@ def one_malloc_arena() -> bool:
         return bool(mallopt(M_ARENA_MAX, 1)) and bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
     except (OSError, AttributeError):
         return False
+
+
+def import_asyncio_without_ssl() -> bool:
+    """Import asyncio with ``ssl`` unavailable, so that its modules keep ``ssl = None`` (as
+    on a Python built without OpenSSL) and never load it; ``ssl`` stays importable by
+    anything that asks for it later. False (nothing done) when asyncio or ssl was imported
+    already. asyncio then refuses a TLS transport (``ssl=`` given), which the server never
+    asks for."""
+    if "asyncio" in sys.modules or "ssl" in sys.modules:
+        return False
+    sys.modules["ssl"] = None  # type: ignore[assignment]  # ``import ssl`` raises ImportError
+    try:
+        import asyncio  # noqa: F401
+    finally:
+        del sys.modules["ssl"]
+    return True
+
+
+def forget_generated_sources() -> int:
+    """Drop the generated sources attrs and cattrs put in ``linecache`` (a traceback through
+    a generated method then shows no source line); returns how many were dropped."""
+    import linecache
+
+    names = [k for k in linecache.cache if isinstance(k, str) and k.startswith(GENERATED_SOURCES)]
+    for k in names:
+        linecache.cache.pop(k, None)
+    return len(names)
 
 
 def release_file_pages(path: str) -> int:

@@ -392,6 +392,9 @@ def _serve(args: argparse.Namespace) -> int:
         except transport.TransportError as e:
             print(f"promptls: error: {e}", file=sys.stderr)
             return EXIT_USAGE
+    from server import pages
+
+    pages.import_asyncio_without_ssl()  # before pygls imports it (``server.pages``)
     from server.lsp.handlers import build_server
 
     logging.basicConfig(
@@ -405,6 +408,7 @@ def _serve(args: argparse.Namespace) -> int:
     # now, while the editor starts, not inside the first open (40-80 ms).
     import assembly.settings_model  # noqa: F401
 
+    pages.forget_generated_sources()  # lsprotocol's classes are built by now
     if args.tcp:
         return transport.serve_tcp(server, host, port)
     if args.ws:

@@ -162,3 +162,62 @@ def _script_output(script: str, mode: str) -> str:
         [sys.executable, "-c", script, mode], capture_output=True, text=True, check=True, cwd=ROOT
     )
     return out.stdout.strip()
+
+
+_ASYNCIO_SSL = """
+import sys
+from server import pages
+
+assert pages.import_asyncio_without_ssl() if sys.argv[1] == "without" else True
+import asyncio
+
+loaded = "ssl" in sys.modules
+
+async def echo() -> bytes:
+    async def handle(reader, writer):
+        writer.write(await reader.readline())
+        await writer.drain()
+        writer.close()
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"hello\\n")
+    got = await reader.readline()
+    writer.close()
+    server.close()
+    return got
+
+got = asyncio.run(echo())
+import ssl  # still importable by whatever asks for it later
+print(loaded, got == b"hello\\n", bool(ssl.OPENSSL_VERSION), pages.import_asyncio_without_ssl())
+"""
+
+
+def test_asyncio_runs_loopback_sockets_without_loading_ssl() -> None:
+    assert _script_output(_ASYNCIO_SSL, "without") == "False True True False"
+    assert _script_output(_ASYNCIO_SSL, "default") == "True True True False"
+
+
+_SERVE = """
+import linecache, sys
+from server.cli.main import main
+
+status = main(["serve"])  # stdin is empty: the server starts and stops (its stdout closed)
+generated = [k for k in linecache.cache if k.startswith(("<attrs generated", "<cattrs gen"))]
+unused = sorted({"ssl", "server.cli.diff", "server.cli.lint", "server.htmlview"} & set(sys.modules))
+print(status, "lsprotocol.types" in sys.modules, len(generated), unused, file=sys.stderr)
+"""
+
+
+def test_the_server_starts_without_what_it_does_not_run() -> None:
+    # No ssl (asyncio's import of it), no diff/lint driver or HTML view until a template
+    # lens or a page asks for them, no generated attrs sources kept for a debugger.
+    out = subprocess.run(
+        [sys.executable, "-c", _SERVE],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.stderr.strip().splitlines()[-1] == "0 True 0 []", out.stderr[-2000:]
