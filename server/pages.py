@@ -131,7 +131,9 @@ def slim_generated_globals(module: types.ModuleType) -> int:
             continue
         slim: dict[int, dict[str, object]] = {}  # a class's methods shared one namespace
         for name, f in list(cls.__dict__.items()):
-            if not isinstance(f, types.FunctionType) or id(f.__globals__) in modules:
+            # (``type(f) is``: ``isinstance`` asks some of the classes' attributes for their
+            # ``__class__``, a tenth of this function's time)
+            if type(f) is not types.FunctionType or id(f.__globals__) in modules:
                 continue
             copy = f.__globals__
             names = slim.get(id(copy))
@@ -156,7 +158,7 @@ def _global_names(code: types.CodeType) -> Iterator[str]:
     """The names ``code`` (and the code nested in it) may look up in its globals."""
     yield from code.co_names
     for const in code.co_consts:
-        if isinstance(const, types.CodeType):
+        if type(const) is types.CodeType:
             yield from _global_names(const)
 
 
