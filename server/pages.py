@@ -124,7 +124,7 @@ def slim_generated_globals(module: types.ModuleType) -> int:
     they were compiled over are let go. Returns how many methods were rebuilt. A method
     whose globals are a module's own namespace (written in a module, not generated) is left
     as it is."""
-    modules = {id(m.__dict__) for m in list(sys.modules.values()) if m is not None}
+    modules = {id(vars(m)) for m in list(sys.modules.values()) if hasattr(m, "__dict__")}
     rebuilt = 0
     for cls in list(vars(module).values()):
         if not isinstance(cls, type) or "__attrs_attrs__" not in cls.__dict__:
