@@ -392,19 +392,23 @@ def _serve(args: argparse.Namespace) -> int:
         except transport.TransportError as e:
             print(f"promptls: error: {e}", file=sys.stderr)
             return EXIT_USAGE
-    from server.lsp.handlers import build_server
+    from server import pages
 
     logging.basicConfig(
         level=args.log_level,
         filename=args.log_file,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    server = build_server()
-    # The first document's settings are checked by the pydantic settings model, which a
-    # one-shot command imports only on a memo miss (``settingscache``): a server imports it
-    # now, while the editor starts, not inside the first open (40-80 ms).
-    import assembly.settings_model  # noqa: F401
+    with pages.without_openssl():  # never used, 7 MB resident (``server.pages``)
+        from server.lsp.handlers import build_server
 
+        server = build_server()
+        # The first document's settings are checked by the pydantic settings model, which a
+        # one-shot command imports only on a memo miss (``settingscache``): a server imports
+        # it now, while the editor starts, not inside the first open (40-80 ms).
+        import assembly.settings_model  # noqa: F401
+
+    pages.let_go_of_import_leftovers()  # lsprotocol's classes are built by now
     if args.tcp:
         return transport.serve_tcp(server, host, port)
     if args.ws:

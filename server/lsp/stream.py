@@ -27,8 +27,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
-import secrets
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Executor
@@ -53,9 +53,10 @@ _WINDOW_END = re.compile(b"[" + re.escape(bytes(sorted(_WINDOW_ENDS))) + b"]")
 _SEARCH_BACK = 4096  # bytes looked back for a window end (then forward)
 _TEXT_KEY = re.compile(rb'"text"\s*:\s*"')
 # The placeholder of a text read into a rope: unknown to clients (a random part), so a
-# message cannot hold it by chance or on purpose.
+# message cannot hold it by chance or on purpose. (``os.urandom`` is what ``secrets`` reads;
+# importing ``secrets`` loads OpenSSL's libcrypto through ``hmac``: 3 MB resident.)
 PARSE_ERROR = -32700  # JSON-RPC's code for a message that is not JSON
-PLACEHOLDER = f"\x00promptls-text-{secrets.token_hex(8)}"
+PLACEHOLDER = f"\x00promptls-text-{os.urandom(8).hex()}"
 
 
 class AsyncReader(Protocol):

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from lsprotocol import types as lsp
 
-import server.lsp.handlers.code_lens as code_lens_module
+import server.cli.diff as diff_module
 from server.cli.main import main
 from tests.support.gitrepo import TEMPLATE_EDIT, build_review_repo, edit, git
 from tests.support.inprocess import InProcessClient
@@ -42,15 +42,16 @@ def repo(origin: Path, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """Count the computations (the cache must spare the repeated ones)."""
+    """Count the computations (the cache must spare the repeated ones; the lens imports
+    ``template_use`` when it first runs it)."""
     seen: list[Path] = []
-    real = code_lens_module.template_use
+    real = diff_module.template_use
 
     def counting(path: Path, **kw: Any) -> Any:
         seen.append(path)
         return real(path, **kw)
 
-    monkeypatch.setattr(code_lens_module, "template_use", counting)
+    monkeypatch.setattr(diff_module, "template_use", counting)
     return seen
 
 

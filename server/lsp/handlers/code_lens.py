@@ -20,17 +20,20 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
 from assembly.host import PROMPT_SUFFIX, Analysis
 from assembly.ide import lens
-from server.cli.diff import TemplateUse, template_use
 from server.lsp import convert
 from server.lsp.app import PromptServer
 from server.lsp.ext import SHOW_ASSEMBLED_COMMAND, SHOW_TEMPLATE_DIFF_COMMAND
 from server.lsp.handlers.documents import latest_view
+
+if TYPE_CHECKING:
+    from server.cli.diff import TemplateUse
 
 
 async def code_lens(ls: PromptServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens] | None:
@@ -85,8 +88,14 @@ async def template_use_of(ls: PromptServer, uri: str, path: Path) -> TemplateUse
     task = s.template_use(
         key,
         version,
-        lambda: asyncio.ensure_future(
-            asyncio.to_thread(template_use, key, root=root, today=dt.date.today())
-        ),
+        lambda: asyncio.ensure_future(asyncio.to_thread(_template_use, key, root, dt.date.today())),
     )
     return await asyncio.shield(task)  # type: ignore[no-any-return]
+
+
+def _template_use(path: Path, root: Path | None, today: dt.date) -> TemplateUse:
+    # ``server.cli.diff`` (with the lint driver it shares code with) is imported by the
+    # first template lens, off the loop, not by every server (1.7 MB resident).
+    from server.cli.diff import template_use
+
+    return template_use(path, root=root, today=today)

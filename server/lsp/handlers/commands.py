@@ -25,8 +25,6 @@ from pygls.exceptions import JsonRpcContentModified, JsonRpcInternalError, JsonR
 from pygls.uris import to_fs_path
 
 from assembly.host import PROMPT_SUFFIX, Analysis
-from server.cli.diff import DiffError
-from server.htmlview import render_html
 from server.lsp.app import PromptServer
 from server.lsp.ext import (
     ASSEMBLE_COMMAND,
@@ -85,6 +83,8 @@ async def assembled_html(ls: PromptServer, *args: Any) -> dict[str, Any]:
     name = analysis.path.name
     if analysis.records:
         name = f"{name} (record {analysis.record_number(picked)})"
+    from server.htmlview import render_html  # imported by the first page shown
+
     page = render_html(picked, display_path=name, webview=True, nonce=nonce)
     return {"html": page}
 
@@ -98,6 +98,8 @@ async def template_diff(ls: PromptServer, args: Any) -> dict[str, Any]:
         raise JsonRpcInvalidParams(f"not a template (*{PROMPT_SUFFIX}): {uri}")
     if not ls.session.in_workspace(Path(path)):
         raise JsonRpcInvalidParams(f"not inside a workspace folder: {uri}")
+    from server.cli.diff import DiffError  # imported by the first template diff
+
     try:
         use = await template_use_of(ls, uri, Path(path))
     except DiffError as exc:
