@@ -109,8 +109,11 @@ def reserved() -> int:  # address ranges reserved with no access: thread stacks'
 
 before = reserved()
 kept = []
-def work() -> None:  # allocates through malloc on a thread of its own
+together = threading.Barrier(3)  # all three threads alive at once (a finished thread's arena
+def work() -> None:  # is handed to the next one), each allocating through malloc
+    together.wait()
     kept.append([bytearray(2000) for _ in range(1000)])
+    together.wait()
 threads = [threading.Thread(target=work) for _ in range(3)]
 for t in threads:
     t.start()
