@@ -70,15 +70,35 @@ def is_loopback(host: str) -> bool:
 
 
 def check_origins(origins: Sequence[str]) -> list[str]:
-    """The ``--allow-origin`` values, as browsers send them (``scheme://host[:port]``)."""
+    """The ``--allow-origin`` values, as browsers send them (``scheme://host[:port]``): the
+    scheme and host in lower case, without a default port (80, 443) or a trailing ``/``,
+    since the handshake's ``Origin`` is compared as it is sent."""
+    from urllib.parse import urlsplit
+
     res = []
     for origin in origins:
-        scheme, sep, rest = origin.partition("://")
-        if not sep or scheme not in ("http", "https") or not rest or "/" in rest:
-            raise TransportError(
-                f"--allow-origin takes an origin such as http://localhost:3000 (got {origin!r})"
-            )
-        res.append(origin.rstrip("/"))
+        bad = TransportError(
+            f"--allow-origin takes an origin such as http://localhost:3000 (got {origin!r})"
+        )
+        try:
+            parts = urlsplit(origin)
+            port = parts.port
+        except ValueError:
+            raise bad from None
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path not in ("", "/")
+            or parts.query
+            or parts.fragment
+            or parts.username is not None
+        ):
+            raise bad
+        host = parts.hostname
+        if ":" in host:  # IPv6, bracketed in an origin
+            host = f"[{host}]"
+        default = {"http": 80, "https": 443}[parts.scheme]
+        res.append(f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default) else ""))
     return res
 
 

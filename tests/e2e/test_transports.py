@@ -230,3 +230,17 @@ def test_websocket_reads_messages_as_stdio_does(tmp_path: Path) -> None:
     published = [m for m in got if m.get("method") == "textDocument/publishDiagnostics"]
     assert published[0]["params"]["uri"] == doc.as_uri()
     assert "Traceback" not in stderr, stderr
+
+
+def test_allowed_origins_are_written_as_browsers_send_them() -> None:
+    """A browser's ``Origin`` is lower case with no default port and no ``/``; the
+    handshake compares it as sent, so ``--allow-origin HTTP://LocalHost:3000/`` was refused
+    as malformed, and ``https://app.example:443`` never matched."""
+    from server.lsp.transport import TransportError, check_origins
+
+    assert check_origins(
+        ["HTTP://LocalHost:3000/", "https://app.example:443", "http://[::1]:8080", "http://a:80"]
+    ) == ["http://localhost:3000", "https://app.example", "http://[::1]:8080", "http://a"]
+    for bad in ["localhost:3000", "ws://a", "http://a/path", "http://", "http://a:99999", "null"]:
+        with pytest.raises(TransportError):
+            check_origins([bad])
