@@ -15,6 +15,7 @@ import json
 import logging
 import sys
 import threading
+import weakref
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from pygls.protocol.language_server import lsp_method
 from assembly.rope import Rope
 from server import __version__, pages, precount
 from server.lsp.session import Session, document_kind
+from server.lsp.state import DocState
 from server.lsp.stream import PLACEHOLDER
 from server.precount import PendingCounts
 
@@ -46,6 +48,12 @@ class PromptProtocol(LanguageServerProtocol):
 
     _held: tuple[str, Rope] | None = None  # a didOpen's text read as a rope (``hold_text``)
     _counting: PendingCounts | None = None  # its counting child (``count_open``)
+    # The document states requests arrived at, by their params (``arrival``).
+    _arrivals: dict[int, tuple[weakref.ref[Any], DocState]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._arrivals = {}
 
     def hold_text(self, placeholder: str, text: Rope | None) -> None:
         """Hold ``text``, the rope a ``didOpen`` was read into (``server.lsp.stream``),
@@ -184,7 +192,27 @@ class PromptProtocol(LanguageServerProtocol):
             log.warning("ignored a message that is not a JSON-RPC object: %.80r", message)
             self.answer_malformed(lsp.ErrorCodes.InvalidRequest, "not a JSON-RPC message")
             return
+        if getattr(message, "method", None) in _ASKED_AT_POSITIONS:
+            self._note_arrival(getattr(message, "params", None))
         super().handle_message(message)
+
+    def _note_arrival(self, params: Any) -> None:
+        """Keep the state of the document a request is about as it is when the request
+        arrives (``arrival``): its positions are in that text, and edits may arrive before
+        its handler runs or while it waits for an analysis."""
+        uri = getattr(getattr(params, "text_document", None), "uri", None)
+        session = getattr(self._server, "session", None)
+        state = session.documents.get(uri) if session is not None and isinstance(uri, str) else None
+        if state is None:
+            return
+        if len(self._arrivals) >= _MAX_ARRIVALS:  # handlers that never asked: forget them
+            self._arrivals = {k: v for k, v in self._arrivals.items() if v[0]() is not None}
+        self._arrivals[id(params)] = (weakref.ref(params), state)
+
+    def arrival(self, params: Any) -> DocState | None:
+        """The document's state when the request with ``params`` arrived (once)."""
+        entry = self._arrivals.pop(id(params), None)
+        return entry[1] if entry is not None and entry[0]() is params else None
 
     def answer_malformed(self, code: int, message: str) -> None:
         """The JSON-RPC answer to a message that cannot be read (its id unknown: null)."""
@@ -197,6 +225,17 @@ class PromptProtocol(LanguageServerProtocol):
 
 _Steps = Generator[Any, Any, None]  # what pygls' built-in handlers yield to its dispatcher
 _ANSWERED = object()  # a malformed request, already answered with an error
+_MAX_ARRIVALS = 256  # request arrivals kept before the dead ones are dropped
+# The requests whose answer depends on where they were asked (their handlers take their
+# arrival: ``handlers.documents.current_view``).
+_ASKED_AT_POSITIONS = frozenset(
+    (
+        lsp.TEXT_DOCUMENT_HOVER,
+        lsp.TEXT_DOCUMENT_DEFINITION,
+        lsp.TEXT_DOCUMENT_REFERENCES,
+        lsp.TEXT_DOCUMENT_COMPLETION,
+    )
+)
 
 
 def _refusal(error: BaseException | None) -> bool:
