@@ -96,6 +96,14 @@ class View:
         p, old_end, new_end = self.span
         return _move(offset, (p, new_end, old_end), len(self.base.text_map.text), False)
 
+    def unchanged(self, offset: int) -> bool:
+        """``offset`` of the base's text is not inside what changed since (it has a place
+        in the current text, not only the changed span's start)."""
+        if self.span is None:
+            return True
+        p, old_end, _ = self.span
+        return not p < offset < old_end
+
     def to_new(self, offset: int, *, end: bool = False) -> int:
         """An offset in the base's text, in the current text (clamped to it)."""
         return _move(offset, self.span, len(self.text_map.text), end)
