@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcContentModified, JsonRpcException, JsonRpcInternalError
+from pygls.exceptions import (
+    JsonRpcContentModified,
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+)
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -125,22 +130,36 @@ class PromptProtocol(LanguageServerProtocol):
         method (a negative or too large position, a missing or mistyped field) is answered
         with a JSON-RPC error instead of being dropped with only a log line, and such a
         notification is ignored with a one-line warning (not a traceback and an error
-        shown to the user: the client's bug, not the server's)."""
+        shown to the user: the client's bug, not the server's). A file URI whose path holds
+        a NUL character (``%00``) names no file (every system call refuses it): such a
+        message is refused so too, before any handler turns the URI into a path."""
+        if isinstance(data, dict) and "jsonrpc" in data and _nul_file_uri(data.get("params")):
+            reason = "a file URI with a NUL character (%00) names no file"
+            return self._refuse(data, JsonRpcInvalidParams(), reason, None)
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
-            msg_id = data.get("id") if isinstance(data, dict) else None
-            method = data.get("method") if isinstance(data, dict) else None
             cause = _first_line(exc.__cause__) if exc.__cause__ is not None else ""
-            message = f"invalid params for {method}" + (f": {cause}" if cause else "")
-            if isinstance(method, str) and "id" not in data:
-                log.warning("%s (notification ignored)", message)
-                return _ANSWERED
-            if not isinstance(msg_id, int | str) or isinstance(msg_id, bool) or method is None:
-                raise
-            log.warning("%s (request %r)", message, msg_id)
-            self._send_response(msg_id, error=lsp.ResponseError(code=exc.code, message=message))
+            return self._refuse(data, exc, cause, exc)
+
+    def _refuse(
+        self, data: Any, exc: JsonRpcException, cause: str, error: JsonRpcException | None
+    ) -> Any:
+        """Answer a request whose params do not fit with ``exc``'s error, or ignore such a
+        notification, with one warning line either way."""
+        msg_id = data.get("id") if isinstance(data, dict) else None
+        method = data.get("method") if isinstance(data, dict) else None
+        message = f"invalid params for {method}" + (f": {cause}" if cause else "")
+        if isinstance(method, str) and "id" not in data:
+            log.warning("%s (notification ignored)", message)
             return _ANSWERED
+        if not isinstance(msg_id, int | str) or isinstance(msg_id, bool) or method is None:
+            if error is not None:
+                raise error
+            return _ANSWERED
+        log.warning("%s (request %r)", message, msg_id)
+        self._send_response(msg_id, error=lsp.ResponseError(code=exc.code, message=message))
+        return _ANSWERED
 
     def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
         """A ``Prepared`` result is written as it is (serialized once for every request
@@ -290,6 +309,21 @@ def prepare(ls: PromptServer, items: Iterable[Any]) -> Prepared | None:
         return None
     buf += b"]"
     return Prepared(bytes(buf))  # the one copy of the whole
+
+
+def _nul_file_uri(value: Any) -> bool:
+    """Some ``file:`` URI string in ``value`` (params, walked) decodes to a path with a NUL."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if v[:5].lower() == "file:" and ("\x00" in v or "%00" in v):
+                return True
+        elif isinstance(v, dict):
+            stack.extend(x for k, x in v.items() if k != "text")  # (a document's text)
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
 
 
 def _first_line(exc: BaseException) -> str:
