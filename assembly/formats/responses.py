@@ -416,7 +416,7 @@ class _ResponsesReader(Reader):
             text, rng = a.value, a.range
             try:
                 loaded = json.loads(text) if text.strip() else {}
-            except ValueError:
+            except (ValueError, RecursionError):  # (nested too deep to read)
                 loaded = None
             args = loaded if isinstance(loaded, dict) else None
             if args is None and kind == "function_call":
