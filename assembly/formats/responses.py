@@ -444,6 +444,8 @@ class _ResponsesReader(Reader):
             if m.key not in _CLIENT_CALL_KEYS:
                 self.unknown_key(f"unknown key `{m.key}` of a `{kind}` item", m.key_range)
         cid = node.get("call_id")
+        if kind == "local_shell_call" and (cid is None or cid.kind == "null"):
+            cid = node.get("id")  # (Codex writes ``"call_id": null``; its output names ``id``)
         if cid is None or not cid.is_string or not cid.value:
             self.error(f"a `{kind}` item needs a string `call_id`", (cid or node).range)
             return None

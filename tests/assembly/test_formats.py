@@ -198,6 +198,9 @@ def test_responses_calls_of_tools_the_client_runs_are_read_with_their_outputs() 
                 "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AA"},
             },
             {"type": "apply_patch_call", "call_id": "c4", "operation": {"type": "create_file"}},
+            # Codex writes a local shell call with a null ``call_id``: its ``id`` names it.
+            {"type": "local_shell_call", "id": "c5", "call_id": None, "action": {}},
+            {"type": "local_shell_call_output", "id": "c5", "output": "ok"},
         ],
     }
     _, conv = _parse(doc)
@@ -209,12 +212,14 @@ def test_responses_calls_of_tools_the_client_runs_are_read_with_their_outputs() 
         ("c2", "shell", {"commands": ["cat a.txt"]}),
         ("c3", "computer_use_preview", {"type": "screenshot"}),
         ("c4", "apply_patch", {"type": "create_file"}),
+        ("c5", "local_shell", {}),
     ]
     tools = [m for m in conv.messages if m.role is Role.TOOL]
     assert [(m.id, m.tool_call_id, m.content) for m in tools] == [
         ("2", "c1", "a.txt\nb.txt\n"),
         ("4", "c2", "hello\nwarn"),
         ("6", "c3", ""),
+        ("9", "c5", "ok"),
     ]
     assert [i.ref for i in tools[2].images] == ["data:image/png;base64,AA"]
     path = ROOT / "tests" / "data" / "ide" / "agent.conv.json"  # never written
