@@ -13,7 +13,8 @@ names), so (``docs/security.md``):
 - a WebSocket's messages are read by the same loop as stdio's and TCP's
   (``server.lsp.stream.serve_messages``, through ``WebSocketReader``): a message that is
   not JSON gets a parse-error answer, a large ``didOpen`` has its text read into a rope,
-  and a message may be as large as a document promptls reads (``MAX_WS_MESSAGE``).
+  and a message may be as large as on stdio (``stream.MAX_MESSAGE_BYTES``; the
+  ``websockets`` default, 1 MiB, closed the connection on the open of a 1 MB log).
 """
 
 from __future__ import annotations
@@ -34,10 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = ("localhost",)
-# The largest WebSocket message read: a ``didOpen`` of the largest document read (64 MiB,
-# ``assembly.documents.MAX_DOCUMENT_CHARS``) with room for JSON's escapes. (The
-# ``websockets`` default, 1 MiB, closed the connection on the open of a 1 MB log.)
-MAX_WS_MESSAGE = 4 * 64 * 1024 * 1024
 
 
 class TransportError(Exception):
@@ -148,7 +145,7 @@ def serve_ws(server: PromptServer, host: str, port: int, allow_origins: Sequence
     from pygls.io_ import WebSocketWriter
     from websockets.asyncio.server import ServerConnection, serve
 
-    from server.lsp.stream import serve_messages
+    from server.lsp.stream import MAX_MESSAGE_BYTES, serve_messages
 
     stop = threading.Event()
     server._stop_event = stop
@@ -185,7 +182,7 @@ def serve_ws(server: PromptServer, host: str, port: int, allow_origins: Sequence
             host,
             port,
             origins=origins,  # type: ignore[arg-type]
-            max_size=MAX_WS_MESSAGE,
+            max_size=MAX_MESSAGE_BYTES,
         ) as listener:
             log.info("listening on %s", [s.getsockname() for s in listener.sockets])
             await done.wait()
