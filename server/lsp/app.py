@@ -135,18 +135,19 @@ class PromptProtocol(LanguageServerProtocol):
         message is refused so too, before any handler turns the URI into a path."""
         if isinstance(data, dict) and "jsonrpc" in data and _nul_file_uri(data.get("params")):
             reason = "a file URI with a NUL character (%00) names no file"
-            return self._refuse(data, JsonRpcInvalidParams(), reason, None)
+            return self._refuse(data, JsonRpcInvalidParams(), reason)
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
             cause = _first_line(exc.__cause__) if exc.__cause__ is not None else ""
-            return self._refuse(data, exc, cause, exc)
+            return self._refuse(data, exc, cause)
 
-    def _refuse(
-        self, data: Any, exc: JsonRpcException, cause: str, error: JsonRpcException | None
-    ) -> Any:
+    def _refuse(self, data: Any, exc: JsonRpcException, cause: str) -> Any:
         """Answer a request whose params do not fit with ``exc``'s error, or ignore such a
-        notification, with one warning line either way."""
+        notification, with one warning line either way. A JSON-RPC object that is none of
+        a request, a notification and a response (no ``method``, a ``method`` or ``id`` of
+        the wrong type, a response with neither ``result`` nor ``error``) gets an
+        invalid-request answer with a null id, as a message that is not JSON-RPC does."""
         msg_id = data.get("id") if isinstance(data, dict) else None
         method = data.get("method") if isinstance(data, dict) else None
         message = f"invalid params for {method}" + (f": {cause}" if cause else "")
@@ -154,8 +155,10 @@ class PromptProtocol(LanguageServerProtocol):
             log.warning("%s (notification ignored)", message)
             return _ANSWERED
         if not isinstance(msg_id, int | str) or isinstance(msg_id, bool) or method is None:
-            if error is not None:
-                raise error
+            log.warning("ignored a JSON-RPC message of no known shape: %.80r", data)
+            self.answer_malformed(
+                lsp.ErrorCodes.InvalidRequest, "not a JSON-RPC request, notification or response"
+            )
             return _ANSWERED
         log.warning("%s (request %r)", message, msg_id)
         self._send_response(msg_id, error=lsp.ResponseError(code=exc.code, message=message))

@@ -10,6 +10,7 @@ server answers the next request.
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -185,3 +186,42 @@ def test_a_file_uri_with_a_nul_names_no_file_and_is_refused(tmp_path: Path) -> N
     assert shown == [], shown
     assert "Traceback" not in log and "embedded null byte" not in log, log
     assert log.count("a file URI with a NUL character (%00) names no file") == 6, log
+
+
+def test_json_rpc_objects_of_no_known_shape_are_invalid_requests(tmp_path: Path) -> None:
+    """A JSON-RPC object with no ``method`` (nor result), a ``method`` that is not a
+    string or an ``id`` that is an object raised a TypeError in pygls' reading of it: a
+    traceback each and an error pop-up. Each gets an invalid-request answer with a null
+    id; and a stream that ends inside a message (its ``Content-Length`` not reached) ends
+    the session without handling the cut message."""
+    bodies = [
+        b'{"jsonrpc": "2.0"}',
+        b'{"jsonrpc": "2.0", "id": 1}',
+        b'{"jsonrpc": "2.0", "method": 5}',
+        b'{"jsonrpc": "2.0", "id": {}, "method": "textDocument/hover", "params": {}}',
+    ]
+    init = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
+    data = _frame(
+        json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode()
+    )
+    data += b"".join(_frame(b) for b in bodies)
+    data += _frame(b'{"jsonrpc": "2.0", "id": 9, "method": "shutdown"}')
+    data += b'Content-Length: 500\r\n\r\n{"jsonrpc": "2.0", "method": "exit"}'  # cut
+    res = subprocess.run(
+        [sys.executable, "-m", "server.cli", "serve"],
+        cwd=REPO,
+        input=data,
+        capture_output=True,
+        timeout=60,
+    )
+    msgs: list[dict[str, Any]] = []
+    _read(io.BytesIO(res.stdout), msgs)
+    errors = [m["error"] for m in msgs if "error" in m]
+    assert [(e["code"], m.get("id")) for e, m in zip(errors, msgs[1:], strict=False)] == [
+        (-32600, None)
+    ] * 4
+    assert [m.get("id") for m in msgs if "result" in m] == [0, 9]
+    assert not [m for m in msgs if m.get("method") == "window/showMessage"]
+    log = res.stderr.decode("utf-8")
+    assert "Traceback" not in log and log.count("of no known shape") == 4, log
+    assert "the stream ended" in log
