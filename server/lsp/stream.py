@@ -52,9 +52,6 @@ _WINDOW_ENDS = frozenset(b"ghijklmnopqrstvwxyzGHIJKLMNOPQRSTUVWXYZ !#$%&'()*+,-.
 _WINDOW_END = re.compile(b"[" + re.escape(bytes(sorted(_WINDOW_ENDS))) + b"]")
 _SEARCH_BACK = 4096  # bytes looked back for a window end (then forward)
 _TEXT_KEY = re.compile(rb'"text"\s*:\s*"')
-# The placeholder of a text read into a rope: unknown to clients (a random part), so a
-# message cannot hold it by chance or on purpose. (``os.urandom`` is what ``secrets`` reads;
-# importing ``secrets`` loads OpenSSL's libcrypto through ``hmac``: 3 MB resident.)
 PARSE_ERROR = -32700  # JSON-RPC's code for a message that is not JSON
 INVALID_REQUEST = -32600
 # The largest message read: a ``didOpen`` of the largest document read (64 MiB,
@@ -62,6 +59,9 @@ INVALID_REQUEST = -32600
 # ``Content-Length`` was read as it said: 10^14 was a MemoryError that stopped the server.
 MAX_MESSAGE_BYTES = 4 * 64 * 1024 * 1024
 _SKIP_BYTES = 1 << 20  # bytes skipped at once from a message over the limit
+# The placeholder of a text read into a rope: unknown to clients (a random part), so a
+# message cannot hold it by chance or on purpose. (``os.urandom`` is what ``secrets`` reads;
+# importing ``secrets`` loads OpenSSL's libcrypto through ``hmac``: 3 MB resident.)
 PLACEHOLDER = f"\x00promptls-text-{os.urandom(8).hex()}"
 
 
