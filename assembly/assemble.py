@@ -3130,7 +3130,7 @@ def _answers(msgs: Sequence[LlmMessage], tool: str) -> list[LlmMessage]:
 def _json_object(text: str) -> dict[str, Any] | None:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (a tool's output nested too deep to read)
         return None
     return data if isinstance(data, dict) else None
 
@@ -3166,7 +3166,7 @@ def _past_tool_result(tool_name: str, content: str) -> str:
         return texts.TOOL_RESULT_PLACEHOLDER
     try:
         data = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested too deep to read)
         data = None
     images = []
     if isinstance(data, list):

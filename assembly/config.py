@@ -40,6 +40,10 @@ def parse_config(source: str, name: str, text: str) -> ConfigText | None:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         return ConfigText(None, f"invalid TOML: {exc}", _toml_error_range(text, exc))
+    except RecursionError:  # tomllib reads nested arrays and tables by recursion
+        where = _too_deep(text)
+        msg = f"invalid TOML: arrays or inline tables nested more than {_DEEP} deep"
+        return ConfigText(None, msg, TextRange(where, where))
     if is_pyproject:
         table = data.get("tool", {}).get("promptls")
         if table is None:
@@ -71,6 +75,31 @@ def _key_ranges(text: str, section: str | None, table: Mapping[str, Any]) -> dic
                 res[km.group(1)] = TextRange(start, max(start, end))
         offset += len(line)
     return res
+
+
+_DEEP = 100  # the nesting said to be too deep (tomllib fails a few hundred deeper)
+
+
+def _too_deep(text: str) -> int:
+    """Where arrays and inline tables first nest more than ``_DEEP`` deep (brackets
+    counted outside quoted strings and comments, roughly), else 0."""
+    depth, quote, comment = 0, "", False
+    for k, ch in enumerate(text):
+        if comment:
+            comment = ch != "\n"
+        elif quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "#":
+            comment = True
+        elif ch in "[{":
+            depth += 1
+            if depth > _DEEP:
+                return k
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return 0
 
 
 def _toml_error_range(text: str, exc: tomllib.TOMLDecodeError) -> TextRange:

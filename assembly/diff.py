@@ -18,8 +18,10 @@ contract, so saved outputs compare as well as fresh analyses) and returns a JSON
   so the next request re-bills them at the uncached price;
 - ``findings``: findings that appeared or disappeared, compared by file, code, severity and
   message (line numbers move with any edit above a finding, so they are not part of the
-  identity); a finding that stays at its line with its rule and severity but whose message
-  changed (a count in it moved) is listed under ``changed`` with both messages;
+  identity; a finding in the conversation itself is in "its file" on both sides, so two
+  files compared by name match); a finding that stays at its line with its rule and
+  severity but whose message changed (a count in it moved) is listed under ``changed``
+  with both messages;
 - ``compression``: whether the compression plan changed (due or not, what it summarizes).
 
 Pure: no IO; the caller reads the revisions (``server/cli/diff.py``).
@@ -224,22 +226,31 @@ def _excerpt(data: bytes, k: int) -> str:
     return f"{before}⟦{after}⟧" if data else "(no message)"
 
 
-def _finding_key(f: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    return (str(f["file"]), str(f["code"]), str(f["severity"]), str(f["message"]))
+def _finding_key(f: Mapping[str, Any], own: object) -> tuple[str, str, str, str]:
+    """A finding's identity. Its file is the side's own conversation (``own``, its
+    ``file``) or another file (a template) by path: two files compared with
+    ``diff --files`` are one conversation, whatever their names."""
+    where = "" if f["file"] == own else str(f["file"])
+    return (where, str(f["code"]), str(f["severity"]), str(f["message"]))
 
 
 def _findings(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    ca = Counter(_finding_key(f) for f in a["diagnostics"])
-    cb = Counter(_finding_key(f) for f in b["diagnostics"])
-    appeared = _pick(b["diagnostics"], cb - ca)
-    disappeared = _pick(a["diagnostics"], ca - cb)
+    own_a, own_b = a.get("file"), b.get("file")
+    ca = Counter(_finding_key(f, own_a) for f in a["diagnostics"])
+    cb = Counter(_finding_key(f, own_b) for f in b["diagnostics"])
+    appeared = _pick(b["diagnostics"], cb - ca, own_b)
+    disappeared = _pick(a["diagnostics"], ca - cb, own_a)
     # A finding at the same place with the same rule and severity whose message changed
     # (a count in it moved) is one finding that changed, not one gone and one new.
     changed = []
     for f in list(appeared):
-        key = (f["file"], f["code"], f["severity"], f["line"])
+        key = (_finding_key(f, own_b)[0], f["code"], f["severity"], f["line"])
         twin = next(
-            (g for g in disappeared if (g["file"], g["code"], g["severity"], g["line"]) == key),
+            (
+                g
+                for g in disappeared
+                if (_finding_key(g, own_a)[0], g["code"], g["severity"], g["line"]) == key
+            ),
             None,
         )
         if twin is not None:
@@ -249,11 +260,13 @@ def _findings(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, list[dict
     return {"appeared": appeared, "disappeared": disappeared, "changed": changed}
 
 
-def _pick(diags: Sequence[Mapping[str, Any]], wanted: Counter[Any]) -> list[dict[str, Any]]:
+def _pick(
+    diags: Sequence[Mapping[str, Any]], wanted: Counter[Any], own: object
+) -> list[dict[str, Any]]:
     left = Counter(wanted)
     res = []
     for f in diags:
-        key = _finding_key(f)
+        key = _finding_key(f, own)
         if left[key] > 0:
             left[key] -= 1
             start = f["range"]["start"]

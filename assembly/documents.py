@@ -1001,7 +1001,7 @@ class Reader:
             args_text, args_range = args_node.value, args_node.range
             try:
                 loaded = json.loads(args_text) if args_text.strip() else {}
-            except ValueError:
+            except (ValueError, RecursionError):  # (nested too deep to read)
                 loaded = None
             args = loaded if isinstance(loaded, dict) else None
             if args is None:

@@ -117,7 +117,10 @@ class FileText:
     """A file the document names (a template, a project file), as the IO half found it.
 
     ``path`` None: it was not read; ``code`` and ``problem`` say why (reported at the
-    reference). ``diagnostics`` are about its bytes (invalid UTF-8), in that file.
+    reference), and ``missing`` is the file looked for when it is in the workspace but not
+    there (or not a regular file): the analysis depends on it all the same, so creating it
+    analyses the document again. ``diagnostics`` are about its bytes (invalid UTF-8), in
+    that file.
     """
 
     path: PurePath | None
@@ -125,6 +128,7 @@ class FileText:
     diagnostics: tuple[Diagnostic, ...] = ()
     code: str = ""
     problem: str = ""
+    missing: PurePath | None = None
 
 
 class LoadedTokenizer(Protocol):
@@ -448,7 +452,7 @@ def _conversation(
     layers = list(inputs.layers)
     others = dict(inputs.other_texts)
     deps = list(inputs.dependencies)
-    template, template_path = _template(conv, diags, sources)
+    template, template_path = _template(conv, diags, deps, sources)
     if template is not None and template_path is not None:
         others[str(template_path)] = template.text
     if template_path is not None:
@@ -532,7 +536,7 @@ def _with_tools(conv: Conversation, tools: tuple[ToolDef, ...]) -> Conversation:
 
 
 def _template(
-    conv: Conversation, diags: list[Diagnostic], sources: Sources
+    conv: Conversation, diags: list[Diagnostic], deps: list[PurePath], sources: Sources
 ) -> tuple[PromptTemplate | None, PurePath | None]:
     ref = conv.system_prompt
     if not isinstance(ref, PromptRef):
@@ -540,6 +544,8 @@ def _template(
     found = sources.read(ref.path)
     if found.path is None:
         diags.append(Diagnostic(found.code, Severity.ERROR, found.problem, ref.range))
+        if found.missing is not None:
+            deps.append(found.missing)
         return None, None
     diags.extend(_elsewhere(list(found.diagnostics), found.path))
     template = parse_template(found.text)
@@ -559,6 +565,8 @@ def _project_files(
             diags.append(
                 Diagnostic(found.code, Severity.ERROR, found.problem, f.path_range or f.range)
             )
+            if found.missing is not None:
+                deps.append(found.missing)
             continue
         deps.append(found.path)
         diags.extend(_elsewhere(list(found.diagnostics), found.path))

@@ -208,7 +208,8 @@ class FileSources:
     def read(self, ref: str) -> FileText:
         target, problem, code = resolve_reference(self.path, ref, self.root)
         if target is None:
-            return FileText(None, code=code, problem=problem or "")
+            missing = _missing(self.path, ref, self.root) if code == "file-not-found" else None
+            return FileText(None, code=code, problem=problem or "", missing=missing)
         text = self.overlay.get(target)
         if text is not None:
             return FileText(target, text)
@@ -242,6 +243,16 @@ def resolve_reference(doc: Path, ref: str, root: Path) -> tuple[Path | None, str
             return None, f"file not found: `{_clip(ref)}`", "file-not-found"
         return None, f"cannot read `{_clip(ref)}`: {problem.reason}", "file-not-found"
     return target, None, ""
+
+
+def _missing(doc: Path, ref: str, root: Path) -> Path | None:
+    """The file ``ref`` names inside ``root`` that could not be read (None: it cannot be
+    named: a NUL byte, a name too long, a link loop)."""
+    try:
+        target = (doc.parent / ref).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return target if target.is_relative_to(root) else None
 
 
 def _clip(s: str, n: int = 120) -> str:

@@ -202,7 +202,7 @@ def _blocks(msg: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
         fn = call.get("function", {})
         try:
             args = json.loads(fn.get("arguments") or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):  # (nested too deep to read)
             args = None
         if not isinstance(args, dict):
             args = {"arguments": fn.get("arguments")}

@@ -13,6 +13,14 @@ A Responses document is a request body (``input``, ``instructions``, ``tools``,
   form one turn whose id is the index of its first item;
 - ``function_call_output`` (``call_id``, ``output``) becomes a tool message;
   ``custom_tool_call`` / ``custom_tool_call_output`` likewise;
+- the calls of the tools the client runs itself (``local_shell_call``, ``shell_call``,
+  ``computer_call``, ``apply_patch_call``) are tool calls too, named by their tool's type
+  (``local_shell``, ``shell``, ``computer_use_preview``, ``apply_patch``), their
+  ``action`` (or ``operation``) as the arguments; their ``…_output`` items are the tool
+  messages answering them (``local_shell_call_output`` names its call by ``id`` in the
+  API reference, by ``call_id`` in some clients; a ``shell_call_output``'s ``stdout`` and
+  ``stderr``, a ``computer_call_output``'s screenshot is an image): the client sends those
+  outputs, and the model reads them;
 - ``reasoning`` items, ``item_reference`` and the hosted tools' items (web search, code
   interpreter, MCP…) are accepted and not counted.
 
@@ -79,11 +87,33 @@ REQUEST_KEYS = frozenset(
 )
 _ITEM_KEYS = frozenset({"type", "id", "role", "content", "status", "promptls-ignore"})
 _CALL_KEYS = frozenset({"type", "id", "call_id", "name", "arguments", "input", "status"})
-_OUTPUT_KEYS = frozenset({"type", "id", "call_id", "output", "status"})
-_CALLS = ("function_call", "custom_tool_call")
-_OUTPUTS = ("function_call_output", "custom_tool_call_output")
+# The calls of tools the client runs (their outputs are sent back): the tool's name (its
+# type in ``tools``) and the key holding what to do.
+_CLIENT_CALLS = {
+    "local_shell_call": ("local_shell", "action"),
+    "shell_call": ("shell", "action"),
+    "computer_call": ("computer_use_preview", "action"),
+    "apply_patch_call": ("apply_patch", "operation"),
+}
+_CLIENT_CALL_KEYS = frozenset(
+    {"type", "id", "call_id", "action", "operation", "status", "pending_safety_checks"}
+)
+_CALLS = ("function_call", "custom_tool_call", *_CLIENT_CALLS)
+_OUTPUTS = (
+    "function_call_output",
+    "custom_tool_call_output",
+    *(f"{kind}_output" for kind in _CLIENT_CALLS),
+)
+_OUTPUT_KEYS = frozenset(
+    {"type", "id", "call_id", "output", "status", "acknowledged_safety_checks", "max_output_length"}
+)
 _SKIPPED = RESPONSES_ITEMS - {"message", *_CALLS, *_OUTPUTS}
 FORMAT_NAME = SourceFormat.RESPONSES.title
+
+
+def _type_of(node: SNode) -> str | None:
+    t = node.get("type")
+    return t.value if t is not None and t.is_string else None
 
 
 def read_responses(parsed: ParsedData, fmt: DocFormat, length: int, why: str) -> Conversation:
@@ -365,6 +395,8 @@ class _ResponsesReader(Reader):
             )
 
     def _call(self, node: SNode, kind: str) -> ToolCall | None:
+        if kind in _CLIENT_CALLS:
+            return self._client_call(node, kind)
         for m in node.members:
             if m.key not in _CALL_KEYS:
                 self.unknown_key(f"unknown key `{m.key}` of a `{kind}` item", m.key_range)
@@ -384,7 +416,7 @@ class _ResponsesReader(Reader):
             text, rng = a.value, a.range
             try:
                 loaded = json.loads(text) if text.strip() else {}
-            except ValueError:
+            except (ValueError, RecursionError):  # (nested too deep to read)
                 loaded = None
             args = loaded if isinstance(loaded, dict) else None
             if args is None and kind == "function_call":
@@ -405,11 +437,41 @@ class _ResponsesReader(Reader):
             arguments_range=rng,
         )
 
+    def _client_call(self, node: SNode, kind: str) -> ToolCall | None:
+        """A call of a tool the client runs: named by its tool's type, its action as the
+        arguments."""
+        for m in node.members:
+            if m.key not in _CLIENT_CALL_KEYS:
+                self.unknown_key(f"unknown key `{m.key}` of a `{kind}` item", m.key_range)
+        cid = node.get("call_id")
+        if kind == "local_shell_call" and (cid is None or cid.kind == "null"):
+            cid = node.get("id")  # (Codex writes ``"call_id": null``; its output names ``id``)
+        if cid is None or not cid.is_string or not cid.value:
+            self.error(f"a `{kind}` item needs a string `call_id`", (cid or node).range)
+            return None
+        name, key = _CLIENT_CALLS[kind]
+        t = node.get("type")  # the item's type names the tool
+        what = node.get(key)
+        args = what.to_python() if what is not None and what.is_object else {}
+        return ToolCall(
+            id=cid.value,
+            name=name,
+            arguments=args,
+            arguments_text=json.dumps(args, ensure_ascii=False),
+            range=node.range,
+            id_range=cid.range,
+            name_range=t.range if t is not None else node.range,
+            arguments_range=what.range if what is not None else node.range,
+        )
+
     def _output(self, node: SNode, k: int, index: int) -> Message | None:
         for m in node.members:
             if m.key not in _OUTPUT_KEYS:
                 self.unknown_key(f"unknown key `{m.key}` of a tool output item", m.key_range)
+        t = node.get("type")
         cid = node.get("call_id")
+        if cid is None and t is not None and t.value == "local_shell_call_output":
+            cid = node.get("id")  # the API reference names the call so
         if cid is None or not cid.is_string:
             self.error("a tool output item needs a string `call_id`", (cid or node).range)
             return None
@@ -426,13 +488,26 @@ class _ResponsesReader(Reader):
             nodes: list[SNode] = []
             files: list[FileAttachment] = []
             for p, part in enumerate(out.items):
+                streams = [part.get(key) for key in ("stdout", "stderr")] if part.is_object else []
+                if any(x is not None for x in streams):  # a ``shell_call_output`` entry
+                    for x in streams:
+                        if x is not None and x.is_string and x.value:
+                            texts.append(x.value)
+                            nodes.append(x)
+                    continue
                 self._part(part, p, str(k), Role.USER, texts, nodes, images, files)
             text = "\n".join(texts)
             if len(nodes) == 1:
                 content_range = nodes[0].range
+        elif out.is_object and _type_of(out) == "computer_screenshot":
+            url, fid = out.get("image_url"), out.get("file_id")
+            ref = url if url is not None and url.is_string else fid
+            if ref is not None and ref.is_string:
+                images.append(Image(ref.value, out.range, self._token_count(out)))
+            else:
+                self.error("a `computer_screenshot` needs `image_url` or `file_id`", out.range)
         else:
             self.error("`output` must be a string or an array of content parts", out.range)
-        t = node.get("type")
         return Message(
             id=str(k),
             role=Role.TOOL,

@@ -85,9 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     _printable_output()
     argv = sys.argv[1:] if argv is None else list(argv)
     _fork_early(argv)
+    stderr = sys.stderr
+    if argv[:1] != ["serve"]:  # (the server's stderr is its log)
+        sys.stderr = VisibleStream(stderr)  # type: ignore[assignment]
     try:
         return _main(argv)
     finally:
+        sys.stderr = stderr
         for early in _EARLY.values():  # not taken by ``_assemble``: a usage error
             if early is not None and early.pending is not None:
                 early.pending.close(reap=not _one_shot)
@@ -176,6 +180,24 @@ def _engine_caches(command: str) -> None:
     if command not in ("rule", "rules"):  # those read no settings
         # Settings values checked by earlier runs need no pydantic (40-80 ms of start-up).
         settingscache.install()
+
+
+class VisibleStream:
+    """A text stream that writes with control characters made visible
+    (``server.terminal.visible``): the command's messages on stderr name files of the
+    tree being linted and arguments, which may hold escape sequences (a symbolic link
+    called ``x\x1b]0;owned\x07.conv.json`` retitled the terminal in "skipped …" notes)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        from server.terminal import visible
+
+        return int(self.stream.write(visible(text)))
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding…
+        return getattr(self.stream, name)
 
 
 def _printable_output() -> None:

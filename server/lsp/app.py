@@ -15,13 +15,19 @@ import json
 import logging
 import sys
 import threading
+import weakref
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcContentModified, JsonRpcException, JsonRpcInternalError
+from pygls.exceptions import (
+    JsonRpcContentModified,
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+)
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -29,6 +35,7 @@ from pygls.protocol.language_server import lsp_method
 from assembly.rope import Rope
 from server import __version__, pages, precount
 from server.lsp.session import Session, document_kind
+from server.lsp.state import DocState
 from server.lsp.stream import PLACEHOLDER
 from server.precount import PendingCounts
 
@@ -46,6 +53,12 @@ class PromptProtocol(LanguageServerProtocol):
 
     _held: tuple[str, Rope] | None = None  # a didOpen's text read as a rope (``hold_text``)
     _counting: PendingCounts | None = None  # its counting child (``count_open``)
+    # The document states requests arrived at, by their params (``arrival``).
+    _arrivals: dict[int, tuple[weakref.ref[Any], DocState]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._arrivals = {}
 
     def hold_text(self, placeholder: str, text: Rope | None) -> None:
         """Hold ``text``, the rope a ``didOpen`` was read into (``server.lsp.stream``),
@@ -117,22 +130,39 @@ class PromptProtocol(LanguageServerProtocol):
         method (a negative or too large position, a missing or mistyped field) is answered
         with a JSON-RPC error instead of being dropped with only a log line, and such a
         notification is ignored with a one-line warning (not a traceback and an error
-        shown to the user: the client's bug, not the server's)."""
+        shown to the user: the client's bug, not the server's). A file URI whose path holds
+        a NUL character (``%00``) names no file (every system call refuses it): such a
+        message is refused so too, before any handler turns the URI into a path."""
+        if isinstance(data, dict) and "jsonrpc" in data and _nul_file_uri(data.get("params")):
+            reason = "a file URI with a NUL character (%00) names no file"
+            return self._refuse(data, JsonRpcInvalidParams(), reason)
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
-            msg_id = data.get("id") if isinstance(data, dict) else None
-            method = data.get("method") if isinstance(data, dict) else None
             cause = _first_line(exc.__cause__) if exc.__cause__ is not None else ""
-            message = f"invalid params for {method}" + (f": {cause}" if cause else "")
-            if isinstance(method, str) and "id" not in data:
-                log.warning("%s (notification ignored)", message)
-                return _ANSWERED
-            if not isinstance(msg_id, int | str) or isinstance(msg_id, bool) or method is None:
-                raise
-            log.warning("%s (request %r)", message, msg_id)
-            self._send_response(msg_id, error=lsp.ResponseError(code=exc.code, message=message))
+            return self._refuse(data, exc, cause)
+
+    def _refuse(self, data: Any, exc: JsonRpcException, cause: str) -> Any:
+        """Answer a request whose params do not fit with ``exc``'s error, or ignore such a
+        notification, with one warning line either way. A JSON-RPC object that is none of
+        a request, a notification and a response (no ``method``, a ``method`` or ``id`` of
+        the wrong type, a response with neither ``result`` nor ``error``) gets an
+        invalid-request answer with a null id, as a message that is not JSON-RPC does."""
+        msg_id = data.get("id") if isinstance(data, dict) else None
+        method = data.get("method") if isinstance(data, dict) else None
+        message = f"invalid params for {method}" + (f": {cause}" if cause else "")
+        if isinstance(method, str) and "id" not in data:
+            log.warning("%s (notification ignored)", message)
             return _ANSWERED
+        if not isinstance(msg_id, int | str) or isinstance(msg_id, bool) or method is None:
+            log.warning("ignored a JSON-RPC message of no known shape: %.80r", data)
+            self.answer_malformed(
+                lsp.ErrorCodes.InvalidRequest, "not a JSON-RPC request, notification or response"
+            )
+            return _ANSWERED
+        log.warning("%s (request %r)", message, msg_id)
+        self._send_response(msg_id, error=lsp.ResponseError(code=exc.code, message=message))
+        return _ANSWERED
 
     def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
         """A ``Prepared`` result is written as it is (serialized once for every request
@@ -184,7 +214,27 @@ class PromptProtocol(LanguageServerProtocol):
             log.warning("ignored a message that is not a JSON-RPC object: %.80r", message)
             self.answer_malformed(lsp.ErrorCodes.InvalidRequest, "not a JSON-RPC message")
             return
+        if getattr(message, "method", None) in _ASKED_AT_POSITIONS:
+            self._note_arrival(getattr(message, "params", None))
         super().handle_message(message)
+
+    def _note_arrival(self, params: Any) -> None:
+        """Keep the state of the document a request is about as it is when the request
+        arrives (``arrival``): its positions are in that text, and edits may arrive before
+        its handler runs or while it waits for an analysis."""
+        uri = getattr(getattr(params, "text_document", None), "uri", None)
+        session = getattr(self._server, "session", None)
+        state = session.documents.get(uri) if session is not None and isinstance(uri, str) else None
+        if state is None:
+            return
+        if len(self._arrivals) >= _MAX_ARRIVALS:  # handlers that never asked: forget them
+            self._arrivals = {k: v for k, v in self._arrivals.items() if v[0]() is not None}
+        self._arrivals[id(params)] = (weakref.ref(params), state)
+
+    def arrival(self, params: Any) -> DocState | None:
+        """The document's state when the request with ``params`` arrived (once)."""
+        entry = self._arrivals.pop(id(params), None)
+        return entry[1] if entry is not None and entry[0]() is params else None
 
     def answer_malformed(self, code: int, message: str) -> None:
         """The JSON-RPC answer to a message that cannot be read (its id unknown: null)."""
@@ -197,6 +247,17 @@ class PromptProtocol(LanguageServerProtocol):
 
 _Steps = Generator[Any, Any, None]  # what pygls' built-in handlers yield to its dispatcher
 _ANSWERED = object()  # a malformed request, already answered with an error
+_MAX_ARRIVALS = 256  # request arrivals kept before the dead ones are dropped
+# The requests whose answer depends on where they were asked (their handlers take their
+# arrival: ``handlers.documents.current_view``).
+_ASKED_AT_POSITIONS = frozenset(
+    (
+        lsp.TEXT_DOCUMENT_HOVER,
+        lsp.TEXT_DOCUMENT_DEFINITION,
+        lsp.TEXT_DOCUMENT_REFERENCES,
+        lsp.TEXT_DOCUMENT_COMPLETION,
+    )
+)
 
 
 def _refusal(error: BaseException | None) -> bool:
@@ -251,6 +312,21 @@ def prepare(ls: PromptServer, items: Iterable[Any]) -> Prepared | None:
         return None
     buf += b"]"
     return Prepared(bytes(buf))  # the one copy of the whole
+
+
+def _nul_file_uri(value: Any) -> bool:
+    """Some ``file:`` URI string in ``value`` (params, walked) decodes to a path with a NUL."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if v[:5].lower() == "file:" and ("\x00" in v or "%00" in v):
+                return True
+        elif isinstance(v, dict):
+            stack.extend(x for k, x in v.items() if k != "text")  # (a document's text)
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
 
 
 def _first_line(exc: BaseException) -> str:

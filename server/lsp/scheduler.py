@@ -80,6 +80,10 @@ class View:
     text_map: TextMap
     fresh: bool
     span: tuple[int, int, int] | None = None  # (start, old end, new end); None: same text
+    # The text the request's positions are in (the document's when the request arrived)
+    # and where it differs from the current text, when edits arrived while the request
+    # waited; None: the current text.
+    asked: tuple[TextMap, tuple[int, int, int]] | None = None
 
     @property
     def mapped(self) -> bool:
@@ -91,6 +95,14 @@ class View:
             return offset
         p, old_end, new_end = self.span
         return _move(offset, (p, new_end, old_end), len(self.base.text_map.text), False)
+
+    def unchanged(self, offset: int) -> bool:
+        """``offset`` of the base's text is not inside what changed since (it has a place
+        in the current text, not only the changed span's start)."""
+        if self.span is None:
+            return True
+        p, old_end, _ = self.span
+        return not p < offset < old_end
 
     def to_new(self, offset: int, *, end: bool = False) -> int:
         """An offset in the base's text, in the current text (clamped to it)."""
@@ -116,11 +128,22 @@ class View:
 
     def offset_of(self, position: lsp.Position) -> int:
         """A request's position, as an offset into the base's text."""
-        return self.to_old(convert.from_lsp_position(self.text_map, position))
+        return self.to_old(self._asked(convert.from_lsp_position(self._asked_map, position)))
 
     def range_of(self, rng: lsp.Range) -> TextRange:
-        r = convert.from_lsp_range(self.text_map, rng)
-        return TextRange(self.to_old(r.start), max(self.to_old(r.start), self.to_old(r.end)))
+        r = convert.from_lsp_range(self._asked_map, rng)
+        start = self.to_old(self._asked(r.start))
+        return TextRange(start, max(start, self.to_old(self._asked(r.end, end=True))))
+
+    @property
+    def _asked_map(self) -> TextMap:
+        return self.text_map if self.asked is None else self.asked[0]
+
+    def _asked(self, offset: int, *, end: bool = False) -> int:
+        """An offset in the text the request was sent about, in the current text."""
+        if self.asked is None:
+            return offset
+        return _move(offset, self.asked[1], len(self.text_map.text), end)
 
 
 def moved(rng: TextRange, span: tuple[int, int, int] | None, n: int) -> TextRange:
@@ -217,7 +240,9 @@ class Scheduler:
 
     # ----------------------------------------------------------------------- requests
 
-    async def view(self, uri: str, *, wait: bool = True, settle: float = 0.0) -> View | None:
+    async def view(
+        self, uri: str, *, wait: bool = True, settle: float = 0.0, arrived: DocState | None = None
+    ) -> View | None:
         """The analysis a request about ``uri`` answers from.
 
         ``wait``: wait, at most ``wait_s`` in all, for the analysis of the document's state
@@ -228,11 +253,15 @@ class Scheduler:
         (the first analysis after opening). ``settle``: once there, wait that long for
         more edits (then for their analysis) before answering, for requests whose answer
         is costly to compute (an outline of a large document) and that editors send after
-        every keystroke: the edits already sent are read first.
+        every keystroke: the edits already sent are read first. ``arrived``: the
+        document's state when the request arrived (its positions are in that text; by
+        default, the state now).
         """
         s = self._session
         d = self._docs.get(uri)
         snap = s.snapshots.get(uri)
+        if arrived is None:  # the request's positions are in the text of its arrival
+            arrived = s.documents.get(uri)
         if d is not None and uri in s.documents:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.wait_s
@@ -269,9 +298,13 @@ class Scheduler:
             p, old_end, new_end = doc.text.changed_span(old_text)  # type: ignore[arg-type]
             if (p, old_end) != (len(old_text), len(old_text)) or new_end != len(doc.text):
                 span = (p, old_end, new_end)
+        asked = None
+        if arrived is not None and arrived.text is not doc.text:  # edits came meanwhile
+            asked_map = TextMap.of(arrived.text, s.encoding)
+            asked = (asked_map, doc.text.changed_span(arrived.text))
         if not fresh:
             log.info("answering about %s from an analysis of version %s", uri, snap.version)
-        return View(snap, base, text_map, fresh, span)
+        return View(snap, base, text_map, fresh, span, asked)
 
     async def shared(self, view: View, kind: str, compute: Callable[[View], _T]) -> _T:
         """``compute(view)`` on a worker thread, once per document, kind and view: requests

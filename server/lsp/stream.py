@@ -52,10 +52,16 @@ _WINDOW_ENDS = frozenset(b"ghijklmnopqrstvwxyzGHIJKLMNOPQRSTUVWXYZ !#$%&'()*+,-.
 _WINDOW_END = re.compile(b"[" + re.escape(bytes(sorted(_WINDOW_ENDS))) + b"]")
 _SEARCH_BACK = 4096  # bytes looked back for a window end (then forward)
 _TEXT_KEY = re.compile(rb'"text"\s*:\s*"')
+PARSE_ERROR = -32700  # JSON-RPC's code for a message that is not JSON
+INVALID_REQUEST = -32600
+# The largest message read: a ``didOpen`` of the largest document read (64 MiB,
+# ``assembly.documents.MAX_DOCUMENT_CHARS``) with room for JSON's escapes. A larger
+# ``Content-Length`` was read as it said: 10^14 was a MemoryError that stopped the server.
+MAX_MESSAGE_BYTES = 4 * 64 * 1024 * 1024
+_SKIP_BYTES = 1 << 20  # bytes skipped at once from a message over the limit
 # The placeholder of a text read into a rope: unknown to clients (a random part), so a
 # message cannot hold it by chance or on purpose. (``os.urandom`` is what ``secrets`` reads;
 # importing ``secrets`` loads OpenSSL's libcrypto through ``hmac``: 3 MB resident.)
-PARSE_ERROR = -32700  # JSON-RPC's code for a message that is not JSON
 PLACEHOLDER = f"\x00promptls-text-{os.urandom(8).hex()}"
 
 
@@ -107,9 +113,28 @@ async def serve_messages(
             if match:
                 content_length = int(match.group(1))
         if content_length and not header.strip():
-            body = await reader.readexactly(content_length)
-            content_length = 0
-            if not body:
+            length, content_length = content_length, 0
+            if length > MAX_MESSAGE_BYTES:
+                # Not read (a stdin read of that many bytes allocates them at once): skipped,
+                # so the stream stays framed, and answered.
+                logger.warning(
+                    "skipped a message of %d bytes (the limit is %d)", length, MAX_MESSAGE_BYTES
+                )
+                if not await _skip(reader, length):
+                    break
+                answer = getattr(protocol, "answer_malformed", None)
+                if answer is not None:
+                    answer(INVALID_REQUEST, f"a message of {length:,} bytes is over the limit")
+                continue
+            try:
+                body = await reader.readexactly(length)
+            except asyncio.IncompleteReadError as exc:  # (a socket closed inside a message)
+                body = exc.partial
+            if len(body) < length:  # the stream ended inside the message: it is not one
+                if body:
+                    logger.warning(
+                        "the stream ended %d bytes into a message of %d", len(body), length
+                    )
                 break
             text: Rope | None = None
             large = len(body) >= OPEN_MIN_BYTES and hasattr(protocol, "hold_text")
@@ -132,6 +157,20 @@ async def serve_messages(
                 if large:  # the text and the counting child: taken by now, or never will be
                     protocol.hold_text(PLACEHOLDER, None)
             message = body = text = None  # nothing of this message waits for the next one
+
+
+async def _skip(reader: AsyncReader, n: int) -> bool:
+    """Read and drop ``n`` bytes; False when the stream ended first."""
+    while n > 0:
+        step = min(n, _SKIP_BYTES)
+        try:
+            got = await reader.readexactly(step)
+        except asyncio.IncompleteReadError:
+            return False
+        if len(got) < step:
+            return False
+        n -= step
+    return True
 
 
 def read_message(body: bytes, protocol: Any) -> tuple[Any, Rope | None]:

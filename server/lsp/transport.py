@@ -9,7 +9,12 @@ names), so (``docs/security.md``):
   that origin was allowed with ``--allow-origin`` (clients that are not browsers send no
   ``Origin`` and are accepted), so a web page cannot talk to the server;
 - one client is served; when it disconnects or sends ``exit`` the server stops, with the
-  exit code LSP asks for (0 after ``shutdown``, else 1) and no traceback.
+  exit code LSP asks for (0 after ``shutdown``, else 1) and no traceback;
+- a WebSocket's messages are read by the same loop as stdio's and TCP's
+  (``server.lsp.stream.serve_messages``, through ``WebSocketReader``): a message that is
+  not JSON gets a parse-error answer, a large ``didOpen`` has its text read into a rope,
+  and a message may be as large as on stdio (``stream.MAX_MESSAGE_BYTES``; the
+  ``websockets`` default, 1 MiB, closed the connection on the open of a 1 MB log).
 """
 
 from __future__ import annotations
@@ -62,15 +67,35 @@ def is_loopback(host: str) -> bool:
 
 
 def check_origins(origins: Sequence[str]) -> list[str]:
-    """The ``--allow-origin`` values, as browsers send them (``scheme://host[:port]``)."""
+    """The ``--allow-origin`` values, as browsers send them (``scheme://host[:port]``): the
+    scheme and host in lower case, without a default port (80, 443) or a trailing ``/``,
+    since the handshake's ``Origin`` is compared as it is sent."""
+    from urllib.parse import urlsplit
+
     res = []
     for origin in origins:
-        scheme, sep, rest = origin.partition("://")
-        if not sep or scheme not in ("http", "https") or not rest or "/" in rest:
-            raise TransportError(
-                f"--allow-origin takes an origin such as http://localhost:3000 (got {origin!r})"
-            )
-        res.append(origin.rstrip("/"))
+        bad = TransportError(
+            f"--allow-origin takes an origin such as http://localhost:3000 (got {origin!r})"
+        )
+        try:
+            parts = urlsplit(origin)
+            port = parts.port
+        except ValueError:
+            raise bad from None
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path not in ("", "/")
+            or parts.query
+            or parts.fragment
+            or parts.username is not None
+        ):
+            raise bad
+        host = parts.hostname
+        if ":" in host:  # IPv6, bracketed in an origin
+            host = f"[{host}]"
+        default = {"http": 80, "https": 443}[parts.scheme]
+        res.append(f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default) else ""))
     return res
 
 
@@ -117,8 +142,10 @@ def serve_ws(server: PromptServer, host: str, port: int, allow_origins: Sequence
     """
     import asyncio
 
-    from pygls.io_ import run_websocket
+    from pygls.io_ import WebSocketWriter
     from websockets.asyncio.server import ServerConnection, serve
+
+    from server.lsp.stream import MAX_MESSAGE_BYTES, serve_messages
 
     stop = threading.Event()
     server._stop_event = stop
@@ -135,20 +162,28 @@ def serve_ws(server: PromptServer, host: str, port: int, allow_origins: Sequence
                 await websocket.close(1013, "promptls serves one client")
                 return
             served = True
+            server.protocol.set_writer(WebSocketWriter(websocket), include_headers=False)
             try:
-                await run_websocket(
-                    websocket=websocket,
-                    stop_event=stop,
-                    protocol=server.protocol,
-                    logger=log,
-                    error_handler=server.report_server_error,
+                await serve_messages(
+                    stop,
+                    WebSocketReader(websocket),
+                    server.protocol,
+                    log,
+                    server.report_server_error,
                 )
             except SystemExit as e:
                 code[0] = _code(e)
             finally:
+                await websocket.close()
                 done.set()
 
-        async with serve(connection, host, port, origins=origins) as listener:  # type: ignore[arg-type]
+        async with serve(
+            connection,
+            host,
+            port,
+            origins=origins,  # type: ignore[arg-type]
+            max_size=MAX_MESSAGE_BYTES,
+        ) as listener:
             log.info("listening on %s", [s.getsockname() for s in listener.sockets])
             await done.wait()
 
@@ -174,3 +209,35 @@ def _run(
 
 def _code(e: SystemExit) -> int:
     return e.code if isinstance(e.code, int) else 0
+
+
+class WebSocketReader:
+    """A WebSocket's messages as the framed byte stream ``serve_messages`` reads: each
+    message is a ``Content-Length`` header, an empty line and the message's bytes. The
+    stream ends when the connection closes. Empty messages are skipped (a body of 0 bytes
+    has no frame)."""
+
+    def __init__(self, websocket: Any) -> None:
+        self.websocket = websocket
+        self.body: bytes | None = None  # the message whose header was read, if any
+        self.header_sent = False
+
+    async def readline(self) -> bytes:
+        from websockets.exceptions import ConnectionClosed
+
+        if self.body is not None and self.header_sent:
+            self.header_sent = False
+            return b"\r\n"
+        while self.body is None:
+            try:
+                data = await self.websocket.recv(decode=False)
+            except ConnectionClosed:
+                return b""
+            if data:
+                self.body = data if isinstance(data, bytes) else bytes(data)
+        self.header_sent = True
+        return b"Content-Length: %d\r\n" % len(self.body)
+
+    async def readexactly(self, n: int) -> bytes:
+        body, self.body = self.body or b"", None
+        return body

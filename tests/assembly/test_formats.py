@@ -163,6 +163,71 @@ def test_responses_body_reads_calls_outputs_and_instructions() -> None:
     assert conv.settings == {"model": "gpt-4.1"}
 
 
+def test_responses_calls_of_tools_the_client_runs_are_read_with_their_outputs() -> None:
+    """A shell, computer-use or apply-patch call is run by the client, which sends its
+    output back: the model reads that output, so it counts, and a call never answered is
+    one. They were skipped as hosted-tool items: an agent's shell traffic cost nothing."""
+    doc = {
+        "model": "codex-mini-latest",
+        "tools": [{"type": "local_shell"}, {"type": "shell"}, {"type": "computer_use_preview"}],
+        "input": [
+            {"role": "user", "content": "List the files."},
+            {
+                "type": "local_shell_call",
+                "id": "lsh_1",
+                "call_id": "c1",
+                "status": "completed",
+                "action": {"type": "exec", "command": ["ls"], "env": {}},
+            },
+            {"type": "local_shell_call_output", "id": "c1", "output": "a.txt\nb.txt\n"},
+            {"type": "shell_call", "call_id": "c2", "action": {"commands": ["cat a.txt"]}},
+            {
+                "type": "shell_call_output",
+                "call_id": "c2",
+                "output": [{"stdout": "hello", "stderr": "warn", "outcome": {"type": "exit"}}],
+            },
+            {
+                "type": "computer_call",
+                "call_id": "c3",
+                "action": {"type": "screenshot"},
+                "pending_safety_checks": [],
+            },
+            {
+                "type": "computer_call_output",
+                "call_id": "c3",
+                "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AA"},
+            },
+            {"type": "apply_patch_call", "call_id": "c4", "operation": {"type": "create_file"}},
+            # Codex writes a local shell call with a null ``call_id``: its ``id`` names it.
+            {"type": "local_shell_call", "id": "c5", "call_id": None, "action": {}},
+            {"type": "local_shell_call_output", "id": "c5", "output": "ok"},
+        ],
+    }
+    _, conv = _parse(doc)
+    assert conv.source_format == SourceFormat.RESPONSES
+    assert not conv.issues
+    calls = [(c.id, c.name, c.arguments) for m in conv.messages for c in m.tool_calls]
+    assert calls == [
+        ("c1", "local_shell", {"type": "exec", "command": ["ls"], "env": {}}),
+        ("c2", "shell", {"commands": ["cat a.txt"]}),
+        ("c3", "computer_use_preview", {"type": "screenshot"}),
+        ("c4", "apply_patch", {"type": "create_file"}),
+        ("c5", "local_shell", {}),
+    ]
+    tools = [m for m in conv.messages if m.role is Role.TOOL]
+    assert [(m.id, m.tool_call_id, m.content) for m in tools] == [
+        ("2", "c1", "a.txt\nb.txt\n"),
+        ("4", "c2", "hello\nwarn"),
+        ("6", "c3", ""),
+        ("9", "c5", "ok"),
+    ]
+    assert [i.ref for i in tools[2].images] == ["data:image/png;base64,AA"]
+    path = ROOT / "tests" / "data" / "ide" / "agent.conv.json"  # never written
+    analysed = analyze(path, text=json.dumps(doc), root=path.parent)
+    codes = [d.code for d in analysed.diagnostics]
+    assert codes == ["unanswered-tool-call"]  # the patch call's output never came
+
+
 @pytest.mark.parametrize(
     ("doc", "fmt", "expected"),
     [

@@ -9,6 +9,7 @@ incremental ``didChange``, and the next ``publishDiagnostics`` no longer has the
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from server.lsp.convert import TextMap, to_lsp_position
+from server.lsp.handlers.hover import STALE_NOTE
 from tests.support.edits import apply_lsp_edits, workspace_edits
 from tests.support.lsp_session import initialize
 
@@ -167,3 +169,67 @@ async def _diagnostics_until(client: LanguageClient, uri: str, done) -> None:  #
     if uri in client.diagnostics and done({d.code for d in client.diagnostics[uri]}):
         return
     await asyncio.wait_for(wait(), TIMEOUT_S)
+
+
+async def test_a_request_answers_where_it_was_asked_when_the_user_types_meanwhile(
+    client: LanguageClient,
+) -> None:
+    """A request's positions are in the text it was sent about. Asked right after the
+    open, a definition and a hover wait for the first analysis; the user types a line
+    break above meanwhile: the answers are about the place asked (in the current text),
+    not about the place the same line and column now name (the definition was none, and
+    the hover was of the line above)."""
+    path = REPO / "tests" / "data" / "ide" / "typed-while-asking.conv.json"  # never written
+    # The example with 3,000 more messages after it: its first analysis takes long enough
+    # (hundreds of ms) for the edit to arrive while both requests wait for it.
+    doc_json = json.loads(SUPPORT.read_text(encoding="utf-8"))
+    doc_json["messages"] += [
+        {"role": "user" if k % 2 else "assistant", "content": f"note {k} of the day"}
+        for k in range(3000)
+    ]
+    text = json.dumps(doc_json, indent=1, ensure_ascii=False)
+    uri = _open(client, path, text)
+    asked = text.index('"tool_call_id": "call_7Qd2Lx04"') + len('"tool_call_id": "') + 4
+    doc = lsp.TextDocumentIdentifier(uri=uri)
+    at = _position(client, text, asked)
+    definition = asyncio.ensure_future(
+        client.text_document_definition_async(lsp.DefinitionParams(text_document=doc, position=at))
+    )
+    hover = asyncio.ensure_future(
+        client.text_document_hover_async(lsp.HoverParams(text_document=doc, position=at))
+    )
+    await asyncio.sleep(0)  # (both sent, before the edit)
+    client.text_document_did_change(
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[
+                lsp.TextDocumentContentChangePartial(
+                    range=lsp.Range(lsp.Position(0, 1), lsp.Position(0, 1)), text="\n"
+                )
+            ],
+        )
+    )
+    new = text[:1] + "\n" + text[1:]
+    call = new.index('"id": "call_7Qd2Lx04"') + len('"id": "')
+    defs = await asyncio.wait_for(definition, TIMEOUT_S)
+    assert defs == [
+        lsp.Location(
+            uri=uri,
+            range=lsp.Range(
+                _position(client, new, call), _position(client, new, call + len("call_7Qd2Lx04"))
+            ),
+        )
+    ]
+    # The same hover as one asked at that place after the edit (but for the note that
+    # it answers from the analysis of version 1, when that is the one it had).
+    got = await asyncio.wait_for(hover, TIMEOUT_S)
+    again = await client.text_document_hover_async(
+        lsp.HoverParams(text_document=doc, position=_position(client, new, asked + 1))
+    )
+    assert isinstance(got, lsp.Hover) and isinstance(again, lsp.Hover)
+    assert isinstance(got.contents, lsp.MarkupContent)
+    assert isinstance(again.contents, lsp.MarkupContent)
+    assert got.range == again.range
+    assert got.contents.value.split(STALE_NOTE[:8])[0] == again.contents.value
+    assert "response to `call_7Qd2Lx04`" in again.contents.value
+    client.text_document_did_close(lsp.DidCloseTextDocumentParams(text_document=doc))

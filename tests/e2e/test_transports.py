@@ -183,3 +183,64 @@ def test_websocket_refuses_browser_origins_unless_allowed() -> None:
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_websocket_reads_messages_as_stdio_does(tmp_path: Path) -> None:
+    """A WebSocket message that is not JSON gets a parse-error answer (it was a traceback
+    and an error pop-up), an empty one is skipped, and the ``didOpen`` of a 2 MB log gets
+    its diagnostics (the connection was closed: websockets' default limit is 1 MiB)."""
+    import websockets
+
+    port = _free_port()
+    proc = _serve("--ws", port)
+    doc = tmp_path / "big.conv.json"
+    text = json.dumps([{"role": "user", "content": "x" * 1000} for _ in range(2000)])
+    assert len(text) > 2_000_000
+    opened = {
+        "jsonrpc": "2.0",
+        "method": "textDocument/didOpen",
+        "params": {
+            "textDocument": {"uri": doc.as_uri(), "languageId": "json", "version": 1, "text": text}
+        },
+    }
+
+    async def talk() -> list[dict]:  # type: ignore[type-arg]
+        got = []
+        async with websockets.connect(f"ws://127.0.0.1:{port}", max_size=None) as ws:
+            await ws.send(json.dumps(INITIALIZE))
+            got.append(json.loads(await asyncio.wait_for(ws.recv(), 20)))
+            await ws.send(json.dumps({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+            await ws.send("this is not json")
+            await ws.send("")
+            await ws.send(json.dumps(opened))
+            while not any(m.get("method") == "textDocument/publishDiagnostics" for m in got):
+                got.append(json.loads(await asyncio.wait_for(ws.recv(), 60)))
+        return got
+
+    try:
+        _wait_listening(port, proc)
+        got = asyncio.run(talk())
+    finally:
+        proc.kill()
+        proc.wait(10)
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    errors = [m["error"] for m in got if "error" in m]
+    assert [e["code"] for e in errors] == [-32700], got
+    assert not [m for m in got if m.get("method") == "window/showMessage"], got
+    published = [m for m in got if m.get("method") == "textDocument/publishDiagnostics"]
+    assert published[0]["params"]["uri"] == doc.as_uri()
+    assert "Traceback" not in stderr, stderr
+
+
+def test_allowed_origins_are_written_as_browsers_send_them() -> None:
+    """A browser's ``Origin`` is lower case with no default port and no ``/``; the
+    handshake compares it as sent, so ``--allow-origin HTTP://LocalHost:3000/`` was refused
+    as malformed, and ``https://app.example:443`` never matched."""
+    from server.lsp.transport import TransportError, check_origins
+
+    assert check_origins(
+        ["HTTP://LocalHost:3000/", "https://app.example:443", "http://[::1]:8080", "http://a:80"]
+    ) == ["http://localhost:3000", "https://app.example", "http://[::1]:8080", "http://a"]
+    for bad in ["localhost:3000", "ws://a", "http://a/path", "http://", "http://a:99999", "null"]:
+        with pytest.raises(TransportError):
+            check_origins([bad])

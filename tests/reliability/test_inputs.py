@@ -535,3 +535,69 @@ def test_a_template_s_front_matter_tools_and_settings_are_checked_on_it(tmp_path
     assert found == [("schema-error", "5"), ("schema-error", "7")]
     messages = sorted(d.message for d in a.diagnostics)
     assert messages[0].startswith("a tool must be") and "`settings` must be" in messages[1]
+
+
+DEEP = "[" * 5000 + "]" * 5000  # a JSON text ``json.loads`` cannot read: RecursionError
+DEEP_OBJECT = '{"results":' * 3000 + "1" + "}" * 3000
+
+
+def _deep_documents() -> dict[str, object]:
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": DEEP}}
+    chat = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "x"},
+        {"role": "user", "content": "hi"},
+    ]
+    responses = {
+        "input": [
+            {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": DEEP},
+            {"type": "function_call_output", "call_id": "c1", "output": "x"},
+            {"role": "user", "content": "hi"},
+        ]
+    }
+
+    def cycle(k: int, tool: str, output: str) -> list[dict[str, object]]:
+        fn = {"name": tool, "arguments": "{}"}
+        return [
+            {"role": "assistant", "content": None, "tool_calls": [{"id": f"c{k}", "function": fn}]},
+            {"role": "tool", "tool_call_id": f"c{k}", "content": output},
+        ]
+
+    outputs = {  # tool outputs Onyx's rules read as JSON
+        "tools": ["generate_image", "web_search", "run_python", "open_url"],
+        "messages": [
+            {"role": "user", "content": "draw"},
+            *cycle(1, "generate_image", DEEP),
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": "search"},
+            *cycle(2, "web_search", DEEP_OBJECT),
+            *cycle(3, "run_python", DEEP_OBJECT),
+        ],
+    }
+    return {"chat": chat, "responses": responses, "outputs": outputs}
+
+
+@pytest.mark.parametrize("name", ["chat", "responses", "outputs"])
+def test_json_nested_too_deep_inside_strings_is_not_an_internal_error(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tool call arguments and tool outputs are JSON inside a string, read with
+    ``json.loads``: nested 5,000 deep they raised RecursionError, and the whole document
+    was one internal error. Such arguments are not a JSON object (a warning at them); such
+    an output is text."""
+    import json
+
+    from server.cli.main import main
+
+    path = tmp_path / f"{name}.conv.json"
+    path.write_text(json.dumps(_deep_documents()[name]), encoding="utf-8")
+    capsys.readouterr()
+    main(["lint", "--format", "json", str(path)])
+    codes = [f["code"] for f in json.loads(capsys.readouterr().out)]
+    assert "internal-error" not in codes
+    assert codes == ([] if name == "outputs" else ["schema-warning"])
+    for provider in ("openai", "anthropic"):
+        main(["assemble", "--format", "json", "--provider", provider, str(path)])
+        out = json.loads(capsys.readouterr().out)
+        assert "internal-error" not in [d["code"] for d in out["diagnostics"]], provider
+        assert out["messages"], provider

@@ -10,6 +10,7 @@ server answers the next request.
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -112,3 +113,115 @@ def test_malformed_messages_are_answered_and_logged_in_one_line(tmp_path: Path) 
     assert "invalid params for textDocument/didChange" in log
     assert "request refused: promptls.assemble takes one argument" in log
     assert "not JSON" in log and "not a JSON-RPC object" in log
+
+
+def test_a_file_uri_with_a_nul_names_no_file_and_is_refused(tmp_path: Path) -> None:
+    """``%00`` in a file URI decodes to a NUL in the path, which every system call refuses:
+    opening such a document, asking about it, reporting it changed on disk, adding it as
+    a workspace folder or assembling it raised ``ValueError: embedded null byte`` in the
+    handlers (a traceback and an error pop-up each). Each message is now refused as
+    invalid params, and the server goes on."""
+    good = tmp_path / "a.conv.json"
+    text = '[{"role": "user", "content": "hi"}]'
+    good.write_text(text, encoding="utf-8")
+    nul = tmp_path.as_uri() + "/x%00y.conv.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.cli", "serve"],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    msgs: list[dict[str, Any]] = []
+    reader = threading.Thread(target=_read, args=(proc.stdout, msgs), daemon=True)
+    reader.start()
+
+    def send(obj: Any) -> None:
+        proc.stdin.write(_frame(json.dumps(obj).encode()))  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    try:
+        root = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": root})
+        _wait(msgs, lambda m: m.get("id") == 1)
+        send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        for uri, lang in ((nul, "json"), (nul.replace(".conv.json", ".prompt.md"), "markdown")):
+            item = {"uri": uri, "languageId": lang, "version": 1, "text": "[]"}
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "textDocument/didOpen",
+                    "params": {"textDocument": item},
+                }
+            )
+        watched = {"changes": [{"uri": tmp_path.as_uri() + "/promptls%00.toml", "type": 2}]}
+        send({"jsonrpc": "2.0", "method": "workspace/didChangeWatchedFiles", "params": watched})
+        folder = {"uri": tmp_path.as_uri() + "/sub%00", "name": "sub"}
+        folders = {"event": {"added": [folder], "removed": []}}
+        send({"jsonrpc": "2.0", "method": "workspace/didChangeWorkspaceFolders", "params": folders})
+        lens = {"textDocument": {"uri": nul.replace(".conv.json", ".prompt.md")}}
+        send({"jsonrpc": "2.0", "id": 2, "method": "textDocument/codeLens", "params": lens})
+        command = {"command": "promptls.assemble", "arguments": [nul]}
+        send({"jsonrpc": "2.0", "id": 3, "method": "workspace/executeCommand", "params": command})
+        item = {"uri": good.as_uri(), "languageId": "json", "version": 1, "text": text}
+        send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}})
+        hover = {"textDocument": {"uri": good.as_uri()}, "position": {"line": 0, "character": 2}}
+        send({"jsonrpc": "2.0", "id": 4, "method": "textDocument/hover", "params": hover})
+        for k in (2, 3):
+            assert _wait(msgs, lambda m, k=k: m.get("id") == k)["error"]["code"] == -32602
+        answered = _wait(msgs, lambda m: m.get("id") == 4)
+        assert answered["result"]["contents"]["value"].startswith("**message `0`**")
+        send({"jsonrpc": "2.0", "id": 5, "method": "shutdown", "params": None})
+        _wait(msgs, lambda m: m.get("id") == 5)
+        send({"jsonrpc": "2.0", "method": "exit", "params": None})
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(5)
+    log = proc.stderr.read().decode("utf-8")
+    shown = [m for m in msgs if m.get("method") == "window/showMessage"]
+    assert shown == [], shown
+    assert "Traceback" not in log and "embedded null byte" not in log, log
+    assert log.count("a file URI with a NUL character (%00) names no file") == 6, log
+
+
+def test_json_rpc_objects_of_no_known_shape_are_invalid_requests(tmp_path: Path) -> None:
+    """A JSON-RPC object with no ``method`` (nor result), a ``method`` that is not a
+    string or an ``id`` that is an object raised a TypeError in pygls' reading of it: a
+    traceback each and an error pop-up. Each gets an invalid-request answer with a null
+    id; and a stream that ends inside a message (its ``Content-Length`` not reached) ends
+    the session without handling the cut message."""
+    bodies = [
+        b'{"jsonrpc": "2.0"}',
+        b'{"jsonrpc": "2.0", "id": 1}',
+        b'{"jsonrpc": "2.0", "method": 5}',
+        b'{"jsonrpc": "2.0", "id": {}, "method": "textDocument/hover", "params": {}}',
+    ]
+    init = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
+    data = _frame(
+        json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode()
+    )
+    data += b"".join(_frame(b) for b in bodies)
+    data += _frame(b'{"jsonrpc": "2.0", "id": 9, "method": "shutdown"}')
+    data += b'Content-Length: 500\r\n\r\n{"jsonrpc": "2.0", "method": "exit"}'  # cut
+    res = subprocess.run(
+        [sys.executable, "-m", "server.cli", "serve"],
+        cwd=REPO,
+        input=data,
+        capture_output=True,
+        timeout=60,
+    )
+    msgs: list[dict[str, Any]] = []
+    _read(io.BytesIO(res.stdout), msgs)
+    errors = [m["error"] for m in msgs if "error" in m]
+    assert [(e["code"], m.get("id")) for e, m in zip(errors, msgs[1:], strict=False)] == [
+        (-32600, None)
+    ] * 4
+    assert [m.get("id") for m in msgs if "result" in m] == [0, 9]
+    assert not [m for m in msgs if m.get("method") == "window/showMessage"]
+    log = res.stderr.decode("utf-8")
+    assert "Traceback" not in log and log.count("of no known shape") == 4, log
+    assert "the stream ended" in log

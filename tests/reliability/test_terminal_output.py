@@ -71,3 +71,24 @@ def test_assemble_and_diff_text_print_no_control_character(
     out = _run(["diff", "--files", "a.conv.json", "b.conv.json"], capsys)
     assert not _CONTROL.search(out), out
     assert "\u241b]0;owned\u2407\u241b[31mX\u240d" in out
+
+
+def test_messages_on_stderr_print_no_control_character(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The notes and errors on stderr name files of the tree being linted and the
+    arguments given: a dangling link and a FIFO whose names hold escape sequences (a
+    repository can ship both) retitled the terminal and cleared it in the "skipped …"
+    notes, as an unknown rule code did in its error."""
+    import os
+
+    (tmp_path / "evil\x1b]0;owned\x07.conv.json").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(tmp_path / "fifo\x1b[2J.conv.json")
+    capsys.readouterr()
+    main(["lint", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "skipped" in err and "evil\u241b]0;owned\u2407.conv.json" in err
+    assert not _CONTROL.search(err), err
+    main(["rule", "\x1b]0;owned\x07x"])
+    err = capsys.readouterr().err
+    assert "unknown rule `\u241b]0;owned\u2407x`" in err and not _CONTROL.search(err)

@@ -209,6 +209,22 @@ def test_two_files(
     assert "message m12 [history]: 0 → 142 (+142)  (now in the context)" in out
 
 
+def test_two_files_with_the_same_findings_are_unchanged(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A finding's file was part of its identity, so with ``--files A B`` every finding of
+    A was gone and every one of B new: a copy of a file with an error was "changed" and
+    exited 1. A finding in the conversation itself is in its file on either side."""
+    broken = '[{"role": "user", "content": "hi"}, {"role": "tool", "content": "x"}]\n'
+    (repo / "a.conv.json").write_text(broken, encoding="utf-8")
+    (repo / "b.conv.json").write_text("\n" + broken, encoding="utf-8")  # a line further down
+    code, out, _ = run(repo, monkeypatch, capsys, "--files", "a.conv.json", "b.conv.json")
+    assert (code, out) == (0, "a.conv.json → b.conv.json: 0 conversations changed, 1 unchanged\n")
+    (repo / "b.conv.json").write_text(broken.replace("hi", "hello"), encoding="utf-8")
+    code, out, _ = run(repo, monkeypatch, capsys, "--files", "a.conv.json", "b.conv.json")
+    assert code == 0 and "+ " not in out and "- " not in out  # tokens changed, no finding
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -136,6 +136,33 @@ async def test_hover_answers_from_the_latest_analysis_without_waiting(
     assert "| **all messages** | **4** |" in fresh.contents.value
 
 
+async def test_hints_of_an_older_analysis_leave_out_what_changed_since(
+    client: InProcessClient, root: Path
+) -> None:
+    """While the analysis of the latest text is under way, hints come from the older one,
+    moved into the current text through the one span where the two differ. A hint inside
+    that span has no place in the current text: it was drawn at the span's start, so an
+    edit at each end of the document stacked every message's hint at the first edit."""
+    uri = (root / "late.conv.yaml").as_uri()
+    await client.open(uri, CONVERSATION)
+    whole = lsp.Range(lsp.Position(0, 0), lsp.Position(10, 0))
+    before = await _inlay_hints(client, uri, whole)
+    assert len(before) == 3
+    release = threading.Event()
+    client.server.session.executor.submit(release.wait)  # the worker is busy
+    # One edit in the settings line, one after the last message: every message is between.
+    edited = CONVERSATION.replace("4000", "4001") + ANOTHER_MESSAGE
+    client.change(uri, 2, edited)
+    stale = await _inlay_hints(client, uri, whole)
+    release.set()
+    assert client.server.session.snapshots[uri].version == 1
+    positions = [(h.position.line, h.position.character) for h in stale]
+    assert len(set(positions)) == len(positions), positions  # none stacked at one place
+    assert stale == []  # each hint was inside what changed
+    await client.analysed(uri, 2)
+    assert len(await _inlay_hints(client, uri, whole)) == 4
+
+
 async def test_the_first_hover_waits_for_the_first_analysis(
     client: InProcessClient, root: Path
 ) -> None:

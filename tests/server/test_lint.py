@@ -459,6 +459,24 @@ def test_configuration_error_message(tmp_path, capsys, monkeypatch):
     assert run.err.startswith("promptls: error: promptls.toml: invalid TOML: ")
 
 
+def test_a_settings_file_nested_too_deep_is_a_configuration_error(tmp_path, capsys, monkeypatch):
+    """tomllib reads nested arrays by recursion: 5,000 of them raised RecursionError, an
+    "internal error; please report it". It is the file's error, said at its place."""
+    from assembly.config import parse_config
+
+    deep = "max_input_tokens = 4000\nx = " + "[" * 5000 + "]" * 5000 + "\n"
+    _write(tmp_path, {"ok.conv.json": OK_JSON, "promptls.toml": deep})
+    run = _lint(tmp_path, capsys=capsys, mp=monkeypatch)
+    assert run.rc == 2
+    assert run.err == (
+        "promptls: error: promptls.toml: invalid TOML: arrays or inline tables nested more "
+        "than 100 deep\n"
+    )
+    parsed = parse_config("promptls.toml", "promptls.toml", deep)
+    assert parsed is not None and parsed.error_range is not None
+    assert parsed.error_range.start == deep.index("[") + 100  # the 101st bracket
+
+
 def test_suppression_comments(tmp_path, capsys, monkeypatch):
     suppressed = BAD.replace(
         "  - {role: human", "  # promptls: ignore[schema-error]\n  - {role: human"

@@ -222,6 +222,32 @@ async def test_dependents_are_reanalysed_when_a_file_they_read_changes(
     assert s.snapshots[uri] is before
 
 
+async def test_a_missing_file_the_document_names_is_read_once_it_is_created(
+    client: InProcessClient, workspace: Path
+) -> None:
+    """A template or project file that is not there was no dependency of the analysis:
+    creating it (or restoring it after a delete) left `file-not-found` on the document
+    until its next edit."""
+    template = workspace / "prompts" / "ledger.prompt.md"
+    policy = workspace / "docs" / "policy.md"
+    saved = template.read_text(encoding="utf-8"), policy.read_text(encoding="utf-8")
+    template.unlink()
+    policy.unlink()
+    uri = await open_conversation(client, workspace)
+    s = client.server.session
+    codes = [d.code for d in s.snapshots[uri].diagnostics]
+    assert codes.count("file-not-found") == 2, codes
+    for path, text in zip((template, policy), saved, strict=True):
+        before = s.snapshots[uri]
+        path.write_text(text, encoding="utf-8")
+        watched(client, path)
+        await reanalysed(client, uri, before)
+    assert "file-not-found" not in [d.code for d in s.snapshots[uri].diagnostics]
+    assert "You are Ledger" in system_text(client, uri)
+    assert "Refunds within 30 days" in project_file_text(client, uri)
+    assert s.snapshots[uri].version == 1
+
+
 async def test_an_open_template_wins_over_the_disk(
     client: InProcessClient, workspace: Path
 ) -> None:

@@ -99,6 +99,53 @@ def test_a_set_stop_event_ends_the_loop_before_reading() -> None:
     assert protocol.methods == []
 
 
+def test_an_oversized_message_is_skipped_and_a_cut_one_ends_the_stream(
+    monkeypatch: Any, caplog: Any
+) -> None:
+    """A ``Content-Length`` is the client's word: 10^14 was read as it said (a MemoryError
+    that stopped the server); a socket closed inside a message raised
+    ``IncompleteReadError`` (a traceback), and stdin's short read at its end was handled
+    as a whole message. A message over the limit is skipped, byte by byte of it, and
+    answered; a cut one is not a message and ends the stream."""
+    from server.lsp import stream
+
+    monkeypatch.setattr(stream, "MAX_MESSAGE_BYTES", 100)
+    monkeypatch.setattr(stream, "_SKIP_BYTES", 7)
+
+    class Answering(_Protocol):
+        def __init__(self) -> None:
+            super().__init__()
+            self.answers: list[tuple[int, str]] = []
+
+        def answer_malformed(self, code: int, message: str) -> None:
+            self.answers.append((code, message))
+
+    async def run(*chunks: bytes) -> Answering:
+        protocol = Answering()
+        reader = asyncio.StreamReader()
+        for chunk in chunks:
+            reader.feed_data(chunk)
+        reader.feed_eof()
+        await asyncio.wait_for(
+            serve_messages(threading.Event(), reader, protocol, logging.getLogger("t")), 5
+        )
+        return protocol
+
+    big = _frame({"jsonrpc": "2.0", "method": "big", "params": {"x": "y" * 200}})
+    after = _frame({"jsonrpc": "2.0", "method": "after"})
+    protocol = asyncio.run(run(big, after))
+    assert protocol.methods == ["after"]  # the big one skipped whole: the stream stays framed
+    assert protocol.answers == [
+        (-32600, f"a message of {len(big) - big.index(b'{'):,} bytes is over the limit")
+    ]
+    assert asyncio.run(run(b"Content-Length: 99999999999999\r\n\r\n" + after)).methods == []
+    cut = _frame({"jsonrpc": "2.0", "method": "cut"})
+    protocol = asyncio.run(run(after, cut[:-5]))
+    assert protocol.methods == ["after"] and protocol.answers == []
+    n = len(cut) - cut.index(b"{")
+    assert f"the stream ended {n - 5} bytes into a message of {n}" in caplog.text
+
+
 def test_prepared_results_are_pygls_json_made_item_by_item() -> None:
     # ``prepare`` serializes an outline item by item, from an iterator made one at a time
     # (as ``handlers.symbols`` hands it), into the bytes pygls' own serialization gives.

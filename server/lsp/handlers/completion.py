@@ -19,7 +19,7 @@ TRIGGER_CHARACTERS = ["{", '"', ":", " "]
 
 
 async def completion(ls: PromptServer, params: lsp.CompletionParams) -> lsp.CompletionList | None:
-    view = await current_view(ls, params.text_document.uri)
+    view = await current_view(ls, params.text_document.uri, asked=params)
     if view is None or view.base is None or view.base.analysis is None:
         return None
     offset = view.offset_of(params.position)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
@@ -72,16 +73,23 @@ def schedule(ls: PromptServer, uri: str) -> None:
     ls.session.scheduler.changed(uri)
 
 
-async def current_view(ls: PromptServer, uri: str, *, costly: bool = False) -> View | None:
+async def current_view(
+    ls: PromptServer, uri: str, *, costly: bool = False, asked: Any = None
+) -> View | None:
     """The analysis of the document's state when the request came, waiting (bounded) for
     it; else the newest finished one, mapped into the current text (``View.fresh``).
-    ``costly``: the answer takes long to compute; let edits already sent arrive first."""
-    return await ls.session.scheduler.view(uri, settle=SETTLE_S if costly else 0.0)
+    ``costly``: the answer takes long to compute; let edits already sent arrive first.
+    ``asked``: the request's params, whose positions are in the text it arrived at
+    (``View.offset_of`` maps them into the current one)."""
+    arrived = ls.protocol.arrival(asked) if asked is not None else None
+    settle = SETTLE_S if costly else 0.0
+    return await ls.session.scheduler.view(uri, settle=settle, arrived=arrived)
 
 
-async def latest_view(ls: PromptServer, uri: str) -> View | None:
+async def latest_view(ls: PromptServer, uri: str, *, asked: Any = None) -> View | None:
     """The latest finished analysis, current or not: for answers that must not wait."""
-    return await ls.session.scheduler.view(uri, wait=False)
+    arrived = ls.protocol.arrival(asked) if asked is not None else None
+    return await ls.session.scheduler.view(uri, wait=False, arrived=arrived)
 
 
 def schedule_all(ls: PromptServer) -> None:

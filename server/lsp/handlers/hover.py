@@ -24,7 +24,7 @@ STALE_NOTE = "\n\n---\n*From the analysis of version {version}: the document has
 
 
 async def hover(ls: PromptServer, params: lsp.HoverParams) -> lsp.Hover | None:
-    view = await latest_view(ls, params.text_document.uri)
+    view = await latest_view(ls, params.text_document.uri, asked=params)
     if view is None or view.base is None or view.base.analysis is None:
         return None
     offset = view.offset_of(params.position)

@@ -1,8 +1,9 @@
 """textDocument/inlayHint: each message's tokens (each section's, in a prompt template).
 
 The logic is ``assembly.ide.inlay``; answers come from the latest finished analysis, its
-hints moved into the current text when it is of an older one, and the client is asked to
-refresh when a newer one finishes (``documents._finished``).
+hints moved into the current text when it is of an older one (those inside what changed
+since are left out), and the client is asked to refresh when a newer one finishes
+(``documents._finished``).
 """
 
 from __future__ import annotations
@@ -28,4 +29,6 @@ async def inlay_hint(ls: PromptServer, params: lsp.InlayHintParams) -> list[lsp.
     else:
         tokenizer = load_tokenizer(a.settings.encoding, model=a.settings.model).tokenizer
         hints = inlay.prompt_inlay_hints(a, rng, tokenizer=tokenizer)
+    # A hint inside what changed since its analysis has no place yet (the refresh brings it).
+    hints = [h for h in hints if view.unchanged(h.offset)]
     return [convert.to_lsp_inlay_hint(view.text_map, view.carry(h)) for h in hints] or None

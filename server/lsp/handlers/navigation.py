@@ -18,7 +18,7 @@ from server.lsp.handlers.documents import current_view
 
 async def definition(ls: PromptServer, params: lsp.DefinitionParams) -> list[lsp.Location] | None:
     uri = params.text_document.uri
-    view = await current_view(ls, uri)
+    view = await current_view(ls, uri, asked=params)
     if view is None or view.base is None or not isinstance(view.base.analysis, Analysis):
         return None
     offset = view.offset_of(params.position)
@@ -30,7 +30,7 @@ async def definition(ls: PromptServer, params: lsp.DefinitionParams) -> list[lsp
 
 async def references(ls: PromptServer, params: lsp.ReferenceParams) -> list[lsp.Location] | None:
     uri = params.text_document.uri
-    view = await current_view(ls, uri)
+    view = await current_view(ls, uri, asked=params)
     if view is None or view.base is None or not isinstance(view.base.analysis, Analysis):
         return None
     offset = view.offset_of(params.position)
