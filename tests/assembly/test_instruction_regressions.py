@@ -1018,3 +1018,55 @@ def test_the_section_that_gives_access_to_a_tool_describes_it() -> None:
     assert _default(small) == ["Plan every task with the plan_board tool first."]
     # Without the introduction the two sections name it once each: no home.
     assert _default(small.replace("You have access to the", "Mind the")) == []
+
+
+# Round 14 --------------------------------------------------------------------------------
+
+
+def test_tools_in_general_directed_in_another_section_are_no_rule_of_the_tools_section() -> None:
+    # aworld's xbench coding agent (prompts-heldout10, seen): "You should break down the
+    # task and use different tools step by step", at the top, was sent to `<tools>`, a
+    # block that only declares its one tool; the prompt directs tools in general under
+    # `## Working Guidelines` ("Do not use any tools outside the provided tool list", "try
+    # another method or use different tools"). It was the one false default finding.
+    name = "general-guidance-elsewhere.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    sentence = "Split a large task into small"
+    assert _default(text) == []
+    m = explain_instruction(parse_prompt(text), text.index(sentence))
+    assert m is not None and not m.reported and m.general
+    assert m.reason == "the prompt directs tools in general in another section"
+    # Without those two rules the tools section is where tools in general belong.
+    alone = text.replace("1. Do not use any tools outside the provided tool list.\n", "")
+    assert alone != text
+    assert [s for s in _default(alone) if s.startswith(sentence)]
+    real = (DATA.parent / "prompts-heldout10" / "aworld--xbench_coding_agent.prompt.md")
+    assert _default(real.read_text(encoding="utf-8")) == []
+
+
+def test_a_list_of_tools_does_not_decide_where_a_tool_is_described() -> None:
+    # browser-use's system prompt (prompts-fresh, seen): "Use search_page to quickly find
+    # specific text …", moved from `<browser_rules>` to the top, left one mention there
+    # and one in `<efficiency_guidelines>`' "**Safe to chain:** `input`, `scroll`, …,
+    # `search_page`, `find_elements` …", a list of tools: no section held more than half,
+    # so the tool had no home. A list describes none of the tools it lists.
+    name = "tool-list-home.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    rule = "Use find_text to locate a phrase on the page before you scroll."
+    assert _default(text) == [rule]
+    m = explain_instruction(parse_prompt(text), text.index(rule))
+    assert m is not None and m.reported and m.tool == "find_text" and m.kind == "tool-home"
+    # Named alone in that line, the tool is described in two places alike: no home.
+    single = text.replace("`type`, `scroll`, `find_text`, `read_links`", "`find_text`")
+    assert single != text and _default(single) == []
+    # A list counts where nothing else names the tool (Kimi CLI's "If the `Shell`,
+    # `TaskList`, `TaskOutput`, and `TaskStop` tools are available, …").
+    only = text.replace("- Prefer find_text over scrolling when the phrase is not in view.\n", "")
+    assert only != text and _default(only) == [rule]
+    _, _, new, a = _moved_to_top(
+        "prompts-fresh", "browser-use--system_prompt.prompt.md", "Use search_page to quickly"
+    )
+    template = parse_prompt(new)
+    m = explain_instruction(template, a)
+    assert m is not None and m.reported and m.tool == "search_page"
+    assert template.sections[m.section].title == "browser_rules"

@@ -765,6 +765,9 @@ class _Topics:
         for j, s in enumerate(template.sentences):
             self.by_section[s.section].append(j)
         self._names: dict[int, frozenset[int]] = {}  # ``names``, for the sentences asked
+        # ``_general_guidance_elsewhere``: section -> sentences of its subtree directing
+        # tools in general, counted when first asked
+        self._guidance: Counter[int] | None = None
         # ``_shared_phrase``: the phrases of each section's subtree, for the sections asked
         self._section_phrases: dict[int, Counter[tuple[str, str]]] = {}
         # The prompt's first heading, when nothing but blank lines comes before it: the
@@ -1009,6 +1012,8 @@ class _Topics:
             return self._no("its own section speaks of that tool too")
         if general and best == tool_target and self._tools_elsewhere(k):
             return self._no("its own section speaks of tools too")
+        if general and best == tool_target and self._general_guidance_elsewhere(best):
+            return self._no("the prompt directs tools in general in another section")
         own = 0.0
         for c in chain:
             if self._inside(best, c):
@@ -1353,6 +1358,29 @@ class _Topics:
             return False
         return _about_tools(self.template.sentences[k].text, self.functions)
 
+    def _general_guidance_elsewhere(self, tools: int) -> bool:
+        """Whether the prompt directs tools in general in a section outside the tools
+        section ``tools`` (its subtree, or one around it) and not in that section: two
+        instructions or more of one section's subtree do, more than the tools section's
+        (statements do not: "Some tool calls require user approval"). Round
+        14: aworld's xbench coding agent declares its one tool in `<tools>` (a name and a
+        description) and says "Do not use any tools outside the provided tool list" and
+        "try another method or use different tools" under `## Working Guidelines`; "You
+        should break down the task and use different tools step by step", at the top, is
+        no rule taken out of `<tools>` (the one false default finding on the seen sets)."""
+        if self._guidance is None:
+            counts: Counter[int] = Counter()
+            for j, s in enumerate(self.template.sentences):
+                if s.section is not None and self._general(j) and is_instruction(s.text):
+                    for c in self._chain(s.section):
+                        counts[c] += 1
+            self._guidance = counts
+        home = self._guidance[tools]
+        return any(
+            n >= 2 and n > home and not self._related(i, tools)
+            for i, n in self._guidance.items()
+        )
+
     def _names_title(self, text: str, i: int) -> bool:
         """Whether ``text`` names section ``i`` by its title as written, capitals included,
         a title of two words or more ("Break down the information using the Analysis
@@ -1424,6 +1452,10 @@ class _Topics:
         heading whose bold labels or nested XML blocks each say it once owns it as much as
         one paragraph saying it twice. Not a section that holds (nearly) the whole prompt."""
         mentions: dict[str, Counter[int | None]] = defaultdict(Counter)
+        # Sentences that list tools (``_TOOL_LIST``) count only for a tool no other
+        # sentence of the body names (Kimi CLI's "If the `Shell`, `TaskList`,
+        # `TaskOutput`, and `TaskStop` tools are available, …" introduces them).
+        listed: dict[str, Counter[int | None]] = defaultdict(Counter)
         defined: dict[str, set[int | None]] = defaultdict(set)
         for s, named in zip(self.template.sentences, self.sentence_tools, strict=True):
             if s.section is None:
@@ -1431,9 +1463,10 @@ class _Topics:
                 # there is what the rule reports: where the tool is described is the
                 # body's call.
                 continue
+            in_list = _listed_tools(s.text, named)
             for t in named:
                 if t not in self.tool_sections:
-                    mentions[t][s.section] += 1
+                    (listed if t in in_list else mentions)[t][s.section] += 1
             if (
                 named
                 and (m := _DEFINITION.match(s.text) or _INTRODUCED.match(s.text))
@@ -1443,7 +1476,7 @@ class _Topics:
         body_len = max(1, len(self.template.text) - self.template.body_range.start)
         sections = self.template.sections
         homes = {}
-        for t, by_section in mentions.items():
+        for t, by_section in {**listed, **mentions}.items():
             where = defined.get(t, set())
             if len(where) == 1 and (home := next(iter(where))) is not None:
                 # Where the prompt defines the tool (`- `web_search`: searches the web`),
@@ -1570,6 +1603,24 @@ _DEFINITION = re.compile(
 )
 # Round 13: "You have access to the `task_tracker` tool to help you …" (OpenHands'
 # `TASK_MANAGEMENT`) introduces the tool where the prompt describes it, whatever follows.
+# Round 14: a sentence that names this many tools or more lists them, and so does a list
+# of code spans, three or more in a row separated by commas, for the tools inside it
+# ("**Safe to chain:** `input`, `scroll`, `find_text`, `extract`, `search_page`,
+# `find_elements` …", browser-use's `<efficiency_guidelines>`, where only the last two are
+# known tools): it describes none of them, and does not count toward where each is
+# described (``_tool_homes``) when another sentence names the tool.
+_TOOL_LIST = 3
+_CODE_LIST = re.compile(r"`[^`\n]{1,60}`(?:\s*,\s*(?:and\s+|or\s+)?`[^`\n]{1,60}`){2,}")
+
+
+def _listed_tools(text: str, named: Collection[str]) -> Collection[str]:
+    """Of the tools ``named`` by a sentence, those it lists (``_TOOL_LIST``)."""
+    if len(named) >= _TOOL_LIST:
+        return named
+    if not named or "`" not in text:
+        return ()
+    spans = [m.group(0).lower() for m in _CODE_LIST.finditer(text)]
+    return [t for t in named if any(f"`{t}`" in span for span in spans)]
 _INTRODUCED = re.compile(
     r"you\s+have\s+access\s+to\s+(?:the\s+|an?\s+)?[*_`\"']*([A-Za-z_][\w.-]*)[*_`\"']*"
     r"\s+(?:tool|function)\b",
