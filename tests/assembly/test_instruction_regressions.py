@@ -1040,7 +1040,7 @@ def test_tools_in_general_directed_in_another_section_are_no_rule_of_the_tools_s
     alone = text.replace("1. Do not use any tools outside the provided tool list.\n", "")
     assert alone != text
     assert [s for s in _default(alone) if s.startswith(sentence)]
-    real = (DATA.parent / "prompts-heldout10" / "aworld--xbench_coding_agent.prompt.md")
+    real = DATA.parent / "prompts-heldout10" / "aworld--xbench_coding_agent.prompt.md"
     assert _default(real.read_text(encoding="utf-8")) == []
 
 

@@ -1377,8 +1377,7 @@ class _Topics:
             self._guidance = counts
         home = self._guidance[tools]
         return any(
-            n >= 2 and n > home and not self._related(i, tools)
-            for i, n in self._guidance.items()
+            n >= 2 and n > home and not self._related(i, tools) for i, n in self._guidance.items()
         )
 
     def _names_title(self, text: str, i: int) -> bool:
@@ -1621,6 +1620,8 @@ def _listed_tools(text: str, named: Collection[str]) -> Collection[str]:
         return ()
     spans = [m.group(0).lower() for m in _CODE_LIST.finditer(text)]
     return [t for t in named if any(f"`{t}`" in span for span in spans)]
+
+
 _INTRODUCED = re.compile(
     r"you\s+have\s+access\s+to\s+(?:the\s+|an?\s+)?[*_`\"']*([A-Za-z_][\w.-]*)[*_`\"']*"
     r"\s+(?:tool|function)\b",
