@@ -1070,3 +1070,28 @@ def test_a_list_of_tools_does_not_decide_where_a_tool_is_described() -> None:
     m = explain_instruction(template, a)
     assert m is not None and m.reported and m.tool == "search_page"
     assert template.sections[m.section].title == "browser_rules"
+
+
+def test_a_tools_section_holding_most_of_the_prompt_is_still_a_tools_home() -> None:
+    # avante's tools guidelines (prompts-heldout11, seen): its `====` block `TOOLS USAGE
+    # GUIDE` holds all but the prompt's first sentence, so it was taken for a title over
+    # everything and no tool rule moved out of it to the top was reported (seven tool-home
+    # moves); "guide" did not make a tools title either.
+    name = "tools-guide-over-the-rest.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    guide = template.sections[0]
+    assert guide.title == "TOOLS USAGE GUIDE"
+    body = len(text) - template.body_range.start
+    assert (guide.range.end - guide.range.start) * 10 >= body * 9
+    rule = "Do not use the `shell` tool to read or change files."
+    assert _default(text) == [rule]
+    m = explain_instruction(template, text.index(rule))
+    assert m is not None and m.reported and m.tool == "shell" and m.section == 0
+    # Titled as no tools section, a block over the rest is still a title over everything.
+    other = text.replace("TOOLS USAGE GUIDE", "HOW YOU WORK")
+    assert _default(other) == []
+    _, _, new, a = _moved_to_top(
+        "prompts-heldout11", "avante--tools_guidelines.prompt.md", "Do not use the `bash` tool"
+    )
+    assert any(s.startswith("Do not use the `bash` tool") for s in _default(new))

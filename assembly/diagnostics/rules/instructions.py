@@ -732,6 +732,7 @@ class _Topics:
             for i, sec in enumerate(sections)
             if (sec.range.end - sec.range.start) * 10 >= body_len * 9
             and not any(o.parent == sec.parent for o in sections[:i])
+            and i not in self.tool_roots
         }
         # Sections of examples (`# Sample Phrases` > `## Deflecting a Prohibited Topic`,
         # `<examples>`): they show what to say, they are no place for a rule.
@@ -1500,7 +1501,11 @@ class _Topics:
                 and n * 2 > total
                 # A heading made of code (a JSON example line over `---`) names no place.
                 and not _CODE_TITLE.search(sections[i].title)
-                and (sections[i].range.end - sections[i].range.start) * 10 < body_len * 9
+                and (
+                    (sections[i].range.end - sections[i].range.start) * 10 < body_len * 9
+                    # A tools section is a part however much it holds (round 14).
+                    or i in self.tool_roots
+                )
             ]
             if owners:
                 homes[t] = max(owners)  # the innermost: a subsection comes after its parent
@@ -1638,7 +1643,7 @@ _EXAMPLES_TITLE = re.compile(r"\b(?:examples?|samples?)\b", re.I)
 _TOOLS_TITLE = re.compile(
     r"^\W*(?:[0-9ivx]+[.):]?\s+)?(?:(?:available|your|the|using|use\s+of|about|on|"
     r"working\s+with|calling)[\s_]+)?(?:tools?|functions|function[\s_]+calling)"
-    r"(?:[\s_]+(?:use|usage|calling|call|guidelines?|guidance|instructions?|available|"
+    r"(?:[\s_]+(?:use|usage|calling|call|guidelines?|guides?|guidance|instructions?|available|"
     r"reference|overview|policy|policies|rules|access|definitions?|list|notes)){0,2}\W*$",
     re.I,
 )
