@@ -1091,7 +1091,7 @@ def test_a_tools_section_holding_most_of_the_prompt_is_still_a_tools_home() -> N
     # Titled as no tools section, a block over the rest is still a title over everything.
     other = text.replace("TOOLS USAGE GUIDE", "HOW YOU WORK")
     assert _default(other) == []
-    _, _, new, a = _moved_to_top(
+    _, _, new, _ = _moved_to_top(
         "prompts-heldout11", "avante--tools_guidelines.prompt.md", "Do not use the `bash` tool"
     )
     assert any(s.startswith("Do not use the `bash` tool") for s in _default(new))
