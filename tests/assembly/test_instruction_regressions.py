@@ -1095,3 +1095,40 @@ def test_a_tools_section_holding_most_of_the_prompt_is_still_a_tools_home() -> N
         "prompts-heldout11", "avante--tools_guidelines.prompt.md", "Do not use the `bash` tool"
     )
     assert any(s.startswith("Do not use the `bash` tool") for s in _default(new))
+
+
+def test_a_pascal_case_name_before_tool_in_lower_case_is_a_tool() -> None:
+    # holmesgpt's general instructions (prompts-heldout11, seen): "You MUST use the
+    # TodoWrite tool for ANY investigation requiring multiple steps", moved from `MANDATORY
+    # Task Management` to the top, named no tool: a Pascal case name was a tool only in
+    # backticks after a verb of calling.
+    name = "pascal-case-tool.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    rule = "You MUST use the PlanBoard tool for any investigation with more than one step."
+    assert _default(text) == [rule]
+    template = parse_prompt(text)
+    m = explain_instruction(template, text.index(rule))
+    assert m is not None and m.reported and m.tool == "planboard"
+    assert template.sections[m.section].title == "Task Management"
+    # "Tool" in title case makes a name of its own, no tool ("the PlanBoard Tool").
+    titled = text.replace("PlanBoard tool", "PlanBoard Tool")
+    assert titled != text and _default(titled) == []
+
+
+def test_the_prompts_last_sentence_leading_in_to_what_follows_is_kept() -> None:
+    # local-deep-researcher's reflection prompt (prompts-heldout6, seen) ends with "Call the
+    # FollowUpQuery Tool to generate a reflection for this request:", after its `<Task>`
+    # block: it introduces what is sent after the prompt, and is labelled in place. Once
+    # "the FollowUpQuery tool" made `FollowUpQuery` a tool, it was a false default finding.
+    name = "closing-lead-in.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    last = "Call the `gap_query` tool to reflect on this summary:"
+    assert _default(text) == []
+    m = explain_instruction(parse_prompt(text), text.index(last))
+    assert m is not None and not m.reported
+    assert m.reason == "it ends the prompt, leading in to what follows it"
+    # As a sentence of its own, not a lead-in, it is the tool's rule away from its block.
+    ended = text.replace("this summary:", "each summary.")
+    assert _default(ended) == ["Call the `gap_query` tool to reflect on each summary."]
+    real = DATA.parent / "prompts-heldout6" / "local-deep-researcher--reflection.prompt.md"
+    assert _default(real.read_text(encoding="utf-8")) == []

@@ -848,6 +848,12 @@ class _Topics:
             # tool does; it is the tool's description, not a rule placed away from it (five
             # of Data Formulator's false findings, its tool list at the top).
             return self._no("it defines the tool it names: a description, not a rule about it")
+        if k == len(self.template.sentences) - 1 and sentence.text.rstrip().endswith(":"):
+            # Round 14: the prompt's last sentence ending with a colon leads in to what is
+            # sent after the prompt ("Call the FollowUpQuery Tool to generate a reflection
+            # for this request:", local-deep-researcher, labelled in place): it sits where
+            # it must.
+            return self._no("it ends the prompt, leading in to what follows it")
         if not tools and sentence.section is not None and self.in_tools[sentence.section]:
             return self._no("it sits in tool guidance, which may speak of any topic")
         score: dict[int, float] = defaultdict(float)
@@ -1896,6 +1902,11 @@ _CALLED_PASCAL = re.compile(
     r"(?=[cuirCUIR])\b(?i:call|use|invoke|run|using|calling)\s+(?:the\s+)?"
     r"`([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)(?:\([^)`]{0,40}\))?`"
 )
+# Round 14: a Pascal case name before "tool" in lower case ("You MUST use the TodoWrite
+# tool", holmesgpt) is a tool's name; before "Tool" it is part of a name in title case
+# ("Call the FollowUpQuery Tool to generate a reflection", local-deep-researcher: round 12
+# took it for a tool and made a false default finding).
+_PASCAL_TOOL = re.compile(r"\b([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\s+tools?\b")
 # A backticked identifier (files are left out later).
 _TICKED_IDENT = re.compile(r"`([A-Za-z_][\w.]{2,40})(?:\([^)`]{0,40}\))?`")
 _SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
@@ -1938,6 +1949,7 @@ def text_tool_names(template: PromptTemplate) -> set[str]:
     named += [m.group(1) for m in _CALLED.finditer(text, body)]
     named += [text[a:b] for a, b in snakes if _TOOL_AFTER.match(text, b)]
     named += [m.group(1) for m in _CALLED_PASCAL.finditer(text, body)]
+    named += [m.group(1) for m in _PASCAL_TOOL.finditer(text, body)]
     res = {n.lower() for n in named if not _FILE_LIKE.search(n)}
     # Identifiers of the prose (headings and code left out), each use counted once.
     sentences = template.sentences
