@@ -1132,3 +1132,16 @@ def test_the_prompts_last_sentence_leading_in_to_what_follows_is_kept() -> None:
     assert _default(ended) == ["Call the `gap_query` tool to reflect on each summary."]
     real = DATA.parent / "prompts-heldout6" / "local-deep-researcher--reflection.prompt.md"
     assert _default(real.read_text(encoding="utf-8")) == []
+
+
+def test_a_rule_after_the_last_block_sits_at_the_end_of_the_prompt() -> None:
+    # claude-cookbooks' research subagent (prompts-heldout8, seen): "Remember to use
+    # web_fetch to retrieve full results …", in the paragraph after its last block, was
+    # said to sit "at the top of the prompt, 742 tokens after `<research_process>`".
+    _, diags = findings("closing-paragraph.prompt.md", instruction_preview=False)
+    (d,) = diags
+    assert "sits at the end of the prompt, after its sections" in d.message
+    assert "tokens after `<research_process>`" in d.message
+    assert d.severity == Severity.WARNING
+    _, top = findings("tool-home.prompt.md", instruction_preview=False)
+    assert "sits at the top of the prompt" in top[0].message

@@ -1851,6 +1851,11 @@ def _placement(template: PromptTemplate, sentence: Sentence, target: int) -> tup
     """
     own = sentence.section
     if own is None:
+        if template.sections and sentence.range.start >= template.sections[0].range.start:
+            # Text after a closed block that no section holds (round 14: claude-cookbooks'
+            # research subagent ends with a paragraph after `<maximum_tool_call_limit>`,
+            # which the message called the top of the prompt).
+            return "at the end of the prompt, after its sections", Severity.WARNING
         return "at the top of the prompt", Severity.WARNING
     own_top, target_top = _top(template, own), _top(template, target)
     where = f"in `{_clip(_heading(template.sections[own]), 40)}`"
