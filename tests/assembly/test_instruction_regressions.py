@@ -1145,3 +1145,29 @@ def test_a_rule_after_the_last_block_sits_at_the_end_of_the_prompt() -> None:
     assert d.severity == Severity.WARNING
     _, top = findings("tool-home.prompt.md", instruction_preview=False)
     assert "sits at the top of the prompt" in top[0].message
+
+
+def test_at_the_opening_the_section_describing_a_known_tool_wins_over_heading_words() -> None:
+    # holmesgpt's general instructions (prompts-heldout11, seen): "Your FIRST tool call
+    # MUST be TodoWrite to create your investigation plan", moved from `MANDATORY Task
+    # Management` (which names TodoWrite throughout) to the top, went to `Tool/function
+    # calls` by its heading words, a preview finding.
+    name = "tool-home-over-heading-words.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    rule = "Your first tool call must be plan_write, to record your investigation plan."
+    assert _default(text) == [rule]
+    template = parse_prompt(text)
+    m = explain_instruction(template, text.index(rule), section_topics=Settings().section_topics)
+    assert m is not None and m.reported and m.kind == "tool-home"
+    assert template.sections[m.section].title == "Task Management"
+    # Named there once, the tool is only used there: heading words still decide.
+    once = text.replace(
+        "After each finished task, call plan_write again", "After each task, update it"
+    )
+    assert once != text and _default(once) == []
+    _, _, new, _ = _moved_to_top(
+        "prompts-heldout11",
+        "holmesgpt--general_instructions.prompt.md",
+        "Your FIRST tool call MUST be TodoWrite",
+    )
+    assert any(s.startswith("Your FIRST tool call MUST be TodoWrite") for s in _default(new))

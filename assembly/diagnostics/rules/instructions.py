@@ -680,6 +680,8 @@ class _Topics:
         )
         self.sentence_words = [_content_words(s.text) for s in template.sentences]
         self.sentence_tools = self._sentence_tools()
+        # ``described``: the tools whose home defines them or names them twice or more
+        self.described: set[str] = set()
         self.tool_homes = self._tool_homes()
         titles = [
             _title_words(
@@ -930,7 +932,23 @@ class _Topics:
             and self.tool_sections.get(next(iter(tools))) == tool_target
             and next(iter(tools)) in self.known_tools
         )
-        if titled:
+        # Round 14: at the opening, the section that describes the one known tool named
+        # (defines it, or names it twice or more) is its section too, whatever heading
+        # words another shares (holmesgpt's "Your FIRST tool call MUST be TodoWrite …",
+        # moved to the top, went to `Tool/function calls`). Named there once, the tool is
+        # only used there (perplexica's speed researcher: "Call done when you have
+        # gathered enough …" in `<response_protocol>`, where "When you are finished, you
+        # must call the `done` tool" at the top is labelled in place).
+        homed = (
+            not titled
+            and tool_target is not None
+            and len(tools) == 1
+            and self._opening(k)
+            and next(iter(tools)) in self.known_tools
+            and next(iter(tools)) in self.described
+            and self.tool_homes.get(next(iter(tools))) == tool_target
+        )
+        if titled or homed:
             best = tool_target  # type: ignore[assignment]
         best_score = score[best]
         general_target = general and best == tool_target
@@ -1092,6 +1110,8 @@ class _Topics:
         margin = self.MARGIN
         if titled:
             margin = 0.0 if self._opening(k) else self.TITLED_MARGIN
+        elif homed:
+            margin = 0.0
         elif (
             by_tool
             and self._opening(k)
@@ -1489,6 +1509,7 @@ class _Topics:
                 # not where it mentions it most (a workflow that calls it at every step).
                 if (sections[home].range.end - sections[home].range.start) * 10 < body_len * 9:
                     homes[t] = home
+                    self.described.add(t)
                     continue
             total = sum(by_section.values())
             under: Counter[int] = Counter()
@@ -1515,6 +1536,8 @@ class _Topics:
             ]
             if owners:
                 homes[t] = max(owners)  # the innermost: a subsection comes after its parent
+                if under[homes[t]] >= 2:
+                    self.described.add(t)
         return homes
 
     def _tool_section(self, tools: set[str]) -> int | None:
