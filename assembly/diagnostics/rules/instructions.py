@@ -850,11 +850,17 @@ class _Topics:
             # tool does; it is the tool's description, not a rule placed away from it (five
             # of Data Formulator's false findings, its tool list at the top).
             return self._no("it defines the tool it names: a description, not a rule about it")
-        if k == len(self.template.sentences) - 1 and sentence.text.rstrip().endswith(":"):
-            # Round 14: the prompt's last sentence ending with a colon leads in to what is
-            # sent after the prompt ("Call the FollowUpQuery Tool to generate a reflection
-            # for this request:", local-deep-researcher, labelled in place): it sits where
-            # it must.
+        if (
+            sentence.section is None
+            and k == len(self.template.sentences) - 1
+            and k > 0
+            and self.template.sentences[k - 1].section is not None
+            and sentence.text.rstrip().endswith(":")
+        ):
+            # Round 14: the prompt's last sentence, after its last block and ending with a
+            # colon, leads in to what is sent after the prompt ("Call the FollowUpQuery Tool
+            # to generate a reflection for this request:" after `<Task>`,
+            # local-deep-researcher, labelled in place): it sits where it must.
             return self._no("it ends the prompt, leading in to what follows it")
         if not tools and sentence.section is not None and self.in_tools[sentence.section]:
             return self._no("it sits in tool guidance, which may speak of any topic")
