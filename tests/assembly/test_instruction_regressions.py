@@ -1130,6 +1130,11 @@ def test_the_prompts_last_sentence_leading_in_to_what_follows_is_kept() -> None:
     # As a sentence of its own, not a lead-in, it is the tool's rule away from its block.
     ended = text.replace("this summary:", "each summary.")
     assert _default(ended) == ["Call the `gap_query` tool to reflect on each summary."]
+    # Inside the last block it is that block's sentence, judged as any other.
+    inside = text.replace("</task>\n\n" + last, last + "\n</task>")
+    assert inside != text
+    m = explain_instruction(parse_prompt(inside), inside.index(last), preview=True)
+    assert m is not None and m.reason != "it ends the prompt, leading in to what follows it"
     real = DATA.parent / "prompts-heldout6" / "local-deep-researcher--reflection.prompt.md"
     assert _default(real.read_text(encoding="utf-8")) == []
 
