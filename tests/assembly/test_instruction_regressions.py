@@ -174,8 +174,10 @@ def test_recognises_real_instruction_forms(sentence: str) -> None:
 
 
 def test_tools_setting_names_tools_of_a_standalone_prompt() -> None:
+    # "Always consult `lookup`": the prose alone does not make `lookup` a tool (round 14:
+    # "call `lookup`" does, a plain word in backticks after "call").
     text = (
-        "Always call `lookup` before you answer a question about a product.\n\n"
+        "Always consult `lookup` before you answer a question about a product.\n\n"
         "# Style\nAnswer briefly and plainly.\nGive one answer.\n\n"
         "# Tools\nThe tools of this assistant search the product knowledge base.\n"
     )
@@ -415,15 +417,16 @@ def test_explanation_of_an_instruction_about_tools_in_general() -> None:
 
 def test_evaluation_gives_the_rule_a_prompts_declared_tools(tmp_path: Path) -> None:
     # `--declared-tools`: a manifest row's `tools` become the `tools` setting, so a tool
-    # whose name is an ordinary word is known to the rule ("call `lookup`").
+    # whose name is an ordinary word is known to the rule ("consult `lookup`"; round 14:
+    # "call `lookup`" names a tool without the setting).
     bench = _bench()
     text = (
-        "Always call `lookup` before you answer a question about a product.\n\n"
+        "Always consult `lookup` before you answer a question about a product.\n\n"
         "# Style\nAnswer briefly and plainly.\nGive one answer.\n\n"
         "# Tools\nThe tools of this assistant search the product knowledge base.\n"
     )
     (tmp_path / "shop--agent.prompt.md").write_text(text, encoding="utf-8")
-    label = {"sentence": "Always call `lookup` before you answer", "about": "Tools"}
+    label = {"sentence": "Always consult `lookup` before you answer", "about": "Tools"}
     row = {"dir": tmp_path, "file": "shop--agent.prompt.md", "labels": [label]}
     without = bench.evaluate([{**row, "tools": ["lookup"]}], False, False, preview=True)
     with_tools = bench.evaluate([{**row, "tools": ["lookup"]}], False, False, True, True)
@@ -1176,3 +1179,28 @@ def test_at_the_opening_the_section_describing_a_known_tool_wins_over_heading_wo
         "Your FIRST tool call MUST be TodoWrite",
     )
     assert any(s.startswith("Your FIRST tool call MUST be TodoWrite") for s in _default(new))
+
+
+def test_a_plain_word_in_backticks_after_call_is_a_tool() -> None:
+    # browser-use's system prompt (prompts-fresh, seen): "You must call the `done` action
+    # in one of two cases:", moved from `<task_completion_rules>` to the top, named no tool
+    # the rule knew (a name after a verb had to be `snake_case`, camel case, or Pascal case
+    # in backticks), and `<pre_done_verification>` won by its heading word.
+    name = "called-ticked-word.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    rule = "Once the task is complete, you must call the `conclude` action."
+    assert _default(text) == [rule]
+    template = parse_prompt(text)
+    m = explain_instruction(template, text.index(rule))
+    assert m is not None and m.reported and m.tool == "conclude"
+    assert template.sections[m.section].title == "completion_rules"
+    # After "use" a plain word in backticks may be a type or a library: no tool.
+    used = text.replace("call the `conclude`", "use the `conclude`").replace(
+        "- Call `conclude`", "- Use `conclude`"
+    )
+    assert used.count("`conclude`") == 3 and "call" not in used.lower()
+    assert _default(used) == []
+    _, _, new, _ = _moved_to_top(
+        "prompts-fresh", "browser-use--system_prompt.prompt.md", "You must call the `done` action"
+    )
+    assert any(s.startswith("You must call the `done` action") for s in _default(new))

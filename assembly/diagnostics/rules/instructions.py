@@ -1941,6 +1941,12 @@ _CALLED_PASCAL = re.compile(
 # ("Call the FollowUpQuery Tool to generate a reflection", local-deep-researcher: round 12
 # took it for a tool and made a false default finding).
 _PASCAL_TOOL = re.compile(r"\b([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\s+tools?\b")
+# Round 14: a plain word in backticks after "call" or "invoke" ("You must call the `done`
+# action", browser-use) is a tool; after "use" or "run" it may be a type, a library or a
+# command ("use `str`", "run `pytest`").
+_CALLED_TICKED = re.compile(
+    r"\b(?i:call|calling|invoke|invoking)\s+(?:the\s+)?`([a-z][a-z0-9]{1,30})`"
+)
 # A backticked identifier (files are left out later).
 _TICKED_IDENT = re.compile(r"`([A-Za-z_][\w.]{2,40})(?:\([^)`]{0,40}\))?`")
 _SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
@@ -1984,6 +1990,7 @@ def text_tool_names(template: PromptTemplate) -> set[str]:
     named += [text[a:b] for a, b in snakes if _TOOL_AFTER.match(text, b)]
     named += [m.group(1) for m in _CALLED_PASCAL.finditer(text, body)]
     named += [m.group(1) for m in _PASCAL_TOOL.finditer(text, body)]
+    named += [m.group(1) for m in _CALLED_TICKED.finditer(text, body)]
     res = {n.lower() for n in named if not _FILE_LIKE.search(n)}
     # Identifiers of the prose (headings and code left out), each use counted once.
     sentences = template.sentences
