@@ -96,21 +96,24 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     prompt's tool sections (`## web_search`, `GUIDE FOR THE "sequential_thinking" TOOL`,
     `3. FORMATTING RESEARCH RESPONSE` for a known `format_research_response`)
     and the names it calls tools or asks to call (``the `task` tool``, `the "finish"
-    tool`, `call write_todos`). "This tool" names the tool of the section it sits in (or
-    the prompt's only tool section's).
+    tool`, `the TodoWrite tool`, `call write_todos`, ``call the `done` action``). "This
+    tool" names the tool of the section it sits in (or the prompt's only tool section's).
 
     - the section of a tool it names: a section titled with the tool's name (`## web_search`,
       `<codebase_search>`, `**run_sql**`, ``### 1. `search_docs` - Documentation
       Search``, `<done_usage>` for a known tool `done`), else the section that owns the tool (the
       innermost one holding more than half of the sentences naming it, two at least,
-      its bold labels and nested blocks included; before that, the one section that
+      its bold labels and nested blocks included, a sentence listing tools counted only
+      for a tool nothing else names; before that, the one section that
       defines it: `- **web_search**: searches the web`, "The crawl_page tool reads …"),
       else the tools section (`# Tools`,
       `TOOL USE`, `<tool_calling>`), also for several tools at once;
     - the tools section, for an instruction about tools in general ("Prefer tools over
       your own knowledge", "use another tool", "Functions must be used to …") at the
       opening of the prompt (the placement Onyx measured), unless half of the opening's
-      sentences speak of tools; inside a section it is a step of that section's work;
+      sentences speak of tools or another section directs tools in general more than
+      the tools section does (two instructions at least); inside a section it is a step
+      of that section's work;
     - else the section whose heading it matches: a heading word that no other heading has
       and that the prompt uses mostly there (more than a third of its uses), or two
       heading words, or one with support from the section's prose (a heading of three or
@@ -162,7 +165,9 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     it uses it as often as the section titled by it does (an opening names the prompt's
     theme: "You are a citations agent" does not make it the place for citation rules);
     an instruction on the line just before its section (under 15 tokens away) unless it
-    names a tool. Hover an instruction to see the section it was matched to and why (the
+    names a tool; the prompt's last sentence, after its last block, ending with a colon
+    (it leads in to what is sent after the prompt). Hover an instruction to see the
+    section it was matched to and why (the
     words, the scores, and the best unrelated section).
 
     Reported by default: an instruction that names one tool whose section is titled by
@@ -181,13 +186,16 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     `tool-home` or `tools` match away from the opening, or a match by a name only a title
     calls a tool (`tool-title`). At the opening, a tool's titled section is judged by the
     tool alone; elsewhere it must beat every unrelated section, as the tools section must
-    for tools in general and the section describing a known tool for its rule at the
-    opening (other matches: twice). A line of a list of tools
+    for tools in general (other matches: twice); the section describing a known tool
+    (defining it, or naming it twice or more) is the place of its rule at the opening
+    whatever heading words another shares. A tools section (`TOOLS USAGE GUIDE`) is a
+    part of the prompt however much of it it holds. A line of a list of tools
     (`- fetch_url — fetch a public URL`) defines its tool and is no
     rule. The hover says which kind a match is.
 
     Otherwise the finding says where the instruction sits and how many tokens from its
-    section: a warning at the top of the prompt or in another part of it, information in a
+    section: a warning at the top of the prompt, at its end (after its last block), or in
+    another part of it, information in a
     neighbouring section. `instruction_distance` (default 0) mutes findings nearer than
     that many tokens. Templates, inline system prompts and custom agent prompts are
     checked; in a `*.prompt.md` the quick fix moves the sentence to the end of its
