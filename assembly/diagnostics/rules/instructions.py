@@ -1948,13 +1948,31 @@ _CALLED_PASCAL = re.compile(
 # tool", holmesgpt) is a tool's name; before "Tool" it is part of a name in title case
 # ("Call the FollowUpQuery Tool to generate a reflection", local-deep-researcher: round 12
 # took it for a tool and made a false default finding).
-_PASCAL_TOOL = re.compile(r"\b([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\s+tools?\b")
 # Round 14: a plain word in backticks after "call" or "invoke" ("You must call the `done`
 # action", browser-use) is a tool; after "use" or "run" it may be a type, a library or a
 # command ("use `str`", "run `pytest`").
-_CALLED_TICKED = re.compile(
-    r"\b(?i:call|calling|invoke|invoking)\s+(?:the\s+)?`([a-z][a-z0-9]{1,30})`"
-)
+# Both are found from what follows the name ("tool", a backticked word), which the regex
+# engine finds by its literal text, then the name or the verb just before it.
+_TOOL_WORD = re.compile(r"tools?\b")
+_PASCAL_BEFORE = re.compile(r"\b([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\s+\Z")
+_TICKED_WORD = re.compile(r"`([a-z][a-z0-9]{1,30})`")
+_CALL_BEFORE = re.compile(r"\b(?i:call|calling|invoke|invoking)\s+(?:the\s+)?\Z")
+
+
+def _pascal_tools(text: str, pos: int) -> Iterator[str]:
+    """The Pascal case names before "tool" in lower case (round 14) from ``pos``."""
+    for m in _TOOL_WORD.finditer(text, pos):
+        if (before := _PASCAL_BEFORE.search(text, max(pos, m.start() - 64), m.start())) is not None:
+            yield before.group(1)
+
+
+def _called_ticked(text: str, pos: int) -> Iterator[str]:
+    """The plain words in backticks after "call" or "invoke" (round 14)."""
+    for m in _TICKED_WORD.finditer(text, pos):
+        if _CALL_BEFORE.search(text, max(pos, m.start() - 24), m.start()) is not None:
+            yield m.group(1)
+
+
 # A backticked identifier (files are left out later).
 _TICKED_IDENT = re.compile(r"`([A-Za-z_][\w.]{2,40})(?:\([^)`]{0,40}\))?`")
 _SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
@@ -1997,8 +2015,8 @@ def text_tool_names(template: PromptTemplate) -> set[str]:
     named += [m.group(1) for m in _CALLED.finditer(text, body)]
     named += [text[a:b] for a, b in snakes if _TOOL_AFTER.match(text, b)]
     named += [m.group(1) for m in _CALLED_PASCAL.finditer(text, body)]
-    named += [m.group(1) for m in _PASCAL_TOOL.finditer(text, body)]
-    named += [m.group(1) for m in _CALLED_TICKED.finditer(text, body)]
+    named += _pascal_tools(text, body)
+    named += _called_ticked(text, body)
     res = {n.lower() for n in named if not _FILE_LIKE.search(n)}
     # Identifiers of the prose (headings and code left out), each use counted once.
     sentences = template.sentences
