@@ -174,8 +174,10 @@ def test_recognises_real_instruction_forms(sentence: str) -> None:
 
 
 def test_tools_setting_names_tools_of_a_standalone_prompt() -> None:
+    # "Always consult `lookup`": the prose alone does not make `lookup` a tool (round 14:
+    # "call `lookup`" does, a plain word in backticks after "call").
     text = (
-        "Always call `lookup` before you answer a question about a product.\n\n"
+        "Always consult `lookup` before you answer a question about a product.\n\n"
         "# Style\nAnswer briefly and plainly.\nGive one answer.\n\n"
         "# Tools\nThe tools of this assistant search the product knowledge base.\n"
     )
@@ -415,15 +417,16 @@ def test_explanation_of_an_instruction_about_tools_in_general() -> None:
 
 def test_evaluation_gives_the_rule_a_prompts_declared_tools(tmp_path: Path) -> None:
     # `--declared-tools`: a manifest row's `tools` become the `tools` setting, so a tool
-    # whose name is an ordinary word is known to the rule ("call `lookup`").
+    # whose name is an ordinary word is known to the rule ("consult `lookup`"; round 14:
+    # "call `lookup`" names a tool without the setting).
     bench = _bench()
     text = (
-        "Always call `lookup` before you answer a question about a product.\n\n"
+        "Always consult `lookup` before you answer a question about a product.\n\n"
         "# Style\nAnswer briefly and plainly.\nGive one answer.\n\n"
         "# Tools\nThe tools of this assistant search the product knowledge base.\n"
     )
     (tmp_path / "shop--agent.prompt.md").write_text(text, encoding="utf-8")
-    label = {"sentence": "Always call `lookup` before you answer", "about": "Tools"}
+    label = {"sentence": "Always consult `lookup` before you answer", "about": "Tools"}
     row = {"dir": tmp_path, "file": "shop--agent.prompt.md", "labels": [label]}
     without = bench.evaluate([{**row, "tools": ["lookup"]}], False, False, preview=True)
     with_tools = bench.evaluate([{**row, "tools": ["lookup"]}], False, False, True, True)
@@ -1018,3 +1021,186 @@ def test_the_section_that_gives_access_to_a_tool_describes_it() -> None:
     assert _default(small) == ["Plan every task with the plan_board tool first."]
     # Without the introduction the two sections name it once each: no home.
     assert _default(small.replace("You have access to the", "Mind the")) == []
+
+
+# Round 14 --------------------------------------------------------------------------------
+
+
+def test_tools_in_general_directed_in_another_section_are_no_rule_of_the_tools_section() -> None:
+    # aworld's xbench coding agent (prompts-heldout10, seen): "You should break down the
+    # task and use different tools step by step", at the top, was sent to `<tools>`, a
+    # block that only declares its one tool; the prompt directs tools in general under
+    # `## Working Guidelines` ("Do not use any tools outside the provided tool list", "try
+    # another method or use different tools"). It was the one false default finding.
+    name = "general-guidance-elsewhere.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    sentence = "Split a large task into small"
+    assert _default(text) == []
+    m = explain_instruction(parse_prompt(text), text.index(sentence))
+    assert m is not None and not m.reported and m.general
+    assert m.reason == "the prompt directs tools in general in another section"
+    # Without those two rules the tools section is where tools in general belong.
+    alone = text.replace("1. Do not use any tools outside the provided tool list.\n", "")
+    assert alone != text
+    assert [s for s in _default(alone) if s.startswith(sentence)]
+    real = DATA.parent / "prompts-heldout10" / "aworld--xbench_coding_agent.prompt.md"
+    assert _default(real.read_text(encoding="utf-8")) == []
+
+
+def test_a_list_of_tools_does_not_decide_where_a_tool_is_described() -> None:
+    # browser-use's system prompt (prompts-fresh, seen): "Use search_page to quickly find
+    # specific text …", moved from `<browser_rules>` to the top, left one mention there
+    # and one in `<efficiency_guidelines>`' "**Safe to chain:** `input`, `scroll`, …,
+    # `search_page`, `find_elements` …", a list of tools: no section held more than half,
+    # so the tool had no home. A list describes none of the tools it lists.
+    name = "tool-list-home.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    rule = "Use find_text to locate a phrase on the page before you scroll."
+    assert _default(text) == [rule]
+    m = explain_instruction(parse_prompt(text), text.index(rule))
+    assert m is not None and m.reported and m.tool == "find_text" and m.kind == "tool-home"
+    # Named alone in that line, the tool is described in two places alike: no home.
+    single = text.replace("`type`, `scroll`, `find_text`, `read_links`", "`find_text`")
+    assert single != text and _default(single) == []
+    # A list counts where nothing else names the tool (Kimi CLI's "If the `Shell`,
+    # `TaskList`, `TaskOutput`, and `TaskStop` tools are available, …").
+    only = text.replace("- Prefer find_text over scrolling when the phrase is not in view.\n", "")
+    assert only != text and _default(only) == [rule]
+    _, _, new, a = _moved_to_top(
+        "prompts-fresh", "browser-use--system_prompt.prompt.md", "Use search_page to quickly"
+    )
+    template = parse_prompt(new)
+    m = explain_instruction(template, a)
+    assert m is not None and m.reported and m.tool == "search_page"
+    assert template.sections[m.section].title == "browser_rules"
+
+
+def test_a_tools_section_holding_most_of_the_prompt_is_still_a_tools_home() -> None:
+    # avante's tools guidelines (prompts-heldout11, seen): its `====` block `TOOLS USAGE
+    # GUIDE` holds all but the prompt's first sentence, so it was taken for a title over
+    # everything and no tool rule moved out of it to the top was reported (seven tool-home
+    # moves); "guide" did not make a tools title either.
+    name = "tools-guide-over-the-rest.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    guide = template.sections[0]
+    assert guide.title == "TOOLS USAGE GUIDE"
+    body = len(text) - template.body_range.start
+    assert (guide.range.end - guide.range.start) * 10 >= body * 9
+    rule = "Do not use the `shell` tool to read or change files."
+    assert _default(text) == [rule]
+    m = explain_instruction(template, text.index(rule))
+    assert m is not None and m.reported and m.tool == "shell" and m.section == 0
+    # Titled as no tools section, a block over the rest is still a title over everything.
+    other = text.replace("TOOLS USAGE GUIDE", "HOW YOU WORK")
+    assert _default(other) == []
+    _, _, new, _ = _moved_to_top(
+        "prompts-heldout11", "avante--tools_guidelines.prompt.md", "Do not use the `bash` tool"
+    )
+    assert any(s.startswith("Do not use the `bash` tool") for s in _default(new))
+
+
+def test_a_pascal_case_name_before_tool_in_lower_case_is_a_tool() -> None:
+    # holmesgpt's general instructions (prompts-heldout11, seen): "You MUST use the
+    # TodoWrite tool for ANY investigation requiring multiple steps", moved from `MANDATORY
+    # Task Management` to the top, named no tool: a Pascal case name was a tool only in
+    # backticks after a verb of calling.
+    name = "pascal-case-tool.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    rule = "You MUST use the PlanBoard tool for any investigation with more than one step."
+    assert _default(text) == [rule]
+    template = parse_prompt(text)
+    m = explain_instruction(template, text.index(rule))
+    assert m is not None and m.reported and m.tool == "planboard"
+    assert template.sections[m.section].title == "Task Management"
+    # "Tool" in title case makes a name of its own, no tool ("the PlanBoard Tool").
+    titled = text.replace("PlanBoard tool", "PlanBoard Tool")
+    assert titled != text and _default(titled) == []
+
+
+def test_the_prompts_last_sentence_leading_in_to_what_follows_is_kept() -> None:
+    # local-deep-researcher's reflection prompt (prompts-heldout6, seen) ends with "Call the
+    # FollowUpQuery Tool to generate a reflection for this request:", after its `<Task>`
+    # block: it introduces what is sent after the prompt, and is labelled in place. Once
+    # "the FollowUpQuery tool" made `FollowUpQuery` a tool, it was a false default finding.
+    name = "closing-lead-in.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    last = "Call the `gap_query` tool to reflect on this summary:"
+    assert _default(text) == []
+    m = explain_instruction(parse_prompt(text), text.index(last))
+    assert m is not None and not m.reported
+    assert m.reason == "it ends the prompt, leading in to what follows it"
+    # As a sentence of its own, not a lead-in, it is the tool's rule away from its block.
+    ended = text.replace("this summary:", "each summary.")
+    assert _default(ended) == ["Call the `gap_query` tool to reflect on each summary."]
+    # Inside the last block it is that block's sentence, judged as any other.
+    inside = text.replace("</task>\n\n" + last, last + "\n</task>")
+    assert inside != text
+    m = explain_instruction(parse_prompt(inside), inside.index(last), preview=True)
+    assert m is not None and m.reason != "it ends the prompt, leading in to what follows it"
+    real = DATA.parent / "prompts-heldout6" / "local-deep-researcher--reflection.prompt.md"
+    assert _default(real.read_text(encoding="utf-8")) == []
+
+
+def test_a_rule_after_the_last_block_sits_at_the_end_of_the_prompt() -> None:
+    # claude-cookbooks' research subagent (prompts-heldout8, seen): "Remember to use
+    # web_fetch to retrieve full results …", in the paragraph after its last block, was
+    # said to sit "at the top of the prompt, 742 tokens after `<research_process>`".
+    _, diags = findings("closing-paragraph.prompt.md", instruction_preview=False)
+    (d,) = diags
+    assert "sits at the end of the prompt, after its sections" in d.message
+    assert "tokens after `<research_process>`" in d.message
+    assert d.severity == Severity.WARNING
+    _, top = findings("tool-home.prompt.md", instruction_preview=False)
+    assert "sits at the top of the prompt" in top[0].message
+
+
+def test_at_the_opening_the_section_describing_a_known_tool_wins_over_heading_words() -> None:
+    # holmesgpt's general instructions (prompts-heldout11, seen): "Your FIRST tool call
+    # MUST be TodoWrite to create your investigation plan", moved from `MANDATORY Task
+    # Management` (which names TodoWrite throughout) to the top, went to `Tool/function
+    # calls` by its heading words, a preview finding.
+    name = "tool-home-over-heading-words.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    rule = "Your first tool call must be plan_write, to record your investigation plan."
+    assert _default(text) == [rule]
+    template = parse_prompt(text)
+    m = explain_instruction(template, text.index(rule), section_topics=Settings().section_topics)
+    assert m is not None and m.reported and m.kind == "tool-home"
+    assert template.sections[m.section].title == "Task Management"
+    # Named there once, the tool is only used there: heading words still decide.
+    once = text.replace(
+        "After each finished task, call plan_write again", "After each task, update it"
+    )
+    assert once != text and _default(once) == []
+    _, _, new, _ = _moved_to_top(
+        "prompts-heldout11",
+        "holmesgpt--general_instructions.prompt.md",
+        "Your FIRST tool call MUST be TodoWrite",
+    )
+    assert any(s.startswith("Your FIRST tool call MUST be TodoWrite") for s in _default(new))
+
+
+def test_a_plain_word_in_backticks_after_call_is_a_tool() -> None:
+    # browser-use's system prompt (prompts-fresh, seen): "You must call the `done` action
+    # in one of two cases:", moved from `<task_completion_rules>` to the top, named no tool
+    # the rule knew (a name after a verb had to be `snake_case`, camel case, or Pascal case
+    # in backticks), and `<pre_done_verification>` won by its heading word.
+    name = "called-ticked-word.prompt.md"
+    text = (DATA / name).read_text(encoding="utf-8")
+    rule = "Once the task is complete, you must call the `conclude` action."
+    assert _default(text) == [rule]
+    template = parse_prompt(text)
+    m = explain_instruction(template, text.index(rule))
+    assert m is not None and m.reported and m.tool == "conclude"
+    assert template.sections[m.section].title == "completion_rules"
+    # After "use" a plain word in backticks may be a type or a library: no tool.
+    used = text.replace("call the `conclude`", "use the `conclude`").replace(
+        "- Call `conclude`", "- Use `conclude`"
+    )
+    assert used.count("`conclude`") == 3 and "call" not in used.lower()
+    assert _default(used) == []
+    _, _, new, _ = _moved_to_top(
+        "prompts-fresh", "browser-use--system_prompt.prompt.md", "You must call the `done` action"
+    )
+    assert any(s.startswith("You must call the `done` action") for s in _default(new))

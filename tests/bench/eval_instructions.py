@@ -964,8 +964,14 @@ def evaluate(
                 new, a, b, s0, s1 = m
                 moved_sections = oracle_sections(new)
 
-                def near(x: int, s0: int = s0, s1: int = s1, ms=moved_sections) -> bool:
+                def near(
+                    x: int, s0: int = s0, s1: int = s1, ms=moved_sections, new: str = new
+                ) -> bool:
                     """The related heading is in the section, or heads one around it."""
+                    if new.startswith("=", x):
+                        # Round 14: a `====` block's heading starts at its `====` line,
+                        # the oracle's section at the title line under it.
+                        x += len(new[x : x + 200]) - len(new[x : x + 200].lstrip("= \t\n"))
                     if s0 <= x < s1:
                         return True
                     head = next(

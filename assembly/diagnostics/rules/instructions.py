@@ -96,21 +96,24 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     prompt's tool sections (`## web_search`, `GUIDE FOR THE "sequential_thinking" TOOL`,
     `3. FORMATTING RESEARCH RESPONSE` for a known `format_research_response`)
     and the names it calls tools or asks to call (``the `task` tool``, `the "finish"
-    tool`, `call write_todos`). "This tool" names the tool of the section it sits in (or
-    the prompt's only tool section's).
+    tool`, `the TodoWrite tool`, `call write_todos`, ``call the `done` action``). "This
+    tool" names the tool of the section it sits in (or the prompt's only tool section's).
 
     - the section of a tool it names: a section titled with the tool's name (`## web_search`,
       `<codebase_search>`, `**run_sql**`, ``### 1. `search_docs` - Documentation
       Search``, `<done_usage>` for a known tool `done`), else the section that owns the tool (the
       innermost one holding more than half of the sentences naming it, two at least,
-      its bold labels and nested blocks included; before that, the one section that
+      its bold labels and nested blocks included, a sentence listing tools counted only
+      for a tool nothing else names; before that, the one section that
       defines it: `- **web_search**: searches the web`, "The crawl_page tool reads …"),
       else the tools section (`# Tools`,
       `TOOL USE`, `<tool_calling>`), also for several tools at once;
     - the tools section, for an instruction about tools in general ("Prefer tools over
       your own knowledge", "use another tool", "Functions must be used to …") at the
       opening of the prompt (the placement Onyx measured), unless half of the opening's
-      sentences speak of tools; inside a section it is a step of that section's work;
+      sentences speak of tools or another section directs tools in general more than
+      the tools section does (two instructions at least); inside a section it is a step
+      of that section's work;
     - else the section whose heading it matches: a heading word that no other heading has
       and that the prompt uses mostly there (more than a third of its uses), or two
       heading words, or one with support from the section's prose (a heading of three or
@@ -162,7 +165,9 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     it uses it as often as the section titled by it does (an opening names the prompt's
     theme: "You are a citations agent" does not make it the place for citation rules);
     an instruction on the line just before its section (under 15 tokens away) unless it
-    names a tool. Hover an instruction to see the section it was matched to and why (the
+    names a tool; the prompt's last sentence, after its last block, ending with a colon
+    (it leads in to what is sent after the prompt). Hover an instruction to see the
+    section it was matched to and why (the
     words, the scores, and the best unrelated section).
 
     Reported by default: an instruction that names one tool whose section is titled by
@@ -181,13 +186,16 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     `tool-home` or `tools` match away from the opening, or a match by a name only a title
     calls a tool (`tool-title`). At the opening, a tool's titled section is judged by the
     tool alone; elsewhere it must beat every unrelated section, as the tools section must
-    for tools in general and the section describing a known tool for its rule at the
-    opening (other matches: twice). A line of a list of tools
+    for tools in general (other matches: twice); the section describing a known tool
+    (defining it, or naming it twice or more) is the place of its rule at the opening
+    whatever heading words another shares. A tools section (`TOOLS USAGE GUIDE`) is a
+    part of the prompt however much of it it holds. A line of a list of tools
     (`- fetch_url — fetch a public URL`) defines its tool and is no
     rule. The hover says which kind a match is.
 
     Otherwise the finding says where the instruction sits and how many tokens from its
-    section: a warning at the top of the prompt or in another part of it, information in a
+    section: a warning at the top of the prompt, at its end (after its last block), or in
+    another part of it, information in a
     neighbouring section. `instruction_distance` (default 0) mutes findings nearer than
     that many tokens. Templates, inline system prompts and custom agent prompts are
     checked; in a `*.prompt.md` the quick fix moves the sentence to the end of its
@@ -680,6 +688,8 @@ class _Topics:
         )
         self.sentence_words = [_content_words(s.text) for s in template.sentences]
         self.sentence_tools = self._sentence_tools()
+        # ``described``: the tools whose home defines them or names them twice or more
+        self.described: set[str] = set()
         self.tool_homes = self._tool_homes()
         titles = [
             _title_words(
@@ -732,6 +742,7 @@ class _Topics:
             for i, sec in enumerate(sections)
             if (sec.range.end - sec.range.start) * 10 >= body_len * 9
             and not any(o.parent == sec.parent for o in sections[:i])
+            and i not in self.tool_roots
         }
         # Sections of examples (`# Sample Phrases` > `## Deflecting a Prohibited Topic`,
         # `<examples>`): they show what to say, they are no place for a rule.
@@ -765,6 +776,9 @@ class _Topics:
         for j, s in enumerate(template.sentences):
             self.by_section[s.section].append(j)
         self._names: dict[int, frozenset[int]] = {}  # ``names``, for the sentences asked
+        # ``_general_guidance_elsewhere``: section -> sentences of its subtree directing
+        # tools in general, counted when first asked
+        self._guidance: Counter[int] | None = None
         # ``_shared_phrase``: the phrases of each section's subtree, for the sections asked
         self._section_phrases: dict[int, Counter[tuple[str, str]]] = {}
         # The prompt's first heading, when nothing but blank lines comes before it: the
@@ -844,6 +858,18 @@ class _Topics:
             # tool does; it is the tool's description, not a rule placed away from it (five
             # of Data Formulator's false findings, its tool list at the top).
             return self._no("it defines the tool it names: a description, not a rule about it")
+        if (
+            sentence.section is None
+            and k == len(self.template.sentences) - 1
+            and k > 0
+            and self.template.sentences[k - 1].section is not None
+            and sentence.text.rstrip().endswith(":")
+        ):
+            # Round 14: the prompt's last sentence, after its last block and ending with a
+            # colon, leads in to what is sent after the prompt ("Call the FollowUpQuery Tool
+            # to generate a reflection for this request:" after `<Task>`,
+            # local-deep-researcher, labelled in place): it sits where it must.
+            return self._no("it ends the prompt, leading in to what follows it")
         if not tools and sentence.section is not None and self.in_tools[sentence.section]:
             return self._no("it sits in tool guidance, which may speak of any topic")
         score: dict[int, float] = defaultdict(float)
@@ -920,7 +946,23 @@ class _Topics:
             and self.tool_sections.get(next(iter(tools))) == tool_target
             and next(iter(tools)) in self.known_tools
         )
-        if titled:
+        # Round 14: at the opening, the section that describes the one known tool named
+        # (defines it, or names it twice or more) is its section too, whatever heading
+        # words another shares (holmesgpt's "Your FIRST tool call MUST be TodoWrite …",
+        # moved to the top, went to `Tool/function calls`). Named there once, the tool is
+        # only used there (perplexica's speed researcher: "Call done when you have
+        # gathered enough …" in `<response_protocol>`, where "When you are finished, you
+        # must call the `done` tool" at the top is labelled in place).
+        homed = (
+            not titled
+            and tool_target is not None
+            and len(tools) == 1
+            and self._opening(k)
+            and next(iter(tools)) in self.known_tools
+            and next(iter(tools)) in self.described
+            and self.tool_homes.get(next(iter(tools))) == tool_target
+        )
+        if titled or homed:
             best = tool_target  # type: ignore[assignment]
         best_score = score[best]
         general_target = general and best == tool_target
@@ -1009,6 +1051,8 @@ class _Topics:
             return self._no("its own section speaks of that tool too")
         if general and best == tool_target and self._tools_elsewhere(k):
             return self._no("its own section speaks of tools too")
+        if general and best == tool_target and self._general_guidance_elsewhere(best):
+            return self._no("the prompt directs tools in general in another section")
         own = 0.0
         for c in chain:
             if self._inside(best, c):
@@ -1080,6 +1124,8 @@ class _Topics:
         margin = self.MARGIN
         if titled:
             margin = 0.0 if self._opening(k) else self.TITLED_MARGIN
+        elif homed:
+            margin = 0.0
         elif (
             by_tool
             and self._opening(k)
@@ -1353,6 +1399,28 @@ class _Topics:
             return False
         return _about_tools(self.template.sentences[k].text, self.functions)
 
+    def _general_guidance_elsewhere(self, tools: int) -> bool:
+        """Whether the prompt directs tools in general in a section outside the tools
+        section ``tools`` (its subtree, or one around it) and not in that section: two
+        instructions or more of one section's subtree do, more than the tools section's
+        (statements do not: "Some tool calls require user approval"). Round
+        14: aworld's xbench coding agent declares its one tool in `<tools>` (a name and a
+        description) and says "Do not use any tools outside the provided tool list" and
+        "try another method or use different tools" under `## Working Guidelines`; "You
+        should break down the task and use different tools step by step", at the top, is
+        no rule taken out of `<tools>` (the one false default finding on the seen sets)."""
+        if self._guidance is None:
+            counts: Counter[int] = Counter()
+            for j, s in enumerate(self.template.sentences):
+                if s.section is not None and self._general(j) and is_instruction(s.text):
+                    for c in self._chain(s.section):
+                        counts[c] += 1
+            self._guidance = counts
+        home = self._guidance[tools]
+        return any(
+            n >= 2 and n > home and not self._related(i, tools) for i, n in self._guidance.items()
+        )
+
     def _names_title(self, text: str, i: int) -> bool:
         """Whether ``text`` names section ``i`` by its title as written, capitals included,
         a title of two words or more ("Break down the information using the Analysis
@@ -1424,6 +1492,10 @@ class _Topics:
         heading whose bold labels or nested XML blocks each say it once owns it as much as
         one paragraph saying it twice. Not a section that holds (nearly) the whole prompt."""
         mentions: dict[str, Counter[int | None]] = defaultdict(Counter)
+        # Sentences that list tools (``_TOOL_LIST``) count only for a tool no other
+        # sentence of the body names (Kimi CLI's "If the `Shell`, `TaskList`,
+        # `TaskOutput`, and `TaskStop` tools are available, …" introduces them).
+        listed: dict[str, Counter[int | None]] = defaultdict(Counter)
         defined: dict[str, set[int | None]] = defaultdict(set)
         for s, named in zip(self.template.sentences, self.sentence_tools, strict=True):
             if s.section is None:
@@ -1431,9 +1503,10 @@ class _Topics:
                 # there is what the rule reports: where the tool is described is the
                 # body's call.
                 continue
+            in_list = _listed_tools(s.text, named)
             for t in named:
                 if t not in self.tool_sections:
-                    mentions[t][s.section] += 1
+                    (listed if t in in_list else mentions)[t][s.section] += 1
             if (
                 named
                 and (m := _DEFINITION.match(s.text) or _INTRODUCED.match(s.text))
@@ -1443,13 +1516,14 @@ class _Topics:
         body_len = max(1, len(self.template.text) - self.template.body_range.start)
         sections = self.template.sections
         homes = {}
-        for t, by_section in mentions.items():
+        for t, by_section in {**listed, **mentions}.items():
             where = defined.get(t, set())
             if len(where) == 1 and (home := next(iter(where))) is not None:
                 # Where the prompt defines the tool (`- `web_search`: searches the web`),
                 # not where it mentions it most (a workflow that calls it at every step).
                 if (sections[home].range.end - sections[home].range.start) * 10 < body_len * 9:
                     homes[t] = home
+                    self.described.add(t)
                     continue
             total = sum(by_section.values())
             under: Counter[int] = Counter()
@@ -1468,10 +1542,16 @@ class _Topics:
                 and n * 2 > total
                 # A heading made of code (a JSON example line over `---`) names no place.
                 and not _CODE_TITLE.search(sections[i].title)
-                and (sections[i].range.end - sections[i].range.start) * 10 < body_len * 9
+                and (
+                    (sections[i].range.end - sections[i].range.start) * 10 < body_len * 9
+                    # A tools section is a part however much it holds (round 14).
+                    or i in self.tool_roots
+                )
             ]
             if owners:
                 homes[t] = max(owners)  # the innermost: a subsection comes after its parent
+                if under[homes[t]] >= 2:
+                    self.described.add(t)
         return homes
 
     def _tool_section(self, tools: set[str]) -> int | None:
@@ -1570,6 +1650,26 @@ _DEFINITION = re.compile(
 )
 # Round 13: "You have access to the `task_tracker` tool to help you …" (OpenHands'
 # `TASK_MANAGEMENT`) introduces the tool where the prompt describes it, whatever follows.
+# Round 14: a sentence that names this many tools or more lists them, and so does a list
+# of code spans, three or more in a row separated by commas, for the tools inside it
+# ("**Safe to chain:** `input`, `scroll`, `find_text`, `extract`, `search_page`,
+# `find_elements` …", browser-use's `<efficiency_guidelines>`, where only the last two are
+# known tools): it describes none of them, and does not count toward where each is
+# described (``_tool_homes``) when another sentence names the tool.
+_TOOL_LIST = 3
+_CODE_LIST = re.compile(r"`[^`\n]{1,60}`(?:\s*,\s*(?:and\s+|or\s+)?`[^`\n]{1,60}`){2,}")
+
+
+def _listed_tools(text: str, named: Collection[str]) -> Collection[str]:
+    """Of the tools ``named`` by a sentence, those it lists (``_TOOL_LIST``)."""
+    if len(named) >= _TOOL_LIST:
+        return named
+    if not named or "`" not in text:
+        return ()
+    spans = [m.group(0).lower() for m in _CODE_LIST.finditer(text)]
+    return [t for t in named if any(f"`{t}`" in span for span in spans)]
+
+
 _INTRODUCED = re.compile(
     r"you\s+have\s+access\s+to\s+(?:the\s+|an?\s+)?[*_`\"']*([A-Za-z_][\w.-]*)[*_`\"']*"
     r"\s+(?:tool|function)\b",
@@ -1586,7 +1686,7 @@ _EXAMPLES_TITLE = re.compile(r"\b(?:examples?|samples?)\b", re.I)
 _TOOLS_TITLE = re.compile(
     r"^\W*(?:[0-9ivx]+[.):]?\s+)?(?:(?:available|your|the|using|use\s+of|about|on|"
     r"working\s+with|calling)[\s_]+)?(?:tools?|functions|function[\s_]+calling)"
-    r"(?:[\s_]+(?:use|usage|calling|call|guidelines?|guidance|instructions?|available|"
+    r"(?:[\s_]+(?:use|usage|calling|call|guidelines?|guides?|guidance|instructions?|available|"
     r"reference|overview|policy|policies|rules|access|definitions?|list|notes)){0,2}\W*$",
     re.I,
 )
@@ -1788,6 +1888,11 @@ def _placement(template: PromptTemplate, sentence: Sentence, target: int) -> tup
     """
     own = sentence.section
     if own is None:
+        if template.sections and sentence.range.start >= template.sections[0].range.start:
+            # Text after a closed block that no section holds (round 14: claude-cookbooks'
+            # research subagent ends with a paragraph after `<maximum_tool_call_limit>`,
+            # which the message called the top of the prompt).
+            return "at the end of the prompt, after its sections", Severity.WARNING
         return "at the top of the prompt", Severity.WARNING
     own_top, target_top = _top(template, own), _top(template, target)
     where = f"in `{_clip(_heading(template.sections[own]), 40)}`"
@@ -1839,6 +1944,35 @@ _CALLED_PASCAL = re.compile(
     r"(?=[cuirCUIR])\b(?i:call|use|invoke|run|using|calling)\s+(?:the\s+)?"
     r"`([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)(?:\([^)`]{0,40}\))?`"
 )
+# Round 14: a Pascal case name before "tool" in lower case ("You MUST use the TodoWrite
+# tool", holmesgpt) is a tool's name; before "Tool" it is part of a name in title case
+# ("Call the FollowUpQuery Tool to generate a reflection", local-deep-researcher: round 12
+# took it for a tool and made a false default finding).
+# Round 14: a plain word in backticks after "call" or "invoke" ("You must call the `done`
+# action", browser-use) is a tool; after "use" or "run" it may be a type, a library or a
+# command ("use `str`", "run `pytest`").
+# Both are found from what follows the name ("tool", a backticked word), which the regex
+# engine finds by its literal text, then the name or the verb just before it.
+_TOOL_WORD = re.compile(r"tools?\b")
+_PASCAL_BEFORE = re.compile(r"\b([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\s+\Z")
+_TICKED_WORD = re.compile(r"`([a-z][a-z0-9]{1,30})`")
+_CALL_BEFORE = re.compile(r"\b(?i:call|calling|invoke|invoking)\s+(?:the\s+)?\Z")
+
+
+def _pascal_tools(text: str, pos: int) -> Iterator[str]:
+    """The Pascal case names before "tool" in lower case (round 14) from ``pos``."""
+    for m in _TOOL_WORD.finditer(text, pos):
+        if (before := _PASCAL_BEFORE.search(text, max(pos, m.start() - 64), m.start())) is not None:
+            yield before.group(1)
+
+
+def _called_ticked(text: str, pos: int) -> Iterator[str]:
+    """The plain words in backticks after "call" or "invoke" (round 14)."""
+    for m in _TICKED_WORD.finditer(text, pos):
+        if _CALL_BEFORE.search(text, max(pos, m.start() - 24), m.start()) is not None:
+            yield m.group(1)
+
+
 # A backticked identifier (files are left out later).
 _TICKED_IDENT = re.compile(r"`([A-Za-z_][\w.]{2,40})(?:\([^)`]{0,40}\))?`")
 _SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
@@ -1881,6 +2015,8 @@ def text_tool_names(template: PromptTemplate) -> set[str]:
     named += [m.group(1) for m in _CALLED.finditer(text, body)]
     named += [text[a:b] for a, b in snakes if _TOOL_AFTER.match(text, b)]
     named += [m.group(1) for m in _CALLED_PASCAL.finditer(text, body)]
+    named += _pascal_tools(text, body)
+    named += _called_ticked(text, body)
     res = {n.lower() for n in named if not _FILE_LIKE.search(n)}
     # Identifiers of the prose (headings and code left out), each use counted once.
     sentences = template.sentences
