@@ -27,6 +27,7 @@ CORPORA = [
     "prompts-heldout13",
     "prompts-heldout14",
     "prompts-heldout15",
+    "prompts-heldout16",
 ]
 PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
 
@@ -79,7 +80,12 @@ def test_each_held_out_set_is_of_projects_no_earlier_corpus_has() -> None:
 
 # The held-out sets whose README promises that no line of more than 50 characters (after
 # stripping) is shared with any other file under tests/data/, nor between two of its projects.
-NO_SHARED_LINES = ["prompts-heldout13", "prompts-heldout14", "prompts-heldout15"]
+NO_SHARED_LINES = [
+    "prompts-heldout13",
+    "prompts-heldout14",
+    "prompts-heldout15",
+    "prompts-heldout16",
+]
 
 
 def _long_lines(path: Path) -> set[str]:

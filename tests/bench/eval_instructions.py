@@ -29,7 +29,7 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
 
     python tests/bench/eval_instructions.py
         [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|heldout9|
-                  heldout10|heldout11|heldout12|heldout13|heldout14|heldout15|seen]
+                  heldout10|heldout11|heldout12|heldout13|heldout14|heldout15|heldout16|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30] [--declared-tools] [--preview]
@@ -108,6 +108,10 @@ HELDOUT14 = ROOT / "tests" / "data" / "prompts-heldout14"
 # in the same round as the fourteenth's judging, before the rule ever ran on it: held out; never
 # run, listed or read while tuning.
 HELDOUT15 = ROOT / "tests" / "data" / "prompts-heldout15"
+# The sixteenth, gathered and labelled (with declared tools) by another engineer (branch heldout16)
+# while the fifteenth was being tuned on as seen, before the rule ever ran on it: held out; never
+# run, listed or read while tuning.
+HELDOUT16 = ROOT / "tests" / "data" / "prompts-heldout16"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
@@ -124,6 +128,7 @@ CORPORA = {
     "heldout13": HELDOUT13,
     "heldout14": HELDOUT14,
     "heldout15": HELDOUT15,
+    "heldout16": HELDOUT16,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
