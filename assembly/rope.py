@@ -82,9 +82,11 @@ class _Chunk:
         if hit is not None and hit[0] is self:
             return hit[1][a:b]
         marks = self._marks
-        if marks is None:
+        if marks is None or marks is _READ_ONCE:
+            # The first read only decodes (a parse reads each chunk once, in order); the
+            # marks are made when the chunk is read again after leaving the memo.
             text = _decoded(self, data)  # type: ignore[arg-type]
-            self._marks = _marks_of(text)
+            self._marks = _READ_ONCE if marks is None else _marks_of(text)
             return text[a:b]
         step = _mark_step(self.n)
         i, j = a // step, -(-b // step)
@@ -159,6 +161,8 @@ def _packed(text: str) -> str | bytes:
     return data if sys.getsizeof(data) < sys.getsizeof(text) else text
 
 
+# ``_Chunk._marks`` of a packed chunk decoded once, whose marks are not made yet.
+_READ_ONCE: array[int] = array("I")
 _MARKS = 64  # byte marks of a packed chunk at most (a 16 K chunk: one every 256 code points)
 
 
