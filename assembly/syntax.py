@@ -905,7 +905,12 @@ class JsonParser:
         assert self.source is not None
         at = self.shift + p
         stop = self.doc_len if size <= 0 else min(self.doc_len, at + size)
-        self.text = self.source[at:stop]
+        # What this window holds of the new one is kept; only the rest is read.
+        held = self.shift + len(self.text)
+        if stop <= held:
+            self.text = self.text[p : stop - self.shift]
+        else:
+            self.text = self.text[p:] + self.source[held:stop]
         self.shift = at
         self.end = len(self.text)
         self.pos -= p
