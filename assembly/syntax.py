@@ -1304,9 +1304,10 @@ class JsonParser:
         """
         text = self.text
         windowed = starts is not None and self.source is not None
+        slack = min(WINDOW_SLACK, self.window_chars // 2)  # (``_refill``'s, checked here first)
         while True:
             p = self._skip()
-            while windowed:
+            while windowed and self.end - p < slack:
                 moved = self._refill(p)
                 if not moved:
                     break
