@@ -1067,7 +1067,9 @@ class JsonParser:
                 self._punct(p)
                 self._skip_container()
                 return None
-            self._punct(p)
+            self.pos = self.last_end = p + 1  # (``_punct``)
+            self.count += 1
+            self.last_raw = c
             if c == "{":
                 return self._members(depth, p, [], set(), None)
             return self._array(depth, p)
@@ -1270,8 +1272,15 @@ class JsonParser:
                 return
         c = text[p]
         if c == ",":
-            self._punct(p)
-            q = self._skip()
+            # (``_punct`` and ``_skip``, without a call each: once an item or member)
+            self.pos = self.last_end = q = p + 1
+            self.count += 1
+            self.last_raw = ","
+            end = self.end
+            if q < end and text[q] in _WS_CHARS:
+                q = self.pos = _WS.match(text, q, end).end()
+            if q < end and self.count >= MAX_JSON_TOKENS:
+                q = self._skip()
             if q < self.end and text[q] == close:
                 self._error("trailing comma", p, p + 1)
         elif c != close:
