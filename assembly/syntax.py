@@ -1135,8 +1135,16 @@ class JsonParser:
             if c == "}":
                 if comma != -1:
                     self._error("trailing comma", comma, comma + 1)
-                self._punct(p)
-                return SNode("object", self._range(start, p + 1), members=tuple(members))
+                self.pos = self.last_end = p + 1  # (``_punct`` and ``_range``, inline)
+                self.count += 1
+                self.last_raw = c
+                b = self.base
+                rng = (
+                    TextRange(start + shift, p + 1 + shift)
+                    if b is None
+                    else _rel(rels, start - b, p + 1 - b)
+                )
+                return SNode("object", rng, None, (), tuple(members))
             comma = -1
             if c == '"':
                 e = -1
