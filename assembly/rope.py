@@ -49,8 +49,8 @@ class _Chunk:
     memo of the chunks read last (``_decoded``); its length and line breaks are known
     without decoding it. ``sub`` reads a slice: of a packed chunk, through its byte marks
     (``_marks``: the UTF-8 offset of every ``_mark_step``-th code point, at most
-    ``_MARKS`` of them, made on the first read that missed the memo), it decodes only
-    the bytes between the marks around the slice.
+    ``_MARKS`` of them, made on the second read that missed the memo: a parse reads each
+    chunk once), it decodes only the bytes between the marks around the slice.
     """
 
     __slots__ = ("_breaks", "_marks", "data", "n", "n_breaks")
@@ -72,7 +72,7 @@ class _Chunk:
 
     def sub(self, a: int, b: int) -> str:
         """``text[a:b]`` for ``0 <= a <= b <= n``; a packed chunk is decoded whole only
-        on the first read that misses the memo (which makes its byte marks)."""
+        on the first two reads that miss the memo (the second makes its byte marks)."""
         data = self.data
         if type(data) is str:
             return data[a:b]
