@@ -110,6 +110,9 @@ LOG_MESSAGE_KEYS = frozenset(
 # GPT-5 requests) is a system message, the legacy ``function`` role a tool response.
 ROLE_ALIASES: dict[str, Role] = {"developer": Role.SYSTEM, "function": Role.TOOL}
 _ROLES: dict[str, Role] = {r.value: r for r in Role}
+# The roles the reader compares with per message, as plain globals: ``Role.TOOL`` goes
+# through ``EnumType.__getattr__``'s lookup hook (160 ns, eight times a global's).
+_TOOL, _USER, _ASSISTANT, _SUMMARY = Role.TOOL, Role.USER, Role.ASSISTANT, Role.SUMMARY
 # A chat-completions request body (or a fine-tuning / eval record) is a conversation:
 # ``messages``, ``tools`` and ``model`` are read (``functions``, the legacy tool list, as
 # tools); the other documented request fields are accepted silently: OpenAI chat
@@ -649,13 +652,13 @@ class Reader:
         if not any(
             _depends_on_neighbours(m)
             for m, _ in messages
-            if m.tool_calls or m.role is Role.TOOL  # (else it cannot: no call each)
+            if m.tool_calls or m.role is _TOOL  # (else it cannot: no call each)
         ):
             return tuple(messages)
         pending: list[ToolCall] = []
         res: list[tuple[Message, int]] = []
         for m, base in messages:
-            if m.role is Role.ASSISTANT:
+            if m.role is _ASSISTANT:
                 pending.extend(c for c in m.tool_calls if c.synthesized_id)
             elif _unnamed_response(m):
                 legacy = m.written_role == "function"
@@ -797,7 +800,7 @@ class Reader:
         )
         tcid_node = get("tool_call_id")
         tool_call_id = None
-        if tcid_node is None and role is Role.TOOL:
+        if tcid_node is None and role is _TOOL:
             tcid_node = self._tool_call_ids(node)
         if tcid_node is not None and tcid_node.kind != "null":
             if tcid_node.kind == "string":
@@ -807,7 +810,7 @@ class Reader:
         files: tuple[FileAttachment, ...] = ()
         files_node = get("files")
         if files_node is not None:
-            if role is not Role.USER:
+            if role is not _USER:
                 self.error("only user messages carry uploaded `files`", files_node.range)
             elif files_node.kind != "array":
                 self.error("`files` must be an array of files", files_node.range)
@@ -822,14 +825,14 @@ class Reader:
             file_id = self._string(node, "file_id", what="message", required=False)
         if "filename" in fields:
             filename = self._string(node, "filename", what="message", required=False)
-        if file_id is not None and role is not Role.USER:
+        if file_id is not None and role is not _USER:
             fid_node = get("file_id")
             assert fid_node is not None
             self.error("only user messages can be injected files (`file_id`)", fid_node.range)
             file_id = None
         st_node = get("summarizes_through")
         summarizes_through = None
-        if role is Role.SUMMARY:
+        if role is _SUMMARY:
             if st_node is None or st_node.kind == "null":
                 self.error(
                     "a summary needs `summarizes_through`: the id of the last summarized message",
@@ -955,7 +958,7 @@ class Reader:
         tcs = node.get("tool_calls")
         legacy = node.get("function_call")
         if (tcs is None or tcs.kind == "null") and legacy is not None and legacy.is_object:
-            if role is not Role.ASSISTANT:
+            if role is not _ASSISTANT:
                 self.error("only assistant messages make a `function_call`", legacy.range)
                 return ()
             # The legacy single call: read as a tool call (``function`` is the call itself).
@@ -963,7 +966,7 @@ class Reader:
             return (call,) if call is not None else ()
         if tcs is None or tcs.kind == "null":
             return ()
-        if role is not Role.ASSISTANT:
+        if role is not _ASSISTANT:
             self.error("only assistant messages make `tool_calls`", tcs.range)
             return ()
         if not tcs.is_array:
@@ -1117,7 +1120,7 @@ def is_dataset(root: SNode) -> bool:
 def _depends_on_neighbours(m: Message) -> bool:
     """Whether reading ``m`` takes the messages around it: a call whose id was made up, or a
     response without a usable ``tool_call_id`` (paired in conversation order)."""
-    if m.role is Role.TOOL:
+    if m.role is _TOOL:
         return _unnamed_response(m)
     return any(c.synthesized_id for c in m.tool_calls)
 
@@ -1125,7 +1128,7 @@ def _depends_on_neighbours(m: Message) -> bool:
 def _unnamed_response(m: Message) -> bool:
     """A tool response without a usable ``tool_call_id``: none written, or ``""`` (an invalid
     value is an error of its own)."""
-    if m.role is not Role.TOOL:
+    if m.role is not _TOOL:
         return False
     return m.tool_call_id == "" or (m.tool_call_id is None and m.tool_call_id_range is None)
 

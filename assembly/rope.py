@@ -49,8 +49,8 @@ class _Chunk:
     memo of the chunks read last (``_decoded``); its length and line breaks are known
     without decoding it. ``sub`` reads a slice: of a packed chunk, through its byte marks
     (``_marks``: the UTF-8 offset of every ``_mark_step``-th code point, at most
-    ``_MARKS`` of them, made on the first read that missed the memo), it decodes only
-    the bytes between the marks around the slice.
+    ``_MARKS`` of them, made on the second read that missed the memo: a parse reads each
+    chunk once), it decodes only the bytes between the marks around the slice.
     """
 
     __slots__ = ("_breaks", "_marks", "data", "n", "n_breaks")
@@ -72,7 +72,7 @@ class _Chunk:
 
     def sub(self, a: int, b: int) -> str:
         """``text[a:b]`` for ``0 <= a <= b <= n``; a packed chunk is decoded whole only
-        on the first read that misses the memo (which makes its byte marks)."""
+        on the first two reads that miss the memo (the second makes its byte marks)."""
         data = self.data
         if type(data) is str:
             return data[a:b]
@@ -82,9 +82,11 @@ class _Chunk:
         if hit is not None and hit[0] is self:
             return hit[1][a:b]
         marks = self._marks
-        if marks is None:
+        if marks is None or marks is _READ_ONCE:
+            # The first read only decodes (a parse reads each chunk once, in order); the
+            # marks are made when the chunk is read again after leaving the memo.
             text = _decoded(self, data)  # type: ignore[arg-type]
-            self._marks = _marks_of(text)
+            self._marks = _READ_ONCE if marks is None else _marks_of(text)
             return text[a:b]
         step = _mark_step(self.n)
         i, j = a // step, -(-b // step)
@@ -159,6 +161,8 @@ def _packed(text: str) -> str | bytes:
     return data if sys.getsizeof(data) < sys.getsizeof(text) else text
 
 
+# ``_Chunk._marks`` of a packed chunk decoded once, whose marks are not made yet.
+_READ_ONCE: array[int] = array("I")
 _MARKS = 64  # byte marks of a packed chunk at most (a 16 K chunk: one every 256 code points)
 
 

@@ -905,7 +905,12 @@ class JsonParser:
         assert self.source is not None
         at = self.shift + p
         stop = self.doc_len if size <= 0 else min(self.doc_len, at + size)
-        self.text = self.source[at:stop]
+        # What this window holds of the new one is kept; only the rest is read.
+        held = self.shift + len(self.text)
+        if stop <= held:
+            self.text = self.text[p : stop - self.shift]
+        else:
+            self.text = self.text[p:] + self.source[held:stop]
         self.shift = at
         self.end = len(self.text)
         self.pos -= p
@@ -1062,7 +1067,9 @@ class JsonParser:
                 self._punct(p)
                 self._skip_container()
                 return None
-            self._punct(p)
+            self.pos = self.last_end = p + 1  # (``_punct``)
+            self.count += 1
+            self.last_raw = c
             if c == "{":
                 return self._members(depth, p, [], set(), None)
             return self._array(depth, p)
@@ -1128,8 +1135,16 @@ class JsonParser:
             if c == "}":
                 if comma != -1:
                     self._error("trailing comma", comma, comma + 1)
-                self._punct(p)
-                return SNode("object", self._range(start, p + 1), members=tuple(members))
+                self.pos = self.last_end = p + 1  # (``_punct`` and ``_range``, inline)
+                self.count += 1
+                self.last_raw = c
+                b = self.base
+                rng = (
+                    TextRange(start + shift, p + 1 + shift)
+                    if b is None
+                    else _rel(rels, start - b, p + 1 - b)
+                )
+                return SNode("object", rng, None, (), tuple(members))
             comma = -1
             if c == '"':
                 e = -1
@@ -1265,8 +1280,15 @@ class JsonParser:
                 return
         c = text[p]
         if c == ",":
-            self._punct(p)
-            q = self._skip()
+            # (``_punct`` and ``_skip``, without a call each: once an item or member)
+            self.pos = self.last_end = q = p + 1
+            self.count += 1
+            self.last_raw = ","
+            end = self.end
+            if q < end and text[q] in _WS_CHARS:
+                q = self.pos = _WS.match(text, q, end).end()
+            if q < end and self.count >= MAX_JSON_TOKENS:
+                q = self._skip()
             if q < self.end and text[q] == close:
                 self._error("trailing comma", p, p + 1)
         elif c != close:
@@ -1299,9 +1321,10 @@ class JsonParser:
         """
         text = self.text
         windowed = starts is not None and self.source is not None
+        slack = min(WINDOW_SLACK, self.window_chars // 2)  # (``_refill``'s, checked here first)
         while True:
             p = self._skip()
-            while windowed:
+            while windowed and self.end - p < slack:
                 moved = self._refill(p)
                 if not moved:
                     break

@@ -9,7 +9,8 @@ left out) and counts the texts the server counts itself. A client (``bench_lsp``
 first ``publishDiagnostics``. The checkouts take turns, ``--runs`` times each; the table
 gives each stage's median end, in ms after the ``didOpen`` was sent, the server's CPU time
 over the open (user + system, from ``getrusage``, its child's not; the figure to compare on
-a loaded machine), its page faults and the texts it counted itself.
+a loaded machine) and by the end of each of its stages, its page faults and the texts it
+counted itself.
 
     python tests/bench/bench_open.py --corpus DIR [--root CHECKOUT]... [--runs 5]
 """
@@ -147,6 +148,7 @@ def main() -> int:
         rows.append([name, *(_median(runs[r], key) for r in roots)])
     for key, name in [
         ("cpu", "server CPU over the open (ms)"),
+        *((f"cpu {s[1]}", f"  CPU by {s[1]}") for s in STAGES[1:8]),
         ("faults", "server page faults"),
         ("texts", "texts the server counted itself"),
         ("chars", "characters it counted itself"),
@@ -209,6 +211,8 @@ def _open(
         for key, name in STAGES:
             if label == key and at >= 0 and (name not in out or key == "child: batch sent"):
                 out[name] = at  # the first one (the didOpen's), of a child's batches the last
+                if pid == server and first is not None:
+                    out["cpu " + name] = float(cpu) - first[0]
     return out
 
 
