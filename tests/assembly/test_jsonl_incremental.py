@@ -536,7 +536,7 @@ def test_edits_below_a_record_over_several_lines_and_a_broken_line_are_read_in_p
         for edit in ((at, at, "x"), (at, text.index('": "', lines[line + 1]) + 4, "")):
             start, end, new = edit
             new_text = text[:start] + new + text[end:]
-            res, full = check(conv, text, new_text, edit)
+            res, _ = check(conv, text, new_text, edit)
             assert res is not None, (line, edit)
             edited += 1
             text = new_text
