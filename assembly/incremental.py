@@ -235,12 +235,12 @@ def _reparse_lines(
         end = old_last + delta
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
-        sub = parse_jsonl(str(new_text[first:end]), messages=True)
+        sub = parse_jsonl(str(new_text[first:end]), messages=True, bom=first == 0)
         if not all(map(_over_lines, sub.errors)):  # an attempt failed: the lines after change
             if lb - end > _NEAR_END or tokens + (lb - first) >= MAX_JSON_TOKENS:
                 return None
             end, old_last = lb, prev.length
-            sub = parse_jsonl(str(new_text[first:end]), messages=True)
+            sub = parse_jsonl(str(new_text[first:end]), messages=True, bom=first == 0)
         return _lines_spliced(prev, root, errors, tokens, sub, first, old_last, delta)
     before = [e for e in errors if e.range.start < first]
     if before and all(map(_over_lines, before)) and _records_ended(starts, root.items, first):
@@ -265,11 +265,11 @@ def _reparse_lines(
         # without an attempt of their own), broken or not, and the lines after are kept.
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
-        sub = parse_jsonl(str(new_text[first:end]), messages=True, spanning=False)
+        sub = parse_jsonl(str(new_text[first:end]), messages=True, bom=first == 0, spanning=False)
     elif end < lb and not any(first <= e.range.start <= old_last for e in errors):
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
-        sub = parse_jsonl(str(new_text[first:end]), messages=True)
+        sub = parse_jsonl(str(new_text[first:end]), messages=True, bom=first == 0)
         if sub.errors:
             sub = None
     if sub is None:  # the lines touched are broken: parse them on to the end, when it is near
@@ -293,7 +293,7 @@ def _reparse_lines(
                 return None  # (a record of the previous parse reads on past them)
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
-        sub = parse_jsonl(str(new_text[first:end]), messages=True)
+        sub = parse_jsonl(str(new_text[first:end]), messages=True, bom=first == 0)
         if failed_before and all(map(_over_lines, sub.errors)):
             # A broken line below now gets an attempt it did not get before: it fails as
             # its line alone does when that is the last line (no record starts there).

@@ -93,6 +93,7 @@ def documents() -> list[tuple[str, str]]:
     head = json.dumps({"settings": small.get("settings", {"model": "gpt-4o"})})
     docs.append(("generated", f"{head}\n{gen}\n"))
     docs.append(("generated:crlf", f"{head}\r\n{gen}\r\n".replace("\n", "\r\n")))
+    docs.append(("generated:bom", f"\ufeff{head}\n{gen}\n"))  # as an editor may send it
     # Records written over several lines (pretty-printed), a few of them on one line.
     records = [
         json.dumps(m, ensure_ascii=False, indent=None if i % 4 == 3 else 2)
@@ -106,7 +107,10 @@ def documents() -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------------------
 # Edits
 
-_TYPED = [*'ab Z:{}[],"\\\t\n', "é", "😀", "\r\n", "\n\n", '"role": "system", ', "\u2028"]
+_TYPED = [
+    *'ab Z:{}[],"\\\t\n',
+    *("é", "😀", "\r\n", "\n\n", '"role": "system", ', "\u2028", "\ufeff"),
+]
 _NEW = '\n{"id": "n1", "role": "user", "content": "and then?"}'
 
 
@@ -387,10 +391,10 @@ def test_edits_below_a_broken_line_are_read_in_pieces() -> None:
         counts["of which in pieces (lines)"],
     )
     assert below >= 150 and pieces == below, counts
-    # Records over several lines above the broken line: parsed from it (they were read
-    # whole: 22 of 24).
+    # Records over several lines above the broken line: parsed from it (2 of 24 were read
+    # in pieces before); an edit inside a record over several lines is still read whole.
     records = counts["edits below a broken line (records)"]
-    assert records >= 20 and counts["of which in pieces (records)"] == records, counts
+    assert records >= 20 and counts["of which in pieces (records)"] >= 3 * records // 4, counts
 
 
 def test_a_broken_line_far_above_the_edit_is_not_parsed_again(
