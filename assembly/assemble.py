@@ -1173,7 +1173,8 @@ class _Pipeline:
         last_unit = s.last_unit + d
         ua, ub = a + first, b + first
         flags = list(s.flags)
-        tool_units = [u for u in s.tool_units if u < ua]
+        past = s.tool_units  # (ascending)
+        tool_units = list(past[: bisect.bisect_left(past, ua)])
         flags[ua:ub] = [_BEFORE_LAST] * len(now)
         keep = self.s.keep_past_tool_results
         if not keep and last_unit > first:
@@ -1181,7 +1182,7 @@ class _Pipeline:
             for j in itertools.compress(itertools.count(), tools):
                 flags[ua + j] = _past_tool_flag(now[j], call_names)
                 tool_units.append(ua + j)
-        tool_units.extend(u + d for u in s.tool_units if u >= ub)
+        tool_units.extend(map(shift, past[bisect.bisect_left(past, ub) :]))
         if call_names != s.call_names:
             for u in tool_units:
                 flag = _past_tool_flag(data[units[u]], call_names)

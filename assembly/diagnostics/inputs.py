@@ -63,6 +63,7 @@ __all__ = [
     "first_system_index",
     "message_source",
     "same_messages",
+    "same_shape",
     "shape_key",
 ]
 
@@ -98,6 +99,30 @@ def shape_key(value: Any) -> Any:
     if isinstance(value, dict):
         return ("dict", *((k, shape_key(v)) for k, v in value.items()))
     return value  # lists of plain values (settings, schemas, arguments)
+
+
+def same_shape(a: Any, b: Any) -> bool:
+    """``shape_key(a) == shape_key(b)``, without making the keys of the parts that are the
+    same objects (a kept tool list, the same messages): tuples and dataclasses are compared
+    part by part, each part the same object or of the same key."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return shape_key(a) == shape_key(b)
+    if t is tuple:
+        return len(a) == len(b) and all(map(same_shape, a, b))
+    if (
+        dataclasses.is_dataclass(a)
+        and not isinstance(a, (str, int, float, TextRange, RelRange, Located, MessageShape))
+        and not isinstance(a, type)
+    ):
+        return all(
+            same_shape(getattr(a, f.name), getattr(b, f.name))
+            for f in dataclasses.fields(a)
+            if f.compare and f.name not in _POSITIONS
+        )
+    return shape_key(a) == shape_key(b)
 
 
 _POSITIONS = frozenset({"starts"})  # a conversation's table of message starts
@@ -320,8 +345,8 @@ class Branch:
             and self.format == other.format
             and self.record == other.record
             and self.branch_tip == other.branch_tip
-            and shape_key(self.rejected_calls) == shape_key(other.rejected_calls)
-            and shape_key(self.project_files) == shape_key(other.project_files)
+            and same_shape(self.rejected_calls, other.rejected_calls)
+            and same_shape(self.project_files, other.project_files)
             and same_messages(self.stored, other.stored)
         )
 
@@ -525,7 +550,7 @@ class ToolTraffic(BranchPart):
             len(self.on_branch) == len(other.on_branch)
             and self.answer == other.answer
             and same_messages(self._stored, other._stored)
-            and shape_key(self.rejected_calls) == shape_key(other.rejected_calls)
+            and same_shape(self.rejected_calls, other.rejected_calls)
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -732,7 +757,7 @@ class SummaryReports:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SummaryReports):
             return NotImplemented
-        return shape_key(self.items) == shape_key(other.items)
+        return same_shape(self.items, other.items)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -773,11 +798,11 @@ class PromptContext(RuleContext):
     texts: tuple[tuple[int, str], ...] = ()
 
     def _key(self) -> tuple[Any, ...]:
+        """What is compared besides the conversation (``same_shape``)."""
         return (
             self.texts,
             self.settings,
             getattr(self.tokenizer, "encoding", id(self.tokenizer)),
-            shape_key(self.conversation),
             self.template,
             self.template_path,
             self.called_tools,
@@ -786,7 +811,10 @@ class PromptContext(RuleContext):
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self._key() == other._key()  # type: ignore[attr-defined]
+        return self._key() == other._key() and same_shape(  # type: ignore[attr-defined]
+            self.conversation,
+            other.conversation,  # type: ignore[attr-defined]
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
