@@ -540,6 +540,11 @@ class ToolTraffic(BranchPart):
     def branch_data(self) -> list[Message]:
         return list(self._stored[: len(self.on_branch)])
 
+    def callers_data(self) -> tuple[Message, ...]:
+        """The stored messages at ``callers`` (every message of the document that makes
+        calls, in document order)."""
+        return self._stored[len(self.on_branch) :]
+
     def index_of(self, m: Message) -> int:
         return self.branch.index_of(m)
 
@@ -638,8 +643,8 @@ class CallIds:
 
 @query
 def call_ids(t: ToolTraffic) -> CallIds:
-    data = t.data
-    return CallIds(frozenset(c.id for i in t.callers for c in data[i].tool_calls))
+    calls = itertools.chain.from_iterable(map(_TOOL_CALLS, t.callers_data()))
+    return CallIds(frozenset(map(_ID, calls)))  # (at C speed)
 
 
 # ------------------------------------------------------------------------------ the cut
@@ -837,7 +842,18 @@ class CalledTools:
 
 @query
 def called_tools(t: ToolTraffic) -> CalledTools:
-    return CalledTools(called_names(map(t.data.__getitem__, t.callers)))
+    callers = t.callers_data()
+    last = _LAST_CALLED[0] if _LAST_CALLED else None
+    same = last is not None and len(last[0]) == len(callers)
+    if last is not None and same and all(map(operator.is_, last[0], callers)):
+        return CalledTools(last[1])  # the same messages make the calls (answers changed)
+    names = called_names(callers)
+    _LAST_CALLED[:] = [(callers, names)]
+    return CalledTools(names)
+
+
+# The callers read last and their names: an edit of answers alone keeps the callers.
+_LAST_CALLED: list[tuple[tuple[Message, ...], frozenset[str]]] = []
 
 
 def called_names(msgs: Iterable[Message]) -> frozenset[str]:
