@@ -11,6 +11,7 @@ object (``Source.per_message``), so typing in a message only makes that message'
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import operator
@@ -562,12 +563,47 @@ class ToolTraffic(BranchPart):
 
 
 @query
-def tool_traffic(b: Branch, k: MessageKinds) -> ToolTraffic:
+def tool_traffic(src: Source, b: Branch, k: MessageKinds) -> ToolTraffic:
+    memo = src.cache.memo
+    made: _Made = memo.carried("tool-traffic", lambda last: _tool_traffic(src, b, k, last))
+    return made[0]
+
+
+# ``tool_traffic``'s value, and the kinds, the branch order and the messages it was made from.
+_Made = tuple[ToolTraffic, MessageKinds, list[int], tuple[Message, ...]]
+
+
+def _tool_traffic(
+    src: Source,
+    b: Branch,
+    k: MessageKinds,
+    last: _Made | None,
+) -> _Made:
+    """``tool_traffic``'s value, with the kinds, the branch order and the messages it was
+    made from.
+
+    Kept from ``last`` (made in the last run, seen in this version's ``Branch``) when only
+    messages that neither make nor answer calls were replaced in place, before and after
+    (the same index tuples of both kinds: ``Source.indexes`` keeps them), and the branch
+    goes through the same places: the same messages are then read, at the same indexes."""
+    order = b.order()
+    cache = src.cache
+    if last is not None and src.changed is not None and not cache._moved:
+        t, was, was_order, was_msgs = last
+        if (
+            was_msgs is cache._messages  # (``changed`` is since then)
+            and was.callers is k.callers
+            and was.tools is k.tools
+            and t.branch.record == b.record
+            and not any(map(_talks(k), src.changed))
+            and was_order == order
+        ):
+            kept = t if t.branch is b else dataclasses.replace(t, branch=b)
+            return kept, k, order, src.messages
     # The messages that make or answer calls, found among a few indexes; then those of
     # the branch (in its order, a pass at C speed).
     data = b.data
     talk = set(k.callers).union(k.tools)
-    order = b.order()
     on = list(filter(talk.__contains__, order))
     callers = k.callers
     answer = (
@@ -577,7 +613,20 @@ def tool_traffic(b: Branch, k: MessageKinds) -> ToolTraffic:
         and data[order[-1]].role is Role.ASSISTANT
     )
     stored = (*map(data.__getitem__, on), *map(data.__getitem__, callers))
-    return ToolTraffic(b, tuple(on), tuple(callers), answer, stored)
+    return ToolTraffic(b, tuple(on), tuple(callers), answer, stored), k, order, src.messages
+
+
+def _talks(k: MessageKinds) -> Callable[[int], bool]:
+    """Whether the message at an index makes or answers calls (``k``'s sorted indexes)."""
+
+    def talks(i: int) -> bool:
+        for found in (k.callers, k.tools):
+            j = bisect.bisect_left(found, i)
+            if j < len(found) and found[j] == i:
+                return True
+        return False
+
+    return talks
 
 
 _TOOL_CALLS = operator.attrgetter("tool_calls")
