@@ -536,6 +536,9 @@ class _Shape:
     marker: int | None  # the per-image marker cost (images replayed as text)
     last_user_pos: int  # the last user message's own position, -1 when none
     unique_ids: bool
+    # The position of each call id's call, when no id is called twice (None: some is, or
+    # not known): an edit of the answers alone is patched from it (``_Pipeline._patch``).
+    call_last: dict[str, int] | None = None
 
 
 # A unit's flags (``_Structure.flags``): the summary node; a message before the last user
@@ -569,10 +572,11 @@ def _positions(seq: Sequence[str], value: str) -> list[int]:
 
 def _call_positions(
     hist: Sequence[LlmMessage], kinds: Sequence[str]
-) -> tuple[list[int], dict[int, int]]:
+) -> tuple[list[int], dict[int, int], dict[str, int] | None]:
     """The positions of the tool messages of ``hist`` (``kinds``: its messages' kinds),
     and the position of the call each answers: the last assistant message before it
-    making a call of its ``tool_call_id``; -1 when there is none (or it has no call id).
+    making a call of its ``tool_call_id``; -1 when there is none (or it has no call id);
+    and the position of each call id's call when no id is called twice (else None).
 
     Computed at C speed: the last call position of each id over the whole history answers
     every response after it; only responses whose id is called again later (a reused id,
@@ -587,6 +591,7 @@ def _call_positions(
     call_ids = list(map(_ID, itertools.chain.from_iterable(made)))
     at = list(itertools.chain.from_iterable(map(itertools.repeat, makers, map(len, made))))
     last = dict(zip(call_ids, at, strict=True))
+    unique = len(last) == len(call_ids)
     last.pop("", None)  # a response without a call id answers nothing
     answers = list(map(_TOOL_CALL_ID, map(hist.__getitem__, tool_positions)))
     found = list(map(last.get, answers, itertools.repeat(-1)))
@@ -602,7 +607,15 @@ def _call_positions(
             where = by_id[answers[k]]
             j = bisect.bisect_left(where, tool_positions[k])
             found[k] = where[j - 1] if j else -1
-    return tool_positions, dict(zip(tool_positions, found, strict=True))
+    return tool_positions, dict(zip(tool_positions, found, strict=True)), last if unique else None
+
+
+def _answered(call_last: dict[str, int], call_id: str | None, p: int) -> int:
+    """``_call_positions``' answer of a tool message at ``p`` answering ``call_id`` when
+    no call id is called twice (``call_last``: each one's position): its call, when it
+    comes before it; else -1."""
+    q = call_last.get(call_id, -1)  # type: ignore[arg-type]
+    return q if q < p else -1
 
 
 def _moved_calls(
@@ -1173,7 +1186,8 @@ class _Pipeline:
         last_unit = s.last_unit + d
         ua, ub = a + first, b + first
         flags = list(s.flags)
-        tool_units = [u for u in s.tool_units if u < ua]
+        past = s.tool_units  # (ascending)
+        tool_units = list(past[: bisect.bisect_left(past, ua)])
         flags[ua:ub] = [_BEFORE_LAST] * len(now)
         keep = self.s.keep_past_tool_results
         if not keep and last_unit > first:
@@ -1181,7 +1195,7 @@ class _Pipeline:
             for j in itertools.compress(itertools.count(), tools):
                 flags[ua + j] = _past_tool_flag(now[j], call_names)
                 tool_units.append(ua + j)
-        tool_units.extend(u + d for u in s.tool_units if u >= ub)
+        tool_units.extend(map(shift, past[bisect.bisect_left(past, ub) :]))
         if call_names != s.call_names:
             for u in tool_units:
                 flag = _past_tool_flag(data[units[u]], call_names)
@@ -1548,6 +1562,7 @@ class _Pipeline:
             ids, kinds, fids = list(ps.ids), list(ps.kinds), list(ps.fids)
             only_ids = True  # what the shape reads besides the ids is the same
             only_calls = True  # what it reads besides the calls and the answers is
+            same_calls = True  # the calls are (the answers may differ)
             quiet = True  # neither before nor after a message that makes or answers calls
             for a, out in patched:
                 for p, x in enumerate(out, start=a):
@@ -1557,14 +1572,27 @@ class _Pipeline:
                         only_ids = now[1:] == then[1:]
                     if only_calls:
                         only_calls = (now[:3], now[5:]) == (then[:3], then[5:])
+                        same_calls = same_calls and now[3] == then[3]
                     if quiet:
                         quiet = not (_talks(x) or _talks(was))
                     hist[p], ids[p], kinds[p], fids[p] = x, x.id, x.kind, x.file_id
             if only_ids:
                 shape = dataclasses.replace(ps, ids=ids, unique_ids=len(set(ids)) == len(ids))
+            elif only_calls and same_calls and ps.call_last is not None:
+                # Only answers changed, no call id is called twice: each patched tool
+                # message answers the one call of its id, when it comes before it.
+                call_pos = dict(ps.call_pos)
+                for a, out in patched:
+                    for p, x in enumerate(out, start=a):
+                        if p in call_pos:
+                            call_pos[p] = _answered(ps.call_last, x.tool_call_id, p)
+                shape = dataclasses.replace(ps, call_pos=call_pos)
+                same_ids = True
             elif only_calls:  # the same ids, kinds and images: the calls' positions again
-                tool_positions, call_pos = _call_positions(hist, kinds)
-                shape = dataclasses.replace(ps, tool_positions=tool_positions, call_pos=call_pos)
+                tool_positions, call_pos, last = _call_positions(hist, kinds)
+                shape = dataclasses.replace(
+                    ps, tool_positions=tool_positions, call_pos=call_pos, call_last=last
+                )
                 same_ids = True
             else:
                 talk = (ps.tool_positions, ps.call_pos) if quiet else None
@@ -1755,10 +1783,11 @@ class _Pipeline:
             image_positions = list(_images_in(0, hist))
         tool_positions: list[int] = []
         call_pos: dict[int, int] = {}
+        call_last: dict[str, int] | None = None
         if calls is not None:
             tool_positions, call_pos = calls
         else:
-            tool_positions, call_pos = _call_positions(hist, kinds)
+            tool_positions, call_pos, call_last = _call_positions(hist, kinds)
         image_prefix = [0] * (n + 1)
         if image_positions:
             for p in image_positions:
@@ -1779,6 +1808,7 @@ class _Pipeline:
             marker=marker,
             last_user_pos=last_user_pos,
             unique_ids=len(set(ids)) == n if unique is None else unique,
+            call_last=call_last,
         )
 
     def _fill_key(self) -> tuple[Any, ...]:

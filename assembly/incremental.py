@@ -202,7 +202,9 @@ def _reparse_lines(
     Below such a failed attempt (it ended before the lines touched), both parses read
     every line alone: the lines touched are parsed alone without an attempt of their own
     (``spanning=False``), broken or not. Nearer it, the lines are parsed from the broken
-    line on (its attempt made again), within ``_REACH``.
+    line on (its attempt made again), within ``_REACH``. Records read over several lines
+    above either (attempts that succeeded, so attempts go on) change neither once they
+    have ended: the lines after them start as with no error before them.
 
     Records read over several lines (every attempt succeeded, no other syntax error):
     the lines touched grow to the whole records they cut (``_records_region``), which are
@@ -233,21 +235,27 @@ def _reparse_lines(
         end = old_last + delta
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
-        sub = parse_jsonl(str(new_text[first:end]), messages=True)
+        sub = parse_jsonl(str(new_text[first:end]), messages=True, bom=first == 0)
         if not all(map(_over_lines, sub.errors)):  # an attempt failed: the lines after change
             if lb - end > _NEAR_END or tokens + (lb - first) >= MAX_JSON_TOKENS:
                 return None
             end, old_last = lb, prev.length
-            sub = parse_jsonl(str(new_text[first:end]), messages=True)
+            sub = parse_jsonl(str(new_text[first:end]), messages=True, bom=first == 0)
         return _lines_spliced(prev, root, errors, tokens, sub, first, old_last, delta)
     before = [e for e in errors if e.range.start < first]
+    if before and all(map(_over_lines, before)) and _records_ended(starts, root.items, first):
+        # Records read over several lines above, ended before the lines touched: every
+        # attempt there succeeded, so those lines start as with no error before them.
+        before = []
     if before and not _attempt_ended(before, starts, root.items, new_text, first):
         # The attempt at the first broken line may read the lines touched: parse again
-        # from that line, when it is near (the attempt's state there is a whole parse's).
-        if any(map(_over_lines, before)):
-            return None  # (a record over several lines was read: attempts go on after it)
-        broken = new_text.rfind("\n", 0, min(e.range.start for e in before)) + 1
-        if first - broken > _REACH:
+        # from that line, when it is near (the attempt's state there is a whole parse's:
+        # attempts on, the records read over several lines above it ended before it).
+        failed = [e.range.start for e in before if not _over_lines(e)]
+        if not failed:
+            return None  # (a record over several lines holds the lines touched)
+        broken = new_text.rfind("\n", 0, min(failed)) + 1
+        if first - broken > _REACH or not _records_ended(starts, root.items, broken):
             return None
         first, before = broken, []
     sub = None
@@ -257,11 +265,11 @@ def _reparse_lines(
         # without an attempt of their own), broken or not, and the lines after are kept.
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
-        sub = parse_jsonl(str(new_text[first:end]), messages=True, spanning=False)
+        sub = parse_jsonl(str(new_text[first:end]), messages=True, bom=first == 0, spanning=False)
     elif end < lb and not any(first <= e.range.start <= old_last for e in errors):
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
-        sub = parse_jsonl(str(new_text[first:end]), messages=True)
+        sub = parse_jsonl(str(new_text[first:end]), messages=True, bom=first == 0)
         if sub.errors:
             sub = None
     if sub is None:  # the lines touched are broken: parse them on to the end, when it is near
@@ -285,7 +293,7 @@ def _reparse_lines(
                 return None  # (a record of the previous parse reads on past them)
         if tokens + (end - first) >= MAX_JSON_TOKENS:
             return None
-        sub = parse_jsonl(str(new_text[first:end]), messages=True)
+        sub = parse_jsonl(str(new_text[first:end]), messages=True, bom=first == 0)
         if failed_before and all(map(_over_lines, sub.errors)):
             # A broken line below now gets an attempt it did not get before: it fails as
             # its line alone does when that is the last line (no record starts there).
@@ -299,6 +307,13 @@ def _reparse_lines(
 def _over_lines(e: SyntaxIssue) -> bool:
     """Whether ``e`` is ``parse_jsonl``'s report of a record read over several lines."""
     return e.message.startswith("a record spans")
+
+
+def _records_ended(starts: Sequence[int], items: Sequence[SNode], at: int) -> bool:
+    """Whether the last line read before ``at`` (a line start) ends before it (a record
+    read over several lines may hold ``at``)."""
+    k = bisect_left(starts, at) - 1
+    return k < 0 or starts[k] + items[k].range.end <= at
 
 
 def _records_region(
@@ -401,14 +416,18 @@ def _attempt_ended(
     first: int,
 ) -> bool:
     """Whether the syntax errors of the lines before ``first`` (``errors``) leave those
-    lines' parse as it is whatever follows ``first``: no record over several lines was
-    read (only the first broken line was then tried as one, and failed), and that attempt
+    lines' parse as it is whatever follows ``first``: a broken line was tried as a record
+    over several lines and failed (the first error that is not a record read over several
+    lines: the attempts before it succeeded, and none is made after it), and that attempt
     ended before two consecutive lines, both after it and before ``first``, that parse
     alone (only blank lines between them): the first holds one whole value, so the attempt
     fails at the second's first token at the latest (see ``_reparse_lines``)."""
-    if any(e.message.startswith("a record spans") for e in errors):
-        return False  # (``syntax.parse_jsonl``'s report of a record read over several lines)
-    broken = text.find("\n", errors[0].range.start)  # the end of the first broken line
+    failed = [e.range.start for e in errors if not _over_lines(e)]
+    if not failed:
+        return False  # (every attempt succeeded: attempts go on)
+    if any(_over_lines(e) and e.range.start > min(failed) for e in errors):
+        return False  # (not a whole parse's errors: no attempt follows a failed one)
+    broken = text.find("\n", min(failed))  # the end of the first broken line
     if broken < 0:
         return False
     at = sorted(e.range.start for e in errors)

@@ -348,7 +348,7 @@ def parse_json(text: str, *, messages: bool = False) -> ParsedData:
 
 def _parse_json(text: str, messages: bool) -> ParsedData:
     parser = JsonParser(text, 0, len(text), messages=messages)
-    root = parser.parse_document()
+    root = parser.parse_document(bom=True)
     return ParsedData(
         root, tuple(parser.errors), tokens=parser.tokens, lex_errors=parser.lex_errors
     )
@@ -382,7 +382,7 @@ def parse_json_windows(
             parser = JsonParser(first, 0, len(first), messages=messages)
             if len(first) < n:
                 parser.source, parser.doc_len, parser.window_chars = text, n, size
-            root = parser.parse_document()
+            root = parser.parse_document(bom=True)
             if parser.final():
                 return ParsedData(
                     root, tuple(parser.errors), tokens=parser.tokens, lex_errors=parser.lex_errors
@@ -390,7 +390,9 @@ def parse_json_windows(
             size *= 4  # the text outside the message list reached the first window's end
 
 
-def parse_jsonl(text: str, *, messages: bool = False, spanning: bool = True) -> ParsedData:
+def parse_jsonl(
+    text: str, *, messages: bool = False, spanning: bool = True, bom: bool = True
+) -> ParsedData:
     """Parse JSON Lines: one value per non-blank line, each parsed on its own.
 
     The root is an array of the lines' values; a line that cannot be read at all is left
@@ -398,12 +400,14 @@ def parse_jsonl(text: str, *, messages: bool = False, spanning: bool = True) -> 
     ``messages``, each line is read relative to its start (``SNode.starts``).
     ``spanning=False``: no broken line is tried as a record over several lines (as after
     a failed attempt; for lines re-read after one, ``incremental._reparse_lines``).
+    ``bom``: ``text`` starts the document, so a U+FEFF first is its byte order mark, read
+    as whitespace (False: lines from inside a document, where it is a character).
     """
     with gc_paused():
-        return _parse_jsonl(text, messages, spanning)
+        return _parse_jsonl(text, messages, spanning, bom)
 
 
-def _parse_jsonl(text: str, messages: bool, spanning: bool = True) -> ParsedData:
+def _parse_jsonl(text: str, messages: bool, spanning: bool = True, bom: bool = True) -> ParsedData:
     items: list[SNode] = []
     starts: list[int] = []
     lines: list[TextRange] = []
@@ -428,11 +432,11 @@ def _parse_jsonl(text: str, messages: bool, spanning: bool = True) -> ParsedData
             break
         if text[start:end].strip():
             parser = JsonParser(text, start, end, start if messages else None, scan)
-            node = parser.parse_document(what="line")
+            node = parser.parse_document(what="line", bom=bom)
             tokens += parser.tokens
             spanning: tuple[SNode, int] | None = None
             if parser.errors and try_spanning:
-                spanning = _spanning_value(text, start, scan, messages)
+                spanning = _spanning_value(text, start, scan, messages, bom)
                 try_spanning = spanning is not None
             if spanning is not None:
                 # One value written over several lines (pretty-printed records): read it,
@@ -458,10 +462,12 @@ def _parse_jsonl(text: str, messages: bool, spanning: bool = True) -> ParsedData
     return ParsedData(root, tuple(errors), tuple(lines), tokens=tokens)
 
 
-def _spanning_value(text: str, start: int, scan: _Scan, messages: bool) -> tuple[SNode, int] | None:
+def _spanning_value(
+    text: str, start: int, scan: _Scan, messages: bool, bom: bool
+) -> tuple[SNode, int] | None:
     """The JSON value starting on the line at ``start`` and where it ends, when it is whole
     and valid only over several lines (its line alone does not parse), else None."""
-    i = start
+    i = start + (bom and start == 0 and text.startswith(BOM))
     while i < len(text) and text[i] in " \t\r":
         i += 1
     if i >= len(text) or text[i] not in "{[":
@@ -714,6 +720,7 @@ def iter_nodes(node: SNode) -> Iterator[SNode]:
 
 _WS = re.compile(r"[ \t\r\n]*")
 _WS_CHARS = " \t\r\n"
+BOM = "\ufeff"  # a byte order mark, read as whitespace at a document's start only
 _LOOSE_STRING = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"')
 _SCALAR = re.compile(
     r"(?:(?P<n>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?![0-9A-Za-z_.])"
@@ -972,7 +979,13 @@ class JsonParser:
         s = start + self.shift
         self.errors.append(SyntaxIssue(message, TextRange(s, max(s, end + self.shift))))
 
-    def parse_document(self, what: str = "document") -> SNode | None:
+    def parse_document(self, what: str = "document", bom: bool = False) -> SNode | None:
+        """The value of the text (``what``: a document or a JSON Lines line), errors
+        reported; with ``bom``, a U+FEFF at the document's start (``text`` starts it) is
+        its byte order mark and read as whitespace (RFC 8259 lets a parser ignore it; an
+        editor may send it, a file read from disk has it dropped)."""
+        if bom and self.pos == 0 and self.shift == 0 and self.text.startswith(BOM):
+            self.pos = 1
         p = self._skip()
         if p >= self.end:
             if what == "document":

@@ -877,7 +877,11 @@ class _Run:
         branch, which every per-message rule reads)."""
         hit = self._off
         if hit is None or hit[0] is not on:
-            hit = self._off = (on, list(itertools.filterfalse(on.__contains__, range(n))))
+            if len(on) == n and max(on, default=-1) < n:
+                off: list[int] = []  # (``n`` indexes below ``n``: every one)
+            else:
+                off = list(itertools.filterfalse(on.__contains__, range(n)))
+            hit = self._off = (on, off)
         return hit[1]
 
     def _ids(self) -> list[int]:

@@ -11,6 +11,7 @@ object (``Source.per_message``), so typing in a message only makes that message'
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import operator
@@ -63,6 +64,7 @@ __all__ = [
     "first_system_index",
     "message_source",
     "same_messages",
+    "same_shape",
     "shape_key",
 ]
 
@@ -98,6 +100,30 @@ def shape_key(value: Any) -> Any:
     if isinstance(value, dict):
         return ("dict", *((k, shape_key(v)) for k, v in value.items()))
     return value  # lists of plain values (settings, schemas, arguments)
+
+
+def same_shape(a: Any, b: Any) -> bool:
+    """``shape_key(a) == shape_key(b)``, without making the keys of the parts that are the
+    same objects (a kept tool list, the same messages): tuples and dataclasses are compared
+    part by part, each part the same object or of the same key."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return shape_key(a) == shape_key(b)
+    if t is tuple:
+        return len(a) == len(b) and all(map(same_shape, a, b))
+    if (
+        dataclasses.is_dataclass(a)
+        and not isinstance(a, (str, int, float, TextRange, RelRange, Located, MessageShape))
+        and not isinstance(a, type)
+    ):
+        return all(
+            same_shape(getattr(a, f.name), getattr(b, f.name))
+            for f in dataclasses.fields(a)
+            if f.compare and f.name not in _POSITIONS
+        )
+    return shape_key(a) == shape_key(b)
 
 
 _POSITIONS = frozenset({"starts"})  # a conversation's table of message starts
@@ -320,8 +346,8 @@ class Branch:
             and self.format == other.format
             and self.record == other.record
             and self.branch_tip == other.branch_tip
-            and shape_key(self.rejected_calls) == shape_key(other.rejected_calls)
-            and shape_key(self.project_files) == shape_key(other.project_files)
+            and same_shape(self.rejected_calls, other.rejected_calls)
+            and same_shape(self.project_files, other.project_files)
             and same_messages(self.stored, other.stored)
         )
 
@@ -515,6 +541,11 @@ class ToolTraffic(BranchPart):
     def branch_data(self) -> list[Message]:
         return list(self._stored[: len(self.on_branch)])
 
+    def callers_data(self) -> tuple[Message, ...]:
+        """The stored messages at ``callers`` (every message of the document that makes
+        calls, in document order)."""
+        return self._stored[len(self.on_branch) :]
+
     def index_of(self, m: Message) -> int:
         return self.branch.index_of(m)
 
@@ -525,19 +556,54 @@ class ToolTraffic(BranchPart):
             len(self.on_branch) == len(other.on_branch)
             and self.answer == other.answer
             and same_messages(self._stored, other._stored)
-            and shape_key(self.rejected_calls) == shape_key(other.rejected_calls)
+            and same_shape(self.rejected_calls, other.rejected_calls)
         )
 
     __hash__ = None  # type: ignore[assignment]
 
 
 @query
-def tool_traffic(b: Branch, k: MessageKinds) -> ToolTraffic:
+def tool_traffic(src: Source, b: Branch, k: MessageKinds) -> ToolTraffic:
+    memo = src.cache.memo
+    made: _Made = memo.carried("tool-traffic", lambda last: _tool_traffic(src, b, k, last))
+    return made[0]
+
+
+# ``tool_traffic``'s value, and the kinds, the branch order and the messages it was made from.
+_Made = tuple[ToolTraffic, MessageKinds, list[int], tuple[Message, ...]]
+
+
+def _tool_traffic(
+    src: Source,
+    b: Branch,
+    k: MessageKinds,
+    last: _Made | None,
+) -> _Made:
+    """``tool_traffic``'s value, with the kinds, the branch order and the messages it was
+    made from.
+
+    Kept from ``last`` (made in the last run, seen in this version's ``Branch``) when only
+    messages that neither make nor answer calls were replaced in place, before and after
+    (the same index tuples of both kinds: ``Source.indexes`` keeps them), and the branch
+    goes through the same places: the same messages are then read, at the same indexes."""
+    order = b.order()
+    cache = src.cache
+    if last is not None and src.changed is not None and not cache._moved:
+        t, was, was_order, was_msgs = last
+        if (
+            was_msgs is cache._messages  # (``changed`` is since then)
+            and was.callers is k.callers
+            and was.tools is k.tools
+            and t.branch.record == b.record
+            and not any(map(_talks(k), src.changed))
+            and was_order == order
+        ):
+            kept = t if t.branch is b else dataclasses.replace(t, branch=b)
+            return kept, k, order, src.messages
     # The messages that make or answer calls, found among a few indexes; then those of
     # the branch (in its order, a pass at C speed).
     data = b.data
     talk = set(k.callers).union(k.tools)
-    order = b.order()
     on = list(filter(talk.__contains__, order))
     callers = k.callers
     answer = (
@@ -547,7 +613,20 @@ def tool_traffic(b: Branch, k: MessageKinds) -> ToolTraffic:
         and data[order[-1]].role is Role.ASSISTANT
     )
     stored = (*map(data.__getitem__, on), *map(data.__getitem__, callers))
-    return ToolTraffic(b, tuple(on), tuple(callers), answer, stored)
+    return ToolTraffic(b, tuple(on), tuple(callers), answer, stored), k, order, src.messages
+
+
+def _talks(k: MessageKinds) -> Callable[[int], bool]:
+    """Whether the message at an index makes or answers calls (``k``'s sorted indexes)."""
+
+    def talks(i: int) -> bool:
+        for found in (k.callers, k.tools):
+            j = bisect.bisect_left(found, i)
+            if j < len(found) and found[j] == i:
+                return True
+        return False
+
+    return talks
 
 
 _TOOL_CALLS = operator.attrgetter("tool_calls")
@@ -613,8 +692,8 @@ class CallIds:
 
 @query
 def call_ids(t: ToolTraffic) -> CallIds:
-    data = t.data
-    return CallIds(frozenset(c.id for i in t.callers for c in data[i].tool_calls))
+    calls = itertools.chain.from_iterable(map(_TOOL_CALLS, t.callers_data()))
+    return CallIds(frozenset(map(_ID, calls)))  # (at C speed)
 
 
 # ------------------------------------------------------------------------------ the cut
@@ -732,7 +811,7 @@ class SummaryReports:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SummaryReports):
             return NotImplemented
-        return shape_key(self.items) == shape_key(other.items)
+        return same_shape(self.items, other.items)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -773,11 +852,11 @@ class PromptContext(RuleContext):
     texts: tuple[tuple[int, str], ...] = ()
 
     def _key(self) -> tuple[Any, ...]:
+        """What is compared besides the conversation (``same_shape``)."""
         return (
             self.texts,
             self.settings,
             getattr(self.tokenizer, "encoding", id(self.tokenizer)),
-            shape_key(self.conversation),
             self.template,
             self.template_path,
             self.called_tools,
@@ -786,7 +865,10 @@ class PromptContext(RuleContext):
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self._key() == other._key()  # type: ignore[attr-defined]
+        return self._key() == other._key() and same_shape(  # type: ignore[attr-defined]
+            self.conversation,
+            other.conversation,  # type: ignore[attr-defined]
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -809,7 +891,18 @@ class CalledTools:
 
 @query
 def called_tools(t: ToolTraffic) -> CalledTools:
-    return CalledTools(called_names(map(t.data.__getitem__, t.callers)))
+    callers = t.callers_data()
+    last = _LAST_CALLED[0] if _LAST_CALLED else None
+    same = last is not None and len(last[0]) == len(callers)
+    if last is not None and same and all(map(operator.is_, last[0], callers)):
+        return CalledTools(last[1])  # the same messages make the calls (answers changed)
+    names = called_names(callers)
+    _LAST_CALLED[:] = [(callers, names)]
+    return CalledTools(names)
+
+
+# The callers read last and their names: an edit of answers alone keeps the callers.
+_LAST_CALLED: list[tuple[tuple[Message, ...], frozenset[str]]] = []
 
 
 def called_names(msgs: Iterable[Message]) -> frozenset[str]:

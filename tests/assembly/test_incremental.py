@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -61,7 +62,7 @@ def check_edit(text: str, new_text: str, fmt: DocFormat) -> Conversation | None:
 # Documents
 
 _TEXT = st.text(
-    alphabet=st.sampled_from([*'ab xyz"\\{}[],:\t\n', "é", "😀", "\u2028"]),
+    alphabet=st.sampled_from([*'ab xyz"\\{}[],:\t\n', "é", "😀", "\u2028", "\ufeff"]),
     max_size=12,
 )
 
@@ -619,9 +620,15 @@ def test_jsonl_lines_are_read_again_alone() -> None:
 def test_random_jsonl_edit_chains_equal_whole_parses(data: st.DataObject) -> None:
     text = _big_jsonl()
     conv = parse_conversation(text, DocFormat.JSONL)
-    alphabet = st.sampled_from([*'ab "\\{}[],:\n', "é", '{"role": "user", "content": "x"}\n'])
+    alphabet = st.sampled_from(
+        [*'ab "\\{}[],:\n', "é", "\ufeff", '{"role": "user", "content": "x"}\n']
+    )
+    if data.draw(st.booleans()):
+        text = "\ufeff" + text  # a byte order mark an editor sent
+        conv = parse_conversation(text, DocFormat.JSONL)
     for _ in range(data.draw(st.integers(1, 10))):
-        pos = data.draw(st.integers(0, len(text)))
+        pos = data.draw(st.sampled_from([0, 1])) if data.draw(st.booleans()) else None
+        pos = data.draw(st.integers(0, len(text))) if pos is None else pos
         cut = data.draw(st.integers(0, 40))
         new_text = text[:pos] + data.draw(alphabet) + text[pos + cut :]
         res = reparse_conversation(conv, text, new_text, DocFormat.JSONL)
@@ -741,3 +748,43 @@ def test_views_of_messages_that_did_not_move_are_shared() -> None:
         assert after == [not moved] * len(after)
         # The previous version's views still read the previous text.
         assert [v.range for v in prev.messages] == [v.range for v in old_views]
+
+
+@pytest.mark.parametrize("fmt", [DocFormat.JSON, DocFormat.JSONL])
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_a_byte_order_mark_an_editor_sends_is_read_as_whitespace(fmt: DocFormat, eol: str) -> None:
+    """A text starting with U+FEFF (an editor may send the file's BOM in ``didOpen``) reads
+    the messages of the text without it, one character later, and no error; typing it,
+    deleting it and editing after it re-read as a whole read reads (it read no message).
+    A U+FEFF anywhere else is a character: an error between values, as before."""
+    text = (_big_doc(4) if fmt is DocFormat.JSON else _big_jsonl(4)).replace("\n", eol)
+    plain = parse_conversation(text, fmt)
+    marked = parse_conversation("\ufeff" + text, fmt)
+    assert len(plain.messages) >= 8 and not marked.issues
+    assert marked.syntax is not None and not marked.syntax[0]
+    assert [m.range.start for m in marked.messages] == [m.range.start + 1 for m in plain.messages]
+    assert [m.content for m in marked.messages] == [m.content for m in plain.messages]
+    if fmt is DocFormat.JSONL:
+        second = text.index("\n") + 1  # at a later line's start, it is not a BOM
+        inner = parse_conversation(text[:second] + "\ufeff" + text[second:], fmt)
+        assert inner.syntax is not None and inner.syntax[0][0].range.start == second
+    at = text.index('"content": "') + len('"content": "')
+    conv, incremental = plain, 0
+    for start, end, new in [
+        (0, 0, "\ufeff"),  # typed (or pasted) at the start
+        (at + 1, at + 1, "x"),  # in the first message
+        (len(text) // 2, len(text) // 2 + 30, ""),  # across messages
+        (len(text) - 40, len(text) - 40, "\ufeff"),  # a character inside the last one
+        (0, 1, ""),  # deleted
+        (0, 0, "\ufeff"),
+        (at + 2, at + 2, "y"),
+    ]:
+        new_text = text[:start] + new + text[end:]
+        res = reparse_conversation(conv, text, new_text, fmt)
+        full = parse_conversation(new_text, fmt)
+        if res is not None:
+            assert normalise(res) == normalise(full), (start, end, new)
+            incremental += start > 0
+        conv, text = (res if res is not None else full), new_text
+        assert len(conv.messages) >= len(plain.messages) - 2
+    assert incremental >= 3

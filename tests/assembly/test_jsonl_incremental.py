@@ -93,6 +93,7 @@ def documents() -> list[tuple[str, str]]:
     head = json.dumps({"settings": small.get("settings", {"model": "gpt-4o"})})
     docs.append(("generated", f"{head}\n{gen}\n"))
     docs.append(("generated:crlf", f"{head}\r\n{gen}\r\n".replace("\n", "\r\n")))
+    docs.append(("generated:bom", f"\ufeff{head}\n{gen}\n"))  # as an editor may send it
     # Records written over several lines (pretty-printed), a few of them on one line.
     records = [
         json.dumps(m, ensure_ascii=False, indent=None if i % 4 == 3 else 2)
@@ -106,7 +107,10 @@ def documents() -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------------------
 # Edits
 
-_TYPED = [*'ab Z:{}[],"\\\t\n', "é", "😀", "\r\n", "\n\n", '"role": "system", ', "\u2028"]
+_TYPED = [
+    *'ab Z:{}[],"\\\t\n',
+    *("é", "😀", "\r\n", "\n\n", '"role": "system", ', "\u2028", "\ufeff"),
+]
 _NEW = '\n{"id": "n1", "role": "user", "content": "and then?"}'
 
 
@@ -359,7 +363,6 @@ def test_edits_below_a_broken_line_are_read_in_pieces() -> None:
         lines = line_starts(pristine)
         if len(lines) < 12:
             continue
-        # (Below a record read over several lines, a broken line is read whole.)
         kind = "records" if name == "generated:records" else "lines"
         for _ in range(4):
             at = rnd.choice(lines[2 : len(lines) // 3])
@@ -388,6 +391,10 @@ def test_edits_below_a_broken_line_are_read_in_pieces() -> None:
         counts["of which in pieces (lines)"],
     )
     assert below >= 150 and pieces == below, counts
+    # Records over several lines above the broken line: parsed from it (2 of 24 were read
+    # in pieces before); an edit inside a record over several lines is still read whole.
+    records = counts["edits below a broken line (records)"]
+    assert records >= 20 and counts["of which in pieces (records)"] >= 3 * records // 4, counts
 
 
 def test_a_broken_line_far_above_the_edit_is_not_parsed_again(
@@ -501,3 +508,42 @@ def test_a_message_typed_above_a_cut_off_last_line_is_read_in_pieces(
     assert declined == whole and max(parsed) <= 3
     broken = len(text) - len(tail) - len(cut)
     assert conv.syntax is not None and conv.syntax[0][-1].range.start >= broken
+
+
+@pytest.mark.parametrize("name", ["generated", "generated:crlf"])
+def test_edits_below_a_record_over_several_lines_and_a_broken_line_are_read_in_pieces(
+    name: str,
+) -> None:
+    """A line split in two near the top (a record read over several lines: the whole
+    parse's attempts go on after it), then a line broken further down (an attempt that
+    fails), then edits between the two, right below the broken line and well below it:
+    each is parsed in pieces (they were read whole: three such edits in a CRLF document in
+    the randomized chains), equal to a whole read."""
+    text = dict(documents())[name]
+    eol = "\r\n" if name.endswith("crlf") else "\n"
+    lines = line_starts(text)
+    split = text.index(', "id": ', lines[3]) + 1
+    assert split < lines[4]
+    text = text[:split] + eol + text[split:]
+    lines = line_starts(text)
+    broken = lines[len(lines) // 2]
+    text = text[:broken] + '{"role": ' + text[broken:]
+    conv = parse_conversation(text, JSONL)
+    assert conv.syntax is not None
+    messages = [e.message for e in conv.syntax[0]]
+    assert messages[0].startswith("a record spans 2 lines") and len(messages) > 1
+    lines = line_starts(text)
+    k = lines.index(broken)
+    edited = 0
+    for line in (len(lines) - 3, k + 4, k + 2, k + 1, 6):  # (a deletion joins two lines)
+        at = text.index('": "', lines[line]) + 4
+        for edit in ((at, at, "x"), (at, text.index('": "', lines[line + 1]) + 4, "")):
+            start, end, new = edit
+            new_text = text[:start] + new + text[end:]
+            res, _ = check(conv, text, new_text, edit)
+            assert res is not None, (line, edit)
+            edited += 1
+            text = new_text
+            conv = res
+            lines = line_starts(text)
+    assert edited == 10

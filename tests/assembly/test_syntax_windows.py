@@ -99,6 +99,19 @@ def test_windows_agree_with_the_whole_parse_on_damaged_conversations(seed: int) 
         assert_windows_agree(damaged(rng, generated(rng)))
 
 
+def test_windows_agree_with_the_whole_parse_after_a_byte_order_mark() -> None:
+    """A text an editor sent with its BOM (U+FEFF first, read as whitespace), damaged or
+    not: the windows read what the whole parse reads, and the BOM hides no message."""
+    rng = random.Random(7)
+    for _ in range(60):
+        text = generated(rng)
+        assert_windows_agree("\ufeff" + damaged(rng, text))
+        plain, marked = parse_json(text, messages=True), parse_json("\ufeff" + text, messages=True)
+        assert marked.errors == () and plain.errors == ()
+        assert marked.root is not None and plain.root is not None
+        assert marked.root.range.start == plain.root.range.start + 1
+
+
 def test_windows_agree_at_the_token_and_message_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past ``MAX_JSON_TOKENS`` the rest is not read, past ``MAX_TOP_ITEMS`` the items are
     skipped unread: both where the whole parse stops."""

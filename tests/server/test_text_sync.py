@@ -237,3 +237,34 @@ async def test_lone_carriage_returns_end_lines_as_the_client_counts_them(
         change(client, uri, version, [edit])
         text = text[:start] + new + text[end:]
         check_server_text(client, uri, text)
+
+
+@pytest.mark.parametrize("name", ["chat.conv.json", "chat.conv.jsonl"])
+async def test_a_byte_order_mark_the_editor_sends_hides_no_message(
+    client: InProcessClient, tmp_path: Path, name: str
+) -> None:
+    """A text opened and edited with its file's BOM (U+FEFF first, which some editors
+    send in ``didOpen``) reads every message, as the file read from disk does: the
+    unanswered call is found, and stays found after an edit in the first line."""
+    call = (
+        '{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": '
+        '"function", "function": {"name": "f", "arguments": "{}"}}]}'
+    )
+    user = '{"role": "user", "content": "hi"}'
+    body = f"[{user},\n{call}]\n" if name.endswith(".json") else f"{user}\n{call}\n"
+    uri = (tmp_path / name).as_uri()
+    await client.open(uri, "\ufeff" + body, language_id="json")
+    for version in (1, 2):
+        snap = client.server.session.snapshots[uri]
+        assert snap.analysis is not None
+        assert len(snap.analysis.conversation.messages) == 2
+        codes = [d.code for d in snap.analysis.diagnostics]
+        assert "unanswered-tool-call" in codes and "syntax-error" not in codes, codes
+        if version == 1:
+            text = "\ufeff" + body
+            at = text.index('hi"') + 2
+            edit = to_lsp_range(TextMap.of(text, client.server.session.encoding), TextRange(at, at))
+            change(client, uri, 2, [lsp.TextDocumentContentChangePartial(range=edit, text="!")])
+            await client.analysed(uri, 2)
+    assert str(client.server.session.documents[uri].text).startswith("\ufeff")
+    assert client.server.session.snapshots[uri].analysis.conversation.messages[0].content == "hi!"

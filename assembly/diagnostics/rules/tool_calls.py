@@ -670,6 +670,7 @@ class _CallIndex:
     def __init__(self, b: ToolTraffic) -> None:
         self._b = b
         self._made: dict[str, tuple[list[str], list[int], list[int]]] = {}
+        self._branch_callers: tuple[int, ...] | None = None
 
     def on_branch(self, call_id: str) -> ToolCall | None:
         return self._first("branch", call_id)
@@ -685,8 +686,13 @@ class _CallIndex:
             if where == "branch":  # among the branch's messages that make or answer calls
                 on = self._b.order()
                 callers = map(_TOOL_CALLS, map(data.__getitem__, on))
-                indexes = list(itertools.compress(on, callers))
-            made = self._made[where] = _flat_calls(data, indexes)
+                indexes = self._branch_callers = tuple(itertools.compress(on, callers))
+                made = _flat_calls(data, indexes)
+            elif self._branch_callers == indexes:  # (every caller is on the branch)
+                made = self._made["branch"]
+            else:
+                made = _flat_calls(data, indexes)
+            self._made[where] = made
         ids, owners, positions = made
         try:
             k = ids.index(call_id)
