@@ -8,6 +8,7 @@ The text is read here and understood by ``assembly.config.parse_config``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,12 +35,18 @@ class ConfigFile:
 
 
 def find_config(start: Path, root: Path | None = None) -> ConfigFile | None:
-    """Return the nearest settings file at or above ``start`` (not above ``root``)."""
+    """Return the nearest settings file at or above ``start`` (not above ``root``).
+
+    Any entry with a settings file's name counts, not only a regular file: a
+    ``promptls.toml`` that is a folder, a FIFO or a link to ``/dev/zero`` is a settings
+    file that cannot be read (an error at it, found by ``read_config`` without reading
+    it), not silently skipped.
+    """
     cur = start if start.is_dir() else start.parent
     while True:
         for name in CONFIG_FILES:
             candidate = cur / name
-            if candidate.is_file():
+            if os.path.lexists(candidate):
                 loaded = read_config(candidate)
                 if loaded is not None:
                     return loaded

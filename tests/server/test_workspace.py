@@ -233,3 +233,33 @@ def test_a_bom_alone_is_not_an_error(tmp_path: Path) -> None:
     res = analyze(path, root=tmp_path, today=TODAY)
     assert res.diagnostics == ()
     assert [m.role for m in res.conversation.messages] == [Role.USER]
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dev-zero", "dangling"])
+def test_settings_file_that_is_not_a_regular_file_is_an_error_at_it(
+    tmp_path: Path, kind: str
+) -> None:
+    """A promptls.toml that is a folder, a FIFO, a link to /dev/zero or a dangling link
+    was skipped as if absent (the parent's settings applied, no word said); it is a
+    settings error at the file, found without reading it (a FIFO would block)."""
+    conv = "messages:\n  - {role: user, content: hi}\n"
+    _write(tmp_path, {"promptls.toml": "max_input_tokens = 5000\n", "sub/c.conv.yaml": conv})
+    bad = tmp_path / "sub/promptls.toml"
+    if kind == "folder":
+        bad.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "dev-zero":
+        bad.symlink_to("/dev/zero")
+    else:
+        bad.symlink_to(tmp_path / "sub/missing.toml")
+    a = analyze(tmp_path / "sub/c.conv.yaml", root=tmp_path, today=TODAY)
+    (d,) = a.diagnostics
+    assert (d.code, d.path) == ("invalid-setting", str(bad))
+    reason = {
+        "folder": "a directory",
+        "fifo": "a FIFO",
+        "dev-zero": "a character device",
+        "dangling": "a dangling symbolic link",
+    }[kind]
+    assert d.message.startswith(f"cannot read promptls.toml: {reason}")
