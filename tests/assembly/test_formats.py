@@ -665,3 +665,30 @@ def test_anthropic_tool_use_without_input_is_an_error_at_the_block(inp: str) -> 
     (call,) = conv.messages[1].tool_calls
     assert (call.id, call.name, call.arguments) == ("t1", "f", {})
     assert conv.messages[2].tool_call_id == "t1"
+
+
+def test_local_shell_call_output_object_is_read_as_its_json_text_with_a_warning() -> None:
+    """The Responses API takes a `local_shell_call_output`'s `output` as "a JSON string of
+    the output" (Codex's: `{"output": …, "metadata": {"exit_code": …}}`, serialised). An
+    object there was an error saying "a string or an array of content parts" and its text
+    was dropped from the count; it is read as the JSON text a client sends, with a
+    warning at the object."""
+    out = '{"output": "a.txt\\n", "metadata": {"exit_code": 0}}'
+    text = (
+        '{"model": "codex-mini-latest", "tools": [{"type": "local_shell"}], "input": [\n'
+        ' {"role": "user", "content": "ls"},\n'
+        ' {"type": "local_shell_call", "call_id": "c1", "action": {"type": "exec",'
+        ' "command": ["ls"], "env": {}}},\n'
+        f' {{"type": "local_shell_call_output", "id": "c1", "output": {out}}}]}}'
+    )
+    conv = parse_conversation(text, DocFormat.JSON)
+    assert conv.source_format == SourceFormat.RESPONSES
+    (issue,) = conv.issues
+    assert issue.severity == "warning"
+    assert text[issue.range.start : issue.range.end] == out
+    tool = conv.messages[-1]
+    assert (tool.role, tool.tool_call_id) == (Role.TOOL, "c1")
+    assert json.loads(tool.content) == {"output": "a.txt\n", "metadata": {"exit_code": 0}}
+    path = ROOT / "tests" / "data" / "ide" / "shell.conv.json"  # never written
+    analysed = analyze(path, text=text, root=path.parent)
+    assert "unanswered-tool-call" not in [d.code for d in analysed.diagnostics]
