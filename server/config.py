@@ -3,13 +3,17 @@
 Sources, later wins: built-in defaults < ``[tool.promptls]`` of the nearest
 ``pyproject.toml`` or a ``promptls.toml`` (the nearest directory that has either; in one
 directory ``promptls.toml`` wins) < editor settings < the document's own ``settings``.
+A settings file that cannot be read (invalid TOML, not a regular file) is an error at it,
+and the next readable settings file above applies meanwhile (``ConfigFile.fallback``), as
+in ruff's language server; the command line stops at such a file, as ruff's does.
 The text is read here and understood by ``assembly.config.parse_config``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +35,36 @@ class ConfigFile:
     error: str | None = None
     error_range: TextRange | None = None
     text: str = ""
+    # For a file that cannot be read: the nearest settings file above it (itself maybe
+    # unreadable, with its own fallback), whose settings apply meanwhile.
+    fallback: ConfigFile | None = None
+
+    def chain(self) -> list[ConfigFile]:
+        """This file and, while one cannot be read, the files above it in turn."""
+        res: list[ConfigFile] = [self]
+        while res[-1].layer is None and res[-1].fallback is not None:
+            res.append(res[-1].fallback)
+        return res
 
 
 def find_config(start: Path, root: Path | None = None) -> ConfigFile | None:
-    """Return the nearest settings file at or above ``start`` (not above ``root``)."""
+    """Return the nearest settings file at or above ``start`` (not above ``root``).
+
+    Any entry with a settings file's name counts, not only a regular file: a
+    ``promptls.toml`` that is a folder, a FIFO or a link to ``/dev/zero`` is a settings
+    file that cannot be read (an error at it, found by ``read_config`` without reading
+    it), not silently skipped.
+    """
     cur = start if start.is_dir() else start.parent
     while True:
         for name in CONFIG_FILES:
             candidate = cur / name
-            if candidate.is_file():
+            if os.path.lexists(candidate):
                 loaded = read_config(candidate)
+                if loaded is not None and loaded.layer is None:
+                    above = None if cur == root or cur.parent == cur else cur.parent
+                    if above is not None:
+                        loaded = replace(loaded, fallback=find_config(above, root))
                 if loaded is not None:
                     return loaded
         if root is not None and cur == root:

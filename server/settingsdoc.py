@@ -30,7 +30,10 @@ They come from these sources; a later one wins, key by key:
 
 An invalid value is reported where it is written (`invalid-setting`, an unknown key is a
 warning) and the value from the sources below it stays in force, so one typo never hides the
-rest. The same keys, with the same meaning, are accepted everywhere:
+rest. A settings file that cannot be read at all (invalid TOML; a folder, a FIFO or a device
+by that name) is an error at it: the editor then applies the next readable settings file above
+it, as ruff's language server does, and `promptls lint` stops with exit code 2, as `ruff check`
+does. The same keys, with the same meaning, are accepted everywhere:
 
 ```toml
 # pyproject.toml (or promptls.toml without the [tool.promptls] line)

@@ -271,16 +271,15 @@ def _config_layers(
     layers: list[SettingsLayer] = []
     others: dict[str, str] = {}
     config = find_config(path.parent, root) if isinstance(settings_file, str) else settings_file
-    if config is not None:
-        others[str(config.path)] = config.text
-        if config.layer is not None:
-            layers.append(config.layer)
-        elif config.error:
-            rng = config.error_range or TextRange(0, 0)
+    # An unreadable settings file is an error at it; the next one above applies meanwhile.
+    for file in config.chain() if config is not None else ():
+        others[str(file.path)] = file.text
+        if file.layer is not None:
+            layers.append(file.layer)
+        elif file.error:
+            rng = file.error_range or TextRange(0, 0)
             diags.append(
-                Diagnostic(
-                    "invalid-setting", Severity.ERROR, config.error, rng, path=str(config.path)
-                )
+                Diagnostic("invalid-setting", Severity.ERROR, file.error, rng, path=str(file.path))
             )
     if editor_settings:
         layers.append(editor_layer(editor_settings))

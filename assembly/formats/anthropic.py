@@ -455,6 +455,10 @@ class _AnthropicReader(Reader):
         inp = block.get("input")
         args: dict[str, Any] | None
         if inp is None or inp.kind == "null":
+            # The API requires an object (``{}`` for no arguments): an error at the block
+            # (or at the null), and the call is read with no arguments so its result pairs.
+            where = block.range if inp is None else inp.range
+            self.error("a `tool_use` block needs an object `input` (`{}` for none)", where)
             args, args_text, args_range = {}, "{}", block.range
         elif inp.is_object:
             args = inp.to_python()

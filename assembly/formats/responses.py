@@ -19,8 +19,9 @@ A Responses document is a request body (``input``, ``instructions``, ``tools``,
   ``action`` (or ``operation``) as the arguments; their ``…_output`` items are the tool
   messages answering them (``local_shell_call_output`` names its call by ``id`` in the
   API reference, by ``call_id`` in some clients; a ``shell_call_output``'s ``stdout`` and
-  ``stderr``, a ``computer_call_output``'s screenshot is an image): the client sends those
-  outputs, and the model reads them;
+  ``stderr``, a ``computer_call_output``'s screenshot is an image; an object ``output`` of a
+  ``local_shell_call_output``, the API's JSON string left unserialised, is read as its JSON
+  text): the client sends those outputs, and the model reads them;
 - ``reasoning`` items, ``item_reference`` and the hosted tools' items (web search, code
   interpreter, MCP…) are accepted and not counted.
 
@@ -506,6 +507,16 @@ class _ResponsesReader(Reader):
                 images.append(Image(ref.value, out.range, self._token_count(out)))
             else:
                 self.error("a `computer_screenshot` needs `image_url` or `file_id`", out.range)
+        elif out.is_object and t is not None and t.value == "local_shell_call_output":
+            # The API takes "a JSON string of the output" (Codex's is ``{"output": …,
+            # "metadata": {"exit_code": …}}`` serialised); an object is that JSON left
+            # unserialised: read as the JSON text a client would send, with a warning.
+            text = json.dumps(out.to_python(), ensure_ascii=False)
+            self.warn(
+                "`output` of a `local_shell_call_output` is a string (its JSON text) in the "
+                "API: this object is read as that text",
+                out.range,
+            )
         else:
             self.error("`output` must be a string or an array of content parts", out.range)
         return Message(

@@ -641,3 +641,54 @@ def test_a_foreign_request_keeps_the_severity_of_the_parse_findings(head: str, w
     conv = parse_conversation(text, DocFormat.YAML)
     assert want in conv.source_format
     assert [(i.code, i.severity) for i in conv.issues] == [("schema-error", "warning")]
+
+
+@pytest.mark.parametrize("inp", ["", ', "input": null'])
+def test_anthropic_tool_use_without_input_is_an_error_at_the_block(inp: str) -> None:
+    """The Messages API requires a `tool_use` block's `input` (an object, `{}` for no
+    arguments) and refuses the request without it; it was read silently as `{}`. It is an
+    error at the block (at the null when `input` is null), and the call is still read so
+    its result pairs with it."""
+    use = '{"type": "tool_use", "id": "t1", "name": "f"' + inp + "}"
+    result = '{"type": "tool_result", "tool_use_id": "t1", "content": "r"}'
+    text = (
+        '{"messages": [{"role": "user", "content": "go"},\n'
+        f' {{"role": "assistant", "content": [{use}]}},\n'
+        f' {{"role": "user", "content": [{result}]}}]}}'
+    )
+    conv = parse_conversation(text, DocFormat.JSON)
+    assert conv.source_format == SourceFormat.ANTHROPIC
+    (issue,) = conv.issues
+    assert issue.code == "schema-error"
+    assert "needs an object `input`" in issue.message
+    assert text[issue.range.start : issue.range.end] == (use if not inp else "null")
+    (call,) = conv.messages[1].tool_calls
+    assert (call.id, call.name, call.arguments) == ("t1", "f", {})
+    assert conv.messages[2].tool_call_id == "t1"
+
+
+def test_local_shell_call_output_object_is_read_as_its_json_text_with_a_warning() -> None:
+    """The Responses API takes a `local_shell_call_output`'s `output` as "a JSON string of
+    the output" (Codex's: `{"output": …, "metadata": {"exit_code": …}}`, serialised). An
+    object there was an error saying "a string or an array of content parts" and its text
+    was dropped from the count; it is read as the JSON text a client sends, with a
+    warning at the object."""
+    out = '{"output": "a.txt\\n", "metadata": {"exit_code": 0}}'
+    text = (
+        '{"model": "codex-mini-latest", "tools": [{"type": "local_shell"}], "input": [\n'
+        ' {"role": "user", "content": "ls"},\n'
+        ' {"type": "local_shell_call", "call_id": "c1", "action": {"type": "exec",'
+        ' "command": ["ls"], "env": {}}},\n'
+        f' {{"type": "local_shell_call_output", "id": "c1", "output": {out}}}]}}'
+    )
+    conv = parse_conversation(text, DocFormat.JSON)
+    assert conv.source_format == SourceFormat.RESPONSES
+    (issue,) = conv.issues
+    assert issue.severity == "warning"
+    assert text[issue.range.start : issue.range.end] == out
+    tool = conv.messages[-1]
+    assert (tool.role, tool.tool_call_id) == (Role.TOOL, "c1")
+    assert json.loads(tool.content) == {"output": "a.txt\n", "metadata": {"exit_code": 0}}
+    path = ROOT / "tests" / "data" / "ide" / "shell.conv.json"  # never written
+    analysed = analyze(path, text=text, root=path.parent)
+    assert "unanswered-tool-call" not in [d.code for d in analysed.diagnostics]

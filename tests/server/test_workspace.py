@@ -233,3 +233,67 @@ def test_a_bom_alone_is_not_an_error(tmp_path: Path) -> None:
     res = analyze(path, root=tmp_path, today=TODAY)
     assert res.diagnostics == ()
     assert [m.role for m in res.conversation.messages] == [Role.USER]
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dev-zero", "dangling"])
+def test_settings_file_that_is_not_a_regular_file_is_an_error_at_it(
+    tmp_path: Path, kind: str
+) -> None:
+    """A promptls.toml that is a folder, a FIFO, a link to /dev/zero or a dangling link
+    was skipped as if absent (the parent's settings applied, no word said); it is a
+    settings error at the file, found without reading it (a FIFO would block)."""
+    conv = "messages:\n  - {role: user, content: hi}\n"
+    _write(tmp_path, {"promptls.toml": "max_input_tokens = 5000\n", "sub/c.conv.yaml": conv})
+    bad = tmp_path / "sub/promptls.toml"
+    if kind == "folder":
+        bad.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "dev-zero":
+        bad.symlink_to("/dev/zero")
+    else:
+        bad.symlink_to(tmp_path / "sub/missing.toml")
+    a = analyze(tmp_path / "sub/c.conv.yaml", root=tmp_path, today=TODAY)
+    (d,) = a.diagnostics
+    assert (d.code, d.path) == ("invalid-setting", str(bad))
+    reason = {
+        "folder": "a directory",
+        "fifo": "a FIFO",
+        "dev-zero": "a character device",
+        "dangling": "a dangling symbolic link",
+    }[kind]
+    assert d.message.startswith(f"cannot read promptls.toml: {reason}")
+
+
+def test_broken_nearer_settings_file_is_an_error_and_the_one_above_applies(
+    tmp_path: Path,
+) -> None:
+    """A nearer promptls.toml with invalid TOML made the defaults apply: every setting of
+    the project's file above was dropped while the user typed. As in ruff's language
+    server, the broken file is an error at it and the next readable one above applies
+    (both are dependencies, so fixing either re-checks the document); a second broken
+    file on the way up is reported too."""
+    conv = "messages:\n  - {role: user, content: hi}\n"
+    _write(
+        tmp_path,
+        {
+            "promptls.toml": "max_input_tokens = 5000\nkeep_past_tool_results = true\n",
+            "a/pyproject.toml": "[tool.promptls]\nmodel = [\n",
+            "a/b/promptls.toml": "max_input_tokens = \n",
+            "a/b/c.conv.yaml": conv,
+        },
+    )
+    a = analyze(tmp_path / "a/b/c.conv.yaml", root=tmp_path, today=TODAY)
+    assert [(d.code, Path(d.path or "").relative_to(tmp_path)) for d in a.diagnostics] == [
+        ("invalid-setting", Path("a/b/promptls.toml")),
+        ("invalid-setting", Path("a/pyproject.toml")),
+    ]
+    assert all("invalid TOML" in d.message for d in a.diagnostics)
+    assert a.settings.max_input_tokens == 5000
+    assert a.settings.keep_past_tool_results is True
+    assert tmp_path / "promptls.toml" in a.dependencies
+    assert tmp_path / "a/b/promptls.toml" in a.dependencies
+    # Not above the root: a broken file at the root falls back to the defaults.
+    b = analyze(tmp_path / "a/b/c.conv.yaml", root=tmp_path / "a/b", today=TODAY)
+    assert [d.code for d in b.diagnostics] == ["invalid-setting"]
+    assert b.settings.max_input_tokens != 5000
