@@ -180,12 +180,14 @@ async def test_a_request_answers_where_it_was_asked_when_the_user_types_meanwhil
     not about the place the same line and column now name (the definition was none, and
     the hover was of the line above)."""
     path = REPO / "tests" / "data" / "ide" / "typed-while-asking.conv.json"  # never written
-    # The example with 3,000 more messages after it: its first analysis takes long enough
-    # (hundreds of ms) for the edit to arrive while both requests wait for it.
+    # The example with 30,000 more messages after it: its first analysis takes long enough
+    # (about a second; with 3,000 it took tens of ms and sometimes ended before the server had read
+    # the edit, whose answer is then rightly about the text before it) for the edit to
+    # arrive while both requests wait for it.
     doc_json = json.loads(SUPPORT.read_text(encoding="utf-8"))
     doc_json["messages"] += [
         {"role": "user" if k % 2 else "assistant", "content": f"note {k} of the day"}
-        for k in range(3000)
+        for k in range(30000)
     ]
     text = json.dumps(doc_json, indent=1, ensure_ascii=False)
     uri = _open(client, path, text)
