@@ -59,6 +59,7 @@ class PromptProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._arrivals = {}
+        self._initialize_seen = False  # an initialize was answered (``_handle_request``)
 
     def hold_text(self, placeholder: str, text: Rope | None) -> None:
         """Hold ``text``, the rope a ``didOpen`` was read into (``server.lsp.stream``),
@@ -124,6 +125,23 @@ class PromptProtocol(LanguageServerProtocol):
             return (yield from super().lsp_text_document__did_close(params))
         yield from self._user_handler(lsp.TEXT_DOCUMENT_DID_CLOSE, params)
         return None
+
+    def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
+        """pygls' dispatch of a request, except that a second ``initialize`` is refused
+        with an invalid-request error (LSP: it "may only be sent once"); pygls answered it
+        again, rebuilding its workspace and the session's roots and settings under the
+        open documents."""
+        if method_name == lsp.INITIALIZE:
+            if self._initialize_seen:
+                log.warning("a second initialize refused (request %r)", msg_id)
+                error = lsp.ResponseError(
+                    code=lsp.ErrorCodes.InvalidRequest,
+                    message="the server is already initialized: initialize may be sent once",
+                )
+                self._send_response(msg_id, error=error)
+                return
+            self._initialize_seen = True
+        super()._handle_request(msg_id, method_name, params)
 
     def structure_message(self, data: dict[str, Any]) -> Any:
         """pygls' reading of a message, except that a request whose params do not fit its

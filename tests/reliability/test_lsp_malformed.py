@@ -225,3 +225,59 @@ def test_json_rpc_objects_of_no_known_shape_are_invalid_requests(tmp_path: Path)
     log = res.stderr.decode("utf-8")
     assert "Traceback" not in log and log.count("of no known shape") == 4, log
     assert "the stream ended" in log
+
+
+def test_a_second_initialize_is_refused_and_the_first_settings_stay(tmp_path: Path) -> None:
+    """LSP: "the initialize request may only be sent once". A second one was answered
+    as the first, replacing the workspace folders and settings under the open document;
+    it is refused with an invalid-request error, and the server goes on as initialized."""
+    doc = tmp_path / "a.conv.json"
+    text = '{"messages": [{"role": "user", "content": "hi"}]}'
+    doc.write_text(text, encoding="utf-8")
+    uri = doc.as_uri()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.cli", "serve"],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    msgs: list[dict[str, Any]] = []
+    reader = threading.Thread(target=_read, args=(proc.stdout, msgs), daemon=True)
+    reader.start()
+
+    def send(obj: Any) -> None:
+        proc.stdin.write(_frame(json.dumps(obj).encode()))  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    try:
+        root = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": root})
+        first = _wait(msgs, lambda m: m.get("id") == 1)
+        assert "capabilities" in first["result"]
+        send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        other = {"processId": None, "rootUri": (tmp_path / "x").as_uri(), "capabilities": {}}
+        send({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": other})
+        refused = _wait(msgs, lambda m: m.get("id") == 2)
+        assert refused["error"]["code"] == -32600
+        assert "result" not in refused
+        item = {"uri": uri, "languageId": "json", "version": 1, "text": text}
+        send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}})
+        hover = {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 2}}
+        send({"jsonrpc": "2.0", "id": 3, "method": "textDocument/hover", "params": hover})
+        answered = _wait(msgs, lambda m: m.get("id") == 3)
+        assert "promptls" in answered["result"]["contents"]["value"]
+        send({"jsonrpc": "2.0", "id": 4, "method": "shutdown", "params": None})
+        _wait(msgs, lambda m: m.get("id") == 4)
+        send({"jsonrpc": "2.0", "method": "exit", "params": None})
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(5)
+    log = proc.stderr.read().decode("utf-8")
+    assert "Traceback" not in log, log
+    assert "a second initialize refused" in log
+    assert [m for m in msgs if m.get("method") == "window/showMessage"] == []
