@@ -219,7 +219,7 @@ def render_text(analysis: Analysis, *, display_path: str) -> str:
         for d in diags:
             start = d["range"]["start"]
             lines.append(
-                f"{d['file']}:{start['line']}:{start['column']}: {d['severity']} "
+                f"{d['file']}:{start['line']}:{start['column']}: {d['severity']}"
                 f"[{d['code']}] {d['message']}"
             )
     return visible("\n".join(lines) + "\n")

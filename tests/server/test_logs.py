@@ -153,7 +153,7 @@ def test_a_settings_file_finding_prints_its_path_relative_to_the_folder(
     _, out, _ = _run(tmp_path, capsys, monkeypatch, "assemble", "a.conv.json", "--format", "json")
     assert [d["file"] for d in json.loads(out)["diagnostics"]] == ["pyproject.toml"]
     _, out, _ = _run(tmp_path, capsys, monkeypatch, "assemble", "a.conv.json")
-    assert "\npyproject.toml:2:17: error [invalid-setting]" in out
+    assert "\npyproject.toml:2:17: error[invalid-setting]" in out
 
 
 def test_the_tools_setting_declares_tools_for_a_bare_array(tmp_path: Path) -> None:
