@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import os
 import re
@@ -197,6 +198,12 @@ def diff_files(a: Path, b: Path, *, cwd: Path, today: dt.date) -> DiffResult:
             raise DiffError(f"{what}: {p}{detail}") from None
     old = _analyze(cwd / a, None, display=str(a), today=today)
     new = _analyze(cwd / b, None, display=str(b), today=today)
+    # A finding in the compared document itself is the same finding on both sides, whatever
+    # the two files are called: name the old side's by the new file.
+    for diag in old["diagnostics"]:
+        for place in (diag, *diag["related"]):
+            if place["file"] == str(a):
+                place["file"] = str(b)
     res = DiffResult(Side(str(a), None), Side(str(b), None))
     d = diff_assembled(old, new, file=f"{a} → {b}")
     if has_changes(d):
@@ -394,7 +401,17 @@ def _analyze(path: Path, root: Path | None, *, display: str, today: dt.date) -> 
         for r in d["related"]:
             r["file"] = rel(r["file"])
     obj["_deps"] = [rel(str(p)) for p in analysis.dependencies]
+    # Each history message's id and a digest of what it says, to align the histories of a
+    # document without ids (``assembly.diff``).
+    obj["_history"] = [
+        (m.id, _digest(m.kind, m.text, m.tool_calls, m.tool_call_id, m.file_id))
+        for m in analysis.assembly.history
+    ]
     return obj
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.blake2b(repr(parts).encode("utf-8", "replace"), digest_size=16).hexdigest()
 
 
 # --- Renderings -------------------------------------------------------------------------
@@ -488,7 +505,8 @@ def render_text(res: DiffResult) -> str:
         msgs = d["messages"]
         for m in msgs[:MAX_ROWS]:
             lines.append(
-                f"  message {m['id']} [{m['segment']}]: {_n(m['old'])} → {_n(m['new'])} "
+                f"  message {m['id']}{_was(m, '')} [{m['segment']}]: {_n(m['old'])} → "
+                f"{_n(m['new'])} "
                 f"({_signed(m['delta'])})" + _kept_note(m)
             )
         if len(msgs) > MAX_ROWS:
@@ -521,7 +539,14 @@ def render_text(res: DiffResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _was(m: dict[str, Any], quote: str) -> str:
+    """`` (was 7)``: where a message of a document without ids was before the change."""
+    return f" (was {quote}{m['old_id']}{quote})" if "old_id" in m else ""
+
+
 def _kept_note(m: dict[str, Any]) -> str:
+    if m.get("removed"):
+        return "  (removed from the document)"
     return {"both": "", "new": "  (now in the context)", "old": "  (no longer in the context)"}[
         m["kept"]
     ]
@@ -604,7 +629,7 @@ def _markdown_file(d: dict[str, Any]) -> str:
     ]
     msgs = d["messages"]
     rows += [
-        f"| message `{_md(m['id'])}`{_md(_kept_note(m)).replace('  (', ' (')} "
+        f"| message `{_md(m['id'])}`{_md(_was(m, '`'))}{_md(_kept_note(m)).replace('  (', ' (')} "
         f"| {_n(m['old'])} | {_n(m['new'])} "
         f"| {_signed(m['delta'])} |"
         for m in msgs[:MAX_ROWS]
