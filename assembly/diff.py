@@ -143,10 +143,15 @@ def _segments(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]
 _POSITIONAL = re.compile(r"\d+(?:/files/\d+)?")
 
 
+def positional_id(mid: str) -> bool:
+    """Whether ``mid`` is the id a document without ids gives a message (its position)."""
+    return _POSITIONAL.fullmatch(mid) is not None
+
+
 def _aligner(a: Mapping[str, Any], b: Mapping[str, Any]) -> Any:
     """``key(old_id)``: the new id an old message is compared with (see the module doc)."""
     ha, hb = a.get("_history"), b.get("_history")
-    if not ha or not hb or not all(_POSITIONAL.fullmatch(i) for i, _ in [*ha, *hb]):
+    if not ha or not hb or not all(positional_id(i) for i, _ in [*ha, *hb]):
         return lambda mid: mid
     da, db = [d for _, d in ha], [d for _, d in hb]
     # The common head and tail are matched as they are; only the middle between them, where

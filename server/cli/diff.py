@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from assembly.diagnostics import Severity
-from assembly.diff import diff_assembled, has_changes
+from assembly.diff import diff_assembled, has_changes, positional_id
 from assembly.host import PROMPT_SUFFIX
 from server import files
 from server.cli.lint.discover import discover as lint_discover
@@ -402,11 +402,13 @@ def _analyze(path: Path, root: Path | None, *, display: str, today: dt.date) -> 
             r["file"] = rel(r["file"])
     obj["_deps"] = [rel(str(p)) for p in analysis.dependencies]
     # Each history message's id and a digest of what it says, to align the histories of a
-    # document without ids (``assembly.diff``).
-    obj["_history"] = [
-        (m.id, _digest(m.kind, m.text, m.tool_calls, m.tool_call_id, m.file_id))
-        for m in analysis.assembly.history
-    ]
+    # document without ids (``assembly.diff``); a document with ids is matched by them.
+    history = analysis.assembly.history
+    if all(positional_id(m.id) for m in history):
+        obj["_history"] = [
+            (m.id, _digest(m.kind, m.text, m.tool_calls, m.tool_call_id, m.file_id))
+            for m in history
+        ]
     return obj
 
 
