@@ -602,8 +602,12 @@ def _assemble_dataset(args: argparse.Namespace, analysis: Analysis) -> int:
             }
             indent = 2 if args.record is not None else None
             sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=indent) + "\n")
+        elif args.format == "html":
+            from server.htmlview import render_html
+
+            sys.stdout.write(render_html(record, display_path=where))
         else:
-            sys.stdout.write(render_text(record, display_path=where))
+            sys.stdout.write(render_text(record, display_path=args.file, title=where))
     return EXIT_OK if all(r.assembly.ok for r in picked) else EXIT_FINDINGS
 
 
