@@ -21,6 +21,7 @@ from assembly.assemble import Assembly, LlmMessage
 from assembly.host import Analysis
 from assembly.text import LineIndex, TextRange
 from assembly.tokens import resolve_encoding
+from server.output import format_json
 
 SEGMENT_LABELS = {
     "system": "system prompt",
@@ -90,6 +91,7 @@ def view_model(analysis: Analysis, *, display_path: str) -> dict[str, Any]:
         # Why the counts only approximate the model's tokenizer (None: they are exact), as
         # the text output's head line and the JSON's `encoding_approximate` say.
         "encoding_approximate": approx.note if approx.approximate else None,
+        "format": format_json(analysis.conversation)["title"],  # what it was read as
         "provider": analysis.settings.provider,
         "ok": a.ok,
         "window": b.max_input_tokens,
@@ -414,7 +416,8 @@ def _body(m: dict[str, Any], *, webview: bool) -> str:
     out.append(f"<h1>Assembled context: <code>{e(m['file'])}</code></h1>")
     out.append(
         f'<p class="meta">{e(m["model"])} · {e(m["encoding"])} · provider {e(m["provider"])}'
-        f" · window {_n(m['window'])} · safety margin {m['safety_margin']:g}</p>"
+        f" · window {_n(m['window'])} · safety margin {m['safety_margin']:g}"
+        f" · read as {e(m['format'])}</p>"
     )
     if m["encoding_approximate"]:
         out.append(f'<p class="meta approx">approximate counts: {e(m["encoding_approximate"])}</p>')

@@ -206,8 +206,10 @@ def test_the_page_says_what_the_text_output_says_of_counts_and_findings() -> Non
     a = analyze(data / "anthropic" / "anthropic_tool_with_thinking.conv.json", today=TODAY)
     page = render_html(a, display_path="a.conv.json")
     assert "approximate counts: claude-sonnet-4-0 uses Anthropic&#x27;s own tokenizer" in page
+    assert "read as Anthropic Messages request</p>" in page
     exact = render_html(analyze(OVERFLOW, today=TODAY), display_path="overflow.conv.yaml")
     assert "approximate counts" not in exact
+    assert "read as promptls conversation</p>" in exact
 
     log = data / "openai" / "swe-agent-ctf-pwn-warmup.conv.json"
     m = view_model(analyze(log, today=TODAY), display_path=log.name)
