@@ -296,7 +296,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--summary-request",
         action="store_true",
-        help="include the summarization request of the compression plan in the JSON",
+        help="with --format json: include the summarization request of the compression plan",
     )
     p.set_defaults(run=_assemble)
     p = sub.add_parser(
@@ -482,6 +482,10 @@ def _serve(args: argparse.Namespace) -> int:
 def _assemble(args: argparse.Namespace) -> int:
     from server import files  # the standard library only
 
+    if args.summary_request and args.format != "json":
+        # Only the JSON has a place for it: said, not silently ignored.
+        print("promptls: error: --summary-request applies to --format json", file=sys.stderr)
+        return EXIT_USAGE
     path = Path(args.file)
     try:
         files.check_regular(path, limit=None)  # the size is checked when it is read

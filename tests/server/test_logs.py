@@ -126,6 +126,13 @@ def test_a_record_is_drawn_in_the_format_asked_with_its_findings_at_the_file(
     assert out.rstrip("\n").split("\n")[-1].startswith("train.conv.jsonl:3:"), out
 
 
+def test_summary_request_without_json_is_a_usage_error(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    overflow = str(REPO / "examples" / "overflow.conv.yaml")
+    rc, out, err = _run(tmp_path, capsys, monkeypatch, "assemble", overflow, "--summary-request")
+    assert (rc, out) == (2, "")
+    assert err == "promptls: error: --summary-request applies to --format json\n"
+
+
 def test_message_per_line_jsonl_is_still_read_as_one_conversation(tmp_path: Path) -> None:
     path = tmp_path / "chat.conv.jsonl"
     path.write_text(
