@@ -88,6 +88,8 @@ def view_model(analysis: Analysis, *, display_path: str) -> dict[str, Any]:
         "file": display_path,
         "model": analysis.settings.model,
         "encoding": a.encoding,
+        # The encoding the settings asked for when it could not be used (None: it was).
+        "encoding_requested": analysis.encoding_requested if analysis.encoding_warning else None,
         # Why the counts only approximate the model's tokenizer (None: they are exact), as
         # the text output's head line and the JSON's `encoding_approximate` say.
         "encoding_approximate": approx.note if approx.approximate else None,
@@ -415,7 +417,9 @@ def _body(m: dict[str, Any], *, webview: bool) -> str:
     out = ['<main id="view">']
     out.append(f"<h1>Assembled context: <code>{e(m['file'])}</code></h1>")
     out.append(
-        f'<p class="meta">{e(m["model"])} · {e(m["encoding"])} · provider {e(m["provider"])}'
+        f'<p class="meta">{e(m["model"])} · {e(m["encoding"])}'
+        + (f" (asked for {e(m['encoding_requested'])})" if m["encoding_requested"] else "")
+        + f" · provider {e(m['provider'])}"
         f" · window {_n(m['window'])} · safety margin {m['safety_margin']:g}"
         f" · read as {e(m['format'])}</p>"
     )
