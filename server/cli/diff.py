@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import json
 import os
 import re
@@ -412,8 +411,10 @@ def _analyze(path: Path, root: Path | None, *, display: str, today: dt.date) -> 
     return obj
 
 
-def _digest(*parts: object) -> str:
-    return hashlib.blake2b(repr(parts).encode("utf-8", "replace"), digest_size=16).hexdigest()
+def _digest(*parts: object) -> int:
+    # Both sides are digested in this process, so the salted str hash compares them (and
+    # hashlib would load OpenSSL into a server whose template lens runs a diff).
+    return hash(repr(parts))
 
 
 # --- Renderings -------------------------------------------------------------------------
