@@ -197,12 +197,6 @@ def diff_files(a: Path, b: Path, *, cwd: Path, today: dt.date) -> DiffResult:
             raise DiffError(f"{what}: {p}{detail}") from None
     old = _analyze(cwd / a, None, display=str(a), today=today)
     new = _analyze(cwd / b, None, display=str(b), today=today)
-    # A finding in the compared document itself is the same finding on both sides, whatever
-    # the two files are called: name the old side's by the new file.
-    for diag in old["diagnostics"]:
-        for place in (diag, *diag["related"]):
-            if place["file"] == str(a):
-                place["file"] = str(b)
     res = DiffResult(Side(str(a), None), Side(str(b), None))
     d = diff_assembled(old, new, file=f"{a} → {b}")
     if has_changes(d):
