@@ -6,7 +6,14 @@ contract, so saved outputs compare as well as fresh analyses) and returns a JSON
 - ``tokens``: the assembled total before and after; ``tools_tokens`` and
   ``available_tokens`` (the window less the safety margin) likewise;
 - ``segments``: the segments whose tokens changed, with deltas;
-- ``messages``: the messages whose tokens changed, appeared or disappeared in the layout;
+- ``messages``: the messages whose tokens changed, appeared or disappeared in the layout.
+  Messages are matched by id. A document without ids numbers its messages by position, so
+  an inserted or deleted message would shift every later id: when both objects carry
+  ``_history`` (each history message's id and a digest of its content, added by the caller
+  from the analysis; a saved output has none) and every history id is such a position, the
+  two histories are aligned by content first (``difflib``), a message is matched to its own
+  content under its new position (``old_id`` says where it was), and an inserted or deleted
+  one is reported as such;
 - ``moved``: messages that went from kept to dropped (the budget cut now removes them) or
   back;
 - ``forgotten_files``: files added to or removed from the ``read_file`` listing;
@@ -29,13 +36,19 @@ Pure: no IO; the caller reads the revisions (``server/cli/diff.py``).
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 # Characters of context shown on each side of the first differing byte.
 EXCERPT = 40
+# The most pairs of equal messages (old, new) between the common head and tail for which
+# they are aligned by content: difflib's work grows with them (quadratic on a history of
+# repeated messages; about 0.1 s at this bound on the worst), not with the messages alone.
+MAX_ALIGNED = 20_000
 
 
 def message_bytes(message: Mapping[str, Any]) -> bytes:
@@ -52,6 +65,7 @@ def diff_assembled(
     status = "added" if old is None else "removed" if new is None else "changed"
     a: Mapping[str, Any] = old or _EMPTY
     b: Mapping[str, Any] = new or _EMPTY
+    key = _aligner(a, b)
     res: dict[str, Any] = {
         "file": file,
         "status": status,
@@ -59,12 +73,12 @@ def diff_assembled(
         "tools_tokens": _pair(a["budget"]["tools"], b["budget"]["tools"]),
         "available_tokens": _pair(a["budget"]["available_tokens"], b["budget"]["available_tokens"]),
         "segments": _segments(a, b),
-        "messages": _messages(a, b),
-        "moved": _moved(a, b),
+        "messages": _messages(a, b, key),
+        "moved": _moved(a, b, key),
         "forgotten_files": _forgotten(a, b),
         "cache": _cache(a, b),
         "findings": _findings(a, b),
-        "compression": _compression(a, b),
+        "compression": _compression(a, b, key),
     }
     if status == "changed" and not has_changes(res):
         res["status"] = "unchanged"
@@ -124,9 +138,52 @@ def _segments(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]
     ]
 
 
-def _messages(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]]:
+# The id a document without ids gives a message: its position (an upload: the position of
+# the message it came with, then its own).
+_POSITIONAL = re.compile(r"\d+(?:/files/\d+)?")
+
+
+def positional_id(mid: str) -> bool:
+    """Whether ``mid`` is the id a document without ids gives a message (its position)."""
+    return _POSITIONAL.fullmatch(mid) is not None
+
+
+def _aligner(a: Mapping[str, Any], b: Mapping[str, Any]) -> Any:
+    """``key(old_id)``: the new id an old message is compared with (see the module doc)."""
+    ha, hb = a.get("_history"), b.get("_history")
+    if not ha or not hb or not all(positional_id(i) for i, _ in [*ha, *hb]):
+        return lambda mid: mid
+    da, db = [d for _, d in ha], [d for _, d in hb]
+    # The common head and tail are matched as they are; only the middle between them, where
+    # the edits are, is aligned, and only while difflib's work stays small (MAX_ALIGNED):
+    # otherwise it is matched by position, as ids would be.
+    head = 0
+    while head < min(len(da), len(db)) and da[head] == db[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(da), len(db)) - head and da[-1 - tail] == db[-1 - tail]:
+        tail += 1
+    pairs = [(i, i) for i in range(head)]
+    pairs += [(len(da) - 1 - k, len(db) - 1 - k) for k in range(tail)]
+    ma, mb = da[head : len(da) - tail], db[head : len(db) - tail]
+    counts = Counter(ma)
+    if sum(counts[d] for d in mb) <= MAX_ALIGNED:
+        sm = difflib.SequenceMatcher(None, ma, mb, autojunk=False)
+        for tag, i1, i2, j1, j2 in sm.get_opcodes():
+            if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+                # The same messages, or as many edited in place.
+                pairs += [(head + i, head + j1 + i - i1) for i in range(i1, i2)]
+    else:
+        pairs += [(head + i, head + i) for i in range(min(len(ma), len(mb)))]
+    rename = {ha[i][0]: hb[j][0] for i, j in pairs}
+    unmatched = {i for i, _ in ha} - set(rename)
+    # An old history message with no counterpart never meets a new id.
+    return lambda mid: rename.get(mid, "\0" + mid if mid in unmatched else mid)
+
+
+def _messages(a: Mapping[str, Any], b: Mapping[str, Any], key: Any) -> list[dict[str, Any]]:
     """Kept messages whose tokens changed, or that are kept on one side only."""
-    olds = {e["id"]: e for e in a["layout"]}
+    olds = {key(e["id"]): e for e in a["layout"]}
     news = {e["id"]: e for e in b["layout"]}
     res = []
     for mid in [*news, *(i for i in olds if i not in news)]:
@@ -135,14 +192,18 @@ def _messages(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]
         nt = n["tokens"] if n else 0
         if o is not None and n is not None and ot == nt:
             continue
-        res.append(
-            {
-                "id": mid,
-                "segment": (n or o or {}).get("segment", ""),
-                "kept": "both" if o and n else "new" if n else "old",
-                **_pair(ot, nt),
-            }
-        )
+        entry = {
+            # The new id, also for a message still in the document but no longer sent.
+            "id": o["id"] if mid.startswith("\0") and o else mid,
+            "segment": (n or o or {}).get("segment", ""),
+            "kept": "both" if o and n else "new" if n else "old",
+            **_pair(ot, nt),
+        }
+        if o is not None and o["id"] != entry["id"]:
+            entry["old_id"] = o["id"]
+        if mid.startswith("\0"):
+            entry["removed"] = True  # aligned away: no longer in the document at all
+        res.append(entry)
     return res
 
 
@@ -153,8 +214,9 @@ def _status(obj: Mapping[str, Any]) -> dict[str, str]:
     return res
 
 
-def _moved(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, list[str]]:
-    sa, sb = _status(a), _status(b)
+def _moved(a: Mapping[str, Any], b: Mapping[str, Any], key: Any) -> dict[str, list[str]]:
+    sa = {key(i): s for i, s in _status(a).items()}
+    sb = _status(b)
     common = [i for i in sb if i in sa]
     return {
         "to_dropped": [i for i in common if sa[i] == "kept" and sb[i] != "kept"],
@@ -283,10 +345,11 @@ def _pick(
     return res
 
 
-def _compression(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+def _compression(a: Mapping[str, Any], b: Mapping[str, Any], key: Any) -> dict[str, Any]:
     ca, cb = a["compression"], b["compression"]
+    summarized = [key(i) for i in ca["summarize"]] != cb["summarize"]
     return {
-        "changed": ca["triggered"] != cb["triggered"] or ca["summarize"] != cb["summarize"],
+        "changed": ca["triggered"] != cb["triggered"] or summarized,
         "old_due": ca["triggered"],
         "new_due": cb["triggered"],
         "old_summarize": len(ca["summarize"]),

@@ -20,6 +20,8 @@ from typing import Any
 from assembly.assemble import Assembly, LlmMessage
 from assembly.host import Analysis
 from assembly.text import LineIndex, TextRange
+from assembly.tokens import resolve_encoding
+from server.output import format_json
 
 SEGMENT_LABELS = {
     "system": "system prompt",
@@ -79,10 +81,19 @@ def view_model(analysis: Analysis, *, display_path: str) -> dict[str, Any]:
     dropped_tokens = sum(m.tokens for m in a.history if m.id in dropped)
     orphan_ids = set(a.orphans_dropped)
     c = a.compression
+    approx = resolve_encoding(analysis.settings.encoding, analysis.settings.model)
+    text = analysis.text
+    index = text if hasattr(text, "line_col") else LineIndex(text)
     return {
         "file": display_path,
         "model": analysis.settings.model,
         "encoding": a.encoding,
+        # The encoding the settings asked for when it could not be used (None: it was).
+        "encoding_requested": analysis.encoding_requested if analysis.encoding_warning else None,
+        # Why the counts only approximate the model's tokenizer (None: they are exact), as
+        # the text output's head line and the JSON's `encoding_approximate` say.
+        "encoding_approximate": approx.note if approx.approximate else None,
+        "format": format_json(analysis.conversation)["title"],  # what it was read as
         "provider": analysis.settings.provider,
         "ok": a.ok,
         "window": b.max_input_tokens,
@@ -109,7 +120,12 @@ def view_model(analysis: Analysis, *, display_path: str) -> dict[str, Any]:
         "cache_prefix_length": a.cache_prefix_length,
         "rows": [_row_json(r) for r in rows(analysis)],
         "diagnostics": [
-            {"code": d.code, "severity": d.severity.value, "message": d.message}
+            {
+                "code": d.code,
+                "severity": d.severity.value,
+                "message": d.message,
+                "line": index.line_col(d.range.start).line,  # 0-based
+            }
             for d in analysis.diagnostics
             if d.path is None and d.severity.value in ("error", "warning")
         ][:50],
@@ -401,9 +417,14 @@ def _body(m: dict[str, Any], *, webview: bool) -> str:
     out = ['<main id="view">']
     out.append(f"<h1>Assembled context: <code>{e(m['file'])}</code></h1>")
     out.append(
-        f'<p class="meta">{e(m["model"])} · {e(m["encoding"])} · provider {e(m["provider"])}'
-        f" · window {_n(m['window'])} · safety margin {m['safety_margin']:g}</p>"
+        f'<p class="meta">{e(m["model"])} · {e(m["encoding"])}'
+        + (f" (asked for {e(m['encoding_requested'])})" if m["encoding_requested"] else "")
+        + f" · provider {e(m['provider'])}"
+        f" · window {_n(m['window'])} · safety margin {m['safety_margin']:g}"
+        f" · read as {e(m['format'])}</p>"
     )
+    if m["encoding_approximate"]:
+        out.append(f'<p class="meta approx">approximate counts: {e(m["encoding_approximate"])}</p>')
     out.append(
         f'<p class="total{" over" if over else ""}"><strong>{_n(m["sent"])} / '
         f"{_n(m['available'])} tokens</strong> sent of the available input "
@@ -471,7 +492,7 @@ def _body(m: dict[str, Any], *, webview: bool) -> str:
             out.append(
                 f'<p class="diag"><span class="sev-{e(diag["severity"])}">'
                 f"{e(diag['severity'])}</span> <code>{e(diag['code'])}</code> "
-                f"{e(diag['message'])}</p>"
+                f'{e(diag["message"])} <span class="muted">line {diag["line"] + 1}</span></p>'
             )
         out.append("</div>")
     out.append("<h2>Messages</h2>")

@@ -165,13 +165,14 @@ def head_diagnostic_json(d: Diagnostic, *, file: str) -> dict[str, Any]:
     }
 
 
-def render_text(analysis: Analysis, *, display_path: str) -> str:
-    """A per-segment table a person reads instead of the JSON."""
+def render_text(analysis: Analysis, *, display_path: str, title: str | None = None) -> str:
+    """A per-segment table a person reads instead of the JSON; ``title`` heads it instead of
+    the path (a dataset's record), which the findings' locations keep."""
     a = analysis.assembly
     b = a.budget
     approx = resolve_encoding(analysis.settings.encoding, analysis.settings.model)
     lines = [
-        f"{display_path}  ·  {analysis.settings.model}  ·  {a.encoding}"
+        f"{title or display_path}  ·  {analysis.settings.model}  ·  {a.encoding}"
         + (f" (asked for {analysis.encoding_requested})" if analysis.encoding_warning else "")
         + (f"  ·  approximate counts: {approx.note}" if approx.approximate else ""),
         format_line(analysis.conversation),
@@ -219,7 +220,7 @@ def render_text(analysis: Analysis, *, display_path: str) -> str:
         for d in diags:
             start = d["range"]["start"]
             lines.append(
-                f"{d['file']}:{start['line']}:{start['column']}: {d['severity']} "
+                f"{d['file']}:{start['line']}:{start['column']}: {d['severity']}"
                 f"[{d['code']}] {d['message']}"
             )
     return visible("\n".join(lines) + "\n")

@@ -21,7 +21,10 @@ Settings decide the window, the encoding, the provider format and the rules' thr
 They come from these sources; a later one wins, key by key:
 
 1. the built-in defaults (Onyx's);
-2. `[tool.promptls]` in the nearest `pyproject.toml`, or a `promptls.toml`, above the document;
+2. the nearest settings file at or above the document's folder, up to the workspace root: a
+   `promptls.toml`, or a `pyproject.toml` that has `[tool.promptls]` (one without it is passed
+   over; in one folder `promptls.toml` wins). Only that one file is read: files further up are
+   not merged into it, as with ruff;
 3. the editor's settings (the `promptls` section of `workspace/configuration` or of
    `initializationOptions`; in VS Code, `promptls.<key>`);
 4. a prompt template's front matter `settings`;

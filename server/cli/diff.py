@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from assembly.diagnostics import Severity
-from assembly.diff import diff_assembled, has_changes
+from assembly.diff import diff_assembled, has_changes, positional_id
 from assembly.host import PROMPT_SUFFIX
 from server import files
 from server.cli.lint.discover import discover as lint_discover
@@ -394,7 +394,21 @@ def _analyze(path: Path, root: Path | None, *, display: str, today: dt.date) -> 
         for r in d["related"]:
             r["file"] = rel(r["file"])
     obj["_deps"] = [rel(str(p)) for p in analysis.dependencies]
+    # Each history message's id and a digest of what it says, to align the histories of a
+    # document without ids (``assembly.diff``); a document with ids is matched by them.
+    history = analysis.assembly.history
+    if all(positional_id(m.id) for m in history):
+        obj["_history"] = [
+            (m.id, _digest(m.kind, m.text, m.tool_calls, m.tool_call_id, m.file_id))
+            for m in history
+        ]
     return obj
+
+
+def _digest(*parts: object) -> int:
+    # Both sides are digested in this process, so the salted str hash compares them (and
+    # hashlib would load OpenSSL into a server whose template lens runs a diff).
+    return hash(repr(parts))
 
 
 # --- Renderings -------------------------------------------------------------------------
@@ -488,7 +502,8 @@ def render_text(res: DiffResult) -> str:
         msgs = d["messages"]
         for m in msgs[:MAX_ROWS]:
             lines.append(
-                f"  message {m['id']} [{m['segment']}]: {_n(m['old'])} → {_n(m['new'])} "
+                f"  message {m['id']}{_was(m, '')} [{m['segment']}]: {_n(m['old'])} → "
+                f"{_n(m['new'])} "
                 f"({_signed(m['delta'])})" + _kept_note(m)
             )
         if len(msgs) > MAX_ROWS:
@@ -521,7 +536,14 @@ def render_text(res: DiffResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _was(m: dict[str, Any], quote: str) -> str:
+    """`` (was 7)``: where a message of a document without ids was before the change."""
+    return f" (was {quote}{m['old_id']}{quote})" if "old_id" in m else ""
+
+
 def _kept_note(m: dict[str, Any]) -> str:
+    if m.get("removed"):
+        return "  (removed from the document)"
     return {"both": "", "new": "  (now in the context)", "old": "  (no longer in the context)"}[
         m["kept"]
     ]
@@ -604,7 +626,7 @@ def _markdown_file(d: dict[str, Any]) -> str:
     ]
     msgs = d["messages"]
     rows += [
-        f"| message `{_md(m['id'])}`{_md(_kept_note(m)).replace('  (', ' (')} "
+        f"| message `{_md(m['id'])}`{_md(_was(m, '`'))}{_md(_kept_note(m)).replace('  (', ' (')} "
         f"| {_n(m['old'])} | {_n(m['new'])} "
         f"| {_signed(m['delta'])} |"
         for m in msgs[:MAX_ROWS]

@@ -257,18 +257,31 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "assemble",
         help="show the assembled context of a conversation document",
-        description="Run the context assembly pipeline on FILE and print the result.",
+        description="Run the context assembly pipeline on FILE and print the result. Exit "
+        "codes: 0 assembled, 1 the conversation cannot be assembled, 2 usage error.",
     )
-    p.add_argument("file", metavar="FILE", help="a *.conv.json, *.conv.jsonl or *.conv.yaml file")
+    p.add_argument(
+        "file",
+        metavar="FILE",
+        help="a conversation: *.conv.json, *.conv.jsonl, *.conv.yaml|yml, a log or a dataset",
+    )
     p.add_argument(
         "--format",
         choices=("json", "text", "html"),
         default="text",
-        help="text: a table; json: the stable JSON contract; html: a self-contained page "
-        "with the window bar and the message table",
+        help="text (default): a table; json: the stable JSON contract; html: a "
+        "self-contained page with the window bar and the message table",
     )
-    p.add_argument("--provider", choices=("openai", "ollama", "azure", "anthropic"))
-    p.add_argument("--root", help="workspace root (default: the enclosing git repository)")
+    p.add_argument(
+        "--provider",
+        choices=("openai", "ollama", "azure", "anthropic"),
+        help="the format of the assembled messages (default: the `provider` setting, openai)",
+    )
+    p.add_argument(
+        "--root",
+        metavar="DIR",
+        help="workspace root (default: the enclosing git repository, else the file's folder)",
+    )
     p.add_argument(
         "--today",
         type=_date,
@@ -283,7 +296,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--summary-request",
         action="store_true",
-        help="include the summarization request of the compression plan in the JSON",
+        help="with --format json: include the summarization request of the compression plan",
     )
     p.set_defaults(run=_assemble)
     p = sub.add_parser(
@@ -294,7 +307,13 @@ def _parser() -> argparse.ArgumentParser:
         "above --fail-on, 2 usage or configuration error.",
     )
     p.add_argument("paths", nargs="*", metavar="PATH", help="files and folders (default: .)")
-    p.add_argument("--format", choices=formats.FORMATS, default="text")
+    p.add_argument(
+        "--format",
+        choices=formats.FORMATS,
+        default="text",
+        help="text (default): findings with source excerpts; json; sarif (code scanning); "
+        "github (Actions annotations); gitlab (Code Quality)",
+    )
     p.add_argument("--select", metavar="CODES", help="comma-separated rule codes to run")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes to skip")
     p.add_argument(
@@ -304,9 +323,17 @@ def _parser() -> argparse.ArgumentParser:
         help="exit 1 when a finding is at least this severe (default: error)",
     )
     p.add_argument("--watch", action="store_true", help="re-lint when files change")
-    p.add_argument("--root", help="workspace root (default: the enclosing git repository)")
     p.add_argument(
-        "--jobs", "-j", type=int, help="worker processes (default: one per core for many files)"
+        "--root",
+        metavar="DIR",
+        help="workspace root (default: the enclosing git repository, else each file's folder)",
+    )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        metavar="N",
+        help="worker processes (default: one per core for 16 files or more)",
     )
     p.set_defaults(run=_lint)
     p = sub.add_parser(
@@ -325,7 +352,13 @@ def _parser() -> argparse.ArgumentParser:
         "selects the conversations that use it); `--` before paths that look like revisions",
     )
     p.add_argument("--files", nargs=2, metavar=("A", "B"), help="compare two conversation files")
-    p.add_argument("--format", choices=("text", "json", "markdown", "github"), default="text")
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "markdown", "github"),
+        default="text",
+        help="text (default); json; markdown (a pull request comment); github (annotations "
+        "and the job summary)",
+    )
     p.add_argument(
         "--fail-on",
         choices=formats.FAIL_ON,
@@ -343,7 +376,9 @@ def _parser() -> argparse.ArgumentParser:
         help="list every rule: code, default severity, fixable, summary",
         description="Print the rule catalogue (RULES.md has every rule's documentation).",
     )
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument(
+        "--format", choices=("text", "json"), default="text", help="text (default) or json"
+    )
     p.set_defaults(run=_rules)
     p = sub.add_parser(
         "rule",
@@ -371,8 +406,13 @@ def _parser() -> argparse.ArgumentParser:
         help="with --ws: accept browser connections from this origin (e.g. "
         "http://localhost:3000; repeatable). Browser origins are refused by default",
     )
-    p.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    p.add_argument("--log-file", help="write the log there instead of stderr")
+    p.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="the least severe log record written (default: WARNING)",
+    )
+    p.add_argument("--log-file", metavar="PATH", help="write the log there instead of stderr")
     p.set_defaults(run=_serve)
     _SUBPARSERS.update(sub.choices)
     return parser
@@ -442,6 +482,10 @@ def _serve(args: argparse.Namespace) -> int:
 def _assemble(args: argparse.Namespace) -> int:
     from server import files  # the standard library only
 
+    if args.summary_request and args.format != "json":
+        # Only the JSON has a place for it: said, not silently ignored.
+        print("promptls: error: --summary-request applies to --format json", file=sys.stderr)
+        return EXIT_USAGE
     path = Path(args.file)
     try:
         files.check_regular(path, limit=None)  # the size is checked when it is read
@@ -562,8 +606,12 @@ def _assemble_dataset(args: argparse.Namespace, analysis: Analysis) -> int:
             }
             indent = 2 if args.record is not None else None
             sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=indent) + "\n")
+        elif args.format == "html":
+            from server.htmlview import render_html
+
+            sys.stdout.write(render_html(record, display_path=where))
         else:
-            sys.stdout.write(render_text(record, display_path=where))
+            sys.stdout.write(render_text(record, display_path=args.file, title=where))
     return EXIT_OK if all(r.assembly.ok for r in picked) else EXIT_FINDINGS
 
 

@@ -84,7 +84,7 @@ def lone_low_surrogate_text(d: Path) -> Case:
     _write(d / "s.conv.json", '[{"role": "user", "content": "bad \\udc80 here"}]')
 
     def check(run: Run) -> None:
-        assert "error [syntax-error] lone surrogate `\\udc80`" in run.out
+        assert "error[syntax-error] lone surrogate `\\udc80`" in run.out
 
     return Case(("assemble", "s.conv.json"), None, check)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -207,6 +208,57 @@ def test_two_files(
     assert code == 0
     assert "overflow.conv.yaml → copy.conv.yaml" in out
     assert "message m12 [history]: 0 → 142 (+142)  (now in the context)" in out
+    # The findings of the two files are compared as one document's, whatever their names:
+    # the budget's findings changed their counts, the orphan is new.
+    findings = [
+        line.split("]")[0] for line in out.split("\n") if line[:4] in ("  + ", "  - ", "  ~ ")
+    ]
+    assert findings == [
+        "  + warning[orphaned-tool-response",
+        "  ~ info[history-truncated",
+        "  ~ info[compression-due",
+    ]
+
+
+def test_a_document_without_ids_is_aligned_by_content(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real log (a bare array: ids are positions) with one message inserted, two deleted
+    and one edited: only those four are reported, the edited one under its old position,
+    instead of every message after the first change."""
+    log = Path(__file__).resolve().parents[1] / "data" / "real-logs" / "openai"
+    messages = json.loads((log / "tau-bench-gpt-4o-airline-006.conv.json").read_text("utf-8"))
+    (tmp_path / "old.conv.json").write_text(json.dumps(messages), encoding="utf-8")
+    changed = [*messages[:3], {"role": "user", "content": "And my baggage allowance?"}]
+    changed += messages[3:5] + messages[7:]
+    changed[9] = {**changed[9], "content": changed[9]["content"] + " Let me know."}
+    assert messages[10]["content"] == changed[9]["content"].removesuffix(" Let me know.")
+    (tmp_path / "new.conv.json").write_text(json.dumps(changed), encoding="utf-8")
+    _, out, _ = run(tmp_path, monkeypatch, capsys, "--files", "old.conv.json", "new.conv.json")
+    rows = [line for line in out.split("\n") if line.startswith("  message ")]
+    assert rows == [
+        "  message 3 [history]: 0 → 5 (+5)  (now in the context)",
+        "  message 9 (was 10) [history]: 88 → 92 (+4)",
+        "  message 5 [history]: 12 → 0 (-12)  (removed from the document)",
+        "  message 6 [history]: 34 → 0 (-34)  (removed from the document)",
+    ]
+    _, out, _ = run(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        "--files",
+        "old.conv.json",
+        "new.conv.json",
+        "--format",
+        "json",
+    )
+    (d,) = json.loads(out)["files"]
+    assert [(m["id"], m.get("old_id")) for m in d["messages"]] == [
+        ("3", None),
+        ("9", "10"),
+        ("5", None),
+        ("6", None),
+    ]
 
 
 def test_two_files_with_the_same_findings_are_unchanged(
@@ -319,3 +371,52 @@ def test_markdown_excerpt_fence_outlasts_backticks_in_the_prompt() -> None:
     md = render_markdown(res)
     # The longest run of backticks in the excerpts is 3 (the marker splits the other).
     assert "  ````diff\n" in md and "\n  ````\n" in md
+
+
+def test_aligned_ids_reach_the_moved_messages_and_the_compression_plan() -> None:
+    """Deleting message 1 of a document without ids: the old 2 and 3 are the new 1 and 2,
+    so the same plan summarizing them has not changed, and the old 3, kept, is now dropped."""
+    msgs = [{"role": "user", "content": t} for t in ("a", "b", "c", "d")]
+
+    def obj(ids: list[str], texts: list[str], dropped: list[str]) -> dict[str, Any]:
+        o = _obj([msgs[0]] * len(ids), prefix=0)
+        o["layout"] = [dict(e, id=i) for e, i in zip(o["layout"], ids, strict=True)]
+        o["layout"] = [e for e in o["layout"] if e["id"] not in dropped]
+        o["messages"] = o["messages"][: len(o["layout"])]
+        o["dropped"] = dropped
+        o["compression"] = {"triggered": True, "summarize": ids[1:3], "keep": []}
+        o["_history"] = list(zip(ids, texts, strict=True))
+        return o
+
+    old = obj(["0", "1", "2", "3"], ["a", "b", "c", "d"], [])
+    new = obj(["0", "1", "2"], ["a", "c", "d"], ["1"])
+    new["compression"]["summarize"] = ["1", "2"]
+    old["compression"]["summarize"] = ["2", "3"]
+    d = diff_assembled(old, new, file="x")
+    assert d["compression"]["changed"] is False
+    assert d["moved"] == {"to_dropped": ["1"], "to_kept": []}
+    assert [(m["id"], m.get("old_id"), m.get("removed")) for m in d["messages"]] == [
+        ("1", None, True),
+        ("1", "2", None),
+    ]
+    # Without the histories (a saved output), messages are matched by id as before.
+    del old["_history"], new["_history"]
+    assert diff_assembled(old, new, file="x")["compression"]["changed"] is True
+
+
+def test_alignment_is_bounded_on_repeated_messages() -> None:
+    """difflib is quadratic on repeated messages: past MAX_ALIGNED equal pairs the middle is
+    matched by position instead, so 300 × 150 equal pairs cost no seconds."""
+    from assembly.diff import MAX_ALIGNED, _aligner
+
+    def hist(texts: list[str]) -> dict[str, Any]:
+        return {"_history": [(str(i), t) for i, t in enumerate(texts)]}
+
+    old = hist(["x"] * 300 + ["end"])
+    new = hist(["x" if i % 2 else "y" for i in range(300)] + ["end, edited"])
+    assert MAX_ALIGNED < 300 * 150
+    key = _aligner(old, new)
+    assert [key(i) for i in ("0", "150", "300")] == ["0", "150", "300"]
+    # A small middle is aligned: the old 2 and 3 are the new 1 and 2.
+    key = _aligner(hist(["a", "b", "c", "d"]), hist(["a", "c", "d"]))
+    assert [key(i) for i in ("0", "1", "2", "3")] == ["0", "\0" + "1", "1", "2"]

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from server.cli.main import main
 from server.htmlview import render_html, view_model
 from server.output import assembly_json
@@ -197,3 +199,37 @@ def test_the_cacheable_prefix_rows_when_history_caching_is_on() -> None:
     rows = _parse(page).rows
     assert [r[1] for r in rows if r[6] == "prefix"] == ["$system", "u1", "a1"]
     assert "the first 3 form the cacheable prefix" in page
+
+
+def test_the_page_says_what_the_text_output_says_of_counts_and_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An Anthropic log counted with an OpenAI encoding is marked approximate, as the text
+    output's head line says; each finding shown names its line, as `promptls lint` does."""
+    data = REPO / "tests" / "data" / "real-logs"
+    a = analyze(data / "anthropic" / "anthropic_tool_with_thinking.conv.json", today=TODAY)
+    page = render_html(a, display_path="a.conv.json")
+    assert "approximate counts: claude-sonnet-4-0 uses Anthropic&#x27;s own tokenizer" in page
+    assert "read as Anthropic Messages request</p>" in page
+    exact = render_html(analyze(OVERFLOW, today=TODAY), display_path="overflow.conv.yaml")
+    assert "approximate counts" not in exact
+    assert "read as promptls conversation</p>" in exact
+    # A legacy encoding not in tiktoken's cache: counted with cl100k_base, and said so.
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
+    legacy = tmp_path / "legacy.conv.yaml"
+    legacy.write_text(
+        "settings: {encoding: p50k_base}\nmessages:\n  - {role: user, content: hi}\n",
+        encoding="utf-8",
+    )
+    page = render_html(analyze(legacy, today=TODAY), display_path=legacy.name)
+    assert "cl100k_base (asked for p50k_base) · provider" in page
+
+    log = data / "openai" / "swe-agent-ctf-pwn-warmup.conv.json"
+    m = view_model(analyze(log, today=TODAY), display_path=log.name)
+    lines = [
+        (d["code"], d["line"] + 1) for d in m["diagnostics"] if d["message"].startswith("unknown")
+    ]
+    assert lines == [("unknown-key", 5), ("unknown-key", 15), ("unknown-key", 16)]
+    assert '<span class="muted">line 15</span>' in render_html(
+        analyze(log, today=TODAY), display_path=log.name
+    )

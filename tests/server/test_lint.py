@@ -383,6 +383,11 @@ def test_select_and_ignore(tmp_path, capsys, monkeypatch):
     assert codes("--select", "syntax-error,schema-error", "--ignore", "schema-error") == [
         "syntax-error"
     ]
+    # `all`, as in a suppression comment's `ignore[all]`: every rule.
+    assert codes("--ignore", "ALL") == []
+    assert codes("--select", "all", "--ignore", "syntax-error,schema-error,reminder-not-last") == [
+        "unknown-placeholder"
+    ]
 
 
 @pytest.mark.parametrize("option", ["--select", "--ignore"])

@@ -99,6 +99,40 @@ def test_assemble_picks_a_record_or_prints_all_as_json_lines(tmp_path, capsys, m
     assert rc == 2 and "not a dataset" in err
 
 
+def test_a_record_is_drawn_in_the_format_asked_with_its_findings_at_the_file(
+    tmp_path, capsys, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """`--record N --format html` is the record's page (it was the text table), and the text
+    table's findings are located `train.conv.jsonl:3:…` (the record's words head the table)."""
+    (tmp_path / "train.conv.jsonl").write_text(DATASET, encoding="utf-8")
+    rc, out, _ = _run(
+        tmp_path,
+        capsys,
+        monkeypatch,
+        "assemble",
+        "train.conv.jsonl",
+        "--record",
+        "3",
+        "--format",
+        "html",
+    )
+    assert rc == 1 and out.startswith("<!DOCTYPE html>")
+    assert "<code>train.conv.jsonl (record 3, line 3)</code>" in out
+    assert "no-user-message" in out
+    rc, out, _ = _run(
+        tmp_path, capsys, monkeypatch, "assemble", "train.conv.jsonl", "--record", "3"
+    )
+    assert out.startswith("train.conv.jsonl (record 3, line 3)  ·  ")
+    assert out.rstrip("\n").split("\n")[-1].startswith("train.conv.jsonl:3:"), out
+
+
+def test_summary_request_without_json_is_a_usage_error(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    overflow = str(REPO / "examples" / "overflow.conv.yaml")
+    rc, out, err = _run(tmp_path, capsys, monkeypatch, "assemble", overflow, "--summary-request")
+    assert (rc, out) == (2, "")
+    assert err == "promptls: error: --summary-request applies to --format json\n"
+
+
 def test_message_per_line_jsonl_is_still_read_as_one_conversation(tmp_path: Path) -> None:
     path = tmp_path / "chat.conv.jsonl"
     path.write_text(
@@ -153,7 +187,7 @@ def test_a_settings_file_finding_prints_its_path_relative_to_the_folder(
     _, out, _ = _run(tmp_path, capsys, monkeypatch, "assemble", "a.conv.json", "--format", "json")
     assert [d["file"] for d in json.loads(out)["diagnostics"]] == ["pyproject.toml"]
     _, out, _ = _run(tmp_path, capsys, monkeypatch, "assemble", "a.conv.json")
-    assert "\npyproject.toml:2:17: error [invalid-setting]" in out
+    assert "\npyproject.toml:2:17: error[invalid-setting]" in out
 
 
 def test_the_tools_setting_declares_tools_for_a_bare_array(tmp_path: Path) -> None:

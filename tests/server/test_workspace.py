@@ -97,6 +97,27 @@ def test_promptls_toml_is_found_above_the_document_and_the_document_wins(tmp_pat
     assert a.settings.keep_past_tool_results is True
 
 
+def test_only_the_nearest_settings_file_is_read(tmp_path: Path) -> None:
+    """As docs/settings.md says: a pyproject.toml without [tool.promptls] is passed over, in
+    one folder promptls.toml wins, and a file further up is not merged into the nearest."""
+    conv = "messages:\n  - {role: user, content: hi}\n"
+    _write(
+        tmp_path,
+        {
+            "promptls.toml": 'model = "gpt-4"\n',
+            "a/pyproject.toml": '[project]\nname = "x"\n',
+            "a/c.conv.yaml": conv,
+            "b/pyproject.toml": "[tool.promptls]\nmax_input_tokens = 6000\n",
+            "b/promptls.toml": "max_input_tokens = 7000\n",
+            "b/c.conv.yaml": conv,
+        },
+    )
+    a = analyze(tmp_path / "a/c.conv.yaml", root=tmp_path, today=TODAY)
+    assert a.settings.model == "gpt-4"
+    b = analyze(tmp_path / "b/c.conv.yaml", root=tmp_path, today=TODAY)
+    assert (b.settings.max_input_tokens, b.settings.model) == (7000, "gpt-4o")
+
+
 def test_document_setting_invalid_value_is_reported_at_its_value(tmp_path: Path) -> None:
     conv = "settings:\n  provider: bedrock\nmessages:\n  - {role: user, content: hi}\n"
     _write(tmp_path, {"c.conv.yaml": conv})

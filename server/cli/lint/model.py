@@ -87,6 +87,8 @@ def parse_codes(value: str | None, *, option: str) -> frozenset[str] | None:
         return None
     codes = [c.strip().lower() for c in value.split(",") if c.strip()]
     known = {r.code for r in RULES}
+    if "all" in codes:  # every rule, as `ignore[all]` in a suppression comment (ruff: ALL)
+        codes = [c for c in codes if c != "all"] + sorted(known)
     for code in codes:
         if code not in known:
             close = suggest_codes(code)
