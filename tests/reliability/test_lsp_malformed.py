@@ -16,6 +16,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -47,68 +49,107 @@ def _wait(msgs: list[dict[str, Any]], pred: Any, seconds: float = 60.0) -> dict[
     raise AssertionError(f"no such message among {msgs}")
 
 
+class _Server:
+    """``promptls serve`` over real stdio: what is sent, the messages it writes back
+    (``msgs``, gathered on a thread) and, once closed, its log."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "server.cli", "serve"],
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.msgs: list[dict[str, Any]] = []
+        self._reader = threading.Thread(
+            target=_read, args=(self.proc.stdout, self.msgs), daemon=True
+        )
+        self._reader.start()
+        self.log = ""
+
+    def write(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, obj: Any) -> None:
+        self.write(_frame(json.dumps(obj).encode()))
+
+    def initialize(self, root: Path) -> dict[str, Any]:
+        """The answer to ``initialize`` (id 1) at ``root``, ``initialized`` sent after it."""
+        params = {"processId": None, "rootUri": root.as_uri(), "capabilities": {}}
+        self.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+        answer = _wait(self.msgs, lambda m: m.get("id") == 1)
+        self.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        return answer
+
+    def shut_down(self, request_id: int) -> None:
+        """``shutdown`` then ``exit``: the server must end with status 0."""
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": "shutdown", "params": None})
+        _wait(self.msgs, lambda m: m.get("id") == request_id)
+        self.send({"jsonrpc": "2.0", "method": "exit", "params": None})
+        assert self.proc.wait(30) == 0
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(5)
+        assert self.proc.stderr is not None
+        self.log = self.proc.stderr.read().decode("utf-8")
+
+    def shown(self) -> list[dict[str, Any]]:
+        """The ``window/showMessage`` notifications (errors shown to the user)."""
+        return [m for m in self.msgs if m.get("method") == "window/showMessage"]
+
+
+@contextmanager
+def _serve() -> Iterator[_Server]:
+    server = _Server()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 def test_malformed_messages_are_answered_and_logged_in_one_line(tmp_path: Path) -> None:
     doc = tmp_path / "a.conv.json"
     text = '{"messages": [{"role": "user", "content": "hi"}]}'
     doc.write_text(text, encoding="utf-8")
     uri = doc.as_uri()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "serve"],
-        cwd=REPO,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    msgs: list[dict[str, Any]] = []
-    reader = threading.Thread(target=_read, args=(proc.stdout, msgs), daemon=True)
-    reader.start()
-
-    def send(obj: Any) -> None:
-        proc.stdin.write(_frame(json.dumps(obj).encode()))  # type: ignore[union-attr]
-        proc.stdin.flush()  # type: ignore[union-attr]
-
-    try:
-        root = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
-        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": root})
-        _wait(msgs, lambda m: m.get("id") == 1)
-        send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    with _serve() as server:
+        server.initialize(tmp_path)
         item = {"uri": uri, "languageId": "json", "version": 1, "text": text}
-        send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}})
+        server.send(
+            {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}}
+        )
         # Not JSON; JSON but not a JSON-RPC object (twice).
         for body in (b"{{{{", b"[]", b"null"):
-            proc.stdin.write(_frame(body))
-        proc.stdin.flush()
+            server.write(_frame(body))
         # A change with a negative position; a command refused for its argument.
         bad = {"start": {"line": 0, "character": -3}, "end": {"line": 0, "character": 1}}
         change = {
             "textDocument": {"uri": uri, "version": 2},
             "contentChanges": [{"range": bad, "text": "x"}],
         }
-        send({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": change})
+        server.send({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": change})
         command = {"command": "promptls.assemble", "arguments": [5]}
-        send({"jsonrpc": "2.0", "id": 2, "method": "workspace/executeCommand", "params": command})
+        server.send(
+            {"jsonrpc": "2.0", "id": 2, "method": "workspace/executeCommand", "params": command}
+        )
         hover = {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 2}}
-        send({"jsonrpc": "2.0", "id": 3, "method": "textDocument/hover", "params": hover})
+        server.send({"jsonrpc": "2.0", "id": 3, "method": "textDocument/hover", "params": hover})
 
-        refused = _wait(msgs, lambda m: m.get("id") == 2)
+        refused = _wait(server.msgs, lambda m: m.get("id") == 2)
         assert refused["error"]["code"] == -32602
-        answered = _wait(msgs, lambda m: m.get("id") == 3)
+        answered = _wait(server.msgs, lambda m: m.get("id") == 3)
         assert "promptls" in answered["result"]["contents"]["value"]  # the text is unchanged
-        errors = [m["error"]["code"] for m in msgs if m.get("id") is None and "error" in m]
+        errors = [m["error"]["code"] for m in server.msgs if m.get("id") is None and "error" in m]
         assert errors == [-32700, -32600, -32600]
-        send({"jsonrpc": "2.0", "id": 4, "method": "shutdown", "params": None})
-        _wait(msgs, lambda m: m.get("id") == 4)
-        send({"jsonrpc": "2.0", "method": "exit", "params": None})
-        assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    reader.join(5)
-    log = proc.stderr.read().decode("utf-8")
-    shown = [m for m in msgs if m.get("method") == "window/showMessage"]
-    assert shown == [], shown
+        server.shut_down(4)
+    log = server.log
+    assert server.shown() == [], server.shown()
     assert "Traceback" not in log, log
     assert "invalid params for textDocument/didChange" in log
     assert "request refused: promptls.assemble takes one argument" in log
@@ -125,30 +166,11 @@ def test_a_file_uri_with_a_nul_names_no_file_and_is_refused(tmp_path: Path) -> N
     text = '[{"role": "user", "content": "hi"}]'
     good.write_text(text, encoding="utf-8")
     nul = tmp_path.as_uri() + "/x%00y.conv.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "serve"],
-        cwd=REPO,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    msgs: list[dict[str, Any]] = []
-    reader = threading.Thread(target=_read, args=(proc.stdout, msgs), daemon=True)
-    reader.start()
-
-    def send(obj: Any) -> None:
-        proc.stdin.write(_frame(json.dumps(obj).encode()))  # type: ignore[union-attr]
-        proc.stdin.flush()  # type: ignore[union-attr]
-
-    try:
-        root = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
-        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": root})
-        _wait(msgs, lambda m: m.get("id") == 1)
-        send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    with _serve() as server:
+        server.initialize(tmp_path)
         for uri, lang in ((nul, "json"), (nul.replace(".conv.json", ".prompt.md"), "markdown")):
             item = {"uri": uri, "languageId": lang, "version": 1, "text": "[]"}
-            send(
+            server.send(
                 {
                     "jsonrpc": "2.0",
                     "method": "textDocument/didOpen",
@@ -156,34 +178,33 @@ def test_a_file_uri_with_a_nul_names_no_file_and_is_refused(tmp_path: Path) -> N
                 }
             )
         watched = {"changes": [{"uri": tmp_path.as_uri() + "/promptls%00.toml", "type": 2}]}
-        send({"jsonrpc": "2.0", "method": "workspace/didChangeWatchedFiles", "params": watched})
+        server.send(
+            {"jsonrpc": "2.0", "method": "workspace/didChangeWatchedFiles", "params": watched}
+        )
         folder = {"uri": tmp_path.as_uri() + "/sub%00", "name": "sub"}
         folders = {"event": {"added": [folder], "removed": []}}
-        send({"jsonrpc": "2.0", "method": "workspace/didChangeWorkspaceFolders", "params": folders})
+        server.send(
+            {"jsonrpc": "2.0", "method": "workspace/didChangeWorkspaceFolders", "params": folders}
+        )
         lens = {"textDocument": {"uri": nul.replace(".conv.json", ".prompt.md")}}
-        send({"jsonrpc": "2.0", "id": 2, "method": "textDocument/codeLens", "params": lens})
+        server.send({"jsonrpc": "2.0", "id": 2, "method": "textDocument/codeLens", "params": lens})
         command = {"command": "promptls.assemble", "arguments": [nul]}
-        send({"jsonrpc": "2.0", "id": 3, "method": "workspace/executeCommand", "params": command})
+        server.send(
+            {"jsonrpc": "2.0", "id": 3, "method": "workspace/executeCommand", "params": command}
+        )
         item = {"uri": good.as_uri(), "languageId": "json", "version": 1, "text": text}
-        send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}})
+        server.send(
+            {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}}
+        )
         hover = {"textDocument": {"uri": good.as_uri()}, "position": {"line": 0, "character": 2}}
-        send({"jsonrpc": "2.0", "id": 4, "method": "textDocument/hover", "params": hover})
+        server.send({"jsonrpc": "2.0", "id": 4, "method": "textDocument/hover", "params": hover})
         for k in (2, 3):
-            assert _wait(msgs, lambda m, k=k: m.get("id") == k)["error"]["code"] == -32602
-        answered = _wait(msgs, lambda m: m.get("id") == 4)
+            assert _wait(server.msgs, lambda m, k=k: m.get("id") == k)["error"]["code"] == -32602
+        answered = _wait(server.msgs, lambda m: m.get("id") == 4)
         assert answered["result"]["contents"]["value"].startswith("**message `0`**")
-        send({"jsonrpc": "2.0", "id": 5, "method": "shutdown", "params": None})
-        _wait(msgs, lambda m: m.get("id") == 5)
-        send({"jsonrpc": "2.0", "method": "exit", "params": None})
-        assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    reader.join(5)
-    log = proc.stderr.read().decode("utf-8")
-    shown = [m for m in msgs if m.get("method") == "window/showMessage"]
-    assert shown == [], shown
+        server.shut_down(5)
+    log = server.log
+    assert server.shown() == [], server.shown()
     assert "Traceback" not in log and "embedded null byte" not in log, log
     assert log.count("a file URI with a NUL character (%00) names no file") == 6, log
 
@@ -235,49 +256,23 @@ def test_a_second_initialize_is_refused_and_the_first_settings_stay(tmp_path: Pa
     text = '{"messages": [{"role": "user", "content": "hi"}]}'
     doc.write_text(text, encoding="utf-8")
     uri = doc.as_uri()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "serve"],
-        cwd=REPO,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    msgs: list[dict[str, Any]] = []
-    reader = threading.Thread(target=_read, args=(proc.stdout, msgs), daemon=True)
-    reader.start()
-
-    def send(obj: Any) -> None:
-        proc.stdin.write(_frame(json.dumps(obj).encode()))  # type: ignore[union-attr]
-        proc.stdin.flush()  # type: ignore[union-attr]
-
-    try:
-        root = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
-        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": root})
-        first = _wait(msgs, lambda m: m.get("id") == 1)
-        assert "capabilities" in first["result"]
-        send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    with _serve() as server:
+        assert "capabilities" in server.initialize(tmp_path)["result"]
         other = {"processId": None, "rootUri": (tmp_path / "x").as_uri(), "capabilities": {}}
-        send({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": other})
-        refused = _wait(msgs, lambda m: m.get("id") == 2)
+        server.send({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": other})
+        refused = _wait(server.msgs, lambda m: m.get("id") == 2)
         assert refused["error"]["code"] == -32600
         assert "result" not in refused
         item = {"uri": uri, "languageId": "json", "version": 1, "text": text}
-        send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}})
+        server.send(
+            {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}}
+        )
         hover = {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 2}}
-        send({"jsonrpc": "2.0", "id": 3, "method": "textDocument/hover", "params": hover})
-        answered = _wait(msgs, lambda m: m.get("id") == 3)
+        server.send({"jsonrpc": "2.0", "id": 3, "method": "textDocument/hover", "params": hover})
+        answered = _wait(server.msgs, lambda m: m.get("id") == 3)
         assert "promptls" in answered["result"]["contents"]["value"]
-        send({"jsonrpc": "2.0", "id": 4, "method": "shutdown", "params": None})
-        _wait(msgs, lambda m: m.get("id") == 4)
-        send({"jsonrpc": "2.0", "method": "exit", "params": None})
-        assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    reader.join(5)
-    log = proc.stderr.read().decode("utf-8")
+        server.shut_down(4)
+    log = server.log
     assert "Traceback" not in log, log
     assert "a second initialize refused" in log
-    assert [m for m in msgs if m.get("method") == "window/showMessage"] == []
+    assert server.shown() == []
