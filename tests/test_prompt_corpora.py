@@ -29,7 +29,9 @@ CORPORA = [
     "prompts-heldout15",
     "prompts-heldout16",
 ]
-PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY)")
+# CC-BY only as itself: share-alike (-SA), non-commercial (-NC) and no-derivatives (-ND) are
+# not permissive.
+PERMISSIVE = re.compile(r"^(?:MIT|Apache-2\.0|BSD|CC0|CC-BY-[\d.]+(?![-\w.]))")
 
 
 @pytest.mark.parametrize("name", CORPORA)
