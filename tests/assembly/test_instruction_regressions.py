@@ -583,6 +583,16 @@ def _default(text: str) -> list[str]:
     return [text[d.range.start : d.range.end] for d in instruction_far_from_section(ctx)]
 
 
+def _reported_alone(text: str, rule: str, **explain: Any) -> tuple[Any, Any]:
+    """The prompt parsed and the rule's reading of ``rule``, which must be the one sentence
+    the default reports on ``text``."""
+    assert _default(text) == [rule]
+    template = parse_prompt(text)
+    m = explain_instruction(template, text.index(rule), **explain)
+    assert m is not None and m.reported
+    return template, m
+
+
 def test_a_sentence_in_another_tools_section_is_that_tools_guidance() -> None:
     # avante's agentic prompt (prompts-heldout11, seen since its one run): under
     # `# write_to_file` > `## Important Considerations`, "If you only need to make small
@@ -1056,9 +1066,8 @@ def test_a_list_of_tools_does_not_decide_where_a_tool_is_described() -> None:
     name = "tool-list-home.prompt.md"
     text = (DATA / name).read_text(encoding="utf-8")
     rule = "Use find_text to locate a phrase on the page before you scroll."
-    assert _default(text) == [rule]
-    m = explain_instruction(parse_prompt(text), text.index(rule))
-    assert m is not None and m.reported and m.tool == "find_text" and m.kind == "tool-home"
+    _, m = _reported_alone(text, rule)
+    assert m.tool == "find_text" and m.kind == "tool-home"
     # Named alone in that line, the tool is described in two places alike: no home.
     single = text.replace("`type`, `scroll`, `find_text`, `read_links`", "`find_text`")
     assert single != text and _default(single) == []
@@ -1088,9 +1097,8 @@ def test_a_tools_section_holding_most_of_the_prompt_is_still_a_tools_home() -> N
     body = len(text) - template.body_range.start
     assert (guide.range.end - guide.range.start) * 10 >= body * 9
     rule = "Do not use the `shell` tool to read or change files."
-    assert _default(text) == [rule]
-    m = explain_instruction(template, text.index(rule))
-    assert m is not None and m.reported and m.tool == "shell" and m.section == 0
+    _, m = _reported_alone(text, rule)
+    assert m.tool == "shell" and m.section == 0
     # Titled as no tools section, a block over the rest is still a title over everything.
     other = text.replace("TOOLS USAGE GUIDE", "HOW YOU WORK")
     assert _default(other) == []
@@ -1108,10 +1116,8 @@ def test_a_pascal_case_name_before_tool_in_lower_case_is_a_tool() -> None:
     name = "pascal-case-tool.prompt.md"
     text = (DATA / name).read_text(encoding="utf-8")
     rule = "You MUST use the PlanBoard tool for any investigation with more than one step."
-    assert _default(text) == [rule]
-    template = parse_prompt(text)
-    m = explain_instruction(template, text.index(rule))
-    assert m is not None and m.reported and m.tool == "planboard"
+    template, m = _reported_alone(text, rule)
+    assert m.tool == "planboard"
     assert template.sections[m.section].title == "Task Management"
     # "Tool" in title case makes a name of its own, no tool ("the PlanBoard Tool").
     titled = text.replace("PlanBoard tool", "PlanBoard Tool")
@@ -1163,10 +1169,8 @@ def test_at_the_opening_the_section_describing_a_known_tool_wins_over_heading_wo
     name = "tool-home-over-heading-words.prompt.md"
     text = (DATA / name).read_text(encoding="utf-8")
     rule = "Your first tool call must be plan_write, to record your investigation plan."
-    assert _default(text) == [rule]
-    template = parse_prompt(text)
-    m = explain_instruction(template, text.index(rule), section_topics=Settings().section_topics)
-    assert m is not None and m.reported and m.kind == "tool-home"
+    template, m = _reported_alone(text, rule, section_topics=Settings().section_topics)
+    assert m.kind == "tool-home"
     assert template.sections[m.section].title == "Task Management"
     # Named there once, the tool is only used there: heading words still decide.
     once = text.replace(
@@ -1189,10 +1193,8 @@ def test_a_plain_word_in_backticks_after_call_is_a_tool() -> None:
     name = "called-ticked-word.prompt.md"
     text = (DATA / name).read_text(encoding="utf-8")
     rule = "Once the task is complete, you must call the `conclude` action."
-    assert _default(text) == [rule]
-    template = parse_prompt(text)
-    m = explain_instruction(template, text.index(rule))
-    assert m is not None and m.reported and m.tool == "conclude"
+    template, m = _reported_alone(text, rule)
+    assert m.tool == "conclude"
     assert template.sections[m.section].title == "completion_rules"
     # After "use" a plain word in backticks may be a type or a library: no tool.
     used = text.replace("call the `conclude`", "use the `conclude`").replace(
