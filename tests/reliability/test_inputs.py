@@ -172,6 +172,25 @@ def test_token_and_message_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     assert data.root is not None and len(data.root.items) == 500
 
 
+def test_a_jsonl_file_with_lone_cr_line_ends_says_why_it_is_one_line() -> None:
+    text = '{"role": "user", "content": "a"}\r{"role": "user", "content": "b"}\r'
+    errors = _errors(text, syntax.parse_jsonl)
+    at = text.index("\r") + 1
+    assert errors == [
+        (
+            "syntax-error",
+            "unexpected content after the end of the line; a lone carriage return (CR) "
+            "does not end a JSON Lines line",
+            TextRange(at, at + 1),
+        )
+    ]
+    # CRLF ends a line; other trailing content says nothing of CRs.
+    assert _errors(text.replace("\r", "\r\n"), syntax.parse_jsonl) == []
+    assert [m for _, m, _ in _errors('{"a": 1} x\n', syntax.parse_jsonl)] == [
+        "unexpected content after the end of the line"
+    ]
+
+
 def test_reading_findings_of_one_code_are_capped_per_document(tmp_path: Path) -> None:
     from assembly.diagnostics.core import MAX_ISSUES_PER_CODE
 
