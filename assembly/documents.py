@@ -326,6 +326,11 @@ class Reader:
         self.top_fields(root, fields, allow_messages=True)
         node = root.get("messages")
         if node is None:
+            foreign = foreign_shape(root)
+            if foreign is not None:
+                what, at = foreign
+                self.error(f"missing `messages`: {_not_read(what)}", at)
+                return ()
             self.error("missing `messages`: the conversation has no message list", head(root))
             return ()
         if not node.is_array:
@@ -750,6 +755,11 @@ class Reader:
         get = fields.get
         role_node = get("role")
         if role_node is None:
+            foreign = foreign_shape(node)
+            if foreign is not None:
+                what, at = foreign
+                self.error(f"message has no `role`: {_not_read(what)}; it is left out", at)
+                return None
             self.error("message has no `role`: it is left out", head(node))
             return None
         written_role = None
@@ -761,8 +771,11 @@ class Reader:
                 written_role = role_node.value if role is not None else None
         if role is None:
             roles = ", ".join(f"`{r.value}`" for r in Role)
+            foreign = foreign_shape(node)
+            also = f" ({_not_read(foreign[0])})" if foreign is not None else ""
             self.error(
-                f"unknown role {show(role_node)}: expected one of {roles}; the message is left out",
+                f"unknown role {show(role_node)}: expected one of {roles}{also}; the message "
+                "is left out",
                 role_node.range,
             )
             return None
@@ -1195,6 +1208,40 @@ _HEAD_KEYS = frozenset(
     {"settings", "system_prompt", "custom_agent_prompt", "project_files"}
     | {"tools", "reminder", "user_info"}
 )
+
+
+# Dataset and provider shapes users keep conversations in that promptls does not read, each
+# told by one key (and a second one for a turn): ShareGPT records (``conversations`` of
+# ``from``/``value`` turns: LLaMA-Factory, FastChat, Axolotl datasets) and Gemini
+# ``generateContent`` bodies (``contents`` of ``role``/``parts`` turns). Said at that key,
+# instead of a missing ``messages`` or ``role`` that would leave the user guessing.
+_FOREIGN_SHAPES: tuple[tuple[str, str | None, str], ...] = (
+    ("conversations", None, "a ShareGPT record (`conversations` of `from`/`value` turns)"),
+    ("from", "value", "a ShareGPT turn (`from`/`value`)"),
+    ("contents", None, "a Gemini request (`contents` of `role`/`parts` turns)"),
+    ("parts", None, "a Gemini turn (`role`/`parts`)"),
+)
+
+
+def foreign_shape(node: SNode) -> tuple[str, Span] | None:
+    """The format ``node`` (an object without ``messages`` or ``role``) is written in, when
+    it is one promptls knows and does not read, with the place of the key that tells it."""
+    for key, second, what in _FOREIGN_SHAPES:
+        value = node.get(key)
+        if value is None or (second is None and not value.is_array):
+            continue
+        if second is not None and node.get(second) is None:
+            continue
+        member = next(m for m in node.members if m.key == key)
+        return what, member.key_range
+    return None
+
+
+def _not_read(what: str) -> str:
+    return (
+        f"this looks like {what}, which promptls does not read; write OpenAI chat messages "
+        "(`messages` of `role`/`content`)"
+    )
 
 
 def head(node: SNode) -> Span:

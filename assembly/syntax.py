@@ -997,12 +997,17 @@ class JsonParser:
 
     def _trailing(self, what: str) -> None:
         while True:
+            start = self.pos
             p = self._skip()
             if p >= self.end:
                 return
             tok = self._lex(p)
             self._take(tok)
-            self._error(f"unexpected content after the end of the {what}", p, tok[3])
+            message = f"unexpected content after the end of the {what}"
+            if what == "line" and "\r" in self.text[start:p]:
+                # A file saved with classic Mac line ends: one line to JSON Lines.
+                message += "; a lone carriage return (CR) does not end a JSON Lines line"
+            self._error(message, p, tok[3])
             if tok[1] in _OPEN and tok[0] == _PUNCT:
                 self._skip_container()
 

@@ -177,9 +177,11 @@ def render_text(analysis: Analysis, *, display_path: str, title: str | None = No
         + (f"  ·  approximate counts: {approx.note}" if approx.approximate else ""),
         format_line(analysis.conversation),
         (
-            f"budget: {b.used:,} / {b.available_tokens - b.tools:,} tokens used"
-            f"  (max_input_tokens {b.max_input_tokens:,} × (1 − {b.safety_margin:g}) = "
-            f"{b.available_tokens:,}, tools {b.tools:,})"
+            # The figure the assembled view heads with: what is sent, tools included, of
+            # the available input (JSON: budget.used + budget.tools, available_tokens).
+            f"budget: {b.used + b.tools:,} / {b.available_tokens:,} tokens used"
+            f"  ({b.used:,} in messages + {b.tools:,} in tool definitions; max_input_tokens "
+            f"{b.max_input_tokens:,} × (1 − {b.safety_margin:g}) = {b.available_tokens:,})"
         ),
         (
             f"fixed: system {b.system:,} · custom agent {b.custom_agent:,} · project files "

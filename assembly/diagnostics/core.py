@@ -265,11 +265,29 @@ class Rule:
         return inspect.cleandoc(self.check.__doc__ or "")
 
 
-def from_issues(issues: Iterable[Issue]) -> list[Diagnostic]:
-    """Turn reading problems into diagnostics."""
-    return [
-        Diagnostic(i.code, Severity(i.severity), i.message, i.range, path=i.path) for i in issues
-    ]
+# Reading findings of one code listed per document: a hostile document can hold a finding per
+# key (250,000 unknown keys fit in the JSON token limit), each costing a diagnostic in every
+# output and every publish. The syntax findings are capped the same way while reading.
+MAX_ISSUES_PER_CODE = 1_000
+
+
+def from_issues(issues: Sequence[Issue]) -> list[Diagnostic]:
+    """Turn reading problems into diagnostics, at most ``MAX_ISSUES_PER_CODE`` of each code
+    (then one, at the first left out, saying how many more there are)."""
+    counts: dict[str, int] = {}
+    for i in issues:
+        counts[i.code] = counts.get(i.code, 0) + 1
+    res = []
+    seen: dict[str, int] = {}
+    for i in issues:
+        n = seen[i.code] = seen.get(i.code, 0) + 1
+        if n <= MAX_ISSUES_PER_CODE or counts[i.code] == MAX_ISSUES_PER_CODE + 1:
+            res.append(Diagnostic(i.code, Severity(i.severity), i.message, i.range, path=i.path))
+        elif n == MAX_ISSUES_PER_CODE + 1:
+            more = counts[i.code] - MAX_ISSUES_PER_CODE
+            msg = f"{more:,} more `{i.code}` findings are not listed"
+            res.append(Diagnostic(i.code, Severity(i.severity), msg, i.range, path=i.path))
+    return res
 
 
 def from_setting_issues(

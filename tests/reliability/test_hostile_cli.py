@@ -232,6 +232,19 @@ def undecodable_file_name(d: Path) -> Case:
     return Case(("lint", "--format", "sarif", "."), None, check, exit_codes=(1,))
 
 
+def unknown_keys_on_one_line(d: Path) -> Case:
+    # A minified message with 200,000 keys: it timed out (60 s) in the text output, each
+    # finding's excerpt mapping the whole 2 MB line, and took 1.1 GB in the JSON outputs.
+    keys = ",".join(f'"k{i}": 1' for i in range(200_000))
+    _write(d / "k.conv.json", f'[{{"role": "user", "content": "hi", {keys}}}]')
+
+    def check(run: Run) -> None:
+        assert "199,000 more `unknown-key` findings are not listed" in run.out
+        assert run.out.count("warning[unknown-key]") == 1_001
+
+    return Case(("lint", "k.conv.json"), None, check, exit_codes=(0,))
+
+
 CASES = [
     big_int_json,
     big_int_yaml,
@@ -258,6 +271,7 @@ CASES = [
     fifo_named_on_command_line,
     special_files_in_folder,
     undecodable_file_name,
+    unknown_keys_on_one_line,
 ]
 
 

@@ -172,6 +172,58 @@ def test_token_and_message_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     assert data.root is not None and len(data.root.items) == 500
 
 
+def test_a_jsonl_file_with_lone_cr_line_ends_says_why_it_is_one_line() -> None:
+    text = '{"role": "user", "content": "a"}\r{"role": "user", "content": "b"}\r'
+    errors = _errors(text, syntax.parse_jsonl)
+    at = text.index("\r") + 1
+    assert errors == [
+        (
+            "syntax-error",
+            "unexpected content after the end of the line; a lone carriage return (CR) "
+            "does not end a JSON Lines line",
+            TextRange(at, at + 1),
+        )
+    ]
+    # CRLF ends a line; other trailing content says nothing of CRs.
+    assert _errors(text.replace("\r", "\r\n"), syntax.parse_jsonl) == []
+    assert [m for _, m, _ in _errors('{"a": 1} x\n', syntax.parse_jsonl)] == [
+        "unexpected content after the end of the line"
+    ]
+
+
+def test_reading_findings_of_one_code_are_capped_per_document(tmp_path: Path) -> None:
+    from assembly.diagnostics.core import MAX_ISSUES_PER_CODE
+
+    n = MAX_ISSUES_PER_CODE + 500
+    keys = ",".join(f'"k{i}": 1' for i in range(n))
+    roles = ",".join('{"role": 5}' for _ in range(n))
+    doc = tmp_path / "k.conv.json"
+    text = f'[{{"role": "user", "content": "hi", {keys}}}, {roles}]'
+    doc.write_text(text, encoding="utf-8")
+    a = analyze(doc, root=tmp_path)
+    unknown = [d for d in a.diagnostics if d.code == "unknown-key"]
+    schema = [d for d in a.diagnostics if d.code == "schema-error"]
+    assert len(unknown) == len(schema) == MAX_ISSUES_PER_CODE + 1
+    assert unknown[-1].message == "500 more `unknown-key` findings are not listed"
+    # It stands at the first key left out.
+    at = text.index(f'"k{MAX_ISSUES_PER_CODE}"')
+    assert unknown[-1].range == TextRange(at, at + len(f'"k{MAX_ISSUES_PER_CODE}"'))
+    assert unknown[-1].severity.value == "warning"
+    assert schema[-1].message == "500 more `schema-error` findings are not listed"
+    assert schema[-1].severity.value == "error"
+
+
+def test_one_finding_over_the_cap_is_listed_not_summarized(tmp_path: Path) -> None:
+    from assembly.diagnostics.core import MAX_ISSUES_PER_CODE
+
+    keys = ",".join(f'"k{i}": 1' for i in range(MAX_ISSUES_PER_CODE + 1))
+    doc = tmp_path / "k.conv.json"
+    doc.write_text(f'[{{"role": "user", "content": "hi", {keys}}}]', encoding="utf-8")
+    unknown = [d for d in analyze(doc, root=tmp_path).diagnostics if d.code == "unknown-key"]
+    assert len(unknown) == MAX_ISSUES_PER_CODE + 1
+    assert unknown[-1].message == f"unknown message key `k{MAX_ISSUES_PER_CODE}`: it is ignored"
+
+
 def test_yaml_with_too_many_values_is_refused_before_composing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

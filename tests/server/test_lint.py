@@ -183,6 +183,45 @@ def test_excerpt_aligns_wide_characters_and_clips_long_lines(tmp_path, capsys, m
     assert shown[caret.index("^") :].startswith('"usr"')
 
 
+def test_excerpt_of_a_long_line_shows_its_control_characters_only_in_the_window(
+    tmp_path, capsys, monkeypatch
+):
+    # A minified document: one line of 200,000 characters carrying many findings. The
+    # excerpt is clipped first, then its control characters made visible (one for one).
+    pad = "y" * 100_000
+    keys = ",".join(f'"k{i}\x1b": 1' for i in range(3))
+    text = f'[{{"content": "{pad}", "role": "user", {keys}, "tail": "{pad}"}}]'
+    _write(tmp_path, {"long.conv.json": text})
+    run = _lint(tmp_path, "--select", "unknown-key", capsys=capsys, mp=monkeypatch)
+    lines = run.out.splitlines()
+    excerpts = [i for i, line in enumerate(lines) if line.startswith("1 | ")]
+    assert len(excerpts) == 4  # k0, k1, k2 and tail
+    for n, i in enumerate(excerpts[:3]):
+        shown, caret = lines[i][4:], lines[i + 1][4:]
+        assert shown.startswith("…") and shown.endswith("…") and len(shown) == 122
+        assert "\x1b" not in shown and "␛" in shown
+        assert shown[caret.index("^") :].startswith(f'"k{n}␛"')
+        assert caret.count("^") == len(f'"k{n}␛"')
+
+
+def test_excerpt_indentation_of_a_continuation_line_stops_at_a_control_character():
+    from server.cli.lint.model import Finding
+    from server.cli.lint.render_text import _excerpt
+
+    # VT is whitespace to Python but prints as a picture: the caret starts under it, after
+    # the spaces and the tab before it.
+    rng = {"start": {"line": 1, "column": 3}, "end": {"line": 2, "column": 8}}
+    f = Finding({"range": rng}, ("a [b", " \t\x0b c]"), 2)
+    assert _excerpt(f, lambda text, _code: text, "") == [
+        "  |",
+        "1 | a [b",
+        "  |   ^^",
+        "2 |   ␋ c]",
+        "  |   ^^^^",
+        "  |",
+    ]
+
+
 def test_summary_when_clean(tmp_path, capsys, monkeypatch):
     _write(tmp_path, {"a.conv.json": OK_JSON, "b.conv.yaml": OK_YAML})
     run = _lint(tmp_path, capsys=capsys, mp=monkeypatch)
@@ -349,6 +388,51 @@ def test_github_escaping(tmp_path, capsys, monkeypatch):
     first = run.out.splitlines()[0]
     assert first.startswith("::error file=a%2Cb%3Ac.conv.yaml,line=2,")
     assert "::unknown role `50%25,%0D%0Ax:y`" in first
+
+
+def test_github_findings_go_to_the_step_summary(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, TREE)
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("earlier step\n", encoding="utf-8")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    run = _lint(tmp_path, "--format", "github", capsys=capsys, mp=monkeypatch)
+    assert run.rc == 1
+    # The log keeps the annotations and the summary line; the job summary gets a table.
+    assert run.out.splitlines()[-1].startswith("Found 4 problems")
+    text = summary.read_text(encoding="utf-8")
+    assert text.startswith("earlier step\n### promptls lint\n\nFound 4 problems (2 errors,")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) == 4
+    assert rows[0].startswith("| `bad.conv.yaml:2:12` | error | `schema-error` | unknown role")
+    assert rows[3].startswith("| `prompts/agent.prompt.md:2:42` | warning | `unknown-placeholder`")
+
+
+def test_github_step_summary_is_bounded_and_escaped(tmp_path, capsys, monkeypatch):
+    from server.cli.lint.render_github import MAX_SUMMARY_ROWS
+
+    msgs = ",".join(f'{{"role": "x|<b>{i}", "content": "hi"}}' for i in range(MAX_SUMMARY_ROWS + 5))
+    _write(tmp_path, {"many.conv.json": f"[{msgs}]"})
+    summary = tmp_path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    run = _lint(tmp_path, "--format", "github", capsys=capsys, mp=monkeypatch)
+    assert run.rc == 1
+    text = summary.read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) == MAX_SUMMARY_ROWS
+    assert "unknown role `x\\|&lt;b&gt;0`" in rows[0]
+    assert "<b>" not in text
+    n_more = MAX_SUMMARY_ROWS + 5 - MAX_SUMMARY_ROWS
+    assert f"*… {n_more} more findings: the job's log lists every one.*" in text
+
+
+def test_github_step_summary_that_cannot_be_written_is_a_warning(tmp_path, capsys, monkeypatch):
+    _write(tmp_path, TREE)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "no-such-dir" / "s.md"))
+    run = _lint(tmp_path, "--format", "github", capsys=capsys, mp=monkeypatch)
+    assert run.rc == 1
+    assert run.out.splitlines()[-1].startswith("Found 4 problems")
+    assert "promptls: warning: cannot write the job summary" in run.err
+    assert "Traceback" not in run.err
 
 
 def test_info_findings_are_notices(tmp_path, capsys, monkeypatch):

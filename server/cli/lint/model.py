@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,8 +126,9 @@ def summary(res: LintResult) -> str:
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def shown_path(path: str, cwd: Path) -> str:
-    """``path`` relative to ``cwd`` when inside it, else as it is."""
+    """``path`` relative to ``cwd`` when inside it, else as it is (cached: asked per finding)."""
     p = Path(path)
     if p.is_absolute() and p.is_relative_to(cwd):
         return p.relative_to(cwd).as_posix()

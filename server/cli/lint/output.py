@@ -25,6 +25,7 @@ def emit(res: LintResult, opts: LintOptions, *, fmt: str, out: TextIO) -> None:
         from server.cli.lint.render_github import render_github
 
         out.write(render_github(res, src_root=source_root(opts)))
+        _append_step_summary(res, opts)
     elif fmt == "gitlab":
         from server.cli.lint.render_gitlab import render_gitlab
 
@@ -40,6 +41,25 @@ def emit(res: LintResult, opts: LintOptions, *, fmt: str, out: TextIO) -> None:
         print("promptls: warning: no documents found", file=sys.stderr)
     if fmt in ("json", "sarif", "gitlab"):
         print(summary(res), file=sys.stderr)
+
+
+def _append_step_summary(res: LintResult, opts: LintOptions) -> None:
+    """In GitHub Actions, the findings also go to the job summary (``$GITHUB_STEP_SUMMARY``),
+    where GitHub shows them on the run's page whatever the annotation limits."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    from server.cli.lint.render_github import render_github_summary
+
+    text = render_github_summary(res, src_root=source_root(opts))
+    try:
+        with open(path, "a", encoding="utf-8", errors="backslashreplace") as fh:
+            fh.write(text)
+    except OSError as exc:
+        print(
+            f"promptls: warning: cannot write the job summary {path}: {exc.strerror}",
+            file=sys.stderr,
+        )
 
 
 def _use_color(out: TextIO) -> bool:

@@ -35,6 +35,40 @@ def render_github(res: LintResult, *, src_root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+# GitHub shows at most 10 error and 10 warning annotations of a step on the pull request; the
+# job summary lists the rest, up to this many rows (its limit is 1 MiB a step).
+MAX_SUMMARY_ROWS = 200
+
+
+def render_github_summary(res: LintResult, *, src_root: Path) -> str:
+    """The Markdown appended to ``$GITHUB_STEP_SUMMARY``: the summary line, then a table of
+    the findings (the first ``MAX_SUMMARY_ROWS``)."""
+    lines = ["### promptls lint", "", summary(res)]
+    if res.findings:
+        lines += ["", "| place | severity | rule | message |", "|---|---|---|---|"]
+        for f in res.findings[:MAX_SUMMARY_ROWS]:
+            o = f.obj
+            s = o["range"]["start"]
+            place = f"{relative_uri_path(o['file'], src_root)}:{s['line']}:{s['column']}"
+            sev, code, msg = f.severity.value, o["code"], _md(o["message"])
+            lines.append(f"| `{_md_code(place)}` | {sev} | `{code}` | {msg} |")
+        more = len(res.findings) - MAX_SUMMARY_ROWS
+        if more > 0:
+            lines += ["", f"*… {more:,} more findings: the job's log lists every one.*"]
+    return "\n".join(lines) + "\n\n"
+
+
+def _md(text: str) -> str:
+    """Text safe inside a Markdown table cell (no HTML, no cell break, one line)."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def _md_code(text: str) -> str:
+    """Text safe inside a code span of a table cell."""
+    return text.replace("`", "'").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
 _GITHUB_COMMANDS = {
     Severity.ERROR: "error",
     Severity.WARNING: "warning",

@@ -63,10 +63,11 @@ def _excerpt(f: Finding, paint: Callable[[str, str], str], caret_color: str) -> 
     res = [bar]
     for i, text in enumerate(f.source):
         n = first + i
-        text = visible(text.replace("\t", " "))
-        a = start["column"] - 1 if i == 0 else len(text) - len(text.lstrip())
+        a = start["column"] - 1 if i == 0 else _indent(text)
         b = end["column"] - 1 if n == last else len(text)
+        # Clip before mapping: a line may be megabytes long and carry thousands of findings.
         shown, a, b = _window(text, a, max(b, a + 1))
+        shown = visible(shown.replace("\t", " "))
         marks = max(1, _cells(shown[a:b]))
         res.append(f"{paint(f'{n:>{width}} |', '34')} {shown}".rstrip())
         res.append(f"{bar} {' ' * _cells(shown[:a])}{paint('^' * marks, caret_color)}")
@@ -75,6 +76,16 @@ def _excerpt(f: Finding, paint: Callable[[str, str], str], caret_color: str) -> 
         res.append(f"{bar} … {count_of(more, 'more line')}")
     res.append(bar)
     return res
+
+
+def _indent(text: str) -> int:
+    """The leading blanks of a continuation line, as ``visible`` prints them.
+
+    A control character that ``str.isspace`` counts (VT, FF, FS…) prints as a picture, so it
+    ends the indentation; only the leading whitespace run is looked at.
+    """
+    n = len(text) - len(text.lstrip())
+    return n - len(visible(text[:n].replace("\t", " ")).lstrip())
 
 
 def _window(text: str, a: int, b: int) -> tuple[str, int, int]:
@@ -91,6 +102,8 @@ def _window(text: str, a: int, b: int) -> tuple[str, int, int]:
 
 def _cells(text: str) -> int:
     """Terminal columns ``text`` takes: wide East Asian characters count two."""
+    if text.isascii():
+        return len(text)
     n = 0
     for ch in text:
         if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):

@@ -205,6 +205,9 @@ def _n_workers(n_files: int, jobs: int | None) -> int:
 def _with_source(objs: list[dict[str, Any]], texts: dict[str, str]) -> Iterable[Finding]:
     """Attach to each finding the lines of source its range covers."""
     indexes: dict[str, LineIndex] = {}
+    # One string per source line, shared by every finding on it (a minified document is one
+    # line of megabytes that may carry thousands of findings).
+    line_texts: dict[tuple[str, int], str] = {}
     for obj in objs:
         text = texts.get(obj["file"])
         if text is None:
@@ -220,7 +223,11 @@ def _with_source(objs: list[dict[str, Any]], texts: dict[str, str]) -> Iterable[
             last -= 1
         lines = []
         for n in range(first, min(last, first + MAX_EXCERPT_LINES - 1) + 1):
-            begin = index.line_start(n)
-            stop = text.find("\n", begin)
-            lines.append(text[begin : stop if stop != -1 else len(text)].rstrip("\r"))
+            line = line_texts.get((obj["file"], n))
+            if line is None:
+                begin = index.line_start(n)
+                stop = text.find("\n", begin)
+                line = text[begin : stop if stop != -1 else len(text)].rstrip("\r")
+                line_texts[(obj["file"], n)] = line
+            lines.append(line)
         yield Finding(obj, tuple(lines), last - first + 1)
