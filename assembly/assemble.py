@@ -64,18 +64,24 @@ import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from assembly import texts
 from assembly.model import (
+    ASSISTANT_ROLE,
+    REMINDER_ROLE,
+    SUMMARY_ROLE,
+    SYSTEM_ROLE,
+    TOOL_ROLE,
+    USER_ROLE,
     Conversation,
     FileAttachment,
     Image,
     Message,
     PromptRef,
     PromptTemplate,
-    Role,
     TextBlock,
+    quick_init,
 )
 from assembly.seq import common_ends, differing
 from assembly.sysprompt import (
@@ -113,7 +119,6 @@ CITEABLE_TOOLS = frozenset({"internal_search", "web_search", "open_url"})
 _NON_VISION_MARKER_ID = "0" * 36
 _FORMATTING_MODELS = re.compile(r"(?<![A-Za-z0-9.])(gpt-5\.1|gpt-5|o3|o1)(?![A-Za-z0-9])")
 _TOOL_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-_C = TypeVar("_C")
 
 
 # ------------------------------------------------------------------------------ results
@@ -128,32 +133,7 @@ class CallOut:
     arguments: dict[str, Any] | str
 
 
-def _quick_init(cls: type[_C]) -> type[_C]:
-    """Give a frozen slotted dataclass an ``__init__`` (the same parameters and defaults)
-    that sets each slot through its descriptor. The generated one calls
-    ``object.__setattr__`` by name for each field: 2.8 µs for ``LlmMessage``'s eleven
-    against 1.7, at the open of 10 MB 10,000 messages. Assigning stays refused."""
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    assert all(f.default_factory is dataclasses.MISSING and f.init for f in fields)
-    assert not hasattr(cls, "__post_init__")
-    ns: dict[str, Any] = {}
-    params = []
-    for f in fields:
-        ns[f"_set_{f.name}"] = getattr(cls, f.name).__set__
-        if f.default is dataclasses.MISSING:
-            params.append(f.name)
-        else:
-            ns[f"_default_{f.name}"] = f.default
-            params.append(f"{f.name}=_default_{f.name}")
-    body = "".join(f"\n    _set_{f.name}(self, {f.name})" for f in fields)
-    exec(f"def __init__(self, {', '.join(params)}):{body}", ns)  # as ``dataclasses`` does
-    init = ns["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init  # type: ignore[misc]
-    return cls
-
-
-@_quick_init
+@quick_init
 @dataclass(frozen=True, slots=True)
 class LlmMessage:
     """One message of the model's input (Onyx's ``ChatMessageSimple``).
@@ -179,6 +159,7 @@ class LlmMessage:
     replaced: bool = False  # an earlier turn's tool result replaced by the placeholder
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class LayoutEntry:
     """One assembled message: which segment it is in and what it costs."""
@@ -1096,7 +1077,7 @@ class _Pipeline:
         tool_before: list[int] = []
         if not self.s.keep_past_tool_results and last > 0:
             before = list(map(data.__getitem__, cut_chain[:last]))
-            tools = map(operator.is_, map(_ROLE, before), itertools.repeat(Role.TOOL))
+            tools = map(operator.is_, map(_ROLE, before), itertools.repeat(TOOL_ROLE))
             tool_before = list(itertools.compress(itertools.count(), tools))
             for i in tool_before:
                 flags[i] = _past_tool_flag(before[i], call_names)
@@ -1160,8 +1141,8 @@ class _Pipeline:
             if (
                 m.parent is not None
                 or m.summarizes_through is not None
-                or m.role is Role.SUMMARY
-                or (m.role is Role.SYSTEM and takes_system)
+                or m.role is SUMMARY_ROLE
+                or (m.role is SYSTEM_ROLE and takes_system)
                 or m.id in s.referenced
             ):
                 return None
@@ -1191,7 +1172,7 @@ class _Pipeline:
         flags[ua:ub] = [_BEFORE_LAST] * len(now)
         keep = self.s.keep_past_tool_results
         if not keep and last_unit > first:
-            tools = map(operator.is_, map(_ROLE, now), itertools.repeat(Role.TOOL))
+            tools = map(operator.is_, map(_ROLE, now), itertools.repeat(TOOL_ROLE))
             for j in itertools.compress(itertools.count(), tools):
                 flags[ua + j] = _past_tool_flag(now[j], call_names)
                 tool_units.append(ua + j)
@@ -1268,16 +1249,16 @@ class _Pipeline:
             u = s.unit_of(k)
             if a.role is not b.role:
                 roles = (a.role, b.role)
-                if Role.SUMMARY in roles:
+                if SUMMARY_ROLE in roles:
                     return None
                 if (
-                    Role.SYSTEM in roles
+                    SYSTEM_ROLE in roles
                     and takes_system
                     and k < end
                     and (sys_i is None or k <= sys_i)
                 ):
                     return None
-                if Role.USER in roles and k < end and not (last_plain and k < last_k):
+                if USER_ROLE in roles and k < end and not (last_plain and k < last_k):
                     return None
                 if u is not None:
                     reflag.append(u)
@@ -1304,7 +1285,7 @@ class _Pipeline:
                 if not first <= u < s.last_unit:
                     continue
                 m = data[s.units[u]]
-                if m.role is Role.TOOL:
+                if m.role is TOOL_ROLE:
                     flag = _past_tool_flag(m, call_names)
                     if flag != flags_l[u]:  # an equal flag stays the same object
                         flags_l[u] = flag
@@ -1951,7 +1932,7 @@ class _Pipeline:
         roles = map(_ROLE, map(data.__getitem__, chain))
         i = next(
             itertools.compress(
-                itertools.count(), map(operator.is_, roles, itertools.repeat(Role.SYSTEM))
+                itertools.count(), map(operator.is_, roles, itertools.repeat(SYSTEM_ROLE))
             ),
             None,
         )
@@ -1966,14 +1947,14 @@ class _Pipeline:
         data = self.conv.message_data
         msgs = list(map(data.__getitem__, chain))
         roles = list(map(_ROLE, msgs))
-        if Role.SUMMARY not in roles:
+        if SUMMARY_ROLE not in roles:
             return None, chain, {}
         count = itertools.count
         summaries = list(
-            itertools.compress(count(), map(operator.is_, roles, itertools.repeat(Role.SUMMARY)))
+            itertools.compress(count(), map(operator.is_, roles, itertools.repeat(SUMMARY_ROLE)))
         )
         plain = list(
-            itertools.compress(chain, map(operator.is_not, roles, itertools.repeat(Role.SUMMARY)))
+            itertools.compress(chain, map(operator.is_not, roles, itertools.repeat(SUMMARY_ROLE)))
         )
         ids = list(map(_ID, msgs))
         summary: int | None = None
@@ -1981,7 +1962,7 @@ class _Pipeline:
         backwards = range(len(roles) - 1, -1, -1)
         last_user = next(
             itertools.compress(
-                backwards, map(operator.is_, reversed(roles), itertools.repeat(Role.USER))
+                backwards, map(operator.is_, reversed(roles), itertools.repeat(USER_ROLE))
             ),
             None,
         )
@@ -2013,7 +1994,7 @@ class _Pipeline:
         meta: dict[str, _FileMeta] = {}
         summarized = list(
             itertools.compress(
-                msgs[: cut + 1], map(operator.is_not, roles, itertools.repeat(Role.SUMMARY))
+                msgs[: cut + 1], map(operator.is_not, roles, itertools.repeat(SUMMARY_ROLE))
             )
         )
         with_files = map(any, map(_FILES_AND_FILE_ID, summarized))  # C-level passes
@@ -2035,7 +2016,7 @@ class _Pipeline:
         data = self.conv.message_data
         k = chain[i]
         node = data[k]
-        after = [j for j in chain[i + 1 : cut + 1] if data[j].role is not Role.SUMMARY]
+        after = [j for j in chain[i + 1 : cut + 1] if data[j].role is not SUMMARY_ROLE]
         first = after[0] if after else chain[cut]
         n = f"{len(after)} message{'s' if len(after) != 1 else ''}"
         rng = self._at(k, node.summarizes_through_range or node.range)
@@ -2132,7 +2113,7 @@ class _Pipeline:
         message of the branch, ``past`` when it comes before it, ``call_name`` the tool an
         earlier turn's tool result answers (None unless it is replaced), ``turn_images``
         the project images riding on the last user message."""
-        if m.role is Role.USER:
+        if m.role is USER_ROLE:
             if m.files:
                 out.extend(self._injected_files(m, meta))
             extra = self.conv.additional_context
@@ -2173,10 +2154,10 @@ class _Pipeline:
                     image_tokens=image_tokens,
                 )
             )
-        elif m.role is Role.ASSISTANT and not m.tool_calls:  # (most messages: no calls)
+        elif m.role is ASSISTANT_ROLE and not m.tool_calls:  # (most messages: no calls)
             tokens = m.token_count if m.token_count is not None else self.tok.count(m.content)
             out.append(LlmMessage(m.id, "assistant", m.content, tokens, source=m))
-        elif m.role is Role.ASSISTANT:
+        elif m.role is ASSISTANT_ROLE:
             calls = tuple(
                 CallOut(c.id, c.name, c.arguments if c.arguments is not None else c.arguments_text)
                 for c in m.tool_calls
@@ -2196,7 +2177,7 @@ class _Pipeline:
                     for c, co in zip(m.tool_calls, calls, strict=True)
                 )
             out.append(LlmMessage(m.id, "assistant", m.content, tokens, source=m, tool_calls=calls))
-        elif m.role is Role.TOOL:
+        elif m.role is TOOL_ROLE:
             if call_name is not None:
                 text = _past_tool_result(call_name, m.content)
                 out.append(
@@ -2221,9 +2202,9 @@ class _Pipeline:
                         tool_call_id=m.tool_call_id,
                     )
                 )
-        elif m.role is Role.REMINDER:
+        elif m.role is REMINDER_ROLE:
             out.append(LlmMessage(m.id, "reminder", m.content, self._own_tokens(m), source=m))
-        elif m.role is Role.SYSTEM:
+        elif m.role is SYSTEM_ROLE:
             out.append(LlmMessage(m.id, "system", m.content, self._own_tokens(m), source=m))
 
     def _own_tokens(self, m: Message) -> int:
@@ -3032,7 +3013,7 @@ def _doc_span(conv: Conversation, msgs: Sequence[LlmMessage]) -> TextRange | Non
     """The document span of ``msgs``' sources (a summary node, placed anywhere in the
     document, only when it is alone), or None."""
     srcs = [conv.locate(m.source) for m in msgs if m.source is not None]
-    plain = [m for m in srcs if m.role is not Role.SUMMARY] or srcs
+    plain = [m for m in srcs if m.role is not SUMMARY_ROLE] or srcs
     if not plain:
         return None
     return TextRange(min(m.range.start for m in plain), max(m.range.end for m in plain))
@@ -3066,7 +3047,7 @@ def _hang_side_summaries(data: Sequence[Message], chain: list[int]) -> list[int]
     """
     summaries = list(
         itertools.compress(
-            itertools.count(), map(operator.is_, map(_ROLE, data), itertools.repeat(Role.SUMMARY))
+            itertools.count(), map(operator.is_, map(_ROLE, data), itertools.repeat(SUMMARY_ROLE))
         )
     )
     if not summaries:
@@ -3120,11 +3101,11 @@ def _chain_facts(data: Sequence[Message], chain: Sequence[int]) -> tuple[int, di
     msgs = list(map(data.__getitem__, chain))
     backwards = range(len(msgs) - 1, -1, -1)
     last_user_doc = next(
-        (i for i in backwards if msgs[i].role is Role.USER and msgs[i].file_id is None),
+        (i for i in backwards if msgs[i].role is USER_ROLE and msgs[i].file_id is None),
         None,
     )
     if last_user_doc is None:
-        last_user_doc = next((i for i in backwards if msgs[i].role is Role.USER), -1)
+        last_user_doc = next((i for i in backwards if msgs[i].role is USER_ROLE), -1)
     return last_user_doc, _call_names(data, chain)
 
 

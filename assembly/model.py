@@ -19,15 +19,18 @@ view returns those as they are.)
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import operator
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from assembly.syntax import SNode, located
 from assembly.text import RelRange, Span, TextRange, resolve
+
+_C = TypeVar("_C")
 
 
 class Role(StrEnum):
@@ -39,10 +42,42 @@ class Role(StrEnum):
     SUMMARY = "summary"
 
 
+# The members as plain module globals, for code that compares roles once a message:
+# ``Role.TOOL`` goes through ``EnumType.__getattr__``'s lookup hook (about 220 ns, ten
+# times a global's).
+SYSTEM_ROLE, USER_ROLE, ASSISTANT_ROLE = Role.SYSTEM, Role.USER, Role.ASSISTANT
+TOOL_ROLE, REMINDER_ROLE, SUMMARY_ROLE = Role.TOOL, Role.REMINDER, Role.SUMMARY
+
+
 class DocFormat(StrEnum):
     JSON = "json"
     JSONL = "jsonl"
     YAML = "yaml"
+
+
+def quick_init(cls: type[_C]) -> type[_C]:
+    """Give a frozen slotted dataclass an ``__init__`` (the same parameters and defaults)
+    that sets each slot through its descriptor. The generated one calls
+    ``object.__setattr__`` by name for each field: 2.8 µs for ``LlmMessage``'s eleven
+    against 1.7, at the open of 10 MB 10,000 messages. Assigning stays refused."""
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    assert all(f.default_factory is dataclasses.MISSING and f.init for f in fields)
+    assert not hasattr(cls, "__post_init__")
+    ns: dict[str, Any] = {}
+    params = []
+    for f in fields:
+        ns[f"_set_{f.name}"] = getattr(cls, f.name).__set__
+        if f.default is dataclasses.MISSING:
+            params.append(f.name)
+        else:
+            ns[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+    body = "".join(f"\n    _set_{f.name}(self, {f.name})" for f in fields)
+    exec(f"def __init__(self, {', '.join(params)}):{body}", ns)  # as ``dataclasses`` does
+    init = ns["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = init  # type: ignore[misc]
+    return cls
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +104,7 @@ class Image:
     token_count: int | None = None  # stored image cost; None = not counted (as Onyx)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """An OpenAI-style tool call of an assistant message."""
@@ -487,6 +523,7 @@ _VIEW_MAKERS: dict[type, Any] = {
 # Prompt templates
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Section:
     """A heading and everything up to the next heading of the same or a higher level."""
@@ -522,6 +559,7 @@ class Placeholder:
     range: TextRange
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Sentence:
     """A sentence of prose (code blocks, front matter and headings excluded)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from assembly.model import Message, Role, ToolCall
+from assembly.model import ASSISTANT_ROLE, TOOL_ROLE, Message, ToolCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +44,12 @@ def pair_tool_calls(messages: Sequence[Message]) -> CallPairs:
     unanswered: dict[str, list[CallRef]] = {}
     latest: dict[str, CallRef] = {}
     for m in messages:
-        if m.role is Role.ASSISTANT:
+        if m.role is ASSISTANT_ROLE:
             for k, c in enumerate(m.tool_calls):
                 ref = CallRef(m, c, k)
                 unanswered.setdefault(c.id, []).append(ref)
                 latest[c.id] = ref
-        elif m.role is Role.TOOL and m.tool_call_id:
+        elif m.role is TOOL_ROLE and m.tool_call_id:
             waiting = unanswered.get(m.tool_call_id)
             if waiting:
                 ref = waiting.pop(0)

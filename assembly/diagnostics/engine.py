@@ -63,7 +63,7 @@ from assembly.diagnostics.core import (
     TextEdit,
 )
 from assembly.diagnostics.window import TextLike, Windows, line_start
-from assembly.model import Message, Role
+from assembly.model import ASSISTANT_ROLE, Message, Role
 from assembly.rope import Rope
 from assembly.seq import common_ends, differing
 from assembly.syntax import SNode
@@ -246,7 +246,7 @@ class AssistantMessage(MessageSource):
     has this type reads assistant messages only (the engine gives it no other)."""
 
     __slots__ = ()
-    role: Role | None = Role.ASSISTANT
+    role: Role | None = ASSISTANT_ROLE
 
 
 def message_node(ctx: RuleContext, m: Message) -> SNode | None:

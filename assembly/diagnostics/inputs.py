@@ -32,6 +32,11 @@ from assembly.diagnostics.engine import (
 )
 from assembly.diagnostics.window import TextLike, Windows, line_start
 from assembly.model import (
+    ASSISTANT_ROLE,
+    REMINDER_ROLE,
+    SUMMARY_ROLE,
+    SYSTEM_ROLE,
+    TOOL_ROLE,
     Conversation,
     DocFormat,
     FileAttachment,
@@ -461,10 +466,10 @@ def message_kinds(src: Source) -> MessageKinds:
 
     return MessageKinds(
         src.indexes("kinds: callers", has(_TOOL_CALLS)),
-        src.indexes("kinds: tools", role(Role.TOOL)),
-        src.indexes("kinds: summaries", role(Role.SUMMARY)),
-        src.indexes("kinds: systems", role(Role.SYSTEM)),
-        src.indexes("kinds: reminders", role(Role.REMINDER)),
+        src.indexes("kinds: tools", role(TOOL_ROLE)),
+        src.indexes("kinds: summaries", role(SUMMARY_ROLE)),
+        src.indexes("kinds: systems", role(SYSTEM_ROLE)),
+        src.indexes("kinds: reminders", role(REMINDER_ROLE)),
         src.indexes("kinds: parented", has(_PARENT)),
         src.indexes("kinds: carriers", has(_carries)),
     )
@@ -610,7 +615,7 @@ def _tool_traffic(
         b.record is not None
         and bool(on)
         and on[-1] == order[-1]
-        and data[order[-1]].role is Role.ASSISTANT
+        and data[order[-1]].role is ASSISTANT_ROLE
     )
     stored = (*map(data.__getitem__, on), *map(data.__getitem__, callers))
     return ToolTraffic(b, tuple(on), tuple(callers), answer, stored), k, order, src.messages
@@ -937,13 +942,13 @@ def first_system_index(
         if not kinds.parented and tip_id is None:
             return kinds.systems[0]  # as below, without a pass over the messages
     roles = list(map(_ROLE, msgs))
-    if Role.SYSTEM not in roles:
+    if SYSTEM_ROLE not in roles:
         return None
     parents = list(map(_PARENT, msgs))
     tree = parents.count(None) != len(parents)
     if not tree and tip_id is None:
         # No parent links: the walk goes from the last message to the first.
-        return roles.index(Role.SYSTEM)
+        return roles.index(SYSTEM_ROLE)
     ids = list(map(_ID, msgs))
     by_id = dict(zip(ids, range(len(ids)), strict=True))
     cur: int | None = by_id.get(tip_id) if tip_id is not None else None
@@ -951,12 +956,12 @@ def first_system_index(
         cur = len(ids) - 1
     first: int | None = None
     if not tree:  # from the tip to the first message
-        first = roles.index(Role.SYSTEM)
+        first = roles.index(SYSTEM_ROLE)
         return first if first <= cur else None
     seen: set[str] = set()
     while cur is not None and ids[cur] not in seen:
         seen.add(ids[cur])
-        if roles[cur] is Role.SYSTEM:
+        if roles[cur] is SYSTEM_ROLE:
             first = cur
         parent = parents[cur]
         cur = by_id.get(parent) if parent is not None else cur - 1 if cur > 0 else None

@@ -15,7 +15,7 @@ from assembly.assemble import sanitize_tool_name
 from assembly.cache import cached_tokens
 from assembly.diagnostics.core import Diagnostic, Related, RuleContext, Severity
 from assembly.diagnostics.rules.ordering import base_system_prompt
-from assembly.model import Role
+from assembly.model import ASSISTANT_ROLE
 from assembly.text import TextRange
 
 _DATETIME = re.compile(r"\{\{\s*CURRENT_DATETIME\s*\}\}")
@@ -125,7 +125,7 @@ def tool_list_changes_prefix(ctx: RuleContext) -> Iterator[Diagnostic]:
     calls: dict[str, list[tuple[str, TextRange]]] = {}
     for e in a.layout[: a.cache_prefix_length]:
         stored = e.message.source
-        if stored is None or stored.role is not Role.ASSISTANT:
+        if stored is None or stored.role is not ASSISTANT_ROLE:
             continue
         src = conv.locate(stored)
         for c in src.tool_calls:

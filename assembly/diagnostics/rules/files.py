@@ -43,7 +43,7 @@ from assembly.diagnostics.inputs import (
 )
 from assembly.diagnostics.rules.tool_calls import call_node, decoded_range, decoded_spans
 from assembly.diagnostics.window import offset_map
-from assembly.model import FileAttachment, Message, Role, ToolCall
+from assembly.model import ASSISTANT_ROLE, USER_ROLE, FileAttachment, Message, ToolCall
 from assembly.syntax import parse_json
 from assembly.text import TextRange
 
@@ -88,7 +88,7 @@ def file_id_not_in_read_file_list(b: FileTraffic, in_prompt: PromptFileIds) -> I
     for i, offered in files.walk():
         found = b.of_message[i]
         m = b.messages[i]
-        if m.role is Role.ASSISTANT:
+        if m.role is ASSISTANT_ROLE:
             for k, call in enumerate(m.tool_calls):
                 value = found.get(k)
                 if not isinstance(value, str):
@@ -97,7 +97,7 @@ def file_id_not_in_read_file_list(b: FileTraffic, in_prompt: PromptFileIds) -> I
                     continue
                 rng = _argument_range(m, k, value)
                 yield _not_offered(files, value, rng, f"`{call.name}` asks for")
-        elif m.role is Role.USER:
+        elif m.role is USER_ROLE:
             for k, ref in found.items():
                 if isinstance(ref, tuple) and ref[0] not in offered:
                     rng = _ref_range(m, k, ref)
@@ -177,7 +177,7 @@ def filename_instead_of_file_id(b: FileTraffic) -> Iterator[Diagnostic]:
 
 def file_refs(m: Message) -> tuple[tuple[str, int, int], ...]:
     """The ``file_id="…"`` values a user message writes: (value, start, end in content)."""
-    if m.role is not Role.USER or m.file_id is not None or "file_id" not in m.content:
+    if m.role is not USER_ROLE or m.file_id is not None or "file_id" not in m.content:
         return ()
     return tuple((x[2], x.start(2), x.end(2)) for x in _FILE_ID_PATTERN.finditer(m.content))
 
@@ -522,7 +522,7 @@ def prompt_file_ids(src: Source) -> PromptFileIds:
 
 def _mentions(m: Message) -> dict[int, str | tuple[str, int, int]] | None:
     """What message ``m`` names by file id (``FileMentions.of_message``)."""
-    if m.role is Role.ASSISTANT:
+    if m.role is ASSISTANT_ROLE:
         res: dict[int, str | tuple[str, int, int]] = {}
         for k, call in enumerate(m.tool_calls):
             value = _read_file_id(call)

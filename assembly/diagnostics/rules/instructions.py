@@ -46,10 +46,11 @@ from assembly.diagnostics.inputs import PromptContext, called_names
 from assembly.diagnostics.window import TextLike, offset_map
 from assembly.documents import read_tools
 from assembly.model import (
+    SUMMARY_ROLE,
+    SYSTEM_ROLE,
     Conversation,
     Message,
     PromptTemplate,
-    Role,
     Section,
     Sentence,
     TextBlock,
@@ -359,7 +360,7 @@ def _system_message(ctx: RuleContext, conv: Conversation) -> Message | None:
                 if data and data[0] is src:  # most often: placed without a table of all
                     return conv.messages[0]  # type: ignore[return-value]
                 return conv.locate(src)  # type: ignore[return-value]
-    return next((m for m in conv.messages if m.role is Role.SYSTEM), None)
+    return next((m for m in conv.messages if m.role is SYSTEM_ROLE), None)
 
 
 def _identity(rng: TextRange) -> TextRange:
@@ -3048,7 +3049,7 @@ def _forgotten_file_range(conv: Conversation, file_ids: list[str]) -> TextRange:
             if f.file_id in wanted:
                 return f.range
     for m in conv.messages:
-        if m.role is Role.SUMMARY:
+        if m.role is SUMMARY_ROLE:
             return m.role_range or m.range
     return TextRange(0, 0)
 

@@ -38,7 +38,7 @@ from assembly.diagnostics.inputs import (
     first_system_index,
 )
 from assembly.diagnostics.window import offset_map
-from assembly.model import Message, PromptRef, Role, TextBlock
+from assembly.model import REMINDER_ROLE, SUMMARY_ROLE, Message, PromptRef, TextBlock
 from assembly.sysprompt import KNOWN_PLACEHOLDERS, USER_PLACEHOLDER_KEYS
 from assembly.text import TextRange
 
@@ -90,15 +90,15 @@ def reminder_not_last(b: Branch, k: MessageKinds) -> Iterator[Diagnostic]:
     # Messages sent from each position on (a summary node is moved to the front).
     sent_after = [0] * (len(branch) + 1)
     for i in range(len(branch) - 1, -1, -1):
-        sent_after[i] = sent_after[i + 1] + (branch[i].role is not Role.SUMMARY)
+        sent_after[i] = sent_after[i + 1] + (branch[i].role is not SUMMARY_ROLE)
     # The branch's last message.
-    last = next((m for m in reversed(branch) if m.role is not Role.SUMMARY), None)
+    last = next((m for m in reversed(branch) if m.role is not SUMMARY_ROLE), None)
     if last is None:
         return
     position = {m.id: i for i, m in enumerate(branch)}
     for m in b.messages:
         pos = position.get(m.id)
-        if m.role is not Role.REMINDER or pos is None or sent_after[pos + 1] == 0:
+        if m.role is not REMINDER_ROLE or pos is None or sent_after[pos + 1] == 0:
             continue
         after = sent_after[pos + 1]
         noun = "message follows" if after == 1 else "messages follow"

@@ -38,7 +38,15 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.engine import REFINES, AssistantMessage, MessageSource, message_start
 from assembly.diagnostics.inputs import CallIds, MessageShape, OrphanCut, Tools, ToolTraffic
 from assembly.diagnostics.window import TextLike, find_newline, line_start, offset_map
-from assembly.model import Conversation, DocFormat, Message, RejectedCall, Role, ToolCall
+from assembly.model import (
+    ASSISTANT_ROLE,
+    TOOL_ROLE,
+    Conversation,
+    DocFormat,
+    Message,
+    RejectedCall,
+    ToolCall,
+)
 from assembly.pairs import CallPairs, pair_tool_calls
 from assembly.seq import common_ends
 from assembly.sourcemap import OffsetMap
@@ -107,7 +115,7 @@ def orphaned_tool_response(b: ToolTraffic, cut: OrphanCut) -> Iterator[Diagnosti
     where: dict[int, int] = {}  # the pairing messages' indexes, by identity
     for msg_id in cut.orphans_dropped:
         i = by_id.get(msg_id)
-        if i is None or msg_id in written or data[i].role is not Role.TOOL:
+        if i is None or msg_id in written or data[i].role is not TOOL_ROLE:
             continue
         if pairs is None:
             at = _pairing(t, cut.orphans_dropped)
@@ -191,10 +199,10 @@ def _traffic(b: ToolTraffic) -> _Traffic:
     roles = list(map(_ROLE, on_branch))
     n = len(roles)
     tools = list(
-        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(Role.TOOL)))
+        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(TOOL_ROLE)))
     )
     makers = list(
-        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(Role.ASSISTANT)))
+        itertools.compress(range(n), map(operator.is_, roles, itertools.repeat(ASSISTANT_ROLE)))
     )
     made = list(map(_TOOL_CALLS, map(on_branch.__getitem__, makers)))
     call_ids = list(map(_ID, itertools.chain.from_iterable(made)))
@@ -297,7 +305,7 @@ def duplicate_tool_call_id(b: ToolTraffic) -> Iterator[Diagnostic]:
         return m.tool_call_id_range or m.range
 
     for i, g in _sharing_ids(_traffic(b)):
-        if g.role is Role.ASSISTANT:
+        if g.role is ASSISTANT_ROLE:
             here: dict[str, tuple[int, int]] = {}
             for k, call in enumerate(g.tool_calls):
                 waiting = open_calls.setdefault(call.id, [])
@@ -317,7 +325,7 @@ def duplicate_tool_call_id(b: ToolTraffic) -> Iterator[Diagnostic]:
                     call_range((i, k)),
                     related=(Related(call_range(first), "first used here"),),
                 )
-        elif g.role is Role.TOOL and g.tool_call_id:
+        elif g.role is TOOL_ROLE and g.tool_call_id:
             waiting = open_calls.get(g.tool_call_id)
             if waiting:
                 waiting.pop(0)
@@ -380,7 +388,7 @@ def tool_call_in_text(
     ```
     The fix (JSON and JSONL documents) moves the call into `tool_calls`.
     """
-    if not tools.declared or src.stored.role is not Role.ASSISTANT:
+    if not tools.declared or src.stored.role is not ASSISTANT_ROLE:
         return
     calls = text_calls(src.stored, tools.definitions)  # (of the message alone)
     if calls:
@@ -433,7 +441,7 @@ def tool_call_markup_in_text(src: AssistantMessage, tools: Tools) -> Iterator[Di
     """
     m = src.stored  # (no positions are read but for a finding)
     if tools.declared or (
-        m.role is not Role.ASSISTANT
+        m.role is not ASSISTANT_ROLE
         or ("<tool_call>" not in m.content and "<|python_tag|>" not in m.content)
     ):
         return
@@ -460,7 +468,7 @@ def tool_call_markup_in_text(src: AssistantMessage, tools: Tools) -> Iterator[Di
 def text_calls(m: Message, tools: Sequence[Mapping[str, Any]]) -> tuple[RecoveredCall, ...]:
     """The calls written in the text of an assistant message that `tool-call-in-text`
     reports, with offsets into its content; depends on the message and ``tools`` alone."""
-    if m.role is not Role.ASSISTANT or not _may_hold_call(m.content):
+    if m.role is not ASSISTANT_ROLE or not _may_hold_call(m.content):
         return ()
     recovered = extract_tool_calls(m.content, tools)
     if not recovered:
