@@ -904,7 +904,14 @@ def _walk_strings(value: Any) -> Iterator[str]:
     bomb is a small graph with exponentially many paths, so containers are walked once
     by identity (a self-referencing anchor is a cycle, and ends too). Depth first, the
     last item of a container first: a conversation's newest messages come first.
+
+    An uploaded file (an object with a string ``content`` in a ``files`` list) is counted
+    as the pipeline counts it, inside its block (``assembly.texts.file_block``), not alone:
+    the pipeline never counts its bare content, so counting that would be the child's time
+    lost and the block's count this process's.
     """
+    from assembly.texts import file_block  # (no imports of its own)
+
     stack = [value]
     seen: set[int] = set()
     while stack:
@@ -916,9 +923,23 @@ def _walk_strings(value: Any) -> Iterator[str]:
                 continue
             seen.add(id(v))
             stack.extend(v.values() if isinstance(v, dict) else v)
+            files = v.get("files") if isinstance(v, dict) else None
+            if isinstance(files, list) and id(files) not in seen:
+                seen.add(id(files))
+                for f in files:
+                    if isinstance(f, dict) and id(f) not in seen:
+                        seen.add(id(f))
+                        content, name = f.get("content"), f.get("filename")
+                        if isinstance(content, str):
+                            yield file_block(name if isinstance(name, str) else "unknown", content)
+                        stack.extend(w for k, w in f.items() if k != "content")
+                    else:
+                        stack.append(f)
 
 
 def _strings(conv: Conversation) -> Iterable[str]:
+    from assembly.texts import file_block
+
     for r in conv.records:
         yield from _strings(r)
     # The stored messages (their texts are the views'): no view of each of ten thousand
@@ -926,9 +947,11 @@ def _strings(conv: Conversation) -> Iterable[str]:
     for m in conv.message_data:
         if len(m.content) >= MIN_CHARS:
             yield m.content
-        for f in m.files:
-            if f.content is not None and len(f.content) >= MIN_CHARS:
-                yield f.content
+        for f in m.files:  # as the pipeline counts an uploaded file, and the child
+            if f.content is not None:
+                block = file_block(f.filename, f.content)
+                if len(block) >= MIN_CHARS:
+                    yield block
     for f in conv.project_files:
         if f.content is not None and len(f.content) >= MIN_CHARS:
             yield f.content
