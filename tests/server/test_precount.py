@@ -597,6 +597,27 @@ def test_the_child_counts_the_newest_messages_first() -> None:
     assert got == texts[::-1]
 
 
+def test_the_child_counts_an_earlier_turns_tool_results_last() -> None:
+    # The pipeline counts a placeholder for a tool result before the last user message:
+    # the child counts those results after every other text (still counts them).
+    result = [f"result {i}: " + "a tool's output " * 4 for i in range(3)]
+    said = [f"message {i}: " + "words to count " * 4 for i in range(4)]
+    messages = [
+        {"role": "user", "content": said[0]},
+        {"role": "tool", "tool_call_id": "c1", "content": result[0]},
+        {"role": "user", "content": said[1]},
+        {"role": "tool", "tool_call_id": "c2", "content": result[1]},
+        {"role": "assistant", "content": said[2]},
+        {"role": "user", "content": said[3]},
+        {"role": "tool", "tool_call_id": "c3", "content": result[2]},  # this turn's
+    ]
+    expect = [result[2], said[3], said[2], said[1], said[0], result[1], result[0]]
+    doc = json.dumps({"messages": messages})
+    assert list(precount._document_strings(list(precount._values(doc, "json")))) == expect
+    lines = "\n".join(map(json.dumps, messages))
+    assert list(precount._document_strings(list(precount._values(lines, "jsonl")))) == expect
+
+
 @pytest.mark.parametrize("helper", ["counts", "fails"])
 def test_a_large_request_is_shared_with_a_helper_and_the_counts_are_the_same(
     monkeypatch: pytest.MonkeyPatch, helper: str
