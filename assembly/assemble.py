@@ -2077,7 +2077,7 @@ class _Pipeline:
                 batch.append(m.content)
             for f in m.files:
                 if f.content and f.token_count is None:
-                    batch.append(texts.FILE_TEMPLATE.format(name=f.filename, content=f.content))
+                    batch.append(texts.file_block(f.filename, f.content))
             if m.tool_calls and (
                 m.token_count is None or any(c.token_count is not None for c in m.tool_calls)
             ):  # the calls ``_convert_message`` counts (their texts are made again there)
@@ -2233,7 +2233,7 @@ class _Pipeline:
                 text = template.format(name=f.filename)
                 tokens = f.token_count if f.token_count is not None else max(1, len(text) // 4)
             else:
-                text = texts.FILE_TEMPLATE.format(name=f.filename, content=content)
+                text = texts.file_block(f.filename, content)
                 tokens = f.token_count if f.token_count is not None else self.count(text)
             approx = f.approx_char_count if f.approx_char_count is not None else len(content)
             meta.setdefault(f.file_id, _FileMeta(f.file_id, f.filename, approx))

@@ -42,6 +42,15 @@ TOOL_FAILURE = (
 
 # Onyx's intent, our words.
 FILE_TEMPLATE = "File: {name}\n{content}\nEnd of File"
+
+
+def file_block(name: str, content: str) -> str:
+    """An uploaded file's text as the model receives it (``FILE_TEMPLATE``): the text the
+    pipeline counts for the file, and the one a counting child counts for it
+    (``server.precount``)."""
+    return FILE_TEMPLATE.format(name=name, content=content)
+
+
 FILE_METADATA_ONLY = (
     "File: {name} (id={id})\nUse the file_reader or python tools to access this file's contents."
 )

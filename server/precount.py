@@ -872,13 +872,26 @@ def _document_encoding(values: list[Any]) -> tuple[str | None, str]:
 
 def _document_strings(values: list[Any]) -> Iterator[str]:
     """The distinct strings of at least ``MIN_CHARS`` in the loaded values, newest first
-    (the last JSON Lines line first, each value as ``_walk_strings`` walks it)."""
+    (the last JSON Lines line first, each value as ``_walk_strings`` walks it), the results
+    of tools called before the last user message after all the others.
+
+    The pipeline replaces an earlier turn's tool result by a placeholder (Onyx's, reference
+    §4) and counts the placeholder, so those results are counted last: in the 10 MB
+    benchmark conversation they are half the text of its newest half, which the parent
+    would otherwise count itself while the child counts them. Only the order changes.
+    """
     seen: set[str] = set()
+    later: list[str] = []
+    passed = [False]  # the walk has passed the last user message (walking newest first)
     for value in reversed(values):
-        for s in _walk_strings(value):
+        for s in _walk_strings(value, later, passed):
             if len(s) >= MIN_CHARS and s not in seen:
                 seen.add(s)
                 yield s
+    for s in later:
+        if len(s) >= MIN_CHARS and s not in seen:
+            seen.add(s)
+            yield s
 
 
 def _values(text: str, fmt: str) -> Iterator[Any]:
@@ -897,14 +910,25 @@ def _values(text: str, fmt: str) -> Iterator[Any]:
         yield yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
-def _walk_strings(value: Any) -> Iterator[str]:
+def _walk_strings(
+    value: Any, later: list[str] | None = None, passed: list[bool] | None = None
+) -> Iterator[str]:
     """Every string in a loaded value, each container visited once.
 
     YAML aliases load as the same list or dict object wherever they are used: an alias
     bomb is a small graph with exponentially many paths, so containers are walked once
     by identity (a self-referencing anchor is a cycle, and ends too). Depth first, the
     last item of a container first: a conversation's newest messages come first.
+
+    An uploaded file (an object with a string ``content`` in a ``files`` list) is counted
+    as the pipeline counts it, inside its block (``assembly.texts.file_block``), not alone:
+    the pipeline never counts its bare content, so counting that would be the child's time
+    lost and the block's count this process's. With ``later``, the content of a message of
+    role ``tool`` met once ``passed[0]`` is set (by a message of role ``user``) goes there
+    instead (``_document_strings``).
     """
+    from assembly.texts import file_block  # (no imports of its own)
+
     stack = [value]
     seen: set[int] = set()
     while stack:
@@ -915,10 +939,32 @@ def _walk_strings(value: Any) -> Iterator[str]:
             if id(v) in seen:
                 continue
             seen.add(id(v))
+            if later is not None and passed is not None and isinstance(v, dict):
+                role = v.get("role")
+                if role == "user":
+                    passed[0] = True
+                elif role == "tool" and passed[0] and isinstance(v.get("content"), str):
+                    later.append(v["content"])
+                    stack.extend(w for k, w in v.items() if k != "content")
+                    continue
             stack.extend(v.values() if isinstance(v, dict) else v)
+            files = v.get("files") if isinstance(v, dict) else None
+            if isinstance(files, list) and id(files) not in seen:
+                seen.add(id(files))
+                for f in files:
+                    if isinstance(f, dict) and id(f) not in seen:
+                        seen.add(id(f))
+                        content, name = f.get("content"), f.get("filename")
+                        if isinstance(content, str):
+                            yield file_block(name if isinstance(name, str) else "unknown", content)
+                        stack.extend(w for k, w in f.items() if k != "content")
+                    else:
+                        stack.append(f)
 
 
 def _strings(conv: Conversation) -> Iterable[str]:
+    from assembly.texts import file_block
+
     for r in conv.records:
         yield from _strings(r)
     # The stored messages (their texts are the views'): no view of each of ten thousand
@@ -926,9 +972,11 @@ def _strings(conv: Conversation) -> Iterable[str]:
     for m in conv.message_data:
         if len(m.content) >= MIN_CHARS:
             yield m.content
-        for f in m.files:
-            if f.content is not None and len(f.content) >= MIN_CHARS:
-                yield f.content
+        for f in m.files:  # as the pipeline counts an uploaded file, and the child
+            if f.content is not None:
+                block = file_block(f.filename, f.content)
+                if len(block) >= MIN_CHARS:
+                    yield block
     for f in conv.project_files:
         if f.content is not None and len(f.content) >= MIN_CHARS:
             yield f.content

@@ -43,6 +43,61 @@ def test_forked_counts_equal_counting_in_place(monkeypatch) -> None:  # type: ig
     assert fresh.count_many(long) == reference
 
 
+def test_the_child_counts_an_uploaded_file_as_the_pipeline_does(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The pipeline counts an uploaded file inside its block, never its bare content: the
+    # child counts the block (and not the content), the parent seeds it, and the analysis
+    # that takes those counts equals one that counted everything itself.
+    from assembly import texts
+    from server.workspace import analyze
+
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
+    files = [
+        {"file_id": f"f{i}", "filename": f"notes_{i}.md", "content": "file words 🦊 跳 " * (9 + i)}
+        for i in range(3)
+    ]
+    files.append({"file_id": "f9", "content": "a file without a name, " * 4})  # "unknown"
+    doc = {
+        "messages": [
+            {"role": "user", "content": "Read these files and sum them up.", "files": files},
+            {"role": "assistant", "content": "They say the same thing three times over."},
+        ]
+    }
+    text = json.dumps(doc, ensure_ascii=False)
+    blocks = [texts.file_block(f.get("filename", "unknown"), f["content"]) for f in files]
+    tokenizer = load_tokenizer().tokenizer
+    fresh = type(tokenizer)(tokenizer.counter, tokenizer.encoding)  # an empty cache
+    pending = precount.start(text, DocFormat.JSON, fresh)
+    assert pending is not None
+    conv = parse_conversation(text, DocFormat.JSON)
+    _finished(pending)
+    pending.seed(conv, fresh)
+    assert [fresh.cached(b) for b in blocks] == [tokenizer.counter(b) for b in blocks]
+    assert [fresh.cached(f["content"]) for f in files] == [None] * len(files)
+
+    path = tmp_path / "c.conv.json"
+    path.write_text(text, encoding="utf-8")
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 10**9)  # in place: no child
+    counted_here = analyze(path, text=text, root=tmp_path)
+    counted_here_json = _analysis_json(counted_here)
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
+    from server import tokenizers
+
+    monkeypatch.setattr(tokenizers, "_LOADED", {})  # an empty cache: every count is the child's
+    child = precount.start(text, DocFormat.JSON, load_tokenizer().tokenizer)
+    assert child is not None
+    _finished(child)
+    with_child = analyze(path, text=text, root=tmp_path, pending=child)
+    assert _analysis_json(with_child) == counted_here_json
+
+
+def _analysis_json(result: object) -> str:
+    """An analysis' assembly and findings, as a value to compare."""
+    a = result.assembly  # type: ignore[attr-defined]
+    diags = [(d.code, d.message, str(d.range)) for d in result.diagnostics]  # type: ignore[attr-defined]
+    msgs = [(m.id, m.kind, m.tokens) for m in a.history]
+    return json.dumps([repr(a.budget), msgs, a.tokens_by_id, diags], default=str)
+
+
 def _finished(pending: precount.PendingCounts) -> None:
     """Wait until the counting child has sent everything and ended."""
     os.waitpid(pending.pid, 0)
@@ -540,6 +595,27 @@ def test_the_child_counts_the_newest_messages_first() -> None:
     lines = "\n".join(json.dumps({"role": "user", "content": t}) for t in texts)
     got = list(precount._document_strings(list(precount._values(lines, "jsonl"))))
     assert got == texts[::-1]
+
+
+def test_the_child_counts_an_earlier_turns_tool_results_last() -> None:
+    # The pipeline counts a placeholder for a tool result before the last user message:
+    # the child counts those results after every other text (still counts them).
+    result = [f"result {i}: " + "a tool's output " * 4 for i in range(3)]
+    said = [f"message {i}: " + "words to count " * 4 for i in range(4)]
+    messages = [
+        {"role": "user", "content": said[0]},
+        {"role": "tool", "tool_call_id": "c1", "content": result[0]},
+        {"role": "user", "content": said[1]},
+        {"role": "tool", "tool_call_id": "c2", "content": result[1]},
+        {"role": "assistant", "content": said[2]},
+        {"role": "user", "content": said[3]},
+        {"role": "tool", "tool_call_id": "c3", "content": result[2]},  # this turn's
+    ]
+    expect = [result[2], said[3], said[2], said[1], said[0], result[1], result[0]]
+    doc = json.dumps({"messages": messages})
+    assert list(precount._document_strings(list(precount._values(doc, "json")))) == expect
+    lines = "\n".join(map(json.dumps, messages))
+    assert list(precount._document_strings(list(precount._values(lines, "jsonl")))) == expect
 
 
 @pytest.mark.parametrize("helper", ["counts", "fails"])
