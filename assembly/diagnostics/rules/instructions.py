@@ -1246,7 +1246,11 @@ class _Topics:
         own = self.template.sentences[k].section
         text = self.template.sentences[k].text
         start = self.template.sentences[k].range.start
-        if _statement_of_work(text) and _procedure_step(self.template.text, start):
+        if (
+            _statement_of_work(text)
+            and not _ONLY.search(text)
+            and _procedure_step(self.template.text, start)
+        ):
             # Round 15: a bare step of a procedure (an item of a numbered list, or of a
             # list whose items each open with a bold label, three items or more) is where
             # the procedure does its work, a tool's use included: "2. Use the list_clusters
@@ -1254,7 +1258,8 @@ class _Topics:
             # (awslabs' Redshift server) and "- **Inform**: Gather relevant information
             # using appropriate tools." in the working loop at code-assistant's opening,
             # the three default findings of `prompts-heldout16`, all wrong. A rule in such
-            # a list ("You must use …", "Always …", "When …, use …") is still judged.
+            # a list ("You must use …", "Always …", "When …, use …", "Only use …") is
+            # still judged.
             return "it is a step of a procedure, which uses the tool where the step comes"
         if target.tool is not None or target.general:
             return None  # a tool's instruction is the placement Onyx measured
@@ -1888,16 +1893,19 @@ def _list_item(text: str, pos: int) -> bool:
     return bool(re.match(r"(?:[-*+]|\d+[.)])\s", line))
 
 
+# "Only" scopes a rule, capitalised too ("Only use the search tool for …").
+_ONLY = re.compile(r"\bonly\b", re.I)
 _ITEM_LINE = re.compile(r"([ \t]*)(?:[-*+•]|(\d{1,3})[.)])[ \t]+(\*\*[^*\n]{1,60}\*\*)?")
 _PROCEDURE_ITEMS = 3
+_COMMENT_LINE = re.compile(r"<!--.*?-->")
 
 
 def _procedure_step(text: str, pos: int) -> bool:
     """Whether the sentence at ``pos`` sits on the line of an item of a procedure: a list of
     ``_PROCEDURE_ITEMS`` items or more at one indentation, numbered (`1.`, `2)`) or each
     opening with a bold label (`- **Plan**: …`, `- **Inform**: …`). Items may be split by
-    blank lines and continued by lines indented further. A bulleted list of plain items
-    is a list of rules or facts, not of steps."""
+    blank lines or comment lines and continued by lines indented further. A bulleted list
+    of plain items is a list of rules or facts, not of steps."""
     first = _line_start(text, pos)
     m = _ITEM_LINE.match(text, first)
     if m is None:
@@ -1918,8 +1926,8 @@ def _procedure_step(text: str, pos: int) -> bool:
                 line = text.rfind("\n", 0, line - 1) + 1
             end = text.find("\n", line)
             body = text[line : len(text) if end == -1 else end]
-            if not body.strip():
-                continue
+            if not body.strip() or _COMMENT_LINE.fullmatch(body.strip()):
+                continue  # a blank line, or a comment (`<!-- … -->`), which shows nothing
             im = _ITEM_LINE.match(body)
             if im is not None and im.group(1) == indent and (im.group(2) is not None) == numbered:
                 items += 1
