@@ -1897,6 +1897,7 @@ def _list_item(text: str, pos: int) -> bool:
 _ONLY = re.compile(r"\bonly\b", re.I)
 _ITEM_LINE = re.compile(r"([ \t]*)(?:[-*+•]|(\d{1,3})[.)])[ \t]+(\*\*[^*\n]{1,60}\*\*)?")
 _PROCEDURE_ITEMS = 3
+_PROCEDURE_LINES = 40
 _COMMENT_LINE = re.compile(r"<!--.*?-->")
 
 
@@ -1904,17 +1905,20 @@ def _procedure_step(text: str, pos: int) -> bool:
     """Whether the sentence at ``pos`` sits on the line of an item of a procedure: a list of
     ``_PROCEDURE_ITEMS`` items or more at one indentation, numbered (`1.`, `2)`) or each
     opening with a bold label (`- **Plan**: …`, `- **Inform**: …`). Items may be split by
-    blank lines or comment lines and continued by lines indented further. A bulleted list
-    of plain items is a list of rules or facts, not of steps."""
+    blank lines or comment lines and continued by lines indented further (a nested list
+    included). A bulleted list of plain items is a list of rules or facts, not of steps.
+    Bounded: the ``_PROCEDURE_LINES`` lines around it each way."""
     first = _line_start(text, pos)
     m = _ITEM_LINE.match(text, first)
     if m is None:
         return False  # not on the line of a list item
     indent, numbered = m.group(1), m.group(2) is not None
-    items, labelled = 1, m.group(3) is not None
+    if not numbered and m.group(3) is None:
+        return False
+    items = 1
     for forward in (False, True):
         line = first
-        while True:
+        for _ in range(_PROCEDURE_LINES):
             if forward:
                 nl = text.find("\n", line)
                 if nl == -1:
@@ -1928,13 +1932,17 @@ def _procedure_step(text: str, pos: int) -> bool:
             body = text[line : len(text) if end == -1 else end]
             if not body.strip() or _COMMENT_LINE.fullmatch(body.strip()):
                 continue  # a blank line, or a comment (`<!-- … -->`), which shows nothing
+            if len(body) - len(body.lstrip()) > len(indent):
+                continue  # a line of an item: its continuation, or a nested list
             im = _ITEM_LINE.match(body)
-            if im is not None and im.group(1) == indent and (im.group(2) is not None) == numbered:
-                items += 1
-                labelled += im.group(3) is not None
-            elif im is not None or len(body) - len(body.lstrip()) <= len(indent):
-                break  # another list, or the text around the list
-    return items >= _PROCEDURE_ITEMS and (numbered or labelled == items)
+            if im is None or im.group(1) != indent or (im.group(2) is not None) != numbered:
+                break  # the text around the list, or another list
+            if not numbered and im.group(3) is None:
+                return False  # a bulleted list whose items are not all labelled
+            items += 1
+            if numbered and items >= _PROCEDURE_ITEMS:
+                return True
+    return items >= _PROCEDURE_ITEMS
 
 
 def _top(template: PromptTemplate, i: int | None) -> int | None:
