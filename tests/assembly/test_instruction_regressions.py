@@ -1215,7 +1215,7 @@ def test_a_step_of_a_procedure_that_uses_a_tool_is_in_place() -> None:
     # reported, and so is the same step moved out of its list to the top of the prompt.
     text = (DATA / "procedure-steps.prompt.md").read_text(encoding="utf-8")
     template = parse_prompt(text)
-    for step, kind in (("Use the list_clusters", "tool"), ("Gather relevant", "general")):
+    for step, kind in (("Use the list_clusters", "tool"), ("Gather the facts", "general")):
         m = explain_instruction(template, text.index(step))
         assert m is not None and m.kind == kind and m.default
         assert not m.reported and "step of a procedure" in m.reason
