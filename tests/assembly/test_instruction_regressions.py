@@ -1206,3 +1206,26 @@ def test_a_plain_word_in_backticks_after_call_is_a_tool() -> None:
         "prompts-fresh", "browser-use--system_prompt.prompt.md", "You must call the `done` action"
     )
     assert any(s.startswith("You must call the `done` action") for s in _default(new))
+
+
+def test_a_step_of_a_procedure_that_uses_a_tool_is_in_place() -> None:
+    # Round 15 (`prompts-heldout16`'s three default findings, all wrong): a bare step of a
+    # procedure, numbered or bold-labelled, uses its tool where the step comes; a rule in
+    # a numbered list ("You must call run_query …", "Only use list_clusters …") is still
+    # reported, and so is the same step moved out of its list to the top of the prompt.
+    text = (DATA / "procedure-steps.prompt.md").read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    for step, kind in (("Use the list_clusters", "tool"), ("Gather the facts", "general")):
+        m = explain_instruction(template, text.index(step))
+        assert m is not None and m.kind == kind and m.default
+        assert not m.reported and "step of a procedure" in m.reason
+    for rule_text in ("You must call run_query", "Only use list_clusters"):
+        rule = explain_instruction(template, text.index(rule_text))
+        assert rule is not None and rule.reported and rule.kind == "tool"
+    step = "Use the list_clusters tool to discover the available clusters."
+    moved = step + "\n\n" + text.replace("2. " + step + "\n", "")
+    ctx = RuleContext(
+        text=moved, settings=Settings(), tokenizer=TOKENIZER, template=parse_prompt(moved)
+    )
+    starts = [d.range.start for d in instruction_far_from_section(ctx)]
+    assert 0 in starts

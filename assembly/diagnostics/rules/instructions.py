@@ -160,8 +160,13 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     "only", "always" …; any sentence of the paragraph that opens "You are …" there), or a
     bare task in a list (`- Find knowledge boundaries`: no modal,
     no emphasis, no "only", "every", "not" …, no condition) matched by one heading word
-    (workflow phases and sibling checklists share their words). The text before the
-    first heading is on
+    (workflow phases and sibling checklists share their words); a bare step of a
+    procedure, whatever it names, a tool included (an item of a numbered list, or of a
+    list whose items each open with a bold label, three items or more: "2. Use the
+    list_clusters tool to discover available clusters" under `## Getting Started`,
+    "- **Inform**: Gather relevant information using appropriate tools" in the working
+    loop at the opening; a rule in such a list, "You must call …", is judged). The text
+    before the first heading is on
     an instruction's topic only when two more of its sentences use the topic word and
     it uses it as often as the section titled by it does (an opening names the prompt's
     theme: "You are a citations agent" does not make it the place for citation rules);
@@ -1235,18 +1240,34 @@ class _Topics:
         previews several sections, or a plain statement of work in the prompt's mission
         or role section ("You also have to generate a standalone follow-up question" in
         `<role>`; not a rule: no code, no "never", "only", "always" …). Tool
-        instructions are always judged: they are the placement Onyx measured. Asked
+        instructions are judged, the placement Onyx measured, unless they are a bare step
+        of a procedure (``_procedure_step``: a step that uses a tool is in place). Asked
         after the overview test, which counts every sentence ``target`` sends
         elsewhere."""
+        own = self.template.sentences[k].section
+        text = self.template.sentences[k].text
+        start = self.template.sentences[k].range.start
+        if (
+            _statement_of_work(text)
+            and not _ONLY.search(text)
+            and _procedure_step(self.template.text, start)
+        ):
+            # Round 15: a bare step of a procedure (an item of a numbered list, or of a
+            # list whose items each open with a bold label, three items or more) is where
+            # the procedure does its work, a tool's use included: "2. Use the list_clusters
+            # tool to discover available Redshift instances." under `## Getting Started`
+            # (awslabs' Redshift server) and "- **Inform**: Gather relevant information
+            # using appropriate tools." in the working loop at code-assistant's opening,
+            # the three default findings of `prompts-heldout16`, all wrong. A rule in such
+            # a list ("You must use …", "Always …", "When …, use …", "Only use …") is
+            # still judged.
+            return "it is a step of a procedure, which uses the tool where the step comes"
         if target.tool is not None or target.general:
             return None  # a tool's instruction is the placement Onyx measured
         if self._sibling_steps(target.section, self.template.sentences[k].section):
             return "it sits in a sibling step of the same procedure"
         if self._previews_several(k, target.section):
             return "it names several other sections: it previews them"
-        own = self.template.sentences[k].section
-        text = self.template.sentences[k].text
-        start = self.template.sentences[k].range.start
         if (
             own is not None
             and len(target.words) <= 1
@@ -1871,6 +1892,58 @@ def _list_item(text: str, pos: int) -> bool:
     """The sentence at ``pos`` opens a list item (`- `, `* `, `1. `)."""
     line = text[_line_start(text, pos) : pos].lstrip()
     return bool(re.match(r"(?:[-*+]|\d+[.)])\s", line))
+
+
+# "Only" scopes a rule, capitalised too ("Only use the search tool for …").
+_ONLY = re.compile(r"\bonly\b", re.I)
+_ITEM_LINE = re.compile(r"([ \t]*)(?:[-*+•]|(\d{1,3})[.)])[ \t]+(\*\*[^*\n]{1,60}\*\*)?")
+_PROCEDURE_ITEMS = 3
+_PROCEDURE_LINES = 40
+_COMMENT_LINE = re.compile(r"<!--.*?-->")
+
+
+def _procedure_step(text: str, pos: int) -> bool:
+    """Whether the sentence at ``pos`` sits on the line of an item of a procedure: a list of
+    ``_PROCEDURE_ITEMS`` items or more at one indentation, numbered (`1.`, `2)`) or each
+    opening with a bold label (`- **Plan**: …`, `- **Inform**: …`). Items may be split by
+    blank lines or comment lines and continued by lines indented further (a nested list
+    included). A bulleted list of plain items is a list of rules or facts, not of steps.
+    Bounded: the ``_PROCEDURE_LINES`` lines around it each way."""
+    first = _line_start(text, pos)
+    m = _ITEM_LINE.match(text, first)
+    if m is None:
+        return False  # not on the line of a list item
+    indent, numbered = m.group(1), m.group(2) is not None
+    if not numbered and m.group(3) is None:
+        return False
+    items = 1
+    for forward in (False, True):
+        line = first
+        for _ in range(_PROCEDURE_LINES):
+            if forward:
+                nl = text.find("\n", line)
+                if nl == -1:
+                    break
+                line = nl + 1
+            else:
+                if line == 0:
+                    break
+                line = text.rfind("\n", 0, line - 1) + 1
+            end = text.find("\n", line)
+            body = text[line : len(text) if end == -1 else end]
+            if not body.strip() or _COMMENT_LINE.fullmatch(body.strip()):
+                continue  # a blank line, or a comment (`<!-- … -->`), which shows nothing
+            if len(body) - len(body.lstrip()) > len(indent):
+                continue  # a line of an item: its continuation, or a nested list
+            im = _ITEM_LINE.match(body)
+            if im is None or im.group(1) != indent or (im.group(2) is not None) != numbered:
+                break  # the text around the list, or another list
+            if not numbered and im.group(3) is None:
+                return False  # a bulleted list whose items are not all labelled
+            items += 1
+            if numbered and items >= _PROCEDURE_ITEMS:
+                return True
+    return items >= _PROCEDURE_ITEMS
 
 
 def _top(template: PromptTemplate, i: int | None) -> int | None:
