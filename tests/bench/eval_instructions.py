@@ -29,7 +29,8 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
 
     python tests/bench/eval_instructions.py
         [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|heldout9|
-                  heldout10|heldout11|heldout12|heldout13|heldout14|heldout15|heldout16|seen]
+                  heldout10|heldout11|heldout12|heldout13|heldout14|heldout15|heldout16|
+                  heldout17|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30] [--declared-tools] [--preview]
@@ -112,6 +113,9 @@ HELDOUT15 = ROOT / "tests" / "data" / "prompts-heldout15"
 # while the fifteenth was being tuned on as seen, before the rule ever ran on it: held out; never
 # run, listed or read while tuning.
 HELDOUT16 = ROOT / "tests" / "data" / "prompts-heldout16"
+# The seventeenth, gathered and labelled (with declared tools) by another engineer (branch
+# heldout17) before the rule ever ran on it: held out; never run, listed or read while tuning.
+HELDOUT17 = ROOT / "tests" / "data" / "prompts-heldout17"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
@@ -129,6 +133,7 @@ CORPORA = {
     "heldout14": HELDOUT14,
     "heldout15": HELDOUT15,
     "heldout16": HELDOUT16,
+    "heldout17": HELDOUT17,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
