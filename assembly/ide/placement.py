@@ -117,8 +117,7 @@ class Placements:
 
     @cached_property
     def _history(self) -> dict[str, LlmMessage]:
-        a = self.assembly
-        return dict(zip(a.history_ids, a.history, strict=True))
+        return {m.id: m for m in self.assembly.history}
 
     @cached_property
     def file_ids(self) -> frozenset[str]:
