@@ -254,6 +254,7 @@ class Assembly:
     chain: tuple[str, ...] = ()  # ids of the document messages on the current branch
     chain_places: tuple[int, ...] = ()  # their places in ``Conversation.message_data``
     summary_id: str | None = None
+    summary_place: int | None = None  # its place in ``Conversation.message_data``
     images_dropped: int = 0
     tokens_by_id: dict[str, int] = field(default_factory=dict)
     # Per message of ``history``: its id, its tokens, its upload's file id (None: none).
@@ -2795,6 +2796,7 @@ class _Pipeline:
             chain=structure.chain_ids,
             chain_places=structure.chain,
             summary_id=summary.id if summary else None,
+            summary_place=structure.summary_index if summary else None,
             images_dropped=images_dropped,
             tokens_by_id=tokens_by_id,
             history_ids=tuple(ids),

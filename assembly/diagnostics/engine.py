@@ -1109,7 +1109,10 @@ _ROLE = operator.attrgetter("role")
 
 def _reindexed(k: _Kept, moves: dict[int, int]) -> _Kept:
     """A finding kept with the messages at the indexes ``moves`` maps from, now at the
-    indexes it maps to (the others stay)."""
+    indexes it maps to (the others stay). Its last placing stays: it reads only the
+    starts of its messages (the same objects, in the same order), which ``_Run._place``
+    compares, so a finding after a splice is moved by the splice's shift, not placed
+    again (its ``LateRange`` found again)."""
     d = k.diagnostic
     r = d.range
     if isinstance(r, LateRange) and r.message in moves:
@@ -1128,7 +1131,7 @@ def _reindexed(k: _Kept, moves: dict[int, int]) -> _Kept:
         d = dataclasses.replace(d, fix=dataclasses.replace(d.fix, message=moves[d.fix.message]))
     anchor_of = {x: moves.get(a, a) for x, a in k.anchor_of.items()}
     objects = {moves.get(a, a): v for a, v in k.objects.items()}
-    return _Kept(d, anchor_of, objects)
+    return _Kept(d, anchor_of, objects, k.placed)
 
 
 def _late_moved(r: LateRange, moves: dict[int, int]) -> LateRange:

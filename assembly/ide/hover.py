@@ -284,13 +284,13 @@ def _head_notes(doc: ConversationDoc, pl: Placements) -> Iterator[str]:
     if a.dropped:
         notes.append(
             f"Dropped by the budget cut: {plural(len(a.dropped), 'message')} "
-            f"({ids(a.dropped)}, {fmt_tokens(sum(a.tokens_by_id.get(i, 0) for i in a.dropped))}"
+            f"({ids(a.dropped)}, {fmt_tokens(pl.dropped_tokens)}"
             " tokens)."
         )
     if a.orphans_dropped:
         notes.append(f"Dropped as orphaned tool responses: {ids(a.orphans_dropped)}.")
     if a.summary_id is not None:
-        summary = pl.by_id(a.summary_id)
+        summary = pl.summary()
         through = summary.summarizes_through if summary is not None else None
         notes.append(f"Summary `{a.summary_id}` replaces the messages through `{through}`.")
     if a.forgotten_files:
@@ -472,7 +472,7 @@ def _why(doc: ConversationDoc, pl: Placements, p: Placement) -> Iterator[str]:
     elif p.status == "orphan":
         yield _orphan_reason(pl, m)
     elif p.status == "summarized":
-        summary = pl.by_id(a.summary_id) if a.summary_id else None
+        summary = pl.summary()
         through = summary.summarizes_through if summary is not None else "?"
         yield f"why: summary `{a.summary_id}` summarizes the branch through `{through}`"
     elif p.status == "summary_unused":

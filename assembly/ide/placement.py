@@ -13,7 +13,9 @@ messages) so that the last message's cumulative total is the lens's assembled to
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -122,11 +124,19 @@ class Placements:
         """Every file id the document names: project files, uploads, injected files."""
         conv = self.conversation
         ids = {f.file_id for f in conv.project_files}
-        for m in conv.messages:
-            ids.update(f.file_id for f in m.files)
-            if m.file_id is not None:
-                ids.add(m.file_id)
+        # The stored messages, read at C speed: no message view is made (a hover on the
+        # head of a 10 MB conversation would otherwise make 10,000 of them).
+        data = conv.message_data
+        for files in filter(None, map(_FILES, data)):
+            ids.update(f.file_id for f in files)
+        ids.update(filter(_NOT_NONE, map(_FILE_ID, data)))
         return frozenset(ids)
+
+    @cached_property
+    def dropped_tokens(self) -> int:
+        """What the messages dropped by the budget cut would have cost."""
+        a = self.assembly
+        return sum(map(a.tokens_by_id.get, a.dropped, itertools.repeat(0)))
 
     @cached_property
     def _dropped(self) -> frozenset[str]:
@@ -188,11 +198,11 @@ class Placements:
             return msgs[i]
         return None
 
-    def by_id(self, message_id: str) -> Message | None:
-        for m in self.conversation.messages:
-            if m.id == message_id:
-                return m
-        return None
+    def summary(self) -> Message | None:
+        """The summary message the assembly applied (``Assembly.summary_id``), or None:
+        found by its place, so no other message is seen."""
+        place = self.assembly.summary_place
+        return self.conversation.messages[place] if place is not None else None
 
     def cut_at(self) -> str | None:
         """The newest message dropped by the budget cut (where the fill stopped)."""
@@ -251,6 +261,9 @@ def placements(conv: Conversation, assembly: Assembly) -> Placements:
 
 
 _last: list[Placements] = []
+_FILES = operator.attrgetter("files")
+_FILE_ID = operator.attrgetter("file_id")
+_NOT_NONE = functools.partial(operator.is_not, None)
 
 
 def error_of(a: Assembly) -> AssemblyError | None:

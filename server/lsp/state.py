@@ -55,8 +55,9 @@ class Snapshot:
     generation: int = 0
     failure: tuple[Diagnostic, ...] | None = None
     last_good: Snapshot | None = None
-    # What publishing its findings serialized, for the next version's (``handlers.documents``).
-    published: dict[object, bytes] = field(
+    # What publishing its findings serialized, for the next version's (``handlers.documents``):
+    # each finding's JSON around its ranges.
+    published: dict[object, tuple[bytes, ...]] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
 

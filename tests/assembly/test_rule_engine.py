@@ -977,3 +977,47 @@ def test_findings_whose_messages_did_not_move_are_placed_once(tmp_path: Path) ->
             reused += sum(id(d) in last for d in mine)
         prev = got
     assert reused > 10
+
+
+def test_findings_after_a_splice_are_moved_not_found_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSON Lines message pasted, then deleted, above the findings of a rule whose inputs
+    stay equal (the generated conversation's ``file-id-not-in-read-file-list``): every
+    later message moves to another index and start, and each finding is its last placing
+    moved by the splice's shift (its argument's place inside its message is not found
+    again), equal to what a fresh run gives."""
+    from assembly.diagnostics import engine
+    from tests.bench.gen_conversation import conversation as generated
+
+    path = tmp_path / "gen.conv.jsonl"
+    doc = generated(600, 200_000, 5)
+    settings = {**doc["settings"], "max_input_tokens": 8_000}  # files dropped with history
+    lines = [{"settings": settings}, *doc["messages"]]
+    text = "\n".join(json.dumps(m, ensure_ascii=False) for m in lines) + "\n"
+    host = AnalysisHost()
+    code = "file-id-not-in-read-file-list"
+    first = _analysis(path, text, host)
+    n = sum(d.code == code for d in first.diagnostics)
+    assert n > 10
+    located: list[int] = []
+    real = engine._Run._locate
+
+    def counted(self: typing.Any, r: typing.Any) -> TextRange:
+        located.append(r.message)
+        return real(self, r)
+
+    monkeypatch.setattr(engine._Run, "_locate", counted)
+    at = text.index("\n", text.index("\n") + 1) + 1  # the third line
+    pasted = '{"role": "user", "content": "pasted"}\n'
+    for new_text in (text[:at] + pasted + text[at:], text):
+        located.clear()
+        got = _analysis(path, new_text, host)
+        moved_again = len(located)
+        want = _analysis(path, new_text)
+        assert [(d, d.range.start, d.range.end) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end) for d in want.diagnostics
+        ]
+        assert code not in _cache(host).ran
+        assert sum(d.code == code for d in got.diagnostics) == n
+        assert moved_again < n // 2, moved_again

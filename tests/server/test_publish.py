@@ -111,3 +111,46 @@ async def test_each_publish_equals_a_fresh_conversion(tmp_path: Path) -> None:
         assert reused > 100  # (most findings kept their lines and words)
     finally:
         client.shutdown()
+
+
+async def test_a_pasted_line_moves_every_later_finding_without_serializing_it_again(
+    tmp_path: Path,
+) -> None:
+    # A line pasted near the start moves every finding after it down a line: each one's
+    # JSON around its ranges is the previous publish's, its ranges are the new ones.
+    client = InProcessClient()
+    try:
+        await client.initialize(WATCHING_CLIENT)
+        path = tmp_path / "gen.conv.jsonl"
+        text = _document()
+        path.write_text(text, encoding="utf-8")
+        uri = path.as_uri()
+        await client.open(uri, text, language_id="jsonl")
+        first = await _published(client, uri, 1)
+        last = client.server.session.snapshots[uri]
+        at = text.index("\n", text.index("\n") + 1) + 1  # the start of the third line
+        new = '{"role": "user", "content": "pasted"}\n'
+        m = TextMap.of(text, "utf-16")
+        pos = to_lsp_position(m, at)
+        text = text[:at] + new + text[at:]
+        client.notify(
+            lsp.TEXT_DOCUMENT_DID_CHANGE,
+            lsp.DidChangeTextDocumentParams(
+                text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                content_changes=[
+                    lsp.TextDocumentContentChangePartial(range=lsp.Range(pos, pos), text=new)
+                ],
+            ),
+        )
+        got = await _published(client, uri, 2)
+        assert got == _fresh(client, uri, text, 2)
+        moved = [
+            (a, b)
+            for a, b in zip(first["diagnostics"], got["diagnostics"], strict=False)
+            if a["range"]["start"]["line"] + 1 == b["range"]["start"]["line"]
+        ]
+        assert len(moved) > 8
+        snap = client.server.session.snapshots[uri]
+        assert snap.published and all(v is last.published.get(k) for k, v in snap.published.items())
+    finally:
+        client.shutdown()

@@ -112,10 +112,11 @@ def publish(ls: PromptServer, snap: Snapshot, previous: Snapshot | None = None) 
     """Push the snapshot's diagnostics of this document (findings in other files stay out).
 
     Each finding is serialized as pygls would serialize its ``convert.to_lsp_diagnostic``,
-    but for its ``data`` (its offsets) once per look: a finding whose LSP positions, words
-    and related places are those of one ``previous`` published (most of them after a
-    keystroke, which moves offsets but seldom lines) reuses that serialization
-    (``Snapshot.published``), and only its ``data`` is written again."""
+    but for its ranges and its ``data`` (its offsets) once per look: a finding whose
+    words and related messages are those of one ``previous`` published (most of them
+    after a keystroke, and all of them after a paste or a deletion that moves every later
+    line) reuses that serialization (``Snapshot.published``: the JSON around its ranges),
+    and only its ranges, its related places' ranges and its ``data`` are written again."""
     kept = previous.published if previous is not None else {}
     made = snap.published
     m, uri = snap.text_map, snap.uri
@@ -139,16 +140,23 @@ def publish(ls: PromptServer, snap: Snapshot, previous: Snapshot | None = None) 
             d.severity,
             d.message,
             d.unnecessary,
-            _span(m, d.range),
-            tuple((r.message, _span(m, r.range)) for r in d.related),
+            tuple(r.message for r in d.related),
         )
-        part = made.get(key) or kept.get(key)
-        if part is None:
+        parts = made.get(key) or kept.get(key)
+        if parts is None:
+            parts = _around_ranges(unstructure(convert.to_lsp_diagnostic(m, d, uri)))
+        if parts is None:  # (a word that looks like the slot: written whole)
             fields = unstructure(convert.to_lsp_diagnostic(m, d, uri))
-            del fields["data"]  # (the last field: written after the others, below)
-            part = json.dumps(fields).encode("ascii")[:-1]  # (without its "}")
-        made[key] = part
-        buf += part
+            del fields["data"]
+            buf += json.dumps(fields).encode("ascii")[:-1]
+        else:
+            made[key] = parts
+            buf += parts[0]
+            buf += _RANGE % _span(m, d.range)
+            buf += parts[1]
+            for r, part in zip(d.related, parts[2:], strict=True):
+                buf += _RANGE % _span(m, r.range)
+                buf += part
         buf += b', "data": '
         buf += json.dumps(convert.diagnostic_data(d)).encode("ascii")
         buf += b"}"
@@ -159,9 +167,32 @@ def publish(ls: PromptServer, snap: Snapshot, previous: Snapshot | None = None) 
     ls.protocol.notify_prepared(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, bytes(buf))
 
 
+# An LSP range as ``json.dumps`` writes pygls's unstructured ``lsp.Range``.
+_RANGE = b'{"start": {"line": %d, "character": %d}, "end": {"line": %d, "character": %d}}'
+_SLOT = "\x00range\x00"  # written in a range's place, then cut out
+_SLOT_JSON = json.dumps(_SLOT).encode("ascii")
+
+
+def _around_ranges(fields: dict[str, Any]) -> tuple[bytes, ...] | None:
+    """A diagnostic's unstructured fields as JSON without its ``data`` and its closing
+    brace, cut where its range and each related place's range go: ``(before the range,
+    after it up to the first related range or the end, between related ranges …)``, so
+    ``parts[0] + R + parts[1] + R1 + parts[2] …`` is the JSON (None: a word of it holds
+    the slot)."""
+    del fields["data"]  # (the last field: written after the others)
+    fields["range"] = _SLOT
+    related = fields.get("relatedInformation") or ()
+    for info in related:
+        info["location"]["range"] = _SLOT
+    parts = json.dumps(fields).encode("ascii")[:-1].split(_SLOT_JSON)
+    if len(parts) != 2 + len(related):
+        return None
+    return tuple(parts)
+
+
 def _span(m: convert.TextMap, rng: TextRange) -> tuple[int, int, int, int]:
-    """Where ``rng`` is in LSP's terms (a key: the positions of an earlier version carried
-    into ``m`` make it one look-up)."""
+    """Where ``rng`` is in LSP's terms (the positions of an earlier version carried into
+    ``m`` make it one look-up)."""
     kept = m.positions
     a, b = kept.get(rng.start), kept.get(rng.end)
     if a is None or b is None:
