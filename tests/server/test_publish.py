@@ -47,6 +47,27 @@ async def _published(client: InProcessClient, uri: str, version: int) -> dict[st
             await asyncio.sleep(0.005)
 
 
+async def _opened(client: InProcessClient, tmp_path: Path) -> tuple[str, str]:
+    """Initialize ``client`` and open the generated document in it: its URI and text."""
+    await client.initialize(WATCHING_CLIENT)
+    path = tmp_path / "gen.conv.jsonl"
+    text = _document()
+    path.write_text(text, encoding="utf-8")
+    uri = path.as_uri()
+    await client.open(uri, text, language_id="jsonl")
+    return uri, text
+
+
+def _changed(client: InProcessClient, uri: str, version: int, rng: lsp.Range, new: str) -> None:
+    client.notify(
+        lsp.TEXT_DOCUMENT_DID_CHANGE,
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[lsp.TextDocumentContentChangePartial(range=rng, text=new)],
+        ),
+    )
+
+
 def _fresh(client: InProcessClient, uri: str, text: str, version: int) -> dict[str, Any]:
     snap = client.server.session.snapshots[uri]
     assert str(snap.text_map.text) == text
@@ -75,12 +96,7 @@ def _edit(rnd: random.Random, text: str) -> tuple[int, int, str]:
 async def test_each_publish_equals_a_fresh_conversion(tmp_path: Path) -> None:
     client = InProcessClient()
     try:
-        await client.initialize(WATCHING_CLIENT)
-        path = tmp_path / "gen.conv.jsonl"
-        text = _document()
-        path.write_text(text, encoding="utf-8")
-        uri = path.as_uri()
-        await client.open(uri, text, language_id="jsonl")
+        uri, text = await _opened(client, tmp_path)
         got = await _published(client, uri, 1)
         assert len(got["diagnostics"]) > 8
         assert got == _fresh(client, uri, text, 1)
@@ -97,13 +113,7 @@ async def test_each_publish_equals_a_fresh_conversion(tmp_path: Path) -> None:
             rng = lsp.Range(to_lsp_position(m, start), to_lsp_position(m, end))
             undo = (start, start + len(new), text[start:end])
             text = text[:start] + new + text[end:]
-            client.notify(
-                lsp.TEXT_DOCUMENT_DID_CHANGE,
-                lsp.DidChangeTextDocumentParams(
-                    text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                    content_changes=[lsp.TextDocumentContentChangePartial(range=rng, text=new)],
-                ),
-            )
+            _changed(client, uri, version, rng, new)
             got = await _published(client, uri, version)
             assert got == _fresh(client, uri, text, version), (version, start, end, new)
             snap = client.server.session.snapshots[uri]
@@ -120,12 +130,7 @@ async def test_a_pasted_line_moves_every_later_finding_without_serializing_it_ag
     # JSON around its ranges is the previous publish's, its ranges are the new ones.
     client = InProcessClient()
     try:
-        await client.initialize(WATCHING_CLIENT)
-        path = tmp_path / "gen.conv.jsonl"
-        text = _document()
-        path.write_text(text, encoding="utf-8")
-        uri = path.as_uri()
-        await client.open(uri, text, language_id="jsonl")
+        uri, text = await _opened(client, tmp_path)
         first = await _published(client, uri, 1)
         last = client.server.session.snapshots[uri]
         at = text.index("\n", text.index("\n") + 1) + 1  # the start of the third line
@@ -133,15 +138,7 @@ async def test_a_pasted_line_moves_every_later_finding_without_serializing_it_ag
         m = TextMap.of(text, "utf-16")
         pos = to_lsp_position(m, at)
         text = text[:at] + new + text[at:]
-        client.notify(
-            lsp.TEXT_DOCUMENT_DID_CHANGE,
-            lsp.DidChangeTextDocumentParams(
-                text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
-                content_changes=[
-                    lsp.TextDocumentContentChangePartial(range=lsp.Range(pos, pos), text=new)
-                ],
-            ),
-        )
+        _changed(client, uri, 2, lsp.Range(pos, pos), new)
         got = await _published(client, uri, 2)
         assert got == _fresh(client, uri, text, 2)
         moved = [
