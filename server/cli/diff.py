@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import re
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from assembly.diagnostics import Severity
 from assembly.diff import diff_assembled, has_changes, positional_id
 from assembly.host import PROMPT_SUFFIX
 from server import files
+from server.cli.github import append_step_summary
 from server.cli.lint.discover import discover as lint_discover
 from server.cli.lint.model import EXIT_FINDINGS, EXIT_OK, LintOptions
 from server.cli.lint.render_github import gh_data, gh_property
@@ -420,12 +420,8 @@ def _emit(res: DiffResult, fmt: str, *, out: Any) -> None:
     elif fmt == "markdown":
         out.write(render_markdown(res))
     elif fmt == "github":
-        summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
         out.write(render_github(res))
-        if summary_path:
-            with open(summary_path, "a", encoding="utf-8") as fh:
-                fh.write(render_markdown(res))
-        else:
+        if not append_step_summary(render_markdown(res)):
             out.write(render_markdown(res))
     else:
         out.write(visible(render_text(res)))

@@ -109,6 +109,20 @@ def test_github_summary_goes_to_the_step_summary_file(
     assert summary.read_text(encoding="utf-8") == md
 
 
+def test_a_step_summary_that_cannot_be_written_is_a_warning(
+    origin: tuple[Path, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "no-such-dir" / "s.md"))
+    code, out, err = run(origin[0], monkeypatch, capsys, "main", "change", "--format", "github")
+    assert code == 0
+    assert out.startswith("::warning file=prompts/support-agent.prompt.md,line=106")
+    assert "promptls: warning: cannot write the job summary" in err
+    assert "Traceback" not in err
+
+
 def test_exit_code_follows_fail_on(
     origin: tuple[Path, str, str],
     monkeypatch: pytest.MonkeyPatch,

@@ -46,20 +46,12 @@ def emit(res: LintResult, opts: LintOptions, *, fmt: str, out: TextIO) -> None:
 def _append_step_summary(res: LintResult, opts: LintOptions) -> None:
     """In GitHub Actions, the findings also go to the job summary (``$GITHUB_STEP_SUMMARY``),
     where GitHub shows them on the run's page whatever the annotation limits."""
-    path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if not path:
+    if not os.environ.get("GITHUB_STEP_SUMMARY"):
         return
+    from server.cli.github import append_step_summary
     from server.cli.lint.render_github import render_github_summary
 
-    text = render_github_summary(res, src_root=source_root(opts))
-    try:
-        with open(path, "a", encoding="utf-8", errors="backslashreplace") as fh:
-            fh.write(text)
-    except OSError as exc:
-        print(
-            f"promptls: warning: cannot write the job summary {path}: {exc.strerror}",
-            file=sys.stderr,
-        )
+    append_step_summary(render_github_summary(res, src_root=source_root(opts)))
 
 
 def _use_color(out: TextIO) -> bool:
