@@ -15,6 +15,7 @@ import re
 from collections.abc import Collection, Mapping
 
 from assembly.diagnostics.core import (
+    MAX_ISSUES_PER_CODE,
     Diagnostic,
     Fix,
     Related,
@@ -22,9 +23,11 @@ from assembly.diagnostics.core import (
     RuleContext,
     Severity,
     TextEdit,
+    capped_per_code,
     from_exception,
     from_issues,
     from_setting_issues,
+    more_findings,
     sort_key,
 )
 from assembly.diagnostics.engine import RuleCache, message_end, message_start
@@ -181,7 +184,8 @@ def check(
     cache: RuleCache | None = None,
     edit: tuple[TextLike, int, int, int] | None = None,
 ) -> list[Diagnostic]:
-    """Run the enabled rules and return their findings, sorted by place.
+    """Run the enabled rules and return their findings, sorted by place, at most
+    ``MAX_ISSUES_PER_CODE`` of each code (then one saying how many more there are).
 
     ``select`` limits the run to these codes (None: all); ``ignore`` removes codes;
     ``severities`` maps a code to a severity or ``off`` (the ``rules`` setting when None).
@@ -210,7 +214,14 @@ def check(
         if not suppress(d):
             res.append(d)
     res.sort(key=sort_key)
-    return res
+    if len(res) <= MAX_ISSUES_PER_CODE:
+        return res
+    return [
+        dataclasses.replace(res[k], message=more_findings(res[k].code, more), fix=None)
+        if more
+        else res[k]
+        for k, more in capped_per_code([d.code for d in res])
+    ]
 
 
 class _Suppressions:

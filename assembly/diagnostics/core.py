@@ -9,7 +9,7 @@ Ranges are code-point offsets into the file named by ``path`` (None: the documen
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -265,28 +265,43 @@ class Rule:
         return inspect.cleandoc(self.check.__doc__ or "")
 
 
-# Reading findings of one code listed per document: a hostile document can hold a finding per
-# key (250,000 unknown keys fit in the JSON token limit), each costing a diagnostic in every
-# output and every publish. The syntax findings are capped the same way while reading.
+# Findings of one code listed per document: a hostile document can hold a finding per key
+# (250,000 unknown keys fit in the JSON token limit) or per placeholder (2,000,000 in a
+# 41 MB template), each costing a diagnostic in every output and every publish. Reading
+# findings are capped while reading (and the syntax findings the same way), the rules'
+# findings after suppression (``assembly.diagnostics.check``).
 MAX_ISSUES_PER_CODE = 1_000
+
+
+def capped_per_code(codes: Sequence[str]) -> Iterator[tuple[int, int]]:
+    """``(index, more)`` of the items to list, given each item's code in order: the first
+    ``MAX_ISSUES_PER_CODE`` of each code (``more`` 0), then, at the first one left out, the
+    number left out (a code with exactly one more than the cap lists them all)."""
+    counts: dict[str, int] = {}
+    for c in codes:
+        counts[c] = counts.get(c, 0) + 1
+    seen: dict[str, int] = {}
+    for k, c in enumerate(codes):
+        n = seen[c] = seen.get(c, 0) + 1
+        if n <= MAX_ISSUES_PER_CODE or counts[c] == MAX_ISSUES_PER_CODE + 1:
+            yield k, 0
+        elif n == MAX_ISSUES_PER_CODE + 1:
+            yield k, counts[c] - MAX_ISSUES_PER_CODE
+
+
+def more_findings(code: str, more: int) -> str:
+    """The message of the finding that stands for ``more`` findings left out."""
+    return f"{more:,} more `{code}` findings are not listed"
 
 
 def from_issues(issues: Sequence[Issue]) -> list[Diagnostic]:
     """Turn reading problems into diagnostics, at most ``MAX_ISSUES_PER_CODE`` of each code
     (then one, at the first left out, saying how many more there are)."""
-    counts: dict[str, int] = {}
-    for i in issues:
-        counts[i.code] = counts.get(i.code, 0) + 1
     res = []
-    seen: dict[str, int] = {}
-    for i in issues:
-        n = seen[i.code] = seen.get(i.code, 0) + 1
-        if n <= MAX_ISSUES_PER_CODE or counts[i.code] == MAX_ISSUES_PER_CODE + 1:
-            res.append(Diagnostic(i.code, Severity(i.severity), i.message, i.range, path=i.path))
-        elif n == MAX_ISSUES_PER_CODE + 1:
-            more = counts[i.code] - MAX_ISSUES_PER_CODE
-            msg = f"{more:,} more `{i.code}` findings are not listed"
-            res.append(Diagnostic(i.code, Severity(i.severity), msg, i.range, path=i.path))
+    for k, more in capped_per_code([i.code for i in issues]):
+        i = issues[k]
+        msg = more_findings(i.code, more) if more else i.message
+        res.append(Diagnostic(i.code, Severity(i.severity), msg, i.range, path=i.path))
     return res
 
 

@@ -24,7 +24,7 @@ from server import files, precount
 from server.cli.lint.discover import discover
 from server.cli.lint.model import LintOptions
 from server.cli.lint.watch import relint_reporting
-from server.workspace import analyze, resolve_reference
+from server.workspace import analyze, analyze_prompt, resolve_reference
 
 
 def _errors(text: str, parse: object = syntax.parse_json) -> list[tuple[str, str, TextRange]]:
@@ -222,6 +222,71 @@ def test_one_finding_over_the_cap_is_listed_not_summarized(tmp_path: Path) -> No
     unknown = [d for d in analyze(doc, root=tmp_path).diagnostics if d.code == "unknown-key"]
     assert len(unknown) == MAX_ISSUES_PER_CODE + 1
     assert unknown[-1].message == f"unknown message key `k{MAX_ISSUES_PER_CODE}`: it is ignored"
+
+
+def test_rule_findings_of_one_code_are_capped_after_suppression(tmp_path: Path) -> None:
+    from assembly.diagnostics.core import MAX_ISSUES_PER_CODE
+
+    # The first placeholder is suppressed: the cap counts what is reported, so the list
+    # still holds MAX_ISSUES_PER_CODE, the first left out being the one after them.
+    n = MAX_ISSUES_PER_CODE + 300
+    lines = ["# T", "<!-- promptls: ignore[unknown-placeholder] -->", "{{x_sup}}"]
+    lines += [f"Use {{{{x_{i}}}}} here." for i in range(n)]
+    doc = tmp_path / "t.prompt.md"
+    doc.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    found = [d for d in analyze_prompt(doc, root=tmp_path).diagnostics]
+    unknown = [d for d in found if d.code == "unknown-placeholder"]
+    assert len(unknown) == MAX_ISSUES_PER_CODE + 1
+    assert all("x_sup" not in d.message for d in unknown)
+    assert "`{{x_999}}`" in unknown[-2].message
+    assert unknown[-1].message == "300 more `unknown-placeholder` findings are not listed"
+    assert unknown[-1].fix is None and unknown[-1].severity.value == "warning"
+    text = doc.read_text(encoding="utf-8")
+    at = text.index(f"{{{{x_{MAX_ISSUES_PER_CODE}}}}}")
+    assert unknown[-1].range.start == at
+
+
+def test_a_template_past_the_checked_length_is_read_up_to_a_line_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from assembly import prompts
+
+    monkeypatch.setattr(prompts, "MAX_PROMPT_CHECKED", 100)
+    body = "".join(f"Call tool_{i} with {{{{x_{i}}}}} now.\n" for i in range(20))
+    text = "---\nname: t\n---\n" + body
+    t = prompts.parse_prompt(text)
+    start = t.body_range.start
+    (issue,) = [i for i in t.issues if i.code == "document-too-large"]
+    assert issue.severity == "warning"
+    # The cut is after the last line that starts within the limit, never inside a line.
+    cut = issue.range.start
+    assert start < cut <= start + 100 and text[cut - 1] == "\n"
+    assert text[cut : cut + 10] != "" and cut + 30 > start + 100
+    assert t.sentences and all(s.range.end <= cut for s in t.sentences)
+    assert t.placeholders and all(p.range.end <= cut for p in t.placeholders)
+    assert prompts.checked_text(t) == text[:cut]
+    # The template's text is still all of it: it is what is sent and counted.
+    assert t.text == text and t.body_range.end == len(text)
+    # Under the limit nothing is cut and nothing is said.
+    monkeypatch.setattr(prompts, "MAX_PROMPT_CHECKED", len(body))
+    t = prompts.parse_prompt(text)
+    assert not t.issues and prompts.checked_text(t) is text
+
+
+def test_a_huge_template_is_checked_in_bounded_time_and_memory(tmp_path: Path) -> None:
+    from assembly import prompts
+
+    # Four times the checked length in one-line sentences, each with a placeholder: before
+    # the limit, 41 MB of them took `lint` 180 s and 4.5 GB (here: the real limit).
+    line = "Use {{var_1}} and call run_step here.\n"
+    n = 4 * prompts.MAX_PROMPT_CHECKED // len(line)
+    doc = tmp_path / "big.prompt.md"
+    doc.write_text("# Big\n" + line * n, encoding="utf-8")
+    found = analyze_prompt(doc, root=tmp_path).diagnostics
+    too_large = [d for d in found if d.code == "document-too-large"]
+    assert len(too_large) == 1
+    assert too_large[0].message.startswith(f"template body of {len(line) * n + 6:,} characters")
+    assert len([d for d in found if d.code == "unknown-placeholder"]) == 1_001
 
 
 def test_yaml_with_too_many_values_is_refused_before_composing(

@@ -55,6 +55,7 @@ from assembly.model import (
     Sentence,
     TextBlock,
 )
+from assembly.prompts import checked_text
 from assembly.sourcemap import OffsetMap
 from assembly.syntax import SNode
 from assembly.sysprompt import guidance_sections, parse_prompt_text
@@ -1485,7 +1486,7 @@ class _Topics:
         sentences = self.template.sentences
         found: list[set[str]] = [set() for _ in sentences]
         starts = [s.range.start for s in sentences]
-        text = _lowered(self.template.text)
+        text = _lowered(checked_text(self.template))
         body = self.template.body_range.start
         for finder in self.tool_finders:
             for m in finder.finditer(text, body):
@@ -2082,7 +2083,7 @@ def text_tool_names(template: PromptTemplate) -> set[str]:
     identifier (`write_todos`, `read_file`, `AwaitShell`) or written in backticks; a bare
     identifier found three times or more in the prose counts too.
     """
-    text = template.text
+    text = checked_text(template)
     body = template.body_range.start
     snakes = list(_snake_case(text, body))
     named = [m.group(1) for m in _NAMED_AS_TOOL.finditer(text, body)]
@@ -3010,7 +3011,7 @@ def _unavailable_in_prompt(
     yield from _unsent_guidance(ctx, source, guidance, offered, where)
 
     known = set(guidance) | offered | KNOWN_TOOLS | called
-    for m in _NAMED_TOOL.finditer(template.text, template.body_range.start):
+    for m in _NAMED_TOOL.finditer(checked_text(template), template.body_range.start):
         known.add((m.group(1) or m.group(2)).lower())
     finders = _cached_tool_finders(frozenset(known - offered))
     if not finders:

@@ -39,6 +39,7 @@ from assembly.diagnostics.inputs import (
 )
 from assembly.diagnostics.window import offset_map
 from assembly.model import REMINDER_ROLE, SUMMARY_ROLE, Message, PromptRef, TextBlock
+from assembly.prompts import checked_end
 from assembly.sysprompt import KNOWN_PLACEHOLDERS, USER_PLACEHOLDER_KEYS
 from assembly.text import TextRange
 
@@ -173,16 +174,20 @@ def unknown_placeholder(ctx: AllPrompts) -> Iterator[Diagnostic]:
     """
     conv = ctx.conversation
     user_info = conv.user_info if conv is not None else None
+    suggestions: dict[str, str | None] = {}  # a name repeated is looked up once
     for prompt in _prompts(ctx):
         mapper = None
-        for m in _PLACEHOLDER.finditer(prompt.text, prompt.start):
+        end = checked_end(prompt.text, prompt.start)  # past it: `document-too-large`
+        for m in _PLACEHOLDER.finditer(prompt.text, prompt.start, end):
             name = m.group(1)
             problem = _placeholder_problem(name, user_info, prompt.what)
             if problem is None:
                 continue
             mapper = mapper or prompt.mapper(ctx)
             rng = mapper(m.start(), m.end())
-            suggestion = _suggest(name, user_info)
+            if name not in suggestions:
+                suggestions[name] = _suggest(name, user_info)
+            suggestion = suggestions[name]
             message = problem
             fix = None
             if suggestion is not None:

@@ -191,6 +191,8 @@ def document_too_large(ctx: RuleContext) -> Iterator[Diagnostic]:
     Refuses a file over 64 MiB (its size is checked before it is read), and stops
     reading at one million YAML values (alias bombs expand exponentially), one million
     JSON tokens or 20,000 messages; what was read before the limit is still checked.
+    A prompt template's body is read for sections, sentences and placeholders up to
+    1 MiB (a warning where reading stopped; the whole text is still sent and counted).
     `docs/limits.md` lists every limit.
 
     ## Why is this bad?
