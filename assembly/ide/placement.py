@@ -20,7 +20,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from assembly.assemble import Assembly, AssemblyError, LayoutEntry, LlmMessage
 from assembly.model import Conversation, Message, Role
@@ -100,6 +100,8 @@ class Placements:
     def __init__(self, conversation: Conversation, assembly: Assembly) -> None:
         self.conversation = conversation
         self.assembly = assembly
+        self._looks = 0  # messages placed (``of``) so far
+        self._tables: dict[str, Any] = {}  # ``_has`` and ``_own``'s, made on a second look
 
     # The indexes are built at C speed (``map``, ``zip``, ``dict``): a hover's first look
     # at an analysis of a 10 MB conversation builds them over thousands of entries.
@@ -118,17 +120,36 @@ class Placements:
             )
         )[1:]
 
+    # The id look-ups of ``of``. A hover places one message of an analysis, and the next
+    # keystroke makes a new one: the first look-up scans the assembly's id tuples at C speed
+    # (a few tenths of a millisecond for a 10 MB conversation's 8,000 history messages),
+    # where tables of them took 1.5-2 ms to build (memory-bound: one string object each).
+    # From the second message placed on (hovers over one analysis), the tables are made
+    # once and kept. Both answer alike: a scan finds what the table holds.
+
+    def _has(self, name: str, message_id: str) -> bool:
+        """Whether ``message_id`` is in the assembly's id tuple ``name``."""
+        ids: tuple[str, ...] = getattr(self.assembly, name)
+        if self._looks < 2:
+            return message_id in ids
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = frozenset(ids)
+        return message_id in table
+
     def _own(self, message_id: str) -> LlmMessage | None:
-        """The history's message of this id (a repeated id: its last), found by a scan of
-        ``history_ids`` at C speed. A hover looks up one or two ids: a table by id of a
-        10 MB conversation's 8,000 history messages took a millisecond to build, the scan
-        takes a twentieth of that."""
-        ids = self.assembly.history_ids
-        at = -1
-        with contextlib.suppress(ValueError):
-            while True:
-                at = ids.index(message_id, at + 1)
-        return self.assembly.history[at] if at != -1 else None
+        """The history's message of this id (a repeated id: its last)."""
+        a = self.assembly
+        if self._looks < 2:
+            at = -1
+            with contextlib.suppress(ValueError):
+                while True:
+                    at = a.history_ids.index(message_id, at + 1)
+            return a.history[at] if at != -1 else None
+        table = self._tables.get("history")
+        if table is None:
+            table = self._tables["history"] = dict(zip(a.history_ids, a.history, strict=True))
+        return table.get(message_id)
 
     @cached_property
     def file_ids(self) -> frozenset[str]:
@@ -158,6 +179,7 @@ class Placements:
     def of(self, m: Message) -> Placement:
         """Return where ``m`` went."""
         a = self.assembly
+        self._looks += 1
         files = self._files(m)
         pos = self._layout_index.get(m.id)
         if pos is not None and a.layout[pos].message.source is m.green:
@@ -176,14 +198,14 @@ class Placements:
         own = self._own(m.id)
         tokens = own.tokens if own is not None else m.token_count
         replaced = own.replaced if own is not None else False
-        if m.id in a.dropped:  # (tuples scanned at C speed: no set to build)
+        if self._has("dropped", m.id):
             return Placement(m, "dropped", tokens, replaced=replaced, files=files)
-        if m.id in a.orphans_dropped:
+        if self._has("orphans_dropped", m.id):
             return Placement(m, "orphan", tokens, replaced=replaced, files=files)
         if not a.layout and error_of(a) is not None:
-            if own is not None or m.id in a.chain or m.id == self._system_id:
+            if own is not None or self._has("chain", m.id) or m.id == self._system_id:
                 return Placement(m, "not_assembled", tokens, files=files)
-        if m.id in a.chain:
+        if self._has("chain", m.id):
             if m.role is Role.SUMMARY:
                 return Placement(m, "summary_unused", m.token_count)
             return Placement(m, "summarized", m.token_count, files=files)

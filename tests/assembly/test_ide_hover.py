@@ -92,3 +92,32 @@ def _place(text: str, rng: TextRange) -> str:
     if len(shown) > 70:
         shown = shown[:69] + "…"
     return f"{_position(text, rng.start)}-{_position(text, rng.end)} `{shown}`"
+
+
+@pytest.mark.parametrize("path", [p for p in CASES if ".conv." in p.name], ids=lambda p: p.name)
+def test_a_series_of_placements_equals_each_alone(path: Path) -> None:
+    """``Placements`` looks ids up by scanning on its first message and by tables from the
+    second on (``placement.Placements._has``): every message of every hover fixture is
+    placed alike both ways, and the fixtures place messages of every status."""
+    from assembly.ide.placement import Placements
+
+    text, _ = markers(path.read_text(encoding="utf-8"))
+    a = analyze(path, text=text, root=DATA, today=TODAY)
+    messages = a.conversation.messages
+    series = Placements(a.conversation, a.assembly)
+    alone = [Placements(a.conversation, a.assembly).of(m) for m in messages]
+    assert [series.of(m) for m in messages] == alone
+    if any(p.status != "kept" for p in alone[1:]):
+        assert series._tables  # a look-up after the first made the tables
+
+
+def test_the_hover_fixtures_place_messages_of_every_status() -> None:
+    from assembly.ide.placement import Placements
+
+    seen: set[str] = set()
+    for path in (p for p in CASES if ".conv." in p.name):
+        text, _ = markers(path.read_text(encoding="utf-8"))
+        a = analyze(path, text=text, root=DATA, today=TODAY)
+        pl = Placements(a.conversation, a.assembly)
+        seen.update(pl.of(m).status for m in a.conversation.messages)
+    assert {"kept", "dropped", "orphan", "summarized", "other_branch"} <= seen
