@@ -33,7 +33,12 @@ other load), how long the run lasts after the last worker has gone, and how busy
 were over the whole run (CPU of every process over cores × wall).
 
     python tests/bench/bench_lint.py [--files 1000] [--repeat 3] [--corpus DIR]
-        [--baseline DIR] [--instructions N] [--project] [--timeline]
+        [--baseline DIR [--baseline-python PYTHON]] [--instructions N] [--project] [--timeline]
+
+The issue's "today" (202 files/s parallel, 2026-11-30) is commit ``edc2069``, whose
+encodings come from a tiktoken plugin it installs: time it in its own environment,
+``python3 -m venv /tmp/v && /tmp/v/bin/pip install -e <edc2069 checkout>``, then
+``--baseline <checkout> --baseline-python /tmp/v/bin/python``.
 """
 
 from __future__ import annotations
@@ -66,6 +71,11 @@ def main() -> int:
     ap.add_argument("--corpus", type=Path, help="reuse or create the corpus in this folder")
     ap.add_argument("--baseline", type=Path, help="another promptls checkout to time too")
     ap.add_argument(
+        "--baseline-python",
+        help="the interpreter that runs the baseline (default: this one); an old checkout "
+        "may need its own environment (its own installed plugins and dependencies)",
+    )
+    ap.add_argument(
         "--instructions",
         type=int,
         metavar="N",
@@ -82,6 +92,8 @@ def main() -> int:
         help="also sample each checkout's parallel run from /proc: head, workers, tail",
     )
     args = ap.parse_args()
+    if args.baseline and args.baseline_python:
+        _INTERPRETER[args.baseline] = args.baseline_python
     if not GEN.is_file():
         print(f"generator not found: {GEN}", file=sys.stderr)
         return 2
@@ -106,7 +118,7 @@ def main() -> int:
         runs += [("baseline parallel", [], args.baseline)]
     for _, _, checkout in runs:  # untimed: fills the bytecode cache
         subprocess.run(
-            [sys.executable, "-m", "server.cli", "lint", "--format", "json", str(files[0])],
+            [_python(checkout), "-m", "server.cli", "lint", "--format", "json", str(files[0])],
             cwd=corpus,
             capture_output=True,
             env={**env, "PYTHONPATH": str(checkout)},
@@ -119,7 +131,7 @@ def main() -> int:
             t0 = time.perf_counter()
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             proc = subprocess.run(
-                [sys.executable, "-m", "server.cli", "lint", "--format", "json", *jobs, "."],
+                [_python(checkout), "-m", "server.cli", "lint", "--format", "json", *jobs, "."],
                 cwd=corpus,
                 capture_output=True,
                 text=True,
@@ -156,6 +168,14 @@ def main() -> int:
     return 0 if same else 1
 
 
+# The interpreter of a checkout other than sys.executable (``--baseline-python``).
+_INTERPRETER: dict[Path, str] = {}
+
+
+def _python(checkout: Path) -> str:
+    return _INTERPRETER.get(checkout, sys.executable)
+
+
 def _instructions(
     checkouts: list[tuple[str, Path]], files: list[Path], n: int, corpus: Path, env: dict[str, str]
 ) -> bool:
@@ -180,7 +200,7 @@ def _instructions(
         # (the first file alone leaves some out: PyYAML's, the template rules'...; under
         # ``PYTHONPYCACHEPREFIX`` the standard library's too, which both checkouts use).
         subprocess.run(
-            [sys.executable, "-m", "server.cli", "lint", *lint, *sample],
+            [_python(checkout), "-m", "server.cli", "lint", *lint, *sample],
             cwd=corpus,
             capture_output=True,
             env={**env, "PYTHONPATH": str(checkout), "PYTHONHASHSEED": "0"},
@@ -188,7 +208,7 @@ def _instructions(
         counts = []
         for paths in (sample, sample[:1]):
             proc = subprocess.run(
-                [*callgrind, sys.executable, "-m", "server.cli", "lint", *lint, *paths],
+                [*callgrind, _python(checkout), "-m", "server.cli", "lint", *lint, *paths],
                 cwd=corpus,
                 capture_output=True,
                 text=True,
@@ -213,7 +233,7 @@ def _timeline(checkout: Path, corpus: Path, env: dict[str, str]) -> str:
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "lint", "--format", "json", "."],
+        [_python(checkout), "-m", "server.cli", "lint", "--format", "json", "."],
         cwd=corpus,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
