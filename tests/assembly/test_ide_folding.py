@@ -84,3 +84,42 @@ def test_folding_a_conversation_leaves_no_views_of_its_messages(tmp_path: Path) 
     index = LineIndex(text)
     assert len(folds) == 1 + 4
     assert [index.line_col(f.range.start).line for f in folds] == [1, 2, 7, 12, 17]
+
+
+@pytest.mark.parametrize("suffix", [".conv.json", ".conv.yaml"])
+def test_folds_kept_by_message_equal_folds_made_afresh(tmp_path: Path, suffix: str) -> None:
+    """A message's folds are kept by its stored node and moved to where it starts: after
+    edits that add and remove a line above unchanged messages (which keep their nodes),
+    and one inside a message, the folds equal those made with nothing kept. (JSON Lines
+    records are one line each: nothing to fold.)"""
+    import json
+
+    import yaml
+
+    from assembly.host import AnalysisHost, Edit
+    from assembly.rope import Rope
+
+    messages = [
+        {"id": f"m{i}", "role": "user", "content": f"one\nline {i}", "tags": ["a", "b"]}
+        for i in range(6)
+    ]
+    if suffix == ".conv.json":
+        text = json.dumps({"messages": messages}, indent=2)
+    else:
+        text = yaml.safe_dump({"messages": messages}, sort_keys=False)
+    path = tmp_path / f"chat{suffix}"
+    today = dt.date(2026, 7, 15)
+    host, rope = AnalysisHost(), Rope.from_str(text)
+    a = analyze(path, text=rope, host=host, root=tmp_path, today=today)
+    folding.conversation_folds(a.conversation, a.text)  # fills the memo
+    line = text.rindex("\n", 0, text.index("m1")) + 1  # the line of the second message's id
+    word = text.index("line 2")
+    edits = [(line, line, "\n"), (line, line + 1, ""), (word, word, "x"), (line, line, "\n")]
+    for start, end, new in edits:
+        rope = rope.edit(start, end, new)
+        edit = Edit.replace(start, end, new)
+        a = analyze(path, text=rope, host=host, root=tmp_path, edit=edit, today=today)
+        kept = folding.conversation_folds(a.conversation, a.text)
+        folding._MEMO.clear()
+        assert kept == folding.conversation_folds(a.conversation, a.text)
+        assert len(kept) > 6  # the messages and their lists are folded
