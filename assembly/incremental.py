@@ -36,8 +36,8 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from itertools import repeat
-from operator import attrgetter, is_
+from itertools import compress, repeat
+from operator import attrgetter, is_, is_not, itemgetter
 from typing import Any
 
 from assembly import seq
@@ -45,6 +45,7 @@ from assembly.documents import (
     MAX_DOCUMENT_CHARS,
     MAX_MESSAGES,
     Reader,
+    all_read_alone,
     is_dataset,
     is_header_line,
     reads_alone,
@@ -642,21 +643,23 @@ def _read_items(
             return None
     # What the replaced items gave: each must be in the memo, and account for every
     # finding (and rejected call) of the previous version besides its syntax errors.
-    old_reads = [reads_in.get(id(node)) for node in holder.items[k:r]]
-    if any(
-        hit is None or hit.node is not node
-        for hit, node in zip(old_reads, holder.items[k:r], strict=True)
-    ):
+    # (Passes at C speed: a list ended may leave thousands of items.)
+    old_nodes = holder.items[k:r]
+    old_reads = list(map(reads_in.get, map(id, old_nodes)))
+    if not all(map(is_not, old_reads, repeat(None))):
         return None
-    if any(hit.unknown for hit in old_reads):
+    if not all(map(is_, map(_NODE, old_reads), old_nodes)):
+        return None
+    if any(map(_UNKNOWN, old_reads)):
         return None
     syntax = Reader(prev.format, prev.length)
     syntax.report_syntax(ParsedData(None, prev.syntax[0]))
-    if len(prev.issues) - len(syntax.issues) != sum(len(hit.issues) for hit in old_reads):
+    if len(prev.issues) - len(syntax.issues) != sum(map(len, map(_ISSUES, old_reads))):
         return None
-    if len(prev.rejected_calls) != sum(len(hit.rejected) for hit in old_reads):
+    if len(prev.rejected_calls) != sum(map(len, map(_REJECTED, old_reads))):
         return None
-    old_msgs = [hit.message for hit in old_reads if hit.message is not None]
+    read = list(map(_MESSAGE, old_reads))
+    old_msgs = list(compress(read, map(is_not, read, repeat(None))))
     dk = k - head  # no message is left out but among the replaced items
     if len(data) != n_old - head - (r - k) + len(old_msgs):
         return None
@@ -674,10 +677,10 @@ def _read_items(
         if msg is not None:
             msgs.append(msg)
             msg_starts.append(base)
-    if reader.unknown_message_keys or not all(map(reads_alone, (*msgs, *old_msgs))):
+    if reader.unknown_message_keys or not all_read_alone((*msgs, *old_msgs)):
         return None
     new_ids = [m.id for m in msgs]
-    ids, gone = _ids(prev), {m.id for m in old_msgs}
+    ids, gone = _ids(prev), set(map(_ID, old_msgs))
     if len(set(new_ids)) != len(new_ids) or any(i in ids and i not in gone for i in new_ids):
         return None  # a duplicate id: the whole list decides which one is renamed
     if n_new != r - k and any(map(is_, map(_ID_RANGE, data[dr:]), repeat(None))):
@@ -686,16 +689,14 @@ def _read_items(
     # (JSON Lines: a line without ``role`` and ``type`` counts its keys as a header's).
     jsonl = prev.format is DocFormat.JSONL
     marks_in: MarksMemo = prev._views.get("marks", {})
-    old_marks = [marks_in.get(id(node)) for node in holder.items[k:r]]
+    old_marks = list(map(marks_in.get, map(id, old_nodes)))
     new_marks = [(node, message_marks(node)) for node in items]
     detected = told = None
     if (
-        any(
-            hit is None or hit[0] is not node
-            for hit, node in zip(old_marks, holder.items[k:r], strict=True)
-        )
-        or [hit[1] for hit in old_marks if hit is not None] != [m for _, m in new_marks]
-        or (jsonl and _head_marks(holder.items[k:r]) != _head_marks(items))
+        not all(map(is_not, old_marks, repeat(None)))
+        or not all(map(is_, map(_FIRST, old_marks), old_nodes))
+        or list(map(_SECOND, old_marks)) != list(map(_SECOND, new_marks))
+        or (jsonl and _head_marks(old_nodes) != _head_marks(items))
     ):
         memo = {**marks_in, **{id(node): (node, m) for node, m in new_marks}}
         told = _told_again(prev, parsed.root, k, holder.items[k:r], new_marks, memo)
@@ -779,6 +780,14 @@ def _with_fields(conv: Conversation, fields: Conversation) -> Conversation:
 
 
 _ID_RANGE = attrgetter("id_range")
+_ID = attrgetter("id")
+_NODE = attrgetter("node")
+_MESSAGE = attrgetter("message")
+_UNKNOWN = attrgetter("unknown")
+_ISSUES = attrgetter("issues")
+_REJECTED = attrgetter("rejected")
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
 
 
 def _keep_first(res: MessagesParse, holder: SNode, k: int, at: int, p: int) -> tuple[SNode, ...]:
