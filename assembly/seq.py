@@ -59,6 +59,16 @@ def differing(old: Sequence[object], new: Sequence[object]) -> list[int]:
     )
 
 
+def apart(old: Sequence[object], new: Sequence[object]) -> int:
+    """How far ``new`` is from ``old``, in items to make again: at one length, the places
+    that hold other objects; else the items of either outside their common ends
+    (``common_ends``: what a splice keeps)."""
+    if len(old) == len(new):
+        return list(map(operator.is_not, old, new)).count(True)
+    head, tail = common_ends(old, new)
+    return len(old) + len(new) - 2 * (head + tail)
+
+
 _KEEP = 8  # answers kept (the messages, the model messages, of two versions…)
 _KEPT: dict[tuple[int, int], tuple[object, object, tuple[int, int]]] = {}
 
