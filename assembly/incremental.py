@@ -680,7 +680,11 @@ def _read_items(
     if reader.unknown_message_keys or not all_read_alone((*msgs, *old_msgs)):
         return None
     new_ids = [m.id for m in msgs]
-    ids, gone = _ids(prev), set(map(_ID, old_msgs))
+    # The ids kept are carried unless most went (a list ended): the next edit that needs
+    # them then makes them (``_ids``) from fewer messages.
+    carry_ids = 2 * len(old_msgs) <= len(data)
+    ids = _ids(prev) if new_ids or carry_ids else set()
+    gone = set(map(_ID, old_msgs)) if new_ids or carry_ids else set()
     if len(set(new_ids)) != len(new_ids) or any(i in ids and i not in gone for i in new_ids):
         return None  # a duplicate id: the whole list decides which one is renamed
     if n_new != r - k and any(map(is_, map(_ID_RANGE, data[dr:]), repeat(None))):
@@ -692,14 +696,16 @@ def _read_items(
     old_marks = list(map(marks_in.get, map(id, old_nodes)))
     new_marks = [(node, message_marks(node)) for node in items]
     detected = told = None
+    hits = all(map(is_not, old_marks, repeat(None))) and all(
+        map(is_, map(_FIRST, old_marks), old_nodes)
+    )
     if (
-        not all(map(is_not, old_marks, repeat(None)))
-        or not all(map(is_, map(_FIRST, old_marks), old_nodes))
+        not hits
         or list(map(_SECOND, old_marks)) != list(map(_SECOND, new_marks))
         or (jsonl and _head_marks(old_nodes) != _head_marks(items))
     ):
-        memo = {**marks_in, **{id(node): (node, m) for node, m in new_marks}}
-        told = _told_again(prev, parsed.root, k, holder.items[k:r], new_marks, memo)
+        before = old_marks if hits else None  # (each a node with its marks)
+        told = _told_again(prev, parsed.root, k, old_nodes, new_marks, marks_in, before)
         detected = told.detection
         if detected.format not in NATIVE:
             return None
@@ -730,9 +736,10 @@ def _read_items(
         res._views["tally"] = told
     whole = parsed.tokens and not parsed.lex_errors  # as ``read_parsed`` keeps it
     object.__setattr__(res, "syntax", (parsed.errors, parsed.tokens) if whole else None)
-    kept = ids.difference(gone)  # (one copy: the previous version's set stays as it was)
-    kept.update(new_ids)
-    res._views["ids"] = kept
+    if carry_ids:
+        kept = ids.difference(gone)  # (one copy: the previous version's set stays as it was)
+        kept.update(new_ids)
+        res._views["ids"] = kept
     return res
 
 
@@ -950,8 +957,7 @@ def replace_message(
     if new_marks != (old_marks[1] if old_marks and old_marks[0] is node else message_marks(node)):
         # The format is told by the marks of every message: tell it again (the others'
         # marks from the memo); another provider's format is read whole.
-        memo = {**marks_in, id(new_node): (new_node, new_marks)}
-        told = _told_again(prev, new_root, k, (node,), [(new_node, new_marks)], memo)
+        told = _told_again(prev, new_root, k, (node,), [(new_node, new_marks)], marks_in)
         detected = told.detection
         if detected.format not in NATIVE:
             return None
@@ -974,19 +980,27 @@ def _told_again(
     k: int,
     old: Sequence[SNode],
     new: list[tuple[SNode, tuple[tuple[str, str], ...]]],
-    memo: MarksMemo,
+    marks_in: MarksMemo,
+    before: list[tuple[SNode, tuple[tuple[str, str], ...]]] | None = None,
 ) -> Tally:
     """The marks of ``root`` counted, its message nodes from ``k`` on, ``old``, replaced by
     ``new`` (each with its marks): from the previous version's count when that can tell the
-    format and its reasons (``detect.retally``), else from every node's marks (``memo``)."""
+    format and its reasons (``detect.retally``), else from every node's marks (the previous
+    version's memo ``marks_in`` and ``new``). ``before``: ``old`` with their marks, when
+    the caller has them."""
     jsonl = prev.format is DocFormat.JSONL
+    memo: MarksMemo | None = None  # (made when a node's marks are looked up)
 
     def marks_of(node: SNode) -> tuple[tuple[str, str], ...]:
+        nonlocal memo
+        if memo is None:
+            memo = {**marks_in, **{id(n): (n, m) for n, m in new}}
         hit = memo.get(id(node))
         return hit[1] if hit is not None and hit[0] is node else message_marks(node)
 
     counted = prev._views.get("tally")
-    before = [(n, marks_of(n)) for n in old]
+    if before is None:
+        before = [(n, marks_of(n)) for n in old]
     if isinstance(counted, Tally):
         found = retally(counted, k, before, new, jsonl=jsonl)
         if found is not None:
