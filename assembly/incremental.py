@@ -680,9 +680,9 @@ def _read_items(
     if reader.unknown_message_keys or not all_read_alone((*msgs, *old_msgs)):
         return None
     new_ids = [m.id for m in msgs]
-    # The ids kept are carried unless most went (a list ended): the next edit that needs
-    # them then makes them (``_ids``) from fewer messages.
-    carry_ids = 2 * len(old_msgs) <= len(data)
+    # The ids kept are carried unless many went (a list ended): the next edit that needs
+    # them makes them (``_ids``), once.
+    carry_ids = len(old_msgs) <= _CARRY_IDS
     ids = _ids(prev) if new_ids or carry_ids else set()
     gone = set(map(_ID, old_msgs)) if new_ids or carry_ids else set()
     if len(set(new_ids)) != len(new_ids) or any(i in ids and i not in gone for i in new_ids):
@@ -786,6 +786,7 @@ def _with_fields(conv: Conversation, fields: Conversation) -> Conversation:
     )
 
 
+_CARRY_IDS = 256  # messages gone in a splice up to which its set of ids is carried
 _ID_RANGE = attrgetter("id_range")
 _ID = attrgetter("id")
 _NODE = attrgetter("node")
