@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from functools import partial
 from itertools import compress, repeat
 from operator import attrgetter, is_, is_not, itemgetter
 from typing import Any
@@ -671,12 +672,15 @@ def _read_items(
         reader.issues.extend(fields_read.issues)
     items = new_holder.items[k : k + n_new]
     bases = new_holder.starts[k : k + n_new]
-    msgs, msg_starts = [], []
+    msgs, msg_starts, msg_nodes = [], [], []
     for j, (node, base) in enumerate(zip(items, bases, strict=True)):
         msg = reader.read_message(node, k + j - head, base)
         if msg is not None:
             msgs.append(msg)
             msg_starts.append(base)
+            msg_nodes.append(node)
+    if len(msgs) == len(old_msgs):  # (in place of as many: each the one at its place)
+        msgs = list(map(partial(_as_before, reader), msg_nodes, msgs, old_msgs))
     if reader.unknown_message_keys or not all_read_alone((*msgs, *old_msgs)):
         return None
     new_ids = [m.id for m in msgs]
@@ -917,6 +921,7 @@ def replace_message(
         return None
     if new_msg.id != old_msg.id and new_msg.id in _ids(prev):
         return None  # a duplicate id: the whole list decides which one is renamed
+    new_msg = _as_before(reader, new_node, new_msg, old_msg)
 
     # Everything from the old end of the message on moves by ``delta``: the messages by a
     # new table of starts (the same objects stay), the rest by copies.
@@ -973,6 +978,19 @@ def replace_message(
     if ids is not None:
         res._views["ids"] = ids
     return res
+
+
+def _as_before(reader: Reader, node: SNode, msg: Message, old: Message) -> Message:
+    """``msg`` (read from ``node`` by ``reader``), or the message ``old`` it replaces when
+    it reads as that one did (an edit undone, a line read again unchanged): the previous
+    object stays, so what the stages keep by identity serves it (the read kept for
+    ``node`` gives it too)."""
+    if msg is old or msg != old:
+        return msg
+    read = reader.reads.get(id(node))
+    if read is not None and read.node is node:
+        reader.reads[id(node)] = dataclasses.replace(read, message=old)
+    return old
 
 
 def _told_again(
