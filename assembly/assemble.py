@@ -83,7 +83,7 @@ from assembly.model import (
     TextBlock,
     quick_init,
 )
-from assembly.seq import apart, common_ends, differing
+from assembly.seq import common_ends, differing, nearer
 from assembly.sysprompt import (
     PromptContext,
     build_custom_agent_prompt,
@@ -1039,10 +1039,10 @@ class _Pipeline:
     ) -> tuple[tuple[Any, ...], tuple[Message, ...], _Structure]:
         """Messages came or went since the memo's version (``hit``): the memo of stages 1
         and 2 it holds becomes the one set aside, and the one set aside before becomes
-        the memo when it is nearer to ``msgs`` (fewer messages to make again,
-        ``seq.apart``, than came or went): messages that left in the last edit came back,
-        or a list ended in the edit before ends one item away. The stages then run on it
-        as on any memo; a memo is only the inputs it was made from and what they gave."""
+        the memo when it is nearer to ``msgs`` (``seq.nearer``): messages that left in the
+        last edit came back, or a list ended in the edit before ends one item away. The
+        stages then run on it as on any memo; a memo is only the inputs it was made from
+        and what they gave."""
         cache = self.cache
         current = cache._history
         older = cache._older
@@ -1051,8 +1051,7 @@ class _Pipeline:
             cache._older = (hit, current)
         if older is None:
             return hit
-        # (``apart`` of the memo's messages is at least the count that came or went.)
-        if older[0][0] == key and apart(older[0][1], msgs) < abs(len(hit[1]) - len(msgs)):
+        if older[0][0] == key and nearer(older[0][1], hit[1], msgs):
             cache._structure, cache._history = older
             return older[0]
         self.spare = older[1]  # dropped: its conversions serve this call (``_spared``)

@@ -65,7 +65,7 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.window import TextLike, Windows, line_start
 from assembly.model import ASSISTANT_ROLE, Message, Role
 from assembly.rope import Rope
-from assembly.seq import apart, common_ends, differing
+from assembly.seq import common_ends, differing, nearer
 from assembly.syntax import SNode
 from assembly.text import RelRange, TextRange
 
@@ -507,18 +507,16 @@ class RuleCache:
 
     def _generation(self, msgs: tuple[Message, ...]) -> None:
         """Before a run on ``msgs``: when the state set aside (the version before the
-        last) is nearer to them than this one (fewer messages to make again, ``seq.apart``,
-        than came or went since the last run: they came back, or the list ended one item
-        from where it ended before), the two trade places; when many messages went since
-        the last run, this state is set aside (a ``fork``) before the run changes it.
-        Either way the run is the one implementation, on a state kept from an earlier
-        version."""
+        last) is nearer to them than this one (``seq.nearer``: they came back, or the list
+        ended one item from where it ended before), the two trade places; when many
+        messages went since the last run, this state is set aside (a ``fork``) before the
+        run changes it. Either way the run is the one implementation, on a state kept from
+        an earlier version."""
         prev, older = self._messages, self._older
         if prev is None:
             return
         if older is not None and older._messages is not None and len(prev) != len(msgs):
-            # (``apart`` of the last run's messages is at least the count that came or went.)
-            if apart(older._messages, msgs) < abs(len(prev) - len(msgs)):
+            if nearer(older._messages, prev, msgs):
                 self._older = None
                 mine = self.__dict__
                 self.__dict__ = older.__dict__
