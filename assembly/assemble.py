@@ -83,7 +83,7 @@ from assembly.model import (
     TextBlock,
     quick_init,
 )
-from assembly.seq import common_ends, differing
+from assembly.seq import common_ends, differing, nearer
 from assembly.sysprompt import (
     PromptContext,
     build_custom_agent_prompt,
@@ -1039,8 +1039,8 @@ class _Pipeline:
     ) -> tuple[tuple[Any, ...], tuple[Message, ...], _Structure]:
         """Messages came or went since the memo's version (``hit``): the memo of stages 1
         and 2 it holds becomes the one set aside, and the one set aside before becomes
-        the memo when it is nearer to ``msgs`` (as many messages, fewer of them other
-        objects than came or went): messages that left in the last edit came back. The
+        the memo when it is nearer to ``msgs`` (``seq.nearer``): messages that left in the
+        last edit came back, or a list ended in the edit before ends one item away. The
         stages then run on it as on any memo; a memo is only the inputs it was made from
         and what they gave."""
         cache = self.cache
@@ -1051,12 +1051,9 @@ class _Pipeline:
             cache._older = (hit, current)
         if older is None:
             return hit
-        if older[0][0] == key and len(older[0][1]) == len(msgs):
-            # Other objects than two versions ago, counted at C speed.
-            others = list(map(operator.is_not, older[0][1], msgs)).count(True)
-            if others < abs(len(hit[1]) - len(msgs)):
-                cache._structure, cache._history = older
-                return older[0]
+        if older[0][0] == key and nearer(older[0][1], hit[1], msgs):
+            cache._structure, cache._history = older
+            return older[0]
         self.spare = older[1]  # dropped: its conversions serve this call (``_spared``)
         return hit
 
@@ -1116,9 +1113,10 @@ class _Pipeline:
         The decisions stay (as in ``_structure_patched``) when the branch is a run of
         places up to the last message (no ``parent`` before or after, no branch tip),
         and the run, before and after the edit: lies after the summary's cut and before
-        the last user message (one that is no injected file), sent in full (all in the
-        cut), holds no summary and no system message (unless a system prompt is given)
-        and summarizes through nothing, and its ids are none stage 1 looks up.
+        the last user message (one that is no injected file), or after it and holds no
+        user message, sent in full (all in the cut), holds no summary and no system
+        message (unless a system prompt is given) and summarizes through nothing, and its
+        ids are none stage 1 looks up.
         """
         if not s.linear or self.s.branch_tip is not None:
             return None
@@ -1128,8 +1126,9 @@ class _Pipeline:
         was, now = old[head : n - tail], data[head : n_new - tail]
         d = n_new - n
         last_k = s.units[s.last_unit] if s.last_unit >= 0 else -1
-        if last_k < n - tail or old[last_k].file_id is not None:
-            return None  # the run does not lie before the last user message
+        after = 0 <= last_k < head  # the run lies after the last user message
+        if (not after and last_k < n - tail) or old[last_k].file_id is not None:
+            return None  # the run lies neither before nor after the last user message
         cut = s.cut
         a = bisect.bisect_left(cut, head)
         b = bisect.bisect_left(cut, n - tail)
@@ -1144,6 +1143,7 @@ class _Pipeline:
                 or m.summarizes_through is not None
                 or m.role is SUMMARY_ROLE
                 or (m.role is SYSTEM_ROLE and takes_system)
+                or (after and m.role is USER_ROLE)
                 or m.id in s.referenced
             ):
                 return None
@@ -1165,14 +1165,14 @@ class _Pipeline:
         call_names = s.call_names
         if any(map(_TOOL_CALLS, itertools.chain(was, now))):
             call_names = _call_names(data, new_cut)
-        last_unit = s.last_unit + d
+        last_unit = s.last_unit if after else s.last_unit + d
         ua, ub = a + first, b + first
         flags = list(s.flags)
         past = s.tool_units  # (ascending)
         tool_units = list(past[: bisect.bisect_left(past, ua)])
-        flags[ua:ub] = [_BEFORE_LAST] * len(now)
+        flags[ua:ub] = [_AFTER_LAST if after else _BEFORE_LAST] * len(now)
         keep = self.s.keep_past_tool_results
-        if not keep and last_unit > first:
+        if not keep and not after and last_unit > first:
             tools = map(operator.is_, map(_ROLE, now), itertools.repeat(TOOL_ROLE))
             for j in itertools.compress(itertools.count(), tools):
                 flags[ua + j] = _past_tool_flag(now[j], call_names)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import attrgetter, is_, or_
 from typing import Any
 
 from assembly.model import (
@@ -1150,6 +1152,17 @@ def reads_alone(m: Message) -> bool:
     """Whether ``m`` reads the same on its own as inside its document (for re-parsing one
     message after an edit: ``incremental.py``)."""
     return not _depends_on_neighbours(m)
+
+
+def all_read_alone(msgs: Sequence[Message]) -> bool:
+    """``all(map(reads_alone, msgs))``: the messages that are no tool response and make no
+    call (which take no neighbour) passed over at C speed."""
+    maybe = map(or_, map(is_, map(_ROLE, msgs), repeat(_TOOL)), map(bool, map(_CALLS, msgs)))
+    return all(map(reads_alone, compress(msgs, maybe)))
+
+
+_ROLE = attrgetter("role")
+_CALLS = attrgetter("tool_calls")
 
 
 # The base64 of each image format's first bytes (for Ollama's ``images``, which are bare).

@@ -36,8 +36,9 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from itertools import repeat
-from operator import attrgetter, is_
+from functools import partial
+from itertools import compress, repeat
+from operator import attrgetter, is_, is_not, itemgetter
 from typing import Any
 
 from assembly import seq
@@ -45,6 +46,7 @@ from assembly.documents import (
     MAX_DOCUMENT_CHARS,
     MAX_MESSAGES,
     Reader,
+    all_read_alone,
     is_dataset,
     is_header_line,
     reads_alone,
@@ -642,21 +644,23 @@ def _read_items(
             return None
     # What the replaced items gave: each must be in the memo, and account for every
     # finding (and rejected call) of the previous version besides its syntax errors.
-    old_reads = [reads_in.get(id(node)) for node in holder.items[k:r]]
-    if any(
-        hit is None or hit.node is not node
-        for hit, node in zip(old_reads, holder.items[k:r], strict=True)
-    ):
+    # (Passes at C speed: a list ended may leave thousands of items.)
+    old_nodes = holder.items[k:r]
+    old_reads = list(map(reads_in.get, map(id, old_nodes)))
+    if not all(map(is_not, old_reads, repeat(None))):
         return None
-    if any(hit.unknown for hit in old_reads):
+    if not all(map(is_, map(_NODE, old_reads), old_nodes)):
+        return None
+    if any(map(_UNKNOWN, old_reads)):
         return None
     syntax = Reader(prev.format, prev.length)
     syntax.report_syntax(ParsedData(None, prev.syntax[0]))
-    if len(prev.issues) - len(syntax.issues) != sum(len(hit.issues) for hit in old_reads):
+    if len(prev.issues) - len(syntax.issues) != sum(map(len, map(_ISSUES, old_reads))):
         return None
-    if len(prev.rejected_calls) != sum(len(hit.rejected) for hit in old_reads):
+    if len(prev.rejected_calls) != sum(map(len, map(_REJECTED, old_reads))):
         return None
-    old_msgs = [hit.message for hit in old_reads if hit.message is not None]
+    read = list(map(_MESSAGE, old_reads))
+    old_msgs = list(compress(read, map(is_not, read, repeat(None))))
     dk = k - head  # no message is left out but among the replaced items
     if len(data) != n_old - head - (r - k) + len(old_msgs):
         return None
@@ -668,16 +672,23 @@ def _read_items(
         reader.issues.extend(fields_read.issues)
     items = new_holder.items[k : k + n_new]
     bases = new_holder.starts[k : k + n_new]
-    msgs, msg_starts = [], []
+    msgs, msg_starts, msg_nodes = [], [], []
     for j, (node, base) in enumerate(zip(items, bases, strict=True)):
         msg = reader.read_message(node, k + j - head, base)
         if msg is not None:
             msgs.append(msg)
             msg_starts.append(base)
-    if reader.unknown_message_keys or not all(map(reads_alone, (*msgs, *old_msgs))):
+            msg_nodes.append(node)
+    if len(msgs) == len(old_msgs):  # (in place of as many: each the one at its place)
+        msgs = list(map(partial(_as_before, reader), msg_nodes, msgs, old_msgs))
+    if reader.unknown_message_keys or not all_read_alone((*msgs, *old_msgs)):
         return None
     new_ids = [m.id for m in msgs]
-    ids, gone = _ids(prev), {m.id for m in old_msgs}
+    # The ids kept are carried unless many went (a list ended): the next edit that needs
+    # them makes them (``_ids``), once.
+    carry_ids = len(old_msgs) <= _CARRY_IDS
+    ids = _ids(prev) if new_ids or carry_ids else set()
+    gone = set(map(_ID, old_msgs)) if new_ids or carry_ids else set()
     if len(set(new_ids)) != len(new_ids) or any(i in ids and i not in gone for i in new_ids):
         return None  # a duplicate id: the whole list decides which one is renamed
     if n_new != r - k and any(map(is_, map(_ID_RANGE, data[dr:]), repeat(None))):
@@ -686,19 +697,19 @@ def _read_items(
     # (JSON Lines: a line without ``role`` and ``type`` counts its keys as a header's).
     jsonl = prev.format is DocFormat.JSONL
     marks_in: MarksMemo = prev._views.get("marks", {})
-    old_marks = [marks_in.get(id(node)) for node in holder.items[k:r]]
+    old_marks = list(map(marks_in.get, map(id, old_nodes)))
     new_marks = [(node, message_marks(node)) for node in items]
     detected = told = None
+    hits = all(map(is_not, old_marks, repeat(None))) and all(
+        map(is_, map(_FIRST, old_marks), old_nodes)
+    )
     if (
-        any(
-            hit is None or hit[0] is not node
-            for hit, node in zip(old_marks, holder.items[k:r], strict=True)
-        )
-        or [hit[1] for hit in old_marks if hit is not None] != [m for _, m in new_marks]
-        or (jsonl and _head_marks(holder.items[k:r]) != _head_marks(items))
+        not hits
+        or list(map(_SECOND, old_marks)) != list(map(_SECOND, new_marks))
+        or (jsonl and _head_marks(old_nodes) != _head_marks(items))
     ):
-        memo = {**marks_in, **{id(node): (node, m) for node, m in new_marks}}
-        told = _told_again(prev, parsed.root, k, holder.items[k:r], new_marks, memo)
+        before = old_marks if hits else None  # (each a node with its marks)
+        told = _told_again(prev, parsed.root, k, old_nodes, new_marks, marks_in, before)
         detected = told.detection
         if detected.format not in NATIVE:
             return None
@@ -729,9 +740,10 @@ def _read_items(
         res._views["tally"] = told
     whole = parsed.tokens and not parsed.lex_errors  # as ``read_parsed`` keeps it
     object.__setattr__(res, "syntax", (parsed.errors, parsed.tokens) if whole else None)
-    kept = ids.difference(gone)  # (one copy: the previous version's set stays as it was)
-    kept.update(new_ids)
-    res._views["ids"] = kept
+    if carry_ids:
+        kept = ids.difference(gone)  # (one copy: the previous version's set stays as it was)
+        kept.update(new_ids)
+        res._views["ids"] = kept
     return res
 
 
@@ -778,7 +790,16 @@ def _with_fields(conv: Conversation, fields: Conversation) -> Conversation:
     )
 
 
+_CARRY_IDS = 256  # messages gone in a splice up to which its set of ids is carried
 _ID_RANGE = attrgetter("id_range")
+_ID = attrgetter("id")
+_NODE = attrgetter("node")
+_MESSAGE = attrgetter("message")
+_UNKNOWN = attrgetter("unknown")
+_ISSUES = attrgetter("issues")
+_REJECTED = attrgetter("rejected")
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
 
 
 def _keep_first(res: MessagesParse, holder: SNode, k: int, at: int, p: int) -> tuple[SNode, ...]:
@@ -900,6 +921,7 @@ def replace_message(
         return None
     if new_msg.id != old_msg.id and new_msg.id in _ids(prev):
         return None  # a duplicate id: the whole list decides which one is renamed
+    new_msg = _as_before(reader, new_node, new_msg, old_msg)
 
     # Everything from the old end of the message on moves by ``delta``: the messages by a
     # new table of starts (the same objects stay), the rest by copies.
@@ -941,8 +963,7 @@ def replace_message(
     if new_marks != (old_marks[1] if old_marks and old_marks[0] is node else message_marks(node)):
         # The format is told by the marks of every message: tell it again (the others'
         # marks from the memo); another provider's format is read whole.
-        memo = {**marks_in, id(new_node): (new_node, new_marks)}
-        told = _told_again(prev, new_root, k, (node,), [(new_node, new_marks)], memo)
+        told = _told_again(prev, new_root, k, (node,), [(new_node, new_marks)], marks_in)
         detected = told.detection
         if detected.format not in NATIVE:
             return None
@@ -959,25 +980,46 @@ def replace_message(
     return res
 
 
+def _as_before(reader: Reader, node: SNode, msg: Message, old: Message) -> Message:
+    """``msg`` (read from ``node`` by ``reader``), or the message ``old`` it replaces when
+    it reads as that one did (an edit undone, a line read again unchanged): the previous
+    object stays, so what the stages keep by identity serves it (the read kept for
+    ``node`` gives it too)."""
+    if msg is old or msg != old:
+        return msg
+    read = reader.reads.get(id(node))
+    if read is not None and read.node is node:
+        reader.reads[id(node)] = dataclasses.replace(read, message=old)
+    return old
+
+
 def _told_again(
     prev: Conversation,
     root: SNode | None,
     k: int,
     old: Sequence[SNode],
     new: list[tuple[SNode, tuple[tuple[str, str], ...]]],
-    memo: MarksMemo,
+    marks_in: MarksMemo,
+    before: list[tuple[SNode, tuple[tuple[str, str], ...]]] | None = None,
 ) -> Tally:
     """The marks of ``root`` counted, its message nodes from ``k`` on, ``old``, replaced by
     ``new`` (each with its marks): from the previous version's count when that can tell the
-    format and its reasons (``detect.retally``), else from every node's marks (``memo``)."""
+    format and its reasons (``detect.retally``), else from every node's marks (the previous
+    version's memo ``marks_in`` and ``new``). ``before``: ``old`` with their marks, when
+    the caller has them."""
     jsonl = prev.format is DocFormat.JSONL
+    memo: MarksMemo | None = None  # (made when a node's marks are looked up)
 
     def marks_of(node: SNode) -> tuple[tuple[str, str], ...]:
+        nonlocal memo
+        if memo is None:
+            memo = {**marks_in, **{id(n): (n, m) for n, m in new}}
         hit = memo.get(id(node))
         return hit[1] if hit is not None and hit[0] is node else message_marks(node)
 
     counted = prev._views.get("tally")
-    before = [(n, marks_of(n)) for n in old]
+    if before is None:
+        before = [(n, marks_of(n)) for n in old]
     if isinstance(counted, Tally):
         found = retally(counted, k, before, new, jsonl=jsonl)
         if found is not None:

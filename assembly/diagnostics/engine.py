@@ -65,7 +65,7 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.window import TextLike, Windows, line_start
 from assembly.model import ASSISTANT_ROLE, Message, Role
 from assembly.rope import Rope
-from assembly.seq import common_ends, differing
+from assembly.seq import common_ends, differing, nearer
 from assembly.syntax import SNode
 from assembly.text import RelRange, TextRange
 
@@ -507,25 +507,22 @@ class RuleCache:
 
     def _generation(self, msgs: tuple[Message, ...]) -> None:
         """Before a run on ``msgs``: when the state set aside (the version before the
-        last) is nearer to them than this one (as many messages, fewer of them other
-        objects than came or went since the last run), the two trade places; when many
+        last) is nearer to them than this one (``seq.nearer``: they came back, or the list
+        ended one item from where it ended before), the two trade places; when many
         messages went since the last run, this state is set aside (a ``fork``) before the
-        run changes it. Either way the run is the one implementation, on a state kept
-        from an earlier version."""
+        run changes it. Either way the run is the one implementation, on a state kept from
+        an earlier version."""
         prev, older = self._messages, self._older
         if prev is None:
             return
-        if older is not None and older._messages is not None:
-            was = older._messages
-            if len(was) == len(msgs) and len(prev) != len(msgs):
-                others = list(map(operator.is_not, was, msgs)).count(True)
-                if others < abs(len(prev) - len(msgs)):
-                    self._older = None
-                    mine = self.__dict__
-                    self.__dict__ = older.__dict__
-                    older.__dict__ = mine
-                    self._older = older
-                    return
+        if older is not None and older._messages is not None and len(prev) != len(msgs):
+            if nearer(older._messages, prev, msgs):
+                self._older = None
+                mine = self.__dict__
+                self.__dict__ = older.__dict__
+                older.__dict__ = mine
+                self._older = older
+                return
         if len(prev) - len(msgs) >= _SET_ASIDE:
             self._older = self.fork()
 

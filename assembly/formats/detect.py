@@ -17,6 +17,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import chain
+from operator import itemgetter
 
 from assembly.syntax import SNode
 
@@ -366,14 +368,15 @@ def retally(
     every node then)."""
     removed, added = _region(old, k, jsonl), _region(new, k, jsonl)
     counts = t.counts.copy()
-    counts.subtract(m for _, m in removed)
-    counts.update(m for _, m in added)
+    # (Counted at C speed, then subtracted and added per distinct mark.)
+    counts.subtract(Counter(chain.from_iterable(ms for _, ms in removed)))
+    counts.update(Counter(chain.from_iterable(ms for _, ms in added)))
     counts = +counts  # (no count below zero: they were counted there)
     fmt, family = _winner(_families(counts))
     if family != t.family:
         return None
     horizon = t.horizon
-    changed = [at for at, (fam, _) in (*removed, *added) if fam == family]
+    changed = [at for at, ms in (*removed, *added) if family in map(_FAMILY, ms)]
     if changed and (horizon is None or horizon >= min(changed)):
         return None  # the first three reasons may change
     if horizon is not None and horizon[0] > 0 and horizon[1] >= k:
@@ -384,14 +387,18 @@ def retally(
 
 def _region(
     nodes: list[tuple[SNode, Marks]], k: int, jsonl: bool
-) -> list[tuple[tuple[int, int], tuple[str, str]]]:
-    """The marks of the nodes replaced from ``k`` on, each with where it stands (``_walk``'s
+) -> list[tuple[tuple[int, int], list[tuple[str, str]]]]:
+    """The marks of the nodes replaced from ``k`` on, by where they stand (``_walk``'s
     places, every node's index taken as ``k``: only what stands before them matters)."""
-    res: list[tuple[tuple[int, int], tuple[str, str]]] = []
+    res: list[tuple[tuple[int, int], list[tuple[str, str]]]] = []
     if jsonl:
-        res += [((1, k), m) for node, _ in nodes if header_like(node) for m in top_marks(node)]
-    res += [((2, k), m) for _, ms in nodes for m in ms]
+        res.append(((1, k), [m for node, _ in nodes if header_like(node) for m in top_marks(node)]))
+    res.append(((2, k), list(chain.from_iterable(map(_MARKS, nodes)))))
     return res
+
+
+_FAMILY = itemgetter(0)  # of a mark
+_MARKS = itemgetter(1)  # of a node with its marks
 
 
 def _families(counts: Counter[tuple[str, str]]) -> Counter[str]:

@@ -39,6 +39,11 @@ An item's ``-`` line at column 0 made a line that ends the list (``-`` typed at 
 stops at the error on the item's next line. The window is the ``messages:`` line, the item
 before and the text from that line on; the items after it are left out, the document's
 fields read again (``incremental._read_items`` with ``fields``), the items before kept.
+Deleting the ``-`` re-reads from the last whole parse: the item read again reads as it
+did and keeps its object (``incremental._as_before``), so the version is the one before,
+object for object, and the stages go on from the memos they set aside (``seq.apart``
+tells the nearer: the whole version's, or the ended one's when the list then ends one
+item further).
 
 Half-typed messages: while an item is being typed the text is often not YAML (``- id: x``
 then ``  ro`` before its ``:``). An error of the scanner, or of the parser inside an item

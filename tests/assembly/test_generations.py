@@ -12,6 +12,7 @@ keystroke that brings the items back converts and checks only what differs.
 from __future__ import annotations
 
 import datetime as dt
+import operator
 import random
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 import assembly.diagnostics.engine as engine
 from assembly.host import Analysis, AnalysisHost, Edit
 from assembly.rope import Rope
+from assembly.seq import apart
 from tests.assembly.test_yaml_incremental import _dump, random_edit
 from tests.bench.gen_conversation import conversation as generated
 from tests.support.engine import analyze
@@ -57,6 +59,11 @@ class _Chain:
         assert _placed(got) == _placed(want), (start, end, new)
         assert got.assembly == want.assembly, (start, end, new)
         return got
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two versions' messages are the same objects."""
+    return a is not None and len(a) == len(b) and all(map(operator.is_, a, b))
 
 
 def _item_starts(text: str) -> list[int]:
@@ -125,3 +132,29 @@ def test_the_state_set_aside_is_the_version_before(tmp_path: Path) -> None:
     chain.edit(at, at + 1, "")
     aside = chain.host.rule_cache._older
     assert aside is not None and aside._messages is ended
+
+
+def test_the_list_ended_at_the_next_item_goes_on_from_the_ended_version(tmp_path: Path) -> None:
+    """``-`` typed at an item's line start, deleted, then typed at the next item's: the
+    second ended version is one message away from the first (the state set aside after
+    the undo), not hundreds as from the version before it, so the rule engine and the
+    pipeline's first stages go on from the first one's memos (no message gone since, the
+    whole version's memos set aside for the undo), each analysis equal to a fresh one."""
+    text = _dump(generated(1_200, 400_000, 7), "compact")
+    chain = _Chain(tmp_path / "chat.conv.yaml", text)
+    whole = chain.host.previous.conversation.message_data  # type: ignore[union-attr]
+    k = len(_item_starts(chain.text)) // 3
+    for j in range(k, k + 3):
+        at = _item_starts(chain.text)[j]
+        ended = chain.edit(at, at, "-")
+        assert len(whole) - len(ended.conversation.message_data) > engine._SET_ASIDE
+        rules, stages = chain.host.rule_cache, chain.host.assemble_cache
+        assert rules._older is not None and _same(rules._older._messages, whole)
+        assert stages._older is not None and _same(stages._older[0][1], whole)
+        if j > k:
+            assert not rules._gone
+        back = chain.edit(at, at + 1, "")
+        # (The item read again reads as before: its object stays.)
+        assert apart(whole, back.conversation.message_data) == 0
+        assert chain.host.assemble_cache.converted <= 2
+        assert chain.host.rule_cache.message_runs <= 4

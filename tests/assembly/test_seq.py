@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assembly.seq import common_ends, differing, forget, note
+from assembly.seq import apart, common_ends, differing, forget, nearer, note
 
 POOL = [object() for _ in range(6)]
 
@@ -117,3 +117,25 @@ def test_a_re_read_notes_what_it_kept_and_the_note_is_true() -> None:
     x = object()
     note((x,), (x, x), 1, 0)
     assert common_ends((x,), (x, x)) == (1, 0)
+
+
+@given(st.lists(st.sampled_from(POOL), max_size=12), st.lists(st.sampled_from(POOL), max_size=12))
+def test_apart_counts_the_items_to_make_again(old: list, new: list) -> None:
+    """At one length the places holding other objects; else the items of both outside the
+    common ends (all of one list ended early: the items it no longer holds)."""
+    if len(old) == len(new):
+        assert apart(old, new) == sum(a is not b for a, b in zip(old, new, strict=True))
+    else:
+        head, tail = _naive(old, new)
+        assert apart(old, new) == len(old) + len(new) - 2 * (head + tail)
+    assert apart(old, old[: len(old) // 2]) == len(old) - len(old) // 2
+
+
+def test_a_memo_set_aside_is_nearer_only_by_a_margin() -> None:
+    """A list that ended one item away is nearer than the whole one thousands went from;
+    one that ended far away is not (making an item again costs more than dropping one)."""
+    whole = [object() for _ in range(1_000)]
+    ended, next_ended, far = whole[:500], whole[:501], whole[:800]
+    assert nearer(ended, whole, next_ended)
+    assert not nearer(ended, whole, far)  # 300 to make again against 200 to drop
+    assert nearer(whole, ended, list(whole))  # the items came back: the whole one serves
