@@ -234,7 +234,7 @@ class Rope:
     joined into a second copy.
     """
 
-    __slots__ = ("_chunk_size", "_chunks", "_len", "_lines", "_source", "_starts")
+    __slots__ = ("__weakref__", "_chunk_size", "_chunks", "_len", "_lines", "_source", "_starts")
 
     def __init__(self, chunks: tuple[_Chunk, ...], chunk_size: int) -> None:
         assert chunks, "a rope has at least one chunk"

@@ -6,7 +6,7 @@ scalar …). In a template: the front matter, every section (nested by level), f
 blocks and multi-line HTML comments.
 
 A ``Fold`` covers the lines from the line of ``range.start`` through the line of
-``range.end``. A member's fold starts at its key (a YAML ``messages:`` line); the line
+``range.end`` (``lines``). A member's fold starts at its key (a YAML ``messages:`` line); the line
 holding a closing ``}`` or ``]`` alone stays visible, as in editors' own JSON folding. The
 document itself (the root value) is not folded. Folds span at least two lines, and no two
 start on the same line (the outer one is kept). Offsets are code points into the text.
@@ -32,6 +32,9 @@ class FoldKind(StrEnum):
 class Fold:
     range: TextRange
     kind: FoldKind | None = None
+    # Its first and last line in the text it was found in (the functions here set it: they
+    # know them, and a client wants lines); None when unknown, e.g. once moved elsewhere.
+    lines: tuple[int, int] | None = None
 
 
 def conversation_folds(
@@ -207,4 +210,4 @@ def _tidy(spans: list[_Span]) -> list[Fold]:
         kept = by_line.get(first)
         if kept is None or last > kept[0]:
             by_line[first] = (last, f)
-    return [f for _, (_, f) in sorted(by_line.items())]
+    return [Fold(f.range, f.kind, (first, last)) for first, (last, f) in sorted(by_line.items())]

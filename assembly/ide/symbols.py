@@ -61,10 +61,28 @@ class Symbol:
 
 def conversation_symbols(conv: Conversation) -> list[Symbol]:
     """The outline of a conversation: document keys and messages, in document order."""
+    calls = call_names(conv)
+    res = key_symbols(conv)
+    res.extend(message_symbol(conv, i, calls) for i in range(len(conv.message_data)))
+    return sorted(res, key=lambda s: s.range.start)
+
+
+def key_symbols(conv: Conversation) -> list[Symbol]:
+    """The outline's document keys (``settings``, ``tools`` …), in document order; the
+    messages (``message_symbol``) stand between them, each where it starts."""
     res = [_key_symbol(conv, m) for m in _document_members(conv.root)]
-    calls = {c.id: c.name for m in conv.messages for c in m.tool_calls}
-    res.extend(_message_symbol(conv.root, m, calls) for m in conv.messages)
     return sorted((s for s in res if s is not None), key=lambda s: s.range.start)
+
+
+def call_names(conv: Conversation) -> dict[str, str]:
+    """The name of each tool call by its id: a tool message's outline name says it."""
+    return {c.id: c.name for m in conv.message_data for c in m.tool_calls}
+
+
+def message_symbol(conv: Conversation, index: int, call_names: dict[str, str]) -> Symbol:
+    """The outline entry of message ``index``: named by ``message_name``, its tool calls
+    and uploaded files as children."""
+    return _message_symbol(conv.root, conv.messages[index], call_names)
 
 
 def template_symbols(template: PromptTemplate) -> list[Symbol]:

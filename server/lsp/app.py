@@ -321,11 +321,16 @@ def prepare(ls: PromptServer, items: Iterable[Any]) -> Prepared | None:
     filled in use by whatever was made between them.
     """
     unstructure = ls.protocol._converter.unstructure
+    return prepare_json(json.dumps(unstructure(item)).encode("ascii") for item in items)
+
+
+def prepare_json(items: Iterable[bytes]) -> Prepared | None:
+    """``prepare`` of items already serialized (each one JSON value, ASCII)."""
     buf = bytearray(b"[")
     for item in items:
         if len(buf) > 1:
             buf += b", "
-        buf += json.dumps(unstructure(item)).encode("ascii")
+        buf += item
     if len(buf) == 1:
         return None
     buf += b"]"

@@ -355,12 +355,14 @@ def to_lsp_document_symbol(m: TextMap, s: Symbol) -> lsp.DocumentSymbol:
 
 
 def to_lsp_folding_range(m: TextMap, fold: Fold) -> lsp.FoldingRange:
-    """A fold as whole lines (every client supports line folding)."""
-    return lsp.FoldingRange(
-        start_line=m.index.line_col(fold.range.start).line,
-        end_line=m.index.line_col(fold.range.end).line,
-        kind=_FOLD_KINDS.get(fold.kind) if fold.kind is not None else None,
-    )
+    """A fold as whole lines (every client supports line folding): its ``lines`` when it
+    has them (of the text of ``m``), else the lines of its range's ends."""
+    if fold.lines is not None:
+        first, last = fold.lines
+    else:
+        first, last = m.index.line_col(fold.range.start).line, m.index.line_col(fold.range.end).line
+    kind = _FOLD_KINDS.get(fold.kind) if fold.kind is not None else None
+    return lsp.FoldingRange(start_line=first, end_line=last, kind=kind)
 
 
 def to_lsp_location(m: TextMap, uri: str, target: Target) -> lsp.Location:

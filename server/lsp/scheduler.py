@@ -124,6 +124,8 @@ class View:
             changes["offset"] = self.to_new(item.offset)
         if getattr(item, "children", None):
             changes["children"] = tuple(self.carry(c) for c in item.children)
+        if getattr(item, "lines", None) is not None:
+            changes["lines"] = None  # (of the base's text: the lines of the moved range)
         return replace(item, **changes)  # type: ignore[type-var]
 
     def offset_of(self, position: lsp.Position) -> int:

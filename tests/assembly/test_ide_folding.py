@@ -34,6 +34,7 @@ def check_folding(path: Path) -> None:
         (index.line_col(f.range.start).line, index.line_col(f.range.end).line, f.kind)
         for f in folds
     ]
+    assert [f.lines for f in folds] == [(a, b) for a, b, _ in spans], "the lines it says"
     starts = [s for s, _, _ in spans]
     assert starts == sorted(set(starts)), "one fold per start line, in order"
     # One gutter column per nesting level.

@@ -28,7 +28,10 @@ a new message at the end character by character (through the syntax-broken state
 deleting a span across two messages and putting it back, inserting a message in the
 middle and deleting it, typing in a message id, changing a role and back, typing in a
 tool-call id, typing in the document's settings (JSONL: its header line), and hover;
-each keystroke waits for the ``publishDiagnostics`` of its version (median, p95).
+each keystroke waits for the ``publishDiagnostics`` of its version (median, p95). Then the
+outline and the folds, as editors ask for them after each change (the first of the
+document; after typing in a message; after pasting and deleting a message, which moves
+every later line), request -> response.
 
     python tests/bench/bench_lsp.py --kinds [--per-kind 8] [--formats json,jsonl,yaml]
 """
@@ -211,7 +214,10 @@ def _kinds_main(args: argparse.Namespace, corpus: Path) -> int:
         )
     print()
     print_table(table, left=3)
-    print("\nEach keystroke timed from its didChange to the publishDiagnostics of its version.")
+    print(
+        "\nEach keystroke timed from its didChange to the publishDiagnostics of its version;"
+        " the outline and the folds from request to response."
+    )
     return 0
 
 
@@ -242,6 +248,7 @@ def _run_kinds(
                 times.append(got - sent)
             if times:
                 res.append((kind, times))
+        text, version = _views(rpc, uri, text, fmt, n, version, res)
         hovers = []
         for position in _hover_positions(text, 4 * n):
             request_id, sent = rpc.request(
@@ -253,6 +260,44 @@ def _run_kinds(
     finally:
         rpc.close()
     return res
+
+
+_VIEWS = (("outline", "textDocument/documentSymbol"), ("folds", "textDocument/foldingRange"))
+
+
+def _views(
+    rpc: Rpc, uri: str, text: str, fmt: str, n: int, version: int, res: list[Any]
+) -> tuple[str, int]:
+    """The outline and the folds as an editor asks for them after a change: the first of
+    the document, then after each of ``n`` keystrokes in a message and of ``n`` pastes and
+    deletions of a message in the middle (every later line moves), each asked once the
+    change's diagnostics arrived; request -> response."""
+
+    def ask(method: str) -> float:
+        request_id, sent = rpc.request(method, {"textDocument": {"uri": uri}})
+        got, _ = rpc.response(request_id)
+        return got - sent
+
+    for label, method in _VIEWS:
+        res.append((f"{label}: the first", [ask(method)]))
+    for what, make in (("after typing", _type_in_message), ("after a paste", _insert_middle)):
+        times: dict[str, list[float]] = {label: [] for label, _ in _VIEWS}
+        for edit in make(text, fmt, n):
+            if edit is None:
+                continue
+            start, end, new = edit
+            version += 1
+            change = {
+                "range": {"start": _position(text, start), "end": _position(text, end)},
+                "text": new,
+            }
+            text = text[:start] + new + text[end:]
+            _did_change(rpc, uri, version, change)
+            rpc.wait(_diagnostics_of(uri, version))
+            for label, method in _VIEWS:
+                times[label].append(ask(method))
+        res.extend((f"{label} {what}", t) for label, t in times.items())
+    return text, version
 
 
 def _middle(text: str, needle: str, k: int = 0) -> int:

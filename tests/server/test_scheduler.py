@@ -221,6 +221,40 @@ async def test_a_request_that_waits_too_long_answers_from_the_older_analysis_map
     assert [p.version for p in published(client, uri)] == [1, 3]
 
 
+async def test_folds_and_outline_from_the_older_analysis_are_in_the_current_lines(
+    client: InProcessClient, workspace: Path
+) -> None:
+    # Two lines added in the first message while the analysis of the new text waits: the
+    # folds and the outline answered from the older analysis (mapped) are those of the new
+    # text, not the lines the older analysis found them on (which the folds carry).
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    text = "messages:\n" + "".join(
+        f"  - id: u{i}\n    role: user\n    content: |\n      line one\n      line two\n"
+        for i in range(3)
+    )
+    open_doc(client, uri, text)
+    await run_next(client)
+    client.server.session.scheduler.wait_s = 0.05
+    at = text.index("      line two")
+    client.change(uri, 2, text[:at] + "      line 1.5\n      line 1.7\n" + text[at:])
+    await turn()
+    params = lsp.FoldingRangeParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    kind = list[lsp.FoldingRange]
+    mapped = await client.request(lsp.TEXT_DOCUMENT_FOLDING_RANGE, params, kind)
+    mapped_outline = await outline(client, uri)
+    await run_next(client)
+    assert [p.version for p in published(client, uri)] == [1, 2]
+    fresh = await client.request(lsp.TEXT_DOCUMENT_FOLDING_RANGE, params, kind)
+    assert mapped and [(f.start_line, f.end_line) for f in mapped] == [
+        (f.start_line, f.end_line) for f in fresh
+    ]
+    assert mapped[-1].start_line == 15  # the last message's block, two lines down
+    fresh_outline = await outline(client, uri)
+    assert [(s["range"], s["selectionRange"]) for s in mapped_outline] == [
+        (s["range"], s["selectionRange"]) for s in fresh_outline
+    ]  # (its names are the older text's)
+
+
 async def test_a_failing_analysis_is_published_as_internal_error_and_keeps_the_last_good(
     client: InProcessClient, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -287,16 +321,16 @@ async def test_requests_waiting_for_one_analysis_share_one_outline(
     from server.lsp.handlers import folding, symbols
 
     calls = {"symbols": 0, "folding": 0}
-    real = {"symbols": symbols._outline, "folding": folding._folds}
+    real = {"symbols": symbols._prepared, "folding": folding._folds}
 
-    def counting(kind: str) -> Callable[[Any], Any]:
-        def run(view: Any) -> Any:
+    def counting(kind: str) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
             calls[kind] += 1
-            return real[kind](view)
+            return real[kind](*args)
 
         return run
 
-    monkeypatch.setattr(symbols, "_outline", counting("symbols"))
+    monkeypatch.setattr(symbols, "_prepared", counting("symbols"))
     monkeypatch.setattr(folding, "_folds", counting("folding"))
     uri = (workspace / "chat.conv.yaml").as_uri()
     open_doc(client, uri, text_of(1))

@@ -22,7 +22,7 @@ from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
 from assembly.text import TextRange
-from server.lsp import convert
+from server.lsp import convert, outline
 from server.lsp.app import PromptServer
 from server.lsp.scheduler import SETTLE_S, View
 from server.lsp.session import conversation_tools, document_kind
@@ -61,6 +61,7 @@ def did_close(ls: PromptServer, params: lsp.DidCloseTextDocumentParams) -> None:
     uri = params.text_document.uri
     s = ls.session
     s.close(uri)
+    outline.forget(uri)
     if not s.capabilities.pull_diagnostics:
         ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
     path = to_fs_path(uri)

@@ -5,7 +5,8 @@ for (``documents.current_view``). It is built and converted off the message loop
 conversation has ten thousand messages, and their outline takes a few hundred
 milliseconds, during which hovers must still answer. Requests that waited for the same
 analysis share one computation (``Scheduler.shared``): an editor asks for the outline
-after every keystroke.
+after every keystroke. A conversation's message entries are kept between versions
+(``server.lsp.outline``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from lsprotocol import types as lsp
 
 from assembly.host import Analysis
 from assembly.ide import symbols as ide_symbols
-from server.lsp import convert
-from server.lsp.app import Prepared, PromptServer, prepare
+from server.lsp import convert, outline
+from server.lsp.app import Prepared, PromptServer, prepare, prepare_json
 from server.lsp.handlers.documents import current_view
 from server.lsp.scheduler import View
 
@@ -26,7 +27,18 @@ async def document_symbol(ls: PromptServer, params: lsp.DocumentSymbolParams) ->
     view = await current_view(ls, params.text_document.uri, costly=True)
     if view is None or view.base is None:
         return None
-    return await ls.session.scheduler.shared(view, "symbols", lambda v: prepare(ls, _outline(v)))
+    uri = params.text_document.uri
+    return await ls.session.scheduler.shared(view, "symbols", lambda v: _prepared(ls, uri, v))
+
+
+def _prepared(ls: PromptServer, uri: str, view: View) -> Prepared | None:
+    a = view.base.analysis if view.base is not None else None
+    if isinstance(a, Analysis) and view.span is None:
+        unstructure = ls.protocol._converter.unstructure
+        return prepare_json(
+            outline.conversation_outline(uri, a.conversation, view.text_map, unstructure)
+        )
+    return prepare(ls, _outline(view))
 
 
 def _outline(view: View) -> Iterator[lsp.DocumentSymbol]:

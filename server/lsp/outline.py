@@ -1,0 +1,208 @@
+"""The outline (``textDocument/documentSymbol``) in LSP's JSON, kept by message.
+
+An editor asks for the outline after every change, and a 10 MB conversation's outline has
+ten thousand messages: made, converted to LSP positions and serialized, about 800 ms a
+version, while a keystroke changes one message. So each message's entry is kept, as the
+JSON ``convert.to_lsp_document_symbol`` and pygls' converter make of it, with its line
+numbers left as ``%d`` and given relative to the message's first line. A later version
+fills in where the message starts now: a keystroke above a message that moves it down a
+line costs one ``bytes % tuple``, not its entry made again.
+
+An entry is kept by the message's stored syntax node (``SNode.starts`` of the message
+list: shared only by the versions in which the message's text is the same) and its stored
+``Message``, and used again only with the same name (a tool message's names the call it
+answers, which is in another message), the same column of its first character (positions
+on its first line count from the line's start) and the same position encoding. Everything
+else in an entry is a function of the message's text. Entries are kept for the last
+outline of each of a few documents, only for the messages of that version.
+
+A view whose base analysis is of an older text (``View.span``) is converted as before,
+every range carried into the current text: those answers are rare and not kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from assembly.ide import symbols as ide_symbols
+from assembly.model import Conversation, Message
+from assembly.rope import Rope
+from assembly.syntax import SNode
+from server.lsp import convert
+from server.lsp.convert import TextMap
+
+Unstructure = Callable[[Any], Any]
+
+# Of one message: its stored node (kept so the key's ``id`` stays its own), its stored
+# message, the name of the call it answers (a tool message's outline name says it); where
+# it starts (offset, line, column in the encoding's units); the entry's JSON, made at that
+# column: as is, or (once the message moved to another line) with ``%d`` for each line
+# number, and then those line numbers relative to its line.
+_Entry = tuple[SNode, Message, str | None, int, int, int, bytes, tuple[int, ...] | None]
+
+
+@dataclass(slots=True)
+class _Kept:
+    """The entries of a document's last outline, and the text and encoding it was of."""
+
+    text: weakref.ref[Rope] | None  # (not kept alive for this: a rope the server let go)
+    encoding: str
+    entries: dict[int, _Entry]
+
+
+KEPT_DOCUMENTS = 4  # documents whose last outline's entries are kept
+_MEMOS: OrderedDict[str, _Kept] = OrderedDict()
+_LOCK = threading.Lock()  # outlines are made on the executor's threads
+
+# A position's line in the JSON (in a string, the quote before the colon is escaped).
+_LINE = re.compile(rb'"line": (\d+)')
+
+
+def conversation_outline(
+    key: str, conv: Conversation, text_map: TextMap, unstructure: Unstructure
+) -> Iterator[bytes]:
+    """The JSON of each top-level entry of the outline of ``conv`` (whose text is that of
+    ``text_map``), in document order; ``key`` names the document the entries are kept for."""
+    with _LOCK:
+        kept = _MEMOS.get(key)
+    text, encoding = text_map.text, text_map.encoding
+    entries: dict[int, _Entry] = {}
+    carry: _Carry | None = None
+    if kept is not None and kept.encoding == encoding:
+        entries = kept.entries
+        old = kept.text() if kept.text is not None else None
+        if old is not None and isinstance(text, Rope):
+            carry = _Carry.of(old, text)
+    used: dict[int, _Entry] = {}
+    keys = ide_symbols.key_symbols(conv)
+    k = 0
+    nodes = _message_nodes(conv)
+    calls = ide_symbols.call_names(conv)
+    for i, (m, start) in enumerate(zip(conv.message_data, conv.starts, strict=True)):
+        while k < len(keys) and keys[k].range.start < start:
+            yield _dumps(unstructure(convert.to_lsp_document_symbol(text_map, keys[k])))
+            k += 1
+        node = nodes.get(start)
+        if node is None or node.range != m.range:
+            sym = ide_symbols.message_symbol(conv, i, calls)
+            yield _dumps(unstructure(convert.to_lsp_document_symbol(text_map, sym)))
+            continue
+        call = calls.get(m.tool_call_id) if m.tool_call_id is not None else None
+        hit = entries.get(id(node))
+        if hit is not None and (hit[0] is not node or hit[1] is not m or hit[2] != call):
+            hit = None
+        if hit is not None:
+            at = carry.place(start, hit) if carry is not None else None
+            if at is None:
+                position = convert.to_lsp_position(text_map, start)
+                at = (position.line, position.character)
+            if at[1] != hit[5]:  # made at another column
+                hit = None
+            elif at[0] != hit[4] and hit[7] is None:  # moved: its lines become holes
+                hit = (*hit[:3], start, *at, *_template(hit[6], hit[4]))
+            elif at != (hit[4], hit[5]) or start != hit[3]:
+                hit = (*hit[:3], start, *at, *hit[6:])
+        if hit is None:
+            hit = _entry(conv, i, node, call, start, text_map, unstructure, calls)
+        used[id(node)] = hit
+        if hit[7] is None:
+            yield hit[6]
+        else:
+            line = hit[4]
+            yield hit[6] % tuple([line + r for r in hit[7]])
+    for s in keys[k:]:
+        yield _dumps(unstructure(convert.to_lsp_document_symbol(text_map, s)))
+    ref = weakref.ref(text) if isinstance(text, Rope) else None
+    with _LOCK:
+        # This version's messages only: the replaced ones are let go.
+        _MEMOS[key] = _Kept(ref, encoding, used)
+        _MEMOS.move_to_end(key)
+        while len(_MEMOS) > KEPT_DOCUMENTS:
+            _MEMOS.popitem(last=False)
+
+
+def _entry(
+    conv: Conversation,
+    i: int,
+    node: SNode,
+    call: str | None,
+    start: int,
+    text_map: TextMap,
+    unstructure: Unstructure,
+    calls: dict[str, str],
+) -> _Entry:
+    """The entry of message ``i`` (starting at ``start``, its stored node ``node``) made:
+    its JSON as is (it becomes a template once the message moves to another line)."""
+    m = conv.message_data[i]
+    sym = ide_symbols.message_symbol(conv, i, calls)
+    data = unstructure(convert.to_lsp_document_symbol(text_map, sym))
+    if sym.range.start == start:  # (the message's range starts where it does)
+        line, column = data["range"]["start"]["line"], data["range"]["start"]["character"]
+    else:
+        position = convert.to_lsp_position(text_map, start)
+        line, column = position.line, position.character
+    return (node, m, call, start, line, column, _dumps(data), None)
+
+
+def _template(json_: bytes, line: int) -> tuple[bytes, tuple[int, ...]]:
+    """An entry's JSON (of a message on ``line``) with ``%d`` for each line number, and
+    those line numbers relative to ``line``."""
+    lines = tuple([int(n) - line for n in _LINE.findall(json_)])
+    return _LINE.sub(b'"line": %d', json_.replace(b"%", b"%%")), lines
+
+
+@dataclass(frozen=True, slots=True)
+class _Carry:
+    """Where two texts differ, to tell which kept message starts hold in the new one (as
+    ``convert.TextMap.of`` carries positions): one before the change reads only text
+    before it; one on a line that starts after the change moves by the lines added."""
+
+    p: int
+    old_end: int
+    delta: int  # how far the text after the change moved
+    lines: int  # how many lines the change added
+    last: int  # the old text's line holding ``old_end``
+
+    @staticmethod
+    def of(old: Rope, new: Rope) -> _Carry:
+        if old is new:
+            return _Carry(len(new), len(new), 0, 0, new.line_count)
+        p, old_end, new_end = new.changed_span(old)
+        lines = new.line_count - old.line_count
+        return _Carry(p, old_end, new_end - old_end, lines, old.line_col(old_end).line)
+
+    def place(self, start: int, hit: _Entry) -> tuple[int, int] | None:
+        """The line and column of a message starting at ``start`` whose entry ``hit``
+        says where it started in the old text; None: convert it again."""
+        old_start, line, column = hit[3], hit[4], hit[5]
+        if old_start < self.p and start == old_start:
+            return line, column
+        if old_start >= self.old_end and line > self.last and start == old_start + self.delta:
+            return line + self.lines, column
+        return None
+
+
+def forget(key: str) -> None:
+    """Let the entries kept for a document go (it was closed)."""
+    with _LOCK:
+        _MEMOS.pop(key, None)
+
+
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data).encode("ascii")
+
+
+def _message_nodes(conv: Conversation) -> dict[int, SNode]:
+    """The stored node of each message-list item, by where the item starts."""
+    tree = conv.tree
+    holder = tree if tree is None or tree.is_array else tree.get("messages")
+    if holder is None or holder.starts is None:
+        return {}
+    return dict(zip(holder.starts, holder.items, strict=True))
