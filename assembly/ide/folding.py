@@ -75,8 +75,8 @@ def conversation_folds(
     return _tidy(spans)
 
 
-# A fold with its first and last lines.
-_Span = tuple[int, int, "Fold"]
+# A fold found: its first and last lines, its range and kind.
+_Span = tuple[int, int, TextRange, "FoldKind | None"]
 # Of the last conversation folded, by a message's stored node (its ``id``, the node kept
 # so the id stays its own): the folds inside it, relative to its start and to its first
 # line. A stored node is shared only by versions in which the message's text is the same,
@@ -101,7 +101,7 @@ def _walk(
             continue  # one line: nothing inside spans lines either
         end = _visible_end(text, node.kind, rng)
         first, last = index.line_col(start).line, index.line_col(end).line
-        spans.append((first, last, Fold(TextRange(start, end))))
+        spans.append((first, last, TextRange(start, end), None))
         if node.kind == "object":
             stack.extend(
                 (resolve(m.key_range, base).start, m.value, base) for m in reversed(node.members)
@@ -122,13 +122,11 @@ def _messages(holder: SNode, text: str, index: LineIndex, spans: list[_Span], us
         if hit is None or hit[0] is not node:
             own: list[_Span] = []
             _walk([(resolve(node.range, base).start, node, base)], text, index, own, used)
-            rel = tuple(
-                (f.range.start - base, f.range.end - base, a - line, b - line) for a, b, f in own
-            )
+            rel = tuple((r.start - base, r.end - base, a - line, b - line) for a, b, r, _ in own)
             hit = _MEMO[id(node)] = (node, rel)
         used[id(node)] = hit
         spans.extend(
-            (line + a, line + b, Fold(TextRange(base + s, base + e))) for s, e, a, b in hit[1]
+            (line + a, line + b, TextRange(base + s, base + e), None) for s, e, a, b in hit[1]
         )
 
 
@@ -157,7 +155,10 @@ def template_folds(template: PromptTemplate, *, index: LineIndex | None = None) 
     )
     index = index or LineIndex(text)
     return _tidy(
-        [(index.line_col(f.range.start).line, index.line_col(f.range.end).line, f) for f in res]
+        [
+            (index.line_col(f.range.start).line, index.line_col(f.range.end).line, f.range, f.kind)
+            for f in res
+        ]
     )
 
 
@@ -201,13 +202,47 @@ def _fences(text: str, start: int) -> list[TextRange]:
     return res
 
 
+def limit_folds(folds: list[Fold], limit: int) -> list[Fold]:
+    """At most ``limit`` of ``folds`` (made here, in order): the outermost first, as VS
+    Code keeps its 5,000 (the folds nested up to the deepest level that fits whole, then
+    those of the next level in document order), in document order. Editors say how many
+    they want (``foldingRange.rangeLimit``); folding only the messages of a large
+    conversation, and not each tool call inside them, is what a limit leaves."""
+    if len(folds) <= limit:
+        return folds
+    depths: list[int] = []
+    open_ends: list[int] = []  # the last lines of the folds the current one is inside
+    for f in folds:
+        first, last = f.lines if f.lines is not None else (0, 0)
+        while open_ends and open_ends[-1] < first:
+            open_ends.pop()
+        depths.append(len(open_ends))
+        open_ends.append(last)
+    per_depth: dict[int, int] = {}
+    for d in depths:
+        per_depth[d] = per_depth.get(d, 0) + 1
+    whole, room = -1, max(0, limit)
+    for d in sorted(per_depth):
+        if per_depth[d] > room:
+            break
+        whole, room = d, room - per_depth[d]
+    res = []
+    for f, d in zip(folds, depths, strict=True):
+        if d <= whole:
+            res.append(f)
+        elif d == whole + 1 and room > 0:
+            res.append(f)
+            room -= 1
+    return res
+
+
 def _tidy(spans: list[_Span]) -> list[Fold]:
     """Keep folds of two lines or more, one per start line (the longest), in order."""
-    by_line: dict[int, tuple[int, Fold]] = {}
-    for first, last, f in spans:
+    by_line: dict[int, tuple[int, TextRange, FoldKind | None]] = {}
+    for first, last, rng, kind in spans:
         if last <= first:
             continue
         kept = by_line.get(first)
         if kept is None or last > kept[0]:
-            by_line[first] = (last, f)
-    return [Fold(f.range, f.kind, (first, last)) for first, (last, f) in sorted(by_line.items())]
+            by_line[first] = (last, rng, kind)
+    return [Fold(r, k, (first, last)) for first, (last, r, k) in sorted(by_line.items())]

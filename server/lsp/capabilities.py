@@ -1,4 +1,4 @@
-"""What the client can do, resolved once at initialize into plain booleans.
+"""What the client can do, resolved once at initialize into plain values.
 
 Handlers read these fields; nobody else digs through ``ClientCapabilities``.
 """
@@ -23,6 +23,7 @@ class ResolvedCapabilities:
     inlay_hint_refresh: bool = False
     code_lens_refresh: bool = False
     related_information: bool = True
+    folding_range_limit: int | None = None  # the most folds the client wants (VS Code: 5,000)
 
     @staticmethod
     def of(caps: lsp.ClientCapabilities) -> ResolvedCapabilities:
@@ -52,4 +53,10 @@ class ResolvedCapabilities:
             inlay_hint_refresh=bool(ws and ws.inlay_hint and ws.inlay_hint.refresh_support),
             code_lens_refresh=bool(ws and ws.code_lens and ws.code_lens.refresh_support),
             related_information=bool(publish is None or publish.related_information is not False),
+            folding_range_limit=_folding_range_limit(td),
         )
+
+
+def _folding_range_limit(td: lsp.TextDocumentClientCapabilities | None) -> int | None:
+    limit = td.folding_range.range_limit if td and td.folding_range else None
+    return max(0, limit) if isinstance(limit, int) else None

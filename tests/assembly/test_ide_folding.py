@@ -124,3 +124,34 @@ def test_folds_kept_by_message_equal_folds_made_afresh(tmp_path: Path, suffix: s
         folding._MEMO.clear()
         assert kept == folding.conversation_folds(a.conversation, a.text)
         assert len(kept) > 6  # the messages and their lists are folded
+
+
+def _depths(folds: list[folding.Fold]) -> list[int]:
+    """How many folds each one lies inside (by lines), counted pair by pair."""
+    spans = [f.lines for f in folds]
+    return [
+        sum(1 for o in spans if o is not s and o[0] < s[0] <= o[1] and s[1] <= o[1]) for s in spans
+    ]
+
+
+@pytest.mark.parametrize("limit", [0, 1, 3, 5, 8, 12, 40])
+def test_a_limit_keeps_the_outermost_folds_in_document_order(limit: int) -> None:
+    """``limit_folds`` keeps every fold of the levels that fit whole, then the next
+    level's in document order, up to the limit (VS Code's own rule for its 5,000)."""
+    path = DATA / "messages.conv.json"
+    text = path.read_bytes().decode("utf-8")
+    conv = analyze(path, text=text, root=DATA, today=dt.date(2026, 7, 15)).conversation
+    folds = folding.conversation_folds(conv, text)
+    depths = _depths(folds)
+    assert max(depths) >= 2, "a fixture with folds nested in folds"
+    kept = folding.limit_folds(folds, limit)
+    assert len(kept) == min(limit, len(folds))
+    assert kept == [f for f in folds if f in kept], "in document order"
+    by_fold = dict(zip(map(id, folds), depths, strict=True))
+    kept_depths = [by_fold[id(f)] for f in kept]
+    if kept and len(kept) < len(folds):
+        deepest = max(kept_depths)
+        # Every fold shallower than the deepest kept is kept; of the deepest level, the first.
+        assert all(f in kept for f, d in zip(folds, depths, strict=True) if d < deepest)
+        level = [f for f, d in zip(folds, depths, strict=True) if d == deepest]
+        assert [f for f in kept if by_fold[id(f)] == deepest] == level[: kept_depths.count(deepest)]

@@ -102,6 +102,9 @@ CAPABILITIES: dict[str, Any] = {
         "synchronization": {"didSave": True, "dynamicRegistration": False},
         "publishDiagnostics": {"versionSupport": True, "relatedInformation": True},
         "hover": {"contentFormat": ["markdown", "plaintext"]},
+        # As VS Code's client sends them.
+        "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
+        "foldingRange": {"rangeLimit": 5000, "lineFoldingOnly": True},
     },
     "workspace": {
         "configuration": False,

@@ -30,6 +30,18 @@ messages:
       - {id: call_1, type: function, function: {name: web_search, arguments: "{}"}}
   - {id: t1, role: tool, content: "😀 found", tool_call_id: call_1}
 """
+NESTED = """\
+messages:
+  - {id: u1, role: user, content: "Find the outage"}
+  - id: a1
+    role: assistant
+    content: null
+    tool_calls:
+      - id: call_1
+        type: function
+        function: {name: web_search, arguments: "{}"}
+  - {id: t1, role: tool, content: "found", tool_call_id: call_1}
+"""
 FIXABLE = """\
 reminder: 'Today 😀 is {{CURENT_DATETIME}}, cite with {{CITATION}}.'
 messages:
@@ -239,3 +251,22 @@ async def test_fixes_are_those_of_the_current_version(client: InProcessClient, r
     actions = await _code_actions(client, uri, lsp.Range(at, at), only=["quickfix"])
     assert [a.title for a in actions] == ["Replace with `{{CITATION_GUIDANCE}}`"]
     assert client.server.session.snapshots[uri].version == 2
+
+
+async def test_folds_honour_the_client_range_limit(root: Path) -> None:
+    """A client that wants at most two folds (VS Code asks for 5,000) gets the two
+    outermost: the message list and the first message, not the tool call inside it."""
+    caps = _caps("utf-16")
+    assert caps.text_document is not None
+    caps.text_document.folding_range = lsp.FoldingRangeClientCapabilities(range_limit=2)
+    c = InProcessClient()
+    await c.initialize(caps, root_uri=root.as_uri())
+    try:
+        uri = (root / "calls.conv.yaml").as_uri()
+        await c.open(uri, NESTED, language_id="yaml")
+        doc = lsp.TextDocumentIdentifier(uri=uri)
+        params = lsp.FoldingRangeParams(text_document=doc)
+        folds = await c.request(lsp.TEXT_DOCUMENT_FOLDING_RANGE, params, list[lsp.FoldingRange])
+    finally:
+        c.shutdown()
+    assert [(f.start_line, f.end_line) for f in folds] == [(0, 9), (2, 8)]

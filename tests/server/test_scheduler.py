@@ -381,10 +381,10 @@ async def test_outline_and_fold_computations_run_one_at_a_time_on_their_own_thre
     most: list[int] = [0]
     threads: set[str] = set()
     lock = threading.Lock()
-    real = {"symbols": symbols._outline, "folding": folding._folds}
+    real = {"symbols": symbols._prepared, "folding": folding._folds}
 
-    def slow(kind: str) -> Callable[[Any], Any]:
-        def run(view: Any) -> Any:
+    def slow(kind: str) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
             with lock:
                 running[0] += 1
                 most[0] = max(most[0], running[0])
@@ -392,11 +392,11 @@ async def test_outline_and_fold_computations_run_one_at_a_time_on_their_own_thre
             time.sleep(0.05)
             with lock:
                 running[0] -= 1
-            return real[kind](view)
+            return real[kind](*args)
 
         return run
 
-    monkeypatch.setattr(symbols, "_outline", slow("symbols"))
+    monkeypatch.setattr(symbols, "_prepared", slow("symbols"))
     monkeypatch.setattr(folding, "_folds", slow("folding"))
     uri = (workspace / "chat.conv.yaml").as_uri()
     open_doc(client, uri, text_of(1))

@@ -5,6 +5,8 @@ The logic is ``assembly.ide.folding``; folds are of the version the request was 
 conversation has over ten thousand of them).
 Requests that waited for the same analysis share one
 computation (``Scheduler.shared``): an editor asks for the folds after every keystroke.
+At most as many folds as the client's ``foldingRange.rangeLimit`` are sent, the outermost
+first (``ide.folding.limit_folds``): VS Code asks for 5,000 and drops the others itself.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ async def folding_range(ls: PromptServer, params: lsp.FoldingRangeParams) -> Pre
     view = await current_view(ls, params.text_document.uri, costly=True)
     if view is None or view.base is None:
         return None
-    return await ls.session.scheduler.shared(view, "folding", lambda v: prepare(ls, _folds(v)))
+    limit = ls.session.capabilities.folding_range_limit
+    return await ls.session.scheduler.shared(
+        view, "folding", lambda v: prepare(ls, _folds(v, limit))
+    )
 
 
-def _folds(view: View) -> Iterator[lsp.FoldingRange]:
+def _folds(view: View, limit: int | None = None) -> Iterator[lsp.FoldingRange]:
     base = view.base
     a = base.analysis if base is not None else None
     if base is None or a is None:
@@ -38,4 +43,6 @@ def _folds(view: View) -> Iterator[lsp.FoldingRange]:
         res = ide_folding.conversation_folds(a.conversation, a.text, index=index)
     else:
         res = ide_folding.template_folds(a.template, index=index)
+    if limit is not None:
+        res = ide_folding.limit_folds(res, limit)
     return (convert.to_lsp_folding_range(view.text_map, view.carry(f)) for f in res)
