@@ -17,7 +17,9 @@ else in an entry is a function of the message's text. Entries are kept for the l
 outline of each of a few documents, only for the messages of that version.
 
 A view whose base analysis is of an older text (``View.span``) is converted as before,
-every range carried into the current text: those answers are rare and not kept.
+every range carried into the current text: those answers are rare and not kept; so are
+the conversations of other providers' formats, whose messages are not stored by where
+the message list's items start (their ranges are absolute).
 """
 
 from __future__ import annotations
@@ -81,9 +83,13 @@ def conversation_outline(
         if old is not None and isinstance(text, Rope):
             carry = _Carry.of(old, text)
     used: dict[int, _Entry] = {}
+    nodes = _message_nodes(conv)
+    if not nodes:  # messages not stored by the list's starts (other providers' formats)
+        for sym in ide_symbols.conversation_symbols(conv):
+            yield _dumps(unstructure(convert.to_lsp_document_symbol(text_map, sym)))
+        return
     keys = ide_symbols.key_symbols(conv)
     k = 0
-    nodes = _message_nodes(conv)
     calls = ide_symbols.call_names(conv)
     for i, (m, start) in enumerate(zip(conv.message_data, conv.starts, strict=True)):
         while k < len(keys) and keys[k].range.start < start:

@@ -159,3 +159,32 @@ def test_an_entry_whose_name_holds_a_percent_sign_is_kept_as_written(tmp_path: P
     assert got == _fresh(a, "utf-16")
     assert got[0]["name"] == 'u%d · user: 100% "line": -1 %s'
     assert got[0]["range"]["start"]["line"] == 3  # moved down one line
+
+
+def _documents() -> list[Path]:
+    data = Path(__file__).resolve().parents[1] / "data"
+    res = [
+        p
+        for folder in ("ide", "foreign-formats", "real-logs", "yaml-real")
+        for p in sorted((data / folder).rglob("*.conv.*"))
+        if p.suffix in (".json", ".jsonl", ".yaml", ".yml") and p.stat().st_size < 300_000
+    ]
+    return res + sorted((data.parent.parent / "examples").glob("*.conv.*"))
+
+
+@pytest.mark.parametrize("path", _documents(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_outline_of_every_fixture_equals_the_one_made_afresh(path: Path) -> None:
+    """Every format the readers take (other providers' too), opened and then edited by a
+    line added in its second half, in UTF-16 and UTF-8."""
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    for encoding in ("utf-16", "utf-8"):
+        key = f"{path.as_uri()}#{encoding}"
+        host, rope = AnalysisHost(), Rope.from_str(text)
+        a = analyze(path, text=rope, host=host, root=path.parent, today=TODAY)
+        assert _kept(key, a, encoding) == _fresh(a, encoding)
+        at = text.find("\n", len(text) // 2) + 1
+        edited = rope.edit(at, at, "\n")
+        edit = Edit.replace(at, at, "\n")
+        a = analyze(path, text=edited, host=host, root=path.parent, edit=edit, today=TODAY)
+        assert _kept(key, a, encoding) == _fresh(a, encoding)
+        outline.forget(key)
