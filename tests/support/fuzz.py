@@ -8,8 +8,9 @@ sent in bursts without waiting, and interleaves the requests an editor sends whi
 (outline, folding, hover, inlay hints, code lens, code actions, completion), some awaited,
 most not. At each checkpoint (and after the last edit) it waits for the server to
 publish the current version and compares what it published with ``promptls lint`` of the
-same text; it also checks that versions are published in order, that every request is
-answered without an error, and that each published version is published once.
+same text, and the outline the server sends then with one made afresh from the text; it
+also checks that versions are published in order, that every request is answered without
+an error, and that each published version is published once.
 
 Positions are computed here from the client's own text (``client_position``), not with
 the server's conversion code, in UTF-32 (code points), so a desync of the server's text
@@ -75,6 +76,7 @@ class Report:
     republished: list[str] = field(default_factory=list)  # a version published twice
     publish_waits_s: list[float] = field(default_factory=list)  # last edit -> its publish
     stale_texts: dict[str, str] = field(default_factory=dict)  # the texts of stale checkpoints
+    outlines: list[str] = field(default_factory=list)  # checkpoints whose outline != afresh
 
     def ok(self) -> bool:
         return not (
@@ -83,6 +85,7 @@ class Report:
             or self.missing
             or self.out_of_order
             or self.republished
+            or self.outlines
         )
 
     def summary(self) -> str:
@@ -91,7 +94,8 @@ class Report:
             f"edits {self.edits}, requests {self.requests} ({len(self.request_errors)} errors), "
             f"checkpoints {self.checkpoints}: stale {len(self.stale)}, "
             f"missing {len(self.missing)}, out of order {len(self.out_of_order)}, "
-            f"published twice {len(self.republished)}; wait for the last publish: "
+            f"published twice {len(self.republished)}, outlines differing "
+            f"{len(self.outlines)}; wait for the last publish: "
             f"median {waits[len(waits) // 2] * 1000:.0f} ms, max {waits[-1] * 1000:.0f} ms"
         )
 
@@ -199,7 +203,7 @@ class Fuzzer:
             if pause:
                 await asyncio.sleep(pause)
             if i % every == 0 or i == n_edits:
-                await self._checkpoint(path, uri, version, text)
+                version = await self._checkpoint(path, uri, version, text)
         await asyncio.gather(*pending)
         self.client.text_document_did_close(
             lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
@@ -254,7 +258,10 @@ class Fuzzer:
         except Exception as e:  # an error reply (or none): the run reports it
             self.report.request_errors.append(f"{kind}: {type(e).__name__}: {e}")
 
-    async def _checkpoint(self, path: Path, uri: str, version: int, text: str) -> None:
+    async def _checkpoint(self, path: Path, uri: str, version: int, text: str) -> int:
+        """Check the published version against ``promptls lint`` (and a conversation's
+        outline); returns the document's version after the check (the outline's check
+        adds a line and removes it)."""
         self.report.checkpoints += 1
         sent = time.monotonic()
         deadline = sent + 60
@@ -265,7 +272,7 @@ class Fuzzer:
             await asyncio.sleep(0.01)
         else:
             self.report.missing.append(f"{path.name} v{version}")
-            return
+            return version
         self.report.publish_waits_s.append(got[0][2] - sent)
         places = _Places(text)
         ours = sorted(places.finding(*_from_lsp(d)) for d in got[0][1])
@@ -275,6 +282,62 @@ class Fuzzer:
             only_lint = [d for d in theirs if d not in ours]
             name = f"{path.name} v{version}"
             self.report.stale.append(f"{name}: only published {only_ours}; only lint {only_lint}")
+            self.report.stale_texts[name] = text
+        if ".conv." not in path.name:
+            return version
+        await self._check_outline(path, uri, version, text)
+        # A line added above the later messages and removed: the entries the server kept
+        # for them move a line down and back.
+        starts = [m.end() for m in _LINE_END.finditer(text)]
+        if not starts:
+            return version
+        at = self.rng.choice(starts[len(starts) // 2 :])
+        for start, end, new in ((at, at, "\n"), (at, at + 1, "")):
+            version += 1
+            rng = lsp.Range(client_position(text, start), client_position(text, end))
+            text = text[:start] + new + text[end:]
+            self.client.text_document_did_change(
+                lsp.DidChangeTextDocumentParams(
+                    text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                    content_changes=[lsp.TextDocumentContentChangePartial(range=rng, text=new)],
+                )
+            )
+            if await self._wait_for(uri, version):
+                await self._check_outline(path, uri, version, text)
+            else:
+                self.report.missing.append(f"{path.name} v{version}")
+        return version
+
+    async def _wait_for(self, uri: str, version: int) -> bool:
+        """Wait (a minute at most) for the publish of ``version``."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if any(p[0] == version for p in self.published.get(uri, [])):
+                return True
+            await asyncio.sleep(0.01)
+        return False
+
+    async def _check_outline(self, path: Path, uri: str, version: int, text: str) -> None:
+        """The outline the server sends for the version just published equals the one
+        made afresh from the same text (the server keeps its entries between versions)."""
+        from assembly.ide.symbols import conversation_symbols
+        from server.lsp.convert import TextMap, to_lsp_document_symbol
+        from tests.support.engine import analyze
+
+        params = lsp.DocumentSymbolParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+        got = await self.client.text_document_document_symbol_async(params)
+        unstructure = self.client.protocol._converter.unstructure
+        theirs = [unstructure(s) for s in got or []]
+        conv = analyze(path, text=text, root=self.workspace).conversation
+        tm = TextMap.of(text, "utf-32")
+        ours = [unstructure(to_lsp_document_symbol(tm, s)) for s in conversation_symbols(conv)]
+        if theirs != ours:
+            name = f"{path.name} v{version}"
+            first = next(
+                (i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b),
+                min(len(theirs), len(ours)),
+            )
+            self.report.outlines.append(f"{name}: entry {first} of {len(ours)} differs")
             self.report.stale_texts[name] = text
 
     def _check_order(self, uri: str) -> None:
