@@ -96,7 +96,7 @@ def conversation_outline(
             yield _dumps(unstructure(convert.to_lsp_document_symbol(text_map, keys[k])))
             k += 1
         node = nodes.get(start)
-        if node is None or node.range != m.range:
+        if node is None or node.range.end != m.range.end:  # (not the message: no entry)
             sym = ide_symbols.message_symbol(conv, i, calls)
             yield _dumps(unstructure(convert.to_lsp_document_symbol(text_map, sym)))
             continue
