@@ -2,11 +2,14 @@
 
 An editor asks for the outline after every change, and a 10 MB conversation's outline has
 ten thousand messages: made, converted to LSP positions and serialized, about 800 ms a
-version, while a keystroke changes one message. So each message's entry is kept, as the
-JSON ``convert.to_lsp_document_symbol`` and pygls' converter make of it, with its line
-numbers left as ``%d`` and given relative to the message's first line. A later version
-fills in where the message starts now: a keystroke above a message that moves it down a
-line costs one ``bytes % tuple``, not its entry made again.
+version, while a keystroke changes one message. So each message's entry is kept as the
+JSON ``convert.to_lsp_document_symbol`` and pygls' converter make of it. When the message
+has moved to another line, the entry becomes a template (its line numbers ``%d``,
+relative to the message's first line) that the next versions fill in: a keystroke above a
+message that moves it down a line costs one ``bytes % tuple``, not its entry made again.
+Where a kept message starts now (its line and column) is carried from the text of the
+last outline, as ``TextMap.of`` carries positions (``_Carry``); it is converted again only
+for the messages around the change, or when that text is gone.
 
 An entry is kept by the message's stored syntax node (``SNode.starts`` of the message
 list: shared only by the versions in which the message's text is the same) and its stored
@@ -14,7 +17,9 @@ list: shared only by the versions in which the message's text is the same) and i
 answers, which is in another message), the same column of its first character (positions
 on its first line count from the line's start) and the same position encoding. Everything
 else in an entry is a function of the message's text. Entries are kept for the last
-outline of each of a few documents, only for the messages of that version.
+outline of each of a few documents, only for the messages of that version: about the size
+of the outline sent, which a document's limits bound (20,000 messages, 1,000,000 JSON
+tokens: `docs/limits.md`).
 
 A view whose base analysis is of an older text (``View.span``) is converted as before,
 every range carried into the current text: those answers are rare and not kept; so are
