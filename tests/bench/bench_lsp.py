@@ -239,14 +239,7 @@ def _run_kinds(
             for edit in make(text, fmt, n):
                 if edit is None:
                     continue
-                start, end, new = edit
-                version += 1
-                change = {
-                    "range": {"start": _position(text, start), "end": _position(text, end)},
-                    "text": new,
-                }
-                text = text[:start] + new + text[end:]
-                sent = _did_change(rpc, uri, version, change)
+                text, version, sent = _send_edit(rpc, uri, text, version, edit)
                 got, _ = rpc.wait(_diagnostics_of(uri, version))
                 times.append(got - sent)
             if times:
@@ -263,6 +256,19 @@ def _run_kinds(
     finally:
         rpc.close()
     return res
+
+
+def _send_edit(rpc: Rpc, uri: str, text: str, version: int, edit: Edit) -> tuple[str, int, float]:
+    """Send ``edit`` of ``text`` as the next version's ``didChange``: the new text, its
+    version, when it was sent."""
+    start, end, new = edit
+    version += 1
+    change = {
+        "range": {"start": _position(text, start), "end": _position(text, end)},
+        "text": new,
+    }
+    sent = _did_change(rpc, uri, version, change)
+    return text[:start] + new + text[end:], version, sent
 
 
 _VIEWS = (("outline", "textDocument/documentSymbol"), ("folds", "textDocument/foldingRange"))
@@ -288,14 +294,7 @@ def _views(
         for edit in make(text, fmt, n):
             if edit is None:
                 continue
-            start, end, new = edit
-            version += 1
-            change = {
-                "range": {"start": _position(text, start), "end": _position(text, end)},
-                "text": new,
-            }
-            text = text[:start] + new + text[end:]
-            _did_change(rpc, uri, version, change)
+            text, version, _ = _send_edit(rpc, uri, text, version, edit)
             rpc.wait(_diagnostics_of(uri, version))
             for label, method in _VIEWS:
                 times[label].append(ask(method))

@@ -30,18 +30,12 @@ messages:
       - {id: call_1, type: function, function: {name: web_search, arguments: "{}"}}
   - {id: t1, role: tool, content: "😀 found", tool_call_id: call_1}
 """
-NESTED = """\
-messages:
-  - {id: u1, role: user, content: "Find the outage"}
-  - id: a1
-    role: assistant
-    content: null
-    tool_calls:
-      - id: call_1
-        type: function
-        function: {name: web_search, arguments: "{}"}
-  - {id: t1, role: tool, content: "found", tool_call_id: call_1}
-"""
+# The same with its tool call over three lines: a fold inside a fold inside the list's.
+NESTED = CALLS.replace(
+    '      - {id: call_1, type: function, function: {name: web_search, arguments: "{}"}}\n',
+    "      - id: call_1\n        type: function\n"
+    '        function: {name: web_search, arguments: "{}"}\n',
+)
 FIXABLE = """\
 reminder: 'Today 😀 is {{CURENT_DATETIME}}, cite with {{CITATION}}.'
 messages:
