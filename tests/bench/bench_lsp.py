@@ -31,7 +31,8 @@ tool-call id, typing in the document's settings (JSONL: its header line), and ho
 each keystroke waits for the ``publishDiagnostics`` of its version (median, p95). Then the
 outline and the folds, as editors ask for them after each change (the first of the
 document; after typing in a message; after pasting and deleting a message, which moves
-every later line), request -> response.
+every later line), request -> response; and typing at a person's pace (a key every 150
+ms) with both asked after each key: each key -> its diagnostics.
 
     python tests/bench/bench_lsp.py --kinds [--per-kind 8] [--formats json,jsonl,yaml]
 """
@@ -260,18 +261,20 @@ def _run_kinds(
 
 def _send_edit(rpc: Rpc, uri: str, text: str, version: int, edit: Edit) -> tuple[str, int, float]:
     """Send ``edit`` of ``text`` as the next version's ``didChange``: the new text, its
-    version, when it was sent."""
+    version, when it was sent. (The new text is made first: copying 10 MB holds the GIL
+    for tens of milliseconds, and the reader thread would time the answer after it.)"""
     start, end, new = edit
     version += 1
     change = {
         "range": {"start": _position(text, start), "end": _position(text, end)},
         "text": new,
     }
-    sent = _did_change(rpc, uri, version, change)
-    return text[:start] + new + text[end:], version, sent
+    text = text[:start] + new + text[end:]
+    return text, version, _did_change(rpc, uri, version, change)
 
 
 _VIEWS = (("outline", "textDocument/documentSymbol"), ("folds", "textDocument/foldingRange"))
+PACE_S = 0.15  # between two keys typed at a person's pace
 
 
 def _views(
@@ -299,6 +302,21 @@ def _views(
             for label, method in _VIEWS:
                 times[label].append(ask(method))
         res.extend((f"{label} {what}", t) for label, t in times.items())
+    # Typing at a person's pace, the outline and the folds asked after each key (their
+    # answers not awaited): each key's diagnostics, as an editor shows them.
+    at = _middle(text, _content_key(fmt)) + len(_content_key(fmt)) + 3
+    sent_at: dict[int, float] = {}
+    for k in range(2 * n):
+        text, version, sent_at[version + 1] = _send_edit(
+            rpc, uri, text, version, (at + k, at + k, "y")
+        )
+        for _, method in _VIEWS:
+            rpc.request(method, {"textDocument": {"uri": uri}})
+        time.sleep(PACE_S)
+    keys = [rpc.wait(_diagnostics_of(uri, v))[0] - sent for v, sent in sent_at.items()]
+    res.append((f"typing every {PACE_S * 1000:.0f} ms, with outline and folds", keys))
+    time.sleep(1.0)  # the last answers
+    rpc.drop(lambda m: "result" in m)
     return text, version
 
 
@@ -523,8 +541,9 @@ class Rpc:
                 name, _, value = line.decode("ascii").partition(":")
                 if name.strip().lower() == "content-length":
                     length = int(value)
-            msg = json.loads(out.read(length))
-            now = time.perf_counter()
+            body = out.read(length)
+            now = time.perf_counter()  # when it arrived (parsing a 3 MB outline takes a while)
+            msg = json.loads(body)
             if "method" in msg and "id" in msg:  # a request from the server
                 self._answer(msg)
                 continue
