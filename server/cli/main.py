@@ -409,8 +409,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--log-level",
         default="WARNING",
+        type=str.upper,  # ``debug`` as well as ``DEBUG``
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-        help="the least severe log record written (default: WARNING)",
+        help="the least severe log record written, in either case (default: WARNING)",
     )
     p.add_argument("--log-file", metavar="PATH", help="write the log there instead of stderr")
     p.set_defaults(run=_serve)

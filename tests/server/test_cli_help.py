@@ -97,3 +97,10 @@ def test_every_option_has_help(command: str) -> None:
             assert f"{action.default} (default)" in action.help
     if command in ("assemble", "lint", "diff"):
         assert p.description and "Exit codes: 0" in p.description
+
+
+def test_a_log_level_is_taken_in_either_case() -> None:
+    serve = _subparsers()["serve"]
+    assert serve.parse_args(["--log-level", "debug"]).log_level == "DEBUG"
+    assert serve.parse_args(["--log-level", "Info"]).log_level == "INFO"
+    assert serve.parse_args([]).log_level == "WARNING"
