@@ -307,13 +307,18 @@ def _views(
     at = _middle(text, _content_key(fmt)) + len(_content_key(fmt)) + 3
     sent_at: dict[int, float] = {}
     for k in range(2 * n):
-        text, version, sent_at[version + 1] = _send_edit(
-            rpc, uri, text, version, (at + k, at + k, "y")
-        )
+        text, version, sent = _send_edit(rpc, uri, text, version, (at + k, at + k, "y"))
+        sent_at[version] = sent
         for _, method in _VIEWS:
             rpc.request(method, {"textDocument": {"uri": uri}})
         time.sleep(PACE_S)
-    keys = [rpc.wait(_diagnostics_of(uri, v))[0] - sent for v, sent in sent_at.items()]
+    # Versions typed while one was analysed are published together (with the next one):
+    # a key's diagnostics are those of the first version published at or after it.
+    published: list[tuple[int, float]] = []
+    while not published or published[-1][0] < version:
+        got, msg = rpc.wait(_diagnostics_of(uri, None))
+        published.append((msg["params"]["version"], got))
+    keys = [next(t for p, t in published if p >= v) - sent for v, sent in sent_at.items()]
     res.append((f"typing every {PACE_S * 1000:.0f} ms, with outline and folds", keys))
     time.sleep(1.0)  # the last answers
     rpc.drop(lambda m: "result" in m)
@@ -663,12 +668,16 @@ def _burst(rpc: Rpc, uri: str, text: str, version: int, n: int, res: Result) -> 
     return version
 
 
-def _diagnostics_of(uri: str, version: int) -> Callable[[dict[str, Any]], bool]:
+def _diagnostics_of(uri: str, version: int | None) -> Callable[[dict[str, Any]], bool]:
+    """The publish of ``version`` of ``uri`` (None: of any version)."""
+
     def pred(msg: dict[str, Any]) -> bool:
         if msg.get("method") != "textDocument/publishDiagnostics":
             return False
         params = msg["params"]
-        return bool(params["uri"] == uri and params.get("version") == version)
+        if params["uri"] != uri:
+            return False
+        return version is None or params.get("version") == version
 
     return pred
 
