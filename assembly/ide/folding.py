@@ -6,10 +6,11 @@ scalar …). In a template: the front matter, every section (nested by level), f
 blocks and multi-line HTML comments.
 
 A ``Fold`` covers the lines from the line of ``range.start`` through the line of
-``range.end`` (``lines``). A member's fold starts at its key (a YAML ``messages:`` line); the line
-holding a closing ``}`` or ``]`` alone stays visible, as in editors' own JSON folding. The
-document itself (the root value) is not folded. Folds span at least two lines, and no two
-start on the same line (the outer one is kept). Offsets are code points into the text.
+``range.end`` (``lines``). A member's fold starts at its key (a YAML ``messages:`` line);
+the line holding a closing ``}`` or ``]`` alone stays visible, as in editors' own JSON
+folding. The document itself (the root value) is not folded. Folds span at least two
+lines, and no two start on the same line (the outer one is kept). Offsets are code points
+into the text.
 """
 
 from __future__ import annotations
@@ -214,8 +215,8 @@ def limit_folds(folds: list[Fold], limit: int) -> list[Fold]:
     open_ends: list[int] = []  # the last lines of the folds the current one is inside
     for f in folds:
         first, last = f.lines if f.lines is not None else (0, 0)
-        while open_ends and open_ends[-1] < first:
-            open_ends.pop()
+        while open_ends and open_ends[-1] <= first:  # (one starting on its last line
+            open_ends.pop()  # goes on past it: a fold spans two lines at least)
         depths.append(len(open_ends))
         open_ends.append(last)
     per_depth: dict[int, int] = {}

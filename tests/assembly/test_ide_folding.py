@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from assembly.ide import folding
-from assembly.text import LineIndex
+from assembly.text import LineIndex, TextRange
 from tests.support.engine import analyze, analyze_prompt
 from tests.support.golden import check_golden
 
@@ -155,3 +155,12 @@ def test_a_limit_keeps_the_outermost_folds_in_document_order(limit: int) -> None
         assert all(f in kept for f, d in zip(folds, depths, strict=True) if d < deepest)
         level = [f for f, d in zip(folds, depths, strict=True) if d == deepest]
         assert [f for f in kept if by_fold[id(f)] == deepest] == level[: kept_depths.count(deepest)]
+
+
+def test_a_fold_starting_on_the_last_line_of_another_is_its_sibling() -> None:
+    """In compact JSON (``}, {`` on one line) a message's fold starts on the line the one
+    before ends on: the two are at one level, and the limit keeps them in order."""
+    spans = [(0, 20), (1, 5), (5, 9), (10, 14), (11, 13)]
+    folds = [folding.Fold(TextRange(a, b), None, (a, b)) for a, b in spans]
+    kept = folding.limit_folds(folds, 3)
+    assert [f.lines for f in kept] == [(0, 20), (1, 5), (5, 9)]
