@@ -505,6 +505,14 @@ class Rope:
         k = bisect.bisect_left(self._lines, line) - 1
         return self._starts[k] + self._chunks[k].breaks()[line - self._lines[k] - 1]
 
+    def line_of(self, offset: int) -> int:
+        """The 0-based line of an offset (clamped to the text): ``line_col(offset).line``
+        without finding where the line starts."""
+        offset = max(0, min(offset, self._len))
+        k = min(bisect.bisect_right(self._starts, offset) - 1, len(self._chunks) - 1)
+        breaks = self._chunks[k].breaks()
+        return self._lines[k] + bisect.bisect_right(breaks, offset - self._starts[k])
+
     def line_col(self, offset: int) -> LineCol:
         """The 0-based line and code-point column of an offset (clamped to the text)."""
         offset = max(0, min(offset, self._len))

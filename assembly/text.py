@@ -198,6 +198,12 @@ class LineIndex:
     def line_count(self) -> int:
         return len(self._starts if self._few is None else self._index())
 
+    def line_of(self, offset: int) -> int:
+        """``line_col(offset).line``."""
+        if self._few is not None:
+            return self.line_col(offset).line
+        return bisect.bisect_right(self._starts, max(0, min(offset, self._len))) - 1
+
     def line_col(self, offset: int) -> LineCol:
         offset = max(0, min(offset, self._len))
         few = self._few

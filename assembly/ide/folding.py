@@ -118,7 +118,7 @@ def _messages(holder: SNode, text: str, index: LineIndex, spans: list[_Span], us
     """The folds of the items of the message list ``holder``, each message's taken from
     ``_MEMO`` when its stored node was folded before (moved to where it starts now)."""
     for node, base in zip(holder.items, holder.starts or (), strict=True):
-        line = index.line_col(base).line
+        line = index.line_of(base)
         hit = _MEMO.get(id(node))
         if hit is None or hit[0] is not node:
             own: list[_Span] = []

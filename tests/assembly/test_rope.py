@@ -92,8 +92,11 @@ def check_rope(rope: Rope, text: str, data: st.DataObject | None = None) -> None
         for column in (-1, 0, 1, 2, 5, 100):
             assert rope.offset_at(line, column) == index.offset(line, column), (line, column)
             assert rope.offset(line, column) == index.offset(line, column)
+    few = LineIndex(text, few=True)
     for offset in range(-1, n + 2):
         assert rope.line_col(offset) == index.line_col(offset), offset
+        line = index.line_col(offset).line
+        assert rope.line_of(offset) == index.line_of(offset) == few.line_of(offset) == line
     if data is not None:  # a few more random slices
         for _ in range(5):
             a = data.draw(st.integers(-n - 2, n + 2))
