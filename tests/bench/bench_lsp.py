@@ -32,7 +32,8 @@ each keystroke waits for the ``publishDiagnostics`` of its version (median, p95)
 outline and the folds, as editors ask for them after each change (the first of the
 document; after typing in a message; after pasting and deleting a message, which moves
 every later line), request -> response; and typing at a person's pace (a key every 150
-ms) with both asked after each key: each key -> its diagnostics.
+ms) with both asked after each key and cancelled at the next (as VS Code does): each key ->
+its diagnostics.
 
     python tests/bench/bench_lsp.py --kinds [--per-kind 8] [--formats json,jsonl,yaml]
 """
@@ -303,14 +304,17 @@ def _views(
                 times[label].append(ask(method))
         res.extend((f"{label} {what}", t) for label, t in times.items())
     # Typing at a person's pace, the outline and the folds asked after each key (their
-    # answers not awaited): each key's diagnostics, as an editor shows them.
+    # answers not awaited; those still pending cancelled at the next key, as VS Code
+    # does): each key's diagnostics, as an editor shows them.
     at = _middle(text, _content_key(fmt)) + len(_content_key(fmt)) + 3
     sent_at: dict[int, float] = {}
+    pending: list[int] = []
     for k in range(2 * n):
+        for request_id in pending:
+            rpc.notify("$/cancelRequest", {"id": request_id})
         text, version, sent = _send_edit(rpc, uri, text, version, (at + k, at + k, "y"))
         sent_at[version] = sent
-        for _, method in _VIEWS:
-            rpc.request(method, {"textDocument": {"uri": uri}})
+        pending = [rpc.request(m, {"textDocument": {"uri": uri}})[0] for _, m in _VIEWS]
         time.sleep(PACE_S)
     # Versions typed while one was analysed are published together (with the next one):
     # a key's diagnostics are those of the first version published at or after it.
@@ -321,7 +325,7 @@ def _views(
     keys = [next(t for p, t in published if p >= v) - sent for v, sent in sent_at.items()]
     res.append((f"typing every {PACE_S * 1000:.0f} ms, with outline and folds", keys))
     time.sleep(1.0)  # the last answers
-    rpc.drop(lambda m: "result" in m)
+    rpc.drop(lambda m: "result" in m or "error" in m)
     return text, version
 
 
