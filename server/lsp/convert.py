@@ -26,7 +26,7 @@ related places, each on a line of about a thousand characters).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,25 +95,40 @@ class TextMap:
 def _carry(
     old: Rope, positions: dict[int, lsp.Position], new: Rope, into: dict[int, lsp.Position]
 ) -> None:
-    """The positions of ``old`` that stay true in ``new``, at their offsets in ``new``.
+    """The positions of ``old`` that stay true in ``new``, at their offsets in ``new``
+    (``carrier``)."""
+    move = carrier(old, new)
+    for offset, position in positions.items():
+        got = move(offset, position.line)
+        if got is not None:
+            at, line = got
+            into[at] = position if line == position.line else lsp.Position(line, position.character)
+
+
+def carrier(old: Rope, new: Rope) -> Callable[[int, int], tuple[int, int] | None]:
+    """Where a position of ``old`` (its offset and line) is in ``new`` with the same column:
+    ``move(offset, line) -> (offset, line)``, or None when it may have changed.
 
     With ``old[:p] == new[:p]`` and ``old[old_end:] == new[new_end:]``: a position before
     ``p`` reads only text before ``p`` (its line, and the character at it for a ``\r\n``);
     one at or after ``old_end`` whose line starts after ``old_end`` (so the line break
     before it is unchanged too) keeps its column, on a line moved by the lines the edit
-    added. Anything else is converted again when asked for.
+    added. Anything else is converted again.
     """
     p, old_end, new_end = new.changed_span(old)
     delta = new_end - old_end
     lines = new.line_count - old.line_count
     # A line starts after ``old_end`` when it comes after the line holding ``old_end``.
     last = old.line_col(old_end).line
-    for offset, position in positions.items():
+
+    def move(offset: int, line: int) -> tuple[int, int] | None:
         if offset < p:
-            into[offset] = position
-        elif offset >= old_end and position.line > last:
-            moved = lsp.Position(position.line + lines, position.character) if lines else position
-            into[offset + delta] = moved
+            return offset, line
+        if offset >= old_end and line > last:
+            return offset + delta, line + lines
+        return None
+
+    return move
 
 
 def _keep(m: TextMap, offset: int, position: lsp.Position) -> None:

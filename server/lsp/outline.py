@@ -8,8 +8,8 @@ has moved to another line, the entry becomes a template (its line numbers ``%d``
 relative to the message's first line) that the next versions fill in: a keystroke above a
 message that moves it down a line costs one ``bytes % tuple``, not its entry made again.
 Where a kept message starts now (its line and column) is carried from the text of the
-last outline, as ``TextMap.of`` carries positions (``_Carry``); it is converted again only
-for the messages around the change, or when that text is gone.
+last outline, as ``TextMap.of`` carries positions (``convert.carrier``); it is converted
+again only for the messages around the change, or when that text is gone.
 
 An entry is kept by the message's stored syntax node (``SNode.starts`` of the message
 list: shared only by the versions in which the message's text is the same) and its stored
@@ -81,12 +81,12 @@ def conversation_outline(
         kept = _MEMOS.get(key)
     text, encoding = text_map.text, text_map.encoding
     entries: dict[int, _Entry] = {}
-    carry: _Carry | None = None
+    carry: Callable[[int, int], tuple[int, int] | None] | None = None
     if kept is not None and kept.encoding == encoding:
         entries = kept.entries
         old = kept.text() if kept.text is not None else None
         if old is not None and isinstance(text, Rope):
-            carry = _Carry.of(old, text)
+            carry = convert.carrier(old, text)
     used: dict[int, _Entry] = {}
     nodes = _message_nodes(conv)
     if not nodes:  # messages not stored by the list's starts (other providers' formats)
@@ -110,7 +110,8 @@ def conversation_outline(
         if hit is not None and (hit[0] is not node or hit[1] is not m or hit[2] != call):
             hit = None
         if hit is not None:
-            at = carry.place(start, hit) if carry is not None else None
+            moved = carry(hit[3], hit[4]) if carry is not None else None
+            at = (moved[1], hit[5]) if moved is not None and moved[0] == start else None
             if at is None:
                 position = convert.to_lsp_position(text_map, start)
                 at = (position.line, position.character)
@@ -167,37 +168,6 @@ def _template(json_: bytes, line: int) -> tuple[bytes, tuple[int, ...]]:
     those line numbers relative to ``line``."""
     lines = tuple([int(n) - line for n in _LINE.findall(json_)])
     return _LINE.sub(b'"line": %d', json_.replace(b"%", b"%%")), lines
-
-
-@dataclass(frozen=True, slots=True)
-class _Carry:
-    """Where two texts differ, to tell which kept message starts hold in the new one (as
-    ``convert.TextMap.of`` carries positions): one before the change reads only text
-    before it; one on a line that starts after the change moves by the lines added."""
-
-    p: int
-    old_end: int
-    delta: int  # how far the text after the change moved
-    lines: int  # how many lines the change added
-    last: int  # the old text's line holding ``old_end``
-
-    @staticmethod
-    def of(old: Rope, new: Rope) -> _Carry:
-        if old is new:
-            return _Carry(len(new), len(new), 0, 0, new.line_count)
-        p, old_end, new_end = new.changed_span(old)
-        lines = new.line_count - old.line_count
-        return _Carry(p, old_end, new_end - old_end, lines, old.line_col(old_end).line)
-
-    def place(self, start: int, hit: _Entry) -> tuple[int, int] | None:
-        """The line and column of a message starting at ``start`` whose entry ``hit``
-        says where it started in the old text; None: convert it again."""
-        old_start, line, column = hit[3], hit[4], hit[5]
-        if old_start < self.p and start == old_start:
-            return line, column
-        if old_start >= self.old_end and line > self.last and start == old_start + self.delta:
-            return line + self.lines, column
-        return None
 
 
 def forget(key: str) -> None:
