@@ -36,7 +36,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from assembly.ide import symbols as ide_symbols
 from assembly.model import Conversation, Message
@@ -47,12 +47,18 @@ from server.lsp.convert import TextMap
 
 Unstructure = Callable[[Any], Any]
 
-# Of one message: its stored node (kept so the key's ``id`` stays its own), its stored
-# message, the name of the call it answers (a tool message's outline name says it); where
-# it starts (offset, line, column in the encoding's units); the entry's JSON, made at that
-# column: as is, or (once the message moved to another line) with ``%d`` for each line
-# number, and then those line numbers relative to its line.
-_Entry = tuple[SNode, Message, str | None, int, int, int, bytes, tuple[int, ...] | None]
+
+class _Entry(NamedTuple):
+    """One message's kept outline entry, and what it was made of."""
+
+    node: SNode  # its stored syntax node (kept so the key's ``id`` stays its own)
+    message: Message  # its stored message
+    call: str | None  # the name of the call it answers (a tool message's name says it)
+    start: int  # where it starts: offset,
+    line: int  # line
+    column: int  # and column in the encoding's units (the entry was made at that column)
+    json: bytes  # the entry as sent, or (``lines`` set) with ``%d`` for each line number
+    lines: tuple[int, ...] | None  # those line numbers, relative to ``line``
 
 
 @dataclass(slots=True)
@@ -107,28 +113,28 @@ def conversation_outline(
             continue
         call = calls.get(m.tool_call_id) if m.tool_call_id is not None else None
         hit = entries.get(id(node))
-        if hit is not None and (hit[0] is not node or hit[1] is not m or hit[2] != call):
+        if hit is not None and (hit.node is not node or hit.message is not m or hit.call != call):
             hit = None
         if hit is not None:
-            moved = carry(hit[3], hit[4]) if carry is not None else None
-            at = (moved[1], hit[5]) if moved is not None and moved[0] == start else None
-            if at is None:
+            moved = carry(hit.start, hit.line) if carry is not None else None
+            if moved is not None and moved[0] == start:
+                line, column = moved[1], hit.column
+            else:
                 position = convert.to_lsp_position(text_map, start)
-                at = (position.line, position.character)
-            if at[1] != hit[5]:  # made at another column
+                line, column = position.line, position.character
+            if column != hit.column:  # made at another column
                 hit = None
-            elif at[0] != hit[4] and hit[7] is None:  # moved: its lines become holes
-                hit = (*hit[:3], start, *at, *_template(hit[6], hit[4]))
-            elif at != (hit[4], hit[5]) or start != hit[3]:
-                hit = (*hit[:3], start, *at, *hit[6:])
+            elif line != hit.line and hit.lines is None:  # moved: its lines become holes
+                hit = _Entry(node, m, call, start, line, column, *_template(hit.json, hit.line))
+            elif (start, line) != (hit.start, hit.line):
+                hit = _Entry(node, m, call, start, line, column, hit.json, hit.lines)
         if hit is None:
             hit = _entry(conv, i, node, call, start, text_map, unstructure, calls)
         used[id(node)] = hit
-        if hit[7] is None:
-            yield hit[6]
+        if hit.lines is None:
+            yield hit.json
         else:
-            line = hit[4]
-            yield hit[6] % tuple([line + r for r in hit[7]])
+            yield hit.json % tuple([hit.line + r for r in hit.lines])
     for s in keys[k:]:
         yield _dumps(unstructure(convert.to_lsp_document_symbol(text_map, s)))
     ref = weakref.ref(text) if isinstance(text, Rope) else None
@@ -160,7 +166,7 @@ def _entry(
     else:
         position = convert.to_lsp_position(text_map, start)
         line, column = position.line, position.character
-    return (node, m, call, start, line, column, _dumps(data), None)
+    return _Entry(node, m, call, start, line, column, _dumps(data), None)
 
 
 def _template(json_: bytes, line: int) -> tuple[bytes, tuple[int, ...]]:
