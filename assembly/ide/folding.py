@@ -16,8 +16,10 @@ into the text.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
 
 from assembly.model import Conversation, PromptTemplate
 from assembly.syntax import NodeAt, SNode
@@ -39,9 +41,10 @@ class Fold:
 
 
 def conversation_folds(
-    conv: Conversation, text: str, *, index: LineIndex | None = None
+    conv: Conversation, text: str, *, index: LineIndex | None = None, limit: int | None = None
 ) -> list[Fold]:
-    """Folds of a conversation document, in document order.
+    """Folds of a conversation document, in document order (at most ``limit``: see
+    ``limit_folds``; only those are made).
 
     The stored tree is walked as is, each node with the start of the message it belongs
     to (``syntax.NodeAt``'s base), not through ``NodeAt`` views: those keep the children
@@ -73,11 +76,13 @@ def conversation_folds(
     # stored node holds its strings), and so is another document's fold.
     _MEMO.clear()
     _MEMO.update(used)
-    return _tidy(spans)
+    return _folds(spans, limit)
 
 
-# A fold found: its first and last lines, its range and kind.
-_Span = tuple[int, int, TextRange, "FoldKind | None"]
+# A fold found: its first and last lines, its start and end offsets, its kind. (A
+# ``Fold`` is made only for each fold kept: a large conversation has 20,000, of which an
+# editor takes 5,000.)
+_Span = tuple[int, int, int, int, "FoldKind | None"]
 # Of the last conversation folded, by a message's stored node (its ``id``, the node kept
 # so the id stays its own): the folds inside it, relative to its start and to its first
 # line. A stored node is shared only by versions in which the message's text is the same,
@@ -101,8 +106,8 @@ def _walk(
         if text.find("\n", rng.start, rng.end) == -1:
             continue  # one line: nothing inside spans lines either
         end = _visible_end(text, node.kind, rng)
-        first, last = index.line_col(start).line, index.line_col(end).line
-        spans.append((first, last, TextRange(start, end), None))
+        first, last = index.line_of(start), index.line_of(end)
+        spans.append((first, last, start, end, None))
         if node.kind == "object":
             stack.extend(
                 (resolve(m.key_range, base).start, m.value, base) for m in reversed(node.members)
@@ -123,12 +128,10 @@ def _messages(holder: SNode, text: str, index: LineIndex, spans: list[_Span], us
         if hit is None or hit[0] is not node:
             own: list[_Span] = []
             _walk([(resolve(node.range, base).start, node, base)], text, index, own, used)
-            rel = tuple((r.start - base, r.end - base, a - line, b - line) for a, b, r, _ in own)
+            rel = tuple((s - base, e - base, a - line, b - line) for a, b, s, e, _ in own)
             hit = _MEMO[id(node)] = (node, rel)
         used[id(node)] = hit
-        spans.extend(
-            (line + a, line + b, TextRange(base + s, base + e), None) for s, e, a, b in hit[1]
-        )
+        spans += [(line + a, line + b, base + s, base + e, None) for s, e, a, b in hit[1]]
 
 
 def _children(node: SNode, base: int) -> list[tuple[int, SNode, int]]:
@@ -137,8 +140,10 @@ def _children(node: SNode, base: int) -> list[tuple[int, SNode, int]]:
     return [(resolve(n.range, base).start, n, base) for n in node.items]
 
 
-def template_folds(template: PromptTemplate, *, index: LineIndex | None = None) -> list[Fold]:
-    """Folds of a ``*.prompt.md`` template, in document order."""
+def template_folds(
+    template: PromptTemplate, *, index: LineIndex | None = None, limit: int | None = None
+) -> list[Fold]:
+    """Folds of a ``*.prompt.md`` template, in document order (at most ``limit``)."""
     text = template.text
     res: list[Fold] = []
     if template.front_matter_range is not None:
@@ -155,15 +160,16 @@ def template_folds(template: PromptTemplate, *, index: LineIndex | None = None) 
         for m in _COMMENT.finditer(text, body.start)
     )
     index = index or LineIndex(text)
-    return _tidy(
-        [
-            (index.line_col(f.range.start).line, index.line_col(f.range.end).line, f.range, f.kind)
-            for f in res
-        ]
+    line = index.line_of
+    return _folds(
+        [(line(f.range.start), line(f.range.end), f.range.start, f.range.end, f.kind) for f in res],
+        limit,
     )
 
 
 # ------------------------------------------------------------------------------ private
+
+_T = TypeVar("_T")
 
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*$", re.MULTILINE)
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -209,41 +215,49 @@ def limit_folds(folds: list[Fold], limit: int) -> list[Fold]:
     those of the next level in document order), in document order. Editors say how many
     they want (``foldingRange.rangeLimit``); folding only the messages of a large
     conversation, and not each tool call inside them, is what a limit leaves."""
-    if len(folds) <= limit:
-        return folds
+    return _limited([(*(f.lines or (0, 0)), f) for f in folds], limit)
+
+
+def _limited(items: list[tuple[int, int, _T]], limit: int) -> list[_T]:
+    """``limit_folds`` of folds given as (first line, last line, the fold)."""
+    if len(items) <= limit:
+        return [f for _, _, f in items]
     depths: list[int] = []
     open_ends: list[int] = []  # the last lines of the folds the current one is inside
-    for f in folds:
-        first, last = f.lines if f.lines is not None else (0, 0)
+    for first, last, _ in items:
         while open_ends and open_ends[-1] <= first:  # (one starting on its last line
             open_ends.pop()  # goes on past it: a fold spans two lines at least)
         depths.append(len(open_ends))
         open_ends.append(last)
-    per_depth: dict[int, int] = {}
-    for d in depths:
-        per_depth[d] = per_depth.get(d, 0) + 1
+    per_depth = Counter(depths)
     whole, room = -1, max(0, limit)
     for d in sorted(per_depth):
         if per_depth[d] > room:
             break
         whole, room = d, room - per_depth[d]
-    res = []
-    for f, d in zip(folds, depths, strict=True):
-        if d <= whole:
-            res.append(f)
-        elif d == whole + 1 and room > 0:
-            res.append(f)
-            room -= 1
-    return res
+    # Every fold of the levels that fit whole, and the first ``room`` of the next (it has
+    # more: the levels are 0, 1, 2 … and they do not all fit).
+    nxt = whole + 1
+    stop = [i for i, d in enumerate(depths) if d == nxt][room - 1] if room else -1
+    return [
+        f
+        for i, ((_, _, f), d) in enumerate(zip(items, depths, strict=True))
+        if d <= whole or (d == nxt and i <= stop)
+    ]
 
 
-def _tidy(spans: list[_Span]) -> list[Fold]:
-    """Keep folds of two lines or more, one per start line (the longest), in order."""
-    by_line: dict[int, tuple[int, TextRange, FoldKind | None]] = {}
-    for first, last, rng, kind in spans:
+def _folds(spans: list[_Span], limit: int | None) -> list[Fold]:
+    """The folds of ``spans``: of two lines or more, one per start line (the longest), in
+    order, at most ``limit`` (``limit_folds``)."""
+    by_line: dict[int, _Span] = {}
+    for span in spans:
+        first, last = span[0], span[1]
         if last <= first:
             continue
         kept = by_line.get(first)
-        if kept is None or last > kept[0]:
-            by_line[first] = (last, rng, kind)
-    return [Fold(r, k, (first, last)) for first, (last, r, k) in sorted(by_line.items())]
+        if kept is None or last > kept[1]:
+            by_line[first] = span
+    kept_spans = [by_line[first] for first in sorted(by_line)]
+    if limit is not None:
+        kept_spans = _limited([(s[0], s[1], s) for s in kept_spans], limit)
+    return [Fold(TextRange(s, e), k, (a, b)) for a, b, s, e, k in kept_spans]

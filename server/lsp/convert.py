@@ -369,15 +369,25 @@ def to_lsp_document_symbol(m: TextMap, s: Symbol) -> lsp.DocumentSymbol:
     )
 
 
-def to_lsp_folding_range(m: TextMap, fold: Fold) -> lsp.FoldingRange:
-    """A fold as whole lines (every client supports line folding): its ``lines`` when it
-    has them (of the text of ``m``), else the lines of its range's ends."""
+def folding_range_json(m: TextMap, fold: Fold) -> bytes:
+    """A fold as whole lines (every client supports line folding), as pygls writes an
+    ``lsp.FoldingRange`` (its JSON, ASCII), without making one: a large conversation has
+    5,000 folds to send after every keystroke. Its ``lines`` when it has them (of the
+    text of ``m``), else the lines of its range's ends."""
+    first, last = _fold_lines(m, fold)
+    if fold.kind is None:
+        return b'{"startLine": %d, "endLine": %d}' % (first, last)
+    return b'{"startLine": %d, "endLine": %d, "kind": "%s"}' % (
+        first,
+        last,
+        _FOLD_KINDS[fold.kind].value.encode("ascii"),
+    )
+
+
+def _fold_lines(m: TextMap, fold: Fold) -> tuple[int, int]:
     if fold.lines is not None:
-        first, last = fold.lines
-    else:
-        first, last = m.index.line_col(fold.range.start).line, m.index.line_col(fold.range.end).line
-    kind = _FOLD_KINDS.get(fold.kind) if fold.kind is not None else None
-    return lsp.FoldingRange(start_line=first, end_line=last, kind=kind)
+        return fold.lines
+    return m.index.line_of(fold.range.start), m.index.line_of(fold.range.end)
 
 
 def to_lsp_location(m: TextMap, uri: str, target: Target) -> lsp.Location:

@@ -146,6 +146,8 @@ def test_a_limit_keeps_the_outermost_folds_in_document_order(limit: int) -> None
     assert max(depths) >= 2, "a fixture with folds nested in folds"
     kept = folding.limit_folds(folds, limit)
     assert len(kept) == min(limit, len(folds))
+    # Asked with the limit, the folds are limited before they are made: the same ones.
+    assert folding.conversation_folds(conv, text, limit=limit) == kept
     assert kept == [f for f in folds if f in kept], "in document order"
     by_fold = dict(zip(map(id, folds), depths, strict=True))
     kept_depths = [by_fold[id(f)] for f in kept]

@@ -16,6 +16,7 @@ from lsprotocol import types as lsp
 from pygls.workspace.position_codec import Utf8, Utf16, Utf32
 
 from assembly.diagnostics import Diagnostic, Fix, Related, Severity, TextEdit
+from assembly.ide.folding import Fold, FoldKind
 from assembly.rope import Rope
 from assembly.text import TextRange
 from server.links import rule_doc_url
@@ -377,3 +378,26 @@ def test_a_keystroke_carries_every_position_off_its_line() -> None:
     for offset in range(len(text) + 1):
         to_lsp_position(crowded, offset)
     assert len(crowded.positions) == convert_module._KEPT_POSITIONS < len(text)
+
+
+@pytest.mark.parametrize("kind", [None, *FoldKind])
+@pytest.mark.parametrize("lines", [(1, 3), None])
+def test_a_fold_is_written_as_pygls_writes_its_folding_range(
+    kind: FoldKind | None, lines: tuple[int, int] | None
+) -> None:
+    """The folds' answer is written without lsprotocol objects; it must be the bytes pygls
+    writes for the ``lsp.FoldingRange`` (a fold without lines is placed by its range)."""
+    import json
+
+    from lsprotocol.converters import get_converter
+
+    text = "a\nb {\n  c\n}\ne"
+    m = TextMap.of(text, "utf-16")
+    fold = Fold(TextRange(text.index("b"), text.index("}")), kind, lines)
+    want = lsp.FoldingRange(
+        start_line=1,
+        end_line=3,
+        kind=None if kind is None else lsp.FoldingRangeKind(kind.value),
+    )
+    written = json.dumps(get_converter().unstructure(want)).encode("ascii")
+    assert convert_module.folding_range_json(m, fold) == written

@@ -11,14 +11,12 @@ first (``ide.folding.limit_folds``): VS Code asks for 5,000 and drops the others
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from lsprotocol import types as lsp
 
 from assembly.host import Analysis
 from assembly.ide import folding as ide_folding
 from server.lsp import convert
-from server.lsp.app import Prepared, PromptServer, prepare
+from server.lsp.app import Prepared, PromptServer, prepare_json
 from server.lsp.handlers.documents import current_view
 from server.lsp.scheduler import View
 
@@ -28,21 +26,18 @@ async def folding_range(ls: PromptServer, params: lsp.FoldingRangeParams) -> Pre
     if view is None or view.base is None:
         return None
     limit = ls.session.capabilities.folding_range_limit
-    return await ls.session.scheduler.shared(
-        view, "folding", lambda v: prepare(ls, _folds(v, limit))
-    )
+    return await ls.session.scheduler.shared(view, "folding", lambda v: _folds(v, limit))
 
 
-def _folds(view: View, limit: int | None = None) -> Iterator[lsp.FoldingRange]:
+def _folds(view: View, limit: int | None = None) -> Prepared | None:
+    """The folds of the view's analysis, at most ``limit``, as the answer's JSON."""
     base = view.base
     a = base.analysis if base is not None else None
     if base is None or a is None:
-        return iter(())
+        return None
     index = base.text_map.index
     if isinstance(a, Analysis):
-        res = ide_folding.conversation_folds(a.conversation, a.text, index=index)
+        res = ide_folding.conversation_folds(a.conversation, a.text, index=index, limit=limit)
     else:
-        res = ide_folding.template_folds(a.template, index=index)
-    if limit is not None:
-        res = ide_folding.limit_folds(res, limit)
-    return (convert.to_lsp_folding_range(view.text_map, view.carry(f)) for f in res)
+        res = ide_folding.template_folds(a.template, index=index, limit=limit)
+    return prepare_json(convert.folding_range_json(view.text_map, view.carry(f)) for f in res)
