@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from assembly.model import Conversation, PromptTemplate
 from assembly.syntax import NodeAt, SNode
-from assembly.text import LineIndex, TextRange, resolve
+from assembly.text import LineIndex, RelRange, TextRange, resolve
 
 
 class FoldKind(StrEnum):
@@ -100,18 +100,19 @@ def _walk(
 ) -> None:
     """Fold the nodes of ``stack`` (where each fold starts, the node, the base of its
     ranges; the next on top) and everything in them, depth first."""
+    find = text.find
     while stack:
         start, node, base = stack.pop()
-        rng = resolve(node.range, base)
-        if text.find("\n", rng.start, rng.end) == -1:
+        r = node.range
+        b = base if type(r) is RelRange else 0  # (``resolve``, without a range made)
+        if find("\n", r.start + b, r.end + b) == -1:
             continue  # one line: nothing inside spans lines either
-        end = _visible_end(text, node.kind, rng)
-        first, last = index.line_of(start), index.line_of(end)
-        spans.append((first, last, start, end, None))
+        end = _visible_end(text, node.kind, r.start + b, r.end + b)
+        spans.append((index.line_of(start), index.line_of(end), start, end, None))
         if node.kind == "object":
-            stack.extend(
-                (resolve(m.key_range, base).start, m.value, base) for m in reversed(node.members)
-            )
+            for m in reversed(node.members):
+                k = m.key_range
+                stack.append((k.start + (base if type(k) is RelRange else 0), m.value, base))
         elif node.kind == "array":
             if node.starts is not None:
                 _messages(node, text, index, spans, used)
@@ -121,14 +122,24 @@ def _walk(
 
 def _messages(holder: SNode, text: str, index: LineIndex, spans: list[_Span], used: _Memo) -> None:
     """The folds of the items of the message list ``holder``, each message's taken from
-    ``_MEMO`` when its stored node was folded before (moved to where it starts now)."""
+    ``_MEMO`` when its stored node was folded before (moved to where it starts now).
+
+    A message is folded in its own text (one slice of the document; its nodes' ranges are
+    relative to its start), with its own line index: what ``_MEMO`` keeps, and much
+    faster than looking into a large document's rope for each node."""
     for node, base in zip(holder.items, holder.starts or (), strict=True):
         line = index.line_of(base)
         hit = _MEMO.get(id(node))
         if hit is None or hit[0] is not node:
+            rng = resolve(node.range, 0)
             own: list[_Span] = []
-            _walk([(resolve(node.range, base).start, node, base)], text, index, own, used)
-            rel = tuple((s - base, e - base, a - line, b - line) for a, b, s, e, _ in own)
+            if type(node.range) is RelRange:
+                local = text[base : base + rng.end]
+                _walk([(rng.start, node, 0)], local, LineIndex(local), own, used)
+                rel = tuple((s, e, a, b) for a, b, s, e, _ in own)
+            else:  # (ranges of the document: folded in it)
+                _walk([(rng.start, node, base)], text, index, own, used)
+                rel = tuple((s - base, e - base, a - line, b - line) for a, b, s, e, _ in own)
             hit = _MEMO[id(node)] = (node, rel)
         used[id(node)] = hit
         spans += [(line + a, line + b, base + s, base + e, None) for s, e, a, b in hit[1]]
@@ -175,12 +186,12 @@ _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*$", re.MULTILINE)
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
 
-def _visible_end(text: str, kind: str, rng: TextRange) -> int:
-    """Where the fold of a node ends: before a closing bracket that is alone on its line."""
-    end = rng.end
+def _visible_end(text: str, kind: str, start: int, end: int) -> int:
+    """Where the fold of a node (``start``-``end``) ends: before a closing bracket that is
+    alone on its line."""
     if kind not in ("object", "array") or text[end - 1 : end] not in ("}", "]"):
         return end
-    newline = text.rfind("\n", rng.start, end - 1)
+    newline = text.rfind("\n", start, end - 1)
     if newline != -1 and not text[newline + 1 : end - 1].strip():
         return newline - 1 if newline > 0 and text[newline - 1] == "\r" else newline
     return end
