@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -55,6 +56,7 @@ class _Doc:
     """The scheduling state of one open document."""
 
     generation: int = 0  # grows on every change of the document or of what it reads
+    changed_at: float = 0.0  # when it last grew (``time.monotonic``)
     running: Future[Snapshot] | None = None  # the analysis under way
     due: bool = False  # the latest generation needs an analysis after the running one
     shown: Snapshot | None = None  # the last snapshot handed to ``on_current``
@@ -216,6 +218,7 @@ class Scheduler:
             return
         d = self._docs.setdefault(uri, _Doc())
         d.generation += 1
+        d.changed_at = time.monotonic()
         if d.running is None:
             self._start(uri, d)
         else:
@@ -255,7 +258,9 @@ class Scheduler:
         (the first analysis after opening). ``settle``: once there, wait that long for
         more edits (then for their analysis) before answering, for requests whose answer
         is costly to compute (an outline of a large document) and that editors send after
-        every keystroke: the edits already sent are read first. ``arrived``: the
+        every keystroke: until the document has gone that long without a change (a request
+        that comes once the typing stopped, as editors that wait a moment before asking
+        send theirs, is answered at once). ``arrived``: the
         document's state when the request arrived (its positions are in that text; by
         default, the state now).
         """
@@ -277,10 +282,11 @@ class Scheduler:
                     snap = s.snapshots.get(uri)
                     if self._docs.get(uri) is not d:
                         break  # closed meanwhile
-                if not settle or loop.time() + settle > deadline:
+                quiet = settle - (time.monotonic() - d.changed_at)  # (left to wait)
+                if quiet <= 0 or loop.time() + quiet > deadline:
                     break
                 seen = d.generation
-                await asyncio.sleep(settle)
+                await asyncio.sleep(quiet)
                 if d.generation == seen or self._docs.get(uri) is not d:
                     break
                 snap = s.snapshots.get(uri)

@@ -414,3 +414,36 @@ async def test_outline_and_fold_computations_run_one_at_a_time_on_their_own_thre
     assert all(results[::2])
     assert most[0] == 1
     assert len(threads) == 1 and next(iter(threads)).startswith("promptls-views")
+
+
+async def test_a_costly_request_settles_only_while_the_document_is_being_typed(
+    client: InProcessClient, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An outline asked while edits keep coming waits for the document to go ``SETTLE_S``
+    # without a change (its answer would be stale at once); one asked after the typing
+    # stopped is answered at once, from the analysis there is. (Even texts have a
+    # ``reminder`` key, which the outline lists; odd ones none.)
+    from server.lsp.handlers import documents
+
+    monkeypatch.setattr(documents, "SETTLE_S", 1.0)  # (wide: no timing decides this test)
+    client.server.session.scheduler.wait_s = 30.0
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(2))
+    await run_next(client)
+    doc = client.server.session.scheduler._docs[uri]
+    doc.changed_at -= 60  # the last change long ago
+    quiet = outline(client, uri)
+    await turn()
+    client.change(uri, 3, text_of(3))  # an edit sent after the request
+    await turn()
+    # The text before the edit, at once: settling, it would wait for the edit's analysis,
+    # which this test has not run (``wait_s``, 30 s here, then answer from this one).
+    assert "reminder" in str(await asyncio.wait_for(quiet, 5))
+    await run_next(client)
+    typing = outline(client, uri)  # the edit just made: the outline settles
+    await turn()
+    client.change(uri, 4, text_of(4))
+    await turn()
+    assert not typing.done()
+    await run_next(client)
+    assert "reminder" in str(await asyncio.wait_for(typing, 10))  # the edit's text
