@@ -30,10 +30,10 @@ middle and deleting it, typing in a message id, changing a role and back, typing
 tool-call id, typing in the document's settings (JSONL: its header line), and hover;
 each keystroke waits for the ``publishDiagnostics`` of its version (median, p95). Then the
 outline and the folds, as editors ask for them after each change (the first of the
-document; after typing in a message; after pasting and deleting a message, which moves
-every later line), request -> response; and typing at a person's pace (a key every 150
-ms) with both asked after each key and cancelled at the next (as VS Code does): each key ->
-its diagnostics.
+document; after typing in a message, at once and 250 ms later as VS Code asks; after
+pasting and deleting a message, which moves every later line), request -> response; and
+typing at a person's pace (a key every 150 ms) with both asked after each key and cancelled
+at the next (as VS Code does): each key -> its diagnostics.
 
     python tests/bench/bench_lsp.py --kinds [--per-kind 8] [--formats json,jsonl,yaml]
 """
@@ -276,15 +276,19 @@ def _send_edit(rpc: Rpc, uri: str, text: str, version: int, edit: Edit) -> tuple
 
 _VIEWS = (("outline", "textDocument/documentSymbol"), ("folds", "textDocument/foldingRange"))
 PACE_S = 0.15  # between two keys typed at a person's pace
+# After a change, VS Code asks for the folds no sooner than this (its folding controller's
+# debounce: ``languageFeatureDebounceService.for(…, 'Folding', { min: 200 })``).
+PAUSE_S = 0.25
 
 
 def _views(
     rpc: Rpc, uri: str, text: str, fmt: str, n: int, version: int, res: list[Any]
 ) -> tuple[str, int]:
     """The outline and the folds as an editor asks for them after a change: the first of
-    the document, then after each of ``n`` keystrokes in a message and of ``n`` pastes and
-    deletions of a message in the middle (every later line moves), each asked once the
-    change's diagnostics arrived; request -> response."""
+    the document, then after each of ``n`` keystrokes in a message (asked once the change's
+    diagnostics arrived, and again ``PAUSE_S`` later, as VS Code asks) and of ``n`` pastes
+    and deletions of a message in the middle (every later line moves); request ->
+    response."""
 
     def ask(method: str) -> float:
         request_id, sent = rpc.request(method, {"textDocument": {"uri": uri}})
@@ -293,13 +297,18 @@ def _views(
 
     for label, method in _VIEWS:
         res.append((f"{label}: the first", [ask(method)]))
-    for what, make in (("after typing", _type_in_message), ("after a paste", _insert_middle)):
+    for what, make, pause in (
+        ("after typing", _type_in_message, 0.0),
+        (f"{PAUSE_S * 1000:.0f} ms after typing", _type_in_message, PAUSE_S),
+        ("after a paste", _insert_middle, 0.0),
+    ):
         times: dict[str, list[float]] = {label: [] for label, _ in _VIEWS}
         for edit in make(text, fmt, n):
             if edit is None:
                 continue
             text, version, _ = _send_edit(rpc, uri, text, version, edit)
             rpc.wait(_diagnostics_of(uri, version))
+            time.sleep(pause)
             for label, method in _VIEWS:
                 times[label].append(ask(method))
         res.extend((f"{label} {what}", t) for label, t in times.items())
