@@ -3,7 +3,8 @@
 
 Checked at every checkpoint and after the last edit of each document: the server
 publishes the current version (within a minute; in practice one analysis time), and what
-it publishes equals ``promptls lint`` of the same text, and its outline one made afresh.
+it publishes equals ``promptls lint`` of the same text, and its outline and folds ones made
+afresh.
 Also: every request answered without an error, versions published in order and each
 once. The longer run is ``python tests/fuzz/fuzz_lsp.py``.
 """

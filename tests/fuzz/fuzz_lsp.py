@@ -38,7 +38,13 @@ async def main(edits: int, seed: int, only: str | None, keep: Path | None) -> in
             await fuzzer.stop()
         print(f"seed {seed}, {len(paths)} documents, {time.monotonic() - start:.0f} s")
         print(report.summary())
-        for problem in report.stale + report.outlines + report.missing + report.request_errors[:10]:
+        for problem in (
+            report.stale
+            + report.outlines
+            + report.folds
+            + report.missing
+            + report.request_errors[:10]
+        ):
             print("  ", problem)
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)

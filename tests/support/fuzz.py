@@ -8,7 +8,8 @@ sent in bursts without waiting, and interleaves the requests an editor sends whi
 (outline, folding, hover, inlay hints, code lens, code actions, completion), some awaited,
 most not. At each checkpoint (and after the last edit) it waits for the server to
 publish the current version and compares what it published with ``promptls lint`` of the
-same text, and the outline the server sends then with one made afresh from the text; it
+same text, and the outline and the folds the server sends then with ones made afresh from
+the text (the folds limited to a ``rangeLimit`` the client declares); it
 also checks that versions are published in order, that every request is answered without
 an error, and that each published version is published once.
 
@@ -60,6 +61,9 @@ PIECES = (
     '{"id": "z", "role": "user", "content": "hi"},',
 )
 _LINE_END = re.compile(r"\r\n|\r|\n")
+# The client's ``foldingRange.rangeLimit``: the examples' larger conversations have more
+# folds, so the limit's cut is checked too.
+FOLDS_LIMIT = 40
 
 
 @dataclass
@@ -77,6 +81,7 @@ class Report:
     publish_waits_s: list[float] = field(default_factory=list)  # last edit -> its publish
     stale_texts: dict[str, str] = field(default_factory=dict)  # the texts of stale checkpoints
     outlines: list[str] = field(default_factory=list)  # checkpoints whose outline != afresh
+    folds: list[str] = field(default_factory=list)  # checkpoints whose folds != afresh
 
     def ok(self) -> bool:
         return not (
@@ -86,6 +91,7 @@ class Report:
             or self.out_of_order
             or self.republished
             or self.outlines
+            or self.folds
         )
 
     def summary(self) -> str:
@@ -95,9 +101,15 @@ class Report:
             f"checkpoints {self.checkpoints}: stale {len(self.stale)}, "
             f"missing {len(self.missing)}, out of order {len(self.out_of_order)}, "
             f"published twice {len(self.republished)}, outlines differing "
-            f"{len(self.outlines)}; wait for the last publish: "
+            f"{len(self.outlines)}, folds differing {len(self.folds)}; wait for the last publish: "
             f"median {waits[len(waits) // 2] * 1000:.0f} ms, max {waits[-1] * 1000:.0f} ms"
         )
+
+
+def _first_difference(a: list[Any], b: list[Any]) -> str:
+    """Where two lists first differ: "i of n"."""
+    first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+    return f"{min(len(a), len(b)) if first is None else first} of {len(b)}"
 
 
 def client_position(text: str, offset: int) -> lsp.Position:
@@ -148,7 +160,8 @@ class Fuzzer:
         capabilities = lsp.ClientCapabilities(
             general=lsp.GeneralClientCapabilities(position_encodings=["utf-32"]),
             text_document=lsp.TextDocumentClientCapabilities(
-                publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(version_support=True)
+                publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(version_support=True),
+                folding_range=lsp.FoldingRangeClientCapabilities(range_limit=FOLDS_LIMIT),
             ),
         )
         folder = lsp.WorkspaceFolder(uri=self.workspace.as_uri(), name="ws")
@@ -285,7 +298,7 @@ class Fuzzer:
             self.report.stale_texts[name] = text
         if ".conv." not in path.name:
             return version
-        await self._check_outline(path, uri, version, text)
+        await self._check_views(path, uri, version, text)
         # A line added above the later messages and removed: the entries the server kept
         # for them move a line down and back.
         starts = [m.end() for m in _LINE_END.finditer(text)]
@@ -303,7 +316,7 @@ class Fuzzer:
                 )
             )
             if await self._wait_for(uri, version):
-                await self._check_outline(path, uri, version, text)
+                await self._check_views(path, uri, version, text)
             else:
                 self.report.missing.append(f"{path.name} v{version}")
         return version
@@ -317,27 +330,37 @@ class Fuzzer:
             await asyncio.sleep(0.01)
         return False
 
-    async def _check_outline(self, path: Path, uri: str, version: int, text: str) -> None:
-        """The outline the server sends for the version just published equals the one
-        made afresh from the same text (the server keeps its entries between versions)."""
+    async def _check_views(self, path: Path, uri: str, version: int, text: str) -> None:
+        """The outline and the folds the server sends for the version just published equal
+        the ones made afresh from the same text (the server keeps both by message between
+        versions)."""
+        from assembly.ide import folding
         from assembly.ide.symbols import conversation_symbols
         from server.lsp.convert import TextMap, to_lsp_document_symbol
         from tests.support.engine import analyze
 
-        params = lsp.DocumentSymbolParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
-        got = await self.client.text_document_document_symbol_async(params)
+        doc = lsp.TextDocumentIdentifier(uri=uri)
+        got = await self.client.text_document_document_symbol_async(
+            lsp.DocumentSymbolParams(text_document=doc)
+        )
         unstructure = self.client.protocol._converter.unstructure
         theirs = [unstructure(s) for s in got or []]
         conv = analyze(path, text=text, root=self.workspace).conversation
         tm = TextMap.of(text, "utf-32")
         ours = [unstructure(to_lsp_document_symbol(tm, s)) for s in conversation_symbols(conv)]
+        name = f"{path.name} v{version}"
         if theirs != ours:
-            name = f"{path.name} v{version}"
-            first = next(
-                (i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b),
-                min(len(theirs), len(ours)),
-            )
-            self.report.outlines.append(f"{name}: entry {first} of {len(ours)} differs")
+            self.report.outlines.append(f"{name}: entry {_first_difference(theirs, ours)} differs")
+            self.report.stale_texts[name] = text
+        folds = await self.client.text_document_folding_range_async(
+            lsp.FoldingRangeParams(text_document=doc)
+        )
+        theirs = [(f.start_line, f.end_line, f.kind) for f in folds or []]
+        folding._MEMO.clear()  # (afresh: this process's folds of earlier checks let go)
+        made = folding.conversation_folds(conv, text, limit=FOLDS_LIMIT)
+        ours = [(*(f.lines or (-1, -1)), None if f.kind is None else f.kind.value) for f in made]
+        if theirs != ours:
+            self.report.folds.append(f"{name}: fold {_first_difference(theirs, ours)} differs")
             self.report.stale_texts[name] = text
 
     def _check_order(self, uri: str) -> None:
