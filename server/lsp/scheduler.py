@@ -18,6 +18,8 @@ document, the scheduler keeps at most one analysis running and at most one due:
   on it, that follows the last keystroke), else answers from the newest finished
   snapshot seen through the edits made since (``View.fresh`` is False, and the offsets
   are mapped between the two texts). Answers are in the current text's coordinates.
+  Costly answers (the outline, the folds) also wait while the user is typing: until the
+  document has gone ``SETTLE_S`` without a change.
 - An analysis that raises becomes a snapshot of its own state all the same
   (``Session.failed_snapshot``: an ``internal-error`` at the document head and the last
   good findings moved into the current text and marked stale), so it is published, and
@@ -255,14 +257,13 @@ class Scheduler:
         its latest state (an answer is given in the current text: computing one for each
         state passed while typing would only slow the analysis the client waits for);
         else take the latest finished one at once, waiting only when there is none yet
-        (the first analysis after opening). ``settle``: once there, wait that long for
-        more edits (then for their analysis) before answering, for requests whose answer
-        is costly to compute (an outline of a large document) and that editors send after
-        every keystroke: until the document has gone that long without a change (a request
-        that comes once the typing stopped, as editors that wait a moment before asking
-        send theirs, is answered at once). ``arrived``: the
-        document's state when the request arrived (its positions are in that text; by
-        default, the state now).
+        (the first analysis after opening). ``settle``: once there, wait for more edits
+        (then for their analysis) until the document has gone that long without a change,
+        for requests whose answer is costly to compute (an outline of a large document)
+        and that editors send after every keystroke; one that comes once the typing
+        stopped (editors that wait a moment after a change send theirs so) is answered at
+        once. ``arrived``: the document's state when the request arrived (its positions
+        are in that text; by default, the state now).
         """
         s = self._session
         d = self._docs.get(uri)
