@@ -1020,19 +1020,11 @@ def _told_again(
     counted = prev._views.get("tally")
     if before is None:
         before = [(n, marks_of(n)) for n in old]
-    if isinstance(counted, Tally):
+    if isinstance(counted, Tally):  # (every native read keeps its count)
         found = retally(counted, k, before, new, jsonl=jsonl)
         if found is not None:
             return found
-    told = tally(root, jsonl=jsonl, marks_of=marks_of)
-    if counted is None:
-        # The previous version's count too, told back from this one when it can be: the
-        # next edit made from it (YAML re-reads a half-typed text from its last whole
-        # parse) then need not take every node's marks again.
-        back = retally(told, k, new, before, jsonl=jsonl)
-        if back is not None:
-            prev._views["tally"] = back
-    return told
+    return tally(root, jsonl=jsonl, marks_of=marks_of)
 
 
 def _ids(conv: Conversation) -> set[str]:

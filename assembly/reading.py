@@ -14,7 +14,7 @@ import dataclasses
 
 from assembly.documents import MAX_DOCUMENT_CHARS, Reader, is_dataset
 from assembly.formats.anthropic import read_anthropic
-from assembly.formats.detect import NATIVE, Detection, SourceFormat, detect, message_marks
+from assembly.formats.detect import NATIVE, SourceFormat, Tally, message_marks, tally
 from assembly.formats.responses import read_responses
 from assembly.formats.yamldoc import parse_yaml_conversation
 from assembly.model import Conversation, DocFormat, Issue
@@ -81,10 +81,12 @@ MarksMemo = dict[int, tuple[SNode, tuple[tuple[str, str], ...]]]
 
 def detect_format(
     root: SNode | None, fmt: DocFormat, marks_in: MarksMemo
-) -> tuple[Detection, MarksMemo]:
-    """The format a parsed document is read as (``formats.detect.detect``), with each
-    message node's marks taken from ``marks_in`` (by node: a re-read shares the nodes of
-    the messages it did not touch) or made; and the marks of this tree's nodes."""
+) -> tuple[Tally, MarksMemo]:
+    """The format a parsed document is read as, with the count of marks that told it
+    (``formats.detect.tally``: an edit that replaces some messages tells the format again
+    from it), each message node's marks taken from ``marks_in`` (by node: a re-read shares
+    the nodes of the messages it did not touch) or made; and the marks of this tree's
+    nodes."""
     marks_out: MarksMemo = {}
 
     def marks_of(node: SNode) -> list[tuple[str, str]]:
@@ -94,7 +96,7 @@ def detect_format(
         marks_out[id(node)] = hit
         return hit[1]  # type: ignore[return-value]
 
-    return detect(root, jsonl=fmt is DocFormat.JSONL, marks_of=marks_of), marks_out
+    return tally(root, jsonl=fmt is DocFormat.JSONL, marks_of=marks_of), marks_out
 
 
 def _read_parsed(
@@ -113,7 +115,8 @@ def _read_parsed(
         )
         return dataclasses.replace(conv, source_format=name, source_format_why=why)
     marks_in = previous._views.get("marks", {}) if previous is not None else {}
-    found, marks_out = detect_format(root, fmt, marks_in)
+    told, marks_out = detect_format(root, fmt, marks_in)
+    found = told.detection
     if found.format in (SourceFormat.ANTHROPIC, SourceFormat.RESPONSES) and root is not None:
         # Other providers' request bodies are read whole on every change: absolute ranges.
         parsed = ParsedData(absolute(root), parsed.errors, parsed.lines)
@@ -128,4 +131,5 @@ def _read_parsed(
     if root is not None:
         conv._views["reads"] = reader.reads
         conv._views["marks"] = marks_out
+        conv._views["tally"] = told
     return conv

@@ -292,8 +292,7 @@ def detect(
     """The format of a parsed document (its source tree) and the marks that decided it.
 
     ``marks_of`` gives a message node's marks (``message_marks``, or a memo of it)."""
-    marks = [m for _, ms in _walk(root, jsonl, marks_of or message_marks) for m in ms]
-    return decide(marks)
+    return tally(root, jsonl=jsonl, marks_of=marks_of or message_marks).detection
 
 
 def decide(marks: list[tuple[str, str]]) -> Detection:
