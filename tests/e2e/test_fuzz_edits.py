@@ -1,7 +1,7 @@
 """A seeded fuzz run in CI: a few hundred random edits with interleaved requests against
 ``promptls serve`` over stdio (``tests/support/fuzz.py``).
 
-Checked at every checkpoint and after the last edit of each document: the server
+Checked at every checkpoint (on opening, and after the last edit of each document): the server
 publishes the current version (within a minute; in practice one analysis time), and what
 it publishes equals ``promptls lint`` of the same text, and its outline and folds ones made
 afresh.
@@ -32,7 +32,7 @@ async def test_random_edits_with_interleaved_requests_end_on_the_lint_result(
         await fuzzer.stop()
     print(report.summary())
     assert report.edits == EDITS_PER_DOCUMENT * len(paths)
-    assert report.checkpoints == 2 * len(paths)
+    assert report.checkpoints == 3 * len(paths)  # on opening, and two
     assert report.requests > report.edits // 2
     assert report.ok(), report
     log = (tmp_path / "server.log").read_text(encoding="utf-8")

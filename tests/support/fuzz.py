@@ -6,7 +6,7 @@ subprocess and, per document, sends incremental ``didChange`` edits at random pl
 (typing, deleting, pasting; line ends ``\\n``, ``\\r\\n`` and a lone ``\\r``; emoji), some
 sent in bursts without waiting, and interleaves the requests an editor sends while typing
 (outline, folding, hover, inlay hints, code lens, code actions, completion), some awaited,
-most not. At each checkpoint (and after the last edit) it waits for the server to
+most not. At each checkpoint (on opening, and after the last edit) it waits for the server to
 publish the current version and compares what it published with ``promptls lint`` of the
 same text, and the outline and the folds the server sends then with ones made afresh from
 the text (the folds limited to a ``rangeLimit`` the client declares); it
@@ -193,7 +193,10 @@ class Fuzzer:
                 )
             )
         )
-        version = 1
+        # A checkpoint on the document as written first: whole, its messages keep their
+        # stored nodes across the line added and removed, so the views kept by message are
+        # checked where a random edit may have left nothing to keep.
+        version = await self._checkpoint(path, uri, 1, text)
         pending: list[asyncio.Task[Any]] = []
         every = max(1, n_edits // max(1, n_checkpoints))
         for i in range(1, n_edits + 1):
