@@ -131,16 +131,11 @@ def _messages(holder: SNode, text: str, index: LineIndex, spans: list[_Span], us
         line = index.line_of(base)
         hit = _MEMO.get(id(node))
         if hit is None or hit[0] is not node:
-            rng = resolve(node.range, 0)
+            rng = node.range  # (relative to the message's start: ``SNode.starts``)
+            local = text[base : base + rng.end]
             own: list[_Span] = []
-            if type(node.range) is RelRange:
-                local = text[base : base + rng.end]
-                _walk([(rng.start, node, 0)], local, LineIndex(local), own, used)
-                rel = tuple((s, e, a, b) for a, b, s, e, _ in own)
-            else:  # (ranges of the document: folded in it)
-                _walk([(rng.start, node, base)], text, index, own, used)
-                rel = tuple((s - base, e - base, a - line, b - line) for a, b, s, e, _ in own)
-            hit = _MEMO[id(node)] = (node, rel)
+            _walk([(rng.start, node, 0)], local, LineIndex(local), own, used)
+            hit = _MEMO[id(node)] = (node, tuple((s, e, a, b) for a, b, s, e, _ in own))
         used[id(node)] = hit
         spans += [(line + a, line + b, base + s, base + e, None) for s, e, a, b in hit[1]]
 
