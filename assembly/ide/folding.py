@@ -91,6 +91,12 @@ _Memo = dict[int, tuple[SNode, tuple[tuple[int, int, int, int], ...]]]
 _MEMO: _Memo = {}
 
 
+def forget() -> None:
+    """Let the folds kept of the last conversation folded go (``_MEMO``: they hold its
+    messages' stored nodes, tens of MB for a large one), when a document is closed."""
+    _MEMO.clear()
+
+
 def _walk(
     stack: list[tuple[int, SNode, int]],
     text: str,

@@ -264,3 +264,24 @@ async def test_folds_honour_the_client_range_limit(root: Path) -> None:
     finally:
         c.shutdown()
     assert [(f.start_line, f.end_line) for f in folds] == [(0, 9), (2, 8)]
+
+
+async def test_closing_a_document_lets_the_folds_kept_of_it_go(root: Path) -> None:
+    """The folds kept between versions hold the messages' stored nodes (tens of MB for a
+    large conversation): closing the document lets them go."""
+    from assembly.ide import folding
+
+    c = InProcessClient()
+    await c.initialize(_caps("utf-16"), root_uri=root.as_uri())
+    try:
+        uri = (root / "calls.conv.yaml").as_uri()
+        await c.open(uri, NESTED, language_id="yaml")
+        doc = lsp.TextDocumentIdentifier(uri=uri)
+        params = lsp.FoldingRangeParams(text_document=doc)
+        assert await c.request(lsp.TEXT_DOCUMENT_FOLDING_RANGE, params, list[lsp.FoldingRange])
+        assert folding._MEMO  # its message's folds, kept
+        c.notify(lsp.TEXT_DOCUMENT_DID_CLOSE, lsp.DidCloseTextDocumentParams(text_document=doc))
+        await asyncio.sleep(0)
+        assert not folding._MEMO
+    finally:
+        c.shutdown()

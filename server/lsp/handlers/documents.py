@@ -21,6 +21,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
+from assembly.ide import folding
 from assembly.text import TextRange
 from server.lsp import convert, outline
 from server.lsp.app import PromptServer
@@ -62,6 +63,7 @@ def did_close(ls: PromptServer, params: lsp.DidCloseTextDocumentParams) -> None:
     s = ls.session
     s.close(uri)
     outline.forget(uri)
+    folding.forget()  # (of whichever conversation was folded last: the next one refolds)
     if not s.capabilities.pull_diagnostics:
         ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
     path = to_fs_path(uri)
