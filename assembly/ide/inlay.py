@@ -47,7 +47,8 @@ def conversation_inlay_hints(doc: ConversationDoc, rng: TextRange) -> list[Inlay
     pl = placements(conv, doc.assembly)
     i = max(0, bisect.bisect_right(msgs, rng.start, key=lambda m: m.range.start) - 1)
     res: list[InlayHint] = []
-    for m in msgs[i:]:
+    for k in range(i, len(msgs)):  # (a slice would make a view of every later message)
+        m = msgs[k]
         if m.range.start > rng.end:
             break
         offset = _anchor(doc.text, m)
