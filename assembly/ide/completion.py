@@ -31,7 +31,7 @@ from assembly.ide._tree import path_at
 from assembly.model import Conversation, DocFormat, PromptTemplate, Role, TextBlock
 from assembly.rope import Text
 from assembly.sysprompt import KNOWN_PLACEHOLDERS, USER_PLACEHOLDER_KEYS
-from assembly.text import TextRange
+from assembly.text import TextRange, resolve
 
 
 class CompletionKind(StrEnum):
@@ -206,7 +206,13 @@ def _in_prompt_text(conv: Conversation, text: Text, offset: int) -> bool:
         for b in (conv.system_prompt, conv.custom_agent_prompt, conv.reminder)
         if isinstance(b, TextBlock)
     ]
-    ranges.extend(m.content_range for m in conv.messages if m.role is Role.SYSTEM)
+    # (The stored messages, placed by their starts: a completion is asked at every space
+    # typed, and a view of each of 10,000 messages would be made for it.)
+    ranges.extend(
+        resolve(m.content_range, base)
+        for m, base in zip(conv.message_data, conv.starts, strict=True)
+        if m.role is Role.SYSTEM and m.content_range is not None
+    )
     for r in ranges:
         if r is None or not r.start < offset <= r.end:
             continue
@@ -252,7 +258,7 @@ def _files(conv: Conversation, slot: _Slot) -> list[CompletionItem]:
     seen: dict[str, str] = {}
     for f in conv.project_files:
         seen.setdefault(f.file_id, f.filename)
-    for m in conv.messages:
+    for m in conv.message_data:  # (stored: only names are read)
         for f in m.files:
             seen.setdefault(f.file_id, f.filename)
         if m.file_id is not None:
@@ -265,12 +271,13 @@ def _files(conv: Conversation, slot: _Slot) -> list[CompletionItem]:
 
 def _open_calls(conv: Conversation, slot: _Slot, offset: int) -> list[CompletionItem]:
     """Calls without a response (other than the one being typed), the latest first."""
+    data = conv.message_data  # (stored, placed by their starts: no view of each is made)
     answered = {
         m.tool_call_id
-        for m in conv.messages
-        if m.tool_call_id is not None and not m.range.contains(offset)
+        for m, base in zip(data, conv.starts, strict=True)
+        if m.tool_call_id is not None and not resolve(m.range, base).contains(offset)
     }
-    calls = [(c, m) for m in conv.messages for c in m.tool_calls if c.id not in answered]
+    calls = [(c, m) for m in data for c in m.tool_calls if c.id not in answered]
     return [
         _item(
             slot,

@@ -51,3 +51,37 @@ def check_completion(path: Path) -> None:
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
 def test_completion(path: Path) -> None:
     check_completion(path)
+
+
+def test_completion_after_a_space_makes_no_view_of_every_message(tmp_path: Path) -> None:
+    """Editors ask for completions at every space typed: in a long conversation that must
+    not make a view of each message (``Conversation.messages``: 10,000 at 10 MB, kept on
+    every later version); the stored messages and their starts say whether the cursor is in
+    a prompt's text and which calls are open, with the same answers."""
+    import json
+
+    msgs: list[dict[str, object]] = [
+        {"id": f"m{i}", "role": "user", "content": f"question {i}"} for i in range(300)
+    ]
+    msgs[1] = {"id": "s", "role": "system", "content": "You are {{"}
+    msgs[2] = {
+        "id": "a",
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "call_9", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    }
+    msgs[3] = {"id": "t", "role": "tool", "tool_call_id": "", "content": "ok"}
+    text = json.dumps({"messages": msgs}, indent=2)
+    path = tmp_path / "chat.conv.json"
+    conv = analyze(path, text=text, root=tmp_path, today=dt.date(2026, 7, 15)).conversation
+    views = conv.messages
+    space = text.index("question 200") + len("question")
+    assert completion.conversation_completions(conv, text, space) == []
+    placeholder = text.index("You are {{") + len("You are {{")
+    assert completion.conversation_completions(conv, text, placeholder)  # a prompt's text
+    open_call = text.index('"tool_call_id": "') + len('"tool_call_id": "')
+    labels = [i.label for i in completion.conversation_completions(conv, text, open_call)]
+    assert labels == ["call_9"]
+    assert len(views.made()) < 20
