@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from assembly.model import Conversation, PromptTemplate
 from assembly.syntax import NodeAt, SNode
-from assembly.text import LineIndex, RelRange, TextRange, resolve
+from assembly.text import LineIndex, TextRange
 
 
 class FoldKind(StrEnum):
@@ -46,10 +46,10 @@ def conversation_folds(
     """Folds of a conversation document, in document order (at most ``limit``: see
     ``limit_folds``; only those are made).
 
-    The stored tree is walked as is, each node with the start of the message it belongs
-    to (``syntax.NodeAt``'s base), not through ``NodeAt`` views: those keep the children
-    they made, so a walk over every message would leave a copy of the whole tree's shape
-    (10 MB at 10,000 messages) on each version's conversation.
+    The stored tree is walked as is (each message in its own text, where its ranges are
+    offsets), not through ``NodeAt`` views: those keep the children they made, so a walk
+    over every message would leave a copy of the whole tree's shape (10 MB at 10,000
+    messages) on each version's conversation.
 
     The folds of the last conversation folded are kept by message (``_messages``): an
     editor asks for the folds after every keystroke, and a keystroke changes one message
@@ -60,17 +60,15 @@ def conversation_folds(
     index = index or LineIndex(text)
     spans: list[_Span] = []
     used: _Memo = {}
-    # The root (the whole document; in JSONL, the list of lines) is not folded.
+    # The root (the whole document; in JSONL, the list of lines) is not folded. Outside
+    # the message list the stored tree's ranges are the document's (``syntax.located``).
     root = conv.root
-    green, base = (root.green, root.base) if isinstance(root, NodeAt) else (root, 0)
-    stack: list[tuple[int, SNode, int]] = [
-        (resolve(m.key_range, base).start, m.value, base) for m in green.members
-    ]
-    stack.reverse()
+    green = root.green if isinstance(root, NodeAt) else root
+    stack = [(m.key_range.start, m.value) for m in reversed(green.members)]
     if green.starts is not None:  # the root is the message list
         _messages(green, text, index, spans, used)
     else:
-        stack[:0] = reversed(_children(green, base))
+        stack[:0] = [(n.range.start, n) for n in reversed(green.items)]
     _walk(stack, text, index, spans, used)
     # Only this version's messages are kept: the messages an edit replaced are let go (a
     # stored node holds its strings), and so is another document's fold.
@@ -98,32 +96,30 @@ def forget() -> None:
 
 
 def _walk(
-    stack: list[tuple[int, SNode, int]],
+    stack: list[tuple[int, SNode]],
     text: str,
     index: LineIndex,
     spans: list[_Span],
     used: _Memo,
 ) -> None:
-    """Fold the nodes of ``stack`` (where each fold starts, the node, the base of its
-    ranges; the next on top) and everything in them, depth first."""
+    """Fold the nodes of ``stack`` (where each fold starts, the node; the next on top) and
+    everything in them, depth first. Their ranges are offsets into ``text``: the
+    document's, or a message's own text (``_messages``)."""
     find = text.find
     while stack:
-        start, node, base = stack.pop()
+        start, node = stack.pop()
         r = node.range
-        b = base if type(r) is RelRange else 0  # (``resolve``, without a range made)
-        if find("\n", r.start + b, r.end + b) == -1:
+        if find("\n", r.start, r.end) == -1:
             continue  # one line: nothing inside spans lines either
-        end = _visible_end(text, node.kind, r.start + b, r.end + b)
+        end = _visible_end(text, node.kind, r.start, r.end)
         spans.append((index.line_of(start), index.line_of(end), start, end, None))
         if node.kind == "object":
-            for m in reversed(node.members):
-                k = m.key_range
-                stack.append((k.start + (base if type(k) is RelRange else 0), m.value, base))
+            stack.extend((m.key_range.start, m.value) for m in reversed(node.members))
         elif node.kind == "array":
             if node.starts is not None:
                 _messages(node, text, index, spans, used)
             else:
-                stack.extend(reversed(_children(node, base)))
+                stack.extend((n.range.start, n) for n in reversed(node.items))
 
 
 def _messages(holder: SNode, text: str, index: LineIndex, spans: list[_Span], used: _Memo) -> None:
@@ -140,16 +136,10 @@ def _messages(holder: SNode, text: str, index: LineIndex, spans: list[_Span], us
             rng = node.range  # (relative to the message's start: ``SNode.starts``)
             local = text[base : base + rng.end]
             own: list[_Span] = []
-            _walk([(rng.start, node, 0)], local, LineIndex(local), own, used)
+            _walk([(rng.start, node)], local, LineIndex(local), own, used)
             hit = _MEMO[id(node)] = (node, tuple((s, e, a, b) for a, b, s, e, _ in own))
         used[id(node)] = hit
         spans += [(line + a, line + b, base + s, base + e, None) for s, e, a, b in hit[1]]
-
-
-def _children(node: SNode, base: int) -> list[tuple[int, SNode, int]]:
-    """An array's items with where each starts and the base of their ranges (not the
-    message list's: ``_messages``)."""
-    return [(resolve(n.range, base).start, n, base) for n in node.items]
 
 
 def template_folds(
