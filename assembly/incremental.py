@@ -1029,10 +1029,7 @@ def _told_again(
 
 def _ids(conv: Conversation) -> set[str]:
     """The ids of the stored messages (unique: a conversation without findings)."""
-    ids = conv._views.get("ids")
-    if ids is None:
-        ids = conv._views["ids"] = {m.id for m in conv.message_data}
-    return ids  # type: ignore[no-any-return]
+    return conv.derived("ids", lambda c: {m.id for m in c.message_data})
 
 
 def _carry(

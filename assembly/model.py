@@ -19,10 +19,11 @@ view returns those as they are.)
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypeVar, overload
@@ -31,6 +32,7 @@ from assembly.syntax import SNode, located
 from assembly.text import RelRange, Span, TextRange, resolve
 
 _C = TypeVar("_C")
+_T = TypeVar("_T")
 
 
 class Role(StrEnum):
@@ -309,6 +311,23 @@ class Conversation:
             raise KeyError(message.id)
         views = self._views.get("messages")
         return (views if views is not None else self.messages)._at(i)  # type: ignore[no-any-return]
+
+    def message_at(self, offset: int) -> Located | None:
+        """The message whose range holds ``offset`` (a view), or None; a binary search over
+        the messages, which lie in document order: views of a few of them are made."""
+        msgs = self.messages
+        i = bisect.bisect_right(msgs, offset, key=lambda m: m.range.start) - 1
+        if i >= 0 and msgs[i].range.contains(offset):
+            return msgs[i]
+        return None
+
+    def derived(self, kind: str, make: Callable[[Conversation], _T]) -> _T:
+        """``make(self)``, made once for this version and kept with it: a value derived from
+        its stored messages (a version never changes, so neither does the value)."""
+        hit = self._views.get(kind)
+        if hit is None:
+            hit = self._views[kind] = make(self)
+        return hit  # type: ignore[no-any-return]
 
     def message_start(self, i: int) -> int:
         """Where message ``i``'s relative ranges start in this version of the text."""

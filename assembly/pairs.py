@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from assembly.model import ASSISTANT_ROLE, TOOL_ROLE, Message, ToolCall
+from assembly.model import ASSISTANT_ROLE, TOOL_ROLE, Conversation, Message, ToolCall
+from assembly.text import resolve
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,17 +64,30 @@ def pair_tool_calls(messages: Sequence[Message]) -> CallPairs:
     return res
 
 
-def call_at(messages: Sequence[Message], call_id: str, offset: int) -> CallRef | None:
+def conversation_pairs(conv: Conversation) -> CallPairs:
+    """The pairing of a conversation's stored messages in document order, made once per
+    version (no view of a message is made: ids and roles are all it reads)."""
+    return conv.derived("pairs", lambda c: pair_tool_calls(c.message_data))
+
+
+def call_at(conv: Conversation, call_id: str, offset: int) -> CallRef | None:
     """The call with ``call_id`` that a mention at ``offset`` refers to: the latest one made
-    at or before that place, else the first one."""
+    at or before that place, else the first one (of the stored messages)."""
     found: CallRef | None = None
     first: CallRef | None = None
-    for m in messages:
+    for m, base in zip(conv.message_data, conv.starts, strict=True):
         for k, c in enumerate(m.tool_calls):
             if c.id != call_id:
                 continue
             ref = CallRef(m, c, k)
             first = first or ref
-            if m.range.start <= offset:
+            if resolve(m.range, base).start <= offset:
                 found = ref
     return found or first
+
+
+def seen(conv: Conversation, ref: CallRef) -> CallRef:
+    """``ref`` (of stored messages) with its message and call seen at their place in
+    ``conv``'s version (views: absolute ranges)."""
+    owner = conv.locate(ref.owner)
+    return CallRef(owner, owner.tool_calls[ref.position], ref.position)  # type: ignore[arg-type]

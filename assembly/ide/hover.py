@@ -48,7 +48,7 @@ from assembly.ide.placement import (
     short_error,
 )
 from assembly.model import Conversation, Message, PromptTemplate, Role, Section
-from assembly.pairs import pair_tool_calls
+from assembly.pairs import conversation_pairs
 from assembly.rope import Text
 from assembly.settings import Settings
 from assembly.sysprompt import (
@@ -103,7 +103,7 @@ def conversation_hover(doc: ConversationDoc, offset: int, *, today: dt.date) -> 
     ca = conv.custom_agent_prompt
     if ca is not None and ca.range.contains(offset):
         return HoverResult(ca.range, _custom_agent_markdown(doc))
-    m = pl.message_at(offset)
+    m = conv.message_at(offset)
     if m is not None:
         res = _tool_call_hover(pl, m, offset)
         if res is not None:
@@ -497,13 +497,14 @@ def _orphan_reason(pl: Placements, m: Message) -> str:
     call_id = m.tool_call_id
     if not call_id:
         return "why: it has no `tool_call_id`, so it answers no call"
-    ref = pair_tool_calls(pl.conversation.messages).call_of.get(m.id)
+    conv = pl.conversation
+    ref = conversation_pairs(conv).call_of.get(m.id)
     if ref is None:
         rejected = _rejected_call(pl.conversation, call_id)
         if rejected is not None:
             return f"why: its call `{call_id}` is malformed and left out ({rejected})"
         return f"why: no earlier message makes the call `{call_id}`"
-    caller = ref.owner
+    caller = conv.locate(ref.owner)
     cp = pl.of(caller)
     if cp.status == "kept":
         return f"why: its call `{call_id}` (in `{caller.id}`) is not sent before it"
@@ -532,11 +533,12 @@ def _tool_call_hover(pl: Placements, m: Message, offset: int) -> HoverResult | N
             lines = [f"**tool call `{c.id}`** → `{c.name}` (in `{m.id}`)", ""]
             if c.synthesized_id:
                 lines += ["(its id is made up: the document gives it none)", ""]
-            responses = pair_tool_calls(pl.conversation.messages).responses(m, k)
+            conv = pl.conversation
+            responses = conversation_pairs(conv).responses(m, k)
             if not responses:
                 lines.append("No response: no tool message answers this call.")
             for r in responses:
-                rp = pl.of(r)
+                rp = pl.of(conv.locate(r))
                 tokens = (
                     f"{fmt_tokens(rp.tokens)} tokens" if rp.tokens is not None else "not counted"
                 )
@@ -550,9 +552,9 @@ def _tool_call_hover(pl: Placements, m: Message, offset: int) -> HoverResult | N
             return HoverResult(c.id_range, "\n".join(lines))
     if m.tool_call_id_range is not None and m.tool_call_id_range.contains(offset):
         call_id = m.tool_call_id or ""
-        ref = pair_tool_calls(pl.conversation.messages).call_of.get(m.id)
+        ref = conversation_pairs(pl.conversation).call_of.get(m.id)
         if ref is not None:
-            x, c = ref.owner, ref.call
+            x, c = pl.conversation.locate(ref.owner), ref.call
             args = (
                 json.dumps(c.arguments, indent=2, ensure_ascii=False)
                 if c.arguments is not None
@@ -630,9 +632,10 @@ def _find_file(conv: Conversation, file_id: str) -> _FileRef | None:
         if f.file_id == file_id:
             where = "a project file: it follows the conversation's tail every turn"
             return _FileRef(f.file_id, f.filename, f.kind, where)
-    for m in conv.messages:
-        for k, f in enumerate(m.files):
+    for i, stored in enumerate(conv.message_data):  # (a view is made of the one found)
+        for k, f in enumerate(stored.files):
             if f.file_id == file_id:
+                m = conv.messages[i]
                 where = f"uploaded with `{m.id}`: " + (
                     "its image rides on that message"
                     if f.kind == "image"
@@ -640,7 +643,8 @@ def _find_file(conv: Conversation, file_id: str) -> _FileRef | None:
                 )
                 part = None if f.kind == "image" else f"{m.id}/files/{k}"
                 return _FileRef(f.file_id, f.filename, f.kind, where, m, part)
-        if m.file_id == file_id:
+        if stored.file_id == file_id:
+            m = conv.messages[i]
             where = f"the injected file message `{m.id}`"
             return _FileRef(file_id, m.filename or "unknown", "text", where, m, m.id)
     return None
@@ -763,7 +767,7 @@ def _conversation_placeholder(
     for kind, block in blocks:
         if block is not None and block.range.contains(offset) and hasattr(block, "content"):
             where = kind  # type: ignore[assignment]
-    m = pl.message_at(offset)
+    m = conv.message_at(offset)
     if m is not None and pl.of(m).segment == "system" and m.role is Role.SYSTEM:
         where = "system"
     fill = _Fill(today, _cites(a), dict(conv.user_info or {}), doc.settings.datetime_aware)

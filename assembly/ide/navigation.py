@@ -16,13 +16,15 @@ itself (references go the other way). Offsets are code points into the document 
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
 from assembly.ide._tree import Mention, inner_range, mentions, mentions_in, path_at
-from assembly.model import Conversation, FileAttachment, Message
-from assembly.pairs import CallRef, call_at, pair_tool_calls
+from assembly.model import Conversation
+from assembly.pairs import CallRef, call_at, conversation_pairs, seen
 from assembly.sourcemap import string_offset_map
 from assembly.text import TextRange, resolve
 
@@ -122,10 +124,7 @@ class _Links:
     def of(conv: Conversation) -> _Links:
         """The links of ``conv``'s version: made once per version (from the stored
         messages and where they start: no view of a message is made) and kept with it."""
-        links = conv._views.get("links")
-        if links is None:
-            links = conv._views["links"] = _Links._make(conv)
-        return links  # type: ignore[no-any-return]
+        return conv.derived("links", _Links._make)
 
     @staticmethod
     def _make(conv: Conversation) -> _Links:
@@ -153,15 +152,18 @@ class _Links:
         return _Links(tuple(calls), tuple(files), by_range)
 
 
-def _injections(conv: Conversation) -> Iterable[tuple[FileAttachment | Message, TextRange]]:
-    """Each place that injects a file: the entry (or file message) and its range."""
+def _injections(conv: Conversation, file_id: str) -> Iterable[TextRange]:
+    """Each place that injects the file ``file_id``: a project file entry, an entry of a
+    message's ``files``, a file message (views made of those messages only)."""
     for f in conv.project_files:
-        yield f, f.range
-    for m in conv.messages:
-        for f in m.files:
-            yield f, f.range
-        if m.file_id is not None:
-            yield m, m.range
+        if f.file_id == file_id:
+            yield f.range
+    for i, m in enumerate(conv.message_data):
+        for k, f in enumerate(m.files):
+            if f.file_id == file_id:
+                yield conv.messages[i].files[k].range
+        if m.file_id == file_id:
+            yield conv.messages[i].range
 
 
 def _definitions(conv: Conversation, text: str, at: IdAt) -> list[Target]:
@@ -173,39 +175,43 @@ def _definitions(conv: Conversation, text: str, at: IdAt) -> list[Target]:
     if at.kind is IdKind.MESSAGE:
         return [
             Target(m.range, _inner(text, m.id_range, m.id) if m.id_range else m.range)
-            for m in conv.messages
-            if m.id == at.id
+            for m in map(conv.messages.__getitem__, _with_id(conv, at.id))
         ]
     found = mentions(conv.root, text, at.id)
-    res = []
-    for entry, rng in _injections(conv):
-        if entry.file_id != at.id:
-            continue
-        focus = _first_exact(found, rng)
-        res.append(Target(rng, focus or rng))
-    return res
+    return [Target(rng, _first_exact(found, rng) or rng) for rng in _injections(conv, at.id)]
+
+
+def _with_id(conv: Conversation, message_id: str) -> list[int]:
+    """The places of the messages with id ``message_id`` (at C speed)."""
+    ids = map(operator.attrgetter("id"), conv.message_data)
+    return list(itertools.compress(itertools.count(), map(message_id.__eq__, ids)))
 
 
 def _call_meant(conv: Conversation, at: IdAt) -> CallRef | None:
     """The call a tool call id under the cursor names, in conversation order: a response's
     `tool_call_id` names the call it answers; a call's own id that call; a mention elsewhere
     the latest call with that id before it."""
-    for m in conv.messages:
-        if not m.range.contains(at.range.start):
-            continue
+    m = conv.message_at(at.range.start)
+    if m is not None:
         for k, c in enumerate(m.tool_calls):
             if c.id_range.contains(at.range.start):
                 return CallRef(m, c, k)
         if m.tool_call_id_range is not None and m.tool_call_id_range.contains(at.range.start):
-            return pair_tool_calls(conv.messages).call_of.get(m.id)
-        break
-    return call_at(conv.messages, at.id, at.range.start)
+            ref = conversation_pairs(conv).call_of.get(m.id)
+            return seen(conv, ref) if ref is not None else None
+    ref = call_at(conv, at.id, at.range.start)
+    return seen(conv, ref) if ref is not None else None
 
 
 def _same_use(conv: Conversation, at: IdAt, places: list[TextRange]) -> list[TextRange]:
     """When an id is used again after its call was answered, the places of the one use the
     cursor is on: from its call up to the next call with the same id."""
-    starts = sorted(c.range.start for m in conv.messages for c in m.tool_calls if c.id == at.id)
+    starts = sorted(
+        resolve(c.range, base).start
+        for m, base in zip(conv.message_data, conv.starts, strict=True)
+        for c in m.tool_calls
+        if c.id == at.id
+    )
     if len(starts) < 2:
         return places
     ref = _call_meant(conv, at)
@@ -226,13 +232,13 @@ def _first_exact(found: list[Mention], within: TextRange) -> TextRange | None:
 
 
 def _message_places(conv: Conversation, text: str, message_id: str) -> Iterable[TextRange]:
-    for m in conv.messages:
+    for m, base in zip(conv.message_data, conv.starts, strict=True):
         if m.id == message_id and m.id_range is not None:
-            yield _inner(text, m.id_range, m.id)
+            yield _inner(text, resolve(m.id_range, base), m.id)
         if m.parent == message_id and m.parent_range is not None:
-            yield _inner(text, m.parent_range, message_id)
+            yield _inner(text, resolve(m.parent_range, base), message_id)
         if m.summarizes_through == message_id and m.summarizes_through_range is not None:
-            yield _inner(text, m.summarizes_through_range, message_id)
+            yield _inner(text, resolve(m.summarizes_through_range, base), message_id)
 
 
 def _inner(text: str, rng: TextRange, value: str) -> TextRange:

@@ -12,7 +12,6 @@ messages) so that the last message's cumulative total is the lens's assembled to
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import functools
 import itertools
@@ -210,14 +209,6 @@ class Placements:
                 return Placement(m, "summary_unused", m.token_count)
             return Placement(m, "summarized", m.token_count, files=files)
         return Placement(m, "other_branch", m.token_count, files=files)
-
-    def message_at(self, offset: int) -> Message | None:
-        """The message whose source range holds ``offset``, or None."""
-        msgs = self.conversation.messages
-        i = bisect.bisect_right(msgs, offset, key=lambda m: m.range.start) - 1
-        if i >= 0 and msgs[i].range.contains(offset):
-            return msgs[i]
-        return None
 
     def summary(self) -> Message | None:
         """The summary message the assembly applied (``Assembly.summary_id``), or None:
