@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
 import time
@@ -50,6 +51,9 @@ async def main(edits: int, seed: int, only: str | None, keep: Path | None) -> in
             keep.mkdir(parents=True, exist_ok=True)
             for name, text in report.stale_texts.items():
                 (keep / name.replace(" ", "-")).write_bytes(text.encode("utf-8", "surrogatepass"))
+            for name, trail in report.stale_trails.items():
+                dump = json.dumps({"base": trail[0], "edits": trail[1]}, ensure_ascii=True)
+                (keep / (name.replace(" ", "-") + ".trail.json")).write_text(dump)
         tracebacks = log.read_text(encoding="utf-8").count("Traceback")
         print(f"tracebacks in the server log: {tracebacks}")
         return 0 if report.ok() and not tracebacks else 1

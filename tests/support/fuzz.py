@@ -80,6 +80,9 @@ class Report:
     republished: list[str] = field(default_factory=list)  # a version published twice
     publish_waits_s: list[float] = field(default_factory=list)  # last edit -> its publish
     stale_texts: dict[str, str] = field(default_factory=dict)  # the texts of stale checkpoints
+    # Of each stale checkpoint: the text as opened and every edit since, ``(start, end,
+    # new)`` in code points, in order (to replay them in process).
+    stale_trails: dict[str, tuple[str, list[tuple[int, int, str]]]] = field(default_factory=dict)
     outlines: list[str] = field(default_factory=list)  # checkpoints whose outline != afresh
     folds: list[str] = field(default_factory=list)  # checkpoints whose folds != afresh
 
@@ -132,6 +135,8 @@ class Fuzzer:
         self.client = LanguageClient("promptls-fuzz", "1")
         self.published: dict[str, list[tuple[int | None, list[lsp.Diagnostic], float]]] = {}
         self.log_file = log_file
+        # The document's text as opened and the edits since (``Report.stale_trails``).
+        self._trail: tuple[str, list[tuple[int, int, str]]] = ("", [])
 
         @self.client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
         def on_publish(params: lsp.PublishDiagnosticsParams) -> None:
@@ -196,6 +201,7 @@ class Fuzzer:
         # A checkpoint on the document as written first: whole, its messages keep their
         # stored nodes across the line added and removed, so the views kept by message are
         # checked where a random edit may have left nothing to keep.
+        self._trail = (text, [])
         version = await self._checkpoint(path, uri, 1, text)
         pending: list[asyncio.Task[Any]] = []
         every = max(1, n_edits // max(1, n_checkpoints))
@@ -235,6 +241,7 @@ class Fuzzer:
         new = "" if rng.random() < 0.25 else rng.choice(PIECES)
         rng_lsp = lsp.Range(client_position(text, start), client_position(text, end))
         change = lsp.TextDocumentContentChangePartial(range=rng_lsp, text=new)
+        self._trail[1].append((start, end, new))
         return text[:start] + new + text[end:], change
 
     async def _request(self, uri: str, text: str) -> None:
@@ -299,16 +306,20 @@ class Fuzzer:
             name = f"{path.name} v{version}"
             self.report.stale.append(f"{name}: only published {only_ours}; only lint {only_lint}")
             self.report.stale_texts[name] = text
+            self.report.stale_trails[name] = (self._trail[0], list(self._trail[1]))
         if ".conv." not in path.name:
             return version
         await self._check_views(path, uri, version, text)
         # A line added above the later messages and removed: the entries the server kept
-        # for them move a line down and back.
-        starts = [m.end() for m in _LINE_END.finditer(text)]
+        # for them move a line down and back. Not after a lone "\r": the "\n" would join
+        # it into one line end, and removing the "\n" alone takes a position inside a
+        # "\r\n", which LSP cannot express (a client sends none; ``_edit`` never does).
+        starts = [m.end() for m in _LINE_END.finditer(text) if m.group() != "\r"]
         if not starts:
             return version
         at = self.rng.choice(starts[len(starts) // 2 :])
         for start, end, new in ((at, at, "\n"), (at, at + 1, "")):
+            self._trail[1].append((start, end, new))
             version += 1
             rng = lsp.Range(client_position(text, start), client_position(text, end))
             text = text[:start] + new + text[end:]
