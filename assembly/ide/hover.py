@@ -500,7 +500,7 @@ def _orphan_reason(pl: Placements, m: Message) -> str:
     conv = pl.conversation
     ref = conversation_pairs(conv).call_of.get(m.id)
     if ref is None:
-        rejected = _rejected_call(pl.conversation, call_id)
+        rejected = _rejected_call(conv, call_id)
         if rejected is not None:
             return f"why: its call `{call_id}` is malformed and left out ({rejected})"
         return f"why: no earlier message makes the call `{call_id}`"
