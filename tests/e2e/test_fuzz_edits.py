@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.fuzz import Fuzzer, workspace_from_examples
+from tests.support.fuzz import Fuzzer, client_position, line_split_points, workspace_from_examples
 
 SEED = 20261201
 EDITS_PER_DOCUMENT = 60  # five documents: 300 edits
@@ -38,3 +38,19 @@ async def test_random_edits_with_interleaved_requests_end_on_the_lint_result(
     log = (tmp_path / "server.log").read_text(encoding="utf-8")
     assert "Traceback" not in log, log[-3000:]
     assert "starting one" not in log  # no request ever had to start an analysis
+
+
+def test_the_line_added_and_removed_at_a_checkpoint_is_expressible() -> None:
+    """The checkpoint's line (a "\\n" added at a line start, then removed) is never put
+    after a lone "\\r": removing it would take a position inside a "\\r\\n" (seed 1919's one
+    stale checkpoint of ``fuzz_lsp.py`` was the server's text parting from the client's
+    there, not a stale analysis)."""
+    text = 'a\rb\r\nc\nd\r{"x": 1}\n'
+    points = line_split_points(text)
+    assert [text[p - 1] for p in points] == ["\n", "\n", "\n"]
+    for at in points:
+        added = text[:at] + "\n" + text[at:]
+        # The "\n" added stands alone after a line end: removing it takes positions at
+        # line starts, (n, 0) and (n + 1, 0), never one inside a "\r\n".
+        assert added[at - 1 : at + 1] != "\r\n"
+        assert client_position(added, at).character == 0

@@ -125,6 +125,14 @@ def client_position(text: str, offset: int) -> lsp.Position:
     return lsp.Position(line, offset - start)
 
 
+def line_split_points(text: str) -> list[int]:
+    """The line starts where a line can be added and removed again with positions LSP can
+    express: not after a lone "\\r", which the "\\n" would join into one line end (removing
+    the "\\n" alone then takes a position inside a "\\r\\n": a client sends none, and a
+    server clamps it to the line's end, as the protocol says)."""
+    return [m.end() for m in _LINE_END.finditer(text) if m.group() != "\r"]
+
+
 class Fuzzer:
     """One server, one client; ``run`` fuzzes the documents one after another."""
 
@@ -311,10 +319,8 @@ class Fuzzer:
             return version
         await self._check_views(path, uri, version, text)
         # A line added above the later messages and removed: the entries the server kept
-        # for them move a line down and back. Not after a lone "\r": the "\n" would join
-        # it into one line end, and removing the "\n" alone takes a position inside a
-        # "\r\n", which LSP cannot express (a client sends none; ``_edit`` never does).
-        starts = [m.end() for m in _LINE_END.finditer(text) if m.group() != "\r"]
+        # for them move a line down and back.
+        starts = line_split_points(text)
         if not starts:
             return version
         at = self.rng.choice(starts[len(starts) // 2 :])
