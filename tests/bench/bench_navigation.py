@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchkit import bench_lsp, ms, print_table, run_worker, worker_document
+from benchkit import kinds_document, ms, print_table, run_worker, worker_document
 
 HERE = Path(__file__).resolve()
 
@@ -39,18 +39,10 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=2, help="runs per checkout (taking turns)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.corpus is None:
-        import atexit
-        import shutil
-        import tempfile
-
-        args.corpus = Path(tempfile.mkdtemp(prefix="promptls-bench-"))
-        atexit.register(shutil.rmtree, args.corpus, ignore_errors=True)
-    args.corpus.mkdir(parents=True, exist_ok=True)
     args.format = "json"
     if args.worker:
         return _worker(args)
-    doc = bench_lsp()._generate(args.corpus, args.size, "json")
+    doc = kinds_document(args)  # (in a folder removed at exit when no --corpus is given)
     print(f"{doc.name}: {doc.stat().st_size:,} bytes", flush=True)
     roots = args.root or [HERE.parents[2]]
     argv = ["--corpus", str(args.corpus), "--size", str(args.size)]
