@@ -524,6 +524,25 @@ class Rope:
         start = self._starts[k] + breaks[n - 1] if n else self.line_start(line)
         return LineCol(line, offset - start)
 
+    def line_head(self, offset: int, stop: int) -> tuple[int, int, str]:
+        """The 0-based line and code-point column of ``offset``, and the text from that
+        line's start to ``stop`` (``0 <= offset <= stop <= len``): ``line_col`` and a slice
+        in one look-up (what a position's column is counted in, in code units)."""
+        k = min(bisect.bisect_right(self._starts, offset) - 1, len(self._chunks) - 1)
+        at = self._starts[k]
+        chunk = self._chunks[k]
+        breaks = chunk.breaks()
+        n = bisect.bisect_right(breaks, offset - at)
+        line = self._lines[k] + n
+        if n:
+            first = breaks[n - 1]
+            if stop - at <= chunk.n:  # (all in this chunk: most often)
+                return line, offset - at - first, chunk.sub(first, stop - at)
+            start = at + first
+        else:
+            start = self.line_start(line)
+        return line, offset - start, self._slice(start, stop)
+
     def offset_at(self, line: int, column: int) -> int:
         """The offset of a 0-based line and column, clamped to the line's end (before its
         ``\\n`` or lone ``\\r``; a column may point before the ``\\r`` of a ``\\r\\n`` or

@@ -25,6 +25,7 @@ related places, each on a line of about a thousand characters).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -160,59 +161,92 @@ def to_lsp_position(m: TextMap, offset: int) -> lsp.Position:
     offset = max(0, min(offset, len(m.text)))
     res = m.positions.get(offset)
     if res is None:
-        res = _position(m, offset)
+        line, character = _point(m, offset)
+        res = lsp.Position(line, character)
         _keep(m, offset, res)
     return res
 
 
-def _position(m: TextMap, offset: int) -> lsp.Position:
-    lc = m.index.line_col(offset)
-    column = lc.column
-    if not column:
-        return lsp.Position(lc.line, 0)
+def _kept_point(m: TextMap, offset: int) -> tuple[int, int]:
+    """``to_lsp_position`` as (line, character), for an offset in the text; no
+    ``lsp.Position`` is made once ``m`` keeps all it may (an outline converts 40,000)."""
+    res = m.positions.get(offset)
+    if res is not None:
+        return res.line, res.character
+    line, character = _point(m, offset)
+    if len(m.positions) < _KEPT_POSITIONS:
+        m.positions[offset] = lsp.Position(line, character)
+    return line, character
+
+
+def _point(m: TextMap, offset: int) -> tuple[int, int]:
+    """The line and character of an offset in the text."""
+    index = m.index
     # The line up to the offset, and one more character: one slice (of one chunk, mostly).
-    line = m.text[offset - column : offset + 1]
+    if type(index) is Rope:
+        line_no, column, line = index.line_head(offset, min(offset + 1, len(index)))
+    else:
+        lc = index.line_col(offset)
+        line_no, column = lc.line, lc.column
+        line = m.text[offset - column : offset + 1] if column else ""
+    if not column:
+        return line_no, 0
     # An offset between the "\r" and the "\n" of a line break is the line's end.
     if line[column - 1] == "\r" and line[column:] == "\n":
         column -= 1
     if m.encoding == "utf-32":
-        return lsp.Position(lc.line, column)
-    return lsp.Position(lc.line, _units(line[:column], m.encoding))
+        return line_no, column
+    return line_no, _units(line[:column], m.encoding)
 
 
 def to_lsp_range(m: TextMap, rng: TextRange) -> lsp.Range:
-    """Convert a range; one on a single line reads that line once, for both ends."""
+    """Convert a range (``lsp_span``)."""
+    a, b, c, d = lsp_span(m, rng)
+    return lsp.Range(lsp.Position(a, b), lsp.Position(c, d))
+
+
+def lsp_span(m: TextMap, rng: TextRange) -> tuple[int, int, int, int]:
+    """Where ``rng`` is in LSP's terms: start line and character, end line and character.
+    A range on a single line reads that line once, for both ends; the positions of an
+    earlier version carried into ``m`` make it a look-up."""
     n = len(m.text)
     start, end = max(0, min(rng.start, n)), max(0, min(rng.end, n))
     if end <= start:
-        position = to_lsp_position(m, start)
-        return lsp.Range(position, position)
+        return _kept_point(m, start) * 2
     kept = m.positions
-    if end - start > _SAME_LINE_SPAN or (start in kept and end in kept):
-        return lsp.Range(to_lsp_position(m, start), to_lsp_position(m, end))
-    res = _range(m, start, end)
-    _keep(m, start, res.start)
-    _keep(m, end, res.end)
-    return res
+    if end - start <= _SAME_LINE_SPAN and (start not in kept or end not in kept):
+        res = _one_line(m, start, end)
+        if res is not None:
+            if len(kept) < _KEPT_POSITIONS:
+                _keep(m, start, lsp.Position(res[0], res[1]))
+                _keep(m, end, lsp.Position(res[2], res[3]))
+            return res
+    return _kept_point(m, start) + _kept_point(m, end)
 
 
-def _range(m: TextMap, start: int, end: int) -> lsp.Range:
-    lc = m.index.line_col(start)
-    line_start = start - lc.column
-    line = m.text[line_start : end + 1]  # the line up to the end, and one more character
-    a, b = lc.column, end - line_start
+def _one_line(m: TextMap, start: int, end: int) -> tuple[int, int, int, int] | None:
+    """``lsp_span`` of ``[start, end)`` (``start < end``) when both ends are on one line
+    and the start is not inside a "\r\n"; else None."""
+    index = m.index
+    # The line up to the end, and one more character.
+    if type(index) is Rope:
+        line_no, a, line = index.line_head(start, min(end + 1, len(index)))
+    else:
+        lc = index.line_col(start)
+        line_no, a = lc.line, lc.column
+        line = m.text[start - a : end + 1]
+    b = end - start + a
     # A line end inside, except the "\r" of a "\r\n" the range ends in: two lines.
     crosses = line.find("\n", a, b) != -1 or line.find("\r", a, b - 1) != -1
     crosses = crosses or (line[b - 1] == "\r" and line[b:] != "\n")
     if crosses or (a and line[a - 1] == "\r" and line[a] == "\n"):
-        return lsp.Range(to_lsp_position(m, start), to_lsp_position(m, end))
+        return None
     # Both ends on one line, the start not inside a "\r\n"; the end may be.
     b_column = b - 1 if line[b - 1] == "\r" and line[b:] == "\n" else b
     if m.encoding == "utf-32":
-        return lsp.Range(lsp.Position(lc.line, a), lsp.Position(lc.line, b_column))
+        return line_no, a, line_no, b_column
     a_units = _units(line[:a], m.encoding)
-    b_units = a_units + _units(line[a:b_column], m.encoding)
-    return lsp.Range(lsp.Position(lc.line, a_units), lsp.Position(lc.line, b_units))
+    return line_no, a_units, line_no, a_units + _units(line[a:b_column], m.encoding)
 
 
 def from_lsp_position(m: TextMap, position: lsp.Position) -> int:
@@ -358,15 +392,28 @@ _FOLD_KINDS = {
 FIX_ALL_KIND = f"{lsp.CodeActionKind.SourceFixAll.value}.promptls"
 
 
-def to_lsp_document_symbol(m: TextMap, s: Symbol) -> lsp.DocumentSymbol:
-    return lsp.DocumentSymbol(
-        name=s.name,
-        kind=_SYMBOL_KINDS[s.kind],
-        range=to_lsp_range(m, s.range),
-        selection_range=to_lsp_range(m, s.focus_range),
-        detail=s.detail,
-        children=[to_lsp_document_symbol(m, c) for c in s.children] or None,
+# An LSP range as ``json.dumps`` writes pygls's unstructured ``lsp.Range``.
+RANGE_JSON = b'{"start": {"line": %d, "character": %d}, "end": {"line": %d, "character": %d}}'
+
+
+def document_symbol_json(
+    m: TextMap, s: Symbol, span: tuple[int, int, int, int] | None = None
+) -> bytes:
+    """An outline entry as pygls writes the ``lsp.DocumentSymbol`` of ``s`` (its JSON,
+    ASCII), without making one: a large conversation's outline has ten thousand entries,
+    and the objects, their unstructured dicts and ``json.dumps`` of those took half of
+    its time. ``span``: ``lsp_span`` of its range, when the caller has it."""
+    out = b'{"name": %s, "kind": %d, "range": %s, "selectionRange": %s' % (
+        json.dumps(s.name).encode("ascii"),
+        _SYMBOL_KINDS[s.kind].value,
+        RANGE_JSON % (span or lsp_span(m, s.range)),
+        RANGE_JSON % lsp_span(m, s.focus_range),
     )
+    if s.detail is not None:
+        out += b', "detail": %s' % json.dumps(s.detail).encode("ascii")
+    if s.children:
+        out += b', "children": [%s]' % b", ".join([document_symbol_json(m, c) for c in s.children])
+    return out + b"}"
 
 
 def folding_range_json(m: TextMap, fold: Fold) -> bytes:

@@ -3,8 +3,8 @@
 An editor asks for the outline after every change, and a 10 MB conversation's outline has
 ten thousand messages: made, converted to LSP positions and serialized, about 800 ms a
 version, while a keystroke changes one message. So each message's entry is kept as the
-JSON ``convert.to_lsp_document_symbol`` and pygls' converter make of it. When the message
-has moved to another line, the entry becomes a template (its line numbers ``%d``,
+JSON pygls writes for its ``lsp.DocumentSymbol`` (``convert.document_symbol_json``). When
+the message has moved to another line, the entry becomes a template (its line numbers ``%d``,
 relative to the message's first line) that the next versions fill in: a keystroke above a
 message that moves it down a line costs one ``bytes % tuple``, not its entry made again.
 Where a kept message starts now (its line and column) is carried from the text of the
@@ -29,14 +29,13 @@ the message list's items start (their ranges are absolute).
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from assembly.ide import symbols as ide_symbols
 from assembly.model import Conversation, Message
@@ -44,8 +43,6 @@ from assembly.rope import Rope
 from assembly.syntax import SNode
 from server.lsp import convert
 from server.lsp.convert import TextMap
-
-Unstructure = Callable[[Any], Any]
 
 
 class _Entry(NamedTuple):
@@ -78,9 +75,7 @@ _LOCK = threading.Lock()  # outlines are made on the executor's threads
 _LINE = re.compile(rb'"line": (\d+)')
 
 
-def conversation_outline(
-    key: str, conv: Conversation, text_map: TextMap, unstructure: Unstructure
-) -> Iterator[bytes]:
+def conversation_outline(key: str, conv: Conversation, text_map: TextMap) -> Iterator[bytes]:
     """The JSON of each top-level entry of the outline of ``conv`` (whose text is that of
     ``text_map``), in document order; ``key`` names the document the entries are kept for."""
     with _LOCK:
@@ -97,19 +92,19 @@ def conversation_outline(
     nodes = _message_nodes(conv)
     if not nodes:  # messages not stored by the list's starts (other providers' formats)
         for sym in ide_symbols.conversation_symbols(conv):
-            yield _dumps(unstructure(convert.to_lsp_document_symbol(text_map, sym)))
+            yield convert.document_symbol_json(text_map, sym)
         return
     keys = ide_symbols.key_symbols(conv)
     k = 0
     calls = ide_symbols.call_names(conv)
     for i, (m, start) in enumerate(zip(conv.message_data, conv.starts, strict=True)):
         while k < len(keys) and keys[k].range.start < start:
-            yield _dumps(unstructure(convert.to_lsp_document_symbol(text_map, keys[k])))
+            yield convert.document_symbol_json(text_map, keys[k])
             k += 1
         node = nodes.get(start)
         if node is None or node.range.end != m.range.end:  # (not the message: no entry)
             sym = ide_symbols.message_symbol(conv, i, calls)
-            yield _dumps(unstructure(convert.to_lsp_document_symbol(text_map, sym)))
+            yield convert.document_symbol_json(text_map, sym)
             continue
         call = calls.get(m.tool_call_id) if m.tool_call_id is not None else None
         hit = entries.get(id(node))
@@ -129,14 +124,14 @@ def conversation_outline(
             elif (start, line) != (hit.start, hit.line):
                 hit = _Entry(node, m, call, start, line, column, hit.json, hit.lines)
         if hit is None:
-            hit = _entry(conv, i, node, call, start, text_map, unstructure, calls)
+            hit = _entry(conv, i, node, call, start, text_map, calls)
         used[id(node)] = hit
         if hit.lines is None:
             yield hit.json
         else:
             yield hit.json % tuple([hit.line + r for r in hit.lines])
     for s in keys[k:]:
-        yield _dumps(unstructure(convert.to_lsp_document_symbol(text_map, s)))
+        yield convert.document_symbol_json(text_map, s)
     ref = weakref.ref(text) if isinstance(text, Rope) else None
     with _LOCK:
         # This version's messages only: the replaced ones are let go.
@@ -153,20 +148,20 @@ def _entry(
     call: str | None,
     start: int,
     text_map: TextMap,
-    unstructure: Unstructure,
     calls: dict[str, str],
 ) -> _Entry:
     """The entry of message ``i`` (starting at ``start``, its stored node ``node``) made:
     its JSON as is (it becomes a template once the message moves to another line)."""
     m = conv.message_data[i]
     sym = ide_symbols.message_symbol(conv, i, calls)
-    data = unstructure(convert.to_lsp_document_symbol(text_map, sym))
+    span = convert.lsp_span(text_map, sym.range)
     if sym.range.start == start:  # (the message's range starts where it does)
-        line, column = data["range"]["start"]["line"], data["range"]["start"]["character"]
+        line, column = span[0], span[1]
     else:
         position = convert.to_lsp_position(text_map, start)
         line, column = position.line, position.character
-    return _Entry(node, m, call, start, line, column, _dumps(data), None)
+    written = convert.document_symbol_json(text_map, sym, span)
+    return _Entry(node, m, call, start, line, column, written, None)
 
 
 def _template(json_: bytes, line: int) -> tuple[bytes, tuple[int, ...]]:
@@ -180,10 +175,6 @@ def forget(key: str) -> None:
     """Let the entries kept for a document go (it was closed)."""
     with _LOCK:
         _MEMOS.pop(key, None)
-
-
-def _dumps(data: Any) -> bytes:
-    return json.dumps(data).encode("ascii")
 
 
 def _message_nodes(conv: Conversation) -> dict[int, SNode]:

@@ -97,6 +97,12 @@ def check_rope(rope: Rope, text: str, data: st.DataObject | None = None) -> None
         assert rope.line_col(offset) == index.line_col(offset), offset
         line = index.line_col(offset).line
         assert rope.line_of(offset) == index.line_of(offset) == few.line_of(offset) == line
+        if 0 <= offset <= n:  # the line, column and text from the line's start to a stop
+            lc = index.line_col(offset)
+            line, column = lc.line, lc.column
+            for stop in {offset, min(offset + 1, n), min(offset + 40, n), n}:
+                head = (line, column, text[offset - column : stop])
+                assert rope.line_head(offset, stop) == head, (offset, stop)
     if data is not None:  # a few more random slices
         for _ in range(5):
             a = data.draw(st.integers(-n - 2, n + 2))

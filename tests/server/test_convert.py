@@ -17,6 +17,7 @@ from pygls.workspace.position_codec import Utf8, Utf16, Utf32
 
 from assembly.diagnostics import Diagnostic, Fix, Related, Severity, TextEdit
 from assembly.ide.folding import Fold, FoldKind
+from assembly.ide.symbols import Symbol, SymbolKind
 from assembly.rope import Rope
 from assembly.text import TextRange
 from server.links import rule_doc_url
@@ -401,3 +402,39 @@ def test_a_fold_is_written_as_pygls_writes_its_folding_range(
     )
     written = json.dumps(get_converter().unstructure(want)).encode("ascii")
     assert convert_module.folding_range_json(m, fold) == written
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-32"])
+@pytest.mark.parametrize("kind", list(SymbolKind))
+def test_a_symbol_is_written_as_pygls_writes_its_document_symbol(
+    encoding: str, kind: SymbolKind
+) -> None:
+    """The outline's answer is written without lsprotocol objects; each entry must be the
+    bytes pygls writes for the ``lsp.DocumentSymbol`` (nested children, a detail, names
+    that JSON escapes, positions after an emoji and CJK, a range across lines)."""
+    import json
+
+    from lsprotocol.converters import get_converter
+
+    from tests.support.lsp_reference import document_symbol
+
+    text = '{"a": "😀 读 x",\r\n "b": {"c": "\\"q\\" 😀", "d": 1}\n}'
+    m = TextMap.of(text, encoding)
+    leaf = Symbol(
+        'say "hi"\u2026 \\ 😀',
+        kind,
+        TextRange(text.index('"c"'), text.index("1") + 1),
+        TextRange(text.index('"c"'), text.index('"c"') + 3),
+    )
+    parent = Symbol(
+        "b",
+        kind,
+        TextRange(text.index('"b"'), len(text) - 2),
+        TextRange(text.index('"b"'), text.index('"b"') + 3),
+        detail="2 keys · 读",
+        children=(leaf, leaf),
+    )
+    top = Symbol("a", kind, TextRange(text.index("x"), text.index("x") + 1), TextRange(1, 4))
+    for s in (parent, leaf, top):
+        want = json.dumps(get_converter().unstructure(document_symbol(m, s))).encode("ascii")
+        assert convert_module.document_symbol_json(m, s) == want

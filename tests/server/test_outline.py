@@ -3,9 +3,10 @@
 A conversation is analysed, its outline made (which keeps each message's entry), then
 edited the ways that move, rename or reshape messages without changing most of them; after
 each edit the outline made with the kept entries must be, value for value, the one
-``convert.to_lsp_document_symbol`` makes of ``ide.symbols.conversation_symbols`` with
-nothing kept, in each position encoding. The texts put an emoji and CJK on the lines
-messages start on, so that a kept column in the wrong units shows.
+pygls writes for the ``lsp.DocumentSymbol`` of each of ``ide.symbols.conversation_symbols``
+with nothing kept (``tests/support/lsp_reference.py``), in each position encoding. The
+texts put an emoji and CJK on the lines messages start on, so that a kept column in the
+wrong units shows.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from lsprotocol import converters
 from assembly.host import AnalysisHost, Edit
 from assembly.ide import symbols
 from assembly.rope import Rope
-from server.lsp import convert, outline
+from server.lsp import outline
 from server.lsp.convert import TextMap
+from tests.support import lsp_reference
 from tests.support.engine import analyze
 
 TODAY = dt.date(2026, 7, 15)
@@ -55,14 +57,14 @@ def _text(suffix: str, *, one_line: bool = False) -> str:
 def _kept(key: str, a: Any, encoding: str) -> list[Any]:
     tm = TextMap.of(a.text, encoding)
     return json.loads(
-        b"[" + b", ".join(outline.conversation_outline(key, a.conversation, tm, UNSTRUCTURE)) + b"]"
+        b"[" + b", ".join(outline.conversation_outline(key, a.conversation, tm)) + b"]"
     )
 
 
 def _fresh(a: Any, encoding: str) -> list[Any]:
     tm = TextMap.of(a.text, encoding)
     syms = symbols.conversation_symbols(a.conversation)
-    return [UNSTRUCTURE(convert.to_lsp_document_symbol(tm, s)) for s in syms]
+    return [UNSTRUCTURE(lsp_reference.document_symbol(tm, s)) for s in syms]
 
 
 def _edits(suffix: str, one_line: bool) -> list[Callable[[str], tuple[int, int, str]]]:

@@ -356,8 +356,9 @@ class Fuzzer:
         versions)."""
         from assembly.ide import folding
         from assembly.ide.symbols import conversation_symbols
-        from server.lsp.convert import TextMap, to_lsp_document_symbol
+        from server.lsp.convert import TextMap
         from tests.support.engine import analyze
+        from tests.support.lsp_reference import document_symbol
 
         doc = lsp.TextDocumentIdentifier(uri=uri)
         got = await self.client.text_document_document_symbol_async(
@@ -367,7 +368,7 @@ class Fuzzer:
         theirs = [unstructure(s) for s in got or []]
         conv = analyze(path, text=text, root=self.workspace).conversation
         tm = TextMap.of(text, "utf-32")
-        ours = [unstructure(to_lsp_document_symbol(tm, s)) for s in conversation_symbols(conv)]
+        ours = [unstructure(document_symbol(tm, s)) for s in conversation_symbols(conv)]
         name = f"{path.name} v{version}"
         if theirs != ours:
             self.report.outlines.append(f"{name}: entry {_first_difference(theirs, ours)} differs")

@@ -22,7 +22,6 @@ from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
 from assembly.ide import folding
-from assembly.text import TextRange
 from server.lsp import convert, outline
 from server.lsp.app import PromptServer
 from server.lsp.scheduler import SETTLE_S, View
@@ -155,10 +154,10 @@ def publish(ls: PromptServer, snap: Snapshot, previous: Snapshot | None = None) 
         else:
             made[key] = parts
             buf += parts[0]
-            buf += _RANGE % _span(m, d.range)
+            buf += convert.RANGE_JSON % convert.lsp_span(m, d.range)
             buf += parts[1]
             for r, part in zip(d.related, parts[2:], strict=True):
-                buf += _RANGE % _span(m, r.range)
+                buf += convert.RANGE_JSON % convert.lsp_span(m, r.range)
                 buf += part
         buf += b', "data": '
         buf += json.dumps(convert.diagnostic_data(d)).encode("ascii")
@@ -170,8 +169,6 @@ def publish(ls: PromptServer, snap: Snapshot, previous: Snapshot | None = None) 
     ls.protocol.notify_prepared(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, bytes(buf))
 
 
-# An LSP range as ``json.dumps`` writes pygls's unstructured ``lsp.Range``.
-_RANGE = b'{"start": {"line": %d, "character": %d}, "end": {"line": %d, "character": %d}}'
 _SLOT = "\x00range\x00"  # written in a range's place, then cut out
 _SLOT_JSON = json.dumps(_SLOT).encode("ascii")
 
@@ -191,17 +188,6 @@ def _around_ranges(fields: dict[str, Any]) -> tuple[bytes, ...] | None:
     if len(parts) != 2 + len(related):
         return None
     return tuple(parts)
-
-
-def _span(m: convert.TextMap, rng: TextRange) -> tuple[int, int, int, int]:
-    """Where ``rng`` is in LSP's terms (the positions of an earlier version carried into
-    ``m`` make it one look-up)."""
-    kept = m.positions
-    a, b = kept.get(rng.start), kept.get(rng.end)
-    if a is None or b is None:
-        r = convert.to_lsp_range(m, rng)
-        a, b = r.start, r.end
-    return a.line, a.character, b.line, b.character
 
 
 def install(ls: PromptServer) -> None:

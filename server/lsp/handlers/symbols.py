@@ -18,7 +18,7 @@ from lsprotocol import types as lsp
 from assembly.host import Analysis
 from assembly.ide import symbols as ide_symbols
 from server.lsp import convert, outline
-from server.lsp.app import Prepared, PromptServer, prepare, prepare_json
+from server.lsp.app import Prepared, PromptServer, prepare_json
 from server.lsp.handlers.documents import current_view
 from server.lsp.scheduler import View
 
@@ -34,14 +34,12 @@ async def document_symbol(ls: PromptServer, params: lsp.DocumentSymbolParams) ->
 def _prepared(ls: PromptServer, uri: str, view: View) -> Prepared | None:
     a = view.base.analysis if view.base is not None else None
     if isinstance(a, Analysis) and view.span is None:
-        unstructure = ls.protocol._converter.unstructure
-        return prepare_json(
-            outline.conversation_outline(uri, a.conversation, view.text_map, unstructure)
-        )
-    return prepare(ls, _outline(view))
+        return prepare_json(outline.conversation_outline(uri, a.conversation, view.text_map))
+    return prepare_json(convert.document_symbol_json(view.text_map, s) for s in _outline(view))
 
 
-def _outline(view: View) -> Iterator[lsp.DocumentSymbol]:
+def _outline(view: View) -> Iterator[ide_symbols.Symbol]:
+    """The symbols of the view's analysis, carried into the current text."""
     a = view.base.analysis if view.base is not None else None
     if isinstance(a, Analysis):
         res = ide_symbols.conversation_symbols(a.conversation)
@@ -49,4 +47,4 @@ def _outline(view: View) -> Iterator[lsp.DocumentSymbol]:
         res = ide_symbols.template_symbols(a.template)
     else:
         return iter(())
-    return (convert.to_lsp_document_symbol(view.text_map, view.carry(s)) for s in res)
+    return (view.carry(s) for s in res)
