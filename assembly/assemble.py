@@ -58,6 +58,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import datetime as dt
+import functools
 import itertools
 import json
 import operator
@@ -214,11 +215,20 @@ class CompressionPlan:
     summarize: tuple[str, ...]
     keep: tuple[str, ...]
     progressive: bool
-    request: tuple[dict[str, Any], ...]  # the summarization request (OpenAI messages)
     summarize_tokens: int = 0  # the stored tokens of ``summarize``, as ``history_tokens``
     # The positions in ``Assembly.history`` of ``summarize`` and ``keep``.
     summarize_at: tuple[int, ...] = ()
     keep_at: tuple[int, ...] = ()
+    # Makes ``request`` (None: there is none). Only ``promptls assemble --summary-request``
+    # shows it: made for every version, its 10,000 messages at 10 MB took a megabyte.
+    request_of: Callable[[], tuple[dict[str, Any], ...]] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    @property
+    def request(self) -> tuple[dict[str, Any], ...]:
+        """The summarization request (OpenAI messages)."""
+        return self.request_of() if self.request_of is not None else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -807,7 +817,6 @@ class _History:
     tokens_by_id: dict[str, int]
     entries: _Lazy  # the LayoutEntry of a position kept in the "history" segment
     provider: _Lazy  # the provider message (all its images kept)
-    for_summary: _Lazy  # its summarization-request message, or None
     cand_pos: list[int] | None = None  # positions of the candidates (None: to recompute)
     cand_users: list[int] = field(default_factory=list)  # candidate indexes of user messages
     cand_ids: list[str] = field(default_factory=list)  # the candidates' ids
@@ -1423,7 +1432,6 @@ class _Pipeline:
             tokens_by_id={},
             entries=_Lazy.empty(0),
             provider=_Lazy.empty(0),
-            for_summary=_Lazy.empty(0),
         )
         self._fill(h, self._summary(structure), prev, kept)
         self.cache._history = h
@@ -1599,7 +1607,6 @@ class _Pipeline:
                     h.cand_pos = None
                 h.entries.forget(p)
                 h.provider.forget(p)
-                h.for_summary.forget(p)
         if patched:
             h.prefix = list(itertools.accumulate(h.cost, initial=0))
             if not h.shape.unique_ids or not same_ids:
@@ -1715,7 +1722,6 @@ class _Pipeline:
         same_provider = prev is not None and prev.fill_key == fill_key
         h.provider = lazy(prev.provider if prev and same_provider else None)
         h.fill_key = fill_key
-        h.for_summary = lazy(prev.for_summary if prev else None)
         meta_runs = [r if r[0] == "old" else ("new", h.metas[r[1] : r[2]]) for r in unit_runs]
         meta_units = _carried_positions(
             prev.meta_units if apart and prev else None, meta_runs, h.metas, _metas_in
@@ -2935,14 +2941,12 @@ class _Pipeline:
             split = users[u] if u < len(users) else (users[-1] if users else 0)
         else:
             split, sums = 0, [0]
-        request: tuple[dict[str, Any], ...] = ()
+        request: Callable[[], tuple[dict[str, Any], ...]] | None = None
         if triggered and split:
-            hist = h.hist
-            h.for_summary.fill(0, len(hist), lambda p: _summary_entry(hist[p]))
-            per_candidate = list(itertools.compress(h.for_summary.items, h.cand))
-            request = _summarization_request_of(
-                filter(None, per_candidate[:split]), filter(None, per_candidate[split:]), summary
-            )
+            # Made when asked for (``--summary-request``), of this run's candidates (``h`` is
+            # patched by the next run).
+            candidates = tuple(itertools.compress(h.hist, h.cand))
+            request = functools.partial(_summary_request, candidates, split, summary)
         return CompressionPlan(
             triggered=triggered,
             threshold=threshold,
@@ -2952,7 +2956,7 @@ class _Pipeline:
             summarize=tuple(cand_ids[:split]) if triggered else (),
             keep=tuple(cand_ids[split:]) if triggered else tuple(cand_ids),
             progressive=summary is not None,
-            request=request,
+            request_of=request,
             summarize_tokens=sums[split] if triggered else 0,
             summarize_at=tuple(cand_pos[:split]) if triggered else (),
             keep_at=tuple(cand_pos[split:]) if triggered else tuple(cand_pos),
@@ -3399,6 +3403,17 @@ def _assistant_message(m: LlmMessage, *, ollama: bool) -> dict[str, Any]:
 
 def _args_json(args: dict[str, Any] | str) -> str:
     return args if isinstance(args, str) else json.dumps(args)
+
+
+def _summary_request(
+    candidates: tuple[LlmMessage, ...], split: int, summary: Message | None
+) -> tuple[dict[str, Any], ...]:
+    """The summarization request of the compression candidates, the first ``split`` of
+    them summarized."""
+    entries = [_summary_entry(m) for m in candidates]
+    return _summarization_request_of(
+        filter(None, entries[:split]), filter(None, entries[split:]), summary
+    )
 
 
 def _summarization_request_of(
