@@ -79,7 +79,7 @@ from assembly.syntax import (
     parse_jsonl,
     parse_messages,
 )
-from assembly.text import TextRange
+from assembly.text import TextRange, sub_range
 
 
 def common_prefix(a: str, b: str) -> int:
@@ -877,7 +877,7 @@ def _reparse_one(
         parser.errors
         or new_node is None
         or not new_node.is_object
-        or new_node.range != type(node.range)(node.range.start, len(source))
+        or new_node.range != sub_range(node.range, node.range.start, len(source))
         or not parser.at_end()
     ):
         return None

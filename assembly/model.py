@@ -474,7 +474,7 @@ class Located:
 def _range_field(name: str) -> property:
     def get(self: Located) -> TextRange | None:
         r = getattr(self.green, name)
-        if type(r) is RelRange:
+        if isinstance(r, RelRange):
             return TextRange(r.start + self.base, r.end + self.base)
         return r  # type: ignore[no-any-return]
 

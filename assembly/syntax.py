@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
+from json.scanner import make_scanner as _make_scanner  # type: ignore[attr-defined]
 from sys import intern as _intern
 from typing import Any, Literal, Protocol
 
@@ -1314,6 +1315,45 @@ class JsonParser:
             at = self.last_end if value else p
             self._error(f"expected `,` or `{close}`", at, at)
 
+    def _scanned(self, p: int, depth: int) -> SNode | None:
+        """The object at ``p``, an item of the message list (``depth`` deep), read by the C
+        scanner of the ``json`` module, when it reads it whole and as this parser would
+        read it without a finding; else None (and nothing consumed): the parser reads it.
+
+        The nodes' ranges are not found now (``LazyRange``): the readers keep them, and only
+        the few that a finding or a view places are ever asked for (at 10 MB, 60 of
+        92,000), when the message is read again by this parser (``Positions``). Refused
+        here, for the parser to report: a duplicate key, a lone surrogate's escape, a
+        number longer than ``MAX_NUMBER_CHARS``, ``NaN`` and its kind, nesting past
+        ``MAX_DEPTH``, the token limit; anything ``json`` rejects (a control character in
+        a string, a missing comma…) and an object that reaches the end of the text.
+        """
+        text = self.text
+        try:
+            value, e = _scan_item(text, p)
+        except (ValueError, RecursionError, StopIteration):  # (``JSONDecodeError`` too)
+            return None
+        if e > self.end or (text.find("\\u", p, e) != -1 and _SURROGATE_ESCAPE.search(text, p, e)):
+            return None
+        length = e - p  # (one ``int`` for the table and the message's range)
+        if self.source is not None:
+            table = Positions(self.source, p + self.shift, length)
+        else:
+            table = Positions(text, p, length)
+        build = _Build(table)
+        try:
+            node = build.node(value, depth)
+        except _Refused:
+            return None
+        tokens = build.tokens
+        if self.count + tokens + 1 >= MAX_JSON_TOKENS:
+            return None  # (the parser says where the limit is)
+        node.range = RelRange(0, length)  # (the message's own range is known)
+        self.pos = self.last_end = e
+        self.count += tokens
+        self.last_raw = "}"
+        return node
+
     def _array(self, depth: int, start: int) -> SNode:
         # The message list: each item is read relative to its own start (see ``SNode.starts``).
         holder = self.messages and (depth == 0 or self.holder_next) and self.base is None
@@ -1397,7 +1437,9 @@ class JsonParser:
                 while True:
                     self.base = p
                     n_errors = len(self.errors)
-                    value = self._value(depth + 1)
+                    value = self._scanned(p, depth + 1) if text[p] == "{" else None
+                    if value is None:
+                        value = self._value(depth + 1)
                     self.base = None
                     self._after_value(value, "]")
                     if self.pos < self.end or self.final():
@@ -1414,7 +1456,9 @@ class JsonParser:
             if starts is not None:
                 self.base = p
                 n_errors = len(self.errors)
-                value = self._value(depth + 1)
+                value = self._scanned(p, depth + 1) if c == "{" else None
+                if value is None:
+                    value = self._value(depth + 1)
                 self.base = None
                 if value is not None:
                     starts.append(p + self.shift)
@@ -1424,6 +1468,215 @@ class JsonParser:
             if value is not None:
                 items.append(value)
             self._after_value(value, "]")
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """An object's (key, value) pairs as the C scanner gives them (``_scan_item``): told
+    apart from an array, which it gives as a ``list``."""
+
+    __slots__ = ()
+
+
+class _Refused(ValueError):
+    """A value left to the parser (by ``_Build``, or the scanner's hooks: a ``ValueError``
+    as the scanner's own refusals are)."""
+
+
+def _refuse(raw: str) -> Any:
+    raise _Refused
+
+
+def _number(parse: Any) -> Any:
+    def checked(raw: str) -> Any:
+        if len(raw) > MAX_NUMBER_CHARS:
+            raise _Refused
+        return parse(raw)
+
+    return checked
+
+
+class _ScanContext:
+    """What ``json.scanner.make_scanner`` reads its settings from (a ``JSONDecoder``'s)."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = _Pairs  # (a type: called from C without a Python frame)
+    parse_float = staticmethod(_number(float))
+    parse_int = staticmethod(_number(int))
+    parse_constant = staticmethod(_refuse)  # NaN, Infinity, -Infinity: not JSON
+
+    def __init__(self) -> None:
+        self.memo: dict[str, str] = {}  # (the pure-Python scanner's; the C one has its own)
+
+
+_scan_item = _make_scanner(_ScanContext())
+# A ``\u`` escape of a surrogate (lone ones are reported by the parser; a pair is rare).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class LazyRange(RelRange):
+    """A range inside a message read by the C scanner (``JsonParser._scanned``): where it
+    is, relative to the message's start, is found when first asked for (``Positions``).
+    Equal, hashed and ordered as the ``RelRange`` it stands for, and pickled as one.
+
+    It keeps its table and its number in the two slots of ``RelRange`` (through their
+    descriptors, ``_TABLE`` and ``_AT``), which it reads as properties: a message's
+    nodes have one each, 42,000 at 10 MB, and two more slots would be 0.7 MB."""
+
+    __slots__ = ()
+
+    def __init__(self, table: Positions, at: int) -> None:  # (no ``RelRange.__init__``)
+        _TABLE.__set__(self, table)
+        _AT.__set__(self, at)
+
+    @property  # type: ignore[override]
+    def start(self) -> int:
+        return _TABLE.__get__(self).range(_AT.__get__(self)).start  # type: ignore[no-any-return]
+
+    @property  # type: ignore[override]
+    def end(self) -> int:
+        return _TABLE.__get__(self).range(_AT.__get__(self)).end  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"LazyRange(start={self.start}, end={self.end})"
+
+    def __reduce__(self) -> tuple[type[RelRange], tuple[int, int]]:
+        return (RelRange, (self.start, self.end))
+
+    def place(self) -> tuple[Positions, int]:
+        """Its table and its number there."""
+        return _TABLE.__get__(self), _AT.__get__(self)
+
+
+# ``RelRange``'s slots, as ``LazyRange`` uses them.
+_TABLE: Any = RelRange.__dict__["start"]
+_AT: Any = RelRange.__dict__["end"]
+
+
+class _ScannedMember(Member):
+    """A member of an object the C scanner read: its key's range is found from its value's
+    (the place before it in ``Positions``' order), so no range object is kept for it."""
+
+    __slots__ = ()
+
+    def __init__(self, key: str, value: SNode) -> None:  # (no ``key_range`` to set)
+        self.key = key
+        self.value = value
+
+    @property  # type: ignore[override]
+    def key_range(self) -> Span:
+        v: LazyRange = self.value.range  # type: ignore[assignment]
+        table, at = v.place()
+        return LazyRange(table, at - 1)
+
+
+class Positions:
+    """The ranges inside one message read by the C scanner, relative to its start, in the
+    order ``_Build`` numbers its nodes (each node, then each member's key and value): read
+    by the parser from the ``length`` characters at ``start`` in ``source`` (the text of
+    the version it was read in, which never changes) the first time one is asked for, and
+    kept; the text is then let go."""
+
+    __slots__ = ("length", "ranges", "source", "start")
+
+    def __init__(self, source: Sliced, start: int, length: int) -> None:
+        self.source: Sliced | None = source
+        self.start = start
+        self.length = length
+        self.ranges: list[Span] | None = None
+
+    def range(self, at: int) -> Span:
+        ranges = self.ranges
+        if ranges is None:
+            ranges = self._read()
+        return ranges[at]
+
+    def _read(self) -> list[Span]:
+        assert self.source is not None
+        text = self.source[self.start : self.start + self.length]
+        parser = JsonParser(text, 0, len(text), 0)
+        node = parser._value(0)
+        # The C scanner read this text whole, so the parser reads it without a finding,
+        # into the same tree (the refusals of ``_scanned`` are what the two differ on).
+        assert node is not None and not parser.errors, parser.errors
+        ranges: list[Span] = []
+        _ranges_of(node, ranges)
+        self.ranges = ranges
+        self.source = None  # (the text is let go)
+        return ranges
+
+
+def _ranges_of(node: SNode, out: list[Span]) -> None:
+    out.append(node.range)
+    if node.kind == "object":
+        for m in node.members:
+            out.append(m.key_range)
+            _ranges_of(m.value, out)
+    elif node.kind == "array":
+        for item in node.items:
+            _ranges_of(item, out)
+
+
+class _Build:
+    """The source tree of a value the C scanner read (``JsonParser._scanned``): its nodes
+    numbered as ``Positions`` finds their ranges, and the tokens the parser would count."""
+
+    __slots__ = ("next", "table", "tokens")
+
+    def __init__(self, table: Positions) -> None:
+        self.table = table
+        self.next = 0
+        self.tokens = 0
+
+    def node(self, v: Any, depth: int) -> SNode:
+        at = self.next
+        self.next = at + 1
+        table = self.table
+        t = type(v)
+        if t is str:
+            self.tokens += 1
+            return SNode("string", LazyRange(table, at), v)
+        if t is _Pairs:
+            if depth >= MAX_DEPTH:
+                raise _Refused
+            n = len(v)
+            if n > 1 and len(dict(v)) != n:
+                raise _Refused  # a duplicate key
+            # braces, keys, colons, the commas between members, and the string values
+            tokens = 2 + 2 * n + max(n - 1, 0)
+            members = []
+            add = members.append
+            lazy, snode, member, intern, role = LazyRange, SNode, _ScannedMember, _intern, _ROLE
+            k = at + 1  # the next number
+            for key, x in v:
+                if len(key) <= MAX_SHARED_KEY_CHARS:
+                    key = intern(key)
+                if type(x) is str:  # (most values: without a call)
+                    if key is role:
+                        x = intern(x)
+                    add(member(key, snode("string", lazy(table, k + 1), x)))
+                    tokens += 1
+                    k += 2
+                else:
+                    self.next = k + 1
+                    add(member(key, self.node(x, depth + 1)))
+                    k = self.next
+            self.next = k
+            self.tokens += tokens
+            return SNode("object", LazyRange(table, at), None, (), tuple(members))
+        if t is list:
+            if depth >= MAX_DEPTH:
+                raise _Refused
+            n = len(v)
+            self.tokens += 2 + max(n - 1, 0)
+            items = tuple([self.node(x, depth + 1) for x in v])
+            return SNode("array", LazyRange(table, at), None, items)
+        self.tokens += 1
+        if v is None:
+            return SNode("null", LazyRange(table, at), None)
+        if t is bool:
+            return SNode("bool", LazyRange(table, at), v)
+        return SNode("number", LazyRange(table, at), v)
 
 
 class _Resync(Exception):

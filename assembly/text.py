@@ -126,7 +126,7 @@ Span = TextRange | RelRange
 
 def resolve(rng: Span, base: int) -> TextRange:
     """``rng`` as an offset into the document, its message starting at ``base``."""
-    if type(rng) is RelRange:
+    if isinstance(rng, RelRange):  # (or a subclass: ``syntax.LazyRange``)
         return TextRange(rng.start + base, rng.end + base)
     assert isinstance(rng, TextRange), rng
     return rng
@@ -134,12 +134,12 @@ def resolve(rng: Span, base: int) -> TextRange:
 
 def span(first: Span, last: Span) -> Span:
     """The range from the start of ``first`` to the end of ``last`` (same kind of range)."""
-    return type(first)(first.start, last.end)
+    return (RelRange if isinstance(first, RelRange) else TextRange)(first.start, last.end)
 
 
 def sub_range(rng: Span, start: int, end: int) -> Span:
     """The range ``[start, end)``, in the same coordinates (and kind) as ``rng``."""
-    return type(rng)(start, end)
+    return (RelRange if isinstance(rng, RelRange) else TextRange)(start, end)
 
 
 @dataclass(frozen=True, slots=True)

@@ -940,7 +940,7 @@ class _Run:
         """Where message ``i`` starts in this version (a relative message: from the
         version's table of starts, without a view)."""
         r = self.msgs[i].range
-        if type(r) is RelRange:
+        if isinstance(r, RelRange):
             return self.ctx.conversation.starts[i] + r.start  # type: ignore[union-attr]
         return message_start(self.views[i])
 

@@ -176,11 +176,17 @@ def test_an_editors_rope_is_parsed_in_windows_with_the_whole_parses_result() -> 
 
 
 def test_ranges_inside_messages_are_shared_values() -> None:
-    """One ``RelRange`` object for each place inside a message (``syntax._rel``)."""
+    """One ``RelRange`` object for each place inside the messages the parser reads
+    (``syntax._rel``; here a duplicate key makes it read them); the role values are one
+    object whoever reads them."""
     text = json.dumps([{"role": "user", "content": "same"} for _ in range(3)])
+    text = text.replace('"content"', '"content": "x", "content"')
     holder = parse_json(text, messages=True).root
     assert holder is not None
     ranges = [item.members[0].key_range for item in holder.items]
+    assert type(ranges[0]) is syntax.RelRange
     assert ranges[0] == ranges[1] == ranges[2] and ranges[0] is ranges[1] is ranges[2]
-    roles = [item.get("role").value for item in holder.items]  # type: ignore[union-attr]
-    assert roles[0] is roles[1] is roles[2]
+    for doc in (text, json.dumps([{"role": "user", "content": "same"} for _ in range(3)])):
+        holder = parse_json(doc, messages=True).root
+        roles = [item.get("role").value for item in holder.items]  # type: ignore[union-attr]
+        assert roles[0] is roles[1] is roles[2]

@@ -1,0 +1,217 @@
+"""The message list's items read by ``json``'s C scanner (``JsonParser._scanned``).
+
+An item the scanner reads whole is built from its values, and its ranges are found only
+when one is asked for (``LazyRange``, ``Positions``), by the parser reading the message
+again. The parse must say exactly what the parser alone says: the same tree (kinds,
+values, every range, keys and their ranges), the same findings and the same count of
+tokens, whatever the item holds; the reference below is the parser with the scanner's path
+turned off. Hostile items (duplicate keys, a lone surrogate's escape, numbers too long,
+``NaN``, nesting past the limit, control characters, a missing comma…) are left to the
+parser, which reports them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assembly import syntax
+from assembly.documents import Reader
+from assembly.model import DocFormat
+from assembly.reading import parse_conversation
+from assembly.rope import Rope
+from assembly.syntax import JsonParser, LazyRange, Positions, parse_json, parse_json_windows
+from tests.assembly.test_syntax_windows import Slices, outcome
+
+# Pieces of JSON text: plain and hostile (each a value, or a member when it has a colon).
+HOSTILE_VALUES = (
+    '"\\ud800"',  # a lone surrogate's escape
+    '"\\ud83d\\ude00"',  # a pair
+    '"\\u00e9\\n\\t\\"\\\\"',
+    '"\u00e9t\u00e9 \U0001f600 \u65e5"',
+    '"tab\there"',  # a raw control character
+    "1" * (syntax.MAX_NUMBER_CHARS + 1),
+    "1" * syntax.MAX_NUMBER_CHARS,
+    "-0.5e-3",
+    "1E400",
+    "NaN",
+    "-Infinity",
+    "01",
+    "true",
+    "null",
+    "[]",
+    "{}",
+    "[1, 2,]",
+    '{"a": 1 "b": 2}',
+    '"unterminated',
+)
+HOSTILE_MEMBERS = ('"role": "user"', '"role": "user"', '"id": 1', '"a": {"a": {"a": []}}')
+
+
+def _values(depth: int) -> st.SearchStrategy[str]:
+    leaf = st.one_of(
+        st.sampled_from(HOSTILE_VALUES),
+        st.text(max_size=8).map(json.dumps),
+        st.text(max_size=8).map(lambda t: json.dumps(t, ensure_ascii=False)),
+        st.integers().map(str),
+        st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    )
+    if depth == 0:
+        return leaf
+    inner = _values(depth - 1)
+    return st.one_of(
+        leaf,
+        st.lists(inner, max_size=3).map(lambda xs: "[" + ", ".join(xs) + "]"),
+        _objects(inner),
+    )
+
+
+def _objects(values: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    key = st.one_of(
+        st.sampled_from(["role", "content", "id", "tool_calls", "a", "\\u0072ole"]),
+        st.text(max_size=5),
+    ).map(lambda k: k if k == "\\u0072ole" else json.dumps(k)[1:-1])
+    member = st.one_of(
+        st.tuples(key, values).map(lambda kv: f'"{kv[0]}": {kv[1]}'),
+        st.sampled_from(HOSTILE_MEMBERS),
+    )
+    sep = st.sampled_from([", ", ",", ",\n  ", " ,\r\n"])
+    return st.tuples(st.lists(member, max_size=5), sep).map(
+        lambda ms: "{" + ms[1].join(ms[0]) + "}"
+    )
+
+
+DOCUMENTS = st.tuples(
+    st.lists(_objects(_values(2)), max_size=6),
+    st.sampled_from([",\n  ", ", ", ","]),
+    st.booleans(),
+).map(
+    lambda d: (
+        "[" + d[1].join(d[0]) + "]"
+        if d[2]
+        else '{"settings": {"a": [1]}, "messages": [' + d[1].join(d[0]) + '], "z": 1}'
+    )
+)
+
+
+def _parser_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(JsonParser, "_scanned", lambda self, p, depth: None)
+
+
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(DOCUMENTS, st.sampled_from([None, 1, 7, 64]))
+def test_scanned_items_read_as_the_parser_reads_them(
+    monkeypatch: pytest.MonkeyPatch, text: str, window: int | None
+) -> None:
+    def parsed() -> Any:
+        if window is None:
+            return outcome(parse_json(text, messages=True))
+        return outcome(parse_json_windows(Slices(text), messages=True, window=window))
+
+    scanned = parsed()
+    with monkeypatch.context() as m:
+        _parser_alone(m)
+        assert scanned == parsed()
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        '{"role": "user", "role": "tool"}',
+        '{"role": "user", "content": "\\udc00"}',
+        '{"role": "user", "n": ' + "9" * (syntax.MAX_NUMBER_CHARS + 1) + "}",
+        '{"role": "user", "n": NaN}',
+        '{"role": "user", "n": Infinity}',
+        '{"role": "user", "content": "a\tb"}',
+        '{"role": "user" "content": "x"}',
+        '{"role": "user", "deep": ' + "[" * syntax.MAX_DEPTH + "]" * syntax.MAX_DEPTH + "}",
+    ],
+)
+def test_what_the_scanner_would_read_otherwise_is_left_to_the_parser(
+    monkeypatch: pytest.MonkeyPatch, item: str
+) -> None:
+    """Each of these is read by the parser, which reports it (a finding, or a value the
+    scanner would give differently)."""
+    text = '[{"role": "user", "content": "fine"}, ' + item + "]"
+    holder = parse_json(text, messages=True).root
+    assert holder is not None
+    assert isinstance(holder.items[0].members[0].key_range, LazyRange)  # (scanned)
+    second = holder.items[1] if len(holder.items) > 1 else None
+    assert second is None or not isinstance(second.members[0].key_range, LazyRange)
+    scanned = outcome(parse_json(text, messages=True))
+    with monkeypatch.context() as m:
+        _parser_alone(m)
+        assert scanned == outcome(parse_json(text, messages=True))
+
+
+def test_a_messages_ranges_are_found_only_when_one_is_asked_for() -> None:
+    """Reading a conversation keeps its messages' ranges without finding them; asking for
+    one finds those of its own message only, and lets that message's text go."""
+    messages: list[dict[str, Any]] = [
+        {"id": f"m{i}", "role": "user", "content": f"\U0001f600 {i}"} for i in range(50)
+    ]
+    for i in range(0, 50, 5):  # nested values
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        messages[i] = {"id": f"m{i}", "role": "assistant", "content": None, "tool_calls": [call]}
+    text = json.dumps({"messages": messages}, indent=2, ensure_ascii=False)
+    conv = parse_conversation(Rope.from_str(text), DocFormat.JSON)
+    tables = {id(t): t for t in _tables(conv.tree)}
+    assert len(tables) == 50 and all(t.ranges is None for t in tables.values())
+    located = conv.messages[7]
+    content = located.content_range
+    assert content is not None and text[content.start : content.end] == '"\U0001f600 7"'
+    read = [t for t in tables.values() if t.ranges is not None]
+    assert len(read) == 1 and read[0].source is None
+    for i in (0, 31, 49):  # every range of every node where the parser puts it
+        assert conv.messages[i].range == _fresh(text).messages[i].range
+        assert conv.messages[i].role_range == _fresh(text).messages[i].role_range
+
+
+def _fresh(text: str) -> Any:
+    return parse_conversation(text, DocFormat.JSON)
+
+
+def _tables(node: syntax.SNode | None) -> list[Positions]:
+    out: list[Positions] = []
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        rng = n.range
+        if isinstance(rng, LazyRange):
+            out.append(rng.place()[0])
+        stack.extend(n.items)
+        stack.extend(m.value for m in n.members)
+    return out
+
+
+def test_a_lazy_range_is_pickled_as_the_range_it_stands_for() -> None:
+    import pickle
+
+    holder = parse_json('[{"role": "user", "content": "x"}]', messages=True).root
+    assert holder is not None
+    rng = holder.items[0].members[1].key_range
+    assert isinstance(rng, LazyRange)
+    back = pickle.loads(pickle.dumps(rng))
+    assert type(back) is syntax.RelRange and back == rng and (back.start, back.end) == (17, 26)
+
+
+def test_the_reader_reads_scanned_messages_as_parsed_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The conversation read from scanned messages equals the one read from parsed ones."""
+    messages = [
+        {"id": f"m{i}", "role": r, "content": c}
+        for i, (r, c) in enumerate([("system", "s"), ("user", "u \u00e9"), ("assistant", "a")])
+    ]
+    messages.append({"role": "tool", "tool_call_id": "c1", "content": [{"type": "text"}]})
+    text = json.dumps({"settings": {"model": "gpt-4o"}, "messages": messages}, indent=1)
+    scanned = Reader(DocFormat.JSON, len(text)).read(parse_json(text, messages=True))
+    with monkeypatch.context() as m:
+        _parser_alone(m)
+        parsed = Reader(DocFormat.JSON, len(text)).read(parse_json(text, messages=True))
+    assert scanned.message_data == parsed.message_data
+    assert [i.message for i in scanned.issues] == [i.message for i in parsed.issues]
