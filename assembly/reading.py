@@ -14,7 +14,14 @@ import dataclasses
 
 from assembly.documents import MAX_DOCUMENT_CHARS, Reader, is_dataset
 from assembly.formats.anthropic import read_anthropic
-from assembly.formats.detect import NATIVE, SourceFormat, Tally, message_marks, tally
+from assembly.formats.detect import (
+    FOREIGN_TOP_KEYS,
+    NATIVE,
+    SourceFormat,
+    Tally,
+    message_marks,
+    tally,
+)
 from assembly.formats.responses import read_responses
 from assembly.formats.yamldoc import parse_yaml_conversation
 from assembly.model import Conversation, DocFormat, Issue
@@ -48,11 +55,12 @@ def parse_conversation(text: str | Rope, fmt: DocFormat) -> Conversation:
         return Conversation(fmt, (), issues=(issue,), length=length)
     if fmt is DocFormat.JSON and isinstance(text, Rope) and length > WINDOW_CHARS:
         # An editor's rope is read a window at a time, never joined.
-        return read_parsed(parse_json_windows(text, messages=True), fmt, length)
+        parsed = parse_json_windows(text, messages=True, unscanned=FOREIGN_TOP_KEYS)
+        return read_parsed(parsed, fmt, length)
     source = str(text)
     del text  # (a rope hands its first ``str`` over: this is then the only reference)
     if fmt is DocFormat.JSON:
-        parsed = parse_json(source, messages=True)
+        parsed = parse_json(source, messages=True, unscanned=FOREIGN_TOP_KEYS)
     elif fmt is DocFormat.YAML:
         parsed = parse_yaml_conversation(source)
     else:

@@ -305,13 +305,29 @@ def absolute(node: SNode, base: int = 0) -> SNode:
         )
     if node.kind == "array":
         if node.starts is not None:
-            items = tuple(absolute(n, s) for n, s in zip(node.items, node.starts, strict=True))
+            items = tuple(
+                _absolute_item(n, s) for n, s in zip(node.items, node.starts, strict=True)
+            )
         else:
             items = tuple(absolute(n, base) for n in node.items)
         return SNode("array", r, node.value, items)
     if r is node.range:
         return node
     return SNode(node.kind, r, node.value)
+
+
+def _absolute_item(node: SNode, base: int) -> SNode:
+    """``absolute`` of an item of the message list starting at ``base``: one the C scanner
+    read is read again by the parser straight into absolute ranges (walking its lazy
+    ranges would find each through its table, and its table by reading it anyway)."""
+    for m in node.members:
+        rng = m.value.range
+        if isinstance(rng, LazyRange):
+            table = rng.place()[0]
+            if table.source is not None:
+                return table.read_at(base)
+        break
+    return absolute(node, base)
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,19 +352,24 @@ class ParsedData:
     lex_errors: int = 0  # JSON: of ``errors``, how many the tokenizer found (they come first)
 
 
-def parse_json(text: str, *, messages: bool = False) -> ParsedData:
+def parse_json(
+    text: str, *, messages: bool = False, unscanned: frozenset[str] = frozenset()
+) -> ParsedData:
     """Parse JSON text; never raises.
 
     With ``messages``, the items of the message list (the top-level array, or the
     top-level object's ``messages``) are read relative to their own starts (``SNode.starts``);
-    otherwise every range is absolute.
+    otherwise every range is absolute. ``unscanned``: top-level keys that, written before
+    ``messages``, say the list is not read by the C scanner (``JsonParser._scanned``):
+    those of formats whose readers ask for every range at once.
     """
     with gc_paused():
-        return _parse_json(text, messages)
+        return _parse_json(text, messages, unscanned)
 
 
-def _parse_json(text: str, messages: bool) -> ParsedData:
+def _parse_json(text: str, messages: bool, unscanned: frozenset[str] = frozenset()) -> ParsedData:
     parser = JsonParser(text, 0, len(text), messages=messages)
+    parser.unscanned = unscanned
     root = parser.parse_document(bom=True)
     return ParsedData(
         root, tuple(parser.errors), tokens=parser.tokens, lex_errors=parser.lex_errors
@@ -363,9 +384,13 @@ class Sliced(Protocol):
 
 
 def parse_json_windows(
-    text: Sliced, *, messages: bool = False, window: int = WINDOW_CHARS
+    text: Sliced,
+    *,
+    messages: bool = False,
+    window: int = WINDOW_CHARS,
+    unscanned: frozenset[str] = frozenset(),
 ) -> ParsedData:
-    """``parse_json(str(text), messages=messages)``, reading ``text`` a window at a time.
+    """``parse_json(str(text), messages=, unscanned=)``, reading ``text`` a window at a time.
 
     An editor's rope is never joined into one ``str`` (at 10 MB with a few emoji, 37 MB
     beside the tree being built): the parser reads a slice of about ``window`` characters
@@ -381,6 +406,7 @@ def parse_json_windows(
         while True:
             first = text[0 : min(n, size)]
             parser = JsonParser(first, 0, len(first), messages=messages)
+            parser.unscanned = unscanned
             if len(first) < n:
                 parser.source, parser.doc_len, parser.window_chars = text, n, size
             root = parser.parse_document(bom=True)
@@ -432,6 +458,27 @@ def _parse_jsonl(text: str, messages: bool, spanning: bool = True, bom: bool = T
             errors.append(SyntaxIssue(msg, TextRange(start, start), code="document-too-large"))
             break
         if text[start:end].strip():
+            # A line that is one object the C scanner reads (not a dataset's record, whose
+            # readers ask for every range at once: ``absolute``) is not parsed here.
+            got = (
+                scanned(text, start, end, 0, text, start)
+                if messages
+                and text.startswith("{", start)
+                and text.find('"messages"', start, end) == -1
+                else None
+            )
+            if got is not None and (
+                _WS.match(text, got[1], end).end() != end  # (something after it)
+                or tokens + got[2] + 1 >= MAX_JSON_TOKENS
+            ):
+                got = None
+            if got is not None:
+                items.append(got[0])
+                starts.append(start)
+                lines.append(TextRange(start, end))
+                tokens += got[2] + 1  # (the line's end counts as one, as ``parser.tokens``)
+                start = end + 1
+                continue
             parser = JsonParser(text, start, end, start if messages else None, scan)
             node = parser.parse_document(what="line", bom=bom)
             tokens += parser.tokens
@@ -776,6 +823,10 @@ class JsonParser:
         self.window: int | None = None  # an incremental parse's window end (``_items``)
         self.shift = 0  # where ``text`` starts in the document (an incremental parse's window)
         self.holder_next = False  # the next array read is the top-level ``messages``
+        # The message list's items are tried with the C scanner (``_scanned``), unless one
+        # of ``unscanned`` is a top-level key before it.
+        self.scanning = True
+        self.unscanned: frozenset[str] = frozenset()
         # Cut short (too deep, or at the token limit): what is left open is not the
         # author's mistake.
         self.too_deep = False
@@ -1244,6 +1295,8 @@ class JsonParser:
                         value = SNode("string", rel, decoded)
                 else:
                     self.holder_next = depth == 0 and key == "messages"
+                    if self.holder_next and not self.unscanned.isdisjoint(keys):
+                        self.scanning = False
                     value = self._value(depth + 1)
                     self.holder_next = False
                     if self.text is not text:  # the message list was read window by window
@@ -1317,38 +1370,16 @@ class JsonParser:
 
     def _scanned(self, p: int, depth: int) -> SNode | None:
         """The object at ``p``, an item of the message list (``depth`` deep), read by the C
-        scanner of the ``json`` module, when it reads it whole and as this parser would
-        read it without a finding; else None (and nothing consumed): the parser reads it.
-
-        The nodes' ranges are not found now (``LazyRange``): the readers keep them, and only
-        the few that a finding or a view places are ever asked for (at 10 MB, 60 of
-        92,000), when the message is read again by this parser (``Positions``). Refused
-        here, for the parser to report: a duplicate key, a lone surrogate's escape, a
-        number longer than ``MAX_NUMBER_CHARS``, ``NaN`` and its kind, nesting past
-        ``MAX_DEPTH``, the token limit; anything ``json`` rejects (a control character in
-        a string, a missing comma…) and an object that reaches the end of the text.
-        """
-        text = self.text
-        try:
-            value, e = _scan_item(text, p)
-        except (ValueError, RecursionError, StopIteration):  # (``JSONDecodeError`` too)
-            return None
-        if e > self.end or (text.find("\\u", p, e) != -1 and _SURROGATE_ESCAPE.search(text, p, e)):
-            return None
-        length = e - p  # (one ``int`` for the table and the message's range)
+        scanner (``scanned``); else None (and nothing consumed): the parser reads it."""
         if self.source is not None:
-            table = Positions(self.source, p + self.shift, length)
+            got = scanned(self.text, p, self.end, depth, self.source, p + self.shift)
         else:
-            table = Positions(text, p, length)
-        build = _Build(table)
-        try:
-            node = build.node(value, depth)
-        except _Refused:
+            got = scanned(self.text, p, self.end, depth, self.text, p)
+        if got is None:
             return None
-        tokens = build.tokens
+        node, e, tokens = got
         if self.count + tokens + 1 >= MAX_JSON_TOKENS:
             return None  # (the parser says where the limit is)
-        node.range = RelRange(0, length)  # (the message's own range is known)
         self.pos = self.last_end = e
         self.count += tokens
         self.last_raw = "}"
@@ -1437,7 +1468,9 @@ class JsonParser:
                 while True:
                     self.base = p
                     n_errors = len(self.errors)
-                    value = self._scanned(p, depth + 1) if text[p] == "{" else None
+                    value = (
+                        self._scanned(p, depth + 1) if self.scanning and text[p] == "{" else None
+                    )
                     if value is None:
                         value = self._value(depth + 1)
                     self.base = None
@@ -1456,7 +1489,7 @@ class JsonParser:
             if starts is not None:
                 self.base = p
                 n_errors = len(self.errors)
-                value = self._scanned(p, depth + 1) if c == "{" else None
+                value = self._scanned(p, depth + 1) if self.scanning and c == "{" else None
                 if value is None:
                     value = self._value(depth + 1)
                 self.base = None
@@ -1592,18 +1625,25 @@ class Positions:
         return ranges[at]
 
     def _read(self) -> list[Span]:
+        ranges: list[Span] = []
+        _ranges_of(self.read_at(None), ranges)
+        self.ranges = ranges
+        self.source = None  # (the text is let go)
+        return ranges
+
+    def read_at(self, base: int | None) -> SNode:
+        """The message read by the parser: its ranges relative to its start (``base``
+        None), or absolute, the message starting at ``base``."""
         assert self.source is not None
         text = self.source[self.start : self.start + self.length]
-        parser = JsonParser(text, 0, len(text), 0)
+        parser = JsonParser(text, 0, len(text), 0 if base is None else None)
+        if base is not None:
+            parser.shift = base
         node = parser._value(0)
         # The C scanner read this text whole, so the parser reads it without a finding,
         # into the same tree (the refusals of ``_scanned`` are what the two differ on).
         assert node is not None and not parser.errors, parser.errors
-        ranges: list[Span] = []
-        _ranges_of(node, ranges)
-        self.ranges = ranges
-        self.source = None  # (the text is let go)
-        return ranges
+        return node
 
 
 def _ranges_of(node: SNode, out: list[Span]) -> None:
@@ -1677,6 +1717,39 @@ class _Build:
         if t is bool:
             return SNode("bool", LazyRange(table, at), v)
         return SNode("number", LazyRange(table, at), v)
+
+
+def scanned(
+    text: str, p: int, end: int, depth: int, source: Sliced, at: int
+) -> tuple[SNode, int, int] | None:
+    """The object at ``p`` in ``text`` (``depth`` deep) read by the C scanner of the
+    ``json`` module, when it reads it whole before ``end`` and as ``JsonParser`` would read
+    it without a finding: its node, where it ends and the tokens the parser would count;
+    else None, for the parser to read it. It starts at ``at`` in ``source``, the text of
+    this version (``text``, or the rope ``text`` is a window of).
+
+    The nodes' ranges are not found now (``LazyRange``): the readers keep them, and only
+    the few that a finding or a view places are ever asked for (at 10 MB, 60 of 92,000),
+    when the message is read again by the parser (``Positions``). Refused here, for the
+    parser to report: a duplicate key, a lone surrogate's escape, a number longer than
+    ``MAX_NUMBER_CHARS``, ``NaN`` and its kind, nesting past ``MAX_DEPTH``; anything
+    ``json`` rejects (a control character in a string, a missing comma…) and an object
+    that reaches ``end``. (The caller checks the token limit.)
+    """
+    try:
+        value, e = _scan_item(text, p)
+    except (ValueError, RecursionError, StopIteration):  # (``JSONDecodeError`` too)
+        return None
+    if e > end or (text.find("\\u", p, e) != -1 and _SURROGATE_ESCAPE.search(text, p, e)):
+        return None
+    length = e - p  # (one ``int`` for the table and the message's range)
+    build = _Build(Positions(source, at, length))
+    try:
+        node = build.node(value, depth)
+    except _Refused:
+        return None
+    node.range = RelRange(0, length)  # (the message's own range is known)
+    return node, e, build.tokens
 
 
 class _Resync(Exception):

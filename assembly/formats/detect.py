@@ -76,6 +76,10 @@ _TOP_MARKS: dict[str, str] = {
     "user_info": _P,
 }
 TOP_WEIGHT = 3  # a top-level key says more than one message does
+# Top-level keys of the formats whose readers ask for every range of the tree at once
+# (``syntax.absolute``): written before ``messages``, its items are not read by the C
+# scanner (``syntax.parse_json(unscanned=)``), whose ranges are found when asked for.
+FOREIGN_TOP_KEYS = frozenset(k for k, family in _TOP_MARKS.items() if family in (_A, _R))
 
 ANTHROPIC_BLOCKS = frozenset(
     {

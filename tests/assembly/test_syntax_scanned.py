@@ -24,8 +24,15 @@ from assembly.documents import Reader
 from assembly.model import DocFormat
 from assembly.reading import parse_conversation
 from assembly.rope import Rope
-from assembly.syntax import JsonParser, LazyRange, Positions, parse_json, parse_json_windows
-from tests.assembly.test_syntax_windows import Slices, outcome
+from assembly.syntax import (
+    LazyRange,
+    Positions,
+    absolute,
+    parse_json,
+    parse_json_windows,
+    parse_jsonl,
+)
+from tests.assembly.test_syntax_windows import Slices, outcome, shape
 
 # Pieces of JSON text: plain and hostile (each a value, or a member when it has a colon).
 HOSTILE_VALUES = (
@@ -99,7 +106,7 @@ DOCUMENTS = st.tuples(
 
 
 def _parser_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(JsonParser, "_scanned", lambda self, p, depth: None)
+    monkeypatch.setattr(syntax, "scanned", lambda *args: None)
 
 
 @settings(
@@ -115,9 +122,52 @@ def test_scanned_items_read_as_the_parser_reads_them(
         return outcome(parse_json_windows(Slices(text), messages=True, window=window))
 
     scanned = parsed()
+    whole = parse_json(text, messages=True).root
+    absolute_scanned = shape(absolute(whole)) if whole is not None else None
     with monkeypatch.context() as m:
         _parser_alone(m)
         assert scanned == parsed()
+        alone = parse_json(text, messages=True).root
+        assert absolute_scanned == (shape(absolute(alone)) if alone is not None else None)
+
+
+LINES = st.lists(
+    st.one_of(
+        _objects(_values(2)),
+        st.sampled_from(
+            [
+                "",
+                "   ",
+                '{"messages": [{"role": "user", "content": "x"}]}',  # a dataset's record
+                '{"role": "user"} trailing',
+                '{"role": "user"}\r',
+                '{"role": "user"}  ',
+                ' {"role": "user"}',
+                '{"role": "user",',
+                '"content": "x"}',
+                "\ufeff{}",
+            ]
+        ),
+    ),
+    max_size=8,
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(LINES, st.booleans())
+def test_scanned_lines_read_as_the_parser_reads_them(
+    monkeypatch: pytest.MonkeyPatch, lines: list[str], spanning: bool
+) -> None:
+    text = "\n".join(lines)
+    scanned = parse_jsonl(text, messages=True, spanning=spanning)
+    whole = shape(absolute(scanned.root)) if scanned.root is not None else None
+    with monkeypatch.context() as m:
+        _parser_alone(m)
+        alone = parse_jsonl(text, messages=True, spanning=spanning)
+        assert (outcome(scanned), scanned.lines) == (outcome(alone), alone.lines)
+        assert whole == (shape(absolute(alone.root)) if alone.root is not None else None)
 
 
 @pytest.mark.parametrize(
@@ -215,3 +265,34 @@ def test_the_reader_reads_scanned_messages_as_parsed_ones(monkeypatch: pytest.Mo
         parsed = Reader(DocFormat.JSON, len(text)).read(parse_json(text, messages=True))
     assert scanned.message_data == parsed.message_data
     assert [i.message for i in scanned.issues] == [i.message for i in parsed.issues]
+
+
+@pytest.mark.parametrize(
+    ("text", "scanned"),
+    [
+        ('{"model": "m", "messages": [{"role": "user", "content": "x"}]}', True),
+        ('{"settings": {}, "messages": [{"role": "user", "content": "x"}]}', True),
+        ('{"system": "s", "messages": [{"role": "user", "content": "x"}]}', False),
+        ('{"anthropic_version": "v", "messages": [{"role": "user", "content": "x"}]}', False),
+        ('{"messages": [{"role": "user", "content": "x"}], "system": "s"}', True),
+    ],
+)
+def test_a_foreign_formats_top_level_key_before_the_messages_leaves_them_to_the_parser(
+    text: str, scanned: bool
+) -> None:
+    """Other providers' readers ask for every range at once (``absolute``): a top-level key
+    only they use, written before ``messages``, keeps the scanner out of the list."""
+    from assembly.formats.detect import FOREIGN_TOP_KEYS
+
+    for parse in (
+        lambda: parse_json(text, messages=True, unscanned=FOREIGN_TOP_KEYS),
+        lambda: parse_json_windows(
+            Slices(text), messages=True, window=8, unscanned=FOREIGN_TOP_KEYS
+        ),
+    ):
+        root = parse().root
+        assert root is not None
+        item = root.get("messages").items[0]  # type: ignore[union-attr]
+        assert isinstance(item.members[0].value.range, LazyRange) is scanned
+    conv = parse_conversation(text, DocFormat.JSON)
+    assert conv.messages[0].content == "x"
