@@ -1564,11 +1564,11 @@ class LazyRange(RelRange):
 
     @property  # type: ignore[override]
     def start(self) -> int:
-        return _TABLE.__get__(self).range(_AT.__get__(self)).start  # type: ignore[no-any-return]
+        return _TABLE.__get__(self).offsets()[2 * _AT.__get__(self)]  # type: ignore[no-any-return]
 
     @property  # type: ignore[override]
     def end(self) -> int:
-        return _TABLE.__get__(self).range(_AT.__get__(self)).end  # type: ignore[no-any-return]
+        return _TABLE.__get__(self).offsets()[2 * _AT.__get__(self) + 1]  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"LazyRange(start={self.start}, end={self.end})"
@@ -1604,57 +1604,98 @@ class _ScannedMember(Member):
 
 
 class Positions:
-    """The ranges inside one message read by the C scanner, relative to its start, in the
-    order ``_Build`` numbers its nodes (each node, then each member's key and value): read
-    by the parser from the ``length`` characters at ``start`` in ``source`` (the text of
-    the version it was read in, which never changes) the first time one is asked for, and
-    kept; the text is then let go."""
+    """Where the nodes of one message read by the C scanner are, relative to its start, in
+    the order ``_Build`` numbers them (each node, then each member's key and value): found
+    in the ``length`` characters at ``start`` in ``source`` (the text of the version it was
+    read in, which never changes) the first time one is asked for (``_offsets``), and kept
+    as two numbers a node; the text is then let go."""
 
-    __slots__ = ("length", "ranges", "source", "start")
+    __slots__ = ("_offsets", "length", "source", "start")
 
     def __init__(self, source: Sliced, start: int, length: int) -> None:
         self.source: Sliced | None = source
         self.start = start
         self.length = length
-        self.ranges: list[Span] | None = None
+        self._offsets: list[int] | None = None
 
-    def range(self, at: int) -> Span:
-        ranges = self.ranges
-        if ranges is None:
-            ranges = self._read()
-        return ranges[at]
+    def offsets(self) -> list[int]:
+        """The start and the end of each node, in order."""
+        found = self._offsets
+        if found is None:
+            assert self.source is not None
+            found = self._offsets = _offsets(self.source[self.start : self.start + self.length])
+            self.source = None  # (the text is let go)
+        return found
 
-    def _read(self) -> list[Span]:
-        ranges: list[Span] = []
-        _ranges_of(self.read_at(None), ranges)
-        self.ranges = ranges
-        self.source = None  # (the text is let go)
-        return ranges
-
-    def read_at(self, base: int | None) -> SNode:
-        """The message read by the parser: its ranges relative to its start (``base``
-        None), or absolute, the message starting at ``base``."""
+    def read_at(self, base: int) -> SNode:
+        """The message read by the parser, the message starting at ``base``: every range
+        absolute (``absolute``)."""
         assert self.source is not None
         text = self.source[self.start : self.start + self.length]
-        parser = JsonParser(text, 0, len(text), 0 if base is None else None)
-        if base is not None:
-            parser.shift = base
+        parser = JsonParser(text, 0, len(text))
+        parser.shift = base
         node = parser._value(0)
         # The C scanner read this text whole, so the parser reads it without a finding,
-        # into the same tree (the refusals of ``_scanned`` are what the two differ on).
+        # into the same tree (the refusals of ``scanned`` are what the two differ on).
         assert node is not None and not parser.errors, parser.errors
         return node
 
 
-def _ranges_of(node: SNode, out: list[Span]) -> None:
-    out.append(node.range)
-    if node.kind == "object":
-        for m in node.members:
-            out.append(m.key_range)
-            _ranges_of(m.value, out)
-    elif node.kind == "array":
-        for item in node.items:
-            _ranges_of(item, out)
+def _offsets(text: str) -> list[int]:
+    """The start and end of each value and key of ``text``, one JSON value the C scanner
+    read whole (so no check is needed), in ``Positions``' order: a walk over the text that
+    finds the end of each string with the C scanner and makes nothing but the numbers."""
+    out: list[int] = []
+    add = out.append
+    ws = _WS.match
+    scan = _scanstring
+    scalar = _SCALAR.match
+    blank = _WS_CHARS
+
+    def value(p: int) -> int:
+        i = len(out)
+        add(p)
+        add(0)
+        c = text[p]
+        if c == '"':
+            e: int = scan(text, p + 1, True)[1]
+        elif c == "{" or c == "[":
+            close = "}" if c == "{" else "]"
+            q = p + 1
+            if text[q] in blank:
+                q = ws(text, q).end()
+            while text[q] != close:
+                if c == "{":
+                    k = scan(text, q + 1, True)[1]
+                    add(q)
+                    add(k)
+                    if text[k] in blank:
+                        k = ws(text, k).end()
+                    q = k + 1  # (past the colon)
+                    if text[q] in blank:
+                        q = (
+                            q + 1
+                            if text[q] == " " and text[q + 1] not in blank
+                            else ws(text, q).end()
+                        )
+                q = value(q)
+                if text[q] in blank:
+                    q = ws(text, q).end()
+                if text[q] == ",":
+                    q += 1
+                    if text[q] in blank:
+                        q = ws(text, q).end()
+            e = q + 1
+        else:
+            m = scalar(text, p)
+            assert m is not None
+            e = m.end()
+        out[i + 1] = e
+        return e
+
+    end = value(0)
+    assert end == len(text), (end, len(text))
+    return out
 
 
 class _Build:
@@ -1730,7 +1771,7 @@ def scanned(
 
     The nodes' ranges are not found now (``LazyRange``): the readers keep them, and only
     the few that a finding or a view places are ever asked for (at 10 MB, 60 of 92,000),
-    when the message is read again by the parser (``Positions``). Refused here, for the
+    when a walk over the message's text finds them all (``Positions``). Refused here, for the
     parser to report: a duplicate key, a lone surrogate's escape, a number longer than
     ``MAX_NUMBER_CHARS``, ``NaN`` and its kind, nesting past ``MAX_DEPTH``; anything
     ``json`` rejects (a control character in a string, a missing comma…) and an object

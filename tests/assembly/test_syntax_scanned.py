@@ -212,11 +212,11 @@ def test_a_messages_ranges_are_found_only_when_one_is_asked_for() -> None:
     text = json.dumps({"messages": messages}, indent=2, ensure_ascii=False)
     conv = parse_conversation(Rope.from_str(text), DocFormat.JSON)
     tables = {id(t): t for t in _tables(conv.tree)}
-    assert len(tables) == 50 and all(t.ranges is None for t in tables.values())
+    assert len(tables) == 50 and all(t._offsets is None for t in tables.values())
     located = conv.messages[7]
     content = located.content_range
     assert content is not None and text[content.start : content.end] == '"\U0001f600 7"'
-    read = [t for t in tables.values() if t.ranges is not None]
+    read = [t for t in tables.values() if t._offsets is not None]
     assert len(read) == 1 and read[0].source is None
     for i in (0, 31, 49):  # every range of every node where the parser puts it
         assert conv.messages[i].range == _fresh(text).messages[i].range
