@@ -181,14 +181,8 @@ def _kept_point(m: TextMap, offset: int) -> tuple[int, int]:
 
 def _point(m: TextMap, offset: int) -> tuple[int, int]:
     """The line and character of an offset in the text."""
-    index = m.index
     # The line up to the offset, and one more character: one slice (of one chunk, mostly).
-    if type(index) is Rope:
-        line_no, column, line = index.line_head(offset, min(offset + 1, len(index)))
-    else:
-        lc = index.line_col(offset)
-        line_no, column = lc.line, lc.column
-        line = m.text[offset - column : offset + 1] if column else ""
+    line_no, column, line = _line_head(m, offset, min(offset + 1, len(m.text)))
     if not column:
         return line_no, 0
     # An offset between the "\r" and the "\n" of a line break is the line's end.
@@ -197,6 +191,16 @@ def _point(m: TextMap, offset: int) -> tuple[int, int]:
     if m.encoding == "utf-32":
         return line_no, column
     return line_no, _units(line[:column], m.encoding)
+
+
+def _line_head(m: TextMap, offset: int, stop: int) -> tuple[int, int, str]:
+    """The line and code-point column of ``offset``, and the text from that line's start
+    to ``stop`` (a rope finds the three in one look-up: ``Rope.line_head``)."""
+    index = m.index
+    if type(index) is Rope:
+        return index.line_head(offset, stop)
+    lc = index.line_col(offset)
+    return lc.line, lc.column, m.text[offset - lc.column : stop]
 
 
 def to_lsp_range(m: TextMap, rng: TextRange) -> lsp.Range:
@@ -227,14 +231,8 @@ def lsp_span(m: TextMap, rng: TextRange) -> tuple[int, int, int, int]:
 def _one_line(m: TextMap, start: int, end: int) -> tuple[int, int, int, int] | None:
     """``lsp_span`` of ``[start, end)`` (``start < end``) when both ends are on one line
     and the start is not inside a "\r\n"; else None."""
-    index = m.index
     # The line up to the end, and one more character.
-    if type(index) is Rope:
-        line_no, a, line = index.line_head(start, min(end + 1, len(index)))
-    else:
-        lc = index.line_col(start)
-        line_no, a = lc.line, lc.column
-        line = m.text[start - a : end + 1]
+    line_no, a, line = _line_head(m, start, min(end + 1, len(m.text)))
     b = end - start + a
     # A line end inside, except the "\r" of a "\r\n" the range ends in: two lines.
     crosses = line.find("\n", a, b) != -1 or line.find("\r", a, b - 1) != -1
