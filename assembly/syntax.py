@@ -320,13 +320,11 @@ def _absolute_item(node: SNode, base: int) -> SNode:
     """``absolute`` of an item of the message list starting at ``base``: one the C scanner
     read is read again by the parser straight into absolute ranges (walking its lazy
     ranges would find each through its table, and its table by reading it anyway)."""
-    for m in node.members:
-        rng = m.value.range
-        if isinstance(rng, LazyRange):
-            table = rng.place()[0]
-            if table.source is not None:
-                return table.read_at(base)
-        break
+    first = node.members[0].value.range if node.members else None
+    if isinstance(first, LazyRange):
+        table = first.place()[0]
+        if table.source is not None:
+            return table.read_at(base)
     return absolute(node, base)
 
 
@@ -368,8 +366,7 @@ def parse_json(
 
 
 def _parse_json(text: str, messages: bool, unscanned: frozenset[str] = frozenset()) -> ParsedData:
-    parser = JsonParser(text, 0, len(text), messages=messages)
-    parser.unscanned = unscanned
+    parser = JsonParser(text, 0, len(text), messages=messages, unscanned=unscanned)
     root = parser.parse_document(bom=True)
     return ParsedData(
         root, tuple(parser.errors), tokens=parser.tokens, lex_errors=parser.lex_errors
@@ -405,8 +402,7 @@ def parse_json_windows(
     with gc_paused():
         while True:
             first = text[0 : min(n, size)]
-            parser = JsonParser(first, 0, len(first), messages=messages)
-            parser.unscanned = unscanned
+            parser = JsonParser(first, 0, len(first), messages=messages, unscanned=unscanned)
             if len(first) < n:
                 parser.source, parser.doc_len, parser.window_chars = text, n, size
             root = parser.parse_document(bom=True)
@@ -810,6 +806,7 @@ class JsonParser:
         scan: _Scan | None = None,
         *,
         messages: bool = False,
+        unscanned: frozenset[str] = frozenset(),
     ) -> None:
         self.text = text
         self.pos = start  # where the next token (or the whitespace before it) starts
@@ -826,7 +823,7 @@ class JsonParser:
         # The message list's items are tried with the C scanner (``_scanned``), unless one
         # of ``unscanned`` is a top-level key before it.
         self.scanning = True
-        self.unscanned: frozenset[str] = frozenset()
+        self.unscanned = unscanned
         # Cut short (too deep, or at the token limit): what is left open is not the
         # author's mistake.
         self.too_deep = False
