@@ -322,9 +322,9 @@ def _absolute_item(node: SNode, base: int) -> SNode:
     ranges would find each through its table, and its table by reading it anyway)."""
     first = node.members[0].value.range if node.members else None
     if isinstance(first, LazyRange):
-        table = first.place()[0]
-        if table.source is not None:
-            return table.read_at(base)
+        read = first.place()[0].read_at(base)
+        if read is not None:
+            return read
     return absolute(node, base)
 
 
@@ -1619,16 +1619,23 @@ class Positions:
         """The start and the end of each node, in order."""
         found = self._offsets
         if found is None:
-            assert self.source is not None
-            found = self._offsets = _offsets(self.source[self.start : self.start + self.length])
+            # (Threads may ask at once: each finds the same numbers; the text is let go
+            # only after they are kept, so one that finds it gone finds them.)
+            source = self.source
+            if source is None:
+                return self._offsets  # type: ignore[return-value]
+            found = _offsets(source[self.start : self.start + self.length])
+            self._offsets = found
             self.source = None  # (the text is let go)
         return found
 
-    def read_at(self, base: int) -> SNode:
+    def read_at(self, base: int) -> SNode | None:
         """The message read by the parser, the message starting at ``base``: every range
-        absolute (``absolute``)."""
-        assert self.source is not None
-        text = self.source[self.start : self.start + self.length]
+        absolute (``absolute``); None once the text is let go (``offsets`` found them)."""
+        source = self.source
+        if source is None:
+            return None
+        text = source[self.start : self.start + self.length]
         parser = JsonParser(text, 0, len(text))
         parser.shift = base
         node = parser._value(0)
