@@ -13,6 +13,7 @@ parser, which reports them.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -296,3 +297,36 @@ def test_a_foreign_formats_top_level_key_before_the_messages_leaves_them_to_the_
         assert isinstance(item.members[0].value.range, LazyRange) is scanned
     conv = parse_conversation(text, DocFormat.JSON)
     assert conv.messages[0].content == "x"
+
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+REAL = sorted(
+    p
+    for p in DATA.rglob("*")
+    if p.suffix in (".json", ".jsonl") and p.is_file() and p.stat().st_size < 2_000_000
+)
+
+
+@pytest.mark.parametrize("path", REAL, ids=lambda p: str(p.relative_to(DATA)))
+def test_every_json_file_of_the_test_data_reads_the_same_scanned(
+    monkeypatch: pytest.MonkeyPatch, path: Path
+) -> None:
+    """Real logs, other providers' bodies, datasets and the project's own fixtures: read
+    with the scanner and by the parser alone, the same tree and the same conversation."""
+    text = path.read_text(encoding="utf-8", errors="surrogatepass")
+    fmt = DocFormat.JSONL if path.suffix == ".jsonl" else DocFormat.JSON
+    parse = parse_jsonl if fmt is DocFormat.JSONL else parse_json
+
+    def read() -> Any:
+        conv = parse_conversation(text, fmt)
+        return (
+            outcome(parse(text, messages=True)),
+            [(m.id, m.role, m.content, m.range, m.content_range) for m in conv.messages],
+            [(i.code, i.message, i.range) for i in conv.issues],
+            conv.source_format,
+        )
+
+    scanned = read()
+    with monkeypatch.context() as m:
+        _parser_alone(m)
+        assert scanned == read()
