@@ -11,7 +11,10 @@ takes about 0.6 s and its offsets are UTF-8 bytes that must be converted per nod
 the regex-driven recursive descent below scans the same file in about 0.3 s, yields
 code-point offsets directly, and lets us choose the recovery (close what is open at the
 end, skip a stray token, keep the members read so far). Incremental reparse is done at
-message granularity by the caller: a message is a self-contained subtree.
+message granularity by the caller: a message is a self-contained subtree. An item of the
+message list (a JSON Lines line) that ``json``'s C scanner reads whole is built from the
+values it gives instead, and the ranges inside it are found when first asked for
+(``scanned``, ``LazyRange``, ``Positions``): readers keep ranges, and seldom read them.
 
 YAML goes through libyaml's composer (PyYAML ``CSafeLoader``), whose marks are code-point
 offsets; aliases are never expanded beyond a node budget, so alias bombs end in a
