@@ -304,28 +304,21 @@ _WRITES: set[asyncio.Future[Any]] = set()  # writes under way (WebSocket transpo
 class Prepared:
     """A request's result already serialized to JSON (ASCII bytes): an outline of ten
     thousand messages takes a third of a second to serialize, so requests answered with the
-    same result share one serialization, done on a worker thread (``prepare``)."""
+    same result share one serialization, done on a worker thread (``prepare_json``)."""
 
     json: bytes
 
 
-def prepare(ls: PromptServer, items: Iterable[Any]) -> Prepared | None:
-    """A list of ``items`` (lsprotocol objects) serialized as pygls would; None when empty.
-
-    Each item is serialized as it comes, and an iterator's items are made one by one: an
-    outline of ten thousand messages as lsprotocol objects, then as dicts, then as JSON,
-    all alive at once, weighed 30 MB at 10 MB.
-
-    The items' JSON is written into one growing buffer, not kept as ten thousand small
-    ``bytes`` until joined: freed together, those left the allocator's pages they had
-    filled in use by whatever was made between them.
-    """
-    unstructure = ls.protocol._converter.unstructure
-    return prepare_json(json.dumps(unstructure(item)).encode("ascii") for item in items)
-
-
 def prepare_json(items: Iterable[bytes]) -> Prepared | None:
-    """``prepare`` of items already serialized (each one JSON value, ASCII)."""
+    """A list of ``items``, each one JSON value already serialized (ASCII), as pygls would
+    write the list; None when empty.
+
+    An iterator's items are taken one by one: an outline of ten thousand messages made
+    whole first, as lsprotocol objects, then as dicts, then as JSON, all alive at once,
+    weighed 30 MB at 10 MB. The items' JSON is written into one growing buffer, not kept as
+    ten thousand small ``bytes`` until joined: freed together, those left the allocator's
+    pages they had filled in use by whatever was made between them.
+    """
     buf = bytearray(b"[")
     for item in items:
         if len(buf) > 1:

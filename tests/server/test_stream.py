@@ -1,7 +1,7 @@
 """What the server holds while it reads and answers: the message loop
 (``server.lsp.stream``: pygls' framing and dispatch, and no message kept alive while it
 waits for the next one, such as the text of a large ``didOpen``), and results serialized
-item by item (``server.lsp.app.prepare``)."""
+item by item (``server.lsp.app.prepare_json``)."""
 
 from __future__ import annotations
 
@@ -147,13 +147,14 @@ def test_an_oversized_message_is_skipped_and_a_cut_one_ends_the_stream(
 
 
 def test_prepared_results_are_pygls_json_made_item_by_item() -> None:
-    # ``prepare`` serializes an outline item by item, from an iterator made one at a time
+    # ``prepare_json`` writes an outline item by item, from an iterator made one at a time
     # (as ``handlers.symbols`` hands it), into the bytes pygls' own serialization gives.
     from lsprotocol import types as lsp
 
-    from server.lsp.app import PromptServer, prepare
+    from server.lsp.app import PromptServer, prepare_json
 
     ls = PromptServer()
+    unstructure = ls.protocol._converter.unstructure
     made: list[int] = []
 
     def symbols() -> Any:
@@ -166,14 +167,14 @@ def test_prepared_results_are_pygls_json_made_item_by_item() -> None:
             )
 
     items = list(symbols())
-    expected = json.dumps(ls.protocol._converter.unstructure(items))
+    expected = json.dumps(unstructure(items))
     made.clear()
-    lazy = symbols()
-    result = prepare(ls, lazy)
+    lazy = (json.dumps(unstructure(s)).encode("ascii") for s in symbols())
+    result = prepare_json(lazy)
     assert result is not None and result.json == expected.encode("ascii")
     assert json.loads(result.json)[2]["name"] == "m\u00e92 😀"
     assert made == [0, 1, 2]
-    assert prepare(ls, iter(())) is None and prepare(ls, []) is None
+    assert prepare_json(iter(())) is None and prepare_json([]) is None
 
 
 def test_stdin_bodies_are_held_by_the_loop_only() -> None:
