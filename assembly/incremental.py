@@ -494,6 +494,7 @@ def _reparse_list(
         return None
     root = prev.tree
     assert root is not None
+    rope = new_text if isinstance(new_text, Rope) else None  # (the scanned items' origin)
     keys: set[str] | None
     if root.is_array:
         holder, depth, keys, mi = root, 0, None, -1
@@ -525,7 +526,7 @@ def _reparse_list(
         if r >= len(starts):
             break
         end = starts[r] + delta
-        res = parse_messages(new_text[at:end], at, depth, keys, bounds, window=True)
+        res = parse_messages(new_text[at:end], at, depth, keys, bounds, window=True, origin=rope)
         if res is not None:
             tail = tuple(
                 e if e.range.start < old_end else _moved_issue(e, delta)
@@ -564,7 +565,9 @@ def _reparse_list(
                 return spliced
             return _native(read_parsed(parsed, prev.format, prev.length + delta, prev))
         r += 1
-    res = parse_messages(new_text[at : len(new_text)], at, depth, keys, bounds, window=False)
+    res = parse_messages(
+        new_text[at : len(new_text)], at, depth, keys, bounds, window=False, origin=rope
+    )
     if res is None or res.holder is None:
         return None
     n = len(before)

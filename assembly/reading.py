@@ -58,13 +58,17 @@ def parse_conversation(text: str | Rope, fmt: DocFormat) -> Conversation:
         parsed = parse_json_windows(text, messages=True, unscanned=FOREIGN_TOP_KEYS)
         return read_parsed(parsed, fmt, length)
     source = str(text)
-    del text  # (a rope hands its first ``str`` over: this is then the only reference)
+    # (A rope hands its first ``str`` over: this is then the only reference. The rope
+    # stays the scanned lines' origin: ``syntax.scanned``.)
+    origin = text if isinstance(text, Rope) else None
+    del text
     if fmt is DocFormat.JSON:
         parsed = parse_json(source, messages=True, unscanned=FOREIGN_TOP_KEYS)
     elif fmt is DocFormat.YAML:
         parsed = parse_yaml_conversation(source)
     else:
-        parsed = parse_jsonl(source, messages=True)
+        parsed = parse_jsonl(source, messages=True, origin=origin)
+    del origin
     del source
     return read_parsed(parsed, fmt, length)
 

@@ -417,7 +417,12 @@ def parse_json_windows(
 
 
 def parse_jsonl(
-    text: str, *, messages: bool = False, spanning: bool = True, bom: bool = True
+    text: str,
+    *,
+    messages: bool = False,
+    spanning: bool = True,
+    bom: bool = True,
+    origin: Sliced | None = None,
 ) -> ParsedData:
     """Parse JSON Lines: one value per non-blank line, each parsed on its own.
 
@@ -428,12 +433,19 @@ def parse_jsonl(
     a failed attempt; for lines re-read after one, ``incremental._reparse_lines``).
     ``bom``: ``text`` starts the document, so a U+FEFF first is its byte order mark, read
     as whitespace (False: lines from inside a document, where it is a character).
+    ``origin``: the editor's rope ``text`` was joined from (``scanned``).
     """
     with gc_paused():
-        return _parse_jsonl(text, messages, spanning, bom)
+        return _parse_jsonl(text, messages, spanning, bom, origin)
 
 
-def _parse_jsonl(text: str, messages: bool, spanning: bool = True, bom: bool = True) -> ParsedData:
+def _parse_jsonl(
+    text: str,
+    messages: bool,
+    spanning: bool = True,
+    bom: bool = True,
+    origin: Sliced | None = None,
+) -> ParsedData:
     items: list[SNode] = []
     starts: list[int] = []
     lines: list[TextRange] = []
@@ -460,7 +472,7 @@ def _parse_jsonl(text: str, messages: bool, spanning: bool = True, bom: bool = T
             # A line that is one object the C scanner reads (not a dataset's record, whose
             # readers ask for every range at once: ``absolute``) is not parsed here.
             got = (
-                scanned(text, start, end, 0, text, start)
+                scanned(text, start, end, 0, origin, start)
                 if messages
                 and text.startswith("{", start)
                 and text.find('"messages"', start, end) == -1
@@ -840,6 +852,9 @@ class JsonParser:
         # ``parse_json_windows``: the whole text, read a window at a time (``text`` is the
         # window, which starts at ``shift`` in it); None: ``text`` is all there is.
         self.source: Sliced | None = None
+        # The editor's rope whose part ``text`` is (at ``shift``), when it is one
+        # (``parse_messages``): the scanned messages' ``Positions`` read it there.
+        self.origin: Sliced | None = None
         self.doc_len = 0
         self.window_chars = WINDOW_CHARS
 
@@ -1371,10 +1386,8 @@ class JsonParser:
     def _scanned(self, p: int, depth: int) -> SNode | None:
         """The object at ``p``, an item of the message list (``depth`` deep), read by the C
         scanner (``scanned``); else None (and nothing consumed): the parser reads it."""
-        if self.source is not None:
-            got = scanned(self.text, p, self.end, depth, self.source, p + self.shift)
-        else:
-            got = scanned(self.text, p, self.end, depth, self.text, p)
+        origin = self.origin if self.origin is not None else self.source
+        got = scanned(self.text, p, self.end, depth, origin, p + self.shift)
         if got is None:
             return None
         node, e, tokens = got
@@ -1543,7 +1556,7 @@ class _ScanContext:
 
 
 _scan_item = _make_scanner(_ScanContext())
-# A ``\u`` escape of a surrogate (lone ones are reported by the parser; a pair is rare).
+# A ``\u`` escape of a surrogate (a lone one is reported by the parser).
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
@@ -1709,12 +1722,17 @@ class _Build:
     """The source tree of a value the C scanner read (``JsonParser._scanned``): its nodes
     numbered as ``Positions`` finds their ranges, and the tokens the parser would count."""
 
-    __slots__ = ("next", "table", "tokens")
+    __slots__ = ("lone", "next", "table", "tokens")
 
-    def __init__(self, table: Positions) -> None:
+    def __init__(self, table: Positions, lone: bool = False) -> None:
         self.table = table
         self.next = 0
         self.tokens = 0
+        self.lone = lone  # a surrogate in a string (a key's or a value) is refused
+
+    def _string(self, s: str) -> None:
+        if self.lone and not s.isascii() and _SURROGATE.search(s) is not None:
+            raise _Refused
 
     def node(self, v: Any, depth: int) -> SNode:
         at = self.next
@@ -1722,6 +1740,7 @@ class _Build:
         table = self.table
         t = type(v)
         if t is str:
+            self._string(v)
             self.tokens += 1
             return SNode("string", LazyRange(table, at), v)
         if t is _Pairs:
@@ -1736,10 +1755,15 @@ class _Build:
             add = members.append
             lazy, snode, member, intern, role = LazyRange, SNode, _ScannedMember, _intern, _ROLE
             k = at + 1  # the next number
+            lone = self.lone
             for key, x in v:
                 if len(key) <= MAX_SHARED_KEY_CHARS:
                     key = intern(key)
+                if lone:
+                    self._string(key)
                 if type(x) is str:  # (most values: without a call)
+                    if lone:
+                        self._string(x)
                     if key is role:
                         x = intern(x)
                     add(member(key, snode("string", lazy(table, k + 1), x)))
@@ -1768,13 +1792,15 @@ class _Build:
 
 
 def scanned(
-    text: str, p: int, end: int, depth: int, source: Sliced, at: int
+    text: str, p: int, end: int, depth: int, origin: Sliced | None = None, at: int = 0
 ) -> tuple[SNode, int, int] | None:
     """The object at ``p`` in ``text`` (``depth`` deep) read by the C scanner of the
     ``json`` module, when it reads it whole before ``end`` and as ``JsonParser`` would read
     it without a finding: its node, where it ends and the tokens the parser would count;
-    else None, for the parser to read it. It starts at ``at`` in ``source``, the text of
-    this version (``text``, or the rope ``text`` is a window of).
+    else None, for the parser to read it. ``origin``: the editor's rope of this version,
+    where it starts at ``at`` (its ``Positions`` read it there when asked); without one,
+    they keep a copy of the object's text, never the whole ``text`` (a joined document or
+    the rest of one after an edit: kept alive by its unread messages, 40 MB at 10 MB).
 
     The nodes' ranges are not found now (``LazyRange``): the readers keep them, and only
     the few that a finding or a view places are ever asked for (at 10 MB, 60 of 92,000),
@@ -1788,10 +1814,14 @@ def scanned(
         value, e = _scan_item(text, p)
     except (ValueError, RecursionError, StopIteration):  # (``JSONDecodeError`` too)
         return None
-    if e > end or (text.find("\\u", p, e) != -1 and _SURROGATE_ESCAPE.search(text, p, e)):
+    if e > end:
         return None
+    # A ``\u`` escape of a surrogate: a pair reads the same both ways; a lone one the
+    # parser reports (the scanner gives it as is), so the values are then looked at.
+    lone = text.find("\\u", p, e) != -1 and _SURROGATE_ESCAPE.search(text, p, e) is not None
     length = e - p  # (one ``int`` for the table and the message's range)
-    build = _Build(Positions(source, at, length))
+    table = Positions(origin, at, length) if origin is not None else Positions(text[p:e], 0, length)
+    build = _Build(table, lone)
     try:
         node = build.node(value, depth)
     except _Refused:
@@ -1837,6 +1867,7 @@ def parse_messages(
     starts: tuple[int, int],
     *,
     window: bool,
+    origin: Sliced | None = None,
 ) -> MessagesParse | None:
     """Parse ``text``, which starts at ``at`` in the document, as the message list's
     items from the start of one item on (the incremental re-read); every range and start
@@ -1846,6 +1877,7 @@ def parse_messages(
     starts (else None); without, it runs to the end of the document."""
     parser = JsonParser(text, 0, len(text), messages=True)
     parser.shift = at
+    parser.origin = origin
     list_start, doc_start = starts[0] - at, starts[1] - at
     if window:
         parser.window = len(text)

@@ -39,6 +39,8 @@ from tests.assembly.test_syntax_windows import Slices, outcome, shape
 HOSTILE_VALUES = (
     '"\\ud800"',  # a lone surrogate's escape
     '"\\ud83d\\ude00"',  # a pair
+    '"\\\\ud83d\\ude00"',  # an escaped backslash, "ud83d", a lone low surrogate
+    '"\\ude00\\ud83d"',  # two lone ones
     '"\\u00e9\\n\\t\\"\\\\"',
     '"\u00e9t\u00e9 \U0001f600 \u65e5"',
     '"tab\there"',  # a raw control character
@@ -330,3 +332,30 @@ def test_every_json_file_of_the_test_data_reads_the_same_scanned(
     with monkeypatch.context() as m:
         _parser_alone(m)
         assert scanned == read()
+
+
+def test_a_scanned_message_keeps_no_more_text_than_its_own() -> None:
+    """Until its ranges are asked for, a scanned message keeps its text: a copy of its own
+    (never the whole document's ``str``, which would stay alive for it), or the editor's
+    rope it was read from, which the document holds anyway."""
+    messages = [{"id": f"m{i}", "role": "user", "content": f"\U0001f600 {i}"} for i in range(40)]
+    text = json.dumps({"messages": messages}, ensure_ascii=False)
+    tables = _distinct(parse_json(text, messages=True).root)
+    assert len(tables) == 40
+    assert all(type(t.source) is str and len(t.source) == t.length for t in tables)
+    rope = Rope.from_str(text)
+    tables = _distinct(parse_json_windows(rope, messages=True, window=64).root)
+    assert len(tables) == 40 and all(t.source is rope for t in tables)
+    lines = Rope.from_str("".join(json.dumps(m) + "\n" for m in messages))
+    conv = parse_conversation(lines, DocFormat.JSONL)
+    tables = _distinct(conv.tree)
+    assert len(tables) == 40 and all(t.source is lines for t in tables)
+    assert conv.messages[39].content_range == _fresh_jsonl(str(lines)).messages[39].content_range
+
+
+def _fresh_jsonl(text: str) -> Any:
+    return parse_conversation(text, DocFormat.JSONL)
+
+
+def _distinct(node: syntax.SNode | None) -> list[Positions]:
+    return list({id(t): t for t in _tables(node)}.values())
