@@ -28,10 +28,10 @@ async def document_symbol(ls: PromptServer, params: lsp.DocumentSymbolParams) ->
     if view is None or view.base is None:
         return None
     uri = params.text_document.uri
-    return await ls.session.scheduler.shared(view, "symbols", lambda v: _prepared(ls, uri, v))
+    return await ls.session.scheduler.shared(view, "symbols", lambda v: _prepared(uri, v))
 
 
-def _prepared(ls: PromptServer, uri: str, view: View) -> Prepared | None:
+def _prepared(uri: str, view: View) -> Prepared | None:
     a = view.base.analysis if view.base is not None else None
     if isinstance(a, Analysis) and view.span is None:
         return prepare_json(outline.conversation_outline(uri, a.conversation, view.text_map))
