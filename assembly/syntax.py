@@ -1597,6 +1597,7 @@ class LazyRange(RelRange):
 # ``RelRange``'s slots, as ``LazyRange`` uses them.
 _TABLE: Any = RelRange.__dict__["start"]
 _AT: Any = RelRange.__dict__["end"]
+_NEW = object.__new__
 
 
 class _ScannedMember(Member):
@@ -1747,13 +1748,15 @@ class _Build:
             if depth >= MAX_DEPTH:
                 raise _Refused
             n = len(v)
-            if n > 1 and len(dict(v)) != n:
-                raise _Refused  # a duplicate key
             # braces, keys, colons, the commas between members, and the string values
             tokens = 2 + 2 * n + max(n - 1, 0)
             members = []
             add = members.append
-            lazy, snode, member, intern, role = LazyRange, SNode, _ScannedMember, _intern, _ROLE
+            # The object's table of values by key (``SNode.fields``), made here: the
+            # format's detection and the reader look up every message's keys.
+            keys: dict[str, SNode] = {}
+            snode, member, intern, role = SNode, _ScannedMember, _intern, _ROLE
+            new, set_table, set_at = _NEW, _TABLE.__set__, _AT.__set__
             k = at + 1  # the next number
             lone = self.lone
             for key, x in v:
@@ -1766,16 +1769,25 @@ class _Build:
                         self._string(x)
                     if key is role:
                         x = intern(x)
-                    add(member(key, snode("string", lazy(table, k + 1), x)))
+                    # ``LazyRange(table, k + 1)`` without its ``__init__``'s frame
+                    rng = new(LazyRange)
+                    set_table(rng, table)
+                    set_at(rng, k + 1)
+                    value = keys[key] = snode("string", rng, x)
                     tokens += 1
                     k += 2
                 else:
                     self.next = k + 1
-                    add(member(key, self.node(x, depth + 1)))
+                    value = keys[key] = self.node(x, depth + 1)
                     k = self.next
+                add(member(key, value))
+            if len(keys) != n:
+                raise _Refused  # a duplicate key
             self.next = k
             self.tokens += tokens
-            return SNode("object", LazyRange(table, at), None, (), tuple(members))
+            obj = SNode("object", LazyRange(table, at), None, (), tuple(members))
+            obj._keys = keys
+            return obj
         if t is list:
             if depth >= MAX_DEPTH:
                 raise _Refused
