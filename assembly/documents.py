@@ -38,7 +38,7 @@ from assembly.syntax import (
     SNode,
     absolute,
 )
-from assembly.text import Span, TextRange, resolve, sub_range
+from assembly.text import RelRange, Span, TextRange, resolve, sub_range
 
 MAX_DOCUMENT_CHARS = 64 * 1024 * 1024
 # Messages read from one document (the 10 MB benchmark conversation has 10,000); the rest
@@ -223,7 +223,10 @@ class Reader:
         self.rejected_calls: list[RejectedCall] = []
         # Unknown message keys, by key: reported once each, at the first place (a log whose
         # every message carries its framework's own field says so once, not per message).
-        self.unknown_message_keys: dict[str, list[TextRange]] = {}
+        # Each unknown key's places, unresolved: (its range, the offset it is placed at:
+        # ``_placed``). Resolving the range of a message the C scanner read finds every
+        # range of the message (a walk over its text); only a key's first place is shown.
+        self.unknown_message_keys: dict[str, list[tuple[Span, int]]] = {}
 
     def error(self, message: str, rng: Span, code: str = "schema-error") -> None:
         self.issues.append(Issue(code, message, resolve(rng, self.base)))
@@ -643,7 +646,9 @@ class Reader:
         for key, places in self.unknown_message_keys.items():
             more = len(places) - 1
             also = f" (and on {more:,} more message{'s' if more != 1 else ''})" if more else ""
-            self.unknown_key(f"unknown message key `{key}`{also}: it is ignored", places[0])
+            self.unknown_key(
+                f"unknown message key `{key}`{also}: it is ignored", _placed(*places[0])
+            )
 
     def has_findings(self) -> bool:
         """Whether reading found anything to report (reported or still to be)."""
@@ -704,9 +709,8 @@ class Reader:
                 self.issues.append(
                     Issue(code, message, TextRange(base + start, base + end), severity)
                 )
-            for key, start, end in hit.unknown:
-                rng = TextRange(base + start, base + end)
-                self.unknown_message_keys.setdefault(key, []).append(rng)
+            for key, key_range, delta in hit.unknown:
+                self.unknown_message_keys.setdefault(key, []).append((key_range, base + delta))
             for call_id, start, end, why in hit.rejected:
                 rc = RejectedCall(call_id, TextRange(base + start, base + end), why)
                 self.rejected_calls.append(rc)
@@ -750,10 +754,12 @@ class Reader:
         if not _KNOWN_MESSAGE_KEYS.issuperset(fields):
             for m in node.members:
                 if m.key not in _KNOWN_MESSAGE_KEYS:
-                    rng = resolve(m.key_range, self.base)
-                    self.unknown_message_keys.setdefault(m.key, []).append(rng)
+                    # Kept unresolved (``_placed``): only a key's first place is reported.
+                    key_range = m.key_range
+                    delta = self.base if isinstance(key_range, RelRange) else 0
+                    self.unknown_message_keys.setdefault(m.key, []).append((key_range, delta))
                     if self._log is not None:
-                        self._log.append((m.key, rng.start - self.base, rng.end - self.base))
+                        self._log.append((m.key, key_range, delta - self.base))
         get = fields.get
         role_node = get("role")
         if role_node is None:
@@ -1200,11 +1206,16 @@ class _MessageRead:
     index: int | None
     message: Message | None
     issues: tuple[tuple[str, str, int, int, str], ...]
-    unknown: tuple[tuple[str, int, int], ...]
+    unknown: tuple[tuple[str, Span, int], ...]  # (key, range, its offset less the start's)
     rejected: tuple[tuple[str, int, int, str], ...]
 
 
 MessageReads = dict[int, _MessageRead]
+
+
+def _placed(rng: Span, delta: int) -> TextRange:
+    """A place of ``Reader.unknown_message_keys`` in the document."""
+    return rng.at(delta) if isinstance(rng, RelRange) else rng.shift(delta)
 
 
 def is_header_line(node: SNode) -> bool:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from assembly import syntax
 from assembly.documents import Reader
+from assembly.host import AnalysisHost, Edit
 from assembly.model import DocFormat
 from assembly.reading import parse_conversation
 from assembly.rope import Rope
@@ -34,6 +35,7 @@ from assembly.syntax import (
     parse_jsonl,
 )
 from tests.assembly.test_syntax_windows import Slices, outcome, shape
+from tests.support.engine import analyze
 
 # Pieces of JSON text: plain and hostile (each a value, or a member when it has a colon).
 HOSTILE_VALUES = (
@@ -224,6 +226,45 @@ def test_a_messages_ranges_are_found_only_when_one_is_asked_for() -> None:
     for i in (0, 31, 49):  # every range of every node where the parser puts it
         assert conv.messages[i].range == _fresh(text).messages[i].range
         assert conv.messages[i].role_range == _fresh(text).messages[i].role_range
+
+
+def test_unknown_message_keys_are_placed_without_finding_every_messages_ranges(
+    tmp_path: Path,
+) -> None:
+    """A key the reader does not know, on every message (SWE-agent's ``thought``): only the
+    message of its first place has its ranges found, at the open and after an edit that
+    re-reads one message (the others' reads are reused), and the finding is where a fresh
+    analysis puts it."""
+    messages = [
+        {"role": "user" if i % 2 else "assistant", "content": f"turn {i}", "thought": f"t{i}"}
+        for i in range(40)
+    ]
+    text = json.dumps({"messages": messages}, indent=2)
+    path = tmp_path / "log.conv.json"
+    host = AnalysisHost()
+    first = analyze(path, text=Rope.from_str(text), host=host)
+
+    def unknown(a: Any) -> list[tuple[str, int, int]]:
+        return [
+            (d.message, d.range.start, d.range.end)
+            for d in a.diagnostics
+            if d.code == "unknown-key"
+        ]
+
+    where = text.index('"thought"')
+    message = "unknown message key `thought` (and on 39 more messages): it is ignored"
+    assert unknown(first) == [(message, where, where + len('"thought"'))]
+    assert unknown(first) == unknown(analyze(path, text=text))
+    tables = {id(t): t for t in _tables(first.conversation.tree)}.values()
+    assert len(tables) == 40
+    assert [t._offsets is not None for t in tables].count(True) == 1
+
+    at = text.index('"turn 30"') + 1
+    edited = text[:at] + "x" + text[at:]
+    second = analyze(path, text=Rope.from_str(edited), host=host, edit=Edit(at, at, at + 1))
+    assert unknown(second) == unknown(analyze(path, text=edited)) == unknown(first)
+    tables = {id(t): t for t in _tables(second.conversation.tree)}.values()
+    assert [t._offsets is not None for t in tables].count(True) == 1
 
 
 def _fresh(text: str) -> Any:
