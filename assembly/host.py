@@ -31,6 +31,7 @@ from assembly.diagnostics import (
     RuleCache,
     RuleContext,
     Severity,
+    TextFacts,
     check,
     from_exception,
     from_issues,
@@ -421,9 +422,10 @@ def _dataset(
 ) -> Analysis:
     """A dataset: each record analysed as its own conversation; the findings of all of them
     (each at its line) and of the lines themselves are the document's."""
+    facts = TextFacts()  # (the document searched once for all the records)
     records = tuple(
         _conversation(
-            r, text, from_issues(r.issues), inputs, sources, AssemblyCache(), RuleCache()
+            r, text, from_issues(r.issues), inputs, sources, AssemblyCache(), RuleCache(facts)
         ).analysis  # counted with the dataset (``AnalysisHost._analysis``)
         for r in conv.records
     )

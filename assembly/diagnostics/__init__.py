@@ -30,7 +30,7 @@ from assembly.diagnostics.core import (
     more_findings,
     sort_key,
 )
-from assembly.diagnostics.engine import RuleCache, message_end, message_start
+from assembly.diagnostics.engine import RuleCache, TextFacts, message_end, message_start
 from assembly.diagnostics.inputs import Ignoring
 from assembly.diagnostics.rules import (
     anthropic,
@@ -56,6 +56,7 @@ __all__ = [
     "RuleContext",
     "Severity",
     "TextEdit",
+    "TextFacts",
     "check",
     "from_exception",
     "from_issues",
@@ -263,19 +264,30 @@ class _Suppressions:
         if path in self._by_file:
             return self._by_file[path]
         if path is None:
-            has = self._engine.count(self.ctx.text, COMMENT_MARK) > 0
-            # Indexing a large document costs more than all its rules: only if needed.
-            text = str(self.ctx.text) if has else ""
+            facts = self._engine.text_facts
+            if facts.comments is not None and facts.comments[0] is self.ctx.text:
+                found: tuple[LineIndex | None, dict[int, set[str]]] = facts.comments[1]
+            else:
+                has = self._engine.count(self.ctx.text, COMMENT_MARK) > 0
+                # Indexing a large document costs more than all its rules: only if needed.
+                found = _comment_lines(str(self.ctx.text) if has else "")
+                facts.comments = (self.ctx.text, found)
         elif path == self.ctx.template_path and self.ctx.template is not None:
-            text = self.ctx.template.text
+            found = _comment_lines(self.ctx.template.text)
         else:
             return None
-        lines: dict[int, set[str]] = {}
-        index = None
-        if COMMENT_MARK in text:
-            index = LineIndex(text)
-            for m in _IGNORE_COMMENT.finditer(text):
-                codes = {c.strip() for c in m.group(1).split(",") if c.strip()}
-                lines.setdefault(index.line_col(m.start()).line, set()).update(codes)
-        self._by_file[path] = (index, lines)
-        return self._by_file[path]
+        self._by_file[path] = found
+        return found
+
+
+def _comment_lines(text: str) -> tuple[LineIndex | None, dict[int, set[str]]]:
+    """The codes the suppression comments of ``text`` name, by line, and the text's line
+    index (None when it has no comment)."""
+    lines: dict[int, set[str]] = {}
+    index = None
+    if COMMENT_MARK in text:
+        index = LineIndex(text)
+        for m in _IGNORE_COMMENT.finditer(text):
+            codes = {c.strip() for c in m.group(1).split(",") if c.strip()}
+            lines.setdefault(index.line_col(m.start()).line, set()).update(codes)
+    return index, lines

@@ -440,16 +440,35 @@ def _map(d: Diagnostic, move: Callable[[int], int]) -> Diagnostic:
 # ------------------------------------------------------------------------------ the cache
 
 
+class TextFacts:
+    """What the suppressions read from a document's text, each kept with the text it was
+    read from: the counts of ``RuleCache.count`` (by needle) and the comments by line
+    (``diagnostics._Suppressions``). One object serves the caches of every conversation
+    of one text, a dataset's records, so that the document is searched once, not once a
+    record (a 10 MB dataset with findings in 270 of its 500 records spent 1.6 s there)."""
+
+    __slots__ = ("comments", "counted")
+
+    def __init__(
+        self,
+        counted: dict[str, tuple[TextLike, int]] | None = None,
+        comments: tuple[TextLike, Any] | None = None,
+    ) -> None:
+        self.counted = counted if counted is not None else {}
+        self.comments = comments
+
+
 class RuleCache:
     """What the engine keeps between runs on successive versions of one document.
 
     Pass the same object to every ``check`` of the document (the language server keeps
     it with the analysis); a fresh one reuses nothing. ``ran`` names the rules (other
     than those of the whole analysis) that the last run ran again, and ``message_runs``
-    counts the runs of per-message rules on one message.
+    counts the runs of per-message rules on one message. ``facts``: what the text's
+    other conversations found in it (``TextFacts``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, facts: TextFacts | None = None) -> None:
         self._run = 0
         self._messages: tuple[Message, ...] | None = None  # stored, of the last run
         self._starts: tuple[int, ...] = ()  # where they started
@@ -461,7 +480,7 @@ class RuleCache:
         self._rules: dict[str, _RuleState] = {}
         self._message_rules: dict[str, _MessageRuleState] = {}
         self.memo = MessageMemo()  # for the rules of the whole analysis
-        self._counted: dict[str, tuple[TextLike, int]] = {}
+        self.text_facts = facts if facts is not None else TextFacts()
         # The edits of the message-local ``LateFix``es kept (by the fix), relative to it.
         self._late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
         # Where the ``LateRange``s of each message lie, relative to it, by key.
@@ -499,7 +518,7 @@ class RuleCache:
             for k, v in self._message_rules.items()
         }
         res.memo = self.memo.fork()
-        res._counted = dict(self._counted)
+        res.text_facts = TextFacts(dict(self.text_facts.counted), self.text_facts.comments)
         res._located = dict(self._located)
         res._gone = set(self._gone)
         res._older = None
@@ -556,7 +575,8 @@ class RuleCache:
     def count(self, text: TextLike, needle: str) -> int:
         """Occurrences of ``needle`` in ``text``, counted in the span that changed since
         the last call when both texts are ropes."""
-        last = self._counted.get(needle)
+        counted = self.text_facts.counted
+        last = counted.get(needle)
         n: int | None = None
         if last is not None and last[0] is text:
             n = last[1]
@@ -575,7 +595,7 @@ class RuleCache:
             n = last[1] + text[a : min(len(text), new_end + reach)].count(needle) - before
         if n is None:
             n = text.count(needle)  # a rope counts without joining
-        self._counted[needle] = (text, n)
+        counted[needle] = (text, n)
         return n
 
     # -- one run

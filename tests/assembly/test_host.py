@@ -226,3 +226,49 @@ def test_splices_with_the_edit_told_equal_a_fresh_analysis() -> None:
         ]
         assert got.assembly == want.assembly
         assert host.rule_cache.count(rope, COMMENT_MARK) == text.count(COMMENT_MARK)
+
+
+def test_a_datasets_document_is_searched_for_comments_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each record of a dataset is its own conversation, and its findings are checked
+    against the document's suppression comments: the document is searched and indexed for
+    them once, whatever the number of records with findings (it was once a record: at 10
+    MB, 1.6 s), and each record's suppressions are what they were."""
+    import json
+
+    import assembly.diagnostics as diagnostics
+    from assembly.diagnostics import engine
+
+    def record(k: int) -> str:
+        messages = [
+            {"role": "user", "content": f"question {k}"},
+            {"role": "tool", "tool_call_id": f"call_{k}", "content": "orphan"},
+        ]
+        if k == 3:  # (a comment in a string: the lines of records 3 and 4)
+            messages[0]["content"] = "promptls: ignore[orphaned-tool-response]"
+        return json.dumps({"messages": messages})
+
+    text = "\n".join(record(k) for k in range(1, 9)) + "\n"
+    path = tmp_path / "train.conv.jsonl"
+    searched: list[int] = []
+    count = engine.RuleCache.count
+
+    def counting(self: engine.RuleCache, text: object, needle: str) -> int:
+        searched.append(len(str(text)))
+        return count(self, text, needle)
+
+    indexed: list[int] = []
+    comment_lines = diagnostics._comment_lines
+
+    def indexing(text: str) -> object:
+        indexed.append(len(text))
+        return comment_lines(text)
+
+    monkeypatch.setattr(engine.RuleCache, "count", counting)
+    monkeypatch.setattr(diagnostics, "_comment_lines", indexing)
+    got = analyze(path, text=text)
+    orphans = [d.range.start for d in got.diagnostics if d.code == "orphaned-tool-response"]
+    lines = [text.count("\n", 0, start) + 1 for start in orphans]
+    assert lines == [1, 2, 5, 6, 7, 8]
+    assert searched == [len(text)] and indexed == [len(text)]
