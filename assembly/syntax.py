@@ -1829,8 +1829,10 @@ def scanned(
     if e > end:
         return None
     # A ``\u`` escape of a surrogate: a pair reads the same both ways; a lone one the
-    # parser reports (the scanner gives it as is), so the values are then looked at.
-    lone = text.find("\\u", p, e) != -1 and _SURROGATE_ESCAPE.search(text, p, e) is not None
+    # parser reports (the scanner gives it as is), so the values are then looked at. (The
+    # pattern's literal head is searched for as fast as ``str.find`` of it, which a text
+    # holding emoji made twice as slow.)
+    lone = _SURROGATE_ESCAPE.search(text, p, e) is not None
     length = e - p  # (one ``int`` for the table and the message's range)
     table = Positions(origin, at, length) if origin is not None else Positions(text[p:e], 0, length)
     build = _Build(table, lone)
