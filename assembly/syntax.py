@@ -1752,8 +1752,9 @@ class _Build:
             tokens = 2 + 2 * n + max(n - 1, 0)
             members = []
             add = members.append
-            # The object's table of values by key (``SNode.fields``), made here: the
-            # format's detection and the reader look up every message's keys.
+            # The object's table of values by key (``SNode.fields``), made here and kept
+            # for the message itself (its number is 0): the format's detection and the
+            # reader look up every message's keys, and the reader then lets it go.
             keys: dict[str, SNode] = {}
             snode, member, intern, role = SNode, _ScannedMember, _intern, _ROLE
             new, set_table, set_at = _NEW, _TABLE.__set__, _AT.__set__
@@ -1786,7 +1787,8 @@ class _Build:
             self.next = k
             self.tokens += tokens
             obj = SNode("object", LazyRange(table, at), None, (), tuple(members))
-            obj._keys = keys
+            if at == 0:
+                obj._keys = keys
             return obj
         if t is list:
             if depth >= MAX_DEPTH:
