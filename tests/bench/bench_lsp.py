@@ -35,6 +35,10 @@ pasting and deleting a message, which moves every later line), request -> respon
 typing at a person's pace (a key every 150 ms) with both asked after each key and cancelled
 at the next (as VS Code does): each key -> its diagnostics, the keys of ``--pace-runs`` runs
 pooled. ``--views-only`` times the outline and the folds rows alone.
+``--formats`` also takes ``dataset``: a JSON Lines dataset (a conversation per line,
+``{"messages": [...]}``, ``DATASET_RECORD`` messages each, made from the JSON
+conversation's messages), timed on the edits inside its records only (typing in a message,
+deleting across two records and putting it back) and without the views.
 
     python tests/bench/bench_lsp.py --kinds [--per-kind 8] [--formats json,jsonl,yaml]
 """
@@ -143,7 +147,7 @@ def main() -> int:
     ap.add_argument("--corpus", type=Path, help="reuse or create the documents in this folder")
     ap.add_argument("--kinds", action="store_true", help="time every edit kind (see above)")
     ap.add_argument("--per-kind", type=int, default=8, help="keystrokes per edit kind")
-    ap.add_argument("--formats", default="json,jsonl,yaml")
+    ap.add_argument("--formats", default="json,jsonl,yaml", help="also: dataset (--kinds)")
     ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose server runs")
     ap.add_argument(
         "--views-only", action="store_true", help="--kinds: the outline and folds rows only"
@@ -184,7 +188,26 @@ def main() -> int:
     return 0
 
 
+# A dataset (``--formats dataset``): the JSON conversation's messages, this many a record,
+# with the keys a fine-tuning record has.
+DATASET_RECORD = 20
+_DATASET_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+
+
 def _generate(corpus: Path, mb: int, fmt: str = "json") -> Path:
+    if fmt == "dataset":
+        out = corpus / f"bench-{mb}mb-dataset.conv.jsonl"
+        if not out.is_file():
+            source = json.loads(_generate(corpus, mb).read_text(encoding="utf-8"))
+            messages = [{k: m[k] for k in _DATASET_KEYS if k in m} for m in source["messages"]]
+            out.write_text(
+                "".join(
+                    json.dumps({"messages": messages[i : i + DATASET_RECORD]}) + "\n"
+                    for i in range(0, len(messages), DATASET_RECORD)
+                ),
+                encoding="utf-8",
+            )
+        return out
     messages, target = SIZES[mb]
     out = corpus / f"bench-{mb}mb.conv.{fmt}"
     if not out.is_file():
@@ -245,9 +268,11 @@ def _run_kinds(
     rpc = Rpc(command, root, doc.parent / f"{doc.stem}-{fmt}-kinds.stderr.log")
     res: list[tuple[str, list[float]]] = []
     try:
-        res.append(("open", [_start(rpc, doc, text, fmt)[0]]))
+        language = "jsonl" if fmt == "dataset" else fmt
+        res.append(("open", [_start(rpc, doc, text, language)[0]]))
         version = 1
-        for kind, make in [] if args.views_only else _KINDS:
+        kinds = _DATASET_KINDS if fmt == "dataset" else _KINDS
+        for kind, make in [] if args.views_only else kinds:
             times: list[float] = []
             for edit in make(text, fmt, n):
                 if edit is None:
@@ -257,7 +282,8 @@ def _run_kinds(
                 times.append(got - sent)
             if times:
                 res.append((kind, times))
-        text, version = _views(rpc, uri, text, fmt, n, version, res, args.pace_runs)
+        if fmt != "dataset":
+            text, version = _views(rpc, uri, text, fmt, n, version, res, args.pace_runs)
         hovers = []
         for position in [] if args.views_only else _hover_positions(text, 4 * n):
             request_id, sent = rpc.request(
@@ -496,6 +522,10 @@ _KINDS: list[tuple[str, Callable[[str, str, int], list[Edit | None]]]] = [
     ("type in a tool-call id", _type_in_tool_call_id),
     ("type in the settings (header)", _type_in_settings),
     ("type `-` at a message's line start, undo", _type_at_line_start),
+]
+_DATASET_KINDS = [
+    ("type in a message", _type_in_message),
+    ("delete across records, undo", _delete_across),
 ]
 
 
