@@ -321,14 +321,33 @@ def absolute(node: SNode, base: int = 0) -> SNode:
 
 def _absolute_item(node: SNode, base: int) -> SNode:
     """``absolute`` of an item of the message list starting at ``base``: one the C scanner
-    read is read again by the parser straight into absolute ranges (walking its lazy
-    ranges would find each through its table, and its table by reading it anyway)."""
+    read is copied with its table's offsets, taken in the order it numbers its nodes
+    (``Positions``), not through each lazy range."""
     first = node.members[0].value.range if node.members else None
     if isinstance(first, LazyRange):
-        read = first.place()[0].read_at(base)
-        if read is not None:
-            return read
+        return _placed_copy(node, first.place()[0].offsets(), base, 0)[0]
     return absolute(node, base)
+
+
+def _placed_copy(node: SNode, offsets: list[int], base: int, at: int) -> tuple[SNode, int]:
+    """``absolute`` of the node numbered ``at`` in ``offsets`` (a scanned message's
+    ``Positions``: each node, then each member's key and value), with the next number."""
+    rng = TextRange(offsets[2 * at] + base, offsets[2 * at + 1] + base)
+    k = at + 1
+    if node.kind == "object":
+        members = []
+        for m in node.members:
+            key = TextRange(offsets[2 * k] + base, offsets[2 * k + 1] + base)
+            value, k = _placed_copy(m.value, offsets, base, k + 1)
+            members.append(Member(m.key, key, value))
+        return SNode("object", rng, node.value, (), tuple(members)), k
+    if node.kind == "array":
+        items = []
+        for item in node.items:
+            value, k = _placed_copy(item, offsets, base, k)
+            items.append(value)
+        return SNode("array", rng, node.value, tuple(items)), k
+    return SNode(node.kind, rng, node.value), k
 
 
 @dataclass(frozen=True, slots=True)
@@ -469,13 +488,12 @@ def _parse_jsonl(
             errors.append(SyntaxIssue(msg, TextRange(start, start), code="document-too-large"))
             break
         if text[start:end].strip():
-            # A line that is one object the C scanner reads (not a dataset's record, whose
-            # readers ask for every range at once: ``absolute``) is not parsed here.
+            # A line that is one object the C scanner reads is not parsed here (a
+            # dataset's record too: its reader asks for every range at once, ``absolute``,
+            # which copies it with its table's offsets).
             got = (
                 scanned(text, start, end, 0, origin, start)
-                if messages
-                and text.startswith("{", start)
-                and text.find('"messages"', start, end) == -1
+                if messages and text.startswith("{", start)
                 else None
             )
             if got is not None and (
@@ -1645,21 +1663,6 @@ class Positions:
             self._offsets = found
             self.source = None  # (the text is let go)
         return found
-
-    def read_at(self, base: int) -> SNode | None:
-        """The message read by the parser, the message starting at ``base``: every range
-        absolute (``absolute``); None once the text is let go (``offsets`` found them)."""
-        source = self.source
-        if source is None:
-            return None
-        text = source[self.start : self.start + self.length]
-        parser = JsonParser(text, 0, len(text))
-        parser.shift = base
-        node = parser._value(0)
-        # The C scanner read this text whole, so the parser reads it without a finding,
-        # into the same tree (the refusals of ``scanned`` are what the two differ on).
-        assert node is not None and not parser.errors, parser.errors
-        return node
 
 
 def _offsets(text: str) -> list[int]:
