@@ -447,3 +447,40 @@ async def test_a_costly_request_settles_only_while_the_document_is_being_typed(
     assert not typing.done()
     await run_next(client)
     assert "reminder" in str(await asyncio.wait_for(typing, 10))  # the edit's text
+
+
+async def test_views_are_computed_with_a_short_switch_interval(
+    client: InProcessClient, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The outline and the folds are computed while the threads hand the GIL over often
+    (``SWITCH_INTERVAL_S``, a busy views thread would otherwise hold back the loop and the
+    analyses): the interval is that during the computation, and what it was after it, a
+    computation that raises included."""
+    import sys
+
+    from server.lsp import scheduler
+
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(1))
+    await run_next(client)
+    before = sys.getswitchinterval()
+    assert before != scheduler.SWITCH_INTERVAL_S
+    seen: list[float] = []
+    symbols = scheduler.Scheduler.shared
+
+    async def watched(self: Any, view: Any, kind: str, compute: Callable[[Any], Any]) -> Any:
+        def noted(v: Any) -> Any:
+            seen.append(sys.getswitchinterval())
+            if kind == "folding":
+                raise RuntimeError("a view that fails")
+            return compute(v)
+
+        return await symbols(self, view, kind, noted)
+
+    monkeypatch.setattr(scheduler.Scheduler, "shared", watched)
+    assert await outline(client, uri)
+    params = lsp.FoldingRangeParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    with pytest.raises(Exception, match="a view that fails"):
+        await client.request(lsp.TEXT_DOCUMENT_FOLDING_RANGE, params, list[lsp.FoldingRange])
+    assert seen == [scheduler.SWITCH_INTERVAL_S] * 2
+    assert sys.getswitchinterval() == before
