@@ -1615,7 +1615,6 @@ class LazyRange(RelRange):
 # ``RelRange``'s slots, as ``LazyRange`` uses them.
 _TABLE: Any = RelRange.__dict__["start"]
 _AT: Any = RelRange.__dict__["end"]
-_NEW = object.__new__
 
 
 class _ScannedMember(Member):
@@ -1760,7 +1759,7 @@ class _Build:
             # reader look up every message's keys, and the reader then lets it go.
             keys: dict[str, SNode] = {}
             snode, member, intern, role = SNode, _ScannedMember, _intern, _ROLE
-            new, set_table, set_at = _NEW, _TABLE.__set__, _AT.__set__
+            new, set_table, set_at = object.__new__, _TABLE.__set__, _AT.__set__
             k = at + 1  # the next number
             lone = self.lone
             for key, x in v:
