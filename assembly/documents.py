@@ -185,6 +185,8 @@ def format_for_path(path: str) -> DocFormat | None:
 
 
 RecordReader = Callable[[ParsedData, DocFormat, int], Conversation]
+# What reading each line of a dataset gave, by the line's node: (node, its conversation).
+RecordReads = dict[int, tuple["SNode", Conversation]]
 
 
 def read_tools(node: SNode) -> tuple[tuple[ToolDef, ...], list[Issue]]:
@@ -207,12 +209,17 @@ class Reader:
         length: int,
         reads: MessageReads | None = None,
         read_record: RecordReader | None = None,
+        record_reads: RecordReads | None = None,
     ) -> None:
         self.fmt = fmt
         self.length = length
         # How a dataset line is read: in the format its own shape says (``reading.py``
         # passes its dispatcher; without one, a dataset line is read as promptls' own).
         self.read_record = read_record
+        # What reading each dataset line gave: the previous version's (reused for a line
+        # node it shares, the same object) and this one's.
+        self.record_reads_in: RecordReads = record_reads if record_reads is not None else {}
+        self.record_reads: RecordReads = {}
         self.base = 0  # where the message being read starts
         # What reading each message node gave, by node: the previous version's (``reads``,
         # reused for a node it shares) and this one's.
@@ -286,7 +293,9 @@ class Reader:
     def _read_jsonl(self, root: SNode, fields: dict[str, Any]) -> tuple[tuple[Message, int], ...]:
         lines = list(root.items)
         if is_dataset(root):
-            fields["records"] = self._records(lines)
+            fields["records"], fields["record_starts"] = self._records(
+                lines, root.starts or (0,) * len(lines)
+            )
             return ()
         starts = root.starts or (0,) * len(lines)
         message_nodes: list[SNode] = []
@@ -308,24 +317,36 @@ class Reader:
             bases.append(starts[i])
         return self._message_list(message_nodes, bases)
 
-    def _records(self, lines: list[SNode]) -> tuple[Conversation, ...]:
-        """Each line of a dataset is a conversation of its own, read as a JSON document."""
-        res = []
-        for node in lines:
+    def _records(
+        self, lines: list[SNode], starts: Sequence[int]
+    ) -> tuple[tuple[Conversation, ...], tuple[int, ...]]:
+        """Each line of a dataset is a conversation of its own, read as a JSON document of
+        the line's text (ranges relative to where the line starts), and where each starts.
+        A line node the previous version had gives the conversation it gave then."""
+        res: list[Conversation] = []
+        at: list[int] = []
+        for node, start in zip(lines, starts, strict=True):
             if not node.is_object or (node.get("messages") is None and node.get("input") is None):
                 self.error(
                     "a dataset line must be a conversation object with `messages` (or a "
                     "Responses `input`) "
                     "(this file holds one conversation per line)",
-                    head(node) if node.is_object else node.range,
+                    resolve(head(node) if node.is_object else node.range, start),
                 )
                 continue
-            if self.read_record is not None:
-                conv = self.read_record(ParsedData(node), DocFormat.JSON, self.length)
-            else:
-                conv = Reader(DocFormat.JSON, self.length).read(ParsedData(node))
-            res.append(dataclasses.replace(conv, record=len(res) + 1))
-        return tuple(res)
+            hit = self.record_reads_in.get(id(node))
+            if hit is None or hit[0] is not node:
+                whole = ParsedData(absolute(node))
+                length = node.range.end
+                if self.read_record is not None:
+                    conv = self.read_record(whole, DocFormat.JSON, length)
+                else:
+                    conv = Reader(DocFormat.JSON, length).read(whole)
+                hit = (node, dataclasses.replace(conv, record=True))
+            self.record_reads[id(node)] = hit
+            res.append(hit[1])
+            at.append(start)
+        return tuple(res), tuple(at)
 
     def _read_object(self, root: SNode, fields: dict[str, Any]) -> tuple[tuple[Message, int], ...]:
         self.top_fields(root, fields, allow_messages=True)

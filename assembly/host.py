@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from bisect import bisect_right
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import PurePath
 from typing import Any, Literal, Protocol
 
@@ -31,7 +33,6 @@ from assembly.diagnostics import (
     RuleCache,
     RuleContext,
     Severity,
-    TextFacts,
     check,
     from_exception,
     from_issues,
@@ -197,16 +198,22 @@ class Analysis:
     # The conversation exactly as read from ``text`` (before tools from a template are
     # added): what the next analysis re-reads incrementally.
     parsed: Conversation | None = None
-    # A dataset (one conversation per JSON Lines line): each record's own analysis. The
-    # fields above are then the first record's, except ``conversation`` (the dataset) and
-    # ``diagnostics`` (every record's).
+    # A dataset (one conversation per JSON Lines line): each record's own analysis, of its
+    # line's text alone (``text``, every range relative to ``base``: where the record's text
+    # starts in the document). The fields above are then the first record's, except
+    # ``text``, ``conversation`` (the dataset), ``diagnostics`` (every record's, placed in
+    # the document), ``dependencies`` and ``other_texts`` (every record's).
     records: tuple[Analysis, ...] = ()
+    base: int = 0
 
     def at(self, offset: int) -> Analysis:
-        """The analysis that covers ``offset``: the record whose line holds it, else this."""
-        for r in self.records:
+        """The analysis that covers ``offset`` of the document: the record whose line holds
+        it (read ``offset - base`` in it), else this."""
+        k = bisect_right(self.records, offset, key=_BASE) - 1
+        if k >= 0:
+            r = self.records[k]
             root = r.conversation.root
-            if root is not None and root.range.start <= offset <= root.range.end:
+            if root is not None and root.range.start <= offset - r.base <= root.range.end:
                 return r
         return self
 
@@ -242,6 +249,7 @@ class AnalysisHost:
         self.previous: Analysis | None = None
         self.assemble_cache = AssemblyCache()  # the ``assemble`` stage's
         self.rule_cache = RuleCache()  # the rule engine's
+        self.records = _Records()  # a dataset's
 
     def analyze(self, text: str | Rope, inputs: Inputs, sources: Sources) -> Analysis:
         """The analysis of ``text`` from scratch (nothing kept is used)."""
@@ -264,6 +272,7 @@ class AnalysisHost:
         self.previous = None
         self.assemble_cache = AssemblyCache()
         self.rule_cache = RuleCache()
+        self.records = _Records()
 
     def _run(
         self, text: str | Rope, edit: Edit | None, inputs: Inputs, sources: Sources
@@ -298,8 +307,8 @@ class AnalysisHost:
         if conv.records:
             guess = resolve_outside(inputs)
             sources.counting(conv, sources.tokenizer(guess.encoding, guess.model).tokenizer)
-            self.reset()  # a dataset's records are analysed afresh, keeping nothing
-            return _dataset(conv, text, diags, inputs, sources)
+            return self._dataset(conv, text, diags, inputs, sources)
+        self.records = _Records()
         result = _conversation(
             conv,
             text,
@@ -319,6 +328,61 @@ class AnalysisHost:
         if result.rule_cache is not self.rule_cache:
             self.rule_cache = result.rule_cache
         return dataclasses.replace(result.analysis, parsed=conv)
+
+    def _dataset(
+        self,
+        conv: Conversation,
+        text: str | Rope,
+        diags: list[Diagnostic],
+        inputs: Inputs,
+        sources: Sources,
+    ) -> Analysis:
+        """A dataset: each record analysed as the JSON document its line's text is; the
+        findings of all of them (each placed at its line) and of the lines themselves are
+        the document's. A record the previous version had (the same object: its line was
+        not touched) keeps its analysis while the inputs and every file it read are the
+        same; it is only placed again when its line moved."""
+        kept = self.records if self.records.inputs == inputs else _Records()
+        files = _ReadOnce(sources)
+        made = _Records(inputs)
+        records: list[Analysis] = []
+        every = list(diags)
+        deps: dict[PurePath, None] = dict.fromkeys(inputs.dependencies)
+        others = dict(inputs.other_texts)
+        for r, base in zip(conv.records, conv.record_starts, strict=True):
+            hit = kept.by_record.get(id(r))
+            if hit is None or hit[0] is not r or not files.same(hit[2]):
+                own = str(text[base : base + r.length])
+                reads = _Recording(files)
+                a = _conversation(
+                    r, own, from_issues(r.issues), inputs, reads, AssemblyCache(), RuleCache()
+                ).analysis  # counted with the dataset (``_analysis``)
+                hit = (r, a, tuple(reads.read_refs), ())
+            a = hit[1]
+            placed = hit[3]
+            if a.base != base:
+                a = dataclasses.replace(a, base=base)
+                placed = ()
+            if not placed and a.diagnostics:
+                placed = tuple(d.shifted(base) for d in a.diagnostics)
+            made.by_record[id(r)] = (r, a, hit[2], placed)
+            records.append(a)
+            every.extend(placed)
+            deps.update(dict.fromkeys(a.dependencies))
+            others.update(a.other_texts)
+        self.records = made
+        every.sort(key=sort_key)
+        return dataclasses.replace(
+            records[0],
+            text=text,
+            conversation=conv,
+            diagnostics=tuple(every),
+            dependencies=tuple(deps),
+            other_texts=others,
+            parsed=conv,
+            records=tuple(records),
+            base=0,
+        )
 
 
 # ----------------------------------------------------------------------------- templates
@@ -413,28 +477,58 @@ class _Result:
     rule_cache: RuleCache
 
 
-def _dataset(
-    conv: Conversation,
-    text: str | Rope,
-    diags: list[Diagnostic],
-    inputs: Inputs,
-    sources: Sources,
-) -> Analysis:
-    """A dataset: each record analysed as its own conversation; the findings of all of them
-    (each at its line) and of the lines themselves are the document's."""
-    facts = TextFacts()  # (the document searched once for all the records)
-    records = tuple(
-        _conversation(
-            r, text, from_issues(r.issues), inputs, sources, AssemblyCache(), RuleCache(facts)
-        ).analysis  # counted with the dataset (``AnalysisHost._analysis``)
-        for r in conv.records
-    )
-    first = records[0]
-    every = [*diags, *(d for r in records for d in r.diagnostics)]
-    every.sort(key=sort_key)
-    return dataclasses.replace(
-        first, conversation=conv, diagnostics=tuple(every), parsed=None, records=records
-    )
+_BASE = attrgetter("base")
+
+
+@dataclass(slots=True)
+class _Records:
+    """What a dataset's analysis keeps for the next: by record (``id``), the record, its
+    analysis, the files it read (``_Recording.read_refs``) and its findings placed at
+    ``base``; valid for ``inputs`` only."""
+
+    inputs: Inputs | None = None
+    by_record: dict[
+        int, tuple[Conversation, Analysis, tuple[tuple[str, FileText], ...], tuple[Diagnostic, ...]]
+    ] = field(default_factory=dict)
+
+
+class _ReadOnce:
+    """``Sources`` for one analysis of a dataset: each file read once, whatever the number
+    of records naming it (a template every record points to)."""
+
+    def __init__(self, sources: Sources) -> None:
+        self.sources = sources
+        self.files: dict[str, FileText] = {}
+
+    def read(self, ref: str) -> FileText:
+        found = self.files.get(ref)
+        if found is None:
+            found = self.files[ref] = self.sources.read(ref)
+        return found
+
+    def same(self, reads: tuple[tuple[str, FileText], ...]) -> bool:
+        """Whether every file a record read reads the same now."""
+        return all(self.read(ref) == found for ref, found in reads)
+
+
+class _Recording:
+    """``Sources`` for one record: what it reads, recorded (the files decide whether its
+    analysis can be kept)."""
+
+    def __init__(self, files: _ReadOnce) -> None:
+        self.files = files
+        self.read_refs: list[tuple[str, FileText]] = []
+
+    def read(self, ref: str) -> FileText:
+        found = self.files.read(ref)
+        self.read_refs.append((ref, found))
+        return found
+
+    def tokenizer(self, encoding: str | None, model: str | None) -> LoadedTokenizer:
+        return self.files.sources.tokenizer(encoding, model)
+
+    def counting(self, conversation: Conversation, tokenizer: Tokenizer) -> None:
+        self.files.sources.counting(conversation, tokenizer)
 
 
 def _conversation(

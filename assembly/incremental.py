@@ -137,8 +137,8 @@ def reparse_conversation(
         return None
     if prev.length != len(prev_text) or (prev.tree is None and fmt is not DocFormat.YAML):
         return None  # (a half-typed YAML text without a tree is re-read from its last tree)
-    if prev.source_format not in NATIVE:
-        return None  # Anthropic and Responses documents are read whole
+    if prev.source_format not in NATIVE and not prev.records:
+        return None  # Anthropic and Responses documents are read whole (datasets' records too)
     if len(new_text) > MAX_DOCUMENT_CHARS:
         return None
     la, lb = len(prev_text), len(new_text)
@@ -217,7 +217,7 @@ def _reparse_lines(
         return None
     errors, tokens = prev.syntax
     root = prev.tree
-    if root is None or not root.is_array or root.starts is None or is_dataset(root):
+    if root is None or not root.is_array or root.starts is None:
         return None
     if len(root.items) > MAX_TOP_ITEMS:
         return None  # the parse stopped at the limit: the lines after it were not read
@@ -381,8 +381,10 @@ def _lines_spliced(
         *(_moved_issue(e, delta) for e in errors if e.range.start > old_last),
     )
     parsed = ParsedData(new_root, new_errors, tokens=tokens + sub.tokens)
-    if is_dataset(new_root):
-        return None
+    if is_dataset(new_root) or is_dataset(root):
+        # A dataset (before or after): its lines read as a whole read reads them, each
+        # line node it shares giving the record it gave (``read_parsed(previous=)``).
+        return read_parsed(parsed, prev.format, lb, prev)
     # The header lines (document keys) come first; an edit among them reads them again.
     head = _header_lines(root.items)
     if k0 >= head and not any(map(is_header_line, sub.root.items)):

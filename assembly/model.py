@@ -250,10 +250,13 @@ class Conversation:
     source_format_why: str = ""
     rejected_calls: tuple[RejectedCall, ...] = ()
     # A dataset (JSON Lines with one conversation per line, ``{"messages": […], …}``): each
-    # line's conversation, read on its own (ranges are offsets into the whole document).
-    # ``messages`` is then empty and ``issues`` holds what is wrong with the lines themselves.
+    # line's conversation, read on its own as a JSON document of its line's text: its
+    # ranges are relative to where its line starts (``record_starts``), so a record the
+    # next version does not touch is the same object there, wherever it moved. ``messages``
+    # is then empty and ``issues`` holds what is wrong with the lines themselves.
     records: tuple[Conversation, ...] = ()
-    record: int | None = None  # in a dataset: this conversation's 1-based place
+    record_starts: tuple[int, ...] = ()
+    record: bool = False  # a dataset's record (its place: ``host.Analysis.record_number``)
     # JSON read incrementally (``assembly/incremental.py``): the parse's syntax errors and
     # a bound on its token count, the base of the next re-read.
     syntax: tuple[tuple[Any, ...], int] | None = field(default=None, compare=False, repr=False)

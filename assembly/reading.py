@@ -83,7 +83,7 @@ def read_parsed(
     node gave is taken from it, not read again. The result is the same either way.
     """
     conv = _read_parsed(parsed, fmt, length, previous)
-    if parsed.tokens and not parsed.lex_errors and conv.source_format in NATIVE:
+    if parsed.tokens and not parsed.lex_errors and (conv.source_format in NATIVE or conv.records):
         object.__setattr__(conv, "syntax", (parsed.errors, parsed.tokens))
     return conv
 
@@ -117,15 +117,18 @@ def _read_parsed(
     root = parsed.root
     if fmt is DocFormat.JSONL and root is not None and is_dataset(root):
         # A dataset: each record is read in the format its own shape says (``_records``),
-        # the whole document again on every change: with absolute ranges.
-        parsed = ParsedData(absolute(root), parsed.errors, parsed.lines)
-        conv = Reader(fmt, length, read_record=read_parsed).read(parsed)
+        # relative to its line; a line node the previous version shares gives its record.
+        records = previous._views.get("records") if previous is not None else None
+        reader = Reader(fmt, length, read_record=read_parsed, record_reads=records)
+        conv = reader.read(parsed)
         first = conv.records[0] if conv.records else None
         name = first.source_format if first else SourceFormat.OPENAI_CHAT.value
         why = "one conversation per line" + (
             f"; record 1: {first.source_format_why}" if first else ""
         )
-        return dataclasses.replace(conv, source_format=name, source_format_why=why)
+        conv = dataclasses.replace(conv, source_format=name, source_format_why=why)
+        conv._views["records"] = reader.record_reads
+        return conv
     marks_in = previous._views.get("marks", {}) if previous is not None else {}
     told, marks_out = detect_format(root, fmt, marks_in)
     found = told.detection

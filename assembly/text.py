@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
+from typing import Any
 
 _LINE_END = re.compile(r"\r\n?|\n")  # LSP's line ends
 
@@ -236,3 +237,17 @@ class LineIndex:
         if self._few is not None:
             self._index()
         return self._starts[max(0, min(line, len(self._starts) - 1))]
+
+
+class PlacedIndex:
+    """``line_col`` of offsets into a text that is part of a larger one, from ``base`` on
+    (a dataset's record, in its document): the larger text's lines and columns."""
+
+    __slots__ = ("base", "index")
+
+    def __init__(self, index: LineIndex | Any, base: int) -> None:
+        self.index = index  # the larger text's (a ``LineIndex``, or a rope)
+        self.base = base
+
+    def line_col(self, offset: int) -> LineCol:
+        return self.index.line_col(offset + self.base)  # type: ignore[no-any-return]

@@ -19,9 +19,10 @@ from typing import Any
 
 from assembly.assemble import Assembly, LlmMessage
 from assembly.host import Analysis
-from assembly.text import LineIndex, TextRange
+from assembly.rope import Rope
+from assembly.text import TextRange
 from assembly.tokens import resolve_encoding
-from server.output import format_json
+from server.output import format_json, text_index
 
 SEGMENT_LABELS = {
     "system": "system prompt",
@@ -63,8 +64,11 @@ class Row:
     column: int | None
 
 
-def view_model(analysis: Analysis, *, display_path: str) -> dict[str, Any]:
-    """What the view shows, as JSON-able data (the HTML is drawn from this and only this)."""
+def view_model(
+    analysis: Analysis, *, display_path: str, document: str | Rope | None = None
+) -> dict[str, Any]:
+    """What the view shows, as JSON-able data (the HTML is drawn from this and only this);
+    ``document``: the dataset's text, when ``analysis`` is one of its records."""
     a = analysis.assembly
     b = a.budget
     margin = b.max_input_tokens - b.available_tokens
@@ -82,8 +86,7 @@ def view_model(analysis: Analysis, *, display_path: str) -> dict[str, Any]:
     orphan_ids = set(a.orphans_dropped)
     c = a.compression
     approx = resolve_encoding(analysis.settings.encoding, analysis.settings.model)
-    text = analysis.text
-    index = text if hasattr(text, "line_col") else LineIndex(text)
+    index = text_index(analysis, document)
     return {
         "file": display_path,
         "model": analysis.settings.model,
@@ -118,7 +121,7 @@ def view_model(analysis: Analysis, *, display_path: str) -> dict[str, Any]:
             "orphan_tokens": sum(m.tokens for m in a.history if m.id in orphan_ids),
         },
         "cache_prefix_length": a.cache_prefix_length,
-        "rows": [_row_json(r) for r in rows(analysis)],
+        "rows": [_row_json(r) for r in rows(analysis, document)],
         "diagnostics": [
             {
                 "code": d.code,
@@ -132,10 +135,11 @@ def view_model(analysis: Analysis, *, display_path: str) -> dict[str, Any]:
     }
 
 
-def rows(analysis: Analysis) -> list[Row]:
-    """Every message in the order the model reads it; the dropped span where it was cut."""
+def rows(analysis: Analysis, document: str | Rope | None = None) -> list[Row]:
+    """Every message in the order the model reads it; the dropped span where it was cut
+    (``document`` as for ``view_model``)."""
     a = analysis.assembly
-    where = _locator(analysis)
+    where = _locator(analysis, document)
     summarize = set(a.compression.summarize)
     out: list[Row] = []
     dropped_shown = not a.dropped
@@ -196,10 +200,9 @@ def _dropped_rows(a: Assembly, where: Any) -> list[Row]:
     return [*map(row, head), more, *map(row, tail)]
 
 
-def _locator(analysis: Analysis) -> Any:
+def _locator(analysis: Analysis, document: str | Rope | None) -> Any:
     """``LlmMessage -> (line, column)`` (0-based, code points) of where it is written."""
-    text = analysis.text
-    index = text if hasattr(text, "line_col") else LineIndex(text)
+    index = text_index(analysis, document)
     conv = analysis.conversation
     fixed: dict[str, TextRange | None] = {
         "$custom_agent": getattr(conv.custom_agent_prompt, "range", None),
@@ -375,12 +378,17 @@ _SCRIPT = """
 
 
 def render_html(
-    analysis: Analysis, *, display_path: str, webview: bool = False, nonce: str = ""
+    analysis: Analysis,
+    *,
+    display_path: str,
+    webview: bool = False,
+    nonce: str = "",
+    document: str | Rope | None = None,
 ) -> str:
-    """A self-contained HTML page of the view model (``webview``: with the VS Code script)."""
-    return render_model_html(
-        view_model(analysis, display_path=display_path), webview=webview, nonce=nonce
-    )
+    """A self-contained HTML page of the view model (``webview``: with the VS Code script;
+    ``document`` as for ``view_model``)."""
+    model = view_model(analysis, display_path=display_path, document=document)
+    return render_model_html(model, webview=webview, nonce=nonce)
 
 
 def render_model_html(model: dict[str, Any], *, webview: bool = False, nonce: str = "") -> str:

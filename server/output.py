@@ -16,19 +16,25 @@ from assembly.formats.anthropic_out import render_assembly
 from assembly.formats.detect import SourceFormat
 from assembly.host import Analysis
 from assembly.model import Conversation
+from assembly.rope import Rope
 from assembly.settings import settings_json
-from assembly.text import LineIndex, TextRange
+from assembly.text import LineIndex, PlacedIndex, TextRange
 from assembly.tokens import resolve_encoding
 from server.terminal import visible
 
 
 def assembly_json(
-    analysis: Analysis, *, display_path: str, summary_request: bool = False
+    analysis: Analysis,
+    *,
+    display_path: str,
+    summary_request: bool = False,
+    document: str | Rope | None = None,
 ) -> dict[str, Any]:
     """Return the ``assemble --format json`` object (SPEC §7).
 
     The summarization request (as large as the history it would summarize) is included
-    only when ``summary_request`` is set.
+    only when ``summary_request`` is set. ``document``: the dataset's text, when
+    ``analysis`` is one of its records (``text_index``).
     """
     a = analysis.assembly
     b = a.budget
@@ -79,7 +85,9 @@ def assembly_json(
             **({"request": list(a.compression.request)} if summary_request else {}),
         },
         "cache_prefix_length": a.cache_prefix_length,
-        "diagnostics": diagnostics_json(analysis, display_path=display_path, relative=True),
+        "diagnostics": diagnostics_json(
+            analysis, display_path=display_path, relative=True, document=document
+        ),
     }
     if a.settings.provider == "anthropic":
         request = render_assembly(a)
@@ -102,19 +110,26 @@ def format_line(conv: Conversation) -> str:
 
 
 def diagnostics_json(
-    analysis: Analysis, *, display_path: str, relative: bool = False
+    analysis: Analysis,
+    *,
+    display_path: str,
+    relative: bool = False,
+    document: str | Rope | None = None,
 ) -> list[dict[str, Any]]:
     """Diagnostics as ``lint --format json`` objects; ``relative``: another file's path
     (a settings file, a template) relative to the current folder when inside it, as
-    ``promptls lint`` prints paths (lint itself keeps them absolute: it relocates them)."""
+    ``promptls lint`` prints paths (lint itself keeps them absolute: it relocates them);
+    ``document`` as for ``assembly_json``."""
     # A text's line index is made for its first finding (most linted files have none),
     # for the few positions of the findings (a large document is not indexed up front).
-    texts: dict[str | None, Any] = {None: analysis.text, **analysis.other_texts}
-    indexes: dict[str | None, LineIndex] = {}
+    texts: dict[str | None, Any] = dict(analysis.other_texts)
+    indexes: dict[str | None, Any] = {}
 
-    def where(path: str | None) -> tuple[str, LineIndex | None]:
+    def where(path: str | None) -> tuple[str, Any]:
         index = indexes.get(path)
-        if index is None and path in texts:
+        if index is None and path is None:
+            index = indexes[path] = text_index(analysis, document, few=True)
+        elif index is None and path in texts:
             index = indexes[path] = LineIndex(str(texts[path]), few=True)
         if path is None:
             return display_path, index
@@ -165,7 +180,13 @@ def head_diagnostic_json(d: Diagnostic, *, file: str) -> dict[str, Any]:
     }
 
 
-def render_text(analysis: Analysis, *, display_path: str, title: str | None = None) -> str:
+def render_text(
+    analysis: Analysis,
+    *,
+    display_path: str,
+    title: str | None = None,
+    document: str | Rope | None = None,
+) -> str:
     """A per-segment table a person reads instead of the JSON; ``title`` heads it instead of
     the path (a dataset's record), which the findings' locations keep."""
     a = analysis.assembly
@@ -216,7 +237,7 @@ def render_text(analysis: Analysis, *, display_path: str, title: str | None = No
             f"anthropic request: system {'apart' if request.system else 'none'}, "
             f"{len(request.messages)} alternating turn(s) from {len(a.layout)} message(s)"
         )
-    diags = diagnostics_json(analysis, display_path=display_path, relative=True)
+    diags = diagnostics_json(analysis, display_path=display_path, relative=True, document=document)
     if diags:
         lines.append("")
         for d in diags:
@@ -275,7 +296,18 @@ def _clip(s: str, n: int = 40) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def _range_json(rng: TextRange, index: LineIndex | None) -> dict[str, Any]:
+def text_index(analysis: Analysis, document: str | Rope | None = None, *, few: bool = False) -> Any:
+    """What gives the line and column of an offset into ``analysis.text`` (its own
+    findings' and messages' ranges): an index of it, or, for a dataset's record, of the
+    dataset's text ``document``, placed where the record starts (``PlacedIndex``)."""
+    if document is None or not analysis.base:
+        text = analysis.text if document is None else document
+        return text if hasattr(text, "line_col") else LineIndex(str(text), few=few)
+    index = document if hasattr(document, "line_col") else LineIndex(str(document), few=few)
+    return PlacedIndex(index, analysis.base)
+
+
+def _range_json(rng: TextRange, index: Any) -> dict[str, Any]:
     if index is None:
         return {"start": {"line": 1, "column": 1}, "end": {"line": 1, "column": 1}}
     s = index.line_col(rng.start)
@@ -298,4 +330,4 @@ def _relative(path: str) -> str:
 def record_line(index: LineIndex, record: Analysis) -> int:
     """The 1-based line of a dataset record (its conversation's first character)."""
     root = record.conversation.root
-    return index.line_col(root.range.start if root is not None else 0).line + 1
+    return index.line_col(record.base + (root.range.start if root is not None else 0)).line + 1

@@ -81,11 +81,7 @@ _REPORTED_BY = {
 def _example_answer(a: Analysis, p: Problem, messages: list[dict[str, object]]) -> bool:
     """In a dataset, the calls of a record's last message are the example's answer (what
     the model is trained to say), not a request's unanswered calls."""
-    return (
-        a.conversation.record is not None
-        and p.kind == "unanswered"
-        and p.index == len(messages) - 1
-    )
+    return a.conversation.record and p.kind == "unanswered" and p.index == len(messages) - 1
 
 
 def _reported(a: Analysis, p: Problem) -> bool:

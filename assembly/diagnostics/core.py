@@ -8,6 +8,7 @@ Ranges are code-point offsets into the file named by ``path`` (None: the documen
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -95,6 +96,22 @@ class Diagnostic:
     related: tuple[Related, ...] = ()
     fix: Fix | None = None
     unnecessary: bool = False
+
+    def shifted(self, delta: int) -> Diagnostic:
+        """This finding of a text placed ``delta`` further into a larger one (a dataset's
+        record in its document): its ranges there, and those of its fix and related
+        places in the same text (not those in another file)."""
+        if self.path is not None or not delta:
+            return self
+        related = tuple(
+            r if r.path is not None else Related(r.range.shift(delta), r.message)
+            for r in self.related
+        )
+        fix = self.fix
+        if fix is not None:
+            edits = tuple(TextEdit(e.range.shift(delta), e.new_text) for e in fix.edits)
+            fix = dataclasses.replace(fix, edits=edits)
+        return dataclasses.replace(self, range=self.range.shift(delta), related=related, fix=fix)
 
 
 @dataclass(frozen=True, slots=True)

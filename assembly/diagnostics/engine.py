@@ -443,9 +443,7 @@ def _map(d: Diagnostic, move: Callable[[int], int]) -> Diagnostic:
 class TextFacts:
     """What the suppressions read from a document's text, each kept with the text it was
     read from: the counts of ``RuleCache.count`` (by needle) and the comments by line
-    (``diagnostics._Suppressions``). One object serves the caches of every conversation
-    of one text, a dataset's records, so that the document is searched once, not once a
-    record (a 10 MB dataset with findings in 270 of its 500 records spent 1.6 s there)."""
+    (``diagnostics._Suppressions``)."""
 
     __slots__ = ("comments", "counted")
 
@@ -464,11 +462,10 @@ class RuleCache:
     Pass the same object to every ``check`` of the document (the language server keeps
     it with the analysis); a fresh one reuses nothing. ``ran`` names the rules (other
     than those of the whole analysis) that the last run ran again, and ``message_runs``
-    counts the runs of per-message rules on one message. ``facts``: what the text's
-    other conversations found in it (``TextFacts``).
+    counts the runs of per-message rules on one message.
     """
 
-    def __init__(self, facts: TextFacts | None = None) -> None:
+    def __init__(self) -> None:
         self._run = 0
         self._messages: tuple[Message, ...] | None = None  # stored, of the last run
         self._starts: tuple[int, ...] = ()  # where they started
@@ -480,7 +477,7 @@ class RuleCache:
         self._rules: dict[str, _RuleState] = {}
         self._message_rules: dict[str, _MessageRuleState] = {}
         self.memo = MessageMemo()  # for the rules of the whole analysis
-        self.text_facts = facts if facts is not None else TextFacts()
+        self.text_facts = TextFacts()
         # The edits of the message-local ``LateFix``es kept (by the fix), relative to it.
         self._late_fixes: dict[int, tuple[LateFix, Message, tuple[Any, ...]]] = {}
         # Where the ``LateRange``s of each message lie, relative to it, by key.

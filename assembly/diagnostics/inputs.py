@@ -612,10 +612,7 @@ def _tool_traffic(
     on = list(filter(talk.__contains__, order))
     callers = k.callers
     answer = (
-        b.record is not None
-        and bool(on)
-        and on[-1] == order[-1]
-        and data[order[-1]].role is ASSISTANT_ROLE
+        b.record and bool(on) and on[-1] == order[-1] and data[order[-1]].role is ASSISTANT_ROLE
     )
     stored = (*map(data.__getitem__, on), *map(data.__getitem__, callers))
     return ToolTraffic(b, tuple(on), tuple(callers), answer, stored), k, order, src.messages

@@ -602,7 +602,10 @@ def _assemble_dataset(args: argparse.Namespace, analysis: Analysis) -> int:
                 "record": number,
                 "line": line,
                 **assembly_json(
-                    record, display_path=args.file, summary_request=args.summary_request
+                    record,
+                    display_path=args.file,
+                    summary_request=args.summary_request,
+                    document=analysis.text,
                 ),
             }
             indent = 2 if args.record is not None else None
@@ -610,9 +613,11 @@ def _assemble_dataset(args: argparse.Namespace, analysis: Analysis) -> int:
         elif args.format == "html":
             from server.htmlview import render_html
 
-            sys.stdout.write(render_html(record, display_path=where))
+            page = render_html(record, display_path=where, document=analysis.text)
+            sys.stdout.write(page)
         else:
-            sys.stdout.write(render_text(record, display_path=args.file, title=where))
+            out = render_text(record, display_path=args.file, title=where, document=analysis.text)
+            sys.stdout.write(out)
     return EXIT_OK if all(r.assembly.ok for r in picked) else EXIT_FINDINGS
 
 

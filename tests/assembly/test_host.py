@@ -228,47 +228,85 @@ def test_splices_with_the_edit_told_equal_a_fresh_analysis() -> None:
         assert host.rule_cache.count(rope, COMMENT_MARK) == text.count(COMMENT_MARK)
 
 
-def test_a_datasets_document_is_searched_for_comments_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each record of a dataset is its own conversation, and its findings are checked
-    against the document's suppression comments: the document is searched and indexed for
-    them once, whatever the number of records with findings (it was once a record: at 10
-    MB, 1.6 s), and each record's suppressions are what they were."""
+def _dataset_record(k: int, content: str = "") -> str:
     import json
 
-    import assembly.diagnostics as diagnostics
-    from assembly.diagnostics import engine
+    messages = [
+        {"role": "user", "content": content or f"question {k}"},
+        {"role": "tool", "tool_call_id": f"call_{k}", "content": "orphan"},
+    ]
+    return json.dumps({"messages": messages})
 
-    def record(k: int) -> str:
-        messages = [
-            {"role": "user", "content": f"question {k}"},
-            {"role": "tool", "tool_call_id": f"call_{k}", "content": "orphan"},
-        ]
-        if k == 3:  # (a comment in a string: the lines of records 3 and 4)
-            messages[0]["content"] = "promptls: ignore[orphaned-tool-response]"
-        return json.dumps({"messages": messages})
 
-    text = "\n".join(record(k) for k in range(1, 9)) + "\n"
-    path = tmp_path / "train.conv.jsonl"
-    searched: list[int] = []
-    count = engine.RuleCache.count
-
-    def counting(self: engine.RuleCache, text: object, needle: str) -> int:
-        searched.append(len(str(text)))
-        return count(self, text, needle)
-
-    indexed: list[int] = []
-    comment_lines = diagnostics._comment_lines
-
-    def indexing(text: str) -> object:
-        indexed.append(len(text))
-        return comment_lines(text)
-
-    monkeypatch.setattr(engine.RuleCache, "count", counting)
-    monkeypatch.setattr(diagnostics, "_comment_lines", indexing)
-    got = analyze(path, text=text)
+def test_a_suppression_comment_in_a_dataset_holds_for_its_own_record(tmp_path: Path) -> None:
+    """Each record of a dataset is its own conversation, read as the JSON document its
+    line's text is: a suppression comment in a record silences its own findings, not
+    those of the record on the next line (before records were analysed alone, the line
+    below a comment was silenced too)."""
+    comment = "promptls: ignore[orphaned-tool-response]"
+    text = "\n".join(_dataset_record(k, comment if k == 3 else "") for k in range(1, 9)) + "\n"
+    got = analyze(tmp_path / "train.conv.jsonl", text=text)
     orphans = [d.range.start for d in got.diagnostics if d.code == "orphaned-tool-response"]
     lines = [text.count("\n", 0, start) + 1 for start in orphans]
-    assert lines == [1, 2, 5, 6, 7, 8]
-    assert searched == [len(text)] and indexed == [len(text)]
+    assert lines == [1, 2, 4, 5, 6, 7, 8]
+    assert all(text[s : s + 6] == '"tool"' or text[s] == "{" for s in orphans), orphans
+
+
+def test_an_edit_of_a_dataset_analyses_only_the_records_it_touched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dataset's record the edit did not touch keeps its analysis (the same object),
+    placed again when its line moved; each version's analysis stays true of its own text
+    (its records' ranges are relative to their lines), and equals a fresh analysis."""
+    import assembly.host as host_module
+
+    path = tmp_path / "train.conv.jsonl"
+    analysed: list[str] = []
+    conversation = host_module._conversation
+
+    def counting(conv: Conversation, text: str, *args: object, **kw: object) -> object:
+        analysed.append(text)
+        return conversation(conv, text, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(host_module, "_conversation", counting)
+    text = "\n".join(_dataset_record(k) for k in range(1, 9)) + "\n"
+    host = AnalysisHost()
+    first = analyze(path, text=Rope.from_str(text), host=host)
+    assert len(analysed) == 8 and len(first.records) == 8
+    versions = [(first, text)]
+    edits = [
+        (text.index("question 5") + 3, 0, "X"),  # typed inside record 5
+        (0, 0, _dataset_record(0) + "\n"),  # a record added above all: every line moves
+        (len(text), 0, _dataset_record(9)),  # and one at the end
+    ]
+    for at, n, new in edits:
+        before = len(analysed)
+        old = versions[-1][1]
+        if at == len(text):
+            at = len(old)
+        cur = old[:at] + new + old[at + n :]
+        got = analyze(
+            path, text=Rope.from_str(cur), host=host, edit=Edit(at, at + n, at + len(new))
+        )
+        # The record typed in, or the one added (and the line its insertion ends at).
+        assert 1 <= len(analysed) - before <= 2, analysed[before:]
+        fresh = analyze(path, text=cur)
+        assert [(d.code, d.range, d.message) for d in got.diagnostics] == [
+            (d.code, d.range, d.message) for d in fresh.diagnostics
+        ]
+        versions.append((got, cur))
+    for a, own in versions:  # every version's records still point at their own text
+        assert [a.at(r.base + 1) for r in a.records] == list(a.records)
+        for r in a.records:
+            assert own[r.base : r.base + len(r.text)] == r.text
+            for d in r.diagnostics:
+                assert (
+                    r.text[d.range.start : d.range.end]
+                    == own[r.base + d.range.start : r.base + d.range.end]
+                )
+    moved = versions[2][0].records[1:]  # after the record added above all
+    assert all(
+        m.conversation is f.conversation
+        for m, f in zip(moved[1:4], first.records[1:4], strict=True)
+    )
+    assert all(m.base > f.base for m, f in zip(moved, first.records, strict=True))

@@ -47,6 +47,7 @@ def normalise(conv: Conversation) -> tuple[Any, ...]:
     skip = ("tree", "_views", "message_data", "syntax")
     fields = {f.name: getattr(conv, f.name) for f in dataclasses.fields(conv) if f.name not in skip}
     fields["messages"] = tuple((m.index, tuple(sorted(m.values().items()))) for m in conv.messages)
+    fields["records"] = tuple(map(normalise, conv.records))  # (a tree is compared by identity)
     return (tuple(sorted(fields.items(), key=lambda kv: kv[0])), _tree(conv.root))
 
 

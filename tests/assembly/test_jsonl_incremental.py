@@ -9,9 +9,10 @@ lines, pasting and cutting lines, breaking a line in two and joining two, changi
 and ids, editing the header line, blank lines, CRLF) on real material: the JSON Lines
 files of ``tests/data`` (real fine-tuning logs among them) and the real logs of
 ``tests/data/real-logs`` written one message per line under a header line, a generated
-conversation, and hostile documents (records over several lines, broken lines, a line
-without a newline at the end of the text, a header line after the messages); and with the
-parser's limits lowered, so that lines cross them.
+conversation, hostile documents (records over several lines, broken lines, a line
+without a newline at the end of the text, a header line after the messages) and a dataset
+(one conversation per line, some over several lines, a line that is no record); and with
+the parser's limits lowered, so that lines cross them.
 """
 
 from __future__ import annotations
@@ -100,6 +101,17 @@ def documents() -> list[tuple[str, str]]:
         for i, m in enumerate(small["messages"])
     ]
     docs.append(("generated:records", head + "\n" + "\n".join(records) + "\n"))
+    # A dataset (one conversation per line): records of four messages, every fifth written
+    # over several lines, and a line that is no record.
+    msgs = small["messages"]
+    lines = [
+        json.dumps(
+            {"messages": msgs[i : i + 4]}, ensure_ascii=False, indent=2 if i % 20 == 16 else None
+        )
+        for i in range(0, len(msgs), 4)
+    ]
+    lines.insert(3, '{"role": "user", "content": "not a record"}')
+    docs.append(("generated:dataset", "\n".join(lines) + "\n"))
     docs += [(f"hostile:{i}", t) for i, t in enumerate(_HOSTILE)]
     return docs
 

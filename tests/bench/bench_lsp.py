@@ -37,8 +37,9 @@ at the next (as VS Code does): each key -> its diagnostics, the keys of ``--pace
 pooled. ``--views-only`` times the outline and the folds rows alone.
 ``--formats`` also takes ``dataset``: a JSON Lines dataset (a conversation per line,
 ``{"messages": [...]}``, ``DATASET_RECORD`` messages each, made from the JSON
-conversation's messages), timed on the edits inside its records only (typing in a message,
-deleting across two records and putting it back) and without the views.
+conversation's messages), timed on the edits of its records (typing in a message, a new
+record typed at the end, deleting across two records and putting it back, a record pasted
+in the middle and deleted, a role changed and back) and without the views.
 
     python tests/bench/bench_lsp.py --kinds [--per-kind 8] [--formats json,jsonl,yaml]
 """
@@ -425,6 +426,11 @@ def _type_new_message(text: str, fmt: str, n: int) -> list[Edit | None]:
     else:
         at = len(text.rstrip("\n"))
         typed = "\n- id: new\n  role: user\n  content: and then?"
+    return _typed(at, typed, n)
+
+
+def _typed(at: int, typed: str, n: int) -> list[Edit | None]:
+    """``typed`` typed at ``at`` in ``n`` keystrokes of a few characters each."""
     step = max(1, len(typed) // n)
     res: list[Edit | None] = []
     done = 0
@@ -432,6 +438,23 @@ def _type_new_message(text: str, fmt: str, n: int) -> list[Edit | None]:
         chunk = typed[done : done + step] if len(res) < n - 1 else typed[done:]
         res.append((at + done, at + done, chunk))
         done += len(chunk)
+    return res
+
+
+def _type_new_record(text: str, fmt: str, n: int) -> list[Edit | None]:
+    """A dataset: character by character, a new record on a last line of its own."""
+    typed = '\n{"messages": [{"role": "user", "content": "and then?"}]}'
+    return _typed(len(text.rstrip("\n")), typed, n)
+
+
+def _insert_record(text: str, fmt: str, n: int) -> list[Edit | None]:
+    """A dataset: paste a whole record (a line) in the middle, then delete it."""
+    at = _middle(text, "\n{") + 1
+    new = '{"messages": [{"role": "user", "content": "a pasted record"}]}\n'
+    res: list[Edit | None] = []
+    for _ in range(max(1, n // 2)):
+        res.append((at, at, new))
+        res.append((at, at + len(new), ""))
     return res
 
 
@@ -525,7 +548,10 @@ _KINDS: list[tuple[str, Callable[[str, str, int], list[Edit | None]]]] = [
 ]
 _DATASET_KINDS = [
     ("type in a message", _type_in_message),
+    ("type a new record at the end", _type_new_record),
     ("delete across records, undo", _delete_across),
+    ("insert a record in the middle, undo", _insert_record),
+    ("change a role, back", _change_role),
 ]
 
 

@@ -320,3 +320,72 @@ def test_hover_pairs_a_reused_call_id_in_conversation_order(tmp_path: Path) -> N
     second_answer = text.rindex('"call_1"') + 2
     hover = conversation_hover(a, second_answer, today=dt.date(2026, 7, 15))
     assert "called in `a2`" in hover.markdown
+
+
+async def test_the_server_places_each_record_after_lines_move(
+    client: InProcessClient, tmp_path: Path
+) -> None:
+    """A record added above the others moves every line: the records the edit did not touch
+    keep their analyses, placed at their new lines, so hovers, go-to-definition, lenses and
+    the assembled view answer at the new lines."""
+    uri = (tmp_path / "train.conv.jsonl").as_uri()
+    await client.open(uri, DATASET, language_id="jsonl")
+    session = client.server.session
+    before = session.snapshots[uri].analysis
+    added = '{"messages": [{"role": "user", "content": "First!"}]}\n'
+    start = lsp.Position(0, 0)
+    client.notify(
+        lsp.TEXT_DOCUMENT_DID_CHANGE,
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[
+                lsp.TextDocumentContentChangePartial(range=lsp.Range(start, start), text=added)
+            ],
+        ),
+    )
+    await client.analysed(uri, 2)
+    after = session.snapshots[uri].analysis
+    # (The old first line is read again: the insertion ends at its start.)
+    kept = list(zip(after.records[2:], before.records[1:], strict=True))
+    assert all(a.conversation is b.conversation and a.base > b.base for a, b in kept)
+    doc = lsp.TextDocumentIdentifier(uri=uri)
+    col = DATASET.splitlines()[1].index('"c1"') + 1
+    where = lsp.Position(2, col)
+    hover = await client.request(
+        lsp.TEXT_DOCUMENT_HOVER, lsp.HoverParams(text_document=doc, position=where)
+    )
+    assert "tool call `c1`" in hover["contents"]["value"]
+    assert hover["range"]["start"]["line"] == 2
+    found = await client.request(
+        lsp.TEXT_DOCUMENT_DEFINITION, lsp.DefinitionParams(text_document=doc, position=where)
+    )
+    assert [loc["range"]["start"]["line"] for loc in found] == [2]
+    lenses = await client.request(
+        lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensParams(text_document=doc)
+    )
+    assert [(x["range"]["start"]["line"], x["command"]["arguments"][1]) for x in lenses] == [
+        (0, 1),
+        (1, 2),
+        (2, 3),
+        (3, 4),
+    ]
+    # Each message's tokens at its own line (those of lines 2 and 3 alone, when asked).
+    for first, want in ((0, [0, 1, 1, 1, 2, 2, 3, 3]), (2, [2, 2, 3, 3])):
+        asked = lsp.Range(lsp.Position(first, 0), lsp.Position(4, 0))
+        hints = await client.request(
+            lsp.TEXT_DOCUMENT_INLAY_HINT, lsp.InlayHintParams(text_document=doc, range=asked)
+        )
+        assert [h["position"]["line"] for h in hints] == want
+    page = await client.request(
+        lsp.WORKSPACE_EXECUTE_COMMAND,
+        lsp.ExecuteCommandParams(
+            command="promptls.assembledHtml", arguments=[uri, {"nonce": "n0nce", "record": 3}]
+        ),
+    )
+    jumps = re.findall(r'data-key="(\w+)" data-line="(\d+)"', page["html"])
+    assert jumps == [("0", "2"), ("1", "2")]
+    # Every finding sits where a fresh analysis of the new text puts it.
+    fresh = analyze(tmp_path / "train.conv.jsonl", text=added + DATASET)
+    assert [(d.code, d.range) for d in after.diagnostics] == [
+        (d.code, d.range) for d in fresh.diagnostics
+    ]

@@ -26,7 +26,7 @@ from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
 from assembly.host import PROMPT_SUFFIX, Analysis
-from assembly.ide import lens
+from assembly.ide import lens, placed
 from server.lsp import convert
 from server.lsp.app import PromptServer
 from server.lsp.ext import SHOW_ASSEMBLED_COMMAND, SHOW_TEMPLATE_DIFF_COMMAND
@@ -47,7 +47,7 @@ async def code_lens(ls: PromptServer, params: lsp.CodeLensParams) -> list[lsp.Co
     a = view.base.analysis
     if a.records:  # a dataset: a lens on each record's line
         lenses = [
-            x
+            placed(x, r.base)  # (each record's of its own text)
             for k, r in enumerate(a.records, 1)
             for x in lens.conversation_lenses(
                 r,

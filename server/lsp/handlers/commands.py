@@ -48,7 +48,8 @@ async def assemble(ls: PromptServer, *arguments: Any) -> dict[str, Any]:
     args: Any = arguments[0] if len(arguments) == 1 else list(arguments)
     record = args[1] if isinstance(args, list) and len(args) > 1 else None
     analysis = await _analysis(ls, _uri_argument(args))
-    return assembly_json(_record(analysis, record), display_path=str(analysis.path))
+    picked = _record(analysis, record)
+    return assembly_json(picked, display_path=str(analysis.path), document=analysis.text)
 
 
 def _record(analysis: Analysis, record: Any) -> Analysis:
@@ -85,7 +86,7 @@ async def assembled_html(ls: PromptServer, *args: Any) -> dict[str, Any]:
         name = f"{name} (record {analysis.record_number(picked)})"
     from server.htmlview import render_html  # imported by the first page shown
 
-    page = render_html(picked, display_path=name, webview=True, nonce=nonce)
+    page = render_html(picked, display_path=name, webview=True, nonce=nonce, document=analysis.text)
     return {"html": page}
 
 

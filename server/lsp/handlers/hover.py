@@ -15,6 +15,7 @@ from lsprotocol import types as lsp
 
 from assembly.host import Analysis
 from assembly.ide import hover as ide_hover
+from assembly.ide import placed
 from server.lsp import convert
 from server.lsp.app import PromptServer
 from server.lsp.handlers.documents import latest_view
@@ -30,8 +31,10 @@ async def hover(ls: PromptServer, params: lsp.HoverParams) -> lsp.Hover | None:
     offset = view.offset_of(params.position)
     a, today = view.base.analysis, dt.date.today()
     if isinstance(a, Analysis):
-        # In a dataset, the record whose line the cursor is on.
-        res = ide_hover.conversation_hover(a.at(offset), offset, today=today)
+        # In a dataset, the record whose line the cursor is on (``offset - base`` in it).
+        r = a.at(offset)
+        res = ide_hover.conversation_hover(r, offset - r.base, today=today)
+        res = placed(res, r.base) if res is not None else None
     else:
         tokenizer = load_tokenizer(a.settings.encoding, model=a.settings.model).tokenizer
         res = ide_hover.prompt_hover(a, offset, tokenizer=tokenizer, today=today)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from assembly.host import Analysis
-from assembly.ide import inlay
+from assembly.ide import inlay, placed
+from assembly.text import TextRange
 from server.lsp import convert
 from server.lsp.app import PromptServer
 from server.lsp.handlers.documents import latest_view
@@ -25,7 +26,14 @@ async def inlay_hint(ls: PromptServer, params: lsp.InlayHintParams) -> list[lsp.
     rng = view.range_of(params.range)
     a = view.base.analysis
     if isinstance(a, Analysis):
-        hints = [h for r in a.records or (a,) for h in inlay.conversation_inlay_hints(r, rng)]
+        hints = [
+            placed(h, r.base)  # (a dataset's records: each of its own text)
+            for r in a.records or (a,)
+            if r.base <= rng.end and rng.start <= r.base + len(r.text)
+            for h in inlay.conversation_inlay_hints(
+                r, TextRange(max(0, rng.start - r.base), rng.end - r.base)
+            )
+        ]
     else:
         tokenizer = load_tokenizer(a.settings.encoding, model=a.settings.model).tokenizer
         hints = inlay.prompt_inlay_hints(a, rng, tokenizer=tokenizer)
