@@ -111,7 +111,15 @@ class Diagnostic:
         if fix is not None:
             edits = tuple(TextEdit(e.range.shift(delta), e.new_text) for e in fix.edits)
             fix = dataclasses.replace(fix, edits=edits)
-        return dataclasses.replace(self, range=self.range.shift(delta), related=related, fix=fix)
+        return Diagnostic(
+            code=self.code,
+            severity=self.severity,
+            message=self.message,
+            range=self.range.shift(delta),
+            related=related,
+            fix=fix,
+            unnecessary=self.unnecessary,
+        )
 
 
 @dataclass(frozen=True, slots=True)
