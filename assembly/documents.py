@@ -37,6 +37,7 @@ from assembly.syntax import (
     ParsedData,
     SNode,
     absolute,
+    absolute_item,
 )
 from assembly.text import RelRange, Span, TextRange, resolve, sub_range
 
@@ -336,7 +337,7 @@ class Reader:
                 continue
             hit = self.record_reads_in.get(id(node))
             if hit is None or hit[0] is not node:
-                whole = ParsedData(absolute(node))
+                whole = ParsedData(absolute_item(node))
                 length = node.range.end
                 if self.read_record is not None:
                     conv = self.read_record(whole, DocFormat.JSON, length)

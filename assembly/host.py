@@ -355,7 +355,7 @@ class AnalysisHost:
                 own = str(text[base : base + r.length])
                 reads = _Recording(files)
                 a = _conversation(
-                    r, own, from_issues(r.issues), inputs, reads, AssemblyCache(), RuleCache()
+                    r, own, from_issues(r.issues), inputs, reads, AssemblyCache(), RuleCache(), base
                 ).analysis  # counted with the dataset (``_analysis``)
                 hit = (r, a, tuple(reads.read_refs), ())
             a = hit[1]
@@ -539,12 +539,14 @@ def _conversation(
     sources: Sources,
     assemble_cache: AssemblyCache,
     rule_cache: RuleCache,
+    base: int = 0,
     *,
     count: bool = False,
     change: tuple[str | Rope, int, int, int] | None = None,
 ) -> _Result:
-    """Configure, assemble and check one conversation (a document or a dataset's record);
-    ``change``: the previous text and where ``text`` differs from it, when known."""
+    """Configure, assemble and check one conversation (a document, or a dataset's record
+    whose text starts at ``base``); ``change``: the previous text and where ``text``
+    differs from it, when known."""
     layers = list(inputs.layers)
     others = dict(inputs.other_texts)
     deps = list(inputs.dependencies)
@@ -617,6 +619,7 @@ def _conversation(
         encoding_warning=load.warning,
         dependencies=tuple(deps),
         other_texts=others,
+        base=base,
     )
     return _Result(analysis, rule_cache)
 

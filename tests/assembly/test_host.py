@@ -310,3 +310,30 @@ def test_an_edit_of_a_dataset_analyses_only_the_records_it_touched(
         for m, f in zip(moved[1:4], first.records[1:4], strict=True)
     )
     assert all(m.base > f.base for m, f in zip(moved, first.records, strict=True))
+
+
+def test_a_datasets_record_is_analysed_again_when_a_file_it_reads_changes(
+    tmp_path: Path,
+) -> None:
+    """A record that points to a template keeps its analysis only while the template reads
+    the same; the dataset depends on the files of every record, not only the first's."""
+    import json
+
+    template = tmp_path / "sys.prompt.md"
+    template.write_text("Be brief.\n", encoding="utf-8")
+    path = tmp_path / "train.conv.jsonl"
+    plain = {"messages": [{"role": "user", "content": "hi"}]}
+    templated = {"system_prompt": "sys.prompt.md", **plain}
+    text = json.dumps(plain) + "\n" + json.dumps(templated) + "\n"
+    host = AnalysisHost()
+    first = analyze(path, text=text, host=host)
+    assert template.resolve() in {Path(p).resolve() for p in first.dependencies}
+
+    def system_tokens(a: object) -> int:
+        return next(s.tokens for s in a.assembly.segments if s.name == "system")  # type: ignore[attr-defined]
+
+    template.write_text("Be brief. " * 50 + "\n", encoding="utf-8")
+    again = analyze(path, text=text, host=host, edit=Edit.none(len(text)))
+    assert again.records[0] is first.records[0]  # (it reads no file)
+    assert system_tokens(again.records[1]) > system_tokens(first.records[1]) + 50
+    assert system_tokens(again.records[1]) == system_tokens(analyze(path, text=text).records[1])
