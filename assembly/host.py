@@ -351,25 +351,23 @@ class AnalysisHost:
         others = dict(inputs.other_texts)
         for r, base in zip(conv.records, conv.record_starts, strict=True):
             hit = kept.by_record.get(id(r))
-            if hit is None or hit[0] is not r or not files.same(hit[2]):
+            if hit is None or hit.record is not r or not files.same(hit.reads):
                 own = str(text[base : base + r.length])
                 reads = _Recording(files)
                 a = _conversation(
                     r, own, from_issues(r.issues), inputs, reads, AssemblyCache(), RuleCache(), base
                 ).analysis  # counted with the dataset (``_analysis``)
-                hit = (r, a, tuple(reads.read_refs), ())
-            a = hit[1]
-            placed = hit[3]
-            if a.base != base:
-                a = dataclasses.replace(a, base=base)
-                placed = ()
-            if not placed and a.diagnostics:
                 placed = tuple(d.shifted(base) for d in a.diagnostics)
-            made.by_record[id(r)] = (r, a, hit[2], placed)
-            records.append(a)
-            every.extend(placed)
-            deps.update(dict.fromkeys(a.dependencies))
-            others.update(a.other_texts)
+                hit = _Kept(r, a, tuple(reads.read_refs), placed)
+            elif hit.analysis.base != base:  # its line moved
+                a = dataclasses.replace(hit.analysis, base=base)
+                placed = tuple(d.shifted(base) for d in a.diagnostics)
+                hit = _Kept(r, a, hit.reads, placed)
+            made.by_record[id(r)] = hit
+            records.append(hit.analysis)
+            every.extend(hit.placed)
+            deps.update(dict.fromkeys(hit.analysis.dependencies))
+            others.update(hit.analysis.other_texts)
         self.records = made
         every.sort(key=sort_key)
         return dataclasses.replace(
@@ -480,16 +478,24 @@ class _Result:
 _BASE = attrgetter("base")
 
 
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A dataset's record as the last analysis left it: its analysis, the files it read
+    (``_Recording.read_refs``) and its findings placed in the document."""
+
+    record: Conversation
+    analysis: Analysis
+    reads: tuple[tuple[str, FileText], ...]
+    placed: tuple[Diagnostic, ...]
+
+
 @dataclass(slots=True)
 class _Records:
-    """What a dataset's analysis keeps for the next: by record (``id``), the record, its
-    analysis, the files it read (``_Recording.read_refs``) and its findings placed at
-    ``base``; valid for ``inputs`` only."""
+    """What a dataset's analysis keeps for the next, by record (``id``); valid for
+    ``inputs`` only."""
 
     inputs: Inputs | None = None
-    by_record: dict[
-        int, tuple[Conversation, Analysis, tuple[tuple[str, FileText], ...], tuple[Diagnostic, ...]]
-    ] = field(default_factory=dict)
+    by_record: dict[int, _Kept] = field(default_factory=dict)
 
 
 class _ReadOnce:

@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.support.fuzz import Fuzzer, client_position, line_split_points, workspace_from_examples
 
 SEED = 20261201
-EDITS_PER_DOCUMENT = 60  # five documents: 300 edits
+EDITS_PER_DOCUMENT = 60  # six documents: 360 edits
 
 
 async def test_random_edits_with_interleaved_requests_end_on_the_lint_result(

@@ -492,7 +492,8 @@ def _quiet_stderr() -> Iterator[None]:
 
 def workspace_from_examples(root: Path) -> list[Path]:
     """Copy the examples (conversations in JSON, JSON Lines and YAML, their prompts and
-    documents) into ``root``; return the documents to fuzz."""
+    documents) into ``root``, with a dataset made from the JSON one's turns; return the
+    documents to fuzz."""
     import shutil
 
     shutil.copytree(REPO / "examples", root, dirs_exist_ok=True)
@@ -502,6 +503,24 @@ def workspace_from_examples(root: Path) -> list[Path]:
         "support-agent.conv.json",
         "support-agent.conv.jsonl",
         "branching.conv.yaml",
+        DATASET_NAME,
     )
+    (root / DATASET_NAME).write_text(_dataset(root / "support-agent.conv.json"), encoding="utf-8")
     prompts = sorted((root / "prompts").glob("*.prompt.md"))
     return [root / n for n in names] + prompts[:1]
+
+
+DATASET_NAME = "support-agent-turns.conv.jsonl"
+
+
+def _dataset(conversation: Path) -> str:
+    """A dataset (one conversation per line): the conversation's messages, a record of four
+    each, with its tools and its system prompt template on every other record."""
+    doc = json.loads(conversation.read_text(encoding="utf-8"))
+    lines = []
+    for k in range(0, len(doc["messages"]), 4):
+        record = {"messages": doc["messages"][k : k + 4], "tools": doc["tools"]}
+        if k % 8 == 0:
+            record["system_prompt"] = doc["system_prompt"]
+        lines.append(json.dumps(record, ensure_ascii=False))
+    return "\n".join(lines) + "\n"
