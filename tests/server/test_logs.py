@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lsprotocol import types as lsp
@@ -241,13 +242,15 @@ async def client(tmp_path: Path) -> AsyncIterator[InProcessClient]:
     c.shutdown()
 
 
+async def _lenses(client: InProcessClient, doc: lsp.TextDocumentIdentifier) -> Any:
+    return await client.request(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensParams(text_document=doc))
+
+
 async def test_the_server_answers_per_record(client: InProcessClient, tmp_path: Path) -> None:
     uri = (tmp_path / "train.conv.jsonl").as_uri()
     await client.open(uri, DATASET, language_id="jsonl")
     doc = lsp.TextDocumentIdentifier(uri=uri)
-    lenses = await client.request(
-        lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensParams(text_document=doc)
-    )
+    lenses = await _lenses(client, doc)
     assert [(x["range"]["start"]["line"], x["command"]["arguments"][1]) for x in lenses] == [
         (0, 1),
         (1, 2),
@@ -360,15 +363,9 @@ async def test_the_server_places_each_record_after_lines_move(
         lsp.TEXT_DOCUMENT_DEFINITION, lsp.DefinitionParams(text_document=doc, position=where)
     )
     assert [loc["range"]["start"]["line"] for loc in found] == [2]
-    lenses = await client.request(
-        lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensParams(text_document=doc)
-    )
-    assert [(x["range"]["start"]["line"], x["command"]["arguments"][1]) for x in lenses] == [
-        (0, 1),
-        (1, 2),
-        (2, 3),
-        (3, 4),
-    ]
+    lenses = await _lenses(client, doc)
+    lines = [(x["range"]["start"]["line"], x["command"]["arguments"][1]) for x in lenses]
+    assert lines == [(0, 1), (1, 2), (2, 3), (3, 4)]
     # Each message's tokens at its own line (those of lines 2 and 3 alone, when asked).
     for first, want in ((0, [0, 1, 1, 1, 2, 2, 3, 3]), (2, [2, 2, 3, 3])):
         asked = lsp.Range(lsp.Position(first, 0), lsp.Position(4, 0))
