@@ -326,17 +326,20 @@ class Reader:
         A line node the previous version had gives the conversation it gave then."""
         res: list[Conversation] = []
         at: list[int] = []
+        reads_in, reads = self.record_reads_in, self.record_reads
         for node, start in zip(lines, starts, strict=True):
-            if not node.is_object or (node.get("messages") is None and node.get("input") is None):
-                self.error(
-                    "a dataset line must be a conversation object with `messages` (or a "
-                    "Responses `input`) "
-                    "(this file holds one conversation per line)",
-                    resolve(head(node) if node.is_object else node.range, start),
-                )
-                continue
-            hit = self.record_reads_in.get(id(node))
-            if hit is None or hit[0] is not node:
+            hit = reads_in.get(id(node))
+            if hit is None or hit[0] is not node:  # (a node kept was a record before)
+                if not node.is_object or (
+                    node.get("messages") is None and node.get("input") is None
+                ):
+                    self.error(
+                        "a dataset line must be a conversation object with `messages` (or a "
+                        "Responses `input`) "
+                        "(this file holds one conversation per line)",
+                        resolve(head(node) if node.is_object else node.range, start),
+                    )
+                    continue
                 whole = ParsedData(absolute_item(node))
                 length = node.range.end
                 if self.read_record is not None:
@@ -344,7 +347,7 @@ class Reader:
                 else:
                     conv = Reader(DocFormat.JSON, length).read(whole)
                 hit = (node, dataclasses.replace(conv, record=True))
-            self.record_reads[id(node)] = hit
+            reads[id(node)] = hit
             res.append(hit[1])
             at.append(start)
         return tuple(res), tuple(at)

@@ -3,6 +3,7 @@ analysis giving exactly what a fresh analysis gives, with the edit told or found
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path, PurePath
 
@@ -304,6 +305,8 @@ def test_an_edit_of_a_dataset_analyses_only_the_records_it_touched(
                     r.text[d.range.start : d.range.end]
                     == own[r.base + d.range.start : r.base + d.range.end]
                 )
+    r = first.records[3]  # (placed by hand: every field, as ``replace`` would)
+    assert r.placed_at(r.base + 9) == dataclasses.replace(r, base=r.base + 9)
     moved = versions[2][0].records[1:]  # after the record added above all
     assert all(
         m.conversation is f.conversation
