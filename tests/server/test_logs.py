@@ -386,3 +386,32 @@ async def test_the_server_places_each_record_after_lines_move(
     assert [(d.code, d.range) for d in after.diagnostics] == [
         (d.code, d.range) for d in fresh.diagnostics
     ]
+
+
+async def test_completion_in_a_record_offers_that_records_calls_and_tools(
+    client: InProcessClient, tmp_path: Path
+) -> None:
+    """In a dataset, completion reads the record under the cursor: a response's
+    `tool_call_id` is offered the open calls of its own record (not of another line), and a
+    call's function name the tools of its own record."""
+    response = '{"role": "tool", "tool_call_id": "", "content": "sunny"}'
+    lines = DATASET.splitlines()
+    lines[1] = lines[1].replace("}}]}]", "}}]}, " + response + "]")
+    text = "\n".join(lines) + "\n"
+    uri = (tmp_path / "train.conv.jsonl").as_uri()
+    await client.open(uri, text, language_id="jsonl")
+    doc = lsp.TextDocumentIdentifier(uri=uri)
+    col = lines[1].index('"tool_call_id": ""') + len('"tool_call_id": "')
+    got = await client.request(
+        lsp.TEXT_DOCUMENT_COMPLETION,
+        lsp.CompletionParams(text_document=doc, position=lsp.Position(1, col)),
+    )
+    items = got["items"]
+    assert [i["label"] for i in items] == ["c1"]
+    assert items[0]["textEdit"]["range"]["start"] == {"line": 1, "character": col}
+    col = lines[1].index('"name": "weather"') + len('"name": "')
+    got = await client.request(
+        lsp.TEXT_DOCUMENT_COMPLETION,
+        lsp.CompletionParams(text_document=doc, position=lsp.Position(1, col)),
+    )
+    assert [i["label"] for i in got["items"]] == ["weather"]

@@ -11,6 +11,7 @@ from lsprotocol import types as lsp
 
 from assembly.host import Analysis
 from assembly.ide import completion as ide_completion
+from assembly.ide import placed
 from server.lsp import convert
 from server.lsp.app import PromptServer
 from server.lsp.handlers.documents import current_view
@@ -25,7 +26,9 @@ async def completion(ls: PromptServer, params: lsp.CompletionParams) -> lsp.Comp
     offset = view.offset_of(params.position)
     a = view.base.analysis
     if isinstance(a, Analysis):
-        res = ide_completion.conversation_completions(a.conversation, a.text, offset)
+        r = a.at(offset)  # (in a dataset, the record under the cursor: ``offset - base`` in it)
+        found = ide_completion.conversation_completions(r.conversation, r.text, offset - r.base)
+        res = [placed(i, r.base) for i in found]
     else:
         res = ide_completion.template_completions(a.template, offset)
     if not res:
