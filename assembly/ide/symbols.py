@@ -4,8 +4,10 @@ A conversation's outline lists, in document order, its document keys (``settings
 one child per setting, ``system_prompt``, ``custom_agent_prompt``, ``project_files`` with
 one child per file, ``tools`` with one child per tool, ``reminder``, ``user_info``) and its
 messages, named ``m12 · assistant → read_file`` or ``u3 · user: first words…``, each with
-its tool calls and uploaded files as children. A template's outline is its front matter
-(with its keys) and its sections, nested by heading level.
+its tool calls and uploaded files as children. A dataset's (one conversation per JSON
+Lines line) lists its records, ``record 3``, each with its number of messages and the first
+words of its first user message. A template's outline is its front matter (with its keys)
+and its sections, nested by heading level.
 
 Invariants: every name is non-empty (editors reject empty names); every ``focus_range``
 lies within its ``range``; offsets are code points into the document text.
@@ -47,6 +49,7 @@ class SymbolKind(StrEnum):
     TOOL_MESSAGE = "tool message"
     REMINDER_MESSAGE = "reminder message"
     SUMMARY_MESSAGE = "summary message"
+    RECORD = "record"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +63,11 @@ class Symbol:
 
 
 def conversation_symbols(conv: Conversation) -> list[Symbol]:
-    """The outline of a conversation: document keys and messages, in document order."""
+    """The outline of a conversation: document keys and messages, in document order (a
+    dataset: its records)."""
+    if conv.records:
+        places = zip(conv.records, conv.record_starts, strict=True)
+        return [record_symbol(r, k, base) for k, (r, base) in enumerate(places, 1)]
     calls = call_names(conv)
     res = key_symbols(conv)
     res.extend(message_symbol(conv, i, calls) for i in range(len(conv.message_data)))
@@ -83,6 +90,21 @@ def message_symbol(conv: Conversation, index: int, call_names: dict[str, str]) -
     """The outline entry of message ``index``: named by ``message_name``, its tool calls
     and uploaded files as children."""
     return _message_symbol(conv.root, conv.messages[index], call_names)
+
+
+def record_symbol(record: Conversation, number: int, base: int) -> Symbol:
+    """The outline entry of a dataset's record ``number`` (1-based), whose line starts at
+    ``base`` (its ranges are relative to it): ``record 3``, its messages and first words."""
+    root = record.root
+    start, end = (root.range.start, root.range.end) if root is not None else (0, 0)
+    n = len(record.message_data)
+    detail = f"{n} message{'' if n == 1 else 's'}"
+    first = next((m.content for m in record.message_data if m.role is Role.USER), None)
+    if first and first.strip():
+        detail += f": {first_words(first)}"
+    rng = TextRange(base + start, base + end)
+    focus = TextRange(rng.start, min(rng.end, rng.start + 1))
+    return Symbol(f"record {number}", SymbolKind.RECORD, rng, focus, detail)
 
 
 def template_symbols(template: PromptTemplate) -> list[Symbol]:

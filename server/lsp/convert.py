@@ -375,6 +375,7 @@ _SYMBOL_KINDS = {
     SymbolKind.TOOL_MESSAGE: lsp.SymbolKind.Field,
     SymbolKind.REMINDER_MESSAGE: lsp.SymbolKind.Constant,
     SymbolKind.SUMMARY_MESSAGE: lsp.SymbolKind.Namespace,
+    SymbolKind.RECORD: lsp.SymbolKind.Object,
 }
 _COMPLETION_KINDS = {
     CompletionKind.PLACEHOLDER: lsp.CompletionItemKind.Variable,

@@ -366,6 +366,14 @@ async def test_the_server_places_each_record_after_lines_move(
     lenses = await _lenses(client, doc)
     lines = [(x["range"]["start"]["line"], x["command"]["arguments"][1]) for x in lenses]
     assert lines == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    # The outline lists the records, each at its line.
+    symbols = await client.request(
+        lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL, lsp.DocumentSymbolParams(text_document=doc)
+    )
+    assert [(s["name"], s["range"]["start"]["line"]) for s in symbols] == [
+        (f"record {k + 1}", k) for k in range(4)
+    ]
+    assert symbols[2]["detail"] == "2 messages: Weather?"
     # Each message's tokens at its own line (those of lines 2 and 3 alone, when asked).
     for first, want in ((0, [0, 1, 1, 1, 2, 2, 3, 3]), (2, [2, 2, 3, 3])):
         asked = lsp.Range(lsp.Position(first, 0), lsp.Position(4, 0))
