@@ -90,7 +90,8 @@ def conversation_outline(key: str, conv: Conversation, text_map: TextMap) -> Ite
             carry = convert.carrier(old, text)
     used: dict[int, _Entry] = {}
     nodes = _message_nodes(conv)
-    if not nodes:  # messages not stored by the list's starts (other providers' formats)
+    if not nodes or conv.records:  # messages not stored by the list's starts (other
+        # providers' formats), or a dataset (its records: a few hundred entries)
         for sym in ide_symbols.conversation_symbols(conv):
             yield convert.document_symbol_json(text_map, sym)
         return

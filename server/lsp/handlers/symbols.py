@@ -33,7 +33,7 @@ async def document_symbol(ls: PromptServer, params: lsp.DocumentSymbolParams) ->
 
 def _prepared(uri: str, view: View) -> Prepared | None:
     a = view.base.analysis if view.base is not None else None
-    if isinstance(a, Analysis) and view.span is None and not a.records:
+    if isinstance(a, Analysis) and view.span is None:
         return prepare_json(outline.conversation_outline(uri, a.conversation, view.text_map))
     return prepare_json(convert.document_symbol_json(view.text_map, s) for s in _outline(view))
 
