@@ -187,7 +187,7 @@ def format_for_path(path: str) -> DocFormat | None:
 
 RecordReader = Callable[[ParsedData, DocFormat, int], Conversation]
 # What reading each line of a dataset gave, by the line's node: (node, its conversation).
-RecordReads = dict[int, tuple["SNode", Conversation]]
+RecordReads = dict[int, tuple[SNode, Conversation]]
 
 
 def read_tools(node: SNode) -> tuple[tuple[ToolDef, ...], list[Issue]]:
@@ -293,12 +293,10 @@ class Reader:
 
     def _read_jsonl(self, root: SNode, fields: dict[str, Any]) -> tuple[tuple[Message, int], ...]:
         lines = list(root.items)
-        if is_dataset(root):
-            fields["records"], fields["record_starts"] = self._records(
-                lines, root.starts or (0,) * len(lines)
-            )
-            return ()
         starts = root.starts or (0,) * len(lines)
+        if is_dataset(root):
+            fields["records"], fields["record_starts"] = self._records(lines, starts)
+            return ()
         message_nodes: list[SNode] = []
         bases: list[int] = []
         for i, node in enumerate(lines):

@@ -23,6 +23,10 @@ the previous version is left exactly as it was (value snapshots). Two paths:
   shared message node giving the ``Message`` and findings it gave before
   (``read_parsed(previous=)``), so the result is the whole parse's by construction.
 
+A dataset (one conversation per JSON Lines line, each record read as its line's own JSON
+document) goes through the same line splice: the lines touched are parsed again, and each
+line node kept gives the record it gave (``read_parsed(previous=)``).
+
 It returns None whenever that might not give exactly what ``parse_conversation`` gives
 (other providers' formats, an edit before the message list, a document near the token
 limit, JSON Lines lines whose parse may depend on a record read over several lines that
@@ -138,7 +142,7 @@ def reparse_conversation(
     if prev.length != len(prev_text) or (prev.tree is None and fmt is not DocFormat.YAML):
         return None  # (a half-typed YAML text without a tree is re-read from its last tree)
     if prev.source_format not in NATIVE and not prev.records:
-        return None  # Anthropic and Responses documents are read whole (datasets' records too)
+        return None  # Anthropic and Responses documents are read whole (not a dataset's lines)
     if len(new_text) > MAX_DOCUMENT_CHARS:
         return None
     la, lb = len(prev_text), len(new_text)
