@@ -327,6 +327,8 @@ class AnalysisHost:
         if conv.records:
             guess = resolve_outside(inputs)
             sources.counting(conv, sources.tokenizer(guess.encoding, guess.model).tokenizer)
+            # (A document's caches: the next version that is no dataset starts afresh.)
+            self.assemble_cache, self.rule_cache = AssemblyCache(), RuleCache()
             return self._dataset(conv, text, diags, inputs, sources)
         self.records = _Records()
         result = _conversation(

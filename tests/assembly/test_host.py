@@ -340,3 +340,34 @@ def test_a_datasets_record_is_analysed_again_when_a_file_it_reads_changes(
     assert again.records[0] is first.records[0]  # (it reads no file)
     assert system_tokens(again.records[1]) > system_tokens(first.records[1]) + 50
     assert system_tokens(again.records[1]) == system_tokens(analyze(path, text=text).records[1])
+
+
+def test_a_document_that_becomes_a_dataset_and_back_equals_a_fresh_analysis(
+    tmp_path: Path,
+) -> None:
+    """One message per line, then (the first line edited) one conversation per line, then
+    back: the host goes on across the change of kind, each version as a fresh analysis."""
+    import json
+
+    path = tmp_path / "log.conv.jsonl"
+    lines = [
+        json.dumps({"role": "user", "content": "hi"}),
+        json.dumps({"role": "tool", "tool_call_id": "c1", "content": "orphan"}),
+        json.dumps({"messages": [{"role": "tool", "tool_call_id": "c2", "content": "x"}]}),
+    ]
+    text = "\n".join(lines) + "\n"
+    record = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+    host = AnalysisHost()
+    analyze(path, text=text, host=host)
+    kinds = []
+    for old, new in ((lines[0], record), (record, lines[0])):
+        at = text.index(old)
+        text = text[:at] + new + text[at + len(old) :]
+        got = analyze(path, text=text, host=host, edit=Edit(at, at + len(old), at + len(new)))
+        fresh = analyze(path, text=text)
+        kinds.append(len(got.records))
+        assert [(d.code, d.range, d.message) for d in got.diagnostics] == [
+            (d.code, d.range, d.message) for d in fresh.diagnostics
+        ]
+        assert got.assembly == fresh.assembly
+    assert kinds == [2, 0]  # (the second line is no record: the dataset's finding)
