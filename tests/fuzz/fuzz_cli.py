@@ -2,9 +2,10 @@
 
     python tests/fuzz/fuzz_cli.py [--cases 3000] [--seed 1] [--timeout 60] [--subprocess-every 50]
 
-Each case writes a hostile variant of a conversation (JSON, JSON Lines or YAML) and maybe
-hostile neighbours (FIFOs, devices, dangling or looping symlinks, references with NUL
-bytes or over-long names, huge sparse files), then runs ``assemble`` or ``lint`` in a
+Each case writes a hostile variant of a conversation (JSON, JSON Lines, a JSON Lines
+dataset of one conversation per line, or YAML) and maybe hostile neighbours (FIFOs,
+devices, dangling or looping symlinks, references with NUL bytes or over-long names, huge
+sparse files), then runs ``assemble`` or ``lint`` in a
 forked process (the engine is imported once, so thousands of cases take minutes) under an
 address-space limit and a deadline; every ``--subprocess-every``-th case also runs as a
 real ``python -m server.cli`` subprocess (``tests/support/limited.py``). A case fails on
@@ -75,6 +76,10 @@ def _document(rng: random.Random) -> dict[str, object]:
 
 
 def _dump(doc: object, fmt: str) -> str:
+    if fmt == "dataset":  # one conversation per line: the messages, five a record
+        msgs = doc["messages"] if isinstance(doc, dict) else []
+        records = [{"messages": msgs[k : k + 5]} for k in range(0, len(msgs), 5)]
+        return "\n".join(json.dumps(r, ensure_ascii=False) for r in records or [{}]) + "\n"
     if fmt == "json":
         return json.dumps(doc, ensure_ascii=False, indent=1)
     if fmt == "jsonl":
@@ -381,8 +386,10 @@ def run_case(
 ) -> Outcome | None:
     d = base / f"case{i}" / "w"
     d.mkdir(parents=True)
-    fmt = rng.choice(["json", "jsonl", "yaml"])
+    fmt = rng.choice(["json", "jsonl", "yaml", "dataset"])
     text = _dump(_document(rng), fmt)
+    if fmt == "dataset":
+        fmt = "jsonl"  # (its mutations are those of JSON Lines)
     names = []
     for _ in range(rng.choice([1, 1, 2, 3])):
         mutation = rng.choice(MUTATIONS)
