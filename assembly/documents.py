@@ -37,7 +37,6 @@ from assembly.syntax import (
     ParsedData,
     SNode,
     absolute,
-    absolute_item,
 )
 from assembly.text import RelRange, Span, TextRange, resolve, sub_range
 
@@ -338,7 +337,9 @@ class Reader:
                         resolve(head(node) if node.is_object else node.range, start),
                     )
                     continue
-                whole = ParsedData(absolute_item(node))
+                # Read as it was parsed: relative to the line, its ranges found only when
+                # asked for (a finding's), as a JSON document's scanned messages are.
+                whole = ParsedData(node)
                 length = node.range.end
                 if self.read_record is not None:
                     conv = self.read_record(whole, DocFormat.JSON, length)

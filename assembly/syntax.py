@@ -308,7 +308,9 @@ def absolute(node: SNode, base: int = 0) -> SNode:
         )
     if node.kind == "array":
         if node.starts is not None:
-            items = tuple(absolute_item(n, s) for n, s in zip(node.items, node.starts, strict=True))
+            items = tuple(
+                _absolute_item(n, s) for n, s in zip(node.items, node.starts, strict=True)
+            )
         else:
             items = tuple(absolute(n, base) for n in node.items)
         return SNode("array", r, node.value, items)
@@ -317,10 +319,10 @@ def absolute(node: SNode, base: int = 0) -> SNode:
     return SNode(node.kind, r, node.value)
 
 
-def absolute_item(node: SNode, base: int = 0) -> SNode:
-    """``absolute`` of an item of the message list (or a JSON Lines line) starting at
-    ``base``: one the C scanner read is copied with its table's offsets, taken in the order
-    it numbers its nodes (``Positions``), not through each lazy range."""
+def _absolute_item(node: SNode, base: int) -> SNode:
+    """``absolute`` of an item of the message list starting at ``base``: one the C scanner
+    read is copied with its table's offsets, taken in the order it numbers its nodes
+    (``Positions``), not through each lazy range."""
     first = node.members[0].value.range if node.members else None
     if isinstance(first, LazyRange):
         return _placed_copy(node, first.place()[0].offsets(), base, 0)[0]
