@@ -12,7 +12,9 @@ over the open (user + system, from ``getrusage``, its child's not; the figure to
 a loaded machine) and by the end of each of its stages, its page faults and the texts it
 counted itself.
 
-    python tests/bench/bench_open.py --corpus DIR [--root CHECKOUT]... [--runs 5]
+    python tests/bench/bench_open.py --corpus DIR [--root CHECKOUT]... [--runs 5] [--dataset]
+
+``--dataset`` opens the 10 MB dataset of ``bench_lsp.py --formats dataset`` instead.
 """
 
 from __future__ import annotations
@@ -125,6 +127,11 @@ def main() -> int:
     ap.add_argument("--root", type=Path, action="append", help="a checkout whose server runs")
     ap.add_argument("--runs", type=int, default=5, help="opens per checkout (taking turns)")
     ap.add_argument("--corpus", type=Path, help="reuse or create the document in this folder")
+    ap.add_argument(
+        "--dataset",
+        action="store_true",
+        help="open the 10 MB dataset (JSON Lines, a conversation per line) instead",
+    )
     args = ap.parse_args()
     roots = [r.resolve() for r in (args.root or [ROOT])]
     lsp = bench_lsp()
@@ -132,7 +139,7 @@ def main() -> int:
     atexit.register(shutil.rmtree, work, True)
     corpus = args.corpus or work
     corpus.mkdir(parents=True, exist_ok=True)
-    doc = lsp._generate(corpus, 10)
+    doc = lsp._generate(corpus, 10, "dataset" if args.dataset else "json")
     text = doc.read_text(encoding="utf-8")
     wrapper = work / "timed_server.py"
     wrapper.write_text(WRAPPER, encoding="utf-8")
@@ -191,7 +198,8 @@ def _open(
         rpc.notify("initialized", {})
         time.sleep(0.5)  # the server's warm-up (loading the encoding) is done by now
         uri = doc.as_uri()
-        params = {"uri": uri, "languageId": "json", "version": 1, "text": text}
+        language = "jsonl" if doc.suffix == ".jsonl" else "json"
+        params = {"uri": uri, "languageId": language, "version": 1, "text": text}
         sent = rpc.notify("textDocument/didOpen", {"textDocument": params})
         got, _ = rpc.wait(lsp._diagnostics_of(uri, 1))  # type: ignore[attr-defined]
     finally:
