@@ -377,7 +377,14 @@ def _problems(rc: int, out: bytes, err: bytes, timed_out: bool, json_out: bool) 
         try:
             json.loads(out)
         except ValueError:
-            res.append("JSON output does not parse")
+            # A dataset's records are printed as JSON Lines (`assemble --format json`): one
+            # object a line, split at "\n" only (a string may hold U+2028 as it is).
+            lines = out.decode("utf-8", "replace").removesuffix("\n").split("\n")
+            try:
+                if len(lines) < 2 or not all(isinstance(json.loads(x), dict) for x in lines):
+                    res.append("JSON output does not parse")
+            except ValueError:
+                res.append("JSON output does not parse")
     return res
 
 
