@@ -609,7 +609,8 @@ def _assemble_dataset(args: argparse.Namespace, analysis: Analysis) -> int:
                 ),
             }
             indent = 2 if args.record is not None else None
-            sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=indent) + "\n")
+            line = json.dumps(obj, ensure_ascii=False, indent=indent)
+            sys.stdout.write(line.translate(_LINE_BREAKS_ESCAPED) + "\n")
         elif args.format == "html":
             from server.htmlview import render_html
 
@@ -619,6 +620,11 @@ def _assemble_dataset(args: argparse.Namespace, analysis: Analysis) -> int:
             out = render_text(record, display_path=args.file, title=where, document=analysis.text)
             sys.stdout.write(out)
     return EXIT_OK if all(r.assembly.ok for r in picked) else EXIT_FINDINGS
+
+
+# In JSON Lines, the characters other than "\n" that some readers split lines at
+# (Python's ``str.splitlines``: U+0085, U+2028, U+2029), escaped: the same JSON value.
+_LINE_BREAKS_ESCAPED = {c: f"\\u{c:04x}" for c in (0x85, 0x2028, 0x2029)}
 
 
 def _assemble_failed(args: argparse.Namespace, exc: Exception) -> int:

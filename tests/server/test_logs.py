@@ -87,6 +87,15 @@ def test_assemble_picks_a_record_or_prints_all_as_json_lines(tmp_path, capsys, m
     records = [json.loads(line) for line in out.splitlines()]
     assert [r["record"] for r in records] == [1, 2, 3]
     assert rc == 1  # record 3 cannot be assembled
+    # Characters some readers split lines at are escaped (str.splitlines: U+2028 …).
+    separators = DATASET.replace("I fell.", "I\u2028fell\u0085\u2029.")
+    (tmp_path / "sep.conv.jsonl").write_text(separators, encoding="utf-8")
+    rc, out, _ = _run(
+        tmp_path, capsys, monkeypatch, "assemble", "sep.conv.jsonl", "--format", "json"
+    )
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [r["record"] for r in records] == [1, 2, 3]
+    assert "I\u2028fell\x85\u2029." in json.dumps(records[0], ensure_ascii=False)
     rc, out, _ = _run(
         tmp_path, capsys, monkeypatch, "assemble", "train.conv.jsonl", "--record", "1"
     )
