@@ -5,6 +5,9 @@ never changes once made. An ``AnalysisHost`` (rust-analyzer's word) holds one do
 latest analysis and what the pipeline's stages keep for the next run (typed fields, one
 per stage); ``apply_change(text, edit, …)`` gives the analysis of the next version from
 the previous one, re-reading only what the edit touched, and ``analyze`` starts afresh.
+A dataset (one conversation per JSON Lines line) is many documents in one: each record is
+analysed as its line's own text, and keeps its analysis while its line is untouched
+(``AnalysisHost._dataset``).
 
 Pure: whatever an analysis needs besides the document's text comes in as values
 (``Inputs``: the settings layers found outside the document, the date, the rule
