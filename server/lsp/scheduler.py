@@ -42,6 +42,7 @@ from typing import Any, Protocol, TypeVar
 from lsprotocol import types as lsp
 
 from assembly.host import Edit
+from assembly.ide import relocated
 from assembly.text import TextRange
 from server.lsp import convert
 from server.lsp.convert import TextMap
@@ -130,17 +131,7 @@ class View:
         ``range``, ``focus_range``, ``offset`` or ``children``), moved into the current text."""
         if self.span is None:
             return item
-        changes: dict[str, Any] = {}
-        for name in ("range", "focus_range"):
-            if hasattr(item, name):
-                changes[name] = self.range_to_new(getattr(item, name))
-        if hasattr(item, "offset"):
-            changes["offset"] = self.to_new(item.offset)
-        if getattr(item, "children", None):
-            changes["children"] = tuple(self.carry(c) for c in item.children)
-        if getattr(item, "lines", None) is not None:
-            changes["lines"] = None  # (of the base's text: the lines of the moved range)
-        return replace(item, **changes)  # type: ignore[type-var]
+        return relocated(item, self.range_to_new, self.to_new)
 
     def offset_of(self, position: lsp.Position) -> int:
         """A request's position, as an offset into the base's text."""
