@@ -503,6 +503,19 @@ def _peek_settings(text: str) -> dict[str, Any]:
     return {"settings": value}
 
 
+def widen_pipe(fd: int) -> bool:
+    """Grow the buffer of the pipe ``fd`` is an end of to ``PIPE_BYTES`` (Linux; False
+    where it cannot be, ``fd`` being no pipe included). A writer then blocks, and its
+    reader wakes, once a megabyte rather than every 64 KB."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_BYTES)
+    except (OSError, AttributeError, ImportError, ValueError):
+        return False
+    return True
+
+
 def start(text: str | Rope, fmt: str, tokenizer: Tokenizer) -> PendingCounts | None:
     """Fork a child counting ``text``'s long strings with ``tokenizer``, when it pays off.
 
@@ -545,10 +558,7 @@ def _fork(
     sends with that encoding (``PendingCounts.count``), until the request pipe closes.
     """
     read_fd, write_fd = os.pipe()
-    with contextlib.suppress(OSError, AttributeError):
-        import fcntl
-
-        fcntl.fcntl(write_fd, _F_SETPIPE_SZ, PIPE_BYTES)
+    widen_pipe(write_fd)
     pipes = (*os.pipe(), *os.pipe()) if serve is not None else None
     pid = os.fork()
     if pid == 0:  # the child: count, write, exit without running any cleanup
@@ -598,10 +608,7 @@ def start_open(body: bytes) -> PendingCounts | None:
     if len(body) < MIN_DOCUMENT_CHARS or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
         return None
     read_fd, write_fd = os.pipe()
-    with contextlib.suppress(OSError, AttributeError):
-        import fcntl
-
-        fcntl.fcntl(write_fd, _F_SETPIPE_SZ, PIPE_BYTES)
+    widen_pipe(write_fd)
     go_read, go_write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: read, wait to be told, count, write, exit without cleanup

@@ -10,6 +10,7 @@ copy and hands the notification straight to our handlers, which keep the text as
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
@@ -37,7 +38,7 @@ from server import __version__, pages, precount
 from server.lsp.session import Session, document_kind
 from server.lsp.state import DocState
 from server.lsp.stream import PLACEHOLDER
-from server.precount import PendingCounts
+from server.precount import PendingCounts, widen_pipe
 
 log = logging.getLogger(__name__)
 
@@ -372,9 +373,15 @@ class PromptServer(LanguageServer):
         from server.lsp.writer import ThreadedWriter
 
         self._stop_event = stop = threading.Event()
-        reader = StdinReader(stdin or sys.stdin.buffer, self.thread_pool)
+        stdin, stdout = stdin or sys.stdin.buffer, stdout or sys.stdout.buffer
+        # Pipes of a megabyte: the ``didOpen`` of a 10 MB document took 30-100 ms to come
+        # through the default 64 KB (160 turns of the client writing and this reading).
+        for stream in (stdin, stdout):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                widen_pipe(stream.fileno())
+        reader = StdinReader(stdin, self.thread_pool)
         # Written off the loop: a large answer to a slow client does not hold it up.
-        writer = ThreadedWriter(stdout or sys.stdout.buffer, on_lost=lambda _: stop.set())
+        writer = ThreadedWriter(stdout, on_lost=lambda _: stop.set())
         self.protocol.set_writer(writer)
         try:
             asyncio.run(
