@@ -1634,6 +1634,33 @@ class _ScannedMember(Member):
         return LazyRange(table, at - 1)
 
 
+class _ScannedObject(SNode):
+    """An object the C scanner read: its table of values by key (``fields``, never let go)
+    is all it keeps of its members, which ``members`` makes when asked for, in source order
+    (``scanned`` refuses a duplicate key, so the table has each member). Per message, the
+    table is smaller than a tuple of members (232 bytes against 312 for four) and makes
+    four objects fewer."""
+
+    __slots__ = ()
+
+    def __init__(self, range: LazyRange, keys: dict[str, SNode]) -> None:
+        self.kind = "object"
+        self.range = range
+        self.value = self.starts = self.error_counts = None
+        self.items = ()
+        self._keys = keys
+
+    @property  # type: ignore[override]
+    def members(self) -> tuple[Member, ...]:
+        return tuple([_ScannedMember(k, v) for k, v in self._keys.items()])  # type: ignore[union-attr]
+
+    def fields(self) -> dict[str, SNode]:
+        return self._keys  # type: ignore[return-value]
+
+    def release_fields(self) -> None:
+        pass  # (the table is the members)
+
+
 class Positions:
     """Where the nodes of one message read by the C scanner are, relative to its start, in
     the order ``_Build`` numbers them (each node, then each member's key and value): found
@@ -1752,13 +1779,10 @@ class _Build:
             n = len(v)
             # braces, keys, colons, the commas between members, and the string values
             tokens = 2 + 2 * n + max(n - 1, 0)
-            members = []
-            add = members.append
-            # The object's table of values by key (``SNode.fields``), made here and kept
-            # for the message itself (its number is 0): the format's detection and the
-            # reader look up every message's keys, and the reader then lets it go.
+            # The object's table of values by key (``SNode.fields``), which is all it
+            # keeps of its members (``_ScannedObject``).
             keys: dict[str, SNode] = {}
-            snode, member, intern, role = SNode, _ScannedMember, _intern, _ROLE
+            snode, intern, role = SNode, _intern, _ROLE
             new, set_table, set_at = object.__new__, _TABLE.__set__, _AT.__set__
             k = at + 1  # the next number
             lone = self.lone
@@ -1776,22 +1800,18 @@ class _Build:
                     rng = new(LazyRange)
                     set_table(rng, table)
                     set_at(rng, k + 1)
-                    value = keys[key] = snode("string", rng, x)
+                    keys[key] = snode("string", rng, x)
                     tokens += 1
                     k += 2
                 else:
                     self.next = k + 1
-                    value = keys[key] = self.node(x, depth + 1)
+                    keys[key] = self.node(x, depth + 1)
                     k = self.next
-                add(member(key, value))
             if len(keys) != n:
                 raise _Refused  # a duplicate key
             self.next = k
             self.tokens += tokens
-            obj = SNode("object", LazyRange(table, at), None, (), tuple(members))
-            if at == 0:
-                obj._keys = keys
-            return obj
+            return _ScannedObject(LazyRange(table, at), keys)
         if t is list:
             if depth >= MAX_DEPTH:
                 raise _Refused

@@ -174,8 +174,8 @@ def message_marks(node: SNode) -> tuple[tuple[str, str], ...]:
         if mark is not None:
             marks.append(mark)
     if not _KEY_MARKS.keys().isdisjoint(fields):
-        for m in node.members:
-            mark = _KEY_MARKS.get(m.key)
+        for key in fields:  # (in source order; a key written twice marks once)
+            mark = _KEY_MARKS.get(key)
             if mark is not None:
                 marks.append(mark)
     content = fields.get("content")
