@@ -400,3 +400,20 @@ def _fresh_jsonl(text: str) -> Any:
 
 def _distinct(node: syntax.SNode | None) -> list[Positions]:
     return list({id(t): t for t in _tables(node)}.values())
+
+
+def test_a_scanned_objects_members_are_its_table_kept_after_a_reader_lets_go() -> None:
+    """A scanned object keeps only its table of values by key: its members are made from
+    it, in source order, each key where it is written; ``release_fields`` keeps it."""
+    text = '[{"role": "user", "content": {"k": 1, "j": [2]}, "id": "m1"}]'
+    node = parse_json(text, messages=True).root.items[0]  # type: ignore[union-attr]
+    node.release_fields()
+    assert list(node.fields()) == ["role", "content", "id"]
+    assert [m.key for m in node.members] == ["role", "content", "id"]
+    for m in node.members:
+        r = syntax.resolve(m.key_range, 1)
+        assert text[r.start : r.end] == f'"{m.key}"'
+        assert m.value is node.fields()[m.key]
+    inner = node.fields()["content"]
+    assert [(m.key, m.value.to_python()) for m in inner.members] == [("k", 1), ("j", [2])]
+    assert node.to_python() == json.loads(text)[0]

@@ -10,6 +10,7 @@ import gc
 import json
 import logging
 import os
+import sys
 import threading
 import weakref
 from typing import Any
@@ -230,6 +231,56 @@ def test_stdin_bodies_are_held_by_the_loop_only() -> None:
     assert refs == [1]
     assert protocol.methods == ["open", "change", "saved"]
     assert errors == []  # not UTF-8: a warning and a parse error (test_lsp_malformed.py)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="pipe sizes are Linux's (fcntl)")
+def test_the_stdio_server_reads_and_writes_through_pipes_of_a_megabyte() -> None:
+    """``promptls serve`` on stdio grows both pipes to ``PIPE_BYTES``: a 10 MB ``didOpen``
+    came through the default 64 KB in 160 turns of client and server (30-100 ms)."""
+    import fcntl
+    import subprocess
+
+    from server.precount import PIPE_BYTES
+
+    get_size = 1032  # F_GETPIPE_SZ
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        before = fcntl.fcntl(proc.stdin.fileno(), get_size)
+        proc.stdin.write(
+            _frame(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"processId": None, "rootUri": None, "capabilities": {}},
+                }
+            )
+        )
+        proc.stdin.flush()
+        while proc.stdout.readline().strip():  # the answer's headers: the server is up
+            pass
+        assert before < PIPE_BYTES
+        assert fcntl.fcntl(proc.stdin.fileno(), get_size) == PIPE_BYTES
+        assert fcntl.fcntl(proc.stdout.fileno(), get_size) == PIPE_BYTES
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_pipe_is_widened_and_anything_else_is_left_alone(tmp_path: Any) -> None:
+    from server.precount import widen_pipe
+
+    r, w = os.pipe()
+    try:
+        assert widen_pipe(w) is (sys.platform == "linux")
+    finally:
+        os.close(r)
+        os.close(w)
+    with open(tmp_path / "f", "wb") as f:
+        assert widen_pipe(f.fileno()) is False
 
 
 # ------------------------------------------------------------- a didOpen read into a rope
