@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from itertools import chain
+from itertools import chain, repeat
 from operator import itemgetter
 
 from assembly.syntax import SNode
@@ -268,7 +268,7 @@ Marks = tuple[tuple[str, str], ...]
 def _walk(
     root: SNode | None, jsonl: bool, marks_of: Callable[[SNode], Marks]
 ) -> Iterator[tuple[tuple[int, int], Marks]]:
-    """The marks of a document in the order ``decide`` takes them, each with where it
+    """The marks of a document in the order ``tally`` takes them, each with where it
     stands: (0, 0) the top-level keys, (1, i) JSON Lines line ``i`` read as a header's keys,
     (2, i) message node ``i``."""
     if root is not None and root.is_object and not jsonl:
@@ -278,8 +278,8 @@ def _walk(
         for i, node in enumerate(nodes):  # a header line's keys count as top-level keys
             if header_like(node):
                 yield (1, i), top_marks(node)
-    for i, node in enumerate(nodes):
-        yield (2, i), marks_of(node)
+    places = zip(repeat(2, len(nodes)), range(len(nodes)), strict=True)
+    yield from zip(places, map(marks_of, nodes), strict=True)
 
 
 def header_like(node: SNode) -> bool:
@@ -299,17 +299,6 @@ def detect(
     return tally(root, jsonl=jsonl, marks_of=marks_of or message_marks).detection
 
 
-def decide(marks: list[tuple[str, str]]) -> Detection:
-    """The format the marks point to (a tie goes to the promptls reader)."""
-    fmt, family = _winner(Counter(family for family, _ in marks))
-    seen: list[str] = []
-    for fam, what in marks:
-        if fam == family and what not in seen:
-            seen.append(what)
-    why = ", ".join(seen[:3]) if seen else "no mark of another format"
-    return Detection(fmt, why)
-
-
 def _winner(score: Counter[str]) -> tuple[SourceFormat, str]:
     """The format the marks' count per family points to, and that family."""
     native = score[_O] + score[_P]
@@ -327,9 +316,10 @@ class Tally:
     """A document's marks counted (``tally``), so that the format can be told again after
     some message nodes were replaced without taking every node's marks again (``retally``).
 
-    ``decide`` reads the count of each family, and the first three different reasons of
-    the winning family in document order: ``horizon`` is where the third first stands
-    (None: fewer than three), and reasons changed after it change nothing."""
+    The format is the family with the most marks (``_winner``; a tie goes to the promptls
+    reader), told by the first three different reasons of that family in document order:
+    ``horizon`` is where the third first stands (None: fewer than three), and reasons
+    changed after it change nothing."""
 
     counts: Counter[tuple[str, str]]
     detection: Detection
@@ -339,22 +329,23 @@ class Tally:
 
 def tally(root: SNode | None, *, jsonl: bool, marks_of: Callable[[SNode], Marks]) -> Tally:
     """The marks of a document counted; ``detection`` is ``detect``'s."""
-    marks: list[tuple[str, str]] = []
-    where: list[tuple[int, int]] = []
-    for at, ms in _walk(root, jsonl, marks_of):
-        marks.extend(ms)
-        where.extend([at] * len(ms))
-    detection = decide(marks)
-    _, family = _winner(Counter(fam for fam, _ in marks))
+    groups = list(_walk(root, jsonl, marks_of))
+    counts = Counter(chain.from_iterable(map(_MARKS, groups)))
+    fmt, family = _winner(_families(counts))
+    # The first three reasons of the family, and where the third first stands.
     seen: list[str] = []
     horizon = None
-    for (fam, what), at in zip(marks, where, strict=True):
-        if fam == family and what not in seen:
-            seen.append(what)
-            if len(seen) == 3:
-                horizon = at
-                break
-    return Tally(Counter(marks), detection, family, horizon)
+    for at, ms in groups:
+        for fam, what in ms:
+            if fam == family and what not in seen:
+                seen.append(what)
+                if len(seen) == 3:
+                    horizon = at
+                    break
+        if horizon is not None:
+            break
+    why = ", ".join(seen) if seen else "no mark of another format"
+    return Tally(counts, Detection(fmt, why), family, horizon)
 
 
 def retally(
@@ -367,7 +358,7 @@ def retally(
 ) -> Tally | None:
     """``t`` after the message nodes from ``k`` on, ``old`` (each with its marks), were
     replaced by ``new`` (the top-level keys unchanged): what ``tally`` of the new tree
-    gives, or None when the reasons ``decide`` gives might change (it must be told from
+    gives, or None when the reasons it gives might change (it must be told from
     every node then)."""
     removed, added = _region(old, k, jsonl), _region(new, k, jsonl)
     counts = t.counts.copy()
