@@ -745,7 +745,9 @@ class Reader:
             msg = self._message(node, index)
         finally:
             self.base, log, self._log = 0, self._log, None
-        node.release_fields()  # (kept, the tables would outweigh the messages' own objects)
+        # (A parsed node's table, made for these look-ups, is let go: kept, the tables would
+        # outweigh the messages' own objects. A scanned node's table is its members.)
+        node.release_fields()
         issues, rejected = self.issues, self.rejected_calls
         self.reads[id(node)] = _MessageRead(
             node,

@@ -1637,9 +1637,9 @@ class _ScannedMember(Member):
 class _ScannedObject(SNode):
     """An object the C scanner read: its table of values by key (``fields``, never let go)
     is all it keeps of its members, which ``members`` makes when asked for, in source order
-    (``scanned`` refuses a duplicate key, so the table has each member). Per message, the
-    table is smaller than a tuple of members (232 bytes against 312 for four) and makes
-    four objects fewer."""
+    (``scanned`` refuses a duplicate key, so the table has each member). For a message of
+    four keys the table is smaller than the tuple of members it replaces (184 bytes against
+    72 and four members of 56) and four objects fewer are made."""
 
     __slots__ = ()
 

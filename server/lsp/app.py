@@ -374,7 +374,7 @@ class PromptServer(LanguageServer):
 
         self._stop_event = stop = threading.Event()
         stdin, stdout = stdin or sys.stdin.buffer, stdout or sys.stdout.buffer
-        # Pipes of a megabyte: the ``didOpen`` of a 10 MB document took 30-100 ms to come
+        # Pipes of a megabyte: the ``didOpen`` of a 10 MB document took 25-100 ms to come
         # through the default 64 KB (160 turns of the client writing and this reading).
         for stream in (stdin, stdout):
             with contextlib.suppress(OSError, ValueError, AttributeError):
