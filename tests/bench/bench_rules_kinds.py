@@ -14,6 +14,10 @@ so a before/after comparison comes from one run:
     python tests/bench/bench_rules_kinds.py --root /path/to/main --root . [--per-kind 6]
 
 Medians in milliseconds; ``rules`` is the part of ``analysis`` spent in ``check``.
+
+With ``--top-rules N``, each kind's ``N`` costliest rules follow the table, in CPU ms per
+edit (each rule's time includes the inputs it is the first to ask for, as the engine
+computes an input when a rule first reads it), for each checkout.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from benchkit import (
 def main() -> int:
     ap = kinds_options(__doc__.splitlines()[0], "json", 6)
     ap.add_argument("--fresh", type=int, default=5)
+    ap.add_argument("--top-rules", type=int, default=0, help="each kind's N costliest rules")
     args = ap.parse_args()
     if args.worker:
         return _worker(args)
@@ -58,6 +63,13 @@ def main() -> int:
     print()
     print_table(table)
     print("\nMedians per edit; `open` is the opening analysis, `fresh check` a new RuleCache.")
+    if args.top_rules:
+        for root, res in results:
+            print(f"\nCostliest rules, CPU ms per edit ({Path(root).name}):")
+            for kind, got in res.items():
+                spent = sorted(got["by_rule"].items(), key=lambda kv: -kv[1])[: args.top_rules]
+                n = len(got["analysis"])
+                print(f"  {kind}: " + ", ".join(f"{c} {1000 * t / n:.1f}" for c, t in spent))
     return 0
 
 
@@ -80,17 +92,44 @@ def _worker(args: argparse.Namespace) -> int:
         return res
 
     host_module.check = timed  # type: ignore[attr-defined]
-    res: dict[str, dict[str, list[float]]] = {}
+    res: dict[str, dict[str, Any]] = {}
+    by_rule: dict[str, float] = {}  # the CPU of each rule in the analysis being timed
+    try:
+        from assembly.diagnostics.engine import _Run  # (where the engine runs one rule)
+    except ImportError:  # a checkout without it: no rule is timed on its own
+        _Run = None
+    findings = getattr(_Run, "findings", None)
+    if findings is not None:
+
+        def rule_timed(self: Any, rule: Any) -> Any:
+            c = time.process_time()
+            try:
+                return findings(self, rule)
+            finally:
+                by_rule[rule.code] = by_rule.get(rule.code, 0.0) + time.process_time() - c
+
+        _Run.findings = rule_timed  # type: ignore[union-attr]
+
+    def kind_of(kind: str) -> dict[str, Any]:
+        empty = {"analysis": [], "rules": [], "rules_wall": [], "by_rule": {}}
+        return res.setdefault(kind, empty)
+
+    def add_rules(got: dict[str, Any]) -> None:
+        for code, t in by_rule.items():
+            got["by_rule"][code] = got["by_rule"].get(code, 0.0) + t
+        by_rule.clear()
 
     def record(kind: str, run: Any) -> None:
+        by_rule.clear()
         c = time.process_time()
         run()
         cpu = time.process_time() - c
         gc.freeze()  # as the server does after each analysis
-        got = res.setdefault(kind, {"analysis": [], "rules": [], "rules_wall": []})
+        got = kind_of(kind)
         got["analysis"].append(cpu)
         got["rules"].append(spent[-1][0])
         got["rules_wall"].append(spent[-1][1])
+        add_rules(got)
 
     gc.disable()
     host = AnalysisHost()
@@ -99,9 +138,11 @@ def _worker(args: argparse.Namespace) -> int:
     a, kw = calls[-1]
     for _ in range(args.fresh):
         fresh = dict(kw, cache=RuleCache())
+        by_rule.clear()
         c, w = time.process_time(), time.perf_counter()
         check(*a, **fresh)
-        got = res.setdefault("fresh check", {"analysis": [], "rules": [], "rules_wall": []})
+        got = kind_of("fresh check")
+        add_rules(got)
         cpu = time.process_time() - c
         got["analysis"].append(cpu)
         got["rules"].append(cpu)
