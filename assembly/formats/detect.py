@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from itertools import chain, repeat
+from itertools import chain
 from operator import itemgetter
 
 from assembly.syntax import SNode
@@ -278,7 +278,7 @@ def _walk(
         for i, node in enumerate(nodes):  # a header line's keys count as top-level keys
             if header_like(node):
                 yield (1, i), top_marks(node)
-    places = zip(repeat(2, len(nodes)), range(len(nodes)), strict=True)
+    places = [(2, i) for i in range(len(nodes))]
     yield from zip(places, map(marks_of, nodes), strict=True)
 
 
