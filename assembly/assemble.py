@@ -818,7 +818,6 @@ class _History:
     entries: _Lazy  # the LayoutEntry of a position kept in the "history" segment
     provider: _Lazy  # the provider message (all its images kept)
     cand_pos: list[int] | None = None  # positions of the candidates (None: to recompute)
-    cand_users: list[int] = field(default_factory=list)  # candidate indexes of user messages
     cand_ids: list[str] = field(default_factory=list)  # the candidates' ids
     # What the per-position lists read besides the converted messages (``_fill_key``:
     # settings and tools; the conversions outlive a change of them).
@@ -2781,6 +2780,7 @@ class _Pipeline:
                     tokens_by_id[ids[p]] = cost[p]
         for e in (*head, *middle, *tail):
             tokens_by_id[e.id] = e.tokens
+        history = tuple(hist)
         return Assembly(
             settings=s,
             encoding=self.tok.encoding,
@@ -2788,13 +2788,13 @@ class _Pipeline:
             layout=layout,
             segments=segments,
             provider_messages=tuple(providers),
-            history=tuple(hist),
+            history=history,
             dropped=tuple(ids[:start]) if sent else (),
             orphans_dropped=tuple(ids[p] for p in cut.orphans),
             forgotten_files=tuple(
                 ForgottenFile(f.file_id, f.filename, f.approx_char_count) for f in cut.forgotten
             ),
-            compression=self._compression_plan(h, summary, fixed.reserved),
+            compression=self._compression_plan(h, history, summary, fixed.reserved),
             cache_prefix_length=cache_prefix,
             errors=tuple(self.errors),
             system_text=fixed.system_text,
@@ -2917,10 +2917,15 @@ class _Pipeline:
     # -------------------------------------------------------------- compression (§9)
 
     def _compression_plan(
-        self, h: _History, summary: Message | None, reserved: int
+        self,
+        h: _History,
+        history: tuple[LlmMessage, ...],
+        summary: Message | None,
+        reserved: int,
     ) -> CompressionPlan:
         """What Onyx's post-turn compression would do: over the candidates' stored tokens,
-        the newest that fit the recent share (at least one), from a user message on."""
+        the newest that fit the recent share (at least one), from a user message on.
+        ``history``: ``h.hist`` as the assembly holds it (``h`` is patched by the next run)."""
         s = self.s
         total = sum(h.stored)
         threshold = int((s.max_input_tokens - reserved) * s.compression_trigger_ratio)
@@ -2928,25 +2933,29 @@ class _Pipeline:
         for_recent = int(total * s.recent_messages_ratio)
         if h.cand_pos is None:
             h.cand_pos = list(itertools.compress(itertools.count(), h.cand))
-            users = map("user".__eq__, itertools.compress(h.shape.kinds, h.cand))
-            h.cand_users = list(itertools.compress(itertools.count(), users))
             h.cand_ids = list(itertools.compress(h.shape.ids, h.cand))
-        cand_pos, users, cand_ids = h.cand_pos, h.cand_users, h.cand_ids
+        cand_pos, cand_ids, stored, kinds = h.cand_pos, h.cand_ids, h.stored, h.shape.kinds
         k = len(cand_pos)
+        # The longest suffix of candidates within the recent share (at least one message),
+        # summed from the newest back at C speed (the recent share is the short end); then
+        # the cut moved to the first user message from there on (else the last before it).
+        newest = itertools.accumulate(map(stored.__getitem__, reversed(cand_pos)))
+        first = k - max(1, len(list(itertools.takewhile(for_recent.__ge__, newest))))
+        split = 0
         if k:
-            sums = list(itertools.accumulate(itertools.compress(h.stored, h.cand), initial=0))
-            # The longest suffix within the share (at least one message), from a user message.
-            first = min(bisect.bisect_left(sums, sums[k] - for_recent, 0, k), k - 1)
-            u = bisect.bisect_left(users, first)
-            split = users[u] if u < len(users) else (users[-1] if users else 0)
-        else:
-            split, sums = 0, [0]
+            users = (j for j in range(first, k) if kinds[cand_pos[j]] == "user")
+            before = (j for j in range(first - 1, -1, -1) if kinds[cand_pos[j]] == "user")
+            split = next(users, None) or next(before, 0)
+        summarize_at = tuple(cand_pos[:split]) if triggered else ()
+        keep_at = tuple(cand_pos[split:]) if triggered else tuple(cand_pos)
+        summarize_tokens = 0
+        if triggered:  # the candidates' tokens less the kept ones' (the short end)
+            kept = sum(map(stored.__getitem__, keep_at))
+            summarize_tokens = sum(itertools.compress(stored, h.cand)) - kept
         request: Callable[[], tuple[dict[str, Any], ...]] | None = None
         if triggered and split:
-            # Made when asked for (``--summary-request``), of this run's candidates (``h`` is
-            # patched by the next run).
-            candidates = tuple(itertools.compress(h.hist, h.cand))
-            request = functools.partial(_summary_request, candidates, split, summary)
+            # Made when asked for (``--summary-request``), of this run's candidates.
+            request = functools.partial(_summary_request, history, summarize_at, keep_at, summary)
         return CompressionPlan(
             triggered=triggered,
             threshold=threshold,
@@ -2957,9 +2966,9 @@ class _Pipeline:
             keep=tuple(cand_ids[split:]) if triggered else tuple(cand_ids),
             progressive=summary is not None,
             request_of=request,
-            summarize_tokens=sums[split] if triggered else 0,
-            summarize_at=tuple(cand_pos[:split]) if triggered else (),
-            keep_at=tuple(cand_pos[split:]) if triggered else tuple(cand_pos),
+            summarize_tokens=summarize_tokens,
+            summarize_at=summarize_at,
+            keep_at=keep_at,
         )
 
 
@@ -3406,13 +3415,16 @@ def _args_json(args: dict[str, Any] | str) -> str:
 
 
 def _summary_request(
-    candidates: tuple[LlmMessage, ...], split: int, summary: Message | None
+    history: tuple[LlmMessage, ...],
+    older: tuple[int, ...],
+    recent: tuple[int, ...],
+    summary: Message | None,
 ) -> tuple[dict[str, Any], ...]:
-    """The summarization request of the compression candidates, the first ``split`` of
-    them summarized."""
-    entries = [_summary_entry(m) for m in candidates]
+    """The summarization request of the compression candidates: the ``older`` positions of
+    ``history`` summarized, the ``recent`` ones kept."""
+    entries = [_summary_entry(history[p]) for p in (*older, *recent)]
     return _summarization_request_of(
-        filter(None, entries[:split]), filter(None, entries[split:]), summary
+        filter(None, entries[: len(older)]), filter(None, entries[len(older) :]), summary
     )
 
 

@@ -467,6 +467,17 @@ EXPECT: dict[str, dict[str, Any]] = {
             "keep": ["u3", "a4"],
         },
     },
+    "a9_recent_share_reached_exactly_keeps": {
+        "order": ["u1", "a2", "u3", "u4"],
+        "dropped": [],
+        "errors": [],
+        "compression": {
+            "triggered": True,
+            "tokens_for_recent": 150,
+            "summarize": ["u1", "a2"],
+            "keep": ["u3", "u4"],
+        },
+    },
     "a9_no_user_messages_at_all_skips_compression": {
         "order": [],
         "dropped": [],
