@@ -104,7 +104,7 @@ def orphaned_tool_response(b: ToolTraffic, cut: OrphanCut) -> Iterator[Diagnosti
     for p in itertools.compress(tools, map(operator.and_, placed, late)):
         m = b.messages[order[p]]
         written.add(m.id)
-        calls = calls or _CallIndex(b)
+        calls = calls or _CallIndex(b, t)
         yield _orphan_as_written(b, m, calls)
     if not cut.orphans_dropped:
         return
@@ -672,41 +672,36 @@ def remove_message_edit(ctx: RuleContext, m: Message) -> tuple[TextEdit, ...] | 
 
 
 class _CallIndex:
-    """The first call of each id on the branch and in the whole document, looked up in
-    the calls' ids flattened at C speed (each list made when first read)."""
+    """The first call of each id on the branch (in its traffic's calls, flattened in branch
+    order: only assistant messages make calls) and in the whole document (the calls of
+    every caller flattened, when some caller is off the branch), looked up at C speed."""
 
-    def __init__(self, b: ToolTraffic) -> None:
+    def __init__(self, b: ToolTraffic, t: _Traffic) -> None:
         self._b = b
-        self._made: dict[str, tuple[list[str], list[int], list[int]]] = {}
-        self._branch_callers: tuple[int, ...] | None = None
+        self._t = t
+        self._anywhere: tuple[list[str], list[int], list[int]] | None = None
 
     def on_branch(self, call_id: str) -> ToolCall | None:
-        return self._first("branch", call_id)
+        t = self._t
+        try:
+            k = t.call_ids.index(call_id)
+        except ValueError:
+            return None
+        calls = self._b.messages[t.order[t.at[k]]].tool_calls
+        return next(c for c in calls if c.id == call_id)
 
     def anywhere(self, call_id: str) -> ToolCall | None:
-        return self._first("anywhere", call_id)
-
-    def _first(self, where: str, call_id: str) -> ToolCall | None:
-        made = self._made.get(where)
-        if made is None:
-            data = self._b.data
-            indexes = self._b.callers
-            if where == "branch":  # among the branch's messages that make or answer calls
-                on = self._b.order()
-                callers = map(_TOOL_CALLS, map(data.__getitem__, on))
-                indexes = self._branch_callers = tuple(itertools.compress(on, callers))
-                made = _flat_calls(data, indexes)
-            elif self._branch_callers == indexes:  # (every caller is on the branch)
-                made = self._made["branch"]
-            else:
-                made = _flat_calls(data, indexes)
-            self._made[where] = made
-        ids, owners, positions = made
+        b = self._b
+        if self._anywhere is None:
+            if sum(map(len, map(_TOOL_CALLS, b.callers_data()))) == len(self._t.call_ids):
+                return self.on_branch(call_id)  # every caller is on the branch
+            self._anywhere = _flat_calls(b.data, b.callers)
+        ids, owners, positions = self._anywhere
         try:
             k = ids.index(call_id)
         except ValueError:
             return None
-        return self._b.messages[owners[k]].tool_calls[positions[k]]
+        return b.messages[owners[k]].tool_calls[positions[k]]
 
 
 def _flat_calls(
