@@ -738,6 +738,23 @@ def _images_in(at: int, msgs: Sequence[LlmMessage]) -> Iterable[int]:
     return map(at.__add__, itertools.compress(users, with_images))
 
 
+def _patched_users(
+    ps: _Shape, patched: Sequence[tuple[int, tuple[LlmMessage, ...]]]
+) -> tuple[list[int], list[int]]:
+    """The positions of the user messages and of those with images (``_users_in``,
+    ``_images_in``) of a history whose shape was ``ps``, after the positions of each
+    ``(start, messages)`` of ``patched`` were replaced by as many messages: the old lists
+    with each run's positions found again."""
+    users, images = list(ps.user_positions), list(ps.image_positions)
+    for a, out in patched:
+        run_users = list(_users_in(a, out))
+        run_images = [p for p in run_users if out[p - a].images]
+        e = a + len(out)
+        for found, run in ((users, run_users), (images, run_images)):
+            found[bisect.bisect_left(found, a) : bisect.bisect_left(found, e)] = run
+    return users, images
+
+
 def _carried_table(
     table: dict[str, int],
     old_ids: Sequence[str],
@@ -1553,9 +1570,11 @@ class _Pipeline:
             only_calls = True  # what it reads besides the calls and the answers is
             same_calls = True  # the calls are (the answers may differ)
             quiet = True  # neither before nor after a message that makes or answers calls
+            ids_kept = True  # every patched position keeps its id
             for a, out in patched:
                 for p, x in enumerate(out, start=a):
                     was = hist[p]
+                    ids_kept = ids_kept and x.id == was.id
                     now, then = _position_signature(x), _position_signature(was)
                     if only_ids:
                         only_ids = now[1:] == then[1:]
@@ -1585,7 +1604,11 @@ class _Pipeline:
                 same_ids = True
             else:
                 talk = (ps.tool_positions, ps.call_pos) if quiet else None
-                shape = self._shape_of(hist, ids, kinds, fids, ps.last_user_pos, talk)
+                unique = ps.unique_ids if ids_kept else None
+                users = _patched_users(ps, patched)
+                shape = self._shape_of(
+                    hist, ids, kinds, fids, ps.last_user_pos, talk, unique, users
+                )
             if shape.marker != ps.marker:
                 return False
             h.hist, h.shape = hist, shape

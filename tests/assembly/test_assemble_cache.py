@@ -714,3 +714,43 @@ def test_inline_prompts_across_thresholds(
         assert (cache.converted, cache.rebuilt) == (0, False)
         dropped.add(res.dropped)
     assert len(dropped) > 1
+
+
+def test_kind_changes_patch_the_users_and_images(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message whose kind changes in place (a role typed), with images or without, and
+    one that also takes another's id: the shape's user and image positions and whether
+    the ids are unique, patched at the changed positions, equal those made from nothing."""
+    image = [{"type": "image_url", "image_url": {"url": "img"}}]
+    messages: list[dict[str, Any]] = []
+    for i in range(8):
+        content: Any = f"question {i}"
+        if i % 3 != 1:
+            content = [{"type": "text", "text": content}, *image * (1 + i % 2)]
+        messages.append({"id": f"u{i}", "role": "user", "content": content, "token_count": 9})
+        messages.append({"id": f"a{i}", "role": "assistant", "content": f"answer {i}"})
+    doc = {
+        "settings": {"max_input_tokens": 2000, "provider": "azure", "image_cap": 3},
+        "messages": messages,
+    }
+    path = tmp_path / "images.conv.json"
+    path.write_text(json.dumps(doc))
+    conv, s, tok, opts = inputs_of(path, monkeypatch)
+    cache = AssemblyCache()
+    assemble(conv, s, tok, opts, cache=cache)
+    rng = random.Random(7)
+    for step in range(40):
+        msgs = list(conv.message_data)
+        k = rng.randrange(len(msgs) - 1)  # (the last user message stays where it is)
+        role = Role.ASSISTANT if msgs[k].role is Role.USER else Role.USER
+        msgs[k] = dataclasses.replace(msgs[k], role=role)
+        if step % 5 == 4:  # the id of another message as well
+            msgs[k] = dataclasses.replace(msgs[k], id=msgs[rng.randrange(len(msgs))].id)
+        conv = dataclasses.replace(conv, message_data=tuple(msgs))
+        fresh_cache = AssemblyCache()
+        assert_same(
+            assemble(conv, s, tok, opts, cache=cache),
+            assemble(conv, s, tok, opts, cache=fresh_cache),
+        )
+        assert_same_history(cache, fresh_cache)
