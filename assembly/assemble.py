@@ -67,7 +67,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from assembly import texts
+from assembly import seq, texts
 from assembly.model import (
     ASSISTANT_ROLE,
     REMINDER_ROLE,
@@ -738,6 +738,23 @@ def _images_in(at: int, msgs: Sequence[LlmMessage]) -> Iterable[int]:
     return map(at.__add__, itertools.compress(users, with_images))
 
 
+def _note_patched(h: _History, history: tuple[LlmMessage, ...]) -> None:
+    """Tell ``seq`` where ``history`` differs from the last assembly's, when only patched
+    positions can (found among them): the rules compare the two; then ``history`` is the
+    last."""
+    last, n = h.last_history, len(history)
+    if last is not None and h.patched is not None and len(last) == n:
+        lo, hi = h.patched
+        differs = list(
+            itertools.compress(range(lo, hi), map(operator.is_not, last[lo:hi], history[lo:hi]))
+        )
+        if differs:
+            seq.note(last, history, differs[0], n - 1 - differs[-1])
+        else:
+            seq.note(last, history, n, 0)
+    h.last_history, h.patched = history, (n, 0)
+
+
 def _patched_users(
     ps: _Shape, patched: Sequence[tuple[int, tuple[LlmMessage, ...]]]
 ) -> tuple[list[int], list[int]]:
@@ -839,6 +856,10 @@ class _History:
     # What the per-position lists read besides the converted messages (``_fill_key``:
     # settings and tools; the conversions outlive a change of them).
     fill_key: tuple[Any, ...] = ()
+    # The history the last assembly made from these lists holds, and the positions
+    # ``[lo, hi)`` patched since (None: made again since), for ``seq.note``.
+    last_history: tuple[LlmMessage, ...] | None = None
+    patched: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -1615,6 +1636,12 @@ class _Pipeline:
             if not only_calls:
                 h.cand_pos = None  # the candidates' ids and kinds
         marker = h.shape.marker
+        if h.patched is not None and patched:
+            lo, hi = h.patched
+            h.patched = (
+                min(lo, *(a for a, _ in patched)),
+                max(hi, *(a + len(out) for a, out in patched)),
+            )
         for a, out in patched:
             for p, x in enumerate(out, start=a):
                 h.hist[p] = x
@@ -1730,6 +1757,7 @@ class _Pipeline:
         same_cost = prev is not None and ps is not None and ps.marker == marker
         h.starts = starts
         h.hist = hist
+        h.patched = None
         h.stored = gather(prev.stored if prev else None, stored_tokens)
         h.cost = gather(
             prev.cost if prev and same_cost else None,
@@ -2804,6 +2832,7 @@ class _Pipeline:
         for e in (*head, *middle, *tail):
             tokens_by_id[e.id] = e.tokens
         history = tuple(hist)
+        _note_patched(h, history)
         return Assembly(
             settings=s,
             encoding=self.tok.encoding,

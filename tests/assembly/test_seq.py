@@ -83,9 +83,10 @@ def test_several_pairs_are_kept_at_once() -> None:
 
 
 def test_a_re_read_notes_what_it_kept_and_the_note_is_true() -> None:
-    """``note``: the re-read that replaced one message tells ``common_ends`` its answer
-    (no scan); after a keystroke in a message of a real document the noted answer is the
-    one a search finds, and ``forget`` drops it."""
+    """``note``: the re-read that replaced one message, and the pipeline that patched its
+    positions of the history, tell ``common_ends`` their answers (no scan); after a
+    keystroke in a message of a real document each noted answer is the one a search
+    finds, and ``forget`` drops it."""
     from pathlib import Path
 
     from assembly import seq
@@ -96,13 +97,13 @@ def test_a_re_read_notes_what_it_kept_and_the_note_is_true() -> None:
     path = Path(__file__).resolve().parents[2] / "examples" / "support-agent.conv.json"
     text = path.read_text(encoding="utf-8")
     host = AnalysisHost()
-    old = analyze(path, text=Rope.from_str(text), host=host).conversation.message_data
+    first = analyze(path, text=Rope.from_str(text), host=host)
     at = text.index('"content": "', len(text) // 2) + len('"content": "')
-    noted: list[tuple[int, int]] = []
+    noted: list[tuple[tuple, tuple, int, int]] = []
     real = seq.note
 
     def spy(a: tuple, b: tuple, head: int, tail: int) -> None:
-        noted.append((head, tail))
+        noted.append((a, b, head, tail))
         real(a, b, head, tail)
 
     seq.note = spy  # type: ignore[assignment]
@@ -111,8 +112,14 @@ def test_a_re_read_notes_what_it_kept_and_the_note_is_true() -> None:
         new = analyze(path, text=rope, host=host, edit=Edit.replace(at, at, "x"))
     finally:
         seq.note = real  # type: ignore[assignment]
-    assert len(noted) == 1
-    assert noted[0] == seq._common_ends(old, new.conversation.message_data)
+    pairs = [(id(a), id(b)) for a, b, _, _ in noted]
+    assert pairs == [
+        (id(first.conversation.message_data), id(new.conversation.message_data)),
+        (id(first.assembly.history), id(new.assembly.history)),
+    ]
+    for a, b, head, tail in noted:
+        assert (head, tail) == seq._common_ends(a, b)
+        assert head < len(b)  # (the edited message differs)
     forget()
     x = object()
     note((x,), (x, x), 1, 0)
