@@ -1630,6 +1630,7 @@ class _Pipeline:
                 shape = self._shape_of(
                     hist, ids, kinds, fids, ps.last_user_pos, talk, unique, users
                 )
+                same_ids = ids_kept  # (then ``tokens_by_id`` is patched by id)
             if shape.marker != ps.marker:
                 return False
             h.hist, h.shape = hist, shape
