@@ -720,8 +720,9 @@ def test_kind_changes_patch_the_users_and_images(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A message whose kind changes in place (a role typed), with images or without, and
-    one that also takes another's id: the shape's user and image positions and whether
-    the ids are unique, patched at the changed positions, equal those made from nothing."""
+    one that also takes another's id or a new one: the shape's user and image positions,
+    whether the ids are unique and the tokens by id, patched at the changed positions,
+    equal those made from nothing."""
     image = [{"type": "image_url", "image_url": {"url": "img"}}]
     messages: list[dict[str, Any]] = []
     for i in range(8):
@@ -745,7 +746,9 @@ def test_kind_changes_patch_the_users_and_images(
         k = rng.randrange(len(msgs) - 1)  # (the last user message stays where it is)
         role = Role.ASSISTANT if msgs[k].role is Role.USER else Role.USER
         msgs[k] = dataclasses.replace(msgs[k], role=role)
-        if step % 5 == 4:  # the id of another message as well
+        if step % 7 == 6:  # a new id as well (the ids unique until step 30)
+            msgs[k] = dataclasses.replace(msgs[k], id=f"{msgs[k].id}-{step}")
+        elif step >= 30 and step % 5 == 4:  # the id of another message as well
             msgs[k] = dataclasses.replace(msgs[k], id=msgs[rng.randrange(len(msgs))].id)
         conv = dataclasses.replace(conv, message_data=tuple(msgs))
         fresh_cache = AssemblyCache()
