@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import dataclasses
 import itertools
 import json
 import operator
@@ -48,7 +49,7 @@ from assembly.model import (
     ToolCall,
 )
 from assembly.pairs import CallPairs, pair_tool_calls
-from assembly.seq import common_ends
+from assembly.seq import common_ends, differing
 from assembly.sourcemap import OffsetMap
 from assembly.syntax import SNode
 from assembly.text import TextRange, resolve
@@ -191,11 +192,24 @@ _LAST_TRAFFIC: list[tuple[ToolTraffic, _Traffic]] = []  # the last one only
 
 
 def _traffic(b: ToolTraffic) -> _Traffic:
-    """``b``'s traffic, made once for the three tool-call rules reading it."""
-    if _LAST_TRAFFIC and _LAST_TRAFFIC[0][0] is b:
-        return _LAST_TRAFFIC[0][1]
+    """``b``'s traffic, made once for the three tool-call rules reading it; from the last
+    one when the branch goes through the same messages and those replaced since keep
+    their roles and calls (a response's text or call id typed in)."""
+    last = _LAST_TRAFFIC[0] if _LAST_TRAFFIC else None
+    if last is not None and last[0] is b:
+        return last[1]
     order = b.order()
     on_branch = b.branch_data()
+    if last is not None and last[1].order == order:
+        was = last[1].on_branch
+        diff = differing(was, on_branch)
+        if len(diff) <= 8 and all(
+            on_branch[p].role is was[p].role and on_branch[p].tool_calls == was[p].tool_calls
+            for p in diff
+        ):
+            t = dataclasses.replace(last[1], order=order, on_branch=on_branch)
+            _LAST_TRAFFIC[:] = [(b, t)]
+            return t
     roles = list(map(_ROLE, on_branch))
     n = len(roles)
     tools = list(
