@@ -593,23 +593,25 @@ def _tool_traffic(
     goes through the same places: the same messages are then read, at the same indexes."""
     order = b.order()
     cache = src.cache
+    on: Sequence[int] | None = None
     if last is not None and src.changed is not None and not cache._moved:
         t, was, was_order, was_msgs = last
         if (
             was_msgs is cache._messages  # (``changed`` is since then)
             and was.callers is k.callers
             and was.tools is k.tools
-            and t.branch.record == b.record
-            and not any(map(_talks(k), src.changed))
             and was_order == order
         ):
-            kept = t if t.branch is b else dataclasses.replace(t, branch=b)
-            return kept, k, order, src.messages
+            if t.branch.record == b.record and not any(map(_talks(k), src.changed)):
+                kept = t if t.branch is b else dataclasses.replace(t, branch=b)
+                return kept, k, order, src.messages
+            on = t.on_branch  # the same messages make or answer calls, on the same branch
     # The messages that make or answer calls, found among a few indexes; then those of
     # the branch (in its order, a pass at C speed).
     data = b.data
-    talk = set(k.callers).union(k.tools)
-    on = list(filter(talk.__contains__, order))
+    if on is None:
+        talk = set(k.callers).union(k.tools)
+        on = list(filter(talk.__contains__, order))
     callers = k.callers
     answer = (
         b.record and bool(on) and on[-1] == order[-1] and data[order[-1]].role is ASSISTANT_ROLE
