@@ -17,10 +17,12 @@ import datetime as dt
 import itertools
 import json
 import random
+import re
 import typing
 from pathlib import Path
 
 import pytest
+import yaml
 
 from assembly.diagnostics import RULES, RuleCache
 from assembly.diagnostics.core import RuleContext
@@ -448,6 +450,24 @@ def _new_message(text: str) -> list[tuple[int, int, str]]:
     return [(at + a, at + a, typed[a:b]) for a, b in itertools.pairwise(cuts)]
 
 
+def _parent(text: str) -> list[tuple[int, int, str]]:
+    """A `parent` typed in a late message, naming an early one (the messages between
+    leave the branch), then removed."""
+    ids = re.findall(r'"id": "(m\d+)"', text)
+    at = text.index(f'"id": "{ids[len(ids) * 3 // 4]}"')
+    typed = f'"parent": "{ids[3]}", '
+    return [(at, at, typed), (at, at + len(typed), "")]
+
+
+def _token_count(text: str) -> list[tuple[int, int, str]]:
+    """A large `token_count` typed in a late message (the budget cut moves past the
+    messages before it, the history's ids unchanged), then removed."""
+    ids = re.findall(r'"id": "(m\d+)"', text)
+    at = text.index(f'"id": "{ids[len(ids) * 9 // 10]}"')
+    typed = '"token_count": 6000, '
+    return [(at, at, typed), (at, at + len(typed), "")]
+
+
 # Each structural edit kind the language server answers, as the speed benchmark types
 # them: ``[start, end)`` replacements applied in turn, found in the text they apply to.
 _EDIT_KINDS = {
@@ -461,6 +481,8 @@ _EDIT_KINDS = {
     "paste a message with a file, delete it": _paste_with_file,
     "type in the settings": _settings,
     "type a new message at the end": _new_message,
+    "type a parent, delete it": _parent,
+    "type a token count, delete it": _token_count,
 }
 
 
@@ -489,6 +511,25 @@ def test_cached_rules_equal_fresh_rules_after_each_structural_edit(
     # The edits reach the document rules and (the tight budget) the budget rules.
     assert "orphaned-tool-response" in seen, seen
     assert budget > 9000 or {"history-truncated", "compression-due"} <= seen, seen
+
+
+def test_the_file_rules_follow_the_cut_over_an_upload(tmp_path: Path) -> None:
+    """The budget cut moves over a message with an upload, the history's ids unchanged (a
+    token count typed): the upload leaves and re-enters the context, and the file rules'
+    findings follow it as a fresh analysis' do."""
+    fixture = ROOT / "tests/data/diagnostics/file-id-not-in-read-file-list/dropped-unlisted"
+    doc = yaml.safe_load(fixture.with_name(fixture.name + ".conv.yaml").read_text("utf-8"))
+    doc["messages"][0]["token_count"] = 30  # the upload's message kept
+    path = tmp_path / "doc.conv.json"
+    texts = []
+    for count in (5, 290, 5):  # the next message's count: the cut moves past the upload
+        doc["messages"][1]["token_count"] = count
+        texts.append(json.dumps(doc, indent=2))  # (re-read in place: the rest is kept)
+    host = AnalysisHost()
+    got = [_analysis(path, t, host).diagnostics for t in texts]  # (one document in turn)
+    assert got == [_analysis(path, t).diagnostics for t in texts]
+    codes = [sorted(d.code for d in ds) for ds in got]
+    assert codes[0] == codes[2] != codes[1]  # (the finding on the dropped upload comes and goes)
 
 
 def test_a_per_message_finding_moves_with_its_message(tmp_path: Path) -> None:

@@ -464,10 +464,15 @@ def file_traffic(b: Branch, cut: Cut, mentions: FileMentions, k: MessageKinds) -
     # The messages that inject a file or name one, found among a few indexes; then those
     # of the branch (in its order, a pass at C speed).
     data = b.data
-    either = set(k.carriers).union(mentions.named)
     order = b.order()
-    on = list(filter(either.__contains__, order))
     carriers = k.carriers
+    last = _LAST_ON[0] if _LAST_ON else None
+    if last is not None and last[0] is carriers and last[1] == mentions.named and last[2] == order:
+        on = last[3]  # the same messages inject or name files, on the same branch
+    else:
+        either = set(carriers).union(mentions.named)
+        on = list(filter(either.__contains__, order))
+        _LAST_ON[:] = [(carriers, mentions.named, order, on)]
     of = mentions.of_message
     named_on = list(map(of.__getitem__, on))
     of_message = dict(
@@ -476,10 +481,22 @@ def file_traffic(b: Branch, cut: Cut, mentions: FileMentions, k: MessageKinds) -
         )
     )
     live: frozenset[str] = frozenset()
-    if cut.assembled:  # the carriers' ids in the history, less those the cut dropped
-        names = {n for i in carriers for n in _carrier_ids(data[i])}
-        live = frozenset(names.intersection(cut.history).difference(cut.dropped))
     stored = (*map(data.__getitem__, on), *map(data.__getitem__, carriers))
+    if cut.assembled:  # the carriers' ids in the history, less those the cut dropped
+        held = stored[len(on) :]
+        was = _LAST_LIVE[0] if _LAST_LIVE else None
+        if (
+            was is not None
+            and len(was[0]) == len(held)
+            and all(map(operator.is_, was[0], held))
+            and was[1] == cut.history
+            and was[2] == cut.dropped
+        ):
+            live = was[3]  # the same carriers, the same history and cut
+        else:
+            names = {n for m in held for n in _carrier_ids(m)}
+            live = frozenset(names.intersection(cut.history).difference(cut.dropped))
+            _LAST_LIVE[:] = [(held, cut.history, cut.dropped, live)]
     return FileTraffic(
         b,
         tuple(on),
@@ -491,6 +508,12 @@ def file_traffic(b: Branch, cut: Cut, mentions: FileMentions, k: MessageKinds) -
         cut.project_listed,
         stored,
     )
+
+
+# The last ``file_traffic``'s carriers, named messages and branch, and those of them on it;
+# its carriers' messages, the history and the ids the cut dropped, and the carriers' live ids.
+_LAST_ON: list[tuple[tuple[int, ...], tuple[int, ...], list[int], list[int]]] = []
+_LAST_LIVE: list[tuple[tuple[Message, ...], tuple[str, ...], tuple[str, ...], frozenset[str]]] = []
 
 
 def _carrier_ids(m: Message) -> Iterator[str]:
