@@ -52,12 +52,13 @@ def test_edits_compose_into_one_that_covers_them_all(case: tuple[str, list]) -> 
     assert total.fits(len(text), len(current))
     assert text[: total.start] == current[: total.start]
     assert text[total.old_end :] == current[total.new_end :]
-    # Every step that changes something starts inside the composition, unless the steps
-    # undo each other (then an empty edit anywhere is the composition).
+    # Nothing before the first step that changes something is in the composition (it may
+    # start later: where later steps undo an earlier one, as a text typed and deleted
+    # before another deletion); when the steps undo each other, an empty edit anywhere is.
     changing = [start for start, end, new in steps if end > start or new]
     empty = total.start == total.old_end == total.new_end
     if changing and not (empty and text == current):
-        assert total.start <= min(changing)
+        assert total.start >= min(changing)
     else:
         assert total.start == total.old_end == total.new_end  # no change
 
