@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from assembly.assemble import Assembly, LlmMessage
@@ -239,7 +239,7 @@ def truncation(src: Source, kinds: MessageKinds) -> Truncation:
     k = len(a.dropped)
     dropped = a.history[:k]  # the cut drops the oldest: ``Assembly.dropped``
     places = _history_places(src, a, conv)
-    first_kept = _first_sent(conv, a, a.dropped, places)
+    first_kept = _first_sent(conv, a, places)
     # The places depend on where each dropped model message comes from and how it is
     # named (``_HistoryPlaces``), not on contents, ids or tool calls: typing in a
     # message, in an id or in a tool-call id keeps them.
@@ -607,12 +607,12 @@ def _uploads(
             yield m.file_id, src.filename or m.file_id, i, None
 
 
-def _first_sent(
-    conv: Conversation, a: Assembly, dropped: Collection[str], places: _HistoryPlaces
-) -> int | None:
+def _first_sent(conv: Conversation, a: Assembly, places: _HistoryPlaces) -> int | None:
+    """The index of the oldest message sent: the first of the layout's entries in a sent
+    segment that comes from a message (the layout holds no position the cut dropped)."""
     for e in a.layout:
         src = e.message.source
-        if e.segment in SENT_SEGMENTS and src is not None and e.id not in dropped:
+        if e.segment in SENT_SEGMENTS and src is not None:
             # Most often one of the first model messages the cut keeps (the orphans
             # are left out): its place is known.
             h, k = a.history, len(a.dropped)
