@@ -257,6 +257,8 @@ del _name
 def same_messages(a: tuple[Message, ...], b: tuple[Message, ...]) -> bool:
     """Equal shapes of stored messages, comparing only the objects that are not the same
     (``seq.differing``)."""
+    if a is b:
+        return True  # (a value kept from the last run, seen in this version)
     if len(a) != len(b):
         return False
     return all(shape_key_of(a[i]) == shape_key_of(b[i]) for i in seq.differing(a, b))
