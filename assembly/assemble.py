@@ -860,6 +860,9 @@ class _History:
     # ``[lo, hi)`` patched since (None: made again since), for ``seq.note``.
     last_history: tuple[LlmMessage, ...] | None = None
     patched: tuple[int, int] | None = None
+    # The compression plan's positions and ids, summarized and kept, made from ``cand_pos``
+    # (while it is the same list, so are the candidates' ids) and the split and trigger.
+    plan_parts: tuple[list[int], tuple[int, bool], tuple[tuple[Any, ...], ...]] | None = None
 
 
 @dataclass(slots=True)
@@ -2999,8 +3002,15 @@ class _Pipeline:
             users = (j for j in range(first, k) if kinds[cand_pos[j]] == "user")
             before = (j for j in range(first - 1, -1, -1) if kinds[cand_pos[j]] == "user")
             split = next(users, None) or next(before, 0)
-        summarize_at = tuple(cand_pos[:split]) if triggered else ()
-        keep_at = tuple(cand_pos[split:]) if triggered else tuple(cand_pos)
+        made = h.plan_parts
+        if made is not None and made[0] is cand_pos and made[1] == (split, triggered):
+            summarize_at, keep_at, summarize, keep = made[2]  # (the same candidates and cut)
+        else:
+            summarize_at = tuple(cand_pos[:split]) if triggered else ()
+            keep_at = tuple(cand_pos[split:]) if triggered else tuple(cand_pos)
+            summarize = tuple(cand_ids[:split]) if triggered else ()
+            keep = tuple(cand_ids[split:]) if triggered else tuple(cand_ids)
+            h.plan_parts = (cand_pos, (split, triggered), (summarize_at, keep_at, summarize, keep))
         summarize_tokens = 0
         if triggered:  # the candidates' tokens less the kept ones' (the short end)
             kept = sum(map(stored.__getitem__, keep_at))
@@ -3015,8 +3025,8 @@ class _Pipeline:
             history_tokens=total,
             reserved_tokens=reserved,
             tokens_for_recent=for_recent,
-            summarize=tuple(cand_ids[:split]) if triggered else (),
-            keep=tuple(cand_ids[split:]) if triggered else tuple(cand_ids),
+            summarize=summarize,
+            keep=keep,
             progressive=summary is not None,
             request_of=request,
             summarize_tokens=summarize_tokens,
