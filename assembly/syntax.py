@@ -1081,20 +1081,25 @@ class JsonParser:
         return node
 
     def _trailing(self, what: str) -> None:
-        while True:
-            start = self.pos
-            p = self._skip()
-            if p >= self.end:
-                return
-            tok = self._lex(p)
-            self._take(tok)
-            message = f"unexpected content after the end of the {what}"
-            if what == "line" and "\r" in self.text[start:p]:
-                # A file saved with classic Mac line ends: one line to JSON Lines.
-                message += "; a lone carriage return (CR) does not end a JSON Lines line"
-            self._error(message, p, tok[3])
-            if tok[1] in _OPEN and tok[0] == _PUNCT:
-                self._skip_container()
+        """After the value of the document (or of a JSON Lines line): the first token left
+        is reported, and the rest of the text is not read, as a JSON reader stops at
+        "extra data": one finding, however much follows (a message list closed early by
+        an edit leaves the rest of a 10 MB conversation behind it, whose every value was
+        lexed and reported before)."""
+        start = self.pos
+        p = self._skip()
+        if p >= self.end:
+            return
+        tok = self._lex(p)
+        self._take(tok)
+        message = f"unexpected content after the end of the {what}"
+        if what == "line" and "\r" in self.text[start:p]:
+            # A file saved with classic Mac line ends: one line to JSON Lines.
+            message += "; a lone carriage return (CR) does not end a JSON Lines line"
+        self._error(message, p, tok[3])
+        # The text after it is not read; a token that reached a window's end leaves
+        # ``final`` false, and the document is read again from a larger window.
+        self.end = self.pos
 
     def parse_messages_from(
         self, depth: int, keys: set[str] | None, list_start: int, doc_start: int

@@ -190,3 +190,27 @@ def test_ranges_inside_messages_are_shared_values() -> None:
         holder = parse_json(doc, messages=True).root
         roles = [item.get("role").value for item in holder.items]  # type: ignore[union-attr]
         assert roles[0] is roles[1] is roles[2]
+
+
+def test_content_after_the_document_is_one_finding_and_is_not_read() -> None:
+    """A message list closed early (by a deletion from a message's text into a later
+    one's) leaves the rest of the conversation after the document: one finding at its
+    first token, however many values follow, and nothing after it is read (a bad string
+    there is no finding of its own); the windows, cut inside that first token too, agree."""
+    head = '{"messages": [{"role": "user", "content": "a"}]}'
+    rest = ', {"role": "user", "content": "b"}' * 40 + "]}"
+    bad = ', "tab\there", ]]'
+    for tail, first in (
+        (rest, ","),
+        (bad, ","),
+        (' "a long string that windows cut" , 1', '"a long string that windows cut"'),
+        (" nonsense{", "nonsense"),
+    ):
+        text = head + tail
+        parsed = parse_json(text, messages=True)
+        at = text.index(first, len(head))
+        assert [(e.message, e.range.start, e.range.end) for e in parsed.errors] == [
+            ("unexpected content after the end of the document", at, at + len(first))
+        ], tail
+        assert parsed.lex_errors == 0
+        assert_windows_agree(text)
