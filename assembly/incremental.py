@@ -67,7 +67,7 @@ from assembly.formats.detect import (
     top_marks,
 )
 from assembly.formats.yamldoc import reread_yaml
-from assembly.model import Conversation, DocFormat, Message
+from assembly.model import Conversation, DocFormat, Issue, Message, RejectedCall
 from assembly.reading import MarksMemo, read_parsed
 from assembly.rope import Rope, Text
 from assembly.syntax import (
@@ -598,7 +598,9 @@ def _reparse_list(
     # The items from ``k`` on read again, and the fields after the list (parsed again).
     n = len(holder.items)
     fields = None if root is holder else new_root
-    spliced = _read_items(prev, parsed, holder, new_holder, k, n, prev.length, delta, 0, fields)
+    spliced = _read_items(
+        prev, parsed, holder, new_holder, k, n, prev.length, delta, 0, fields, field_findings=True
+    )
     if spliced is not None:
         return spliced
     return _native(read_parsed(parsed, prev.format, prev.length + delta, prev))
@@ -626,14 +628,14 @@ def _read_items(
     ``field_findings``: what reading those fields finds is kept (a document object's: a
     whole read reports it after the syntax errors, before the messages' findings).
 
-    The document may have syntax errors (``parsed.errors``, the whole parse's), and the
-    items read again findings: a whole read reports the syntax errors first, then what
-    reading each message found, in order; when only the items read again found anything
-    (before and after: the count of the previous version's findings is that of its
-    replaced items' reads, every other message's reads adding none), those are the
-    findings. None when the rest of the list could read differently (another message's
-    finding, an unknown key, a duplicate id, a message that is read with its neighbours,
-    a message whose id is its place when the places move): ``read_parsed`` then reads the
+    The document may have syntax errors (``parsed.errors``, the whole parse's) and other
+    findings: a whole read reports the syntax errors first, then its fields' (an unknown
+    top-level key), then what reading each message found, in order. The fields' and the
+    other messages' findings are the previous version's (``_kept_findings``), those after
+    the edit moved; the items read again add theirs in between. None when the rest of the
+    list could read differently (a finding of the list as a whole: an unknown message
+    key, a duplicate id; a message that is read with its neighbours, a message whose id
+    is its place when the places move): ``read_parsed`` then reads the
     tree as a whole parse does."""
     n_old = len(holder.items)
     n_new = len(new_holder.items) - n_old + (r - k)
@@ -651,23 +653,22 @@ def _read_items(
         fields_read = _fields_of(prev.format, fields, prev.length + delta, field_findings)
         if fields_read is None:
             return None
-    # What the replaced items gave: each must be in the memo, and account for every
-    # finding (and rejected call) of the previous version besides its syntax errors.
-    # (Passes at C speed: a list ended may leave thousands of items.)
+    # What the replaced items gave: each must be in the memo; with the previous version's
+    # syntax errors, its fields' findings and those of the other items, it accounts for
+    # every finding (and rejected call). (Passes at C speed: a list ended may leave
+    # thousands of items.)
     old_nodes = holder.items[k:r]
     old_reads = list(map(reads_in.get, map(id, old_nodes)))
-    if not all(map(is_not, old_reads, repeat(None))):
-        return None
-    if not all(map(is_, map(_NODE, old_reads), old_nodes)):
-        return None
-    if any(map(_UNKNOWN, old_reads)):
+    if not _all_read(old_reads, old_nodes) or any(map(_UNKNOWN, old_reads)):
         return None
     syntax = Reader(prev.format, prev.length)
     syntax.report_syntax(ParsedData(None, prev.syntax[0]))
-    if len(prev.issues) - len(syntax.issues) != sum(map(len, map(_ISSUES, old_reads))):
+    kept = _kept_findings(prev, reads_in, holder.items, head, k, r, len(syntax.issues), old_reads)
+    if kept is None:
         return None
-    if len(prev.rejected_calls) != sum(map(len, map(_REJECTED, old_reads))):
-        return None
+    kept_fields, kept_before, kept_after = kept.fields, kept.before, kept.after
+    if fields is None:  # (else read again below)
+        kept_fields = [e if e.range.start < old_end else _moved(e, delta) for e in kept_fields]
     read = list(map(_MESSAGE, old_reads))
     old_msgs = list(compress(read, map(is_not, read, repeat(None))))
     dk = k - head  # no message is left out but among the replaced items
@@ -677,8 +678,9 @@ def _read_items(
     lb = prev.length + delta
     reader = Reader(prev.format, lb, reads_in)
     reader.report_syntax(parsed)
-    if fields_read is not None:
-        reader.issues.extend(fields_read.issues)
+    reader.issues.extend(fields_read.issues if fields_read is not None else kept_fields)
+    reader.issues.extend(kept_before)
+    reader.rejected_calls.extend(kept.rejected_before)
     items = new_holder.items[k : k + n_new]
     bases = new_holder.starts[k : k + n_new]
     msgs, msg_starts, msg_nodes = [], [], []
@@ -692,6 +694,10 @@ def _read_items(
         msgs = list(map(partial(_as_before, reader), msg_nodes, msgs, old_msgs))
     if reader.unknown_message_keys or not all_read_alone((*msgs, *old_msgs)):
         return None
+    reader.issues.extend(_moved(e, delta) for e in kept_after)
+    reader.rejected_calls.extend(
+        dataclasses.replace(c, range=c.range.shift(delta)) for c in kept.rejected_after
+    )
     new_ids = [m.id for m in msgs]
     # The ids kept are carried unless many went (a list ended): the next edit that needs
     # them makes them (``_ids``), once.
@@ -722,6 +728,8 @@ def _read_items(
         detected = told.detection
         if detected.format not in NATIVE:
             return None
+        if kept.fields and detected.format.value != prev.source_format:
+            return None  # the fields may read otherwise in the other format
     new_starts = None
     if len(msgs) == n_new:  # (every item read again a message)
         new_starts = _same_starts(holder.starts, prev.starts, new_holder.starts, head)
@@ -772,7 +780,7 @@ def _fields_of(
     """The document's fields as a whole read reads them from ``root`` (a document object,
     or JSON Lines' header lines), without the messages (reading the fields does not take
     them); None when reading them finds anything (a whole read reports it before the
-    messages' findings), unless ``findings`` (a document object only)."""
+    messages' findings), unless ``findings``."""
     if root.is_object:
         members = tuple(
             Member(m.key, m.key_range, SNode("array", m.value.range, items=(), starts=()))
@@ -782,7 +790,93 @@ def _fields_of(
         )
         root = SNode("object", root.range, members=members)
     conv = Reader(fmt, length).read(ParsedData(root))
-    return None if conv.issues and not (findings and root.is_object) else conv
+    return None if conv.issues and not findings else conv
+
+
+def _all_read(reads: list[Any], nodes: Sequence[SNode]) -> bool:
+    """Whether each node has its read in the memo (``reads``: looked up by ``id``)."""
+    return all(map(is_not, reads, repeat(None))) and all(map(is_, map(_NODE, reads), nodes))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Kept:
+    """The previous version's findings a splice keeps, in a whole read's order: after the
+    syntax errors, its fields' (an unknown top-level key: an SDK's field), then those of
+    the messages before the items read again, and after them (and their rejected calls)."""
+
+    fields: Sequence[Issue] = ()
+    before: Sequence[Issue] = ()
+    after: Sequence[Issue] = ()
+    rejected_before: Sequence[RejectedCall] = ()
+    rejected_after: Sequence[RejectedCall] = ()
+
+
+_NOTHING_KEPT = _Kept()
+
+
+def _kept_findings(
+    prev: Conversation,
+    reads: dict[int, Any],
+    items: Sequence[SNode],
+    head: int,
+    k: int,
+    r: int,
+    n_syntax: int,
+    replaced: list[Any],
+) -> _Kept | None:
+    """The findings of ``prev`` that are neither syntax errors nor those of its items
+    ``[k, r)`` (``replaced``: their reads; ``head``: JSON Lines' header lines, which come
+    first), split as a whole read orders them; None when some finding is of none of them
+    (one of the list as a whole: a repeated id, an unknown message key; a header line
+    after the messages)."""
+    issues, rejected = prev.issues, prev.rejected_calls
+    extra = len(issues) - n_syntax - sum(map(len, map(_ISSUES, replaced)))
+    n_rejected = sum(map(len, map(_REJECTED, replaced)))
+    if not extra and len(rejected) == n_rejected:
+        return _NOTHING_KEPT  # (most edits: no finding outside what is read again)
+    tree = prev.tree
+    if tree is None:
+        return None
+    fields: tuple[Issue, ...] = ()
+    if tree.is_object or head:
+        if tree.is_object:
+            read = _fields_of(prev.format, tree, prev.length, True)
+        else:  # (the header lines, read as a whole read reads them)
+            assert tree.starts is not None
+            lines = SNode("array", tree.range, items=items[:head], starts=tree.starts[:head])
+            read = _fields_of(prev.format, lines, prev.length, True)
+        if read is None:
+            return None
+        fields = read.issues
+        if tuple(issues[n_syntax : n_syntax + len(fields)]) != fields:
+            return None
+    if extra == len(fields) and len(rejected) == n_rejected:
+        return _Kept(fields)
+    before, after = items[head:k], items[r:]
+    reads_before = list(map(reads.get, map(id, before)))
+    reads_after = list(map(reads.get, map(id, after)))
+    if not (_all_read(reads_before, before) and _all_read(reads_after, after)):
+        return None
+    nb = sum(map(len, map(_ISSUES, reads_before)))
+    # (An unknown message key is one finding of the list, after the messages': counted
+    # here, it leaves the sums short.)
+    if extra != len(fields) + nb + sum(map(len, map(_ISSUES, reads_after))):
+        return None
+    rb = sum(map(len, map(_REJECTED, reads_before)))
+    if len(rejected) != rb + n_rejected + sum(map(len, map(_REJECTED, reads_after))):
+        return None
+    at = n_syntax + len(fields)
+    return _Kept(
+        fields,
+        issues[at : at + nb],
+        issues[at + nb + len(issues) - n_syntax - extra :],
+        rejected[:rb],
+        rejected[rb + n_rejected :],
+    )
+
+
+def _moved(issue: Issue, delta: int) -> Issue:
+    return dataclasses.replace(issue, range=issue.range.shift(delta))
 
 
 def _with_fields(conv: Conversation, fields: Conversation) -> Conversation:

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from assembly import incremental
 from assembly.host import AnalysisHost
 from assembly.incremental import common_prefix, common_suffix, reparse_conversation
 from assembly.model import Conversation, DocFormat
@@ -789,3 +790,70 @@ def test_a_byte_order_mark_an_editor_sends_is_read_as_whitespace(fmt: DocFormat,
         conv, text = (res if res is not None else full), new_text
         assert len(conv.messages) >= len(plain.messages) - 2
     assert incremental >= 3
+
+
+def test_a_deletion_into_an_attached_files_text_closes_the_list_and_undoes() -> None:
+    """Deleting from a message's text into the text of a file uploaded with it closes the
+    message list there: the rest of the document is one syntax error (not one per message
+    after it), the messages before it are read, and the undo reads them all again."""
+    messages = [{"id": f"u{i}", "role": "user", "content": f"question {i}"} for i in range(12)]
+    messages[5]["files"] = [{"file_id": "f1", "name": "notes.txt", "content": "file text"}]
+    text = json.dumps({"messages": messages}, indent=2)
+    a = text.index("question 5") + 3
+    b = text.index("file text") + 3
+    removed = text[a:b]
+    closed, back = _chain(text, [(a, b, ""), (a, a, removed)])[1:]
+    assert [m.id for m in closed.messages] == [f"u{i}" for i in range(6)]
+    assert [i.message for i in closed.issues] == [
+        "unexpected content after the end of the document"
+    ]
+    assert [m.id for m in back.messages] == [m["id"] for m in messages] and not back.issues
+
+
+def _found(conv: Conversation) -> list[tuple[str, int, int]]:
+    return [(i.message, i.range.start, i.range.end) for i in conv.issues]
+
+
+def test_findings_outside_an_edit_are_kept_by_the_splice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A document with findings of its own fields (unknown top-level keys, before and
+    after the list: an SDK's fields) and of messages before and after the edit (a file
+    without an id, a tool call without a function, rejected): edits between them splice
+    the items read again into the list, the other findings kept, those after the edit
+    moved, never a whole read (a 10 MB log with one such finding took 50 ms a keystroke
+    for one); every version equals a whole parse. A finding of the list as a whole (an
+    unknown key in a message) is still left to a whole read."""
+    doc = json.loads(_big_doc())
+    doc["messages"][9]["files"] = [{"name": "a.txt"}]  # a finding in a message
+    doc["messages"][61]["files"] = [{"name": "b.txt"}]
+    doc["messages"][4]["tool_calls"].append({"id": "call_x", "type": "function"})  # rejected
+    doc["messages"][88]["tool_calls"].append({"id": "call_y", "type": "function"})
+    text = json.dumps({"sdk_before": 1, **doc, "sdk_after": 2}, indent=2)
+    conv = parse_conversation(text, DocFormat.JSON)
+    assert len(conv.issues) == 6 and len(conv.rejected_calls) == 2
+
+    def whole(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("read whole")
+
+    at = text.index("question 20") + len("question")
+    a, b = text.index("question 21") + 3, text.index("question 23") + 3
+    new = '{"id": "n1", "role": "user", "content": "inserted"},\n    '
+    middle = text.index('"id": "u25"') - len("{\n      ") - (b - a)  # (after the deletion)
+    with monkeypatch.context() as m:
+        m.setattr(incremental, "read_parsed", whole)
+        chain = _chain(text, [(at, at, "x"), (at, at + 1, ""), (a, b, ""), (middle, middle, new)])
+    last = chain[-1]
+    assert len(last.issues) == 6 and len(last.rejected_calls) == 2
+    shift = len(new) - (b - a)
+    assert _found(last)[-1] == (_found(conv)[-1][0], *(p + shift for p in _found(conv)[-1][1:]))
+    # An unknown key typed into a message: the list's own finding, read whole.
+    at = text.index('"content": "question 27"')
+    after = _chain(text, [(at, at, '"extra": 1, ')])[-1]
+    assert any("extra" in i.message for i in after.issues)
+    # An edit elsewhere in that version: still whole (the list's finding may change).
+    typed = text[:at] + '"extra": 1, ' + text[at:]
+    at = typed.index("question 20") + len("question")
+    assert _chain(typed, [(at, at, "x")])[-1].issues[-1].message == after.issues[-1].message
+    with monkeypatch.context() as m:
+        m.setattr(incremental, "read_parsed", whole)
+        with pytest.raises(AssertionError, match="read whole"):
+            _chain(typed, [(at, at, "x")])

@@ -560,3 +560,30 @@ def test_edits_below_a_record_over_several_lines_and_a_broken_line_are_read_in_p
             conv = res
             lines = line_starts(text)
     assert edited == 10
+
+
+def test_findings_outside_the_edited_lines_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A header line with an unknown key (an SDK's field), message lines with findings
+    before and after the edit (a file without an id, a rejected tool call): typing and
+    deleting between them read only the lines touched, the other findings kept (those
+    below moved); equal to whole reads (``check``)."""
+    lines = [{"settings": {"model": "gpt-4o"}, "sdk": 1}]
+    for i in range(12):
+        lines.append({"id": f"m{i}", "role": "user", "content": f"question {i}"})
+    lines[2]["files"] = [{"name": "a.txt"}]
+    lines[11] |= {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function"}]}
+    text = "".join(json.dumps(line) + "\n" for line in lines)
+
+    def whole(*args: Any, **kwargs: Any) -> Conversation:
+        raise AssertionError("the whole tree was read again")
+
+    monkeypatch.setattr(incremental, "read_parsed", whole)
+    conv = parse_conversation(text, JSONL)
+    assert len(conv.issues) == 3 and len(conv.rejected_calls) == 1
+    at = text.index("question 6") + len("question")
+    a, b = text.index("question 7") + 3, text.index("question 8") + 3
+    for start, end, new in ((at, at, "xy"), (at, at + 2, ""), (a, b, "")):
+        new_text = text[:start] + new + text[end:]
+        res, _ = check(conv, text, new_text, (start, end, new))
+        assert res is not None and len(res.issues) == 3 and len(res.rejected_calls) == 1
+        conv, text = res, new_text
