@@ -80,6 +80,7 @@ from assembly.syntax import (
     SNode,
     SyntaxIssue,
     absolute,
+    parse_json,
     parse_jsonl,
     parse_messages,
 )
@@ -163,6 +164,8 @@ def reparse_conversation(
             res = _reparse_one(prev, new_text, fmt, p, old_end, lb - la)
         if res is None and fmt is DocFormat.JSON:
             res = _reparse_list(prev, new_text, p, old_end, new_end, lb - la)
+            if res is None:
+                res = _reparse_head(prev, prev_text, new_text, p, old_end, lb - la)
         elif res is None:
             res = _reparse_lines(prev, new_text, p, old_end, new_end, lb - la)
     if res is not None and res is not prev:
@@ -604,6 +607,104 @@ def _reparse_list(
     if spliced is not None:
         return spliced
     return _native(read_parsed(parsed, prev.format, prev.length + delta, prev))
+
+
+def _reparse_head(
+    prev: Conversation, prev_text: Text, new_text: Text, p: int, old_end: int, delta: int
+) -> Conversation | None:
+    """Any edit before the message list of a document object (a new top-level key typed,
+    its broken states included; a field's value when the document has findings): the
+    object is parsed again with the list's text left out (one item in its place), and the
+    list's node kept, moved. The list reads the same in both parses: the parser enters
+    its ``[`` in the same state (the value of the top-level object's ``messages``,
+    checked) and leaves at its ``]``; what it found inside is the previous version's, and
+    the errors before it and after it are told apart by the item's count of errors
+    before it. The previous version is parsed the same way first and must give back its
+    own errors around its list (else None). Then the fields are read again and the
+    messages kept (``_read_items``), or the tree is read as a whole read reads it."""
+    root = prev.tree
+    if root is None or not root.is_object or prev.syntax is None:
+        return None
+    where = [m.value for m in root.members if m.key == "messages"]
+    if len(where) != 1:
+        return None
+    holder = where[0]
+    if not holder.is_array or holder.starts is None or holder.error_counts is None:
+        return None
+    hs, he = holder.range.start, holder.range.end
+    if not old_end <= hs:
+        return None  # (an edit in the list or after it: ``_reparse_list``)
+    errors, tokens = prev.syntax
+    old = _without_list(prev_text, hs, he)
+    new = _without_list(new_text, hs + delta, he + delta)
+    if old is None or new is None:
+        return None
+    nb, na = len(old[1]), len(old[2])
+    inside = errors[nb : len(errors) - na]
+    if (*old[1], *inside, *old[2]) != errors or holder.error_counts[:1] not in ((), (nb,)):
+        return None
+    if any(not hs <= e.range.start < he for e in inside):
+        return None
+    total = tokens + new[0].tokens - old[0].tokens
+    if total >= MAX_JSON_TOKENS:
+        return None
+    moved = SNode(
+        "array",
+        holder.range.shift(delta),
+        items=holder.items,
+        starts=_moved_starts(holder.starts, 0, delta),
+        error_counts=tuple(c + len(new[1]) - nb for c in holder.error_counts),
+    )
+    new_root = _with_list(new[0].root, moved, he - hs - 3)
+    found = (*new[1], *(_moved_issue(e, delta) for e in inside), *new[2])
+    parsed = ParsedData(new_root, found, tokens=total)
+    spliced = _read_items(
+        prev, parsed, holder, moved, 0, 0, hs, delta, 0, new_root, field_findings=True
+    )
+    if spliced is not None:
+        return spliced
+    return _native(read_parsed(parsed, prev.format, prev.length + delta, prev))
+
+
+def _without_list(
+    text: Text, start: int, end: int
+) -> tuple[ParsedData, tuple[SyntaxIssue, ...], tuple[SyntaxIssue, ...]] | None:
+    """The parse of ``text`` with its message list (at ``[start, end)``) written ``[0]``,
+    and its syntax errors found before the list and after it (moved into ``text``); None
+    unless that ``[0]`` is the value of the top-level object's only ``messages``, and no
+    error is in it or spans it."""
+    parsed = parse_json(text[0:start] + "[0]" + text[end : len(text)], messages=True)
+    root = parsed.root
+    if root is None or not root.is_object or parsed.lex_errors:
+        return None
+    found = [m.value for m in root.members if m.key == "messages"]
+    if len(found) != 1 or found[0].range != TextRange(start, start + 3):
+        return None
+    counts = found[0].error_counts
+    if not counts or len(found[0].items) != 1:
+        return None
+    shift, errors = end - start - 3, parsed.errors
+    if any(e.range.end > start and e.range.start < start + 3 for e in errors):
+        return None
+    after = tuple(
+        e if e.range.end <= start else _moved_issue(e, shift) for e in errors[counts[0] :]
+    )
+    return parsed, errors[: counts[0]], after
+
+
+def _with_list(root: SNode, holder: SNode, shift: int) -> SNode:
+    """``root`` (parsed with ``[0]`` for its message list) with ``holder`` in its place,
+    what follows it moved by ``shift`` (the list's length less 3)."""
+    at = holder.range.start
+    members = tuple(
+        Member(m.key, m.key_range, holder)
+        if m.key == "messages"
+        else m
+        if m.key_range.start < at
+        else Member(m.key, m.key_range.shift(shift), _shift_node(m.value, shift))
+        for m in root.members
+    )
+    return SNode("object", TextRange(root.range.start, root.range.end + shift), members=members)
 
 
 def _read_items(

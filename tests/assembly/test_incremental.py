@@ -339,9 +339,12 @@ def test_edits_beyond_one_message_are_read_from_the_first_changed_item() -> None
 def test_declines_what_it_cannot_do() -> None:
     text = _doc(DocFormat.JSON)
     prev = parse_conversation(text, DocFormat.JSON)
-    # An edit at the head of the document (before the message list); YAML.
-    assert reparse_conversation(prev, text, "\n" + text, DocFormat.JSON) is None
-    check_edit(text, "\n" + text, DocFormat.JSON)
+    # An edit at the head of the document that takes the message list into a value of
+    # its own (an array left open before it); YAML.
+    at = text.index("{") + 1
+    opened = text[:at] + '"x": [' + text[at:]
+    assert reparse_conversation(prev, text, opened, DocFormat.JSON) is None
+    check_edit(text, opened, DocFormat.JSON)
     assert reparse_conversation(prev, text, text + " ", DocFormat.YAML) is None
 
 
@@ -857,3 +860,47 @@ def test_findings_outside_an_edit_are_kept_by_the_splice(monkeypatch: pytest.Mon
         m.setattr(incremental, "read_parsed", whole)
         with pytest.raises(AssertionError, match="read whole"):
             _chain(typed, [(at, at, "x")])
+
+
+def test_a_top_level_key_typed_before_the_messages_keeps_the_list() -> None:
+    """A key typed character by character at the document's head (an SDK's field), in a
+    document without findings, with findings (its own unknown key, a message's), with a
+    field after the list, with an error after the list, and with the top-level object
+    left unclosed (its error reported after the list's, at the document's start): every
+    keystroke is re-read without the list being parsed again (its messages the same
+    objects), equal to a whole parse; only the states where an open bracket takes the list
+    into the new value (or just did) are declined (a 10 MB conversation was parsed whole
+    on every keystroke of the head: 1.6 s)."""
+    plain = _big_doc()
+    doc = json.loads(plain)
+    doc["messages"][5]["files"] = [{"name": "x"}]
+    end = plain.rindex("}")
+    broken = plain.replace('"question 7"', "tru")  # (an error inside the list)
+    variants = [
+        plain,
+        json.dumps({"zzz": 1, **doc}, indent=2),
+        json.dumps({**json.loads(plain), "tail_key": {"a": [1, 2]}}, indent=2),
+        plain[:end] + ', "tail": tru\n}',
+        broken[: broken.rindex("}")],
+    ]
+
+    def open_bracket(s: str) -> bool:
+        return s.count("{") > s.count("}") or s.count("[") > s.count("]")
+
+    typed = '\n  "sdk_field": {"a": [1, "x"]},'
+    for text in variants:
+        at = text.index("{") + 1
+        conv = parse_conversation(text, DocFormat.JSON)
+        for i, ch in enumerate(typed):
+            new_text = text[: at + i] + ch + text[at + i :]
+            res = reparse_conversation(conv, text, new_text, DocFormat.JSON)
+            full = parse_conversation(new_text, DocFormat.JSON)
+            swallowed = open_bracket(typed[: i + 1]) or open_bracket(typed[:i])
+            assert (res is None) == swallowed, (text[-20:], typed[: i + 1])
+            if res is not None:
+                assert normalise(res) == normalise(full)
+                assert res.syntax == full.syntax
+                kept = zip(conv.message_data, res.message_data, strict=True)
+                assert all(a is b for a, b in kept)
+            conv, text = res or full, new_text
+        assert conv.issues
