@@ -523,6 +523,38 @@ def _type_in_settings(text: str, fmt: str, n: int) -> list[Edit | None]:
     return res
 
 
+def _delete_into_file(text: str, fmt: str, n: int) -> list[Edit | None]:
+    """Delete from inside a message's content into the content of a file uploaded with it,
+    then put it back (JSON: the message list ends there, the rest of the document is
+    content after its end)."""
+    key, files = _content_key(fmt), ("\n  files:" if fmt == "yaml" else '"files": [')
+    res: list[Edit | None] = []
+    for k in range(max(1, n // 2)):
+        f = _middle(text, files, k)
+        a = text.rindex(key, 0, f) + len(key) + 2
+        b = text.index(key, f) + len(key) + 2
+        res.append((a, b, ""))
+        res.append((a, a, text[a:b]))
+    return res
+
+
+def _type_beside_a_finding(text: str, fmt: str, n: int) -> list[Edit | None]:
+    """An unknown key (an SDK's field) added to the document's head, typing in a message
+    while it is there (the whole read of the messages took every keystroke then), and the
+    key taken out again: a real log's finding outside the edit."""
+    if fmt == "yaml":
+        at, key = 0, "sdk_field: 1\n"
+    elif fmt == "jsonl":
+        at, key = 1, '"sdk_field": 1, '
+    else:
+        at, key = text.index("{") + 1, '\n  "sdk_field": 1,'
+    typed = _type_in_message(text, fmt, n)
+    moved: list[Edit | None] = [
+        (s + len(key), e + len(key), new) for s, e, new in (x for x in typed if x)
+    ]
+    return [(at, at, key), *moved, (at, at + len(key), "")]
+
+
 def _type_at_line_start(text: str, fmt: str, n: int) -> list[Edit | None]:
     """A ``-`` typed at the start of a message's line, then deleted (YAML: ``-- id: m5``
     becomes a top-level key and ends the list; JSON and JSON Lines: a syntax error)."""
@@ -545,6 +577,8 @@ _KINDS: list[tuple[str, Callable[[str, str, int], list[Edit | None]]]] = [
     ("type in a tool-call id", _type_in_tool_call_id),
     ("type in the settings (header)", _type_in_settings),
     ("type `-` at a message's line start, undo", _type_at_line_start),
+    ("delete into an uploaded file's text, undo", _delete_into_file),
+    ("type in a message, an SDK field at the head", _type_beside_a_finding),
 ]
 _DATASET_KINDS = [
     ("type in a message", _type_in_message),
