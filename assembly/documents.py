@@ -230,10 +230,11 @@ class Reader:
         self.rejected_calls: list[RejectedCall] = []
         # Unknown message keys, by key: reported once each, at the first place (a log whose
         # every message carries its framework's own field says so once, not per message).
-        # Each unknown key's places, unresolved: (its range, the offset it is placed at:
-        # ``_placed``). Resolving the range of a message the C scanner read finds every
-        # range of the message (a walk over its text); only a key's first place is shown.
-        self.unknown_message_keys: dict[str, list[tuple[Span, int]]] = {}
+        # Each unknown key's first place, unresolved (its range, the offset it is placed
+        # at: ``_placed``), and how many messages have it. Resolving the range of a message
+        # the C scanner read finds every range of the message (a walk over its text); only
+        # a key's first place is shown.
+        self.unknown_message_keys: dict[str, tuple[tuple[Span, int], int]] = {}
 
     def error(self, message: str, rng: Span, code: str = "schema-error") -> None:
         self.issues.append(Issue(code, message, resolve(rng, self.base)))
@@ -640,7 +641,7 @@ class Reader:
             (i, base, self.read_message(node, i, base))
             for i, (node, base) in enumerate(zip(nodes, bases, strict=True))
         ]
-        self._report_unknown_message_keys()
+        self.report_unknown_message_keys()
         written = {m.id for _, _, m in read if m is not None}
         res: list[tuple[Message, int]] = []
         seen: set[str] = set()
@@ -666,13 +667,19 @@ class Reader:
             res.append((msg, base))
         return self._pair_unnamed_responses(res)
 
-    def _report_unknown_message_keys(self) -> None:
-        for key, places in self.unknown_message_keys.items():
-            more = len(places) - 1
+    def unknown_key_at(self, key: str, place: tuple[Span, int]) -> None:
+        """Note a message's unknown key (its place: a range and the offset it is relative
+        to, resolved by ``_placed`` only when reported)."""
+        got = self.unknown_message_keys.get(key)
+        self.unknown_message_keys[key] = (place, 1) if got is None else (got[0], got[1] + 1)
+
+    def report_unknown_message_keys(self) -> None:
+        """One finding for each unknown message key, at its first place, after the
+        messages' own (``unknown_message_keys``, in document order)."""
+        for key, (first, count) in self.unknown_message_keys.items():
+            more = count - 1
             also = f" (and on {more:,} more message{'s' if more != 1 else ''})" if more else ""
-            self.unknown_key(
-                f"unknown message key `{key}`{also}: it is ignored", _placed(*places[0])
-            )
+            self.unknown_key(f"unknown message key `{key}`{also}: it is ignored", _placed(*first))
 
     def has_findings(self) -> bool:
         """Whether reading found anything to report (reported or still to be)."""
@@ -734,7 +741,7 @@ class Reader:
                     Issue(code, message, TextRange(base + start, base + end), severity)
                 )
             for key, key_range, delta in hit.unknown:
-                self.unknown_message_keys.setdefault(key, []).append((key_range, base + delta))
+                self.unknown_key_at(key, (key_range, base + delta))
             for call_id, start, end, why in hit.rejected:
                 rc = RejectedCall(call_id, TextRange(base + start, base + end), why)
                 self.rejected_calls.append(rc)
@@ -783,7 +790,7 @@ class Reader:
                     # Kept unresolved (``_placed``): only a key's first place is reported.
                     key_range = m.key_range
                     delta = self.base if isinstance(key_range, RelRange) else 0
-                    self.unknown_message_keys.setdefault(m.key, []).append((key_range, delta))
+                    self.unknown_key_at(m.key, (key_range, delta))
                     if self._log is not None:
                         self._log.append((m.key, key_range, delta - self.base))
         get = fields.get

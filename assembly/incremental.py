@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from functools import partial
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import attrgetter, is_, is_not, itemgetter
 from typing import Any
 
@@ -760,7 +761,7 @@ def _read_items(
     # thousands of items.)
     old_nodes = holder.items[k:r]
     old_reads = list(map(reads_in.get, map(id, old_nodes)))
-    if not _all_read(old_reads, old_nodes) or any(map(_UNKNOWN, old_reads)):
+    if not _all_read(old_reads, old_nodes):
         return None
     syntax = Reader(prev.format, prev.length)
     syntax.report_syntax(ParsedData(None, prev.syntax[0]))
@@ -793,12 +794,24 @@ def _read_items(
             msg_nodes.append(node)
     if len(msgs) == len(old_msgs):  # (in place of as many: each the one at its place)
         msgs = list(map(partial(_as_before, reader), msg_nodes, msgs, old_msgs))
-    if reader.unknown_message_keys or not all_read_alone((*msgs, *old_msgs)):
+    if not all_read_alone((*msgs, *old_msgs)):
         return None
     reader.issues.extend(_moved(e, delta) for e in kept_after)
     reader.rejected_calls.extend(
         dataclasses.replace(c, range=c.range.shift(delta)) for c in kept.rejected_after
     )
+    before_keys, after_keys = kept.unknown_before or {}, kept.unknown_after or {}
+    if before_keys or reader.unknown_message_keys or after_keys:
+        # The unknown message keys, each at its first place with the count of its places,
+        # as a whole read reports them after the messages' findings.
+        merged = dict(before_keys)
+        for key, (first, n) in reader.unknown_message_keys.items():
+            merged[key] = (merged[key][0], merged[key][1] + n) if key in merged else (first, n)
+        for key, ((rng, d), n) in after_keys.items():
+            got = merged.get(key)
+            merged[key] = ((rng, d + delta), n) if got is None else (got[0], got[1] + n)
+        reader.unknown_message_keys = merged
+        reader.report_unknown_message_keys()
     new_ids = [m.id for m in msgs]
     # The ids kept are carried unless many went (a list ended): the next edit that needs
     # them makes them (``_ids``), once.
@@ -903,13 +916,17 @@ def _all_read(reads: list[Any], nodes: Sequence[SNode]) -> bool:
 class _Kept:
     """The previous version's findings a splice keeps, in a whole read's order: after the
     syntax errors, its fields' (an unknown top-level key: an SDK's field), then those of
-    the messages before the items read again, and after them (and their rejected calls)."""
+    the messages before the items read again, and after them (and their rejected calls),
+    and the places of the unknown message keys (whose findings come after all those)."""
 
     fields: Sequence[Issue] = ()
     before: Sequence[Issue] = ()
     after: Sequence[Issue] = ()
     rejected_before: Sequence[RejectedCall] = ()
     rejected_after: Sequence[RejectedCall] = ()
+    # The unknown message keys' places before the items read again, and after them.
+    unknown_before: Mapping[str, tuple[Any, int]] | None = None
+    unknown_after: Mapping[str, tuple[Any, int]] | None = None
 
 
 _NOTHING_KEPT = _Kept()
@@ -958,22 +975,65 @@ def _kept_findings(
     reads_after = list(map(reads.get, map(id, after)))
     if not (_all_read(reads_before, before) and _all_read(reads_after, after)):
         return None
-    nb = sum(map(len, map(_ISSUES, reads_before)))
-    # (An unknown message key is one finding of the list, after the messages': counted
-    # here, it leaves the sums short.)
-    if extra != len(fields) + nb + sum(map(len, map(_ISSUES, reads_after))):
+    starts = tree.starts if not tree.is_object else _list_starts(tree)
+    if starts is None:
         return None
+    unknown_before = _unknown_places(reads_before, starts[head:k])
+    unknown_after = _unknown_places(reads_after, starts[r:])
+    nb = sum(map(len, map(_ISSUES, reads_before)))
+    na = sum(map(len, map(_ISSUES, reads_after)))
+    keys = set(unknown_before).union(unknown_after, *(map(_FIRST, x.unknown) for x in replaced))
+    if extra != len(fields) + nb + na + len(keys):
+        return None  # (a repeated id: a finding of the list)
     rb = sum(map(len, map(_REJECTED, reads_before)))
     if len(rejected) != rb + n_rejected + sum(map(len, map(_REJECTED, reads_after))):
         return None
     at = n_syntax + len(fields)
+    tail = at + nb + len(issues) - n_syntax - extra + na  # (the unknown keys' findings)
+    if keys:
+        # They are as a whole read reports them (else None: they are not what they seem).
+        every = dict(unknown_before)
+        for part in (_unknown_places(replaced, starts[k:r]), unknown_after):
+            for key, (first, n) in part.items():
+                got = every.get(key)
+                every[key] = (first, n) if got is None else (got[0], got[1] + n)
+        check = Reader(prev.format, prev.length)
+        check.unknown_message_keys = every
+        check.report_unknown_message_keys()
+        if tuple(check.issues) != issues[tail:]:
+            return None
     return _Kept(
         fields,
         issues[at : at + nb],
-        issues[at + nb + len(issues) - n_syntax - extra :],
+        issues[at + nb + len(issues) - n_syntax - extra : tail],
         rejected[:rb],
         rejected[rb + n_rejected :],
+        unknown_before,
+        unknown_after,
     )
+
+
+def _list_starts(root: SNode) -> tuple[int, ...] | None:
+    """Where the items of a document object's message list start."""
+    holder = root.get("messages")
+    return None if holder is None else holder.starts
+
+
+def _unknown_places(reads: Sequence[Any], starts: Sequence[int]) -> dict[str, tuple[Any, int]]:
+    """The unknown keys of the messages ``reads`` read (at ``starts``), in document order:
+    each key's first place and how many of them have it (``Reader.unknown_message_keys``).
+    (Counted at C speed: a log may carry its framework's own key on every message.)"""
+    counts = Counter(map(_FIRST, chain.from_iterable(map(_UNKNOWN, reads))))
+    if not counts:
+        return {}
+    first: dict[str, Any] = {}
+    for read, base in zip(reads, starts, strict=False):
+        for key, rng, d in read.unknown:
+            if key not in first:
+                first[key] = (rng, base + d)
+        if len(first) == len(counts):
+            break
+    return {key: (first[key], n) for key, n in counts.items()}
 
 
 def _moved(issue: Issue, delta: int) -> Issue:

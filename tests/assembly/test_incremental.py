@@ -848,18 +848,46 @@ def test_findings_outside_an_edit_are_kept_by_the_splice(monkeypatch: pytest.Mon
     assert len(last.issues) == 6 and len(last.rejected_calls) == 2
     shift = len(new) - (b - a)
     assert _found(last)[-1] == (_found(conv)[-1][0], *(p + shift for p in _found(conv)[-1][1:]))
-    # An unknown key typed into a message: the list's own finding, read whole.
-    at = text.index('"content": "question 27"')
-    after = _chain(text, [(at, at, '"extra": 1, ')])[-1]
-    assert any("extra" in i.message for i in after.issues)
-    # An edit elsewhere in that version: still whole (the list's finding may change).
-    typed = text[:at] + '"extra": 1, ' + text[at:]
-    at = typed.index("question 20") + len("question")
-    assert _chain(typed, [(at, at, "x")])[-1].issues[-1].message == after.issues[-1].message
+    # Unknown message keys (a framework's own field, as SWE-agent's `thought`): one
+    # finding each, after the messages', at the key's first place with a count of the
+    # others. Typed into messages before, inside and after an edit, and the edits made
+    # before the first place, across it and after it: spliced, equal to whole parses.
+    keyed = text
+    for n in (27, 12, 3):
+        at = keyed.index(f'"content": "question {n}"')
+        keyed = keyed[:at] + '"thought": "t", ' + keyed[at:]
+    at = keyed.index('"content": "question 20"')
+    a, b = keyed.index("question 11") + 3, keyed.index("question 13") + 3
+    first = keyed.index('"content": "question 3"')
+    early = keyed.index('"question 1"') + 3
     with monkeypatch.context() as m:
         m.setattr(incremental, "read_parsed", whole)
-        with pytest.raises(AssertionError, match="read whole"):
-            _chain(typed, [(at, at, "x")])
+        chain = _chain(
+            keyed,
+            [
+                (at, at, '"thought": "u", '),  # a place more
+                (at, at + len('"thought": "u", '), ""),
+                (a, b, ""),  # across a place: one fewer
+                (first, first, '"plan": 1, '),  # a second key
+                (early, early, "x"),  # before every place: all move
+            ],
+        )
+    said = [[i.message for i in c.issues if "thought" in i.message] for c in chain]
+    assert said[0] == ["unknown message key `thought` (and on 2 more messages): it is ignored"]
+    assert said[1][0].startswith("unknown message key `thought` (and on 3 more")
+    assert said[3][0].startswith("unknown message key `thought` (and on 1 more")
+    assert any("`plan`" in i.message for i in chain[-1].issues)
+    # A repeated id, a finding of the list as a whole, made or already there: read whole
+    # (with unknown keys and without).
+    for doc_text in (keyed, text):
+        at = doc_text.index('"id": "u25"') + len('"id": "u')
+        repeated = doc_text[:at] + "24" + doc_text[at + 2 :]
+        typing = repeated.index("question 20") + 3
+        for before, edit in ((doc_text, (at, at + 2, "24")), (repeated, (typing, typing, "x"))):
+            with monkeypatch.context() as m:
+                m.setattr(incremental, "read_parsed", whole)
+                with pytest.raises(AssertionError, match="read whole"):
+                    _chain(before, [edit])
 
 
 def test_a_top_level_key_typed_before_the_messages_keeps_the_list() -> None:
