@@ -406,7 +406,9 @@ def _lines_spliced(
         # Header lines edited, read again alone (as a whole read reads them, first).
         assert new_root.starts is not None
         lines = SNode("array", TextRange(0, lb), items=items[:head], starts=new_root.starts[:head])
-        spliced = _read_items(prev, parsed, root, new_root, head, head, first, delta, head, lines)
+        spliced = _read_items(
+            prev, parsed, root, new_root, head, head, first, delta, head, lines, field_findings=True
+        )
     else:
         spliced = None
     if spliced is not None:
@@ -727,8 +729,8 @@ def _read_items(
     header lines before the first message line (the same number before and after);
     ``fields``: a tree to read the document's fields again from when the edit may have
     changed them (the new root, or JSON Lines' header lines; ``_fields_of``);
-    ``field_findings``: what reading those fields finds is kept (a document object's: a
-    whole read reports it after the syntax errors, before the messages' findings).
+    ``field_findings``: what reading those fields finds is kept (a whole read reports it
+    after the syntax errors, before the messages' findings).
 
     The document may have syntax errors (``parsed.errors``, the whole parse's) and other
     findings: a whole read reports the syntax errors first, then its fields' (an unknown

@@ -566,7 +566,8 @@ def test_findings_outside_the_edited_lines_are_kept(monkeypatch: pytest.MonkeyPa
     """A header line with an unknown key (an SDK's field), message lines with findings
     before and after the edit (a file without an id, a rejected tool call): typing and
     deleting between them read only the lines touched, the other findings kept (those
-    below moved); equal to whole reads (``check``)."""
+    below moved), and a key typed into the header line reads only that line again (its
+    findings with it); equal to whole reads (``check``)."""
     lines = [{"settings": {"model": "gpt-4o"}, "sdk": 1}]
     for i in range(12):
         lines.append({"id": f"m{i}", "role": "user", "content": f"question {i}"})
@@ -582,8 +583,11 @@ def test_findings_outside_the_edited_lines_are_kept(monkeypatch: pytest.MonkeyPa
     assert len(conv.issues) == 3 and len(conv.rejected_calls) == 1
     at = text.index("question 6") + len("question")
     a, b = text.index("question 7") + 3, text.index("question 8") + 3
-    for start, end, new in ((at, at, "xy"), (at, at + 2, ""), (a, b, "")):
+    key = text.index('"sdk"')
+    edits = ((at, at, "xy"), (at, at + 2, ""), (a, b, ""), (key, key, '"sdk2": 2, '))
+    for start, end, new in edits:
         new_text = text[:start] + new + text[end:]
         res, _ = check(conv, text, new_text, (start, end, new))
-        assert res is not None and len(res.issues) == 3 and len(res.rejected_calls) == 1
+        assert res is not None and len(res.rejected_calls) == 1
         conv, text = res, new_text
+    assert len(conv.issues) == 4  # (the header line's second unknown key)
