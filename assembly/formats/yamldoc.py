@@ -1128,6 +1128,25 @@ def _half_typed(
     return ParsedData(new_root, (shifted,))
 
 
+def _members_deleted(prev: Conversation, i0: int, j: int, delta: int) -> ParsedData | None:
+    """Top-level members ``[i0, j)`` deleted whole (their lines, from a key at column 0 to
+    the next one), nothing in their place: the others kept, those after moved."""
+    root = prev.tree
+    assert root is not None and prev.syntax is not None
+    members = root.members
+    kept = (
+        *members[:i0],
+        *(Member(m.key, m.key_range.shift(delta), _shifted(m.value, delta)) for m in members[j:]),
+    )
+    if not kept:
+        return None
+    tokens = prev.syntax[1] - sum(_values(members[i].value) for i in range(i0, j))
+    start = kept[0].key_range.start if i0 == 0 else root.range.start
+    return ParsedData(
+        SNode("object", TextRange(start, kept[-1].value.range.end), members=kept), (), tokens=tokens
+    )
+
+
 def _reparse_members(
     prev: Conversation,
     prev_text: Text,
@@ -1153,6 +1172,8 @@ def _reparse_members(
         if at != prev.length and at > 0 and prev_text[at - 1] != "\n":
             return None  # not a key at column 0
     we = end + delta
+    if we == ws and prev.syntax is not None and not prev.syntax[0]:
+        return _members_deleted(prev, i0, j, delta)
     if we < len(new_text) and (we <= ws or new_text[we - 1] != "\n"):
         return None
     window = new_text[ws:we]

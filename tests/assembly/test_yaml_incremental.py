@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -838,3 +839,21 @@ def test_a_tag_or_anchor_before_a_key_then_edited_equals_whole_reads() -> None:
             new_text = text[:start] + "&" + text[start + 1 :]
             res, _ = check(prev, text, new_text, (start, start + 1, "&"))
             assert res is not None  # read in pieces, and equal
+
+
+def test_top_level_members_deleted_whole_are_read_in_pieces() -> None:
+    """A top-level key added at the start (an SDK's field) and deleted again, and other
+    members' lines deleted whole (the first, one in the middle, the last): the others
+    kept, equal to whole reads (at 10 MB the deletion parsed the whole document: 2.1 s)."""
+    text = _bench_like()
+    key = "sdk_field: 1\n"
+    _chain(text, [(0, 0, key), (0, len(key), "")])
+    starts = [m.start() for m in re.finditer(r"^[a-z_]+:", text, re.MULTILINE)]
+    lines = re.findall(r"^([a-z_]+):", text, re.MULTILINE)
+    assert "messages" in lines and len(starts) >= 3
+    for i, name in enumerate(lines):
+        if name == "messages":
+            continue
+        end = starts[i + 1] if i + 1 < len(starts) else len(text)
+        gone = _chain(text, [(starts[i], end, "")])[-1]
+        assert len(gone.message_data) == len(parse_conversation(text, YAML).message_data)
