@@ -736,11 +736,12 @@ def _read_items(
     findings: a whole read reports the syntax errors first, then its fields' (an unknown
     top-level key), then what reading each message found, in order. The fields' and the
     other messages' findings are the previous version's (``_kept_findings``), those after
-    the edit moved; the items read again add theirs in between. None when the rest of the
-    list could read differently (a finding of the list as a whole: an unknown message
-    key, a duplicate id; a message that is read with its neighbours, a message whose id
-    is its place when the places move): ``read_parsed`` then reads the
-    tree as a whole parse does."""
+    the edit moved; the items read again add theirs in between, and the unknown message
+    keys' findings (one a key, after all those) are made again from the kept and the new
+    places. None when the rest of the list could read differently (a duplicate id, a
+    finding of the list as a whole; a message that is read with its neighbours, a message
+    whose id is its place when the places move): ``read_parsed`` then reads the tree as a
+    whole parse does."""
     n_old = len(holder.items)
     n_new = len(new_holder.items) - n_old + (r - k)
     data = prev.message_data
@@ -947,8 +948,7 @@ def _kept_findings(
     """The findings of ``prev`` that are neither syntax errors nor those of its items
     ``[k, r)`` (``replaced``: their reads; ``head``: JSON Lines' header lines, which come
     first), split as a whole read orders them; None when some finding is of none of them
-    (one of the list as a whole: a repeated id, an unknown message key; a header line
-    after the messages)."""
+    (one of the list as a whole: a repeated id; a header line after the messages)."""
     issues, rejected = prev.issues, prev.rejected_calls
     extra = len(issues) - n_syntax - sum(map(len, map(_ISSUES, replaced)))
     n_rejected = sum(map(len, map(_REJECTED, replaced)))
