@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_, is_not, itemgetter
@@ -803,17 +803,12 @@ def _read_items(
     reader.rejected_calls.extend(
         dataclasses.replace(c, range=c.range.shift(delta)) for c in kept.rejected_after
     )
-    before_keys, after_keys = kept.unknown_before or {}, kept.unknown_after or {}
-    if before_keys or reader.unknown_message_keys or after_keys:
-        # The unknown message keys, each at its first place with the count of its places,
-        # as a whole read reports them after the messages' findings.
-        merged = dict(before_keys)
-        for key, (first, n) in reader.unknown_message_keys.items():
-            merged[key] = (merged[key][0], merged[key][1] + n) if key in merged else (first, n)
-        for key, ((rng, d), n) in after_keys.items():
-            got = merged.get(key)
-            merged[key] = ((rng, d + delta), n) if got is None else (got[0], got[1] + n)
-        reader.unknown_message_keys = merged
+    if kept.unknown_before or reader.unknown_message_keys or kept.unknown_after:
+        # The unknown message keys, as a whole read reports them after the messages' findings.
+        after_keys = {k: ((rng, d + delta), n) for k, ((rng, d), n) in kept.unknown_after.items()}
+        reader.unknown_message_keys = _merged_keys(
+            (kept.unknown_before, reader.unknown_message_keys, after_keys)
+        )
         reader.report_unknown_message_keys()
     new_ids = [m.id for m in msgs]
     # The ids kept are carried unless many went (a list ended): the next edit that needs
@@ -928,8 +923,8 @@ class _Kept:
     rejected_before: Sequence[RejectedCall] = ()
     rejected_after: Sequence[RejectedCall] = ()
     # The unknown message keys' places before the items read again, and after them.
-    unknown_before: Mapping[str, tuple[Any, int]] | None = None
-    unknown_after: Mapping[str, tuple[Any, int]] | None = None
+    unknown_before: Mapping[str, tuple[Any, int]] = dataclasses.field(default_factory=dict)
+    unknown_after: Mapping[str, tuple[Any, int]] = dataclasses.field(default_factory=dict)
 
 
 _NOTHING_KEPT = _Kept()
@@ -982,23 +977,19 @@ def _kept_findings(
         return None
     unknown_before = _unknown_places(reads_before, starts[head:k])
     unknown_after = _unknown_places(reads_after, starts[r:])
+    every = _merged_keys((unknown_before, _unknown_places(replaced, starts[k:r]), unknown_after))
     nb = sum(map(len, map(_ISSUES, reads_before)))
     na = sum(map(len, map(_ISSUES, reads_after)))
-    keys = set(unknown_before).union(unknown_after, *(map(_FIRST, x.unknown) for x in replaced))
-    if extra != len(fields) + nb + na + len(keys):
+    if extra != len(fields) + nb + na + len(every):
         return None  # (a repeated id: a finding of the list)
     rb = sum(map(len, map(_REJECTED, reads_before)))
     if len(rejected) != rb + n_rejected + sum(map(len, map(_REJECTED, reads_after))):
         return None
     at = n_syntax + len(fields)
-    tail = at + nb + len(issues) - n_syntax - extra + na  # (the unknown keys' findings)
-    if keys:
+    nr = len(issues) - n_syntax - extra  # (the findings of the items read again)
+    tail = at + nb + nr + na  # (then the unknown keys' findings)
+    if every:
         # They are as a whole read reports them (else None: they are not what they seem).
-        every = dict(unknown_before)
-        for part in (_unknown_places(replaced, starts[k:r]), unknown_after):
-            for key, (first, n) in part.items():
-                got = every.get(key)
-                every[key] = (first, n) if got is None else (got[0], got[1] + n)
         check = Reader(prev.format, prev.length)
         check.unknown_message_keys = every
         check.report_unknown_message_keys()
@@ -1007,7 +998,7 @@ def _kept_findings(
     return _Kept(
         fields,
         issues[at : at + nb],
-        issues[at + nb + len(issues) - n_syntax - extra : tail],
+        issues[at + nb + nr : tail],
         rejected[:rb],
         rejected[rb + n_rejected :],
         unknown_before,
@@ -1019,6 +1010,18 @@ def _list_starts(root: SNode) -> tuple[int, ...] | None:
     """Where the items of a document object's message list start."""
     holder = root.get("messages")
     return None if holder is None else holder.starts
+
+
+def _merged_keys(parts: Iterable[Mapping[str, tuple[Any, int]]]) -> dict[str, tuple[Any, int]]:
+    """The unknown message keys of consecutive runs of messages (each as
+    ``Reader.unknown_message_keys``), in document order: each key's first place and its
+    count over all of them."""
+    res: dict[str, tuple[Any, int]] = {}
+    for part in parts:
+        for key, (first, n) in part.items():
+            got = res.get(key)
+            res[key] = (first, n) if got is None else (got[0], got[1] + n)
+    return res
 
 
 def _unknown_places(reads: Sequence[Any], starts: Sequence[int]) -> dict[str, tuple[Any, int]]:
