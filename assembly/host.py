@@ -92,6 +92,15 @@ class Edit:
         """No change to a text of ``length`` code points."""
         return Edit(length, length, length)
 
+    @property
+    def triple(self) -> tuple[int, int, int]:
+        return self.start, self.old_end, self.new_end
+
+    @property
+    def small(self) -> bool:
+        """Whether both sides of the edit are short enough to read again on a keystroke."""
+        return max(self.old_end, self.new_end) - self.start <= _SMALL
+
     def fits(self, old_length: int, new_length: int) -> bool:
         """Whether this can be the edit from a text of ``old_length`` to one of ``new_length``."""
         return (
@@ -115,6 +124,48 @@ class Edit:
             end - (self.new_end - self.old_end),
             end + (later.new_end - later.old_end),
         )
+
+
+# An edit no longer than this (either side) is re-read from a cut version (``_Cut``), and
+# a re-read from the last version that would parse further past its edit is not made then.
+_SMALL = 1 << 16
+# An edit that leaves this many fewer messages than the version before it cut the list.
+_CUT_MESSAGES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """A version whose message list the next edits cut short, kept while they stay small.
+
+    An edit that ends the message list early (a deletion from one message's text into a
+    file's, a bracket typed or taken out) leaves the messages after it in the text, but as
+    content the parse does not read. The edit that brings them back (most often its undo)
+    would read them all again from the version before it, which no longer has them. So the
+    host keeps the version before the cut, ``conv`` of ``text``, and ``span``: every edit
+    since, as one (``Edit.then``). While ``span`` is small, a version that the last one
+    would read far for (``reparse_conversation``'s ``reach``) is re-read from this one
+    instead: only ``span`` is parsed again, and the messages that came back are the same
+    objects they were (the pipeline's memo set aside holds their conversions, ``assemble``'s
+    ``_generation``). Typing while the list is cut is re-read from the last version, as
+    any keystroke is.
+    """
+
+    conv: Conversation
+    text: str | Rope
+    span: Edit
+
+    @staticmethod
+    def after(conv: Conversation, text: str | Rope, span: Edit, new: Conversation) -> _Cut | None:
+        """The cut to keep when ``span`` of ``text`` (read as ``conv``) gave ``new``: one
+        while ``new`` has many fewer messages than ``conv`` and the span is small."""
+        if (
+            span.small
+            and not conv.records
+            and not new.records
+            and len(new.message_data) + _CUT_MESSAGES <= len(conv.message_data)
+        ):
+            return _Cut(conv, text, span)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +324,7 @@ class AnalysisHost:
         self.assemble_cache = AssemblyCache()  # the ``assemble`` stage's
         self.rule_cache = RuleCache()  # the rule engine's
         self.records = _Records()  # a dataset's
+        self.cut: _Cut | None = None  # the version before an edit cut the message list
 
     def analyze(self, text: str | Rope, inputs: Inputs, sources: Sources) -> Analysis:
         """The analysis of ``text`` from scratch (nothing kept is used)."""
@@ -296,6 +348,7 @@ class AnalysisHost:
         self.assemble_cache = AssemblyCache()
         self.rule_cache = RuleCache()
         self.records = _Records()
+        self.cut = None
 
     def _run(
         self, text: str | Rope, edit: Edit | None, inputs: Inputs, sources: Sources
@@ -319,9 +372,11 @@ class AnalysisHost:
         change = None  # the previous text, and where this one differs from it
         if previous is not None and edit is not None and edit.fits(len(previous.text), len(text)):
             change = (previous.text, edit.start, edit.old_end, edit.new_end)
+        else:
+            edit = None
+        cut, self.cut = self.cut, None
         if previous is not None and previous.parsed is not None:
-            span = change[1:] if change is not None else None
-            conv = reparse_conversation(previous.parsed, previous.text, text, fmt, span=span)
+            conv = self._reparsed(previous, text, fmt, edit, cut)
         if conv is None:
             conv = parse_conversation(text, fmt)
         diags = list(inputs.diagnostics)
@@ -353,6 +408,36 @@ class AnalysisHost:
         if result.rule_cache is not self.rule_cache:
             self.rule_cache = result.rule_cache
         return dataclasses.replace(result.analysis, parsed=conv)
+
+    def _reparsed(
+        self,
+        previous: Analysis,
+        text: str | Rope,
+        fmt: DocFormat,
+        edit: Edit | None,
+        cut: _Cut | None,
+    ) -> Conversation | None:
+        """The conversation of ``text`` re-read from the previous version's, or from the
+        version before a cut (``_Cut``) when the previous one would read far: the list it
+        cut comes back. None: read it whole. Sets the cut to keep for the next version."""
+        parsed = previous.parsed
+        assert parsed is not None
+        since_cut = cut.span.then(edit) if cut is not None and edit is not None else None
+        conv = None
+        if cut is not None and since_cut is not None and since_cut.small:
+            assert edit is not None
+            span = edit.triple
+            conv = reparse_conversation(parsed, previous.text, text, fmt, span=span, reach=_SMALL)
+            if conv is None:
+                conv = reparse_conversation(cut.conv, cut.text, text, fmt, span=since_cut.triple)
+            if conv is not None:
+                self.cut = _Cut.after(cut.conv, cut.text, since_cut, conv)
+                return conv
+        span = edit.triple if edit is not None else None
+        conv = reparse_conversation(parsed, previous.text, text, fmt, span=span)
+        if conv is not None and edit is not None:
+            self.cut = _Cut.after(parsed, previous.text, edit, conv)
+        return conv
 
     def _dataset(
         self,

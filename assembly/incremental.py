@@ -84,6 +84,7 @@ from assembly.syntax import (
     parse_json,
     parse_jsonl,
     parse_messages,
+    parse_messages_to_end,
 )
 from assembly.text import TextRange, sub_range
 
@@ -133,11 +134,14 @@ def reparse_conversation(
     fmt: DocFormat,
     *,
     span: tuple[int, int, int] | None = None,
+    reach: int | None = None,
 ) -> Conversation | None:
     """The conversation of ``new_text`` from that of ``prev_text``, or None (parse it all).
 
     ``span``: where the two texts differ (``(p, old_end, new_end)``, the editor's edit),
-    when the caller knows it; else it is found by comparing them.
+    when the caller knows it; else it is found by comparing them. ``reach``: None too when
+    JSON's message list would be parsed more than this many characters past the edit
+    (the caller has a cheaper way: ``host._Cut``).
     """
     if prev.format is not fmt:
         return None
@@ -164,7 +168,7 @@ def reparse_conversation(
         if not prev.issues:
             res = _reparse_one(prev, new_text, fmt, p, old_end, lb - la)
         if res is None and fmt is DocFormat.JSON:
-            res = _reparse_list(prev, new_text, p, old_end, new_end, lb - la)
+            res = _reparse_list(prev, new_text, p, old_end, new_end, lb - la, reach)
             if res is None:
                 res = _reparse_head(prev, prev_text, new_text, p, old_end, lb - la)
         elif res is None:
@@ -488,7 +492,13 @@ def _header_lines(items: Sequence[SNode]) -> int:
 
 
 def _reparse_list(
-    prev: Conversation, new_text: Text, p: int, old_end: int, new_end: int, delta: int
+    prev: Conversation,
+    new_text: Text,
+    p: int,
+    old_end: int,
+    new_end: int,
+    delta: int,
+    reach: int | None = None,
 ) -> Conversation | None:
     """Any edit after the opening bracket of the message list (JSON): the text is parsed
     again from the start of the message the edit begins in, by the parser itself (its
@@ -577,9 +587,8 @@ def _reparse_list(
                 return spliced
             return _native(read_parsed(parsed, prev.format, prev.length + delta, prev))
         r += 1
-    res = parse_messages(
-        new_text[at : len(new_text)], at, depth, keys, bounds, window=False, origin=rope
-    )
+    far = None if reach is None else new_end + reach
+    res = parse_messages_to_end(new_text, at, depth, keys, bounds, origin=rope, reach=far)
     if res is None or res.holder is None:
         return None
     n = len(before)

@@ -875,6 +875,12 @@ class JsonParser:
         self.origin: Sliced | None = None
         self.doc_len = 0
         self.window_chars = WINDOW_CHARS
+        # What follows the message list is read from one window of this many characters
+        # (0: to the document's end); a parse that reaches its end is not ``final``.
+        self.rest_chars = 0
+        # A parse that would move past this place in the document (None: anywhere) stops
+        # (``_TooFar``): a caller with a cheaper way to read so far asked it to.
+        self.reach: int | None = None
 
     @property
     def tokens(self) -> int:
@@ -1016,8 +1022,10 @@ class JsonParser:
         if self.final():
             return 0
         if rest:
-            return self._move(p, 0)
+            return self._move(p, self.rest_chars)
         if self.end - p < min(WINDOW_SLACK, self.window_chars // 2):
+            if self.reach is not None and self.shift + p > self.reach:
+                raise _TooFar
             return self._move(p, self.window_chars)
         return 0
 
@@ -1109,10 +1117,11 @@ class JsonParser:
         those read here) and, when the list is the value of the top-level object's
         ``messages`` (``keys``: the keys before it), that object's members after it (its
         range too starts at 0). In a window, ``_Resync``/``_NoResync`` end it early."""
+        shift = self.shift
         holder = self._items(depth, list_start, [], [], [])
         rest = None
-        if keys is not None:
-            rest = self._members(0, doc_start, [], set(keys), after=holder)
+        if keys is not None:  # (the list may have been read window by window)
+            rest = self._members(0, doc_start - (self.shift - shift), [], set(keys), after=holder)
         self._trailing("document")
         return holder, rest
 
@@ -1885,6 +1894,10 @@ class _NoResync(Exception):
     """A windowed parse reached its window's end anywhere else."""
 
 
+class _TooFar(Exception):
+    """A parse was about to read past its ``reach``."""
+
+
 @dataclass(frozen=True, slots=True)
 class MessagesParse:
     """What ``parse_messages`` read, in the coordinates of the text it was given."""
@@ -1921,7 +1934,55 @@ def parse_messages(
     parser = JsonParser(text, 0, len(text), messages=True)
     parser.shift = at
     parser.origin = origin
+    return _messages_parsed(parser, at, depth, keys, starts, window)
+
+
+def parse_messages_to_end(
+    source: Sliced,
+    at: int,
+    depth: int,
+    keys: set[str] | None,
+    starts: tuple[int, int],
+    *,
+    origin: Sliced | None = None,
+    reach: int | None = None,
+) -> MessagesParse | None:
+    """``parse_messages(source[at:], …, window=False)``, reading ``source`` a window at a
+    time (``parse_json_windows``' way): a list ended early by an edit leaves the rest of a
+    large document after it, of which a parse reads one token (``_trailing``), so what
+    follows the list is read from one window first, and from there to the end only when
+    the parse reaches that window's end (the whole rest at once, as ``parse_messages``).
+    ``reach``: None instead of reading the list's items in windows that start past that
+    place, or the whole rest."""
+    n = len(source)
+    first = source[at : min(n, at + WINDOW_CHARS)]
+    parser = JsonParser(first, 0, len(first), messages=True)
+    parser.shift = at
+    parser.origin = origin
+    parser.source, parser.doc_len, parser.rest_chars = source, n, WINDOW_CHARS
+    parser.reach = reach
+    try:
+        res = _messages_parsed(parser, at, depth, keys, starts, False)
+    except _TooFar:
+        return None
+    if parser.final():
+        return res
+    if reach is not None:
+        return None
+    return parse_messages(source[at:n], at, depth, keys, starts, window=False, origin=origin)
+
+
+def _messages_parsed(
+    parser: JsonParser,
+    at: int,
+    depth: int,
+    keys: set[str] | None,
+    starts: tuple[int, int],
+    window: bool,
+) -> MessagesParse | None:
+    """``parse_messages``' parse, by ``parser`` (at ``at``)."""
     list_start, doc_start = starts[0] - at, starts[1] - at
+    text = parser.text
     if window:
         parser.window = len(text)
         try:

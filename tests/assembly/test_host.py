@@ -372,3 +372,89 @@ def test_a_document_that_becomes_a_dataset_and_back_equals_a_fresh_analysis(
         ]
         assert got.assembly == fresh.assembly
     assert kinds == [2, 0]  # (the second line is no record: the dataset's finding)
+
+
+def _uploads_log(n: int) -> str:
+    """A conversation of ``n`` messages, every fourth one with an uploaded file, and a
+    budget small enough that the oldest messages are dropped."""
+    import json
+
+    messages = []
+    for k in range(n):
+        m: dict[str, object] = {
+            "id": f"m{k}",
+            "role": "user" if k % 2 == 0 else "assistant",
+            "content": f"message {k} " + "words " * (k % 7),
+        }
+        if k % 4 == 0:
+            m["files"] = [{"filename": f"f{k}.txt", "content": f"file {k} " + "text " * 9}]
+        messages.append(m)
+    doc = {"settings": {"max_input_tokens": 2000}, "messages": messages}
+    return json.dumps(doc, indent=2)
+
+
+def test_the_edit_that_brings_back_a_cut_list_reads_only_what_it_touches(tmp_path: Path) -> None:
+    """A deletion from a message's text into the text of a file uploaded with it ends the
+    message list there (the rest of the document is content after its end); the edits
+    after it, their undo last, are read from the version before the cut: every version
+    equals a fresh analysis, and the messages that come back are the objects they were."""
+    path = tmp_path / "cut.conv.json"
+    text = _uploads_log(
+        2400
+    )  # (past the cut, more than the host reads again from the last version)
+    host = AnalysisHost()
+    rope = Rope.from_str(text)
+    first = analyze(path, text=rope, host=host)
+    assert first.parsed is not None
+    f = text.index('"files": [', len(text) // 8)
+    a = text.rindex('"content": "', 0, f) + len('"content": "') + 2
+    b = text.index('"content": "', f) + len('"content": "') + 2
+    c = text.index('"content": "', len(text) // 10) + len('"content": "')  # an earlier message
+    steps = [
+        (a, b, ""),  # the cut
+        (c, c, "x"),  # typing before it
+        (c + 1, c + 1, "y"),
+        (a + 2, a + 2, "z"),  # and in the message it merged
+        (a + 2, a + 3, ""),
+        (c, c + 2, ""),
+        (a, a, text[a:b]),  # the undo
+    ]
+    counts = []
+    for start, end, new in steps:
+        text = text[:start] + new + text[end:]
+        rope = rope.edit(start, end, new)
+        got = analyze(path, text=rope, host=host, edit=Edit.replace(start, end, new))
+        want = analyze(path, text=text)
+        assert [(d, d.range.start, d.range.end) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end) for d in want.diagnostics
+        ]
+        assert got.assembly == want.assembly
+        assert got.parsed is not None
+        counts.append(len(got.parsed.message_data))
+    assert counts[0] < 400 and counts[:-1] == [counts[0]] * 6 and counts[-1] == 2400
+    assert got.text == first.text
+    back = got.parsed.message_data
+    kept = sum(m is o for m, o in zip(back, first.parsed.message_data, strict=True))
+    assert kept >= 2398  # all but the message typed in and the one cut and put back
+    assert host.cut is None
+
+
+def test_a_large_edit_after_a_cut_is_read_from_the_version_before_it(tmp_path: Path) -> None:
+    """After a cut, an edit too large to read again from the version before the cut (a
+    long paste) is read from the last version, and the host lets the cut go."""
+    path = tmp_path / "cut.conv.json"
+    text = _uploads_log(300)
+    host = AnalysisHost()
+    rope = Rope.from_str(text)
+    analyze(path, text=rope, host=host)
+    f = text.index('"files": [', len(text) // 3)
+    a = text.rindex('"content": "', 0, f) + len('"content": "') + 2
+    b = text.index('"content": "', f) + len('"content": "') + 2
+    big = "p" * 70_000
+    for start, end, new in [(a, b, ""), (a, a, big), (a, a + len(big), ""), (a, a, text[a:b])]:
+        text = text[:start] + new + text[end:]
+        rope = rope.edit(start, end, new)
+        got = analyze(path, text=rope, host=host, edit=Edit.replace(start, end, new))
+        want = analyze(path, text=text)
+        assert got.diagnostics == want.diagnostics and got.assembly == want.assembly
+        assert (host.cut is not None) == ((start, end, new) == (a, b, ""))

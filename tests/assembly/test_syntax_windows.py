@@ -214,3 +214,62 @@ def test_content_after_the_document_is_one_finding_and_is_not_read() -> None:
         ], tail
         assert parsed.lex_errors == 0
         assert_windows_agree(text)
+
+
+def _to_end_cases(text: str) -> list[tuple[int, int, set[str] | None, tuple[int, int]]]:
+    """Where the incremental re-read may start a parse to the document's end: the list's
+    opening bracket and each item's start (``incremental._reparse_list``'s arguments)."""
+    root = parse_json(text, messages=True).root
+    if root is None:
+        return []
+    if root.is_array:
+        holder, depth, keys = root, 0, None
+    else:
+        where = [j for j, m in enumerate(root.members) if m.key == "messages"]
+        if not root.is_object or len(where) != 1 or not root.members[where[0]].value.is_array:
+            return []
+        holder, depth = root.members[where[0]].value, 1
+        keys = {m.key for m in root.members[: where[0]]} | {"messages"}
+    bounds = (holder.range.start, root.range.start)
+    return [(at, depth, keys, bounds) for at in (holder.range.start + 1, *(holder.starts or ()))]
+
+
+def _parsed(res: syntax.MessagesParse | None) -> Any:
+    if res is None:
+        return None
+    return (
+        tuple(map(shape, res.items)),
+        res.starts,
+        res.counts,
+        res.errors,
+        res.tokens,
+        res.resynced,
+        shape(res.holder),
+        shape(res.rest),
+    )
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_parse_to_the_end_in_windows_agrees_with_one_of_the_whole_rest(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The re-read's parse from an item to the document's end, reading a window at a time
+    (what follows the list from one window first, read again to the end when the parse
+    reaches its end), gives what parsing the whole rest at once gives; with a ``reach``, it
+    gives that or None."""
+    rng = random.Random(seed)
+    texts = [damaged(rng, generated(rng)) for _ in range(25)]
+    texts.append(generated(rng) + ", " + generated(rng) * 3)  # a list ended, much after it
+    for window in (1, 7, 64):
+        monkeypatch.setattr(syntax, "WINDOW_CHARS", window)
+        for text in texts:
+            for at, depth, keys, bounds in _to_end_cases(text):
+                want = _parsed(
+                    syntax.parse_messages(text[at:], at, depth, keys, bounds, window=False)
+                )
+                rope = Rope.from_parts([text], chunk_size=16)
+                for source in (text, rope):
+                    got = syntax.parse_messages_to_end(source, at, depth, keys, bounds)
+                    assert _parsed(got) == want, (window, at)
+                near = syntax.parse_messages_to_end(text, at, depth, keys, bounds, reach=at)
+                assert near is None or _parsed(near) == want

@@ -471,20 +471,20 @@ def _delete_across(text: str, fmt: str, n: int) -> list[Edit | None]:
 
 
 def _insert_middle(text: str, fmt: str, n: int) -> list[Edit | None]:
-    """Paste a whole message in the middle, then delete it."""
+    """Paste a whole message in the middle, then delete it (each time before the next
+    message)."""
     if fmt == "json":
-        at = _middle(text, "\n    {") + 1
+        start = "\n    {"
         new = '    {"id": "pasted", "role": "user", "content": "a pasted message"},\n'
     elif fmt == "jsonl":
-        at = _middle(text, "\n{") + 1
+        start = "\n{"
         new = '{"id": "pasted", "role": "user", "content": "a pasted message"}\n'
     else:
-        at = _middle(text, "\n- ") + 1
+        start = "\n- "
         new = "- id: pasted\n  role: user\n  content: a pasted message\n"
     res: list[Edit | None] = []
     for k in range(max(1, n // 2)):
-        where = at + 3 * k
-        where = text.index("\n", where) + 1 if k else at
+        where = _middle(text, start, k) + 1
         res.append((where, where, new))
         res.append((where, where + len(new), ""))
     return res
