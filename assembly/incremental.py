@@ -687,7 +687,7 @@ def _without_list(
     error is in it or spans it."""
     parsed = parse_json(text[0:start] + "[0]" + text[end : len(text)], messages=True)
     root = parsed.root
-    if root is None or not root.is_object or parsed.lex_errors:
+    if root is None or not root.is_object:
         return None
     found = [m.value for m in root.members if m.key == "messages"]
     if len(found) != 1 or found[0].range != TextRange(start, start + 3):
@@ -876,7 +876,7 @@ def _read_items(
     _carry(prev, res, holder.items[k:r], new_marks, reader, 0)
     if told is not None:
         res._views["tally"] = told
-    whole = parsed.tokens and not parsed.lex_errors  # as ``read_parsed`` keeps it
+    whole = parsed.tokens  # as ``read_parsed`` keeps it
     object.__setattr__(res, "syntax", (parsed.errors, parsed.tokens) if whole else None)
     if carry_ids:
         kept = ids.difference(gone)  # (one copy: the previous version's set stays as it was)

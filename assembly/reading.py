@@ -83,7 +83,7 @@ def read_parsed(
     node gave is taken from it, not read again. The result is the same either way.
     """
     conv = _read_parsed(parsed, fmt, length, previous)
-    if parsed.tokens and not parsed.lex_errors and (conv.source_format in NATIVE or conv.records):
+    if parsed.tokens and (conv.source_format in NATIVE or conv.records):
         object.__setattr__(conv, "syntax", (parsed.errors, parsed.tokens))
     return conv
 

@@ -369,7 +369,6 @@ class ParsedData:
     # For JSONL: the range of each non-blank line, aligned with ``root.items``.
     lines: tuple[TextRange, ...] = field(default=())
     tokens: int = 0  # JSON: the tokens read (at most ``MAX_JSON_TOKENS``); YAML: ``parse_yaml``
-    lex_errors: int = 0  # JSON: of ``errors``, how many the tokenizer found (they come first)
 
 
 def parse_json(
@@ -390,9 +389,7 @@ def parse_json(
 def _parse_json(text: str, messages: bool, unscanned: frozenset[str] = frozenset()) -> ParsedData:
     parser = JsonParser(text, 0, len(text), messages=messages, unscanned=unscanned)
     root = parser.parse_document(bom=True)
-    return ParsedData(
-        root, tuple(parser.errors), tokens=parser.tokens, lex_errors=parser.lex_errors
-    )
+    return ParsedData(root, tuple(parser.errors), tokens=parser.tokens)
 
 
 class Sliced(Protocol):
@@ -429,9 +426,7 @@ def parse_json_windows(
                 parser.source, parser.doc_len, parser.window_chars = text, n, size
             root = parser.parse_document(bom=True)
             if parser.final():
-                return ParsedData(
-                    root, tuple(parser.errors), tokens=parser.tokens, lex_errors=parser.lex_errors
-                )
+                return ParsedData(root, tuple(parser.errors), tokens=parser.tokens)
             size *= 4  # the text outside the message list reached the first window's end
 
 
@@ -825,9 +820,9 @@ class JsonParser:
     assumed; unclosed containers are closed at the end of the input (one error at the
     opening bracket, unless nesting was already too deep: one error says it all then, where
     a 10,000-bracket text would flood the editor); a member whose value is missing gets no
-    value and is dropped, so consumers see only complete members. Errors are in text order;
-    ``lex_errors`` counts those found inside tokens (a string's control character, escape
-    or lone surrogate, and the token limit).
+    value and is dropped, so consumers see only complete members. Errors are in text order,
+    those found inside tokens (a string's control character, escape or lone surrogate, and
+    the token limit) among the grammar's.
     """
 
     def __init__(
@@ -861,7 +856,6 @@ class JsonParser:
         # author's mistake.
         self.too_deep = False
         self.errors: list[SyntaxIssue] = []
-        self.lex_errors = 0
         self.scan = scan or _Scan()
         self.rels: dict[int, RelRange] = {}  # ``_rel``'s ranges of this parse
         self.count = 0  # tokens consumed
@@ -1038,7 +1032,6 @@ class JsonParser:
             self.last_end + self.shift,
             self.last_raw,
             len(self.errors),
-            self.lex_errors,
             self.scan.strict,
             self.too_deep,
         )
@@ -1046,7 +1039,7 @@ class JsonParser:
     def _retry(self, saved: tuple[Any, ...], p: int) -> int:
         """Undo reading the item at ``p``, which reached the window's end, and read from a
         window twice as large starting at it; returns how far positions moved."""
-        pos, self.count, last_end, self.last_raw, n, self.lex_errors, strict, deep = saved
+        pos, self.count, last_end, self.last_raw, n, strict, deep = saved
         self.pos, self.last_end = pos - self.shift, last_end - self.shift
         self.scan.strict, self.too_deep = strict, deep
         del self.errors[n:]
@@ -1054,7 +1047,6 @@ class JsonParser:
         return self._move(p, max(self.window_chars, 2 * (len(self.text) - p)))
 
     def _lex_error(self, issue: SyntaxIssue) -> None:
-        self.lex_errors += 1
         if self.shift:
             rng = issue.range.shift(self.shift)
             issue = SyntaxIssue(issue.message, rng, issue.code, issue.severity)
@@ -1988,8 +1980,6 @@ def _messages_parsed(
         try:
             parser.parse_messages_from(depth, keys, list_start, doc_start)
         except _Resync as done:
-            if parser.lex_errors:
-                return None  # findings inside tokens: the whole parse says where they go
             return MessagesParse(
                 tuple(done.items),
                 tuple(done.starts),
@@ -2002,8 +1992,6 @@ def _messages_parsed(
             return None
         return None
     holder, rest = parser.parse_messages_from(depth, keys, list_start, doc_start)
-    if parser.lex_errors:
-        return None  # findings inside tokens: the whole parse says where they go
     return MessagesParse(
         holder.items,
         holder.starts or (),

@@ -984,3 +984,29 @@ def _all_at(text: str, needle: str) -> list[int]:
         res.append(at)
         at = text.find(needle, at + 1)
     return res
+
+
+def test_keystrokes_that_make_a_string_invalid_are_read_as_one_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A backslash typed before a letter that no escape starts with (``C:\\Users`` typed
+    into a message), a control character, a lone surrogate's escape: findings inside a
+    string. Such a keystroke, and every one after it in that message or anywhere else, is
+    re-read from the message it is in, as any keystroke is (before, each read the whole
+    list again: 750 ms a keystroke at 10 MB), and equals a whole parse."""
+
+    def whole(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("read whole")
+
+    text = _big_doc()
+    at = text.index("question 20") + len("question")
+    other = text.index("question 7") + len("question")
+    typed = ["\\", "U", "s", "\x01", "\\", "u", "d", "8", "0", "0", "x"]
+    edits = [(at + k, at + k, ch) for k, ch in enumerate(typed)]
+    edits += [(other, other, "z"), (other, other + 1, "")]  # elsewhere, the findings there
+    edits += [(at + len(typed) - k - 1, at + len(typed) - k, "") for k in range(len(typed))]
+    with monkeypatch.context() as m:
+        m.setattr(incremental, "read_parsed", whole)
+        chain = _chain(text, edits)
+    found = [len(c.issues) for c in chain]
+    assert found[0] == found[-1] == 0 and max(found) == 2, found  # the escape, the control

@@ -54,7 +54,7 @@ def shape(node: SNode | None) -> Any:
 
 
 def outcome(parsed: syntax.ParsedData) -> Any:
-    return shape(parsed.root), parsed.errors, parsed.tokens, parsed.lex_errors
+    return shape(parsed.root), parsed.errors, parsed.tokens
 
 
 def generated(rng: random.Random) -> str:
@@ -212,7 +212,6 @@ def test_content_after_the_document_is_one_finding_and_is_not_read() -> None:
         assert [(e.message, e.range.start, e.range.end) for e in parsed.errors] == [
             ("unexpected content after the end of the document", at, at + len(first))
         ], tail
-        assert parsed.lex_errors == 0
         assert_windows_agree(text)
 
 

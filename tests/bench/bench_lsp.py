@@ -567,6 +567,14 @@ def _type_at_line_start(text: str, fmt: str, n: int) -> list[Edit | None]:
     return res
 
 
+def _type_a_path(text: str, fmt: str, n: int) -> list[Edit | None]:
+    """A Windows path typed into a message's text: in JSON a backslash before a letter no
+    escape starts with is a finding inside the string until it is doubled."""
+    at = _middle(text, _content_key(fmt)) + len(_content_key(fmt)) + 3
+    path = "C:\\Users\\me\\notes.txt"
+    return [(at + k, at + k, path[k % len(path)]) for k in range(n)]
+
+
 _KINDS: list[tuple[str, Callable[[str, str, int], list[Edit | None]]]] = [
     ("type in a message", _type_in_message),
     ("type a new message at the end", _type_new_message),
@@ -579,6 +587,7 @@ _KINDS: list[tuple[str, Callable[[str, str, int], list[Edit | None]]]] = [
     ("type `-` at a message's line start, undo", _type_at_line_start),
     ("delete into an uploaded file's text, undo", _delete_into_file),
     ("type in a message, an SDK field at the head", _type_beside_a_finding),
+    ("type a Windows path in a message", _type_a_path),
 ]
 _DATASET_KINDS = [
     ("type in a message", _type_in_message),
