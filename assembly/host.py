@@ -43,7 +43,7 @@ from assembly.diagnostics import (
     sort_key,
 )
 from assembly.documents import format_for_path, read_tools, tools_from_settings
-from assembly.incremental import reparse_conversation
+from assembly.incremental import changed_span, reparse_conversation
 from assembly.model import Conversation, DocFormat, Issue, PromptRef, PromptTemplate, ToolDef
 from assembly.prompts import parse_prompt
 from assembly.reading import parse_conversation
@@ -96,11 +96,6 @@ class Edit:
     def triple(self) -> tuple[int, int, int]:
         return self.start, self.old_end, self.new_end
 
-    @property
-    def small(self) -> bool:
-        """Whether both sides of the edit are short enough to read again on a keystroke."""
-        return max(self.old_end, self.new_end) - self.start <= _SMALL
-
     def fits(self, old_length: int, new_length: int) -> bool:
         """Whether this can be the edit from a text of ``old_length`` to one of ``new_length``."""
         return (
@@ -126,8 +121,8 @@ class Edit:
         )
 
 
-# An edit no longer than this (either side) is re-read from a cut version (``_Cut``), and
-# a re-read from the last version that would parse further past its edit is not made then.
+# A text that differs from a cut version (``_Cut``) in no more than this (either side) is
+# re-read from it when a re-read from the last version would parse further past its edit.
 _SMALL = 1 << 16
 # An edit that leaves this many fewer messages than the version before it cut the list.
 _CUT_MESSAGES = 64
@@ -135,36 +130,39 @@ _CUT_MESSAGES = 64
 
 @dataclass(frozen=True, slots=True)
 class _Cut:
-    """A version whose message list the next edits cut short, kept while they stay small.
+    """The version before an edit took many messages away, kept while they stay away.
 
     An edit that ends the message list early (a deletion from one message's text into a
     file's, a bracket typed or taken out) leaves the messages after it in the text, but as
-    content the parse does not read. The edit that brings them back (most often its undo)
-    would read them all again from the version before it, which no longer has them. So the
-    host keeps the version before the cut, ``conv`` of ``text``, and ``span``: every edit
-    since, as one (``Edit.then``). While ``span`` is small, a version that the last one
-    would read far for (``reparse_conversation``'s ``reach``) is re-read from this one
-    instead: only ``span`` is parsed again, and the messages that came back are the same
-    objects they were (the pipeline's memo set aside holds their conversions, ``assemble``'s
-    ``_generation``). Typing while the list is cut is re-read from the last version, as
-    any keystroke is.
+    content the parse does not read; a deletion of many messages takes them out of it. The
+    edit that brings them back (most often its undo) would read them all again from the
+    version before it, which no longer has them. So the host keeps the version before,
+    ``conv`` of ``text``, and re-reads a version from it when the two texts differ in a
+    small span only (``changed_span``: a rope compares its shared chunks by identity) and
+    the last version would read far past its edit (``reparse_conversation``'s ``reach``),
+    or when they are the same text: only that span is parsed again, and the messages that
+    came back are the objects they were (the pipeline's memo set aside holds their
+    conversions, ``assemble``'s ``_generation``). Typing while they are away is re-read
+    from the last version, as any keystroke is.
     """
 
     conv: Conversation
     text: str | Rope
-    span: Edit
 
     @staticmethod
-    def after(conv: Conversation, text: str | Rope, span: Edit, new: Conversation) -> _Cut | None:
-        """The cut to keep when ``span`` of ``text`` (read as ``conv``) gave ``new``: one
-        while ``new`` has many fewer messages than ``conv`` and the span is small."""
-        if (
-            span.small
-            and not conv.records
-            and not new.records
-            and len(new.message_data) + _CUT_MESSAGES <= len(conv.message_data)
-        ):
-            return _Cut(conv, text, span)
+    def kept(
+        cut: _Cut | None, conv: Conversation, text: str | Rope, new: Conversation
+    ) -> _Cut | None:
+        """The cut to keep when ``conv`` of ``text`` became ``new``: ``cut`` while its
+        messages are still away, else the version before when this edit took them."""
+        for held in (cut, _Cut(conv, text)):
+            if (
+                held is not None
+                and not held.conv.records
+                and not new.records
+                and len(new.message_data) + _CUT_MESSAGES <= len(held.conv.message_data)
+            ):
+                return held
         return None
 
 
@@ -418,25 +416,26 @@ class AnalysisHost:
         cut: _Cut | None,
     ) -> Conversation | None:
         """The conversation of ``text`` re-read from the previous version's, or from the
-        version before a cut (``_Cut``) when the previous one would read far: the list it
-        cut comes back. None: read it whole. Sets the cut to keep for the next version."""
+        version before a cut (``_Cut``) when that is the same text or the previous one would
+        read far (the messages it cut come back). None: read it whole. Sets the cut to keep
+        for the next version."""
         parsed = previous.parsed
         assert parsed is not None
-        since_cut = cut.span.then(edit) if cut is not None and edit is not None else None
-        conv = None
-        if cut is not None and since_cut is not None and since_cut.small:
-            assert edit is not None
-            span = edit.triple
-            conv = reparse_conversation(parsed, previous.text, text, fmt, span=span, reach=_SMALL)
-            if conv is None:
-                conv = reparse_conversation(cut.conv, cut.text, text, fmt, span=since_cut.triple)
-            if conv is not None:
-                self.cut = _Cut.after(cut.conv, cut.text, since_cut, conv)
-                return conv
         span = edit.triple if edit is not None else None
-        conv = reparse_conversation(parsed, previous.text, text, fmt, span=span)
+        conv = None
+        if cut is not None and edit is not None:
+            found = changed_span(cut.text, text)
+            if found is not None and max(found[1], found[2]) - found[0] <= _SMALL:
+                if found[0] < len(text):  # (else the same text: the cut version's)
+                    conv = reparse_conversation(
+                        parsed, previous.text, text, fmt, span=span, reach=_SMALL
+                    )
+                if conv is None:
+                    conv = reparse_conversation(cut.conv, cut.text, text, fmt, span=found)
+        if conv is None:
+            conv = reparse_conversation(parsed, previous.text, text, fmt, span=span)
         if conv is not None and edit is not None:
-            self.cut = _Cut.after(parsed, previous.text, edit, conv)
+            self.cut = _Cut.kept(cut, parsed, previous.text, conv)
         return conv
 
     def _dataset(

@@ -4,6 +4,7 @@ analysis giving exactly what a fresh analysis gives, with the edit told or found
 from __future__ import annotations
 
 import dataclasses
+import operator
 import random
 from pathlib import Path, PurePath
 
@@ -439,22 +440,33 @@ def test_the_edit_that_brings_back_a_cut_list_reads_only_what_it_touches(tmp_pat
     assert host.cut is None
 
 
-def test_a_large_edit_after_a_cut_is_read_from_the_version_before_it(tmp_path: Path) -> None:
-    """After a cut, an edit too large to read again from the version before the cut (a
-    long paste) is read from the last version, and the host lets the cut go."""
+def test_messages_deleted_and_pasted_back_are_the_objects_they_were(tmp_path: Path) -> None:
+    """Many whole messages deleted and pasted back, and a long paste into a cut list taken
+    out again before its undo: the version that has the messages again is the one before
+    the deletion (the same text), its messages the objects they were; every version
+    equals a fresh analysis."""
     path = tmp_path / "cut.conv.json"
-    text = _uploads_log(300)
+    text = _uploads_log(2400)
     host = AnalysisHost()
     rope = Rope.from_str(text)
-    analyze(path, text=rope, host=host)
-    f = text.index('"files": [', len(text) // 3)
+    first = analyze(path, text=rope, host=host)
+    assert first.parsed is not None
+    m1 = text.index("\n    {", len(text) // 4) + 1
+    m2 = text.index("\n    {", len(text) // 2) + 1
+    f = text.index('"files": [', len(text) // 8)
     a = text.rindex('"content": "', 0, f) + len('"content": "') + 2
     b = text.index('"content": "', f) + len('"content": "') + 2
     big = "p" * 70_000
-    for start, end, new in [(a, b, ""), (a, a, big), (a, a + len(big), ""), (a, a, text[a:b])]:
-        text = text[:start] + new + text[end:]
-        rope = rope.edit(start, end, new)
-        got = analyze(path, text=rope, host=host, edit=Edit.replace(start, end, new))
-        want = analyze(path, text=text)
-        assert got.diagnostics == want.diagnostics and got.assembly == want.assembly
-        assert (host.cut is not None) == ((start, end, new) == (a, b, ""))
+    for steps in (
+        [(m1, m2, ""), (m1, m1, text[m1:m2])],
+        [(a, b, ""), (a, a, big), (a, a + len(big), ""), (a, a, text[a:b])],
+    ):
+        for start, end, new in steps:
+            text = text[:start] + new + text[end:]
+            rope = rope.edit(start, end, new)
+            got = analyze(path, text=rope, host=host, edit=Edit.replace(start, end, new))
+            want = analyze(path, text=text)
+            assert got.diagnostics == want.diagnostics and got.assembly == want.assembly
+        assert got.parsed is not None and host.cut is None
+        back, before = got.parsed.message_data, first.parsed.message_data
+        assert len(back) == len(before) and all(map(operator.is_, back, before))
