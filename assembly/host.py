@@ -121,29 +121,29 @@ class Edit:
         )
 
 
-# A text that differs from a cut version (``_Cut``) in no more than this (either side) is
-# re-read from it when a re-read from the last version would parse further past its edit.
+# A text that differs from the version set aside (``_Aside``) in no more than this (either
+# side) is re-read from it when a re-read from the last version would parse further past
+# its edit.
 _SMALL = 1 << 16
-# An edit that leaves this many fewer messages than the version before it cut the list.
-_CUT_MESSAGES = 64
 
 
 @dataclass(frozen=True, slots=True)
-class _Cut:
-    """The version before an edit took many messages away, kept while they stay away.
+class _Aside:
+    """The version before the last edit that changed the number of messages, set aside.
 
     An edit that ends the message list early (a deletion from one message's text into a
     file's, a bracket typed or taken out) leaves the messages after it in the text, but as
     content the parse does not read; a deletion of many messages takes them out of it. The
     edit that brings them back (most often its undo) would read them all again from the
     version before it, which no longer has them. So the host keeps the version before,
-    ``conv`` of ``text``, and re-reads a version from it when the two texts differ in a
-    small span only (``changed_span``: a rope compares its shared chunks by identity) and
-    the last version would read far past its edit (``reparse_conversation``'s ``reach``),
-    or when they are the same text: only that span is parsed again, and the messages that
-    came back are the objects they were (the pipeline's memo set aside holds their
-    conversions, ``assemble``'s ``_generation``). Typing while they are away is re-read
-    from the last version, as any keystroke is.
+    ``conv`` of ``text``, while the number of messages differs from its, and re-reads a
+    version from it when the two texts are the same (an undo, a redo: it is that version,
+    its messages the objects they were), or differ in a small span only (``changed_span``: a
+    rope compares its shared chunks by identity) where the last version would read far past
+    its edit (``reparse_conversation``'s ``reach``). The stages take it up from there: the
+    pipeline's memo and the rule engine's state set aside hold what they made of it
+    (``_generation`` in ``assemble`` and in the engine). Typing while the messages are away
+    is re-read from the last version, as any keystroke is.
     """
 
     conv: Conversation
@@ -151,18 +151,18 @@ class _Cut:
 
     @staticmethod
     def kept(
-        cut: _Cut | None, conv: Conversation, text: str | Rope, new: Conversation
-    ) -> _Cut | None:
-        """The cut to keep when ``conv`` of ``text`` became ``new``: ``cut`` while its
-        messages are still away, else the version before when this edit took them."""
-        for held in (cut, _Cut(conv, text)):
-            if (
-                held is not None
-                and not held.conv.records
-                and not new.records
-                and len(new.message_data) + _CUT_MESSAGES <= len(held.conv.message_data)
-            ):
-                return held
+        aside: _Aside | None, conv: Conversation, text: str | Rope, new: Conversation
+    ) -> _Aside | None:
+        """The version to set aside when ``conv`` of ``text`` became ``new``: that one when
+        the edit changed the number of messages (for its undo), else ``aside`` while the
+        number differs from its (its messages are still away, or the new ones still there)."""
+        if conv.records or new.records:
+            return None
+        n = len(new.message_data)
+        if n != len(conv.message_data):
+            return _Aside(conv, text)
+        if aside is not None and n != len(aside.conv.message_data):
+            return aside
         return None
 
 
@@ -322,7 +322,7 @@ class AnalysisHost:
         self.assemble_cache = AssemblyCache()  # the ``assemble`` stage's
         self.rule_cache = RuleCache()  # the rule engine's
         self.records = _Records()  # a dataset's
-        self.cut: _Cut | None = None  # the version before an edit cut the message list
+        self.aside: _Aside | None = None  # the version before messages came or went
 
     def analyze(self, text: str | Rope, inputs: Inputs, sources: Sources) -> Analysis:
         """The analysis of ``text`` from scratch (nothing kept is used)."""
@@ -346,7 +346,7 @@ class AnalysisHost:
         self.assemble_cache = AssemblyCache()
         self.rule_cache = RuleCache()
         self.records = _Records()
-        self.cut = None
+        self.aside = None
 
     def _run(
         self, text: str | Rope, edit: Edit | None, inputs: Inputs, sources: Sources
@@ -372,9 +372,9 @@ class AnalysisHost:
             change = (previous.text, edit.start, edit.old_end, edit.new_end)
         else:
             edit = None
-        cut, self.cut = self.cut, None
+        aside, self.aside = self.aside, None
         if previous is not None and previous.parsed is not None:
-            conv = self._reparsed(previous, text, fmt, edit, cut)
+            conv = self._reparsed(previous, text, fmt, edit, aside)
         if conv is None:
             conv = parse_conversation(text, fmt)
         diags = list(inputs.diagnostics)
@@ -413,29 +413,30 @@ class AnalysisHost:
         text: str | Rope,
         fmt: DocFormat,
         edit: Edit | None,
-        cut: _Cut | None,
+        aside: _Aside | None,
     ) -> Conversation | None:
         """The conversation of ``text`` re-read from the previous version's, or from the
-        version before a cut (``_Cut``) when that is the same text or the previous one would
-        read far (the messages it cut come back). None: read it whole. Sets the cut to keep
-        for the next version."""
+        version set aside (``_Aside``) when that is the same text or the previous one would
+        read far (the messages that went come back). None: read it whole. Sets the version
+        to set aside for the next one."""
         parsed = previous.parsed
         assert parsed is not None
         span = edit.triple if edit is not None else None
         conv = None
-        if cut is not None and edit is not None:
-            found = changed_span(cut.text, text)
-            if found is not None and max(found[1], found[2]) - found[0] <= _SMALL:
-                if found[0] < len(text):  # (else the same text: the cut version's)
-                    conv = reparse_conversation(
-                        parsed, previous.text, text, fmt, span=span, reach=_SMALL
-                    )
-                if conv is None:
-                    conv = reparse_conversation(cut.conv, cut.text, text, fmt, span=found)
+        if aside is not None and edit is not None:
+            # (Texts of two lengths differ: the span is found only when it is needed.)
+            found = changed_span(aside.text, text) if len(aside.text) == len(text) else None
+            if found is None or found[0] < len(text):  # (else the same text: the one aside)
+                conv = reparse_conversation(
+                    parsed, previous.text, text, fmt, span=span, reach=_SMALL
+                )
+                found = found or (changed_span(aside.text, text) if conv is None else None)
+            if conv is None and found is not None and max(found[1:]) - found[0] <= _SMALL:
+                conv = reparse_conversation(aside.conv, aside.text, text, fmt, span=found)
         if conv is None:
             conv = reparse_conversation(parsed, previous.text, text, fmt, span=span)
         if conv is not None and edit is not None:
-            self.cut = _Cut.kept(cut, parsed, previous.text, conv)
+            self.aside = _Aside.kept(aside, parsed, previous.text, conv)
         return conv
 
     def _dataset(

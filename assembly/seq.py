@@ -74,7 +74,12 @@ def nearer(aside: Sequence[object], last: Sequence[object], new: Sequence[object
     (of another length than ``new``): its items to make again (``apart``), each weighed as
     ``_MAKE`` items to drop, are fewer than the items that came or went since ``last``
     (``apart`` of ``last`` is at least that)."""
-    return _MAKE * apart(aside, new) < abs(len(last) - len(new))
+    gap = abs(len(last) - len(new))
+    if _MAKE * abs(len(aside) - len(new)) >= gap:
+        return False  # (``apart`` is at least the difference of the lengths)
+    if len(aside) == len(new) and gap <= _MAKE:  # none to make again: all the same objects
+        return all(map(operator.is_, aside, new))  # (stops at the first other one)
+    return _MAKE * apart(aside, new) < gap
 
 
 # Items dropped from a memo that cost about as much as one made again (converted,

@@ -494,9 +494,10 @@ class RuleCache:
         self.ran: tuple[str, ...] = ()
         self.message_runs = 0
         # The state of the version before the last, set aside untouched when the last run
-        # saw many messages go (``_SET_ASIDE``): when they come back (``-`` typed at a
-        # YAML item's line start ends the list, deleting it brings the items back as the
-        # same objects) the run goes on from it (``_generation``).
+        # saw messages come or go: when the text comes back (an undo, a redo: the host
+        # gives back that version's messages, the same objects; ``-`` typed at a YAML
+        # item's line start ends the list, deleting it brings the items back) the run goes
+        # on from it (``_generation``).
         self._older: RuleCache | None = None
 
     def fork(self) -> RuleCache:
@@ -524,10 +525,10 @@ class RuleCache:
     def _generation(self, msgs: tuple[Message, ...]) -> None:
         """Before a run on ``msgs``: when the state set aside (the version before the
         last) is nearer to them than this one (``seq.nearer``: they came back, or the list
-        ended one item from where it ended before), the two trade places; when many
-        messages went since the last run, this state is set aside (a ``fork``) before the
-        run changes it. Either way the run is the one implementation, on a state kept from
-        an earlier version."""
+        ended one item from where it ended before), the two trade places; when messages
+        came or went since the last run, this state is set aside (a ``fork``: a copy of its
+        tables, 0.3 ms at 10 MB) before the run changes it. Either way the run is the one
+        implementation, on a state kept from an earlier version."""
         prev, older = self._messages, self._older
         if prev is None:
             return
@@ -539,7 +540,7 @@ class RuleCache:
                 older.__dict__ = mine
                 self._older = older
                 return
-        if len(prev) - len(msgs) >= _SET_ASIDE:
+        if len(prev) != len(msgs):
             self._older = self.fork()
 
     def moved_values(self, values: list[Any]) -> list[Any]:
@@ -1079,11 +1080,6 @@ class _Run:
                 self.late_fixes[id(fix)] = kept
         made = Fix(fix.title, edits) if edits else None
         return dataclasses.replace(d, fix=made)
-
-
-# Messages gone in one run from which the state before it is set aside (a fork costs a
-# copy of the per-message tables; reading thousands of messages again costs far more).
-_SET_ASIDE = 256
 
 
 def _placed(k: _Kept, starts: tuple[int, ...], res: Diagnostic) -> Diagnostic:

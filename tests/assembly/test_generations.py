@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-import assembly.diagnostics.engine as engine
 from assembly.host import Analysis, AnalysisHost, Edit
 from assembly.rope import Rope
 from assembly.seq import apart
@@ -71,15 +70,11 @@ def _item_starts(text: str) -> list[int]:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_items_that_leave_and_come_back_equal_fresh_analyses(
-    tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_items_that_leave_and_come_back_equal_fresh_analyses(tmp_path: Path, seed: int) -> None:
     """Random chains on a generated YAML conversation (tool calls, uploads, file ids:
     findings spread over the document): ``-`` (or a key) typed at an item's line start
     and deleted, with random edits between and in the ended state; the engine sets its
-    state aside at every removal (``_SET_ASIDE`` 1), so its fork and trade are in every
-    step."""
-    monkeypatch.setattr(engine, "_SET_ASIDE", 1)
+    state aside whenever messages come or go, so its fork and trade are in every step."""
     rnd = random.Random(seed)
     text = _dump(generated(60, 40_000, seed), "compact")
     chain = _Chain(tmp_path / "chat.conv.yaml", text)
@@ -99,10 +94,10 @@ def test_items_that_leave_and_come_back_equal_fresh_analyses(
 
 
 def test_bringing_items_back_converts_and_checks_only_what_differs(tmp_path: Path) -> None:
-    """At the benchmark's ``-`` kind (the document's size below ``_SET_ASIDE`` items
-    leave): the keystroke that ends the list converts nothing and checks no message
-    again; the one that undoes it goes on from the memos of the version before, converting
-    and checking the one item read again, not the hundreds that came back."""
+    """At the benchmark's ``-`` kind (hundreds of items leave): the keystroke that ends the
+    list converts nothing and checks no message again; the one that undoes it goes on from
+    the memos of the version before, converting and checking the one item read again, not
+    the hundreds that came back."""
     text = _dump(generated(1_200, 400_000, 7), "compact")
     chain = _Chain(tmp_path / "chat.conv.yaml", text)
     items = _item_starts(chain.text)
@@ -111,7 +106,7 @@ def test_bringing_items_back_converts_and_checks_only_what_differs(tmp_path: Pat
         n = len(chain.host.previous.conversation.message_data)  # type: ignore[union-attr]
         ended = chain.edit(at, at, "-")
         left = n - len(ended.conversation.message_data)
-        assert left > engine._SET_ASIDE
+        assert left > 256
         back = chain.edit(at, at + 1, "")
         assert len(back.conversation.message_data) == n
         assert chain.host.assemble_cache.converted <= 2
@@ -119,7 +114,7 @@ def test_bringing_items_back_converts_and_checks_only_what_differs(tmp_path: Pat
 
 
 def test_the_state_set_aside_is_the_version_before(tmp_path: Path) -> None:
-    """When many messages go, the rule engine's state of the version before is set aside
+    """When messages go, the rule engine's state of the version before is set aside
     untouched (a ``fork``: the run changes the copy), and after they come back the ended
     version's state is the one set aside."""
     text = _dump(generated(400, 150_000, 11), "compact")
@@ -147,7 +142,7 @@ def test_the_list_ended_at_the_next_item_goes_on_from_the_ended_version(tmp_path
     for j in range(k, k + 3):
         at = _item_starts(chain.text)[j]
         ended = chain.edit(at, at, "-")
-        assert len(whole) - len(ended.conversation.message_data) > engine._SET_ASIDE
+        assert len(whole) - len(ended.conversation.message_data) > 256
         rules, stages = chain.host.rule_cache, chain.host.assemble_cache
         assert rules._older is not None and _same(rules._older._messages, whole)
         assert stages._older is not None and _same(stages._older[0][1], whole)

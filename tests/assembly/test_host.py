@@ -437,14 +437,21 @@ def test_the_edit_that_brings_back_a_cut_list_reads_only_what_it_touches(tmp_pat
     back = got.parsed.message_data
     kept = sum(m is o for m, o in zip(back, first.parsed.message_data, strict=True))
     assert kept >= 2398  # all but the message typed in and the one cut and put back
-    assert host.cut is None
+    # The version with the list cut is kept in turn: the redo gives it back.
+    before = host.previous
+    assert host.aside is not None and before is not None
+    cut_version = host.aside.conv
+    rope = rope.edit(a, b, "")
+    redo = analyze(path, text=rope, host=host, edit=Edit.replace(a, b, ""))
+    assert redo.parsed is cut_version
 
 
 def test_messages_deleted_and_pasted_back_are_the_objects_they_were(tmp_path: Path) -> None:
-    """Many whole messages deleted and pasted back, and a long paste into a cut list taken
-    out again before its undo: the version that has the messages again is the one before
-    the deletion (the same text), its messages the objects they were; every version
-    equals a fresh analysis."""
+    """Many whole messages deleted and pasted back; a deletion from one message's text into
+    the next one's, undone, redone and undone; a long paste into a cut list taken out again
+    before its undo: the version that has the messages again is the one before the
+    deletion (the same text), its messages the objects they were; every version equals a
+    fresh analysis."""
     path = tmp_path / "cut.conv.json"
     text = _uploads_log(2400)
     host = AnalysisHost()
@@ -457,8 +464,11 @@ def test_messages_deleted_and_pasted_back_are_the_objects_they_were(tmp_path: Pa
     a = text.rindex('"content": "', 0, f) + len('"content": "') + 2
     b = text.index('"content": "', f) + len('"content": "') + 2
     big = "p" * 70_000
+    q1 = text.index('"content": "', len(text) // 3) + len('"content": "') + 2
+    q2 = text.index('"content": "', q1) + len('"content": "') + 2  # the next message's
     for steps in (
         [(m1, m2, ""), (m1, m1, text[m1:m2])],
+        [(q1, q2, ""), (q1, q1, text[q1:q2]), (q1, q2, ""), (q1, q1, text[q1:q2])],
         [(a, b, ""), (a, a, big), (a, a + len(big), ""), (a, a, text[a:b])],
     ):
         for start, end, new in steps:
@@ -467,6 +477,6 @@ def test_messages_deleted_and_pasted_back_are_the_objects_they_were(tmp_path: Pa
             got = analyze(path, text=rope, host=host, edit=Edit.replace(start, end, new))
             want = analyze(path, text=text)
             assert got.diagnostics == want.diagnostics and got.assembly == want.assembly
-        assert got.parsed is not None and host.cut is None
+        assert got.parsed is not None
         back, before = got.parsed.message_data, first.parsed.message_data
         assert len(back) == len(before) and all(map(operator.is_, back, before))

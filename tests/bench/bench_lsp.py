@@ -27,8 +27,11 @@ edit kind on every format (JSON, JSON Lines, YAML) and size: typing inside a mes
 a new message at the end character by character (through the syntax-broken states),
 deleting a span across two messages and putting it back, inserting a message in the
 middle and deleting it, typing in a message id, changing a role and back, typing in a
-tool-call id, typing in the document's settings (JSONL: its header line), and hover;
-each keystroke waits for the ``publishDiagnostics`` of its version (median, p95). Then the
+tool-call id, typing in the document's settings (JSONL: its header line), the kinds of
+real documents (a deletion into an uploaded file's text, typing beside an SDK's field, a
+Windows path typed into a message), and hover; each keystroke waits for the
+``publishDiagnostics`` of its version (median, p95; a kind that alternates an edit and its
+undo also gets a row for each half). Then the
 outline and the folds, as editors ask for them after each change (the first of the
 document; after typing in a message, at once and 250 ms later as VS Code asks; after
 pasting and deleting a message, which moves every later line), request -> response; and
@@ -283,6 +286,10 @@ def _run_kinds(
                 times.append(got - sent)
             if times:
                 res.append((kind, times))
+            if times and kind.endswith((", undo", ", back")):  # each half on its own too
+                what = kind.rsplit(", ", 1)[0]
+                res.append((f"  {what}: the edit", times[0::2]))
+                res.append((f"  {what}: its {kind.rsplit(', ', 1)[1]}", times[1::2]))
         if fmt != "dataset":
             text, version = _views(rpc, uri, text, fmt, n, version, res, args.pace_runs)
         hovers = []
