@@ -575,11 +575,12 @@ def _type_at_line_start(text: str, fmt: str, n: int) -> list[Edit | None]:
 
 
 def _type_a_path(text: str, fmt: str, n: int) -> list[Edit | None]:
-    """A Windows path typed into a message's text: in JSON a backslash before a letter no
-    escape starts with is a finding inside the string until it is doubled."""
+    """A Windows path typed into a message's text (in JSON a backslash before a letter no
+    escape starts with is a finding inside the string until it is doubled), then deleted."""
     at = _middle(text, _content_key(fmt)) + len(_content_key(fmt)) + 3
     path = "C:\\Users\\me\\notes.txt"
-    return [(at + k, at + k, path[k % len(path)]) for k in range(n)]
+    typed: list[Edit | None] = [(at + k, at + k, path[k % len(path)]) for k in range(n)]
+    return [*typed, (at, at + n, "")]
 
 
 _KINDS: list[tuple[str, Callable[[str, str, int], list[Edit | None]]]] = [
