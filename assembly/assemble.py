@@ -1259,7 +1259,8 @@ class _Pipeline:
         else None (``_structure_of`` runs).
 
         The decisions stay when the branch is a run of places (no ``parent`` before or
-        after), every changed message keeps its ``summarizes_through``, files and images,
+        after), every changed message keeps its ``summarizes_through`` and images (and its
+        files, when it is summarized: stage 1 reads nothing else of them),
         an id that changes is none stage 1 looks up (``referenced``), a role that changes
         is not a summary, is a system message only after the one taken (or none is
         taken), and is a user message only before the last user message (one that is no
@@ -1285,9 +1286,14 @@ class _Pipeline:
                 or a.file_id != b.file_id
                 or a.filename != b.filename
                 or len(a.images) != len(b.images)
-                or _files_signature(a) != _files_signature(b)
             ):
                 return None
+            if (
+                s.summary_index is not None
+                and s.unit_of(k) is None
+                and _files_signature(a) != _files_signature(b)
+            ):
+                return None  # (a summarized message's files are in the summary's metadata)
             on_branch = k < end and k != sys_i
             if a.id != b.id:
                 if a.id in s.referenced or b.id in s.referenced:

@@ -23,6 +23,7 @@ diagnostic rather than in memory exhaustion.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import gc
 import re
@@ -189,6 +190,27 @@ def located(node: SNode, base: int = 0) -> SNode:
     if node.starts is None and type(node.range) is TextRange and base == 0:
         return NodeAt(node, 0) if _has_relative(node) else node
     return NodeAt(node, base)
+
+
+def item_at(array: SNode, offset: int) -> SNode | None:
+    """The first item of ``array`` that starts at or after ``offset`` (None: none), found
+    by bisection; a view of the message list makes only that item's view, not one of each
+    of its 10,000 items (``NodeAt.items``)."""
+    if isinstance(array, NodeAt) and array._items is None and array.green.starts is not None:
+        g = array.green
+        k = bisect.bisect_left(g.starts, offset)  # type: ignore[arg-type]
+        if k == len(g.items):
+            return None
+        item = NodeAt(g.items[k], g.starts[k])  # type: ignore[index]
+        if item.range.start == g.starts[k]:  # type: ignore[index]
+            return item  # (an item starts where its subtree's ranges are relative to)
+    items = array.items
+    k = bisect.bisect_left(items, offset, key=_item_start)
+    return items[k] if k < len(items) else None
+
+
+def _item_start(node: SNode) -> int:
+    return node.range.start
 
 
 def _has_relative(node: SNode) -> bool:

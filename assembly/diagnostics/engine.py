@@ -66,7 +66,7 @@ from assembly.diagnostics.window import TextLike, Windows, line_start
 from assembly.model import ASSISTANT_ROLE, Message, Role
 from assembly.rope import Rope
 from assembly.seq import common_ends, differing, nearer
-from assembly.syntax import SNode
+from assembly.syntax import SNode, item_at
 from assembly.text import RelRange, TextRange
 
 __all__ = [
@@ -261,10 +261,9 @@ def message_node(ctx: RuleContext, m: Message) -> SNode | None:
         array = held if held is not None and held.is_array else None
     if array is None:
         return None
-    items = array.items
-    k = bisect.bisect_left(items, message_start(m), key=_node_start)
-    if k < len(items) and items[k].range == m.range and items[k].is_object:
-        return items[k]
+    item = item_at(array, message_start(m))
+    if item is not None and item.range == m.range and item.is_object:
+        return item
     return None
 
 
@@ -274,10 +273,6 @@ def message_text(ctx: RuleContext, m: Message) -> TextLike:
     lo = line_start(text, message_start(m))
     hi = min(len(text), message_end(m) + 2)
     return Windows(((lo, text[lo:hi]),))
-
-
-def _node_start(node: Any) -> int:
-    return node.range.start
 
 
 @dataclass(frozen=True, slots=True)

@@ -757,3 +757,54 @@ def test_kind_changes_patch_the_users_and_images(
             assemble(conv, s, tok, opts, cache=fresh_cache),
         )
         assert_same_history(cache, fresh_cache)
+
+
+@pytest.mark.parametrize("budget", [8_000, 1_000_000])
+def test_a_message_whose_files_change_patches_stage_one(
+    generated: Path, budget: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message that loses its uploaded files, or gets one, or whose file is renamed (a
+    deletion from its text into a file's, a paste): when the message is kept after the
+    summary, stage 1 is patched, not made again (it reads nothing else of the files);
+    when the summary covers it, its files are in the summary's metadata and stage 1 is
+    made again. Either way the assembly equals one made from nothing."""
+    from assembly.assemble import _Pipeline
+
+    conv, s, tok, opts = inputs_of(generated, monkeypatch)
+    s = dataclasses.replace(s, max_input_tokens=budget)
+    made: list[int] = []
+    whole = _Pipeline._structure_of
+
+    def counted(self: Any) -> Any:
+        made.append(1)
+        return whole(self)
+
+    monkeypatch.setattr(_Pipeline, "_structure_of", counted)
+    cache = AssemblyCache()
+    assemble(conv, s, tok, opts, cache=cache)
+    ids = [m.id for m in conv.message_data]
+    cut = ids.index("m79")  # (the summary summarizes through it)
+    with_files = [k for k, m in enumerate(conv.message_data) if m.files]
+    kept, covered = [k for k in with_files if k > cut], [k for k in with_files if k <= cut]
+    assert kept and covered
+    rng = random.Random(budget)
+    for step in range(16):
+        k = rng.choice(kept if step % 4 else covered)
+        msgs = list(conv.message_data)
+        m = msgs[k]
+        if m.files and step % 3 == 0:
+            files: tuple[FileAttachment, ...] = ()
+        elif m.files and step % 3 == 1:
+            files = (dataclasses.replace(m.files[0], filename=f"renamed-{step}.md"),)
+        else:
+            extra = FileAttachment(f"fid-{step}", f"new-{step}.txt", "new text", m.range)
+            files = (*m.files, extra)
+        msgs[k] = dataclasses.replace(m, files=files)
+        conv = dataclasses.replace(conv, message_data=tuple(msgs))
+        made.clear()
+        fresh = AssemblyCache()
+        assert_same(
+            assemble(conv, s, tok, opts, cache=cache), assemble(conv, s, tok, opts, cache=fresh)
+        )
+        assert_same_history(cache, fresh)
+        assert len(made) == 1 + (step % 4 == 0), step  # (the fresh one, and a covered one's)
