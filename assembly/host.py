@@ -94,6 +94,7 @@ class Edit:
 
     @property
     def triple(self) -> tuple[int, int, int]:
+        """``(start, old_end, new_end)``: the span ``reparse_conversation`` takes."""
         return self.start, self.old_end, self.new_end
 
     def fits(self, old_length: int, new_length: int) -> bool:

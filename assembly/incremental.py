@@ -141,7 +141,7 @@ def reparse_conversation(
     ``span``: where the two texts differ (``(p, old_end, new_end)``, the editor's edit),
     when the caller knows it; else it is found by comparing them. ``reach``: None too when
     JSON's message list would be parsed more than this many characters past the edit
-    (the caller has a cheaper way: ``host._Cut``).
+    (the caller has a cheaper way: ``host._Aside``).
     """
     if prev.format is not fmt:
         return None
