@@ -365,6 +365,10 @@ def _views(
             for label, method in _VIEWS:
                 times[label].append(ask(method))
         res.extend((f"{label} {what}", t) for label, t in times.items())
+        if make is _insert_middle:  # each half on its own too (as the edit kinds)
+            for label, t in times.items():
+                res.append((f"  {label} after the paste", t[0::2]))
+                res.append((f"  {label} after its undo", t[1::2]))
     # Typing at a person's pace, the outline and the folds asked after each key (their
     # answers not awaited; those still pending cancelled at the next key, as VS Code
     # does): each key's diagnostics, as an editor shows them. A run's figure moves a lot
