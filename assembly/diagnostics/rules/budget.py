@@ -350,12 +350,31 @@ def _compression(
 
 def _named(src: Source, a: Assembly) -> list[bool]:
     """Per position of ``a.history``: whether its id names a file (``/files/``), found
-    once per run for the budget inputs (at C speed)."""
-    return src.cache.memo.of_run(
+    once per run for the budget inputs, and only between the ends it shares with the
+    last run's history (the same model messages, the same ids)."""
+    memo = src.cache.memo
+    return memo.of_run(
         "history-named",
         a,
-        lambda: list(map(operator.contains, a.history_ids, itertools.repeat("/files/"))),
+        lambda: memo.carried("history-named", lambda last: _named_made(a, last))[1],
     )
+
+
+def _named_made(
+    a: Assembly, last: tuple[tuple[LlmMessage, ...], list[bool]] | None
+) -> tuple[tuple[LlmMessage, ...], list[bool]]:
+    hist, ids = a.history, a.history_ids
+    if last is None:
+        return hist, _names_file(ids)
+    old, was = last
+    head, tail = common_ends(old, hist)
+    mid = _names_file(ids[head : len(hist) - tail])
+    return hist, [*was[:head], *mid, *was[len(old) - tail :]]
+
+
+def _names_file(ids: Sequence[str]) -> list[bool]:
+    """Whether each id names a file (``/files/``), at C speed."""
+    return list(map(operator.contains, ids, itertools.repeat("/files/")))
 
 
 @dataclass(slots=True, eq=False)
@@ -400,14 +419,24 @@ def _spliced_places(
     src: Source, last: _HistoryPlaces, hist: tuple[LlmMessage, ...], data: tuple[Message, ...]
 ) -> list[int | None] | None:
     """The places of ``hist`` from ``last``'s, when messages came or went in one run of
-    the document (the engine's splice) and the history changed in one run of positions:
+    the document (the engine's splice), or a few were replaced in place (a splice that
+    moves none: a message that lost its uploads), and the history changed in one run of
+    positions:
     the model messages before and after it are the same objects, of the same messages,
     whose places move as the splice moves them; those in it come from the document's run
     (found among its messages). None: not so."""
-    cache = src.cache
-    if not cache._moved or src.changed is None or last.messages is not cache._messages:
+    cache, changed = src.cache, src.changed
+    if changed is None or last.messages is not cache._messages:
         return None
-    head, mid, tail = cache._splice
+    replaced: set[int] | None = None
+    if cache._moved:
+        head, mid, tail = cache._splice
+    elif 0 < len(changed) <= 8:  # messages replaced in place: a splice that moves none
+        head, tail = min(changed), max(changed) + 1
+        replaced = set(changed)
+        mid = [None if j in replaced else j for j in range(head, tail)]
+    else:
+        return None
     old = last.history
     n_old, n_new = len(old), len(hist)
     hh, tt = common_ends(old, hist)
@@ -416,7 +445,9 @@ def _spliced_places(
         return None  # (a model message of none)
     end = head + len(mid)
     moved: list[int | None]
-    if (not before or max(before) < head) and (not after or min(after) >= tail):  # type: ignore[type-var]
+    if replaced is not None and replaced.isdisjoint(before) and replaced.isdisjoint(after):
+        moved = [*before, *after]  # nothing moves, and none is of a message replaced
+    elif (not before or max(before) < head) and (not after or min(after) >= tail):  # type: ignore[type-var]
         # None of the splice's run: those before stay, those after move by its shift.
         moved = [*before, *map((end - tail).__add__, after)]  # type: ignore[arg-type]
     else:
