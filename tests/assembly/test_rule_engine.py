@@ -438,6 +438,15 @@ def _paste_with_file(text: str) -> list[tuple[int, int, str]]:
     return [(at, at, new), (at, at + len(new), "")]
 
 
+def _drop_files(text: str) -> list[tuple[int, int, str]]:
+    """A message's uploads deleted (its `files` member), the list keeping its length (a
+    deletion from a message's text into its file's), then put back."""
+    at = text.index('"files": [')
+    start = text.rindex(",", 0, at)  # (the comma that ends the member before)
+    _, end = json.JSONDecoder().raw_decode(text, at + len('"files": '))
+    return [(start, end, ""), (start, start, text[start:end])]
+
+
 def _settings(text: str) -> list[tuple[int, int, str]]:
     at = _after(text, '"model": "gpt-4o', 0, 0)
     return [(at, at, "-mini"), (at, at + 5, "")]
@@ -479,6 +488,7 @@ _EDIT_KINDS = {
     "insert a message, delete it": _insert,
     "delete a whole message, undo": _delete_message,
     "paste a message with a file, delete it": _paste_with_file,
+    "delete a message's uploads, undo": _drop_files,
     "type in the settings": _settings,
     "type a new message at the end": _new_message,
     "type a parent, delete it": _parent,
@@ -511,6 +521,71 @@ def test_cached_rules_equal_fresh_rules_after_each_structural_edit(
     # The edits reach the document rules and (the tight budget) the budget rules.
     assert "orphaned-tool-response" in seen, seen
     assert budget > 9000 or {"history-truncated", "compression-due"} <= seen, seen
+
+
+def test_a_message_that_loses_its_uploads_keeps_the_budget_places(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message's uploads deleted and put back in place: the budget rules find the places
+    of the history's model messages again only for that message (the others keep theirs),
+    and the findings equal a fresh analysis'."""
+    path = tmp_path / "gen.conv.json"
+    text = _GENERATED.read_text(encoding="utf-8")
+    text = text.replace('"max_input_tokens": 128000', '"max_input_tokens": 9000', 1)
+    host = AnalysisHost()
+    _analysis(path, text, host)
+    found: list[int] = []
+    whole = Conversation.places_of
+
+    def counted(self: Conversation, sources: typing.Iterable[object]) -> list[int | None]:
+        found.append(1)
+        return whole(self, sources)
+
+    monkeypatch.setattr(Conversation, "places_of", counted)
+    for start, end, new in _drop_files(text):
+        text = text[:start] + new + text[end:]
+        found.clear()
+        got = _analysis(path, text, host)
+        assert found == []  # (the host's run, before the fresh one below)
+        want = _analysis(path, text)
+        assert [(d, d.range.start, d.range.end) for d in got.diagnostics] == [
+            (d, d.range.start, d.range.end) for d in want.diagnostics
+        ]
+
+
+def test_the_file_rules_read_one_walk_of_the_files_again_alike(tmp_path: Path) -> None:
+    """The two file rules share what they know of the files (made once a run); walked
+    again (a rule run again on the same traffic), it says what it said the first time:
+    a call that names a file before the upload the cut drops is "injected later", not
+    "dropped" (what the end of the first walk knew)."""
+    from assembly.diagnostics.rules.files import (
+        PromptFileIds,
+        file_id_not_in_read_file_list,
+        filename_instead_of_file_id,
+    )
+
+    fid = "c0ffee00-1111-4222-8333-444455556666"
+    call = {"name": "read_file", "arguments": json.dumps({"file_id": fid})}
+    doc = {
+        "settings": {"max_input_tokens": 400},
+        "messages": [
+            {"id": "a0", "role": "assistant", "content": None, "token_count": 5,
+             "tool_calls": [{"id": "c0", "type": "function", "function": call}]},
+            {"id": "t0", "role": "tool", "tool_call_id": "c0", "content": "?", "token_count": 5},
+            {"id": "u1", "role": "user", "content": "Here.", "token_count": 500,
+             "files": [{"file_id": fid, "filename": "a.txt", "content": "x", "token_count": 20}]},
+            {"id": "a1", "role": "assistant", "content": "Got it.", "token_count": 5},
+            {"id": "u2", "role": "user", "content": "And?", "token_count": 20},
+        ],
+    }  # fmt: skip
+    host = AnalysisHost()
+    got = _analysis(tmp_path / "doc.conv.json", json.dumps(doc), host)
+    words = [d.message for d in got.diagnostics if d.code == "file-id-not-in-read-file-list"]
+    assert len(words) == 1 and "only injected later" in words[0], words
+    traffic, ids = _cache(host).input(FileTraffic), _cache(host).input(PromptFileIds)
+    first = [d.message for d in file_id_not_in_read_file_list(traffic, ids)]
+    list(filename_instead_of_file_id(traffic))
+    assert [d.message for d in file_id_not_in_read_file_list(traffic, ids)] == first == words
 
 
 def test_the_file_rules_follow_the_cut_over_an_upload(tmp_path: Path) -> None:

@@ -84,23 +84,26 @@ def file_id_not_in_read_file_list(b: FileTraffic, in_prompt: PromptFileIds) -> I
     """
     if not b.messages and not in_prompt.ids:
         return
-    files = _Files(b)
+    files = _files_of(b)
+    data = b.data
+    # What each message names (``FileMentions``) is read first; the message's shape (its
+    # calls, where it is) only for a finding.
     for i, offered in files.walk():
         found = b.of_message[i]
-        m = b.messages[i]
-        if m.role is ASSISTANT_ROLE:
-            for k, call in enumerate(m.tool_calls):
-                value = found.get(k)
+        role = data[i].role
+        if role is ASSISTANT_ROLE:
+            for k, value in found.items():  # (the calls' indexes, in order)
                 if not isinstance(value, str):
                     continue
                 if value in offered or files.filename_ids(value) is not None:
                     continue
+                m = b.messages[i]
                 rng = _argument_range(m, k, value)
-                yield _not_offered(files, value, rng, f"`{call.name}` asks for")
-        elif m.role is USER_ROLE:
+                yield _not_offered(files, value, rng, f"`{m.tool_calls[k].name}` asks for")
+        elif role is USER_ROLE:
             for k, ref in found.items():
                 if isinstance(ref, tuple) and ref[0] not in offered:
-                    rng = _ref_range(m, k, ref)
+                    rng = _ref_range(b.messages[i], k, ref)
                     yield _not_offered(files, ref[0], rng, "the user message names")
     offered = files.offered_at_end
     for value, rng in in_prompt.ids:
@@ -130,14 +133,14 @@ def filename_instead_of_file_id(b: FileTraffic) -> Iterator[Diagnostic]:
     """
     if not b.messages:
         return
-    files = _Files(b)
+    files = _files_of(b)
     for i, found in b.of_message.items():
-        m = b.messages[i]
-        for k, call in enumerate(m.tool_calls):
-            value = found.get(k)
+        for k, value in found.items():  # (a call's argument; a user message's are tuples)
             ids = files.filename_ids(value) if isinstance(value, str) else None
             if not isinstance(value, str) or ids is None:
                 continue
+            m = b.messages[i]
+            call = m.tool_calls[k]
             related: tuple[Related, ...] = ()
             fix: Fix | None = None
             if not ids:
@@ -196,6 +199,16 @@ class _Place:
     at: tuple[int, str, int] | TextRange | None
     message_id: str | None  # the message that injects it; None for project files
     project: bool = False
+
+
+def _files_of(b: FileTraffic) -> _Files:
+    """``_Files(b)``, made once for the two rules that read it (the last one is kept)."""
+    last = _LAST_FILES[0] if _LAST_FILES else None
+    if last is not None and last[0] is b:
+        return last[1]
+    files = _Files(b)
+    _LAST_FILES[:] = [(b, files)]
+    return files
 
 
 class _Files:
@@ -260,6 +273,7 @@ class _Files:
         ``offered_at_end``, what the custom agent prompt (after all history) can name.
         """
         offered = set(self.listed)
+        self.dead = set()  # (as found so far: a finding reads it as the walk goes)
         data = self._b.data
         carriers = set(self._carriers)
         of_message = self._b.of_message
@@ -509,6 +523,9 @@ def file_traffic(b: Branch, cut: Cut, mentions: FileMentions, k: MessageKinds) -
         stored,
     )
 
+
+# The last ``_Files`` made, with the traffic it was made of.
+_LAST_FILES: list[tuple[FileTraffic, _Files]] = []
 
 # The last ``file_traffic``'s carriers, named messages and branch, and those of them on it;
 # its carriers' messages, the history and the ids the cut dropped, and the carriers' live ids.
