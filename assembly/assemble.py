@@ -1713,7 +1713,10 @@ class _Pipeline:
         starts.append(len(hist))
         n = len(hist)
         # The values kept beside the lists (positions of a kind, the table of ids) are
-        # moved through the runs from ``prev``'s, unless ``prev`` is ``h`` being patched.
+        # moved through the runs from ``prev``'s: when ``prev`` is ``h`` being made again
+        # in place (its changed units converted, its lists and shape still the old ones),
+        # too. Only its file metadata is not compared with its own (``h.metas`` already
+        # holds the changed units' files).
         apart = prev is not None and prev is not h
 
         def gather(old: Sequence[Any] | None, make: Callable[[LlmMessage], Any]) -> list[Any]:
@@ -1749,17 +1752,13 @@ class _Pipeline:
         fids = gather(ps.fids if ps else None, operator.attrgetter("file_id"))
         h.tokens = gather(prev.tokens if prev else None, operator.attrgetter("tokens"))
         table = None
-        if apart and ps is not None and ps.unique_ids:
+        if ps is not None and ps.unique_ids:
             table = _carried_table(prev.tokens_by_id, ps.ids, runs, len(old_hist), ids, h.tokens)  # type: ignore[union-attr]
         h.tokens_by_id = table if table is not None else dict(zip(ids, h.tokens, strict=True))
         unique = len(h.tokens_by_id) == len(ids)  # (the table tells whether ids repeat)
         calls = _moved_calls(ps, runs, old_hist) if ps is not None else None
-        users = _carried_positions(
-            ps.user_positions if apart and ps else None, runs, hist, _users_in
-        )
-        images = _carried_positions(
-            ps.image_positions if apart and ps else None, runs, hist, _images_in
-        )
+        users = _carried_positions(ps.user_positions if ps else None, runs, hist, _users_in)
+        images = _carried_positions(ps.image_positions if ps else None, runs, hist, _images_in)
         h.shape = self._shape_of(
             hist, ids, kinds, fids, last_user_pos, calls, unique=unique, users=(users, images)
         )
@@ -1784,7 +1783,7 @@ class _Pipeline:
         h.fill_key = fill_key
         meta_runs = [r if r[0] == "old" else ("new", h.metas[r[1] : r[2]]) for r in unit_runs]
         meta_units = _carried_positions(
-            prev.meta_units if apart and prev else None, meta_runs, h.metas, _metas_in
+            prev.meta_units if prev else None, meta_runs, h.metas, _metas_in
         )
         if (
             apart
