@@ -15,6 +15,7 @@ import itertools
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from assembly.assemble import Assembly, LlmMessage
 from assembly.diagnostics.core import (
@@ -31,6 +32,7 @@ from assembly.text import TextRange
 MAX_RELATED_FILES = 5
 SENT_SEGMENTS = frozenset({"history", "last_user", "this_turn"})
 _SOURCE = operator.attrgetter("source")
+_T = TypeVar("_T")
 
 
 def history_truncated(t: Truncation, b: Branch) -> Iterator[Diagnostic]:
@@ -337,15 +339,20 @@ def _compression(
 ) -> tuple[Span, int, int | None]:
     plan = a.compression
     h = a.history
-    older = list(map(h.__getitem__, plan.summarize_at))
-    recent = list(map(h.__getitem__, plan.keep_at))
+    older, recent = _picked(h, plan.summarize_at), _picked(h, plan.keep_at)
     where = places.places if places is not None else [None] * len(h)
     first_recent = next((where[p] for p in plan.keep_at if h[p].source is not None), None)
-    at = list(map(where.__getitem__, plan.summarize_at))
-    span = _span(conv, older, at, list(map(named.__getitem__, plan.summarize_at)))
-    recent_at = list(map(where.__getitem__, plan.keep_at))
-    recent_named = list(map(named.__getitem__, plan.keep_at))
+    at = _picked(where, plan.summarize_at)
+    span = _span(conv, older, at, _picked(named, plan.summarize_at))
+    recent_at, recent_named = _picked(where, plan.keep_at), _picked(named, plan.keep_at)
     return span, len(_placed(recent, recent_at, recent_named)[0]), first_recent
+
+
+def _picked(seq: Sequence[_T], at: Sequence[int]) -> Sequence[_T]:
+    """The items of ``seq`` at the positions ``at``, in one call at C speed."""
+    if len(at) > 1:
+        return operator.itemgetter(*at)(seq)  # type: ignore[no-any-return]
+    return tuple(map(seq.__getitem__, at))
 
 
 def _named(src: Source, a: Assembly) -> list[bool]:
@@ -524,7 +531,7 @@ def _same_places(
 def _span(
     conv: Conversation | None,
     msgs: Sequence[LlmMessage],
-    where: list[int | None],
+    where: Sequence[int | None],
     named: Sequence[bool],
     summary_id: str | None = None,
     nodes: Sequence[int] = (),
@@ -559,7 +566,7 @@ def _span(
 
 
 def _end_place(
-    conv: Conversation, msgs: Sequence[LlmMessage], where: list[int | None], i: int, first: bool
+    conv: Conversation, msgs: Sequence[LlmMessage], where: Sequence[int | None], i: int, first: bool
 ) -> _Place:
     """The first (else last) place of message ``i`` among ``msgs``: the message itself
     when it is among them, else its first (last) file."""
@@ -601,6 +608,10 @@ def _placed(
     message is not one: their number is how many messages ``msgs`` are), and the places
     of all of them; ``where``: the index of each one's source (None: none), ``named``:
     whether each one's id names a file (``/files/``)."""
+    if True not in named:  # (most often: each is a document message of its own)
+        seen = set(where)
+        seen.discard(None)
+        return seen, set(seen)  # type: ignore[return-value]
     # Passes at C speed: the messages whose id names no file, then the few others.
     seen = set(itertools.compress(where, map(operator.not_, named)))
     others: list[int | None] = []
