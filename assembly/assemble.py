@@ -576,16 +576,15 @@ def _call_positions(
     """
     tool_positions = _positions(kinds, "tool")
     assistants = _positions(kinds, "assistant")
-    makers = list(
-        itertools.compress(assistants, map(_TOOL_CALLS, map(hist.__getitem__, assistants)))
-    )
-    made = list(map(_TOOL_CALLS, map(hist.__getitem__, makers)))
+    calls = list(map(_TOOL_CALLS, seq.picked(hist, assistants)))
+    makers = list(itertools.compress(assistants, calls))
+    made = list(itertools.compress(calls, calls))
     call_ids = list(map(_ID, itertools.chain.from_iterable(made)))
     at = list(itertools.chain.from_iterable(map(itertools.repeat, makers, map(len, made))))
     last = dict(zip(call_ids, at, strict=True))
     unique = len(last) == len(call_ids)
     last.pop("", None)  # a response without a call id answers nothing
-    answers = list(map(_TOOL_CALL_ID, map(hist.__getitem__, tool_positions)))
+    answers = list(map(_TOOL_CALL_ID, seq.picked(hist, tool_positions)))
     found = list(map(last.get, answers, itertools.repeat(-1)))
     late = list(itertools.compress(range(len(found)), map(operator.gt, found, tool_positions)))
     if late:

@@ -2,7 +2,8 @@
 
 The pipeline, the rule engine and the rules keep values made from the last version's
 messages; each finds what an edit kept (the common head and tail, the same objects) in
-passes at C speed and reads only the run between. This is that one search.
+passes at C speed and reads only the run between. This is that one search, and the one
+way to pick a sequence's items at many positions (``picked``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,17 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Sequence
+from typing import TypeVar
+
+_T = TypeVar("_T")
+
+
+def picked(items: Sequence[_T], at: Sequence[int]) -> Sequence[_T]:
+    """The items at the positions ``at``, in order: one call at C speed (``itemgetter``),
+    several times faster than a map of ``__getitem__`` over thousands of positions."""
+    if len(at) > 1:
+        return operator.itemgetter(*at)(items)  # type: ignore[no-any-return]
+    return tuple(map(items.__getitem__, at))
 
 
 def common_ends(old: Sequence[object], new: Sequence[object]) -> tuple[int, int]:

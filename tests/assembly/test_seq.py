@@ -1,5 +1,5 @@
-"""``assembly.seq``: the common head and tail of two versions, by identity, and the indexes
-where two versions of one length differ."""
+"""``assembly.seq``: the common head and tail of two versions, by identity, the indexes
+where two versions of one length differ, and items picked at positions."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assembly.seq import apart, common_ends, differing, forget, nearer, note
+from assembly.seq import apart, common_ends, differing, forget, nearer, note, picked
 
 POOL = [object() for _ in range(6)]
 
@@ -146,3 +146,12 @@ def test_a_memo_set_aside_is_nearer_only_by_a_margin() -> None:
     assert nearer(ended, whole, next_ended)
     assert not nearer(ended, whole, far)  # 300 to make again against 200 to drop
     assert nearer(whole, ended, list(whole))  # the items came back: the whole one serves
+
+
+@given(st.lists(st.integers(), max_size=40), st.data())
+def test_picked_is_the_items_at_the_positions_in_order(
+    items: list[int], data: st.DataObject
+) -> None:
+    at = data.draw(st.lists(st.integers(0, max(0, len(items) - 1)), max_size=60)) if items else []
+    assert list(picked(items, at)) == [items[p] for p in at]
+    assert list(picked(tuple(items), at)) == [items[p] for p in at]

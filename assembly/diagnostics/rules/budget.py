@@ -15,7 +15,6 @@ import itertools
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from assembly.assemble import Assembly, LlmMessage
 from assembly.diagnostics.core import (
@@ -26,13 +25,12 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.engine import Source, query
 from assembly.diagnostics.inputs import Branch, MessageKinds
 from assembly.model import Conversation, Message
-from assembly.seq import common_ends, differing
+from assembly.seq import common_ends, differing, picked
 from assembly.text import TextRange
 
 MAX_RELATED_FILES = 5
 SENT_SEGMENTS = frozenset({"history", "last_user", "this_turn"})
 _SOURCE = operator.attrgetter("source")
-_T = TypeVar("_T")
 
 
 def history_truncated(t: Truncation, b: Branch) -> Iterator[Diagnostic]:
@@ -254,7 +252,7 @@ def truncation(src: Source, kinds: MessageKinds) -> Truncation:
                 conv,
                 dropped,
                 places.places[:k],
-                _named(src, a)[:k],
+                places.named[:k],
                 a.summary_id,
                 kinds.summaries,
             ),
@@ -308,7 +306,11 @@ def compression(src: Source) -> Compression:
     places = _history_places(src, a, conv) if conv is not None else None
     key = (places.stamp if places else None, len(a.history), plan.summarize_at, plan.keep_at)
     span, n_recent, first_recent = memo.derived(
-        "compression-due", key, lambda: _compression(conv, a, places, _named(src, a))
+        "compression-due",
+        key,
+        lambda: _compression(
+            conv, a, places, places.named if places else _names_file(a.history_ids)
+        ),
     )
     last = None
     if first_recent is None and not span.placed:
@@ -339,44 +341,13 @@ def _compression(
 ) -> tuple[Span, int, int | None]:
     plan = a.compression
     h = a.history
-    older, recent = _picked(h, plan.summarize_at), _picked(h, plan.keep_at)
+    older, recent = picked(h, plan.summarize_at), picked(h, plan.keep_at)
     where = places.places if places is not None else [None] * len(h)
     first_recent = next((where[p] for p in plan.keep_at if h[p].source is not None), None)
-    at = _picked(where, plan.summarize_at)
-    span = _span(conv, older, at, _picked(named, plan.summarize_at))
-    recent_at, recent_named = _picked(where, plan.keep_at), _picked(named, plan.keep_at)
+    at = picked(where, plan.summarize_at)
+    span = _span(conv, older, at, picked(named, plan.summarize_at))
+    recent_at, recent_named = picked(where, plan.keep_at), picked(named, plan.keep_at)
     return span, len(_placed(recent, recent_at, recent_named)[0]), first_recent
-
-
-def _picked(seq: Sequence[_T], at: Sequence[int]) -> Sequence[_T]:
-    """The items of ``seq`` at the positions ``at``, in one call at C speed."""
-    if len(at) > 1:
-        return operator.itemgetter(*at)(seq)  # type: ignore[no-any-return]
-    return tuple(map(seq.__getitem__, at))
-
-
-def _named(src: Source, a: Assembly) -> list[bool]:
-    """Per position of ``a.history``: whether its id names a file (``/files/``), found
-    once per run for the budget inputs, and only between the ends it shares with the
-    last run's history (the same model messages, the same ids)."""
-    memo = src.cache.memo
-    return memo.of_run(
-        "history-named",
-        a,
-        lambda: memo.carried("history-named", lambda last: _named_made(a, last))[1],
-    )
-
-
-def _named_made(
-    a: Assembly, last: tuple[tuple[LlmMessage, ...], list[bool]] | None
-) -> tuple[tuple[LlmMessage, ...], list[bool]]:
-    hist, ids = a.history, a.history_ids
-    if last is None:
-        return hist, _names_file(ids)
-    old, was = last
-    head, tail = common_ends(old, hist)
-    mid = _names_file(ids[head : len(hist) - tail])
-    return hist, [*was[:head], *mid, *was[len(old) - tail :]]
 
 
 def _names_file(ids: Sequence[str]) -> list[bool]:
@@ -387,16 +358,18 @@ def _names_file(ids: Sequence[str]) -> list[bool]:
 @dataclass(slots=True, eq=False)
 class _HistoryPlaces:
     """Where each model message of a history comes from: ``places[p]``, the index in the
-    conversation of ``history[p]``'s source (None: none). ``stamp`` stays the same object
-    while every position keeps what the spans of the budget rules read of it (its
-    source's place, whether its id names an upload and which, the upload it is), so a
-    span keyed on it is kept; ``messages``: the stored messages it was found in."""
+    conversation of ``history[p]``'s source (None: none), and ``named[p]``, whether its
+    id names a file (``/files/``). ``stamp`` stays the same object while every position
+    keeps what the spans of the budget rules read of it (its source's place, whether its
+    id names an upload and which, the upload it is), so a span keyed on it is kept;
+    ``messages``: the stored messages it was found in."""
 
     history: tuple[LlmMessage, ...]
     places: list[int | None]
     summary_id: str | None
     messages: tuple[Message, ...]
     stamp: object
+    named: list[bool]
 
 
 def _history_places(src: Source, a: Assembly, conv: Conversation) -> _HistoryPlaces:
@@ -415,11 +388,18 @@ def _places_made(
 ) -> _HistoryPlaces:
     hist, data = a.history, conv.message_data
     if last is not None and _same_places(src, last, hist, data, a.summary_id):
-        return _HistoryPlaces(hist, last.places, a.summary_id, data, last.stamp)
+        return _HistoryPlaces(hist, last.places, a.summary_id, data, last.stamp, last.named)
     places = _spliced_places(src, last, hist, data) if last is not None else None
-    if places is None:
+    if places is None or last is None:
         places = conv.places_of(map(_SOURCE, hist))
-    return _HistoryPlaces(hist, places, a.summary_id, data, object())
+        return _HistoryPlaces(
+            hist, places, a.summary_id, data, object(), _names_file(a.history_ids)
+        )
+    # Spliced: the same model messages at the common ends (the same ids), found once.
+    head, tail = common_ends(last.history, hist)
+    mid = _names_file(a.history_ids[head : len(hist) - tail])
+    named = [*last.named[:head], *mid, *last.named[len(last.history) - tail :]]
+    return _HistoryPlaces(hist, places, a.summary_id, data, object(), named)
 
 
 def _spliced_places(
