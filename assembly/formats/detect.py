@@ -14,7 +14,7 @@ re-read of one edited message can tell whether the guess could change.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import chain
@@ -318,13 +318,18 @@ class Tally:
 
     The format is the family with the most marks (``_winner``; a tie goes to the promptls
     reader), told by the first three different reasons of that family in document order:
-    ``horizon`` is where the third first stands (None: fewer than three), and reasons
-    changed after it change nothing."""
+    ``firsts`` holds them with where each first stands (``_walk``'s places); a reason
+    that first stands after the third changes nothing."""
 
     counts: Counter[tuple[str, str]]
     detection: Detection
     family: str
-    horizon: tuple[int, int] | None
+    firsts: tuple[tuple[str, tuple[int, int]], ...]
+
+    @property
+    def horizon(self) -> tuple[int, int] | None:
+        """Where the third reason first stands (None: fewer than three)."""
+        return self.firsts[2][1] if len(self.firsts) == 3 else None
 
 
 def tally(root: SNode | None, *, jsonl: bool, marks_of: Callable[[SNode], Marks]) -> Tally:
@@ -332,20 +337,34 @@ def tally(root: SNode | None, *, jsonl: bool, marks_of: Callable[[SNode], Marks]
     groups = list(_walk(root, jsonl, marks_of))
     counts = Counter(chain.from_iterable(map(_MARKS, groups)))
     fmt, family = _winner(_families(counts))
-    # The first three reasons of the family, and where the third first stands.
-    seen: list[str] = []
-    horizon = None
+    return _told(counts, fmt, family, _first_three(groups, family))
+
+
+def _first_three(
+    groups: Iterable[tuple[tuple[int, int], Marks]], family: str, limit: int | None = 3
+) -> list[tuple[str, tuple[int, int]]]:
+    """The first three (``limit``; None: all) different reasons of ``family`` among
+    ``groups`` (in their order), each with where it first stands."""
+    firsts: list[tuple[str, tuple[int, int]]] = []
+    seen: set[str] = set()
     for at, ms in groups:
         for fam, what in ms:
             if fam == family and what not in seen:
-                seen.append(what)
-                if len(seen) == 3:
-                    horizon = at
-                    break
-        if horizon is not None:
-            break
-    why = ", ".join(seen) if seen else "no mark of another format"
-    return Tally(counts, Detection(fmt, why), family, horizon)
+                seen.add(what)
+                firsts.append((what, at))
+                if len(firsts) == limit:
+                    return firsts
+    return firsts
+
+
+def _told(
+    counts: Counter[tuple[str, str]],
+    fmt: SourceFormat,
+    family: str,
+    firsts: Sequence[tuple[str, tuple[int, int]]],
+) -> Tally:
+    why = ", ".join(r for r, _ in firsts) if firsts else "no mark of another format"
+    return Tally(counts, Detection(fmt, why), family, tuple(firsts))
 
 
 def retally(
@@ -358,8 +377,13 @@ def retally(
 ) -> Tally | None:
     """``t`` after the message nodes from ``k`` on, ``old`` (each with its marks), were
     replaced by ``new`` (the top-level keys unchanged): what ``tally`` of the new tree
-    gives, or None when the reasons it gives might change (it must be told from
-    every node then)."""
+    gives, or None when the reasons it gives might change in a way the count cannot tell
+    (it must be told from every node then): the winning family changed, or a node
+    replaced held where one of the first three reasons first stood.
+
+    Otherwise the first three reasons are those of ``t`` (moved by the replacement's
+    shift) and the new nodes' own, in document order: a reason not among ``t``'s first
+    three first stands after the third of them, so it can come first only in a new node."""
     removed, added = _region(old, k, jsonl), _region(new, k, jsonl)
     counts = t.counts.copy()
     # (Counted at C speed, then subtracted and added per distinct mark.)
@@ -369,14 +393,19 @@ def retally(
     fmt, family = _winner(_families(counts))
     if family != t.family:
         return None
-    horizon = t.horizon
-    changed = [at for at, ms in (*removed, *added) if family in map(_FAMILY, ms)]
-    if changed and (horizon is None or horizon >= min(changed)):
-        return None  # the first three reasons may change
-    if horizon is not None and horizon[0] > 0 and horizon[1] >= k:
-        # A node after those replaced (none of them has a mark of the family before it).
-        horizon = (horizon[0], horizon[1] + len(new) - len(old))
-    return Tally(counts, Detection(fmt, t.detection.why), family, horizon)
+    end, shift = k + len(old), len(new) - len(old)
+    kept: list[tuple[str, tuple[int, int]]] = []
+    for what, (tier, i) in t.firsts:
+        if tier > 0 and k <= i < end:
+            return None  # (where it stands next is not known)
+        kept.append((what, (tier, i + shift) if tier > 0 and i >= end else (tier, i)))
+    groups: list[tuple[tuple[int, int], Marks]] = []
+    if jsonl:
+        groups += [((1, j), top_marks(n)) for j, (n, _) in enumerate(new, k) if header_like(n)]
+    groups += [((2, j), ms) for j, (_, ms) in enumerate(new, k)]
+    merged = sorted([*kept, *_first_three(groups, family, None)], key=_PLACE)
+    firsts = _first_three(((at, ((family, r),)) for r, at in merged), family)
+    return _told(counts, fmt, family, firsts)
 
 
 def _region(
@@ -391,8 +420,8 @@ def _region(
     return res
 
 
-_FAMILY = itemgetter(0)  # of a mark
 _MARKS = itemgetter(1)  # of a node with its marks
+_PLACE = itemgetter(1)  # of a reason with where it first stands
 
 
 def _families(counts: Counter[tuple[str, str]]) -> Counter[str]:

@@ -125,3 +125,33 @@ def test_a_whole_read_keeps_its_count_and_the_first_edit_tells_the_format_from_i
 
 def _refused(*args: object, **kwargs: object) -> object:
     raise AssertionError("every node's marks counted again")
+
+
+def test_a_reason_among_the_first_three_is_told_from_the_count_when_it_stands_elsewhere() -> None:
+    """A node replaced before the third reason first stands, its own reasons already told
+    by an earlier node (a JSON Lines record that loses its `files`, in the middle of a log
+    whose third reason is its last record's `summary` role): the format and its reasons
+    are told from the count, and equal a count of the new tree. A node that held where a
+    reason first stood is not (where that reason stands next is not known)."""
+    records = [{"settings": {"max_input_tokens": 9000}}]
+    records += [{"id": f"m{i}", "role": "user", "content": "x"} for i in range(6)]
+    records[3]["files"] = [{"file_id": "f", "filename": "a.md", "content": "y"}]
+    records[5]["files"] = [{"file_id": "g", "filename": "b.md", "content": "z"}]
+    records.append({"id": "s", "role": "summary", "content": "so far"})
+    root = parse_jsonl("\n".join(json.dumps(r) for r in records)).root
+    assert root is not None
+    t = tally(root, jsonl=True, marks_of=message_marks)
+    assert t.horizon is not None and t.horizon[1] == len(records) - 1, t.firsts
+    nodes = message_nodes(root, True)
+    for k, told in ((5, True), (3, False)):  # (the second `files`; the first)
+        plain = parse_jsonl(json.dumps({"id": f"m{k}", "role": "user", "content": "x"})).root
+        assert plain is not None
+        new = list(plain.items)
+        after = _with_nodes(root, True, [*nodes[:k], *new, *nodes[k + 1 :]])
+        got = retally(
+            t, k, [(nodes[k], message_marks(nodes[k]))], [(n, message_marks(n)) for n in new],
+            jsonl=True,
+        )  # fmt: skip
+        assert (got is not None) is told, (k, t.firsts)
+        if got is not None:
+            assert got == tally(after, jsonl=True, marks_of=message_marks)
