@@ -499,18 +499,14 @@ def file_traffic(b: Branch, cut: Cut, mentions: FileMentions, k: MessageKinds) -
     if cut.assembled:  # the carriers' ids in the history, less those the cut dropped
         held = stored[len(on) :]
         was = _LAST_LIVE[0] if _LAST_LIVE else None
-        if (
-            was is not None
-            and len(was[0]) == len(held)
-            and all(map(operator.is_, was[0], held))
-            and was[1] == cut.history
-            and was[2] == cut.dropped
-        ):
-            live = was[3]  # the same carriers, the same history and cut
+        same = was is not None and len(was[0]) == len(held) and all(map(operator.is_, was[0], held))
+        if same and was[1] == cut.history and was[2] == cut.dropped:  # type: ignore[index]
+            live = was[4]  # type: ignore[index]  # the same carriers, history and cut
         else:
-            names = {n for m in held for n in _carrier_ids(m)}
+            # (The same carriers have the same ids: only the history or the cut changed.)
+            names = was[3] if same else {n for m in held for n in _carrier_ids(m)}  # type: ignore[index]
             live = frozenset(names.intersection(cut.history).difference(cut.dropped))
-            _LAST_LIVE[:] = [(held, cut.history, cut.dropped, live)]
+            _LAST_LIVE[:] = [(held, cut.history, cut.dropped, names, live)]
     return FileTraffic(
         b,
         tuple(on),
@@ -528,9 +524,12 @@ def file_traffic(b: Branch, cut: Cut, mentions: FileMentions, k: MessageKinds) -
 _LAST_FILES: list[tuple[FileTraffic, _Files]] = []
 
 # The last ``file_traffic``'s carriers, named messages and branch, and those of them on it;
-# its carriers' messages, the history and the ids the cut dropped, and the carriers' live ids.
+# its carriers' messages, the history and the ids the cut dropped, the carriers' ids and
+# those of them live.
 _LAST_ON: list[tuple[tuple[int, ...], tuple[int, ...], list[int], list[int]]] = []
-_LAST_LIVE: list[tuple[tuple[Message, ...], tuple[str, ...], tuple[str, ...], frozenset[str]]] = []
+_LAST_LIVE: list[
+    tuple[tuple[Message, ...], tuple[str, ...], tuple[str, ...], set[str], frozenset[str]]
+] = []
 
 
 def _carrier_ids(m: Message) -> Iterator[str]:
