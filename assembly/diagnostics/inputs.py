@@ -769,9 +769,21 @@ class OrphanCut:
 def orphan_cut(cut: Cut, t: ToolTraffic) -> OrphanCut:
     if not cut.orphans_dropped:
         return OrphanCut((), frozenset())
-    data = t.data
-    callers = set(map(_ID, map(data.__getitem__, t.callers)))
-    return OrphanCut(cut.orphans_dropped, frozenset(callers.intersection(cut.dropped)))
+    held = t.callers_data()
+    last = _LAST_ORPHANS[0] if _LAST_ORPHANS else None
+    same = last is not None and len(last[0]) == len(held) and all(map(operator.is_, last[0], held))
+    if same and last[1] == cut.dropped:  # type: ignore[index]
+        return OrphanCut(cut.orphans_dropped, last[3])  # type: ignore[index]
+    # (The same messages make calls under the same ids: only the cut changed.)
+    ids = last[2] if same else set(map(_ID, held))  # type: ignore[index]
+    dropped = frozenset(ids.intersection(cut.dropped))
+    _LAST_ORPHANS[:] = [(held, cut.dropped, ids, dropped)]
+    return OrphanCut(cut.orphans_dropped, dropped)
+
+
+# The last ``orphan_cut``'s messages that make calls, the ids the cut dropped, the callers'
+# ids and those of them dropped.
+_LAST_ORPHANS: list[tuple[tuple[Message, ...], tuple[str, ...], set[str], frozenset[str]]] = []
 
 
 # ------------------------------------------------------------------------------ tools

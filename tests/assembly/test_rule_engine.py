@@ -588,6 +588,46 @@ def test_the_file_rules_read_one_walk_of_the_files_again_alike(tmp_path: Path) -
     assert [d.message for d in file_id_not_in_read_file_list(traffic, ids)] == first == words
 
 
+def test_the_orphans_follow_the_cut_over_the_same_calls(tmp_path: Path) -> None:
+    """A token count typed moves the budget cut from one call to the next (the messages
+    that make calls are the same objects): the response the cut now orphans says its
+    call is cut by the budget, as a fresh analysis says, not that a summary replaced it
+    (what the cut dropped before would say)."""
+
+    def calling(k: str) -> list[dict[str, object]]:
+        call = {"id": f"call_{k}", "type": "function",
+                "function": {"name": "lookup", "arguments": "{}"}}  # fmt: skip
+        return [
+            {"id": f"a{k}", "role": "assistant", "content": None, "tool_calls": [call],
+             "token_count": 100},
+            {"id": f"t{k}", "role": "tool", "tool_call_id": f"call_{k}", "content": "x",
+             "token_count": 100},
+        ]  # fmt: skip
+
+    def text(count: int) -> str:
+        messages = [
+            {"id": "u0", "role": "user", "content": "a", "token_count": 100},
+            *calling("A"),
+            {"id": "u1", "role": "user", "content": "b", "token_count": 100},
+            *calling("B"),
+            {"id": "a2", "role": "assistant", "content": "ok", "token_count": count},
+            {"id": "u2", "role": "user", "content": "c", "token_count": 10},
+        ]
+        tool = {"type": "function", "function": {"name": "lookup", "parameters": {}}}
+        doc = {"settings": {"max_input_tokens": 1000}, "tools": [tool], "messages": messages}
+        return json.dumps(doc)
+
+    path = tmp_path / "calls.conv.json"
+    host = AnalysisHost()
+    counts = (600, 850, 600)  # (the cut drops `aA`, then `aB` too)
+    got = [_analysis(path, text(c), host).diagnostics for c in counts]  # (in turn)
+    want = [_analysis(path, text(c)).diagnostics for c in counts]
+    assert got == want
+    orphans = [[d.message for d in ds if d.code == "orphaned-tool-response"] for ds in got]
+    assert len(orphans[0]) == 1 and "`aA` is cut by the token budget" in orphans[0][0]
+    assert "`aB` is cut by the token budget" in orphans[1][-1], orphans
+
+
 def test_the_file_rules_follow_the_cut_over_an_upload(tmp_path: Path) -> None:
     """The budget cut moves over a message with an upload, the history's ids unchanged (a
     token count typed): the upload leaves and re-enters the context, and the file rules'
