@@ -2167,6 +2167,7 @@ def _token_range(text: str, offset: int) -> TextRange:
 
 _YAML_MERGE_TAG = "tag:yaml.org,2002:merge"  # a plain `<<` key (YAML 1.1's merge key)
 _YAML_STR_TAG = "tag:yaml.org,2002:str"
+_BLOCK_STYLES = ("|", ">")  # a literal or folded block scalar (its range is trimmed)
 
 
 class _YamlConverter:
@@ -2286,8 +2287,9 @@ class _YamlConverter:
                             holder = i
                         break
             merged: list[Member] = []
+            scalar, seen, b = self._scalar, self._seen, self.base
             for i, (key_node, value_node) in enumerate(pairs):
-                name = key_node.value if isinstance(key_node, self._scalar) else None
+                name = key_node.value if isinstance(key_node, scalar) else None
                 if name is not None and key_node.tag == _YAML_MERGE_TAG:
                     merged += self._merged(value_node, depth)
                     continue
@@ -2305,9 +2307,34 @@ class _YamlConverter:
                     self.errors.append(_duplicate_key(name, TextRange(ks, ke)))
                 else:
                     keys.add(name)
-                value = self.convert(value_node, depth + 1, i == holder)
+                vid = id(value_node)
+                if (
+                    type(value_node) is scalar
+                    and value_node.tag == _YAML_STR_TAG
+                    and value_node.style not in _BLOCK_STYLES
+                    and self.budget > 0
+                    and vid not in seen
+                    and depth + 1 < MAX_DEPTH
+                ):
+                    # (Most values: a string scalar read here as ``convert`` reads it, without
+                    # its call and the checks that cannot apply to it.)
+                    self.budget -= 1
+                    seen.add(vid)
+                    vs = value_node.start_mark.index
+                    ve = value_node.end_mark.index
+                    if ve < vs:
+                        ve = vs
+                    value = SNode(
+                        "string",
+                        TextRange(vs, ve) if b is None else self._range(vs, ve),
+                        value_node.value,
+                    )
+                else:
+                    value = self.convert(value_node, depth + 1, i == holder)
                 if value is not None:
-                    members.append(Member(name, self._range(ks, ke), value))
+                    members.append(
+                        Member(name, TextRange(ks, ke) if b is None else self._range(ks, ke), value)
+                    )
             for m in merged:  # the keys written here win, then the first merged mapping's
                 if m.key not in keys:
                     keys.add(m.key)
@@ -2347,7 +2374,7 @@ class _YamlConverter:
                     end = _block_end(start, end, items[-1].range.end + (self.base or 0))
             self._open.discard(key)
             return SNode("array", self._range(start, end), items=tuple(items), starts=starts)
-        if node.style in ("|", ">"):
+        if node.style in _BLOCK_STYLES:
             end = _trim_block_scalar(self.text, TextRange(start, end)).end
         if len(node.value) > MAX_NUMBER_CHARS and node.tag.endswith((":int", ":float")):
             msg = f"a number of {len(node.value):,} characters; the limit is {MAX_NUMBER_CHARS}"
