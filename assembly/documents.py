@@ -14,8 +14,8 @@ import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import attrgetter, is_, or_
+from itertools import chain, compress, repeat
+from operator import attrgetter, is_, not_
 from typing import Any
 
 from assembly.model import (
@@ -1194,14 +1194,30 @@ def reads_alone(m: Message) -> bool:
 
 
 def all_read_alone(msgs: Sequence[Message]) -> bool:
-    """``all(map(reads_alone, msgs))``: the messages that are no tool response and make no
-    call (which take no neighbour) passed over at C speed."""
-    maybe = map(or_, map(is_, map(_ROLE, msgs), repeat(_TOOL)), map(bool, map(_CALLS, msgs)))
-    return all(map(reads_alone, compress(msgs, maybe)))
+    """``all(map(reads_alone, msgs))`` in passes at C speed (a list that ends early leaves
+    thousands of messages to look at): no tool response without a usable call id, no
+    call with a made-up id in another message."""
+    tools = list(map(is_, map(_ROLE, msgs), repeat(_TOOL)))
+    answers = list(compress(msgs, tools))
+    if answers:
+        ids = list(map(_TOOL_CALL_ID, answers))
+        if "" in ids:
+            return False
+        if None in ids:
+            unset = compress(answers, map(is_, ids, repeat(None)))
+            if any(map(is_, map(_TOOL_CALL_ID_RANGE, unset), repeat(None))):
+                return False
+    if not any(map(_SYNTHESIZED, chain.from_iterable(map(_CALLS, msgs)))):
+        return True
+    others = compress(msgs, map(not_, tools))  # (a tool message's own calls do not count)
+    return not any(map(_SYNTHESIZED, chain.from_iterable(map(_CALLS, others))))
 
 
 _ROLE = attrgetter("role")
 _CALLS = attrgetter("tool_calls")
+_TOOL_CALL_ID = attrgetter("tool_call_id")
+_TOOL_CALL_ID_RANGE = attrgetter("tool_call_id_range")
+_SYNTHESIZED = attrgetter("synthesized_id")
 
 
 # The base64 of each image format's first bytes (for Ollama's ``images``, which are bare).
