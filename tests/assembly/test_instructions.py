@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from assembly.diagnostics import RuleContext, Severity
 from assembly.diagnostics.rules.instructions import (
+    explain_instruction,
     instruction_far_from_section,
     is_instruction,
     stem,
@@ -156,3 +157,60 @@ def test_names_that_nest_too_deep_for_a_trie_are_joined_plainly() -> None:
     pattern = _alternation(names)
     assert "(?:" not in pattern
     assert re.compile(f"({pattern})").match("a" * 120).end() == 120
+
+
+FIXTURE = (
+    Path(__file__).resolve().parent.parent
+    / "data"
+    / "diagnostics"
+    / "instruction-far-from-section"
+    / "citations-in-style.prompt.md"
+)
+
+
+def _findings(text: str) -> list[tuple[str, str, int]]:
+    ctx = RuleContext(
+        text=text,
+        settings=Settings(instruction_preview=True),
+        tokenizer=TOKENIZER,
+        template=parse_prompt(text),
+    )
+    return [(d.severity, d.message, d.range.start) for d in instruction_far_from_section(ctx)]
+
+
+def test_a_prompt_past_the_pairs_it_weighs_gets_one_note_and_no_placement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from assembly.diagnostics.rules import instructions
+
+    text = FIXTURE.read_text(encoding="utf-8")
+    template = parse_prompt(text)
+    n = sum(1 for s in template.sentences if is_instruction(s.text))
+    pairs = n * len(template.sections)
+    found = _findings(text)
+    assert [(sev, m.split(",")[0]) for sev, m, _ in found] == [
+        (Severity.WARNING, "instruction about citations sits in `# Response Style`")
+    ]
+    at = text.index("Cite the source")
+    monkeypatch.setattr(instructions, "MAX_PLACEMENT_PAIRS", pairs)
+    assert _findings(text) == found  # at the limit: weighed as before
+    topics = Settings().section_topics
+    match = explain_instruction(template, at, section_topics=topics, preview=True)
+    assert match is not None and match.reported and match.section is not None
+    monkeypatch.setattr(instructions, "MAX_PLACEMENT_PAIRS", pairs - 1)
+    heading = template.sections[0].heading_range
+    assert _findings(text) == [
+        (
+            Severity.INFO,
+            f"{n:,} instructions in {len(template.sections):,} sections: more than this "
+            f"rule weighs ({pairs - 1:,} pairs), so where they sit is not checked",
+            heading.start,
+        )
+    ]
+    # The hover says the same.
+    match = explain_instruction(template, at, section_topics=topics, preview=True)
+    assert match is not None and not match.reported and match.section is None
+    assert match.reason == (
+        f"the prompt has more instructions times sections than the rule weighs ({pairs - 1:,}): "
+        "it is not checked"
+    )

@@ -289,6 +289,32 @@ def test_a_huge_template_is_checked_in_bounded_time_and_memory(tmp_path: Path) -
     assert len([d for d in found if d.code == "unknown-placeholder"]) == 1_001
 
 
+def test_a_prompt_of_thousands_of_sections_is_weighed_only_up_to_its_limit(
+    tmp_path: Path,
+) -> None:
+    # 5,000 sections whose headings share a few words, each with two instructions: the
+    # placement rule scored every instruction against every section, and `lint` took 56 s.
+    words = ["search", "file", "tool", "answer", "cite", "format", "code", "plan"]
+    parts = ["# Prompt", ""]
+    for i in range(5_000):
+        a, b = words[i % 8], words[i * 3 % 8]
+        parts += [f"## {a.title()} {b} {i}", f"Always use the {a} to {b} it. Never skip {b}.", ""]
+    doc = tmp_path / "big.prompt.md"
+    doc.write_text("\n".join(parts), encoding="utf-8")
+    found = [
+        d
+        for d in analyze_prompt(doc, root=tmp_path).diagnostics
+        if d.code == "instruction-far-from-section"
+    ]
+    assert [(d.severity, d.message) for d in found] == [
+        (
+            "info",
+            "10,000 instructions in 5,001 sections: more than this rule weighs (100,000 "
+            "pairs), so where they sit is not checked",
+        )
+    ]
+
+
 def test_yaml_with_too_many_values_is_refused_before_composing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -209,6 +209,9 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     section, or deletes it when the section already says the same. A
     deliberate repetition (a closing recap of the rules) is kept with
     `<!-- promptls: ignore[instruction-far-from-section] -->` on the line before it.
+    Each instruction is weighed against every section: a prompt with more instructions
+    times sections than 100,000 (3.5 times the largest real prompt of the evaluation
+    corpora) is not checked, and one information finding at its first heading says so.
 
     ## Why is this bad?
     Models follow an instruction far more reliably when it sits next to what it
@@ -424,11 +427,38 @@ _KIND_NOTE = {
 }
 
 
+# Instructions times sections that the rule weighs in one prompt: each instruction is
+# scored against every section (``_Topics.target``), so the work grows with their product.
+# The largest real prompt of the evaluation corpora has 28,282 (roo-code's issue fixer,
+# 60 ms); a 20 KB prompt of 250 sections whose headings share a few words has 125,500
+# (0.2 s), and 400 KB of them took `lint` 56 s.
+MAX_PLACEMENT_PAIRS = 100_000
+
+
+def _over_pairs(template: PromptTemplate) -> int:
+    """The number of the prompt's instructions when they times its sections are more than
+    ``MAX_PLACEMENT_PAIRS`` (the prompt is then not checked), else 0."""
+    n = sum(1 for s in template.sentences if is_instruction(s.text))
+    return n if n * len(template.sections) > MAX_PLACEMENT_PAIRS else 0
+
+
 def _far_instructions(
     ctx: RuleContext, source: _Source, tool_names: Collection[str], limit: int
 ) -> Iterator[Diagnostic]:
     template = source.template
-    if not template.sections or not template.sentences:
+    sections = template.sections
+    if not sections or not template.sentences:
+        return
+    n = _over_pairs(template)
+    if n:
+        yield Diagnostic(
+            "instruction-far-from-section",
+            Severity.INFO,
+            f"{n:,} instructions in {len(sections):,} sections: more than this rule weighs "
+            f"({MAX_PLACEMENT_PAIRS:,} pairs), so where they sit is not checked",
+            source.range(sections[0].heading_range),
+            path=source.path,
+        )
         return
     topics = _topics(template, tool_names, ctx.settings.section_topics)
     gaps: _Gaps | None = None
@@ -523,6 +553,13 @@ def explain_instruction(
     )
     if k is None or not template.sections or not is_instruction(template.sentences[k].text):
         return None
+    rng = template.sentences[k].range
+    if _over_pairs(template):
+        why = (
+            "the prompt has more instructions times sections than the rule weighs "
+            f"({MAX_PLACEMENT_PAIRS:,}): it is not checked"
+        )
+        return InstructionMatch(rng, None, (), (), None, 0.0, 0.0, 0.0, False, why)
     topics = _topics(template, tool_names, section_topics or {})
     found = topics.target(k)
     match = found or topics.matched
@@ -533,7 +570,6 @@ def explain_instruction(
         found, rejected = None, why
     elif found is not None and not preview and not topics.by_default(k, found):
         found, rejected = None, _PREVIEW_ONLY
-    rng = template.sentences[k].range
     if match is None:
         return InstructionMatch(rng, None, (), (), None, 0.0, 0.0, 0.0, False, topics.rejected)
     title = template.sections[match.section].title
