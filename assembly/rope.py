@@ -524,10 +524,13 @@ class Rope:
         start = self._starts[k] + breaks[n - 1] if n else self.line_start(line)
         return LineCol(line, offset - start)
 
-    def line_head(self, offset: int, stop: int) -> tuple[int, int, str]:
+    def line_head(self, offset: int, stop: int, step: int = 0) -> tuple[int, int, int, str]:
         """The 0-based line and code-point column of ``offset``, and the text from that
         line's start to ``stop`` (``0 <= offset <= stop <= len``): ``line_col`` and a slice
-        in one look-up (what a position's column is counted in, in code units)."""
+        in one look-up (what a position's column is counted in, in code units). With
+        ``step``, a column longer than it leaves out of the text the line's first ``skip``
+        code points, the largest multiple of ``step`` below the column: returns ``(line,
+        column, skip, text)``."""
         k = min(bisect.bisect_right(self._starts, offset) - 1, len(self._chunks) - 1)
         at = self._starts[k]
         chunk = self._chunks[k]
@@ -536,12 +539,16 @@ class Rope:
         line = self._lines[k] + n
         if n:
             first = breaks[n - 1]
+            column = offset - at - first
+            skip = (column - 1) // step * step if step and column > step else 0
             if stop - at <= chunk.n:  # (all in this chunk: most often)
-                return line, offset - at - first, chunk.sub(first, stop - at)
+                return line, column, skip, chunk.sub(first + skip, stop - at)
             start = at + first
         else:
             start = self.line_start(line)
-        return line, offset - start, self._slice(start, stop)
+        column = offset - start
+        skip = (column - 1) // step * step if step and column > step else 0
+        return line, column, skip, self._slice(start + skip, stop)
 
     def offset_at(self, line: int, column: int) -> int:
         """The offset of a 0-based line and column, clamped to the line's end (before its

@@ -101,8 +101,14 @@ def check_rope(rope: Rope, text: str, data: st.DataObject | None = None) -> None
             lc = index.line_col(offset)
             line, column = lc.line, lc.column
             for stop in {offset, min(offset + 1, n), min(offset + 40, n), n}:
-                head = (line, column, text[offset - column : stop])
+                head = (line, column, 0, text[offset - column : stop])
                 assert rope.line_head(offset, stop) == head, (offset, stop)
+                # A long column leaves the line's first multiple of ``step`` out (less than
+                # the column: the character before the offset stays in the text).
+                for step in (1, 3, 7):
+                    skip = (column - 1) // step * step if column > step else 0
+                    head = (line, column, skip, text[offset - column + skip : stop])
+                    assert rope.line_head(offset, stop, step) == head, (offset, stop, step)
     if data is not None:  # a few more random slices
         for _ in range(5):
             a = data.draw(st.integers(-n - 2, n + 2))

@@ -8,6 +8,8 @@ each position is compared with pygls' unit counters.
 
 from __future__ import annotations
 
+import re
+
 import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -438,3 +440,68 @@ def test_a_symbol_is_written_as_pygls_writes_its_document_symbol(
     for s in (parent, leaf, top):
         want = json.dumps(get_converter().unstructure(document_symbol(m, s))).encode("ascii")
         assert convert_module.document_symbol_json(m, s) == want
+
+
+def _expected_span(text: str, encoding: str, start: int, end: int) -> tuple[int, int, int, int]:
+    def point(offset: int) -> tuple[int, int]:
+        if text[offset - 1 : offset + 1] == "\r\n":  # between the two: the line's end
+            offset -= 1
+        line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
+        line = len(re.findall(r"\r\n|\r|\n", text[:offset]))
+        return line, COUNTERS[encoding].num_units(text[line_start:offset])
+
+    return (*point(start), *point(end))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.sampled_from(["a", "b ", "你", "😋", "\r\n", "\u0301", "\ud83d", "xy" * 900]),
+        min_size=1,
+        max_size=40,
+    ),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 300)), min_size=1, max_size=30),
+    st.sampled_from(ENCODINGS),
+    st.booleans(),
+)
+def test_positions_on_lines_longer_than_a_step_are_exact(
+    pieces: list[str], spans: list[tuple[int, int]], encoding: str, rope: bool
+) -> None:
+    # A minified document is one line: its columns are counted in pieces of ``_STEP`` code
+    # points kept by the map; every position and range must be what counting the line's
+    # start gives (pygls' counters), on a step's edge too.
+    step = convert_module._STEP
+    text = "".join(pieces) * 3
+    n = len(text)
+    m = TextMap.of(Rope.from_str(text) if rope else text, encoding)
+    offsets = {0, n, step - 1, step, step + 1, 2 * step, 2 * step + 1, 3 * step - 1}
+    for a, length in spans:
+        offsets.add(a % (n + 1))
+        start = a % (n + 1)
+        end = min(n, start + length)
+        if text[start - 1 : start + 1] == "\r\n" or text[end - 1 : end + 1] == "\r\n":
+            continue  # (an offset inside a line break: the round trips' test)
+        assert convert_module.lsp_span(m, TextRange(start, end)) == _expected_span(
+            text, encoding, start, end
+        ), (start, end)
+    for offset in sorted(o for o in offsets if o <= n):
+        pos = to_lsp_position(m, offset)
+        assert (pos.line, pos.character) == _expected_span(text, encoding, offset, offset)[:2]
+
+
+@pytest.mark.parametrize("rope", [False, True])
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_a_line_break_on_a_steps_edge_is_the_lines_end(encoding: str, rope: bool) -> None:
+    step = convert_module._STEP
+    for k in (1, 2):
+        text = "a" * (k * step - 1) + "\r\nb"
+        m = TextMap.of(Rope.from_str(text) if rope else text, encoding)
+        # Between the "\r" and the "\n", exactly a multiple of a step into the line.
+        pos = to_lsp_position(m, k * step)
+        assert (pos.line, pos.character) == (0, k * step - 1)
+        assert convert_module.lsp_span(m, TextRange(k * step, k * step + 1)) == (
+            0,
+            k * step - 1,
+            1,
+            0,
+        )
