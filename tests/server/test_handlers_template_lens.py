@@ -127,6 +127,27 @@ async def test_lens_counts_the_conversations_and_the_delta_against_head(
     assert capsys.readouterr().out == md
 
 
+async def test_typing_in_the_template_computes_nothing_until_it_is_saved(
+    client: InProcessClient, repo: Path, calls: list[Path]
+) -> None:
+    # The lens reads the files as saved: each keystroke is a version in the editor, and
+    # each would analyse every conversation of the workspace again for the same answer.
+    path = repo / TEMPLATE
+    uri = await _open_template(client, path)
+    [lens] = await _lenses(client, uri)
+    text = path.read_text(encoding="utf-8")
+    for version, typed in enumerate(("Q", "Qu", "Que"), 2):
+        client.change(uri, version, text + typed)
+        await client.analysed(uri, version)
+        assert await _lenses(client, uri) == [lens]
+    assert len(calls) == 1
+    edit(path, *TEMPLATE_EDIT)  # saved: a new version on disk
+    [saved] = await _lenses(client, uri)
+    assert saved.command is not None
+    assert saved.command.title == "used by 2 conversations · +86 tokens vs HEAD"
+    assert len(calls) == 2
+
+
 async def test_template_no_conversation_reads_has_no_lens(
     client: InProcessClient, repo: Path
 ) -> None:

@@ -10,7 +10,9 @@ older.
 The template lens (``used by 2 conversations · +86 tokens vs HEAD``) is
 ``server.cli.diff.template_use``: the diff of the work tree against HEAD limited to the
 template (the one diff implementation), computed off the event loop and cached per
-template version (its editor version and its file on disk). Clicking it runs
+version of the template's file on disk: it reads files as saved, so typing in the template
+(each keystroke a version in the editor) computes nothing again, where each version
+would analyse every conversation of the workspace once more. Clicking it runs
 ``promptls.showTemplateDiff``, answered like ``promptls.templateDiff`` with the diff as
 Markdown.
 """
@@ -64,7 +66,7 @@ async def code_lens(ls: PromptServer, params: lsp.CodeLensParams) -> list[lsp.Co
 async def _template_lens(ls: PromptServer, uri: str, path: Path) -> list[lsp.CodeLens] | None:
     if not ls.session.in_workspace(path):
         return None  # the lens searches a workspace folder, never a stranger's tree
-    use = await template_use_of(ls, uri, path)
+    use = await template_use_of(ls, path)
     if not use.conversations:
         return None
     title = use.lens_title()
@@ -73,21 +75,20 @@ async def _template_lens(ls: PromptServer, uri: str, path: Path) -> list[lsp.Cod
     return [lsp.CodeLens(range=lsp.Range(start=start, end=start), command=command)]
 
 
-async def template_use_of(ls: PromptServer, uri: str, path: Path) -> TemplateUse:
-    """``template_use`` of the template at ``path``, cached per version (off the loop)."""
+async def template_use_of(ls: PromptServer, path: Path) -> TemplateUse:
+    """``template_use`` of the template at ``path``, cached per version of its file on
+    disk (off the loop)."""
     s = ls.session
     key = path.resolve()
-    doc = s.documents.get(uri)
     try:
         st = key.stat()
         on_disk: object = (st.st_mtime_ns, st.st_size)
     except OSError:
         on_disk = None
-    version = (doc.version if doc is not None else None, on_disk)
     root = s.root_for(path)
     task = s.template_use(
         key,
-        version,
+        on_disk,
         lambda: asyncio.ensure_future(asyncio.to_thread(_template_use, key, root, dt.date.today())),
     )
     return await asyncio.shield(task)  # type: ignore[no-any-return]

@@ -102,7 +102,7 @@ async def template_diff(ls: PromptServer, args: Any) -> dict[str, Any]:
     from server.cli.diff import DiffError  # imported by the first template diff
 
     try:
-        use = await template_use_of(ls, uri, Path(path))
+        use = await template_use_of(ls, Path(path))
     except DiffError as exc:
         raise JsonRpcInternalError(str(exc)) from exc
     return {
