@@ -31,7 +31,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from typing import overload
 
-from assembly.text import LineCol
+from assembly.text import LineCol, skipped
 
 __all__ = ["CHUNK_SIZE", "Rope", "Text"]
 
@@ -540,14 +540,14 @@ class Rope:
         if n:
             first = breaks[n - 1]
             column = offset - at - first
-            skip = (column - 1) // step * step if step and column > step else 0
+            skip = skipped(column, step)
             if stop - at <= chunk.n:  # (all in this chunk: most often)
                 return line, column, skip, chunk.sub(first + skip, stop - at)
             start = at + first
         else:
             start = self.line_start(line)
         column = offset - start
-        skip = (column - 1) // step * step if step and column > step else 0
+        skip = skipped(column, step)
         return line, column, skip, self._slice(start + skip, stop)
 
     def offset_at(self, line: int, column: int) -> int:

@@ -151,6 +151,13 @@ class LineCol:
     column: int
 
 
+def skipped(column: int, step: int) -> int:
+    """How much of a line's start a column longer than ``step`` leaves out when it is
+    counted from a multiple of ``step`` (0: from the line's start): the largest multiple
+    below the column, so the code point before it is always counted."""
+    return (column - 1) // step * step if step and column > step else 0
+
+
 class LineIndex:
     """Maps code-point offsets to (line, column) and back.
 

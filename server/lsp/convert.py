@@ -44,7 +44,7 @@ from assembly.ide.lens import Lens
 from assembly.ide.navigation import Target
 from assembly.ide.symbols import Symbol, SymbolKind
 from assembly.rope import Rope, Text
-from assembly.text import LineIndex, TextRange
+from assembly.text import LineIndex, TextRange, skipped
 from server.links import rule_doc_url
 
 _SEVERITY = {
@@ -207,7 +207,7 @@ def _line_head(m: TextMap, offset: int, stop: int) -> tuple[int, int, int, str]:
         return index.line_head(offset, stop, _STEP)
     lc = index.line_col(offset)
     column = lc.column
-    skip = (column - 1) // _STEP * _STEP if column > _STEP else 0
+    skip = skipped(column, _STEP)
     return lc.line, column, skip, m.text[offset - column + skip : stop]
 
 
