@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -313,6 +314,25 @@ def test_a_prompt_of_thousands_of_sections_is_weighed_only_up_to_its_limit(
             "pairs), so where they sit is not checked",
         )
     ]
+
+
+def test_a_json_lines_line_left_open_is_not_read_with_the_lines_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each line opens a value it does not close: read from the text, the C scanner took the
+    # lines after it as that value, to the end of the text (100,000 such lines: 17 s).
+    text = '{"role": "user", "content": \n' * 2_000 + '{"role": "user", "content": "ok"}\n'
+    scanned: list[int] = []
+    scan = syntax._scan_item
+
+    def counted(s: str, p: int) -> Any:
+        scanned.append(len(s) - p)
+        return scan(s, p)
+
+    monkeypatch.setattr(syntax, "_scan_item", counted)
+    conv = parse_conversation(text, DocFormat.JSONL)
+    assert conv.messages[-1].content == "ok"
+    assert len(scanned) == 2_001 and max(scanned) <= len('{"role": "user", "content": "ok"}')
 
 
 def test_yaml_with_too_many_values_is_refused_before_composing(
