@@ -19,32 +19,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assembly import syntax
-from assembly.syntax import SNode, parse_yaml
-
-
-def _shape(node: SNode | None) -> Any:
-    if node is None:
-        return None
-    r = node.range
-    return (
-        node.kind,
-        type(r).__name__,
-        r.start,
-        r.end,
-        repr(node.value),
-        node.starts,
-        tuple(
-            (m.key, type(m.key_range).__name__, m.key_range.start, m.key_range.end, _shape(m.value))
-            for m in node.members
-        ),
-        tuple(_shape(i) for i in node.items),
-    )
+from assembly.syntax import parse_yaml
+from tests.support.trees import tree_shape
 
 
 def _read(text: str, messages: bool) -> Any:
     parsed = parse_yaml(text, messages=messages)
     errors = [(e.code, e.message, e.range.start, e.range.end) for e in parsed.errors]
-    return _shape(parsed.root), errors, parsed.tokens
+    return tree_shape(parsed.root), errors, parsed.tokens
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, text: str, messages: bool) -> tuple[Any, Any]:

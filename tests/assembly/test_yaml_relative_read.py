@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from assembly.formats.yamldoc import _with_relative_messages, parse_yaml_conversation
-from assembly.syntax import MAX_YAML_ALIAS_NODES, SNode, parse_yaml
+from assembly.syntax import MAX_YAML_ALIAS_NODES, parse_yaml
+from tests.support.trees import tree_shape
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -54,25 +55,6 @@ HOSTILE = {
 }
 
 
-def _shape(node: SNode | None) -> Any:
-    if node is None:
-        return None
-    r = node.range
-    return (
-        node.kind,
-        type(r).__name__,
-        r.start,
-        r.end,
-        repr(node.value),
-        node.starts,
-        tuple(
-            (m.key, type(m.key_range).__name__, m.key_range.start, m.key_range.end, _shape(m.value))
-            for m in node.members
-        ),
-        tuple(_shape(i) for i in node.items),
-    )
-
-
 def _read(text: str, messages: bool) -> Any:
     parsed = parse_yaml(text, messages=messages)
     root = parsed.root
@@ -84,7 +66,7 @@ def _read(text: str, messages: bool) -> Any:
             assert copied is root  # nothing left to copy
         root = copied
     errors = tuple((e.message, e.range.start, e.range.end, e.code) for e in parsed.errors)
-    return _shape(root), errors, parsed.tokens
+    return tree_shape(root), errors, parsed.tokens
 
 
 def _documents() -> list[tuple[str, str]]:
