@@ -29,6 +29,7 @@ CORPORA = [
     "prompts-heldout15",
     "prompts-heldout16",
     "prompts-heldout17",
+    "prompts-heldout18",
 ]
 # ISC is permissive (like MIT). CC-BY only as itself: share-alike (-SA), non-commercial (-NC)
 # and no-derivatives (-ND) are not permissive.
@@ -89,6 +90,7 @@ NO_SHARED_LINES = [
     "prompts-heldout15",
     "prompts-heldout16",
     "prompts-heldout17",
+    "prompts-heldout18",
 ]
 
 

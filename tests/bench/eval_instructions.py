@@ -30,7 +30,7 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
     python tests/bench/eval_instructions.py
         [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|heldout9|
                   heldout10|heldout11|heldout12|heldout13|heldout14|heldout15|heldout16|
-                  heldout17|seen]
+                  heldout17|heldout18|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30] [--declared-tools] [--preview]
@@ -116,6 +116,9 @@ HELDOUT16 = ROOT / "tests" / "data" / "prompts-heldout16"
 # The seventeenth, gathered and labelled (with declared tools) by another engineer (branch
 # heldout17) before the rule ever ran on it: held out; never run, listed or read while tuning.
 HELDOUT17 = ROOT / "tests" / "data" / "prompts-heldout17"
+# The eighteenth, gathered and labelled (with declared tools) by another engineer (branch
+# heldout18) before the rule ever ran on it: held out; never run, listed or read while tuning.
+HELDOUT18 = ROOT / "tests" / "data" / "prompts-heldout18"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
@@ -134,6 +137,7 @@ CORPORA = {
     "heldout15": HELDOUT15,
     "heldout16": HELDOUT16,
     "heldout17": HELDOUT17,
+    "heldout18": HELDOUT18,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
