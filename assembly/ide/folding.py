@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
@@ -41,10 +42,17 @@ class Fold:
 
 
 def conversation_folds(
-    conv: Conversation, text: str, *, index: LineIndex | None = None, limit: int | None = None
+    conv: Conversation,
+    text: str,
+    *,
+    index: LineIndex | None = None,
+    limit: int | None = None,
+    check: Callable[[], object] | None = None,
 ) -> list[Fold]:
     """Folds of a conversation document, in document order (at most ``limit``: see
-    ``limit_folds``; only those are made).
+    ``limit_folds``; only those are made). ``check`` is called every ``CHECK_EVERY``
+    messages: the caller's checkpoint, which raises to stop the walk (a language server's
+    request cancelled meanwhile).
 
     The stored tree is walked as is (each message in its own text, where its ranges are
     offsets), not through ``NodeAt`` views: those keep the children they made, so a walk
@@ -66,10 +74,10 @@ def conversation_folds(
     green = root.green if isinstance(root, NodeAt) else root
     stack = [(m.key_range.start, m.value) for m in reversed(green.members)]
     if green.starts is not None:  # the root is the message list
-        _messages(green, text, index, spans, used)
+        _messages(green, text, index, spans, used, check)
     else:
         stack[:0] = [(n.range.start, n) for n in reversed(green.items)]
-    _walk(stack, text, index, spans, used)
+    _walk(stack, text, index, spans, used, check)
     # Only this version's messages are kept: the messages an edit replaced are let go (a
     # stored node holds its strings), and so is another document's fold.
     _MEMO.clear()
@@ -87,6 +95,7 @@ _Span = tuple[int, int, int, int, "FoldKind | None"]
 # and its folds depend on nothing else.
 _Memo = dict[int, tuple[SNode, tuple[tuple[int, int, int, int], ...]]]
 _MEMO: _Memo = {}
+CHECK_EVERY = 256  # messages (or nodes outside the message list) between two checks
 
 
 def forget() -> None:
@@ -101,12 +110,17 @@ def _walk(
     index: LineIndex,
     spans: list[_Span],
     used: _Memo,
+    check: Callable[[], object] | None = None,
 ) -> None:
     """Fold the nodes of ``stack`` (where each fold starts, the node; the next on top) and
     everything in them, depth first. Their ranges are offsets into ``text``: the
     document's, or a message's own text (``_messages``)."""
     find = text.find
+    walked = 0
     while stack:
+        walked += 1
+        if check is not None and not walked % CHECK_EVERY:
+            check()
         start, node = stack.pop()
         r = node.range
         if find("\n", r.start, r.end) == -1:
@@ -117,19 +131,29 @@ def _walk(
             stack.extend((m.key_range.start, m.value) for m in reversed(node.members))
         elif node.kind == "array":
             if node.starts is not None:
-                _messages(node, text, index, spans, used)
+                _messages(node, text, index, spans, used, check)
             else:
                 stack.extend((n.range.start, n) for n in reversed(node.items))
 
 
-def _messages(holder: SNode, text: str, index: LineIndex, spans: list[_Span], used: _Memo) -> None:
+def _messages(
+    holder: SNode,
+    text: str,
+    index: LineIndex,
+    spans: list[_Span],
+    used: _Memo,
+    check: Callable[[], object] | None = None,
+) -> None:
     """The folds of the items of the message list ``holder``, each message's taken from
-    ``_MEMO`` when its stored node was folded before (moved to where it starts now).
+    ``_MEMO`` when its stored node was folded before (moved to where it starts now);
+    ``check()`` every ``CHECK_EVERY`` messages.
 
     A message is folded in its own text (one slice of the document; its nodes' ranges are
     relative to its start), with its own line index: what ``_MEMO`` keeps, and much
     faster than looking into a large document's rope for each node."""
-    for node, base in zip(holder.items, holder.starts or (), strict=True):
+    for i, (node, base) in enumerate(zip(holder.items, holder.starts or (), strict=True)):
+        if check is not None and not i % CHECK_EVERY:
+            check()
         line = index.line_of(base)
         hit = _MEMO.get(id(node))
         if hit is None or hit[0] is not node:

@@ -25,6 +25,13 @@ document, the scheduler keeps at most one analysis running and at most one due:
   good findings moved into the current text and marked stale), so it is published, and
   requests answer from the last good analysis instead of waiting for ever.
 
+Costly answers are computed on one views thread, shared by the requests that wait for the
+same analysis (``shared``). When every request waiting for a computation is cancelled (an
+editor sends ``$/cancelRequest`` for its outline and folds when the user types on), the
+computation stops at its next checkpoint (``Shared.check``, between messages), as
+rust-analyzer's queries unwind when a change comes in: under the GIL, a stale outline
+computed to its end would slow the analysis of the keystroke that made it stale.
+
 Everything here runs on the message loop except the analyses (``Session.executor``).
 """
 
@@ -34,7 +41,7 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
@@ -62,6 +69,41 @@ SETTLE_S = 0.05  # how long costly requests wait for more edits (``view``'s ``se
 # view is computed: at all times, the many hand-overs of the open (the body read, decoded
 # and analysed on three threads) made it 4 % slower.
 SWITCH_INTERVAL_S = 0.0005
+
+
+class Cancelled(Exception):
+    """A shared computation stopped: every request waiting for it was cancelled."""
+
+
+class Shared:
+    """A computation for the requests that waited for the same analysis (``shared``): how
+    many still wait for it, and whether all of them gave up."""
+
+    __slots__ = ("base", "cancelled", "ident", "task", "waiting")
+
+    def __init__(self, ident: Any, base: Any) -> None:
+        self.ident = ident
+        self.base = base  # (kept so that ``id`` is not reused while the entry lives)
+        self.task: asyncio.Future[Any] | None = None
+        self.waiting = 0
+        self.cancelled = False
+
+    def check(self) -> None:
+        """A checkpoint of the computation (on its thread): raises ``Cancelled`` once every
+        request waiting for it was cancelled."""
+        if self.cancelled:
+            raise Cancelled
+
+
+CHECK_EVERY = 256  # items between two checkpoints (``checked``)
+
+
+def checked(items: Iterable[_T], check: Callable[[], None]) -> Iterator[_T]:
+    """``items``, with ``check()`` called before the first and every ``CHECK_EVERY`` after."""
+    for i, item in enumerate(items):
+        if not i % CHECK_EVERY:
+            check()
+        yield item
 
 
 @dataclass
@@ -204,9 +246,8 @@ class Scheduler:
         self.on_current: Callable[[Snapshot, Snapshot | None], None] = lambda snap, prev: None
         self.wait_s = WAIT_S
         self.stopped = False  # set at shutdown: nothing starts any more
-        # (uri, kind) -> the view it was computed for, the computation, and its base
-        # (kept so that ``id`` is not reused while the entry lives).
-        self._shared: dict[tuple[str, str], tuple[Any, asyncio.Future[Any], Any]] = {}
+        # (uri, kind) -> the computation for the view it was asked for.
+        self._shared: dict[tuple[str, str], Shared] = {}
         # The thread those computations run on, one at a time: each builds the outline or
         # the folds of every message (tens of MB at 10 MB), and several side by side (one
         # per version while typing) only add up their memory: under the GIL they would not
@@ -316,22 +357,39 @@ class Scheduler:
             log.info("answering about %s from an analysis of version %s", uri, snap.version)
         return View(snap, base, text_map, fresh, span, asked)
 
-    async def shared(self, view: View, kind: str, compute: Callable[[View], _T]) -> _T:
-        """``compute(view)`` on a worker thread, once per document, kind and view: requests
-        that waited for the same analysis (an outline and a folding request per keystroke)
-        share one computation instead of each making its own."""
+    async def shared(
+        self, view: View, kind: str, compute: Callable[[View, Callable[[], None]], _T]
+    ) -> _T:
+        """``compute(view, check)`` on a worker thread, once per document, kind and view:
+        requests that waited for the same analysis (an outline and a folding request per
+        keystroke) share one computation instead of each making its own. ``compute`` calls
+        ``check`` between items (``checked``): once every request waiting for it is
+        cancelled, ``check`` raises ``Cancelled`` and the thread is free for the next."""
         key = (view.snap.uri, kind)
         ident = (id(view.base), view.span, id(view.text_map.text))
         entry = self._shared.get(key)
-        if entry is None or entry[0] != ident or entry[2] is not view.base:
+        if entry is None or entry.ident != ident or entry.base is not view.base:
             if self._views_pool is None:
                 self._views_pool = ThreadPoolExecutor(1, thread_name_prefix="promptls-views")
+            entry = Shared(ident, view.base)
             task = asyncio.get_running_loop().run_in_executor(
-                self._views_pool, _switching_often, compute, view
+                self._views_pool, _switching_often, compute, view, entry.check
             )
-            entry = (ident, task, view.base)
+            task.add_done_callback(_retrieved)
+            entry.task = task
             self._shared[key] = entry
-        return await asyncio.shield(entry[1])  # type: ignore[no-any-return]
+        assert entry.task is not None
+        entry.waiting += 1
+        try:
+            return await asyncio.shield(entry.task)  # type: ignore[no-any-return]
+        except asyncio.CancelledError:
+            if entry.waiting == 1 and not entry.task.done():
+                entry.cancelled = True  # (read on the views thread: a plain flag)
+                if self._shared.get(key) is entry:
+                    del self._shared[key]
+            raise
+        finally:
+            entry.waiting -= 1
 
     async def _wait(self, uri: str, d: _Doc, target: int, timeout: float) -> None:
         snap = self._session.snapshots.get(uri)
@@ -397,12 +455,22 @@ class Scheduler:
             self._start(uri, d)
 
 
-def _switching_often(compute: Callable[[View], _T], view: View) -> _T:
-    """``compute(view)`` with the interpreter's switch interval ``SWITCH_INTERVAL_S`` (on
-    the views thread: one computation at a time)."""
+def _switching_often(
+    compute: Callable[[View, Callable[[], None]], _T], view: View, check: Callable[[], None]
+) -> _T:
+    """``compute(view, check)`` with the interpreter's switch interval
+    ``SWITCH_INTERVAL_S`` (on the views thread: one computation at a time)."""
+    check()  # (cancelled while it waited for the thread)
     before = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
-        return compute(view)
+        return compute(view, check)
     finally:
         sys.setswitchinterval(before)
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """A shared computation's end, seen even when no request waits for it any more (a
+    cancelled one's ``Cancelled`` is not an error to log)."""
+    if not task.cancelled():
+        task.exception()

@@ -166,3 +166,43 @@ def test_a_fold_starting_on_the_last_line_of_another_is_its_sibling() -> None:
     folds = [folding.Fold(TextRange(a, b), None, (a, b)) for a, b in spans]
     kept = folding.limit_folds(folds, 3)
     assert [f.lines for f in kept] == [(0, 20), (1, 5), (5, 9)]
+
+
+@pytest.mark.parametrize("suffix", [".conv.json", ".conv.yaml", ".conv.jsonl"])
+def test_the_check_is_called_between_messages_and_stops_the_walk(
+    tmp_path: Path, suffix: str
+) -> None:
+    """``check`` is the caller's checkpoint (a language server's request cancelled): it is
+    called every ``CHECK_EVERY`` messages, and what it raises ends the walk there; the
+    folds made afterwards are those of a walk that was never stopped."""
+    import json
+
+    import yaml
+
+    n = 3 * folding.CHECK_EVERY + 5
+    messages = [{"id": f"m{i}", "role": "user", "content": f"a\nb {i}"} for i in range(n)]
+    if suffix == ".conv.json":
+        text = json.dumps({"messages": messages}, indent=2)
+    elif suffix == ".conv.yaml":
+        text = yaml.safe_dump({"messages": messages}, sort_keys=False)
+    else:
+        text = "".join(json.dumps(m) + "\n" for m in messages)
+    conv = analyze(tmp_path / f"chat{suffix}", text=text, root=tmp_path).conversation
+    calls: list[int] = []
+
+    class Stop(Exception):
+        pass
+
+    def check() -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        folding.conversation_folds(conv, text, check=check)
+    assert len(calls) == 2
+    folding._MEMO.clear()
+    whole = folding.conversation_folds(conv, text)
+    counted: list[int] = []
+    assert folding.conversation_folds(conv, text, check=lambda: counted.append(1)) == whole
+    assert len(counted) >= n // folding.CHECK_EVERY

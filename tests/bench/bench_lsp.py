@@ -153,6 +153,7 @@ def main() -> int:
     ap.add_argument("--per-kind", type=int, default=8, help="keystrokes per edit kind")
     ap.add_argument("--formats", default="json,jsonl,yaml", help="also: dataset (--kinds)")
     ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose server runs")
+    ap.add_argument("--only", default="", help="--kinds: the edit kinds whose name has this")
     ap.add_argument(
         "--views-only", action="store_true", help="--kinds: the outline and folds rows only"
     )
@@ -277,6 +278,8 @@ def _run_kinds(
         version = 1
         kinds = _DATASET_KINDS if fmt == "dataset" else _KINDS
         for kind, make in [] if args.views_only else kinds:
+            if args.only not in kind:
+                continue
             times: list[float] = []
             for edit in make(text, fmt, n):
                 if edit is None:

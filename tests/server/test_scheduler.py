@@ -468,12 +468,12 @@ async def test_views_are_computed_with_a_short_switch_interval(
     seen: list[float] = []
     symbols = scheduler.Scheduler.shared
 
-    async def watched(self: Any, view: Any, kind: str, compute: Callable[[Any], Any]) -> Any:
-        def noted(v: Any) -> Any:
+    async def watched(self: Any, view: Any, kind: str, compute: Callable[..., Any]) -> Any:
+        def noted(v: Any, check: Callable[[], None]) -> Any:
             seen.append(sys.getswitchinterval())
             if kind == "folding":
                 raise RuntimeError("a view that fails")
-            return compute(v)
+            return compute(v, check)
 
         return await symbols(self, view, kind, noted)
 
@@ -484,3 +484,101 @@ async def test_views_are_computed_with_a_short_switch_interval(
         await client.request(lsp.TEXT_DOCUMENT_FOLDING_RANGE, params, list[lsp.FoldingRange])
     assert seen == [scheduler.SWITCH_INTERVAL_S] * 2
     assert sys.getswitchinterval() == before
+
+
+def _until_cancelled(started: Any, stopped: list[str]) -> Callable[..., Any]:
+    """A computation that runs (up to 10 s) until its check raises, noting why it ended."""
+    import time
+
+    from server.lsp import scheduler
+
+    def compute(view: Any, check: Callable[[], None]) -> str:
+        started.set()
+        for _ in range(1000):
+            try:
+                check()
+            except scheduler.Cancelled:
+                stopped.append("cancelled")
+                raise
+            time.sleep(0.01)
+        stopped.append("finished")
+        return "finished"
+
+    return compute
+
+
+async def test_a_view_every_request_gave_up_stops_at_its_next_check(
+    client: InProcessClient, workspace: Path
+) -> None:
+    # An editor cancels its outline and folds when the user types on: computed to its end
+    # on the views thread, a stale view took the GIL from the keystroke's analysis
+    # (``bench_lsp.py --kinds``, typing every 150 ms at 10 MB: 38 ms a key, 17 without).
+    import threading
+
+    sched = client.server.session.scheduler
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(1))
+    await run_next(client)
+    view = await sched.view(uri)
+    assert view is not None
+    started, stopped = threading.Event(), []
+    compute = _until_cancelled(started, stopped)
+    first = asyncio.create_task(sched.shared(view, "outline", compute))
+    second = asyncio.create_task(sched.shared(view, "outline", compute))  # (shares it)
+    assert await asyncio.to_thread(started.wait, 5)
+    first.cancel()
+    await asyncio.sleep(0.1)
+    assert not stopped and not second.done()  # one request still waits for it
+    second.cancel()
+    for _ in range(500):
+        if stopped:
+            break
+        await asyncio.sleep(0.01)
+    assert stopped == ["cancelled"]
+    for task in (first, second):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    # The next request computes again, not from the computation that was given up.
+    assert await sched.shared(view, "outline", lambda v, check: "again") == "again"
+
+
+async def test_a_cancelled_outline_request_is_answered_as_cancelled_and_stops(
+    client: InProcessClient, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Through the protocol: ``$/cancelRequest`` for the only request waiting for the
+    # outline stops its computation (the check the handler passes on) and the request is
+    # answered with the RequestCancelled error; a later outline is computed and answered.
+    import threading
+
+    from server.lsp.handlers import symbols
+
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(2))
+    await run_next(client)
+    started, stopped = threading.Event(), []
+    real = symbols._prepared
+    slow = _until_cancelled(started, stopped)
+    monkeypatch.setattr(symbols, "_prepared", lambda u, v, check: slow(v, check))
+    request_id = 10_000
+    client._feed(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL,
+            "params": {"textDocument": {"uri": uri}},
+        }
+    )
+    assert await asyncio.to_thread(started.wait, 5)
+    client.notify(lsp.CANCEL_REQUEST, lsp.CancelParams(id=request_id))
+    for _ in range(500):
+        if request_id in client._responses:
+            break
+        await asyncio.sleep(0.01)
+    assert client._responses.pop(request_id)["error"]["code"] == -32800  # RequestCancelled
+    for _ in range(500):
+        if stopped:
+            break
+        await asyncio.sleep(0.01)
+    assert stopped == ["cancelled"]
+    monkeypatch.setattr(symbols, "_prepared", real)
+    assert "reminder" in str(await outline(client, uri))

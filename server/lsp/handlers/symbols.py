@@ -11,7 +11,7 @@ after every keystroke. A conversation's message entries are kept between version
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from lsprotocol import types as lsp
 
@@ -20,7 +20,7 @@ from assembly.ide import symbols as ide_symbols
 from server.lsp import convert, outline
 from server.lsp.app import Prepared, PromptServer, prepare_json
 from server.lsp.handlers.documents import current_view
-from server.lsp.scheduler import View
+from server.lsp.scheduler import View, checked
 
 
 async def document_symbol(ls: PromptServer, params: lsp.DocumentSymbolParams) -> Prepared | None:
@@ -28,14 +28,20 @@ async def document_symbol(ls: PromptServer, params: lsp.DocumentSymbolParams) ->
     if view is None or view.base is None:
         return None
     uri = params.text_document.uri
-    return await ls.session.scheduler.shared(view, "symbols", lambda v: _prepared(uri, v))
+    return await ls.session.scheduler.shared(
+        view, "symbols", lambda v, check: _prepared(uri, v, check)
+    )
 
 
-def _prepared(uri: str, view: View) -> Prepared | None:
+def _prepared(uri: str, view: View, check: Callable[[], None] = lambda: None) -> Prepared | None:
+    """The outline's JSON; ``check`` is called between entries (it raises to stop:
+    ``Scheduler.shared``)."""
     a = view.base.analysis if view.base is not None else None
     if isinstance(a, Analysis) and view.span is None:
-        return prepare_json(outline.conversation_outline(uri, a.conversation, view.text_map))
-    return prepare_json(convert.document_symbol_json(view.text_map, s) for s in _outline(view))
+        entries = outline.conversation_outline(uri, a.conversation, view.text_map)
+        return prepare_json(checked(entries, check))
+    symbols = checked(_outline(view), check)
+    return prepare_json(convert.document_symbol_json(view.text_map, s) for s in symbols)
 
 
 def _outline(view: View) -> Iterator[ide_symbols.Symbol]:
