@@ -806,7 +806,12 @@ def _read_items(
             msg_nodes.append(node)
     if len(msgs) == len(old_msgs):  # (in place of as many: each the one at its place)
         msgs = list(map(partial(_as_before, reader), msg_nodes, msgs, old_msgs))
-    if not all_read_alone((*msgs, *old_msgs)):
+    # The replaced messages must read alone too, unless every message of the previous
+    # version does (known from an earlier check, or made once when many go: a list ended).
+    alone = prev._views.get("alone")
+    if alone is None and len(old_msgs) > _CARRY_IDS:
+        alone = prev.derived("alone", lambda c: all_read_alone(c.message_data))
+    if not all_read_alone(msgs if alone else (*msgs, *old_msgs)):
         return None
     reader.issues.extend(_moved(e, delta) for e in kept_after)
     reader.rejected_calls.extend(
@@ -824,8 +829,9 @@ def _read_items(
     # them makes them (``_ids``), once.
     carry_ids = len(old_msgs) <= _CARRY_IDS
     ids = _ids(prev) if new_ids or carry_ids else set()
-    gone = set(map(_ID, old_msgs)) if new_ids or carry_ids else set()
-    if len(set(new_ids)) != len(new_ids) or any(i in ids and i not in gone for i in new_ids):
+    if len(set(new_ids)) != len(new_ids) or any(
+        i in ids and i not in map(_ID, old_msgs) for i in new_ids  # (most: the first replaced)
+    ):
         return None  # a duplicate id: the whole list decides which one is renamed
     if n_new != r - k and any(map(is_, map(_ID_RANGE, data[dr:]), repeat(None))):
         return None  # a later message's id is its place, which moves
@@ -879,9 +885,12 @@ def _read_items(
     whole = parsed.tokens  # as ``read_parsed`` keeps it
     object.__setattr__(res, "syntax", (parsed.errors, parsed.tokens) if whole else None)
     if carry_ids:
-        kept = ids.difference(gone)  # (one copy: the previous version's set stays as it was)
+        # (one copy: the previous version's set stays as it was)
+        kept = ids.difference(map(_ID, old_msgs))
         kept.update(new_ids)
         res._views["ids"] = kept
+    if alone:  # the kept messages are the previous version's, the new ones checked
+        res._views["alone"] = True
     return res
 
 
@@ -1255,6 +1264,8 @@ def replace_message(
         ids.add(new_msg.id)
     if ids is not None:
         res._views["ids"] = ids
+    if prev._views.get("alone"):  # (the new message reads alone: checked above)
+        res._views["alone"] = True
     return res
 
 

@@ -1010,3 +1010,41 @@ def test_keystrokes_that_make_a_string_invalid_are_read_as_one_message(
         chain = _chain(text, edits)
     found = [len(c.issues) for c in chain]
     assert found[0] == found[-1] == 0 and max(found) == 2, found  # the escape, the control
+
+
+@pytest.mark.parametrize("made_up", [None, "kept", "removed"])
+def test_a_splice_that_removes_hundreds_of_messages_reads_as_a_whole_parse(
+    made_up: str | None,
+) -> None:
+    """A deletion from one message's text into another's far below removes hundreds of
+    messages at once (past ``_CARRY_IDS``): the replaced messages are checked to read
+    alone only when some message of the previous version may not (a call without ``id``,
+    whose made-up id pairs it with the response below it): whether that message is kept
+    or removed, the re-read equals a whole parse, and a second edit on it as well."""
+    text = _big_doc(120)
+    if made_up == "kept":  # a call without ``id`` and its response without one, kept
+        text = text.replace('"id": "call_2",', "", 1)
+        text = text.replace('"tool_call_id": "call_2", ', "", 1)
+    elif made_up == "removed":  # a removed call without ``id`` that a kept response
+        # without one answered
+        text = text.replace('"id": "call_60",', "", 1)
+        text = text.replace('"tool_call_id": "call_115", ', "", 1)
+    a = text.index('"question 5"') + 4
+    b = text.index('"content": "r"', text.index('"id": "t110"')) + len('"content": "')
+    first = check_edit(text, text[:a] + text[b:], DocFormat.JSON)
+    assert first is not None
+    assert len(first.messages) < 3 * 120 - 256
+    if made_up is None:
+        assert first._views.get("alone") is True  # known for the next edit
+    else:
+        assert "alone" not in first._views
+    second_text = text[:a] + text[b:]
+    at = second_text.index('"question 1"') + 3
+    second = reparse_conversation(
+        first, second_text, second_text[:at] + "x" + second_text[at:], DocFormat.JSON
+    )
+    assert second is not None
+    whole = parse_conversation(second_text[:at] + "x" + second_text[at:], DocFormat.JSON)
+    assert normalise(second) == normalise(whole)
+    assert second._views.get("alone") is (True if made_up is None else None)
+    assert parse_conversation(text, DocFormat.JSON).messages[-1].tool_call_id == "call_119"
