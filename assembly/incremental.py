@@ -829,8 +829,9 @@ def _read_items(
     # them makes them (``_ids``), once.
     carry_ids = len(old_msgs) <= _CARRY_IDS
     ids = _ids(prev) if new_ids or carry_ids else set()
+    # (An id found among the removed is most often the first one's: no set of them made.)
     if len(set(new_ids)) != len(new_ids) or any(
-        i in ids and i not in map(_ID, old_msgs) for i in new_ids  # (most: the first replaced)
+        i in ids and i not in map(_ID, old_msgs) for i in new_ids
     ):
         return None  # a duplicate id: the whole list decides which one is renamed
     if n_new != r - k and any(map(is_, map(_ID_RANGE, data[dr:]), repeat(None))):
