@@ -29,6 +29,7 @@ import gc
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from json.decoder import JSONDecodeError
 from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 from json.scanner import make_scanner as _make_scanner  # type: ignore[attr-defined]
 from sys import intern as _intern
@@ -1437,9 +1438,10 @@ class JsonParser:
 
     def _scanned(self, p: int, depth: int) -> SNode | None:
         """The object at ``p``, an item of the message list (``depth`` deep), read by the C
-        scanner (``scanned``); else None (and nothing consumed): the parser reads it."""
+        scanner (``scanned``); else None (and nothing consumed): the parser reads it.
+        Raises ``WindowCut`` when the object runs on past a window that is not the last."""
         origin = self.origin if self.origin is not None else self.source
-        got = scanned(self.text, p, self.end, depth, origin, p + self.shift)
+        got = scanned(self.text, p, self.end, depth, origin, p + self.shift, cut=not self.final())
         if got is None:
             return None
         node, e, tokens = got
@@ -1533,9 +1535,19 @@ class JsonParser:
                 while True:
                     self.base = p
                     n_errors = len(self.errors)
-                    value = (
-                        self._scanned(p, depth + 1) if self.scanning and text[p] == "{" else None
-                    )
+                    try:
+                        value = (
+                            self._scanned(p, depth + 1)
+                            if self.scanning and text[p] == "{"
+                            else None
+                        )
+                    except WindowCut:  # read again from a window that holds it, not parsed
+                        self.base = None
+                        moved = self._retry(saved, p)
+                        p -= moved
+                        start -= moved
+                        text = self.text
+                        continue
                     if value is None:
                         value = self._value(depth + 1)
                     self.base = None
@@ -1862,7 +1874,14 @@ class _Build:
 
 
 def scanned(
-    text: str, p: int, end: int, depth: int, origin: Sliced | None = None, at: int = 0
+    text: str,
+    p: int,
+    end: int,
+    depth: int,
+    origin: Sliced | None = None,
+    at: int = 0,
+    *,
+    cut: bool = False,
 ) -> tuple[SNode, int, int] | None:
     """The object at ``p`` in ``text`` (``depth`` deep) read by the C scanner of the
     ``json`` module, when it reads it whole before ``end`` and as ``JsonParser`` would read
@@ -1879,12 +1898,28 @@ def scanned(
     ``MAX_NUMBER_CHARS``, ``NaN`` and its kind, nesting past ``MAX_DEPTH``; anything
     ``json`` rejects (a control character in a string, a missing comma…) and an object
     that reaches ``end``. (The caller checks the token limit.)
+
+    ``cut``: ``text`` is a window of a longer document, which goes on after ``end``: an
+    object the scanner reads on past ``end``, or to the end of ``text`` (a string left
+    open there, or nothing more where the object goes on), raises ``WindowCut``, for the
+    caller to try again with a window that holds it, instead of None: the parser would
+    read it to the window's end only to be read again.
     """
     try:
         value, e = _scan_item(text, p)
-    except (ValueError, RecursionError, StopIteration):  # (``JSONDecodeError`` too)
+    except JSONDecodeError as exc:
+        if cut and (exc.pos >= len(text) or exc.msg.startswith("Unterminated string")):
+            raise WindowCut from None
+        return None
+    except StopIteration as exc:  # (no value where one must start)
+        if cut and exc.value >= len(text):
+            raise WindowCut from None
+        return None
+    except (ValueError, RecursionError):
         return None
     if e > end:
+        if cut:
+            raise WindowCut
         return None
     # A ``\u`` escape of a surrogate: a pair reads the same both ways; a lone one the
     # parser reports (the scanner gives it as is), so the values are then looked at. (The
@@ -1900,6 +1935,10 @@ def scanned(
         return None
     node.range = RelRange(0, length)  # (the message's own range is known)
     return node, e, build.tokens
+
+
+class WindowCut(Exception):
+    """The C scanner read an object on to the end of its window (``scanned``'s ``cut``)."""
 
 
 class _Resync(Exception):

@@ -111,7 +111,7 @@ DOCUMENTS = st.tuples(
 
 
 def _parser_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(syntax, "scanned", lambda *args: None)
+    monkeypatch.setattr(syntax, "scanned", lambda *args, **kwargs: None)
 
 
 @settings(
