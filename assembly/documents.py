@@ -19,6 +19,7 @@ from operator import attrgetter, is_, not_
 from typing import Any
 
 from assembly.model import (
+    MAX_ISSUES_PER_CODE,
     Conversation,
     DocFormat,
     FileAttachment,
@@ -675,11 +676,19 @@ class Reader:
 
     def report_unknown_message_keys(self) -> None:
         """One finding for each unknown message key, at its first place, after the
-        messages' own (``unknown_message_keys``, in document order)."""
-        for key, (first, count) in self.unknown_message_keys.items():
+        messages' own (``unknown_message_keys``, in document order).
+
+        Only the first ``MAX_ISSUES_PER_CODE + 1`` are placed: whatever came before them,
+        no later one is listed (``from_issues`` lists that many of a code at most, the last
+        one saying how many more there are), so the others take the last one's place
+        instead of each finding its own (a message of 200,000 keys: a second of work)."""
+        place: TextRange | None = None
+        for n, (key, (first, count)) in enumerate(self.unknown_message_keys.items()):
+            if place is None or n <= MAX_ISSUES_PER_CODE:
+                place = _placed(*first)
             more = count - 1
             also = f" (and on {more:,} more message{'s' if more != 1 else ''})" if more else ""
-            self.unknown_key(f"unknown message key `{key}`{also}: it is ignored", _placed(*first))
+            self.unknown_key(f"unknown message key `{key}`{also}: it is ignored", place)
 
     def has_findings(self) -> bool:
         """Whether reading found anything to report (reported or still to be)."""

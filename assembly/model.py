@@ -82,6 +82,15 @@ def quick_init(cls: type[_C]) -> type[_C]:
     return cls
 
 
+# Findings of one code listed per document: a hostile document can hold a finding per key
+# (250,000 unknown keys fit in the JSON token limit) or per placeholder (2,000,000 in a
+# 41 MB template), each costing a diagnostic in every output and every publish. Reading
+# findings are capped while reading (and the syntax findings the same way; an unknown
+# message key past the cap is not even placed), the rules' findings after suppression
+# (``assembly.diagnostics.check``, ``diagnostics.core.from_issues``).
+MAX_ISSUES_PER_CODE = 1_000
+
+
 @dataclass(frozen=True, slots=True)
 class Issue:
     """A problem found while reading a document, before any rule runs.

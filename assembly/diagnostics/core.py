@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from assembly.assemble import Assembly
-from assembly.model import Conversation, Issue, Message, PromptTemplate
+from assembly.model import MAX_ISSUES_PER_CODE, Conversation, Issue, Message, PromptTemplate
 from assembly.settings import SettingIssue
 from assembly.text import TextRange
 from assembly.tokens import Tokenizer
@@ -288,14 +288,6 @@ class Rule:
     @property
     def doc(self) -> str:
         return inspect.cleandoc(self.check.__doc__ or "")
-
-
-# Findings of one code listed per document: a hostile document can hold a finding per key
-# (250,000 unknown keys fit in the JSON token limit) or per placeholder (2,000,000 in a
-# 41 MB template), each costing a diagnostic in every output and every publish. Reading
-# findings are capped while reading (and the syntax findings the same way), the rules'
-# findings after suppression (``assembly.diagnostics.check``).
-MAX_ISSUES_PER_CODE = 1_000
 
 
 def capped_per_code(codes: Sequence[str]) -> Iterator[tuple[int, int]]:

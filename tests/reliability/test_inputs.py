@@ -192,7 +192,10 @@ def test_a_jsonl_file_with_lone_cr_line_ends_says_why_it_is_one_line() -> None:
     ]
 
 
-def test_reading_findings_of_one_code_are_capped_per_document(tmp_path: Path) -> None:
+def test_reading_findings_of_one_code_are_capped_per_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assembly import documents
     from assembly.diagnostics.core import MAX_ISSUES_PER_CODE
 
     n = MAX_ISSUES_PER_CODE + 500
@@ -201,8 +204,21 @@ def test_reading_findings_of_one_code_are_capped_per_document(tmp_path: Path) ->
     doc = tmp_path / "k.conv.json"
     text = f'[{{"role": "user", "content": "hi", {keys}}}, {roles}]'
     doc.write_text(text, encoding="utf-8")
+    placed = 0
+    real = documents._placed
+
+    def counting(*args: Any) -> Any:
+        nonlocal placed
+        placed += 1
+        return real(*args)
+
+    monkeypatch.setattr(documents, "_placed", counting)
     a = analyze(doc, root=tmp_path)
+    assert placed == MAX_ISSUES_PER_CODE + 1  # the keys left out are not placed
     unknown = [d for d in a.diagnostics if d.code == "unknown-key"]
+    for i, d in enumerate(unknown[:-1]):  # each listed one at its own key
+        at = text.index(f'"k{i}"')
+        assert d.range == TextRange(at, at + len(f'"k{i}"'))
     schema = [d for d in a.diagnostics if d.code == "schema-error"]
     assert len(unknown) == len(schema) == MAX_ISSUES_PER_CODE + 1
     assert unknown[-1].message == "500 more `unknown-key` findings are not listed"
