@@ -172,6 +172,12 @@ def _template(json_: bytes, line: int) -> tuple[bytes, tuple[int, ...]]:
     return _LINE.sub(b'"line": %d', json_.replace(b"%", b"%%")), lines
 
 
+def kept(key: str) -> bool:
+    """Whether entries are kept for a document (its next outline makes only what changed)."""
+    with _LOCK:
+        return key in _MEMOS
+
+
 def forget(key: str) -> None:
     """Let the entries kept for a document go (it was closed)."""
     with _LOCK:

@@ -582,3 +582,28 @@ async def test_a_cancelled_outline_request_is_answered_as_cancelled_and_stops(
     assert stopped == ["cancelled"]
     monkeypatch.setattr(symbols, "_prepared", real)
     assert "reminder" in str(await outline(client, uri))
+
+
+async def test_a_first_outline_is_made_whole_and_a_later_one_can_be_stopped(
+    client: InProcessClient, workspace: Path
+) -> None:
+    # A conversation's outline entries are kept only once an outline is whole: the first
+    # one, given up while the user types, would start from nothing each time.
+    from server.lsp import outline as kept_outlines
+    from server.lsp import scheduler
+    from server.lsp.handlers import symbols
+
+    uri = (workspace / "chat.conv.yaml").as_uri()
+    open_doc(client, uri, text_of(2))
+    await run_next(client)
+    view = await client.server.session.scheduler.view(uri)
+    assert view is not None
+
+    def stop() -> None:
+        raise scheduler.Cancelled
+
+    assert not kept_outlines.kept(uri)
+    assert symbols._prepared(uri, view, stop) is not None  # the first: made whole
+    assert kept_outlines.kept(uri)
+    with pytest.raises(scheduler.Cancelled):
+        symbols._prepared(uri, view, stop)

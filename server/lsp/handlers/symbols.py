@@ -35,9 +35,17 @@ async def document_symbol(ls: PromptServer, params: lsp.DocumentSymbolParams) ->
 
 def _prepared(uri: str, view: View, check: Callable[[], None] = lambda: None) -> Prepared | None:
     """The outline's JSON; ``check`` is called between entries (it raises to stop:
-    ``Scheduler.shared``)."""
+    ``Scheduler.shared``).
+
+    A conversation's first outline is not stopped: its entries are kept only once it is
+    whole (``server.lsp.outline``), and every later outline makes only what changed (a
+    tenth of the first at 10 MB), so given up and asked again while the user types, it
+    would be made from nothing each time and not shown until a pause as long as it takes.
+    """
     a = view.base.analysis if view.base is not None else None
     if isinstance(a, Analysis) and view.span is None:
+        if not outline.kept(uri):
+            check = _never
         entries = outline.conversation_outline(uri, a.conversation, view.text_map)
         return prepare_json(checked(entries, check))
     symbols = checked(_outline(view), check)
@@ -54,3 +62,7 @@ def _outline(view: View) -> Iterator[ide_symbols.Symbol]:
     else:
         return iter(())
     return (view.carry(s) for s in res)
+
+
+def _never() -> None:
+    """A checkpoint that never stops the computation."""
