@@ -37,7 +37,8 @@ document; after typing in a message, at once and 250 ms later as VS Code asks; a
 pasting and deleting a message, which moves every later line), request -> response; and
 typing at a person's pace (a key every 150 ms) with both asked after each key and cancelled
 at the next (as VS Code does): each key -> its diagnostics, the keys of ``--pace-runs`` runs
-pooled. ``--views-only`` times the outline and the folds rows alone.
+pooled. ``--views-only`` times the outline and the folds rows alone; ``--only TEXT`` times
+only the edit kinds whose name has TEXT (then the views).
 ``--formats`` also takes ``dataset``: a JSON Lines dataset (a conversation per line,
 ``{"messages": [...]}``, ``DATASET_RECORD`` messages each, made from the JSON
 conversation's messages), timed on the edits of its records (typing in a message, a new
