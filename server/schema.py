@@ -17,7 +17,6 @@ read by VS Code's JSON support and ignored by validators.
 
 from __future__ import annotations
 
-import json
 import sys
 from importlib import resources
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 from assembly.documents import LOG_MESSAGE_KEYS, REQUEST_BODY_KEYS, ROLE_ALIASES
 from assembly.model import Role
 from assembly.settings_model import SettingsModel
+from server import jsonout
 from server.schema_formats import FORMAT_ROOTS, format_defs
 
 # Where the schema is published, for a document's `"$schema"` key (the file in the repository).
@@ -110,7 +110,7 @@ def conversation_schema() -> Schema:
 
 def render_schema() -> str:
     """Return the schema file's text."""
-    return json.dumps(conversation_schema(), indent=2, ensure_ascii=False) + "\n"
+    return jsonout.dumps(conversation_schema()) + "\n"
 
 
 # ---------------------------------------------------------------- document

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import re
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from typing import Any
 from assembly.diagnostics import Severity
 from assembly.diff import diff_assembled, has_changes, positional_id
 from assembly.host import PROMPT_SUFFIX
-from server import files
+from server import files, jsonout
 from server.cli.github import append_step_summary
 from server.cli.lint.discover import discover as lint_discover
 from server.cli.lint.model import EXIT_FINDINGS, EXIT_OK, LintOptions
@@ -416,7 +415,7 @@ def _digest(*parts: object) -> int:
 
 def _emit(res: DiffResult, fmt: str, *, out: Any) -> None:
     if fmt == "json":
-        out.write(json.dumps(res.to_json(), ensure_ascii=False, indent=2) + "\n")
+        out.write(jsonout.dumps(res.to_json()) + "\n")
     elif fmt == "markdown":
         out.write(render_markdown(res))
     elif fmt == "github":

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from server import jsonout  # (the standard library's json only)
 from server.cli import formats
 
 if TYPE_CHECKING:
@@ -538,7 +539,7 @@ def _assemble(args: argparse.Namespace) -> int:
             obj = assembly_json(
                 analysis, display_path=args.file, summary_request=args.summary_request
             )
-            out = json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
+            out = jsonout.dumps(obj) + "\n"
         elif args.format == "html":
             from server.htmlview import render_html
 
@@ -608,8 +609,12 @@ def _assemble_dataset(args: argparse.Namespace, analysis: Analysis) -> int:
                     document=analysis.text,
                 ),
             }
-            indent = 2 if args.record is not None else None
-            line = json.dumps(obj, ensure_ascii=False, indent=indent)
+            # One record: as ``assemble`` writes a conversation; else a line each.
+            line = (
+                jsonout.dumps(obj)
+                if args.record is not None
+                else json.dumps(obj, ensure_ascii=False)
+            )
             sys.stdout.write(line.translate(_LINE_BREAKS_ESCAPED) + "\n")
         elif args.format == "html":
             from server.htmlview import render_html
@@ -635,7 +640,7 @@ def _assemble_failed(args: argparse.Namespace, exc: Exception) -> int:
     d = from_exception(exc, during="assembling")
     if args.format == "json":
         obj = {"file": args.file, "diagnostics": [head_diagnostic_json(d, file=args.file)]}
-        sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(jsonout.dumps(obj) + "\n")
     else:
         line = f"{args.file}:1:1: error[internal-error] {d.message}\n"
         if args.format == "html":
@@ -675,7 +680,7 @@ def _rules(args: argparse.Namespace) -> int:
     from server.rulesdoc import render_rules_table, rules_json
 
     if args.format == "json":
-        sys.stdout.write(json.dumps(rules_json(), ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(jsonout.dumps(rules_json()) + "\n")
     else:
         sys.stdout.write(render_rules_table())
     return EXIT_OK

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from assembly.diagnostics import Severity
+from server import jsonout
 from server.cli.lint.model import LintResult, relative_uri_path
 
 
@@ -44,7 +44,7 @@ def render_gitlab(res: LintResult, *, src_root: Path) -> str:
                 },
             }
         )
-    return json.dumps(issues, ensure_ascii=False, indent=2) + "\n"
+    return jsonout.dumps(issues) + "\n"
 
 
 # GitLab's scale is info < minor < major < critical < blocker.

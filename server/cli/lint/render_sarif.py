@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from assembly.diagnostics import RULES, Rule, Severity
+from server import jsonout
 from server.cli.lint.model import LintResult
 from server.links import PROJECT_URL, rule_doc_url
 
@@ -77,7 +77,7 @@ def render_sarif(res: LintResult, *, src_root: Path) -> str:
             }
         ],
     }
-    return json.dumps(log, ensure_ascii=False, indent=2) + "\n"
+    return jsonout.dumps(log) + "\n"
 
 
 def _sarif_artifact(path: str, src_root: Path) -> dict[str, Any]:
