@@ -228,6 +228,23 @@ def test_a_messages_ranges_are_found_only_when_one_is_asked_for() -> None:
         assert conv.messages[i].role_range == _fresh(text).messages[i].role_range
 
 
+def test_a_messages_ranges_once_found_are_kept_as_four_byte_numbers() -> None:
+    """The ranges found for a message are kept as an array of 4-byte numbers (a list's
+    would be a pointer and an ``int`` object each past 256), the same numbers, past 65,535
+    too."""
+    long = "x" * 70_000
+    messages = [{"id": "m0", "role": "user", "content": long}, {"role": "assistant", "content": "y"}]
+    text = json.dumps({"messages": messages}, indent=2)
+    conv = parse_conversation(Rope.from_str(text), DocFormat.JSON)
+    first = conv.messages[0]
+    assert first.content_range == _fresh(text).messages[0].content_range
+    found = [t for t in _distinct(conv.tree) if t._offsets is not None]
+    assert len(found) == 1
+    offsets = found[0].offsets()
+    assert offsets.itemsize == 4 and max(offsets) > 70_000
+    assert offsets[:2].tolist() == [0, first.range.end - first.range.start]  # the message
+
+
 def test_unknown_message_keys_are_placed_without_finding_every_messages_ranges(
     tmp_path: Path,
 ) -> None:
