@@ -233,7 +233,10 @@ def test_a_messages_ranges_once_found_are_kept_as_four_byte_numbers() -> None:
     would be a pointer and an ``int`` object each past 256), the same numbers, past 65,535
     too."""
     long = "x" * 70_000
-    messages = [{"id": "m0", "role": "user", "content": long}, {"role": "assistant", "content": "y"}]
+    messages = [
+        {"id": "m0", "role": "user", "content": long},
+        {"role": "assistant", "content": "y"},
+    ]
     text = json.dumps({"messages": messages}, indent=2)
     conv = parse_conversation(Rope.from_str(text), DocFormat.JSON)
     first = conv.messages[0]
