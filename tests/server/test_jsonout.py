@@ -84,7 +84,7 @@ class _Name(str):
         "",
         {"k": "\u2028 \x85 😀 \ud83d"},
         # Values ``json`` writes its own way, left to it: non-string keys, subclasses.
-        {1: "one", 2.5: "x", True: "t", None: "n"},
+        {1: "one", 2.5: "x", False: "f", None: "n"},
         {"color": _Color.RED, "name": _Name("n")},
         OrderedDict([("b", 1), ("a", 2)]),
         [{"nested": (_Color.RED,)}],
