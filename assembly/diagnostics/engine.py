@@ -18,11 +18,16 @@ What a rule reads is exactly its parameters, named by their types:
   of its other inputs. The incremental re-read shares every message object an edit did
   not touch, so typing in a message re-runs it for that message only; its findings stay
   with their message object when messages come or go before it. An ``AssistantMessage``
-  first parameter narrows it to the assistant messages. An input it reads only to word
+  first parameter narrows it to the assistant messages, and a subclass of it with an
+  ``admits`` test to the stored messages that pass it (the others have no findings and are
+  never seen). An input it reads only to word
   the findings a message already has, never to decide whether it has any, is marked
   ``Annotated[T, REFINES]`` (``tool-call-in-text`` reads the document's call ids for its
   fix's fresh id): when only such inputs change, it runs again on the messages that had
-  findings, not on every message.
+  findings, not on every message. An input that says whether the rule applies to the
+  document at all is marked ``Annotated[T, When(holds)]``: while ``holds`` is false of its
+  value, no message is visited (``tool-call-markup-in-text`` looks only when no tools are
+  declared, ``tool-call-in-text`` only when some are).
 
 Positions. Inputs never compare positions: ranges are left out of their equality
 (``shape_key``), since an edit before a message moves it without changing it. A finding's
@@ -75,6 +80,7 @@ __all__ = [
     "MessageSource",
     "RuleCache",
     "Source",
+    "When",
     "message_start",
     "query",
     "rule_kind",
@@ -191,6 +197,10 @@ class MessageSource:
 
     __slots__ = ("_ctx", "_index", "_message", "_node", "_text", "_views", "format", "stored")
     role: Role | None = None  # the role of the messages the rule reads (None: every one)
+    # Whether the rule reads a stored message of that role at all (None: it reads each),
+    # asked of the message alone: a message it does not admit has no findings, and no
+    # view of it is made (``tool-call-in-text`` reads the texts that may hold a call).
+    admits: Callable[[Message], bool] | None = None
 
     def __init__(
         self,
@@ -316,6 +326,19 @@ def query(fn: Callable[..., Any]) -> Callable[..., Any]:
 REFINES = object()
 
 
+@dataclass(frozen=True, slots=True)
+class When:
+    """Marks an input of a per-message rule that says, for the whole document, whether the
+    rule applies at all (``Annotated[Tools, When(undeclared)]``: the markup of a model's
+    own tool calls is looked for only when no tools are declared). When ``holds`` is
+    false of the input's value, the rule visits no message and has no findings, and keeps
+    nothing: once it holds again, every message is checked. (Visiting each message to
+    find it has nothing to do cost 3.5 µs a message: 14 ms at the open of a 10 MB
+    conversation.)"""
+
+    holds: Callable[[Any], bool]
+
+
 def rule_kind(rule: Rule) -> tuple[str, tuple[type, ...]]:
     """``("whole" | "message" | "document", parameter types)`` of a rule."""
     hit = _KINDS.get(rule.check)
@@ -325,22 +348,33 @@ def rule_kind(rule: Rule) -> tuple[str, tuple[type, ...]]:
 
 
 _KINDS: dict[Callable[..., Any], tuple[str, tuple[type, ...]]] = {}
-_REFINING: dict[Callable[..., Any], frozenset[int]] = {}
+_MARKS: dict[Callable[..., Any], tuple[tuple[Any, ...], ...]] = {}
+
+
+def _marks(rule: Rule) -> tuple[tuple[Any, ...], ...]:
+    """The ``Annotated`` marks of each of a per-message rule's inputs after the message."""
+    hit = _MARKS.get(rule.check)
+    if hit is None:
+        hints = typing.get_type_hints(rule.check, include_extras=True)
+        names = list(inspect.signature(rule.check).parameters)[1:]
+        hit = _MARKS[rule.check] = tuple(
+            getattr(hints.get(name), "__metadata__", ()) for name in names
+        )
+    return hit
 
 
 def refining(rule: Rule) -> frozenset[int]:
     """The positions, among a per-message rule's inputs after the message, of those marked
     ``REFINES``."""
-    hit = _REFINING.get(rule.check)
-    if hit is None:
-        hints = typing.get_type_hints(rule.check, include_extras=True)
-        names = list(inspect.signature(rule.check).parameters)[1:]
-        hit = _REFINING[rule.check] = frozenset(
-            k
-            for k, name in enumerate(names)
-            if REFINES in getattr(hints.get(name), "__metadata__", ())
-        )
-    return hit
+    return frozenset(k for k, marks in enumerate(_marks(rule)) if REFINES in marks)
+
+
+def gates(rule: Rule) -> list[tuple[int, Callable[[Any], bool]]]:
+    """``(position, holds)`` of each input of a per-message rule marked ``When(holds)``,
+    among its inputs after the message."""
+    return [
+        (k, m.holds) for k, marks in enumerate(_marks(rule)) for m in marks if isinstance(m, When)
+    ]
 
 
 def _rule_kind(rule: Rule) -> tuple[str, tuple[type, ...]]:
@@ -778,8 +812,12 @@ class _Run:
 
     def _per_message(self, rule: Rule, params: tuple[type, ...]) -> list[Diagnostic]:
         args = [self.value(p) for p in params]
-        branch: Any = self.value(ROLES["branch"])[0]
         cache = self.cache
+        for k, holds in gates(rule):
+            if not holds(args[k][0]):  # it applies to no message of this document
+                cache._message_rules.pop(rule.code, None)
+                return []
+        branch: Any = self.value(ROLES["branch"])[0]
         state = cache._message_rules.get(rule.code)
         values = tuple(a for a, _ in args)
         msgs = self.msgs
@@ -838,7 +876,9 @@ class _Run:
             # The messages not done (in a pass at C speed), those of the branch.
             stale = map(operator.is_not, map(done.get, self._ids()), msgs)
             on = branch.indexes
-            todo = [i for i in itertools.compress(itertools.count(), stale) if i in on]
+            todo = list(itertools.compress(itertools.count(), stale))
+            if len(on) != len(msgs):  # (else every message is on the branch)
+                todo = [i for i in todo if i in on]
             if len(done) > len(msgs) + 64:  # forget the messages that are gone
                 live = set(map(id, msgs))
                 state.done = done = {k: m for k, m in done.items() if k in live}
@@ -847,14 +887,22 @@ class _Run:
             again = (self._index_of(m, i) for i, m in redo)
             todo = sorted({*todo, *(j for j in again if j is not None and j in branch.indexes)})
         source: type[MessageSource] = rule_kind(rule)[1][0]
-        if source.role is not None:  # the others are not the rule's: done without it
-            mine = list(map(source.role.__eq__, map(_ROLE, map(msgs.__getitem__, todo))))
-            others = list(map(msgs.__getitem__, itertools.compress(todo, map(operator.not_, mine))))
-            done.update(zip(map(id, others), others, strict=True))
-            if found:
-                for m in others:
-                    found.pop(id(m), None)
-            todo = list(itertools.compress(todo, mine))
+        role, admits = source.role, source.admits
+        if role is not None or admits is not None:  # the others: done without the rule
+            mine = todo
+            if role is not None:
+                roles = map(_ROLE, map(msgs.__getitem__, mine))
+                mine = list(itertools.compress(mine, map(role.__eq__, roles)))
+            if admits is not None:
+                mine = list(itertools.compress(mine, map(admits, map(msgs.__getitem__, mine))))
+            if len(mine) != len(todo):
+                rest = itertools.filterfalse(set(mine).__contains__, todo)
+                others = list(map(msgs.__getitem__, rest))
+                done.update(zip(map(id, others), others, strict=True))
+                if found:
+                    for m in others:
+                        found.pop(id(m), None)
+            todo = mine
         check, views, ctx = rule.check, self.views, self.ctx
         fmt = ctx.conversation.format if ctx.conversation is not None else None
         self.message_runs += len(todo)

@@ -1177,3 +1177,58 @@ def test_findings_after_a_splice_are_moved_not_found_again(
         assert code not in _cache(host).ran
         assert sum(d.code == code for d in got.diagnostics) == n
         assert moved_again < n // 2, moved_again
+
+
+def _with_tools(declared: bool) -> str:
+    """Six assistant turns, one of which writes a call in Hermes markup, with or without
+    the conversation's ``tools``."""
+    messages: list[dict[str, object]] = [{"id": "u0", "role": "user", "content": "Go."}]
+    for k in range(6):
+        text = f"Step {k}."
+        if k == 3:
+            text = '<tool_call>{"name": "lookup", "arguments": {"q": "x"}}</tool_call>'
+        messages.append({"id": f"a{k}", "role": "assistant", "content": text})
+        messages.append({"id": f"u{k + 1}", "role": "user", "content": "And?"})
+    doc: dict[str, object] = {"messages": messages}
+    if declared:
+        tool = {"name": "lookup", "parameters": {"type": "object"}}
+        doc = {"tools": [{"type": "function", "function": tool}], **doc}
+    return json.dumps(doc, indent=2)
+
+
+def test_a_per_message_rule_that_does_not_apply_visits_no_message(tmp_path: Path) -> None:
+    """`tool-call-markup-in-text` looks only when no tools are declared, and
+    `tool-call-in-text` only when some are (``When``): the other one visits no message, and
+    when the tools come or go it checks every message, as a fresh run does."""
+    path = tmp_path / "gate.conv.json"
+    host = AnalysisHost()
+    for declared in (True, False, True, False):
+        text = _with_tools(declared)
+        got = _analysis(path, text, host)
+        assert got.diagnostics == _analysis(path, text).diagnostics
+        codes = {d.code for d in got.diagnostics}
+        assert ("tool-call-markup-in-text" in codes) is not declared, codes
+        conv = got.conversation
+        assert conv is not None and len(conv.message_data) == 13
+        assert bool(conv.tools) is declared
+        assert ("tool-call-in-text" in codes) is declared, codes
+        fresh = AnalysisHost()
+        _analysis(path, text, fresh)
+        # Each per-message rule visits the branch's messages it reads (its source's role,
+        # then its ``admits``: the text of one message only), but for the one that does
+        # not apply to this document.
+        off = "tool-call-in-text" if not declared else "tool-call-markup-in-text"
+        visits = 0
+        for rule in RULES:
+            kind, params = rule_kind(rule)
+            if kind != "message" or rule.code == off:
+                continue
+            source: type[MessageSource] = params[0]  # type: ignore[assignment]
+            role, admits = source.role, source.admits
+            visits += sum(
+                1
+                for m in conv.message_data
+                if (role is None or m.role is role) and (admits is None or admits(m))
+            )
+        assert visits == 1
+        assert _cache(fresh).message_runs == visits

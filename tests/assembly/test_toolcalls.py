@@ -10,12 +10,14 @@ import hashlib
 import itertools
 import json
 import re
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from assembly.diagnostics.rules.tool_calls import _MayHoldCall, _MayHoldMarkup
 from assembly.toolcalls import (
     MAX_JSON_CANDIDATES,
     FunctionCallsFilter,
@@ -23,6 +25,7 @@ from assembly.toolcalls import (
     fallback_extraction,
     find_json_objects,
     looks_like_tool_call_markup,
+    markup_tool_calls,
     parse_tool_args,
     resolve_tool_arguments,
     sanitize_llm_output,
@@ -690,3 +693,44 @@ ALPHA_CALL = [("internal_search", {"queries": ["alpha"]})]
 )
 def test_fallback_extraction(kwargs: dict[str, Any], expect: tuple[bool, list, str | None]):
     check_fallback(expect, **kwargs)
+
+
+# -- the rules' pre-checks (``admits``): never refuse a text the parsers read ----------------
+
+_CALL_PARTS = [
+    "{",
+    "}",
+    '"name": "internal_search"',
+    '"arguments": {"queries": ["a"]}',
+    '<invoke name="internal_search">',
+    '<INVOKE name="internal_search">',
+    '<Invo\u212ae name="internal_search">',  # (KELVIN SIGN: "k" to ``re.IGNORECASE``)
+    '<parameter name="queries" string="false">["a"]</parameter>',
+    "</invoke>",
+    "<function_calls>",
+    "</function_calls>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|python_tag|>",
+    "internal_search.call(queries=['a'])",
+    "text ",
+    "\n",
+]
+
+
+@settings(deadline=None)
+@given(st.lists(st.sampled_from(_CALL_PARTS), max_size=12).map("".join))
+def test_the_rules_pre_checks_admit_every_text_the_parsers_read(text: str) -> None:
+    message: Any = SimpleNamespace(content=text)
+    if extract_tool_calls(text, ALL_TOOLS):
+        assert _MayHoldCall.admits(message)
+    if markup_tool_calls(text):
+        assert _MayHoldMarkup.admits(message)
+
+
+def test_an_invoke_tag_in_any_case_is_admitted_as_the_parser_reads_it() -> None:
+    for tag in ("<INVOKE", "<Invoke", "<invo\u212ae"):
+        text = XML_THREE.replace("<invoke", tag)
+        assert extract_tool_calls(text, ALL_TOOLS), tag
+        assert _MayHoldCall.admits(SimpleNamespace(content=text)), tag  # type: ignore[arg-type]
+    assert not _MayHoldCall.admits(SimpleNamespace(content="a < b, no call"))  # type: ignore[arg-type]

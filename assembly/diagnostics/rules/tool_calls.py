@@ -36,7 +36,13 @@ from assembly.diagnostics.core import (
     TextEdit,
     message_memo,
 )
-from assembly.diagnostics.engine import REFINES, AssistantMessage, MessageSource, message_start
+from assembly.diagnostics.engine import (
+    REFINES,
+    AssistantMessage,
+    MessageSource,
+    When,
+    message_start,
+)
 from assembly.diagnostics.inputs import CallIds, MessageShape, OrphanCut, Tools, ToolTraffic
 from assembly.diagnostics.window import TextLike, find_newline, line_start, offset_map
 from assembly.model import (
@@ -376,8 +382,38 @@ def _sharing_ids(t: _Traffic) -> list[tuple[int, Message]]:
     return list(zip(map(order.__getitem__, keep_), map(on_branch.__getitem__, keep_), strict=True))
 
 
+def _declared(tools: Tools) -> bool:
+    return tools.declared
+
+
+def _undeclared(tools: Tools) -> bool:
+    return not tools.declared
+
+
+class _MayHoldCall(AssistantMessage):
+    """An assistant message whose text may hold a call (``_may_hold_call``)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def admits(m: Message) -> bool:
+        return _may_hold_call(m.content)
+
+
+class _MayHoldMarkup(AssistantMessage):
+    """An assistant message whose text holds a chat template's call markup."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def admits(m: Message) -> bool:
+        return "<tool_call>" in m.content or "<|python_tag|>" in m.content
+
+
 def tool_call_in_text(
-    src: AssistantMessage, tools: Tools, ids: Annotated[CallIds, REFINES]
+    src: _MayHoldCall,
+    tools: Annotated[Tools, When(_declared)],
+    ids: Annotated[CallIds, REFINES],
 ) -> Iterator[Diagnostic]:
     """An assistant message wrote a tool call as text.
 
@@ -402,8 +438,6 @@ def tool_call_in_text(
     ```
     The fix (JSON and JSONL documents) moves the call into `tool_calls`.
     """
-    if not tools.declared or src.stored.role is not ASSISTANT_ROLE:
-        return
     calls = text_calls(src.stored, tools.definitions)  # (of the message alone)
     if calls:
         spans = decoded_spans(src)
@@ -430,7 +464,9 @@ def _call_range(src: MessageSource, spans: DecodedSpans | None, start: int, end:
     return m.content_range if m.content_range is not None else m.range
 
 
-def tool_call_markup_in_text(src: AssistantMessage, tools: Tools) -> Iterator[Diagnostic]:
+def tool_call_markup_in_text(
+    src: _MayHoldMarkup, tools: Annotated[Tools, When(_undeclared)]
+) -> Iterator[Diagnostic]:
     """An assistant message holds a tool call in a model's own markup, and no tool is declared.
 
     ## What it does
@@ -453,13 +489,7 @@ def tool_call_markup_in_text(src: AssistantMessage, tools: Tools) -> Iterator[Di
      "content": "<tool_call>{\\"name\\": \\"get_weather\\", \\"arguments\\": {}}</tool_call>"}
     ```
     """
-    m = src.stored  # (no positions are read but for a finding)
-    if tools.declared or (
-        m.role is not ASSISTANT_ROLE
-        or ("<tool_call>" not in m.content and "<|python_tag|>" not in m.content)
-    ):
-        return
-    calls = markup_tool_calls(m.content)
+    calls = markup_tool_calls(src.stored.content)  # (no positions are read but for a finding)
     if calls:
         spans = decoded_spans(src)
         for call in calls:
@@ -827,8 +857,12 @@ def _remove_block_item(text: TextLike, rng: TextRange) -> TextEdit | None:
 
 def _may_hold_call(content: str) -> bool:
     """A cheap pre-check: only text with a brace or an invoke tag can hold a call."""
-    # Only a "<" lowers to "<": a text without one is not lowered (it may be long).
-    return "{" in content or ("<" in content and "<invoke" in content.lower())
+    # (Searched for as the parser's pattern reads the tag, any case: ``lower()`` made a
+    # copy of each text with a "<", the most of the open's time for this rule.)
+    return "{" in content or ("<" in content and _INVOKE_TAG.search(content) is not None)
+
+
+_INVOKE_TAG = re.compile("<invoke", re.IGNORECASE)
 
 
 _FUNCTION_CALLS_OPEN = re.compile(r"<function_calls\s*>\s*$", re.IGNORECASE)
