@@ -64,6 +64,7 @@ from assembly.toolcalls import (
     extract_tool_calls,
     looks_like_tool_call_markup,
     markup_tool_calls,
+    may_hold_markup,
 )
 
 # Recovered shapes that are unmistakably a call; a bare schema match ({"query": "…"}) in
@@ -407,7 +408,7 @@ class _MayHoldMarkup(AssistantMessage):
 
     @staticmethod
     def admits(m: Message) -> bool:
-        return "<tool_call>" in m.content or "<|python_tag|>" in m.content
+        return may_hold_markup(m.content)
 
 
 def tool_call_in_text(
