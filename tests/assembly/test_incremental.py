@@ -26,28 +26,35 @@ from assembly.incremental import common_prefix, common_suffix, reparse_conversat
 from assembly.model import Conversation, DocFormat
 from assembly.reading import parse_conversation
 from assembly.rope import Rope
-from assembly.syntax import SNode, iter_nodes
-from assembly.text import RelRange
+from assembly.syntax import NodeAt, SNode, iter_nodes
+from assembly.text import RelRange, resolve
 from tests.support.engine import analyze
 
 
-def _tree(node: SNode | None) -> Any:
+def _tree(node: SNode | None, base: int = 0) -> Any:
+    """The tree with every range absolute, as its view (``syntax.located``) shows it: walked
+    over the stored nodes with the offset each is relative to, no view made (the views'
+    own reads are tested where they are used)."""
+    if isinstance(node, NodeAt):
+        node, base = node.green, node.base
     if node is None:
         return None
-    return (
-        node.kind,
-        node.range,
-        node.value,
-        tuple(_tree(i) for i in node.items),
-        tuple((m.key, m.key_range, _tree(m.value)) for m in node.members),
-    )
+    starts = node.starts
+    if starts is None:
+        items = tuple(_tree(i, base) for i in node.items)
+    else:
+        items = tuple(map(_tree, node.items, starts))
+    members = tuple((m.key, resolve(m.key_range, base), _tree(m.value, base)) for m in node.members)
+    return (node.kind, resolve(node.range, base), node.value, items, members)
 
 
 def normalise(conv: Conversation) -> tuple[Any, ...]:
-    """Every field of the conversation (messages compared field by field) and its tree."""
+    """Every field of the conversation and its tree, ranges absolute. The messages are
+    compared as their views are (``Located``: the same stored values at the same places),
+    which implies that every field read through a view is the same."""
     skip = ("tree", "_views", "message_data", "syntax")
     fields = {f.name: getattr(conv, f.name) for f in dataclasses.fields(conv) if f.name not in skip}
-    fields["messages"] = tuple((m.index, tuple(sorted(m.values().items()))) for m in conv.messages)
+    fields["messages"] = tuple((m.index, m.base, m.green) for m in conv.messages)
     fields["records"] = tuple(map(normalise, conv.records))  # (a tree is compared by identity)
     return (tuple(sorted(fields.items(), key=lambda kv: kv[0])), _tree(conv.root))
 
