@@ -6,10 +6,10 @@ fixture (IDE, diagnostics, examples) and a generated conversation is analysed on
 every feature runs on the ``str`` and on a rope of tiny chunks (so every read crosses
 chunk boundaries) at many offsets, and ``check_same`` compares the answers.
 
-The offsets are every one of a small document, else evenly spaced ones (a rope of 7-code-
-point chunks makes any read of 7 or more cross a boundary wherever it starts); each
-document starts them at its own phase, so the fixtures together probe every residue of the
-spacing rather than its multiples only.
+The offsets are every one of a document under 300 code points, else both ends and evenly
+spaced ones (a rope of 7-code-point chunks makes any read of 7 or more cross a boundary
+wherever it starts); each document starts them at its own phase, so the fixtures together
+probe every residue of the spacing rather than its multiples only.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def check_same(a: Analysis) -> None:
     n = len(text)
     step = max(1, n // MAX_OFFSETS)
     phase = zlib.crc32(text.encode("utf-8", "surrogatepass")) % step  # (0 when step is 1)
-    for offset in [*range(phase, n + 1, step), n]:
+    for offset in sorted({0, *range(phase, n + 1, step), n}):
         assert hover.conversation_hover(r, offset, today=TODAY) == hover.conversation_hover(
             a, offset, today=TODAY
         ), offset
