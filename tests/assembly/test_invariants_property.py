@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import os
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import yaml
@@ -46,10 +47,14 @@ TOOL_NAMES = ("read_file", "internal_search", "web_search", "open_url", "generat
 # ------------------------------------------------------------------------------ strategies
 
 
+# Each strategy is made once (``cache``): made in the composite on every draw, hypothesis
+# validated it again each time, half of these tests' time.
+@cache
 def _text(max_words: int = 25) -> st.SearchStrategy[str]:
     return st.lists(st.sampled_from(WORDS), max_size=max_words).map(" ".join)
 
 
+@cache
 def _token_count() -> st.SearchStrategy[int | None]:
     return st.one_of(st.none(), st.none(), st.integers(0, 400))
 
