@@ -26,26 +26,26 @@ from assembly.incremental import common_prefix, common_suffix, reparse_conversat
 from assembly.model import Conversation, DocFormat
 from assembly.reading import parse_conversation
 from assembly.rope import Rope
-from assembly.syntax import NodeAt, SNode, iter_nodes
-from assembly.text import RelRange, resolve
+from assembly.syntax import NodeAt, SNode, absolute, iter_nodes
+from assembly.text import RelRange
 from tests.support.engine import analyze
 
 
-def _tree(node: SNode | None, base: int = 0) -> Any:
-    """The tree with every range absolute, as its view (``syntax.located``) shows it: walked
-    over the stored nodes with the offset each is relative to, no view made (the views'
-    own reads are tested where they are used)."""
+def _tree(node: SNode | None) -> Any:
+    """The tree with every range absolute: ``syntax.absolute`` of the stored nodes (the
+    same ranges as the view ``syntax.located`` gives, made without a view of each node;
+    the views' own reads are tested where they are used)."""
     if isinstance(node, NodeAt):
-        node, base = node.green, node.base
+        node = absolute(node.green, node.base)
     if node is None:
         return None
-    starts = node.starts
-    if starts is None:
-        items = tuple(_tree(i, base) for i in node.items)
-    else:
-        items = tuple(map(_tree, node.items, starts))
-    members = tuple((m.key, resolve(m.key_range, base), _tree(m.value, base)) for m in node.members)
-    return (node.kind, resolve(node.range, base), node.value, items, members)
+    return (
+        node.kind,
+        node.range,
+        node.value,
+        tuple(map(_tree, node.items)),
+        tuple((m.key, m.key_range, _tree(m.value)) for m in node.members),
+    )
 
 
 def normalise(conv: Conversation) -> tuple[Any, ...]:
