@@ -191,7 +191,17 @@ def main() -> int:
             results.append(res)
             print(f"  {name}: done", flush=True)
     _print_table(results)
-    return 0
+    # Every server runs on this script's interpreter: a checkout whose dependencies its
+    # environment lacks ends each analysis in an internal error, and its rows time that.
+    failed = [r for r in results if "internal-error" in r.codes]
+    for r in failed:
+        print(
+            f"{r.server} {r.size}: its last analysis ended in an internal error; its times are"
+            " not of an analysis (does this interpreter's environment hold that checkout's"
+            " dependencies?)",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
 
 
 # A dataset (``--formats dataset``): the JSON conversation's messages, this many a record,
