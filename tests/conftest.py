@@ -37,7 +37,7 @@ import pytest
 GC_THRESHOLD = 10_000  # allocations between collections of the youngest generation (700)
 
 _SAVED: dict[str, str | None] = {}
-_GC_THRESHOLD: list[tuple[int, ...]] = []
+_SAVED_THRESHOLD: list[tuple[int, ...]] = []
 _SCRATCH: list[str] = []
 
 
@@ -62,15 +62,15 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     gc.collect()
     gc.freeze()
-    if not _GC_THRESHOLD:
-        _GC_THRESHOLD.append(gc.get_threshold())
-    gc.set_threshold(GC_THRESHOLD, *_GC_THRESHOLD[0][1:])
+    if not _SAVED_THRESHOLD:
+        _SAVED_THRESHOLD.append(gc.get_threshold())
+    gc.set_threshold(GC_THRESHOLD, *_SAVED_THRESHOLD[0][1:])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _GC_THRESHOLD:
+    if _SAVED_THRESHOLD:
         gc.unfreeze()
-        gc.set_threshold(*_GC_THRESHOLD.pop())
+        gc.set_threshold(*_SAVED_THRESHOLD.pop())
     for name, value in _SAVED.items():
         if value is None:
             os.environ.pop(name, None)
