@@ -33,6 +33,13 @@ bytecode magic number and optimization level, and is written only when the inter
 writes bytecode at all (not under ``PYTHONDONTWRITEBYTECODE``). A file that is missing,
 foreign, damaged or unwritable means compiling as usual; unused entries are dropped once
 the file grows past ``MAX_ENTRIES``.
+
+The language server also imports lsprotocol, whose ~570 ``attrs`` classes have their methods
+generated and compiled the same way (``compile`` in ``attr._make``): 300 ms of the server's
+900 ms import. ``install_attrs()`` gives that ``compile`` a stand-in too, which compiles a text
+not seen before exactly as the builtin called from there would (the same file name, mode and
+``__future__`` flags, those of ``attr._make``), and keeps those entries in a file of their own
+beside the first (``…attrs.marshal``): the commands that never import attrs do not read it.
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ _re_compiler: Any = getattr(re, "_compiler", None)  # CPython's (3.11+)
 _re_compile = getattr(_re_compiler, "compile", None)  # the stand-in's original
 _NEVER_KEPT = re.DEBUG | re.LOCALE  # compiled every time (DEBUG prints; LOCALE's code varies)
 _state: dict[str, Any] = {"installed": False, "changed": False, "path": None}
+_ATTRS = "attrs "  # the keys of attrs' code: ("attrs <mode> <file name>", source)
+_attrs: dict[str, Any] = {"module": None, "flags": 0, "path": None, "changed": False}
 
 
 def install(path: Path | None = None) -> None:
@@ -92,11 +101,41 @@ def uninstall() -> None:
     atexit.unregister(save)
     vars(dataclasses).pop("exec", None)
     vars(typing).pop("compile", None)
+    if _attrs["module"] is not None:
+        vars(_attrs["module"]).pop("compile", None)
+    _attrs.update(module=None, flags=0, path=None, changed=False)
     if _re_compile is not None:
         _re_compiler.compile = _re_compile
     _code.clear()
     _used.clear()
     _state.update(installed=False, changed=False, path=None)
+
+
+def install_attrs() -> None:
+    """Make ``attrs`` reuse the code earlier runs compiled for the methods it generates
+    (after ``install``, which it needs; idempotent). Imports attrs."""
+    path = _state["path"]
+    if not _state["installed"] or path is None or _attrs["module"] is not None:
+        return
+    from attr import _make
+
+    own = path.with_name(path.name.removesuffix(".marshal") + ".attrs.marshal")
+    _code.update(_read(own))
+    _attrs.update(module=_make, flags=_future_flags(_make), path=own)
+    _make.compile = _compile_attrs  # type: ignore[attr-defined]
+
+
+def _future_flags(module: Any) -> int:
+    """The compiler flags of the ``__future__`` features ``module`` imports (what the builtin
+    ``compile`` inherits when called from its code)."""
+    import __future__
+
+    flags = 0
+    for name in __future__.all_feature_names:
+        feature = getattr(__future__, name)
+        if vars(module).get(name) is feature:
+            flags |= feature.compiler_flag
+    return flags
 
 
 def cache_path() -> Path | None:
@@ -162,6 +201,37 @@ def _compile(
     if type(source) is str and filename == FILENAME and not flags and optimize == -1 and not kwargs:
         return _compiled(mode, source)
     return builtins.compile(source, filename, mode, flags, True, optimize, **kwargs)
+
+
+def _compile_attrs(
+    source: Any,
+    filename: Any,
+    mode: str,
+    flags: int = 0,
+    dont_inherit: bool = False,
+    optimize: int = -1,
+    **kwargs: Any,
+) -> Any:
+    """``compile`` as ``attr._make`` calls it (``compile(script, filename, "exec")``), with
+    the code of a known text under the same file name; any other call is passed on as
+    made (inheriting ``attr._make``'s flags, as there)."""
+    inherited = flags | (0 if dont_inherit else _attrs["flags"])
+    if (
+        type(source) is not str
+        or type(filename) is not str
+        or inherited != _attrs["flags"]
+        or optimize != -1
+        or kwargs
+    ):
+        return builtins.compile(source, filename, mode, inherited, True, optimize, **kwargs)
+    key = (f"{_ATTRS}{mode} {filename}", source)
+    code = _code.get(key)
+    if type(code) is not CodeType:
+        code = builtins.compile(source, filename, mode, _attrs["flags"], True)
+        _code[key] = code
+        _attrs["changed"] = True
+    _used.add(key)
+    return code
 
 
 def _compile_re(p: Any, flags: int = 0) -> Any:
@@ -238,12 +308,28 @@ def _same_pattern(a: Any, b: Any) -> bool:
 
 
 def save() -> None:
-    """Write the cache if this run compiled something new (never raises)."""
-    path = _state["path"]
-    if not _state["changed"] or path is None or sys.dont_write_bytecode:
+    """Write the cache files to which this run compiled something new (never raises)."""
+    if sys.dont_write_bytecode:
         return
-    _state["changed"] = False
-    entries = _code if len(_code) <= MAX_ENTRIES else {k: _code[k] for k in _used if k in _code}
+    for state, attrs in ((_state, False), (_attrs, True)):
+        path = state["path"]
+        if not state["changed"] or path is None:
+            continue
+        state["changed"] = False
+        entries = {k: v for k, v in _code.items() if _of_attrs(k) is attrs}
+        if attrs or len(entries) > MAX_ENTRIES:
+            # attrs' file keeps what this run used: the ``__hash__`` text of a frozen class
+            # holds the process's hash of the class's name, another one in every run.
+            entries = {k: entries[k] for k in _used if k in entries}
+        _write(path, entries)
+
+
+def _of_attrs(key: Any) -> bool:
+    """Whether ``key`` is of attrs' code (a damaged file's keys may have any shape)."""
+    return type(key) is tuple and bool(key) and type(key[0]) is str and key[0].startswith(_ATTRS)
+
+
+def _write(path: Path, entries: dict[tuple[str, Any], Any]) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

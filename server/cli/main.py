@@ -463,6 +463,9 @@ def _serve(args: argparse.Namespace) -> int:
         filename=args.log_file,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from server import codecache
+
+    codecache.install_attrs()  # lsprotocol's classes (``attrs``): a third of the import
     with pages.without_openssl():  # never used, 7 MB resident (``server.pages``)
         from server.lsp.handlers import build_server
 

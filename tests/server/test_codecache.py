@@ -1,6 +1,7 @@
 """The compiled-code cache (``server/codecache.py``) changes nothing but the time.
 
-Every method ``dataclasses`` generates for the engine's classes, and every forward
+Every method ``dataclasses`` generates for the engine's classes (and ``attrs`` for
+lsprotocol's, which the language server imports), and every forward
 reference ``typing`` compiles for the ``TypedDict`` fields imported with it, is compared,
 code object by code object, between an interpreter that compiles them as usual and one
 that takes them from a cache an earlier run wrote; then what a damaged, foreign or
@@ -36,6 +37,7 @@ from typing import Any
 if len(sys.argv) > 1:
     from server import codecache
     codecache.install(Path(sys.argv[1]))
+    codecache.install_attrs()
 import server.output, server.workspace, server.cli.lint, server.lsp.handlers
 import assembly.settings_model  # pydantic, when a setting is checked
 
@@ -52,8 +54,11 @@ for name, mod in sorted(sys.modules.items()):
     for cls in list(getattr(mod, "__dict__", {}).values()):
         if not isinstance(cls, type) or cls.__module__ != name:
             continue
-        for attr, fn in sorted(vars(cls).items()) if dataclasses.is_dataclass(cls) else ():
-            if not isinstance(fn, types.FunctionType) or fn.__code__.co_filename != "<string>":
+        generated = "<string>" if dataclasses.is_dataclass(cls) else "<attrs generated "
+        for attr, fn in sorted(vars(cls).items()):
+            if not isinstance(fn, types.FunctionType):
+                continue
+            if not fn.__code__.co_filename.startswith(generated):
                 continue
             cells = [type(c.cell_contents).__name__ for c in fn.__closure__ or ()]
             out[f"{name}.{cls.__qualname__}.{attr}"] = [
@@ -66,7 +71,7 @@ for name, mod in sorted(sys.modules.items()):
                 if code is not None:
                     out[f"{name}.{cls.__qualname__}:{key}"] = canon(code)
 if len(sys.argv) > 1:
-    out["<compiled this run>"] = codecache._state["changed"]
+    out["<compiled this run>"] = codecache._state["changed"] or codecache._attrs["changed"]
 print(json.dumps(out))
 """
 
@@ -77,7 +82,8 @@ def _describe(cache: Path | None, **env: str) -> dict[str, object]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        # (a fixed hash seed: attrs writes a hashable class's hash of its name in its code)
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0", **env},
         timeout=120,
         check=True,
     )
@@ -93,6 +99,7 @@ def test_cached_methods_are_the_methods_compiled_without_it(tmp_path: Path) -> N
     warm = _describe(cache, **writes)  # compiles nothing
     assert warm.pop("<compiled this run>") is False
     assert sum(":" not in k for k in plain) > 500  # the methods of every dataclass
+    assert sum("lsprotocol.types." in k for k in plain) > 500  # and of lsprotocol's attrs classes
     assert sum(":" in k for k in plain) > 500  # pydantic-core's TypedDicts' fields
     assert cold == plain
     assert warm == plain
@@ -219,6 +226,35 @@ def test_the_command_line_writes_and_reuses_the_cache(tmp_path: Path) -> None:
     assert outs[0] == outs[1]
     (cache,) = (tmp_path / "pyc").rglob("codecache.*.marshal")
     assert cache.parent.name == "server"
+
+
+def test_the_language_server_keeps_attrs_code_in_a_file_of_its_own(tmp_path: Path) -> None:
+    # ``serve`` ends at once when its input does; the second run compiles nothing new (a
+    # fixed hash seed: a hashable attrs class's code holds its name's hash), so neither
+    # file is written again.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONPYCACHEPREFIX": str(tmp_path / "pyc")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONHASHSEED"] = "0"
+    written = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "server.cli", "serve"],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        files = sorted((tmp_path / "pyc").rglob("codecache.*.marshal"))
+        written.append([(f.name, f.stat().st_mtime_ns) for f in files])
+    assert written[0] == written[1]
+    attrs, engine = sorted(f for f in (tmp_path / "pyc").rglob("codecache.*.marshal"))
+    assert attrs.name.endswith(".attrs.marshal")
+    kept = codecache._read(attrs)
+    assert len(kept) > 500 and all(k[0].startswith("attrs exec <attrs generated ") for k in kept)
+    assert not any(k[0].startswith("attrs ") for k in codecache._read(engine))
 
 
 def _engine_patterns() -> list[re.Pattern[Any]]:
