@@ -164,13 +164,17 @@ def _header() -> bytes:
     return FORMAT + MAGIC_NUMBER + bytes([sys.flags.optimize]) + version + b"\n"
 
 
-def _compiled(mode: str, source: str) -> CodeType:
-    key = (mode, source)
+def _compiled(
+    mode: str, source: str, filename: str = FILENAME, flags: int = 0, state: dict[str, Any] = _state
+) -> CodeType:
+    """The code the builtin compiles from ``source`` (``flags``, nothing inherited), the
+    kept one when there is one; ``state``: the file it is kept in (``_state`` or ``_attrs``)."""
+    key = (mode, source) if state is _state else (f"{_ATTRS}{mode} {filename}", source)
     code = _code.get(key)
     if type(code) is not CodeType:
-        code = builtins.compile(source, FILENAME, mode, dont_inherit=True)
+        code = builtins.compile(source, filename, mode, flags, True)
         _code[key] = code
-        _state["changed"] = True
+        state["changed"] = True
     _used.add(key)
     return code
 
@@ -224,14 +228,7 @@ def _compile_attrs(
         or kwargs
     ):
         return builtins.compile(source, filename, mode, inherited, True, optimize, **kwargs)
-    key = (f"{_ATTRS}{mode} {filename}", source)
-    code = _code.get(key)
-    if type(code) is not CodeType:
-        code = builtins.compile(source, filename, mode, _attrs["flags"], True)
-        _code[key] = code
-        _attrs["changed"] = True
-    _used.add(key)
-    return code
+    return _compiled(mode, source, filename, inherited, _attrs)
 
 
 def _compile_re(p: Any, flags: int = 0) -> Any:
