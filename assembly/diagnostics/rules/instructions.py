@@ -438,8 +438,11 @@ MAX_PLACEMENT_PAIRS = 100_000
 def _over_pairs(template: PromptTemplate) -> int:
     """The number of the prompt's instructions when they times its sections are more than
     ``MAX_PLACEMENT_PAIRS`` (the prompt is then not checked), else 0."""
+    sections = len(template.sections)
+    if len(template.sentences) * sections <= MAX_PLACEMENT_PAIRS:
+        return 0  # (without asking which sentences are instructions)
     n = sum(1 for s in template.sentences if is_instruction(s.text))
-    return n if n * len(template.sections) > MAX_PLACEMENT_PAIRS else 0
+    return n if n * sections > MAX_PLACEMENT_PAIRS else 0
 
 
 def _far_instructions(
@@ -464,11 +467,19 @@ def _far_instructions(
     gaps: _Gaps | None = None
     text = template.text
     sentences = template.sentences
-    found = [(k, sentences[k], target) for k, target in topics.instruction_targets()]
-    # The overview test counts every sentence a section sends elsewhere, preview or not:
-    # what a section is does not change with the setting.
-    previews = _overviews(template, [(s, t) for _, s, t in found])
     preview = ctx.settings.instruction_preview
+    # The overview test counts every sentence a section sends elsewhere, preview or not:
+    # what a section is does not change with the setting. By default only the sections
+    # of the instructions reported by default are tested (``_overviews`` weighs each
+    # section by its own instructions).
+    if preview:
+        pairs = topics.instruction_targets()
+        previews = _overviews(template, [(sentences[k], t) for k, t in pairs])
+    else:
+        pairs = topics.default_targets()
+        owns = dict.fromkeys(sentences[k].section for k, _ in pairs)
+        previews = {own for own in owns if own in _overviews(template, topics.section_targets(own))}
+    found = [(k, sentences[k], target) for k, target in pairs]
     for k, sentence, target in found:
         by_default = topics.by_default(k, target)
         if not preview and not by_default:
@@ -564,7 +575,7 @@ def explain_instruction(
     found = topics.target(k)
     match = found or topics.matched
     rejected = topics.rejected
-    if found is not None and _in_overview(template, topics, k, found):
+    if found is not None and _in_overview(template, topics, k):
         found, rejected = None, _OVERVIEW
     elif found is not None and (why := topics.kept(k, found)) is not None:
         found, rejected = None, why
@@ -682,6 +693,7 @@ class _Topics:
         self.template = template
         self.matched: _Target | None = None  # the best section of the last ``target`` call
         self._instruction_targets: list[tuple[int, _Target]] | None = None
+        self._targets: dict[int, _Target | None] = {}  # ``_target_of``
         self.rejected = ""  # why the last ``target`` call returned None
         sections = template.sections
         # The subtree of each section: [index, end index) in document order.
@@ -861,9 +873,42 @@ class _Topics:
             self._instruction_targets = [
                 (k, t)
                 for k, s in enumerate(self.template.sentences)
-                if is_instruction(s.text) and (t := self.target(k)) is not None
+                if is_instruction(s.text) and (t := self._target_of(k)) is not None
             ]
         return self._instruction_targets
+
+    def default_targets(self) -> list[tuple[int, _Target]]:
+        """The pairs of ``instruction_targets`` whose target is reported by default
+        (``by_default``), in the same order, weighing only the instructions that can have
+        such a target: a default kind names a tool, or sits at the prompt's opening (the
+        kinds of tools in general, and of a known tool there). The others are weighed
+        only for the overview test of these ones' sections (``section_targets``)."""
+        if self._instruction_targets is not None:
+            return [(k, t) for k, t in self._instruction_targets if self.by_default(k, t)]
+        res = []
+        for k, s in enumerate(self.template.sentences):
+            if (self.sentence_tools[k] or self._opening(k)) and is_instruction(s.text):
+                t = self._target_of(k)
+                if t is not None and self.by_default(k, t):
+                    res.append((k, t))
+        return res
+
+    def section_targets(self, own: int | None) -> list[tuple[Sentence, _Target]]:
+        """``(sentence, target)`` for each instruction with a target that sits directly in
+        section ``own`` (None: the opening): what ``_overviews`` reads of that section."""
+        sentences = self.template.sentences
+        return [
+            (sentences[j], t)
+            for j in self.by_section[own]
+            if is_instruction(sentences[j].text) and (t := self._target_of(j)) is not None
+        ]
+
+    def _target_of(self, k: int) -> _Target | None:
+        """``target(k)``, made once per sentence (``matched`` and ``rejected`` are those of
+        the first call)."""
+        if k not in self._targets:
+            self._targets[k] = self.target(k)
+        return self._targets[k]
 
     def target(self, k: int) -> _Target | None:
         """The section sentence ``k`` is about when it clearly lies outside it, else None.
@@ -1841,17 +1886,11 @@ _EXAMPLE_NAME = re.compile(r"(?:^|[_.-])(?:examples?|samples?)(?:$|[_.-])", re.I
 _OVERVIEW = "its section is a list that previews later sections in order"
 
 
-def _in_overview(template: PromptTemplate, topics: _Topics, k: int, target: _Target) -> bool:
-    """Whether sentence ``k``'s section, with ``target`` as what it is about, is an
-    overview by ``_overviews`` (over the instructions of that section only)."""
+def _in_overview(template: PromptTemplate, topics: _Topics, k: int) -> bool:
+    """Whether sentence ``k``'s section is an overview by ``_overviews`` (over the
+    instructions of that section only)."""
     own = template.sentences[k].section
-    found = [(template.sentences[k], target)]
-    for j in topics.by_section[own]:
-        if j != k and is_instruction(template.sentences[j].text):
-            t = topics.target(j)
-            if t is not None:
-                found.append((template.sentences[j], t))
-    return own in _overviews(template, found)
+    return own in _overviews(template, topics.section_targets(own))
 
 
 def _overviews(template: PromptTemplate, found: list[tuple[Sentence, _Target]]) -> set[int | None]:
