@@ -158,6 +158,12 @@ def test_no_finding_on_overview_list_or_passing_mention() -> None:
     assert findings("overview-and-passing.prompt.md")[1] == []
 
 
+def test_no_default_finding_on_tool_rules_in_an_overview_list() -> None:
+    # The overview's items are rules of known tools (directives, not bare steps), the
+    # default kind: the overview test keeps them by default too.
+    assert findings("overview-of-tool-rules.prompt.md", instruction_preview=False)[1] == []
+
+
 @pytest.mark.parametrize(
     "sentence",
     [
