@@ -1939,68 +1939,37 @@ class _Pipeline:
 
     def _resolve_branch(self) -> list[int]:
         """Return the messages of the current branch, root first (SPEC §2.1), as places in
-        ``Conversation.message_data``."""
+        ``Conversation.message_data`` (``walk_branch``), and report what the walk met."""
         data = self.conv.message_data
-        n = len(data)
-        if not n:
-            return []
-        tip_id = self.s.branch_tip
-        parents = list(map(_PARENT, data))
-        if tip_id is None and parents.count(None) == n:
-            return list(range(n))  # no parent links, no tip: every message, in order
-        by_id = dict(zip(map(_ID, data), range(n), strict=True))
-        if tip_id is not None and tip_id not in by_id:
+        walk = walk_branch(data, self.s.branch_tip)
+        if walk.unknown_tip:
             rng = self.conv.settings_ranges.get("branch_tip", TextRange(0, 0))
             self.error(
                 "invalid-setting",
-                f"`branch_tip` names no message: `{tip_id}`; the last message is used",
+                f"`branch_tip` names no message: `{self.s.branch_tip}`; the last message is used",
                 rng,
             )
-            tip_id = None
-        if parents.count(None) == n:
-            end = by_id[tip_id] + 1 if tip_id is not None else n
-            return list(range(end))
-        # A tree: a message without `parent` hangs on the message before it.
-        cur: int | None = by_id[tip_id] if tip_id is not None else n - 1
-        chain: list[int] = []
-        seen: set[str] = set()
-        while cur is not None:
-            m = data[cur]
-            if m.id in seen:
-                self.error(
-                    "schema-error",
-                    f"`parent` links form a cycle through `{m.id}`",
-                    self._at(cur, m.parent_range or m.range),
-                )
-                break
-            seen.add(m.id)
-            chain.append(cur)
-            if m.parent is None:
-                cur = cur - 1 if cur > 0 else None
-            elif m.parent in by_id:
-                cur = by_id[m.parent]
-            else:
-                self.error(
-                    "schema-error",
-                    f"`parent` names no message: `{m.parent}`",
-                    self._at(cur, m.parent_range or m.range),
-                )
-                cur = None
-        chain.reverse()
-        return _hang_side_summaries(data, chain)
+        if walk.cycle is not None:
+            m = data[walk.cycle]
+            self.error(
+                "schema-error",
+                f"`parent` links form a cycle through `{m.id}`",
+                self._at(walk.cycle, m.parent_range or m.range),
+            )
+        if walk.orphan is not None:
+            m = data[walk.orphan]
+            self.error(
+                "schema-error",
+                f"`parent` names no message: `{m.parent}`",
+                self._at(walk.orphan, m.parent_range or m.range),
+            )
+        return _hang_side_summaries(data, walk.chain)
 
     def _take_system_message(self, chain: list[int]) -> tuple[int | None, list[int]]:
         """Take the first system message as the system prompt unless one is given."""
         if self.conv.system_prompt is not None:
             return None, chain
-        data = self.conv.message_data
-        roles = map(_ROLE, map(data.__getitem__, chain))
-        i = next(
-            itertools.compress(
-                itertools.count(), map(operator.is_, roles, itertools.repeat(SYSTEM_ROLE))
-            ),
-            None,
-        )
+        i = first_system(self.conv.message_data, chain)
         if i is None:
             return None, chain
         return chain[i], chain[:i] + chain[i + 1 :]
@@ -3116,6 +3085,67 @@ def _largest_of_turn(
             conv.locate(big.source).range,
             f"the largest message of this turn: `{big.id}`, {cost:,} tokens",
         ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BranchWalk:
+    """The branch as ``walk_branch`` finds it: its places, root first, and what the walk
+    met on the way (the place of the message where it stopped, for the last two)."""
+
+    chain: list[int]
+    unknown_tip: bool = False  # `branch_tip` names no message: the walk starts at the last
+    cycle: int | None = None  # a message reached again through `parent` links
+    orphan: int | None = None  # a message whose `parent` names no message
+
+
+def walk_branch(data: Sequence[Message], tip_id: str | None) -> BranchWalk:
+    """The current branch of ``data`` (SPEC §2.1), as places in it: from the tip (the
+    message ``tip_id`` names, else the last) back through the ``parent`` links to the
+    root; a message without ``parent`` hangs on the message before it. The walk stops at a
+    message reached twice (a cycle) or one whose ``parent`` names no message (kept).
+    Reads only the messages' ids and parents, ids unique (as the reader makes them)."""
+    n = len(data)
+    if not n:
+        return BranchWalk([])
+    parents = list(map(_PARENT, data))
+    if tip_id is None and parents.count(None) == n:
+        return BranchWalk(list(range(n)))  # no parent links, no tip: every message, in order
+    by_id = dict(zip(map(_ID, data), range(n), strict=True))
+    unknown = tip_id is not None and tip_id not in by_id
+    tip = by_id[tip_id] if tip_id is not None and not unknown else n - 1
+    if parents.count(None) == n:
+        return BranchWalk(list(range(tip + 1)), unknown)
+    cur: int | None = tip
+    chain: list[int] = []
+    seen: set[str] = set()
+    cycle = orphan = None
+    while cur is not None:
+        m = data[cur]
+        if m.id in seen:
+            cycle = cur
+            break
+        seen.add(m.id)
+        chain.append(cur)
+        if m.parent is None:
+            cur = cur - 1 if cur > 0 else None
+        elif m.parent in by_id:
+            cur = by_id[m.parent]
+        else:
+            orphan, cur = cur, None
+    chain.reverse()
+    return BranchWalk(chain, unknown, cycle, orphan)
+
+
+def first_system(data: Sequence[Message], chain: Sequence[int]) -> int | None:
+    """The position in ``chain`` (places in ``data``) of its first system message: the
+    one the pipeline takes as the system prompt when none is given; None: none."""
+    roles = map(_ROLE, map(data.__getitem__, chain))
+    return next(
+        itertools.compress(
+            itertools.count(), map(operator.is_, roles, itertools.repeat(SYSTEM_ROLE))
+        ),
+        None,
     )
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
 from assembly import seq
-from assembly.assemble import LayoutEntry
+from assembly.assemble import LayoutEntry, first_system, walk_branch
 from assembly.diagnostics.core import RuleContext
 from assembly.diagnostics.engine import (
     ROLES,
@@ -942,43 +942,22 @@ def first_system_index(
     msgs: Sequence[Message], tip_id: str | None, kinds: MessageKinds | None = None
 ) -> int | None:
     """The index of the system message the pipeline takes as the system prompt: the first
-    one of the branch, walked from the tip through the ``parent`` links.
+    one of the branch (the pipeline's own ``walk_branch`` and ``first_system``).
 
     ``msgs`` are the messages in document order (stored or seen: only their ids, roles
     and parents are read; the index is the place in ``msgs``), their ids unique (as the
     reader makes them: it renames or leaves out a repeated one). ``kinds``: the indexes
-    of ``msgs``' system messages and of those with a parent, when known.
+    of ``msgs``' system messages and of those with a parent, when known: without a system
+    message, or without a parent and a tip (the branch is every message), no walk.
     """
     if kinds is not None:
         if not kinds.systems:
             return None
         if not kinds.parented and tip_id is None:
-            return kinds.systems[0]  # as below, without a pass over the messages
-    roles = list(map(_ROLE, msgs))
-    if SYSTEM_ROLE not in roles:
-        return None
-    parents = list(map(_PARENT, msgs))
-    tree = parents.count(None) != len(parents)
-    if not tree and tip_id is None:
-        # No parent links: the walk goes from the last message to the first.
-        return roles.index(SYSTEM_ROLE)
-    ids = list(map(_ID, msgs))
-    by_id = dict(zip(ids, range(len(ids)), strict=True))
-    cur: int | None = by_id.get(tip_id) if tip_id is not None else None
-    if cur is None:
-        cur = len(ids) - 1
-    first: int | None = None
-    if not tree:  # from the tip to the first message
-        first = roles.index(SYSTEM_ROLE)
-        return first if first <= cur else None
-    seen: set[str] = set()
-    while cur is not None and ids[cur] not in seen:
-        seen.add(ids[cur])
-        if roles[cur] is SYSTEM_ROLE:
-            first = cur
-        parent = parents[cur]
-        cur = by_id.get(parent) if parent is not None else cur - 1 if cur > 0 else None
-    return first
+            return kinds.systems[0]
+    chain = walk_branch(msgs, tip_id).chain
+    at = first_system(msgs, chain)
+    return chain[at] if at is not None else None
 
 
 _PARENT = operator.attrgetter("parent")

@@ -413,7 +413,7 @@ def base_system_prompt(ctx: RuleContext) -> _Prompt | None:
 def _first_system_message(ctx: RuleContext) -> Message | None:
     """The system message the pipeline takes as the system prompt: the first one of the
     branch (the pipeline takes it out of ``Assembly.chain``, so the branch is walked
-    again here, from the tip through the ``parent`` links).
+    again here, by the pipeline's own ``walk_branch``: ``first_system_index``).
 
     Its index depends on the messages' shapes and the branch tip only: it is kept in the
     memo while they stay the same (typing in a message walks nothing)."""
