@@ -449,7 +449,21 @@ def _spliced_places(
                 now[o] = j
         moved = list(map(now.__getitem__, (*before, *after)))  # type: ignore[call-overload]
     run = dict(zip(map(id, data[head:end]), range(head, end), strict=True))
-    between = list(map(run.get, map(id, map(_SOURCE, hist[hh : n_new - tt]))))
+    fresh = hist[hh : n_new - tt]
+    between = list(map(run.get, map(id, map(_SOURCE, fresh))))
+    if None in between:
+        # Model messages made again from messages outside the run (kept objects: a tool
+        # result after a deleted call, say): where the last run found them, moved.
+        ids = map(id, map(_SOURCE, old[hh : n_old - tt]))
+        was = dict(zip(ids, last.places[hh : n_old - tt], strict=True))
+        shift = end - tail
+        for j in [j for j, b in enumerate(between) if b is None]:
+            src = fresh[j].source
+            p = was.get(id(src)) if src is not None else None
+            if p is not None and not head <= p < tail:
+                p = p if p < head else p + shift
+                if data[p] is src:
+                    between[j] = p
     if None in moved or None in between:
         return None  # (a model message of a message gone, of another message, or of none)
     return [*moved[:hh], *between, *moved[hh:]]
