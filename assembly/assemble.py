@@ -1949,20 +1949,20 @@ class _Pipeline:
                 f"`branch_tip` names no message: `{self.s.branch_tip}`; the last message is used",
                 rng,
             )
-        if walk.cycle is not None:
-            m = data[walk.cycle]
-            self.error(
-                "schema-error",
-                f"`parent` links form a cycle through `{m.id}`",
-                self._at(walk.cycle, m.parent_range or m.range),
-            )
-        if walk.orphan is not None:
-            m = data[walk.orphan]
-            self.error(
-                "schema-error",
-                f"`parent` names no message: `{m.parent}`",
-                self._at(walk.orphan, m.parent_range or m.range),
-            )
+        # Where the walk stopped: at the message reached again, or the one whose parent
+        # names no message (found at its `parent` key).
+        for at, what in (
+            (walk.cycle, "links form a cycle through"),
+            (walk.orphan, "names no message:"),
+        ):
+            if at is not None:
+                m = data[at]
+                name = m.id if at == walk.cycle else m.parent
+                self.error(
+                    "schema-error",
+                    f"`parent` {what} `{name}`",
+                    self._at(at, m.parent_range or m.range),
+                )
         return _hang_side_summaries(data, walk.chain)
 
     def _take_system_message(self, chain: list[int]) -> tuple[int | None, list[int]]:

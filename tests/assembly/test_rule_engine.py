@@ -813,6 +813,67 @@ def test_first_system_index_walks_the_branch(
     assert first_system_index(msgs, tip) == want
 
 
+@pytest.mark.parametrize(
+    ("parents", "tip", "chain", "stop"),
+    [
+        (None, None, [0, 1, 2, 3], {}),
+        (None, "m1", [0, 1], {}),
+        (None, "zz", [0, 1, 2, 3], {"unknown_tip": True}),
+        ([None, "m0", "m0", "m2"], "m3", [0, 2, 3], {}),
+        ([None, None, "m3", "m2"], "m3", [2, 3], {"cycle": 3}),  # m3 → m2 → m3
+        ([None, "zz", None, None], "m1", [1], {"orphan": 1}),
+        ([None, "zz", None, None], None, [1, 2, 3], {"orphan": 1}),  # no parent: the one before
+    ],
+)
+def test_walk_branch_finds_the_branch_and_where_it_stopped(
+    parents: list[str | None] | None, tip: str | None, chain: list[int], stop: dict[str, object]
+) -> None:
+    from assembly.assemble import BranchWalk, walk_branch
+
+    msgs = [
+        Message(f"m{i}", Role.USER, "x", RelRange(0, 1), parent=parents[i] if parents else None)
+        for i in range(4)
+    ]
+    assert walk_branch(msgs, tip) == BranchWalk(chain, **stop)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("messages", "tip", "finding"),
+    [
+        (
+            [{"id": "a", "parent": "b"}, {"id": "b", "parent": "a"}],
+            None,
+            ("schema-error", "`parent` links form a cycle through `b`", '"a"'),
+        ),
+        (
+            [{"id": "a"}, {"id": "b", "parent": "zz"}],
+            None,
+            ("schema-error", "`parent` names no message: `zz`", '"zz"'),
+        ),
+        (
+            [{"id": "a"}, {"id": "b", "parent": "a"}],
+            "nope",
+            (
+                "invalid-setting",
+                "`branch_tip` names no message: `nope`; the last message is used",
+                '"nope"',
+            ),
+        ),
+    ],
+)
+def test_the_pipeline_reports_where_the_walk_of_the_branch_stopped(
+    messages: list[dict[str, str]], tip: str | None, finding: tuple[str, str, str]
+) -> None:
+    doc: dict[str, object] = {"messages": [{**m, "role": "user", "content": "x"} for m in messages]}
+    if tip is not None:
+        doc["settings"] = {"branch_tip": tip}
+    text = json.dumps(doc)
+    got = analyze(Path("branch.conv.json"), text=text)
+    code, message, at = finding
+    (d,) = [d for d in got.diagnostics if d.code == code]
+    assert (d.message, text[d.range.start : d.range.end]) == (message, at)
+
+
 def _random_message(rnd: random.Random, k: int) -> dict[str, object]:
     """A message of any kind the tool-call, file and summary rules read (or none of them)."""
     call_id = f"c{rnd.randrange(6)}"
