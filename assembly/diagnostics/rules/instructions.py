@@ -904,8 +904,8 @@ class _Topics:
         ]
 
     def _target_of(self, k: int) -> _Target | None:
-        """``target(k)``, made once per sentence (``matched`` and ``rejected`` are those of
-        the first call)."""
+        """``target(k)``, made once per sentence (a call answered from the cache leaves
+        ``matched`` and ``rejected`` as they are)."""
         if k not in self._targets:
             self._targets[k] = self.target(k)
         return self._targets[k]
