@@ -265,3 +265,22 @@ def test_the_default_findings_are_the_preview_runs_findings_of_default_kinds(
     text = path.read_text(encoding="utf-8")
     for variant in [text, *_tool_rules_at_the_top(text)]:
         assert _kinds_run(variant, preview=False) == _kinds_run(variant, preview=True)
+
+
+def test_an_instruction_settled_by_its_tool_has_no_target() -> None:
+    # A default run does not weigh an instruction that names one known tool whose titled
+    # section holds it (``settled_by_tool``): the full weighing must find no target for
+    # it either, on every such instruction of the seen prompts and the fixtures.
+    from assembly.diagnostics.rules.instructions import _topics
+
+    settled = 0
+    for path in SEEN:
+        template = parse_prompt(path.read_text(encoding="utf-8"))
+        if not template.sections:
+            continue
+        topics = _topics(template, (), Settings().section_topics)
+        for k, sentence in enumerate(template.sentences):
+            if is_instruction(sentence.text) and topics.settled_by_tool(k):
+                settled += 1
+                assert topics.target(k) is None, (path.name, sentence.text)
+    assert settled >= 10

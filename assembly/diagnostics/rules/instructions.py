@@ -741,11 +741,72 @@ class _Topics:
         self.functions = (
             self.general is not None and "function" in sections[self.general].title.lower()
         )
-        self.sentence_words = [_content_words(s.text) for s in template.sentences]
+        self._section_topics = section_topics
         self.sentence_tools = self._sentence_tools()
         # ``described``: the tools whose home defines them or names them twice or more
         self.described: set[str] = set()
         self.tool_homes = self._tool_homes()
+        # Which other sections each sentence names by a heading word no other heading
+        # has: a section whose sentences name two or more others previews them.
+        self.by_section: dict[int | None, list[int]] = defaultdict(list)
+        for j, s in enumerate(template.sentences):
+            self.by_section[s.section].append(j)
+        self._names: dict[int, frozenset[int]] = {}  # ``names``, for the sentences asked
+        # ``_general_guidance_elsewhere``: section -> sentences of its subtree directing
+        # tools in general, counted when first asked
+        self._guidance: Counter[int] | None = None
+        # ``_shared_phrase``: the phrases of each section's subtree, for the sections asked
+        self._section_phrases: dict[int, Counter[tuple[str, str]]] = {}
+        # The prompt's first heading, when nothing but blank lines comes before it: the
+        # text under it is the prompt's opening as much as text before any heading is.
+        self.title_intro = (
+            0
+            if sections
+            and not template.text[template.body_range.start : sections[0].range.start].strip()
+            else None
+        )
+
+        # The prompt's first section, when at most two sentences come before it
+        # (`<ROLE>`, `<intro>` after "You are …"): it introduces the prompt, as the
+        # opening does, and previews the later sections in passing.
+        self.first_intro = 0 if sections and len(self.by_section[None]) <= 2 else None
+
+    # The word index, made by ``_index`` when one of these is first read (``__getattr__``):
+    # an instruction's target is weighed with it, and a prompt whose instructions a default
+    # run weighs are all settled by the tool they name (``settled_by_tool``) never needs it.
+    _INDEX = frozenset(
+        {
+            "sentence_words",
+            "title_size",
+            "topic_words",
+            "heading_uses",
+            "title_df",
+            "strong",
+            "wrappers",
+            "examples",
+            "preamble",
+            "body",
+            "total",
+            "idf",
+            "title_idf",
+            "strong_index",
+            "body_index",
+        }
+    )
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _Topics._INDEX and "sentence_words" not in self.__dict__:
+            self._index()
+            return self.__dict__[name]
+        raise AttributeError(name)
+
+    def _index(self) -> None:
+        """The sentences' content words and the sections' heading and prose words, with
+        their inverse frequencies (what ``target`` scores with)."""
+        template = self.template
+        sections = template.sections
+        section_topics = self._section_topics
+        self.sentence_words = [_content_words(s.text) for s in template.sentences]
         titles = [
             _title_words(
                 s,
@@ -825,30 +886,6 @@ class _Topics:
             for w, n in body[i].items():
                 if w in self.idf and w not in strong[i]:
                     self.body_index[w].append((i, n))
-        # Which other sections each sentence names by a heading word no other heading
-        # has: a section whose sentences name two or more others previews them.
-        self.by_section: dict[int | None, list[int]] = defaultdict(list)
-        for j, s in enumerate(template.sentences):
-            self.by_section[s.section].append(j)
-        self._names: dict[int, frozenset[int]] = {}  # ``names``, for the sentences asked
-        # ``_general_guidance_elsewhere``: section -> sentences of its subtree directing
-        # tools in general, counted when first asked
-        self._guidance: Counter[int] | None = None
-        # ``_shared_phrase``: the phrases of each section's subtree, for the sections asked
-        self._section_phrases: dict[int, Counter[tuple[str, str]]] = {}
-        # The prompt's first heading, when nothing but blank lines comes before it: the
-        # text under it is the prompt's opening as much as text before any heading is.
-        self.title_intro = (
-            0
-            if sections
-            and not template.text[template.body_range.start : sections[0].range.start].strip()
-            else None
-        )
-
-        # The prompt's first section, when at most two sentences come before it
-        # (`<ROLE>`, `<intro>` after "You are …"): it introduces the prompt, as the
-        # opening does, and previews the later sections in passing.
-        self.first_intro = 0 if sections and len(self.by_section[None]) <= 2 else None
 
     def names(self, j: int) -> frozenset[int]:
         """The sections sentence ``j`` names by a heading word no other heading has (not
@@ -887,7 +924,11 @@ class _Topics:
             return [(k, t) for k, t in self._instruction_targets if self.by_default(k, t)]
         res = []
         for k, s in enumerate(self.template.sentences):
-            if (self.sentence_tools[k] or self._opening(k)) and is_instruction(s.text):
+            if (
+                (self.sentence_tools[k] or self._opening(k))
+                and is_instruction(s.text)
+                and not self.settled_by_tool(k)
+            ):
                 t = self._target_of(k)
                 if t is not None and self.by_default(k, t):
                     res.append((k, t))
@@ -902,6 +943,32 @@ class _Topics:
             for j in self.by_section[own]
             if is_instruction(sentences[j].text) and (t := self._target_of(j)) is not None
         ]
+
+    def _named_tools(self, k: int) -> set[str]:
+        """The tools sentence ``k`` names, but those it names only in an aside: a tool
+        named there is mentioned in passing ("Write the answer in plain text (the
+        web_search results stay hidden)"), not what the instruction directs."""
+        tools = set(self.sentence_tools[k])
+        text = self.template.sentences[k].text
+        if tools and _has_aside(text):
+            core_text = _without_asides(text)
+            tools = {t for t in tools if t in core_text}
+        return tools
+
+    def settled_by_tool(self, k: int) -> bool:
+        """Whether sentence ``k`` has no target (``target``) for a reason its tool alone
+        gives: it names one known tool, whose titled section holds it (or both lie in tool
+        guidance). ``target`` sends such a sentence to that section whatever the scores,
+        and finds it there; this tells so without the word index."""
+        tools = self._named_tools(k)
+        if len(tools) != 1:
+            return False
+        (tool,) = tools
+        home = self.tool_sections.get(tool)
+        if home is None or tool not in self.known_tools:
+            return False
+        own = self.template.sentences[k].section
+        return home in self._chain(own) or self._both_in_tools(home, own)
 
     def _target_of(self, k: int) -> _Target | None:
         """``target(k)``, made once per sentence (a call answered from the cache leaves
@@ -929,12 +996,7 @@ class _Topics:
         all_words = self.sentence_words[k]
         self.matched = None
         self.rejected = ""
-        tools = set(self.sentence_tools[k])
-        if tools and _has_aside(sentence.text):
-            # A tool named in an aside is mentioned in passing ("Write the answer in plain
-            # text (the web_search results stay hidden)"): not what the instruction directs.
-            core_text = _without_asides(sentence.text)
-            tools = {t for t in tools if t in core_text}
+        tools = self._named_tools(k)
         # Tools in general are judged at the opening only, the placement Onyx measured
         # (90 % in the tools section, 30 % at the top): inside a section, "Use tools for
         # actions" or "**Assess Available Tools**" is a step of that section's own work.
