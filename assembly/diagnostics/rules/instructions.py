@@ -774,6 +774,21 @@ class _Topics:
     # The word index, made by ``_index`` when one of these is first read (``__getattr__``):
     # an instruction's target is weighed with it, and a prompt whose instructions a default
     # run weighs are all settled by the tool they name (``settled_by_tool``) never needs it.
+    sentence_words: list[frozenset[str]]
+    title_size: list[int]
+    topic_words: list[set[str]]
+    heading_uses: Counter[str]
+    title_df: Counter[str]
+    strong: list[set[str]]
+    wrappers: set[int]
+    examples: set[int]
+    preamble: Counter[str]
+    body: list[Counter[str]]
+    total: Counter[str]
+    idf: dict[str, float]
+    title_idf: dict[str, float]
+    strong_index: dict[str, list[int]]
+    body_index: dict[str, list[tuple[int, int]]]
     _INDEX = frozenset(
         {
             "sentence_words",
@@ -795,18 +810,19 @@ class _Topics:
     )
 
     def __getattr__(self, name: str) -> Any:
-        if name in _Topics._INDEX and "sentence_words" not in self.__dict__:
+        if name in _Topics._INDEX:
             self._index()
             return self.__dict__[name]
         raise AttributeError(name)
 
     def _index(self) -> None:
         """The sentences' content words and the sections' heading and prose words, with
-        their inverse frequencies (what ``target`` scores with)."""
+        their inverse frequencies (what ``target`` scores with): made whole, then set at
+        once (a hover and an analysis on two threads may share the prompt's index)."""
         template = self.template
         sections = template.sections
         section_topics = self._section_topics
-        self.sentence_words = [_content_words(s.text) for s in template.sentences]
+        sentence_words = [_content_words(s.text) for s in template.sentences]
         titles = [
             _title_words(
                 s,
@@ -814,18 +830,18 @@ class _Topics:
             )
             for i, s in enumerate(sections)
         ]
-        self.title_size = [len(t) for t in titles]
-        self.topic_words = [_topic_words(s, section_topics) for s in sections]
-        strong = [t | topics for t, topics in zip(titles, self.topic_words, strict=True)]
+        title_size = [len(t) for t in titles]
+        topic_words = [_topic_words(s, section_topics) for s in sections]
+        strong = [t | topics for t, topics in zip(titles, topic_words, strict=True)]
         body: list[Counter[str]] = [Counter() for _ in sections]
         preamble: Counter[str] = Counter()
-        for s, words in zip(template.sentences, self.sentence_words, strict=True):
+        for s, words in zip(template.sentences, sentence_words, strict=True):
             (preamble if s.section is None else body[s.section]).update(words)
         n_units = len(sections) + (1 if preamble else 0)
         df: Counter[str] = Counter(preamble.keys())
         for i in range(len(sections)):
             df.update(strong[i] | body[i].keys())
-        self.idf = {
+        inverse = {
             w: idf
             for w, n in df.items()
             if (idf := math.log((n_units + 1) / (n + 0.5))) >= self.MIN_IDF
@@ -834,26 +850,22 @@ class _Topics:
         # use it: in a short prompt the topic of a section is mentioned everywhere.
         # Headings of one family count once: `## HOW TO READ A ROLLOUT` inside `# Phase 1
         # (Rollout Extraction)` is part of the one place the prompt speaks of rollouts.
-        self.heading_uses: Counter[str] = Counter()
+        heading_uses: Counter[str] = Counter()
         for words in strong:
-            self.heading_uses.update(words)
-        title_df = Counter(self.heading_uses)
+            heading_uses.update(words)
+        title_df = Counter(heading_uses)
         for i, sec in enumerate(sections):
             if sec.parent is None:
                 continue
             for w in strong[i]:
-                if self.heading_uses[w] > 1 and any(
-                    w in strong[a] for a in self._chain(sec.parent)
-                ):
+                if heading_uses[w] > 1 and any(w in strong[a] for a in self._chain(sec.parent)):
                     title_df[w] -= 1
-        self.title_df = title_df
-        self.strong = strong
         # Sections that hold (nearly) the whole prompt name no topic of a part of it: a
         # title over everything, the first of its level. A later heading that holds most
         # of the prompt by a quirk of its levels (`# AGENTS.md spec` after `# How you
         # work`, over every `##` that follows) still names its own topic.
         body_len = max(1, len(template.text) - template.body_range.start)
-        self.wrappers = {
+        wrappers = {
             i
             for i, sec in enumerate(sections)
             if (sec.range.end - sec.range.start) * 10 >= body_len * 9
@@ -862,30 +874,45 @@ class _Topics:
         }
         # Sections of examples (`# Sample Phrases` > `## Deflecting a Prohibited Topic`,
         # `<examples>`): they show what to say, they are no place for a rule.
-        self.examples: set[int] = set(self.literal)
+        examples: set[int] = set(self.literal)
         for i, sec in enumerate(sections):
             if _EXAMPLES_TITLE.search(sec.title.replace("_", " ")) or (
-                sec.parent is not None and sec.parent in self.examples
+                sec.parent is not None and sec.parent in examples
             ):
-                self.examples.add(i)
-        self.preamble = preamble
-        self.body = body
-        self.total: Counter[str] = Counter(preamble)
+                examples.add(i)
+        total: Counter[str] = Counter(preamble)
         for counts in body:
-            self.total.update(counts)
+            total.update(counts)
         # A heading word weighs by how few headings have it, however many bodies use it.
-        self.title_idf = {w: 1.0 + math.log(len(sections) / n) for w, n in title_df.items()}
+        title_idf = {w: 1.0 + math.log(len(sections) / n) for w, n in title_df.items()}
         for w, n in title_df.items():
-            if w not in self.idf and n * 3 <= len(sections):
-                self.idf[w] = max(math.log((len(sections) + 1) / (n + 0.5)) / 2, self.MIN_IDF)
-        self.strong_index: dict[str, list[int]] = defaultdict(list)
-        self.body_index: dict[str, list[tuple[int, int]]] = defaultdict(list)
+            if w not in inverse and n * 3 <= len(sections):
+                inverse[w] = max(math.log((len(sections) + 1) / (n + 0.5)) / 2, self.MIN_IDF)
+        strong_index: dict[str, list[int]] = defaultdict(list)
+        body_index: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for i in range(len(sections)):
             for w in strong[i]:
-                self.strong_index[w].append(i)
+                strong_index[w].append(i)
             for w, n in body[i].items():
-                if w in self.idf and w not in strong[i]:
-                    self.body_index[w].append((i, n))
+                if w in inverse and w not in strong[i]:
+                    body_index[w].append((i, n))
+        self.__dict__.update(
+            sentence_words=sentence_words,
+            title_size=title_size,
+            topic_words=topic_words,
+            heading_uses=heading_uses,
+            title_df=title_df,
+            strong=strong,
+            wrappers=wrappers,
+            examples=examples,
+            preamble=preamble,
+            body=body,
+            total=total,
+            idf=inverse,
+            title_idf=title_idf,
+            strong_index=strong_index,
+            body_index=body_index,
+        )
 
     def names(self, j: int) -> frozenset[int]:
         """The sections sentence ``j`` names by a heading word no other heading has (not
