@@ -13,10 +13,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.fuzz import Fuzzer, client_position, line_split_points, workspace_from_examples
+from tests.support.fuzz import (
+    Fuzzer,
+    client_position,
+    line_split_points,
+    workspace_from_examples,
+    workspace_from_folders,
+)
 
 SEED = 20261201
 EDITS_PER_DOCUMENT = 60  # six documents: 360 edits
+REAL_LOGS = Path(__file__).resolve().parents[1] / "data" / "real-logs"
 
 
 async def test_random_edits_with_interleaved_requests_end_on_the_lint_result(
@@ -38,6 +45,28 @@ async def test_random_edits_with_interleaved_requests_end_on_the_lint_result(
     log = (tmp_path / "server.log").read_text(encoding="utf-8")
     assert "Traceback" not in log, log[-3000:]
     assert "starting one" not in log  # no request ever had to start an analysis
+
+
+async def test_random_edits_of_real_logs_end_on_the_lint_result(tmp_path: Path) -> None:
+    """The same on logs nobody here wrote (``tests/data/real-logs``: OpenAI chat, Anthropic
+    Messages and Responses requests from public test suites), a third of them, a few edits
+    each: the other providers' formats are re-read whole, an OpenAI log by its messages.
+    ``python tests/fuzz/fuzz_lsp.py --docs tests/data/real-logs`` is the longer run."""
+    docs = workspace_from_folders(tmp_path / "ws", [REAL_LOGS])
+    picked = docs[::3]
+    assert {p.parent.name for p in picked} == {"anthropic", "openai", "responses"}
+    fuzzer = Fuzzer(tmp_path / "ws", seed=SEED, log_file=tmp_path / "server.log")
+    await fuzzer.start()
+    try:
+        report = await fuzzer.run(picked, edits_per_document=5, checkpoints=1)
+    finally:
+        await fuzzer.stop()
+    print(report.summary())
+    assert report.edits == 5 * len(picked)
+    assert report.checkpoints == 2 * len(picked)
+    assert report.ok(), report
+    log = (tmp_path / "server.log").read_text(encoding="utf-8")
+    assert "Traceback" not in log, log[-3000:]
 
 
 def test_the_line_added_and_removed_at_a_checkpoint_is_expressible() -> None:

@@ -5,6 +5,10 @@ default, spread over the example conversations in JSON, JSON Lines and YAML and 
 template) and a checkpoint every 100 edits. Prints the report; exits 1 on any stale or
 missing publish, request error, out-of-order or repeated publish, or traceback in the
 server's log.
+
+``--docs DIR`` (repeatable) fuzzes instead the conversations and prompt templates found
+under each folder (copied whole, so the files they name come along): real logs and
+prompts, e.g. ``--docs tests/data/real-logs --docs tests/data/prompts-real``.
 """
 
 from __future__ import annotations
@@ -19,13 +23,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.support.fuzz import Fuzzer, workspace_from_examples
+from tests.support.fuzz import Fuzzer, workspace_from_examples, workspace_from_folders
 
 
-async def main(edits: int, seed: int, only: str | None, keep: Path | None) -> int:
+async def main(edits: int, seed: int, only: str | None, keep: Path | None, docs: list[Path]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp) / "ws"
-        paths = [p for p in workspace_from_examples(ws) if only is None or p.name == only]
+        found = workspace_from_folders(ws, docs) if docs else workspace_from_examples(ws)
+        paths = [p for p in found if only is None or p.name == only]
+        if not paths:
+            print("no document to fuzz", file=sys.stderr)
+            return 2
         per_document = max(1, edits // len(paths))
         log = Path(tmp) / "server.log"
         fuzzer = Fuzzer(ws, seed=seed, log_file=log)
@@ -63,7 +71,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edits", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--only", help="fuzz only the example document of this name")
+    parser.add_argument("--only", help="fuzz only the document of this name")
+    parser.add_argument(
+        "--docs", type=Path, action="append", default=[], help="fuzz the documents under DIR"
+    )
     parser.add_argument("--keep", type=Path, help="write the texts of stale checkpoints here")
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.edits, args.seed, args.only, args.keep)))
+    sys.exit(asyncio.run(main(args.edits, args.seed, args.only, args.keep, args.docs)))

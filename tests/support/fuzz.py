@@ -510,6 +510,24 @@ def workspace_from_examples(root: Path) -> list[Path]:
     return [root / n for n in names] + prompts[:1]
 
 
+def workspace_from_folders(root: Path, folders: Sequence[Path]) -> list[Path]:
+    """Copy each of ``folders`` (its whole tree, so the files its documents name come
+    along) into ``root``, one folder each; return the documents found there, in name
+    order: what the server analyses (``assembly.host.kind_of``), conversations and prompt
+    templates. For a run on material nobody here wrote: real logs, real prompts."""
+    import shutil
+
+    from assembly.host import kind_of
+
+    (root / ".git").mkdir(parents=True, exist_ok=True)
+    docs: list[Path] = []
+    for k, folder in enumerate(folders):
+        dest = root / f"{k}-{folder.name}"
+        shutil.copytree(folder, dest)
+        docs += sorted(p for p in dest.rglob("*") if p.is_file() and kind_of(p.name))
+    return docs
+
+
 DATASET_NAME = "support-agent-turns.conv.jsonl"
 
 
