@@ -86,6 +86,13 @@ def install(path: Path | None = None) -> None:
     atexit.register(save)
 
 
+def holds_verdicts() -> bool:
+    """Whether ``install`` found verdicts of earlier runs (a first run, or one after the
+    checking code or pydantic changed, finds none)."""
+    memo = _state["memo"]
+    return memo is not None and len(memo) > 0
+
+
 def uninstall() -> None:
     """Undo ``install`` (the tests): every value is checked again."""
     if _state["memo"] is None:
