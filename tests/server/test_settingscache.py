@@ -189,24 +189,37 @@ sys.exit(code)
 """
 
 
+def _python(source: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` in a fresh interpreter with ``args``; it must succeed."""
+    proc = subprocess.run(
+        [sys.executable, "-c", source, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _writing_bytecode(tmp_path: Path) -> dict[str, str]:
+    """An environment that runs this checkout and keeps its bytecode (and the verdicts
+    beside it) under ``tmp_path``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(tmp_path / "pyc"))
+    return env
+
+
 def test_assemble_needs_no_pydantic_for_values_checked_before(tmp_path: Path) -> None:
     doc = tmp_path / "c.conv.json"
     settings = {"model": "gpt-4o", "max_input_tokens": 0, "rules": {"budget-overrun": False}}
     doc.write_text(json.dumps({"settings": settings, "messages": []}))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(tmp_path / "pyc"))
+    env = _writing_bytecode(tmp_path)
 
     def run(env: dict[str, str]) -> tuple[str, set[str]]:
         args = ["assemble", str(doc), "--format", "json", "--today", "2026-01-01"]
-        proc = subprocess.run(
-            [sys.executable, "-c", PROBE, *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stderr
+        proc = _python(PROBE, args, env)
         return proc.stdout, set(json.loads(proc.stderr.rstrip("\n").split("\n")[-1]))
 
     first, modules = run(env)
@@ -275,34 +288,11 @@ def test_serve_loads_the_settings_model_before_the_first_document_of_a_first_run
     # document's settings inside the open. With no verdicts kept (a first run) a miss is
     # certain: it imports the model while the editor starts. With verdicts kept it does
     # not (8-10 MB for the server's life, against 40-80 ms of one open on a new value).
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(tmp_path / "pyc"))
-
-    def serve() -> list[str]:
-        proc = subprocess.run(
-            [sys.executable, "-c", SERVE_PROBE],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout.split()
-
-    assert serve() == ["True", "True"]
+    env = _writing_bytecode(tmp_path)
+    assert _python(SERVE_PROBE, [], env).stdout.split() == ["True", "True"]
     # An earlier run checked a value: its verdict is kept.
     doc = tmp_path / "c.conv.json"
     doc.write_text(json.dumps({"settings": {"model": "gpt-4o"}, "messages": []}))
-    args = ["assemble", str(doc), "--format", "json"]
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    _python(PROBE, ["assemble", str(doc), "--format", "json"], env)
     assert list((tmp_path / "pyc").rglob("settingscache*.marshal"))
-    assert serve() == ["False", "False"]
+    assert _python(SERVE_PROBE, [], env).stdout.split() == ["False", "False"]
