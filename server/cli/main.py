@@ -479,6 +479,10 @@ def _serve(args: argparse.Namespace) -> int:
         # earlier run checked.
         if not settingscache.holds_verdicts():
             import assembly.settings_model  # noqa: F401
+        else:
+            # What pydantic's import would load OpenSSL through (``secrets`` → ``hmac``),
+            # imported here without it, so that a late import of the model does not.
+            import secrets  # noqa: F401
 
     pages.let_go_of_import_leftovers()  # lsprotocol's classes are built by now
     if args.tcp:

@@ -7,10 +7,13 @@ is measured is that process' own resident memory (``/proc/self/smaps``), on Linu
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from server import pages, tokenizers
 
@@ -220,16 +223,28 @@ from server.cli.main import main
 
 status = main(["serve"])  # stdin is empty: the server starts and stops (its stdout closed)
 generated = [k for k in linecache.cache if k.startswith(("<attrs generated", "<cattrs gen"))]
+# A settings value no earlier run checked imports the settings model late, if the server
+# did not at start (``server.settingscache``): OpenSSL stays out then too.
+import assembly.settings_model
 unused = {"ssl", "_hashlib", "server.cli.diff", "server.cli.lint", "server.htmlview"}
 unused = sorted(unused & set(sys.modules))
 print(status, "lsprotocol.types" in sys.modules, len(generated), unused, file=sys.stderr)
 """
 
 
-def test_the_server_starts_without_what_it_does_not_run() -> None:
-    # No OpenSSL (asyncio's import of ssl, pydantic's of secrets), no diff/lint driver or
-    # HTML view until a template lens or a page asks for them, no generated attrs sources
-    # kept for a debugger.
+@pytest.mark.parametrize("verdicts", ["none kept", "kept"])
+def test_the_server_starts_without_what_it_does_not_run(tmp_path: Path, verdicts: str) -> None:
+    # No OpenSSL (asyncio's import of ssl, pydantic's of secrets, at start or later), no
+    # diff/lint driver or HTML view until a template lens or a page asks for them, no
+    # generated attrs sources kept for a debugger. With settings verdicts kept, the server
+    # imports pydantic only when a value misses them (``server.settingscache``).
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PROMPTLS_CACHE_DIR": str(tmp_path)}
+    if verdicts == "kept":
+        doc = tmp_path / "c.conv.json"
+        doc.write_text('{"settings": {"model": "gpt-4o"}, "messages": []}')
+        run = [sys.executable, "-m", "server.cli", "assemble", str(doc)]
+        subprocess.run(run, capture_output=True, check=True, cwd=ROOT, env=env)
+        assert list(tmp_path.glob("settingscache.*.marshal"))
     out = subprocess.run(
         [sys.executable, "-c", _SERVE],
         capture_output=True,
@@ -237,6 +252,7 @@ def test_the_server_starts_without_what_it_does_not_run() -> None:
         check=True,
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
+        env=env,
     )
     assert out.stderr.strip().splitlines()[-1] == "0 True 0 []", out.stderr[-2000:]
 
