@@ -658,7 +658,12 @@ _PLACEHOLDER = re.compile(r"\{\{[ \t]*([A-Za-z_][A-Za-z0-9_.]*)[ \t]*\}\}")
 
 # A sentence ends at `.`, `!` or `?` followed by whitespace (closing quotes, brackets and
 # Markdown emphasis may come between), or at CJK full stops, which need no space after.
-_SENTENCE_END = re.compile(r"[.!?]+[\"'”’»)\]*_`]*(?=\s|\Z)|[。！？]+[\"'”’」』）)\]*_]*")
+# Written to start with one character class (which of the two kinds it is, a lookbehind
+# then tells), so the regex engine skips from stop to stop instead of trying a match at
+# every character (which took 7× as long on the benchmark's generated prompts).
+_SENTENCE_END = re.compile(
+    r"[.!?。！？](?:(?<=[.!?])[.!?]*[\"'”’»)\]*_`]*(?=\s|\Z)|(?<=[。！？])[。！？]*[\"'”’」』）)\]*_]*)"
+)
 
 # Abbreviations that do not end a sentence when the next word is lowercase ("e.g." and
 # "i.e." never do).

@@ -28,7 +28,7 @@ import functools
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain
 from typing import Any
@@ -2165,23 +2165,42 @@ def setting_tool_names(tools: Iterable[object] | None) -> set[str]:
     return res
 
 
+def _word_at_start(words: Sequence[str], *, ignore_case: bool = False) -> str:
+    """A regex for one of ``words`` (tried in this order) starting a word, as
+    ``\\b(?:word|…)`` is, written to begin with a class of their first letters.
+
+    The regex engine skips from character to character to where a match can start only
+    when a pattern begins with a character or a class of them (or with alternatives that
+    each begin with one character); a lookahead or ``\\b`` first makes it try a whole
+    match at every character. The word boundary is checked once the first letter is read
+    (``(?<!\\w\\w)``: not two word characters in a row), then which word it is."""
+    firsts = {w[0] for w in words}
+    if ignore_case:
+        firsts |= {c.swapcase() for c in firsts}
+    alts = "|".join(f"(?<={re.escape(w[0])}){re.escape(w[1:])}" for w in words)
+    flags = "i" if ignore_case else ""
+    return f"[{''.join(sorted(firsts))}](?<!\\w\\w)(?{flags}:{alts})"
+
+
 # Where a prompt names its tools: "the `task` tool", 'the "finish" tool', "call write_todos",
 # "use read_file(…)", "the web_search tool". Each pattern starts with a character the regex
-# engine can skip to (a quote, or c/u/i/r); bare snake_case names come from ``_snake_case``.
+# engine can skip to (a quote, or c/u/i/r: ``_word_at_start``); bare snake_case names come
+# from ``_snake_case``.
 _NAMED_AS_TOOL = re.compile(
     r"[`\"“']([A-Za-z_][\w.-]{1,40})(?:\(\))?[`\"”']\s+(?i:tool|function)s?\b"
 )
 # The verb in either case: "Call lookUpOrder with …" opens a sentence (round 11).
+_CALLING_VERB = _word_at_start(
+    ("call", "use", "invoke", "run", "using", "calling"), ignore_case=True
+)
 _CALLED = re.compile(
-    r"(?=[cuirCUIR])\b(?i:call|use|invoke|run|using|calling)\s+(?:the\s+)?`?([A-Za-z_][\w.]*_[\w.]+|"
-    r"[a-z]+[A-Z]\w*)(?:\([^)]{0,40}\))?`?",
+    _CALLING_VERB + r"\s+(?:the\s+)?`?([A-Za-z_][\w.]*_[\w.]+|[a-z]+[A-Z]\w*)(?:\([^)]{0,40}\))?`?",
 )
 _TOOL_AFTER = re.compile(r"\s+(?:tool|function)s?\b")
 # Round 12: a Pascal case name in backticks after a verb of calling ("Use `TaskList` to …",
 # Kimi CLI); unquoted, "use TypeScript" would be a tool.
 _CALLED_PASCAL = re.compile(
-    r"(?=[cuirCUIR])\b(?i:call|use|invoke|run|using|calling)\s+(?:the\s+)?"
-    r"`([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)(?:\([^)`]{0,40}\))?`"
+    _CALLING_VERB + r"\s+(?:the\s+)?`([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)(?:\([^)`]{0,40}\))?`"
 )
 # Round 14: a Pascal case name before "tool" in lower case ("You MUST use the TodoWrite
 # tool", holmesgpt) is a tool's name; before "Tool" it is part of a name in title case
@@ -2404,9 +2423,8 @@ def _camel_case(text: str, names: Iterable[str]) -> frozenset[str]:
 
 def _tool_finders(names: Iterable[str], camel: Collection[str] = ()) -> list[re.Pattern[str]]:
     """Regexes that find tool names in prose (group 1 or 2 is the name), to run on the
-    text as ``_lowered`` gives it. Each starts with a lookahead for the characters a match
-    can start with, so the regex engine skips to them (case-insensitive matching, or a
-    lookbehind first, costs it that skip: five times the time on a long prompt).
+    text as ``_lowered`` gives it. Each starts with the characters a match can start
+    with, so the regex engine skips to them (``_word_at_start``, ``_names_at_start``).
 
     Identifier-like names are found anywhere as whole words (those of ``camel`` too: the
     prompt writes them in camel case); a name that is an ordinary word (`Shell`, `python`,
@@ -2418,22 +2436,31 @@ def _tool_finders(names: Iterable[str], camel: Collection[str] = ()) -> list[re.
     words = [n for n in names if not (_is_identifier(n) or n in camel)]
     res = []
     if identifiers:
-        alt = _alternation(identifiers)
-        first = _first_chars(identifiers)
-        res.append(re.compile(rf"(?={first})(?<![a-z0-9_-])({alt})(?![a-z0-9_]|-\w)"))
+        alt = _names_at_start(identifiers)
+        res.append(re.compile(rf"({alt})(?![a-z0-9_]|-\w)"))
     if words:
-        alt = _alternation(words)
-        first = _first_chars(words)
-        res.append(re.compile(rf"`({alt})`"))
-        res.append(re.compile(rf"(?={first})(?<![a-z0-9_-])({alt})(?=[\"”']?\s+tool\b)()"))
+        res.append(re.compile(rf"`({_alternation(words)})`"))
+        res.append(re.compile(rf"({_names_at_start(words)})(?=[\"”']?\s+tool\b)()"))
         # "call lookup", "use the search tool": the name right after a verb of calling.
-        res.append(
-            re.compile(
-                rf"(?=[ciru])\b(?:call|calls|calling|use|using|invoke|invoking|run)\s+"
-                rf"(?:the\s+)?({alt})(?![a-z0-9_])()",
-            )
+        verb = _word_at_start(
+            ("call", "calls", "calling", "use", "using", "invoke", "invoking", "run")
         )
+        res.append(re.compile(rf"{verb}\s+(?:the\s+)?({_alternation(words)})(?![a-z0-9_])()"))
     return res
+
+
+def _names_at_start(names: list[str]) -> str:
+    """A regex for one of ``names`` (lower case) not preceded by a letter, digit, ``_`` or
+    ``-``, as ``(?<![a-z0-9_-])(?:name|…)`` is: one alternative per first character, which
+    checks what comes before once that character is read (so the regex engine can skip
+    to the first characters, ``_word_at_start``), then the rest of the name
+    (``_alternation``)."""
+    rests: dict[str, list[str]] = {}
+    for n in names:
+        rests.setdefault(n[0], []).append(n[1:])
+    return "|".join(
+        f"{re.escape(c)}(?<![a-z0-9_-].)(?:{_alternation(tails)})" for c, tails in rests.items()
+    )
 
 
 def _alternation(names: list[str]) -> str:
@@ -2485,11 +2512,6 @@ def _alternation(names: list[str]) -> str:
 
 _TRIE_DEPTH = 200
 _TRIE_MIN = 64
-
-
-def _first_chars(names: list[str]) -> str:
-    """A character class of the first characters of ``names``."""
-    return "[" + "".join(sorted({re.escape(n[0]) for n in names})) + "]"
 
 
 def _lowered(text: str) -> str:
@@ -3104,8 +3126,12 @@ _AVAILABILITY = re.compile(
     r"\b(?:you\s+(?:can|may|have\s+access\s+to|are\s+able\s+to)|available|access\s+to)\b",
     re.IGNORECASE,
 )
-_NAMED_TOOL = re.compile(
-    r"`([A-Za-z][A-Za-z0-9_-]*)`\s+tool\b|\b([a-z][a-z0-9]*_[a-z0-9_]+)\s+tool\b"
+# A name before "tool": in backticks, or a bare snake_case one. Two patterns, each
+# starting with what the regex engine can skip to (``_word_at_start``); their matches
+# never overlap (a snake_case name and "tool" hold no backtick).
+_NAMED_TOOL = (
+    re.compile(r"`([A-Za-z][A-Za-z0-9_-]*)`\s+tool\b"),
+    re.compile(r"([a-z](?<!\w\w)[a-z0-9]*_[a-z0-9_]+)\s+tool\b"),
 )
 
 
@@ -3175,8 +3201,9 @@ def _unavailable_in_prompt(
     yield from _unsent_guidance(ctx, source, guidance, offered, where)
 
     known = set(guidance) | offered | KNOWN_TOOLS | called
-    for m in _NAMED_TOOL.finditer(checked_text(template), template.body_range.start):
-        known.add((m.group(1) or m.group(2)).lower())
+    for pattern in _NAMED_TOOL:
+        for m in pattern.finditer(checked_text(template), template.body_range.start):
+            known.add(m.group(1).lower())
     finders = _cached_tool_finders(frozenset(known - offered))
     if not finders:
         return
