@@ -12,7 +12,7 @@ start the engine can skip to.
 from __future__ import annotations
 
 import re
-from re import _compiler, _constants, _parser  # type: ignore[attr-defined]
+from re import _compiler, _constants, _parser
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
