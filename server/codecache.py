@@ -20,7 +20,8 @@ modules, which have none, and the same optimization level), with the same global
 namespace. Only the time to compile is saved.
 
 Likewise the engine's ~130 regular expressions (compiled at import: 10–15 ms of CPU on
-every start-up, most of them unused by any one command): ``re``'s compiler is given a
+every start-up, most of them unused by any one command) and PyYAML's (``_ours``): ``re``'s
+compiler is given a
 stand-in that keeps each pattern's program (the operation codes and group tables that
 ``_sre.compile`` builds a pattern from) and builds a known pattern from it without parsing
 it again. A program is kept only when the pattern built from it equals the one ``re``
@@ -258,10 +259,12 @@ def _compile_re(p: Any, flags: int = 0) -> Any:
 
 
 def _ours() -> bool:
-    """Whether the pattern is promptls' own: ``re.compile`` (``re.match``…) was called by a
-    module of ``assembly`` or ``server``. Others' may be written anew by every run
-    (``tokenize`` joins a set of string prefixes, whose order changes with each process's
-    string hashes): they are compiled as usual."""
+    """Whether the pattern is one the cache keeps: ``re.compile`` (``re.match``…) was called
+    by a module of ``assembly`` or ``server``, or of PyYAML, whose patterns are constants
+    of its modules (compiling them took 5-6 ms of every import of it: each YAML
+    conversation's ``assemble``, each ``lint`` worker). Others' may be written anew by
+    every run (``tokenize`` joins a set of string prefixes, whose order changes with each
+    process's string hashes): they are compiled as usual."""
     try:
         caller = sys._getframe(4).f_globals.get("__name__", "")
     except ValueError:
@@ -269,7 +272,7 @@ def _ours() -> bool:
     return isinstance(caller, str) and caller.startswith(_OURS)
 
 
-_OURS = ("assembly.", "server.")
+_OURS = ("assembly.", "server.", "yaml.")
 
 
 def _program(p: str | bytes, flags: int) -> tuple[Any, ...] | None:

@@ -754,6 +754,23 @@ def test_workers_inherit_the_encoding_the_settings_file_asks_for(tmp_path, capsy
     assert sorted(loaded) == ["cl100k_base", "o200k_base"]
 
 
+@pytest.mark.parametrize("kind", ["conv.yaml", "prompt.md"])
+def test_workers_import_nothing_the_parent_did_not(tmp_path, kind):
+    """Whatever the files need is imported before the workers fork (PyYAML too, for YAML
+    conversations and templates' front matter): a module a worker imports is imported
+    once per worker, and the patterns it compiles are never kept (``server.codecache``)."""
+    text = OK_YAML if kind == "conv.yaml" else TEMPLATE
+    _write(tmp_path, {f"d{i:02}/x{i:02}.{kind}": text for i in range(20)})
+    run = _cli(tmp_path, "--format", "json", "-j", "2", PYTHONPROFILEIMPORTTIME="1")
+    assert run.rc == 0, run.err
+    imported = [line.rpartition("|")[2].strip() for line in run.err.splitlines()]
+    imported = [m for m in imported if m and "import time:" not in m]
+    twice = sorted({m for m in imported if imported.count(m) > 1 and not m.startswith("_")})
+    # (names the standard library looks for on other platforms are looked for each time)
+    assert [m for m in twice if m not in ("nt", "org", "org.python", "org.python.core")] == []
+    assert "yaml" in imported
+
+
 # --- subprocess: the installed command ----------------------------------------------------
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from assembly.diagnostics import from_exception
 from assembly.settings import Settings, resolve_settings
+from assembly.syntax import yaml_loader
 from assembly.text import LineIndex
 from server.cli.lint.discover import Folder, check_configs, discover, folders_of
 from server.cli.lint.model import FileReport, Finding, LintOptions, LintResult
@@ -25,6 +26,8 @@ from server.workspace import analyze, analyze_prompt
 
 # Below this many files the start-up of worker processes costs more than it saves.
 MIN_PARALLEL_FILES = 16
+# Files whose analysis may read YAML: conversations in YAML, templates (front matter).
+_YAML_READERS = frozenset({".yaml", ".yml", ".md"})
 
 
 # A source excerpt shows at most this many lines and this many code points of each.
@@ -64,6 +67,12 @@ def lint_files(
     # does.
     for settings in _folder_settings(table.values()):
         load_tokenizer(settings.encoding, model=settings.model)
+    # PyYAML too, when a file may need it (a YAML conversation, a template's front
+    # matter): imported here once, not by each worker on its first such file, compiling
+    # its patterns again on every run (what a worker compiles, its exit never keeps in the
+    # code cache, ``server.codecache``).
+    if any(f.suffix.lower() in _YAML_READERS for f, _ in work):
+        yaml_loader()
     # What the workers inherit is never scanned by their collections (nor written to by
     # them: copy-on-write pages stay shared).
     gc.freeze()
