@@ -90,3 +90,16 @@ def test_the_patterns_run_over_whole_prompts_start_where_the_engine_skips_to() -
     assert slow == []
     # (and the check itself tells the two kinds apart)
     assert not _skips_to_start(re.compile(r"(?=[cu])\b(?:call|use)"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.text(alphabet="ab_-.1 \n`Éé", max_size=40))
+def test_a_text_without_a_dot_before_a_letter_has_no_dotted_name(text: str) -> None:
+    # (``_content_words`` looks for dotted names only where the quick test finds one)
+    if instructions._DOT_LETTER.search(text) is None:
+        assert instructions._DOTTED.findall(text) == []
+
+
+def test_dotted_names_are_content_words() -> None:
+    words = instructions._content_words("Edit config.yaml, then read AGENTS.md.")
+    assert {"config.yaml", "agents.md"} <= words

@@ -2927,7 +2927,7 @@ def _content_words(text: str) -> frozenset[str]:
     """The stems of a text's words that carry content (stop words and short words out);
     cached by text, like ``is_instruction``."""
     res = set(chain.from_iterable(map(_word_stems, _WORDS.findall(text))))
-    if "." in text:
+    if _DOT_LETTER.search(text) is not None:
         res.update(w.lower() for w in _DOTTED.findall(text))
     return frozenset(res)
 
@@ -3061,6 +3061,9 @@ def _core_words(text: str) -> frozenset[str]:
 _DOTTED = re.compile(
     r"(?<![\w.])[A-Za-z_][\w-]+(?:\.[A-Za-z_][\w-]*)*\.[A-Za-z_][\w-]+(?![\w-]|\.\w)"
 )
+# What every dotted name holds: a text without it has none (most sentences end in a dot
+# and hold no other; ``_DOTTED`` is tried at each letter, this skips to each dot).
+_DOT_LETTER = re.compile(r"\.[A-Za-z_]")
 
 
 # A title that is code: a JSON line (`{"name": "final_answer", …}`) that a `---` under it
