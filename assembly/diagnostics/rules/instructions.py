@@ -356,7 +356,10 @@ def _inline(ctx: RuleContext, content: str, rng: TextRange | None, kind: str) ->
 def _is_scalar(text: TextLike, rng: TextRange) -> bool:
     """Whether the value at ``rng`` is a string (content parts cannot be mapped back)."""
     head = text[rng.start : rng.start + 2]
-    return bool(head) and head[0] not in "[{" and not re.match(r"-[ \t\r\n]", head)
+    return bool(head) and head[0] not in "[{" and not (head[0] == "-" and head[1:] in _BLANKS)
+
+
+_BLANKS = (" ", "\t", "\r", "\n")  # after a `-`: a YAML list item, not a string
 
 
 def _system_message(ctx: RuleContext, conv: Conversation) -> Message | None:
