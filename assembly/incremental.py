@@ -516,7 +516,6 @@ def _reparse_list(
         return None
     root = prev.tree
     assert root is not None
-    rope = new_text if isinstance(new_text, Rope) else None  # (the scanned items' origin)
     keys: set[str] | None
     if root.is_array:
         holder, depth, keys, mi = root, 0, None, -1
@@ -548,7 +547,7 @@ def _reparse_list(
         if r >= len(starts):
             break
         end = starts[r] + delta
-        res = parse_messages(new_text[at:end], at, depth, keys, bounds, window=True, origin=rope)
+        res = parse_messages(new_text[at:end], at, depth, keys, bounds, window=True)
         if res is not None:
             tail = tuple(
                 e if e.range.start < old_end else _moved_issue(e, delta)
@@ -588,7 +587,7 @@ def _reparse_list(
             return _native(read_parsed(parsed, prev.format, prev.length + delta, prev))
         r += 1
     far = None if reach is None else new_end + reach
-    res = parse_messages_to_end(new_text, at, depth, keys, bounds, origin=rope, reach=far)
+    res = parse_messages_to_end(new_text, at, depth, keys, bounds, reach=far)
     if res is None or res.holder is None:
         return None
     n = len(before)

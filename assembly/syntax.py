@@ -448,6 +448,7 @@ def parse_json_windows(
             parser = JsonParser(first, 0, len(first), messages=messages, unscanned=unscanned)
             if len(first) < n:
                 parser.source, parser.doc_len, parser.window_chars = text, n, size
+                parser.origin = text
             root = parser.parse_document(bom=True)
             if parser.final():
                 return ParsedData(root, tuple(parser.errors), tokens=parser.tokens)
@@ -894,8 +895,11 @@ class JsonParser:
         # ``parse_json_windows``: the whole text, read a window at a time (``text`` is the
         # window, which starts at ``shift`` in it); None: ``text`` is all there is.
         self.source: Sliced | None = None
-        # The editor's rope whose part ``text`` is (at ``shift``), when it is one
-        # (``parse_messages``): the scanned messages' ``Positions`` read it there.
+        # The text the scanned messages' ``Positions`` may keep and read their places in
+        # (``text`` starts at ``shift`` in it): the document a whole parse reads. None: each
+        # keeps a copy of its own text (``scanned``), as the messages an edit reads again
+        # do: an edit's version of the document kept by the messages it read would keep
+        # every chunk of that version that later edits replace, one version an edit.
         self.origin: Sliced | None = None
         self.doc_len = 0
         self.window_chars = WINDOW_CHARS
@@ -1441,8 +1445,9 @@ class JsonParser:
         """The object at ``p``, an item of the message list (``depth`` deep), read by the C
         scanner (``scanned``); else None (and nothing consumed): the parser reads it.
         Raises ``WindowCut`` when the object runs on past a window that is not the last."""
-        origin = self.origin if self.origin is not None else self.source
-        got = scanned(self.text, p, self.end, depth, origin, p + self.shift, cut=not self.final())
+        got = scanned(
+            self.text, p, self.end, depth, self.origin, p + self.shift, cut=not self.final()
+        )
         if got is None:
             return None
         node, e, tokens = got
@@ -1986,7 +1991,6 @@ def parse_messages(
     starts: tuple[int, int],
     *,
     window: bool,
-    origin: Sliced | None = None,
 ) -> MessagesParse | None:
     """Parse ``text``, which starts at ``at`` in the document, as the message list's
     items from the start of one item on (the incremental re-read); every range and start
@@ -1996,7 +2000,6 @@ def parse_messages(
     starts (else None); without, it runs to the end of the document."""
     parser = JsonParser(text, 0, len(text), messages=True)
     parser.shift = at
-    parser.origin = origin
     return _messages_parsed(parser, at, depth, keys, starts, window)
 
 
@@ -2007,7 +2010,6 @@ def parse_messages_to_end(
     keys: set[str] | None,
     starts: tuple[int, int],
     *,
-    origin: Sliced | None = None,
     reach: int | None = None,
 ) -> MessagesParse | None:
     """``parse_messages(source[at:], …, window=False)``, reading ``source`` a window at a
@@ -2021,7 +2023,6 @@ def parse_messages_to_end(
     first = source[at : min(n, at + WINDOW_CHARS)]
     parser = JsonParser(first, 0, len(first), messages=True)
     parser.shift = at
-    parser.origin = origin
     parser.source, parser.doc_len, parser.rest_chars = source, n, WINDOW_CHARS
     parser.reach = reach
     try:
@@ -2032,7 +2033,7 @@ def parse_messages_to_end(
         return res
     if reach is not None:
         return None
-    return parse_messages(source[at:n], at, depth, keys, starts, window=False, origin=origin)
+    return parse_messages(source[at:n], at, depth, keys, starts, window=False)
 
 
 def _messages_parsed(

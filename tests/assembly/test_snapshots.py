@@ -234,3 +234,46 @@ def test_a_version_reuses_the_views_its_prior_made_that_did_not_move() -> None:
         assert [got[i] is seen[i] for i in range(n)] == [i < k for i in range(n)]
         assert list(got) == list(analyze(path, text=str(rope)).conversation.messages)
         text, seen = str(rope), list(got)
+
+
+def test_the_messages_an_edit_reads_again_keep_no_version_of_the_document(
+    tmp_path: Path,
+) -> None:
+    """A message read by the C scanner finds its ranges when first asked, in the text it
+    was read from. At the open that is the document's own rope (read window by window,
+    never joined); a message an edit reads again keeps a copy of its own text instead:
+    keeping that edit's version of the document would keep, with it, every chunk of text
+    later edits replace, one version per edit, for as long as the message stays unedited
+    (an editor's session grew by a chunk, 20 KB, every few keystrokes)."""
+    import gc
+    import weakref
+
+    messages = [
+        {"id": f"m{i}", "role": "user" if i % 2 else "assistant", "content": f"{i} " * 250}
+        for i in range(300)
+    ]
+    text = json.dumps({"messages": messages}, indent=2)
+    assert len(text) > 4 * 65536  # read at the open a window at a time, from the rope
+    path = tmp_path / "long.conv.json"
+    path.write_text(text, encoding="utf-8")
+    rope = Rope.from_str(text)
+    host = AnalysisHost()
+    analysis = analyze(path, text=rope, root=tmp_path, today=TODAY, host=host)
+    versions = [weakref.ref(rope)]
+    new = '{"role": "user", "content": "inserted"},\n    '
+    for k in range(20):
+        # A message inserted before another, then taken away: both read the list again.
+        at = str(rope).index('{\n      "id": "m' + str(10 + 13 * k) + '"')
+        for start, end, insert in ((at, at, new), (at, at + len(new), "")):
+            rope = rope.edit(start, end, insert)
+            edit = Edit.replace(start, end, insert)
+            analysis = analyze(path, text=rope, root=tmp_path, today=TODAY, host=host, edit=edit)
+            versions.append(weakref.ref(rope))
+    assert str(analysis.text) == text
+    gc.collect()
+    alive = [i for i, v in enumerate(versions) if v() is not None]
+    # The open's, and the last few (the current one, the host's previous analysis…).
+    assert [i for i in alive if 0 < i < len(versions) - 3] == [], alive
+    # The messages read again still find their ranges.
+    for m in analysis.conversation.messages[:300]:
+        assert str(analysis.text)[m.content_range.start : m.content_range.end].startswith('"')
