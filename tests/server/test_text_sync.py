@@ -10,6 +10,7 @@ notification, and pygls must hold no copy of the document.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 import threading
@@ -268,3 +269,25 @@ async def test_a_byte_order_mark_the_editor_sends_hides_no_message(
             await client.analysed(uri, 2)
     assert str(client.server.session.documents[uri].text).startswith("\ufeff")
     assert client.server.session.snapshots[uri].analysis.conversation.messages[0].content == "hi!"
+
+
+async def test_the_server_keeps_nothing_of_a_notification_once_handled(
+    client: InProcessClient, tmp_path: Path
+) -> None:
+    """pygls keeps the future of every handler it runs for ``$/cancelRequest``, and drops
+    only a request's: every ``didChange`` (and each step of its built-in handler) left one
+    behind for the server's whole life. Now each goes once done, as do requests'."""
+    uri = (tmp_path / "c.conv.yaml").as_uri()
+    await client.open(uri, START)
+    futures = client.server.protocol._request_futures
+    text = START
+    for version in range(2, 62):
+        text = text.replace("Q3", "Q4" if version % 2 else "Q3")
+        client.change(uri, version, text)
+        await client.request(
+            lsp.TEXT_DOCUMENT_HOVER,
+            lsp.HoverParams(lsp.TextDocumentIdentifier(uri), lsp.Position(1, 6)),
+        )
+    await client.analysed(uri, 61)
+    await asyncio.sleep(0.05)  # (a done callback of an asyncio future runs on the loop)
+    assert len(futures) <= 2, list(futures.values())[:3]
