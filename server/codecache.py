@@ -20,12 +20,13 @@ modules, which have none, and the same optimization level), with the same global
 namespace. Only the time to compile is saved.
 
 Likewise the engine's ~130 regular expressions (compiled at import: 10–15 ms of CPU on
-every start-up, most of them unused by any one command) and PyYAML's (``_ours``): ``re``'s
-compiler is given a stand-in that keeps each pattern's program (the operation codes and
-group tables that ``_sre.compile`` builds a pattern from) and builds a known pattern from it
-without parsing it again. A program is kept only when the pattern built from it equals the one ``re``
-compiled (the same code, flags and groups); ``DEBUG`` and ``LOCALE`` patterns are always
-compiled, and ``_sre`` validates every program it is given.
+every start-up, most of them unused by any one command) and PyYAML's (``_ours``):
+``re``'s compiler is given a stand-in that keeps each pattern's program (the operation
+codes and group tables that ``_sre.compile`` builds a pattern from) and builds a known
+pattern from it without parsing it again. A program is kept only when the pattern built
+from it equals the one ``re`` compiled (the same code, flags and groups); ``DEBUG`` and
+``LOCALE`` patterns are always compiled, and ``_sre`` validates every program it is
+given.
 
 The cache file sits where the interpreter writes bytecode (``__pycache__`` beside this
 module, or under ``PYTHONPYCACHEPREFIX``), is tagged with the interpreter's exact version,
