@@ -64,7 +64,13 @@ if TYPE_CHECKING:  # nor the engine
     from assembly.tokens import Tokenizer
 
 MIN_DOCUMENT_CHARS = 2_000_000  # below this, forking a loaded process costs more than it saves
-MIN_EARLY_CHARS = 250_000  # before the engine is imported, forking is cheap
+# Before the engine is imported, forking is cheap: ``assemble`` forks the child of a document
+# of any size. Its child loads the encoding, which this process then never loads: 20-100 ms
+# off a cold command's critical path, the longest part of a small document's.
+MIN_EARLY_CHARS = 0
+# From this size on, a document's shape decides whether a child is worth its memory
+# (``_worth_forking``); a smaller one's values cost it little whatever they are.
+MIN_SHAPED_CHARS = 250_000
 # Strings shorter than this are counted in place: ids, roles and names, which would only
 # cost the child calls and the seeding lookups. Longer ones are counted by the child,
 # short message texts too: at 10 MB, 256 left the parent counting 2,600 texts (0.8 M
@@ -453,6 +459,10 @@ def start_early(path: Path, *, on_demand: bool = False) -> EarlyStart | None:
 
     serve = _likely_encoding(text, fmt)
     if serve not in tokenizers.BUNDLED_ENCODINGS or tokenizers.is_loaded(serve):
+        if len(text) < MIN_SHAPED_CHARS:
+            # It would only count a small document's strings, with an encoding loaded here
+            # anyway: not worth a process.
+            return EarlyStart(text, None)
         serve = None  # loaded here before the fork: the child inherits it
         _load_likely_encoding(text, fmt)
     pending = _fork(text, fmt, None, None, None, serve=serve)
@@ -460,6 +470,27 @@ def start_early(path: Path, *, on_demand: bool = False) -> EarlyStart | None:
         pending.on_demand = on_demand
         tokenizers.count_elsewhere(serve, pending.count)
     return EarlyStart(text, pending)
+
+
+def serve_early() -> PendingCounts | None:
+    """Fork, before the engine is imported, a child that loads the default model's encoding
+    and counts the texts this process sends it (``tokenizers.count_elsewhere``): ``lint``
+    of a few files, which knows no settings yet. A folder or a document whose settings pick
+    another encoding has it loaded here as usual; the child's is then unused, and cost
+    only another core's time. None: no child (one core, no ``fork``, or the encoding is
+    loaded already or not bundled)."""
+    if (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        return None
+    from assembly.tokens import DEFAULT_MODEL, resolve_encoding
+    from server import tokenizers
+
+    serve = resolve_encoding(None, DEFAULT_MODEL).encoding
+    if serve not in tokenizers.BUNDLED_ENCODINGS or tokenizers.is_loaded(serve):
+        return None
+    pending = _fork("", "jsonl", None, None, None, serve=serve)  # nothing to count first
+    pending.on_demand = True
+    tokenizers.count_elsewhere(serve, pending.count)
+    return pending
 
 
 def _likely_encoding(text: str, fmt: str) -> str:
@@ -472,7 +503,7 @@ def _likely_encoding(text: str, fmt: str) -> str:
     """
     from assembly.tokens import resolve_encoding
 
-    asked, model = _document_encoding([_peek_settings(text)] if fmt != "yaml" else [])
+    asked, model = _document_encoding([_peek_settings(text, fmt)])
     return resolve_encoding(asked, model).encoding
 
 
@@ -482,7 +513,7 @@ def _load_likely_encoding(text: str, fmt: str) -> None:
     it later, where each used to load it on its own (20–50 ms of CPU, twice)."""
     from server.tokenizers import load_tokenizer
 
-    asked, model = _document_encoding([_peek_settings(text)] if fmt != "yaml" else [])
+    asked, model = _document_encoding([_peek_settings(text, fmt)])
     load_tokenizer(asked, model=model)
 
 
@@ -490,9 +521,12 @@ _SETTINGS_KEY = re.compile(r'"settings"\s*:\s*(?=\{)')
 PEEK_CHARS = 65_536  # where a document's ``settings`` are looked for before the fork
 
 
-def _peek_settings(text: str) -> dict[str, Any]:
-    """``{"settings": …}`` when the first ``PEEK_CHARS`` of a JSON text hold a settings
-    object (a guess: a key of that name in a message would do too), else ``{}``."""
+def _peek_settings(text: str, fmt: str) -> dict[str, Any]:
+    """``{"settings": …}`` when the first ``PEEK_CHARS`` of the text hold a settings object
+    (a guess: a key of that name in a message would do too), else ``{}``. Of a YAML
+    document, only the plain scalars of a block mapping at the top level (``_peek_yaml``)."""
+    if fmt == "yaml":
+        return _peek_yaml(text)
     m = _SETTINGS_KEY.search(text, 0, PEEK_CHARS)
     if m is None:
         return {}
@@ -501,6 +535,48 @@ def _peek_settings(text: str) -> dict[str, Any]:
     except (ValueError, RecursionError):  # not JSON there, or nested too deep for a guess
         return {}
     return {"settings": value}
+
+
+_YAML_SETTINGS = re.compile(r"^settings:[ \t]*(?:#.*)?\n((?:[ \t]+\S.*\n|[ \t]*(?:#.*)?\n)*)", re.M)
+# ``key: value`` on one line: double-quoted without escapes, single-quoted, or plain (not
+# opening with an indicator; ``#`` opens a comment only after a space).
+_YAML_KEY = re.compile(
+    r"^([ \t]+)(encoding|model):[ \t]+"
+    r"(?:\"([^\"\\\n]*)\"|'((?:[^'\n]|'')*)'"
+    r"|((?:[^\s#'\"\[\]{}&*!|>%@`,?:-]|[-?:](?=\S))(?:[^\s#]|(?<=\S)#)*"
+    r"(?:[ \t]+[^\s#](?:[^\s#]|(?<=\S)#)*)*))"
+    r"(?:[ \t]+#.*)?[ \t]*$",
+    re.M,
+)
+
+
+def _peek_yaml(text: str) -> dict[str, Any]:
+    """``{"settings": {"encoding": …, "model": …}}`` read from a ``settings:`` block at the
+    top level of the first ``PEEK_CHARS`` of a YAML text: its ``encoding`` and ``model``
+    keys, at the block's own indentation, with a plain or quoted one-line value (PyYAML
+    is not imported before the fork; a guess: anything else is left to the parse)."""
+    m = _YAML_SETTINGS.search(text, 0, PEEK_CHARS)
+    if m is None:
+        return {}
+    block = m.group(1)
+    settings: dict[str, str] = {}
+    indent = None
+    for line in block.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            indent = line[: len(line) - len(line.lstrip())]
+            break
+    for k in _YAML_KEY.finditer(block):
+        if k.group(1) == indent:
+            double, single, plain = k.group(3, 4, 5)
+            value = (
+                single.replace("''", "'")
+                if single is not None
+                else double
+                if double is not None
+                else plain
+            )
+            settings.setdefault(k.group(2), value)
+    return {"settings": settings}
 
 
 def widen_pipe(fd: int) -> bool:
@@ -531,11 +607,13 @@ def start(text: str | Rope, fmt: str, tokenizer: Tokenizer) -> PendingCounts | N
 
 
 def _worth_forking(text: str | Rope, min_chars: int, fmt: str = "yaml") -> bool:
-    """Large enough, and (JSON) made of long strings: the child loads every value, so a
-    document of many tiny values (a million short messages) would cost more memory in
-    it than its counts save."""
+    """Large enough, and, from ``MIN_SHAPED_CHARS`` on, (JSON) made of long strings: the
+    child loads every value, so a document of many tiny values (a million short messages)
+    would cost more memory in it than its counts save."""
     if len(text) < min_chars or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
         return False
+    if len(text) < MIN_SHAPED_CHARS:
+        return True
     if fmt in ("json", "jsonl"):
         return len(text) >= MIN_MEAN_STRING_CHARS * text.count('"') // 2
     # YAML of this many lines is counted as events before the parser composes it, and

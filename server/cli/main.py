@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import datetime as dt
 
     from assembly.host import Analysis
-    from server.precount import EarlyStart
+    from server.precount import EarlyStart, PendingCounts
 
 # The engine is imported by the subcommands that use it, so that `assemble` can start
 # counting a large document's tokens in a forked child before the heavy imports; so is
@@ -97,6 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if early is not None and early.pending is not None:
                 early.pending.close(reap=not _one_shot)
         _EARLY.clear()
+        for serving in _SERVING:
+            serving.close(reap=not _one_shot)
+        _SERVING.clear()
 
 
 def _main(argv: list[str]) -> int:
@@ -144,13 +147,29 @@ _EARLY: dict[str, EarlyStart | None] = {}
 _VALUE_OPTIONS = ("--format", "--provider", "--root", "--today", "--record")
 
 
+# ``lint``'s counting child (``precount.serve_early``), stopped when the command ends.
+_SERVING: list[PendingCounts] = []
+# ``lint``'s options that take a value, and those after which no child is forked early.
+_LINT_VALUE_OPTIONS = ("--format", "--select", "--ignore", "--fail-on", "--root")
+_LINT_NO_EARLY = ("--jobs", "--watch", "--help")
+# ``lint`` of at most this many files, named on the command line, gets a counting child
+# before the engine is imported: fewer than lint's ``MIN_PARALLEL_FILES``, so that no worker
+# process (which would share its pipes) is ever forked.
+MAX_EARLY_LINT_FILES = 8
+
+
 def _fork_early(argv: list[str]) -> None:
     """For ``assemble FILE``: read FILE and fork its counting child (``precount``) now.
+    For ``lint`` of a few files (a pre-commit hook's, an editor's on save): fork a child
+    that loads the encoding and counts for this process (``_serve_early``).
 
     FILE is the first argument that is neither an option nor an option's value; if the
     parsed command line names another file (or none, or another command), ``_assemble``
     does not take this child and ``main`` stops it.
     """
+    if argv[:1] == ["lint"]:
+        _serve_early(argv[1:])
+        return
     if argv[:1] != ["assemble"]:
         return
     name = None
@@ -169,6 +188,50 @@ def _fork_early(argv: list[str]) -> None:
     from server import precount  # the standard library only
 
     _EARLY[name] = precount.start_early(Path(name), on_demand=True)
+
+
+def _serve_early(args: list[str]) -> None:
+    """Fork ``lint``'s counting child (``precount.serve_early``) when the command line names
+    at most ``MAX_EARLY_LINT_FILES`` regular files, smaller together than a document that
+    gets a counting child of its own (``precount.MIN_DOCUMENT_CHARS``), and asks for no
+    worker processes, no watching and no help. Anything else (a folder, an option it does
+    not know): no child, and the encoding is loaded in this process as usual."""
+    paths: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            paths.extend(rest)
+            break
+        if not arg.startswith("-") or arg == "-":
+            paths.append(arg)
+            continue
+        name = arg.split("=", 1)[0]
+        if arg.startswith("-j") or arg == "-h" or any(o.startswith(name) for o in _LINT_NO_EARLY):
+            return
+        if not any(o.startswith(name) for o in _LINT_VALUE_OPTIONS):
+            return  # not an option of ``lint``'s: its usage error comes next
+        if "=" not in arg:
+            next(rest, None)  # its value
+    if not paths or len(paths) > MAX_EARLY_LINT_FILES:
+        return
+    import stat
+
+    from server import precount  # the standard library only
+
+    total = 0
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return
+        if not stat.S_ISREG(st.st_mode):
+            return
+        total += st.st_size
+    if total >= precount.MIN_DOCUMENT_CHARS:
+        return
+    pending = precount.serve_early()
+    if pending is not None:
+        _SERVING.append(pending)
 
 
 def _engine_caches(command: str) -> None:

@@ -212,6 +212,7 @@ def test_early_start_counts_before_the_engine_and_other_encodings_are_ignored(
     tmp_path, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "MIN_SHAPED_CHARS", 0)  # treated as a large one
     long = [f"early {i}: " + "lorem ipsum dolor 🦊 " * (30 + i) for i in range(10)]
     path = tmp_path / "c.conv.json"
     path.write_text(json.dumps({"messages": [{"role": "user", "content": t} for t in long]}))
@@ -236,6 +237,7 @@ def test_early_start_counts_before_the_engine_and_other_encodings_are_ignored(
 
 def test_early_start_counts_with_the_encoding_the_document_asks_for(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "MIN_SHAPED_CHARS", 0)  # treated as a large one
     long = [f"early {i}: " + "你好 lorem ipsum 🦊 " * (30 + i) for i in range(6)]
     for settings, encoding in (
         ({"model": "claude-sonnet-4-5"}, "cl100k_base"),
@@ -262,6 +264,7 @@ def test_early_start_loads_the_likely_encoding_once_for_both_processes(
     from server import tokenizers
 
     monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "MIN_SHAPED_CHARS", 0)  # treated as a large one
     long = [f"shared {i}: " + "lorem ipsum 🦊 " * (30 + i) for i in range(4)]
     messages = [{"role": "user", "content": t} for t in long]
     for doc, encoding in (
@@ -296,6 +299,7 @@ def test_early_start_survives_hostile_settings(tmp_path, monkeypatch) -> None:  
     from server import tokenizers
 
     monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "MIN_SHAPED_CHARS", 0)  # treated as a large one
     path = tmp_path / "c.conv.json"
     for head in (
         '{"settings": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + ", ",
@@ -349,6 +353,7 @@ def test_the_early_child_counts_the_pipelines_texts_so_this_process_loads_nothin
 
     reference = _reference(HOSTILE)
     monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "MIN_SHAPED_CHARS", 0)  # treated as a large one
     monkeypatch.setattr(tokenizers, "_LOADED", {})
 
     parent = os.getpid()
@@ -389,6 +394,7 @@ def test_a_child_that_stops_answering_is_replaced_by_a_local_load(
     from server import tokenizers
 
     monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "MIN_SHAPED_CHARS", 0)  # treated as a large one
     monkeypatch.setattr(tokenizers, "_LOADED", {})
     texts = list(HOSTILE)
     if how == "fails to count":
@@ -427,6 +433,7 @@ def test_an_on_demand_child_is_not_waited_for_and_stops_counting_when_asked(
     from server import tokenizers
 
     monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "MIN_SHAPED_CHARS", 0)  # treated as a large one
     monkeypatch.setattr(precount, "BATCH_CHARS", 1)  # a batch per text
     monkeypatch.setattr(tokenizers, "_LOADED", {})
     long = [f"message {i}: " + "the quick brown fox 🦊 jumps 跳 " * (20 + i) for i in range(12)]
@@ -481,6 +488,7 @@ def test_an_on_demand_childs_dataset_waits_for_every_count(tmp_path, monkeypatch
     from server import tokenizers
 
     monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "MIN_SHAPED_CHARS", 0)  # treated as a large one
     monkeypatch.setattr(tokenizers, "_LOADED", {})
     long = [f"record {i}: " + "lorem ipsum dolor 🦊 " * (30 + i) for i in range(6)]
     path = tmp_path / "d.conv.jsonl"
@@ -502,6 +510,7 @@ def test_an_encoding_that_is_not_bundled_is_loaded_before_the_fork(tmp_path, mon
     from server import tokenizers
 
     monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "MIN_SHAPED_CHARS", 0)  # treated as a large one
     monkeypatch.setattr(tokenizers, "_LOADED", {})
     monkeypatch.setattr(tokenizers, "BUNDLED_ENCODINGS", frozenset({"o200k_harmony"}))
     path, long = _early_doc(tmp_path, {"model": "gpt-4"})
@@ -522,6 +531,7 @@ def test_closing_without_reaping_kills_the_child_and_leaves_it_to_be_reaped(
     import signal
 
     monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "MIN_SHAPED_CHARS", 0)  # treated as a large one
     path, _ = _early_doc(tmp_path)
     early = precount.start_early(path)
     assert early is not None and early.pending is not None
@@ -542,6 +552,7 @@ def test_the_command_line_forks_the_child_for_the_file_it_names_before_parsing(
     from server.cli import main as cli
 
     monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "MIN_SHAPED_CHARS", 0)  # treated as a large one
     started: list[tuple[str, precount.EarlyStart | None]] = []
 
     order: list[str] = []
@@ -692,7 +703,7 @@ def test_the_command_line_forks_before_importing_argparse(tmp_path) -> None:  # 
         "    seen.append(sorted({'argparse', 'gettext', 'shutil'} & set(sys.modules)))\n"
         "    return start(path, **options)\n"
         "precount.start_early = early\n"
-        "precount.MIN_EARLY_CHARS = 0\n"
+        "precount.MIN_EARLY_CHARS = precount.MIN_SHAPED_CHARS = 0\n"
         "code = cli.main(['assemble', sys.argv[1], '--format', 'json'])\n"
         "print(seen, code, 'argparse' in sys.modules, file=sys.stderr)\n"
     )
@@ -715,6 +726,7 @@ def test_the_serving_child_shares_a_large_request_and_answers_the_next_ones(
     from server import tokenizers
 
     monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 0)
+    monkeypatch.setattr(precount, "MIN_SHAPED_CHARS", 0)  # treated as a large one
     monkeypatch.setattr(precount, "SPLIT_CHARS", 1)  # every request of two texts or more
     monkeypatch.setattr(tokenizers, "_LOADED", {})
     path, long = _early_doc(tmp_path)
@@ -865,3 +877,68 @@ def test_an_analysis_stops_the_child_it_drains_when_it_ends(tmp_path, monkeypatc
         pending.close()
         for fd in (reached_r, reached_w, never_r, never_w):
             os.close(fd)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("settings:\n  encoding: cl100k_base\nmessages: []\n", {"encoding": "cl100k_base"}),
+        (
+            '# a comment\nsettings:   # the window\n\n  model: "claude-sonnet-4"  # approx.\n'
+            "  encoding: 'o200k_base'\n  max_input_tokens: 4096\nmessages: []\n",
+            {"model": "claude-sonnet-4", "encoding": "o200k_base"},
+        ),
+        # Only the block's own keys: not a nested mapping's, not after the block ends.
+        (
+            "settings:\n  tools:\n    model: gpt-4\n  model: gpt-4o-mini\nmessages:\n"
+            "  - role: user\n    encoding: p50k_base\n",
+            {"model": "gpt-4o-mini"},
+        ),
+        ("settings: {model: gpt-4}\n", {}),  # a flow mapping: left to the parse
+        ("messages:\n  - settings:\n      model: gpt-4\n", {}),  # not at the top level
+        ("messages: []\n", {}),
+    ],
+)
+def test_a_yaml_documents_settings_are_peeked_without_pyyaml(
+    text: str, expected: dict[str, str]
+) -> None:
+    peeked = precount._peek_settings(text, "yaml")
+    assert peeked.get("settings", {}) == expected
+
+
+def test_the_yaml_peek_reads_what_pyyaml_reads() -> None:
+    # A guess, yet on the settings blocks PyYAML itself writes (block style, plain or quoted
+    # scalars, any order, other keys around), it reads the values PyYAML reads back: each
+    # one, but a double-quoted one with escapes, which it leaves to the parse.
+    import yaml
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    name = st.text(
+        st.characters(whitelist_categories=("Ll", "Lu", "Nd"), whitelist_characters="-._:/ #'\""),
+        min_size=1,
+        max_size=24,
+    )
+    other = st.dictionaries(st.sampled_from(["max_input_tokens", "rules", "x"]), st.integers())
+
+    @settings(max_examples=300, deadline=None)
+    @given(model=st.none() | name, encoding=st.none() | name, extra=other)
+    def check(model: str | None, encoding: str | None, extra: dict[str, int]) -> None:
+        block: dict[str, object] = dict(extra)
+        if model is not None:
+            block["model"] = model
+        if encoding is not None:
+            block["encoding"] = encoding
+        text = yaml.safe_dump(
+            {"settings": block, "messages": []}, sort_keys=False, width=10**6, allow_unicode=True
+        )
+        loaded = yaml.safe_load(text)["settings"]
+        got = precount._peek_settings(text, "yaml").get("settings", {})
+        for key in ("model", "encoding"):
+            if key in got:  # never another value than PyYAML's
+                assert got[key] == loaded.get(key)
+            elif key in loaded:  # and every value written plain or single-quoted
+                line = next(x for x in text.splitlines() if x.startswith(f"  {key}:"))
+                assert '"' in line.split(":", 1)[1][:2], line
+
+    check()

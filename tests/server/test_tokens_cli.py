@@ -119,6 +119,67 @@ def test_lint_imports_only_what_the_folder_needs(tmp_path: Path) -> None:
     assert {r["ruleId"] for r in run["results"]} == {"invalid-setting"}
 
 
+def test_lint_of_a_few_files_loads_its_encoding_in_a_child_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pre-commit hook's ``lint`` of the files it names: the child forked before the engine
+    # is imported loads the encoding and counts for this process, which loads no backend;
+    # the output is the one of counting in place. The prompt's budget rule needs counts.
+    from server.cli import main as cli
+
+    names = ["support-agent.conv.json", "overflow.conv.yaml", "prompts/support-agent.prompt.md"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text((ROOT / "examples" / name).read_text(encoding="utf-8"))
+    args = ("lint", "--format", "json", "--fail-on=info", names[0], names[2])
+    code, out, err, modules = _run(*args, cwd=tmp_path)
+    assert code in (0, 1), err
+    assert _tokenizer_modules(modules) == ["server.tokenizers"]  # the module, no backend
+    # overflow.conv.yaml asks for cl100k_base: that one is loaded here, the child's is unused.
+    every = ("lint", "--format", "json", "--fail-on=info", *names)
+    code_every, out_every, err, modules = _run(*every, cwd=tmp_path)
+    assert "bpe_openai._bindings" in modules, err
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "MAX_EARLY_LINT_FILES", 0)  # no child: counted here
+    for argv, was_code, was_out in ((args, code, out), (every, code_every, out_every)):
+        capsys.readouterr()
+        assert cli.main(list(argv)) == was_code
+        assert capsys.readouterr().out == was_out
+    # A folder: the encoding is loaded in this process.
+    code, _, err, modules = _run("lint", ".", cwd=tmp_path)
+    assert "bpe_openai._bindings" in modules, err
+    # Nor is a child forked for more files than that, worker processes asked for (they
+    # would share the child's pipes), watching, help, or an option lint does not have.
+    assert _min_parallel_files() > cli.MAX_EARLY_LINT_FILES
+    monkeypatch.setattr(cli, "MAX_EARLY_LINT_FILES", 2)
+    for argv in (
+        [".", names[0]],
+        [*names],
+        ["--jobs", "1", names[0]],
+        ["-j1", names[0]],
+        ["--jo=2", names[0]],
+        ["--wat", names[0]],
+        ["-h"],
+        ["--frobnicate", names[0]],
+        [],
+    ):
+        cli._serve_early(argv)
+        assert cli._SERVING == [], argv
+    from server import tokenizers
+
+    monkeypatch.setattr(tokenizers, "_LOADED", {})  # as in a fresh process (``main`` loaded it)
+    cli._serve_early(["--format", "json", "--select=budget-overrun", "--", names[0]])
+    (child,) = cli._SERVING
+    child.close()
+    cli._SERVING.clear()
+
+
+def _min_parallel_files() -> int:
+    from server.cli.lint.run import MIN_PARALLEL_FILES
+
+    return MIN_PARALLEL_FILES
+
+
 def test_assemble_imports_the_settings_model_it_validates_with(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -179,8 +240,9 @@ def test_assemble_counts_gpt4o_with_o200k_base_without_a_note(tmp_path: Path) ->
         False,
     )
     assert "note:" not in err
-    # Only the encoding the document needs was loaded, with one backend.
-    assert ("bpe_openai._bindings" in modules) != ("tiktoken" in modules)
+    # The encoding is loaded by the counting child forked before the engine was imported
+    # (``precount.start_early``): this process loads no backend.
+    assert _tokenizer_modules(modules) == ["server.tokenizers"]
 
 
 @pytest.mark.parametrize(
@@ -293,6 +355,36 @@ def test_a_large_documents_counts_come_from_the_child_and_are_the_same(
     obj = json.loads(out)
     assert obj["encoding"] == "o200k_base"
     assert sum(1 for m in obj["messages"] if m.get("tool_calls")) > 10
+
+
+@pytest.mark.parametrize(
+    "example",
+    ["support-agent.conv.json", "support-agent.conv.yaml", "overflow.conv.yaml"],
+)
+def test_a_small_documents_encoding_is_loaded_by_the_child_only(
+    example: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Below ``precount.MIN_SHAPED_CHARS`` too, the child loads the encoding the document
+    # asks for (overflow.conv.yaml: ``encoding: cl100k_base``, read before the fork without
+    # PyYAML) and counts for this process, which loads no backend; the output is the one of
+    # counting in place.
+    from server import precount
+    from server.cli.main import main
+
+    doc = tmp_path / example
+    doc.write_text((ROOT / "examples" / example).read_text(encoding="utf-8"), encoding="utf-8")
+    assert len(doc.read_text(encoding="utf-8")) < precount.MIN_SHAPED_CHARS
+    args = ("assemble", str(doc), "--format", "json", "--today", "2026-01-01")
+    code, out, err, modules = _run(*args, cwd=tmp_path)
+    assert code == 0, err
+    assert _tokenizer_modules(modules) == ["server.tokenizers"]  # the module, no backend
+    monkeypatch.setattr(precount, "MIN_EARLY_CHARS", 10**12)  # no child: counted here
+    capsys.readouterr()
+    assert main(list(args)) == code
+    assert capsys.readouterr().out == out
 
 
 def test_the_program_ends_without_teardown_and_says_everything(
