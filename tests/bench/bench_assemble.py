@@ -38,28 +38,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchkit import adopt_orphans, reap_orphans
+
 ROOT = Path(__file__).resolve().parents[2]
 GEN = Path(__file__).resolve().parent / "gen_conversation.py"
 SIZES = {1: (1000, 1_000_000), 10: (10000, 10_000_000)}
-
-
-def _adopt_orphans() -> bool:
-    """Become the subreaper of the processes our commands leave behind (Linux only)."""
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        return False
-
-
-def _reap_orphans() -> None:
-    """Wait for every process left to this one (their CPU then counts in RUSAGE_CHILDREN)."""
-    while True:
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            return
 
 
 def main() -> int:
@@ -74,7 +57,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     from server.tokenizers import reference_encoding
 
-    if not _adopt_orphans():
+    if not adopt_orphans():
         print("note: a counting child left by a command is not in the CPU columns", file=sys.stderr)
 
     checkouts = [("this", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
@@ -114,7 +97,7 @@ def main() -> int:
                 check=False,
                 env={**env, "PYTHONPATH": str(checkout)},
             )
-            _reap_orphans()  # not counted in the first timed run
+            reap_orphans()  # not counted in the first timed run
         for _ in range(args.repeat):
             for label, checkout in checkouts:
                 t0 = time.perf_counter()
@@ -127,7 +110,7 @@ def main() -> int:
                     env={**env, "PYTHONPATH": str(checkout)},
                 )
                 cold[label].append(time.perf_counter() - t0)
-                _reap_orphans()
+                reap_orphans()
                 r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cold_cpu[label].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
                 assert proc.returncode == 0, proc.stderr.decode()

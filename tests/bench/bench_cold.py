@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchkit import adopt_orphans, reap_orphans
+
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "prompts/support-agent.prompt.md"
 COMMANDS: list[tuple[str, list[str]]] = [
@@ -49,25 +51,6 @@ COMMANDS: list[tuple[str, list[str]]] = [
 ]
 
 
-def _adopt_orphans() -> bool:
-    """Become the subreaper of the processes our commands leave behind (Linux only)."""
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        return False
-
-
-def _reap_orphans() -> None:
-    """Wait for every process left to this one (their CPU then counts in RUSAGE_CHILDREN)."""
-    while True:
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            return
-
-
 def _run(argv: list[str], checkout: Path, cwd: Path, env: dict[str, str]) -> tuple[float, float]:
     """One cold run: (wall, CPU) in seconds."""
     t0 = time.perf_counter()
@@ -80,7 +63,7 @@ def _run(argv: list[str], checkout: Path, cwd: Path, env: dict[str, str]) -> tup
         env={**env, "PYTHONPATH": str(checkout)},
     )
     wall = time.perf_counter() - t0
-    _reap_orphans()
+    reap_orphans()
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(argv)} in {checkout}: {proc.stderr.decode()}")
@@ -92,7 +75,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--baseline", type=Path, help="another promptls checkout to time too")
     args = ap.parse_args()
-    if not _adopt_orphans():
+    if not adopt_orphans():
         print("note: a counting child left by a command is not in the CPU columns", file=sys.stderr)
     checkouts = [("this", ROOT)]
     if args.baseline:

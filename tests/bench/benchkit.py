@@ -1,7 +1,8 @@
 """What the benchmark scripts share: loading this checkout's ``bench_lsp.py`` (its edit
 kinds and corpus generator), the options and document of a script that times the edit kinds
 once per checkout, running it as a worker per checkout and tabling the results, a writer
-that drops what it is given, and the one table printer."""
+that drops what it is given, the one table printer, and becoming the reaper of what the
+timed commands leave (their CPU then counted)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import argparse
 import atexit
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -109,6 +111,25 @@ class Sink:
 
     def close(self) -> None:
         pass
+
+
+def adopt_orphans() -> bool:
+    """Become the subreaper of the processes our commands leave behind (Linux only)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans() -> None:
+    """Wait for every process left to this one (their CPU then counts in RUSAGE_CHILDREN)."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
 
 
 def print_table(rows: Sequence[Sequence[str]], left: int = 1) -> None:
