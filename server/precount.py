@@ -598,8 +598,12 @@ def start(text: str | Rope, fmt: str, tokenizer: Tokenizer) -> PendingCounts | N
     The child inherits the tokenizer's cache: strings counted before are not counted again.
     An editor's rope is joined by the child, not here (the parent's parse joins it once).
     """
+    from server.tokenizers import counts_elsewhere
+
     count = getattr(tokenizer, "counter", None)
     if count is None or not _worth_forking(text, MIN_DOCUMENT_CHARS, str(fmt)):
+        return None
+    if counts_elsewhere(tokenizer):  # a serving child counts: asked, it counts these too
         return None
     pending = _fork(text, fmt, count, getattr(tokenizer, "cached", None), tokenizer.encoding)
     pending.drain = True

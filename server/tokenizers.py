@@ -93,15 +93,18 @@ def count_elsewhere(name: str, counts: Callable[[list[str]], list[int] | None]) 
 
     Only for an encoding that is bundled (its load cannot fall back to another one) and not
     loaded yet; returns whether ``counts`` was registered. The counts are the same: the
-    child counts with this module's own backends.
+    child counts with this module's own backends. A process forked from this one (a lint
+    worker) loads the encoding itself: its requests and this process's would interleave on
+    the child's pipes.
     """
     if name not in BUNDLED_ENCODINGS:
         return False
     local: list[Callable[[str], int]] = []
+    owner = os.getpid()
 
     def count_texts(texts: list[str]) -> list[int]:
         if not local:
-            ns = counts(texts)
+            ns = counts(texts) if os.getpid() == owner else None
             if ns is not None:
                 return ns
             local.append(_load_counter(name))
@@ -114,7 +117,19 @@ def count_elsewhere(name: str, counts: Callable[[list[str]], list[int] | None]) 
         if name in _LOADED:
             return False
         _LOADED[name] = CachedTokenizer(count_text, name, batch_fn=count_texts, byte_level=True)
+        _ELSEWHERE.add(count_text)
     return True
+
+
+# The counting functions of the tokenizers ``count_elsewhere`` registered.
+_ELSEWHERE: set[Callable[[str], int]] = set()
+
+
+def counts_elsewhere(tokenizer: Tokenizer) -> bool:
+    """Whether ``tokenizer`` counts through a child's pipes (``count_elsewhere``): a
+    process forked from here must not count with it (its requests and this process's
+    would interleave on the same pipes)."""
+    return getattr(tokenizer, "counter", None) in _ELSEWHERE
 
 
 def is_loaded(name: str) -> bool:

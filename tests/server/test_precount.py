@@ -942,3 +942,43 @@ def test_the_yaml_peek_reads_what_pyyaml_reads() -> None:
                 assert '"' in line.split(":", 1)[1][:2], line
 
     check()
+
+
+def test_a_forked_process_never_counts_through_the_parents_child(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # ``lint``'s early child counts for the process that forked it, over pipes: a process
+    # forked from that one (a lint worker, a document's own counting child) must not write
+    # to them. Here the "child" answers 999 for every text, so whose counts are used shows.
+    from server import tokenizers
+
+    monkeypatch.setattr(tokenizers, "_LOADED", {})
+    asked: list[list[str]] = []
+
+    def counts(texts: list[str]) -> list[int]:
+        asked.append(texts)
+        return [999] * len(texts)
+
+    assert tokenizers.count_elsewhere("o200k_base", counts)
+    tokenizer = load_tokenizer("o200k_base").tokenizer
+    assert tokenizers.counts_elsewhere(tokenizer)
+    assert tokenizer.count("hello there") == 999 and asked == [["hello there"]]
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the forked process: counts with the encoding itself
+        try:
+            os.write(write_fd, str(tokenizer.count("general kenobi")).encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    os.waitpid(pid, 0)
+    forked = int(os.read(read_fd, 64))
+    os.close(read_fd)
+    reference = tokenizers.reference_encoding("o200k_base")[0]
+    assert forked == len(reference.encode_ordinary("general kenobi"))
+    assert asked == [["hello there"]]  # nothing more was asked of the child
+    # Nor does a large document's analysis fork a counting child of its own with it.
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 0)
+    text = json.dumps({"messages": [{"role": "user", "content": "lorem ipsum " * 400}]})
+    assert precount.start(text, DocFormat.JSON, tokenizer) is None
+    other = precount.start(text, DocFormat.JSON, load_tokenizer("cl100k_base").tokenizer)
+    assert other is not None  # (a tokenizer counting here: as before)
+    other.close()
