@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from server import files  # the standard library only
+from server.cpus import usable_cpus  # so is this
 
 # This module imports the standard library only, and none of its heavier modules
 # (``dataclasses`` pulls in ``inspect``, ``ast``, ``dis``…): ``start_early`` runs before
@@ -479,7 +480,7 @@ def serve_early() -> PendingCounts | None:
     another encoding has it loaded here as usual; the child's is then unused, and cost
     only another core's time. None: no child (one core, no ``fork``, or the encoding is
     loaded already or not bundled)."""
-    if (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+    if usable_cpus() < 2 or not hasattr(os, "fork"):
         return None
     from assembly.tokens import DEFAULT_MODEL, resolve_encoding
     from server import tokenizers
@@ -614,7 +615,7 @@ def _worth_forking(text: str | Rope, min_chars: int, fmt: str = "yaml") -> bool:
     """Large enough, and, from ``MIN_SHAPED_CHARS`` on, (JSON) made of long strings: the
     child loads every value, so a document of many tiny values (a million short messages)
     would cost more memory in it than its counts save."""
-    if len(text) < min_chars or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+    if len(text) < min_chars or usable_cpus() < 2 or not hasattr(os, "fork"):
         return False
     if len(text) < MIN_SHAPED_CHARS:
         return True
@@ -687,7 +688,7 @@ def start_open(body: bytes) -> PendingCounts | None:
     None when no child is forked (a body this small, one core, no ``fork``); a body that
     is not a ``didOpen`` of a document worth it only ends its child early.
     """
-    if len(body) < MIN_DOCUMENT_CHARS or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+    if len(body) < MIN_DOCUMENT_CHARS or usable_cpus() < 2 or not hasattr(os, "fork"):
         return None
     read_fd, write_fd = os.pipe()
     widen_pipe(write_fd)
@@ -862,7 +863,7 @@ def _count_all(count: Callable[[str], int], texts: list[str]) -> tuple[list[int]
     sends its counts back; if it fails, this process counts that half too.
     """
     total = sum(map(len, texts))
-    if total < SPLIT_CHARS or len(texts) < 2 or (os.cpu_count() or 1) < 2:
+    if total < SPLIT_CHARS or len(texts) < 2 or usable_cpus() < 2:
         return [_count_one(count, t) for t in texts], None
     half, seen = 1, len(texts[0])
     while half < len(texts) - 1 and 2 * seen < total:  # the first half's characters

@@ -20,6 +20,7 @@ from assembly.syntax import yaml_loader
 from assembly.text import LineIndex
 from server.cli.lint.discover import Folder, check_configs, discover, folders_of
 from server.cli.lint.model import FileReport, Finding, LintOptions, LintResult
+from server.cpus import usable_cpus
 from server.output import diagnostics_json, head_diagnostic_json
 from server.tokenizers import load_tokenizer
 from server.workspace import analyze, analyze_prompt
@@ -207,8 +208,7 @@ def _n_workers(n_files: int, jobs: int | None) -> int:
         return max(1, min(jobs, n_files))
     if n_files < MIN_PARALLEL_FILES:
         return 1
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(cpus or 1, n_files // 4))
+    return max(1, min(usable_cpus(), n_files // 4))
 
 
 def _with_source(objs: list[dict[str, Any]], texts: dict[str, str]) -> Iterable[Finding]:
