@@ -12,7 +12,12 @@ without end; one whose caches are bounded levels off once they are full (the cou
 and the re-read memos, ``docs/architecture.md``). One row per checkout (``--root``,
 repeatable; this one by default), each run in its own server.
 
+``--open-close N`` soaks the other way documents come and go: N copies of the document,
+each opened (and analysed), edited once and closed in turn, the memory read every
+``--every`` documents: a server that keeps a closed document's state grows with each.
+
     python tests/bench/bench_soak.py [--size 1] [--format json] [--pairs 10000] [--every 1000]
+    python tests/bench/bench_soak.py --open-close 500 --every 50
 """
 
 from __future__ import annotations
@@ -113,6 +118,37 @@ def _soak(root: Path, doc: Path, fmt: str, args: argparse.Namespace) -> list[flo
     return rss
 
 
+def _open_close(root: Path, doc: Path, fmt: str, args: argparse.Namespace) -> list[float]:
+    bl = bench_lsp()
+    text = doc.read_text(encoding="utf-8")
+    log = doc.parent / f"soak-open-close-{root.name}.stderr.log"
+    rpc = bl.Rpc([sys.executable, "-m", "server.cli", "serve"], cwd=root, stderr=log)
+    rss: list[float] = []
+    language = "markdown" if fmt == "prompt" else fmt
+    try:
+        bl._start(rpc, doc, text, language)
+        rss.append(_rss_mb(rpc.proc.pid))
+        at = _places(text, fmt, 1)[0]
+        line, col = _position(text, at)
+        for k in range(1, args.open_close + 1):
+            copy = doc.with_name(f"copy{k}-{doc.name}")
+            copy.write_text(text, encoding="utf-8")
+            uri = copy.as_uri()
+            item = {"uri": uri, "languageId": language, "version": 1, "text": text}
+            rpc.notify("textDocument/didOpen", {"textDocument": item})
+            rpc.wait(bl._diagnostics_of(uri, 1))
+            bl._did_change(rpc, uri, 2, {"range": _range(line, col, line, col), "text": "x"})
+            rpc.wait(bl._diagnostics_of(uri, 2))
+            rpc.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+            copy.unlink()
+            rpc.drop(lambda m: m.get("method") == "textDocument/publishDiagnostics")
+            if k % args.every == 0:
+                rss.append(_rss_mb(rpc.proc.pid))
+    finally:
+        rpc.close()
+    return rss
+
+
 def _position(text: str, offset: int) -> tuple[int, int]:
     """LSP line and UTF-16 character of ``offset``."""
     line = text.count("\n", 0, offset)
@@ -133,6 +169,7 @@ def main() -> int:
     ap.add_argument("--every", type=int, default=1_000)
     ap.add_argument("--places", type=int, default=200)
     ap.add_argument("--corpus", type=Path, help="reuse or create the document in this folder")
+    ap.add_argument("--open-close", type=int, default=0, metavar="N", help="see above")
     args = ap.parse_args()
     if args.corpus is None:
         args.corpus = Path(tempfile.mkdtemp(prefix="promptls-soak-"))
@@ -142,10 +179,12 @@ def main() -> int:
     roots = args.root or [ROOT]
     rows = []
     for root in roots:
-        rss = _soak(root.resolve(), doc, args.format, args)
+        soak = _open_close if args.open_close else _soak
+        rss = soak(root.resolve(), doc, args.format, args)
         rows.append([str(root), *(f"{mb:.0f}" for mb in rss)])
     marks = [f"{k * args.every:,}" for k in range(len(rows[0]) - 1)]
-    print(f"VmRSS (MB) after the open and every {args.every:,} pairs, {doc.name}:")
+    what = "documents opened, edited and closed" if args.open_close else "pairs"
+    print(f"VmRSS (MB) after the open and every {args.every:,} {what}, {doc.name}:")
     print_table([["checkout", *marks], *rows])
     return 0
 
