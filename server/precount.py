@@ -525,19 +525,31 @@ PEEK_CHARS = 65_536  # where a document's ``settings`` are looked for before the
 def _peek_settings(text: str, fmt: str) -> dict[str, Any]:
     """``{"settings": …}`` when the first ``PEEK_CHARS`` of the text hold a settings object
     (a guess: a key of that name in a message would do too), else ``{}``. Of a YAML
-    document, only the plain scalars of a block mapping at the top level (``_peek_yaml``)."""
+    document, only a mapping at the top level (``_peek_yaml``). Of JSON, a request body's
+    ``model`` (an API log's) counts when the settings name neither model nor encoding, as
+    the reader takes it (``settings.model`` wins over it)."""
     if fmt == "yaml":
         return _peek_yaml(text)
+    settings: dict[str, Any] = {}
     m = _SETTINGS_KEY.search(text, 0, PEEK_CHARS)
-    if m is None:
-        return {}
-    try:
-        value = json.JSONDecoder().raw_decode(text, m.end())[0]
-    except (ValueError, RecursionError):  # not JSON there, or nested too deep for a guess
-        return {}
-    return {"settings": value}
+    if m is not None:
+        try:
+            value = json.JSONDecoder().raw_decode(text, m.end())[0]
+        except (ValueError, RecursionError):  # not JSON there, or nested too deep for a guess
+            return {}
+        if not isinstance(value, dict) or value.get("model") or value.get("encoding"):
+            return {"settings": value}
+        settings = value
+    model = _MODEL_KEY.search(text, 0, PEEK_CHARS)
+    if model is None:
+        return {"settings": settings} if m is not None else {}
+    return {"settings": {**settings, "model": model[1]}}
 
 
+_MODEL_KEY = re.compile(r'"model"\s*:\s*"([^"\\\n]{1,200})"')
+
+
+_YAML_FLOW_SETTINGS = re.compile(r"^settings:[ \t]*\{([^{}\[\]\n#]*)\}[ \t]*(?:#.*)?$", re.M)
 _YAML_SETTINGS = re.compile(r"^settings:[ \t]*(?:#.*)?\n((?:[ \t]+\S.*\n|[ \t]*(?:#.*)?\n)*)", re.M)
 # ``key: value`` on one line: double-quoted without escapes, single-quoted, or plain (not
 # opening with an indicator; ``#`` opens a comment only after a space).
@@ -554,8 +566,15 @@ _YAML_KEY = re.compile(
 def _peek_yaml(text: str) -> dict[str, Any]:
     """``{"settings": {"encoding": …, "model": …}}`` read from a ``settings:`` block at the
     top level of the first ``PEEK_CHARS`` of a YAML text: its ``encoding`` and ``model``
-    keys, at the block's own indentation, with a plain or quoted one-line value (PyYAML
-    is not imported before the fork; a guess: anything else is left to the parse)."""
+    keys, at the block's own indentation, with a plain or quoted one-line value, or from a
+    one-line flow mapping (``settings: {model: gpt-4o, max_input_tokens: 4096}``) of plain
+    values (PyYAML is not imported before the fork; a guess: anything else is left to the
+    parse)."""
+    flow = _YAML_FLOW_SETTINGS.search(text, 0, PEEK_CHARS)
+    if flow is not None:
+        pairs = (item.partition(":") for item in flow[1].split(","))
+        values = {k.strip(): v.strip().strip("'\"") for k, sep, v in pairs if sep}
+        return {"settings": {k: v for k, v in values.items() if k in ("model", "encoding") and v}}
     m = _YAML_SETTINGS.search(text, 0, PEEK_CHARS)
     if m is None:
         return {}

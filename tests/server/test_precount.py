@@ -894,7 +894,12 @@ def test_an_analysis_stops_the_child_it_drains_when_it_ends(tmp_path, monkeypatc
             "  - role: user\n    encoding: p50k_base\n",
             {"model": "gpt-4o-mini"},
         ),
-        ("settings: {model: gpt-4}\n", {}),  # a flow mapping: left to the parse
+        # A one-line flow mapping of plain values (the fixtures' style).
+        (
+            "settings: {max_input_tokens: 1000, model: 'claude-sonnet-4', safety_margin: 0}\n",
+            {"model": "claude-sonnet-4"},
+        ),
+        ("settings: {tools: {model: gpt-4}}\n", {}),  # nested: left to the parse
         ("messages:\n  - settings:\n      model: gpt-4\n", {}),  # not at the top level
         ("messages: []\n", {}),
     ],
@@ -904,6 +909,34 @@ def test_a_yaml_documents_settings_are_peeked_without_pyyaml(
 ) -> None:
     peeked = precount._peek_settings(text, "yaml")
     assert peeked.get("settings", {}) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # An API log: the request body's model (after its messages, keys sorted).
+        ('{"max_tokens": 1, "messages": [], "model": "claude-sonnet-4-0"}', "cl100k_base"),
+        ('{"model": "gpt-4o", "messages": []}', "o200k_base"),
+        # ``settings.model`` wins over it, as in the reader; so does ``settings.encoding``.
+        ('{"settings": {"model": "gpt-4"}, "model": "gpt-4o"}', "cl100k_base"),
+        ('{"settings": {"encoding": "cl100k_base"}, "model": "gpt-4o"}', "cl100k_base"),
+        ('{"settings": {"max_input_tokens": 5}, "model": "gpt-4"}', "cl100k_base"),
+        ('{"messages": []}', "o200k_base"),  # the default model's
+    ],
+)
+def test_a_json_documents_encoding_is_guessed_as_the_reader_takes_it(
+    text: str, expected: str
+) -> None:
+    assert precount._likely_encoding(text, "json") == expected
+    # And the reader agrees.
+    from assembly.host import DOCUMENT_SOURCE
+    from assembly.settings import SettingsLayer, resolve_settings
+    from assembly.tokens import resolve_encoding
+
+    conv = parse_conversation(text, DocFormat.JSON)
+    layer = SettingsLayer(DOCUMENT_SOURCE, conv.settings, conv.settings_ranges)
+    settings = resolve_settings([layer])[0]
+    assert resolve_encoding(settings.encoding, settings.model).encoding == expected
 
 
 def test_the_yaml_peek_reads_what_pyyaml_reads() -> None:
