@@ -480,7 +480,7 @@ def serve_early() -> PendingCounts | None:
     another encoding has it loaded here as usual; the child's is then unused, and cost
     only another core's time. None: no child (one core, no ``fork``, or the encoding is
     loaded already or not bundled)."""
-    if usable_cpus() < 2 or not hasattr(os, "fork"):
+    if not _can_fork():
         return None
     from assembly.tokens import DEFAULT_MODEL, resolve_encoding
     from server import tokenizers
@@ -630,11 +630,16 @@ def start(text: str | Rope, fmt: str, tokenizer: Tokenizer) -> PendingCounts | N
     return pending
 
 
+def _can_fork() -> bool:
+    """A child can run beside this process: ``fork`` exists and two cores are usable."""
+    return hasattr(os, "fork") and usable_cpus() >= 2
+
+
 def _worth_forking(text: str | Rope, min_chars: int, fmt: str = "yaml") -> bool:
     """Large enough, and, from ``MIN_SHAPED_CHARS`` on, (JSON) made of long strings: the
     child loads every value, so a document of many tiny values (a million short messages)
     would cost more memory in it than its counts save."""
-    if len(text) < min_chars or usable_cpus() < 2 or not hasattr(os, "fork"):
+    if len(text) < min_chars or not _can_fork():
         return False
     if len(text) < MIN_SHAPED_CHARS:
         return True
@@ -707,7 +712,7 @@ def start_open(body: bytes) -> PendingCounts | None:
     None when no child is forked (a body this small, one core, no ``fork``); a body that
     is not a ``didOpen`` of a document worth it only ends its child early.
     """
-    if len(body) < MIN_DOCUMENT_CHARS or usable_cpus() < 2 or not hasattr(os, "fork"):
+    if len(body) < MIN_DOCUMENT_CHARS or not _can_fork():
         return None
     read_fd, write_fd = os.pipe()
     widen_pipe(write_fd)
@@ -882,7 +887,7 @@ def _count_all(count: Callable[[str], int], texts: list[str]) -> tuple[list[int]
     sends its counts back; if it fails, this process counts that half too.
     """
     total = sum(map(len, texts))
-    if total < SPLIT_CHARS or len(texts) < 2 or usable_cpus() < 2:
+    if total < SPLIT_CHARS or len(texts) < 2 or not _can_fork():
         return [_count_one(count, t) for t in texts], None
     half, seen = 1, len(texts[0])
     while half < len(texts) - 1 and 2 * seen < total:  # the first half's characters

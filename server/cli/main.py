@@ -172,22 +172,35 @@ def _fork_early(argv: list[str]) -> None:
         return
     if argv[:1] != ["assemble"]:
         return
-    name = None
-    rest = iter(argv[1:])
-    for arg in rest:
-        if arg == "--":
-            name = next(rest, None)
-            break
-        if not arg.startswith("-") or arg == "-":
-            name = arg
-            break
-        if "=" not in arg and len(arg) > 2 and any(o.startswith(arg) for o in _VALUE_OPTIONS):
-            next(rest, None)  # its value
+    files, _ = _arguments(argv[1:], _VALUE_OPTIONS)
+    name = files[0] if files else None
     if name is None or name.lower().endswith(".prompt.md"):
         return
     from server import precount  # the standard library only
 
     _EARLY[name] = precount.start_early(Path(name), on_demand=True)
+
+
+def _arguments(args: list[str], value_options: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """A subcommand's positional arguments and its options' names (without ``=value``), as
+    argparse reads them before parsing: the argument after an option that takes a value
+    (``value_options``, or any unambiguous prefix of one) is its value, and everything
+    after ``--`` is positional."""
+    positional: list[str] = []
+    options: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            positional.extend(rest)
+            break
+        if not arg.startswith("-") or arg == "-":
+            positional.append(arg)
+            continue
+        name, eq, _ = arg.partition("=")
+        options.append(name)
+        if not eq and len(name) > 2 and any(o.startswith(name) for o in value_options):
+            next(rest, None)  # its value
+    return positional, options
 
 
 def _serve_early(args: list[str]) -> None:
@@ -196,22 +209,12 @@ def _serve_early(args: list[str]) -> None:
     gets a counting child of its own (``precount.MIN_DOCUMENT_CHARS``), and asks for no
     worker processes, no watching and no help. Anything else (a folder, an option it does
     not know): no child, and the encoding is loaded in this process as usual."""
-    paths: list[str] = []
-    rest = iter(args)
-    for arg in rest:
-        if arg == "--":
-            paths.extend(rest)
-            break
-        if not arg.startswith("-") or arg == "-":
-            paths.append(arg)
-            continue
-        name = arg.split("=", 1)[0]
-        if arg.startswith("-j") or arg == "-h" or any(o.startswith(name) for o in _LINT_NO_EARLY):
+    paths, options = _arguments(args, _LINT_VALUE_OPTIONS)
+    for name in options:
+        if name.startswith("-j") or name == "-h" or any(o.startswith(name) for o in _LINT_NO_EARLY):
             return
         if not any(o.startswith(name) for o in _LINT_VALUE_OPTIONS):
             return  # not an option of ``lint``'s: its usage error comes next
-        if "=" not in arg:
-            next(rest, None)  # its value
     if not paths or len(paths) > MAX_EARLY_LINT_FILES:
         return
     import stat

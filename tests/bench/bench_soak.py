@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,17 +79,26 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
-def _soak(root: Path, doc: Path, fmt: str, args: argparse.Namespace) -> list[float]:
+@contextlib.contextmanager
+def _server(root: Path, doc: Path, fmt: str, name: str) -> Iterator[tuple[Any, Any, str, str]]:
+    """``promptls serve`` of checkout ``root`` with ``doc`` opened: this checkout's
+    ``bench_lsp`` module, the connection, the text and its language id; shut down after."""
     bl = bench_lsp()
     text = doc.read_text(encoding="utf-8")
-    uri = doc.as_uri()
-    log = doc.parent / f"soak-{root.name}.stderr.log"
+    log = doc.parent / f"{name}-{root.name}.stderr.log"
     rpc = bl.Rpc([sys.executable, "-m", "server.cli", "serve"], cwd=root, stderr=log)
-    rss: list[float] = []
+    language = "markdown" if fmt == "prompt" else fmt
     try:
-        language = "markdown" if fmt == "prompt" else fmt
         bl._start(rpc, doc, text, language)
-        rss.append(_rss_mb(rpc.proc.pid))
+        yield bl, rpc, text, language
+    finally:
+        rpc.close()
+
+
+def _soak(root: Path, doc: Path, fmt: str, args: argparse.Namespace) -> list[float]:
+    uri = doc.as_uri()
+    with _server(root, doc, fmt, "soak") as (bl, rpc, text, _):
+        rss = [_rss_mb(rpc.proc.pid)]
         places = _places(text, fmt, args.places)
         version = 1
         for pair in range(1, args.pairs + 1):
@@ -113,23 +124,13 @@ def _soak(root: Path, doc: Path, fmt: str, args: argparse.Namespace) -> list[flo
                     rpc.response(request_id)
             if pair % args.every == 0:
                 rss.append(_rss_mb(rpc.proc.pid))
-    finally:
-        rpc.close()
     return rss
 
 
 def _open_close(root: Path, doc: Path, fmt: str, args: argparse.Namespace) -> list[float]:
-    bl = bench_lsp()
-    text = doc.read_text(encoding="utf-8")
-    log = doc.parent / f"soak-open-close-{root.name}.stderr.log"
-    rpc = bl.Rpc([sys.executable, "-m", "server.cli", "serve"], cwd=root, stderr=log)
-    rss: list[float] = []
-    language = "markdown" if fmt == "prompt" else fmt
-    try:
-        bl._start(rpc, doc, text, language)
-        rss.append(_rss_mb(rpc.proc.pid))
-        at = _places(text, fmt, 1)[0]
-        line, col = _position(text, at)
+    with _server(root, doc, fmt, "soak-open-close") as (bl, rpc, text, language):
+        rss = [_rss_mb(rpc.proc.pid)]
+        line, col = _position(text, _places(text, fmt, 1)[0])
         for k in range(1, args.open_close + 1):
             copy = doc.with_name(f"copy{k}-{doc.name}")
             copy.write_text(text, encoding="utf-8")
@@ -144,8 +145,6 @@ def _open_close(root: Path, doc: Path, fmt: str, args: argparse.Namespace) -> li
             rpc.drop(lambda m: m.get("method") == "textDocument/publishDiagnostics")
             if k % args.every == 0:
                 rss.append(_rss_mb(rpc.proc.pid))
-    finally:
-        rpc.close()
     return rss
 
 
