@@ -48,6 +48,7 @@ import os
 import re
 import select
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -338,6 +339,8 @@ class PendingCounts:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self.go = None
+        if self.serves is not None and (tokenizers := sys.modules.get("server.tokenizers")):
+            tokenizers.elsewhere_ended(self.count)  # (if ``count_elsewhere`` took it)
         try:
             if os.waitpid(self.pid, os.WNOHANG) == (0, 0):
                 os.kill(self.pid, signal.SIGKILL)

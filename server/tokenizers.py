@@ -116,13 +116,29 @@ def count_elsewhere(name: str, counts: Callable[[list[str]], list[int] | None]) 
     with _LOCK:
         if name in _LOADED:
             return False
-        _LOADED[name] = CachedTokenizer(count_text, name, batch_fn=count_texts, byte_level=True)
-        _ELSEWHERE.add(count_text)
+        tokenizer = CachedTokenizer(count_text, name, batch_fn=count_texts, byte_level=True)
+        _LOADED[name] = tokenizer
+        _ELSEWHERE[count_text] = (counts, tokenizer)
     return True
 
 
-# The counting functions of the tokenizers ``count_elsewhere`` registered.
-_ELSEWHERE: set[Callable[[str], int]] = set()
+def elsewhere_ended(counts: Callable[[list[str]], list[int] | None]) -> None:
+    """``counts`` (a child's, given to ``count_elsewhere``) is stopped: the tokenizer it
+    served is an ordinary one from now on (it loads the encoding when next asked and counts
+    one text at a time, so that a large document's counting child is asked first), and a
+    process forked from here may count with it."""
+    with _LOCK:
+        for counter, (served, tokenizer) in list(_ELSEWHERE.items()):
+            if served == counts:
+                del _ELSEWHERE[counter]
+                tokenizer.batch = None
+
+
+# The counting functions of the tokenizers ``count_elsewhere`` registered: the counts each
+# asks for, and the tokenizer.
+_ELSEWHERE: dict[
+    Callable[[str], int], tuple[Callable[[list[str]], list[int] | None], CachedTokenizer]
+] = {}
 
 
 def counts_elsewhere(tokenizer: Tokenizer) -> bool:

@@ -152,9 +152,10 @@ _SERVING: list[PendingCounts] = []
 # ``lint``'s options that take a value, and those after which no child is forked early.
 _LINT_VALUE_OPTIONS = ("--format", "--select", "--ignore", "--fail-on", "--root")
 _LINT_NO_EARLY = ("--jobs", "--watch", "--help")
-# ``lint`` of at most this many files, named on the command line, gets a counting child
-# before the engine is imported: fewer than lint's ``MIN_PARALLEL_FILES``, so that no worker
-# process (which would share its pipes) is ever forked.
+# ``lint`` of at most this many documents, named on the command line or found in the
+# folders it names, gets a counting child before the engine is imported: fewer than lint's
+# ``MIN_PARALLEL_FILES``, so that no worker process is forked (a worker would load the
+# encoding itself: ``tokenizers.count_elsewhere`` serves only the process that forked it).
 MAX_EARLY_LINT_FILES = 8
 
 
@@ -205,36 +206,94 @@ def _arguments(args: list[str], value_options: tuple[str, ...]) -> tuple[list[st
 
 def _serve_early(args: list[str]) -> None:
     """Fork ``lint``'s counting child (``precount.serve_early``) when the command line names
-    at most ``MAX_EARLY_LINT_FILES`` regular files, smaller together than a document that
-    gets a counting child of its own (``precount.MIN_DOCUMENT_CHARS``), and asks for no
-    worker processes, no watching and no help. Anything else (a folder, an option it does
-    not know): no child, and the encoding is loaded in this process as usual."""
+    at most ``MAX_EARLY_LINT_FILES`` documents, named or in the folders it names (``.`` by
+    default; ``_documents_below``), smaller together than a document that gets a counting
+    child of its own (``precount.MIN_DOCUMENT_CHARS``), and asks for no worker processes,
+    no watching and no help. Anything else (a larger folder, an option it does not know):
+    no child, and the encoding is loaded in this process as usual."""
     paths, options = _arguments(args, _LINT_VALUE_OPTIONS)
     for name in options:
         if name.startswith("-j") or name == "-h" or any(o.startswith(name) for o in _LINT_NO_EARLY):
             return
         if not any(o.startswith(name) for o in _LINT_VALUE_OPTIONS):
             return  # not an option of ``lint``'s: its usage error comes next
-    if not paths or len(paths) > MAX_EARLY_LINT_FILES:
+    if len(paths) > MAX_EARLY_LINT_FILES:
         return
     import stat
 
     from server import precount  # the standard library only
 
-    total = 0
+    n = total = 0
+    paths = paths or ["."]
     for path in paths:
         try:
             st = os.stat(path)
         except (OSError, ValueError):
             return
-        if not stat.S_ISREG(st.st_mode):
+        if stat.S_ISDIR(st.st_mode):
+            found = _documents_below(path)
+            if found is None:
+                return
+            n, total = n + found[0], total + found[1]
+        elif stat.S_ISREG(st.st_mode):
+            n, total = n + 1, total + st.st_size
+        else:
             return
-        total += st.st_size
-    if total >= precount.MIN_DOCUMENT_CHARS:
-        return
+        if n > MAX_EARLY_LINT_FILES or total >= precount.MIN_DOCUMENT_CHARS:
+            return
+    if not n:
+        return  # a folder with nothing to lint
     pending = precount.serve_early()
     if pending is not None:
         _SERVING.append(pending)
+
+
+# What lint's discovery (``server.cli.lint.discover``) looks for in a folder and walks
+# past, for the count below (a test checks they are the same).
+_DOCUMENT_SUFFIXES = (".conv.json", ".conv.jsonl", ".conv.yaml", ".conv.yml", ".prompt.md")
+_SKIP_DIRS = frozenset({".git", "node_modules", ".venv"})
+# The most folder entries read before the engine is imported: a larger tree is walked
+# once, by discovery, and has the encoding loaded in this process.
+MAX_EARLY_SCAN_ENTRIES = 1_000
+
+
+def _documents_below(top: str) -> tuple[int, int] | None:
+    """How many documents lint's discovery could find under the folder ``top``, and their
+    bytes: every file it would consider (the document suffixes, outside the folders it
+    skips), before ``.gitignore`` and ``exclude`` take some away. None: more than
+    ``MAX_EARLY_LINT_FILES``, or a tree of more than ``MAX_EARLY_SCAN_ENTRIES`` entries.
+
+    Files that a settings file's ``include`` adds are not counted: a folder that has more
+    than it seems forks lint's workers, which load the encoding themselves
+    (``tokenizers.count_elsewhere`` serves only the process that forked the child)."""
+    import stat
+
+    n = total = entries = 0
+    todo = [top]
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as it:
+                for entry in it:
+                    entries += 1
+                    if entries > MAX_EARLY_SCAN_ENTRIES:
+                        return None
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            if entry.name not in _SKIP_DIRS:
+                                todo.append(entry.path)
+                            continue
+                        if not entry.name.lower().endswith(_DOCUMENT_SUFFIXES):
+                            continue
+                        st = entry.stat()
+                    except (OSError, ValueError):
+                        continue  # discovery skips it too, with a note
+                    if stat.S_ISREG(st.st_mode):
+                        n, total = n + 1, total + st.st_size
+                        if n > MAX_EARLY_LINT_FILES:
+                            return None
+        except (OSError, ValueError):
+            continue  # an unreadable folder: discovery says so
+    return n, total
 
 
 def _engine_caches(command: str) -> None:

@@ -145,7 +145,25 @@ def test_lint_of_a_few_files_loads_its_encoding_in_a_child_only(
         capsys.readouterr()
         assert cli.main(list(argv)) == was_code
         assert capsys.readouterr().out == was_out
-    # A folder: the encoding is loaded in this process.
+    # A folder of a few documents (``.`` by default) is served by the child too, with the
+    # output of counting in place.
+    few = tmp_path / "few"
+    for name in (names[0], names[2]):
+        (few / name).parent.mkdir(parents=True, exist_ok=True)
+        (few / name).write_text((tmp_path / name).read_text(encoding="utf-8"))
+    for folder in (("few",), ()):
+        cwd = tmp_path if folder else few
+        code_dir, out_dir, err, modules = _run("lint", "--format", "json", *folder, cwd=cwd)
+        assert _tokenizer_modules(modules) == ["server.tokenizers"], err
+        monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        assert cli.main(["lint", "--format", "json", *folder]) == code_dir
+        assert capsys.readouterr().out == out_dir
+    monkeypatch.chdir(tmp_path)
+    # More documents than that in the folder (here, beside the other files): loaded here.
+    for k in range(cli.MAX_EARLY_LINT_FILES):
+        (tmp_path / "more" / f"m{k}.conv.json").parent.mkdir(exist_ok=True)
+        (tmp_path / "more" / f"m{k}.conv.json").write_text('{"messages": []}')
     code, _, err, modules = _run("lint", ".", cwd=tmp_path)
     assert "bpe_openai._bindings" in modules, err
     # Nor is a child forked for more files than that, worker processes asked for (they
@@ -478,3 +496,72 @@ def test_a_one_shot_command_ends_without_turning_the_collector_back_on(tmp_path:
     assert gc.isenabled()
     assert main(args) == 0
     assert gc.isenabled()
+
+
+def test_the_folder_count_before_lint_forks_its_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``lint FOLDER`` forks its counting child only when the folder holds few documents: the
+    # count is made before the engine is imported, so it reads what discovery reads.
+    from server.cli import main as cli
+    from server.cli.lint import discover
+
+    assert cli._DOCUMENT_SUFFIXES == discover.DOCUMENT_SUFFIXES
+    assert cli._SKIP_DIRS == discover.SKIP_DIRS
+    (tmp_path / "a.conv.json").write_text("{}")
+    (tmp_path / "B.Prompt.MD").write_text("x" * 10)  # discovery's suffixes ignore case
+    (tmp_path / "notes.md").write_text("not a document")
+    for skipped in (".git", "node_modules", ".venv"):
+        (tmp_path / skipped).mkdir()
+        (tmp_path / skipped / "c.conv.yaml").write_text("messages: []")
+    (tmp_path / "sub" / "deeper").mkdir(parents=True)
+    (tmp_path / "sub" / "deeper" / "d.conv.jsonl").write_text("{}\n")
+    (tmp_path / "sub" / "dangling.conv.json").symlink_to(tmp_path / "nowhere")  # dangling
+    assert cli._documents_below(str(tmp_path)) == (3, 2 + 10 + 3)
+    from server.cli.lint.model import LintOptions
+
+    assert [p.name for p in discover.discover([tmp_path], LintOptions(cwd=tmp_path))] == [
+        "B.Prompt.MD",
+        "a.conv.json",
+        "d.conv.jsonl",
+    ]
+    monkeypatch.setattr(cli, "MAX_EARLY_LINT_FILES", 2)
+    assert cli._documents_below(str(tmp_path)) is None  # too many to serve
+    monkeypatch.setattr(cli, "MAX_EARLY_LINT_FILES", 8)
+    monkeypatch.setattr(cli, "MAX_EARLY_SCAN_ENTRIES", 5)
+    assert cli._documents_below(str(tmp_path)) is None  # too large a tree to read twice
+    monkeypatch.setattr(cli, "MAX_EARLY_SCAN_ENTRIES", 1_000)
+    # Each of these forks no child: too many documents in all, too many bytes, no folder.
+    from server import precount, tokenizers
+
+    monkeypatch.setattr(tokenizers, "_LOADED", {})  # as in a fresh process: a child could serve
+    (tmp_path / "more").mkdir()
+    for k in range(6):
+        (tmp_path / "more" / f"m{k}.conv.json").write_text("{}")
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 3)
+    (tmp_path / "sub" / "deeper" / "empty").mkdir()
+    for argv in (
+        [str(tmp_path)],
+        [str(tmp_path / "sub")],  # one document of 3 bytes
+        [str(tmp_path / "more"), str(tmp_path / "a.conv.json")],  # 6 + 2 bytes
+        [str(tmp_path / "missing")],
+        [str(tmp_path / "sub" / "deeper" / "empty")],  # no document in it
+    ):
+        cli._serve_early(argv)
+        served, cli._SERVING[:] = list(cli._SERVING), []
+        for child in served:
+            child.close()
+        assert served == [], argv
+    # The count's own limit is checked before a child is forked.
+    monkeypatch.setattr(precount, "MIN_DOCUMENT_CHARS", 4)
+    cli._serve_early([str(tmp_path / "sub")])
+    (child,) = cli._SERVING
+    (served,) = tokenizers._LOADED.values()
+    assert tokenizers.counts_elsewhere(served) and served.batch is not None
+    assert served.count("hello world") == 2  # counted by the child
+    # Stopped, the child no longer serves: its tokenizer is an ordinary one (a process that
+    # goes on, as a test's does, loads the encoding when next asked).
+    child.close()
+    cli._SERVING.clear()
+    assert not tokenizers.counts_elsewhere(served) and served.batch is None
+    assert served.count("hello world!") == 3
