@@ -207,7 +207,7 @@ def _arguments(args: list[str], value_options: tuple[str, ...]) -> tuple[list[st
 def _serve_early(args: list[str]) -> None:
     """Fork ``lint``'s counting child (``precount.serve_early``) when the command line names
     at most ``MAX_EARLY_LINT_FILES`` documents, named or in the folders it names (``.`` by
-    default; ``_documents_below``), smaller together than a document that gets a counting
+    default; ``folders.documents_below``), smaller together than a document that gets a counting
     child of its own (``precount.MIN_DOCUMENT_CHARS``), and asks for no worker processes,
     no watching and no help. Anything else (a larger folder, an option it does not know):
     no child, and the encoding is loaded in this process as usual."""
@@ -222,6 +222,7 @@ def _serve_early(args: list[str]) -> None:
     import stat
 
     from server import precount  # the standard library only
+    from server.cli import folders  # so is this
 
     n = total = 0
     paths = paths or ["."]
@@ -231,7 +232,7 @@ def _serve_early(args: list[str]) -> None:
         except (OSError, ValueError):
             return
         if stat.S_ISDIR(st.st_mode):
-            found = _documents_below(path)
+            found = folders.documents_below(path, MAX_EARLY_LINT_FILES - n)
             if found is None:
                 return
             n, total = n + found[0], total + found[1]
@@ -246,54 +247,6 @@ def _serve_early(args: list[str]) -> None:
     pending = precount.serve_early()
     if pending is not None:
         _SERVING.append(pending)
-
-
-# What lint's discovery (``server.cli.lint.discover``) looks for in a folder and walks
-# past, for the count below (a test checks they are the same).
-_DOCUMENT_SUFFIXES = (".conv.json", ".conv.jsonl", ".conv.yaml", ".conv.yml", ".prompt.md")
-_SKIP_DIRS = frozenset({".git", "node_modules", ".venv"})
-# The most folder entries read before the engine is imported: a larger tree is walked
-# once, by discovery, and has the encoding loaded in this process.
-MAX_EARLY_SCAN_ENTRIES = 1_000
-
-
-def _documents_below(top: str) -> tuple[int, int] | None:
-    """How many documents lint's discovery could find under the folder ``top``, and their
-    bytes: every file it would consider (the document suffixes, outside the folders it
-    skips), before ``.gitignore`` and ``exclude`` take some away. None: more than
-    ``MAX_EARLY_LINT_FILES``, or a tree of more than ``MAX_EARLY_SCAN_ENTRIES`` entries.
-
-    Files that a settings file's ``include`` adds are not counted: a folder that has more
-    than it seems forks lint's workers, which load the encoding themselves
-    (``tokenizers.count_elsewhere`` serves only the process that forked the child)."""
-    import stat
-
-    n = total = entries = 0
-    todo = [top]
-    while todo:
-        try:
-            with os.scandir(todo.pop()) as it:
-                for entry in it:
-                    entries += 1
-                    if entries > MAX_EARLY_SCAN_ENTRIES:
-                        return None
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            if entry.name not in _SKIP_DIRS:
-                                todo.append(entry.path)
-                            continue
-                        if not entry.name.lower().endswith(_DOCUMENT_SUFFIXES):
-                            continue
-                        st = entry.stat()
-                    except (OSError, ValueError):
-                        continue  # discovery skips it too, with a note
-                    if stat.S_ISREG(st.st_mode):
-                        n, total = n + 1, total + st.st_size
-                        if n > MAX_EARLY_LINT_FILES:
-                            return None
-        except (OSError, ValueError):
-            continue  # an unreadable folder: discovery says so
-    return n, total
 
 
 def _engine_caches(command: str) -> None:

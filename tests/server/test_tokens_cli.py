@@ -503,11 +503,14 @@ def test_the_folder_count_before_lint_forks_its_child(
 ) -> None:
     # ``lint FOLDER`` forks its counting child only when the folder holds few documents: the
     # count is made before the engine is imported, so it reads what discovery reads.
+    from assembly.documents import CONVERSATION_SUFFIXES
+    from assembly.host import PROMPT_SUFFIX
+    from server.cli import folders
     from server.cli import main as cli
     from server.cli.lint import discover
+    from server.cli.lint.model import LintOptions
 
-    assert cli._DOCUMENT_SUFFIXES == discover.DOCUMENT_SUFFIXES
-    assert cli._SKIP_DIRS == discover.SKIP_DIRS
+    assert (*CONVERSATION_SUFFIXES, PROMPT_SUFFIX) == folders.DOCUMENT_SUFFIXES
     (tmp_path / "a.conv.json").write_text("{}")
     (tmp_path / "B.Prompt.MD").write_text("x" * 10)  # discovery's suffixes ignore case
     (tmp_path / "notes.md").write_text("not a document")
@@ -516,21 +519,17 @@ def test_the_folder_count_before_lint_forks_its_child(
         (tmp_path / skipped / "c.conv.yaml").write_text("messages: []")
     (tmp_path / "sub" / "deeper").mkdir(parents=True)
     (tmp_path / "sub" / "deeper" / "d.conv.jsonl").write_text("{}\n")
-    (tmp_path / "sub" / "dangling.conv.json").symlink_to(tmp_path / "nowhere")  # dangling
-    assert cli._documents_below(str(tmp_path)) == (3, 2 + 10 + 3)
-    from server.cli.lint.model import LintOptions
-
+    (tmp_path / "sub" / "dangling.conv.json").symlink_to(tmp_path / "nowhere")
+    assert folders.documents_below(str(tmp_path), 8) == (3, 2 + 10 + 3)
     assert [p.name for p in discover.discover([tmp_path], LintOptions(cwd=tmp_path))] == [
         "B.Prompt.MD",
         "a.conv.json",
         "d.conv.jsonl",
     ]
-    monkeypatch.setattr(cli, "MAX_EARLY_LINT_FILES", 2)
-    assert cli._documents_below(str(tmp_path)) is None  # too many to serve
-    monkeypatch.setattr(cli, "MAX_EARLY_LINT_FILES", 8)
-    monkeypatch.setattr(cli, "MAX_EARLY_SCAN_ENTRIES", 5)
-    assert cli._documents_below(str(tmp_path)) is None  # too large a tree to read twice
-    monkeypatch.setattr(cli, "MAX_EARLY_SCAN_ENTRIES", 1_000)
+    assert folders.documents_below(str(tmp_path), 2) is None  # too many to serve
+    monkeypatch.setattr(folders, "MAX_SCAN_ENTRIES", 5)
+    assert folders.documents_below(str(tmp_path), 8) is None  # too large a tree to read twice
+    monkeypatch.setattr(folders, "MAX_SCAN_ENTRIES", 1_000)
     # Each of these forks no child: too many documents in all, too many bytes, no folder.
     from server import precount, tokenizers
 

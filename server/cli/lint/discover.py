@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from assembly.documents import CONVERSATION_SUFFIXES
-from assembly.host import PROMPT_SUFFIX
 from assembly.settings import Settings, resolve_settings
 from server import files as fileio
+from server.cli.folders import DOCUMENT_SUFFIXES, SKIP_DIRS
 from server.cli.lint.model import LintError, LintOptions, shown_path
 from server.config import ConfigFile, find_config
 
@@ -22,12 +21,6 @@ from server.config import ConfigFile, find_config
 # `include`/`exclude` settings.
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
-
-DOCUMENT_SUFFIXES = (*CONVERSATION_SUFFIXES, PROMPT_SUFFIX)
-
-
-SKIP_DIRS = frozenset({".git", "node_modules", ".venv"})
-
 
 MAX_GITIGNORE_BYTES = 8 * 1024 * 1024  # checked before reading (``server.files``)
 
