@@ -45,10 +45,10 @@ from assembly.diagnostics import (
 from assembly.documents import format_for_path, read_tools, tools_from_settings
 from assembly.incremental import changed_span, reparse_conversation
 from assembly.model import Conversation, DocFormat, Issue, PromptRef, PromptTemplate, ToolDef
-from assembly.prompts import parse_prompt
 from assembly.reading import parse_conversation
 from assembly.rope import Rope
 from assembly.settings import Settings, SettingsLayer, resolve_settings
+from assembly.sysprompt import parse_prompt_text
 from assembly.text import TextRange
 from assembly.tokens import Tokenizer
 
@@ -497,26 +497,6 @@ class AnalysisHost:
 
 # ----------------------------------------------------------------------------- templates
 
-# The last templates parsed, by text: the conversations of a project that share one
-# ``*.prompt.md`` (and the template linted on its own) parse it once in a process
-# (``promptls lint``, an editor analysing them one after the other). A template is a pure
-# function of its text and immutable; only texts up to ``_MAX_TEMPLATE_CHARS`` are kept.
-_TEMPLATES: dict[str, PromptTemplate] = {}
-_MAX_TEMPLATES = 8
-_MAX_TEMPLATE_CHARS = 1 << 20
-
-
-def parse_template(text: str) -> PromptTemplate:
-    """``prompts.parse_prompt``, remembered for the last few texts."""
-    hit = _TEMPLATES.get(text)
-    if hit is None:
-        hit = parse_prompt(text)
-        if len(text) <= _MAX_TEMPLATE_CHARS:
-            if len(_TEMPLATES) >= _MAX_TEMPLATES:
-                del _TEMPLATES[next(iter(_TEMPLATES))]
-            _TEMPLATES[text] = hit
-    return hit
-
 
 def analyze_prompt(
     text: str, inputs: Inputs, sources: Sources, *, user_tools: Collection[str] | None = None
@@ -527,7 +507,7 @@ def analyze_prompt(
     ``system_prompt`` points here); they join the ``tools`` setting, so the instruction
     rules know the tools the template is sent with.
     """
-    template = parse_template(text)
+    template = parse_prompt_text(text)
     diags = [*inputs.diagnostics, *from_issues(template.issues)]
     layers = list(inputs.layers)
     fm_settings = template.front_matter.get("settings")
@@ -765,7 +745,7 @@ def _template(
             deps.append(found.missing)
         return None, None
     diags.extend(_elsewhere(list(found.diagnostics), found.path))
-    template = parse_template(found.text)
+    template = parse_prompt_text(found.text)
     diags.extend(_elsewhere(from_issues(template.issues), found.path))
     return template, found.path
 

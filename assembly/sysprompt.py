@@ -177,19 +177,26 @@ def tool_name_of_heading(title: str) -> str:
 def parse_prompt_text(text: str) -> PromptTemplate:
     """Parse any prompt text (inline or from a message) as a Markdown template.
 
-    The last text parsed is remembered by identity: the pipeline and the prompt rules both
-    parse a conversation's system prompt, the same string, in one analysis (a template is
-    a pure function of its text, and nothing changes one)."""
-    global _last_parsed
-    hit = _last_parsed
-    if hit is not None and hit[0] is text:
-        return hit[1]
-    template = parse_prompt(text)
-    _last_parsed = (text, template)
-    return template
+    The last few texts parsed are remembered (a template is a pure function of its text,
+    and nothing changes one): the pipeline and the prompt rules both parse a conversation's
+    system prompt in one analysis, and an agent's logged conversations share theirs (a
+    folder of them is linted one after the other; an editor checks the open ones). The
+    texts kept are at most ``_MAX_PARSED_CHARS`` characters in all, the oldest dropped
+    first (a prompt typed in keeps its last version or two)."""
+    hit = _PARSED.get(text)
+    if hit is None:
+        hit = parse_prompt(text)
+        kept = len(text) + sum(map(len, _PARSED))
+        while _PARSED and (len(_PARSED) >= _MAX_PARSED or kept > _MAX_PARSED_CHARS):
+            kept -= len(_PARSED.pop(next(iter(_PARSED))).text)
+        if kept <= _MAX_PARSED_CHARS:
+            _PARSED[text] = hit
+    return hit
 
 
-_last_parsed: tuple[str, PromptTemplate] | None = None
+_PARSED: dict[str, PromptTemplate] = {}
+_MAX_PARSED = 8
+_MAX_PARSED_CHARS = 1 << 21
 
 
 def _tools_section(template: PromptTemplate) -> int | None:

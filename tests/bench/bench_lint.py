@@ -16,6 +16,9 @@ With ``--project``, the corpus is instead one project's: four prompt templates a
 conversations that each point to one of them (``system_prompt``), smaller than the
 default corpus's, so a template's own work (parsing it, indexing it for the instruction
 rule) is most of a conversation's: it measures the work the files of a project have in common.
+With ``--logs``, the corpus is an agent's logged conversations: one 17 KB system prompt,
+inline in each conversation (as an API log has it), and tools that vary from one
+conversation to the next (each offers some of the agent's twelve), as tau-bench's runs do.
 
 With ``--instructions N`` (needs valgrind), each checkout also lints N files spread evenly
 over the corpus sequentially under callgrind, and once one file alone: the instructions per
@@ -33,7 +36,8 @@ other load), how long the run lasts after the last worker has gone, and how busy
 were over the whole run (CPU of every process over cores × wall).
 
     python tests/bench/bench_lint.py [--files 1000] [--repeat 3] [--corpus DIR]
-        [--baseline DIR [--baseline-python PYTHON]] [--instructions N] [--project] [--timeline]
+        [--baseline DIR [--baseline-python PYTHON]] [--instructions N] [--project | --logs]
+        [--timeline]
 
 The issue's "today" (202 files/s parallel, 2026-11-30) is commit ``edc2069``, whose
 encodings come from a tiktoken plugin it installs: time it in its own environment,
@@ -87,6 +91,11 @@ def main() -> int:
         help="a project's corpus: conversations sharing four prompt templates",
     )
     ap.add_argument(
+        "--logs",
+        action="store_true",
+        help="an agent's logs: conversations sharing one inline system prompt, tools varying",
+    )
+    ap.add_argument(
         "--timeline",
         action="store_true",
         help="also sample each checkout's parallel run from /proc: head, workers, tail",
@@ -102,7 +111,8 @@ def main() -> int:
     corpus = args.corpus or scratch
     corpus.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    (_generate_project if args.project else _generate)(corpus, args.files)
+    generate = _generate_project if args.project else _generate_logs if args.logs else _generate
+    generate(corpus, args.files)
     files = sorted(p for p in corpus.rglob("*") if p.is_file())
     n_bytes = sum(p.stat().st_size for p in files)
     print(
@@ -349,6 +359,51 @@ def _generate_project(corpus: Path, n_files: int) -> None:
         doc = json.loads(out.read_text(encoding="utf-8"))
         doc["system_prompt"] = f"../prompts/agent{k}.prompt.md"
         doc["messages"] = [m for m in doc["messages"] if m.get("role") != "system"]
+        out.write_text(json.dumps(doc, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
+LOG_TOOLS = 12
+
+
+def _generate_logs(corpus: Path, n_files: int) -> None:
+    """Write an agent's logs (skipping files already there): its 17 KB prompt template
+    (``agent.prompt.md``, as the agent's repository holds it) and conversations of 2-10 KB
+    in JSON whose system message is that prompt, each offering some of ``LOG_TOOLS`` tools
+    (15 sets in turn)."""
+    prompt_file = corpus / "agent.prompt.md"
+    if not prompt_file.exists():
+        corpus.mkdir(parents=True, exist_ok=True)
+        cmd = ["--prompt", "--target-bytes", "17000", "--seed", "7", "--out", str(prompt_file)]
+        subprocess.run([sys.executable, str(GEN), *cmd], check=True)
+    prompt = prompt_file.read_text(encoding="utf-8")
+    jobs, convs = [], []
+    for i in range(n_files - 1):
+        out = corpus / f"runs{i % 10}/run{i:04}.conv.json"
+        if not out.exists():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            messages, target = 6 + (i * 37) % 15, 2000 + (i * 7919) % 8000
+            cmd = ["--messages", str(messages), "--target-bytes", str(target)]
+            jobs.append([*cmd, "--format", "json", "--seed", str(9000 + i), "--out", str(out)])
+            convs.append((out, i))
+
+    def run(cmd: list[str]) -> None:
+        subprocess.run([sys.executable, str(GEN), *cmd], check=True)
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        list(pool.map(run, jobs))
+    for out, i in convs:  # the agent's prompt and some of its tools
+        doc = json.loads(out.read_text(encoding="utf-8"))
+        doc.pop("system_prompt", None)
+        doc["messages"] = [
+            {"role": "system", "content": prompt},
+            *(m for m in doc["messages"] if m.get("role") != "system"),
+        ]
+        mask = i % 15 + 1  # of the four groups of three tools, those this run offers
+        names = [f"agent_tool_{k}" for k in range(LOG_TOOLS) if mask >> (k % 4) & 1]
+        doc["tools"] = [
+            {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+            for n in [*names, "read_file"]
+        ]
         out.write_text(json.dumps(doc, ensure_ascii=False, indent=1), encoding="utf-8")
 
 

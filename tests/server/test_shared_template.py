@@ -1,7 +1,8 @@
 """Work shared by the conversations of a project that use one ``*.prompt.md``.
 
-``promptls lint`` analyses each file afresh; a template referenced by many conversations
-is parsed once (``host.parse_template``) and indexed once for ``instruction-far-from-section``
+``promptls lint`` analyses each file afresh; a template referenced by many conversations,
+or an inline system prompt that an agent's logged conversations share, is parsed once
+(``sysprompt.parse_prompt_text``) and indexed once for ``instruction-far-from-section``
 (``instructions._topics``) per process, for as long as its text, the tools and the
 section topics are the same. The findings must be exactly those of an analysis with
 nothing remembered.
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from assembly import host
+from assembly import sysprompt
 from assembly.diagnostics.rules import instructions
 from server.output import diagnostics_json
 from server.workspace import analyze
@@ -52,8 +53,9 @@ def _findings(path: Path, root: Path) -> list[dict[str, Any]]:
 
 
 def _forget() -> None:
-    host._TEMPLATES.clear()
+    sysprompt._PARSED.clear()
     instructions._TOPICS.clear()
+    instructions._TEXT_TOOLS.clear()
 
 
 def test_a_shared_template_is_parsed_and_indexed_once(
@@ -63,7 +65,7 @@ def test_a_shared_template_is_parsed_and_indexed_once(
     _forget()
     parses: list[str] = []
     indexes: list[str] = []
-    parse, topics = host.parse_prompt, instructions._Topics
+    parse, topics = sysprompt.parse_prompt, instructions._Topics
 
     def counting_parse(text: str) -> Any:
         parses.append(text)
@@ -74,7 +76,7 @@ def test_a_shared_template_is_parsed_and_indexed_once(
             indexes.append(template.text)
             super().__init__(template, *args)
 
-    monkeypatch.setattr(host, "parse_prompt", counting_parse)
+    monkeypatch.setattr(sysprompt, "parse_prompt", counting_parse)
     monkeypatch.setattr(instructions, "_Topics", CountingTopics)
     for p in paths:
         _findings(p, tmp_path)
@@ -98,12 +100,79 @@ def test_findings_equal_those_of_analyses_that_remember_nothing(tmp_path: Path) 
 
 def test_the_memos_are_bounded() -> None:
     _forget()
-    for i in range(host._MAX_TEMPLATES + 5):
-        host.parse_template(f"# Title {i}\n\nAlways answer briefly.\n")
-    assert len(host._TEMPLATES) == host._MAX_TEMPLATES
-    big = "# Big\n\n" + "Always answer. " * (host._MAX_TEMPLATE_CHARS // 15 + 1)
-    host.parse_template(big)
-    assert big not in host._TEMPLATES
+    for i in range(sysprompt._MAX_PARSED + 5):
+        sysprompt.parse_prompt_text(f"# Title {i}\n\nAlways answer briefly.\n")
+    assert len(sysprompt._PARSED) == sysprompt._MAX_PARSED
+    big = "# Big\n\n" + "Always answer. " * (sysprompt._MAX_PARSED_CHARS // 15 + 1)
+    sysprompt.parse_prompt_text(big)
+    assert big not in sysprompt._PARSED
+    # Texts are kept up to a number of characters in all: a large one drops the others.
+    half = "# Half\n\n" + "Always answer. " * (sysprompt._MAX_PARSED_CHARS // 30)
+    sysprompt.parse_prompt_text(half)
+    assert list(sysprompt._PARSED)[-1] is half
+    assert sum(map(len, sysprompt._PARSED)) <= sysprompt._MAX_PARSED_CHARS
+    sysprompt.parse_prompt_text(half + "!")
+    assert list(sysprompt._PARSED) == [half + "!"]
     # An equal text (another string object) is the same template.
     text = "# Tools\n\nUse web_search.\n"
-    assert host.parse_template(text) is host.parse_template("".join(list(text)))
+    assert sysprompt.parse_prompt_text(text) is sysprompt.parse_prompt_text("".join(list(text)))
+    # The word indexes: the least recently used go first, within a bound of characters.
+    template = sysprompt.parse_prompt_text(text)
+    topics = {}
+    for i in range(instructions._MAX_TOPICS):
+        topics[i] = instructions._topics(template, [f"tool_{i}"], {})
+    instructions._topics(template, ["tool_0"], {})  # used again: kept
+    instructions._topics(template, ["another"], {})
+    assert len(instructions._TOPICS) == instructions._MAX_TOPICS
+    assert instructions._topics(template, ["tool_0"], {}) is topics[0]
+    assert instructions._topics(template, ["tool_1"], {}) is not topics[1]  # dropped
+
+
+def test_an_inline_system_prompt_shared_by_logged_conversations_is_indexed_once_per_tool_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An agent's logs: every conversation has the same inline system prompt and calls some
+    # of the agent's tools (more sets of tool names than a short memo holds, in turn).
+    (tmp_path / ".git").mkdir()
+    prompt = TEMPLATE.read_text(encoding="utf-8")
+    tool_sets = [[f"tool_{i}", "web_search"] for i in range(12)]
+    paths = []
+    for i in range(36):
+        doc = {
+            "messages": [
+                {"role": "system", "content": prompt},
+                {"role": "user", "content": f"Question {i}: who runs the harbour?"},
+            ],
+            "tools": [
+                {"type": "function", "function": {"name": t, "parameters": {"type": "object"}}}
+                for t in tool_sets[i % len(tool_sets)]
+            ],
+        }
+        paths.append(tmp_path / f"run{i}.conv.json")
+        paths[-1].write_text(json.dumps(doc), encoding="utf-8")
+    _forget()
+    parses: list[str] = []
+    indexes: list[str] = []
+    parse, topics = sysprompt.parse_prompt, instructions._Topics
+
+    def counting_parse(text: str) -> Any:
+        parses.append(text)
+        return parse(text)
+
+    class CountingTopics(topics):  # type: ignore[misc, valid-type]
+        def __init__(self, template: Any, *args: Any) -> None:
+            indexes.append(template.text)
+            super().__init__(template, *args)
+
+    with monkeypatch.context() as m:
+        m.setattr(sysprompt, "parse_prompt", counting_parse)
+        m.setattr(instructions, "_Topics", CountingTopics)
+        remembered = [_findings(p, tmp_path) for p in paths]
+    assert parses.count(prompt) == 1
+    assert indexes.count(prompt) == len(tool_sets)
+    fresh = []
+    for p in paths:
+        _forget()
+        fresh.append(_findings(p, tmp_path))
+    assert remembered == fresh
+    assert any(f["code"] == "instruction-far-from-section" for f in remembered[0])

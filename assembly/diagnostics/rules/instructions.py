@@ -623,10 +623,13 @@ _PREVIEW_ONLY = (
 
 # The word indexes of the last prompts, by what they are made of: a template shared by
 # the conversations of a project is indexed once in a process (``promptls lint``, an editor
-# checking them one after the other). Only prompts up to ``_MAX_TOPICS_CHARS`` are kept.
+# checking them one after the other), for each set of tool names its conversations give
+# (an agent's logs each call some of its tools: tau-bench's 300 airline runs give 15 sets
+# of one prompt). The least recently used go first; the prompts kept are at most
+# ``_MAX_TOPICS_CHARS`` characters in all (a longer one is not kept).
 _TOPICS: dict[tuple[object, ...], _Topics] = {}
-_MAX_TOPICS = 8
-_MAX_TOPICS_CHARS = 1 << 20
+_MAX_TOPICS = 64
+_MAX_TOPICS_CHARS = 1 << 21
 
 
 def _topics(
@@ -642,12 +645,13 @@ def _topics(
         frozenset(tool_names),
         tuple((k, tuple(v)) for k, v in section_topics.items()),
     )
-    hit = _TOPICS.get(key)
+    hit = _TOPICS.pop(key, None)
     if hit is None:
         hit = _Topics(template, tool_names, section_topics)
-        if len(_TOPICS) >= _MAX_TOPICS:
-            del _TOPICS[next(iter(_TOPICS))]
-        _TOPICS[key] = hit
+        kept = len(text) + sum(len(t.template.text) for t in _TOPICS.values())
+        while _TOPICS and (len(_TOPICS) >= _MAX_TOPICS or kept > _MAX_TOPICS_CHARS):
+            kept -= len(_TOPICS.pop(next(iter(_TOPICS))).template.text)
+    _TOPICS[key] = hit  # (the most recently used last)
     return hit
 
 
@@ -696,6 +700,7 @@ class _Topics:
         self.template = template
         self.matched: _Target | None = None  # the best section of the last ``target`` call
         self._instruction_targets: list[tuple[int, _Target]] | None = None
+        self._default_targets: list[tuple[int, _Target]] | None = None
         self._targets: dict[int, _Target | None] = {}  # ``_target_of``
         self.rejected = ""  # why the last ``target`` call returned None
         sections = template.sections
@@ -950,8 +955,12 @@ class _Topics:
         such a target: a default kind names a tool, or sits at the prompt's opening (the
         kinds of tools in general, and of a known tool there). The others are weighed
         only for the overview test of these ones' sections (``section_targets``)."""
+        if self._default_targets is not None:
+            return self._default_targets
         if self._instruction_targets is not None:
-            return [(k, t) for k, t in self._instruction_targets if self.by_default(k, t)]
+            res = [(k, t) for k, t in self._instruction_targets if self.by_default(k, t)]
+            self._default_targets = res
+            return res
         res = []
         for k, s in enumerate(self.template.sentences):
             if (
@@ -962,6 +971,7 @@ class _Topics:
                 t = self._target_of(k)
                 if t is not None and self.by_default(k, t):
                     res.append((k, t))
+        self._default_targets = res
         return res
 
     def section_targets(self, own: int | None) -> list[tuple[Sentence, _Target]]:
@@ -2262,13 +2272,33 @@ _FILE_LIKE = re.compile(
 )
 
 
-def text_tool_names(template: PromptTemplate) -> set[str]:
+def text_tool_names(template: PromptTemplate) -> frozenset[str]:
     """Tool names a prompt itself shows: named as tools, or identifiers it repeats.
 
     A name counts when the prompt calls it a tool or asks to call/use it, and it is an
     identifier (`write_todos`, `read_file`, `AwaitShell`) or written in backticks; a bare
-    identifier found three times or more in the prose counts too.
+    identifier found three times or more in the prose counts too. Remembered for the last
+    few prompts (a pure function of the text, which ``_topics`` reads for every set of
+    tool names).
     """
+    text = template.text
+    hit = _TEXT_TOOLS.get(text)
+    if hit is None:
+        hit = frozenset(_text_tool_names(template))
+        kept = len(text) + sum(map(len, _TEXT_TOOLS))
+        while _TEXT_TOOLS and (len(_TEXT_TOOLS) >= _MAX_TEXT_TOOLS or kept > _MAX_TOPICS_CHARS):
+            kept -= len(next(iter(_TEXT_TOOLS)))
+            _TEXT_TOOLS.pop(next(iter(_TEXT_TOOLS)))
+        if kept <= _MAX_TOPICS_CHARS:
+            _TEXT_TOOLS[text] = hit
+    return hit
+
+
+_TEXT_TOOLS: dict[str, frozenset[str]] = {}
+_MAX_TEXT_TOOLS = 8
+
+
+def _text_tool_names(template: PromptTemplate) -> set[str]:
     text = checked_text(template)
     body = template.body_range.start
     snakes = list(_snake_case(text, body))
