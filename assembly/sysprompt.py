@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
+import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -186,15 +187,17 @@ def parse_prompt_text(text: str) -> PromptTemplate:
     hit = _PARSED.get(text)
     if hit is None:
         hit = parse_prompt(text)
-        kept = len(text) + sum(map(len, _PARSED))
-        while _PARSED and (len(_PARSED) >= _MAX_PARSED or kept > _MAX_PARSED_CHARS):
-            kept -= len(_PARSED.pop(next(iter(_PARSED))).text)
-        if kept <= _MAX_PARSED_CHARS:
-            _PARSED[text] = hit
+        with _PARSED_LOCK:  # (the language server's threads: analyses and hovers)
+            kept = len(text) + sum(map(len, _PARSED))
+            while _PARSED and (len(_PARSED) >= _MAX_PARSED or kept > _MAX_PARSED_CHARS):
+                kept -= len(_PARSED.pop(next(iter(_PARSED))).text)
+            if kept <= _MAX_PARSED_CHARS:
+                _PARSED[text] = hit
     return hit
 
 
 _PARSED: dict[str, PromptTemplate] = {}
+_PARSED_LOCK = threading.Lock()
 _MAX_PARSED = 8
 _MAX_PARSED_CHARS = 1 << 21
 

@@ -27,6 +27,7 @@ import bisect
 import functools
 import math
 import re
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -630,6 +631,7 @@ _PREVIEW_ONLY = (
 _TOPICS: dict[tuple[object, ...], _Topics] = {}
 _MAX_TOPICS = 64
 _MAX_TOPICS_CHARS = 1 << 21
+_MEMO_LOCK = threading.Lock()  # ``_TOPICS`` and ``_TEXT_TOOLS``
 
 
 def _topics(
@@ -645,13 +647,17 @@ def _topics(
         frozenset(tool_names),
         tuple((k, tuple(v)) for k, v in section_topics.items()),
     )
-    hit = _TOPICS.pop(key, None)
-    if hit is None:
-        hit = _Topics(template, tool_names, section_topics)
+    with _MEMO_LOCK:  # (the language server's threads: analyses and hovers)
+        hit = _TOPICS.pop(key, None)
+        if hit is not None:
+            _TOPICS[key] = hit  # (the most recently used last)
+            return hit
+    hit = _Topics(template, tool_names, section_topics)
+    with _MEMO_LOCK:
         kept = len(text) + sum(len(t.template.text) for t in _TOPICS.values())
         while _TOPICS and (len(_TOPICS) >= _MAX_TOPICS or kept > _MAX_TOPICS_CHARS):
             kept -= len(_TOPICS.pop(next(iter(_TOPICS))).template.text)
-    _TOPICS[key] = hit  # (the most recently used last)
+        _TOPICS[key] = hit
     return hit
 
 
@@ -2285,12 +2291,14 @@ def text_tool_names(template: PromptTemplate) -> frozenset[str]:
     hit = _TEXT_TOOLS.get(text)
     if hit is None:
         hit = frozenset(_text_tool_names(template))
-        kept = len(text) + sum(map(len, _TEXT_TOOLS))
-        while _TEXT_TOOLS and (len(_TEXT_TOOLS) >= _MAX_TEXT_TOOLS or kept > _MAX_TOPICS_CHARS):
-            kept -= len(next(iter(_TEXT_TOOLS)))
-            _TEXT_TOOLS.pop(next(iter(_TEXT_TOOLS)))
-        if kept <= _MAX_TOPICS_CHARS:
-            _TEXT_TOOLS[text] = hit
+        with _MEMO_LOCK:
+            kept = len(text) + sum(map(len, _TEXT_TOOLS))
+            while _TEXT_TOOLS and (len(_TEXT_TOOLS) >= _MAX_TEXT_TOOLS or kept > _MAX_TOPICS_CHARS):
+                first = next(iter(_TEXT_TOOLS))
+                kept -= len(first)
+                del _TEXT_TOOLS[first]
+            if kept <= _MAX_TOPICS_CHARS:
+                _TEXT_TOOLS[text] = hit
     return hit
 
 
