@@ -4,7 +4,8 @@ A string the parser hands over (a message's ``content``, a prompt given inline, 
 call's ``arguments``) is the *decoded* value: JSON escapes resolved, YAML quotes, folding
 and block indentation removed. Rules find things in that value (a sentence, a tool call
 written as text) and need the range in the document. ``string_offset_map`` aligns the
-decoded characters with their source once and answers offset queries in O(1).
+decoded characters with their source once and answers offset queries in O(1) (a one-line
+string: by bisection over its escapes, which are all it keeps).
 
 Supported sources, chosen from the first character of ``value_range``:
 
@@ -27,6 +28,7 @@ inside ``value_range``; mapping is monotonic (a later value offset never maps ea
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 
 from assembly.text import TextRange
@@ -43,9 +45,15 @@ class OffsetMap:
     from the start of the next one when source text that decodes to nothing (a YAML line's
     indentation, an escaped line break) lies between them. ``range`` maps a half-open span.
     Offsets outside ``0..len(value)`` are clamped.
+
+    Three forms: the value written as itself from ``base`` on (``starts`` None); every
+    character's source start and end (``starts``, ``ends``); or, for a one-line string
+    whose literal runs map one to one, its escapes alone (``escaped``: ``OffsetMap.escapes``),
+    looked up by bisection, so that a long prompt with a few hundred escapes costs a few
+    hundred entries rather than two per character.
     """
 
-    __slots__ = ("_base", "_ends", "_length", "_starts", "_stop")
+    __slots__ = ("_at", "_base", "_ends", "_length", "_sizes", "_starts", "_stop")
 
     def __init__(
         self, starts: list[int] | None, ends: list[int] | None, stop: int, *, base: int = 0
@@ -56,9 +64,26 @@ class OffsetMap:
         self._stop = stop  # where the value's source ends (before a closing quote)
         self._base = base
         self._length = len(starts) if starts is not None else stop - base
+        self._at: list[int] | None = None  # escapes' offsets in the value (``escapes``)
+        self._sizes: list[int] = []
+
+    @classmethod
+    def escapes(
+        cls, base: int, stop: int, length: int, at: list[int], starts: list[int], sizes: list[int]
+    ) -> OffsetMap:
+        """A value of ``length`` characters written from ``base`` to ``stop``, each
+        character as itself but the escapes: the one at value offset ``at[k]`` is written
+        at ``starts[k]`` in ``sizes[k]`` characters."""
+        res = cls(starts, None, stop, base=base)
+        res._at, res._sizes, res._length = at, sizes, length
+        return res
 
     def __call__(self, offset: int) -> int:
         offset = max(0, offset)
+        if self._at is not None:
+            if offset < self._length:
+                return self._escaped_start(offset)
+            return self._escaped_end(self._length - 1) if self._length else self._stop
         if self._starts is None or self._ends is None:
             return self._base + min(offset, self._length)
         if offset >= self._length:
@@ -68,9 +93,27 @@ class OffsetMap:
     def end(self, offset: int) -> int:
         if offset <= 0:
             return self(0)
+        if self._at is not None:
+            return self._escaped_end(min(offset, self._length) - 1) if self._length else self._stop
         if self._ends is None:
             return self._base + min(offset, self._length)
         return self._ends[min(offset, self._length) - 1]
+
+    def _escaped_end(self, c: int) -> int:
+        """Where character ``c`` ends in the source (``escapes`` form)."""
+        k = bisect_right(self._at, c) - 1  # type: ignore[arg-type]
+        if k >= 0 and self._at[k] == c:  # type: ignore[index]
+            return self._starts[k] + self._sizes[k]  # type: ignore[index]
+        return self._escaped_start(c) + 1
+
+    def _escaped_start(self, offset: int) -> int:
+        at, starts = self._at, self._starts
+        k = bisect_right(at, offset) - 1  # type: ignore[arg-type]
+        if k < 0:
+            return self._base + offset  # before the first escape
+        if at[k] == offset:  # type: ignore[index]
+            return starts[k]  # type: ignore[index]
+        return starts[k] + self._sizes[k] + (offset - at[k] - 1)  # type: ignore[index]
 
     def range(self, start: int, end: int) -> TextRange:
         """Map the decoded span ``[start, end)``; an empty span maps to an empty range."""
@@ -180,38 +223,41 @@ def _double_quoted_escape(text: str, p: int, end: int) -> tuple[tuple[str, int],
 
 
 def _single_line_escaped(text: str, start: int, end: int, value: str) -> OffsetMap | None:
-    """Map a one-line double-quoted string (every JSON string) run by run, or None.
+    """Map a one-line double-quoted string (every JSON string) by its escapes, or None.
 
     Literal runs between backslashes map one to one, each escape to one character; None
     when the source has a line break or does not decode to ``value`` this way.
     """
     if text.find("\n", start, end) != -1:
         return None
+    at: list[int] = []
     starts: list[int] = []
-    ends: list[int] = []
+    sizes: list[int] = []
     p, i = start, 0
     while True:
         q = text.find("\\", p, end)
         stop = end if q == -1 else q
-        n = stop - p
         if not value.startswith(text[p:stop], i):
             return None
-        starts.extend(range(p, stop))
-        ends.extend(range(p + 1, stop + 1))
-        i += n
+        i += stop - p
         if q == -1:
             break
-        escape = _double_quoted_escape(text, q, end)
-        if escape is None:
-            return None
-        length = next((n for c, n in escape if c and value.startswith(c, i)), 0)
-        if not length:
-            return None
+        simple = _SIMPLE_ESCAPES.get(text[q + 1 : q + 2])
+        if simple is not None and value.startswith(simple, i):
+            length = 2  # (most escapes: ``\n``, ``\"``)
+        else:
+            escape = _double_quoted_escape(text, q, end)
+            if escape is None:
+                return None
+            length = next((n for c, n in escape if c and value.startswith(c, i)), 0)
+            if not length:
+                return None
+        at.append(i)
         starts.append(q)
-        ends.append(q + length)
+        sizes.append(length)
         i += 1
         p = q + length
-    return OffsetMap(starts, ends, end) if i == len(value) else None
+    return OffsetMap.escapes(start, end, i, at, starts, sizes) if i == len(value) else None
 
 
 def _single_quoted_escape(text: str, p: int, end: int) -> tuple[tuple[str, int], ...] | None:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from assembly import sourcemap
 from assembly.sourcemap import string_offset_map
 from assembly.syntax import SNode, iter_nodes, parse_json, parse_yaml
 from assembly.text import TextRange
@@ -140,3 +141,29 @@ def test_a_surrogate_pair_kept_apart_maps_each_half_to_its_escape() -> None:
     assert text[offsets(1) : offsets.end(2)] == "\\ud83d"
     assert text[offsets(2) : offsets.end(3)] == "\\ude00"
     assert text[offsets(3) : offsets.end(4)] == "y"
+
+
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            ["a", " ", "\n", '"', "\\", "/", "\t", "é", "😀", "\ud83d", "\ude00", "\x01"]
+        ),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_a_json_string_mapped_by_its_escapes_maps_as_one_aligned_character_by_character(
+    value: str,
+) -> None:
+    # A one-line string keeps only its escapes (a long prompt's few hundred, not two entries
+    # per character); every offset maps as the general aligner's character table does.
+    for ensure_ascii in (True, False):
+        encoded = json.dumps(value, ensure_ascii=ensure_ascii)
+        text = '{"c": ' + encoded + "}"
+        start, end = 7, 6 + len(encoded) - 1
+        by_escapes = sourcemap._single_line_escaped(text, start, end, value)
+        assert by_escapes is not None
+        aligned = sourcemap._Aligner(text, start, end, escapes=sourcemap._double_quoted_escape)
+        each = aligned.align(value)
+        for i in range(-1, len(value) + 2):
+            assert (by_escapes(i), by_escapes.end(i)) == (each(i), each.end(i)), i
