@@ -284,3 +284,37 @@ def test_an_instruction_settled_by_its_tool_has_no_target() -> None:
                 settled += 1
                 assert topics.target(k) is None, (path.name, sentence.text)
     assert settled >= 10
+
+
+_TOOL_WORDS = ["web_search", "lookup", "shell", "read_file", "İnfo", "call", "use", "the", "tool"]
+
+
+@given(
+    st.lists(st.sampled_from(_TOOL_WORDS), min_size=1, max_size=4, unique=True),
+    st.lists(
+        st.sampled_from([*_TOOL_WORDS, "`", " ", "\n", '"', "-", "x", "Web_Search", "ReadFile"]),
+        max_size=14,
+    ),
+)
+def test_a_sentence_the_name_search_skips_has_no_tool_finder_match(
+    names: list[str], words: list[str]
+) -> None:
+    # ``guidance-for-unavailable-tool`` looks for the unoffered tools' finders only in the
+    # sentences where one search finds a name: it must never skip one a finder matches.
+    from assembly.diagnostics.rules.instructions import _cached_tool_finders, _lowered
+
+    finders, any_name = _cached_tool_finders(frozenset(names))
+    lowered = _lowered("".join(words))
+    if any(f.search(lowered) for f in finders):
+        assert any_name.search(lowered) is not None
+
+
+def test_the_name_search_finds_what_each_kind_of_finder_finds() -> None:
+    from assembly.diagnostics.rules.instructions import _cached_tool_finders, _lowered
+
+    finders, any_name = _cached_tool_finders(frozenset({"lookup", "web_search"}))
+    for text in ("Call lookup first.", "Use `lookup`.", "the lookup tool", "Try web_search."):
+        lowered = _lowered(text)
+        assert any(f.search(lowered) for f in finders), text
+        assert any_name.search(lowered) is not None
+    assert any_name.search(_lowered("Search the web.")) is None

@@ -2565,9 +2565,12 @@ def _lowered(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _cached_tool_finders(names: frozenset[str]) -> list[re.Pattern[str]]:
-    """``_tool_finders``, kept for the names a document's next version asks for again."""
-    return _tool_finders(names)
+def _cached_tool_finders(names: frozenset[str]) -> tuple[list[re.Pattern[str]], re.Pattern[str]]:
+    """``_tool_finders``, kept for the names a document's next version asks for again, and
+    a regex that finds any of the names as it is written: every finder's match holds one,
+    so a text it does not find in has no match of theirs."""
+    lower = sorted({n.lower() for n in names if n}, key=len, reverse=True)
+    return _tool_finders(names), re.compile(_alternation(lower) if lower else "(?!)")
 
 
 class _Gaps:
@@ -3248,7 +3251,7 @@ def _unavailable_in_prompt(
     for pattern in _NAMED_TOOL:
         for m in pattern.finditer(checked_text(template), template.body_range.start):
             known.add(m.group(1).lower())
-    finders = _cached_tool_finders(frozenset(known - offered))
+    finders, any_name = _cached_tool_finders(frozenset(known - offered))
     if not finders:
         return
     related = _tools_related(where, offered)
@@ -3257,6 +3260,8 @@ def _unavailable_in_prompt(
             continue
         text = sentence.text
         lowered = _lowered(text)
+        if any_name.search(lowered) is None:
+            continue  # (most sentences: one search, not one per finder)
         names: list[str] = []
         for finder in finders:
             for m in finder.finditer(lowered):
