@@ -315,12 +315,25 @@ def _generate(corpus: Path, n_files: int) -> None:
             jobs.append([*cmd, "--seed", str(seed), "--out", str(out)])
     for d in {Path(j[-1]).parent for j in jobs}:
         d.mkdir(parents=True, exist_ok=True)
+    _run_generator(jobs)
+
+
+def _run_generator(jobs: list[list[str]]) -> None:
+    """Run the generator once for each job's arguments, on every core."""
 
     def run(cmd: list[str]) -> None:
         subprocess.run([sys.executable, str(GEN), *cmd], check=True)
 
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         list(pool.map(run, jobs))
+
+
+def _small_conversation(out: Path, i: int, seed: int) -> list[str]:
+    """The generator's arguments for the ``i``-th conversation of a project or of an
+    agent's logs: 2-10 KB of JSON."""
+    messages, target = 6 + (i * 37) % 15, 2000 + (i * 7919) % 8000
+    size = ["--messages", str(messages), "--target-bytes", str(target)]
+    return [*size, "--format", "json", "--seed", str(seed), "--out", str(out)]
 
 
 TEMPLATES = 4
@@ -345,16 +358,9 @@ def _generate_project(corpus: Path, n_files: int) -> None:
         out = corpus / f"c{i % 10}/c{i:04}.conv.json"
         if not out.exists():
             out.parent.mkdir(parents=True, exist_ok=True)
-            messages, target = 6 + (i * 37) % 15, 2000 + (i * 7919) % 8000
-            cmd = ["--messages", str(messages), "--target-bytes", str(target)]
-            jobs.append([*cmd, "--format", "json", "--seed", str(5000 + i), "--out", str(out)])
+            jobs.append(_small_conversation(out, i, 5000 + i))
             convs.append((out, i % TEMPLATES))
-
-    def run(cmd: list[str]) -> None:
-        subprocess.run([sys.executable, str(GEN), *cmd], check=True)
-
-    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        list(pool.map(run, jobs))
+    _run_generator(jobs)
     for out, k in convs:  # the template replaces the conversation's own system message
         doc = json.loads(out.read_text(encoding="utf-8"))
         doc["system_prompt"] = f"../prompts/agent{k}.prompt.md"
@@ -381,16 +387,9 @@ def _generate_logs(corpus: Path, n_files: int) -> None:
         out = corpus / f"runs{i % 10}/run{i:04}.conv.json"
         if not out.exists():
             out.parent.mkdir(parents=True, exist_ok=True)
-            messages, target = 6 + (i * 37) % 15, 2000 + (i * 7919) % 8000
-            cmd = ["--messages", str(messages), "--target-bytes", str(target)]
-            jobs.append([*cmd, "--format", "json", "--seed", str(9000 + i), "--out", str(out)])
+            jobs.append(_small_conversation(out, i, 9000 + i))
             convs.append((out, i))
-
-    def run(cmd: list[str]) -> None:
-        subprocess.run([sys.executable, str(GEN), *cmd], check=True)
-
-    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        list(pool.map(run, jobs))
+    _run_generator(jobs)
     for out, i in convs:  # the agent's prompt and some of its tools
         doc = json.loads(out.read_text(encoding="utf-8"))
         doc.pop("system_prompt", None)

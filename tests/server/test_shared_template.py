@@ -58,11 +58,8 @@ def _forget() -> None:
     instructions._TEXT_TOOLS.clear()
 
 
-def test_a_shared_template_is_parsed_and_indexed_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    paths = _project(tmp_path, [["web_search"]] * 4)
-    _forget()
+def _counting(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """The texts parsed and the texts indexed from now on, in order."""
     parses: list[str] = []
     indexes: list[str] = []
     parse, topics = sysprompt.parse_prompt, instructions._Topics
@@ -78,6 +75,15 @@ def test_a_shared_template_is_parsed_and_indexed_once(
 
     monkeypatch.setattr(sysprompt, "parse_prompt", counting_parse)
     monkeypatch.setattr(instructions, "_Topics", CountingTopics)
+    return parses, indexes
+
+
+def test_a_shared_template_is_parsed_and_indexed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = _project(tmp_path, [["web_search"]] * 4)
+    _forget()
+    parses, indexes = _counting(monkeypatch)
     for p in paths:
         _findings(p, tmp_path)
     template_text = TEMPLATE.read_text(encoding="utf-8")
@@ -151,22 +157,8 @@ def test_an_inline_system_prompt_shared_by_logged_conversations_is_indexed_once_
         paths.append(tmp_path / f"run{i}.conv.json")
         paths[-1].write_text(json.dumps(doc), encoding="utf-8")
     _forget()
-    parses: list[str] = []
-    indexes: list[str] = []
-    parse, topics = sysprompt.parse_prompt, instructions._Topics
-
-    def counting_parse(text: str) -> Any:
-        parses.append(text)
-        return parse(text)
-
-    class CountingTopics(topics):  # type: ignore[misc, valid-type]
-        def __init__(self, template: Any, *args: Any) -> None:
-            indexes.append(template.text)
-            super().__init__(template, *args)
-
     with monkeypatch.context() as m:
-        m.setattr(sysprompt, "parse_prompt", counting_parse)
-        m.setattr(instructions, "_Topics", CountingTopics)
+        parses, indexes = _counting(m)
         remembered = [_findings(p, tmp_path) for p in paths]
     assert parses.count(prompt) == 1
     assert indexes.count(prompt) == len(tool_sets)
