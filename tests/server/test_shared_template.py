@@ -96,10 +96,18 @@ def test_findings_equal_those_of_analyses_that_remember_nothing(tmp_path: Path) 
     paths = _project(tmp_path, [["web_search"], ["web_search"], [], ["web_search", "open_url"]])
     _forget()
     remembered = [_findings(p, tmp_path) for p in paths]
+    _assert_as_if_nothing_remembered(remembered, paths, tmp_path)
+
+
+def _assert_as_if_nothing_remembered(
+    remembered: list[list[dict[str, Any]]], paths: list[Path], root: Path
+) -> None:
+    """The findings ``remembered`` are those of analyses made with every memo empty, and
+    the instruction rule has some."""
     fresh = []
     for p in paths:
         _forget()
-        fresh.append(_findings(p, tmp_path))
+        fresh.append(_findings(p, root))
     assert remembered == fresh
     assert any(f["code"] == "instruction-far-from-section" for f in remembered[0])
 
@@ -162,9 +170,4 @@ def test_an_inline_system_prompt_shared_by_logged_conversations_is_indexed_once_
         remembered = [_findings(p, tmp_path) for p in paths]
     assert parses.count(prompt) == 1
     assert indexes.count(prompt) == len(tool_sets)
-    fresh = []
-    for p in paths:
-        _forget()
-        fresh.append(_findings(p, tmp_path))
-    assert remembered == fresh
-    assert any(f["code"] == "instruction-far-from-section" for f in remembered[0])
+    _assert_as_if_nothing_remembered(remembered, paths, tmp_path)
