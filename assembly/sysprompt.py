@@ -182,17 +182,20 @@ def parse_prompt_text(text: str) -> PromptTemplate:
     and nothing changes one): the pipeline and the prompt rules both parse a conversation's
     system prompt in one analysis, and an agent's logged conversations share theirs (a
     folder of them is linted one after the other; an editor checks the open ones). The
-    texts kept are at most ``_MAX_PARSED_CHARS`` characters in all, the oldest dropped
-    first (a prompt typed in keeps its last version or two)."""
-    hit = _PARSED.get(text)
-    if hit is None:
-        hit = parse_prompt(text)
-        with _PARSED_LOCK:  # (the language server's threads: analyses and hovers)
-            kept = len(text) + sum(map(len, _PARSED))
-            while _PARSED and (len(_PARSED) >= _MAX_PARSED or kept > _MAX_PARSED_CHARS):
-                kept -= len(_PARSED.pop(next(iter(_PARSED))).text)
-            if kept <= _MAX_PARSED_CHARS:
-                _PARSED[text] = hit
+    texts kept are at most ``_MAX_PARSED_CHARS`` characters in all, the least recently
+    used dropped first (a prompt typed in keeps its last few versions)."""
+    with _PARSED_LOCK:  # (the language server's threads: analyses and hovers)
+        hit = _PARSED.pop(text, None)
+        if hit is not None:
+            _PARSED[text] = hit  # (the most recently used last)
+            return hit
+    hit = parse_prompt(text)
+    with _PARSED_LOCK:
+        kept = len(text) + sum(map(len, _PARSED))
+        while _PARSED and (len(_PARSED) >= _MAX_PARSED or kept > _MAX_PARSED_CHARS):
+            kept -= len(_PARSED.pop(next(iter(_PARSED))).text)
+        if kept <= _MAX_PARSED_CHARS:
+            _PARSED[text] = hit
     return hit
 
 

@@ -627,10 +627,12 @@ _PREVIEW_ONLY = (
 # checking them one after the other), for each set of tool names its conversations give
 # (an agent's logs each call some of its tools: tau-bench's 300 airline runs give 15 sets
 # of one prompt). The least recently used go first; the prompts kept are at most
-# ``_MAX_TOPICS_CHARS`` characters in all (a longer one is not kept).
+# ``_MAX_TOPICS_CHARS`` characters in all (a longer one is not kept): an index holds about
+# 5 bytes a character, more once hovers have asked it, and typing in a prompt makes a new
+# one for every version (a 100 kB template typed in: 5 kept).
 _TOPICS: dict[tuple[object, ...], _Topics] = {}
 _MAX_TOPICS = 64
-_MAX_TOPICS_CHARS = 1 << 21
+_MAX_TOPICS_CHARS = 1 << 19
 _MEMO_LOCK = threading.Lock()  # ``_TOPICS`` and ``_TEXT_TOOLS``
 
 
