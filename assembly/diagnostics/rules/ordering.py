@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import operator
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -477,10 +478,17 @@ def _discarded(ctx: RuleContext, base: _Prompt, ca: TextBlock | None) -> Diagnos
     )
 
 
+@functools.lru_cache(maxsize=4)
+def _squeezed(text: str, start: int) -> str:
+    """``text[start:]`` with each run of white space one space, remembered for the last few
+    system prompts (the conversations of one agent share theirs)."""
+    return " ".join(text[start:].split())
+
+
 def _duplicates(ctx: RuleContext, base: _Prompt, ca: _Prompt) -> Iterator[Diagnostic]:
     """One finding per paragraph of the custom prompt found in the system prompt, or one
     for the whole custom prompt when all of it is."""
-    haystack = " ".join(base.text[base.start :].split())
+    haystack = _squeezed(base.text, base.start)
     found: list[tuple[int, int, re.Match[str]]] = []
     paragraphs = list(_paragraphs(ca.text))
     for start, end in paragraphs:
