@@ -13,12 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from assembly import texts
+from assembly.memo import TextMemo
 from assembly.model import PromptTemplate
 from assembly.prompts import parse_prompt
 from assembly.text import TextRange
@@ -181,28 +181,12 @@ def parse_prompt_text(text: str) -> PromptTemplate:
     The last few texts parsed are remembered (a template is a pure function of its text,
     and nothing changes one): the pipeline and the prompt rules both parse a conversation's
     system prompt in one analysis, and an agent's logged conversations share theirs (a
-    folder of them is linted one after the other; an editor checks the open ones). The
-    texts kept are at most ``_MAX_PARSED_CHARS`` characters in all, the least recently
-    used dropped first (a prompt typed in keeps its last few versions)."""
-    with _PARSED_LOCK:  # (the language server's threads: analyses and hovers)
-        hit = _PARSED.pop(text, None)
-        if hit is not None:
-            _PARSED[text] = hit  # (the most recently used last)
-            return hit
-    hit = parse_prompt(text)
-    with _PARSED_LOCK:
-        kept = len(text) + sum(map(len, _PARSED))
-        while _PARSED and (len(_PARSED) >= _MAX_PARSED or kept > _MAX_PARSED_CHARS):
-            kept -= len(_PARSED.pop(next(iter(_PARSED))).text)
-        if kept <= _MAX_PARSED_CHARS:
-            _PARSED[text] = hit
-    return hit
+    folder of them is linted one after the other; an editor checks the open ones). A
+    prompt typed in keeps its last few versions (``assembly.memo``)."""
+    return _PARSED.get(text, lambda: parse_prompt(text))
 
 
-_PARSED: dict[str, PromptTemplate] = {}
-_PARSED_LOCK = threading.Lock()
-_MAX_PARSED = 8
-_MAX_PARSED_CHARS = 1 << 21
+_PARSED: TextMemo[str, PromptTemplate] = TextMemo(8, 1 << 21)
 
 
 def _tools_section(template: PromptTemplate) -> int | None:

@@ -56,6 +56,7 @@ def _forget() -> None:
     sysprompt._PARSED.clear()
     instructions._TOPICS.clear()
     instructions._TEXT_TOOLS.clear()
+    instructions._NAMED_AS_TOOLS.clear()
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
@@ -114,30 +115,22 @@ def _assert_as_if_nothing_remembered(
 
 def test_the_memos_are_bounded() -> None:
     _forget()
-    for i in range(sysprompt._MAX_PARSED + 5):
+    parsed = sysprompt._PARSED
+    for i in range(parsed.entries + 5):
         sysprompt.parse_prompt_text(f"# Title {i}\n\nAlways answer briefly.\n")
-    assert len(sysprompt._PARSED) == sysprompt._MAX_PARSED
-    big = "# Big\n\n" + "Always answer. " * (sysprompt._MAX_PARSED_CHARS // 15 + 1)
+    assert len(parsed) == parsed.entries
+    big = "# Big\n\n" + "Always answer. " * (parsed.chars // 15 + 1)
     sysprompt.parse_prompt_text(big)
-    assert big not in sysprompt._PARSED
-    # Texts are kept up to a number of characters in all: a large one drops the others.
-    half = "# Half\n\n" + "Always answer. " * (sysprompt._MAX_PARSED_CHARS // 30)
-    sysprompt.parse_prompt_text(half)
-    assert list(sysprompt._PARSED)[-1] is half
-    assert sum(map(len, sysprompt._PARSED)) <= sysprompt._MAX_PARSED_CHARS
-    sysprompt.parse_prompt_text(half + "!")
-    assert list(sysprompt._PARSED) == [half + "!"]
+    assert big not in parsed
     # An equal text (another string object) is the same template.
     text = "# Tools\n\nUse web_search.\n"
     assert sysprompt.parse_prompt_text(text) is sysprompt.parse_prompt_text("".join(list(text)))
-    # The word indexes: the least recently used go first, within a bound of characters.
+    # The word indexes: one a set of tool names, the least recently used dropped first.
     template = sysprompt.parse_prompt_text(text)
-    topics = {}
-    for i in range(instructions._MAX_TOPICS):
-        topics[i] = instructions._topics(template, [f"tool_{i}"], {})
+    topics = {i: instructions._topics(template, [f"tool_{i}"], {}) for i in range(64)}
+    assert len(instructions._TOPICS) == instructions._TOPICS.entries == 64
     instructions._topics(template, ["tool_0"], {})  # used again: kept
     instructions._topics(template, ["another"], {})
-    assert len(instructions._TOPICS) == instructions._MAX_TOPICS
     assert instructions._topics(template, ["tool_0"], {}) is topics[0]
     assert instructions._topics(template, ["tool_1"], {}) is not topics[1]  # dropped
 

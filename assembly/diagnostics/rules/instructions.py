@@ -27,7 +27,6 @@ import bisect
 import functools
 import math
 import re
-import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -46,6 +45,7 @@ from assembly.diagnostics.core import (
 from assembly.diagnostics.inputs import PromptContext, called_names
 from assembly.diagnostics.window import TextLike, offset_map
 from assembly.documents import read_tools
+from assembly.memo import TextMemo
 from assembly.model import (
     SUMMARY_ROLE,
     SYSTEM_ROLE,
@@ -626,14 +626,12 @@ _PREVIEW_ONLY = (
 # the conversations of a project is indexed once in a process (``promptls lint``, an editor
 # checking them one after the other), for each set of tool names its conversations give
 # (an agent's logs each call some of its tools: tau-bench's 300 airline runs give 15 sets
-# of one prompt). The least recently used go first; the prompts kept are at most
-# ``_MAX_TOPICS_CHARS`` characters in all (a longer one is not kept): an index holds about
-# 5 bytes a character, more once hovers have asked it, and typing in a prompt makes a new
-# one for every version (a 100 kB template typed in: 5 kept).
-_TOPICS: dict[tuple[object, ...], _Topics] = {}
-_MAX_TOPICS = 64
-_MAX_TOPICS_CHARS = 1 << 19
-_MEMO_LOCK = threading.Lock()  # ``_TOPICS`` and ``_TEXT_TOOLS``
+# of one prompt). An index holds about 5 bytes a character of its prompt, more once hovers
+# have asked it, and typing in a prompt makes one for every version: the prompts kept are
+# at most 524,288 characters in all (a 100 kB template typed in: 5 kept).
+_TOPICS: TextMemo[tuple[str, frozenset[str], tuple[object, ...]], _Topics] = TextMemo(
+    64, 1 << 19, size=lambda key: len(key[0])
+)
 
 
 def _topics(
@@ -641,26 +639,12 @@ def _topics(
 ) -> _Topics:
     """``_Topics(template, tool_names, section_topics)``, remembered for the last few
     (a pure function of the template's text, the tool names and the section topics)."""
-    text = template.text
-    if len(text) > _MAX_TOPICS_CHARS:
-        return _Topics(template, tool_names, section_topics)
     key = (
-        text,
+        template.text,
         frozenset(tool_names),
         tuple((k, tuple(v)) for k, v in section_topics.items()),
     )
-    with _MEMO_LOCK:  # (the language server's threads: analyses and hovers)
-        hit = _TOPICS.pop(key, None)
-        if hit is not None:
-            _TOPICS[key] = hit  # (the most recently used last)
-            return hit
-    hit = _Topics(template, tool_names, section_topics)
-    with _MEMO_LOCK:
-        kept = len(text) + sum(len(t.template.text) for t in _TOPICS.values())
-        while _TOPICS and (len(_TOPICS) >= _MAX_TOPICS or kept > _MAX_TOPICS_CHARS):
-            kept -= len(_TOPICS.pop(next(iter(_TOPICS))).template.text)
-        _TOPICS[key] = hit
-    return hit
+    return _TOPICS.get(key, lambda: _Topics(template, tool_names, section_topics))
 
 
 class _Topics:
@@ -2289,23 +2273,10 @@ def text_tool_names(template: PromptTemplate) -> frozenset[str]:
     few prompts (a pure function of the text, which ``_topics`` reads for every set of
     tool names).
     """
-    text = template.text
-    hit = _TEXT_TOOLS.get(text)
-    if hit is None:
-        hit = frozenset(_text_tool_names(template))
-        with _MEMO_LOCK:
-            kept = len(text) + sum(map(len, _TEXT_TOOLS))
-            while _TEXT_TOOLS and (len(_TEXT_TOOLS) >= _MAX_TEXT_TOOLS or kept > _MAX_TOPICS_CHARS):
-                first = next(iter(_TEXT_TOOLS))
-                kept -= len(first)
-                del _TEXT_TOOLS[first]
-            if kept <= _MAX_TOPICS_CHARS:
-                _TEXT_TOOLS[text] = hit
-    return hit
+    return _TEXT_TOOLS.get(template.text, lambda: frozenset(_text_tool_names(template)))
 
 
-_TEXT_TOOLS: dict[str, frozenset[str]] = {}
-_MAX_TEXT_TOOLS = 8
+_TEXT_TOOLS: TextMemo[str, frozenset[str]] = TextMemo(8, 1 << 19)
 
 
 def _text_tool_names(template: PromptTemplate) -> set[str]:
@@ -3184,6 +3155,22 @@ _NAMED_TOOL = (
 )
 
 
+def _named_as_tools(template: PromptTemplate) -> frozenset[str]:
+    """The names the prompt calls tools (``_NAMED_TOOL``), in lower case; remembered for the
+    last few prompts (a scan of the whole text, the same for every conversation)."""
+
+    def scan() -> frozenset[str]:
+        text, start = checked_text(template), template.body_range.start
+        return frozenset(
+            m.group(1).lower() for pattern in _NAMED_TOOL for m in pattern.finditer(text, start)
+        )
+
+    return _NAMED_AS_TOOLS.get(template.text, scan)
+
+
+_NAMED_AS_TOOLS: TextMemo[str, frozenset[str]] = TextMemo(8, 1 << 19)
+
+
 def _offered_names(ctx: RuleContext) -> set[str] | None:
     """Lower-case names of the tools offered this turn; None when nobody says."""
     if ctx.conversation is not None:
@@ -3249,10 +3236,7 @@ def _unavailable_in_prompt(
         dropped.extend(template.sections[i].range for t, i in guidance.items() if t not in offered)
     yield from _unsent_guidance(ctx, source, guidance, offered, where)
 
-    known = set(guidance) | offered | KNOWN_TOOLS | called
-    for pattern in _NAMED_TOOL:
-        for m in pattern.finditer(checked_text(template), template.body_range.start):
-            known.add(m.group(1).lower())
+    known = set(guidance) | offered | KNOWN_TOOLS | called | _named_as_tools(template)
     finders, any_name = _cached_tool_finders(frozenset(known - offered))
     if not finders:
         return
