@@ -177,6 +177,9 @@ class LayoutEntry:
 
 @dataclass(frozen=True, slots=True)
 class Segment:
+    """One part of the assembled input (the system prompt, the history, …): its tokens and
+    the layout ids of its messages."""
+
     name: str
     tokens: int
     ids: tuple[str, ...]
@@ -184,6 +187,9 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
+    """How the input budget is spent: the window, Onyx's safety margin, what each fixed part
+    reserves and what is left to the history."""
+
     max_input_tokens: int
     safety_margin: float
     available_tokens: int
@@ -198,6 +204,9 @@ class Budget:
 
 @dataclass(frozen=True, slots=True)
 class ForgottenFile:
+    """A file a summary cut out of the history, which Onyx lists for the model in its
+    forgotten-files message."""
+
     file_id: str
     filename: str
     approx_char_count: int
@@ -364,6 +373,9 @@ def _tool_call_text(name: str, arguments: Any) -> str:
 
 @dataclass(slots=True)
 class _FileMeta:
+    """What the forgotten-files listing says of a file: its id, its name and its size in
+    characters."""
+
     file_id: str
     filename: str
     approx_char_count: int
@@ -908,6 +920,9 @@ class _Cut:
 
 @dataclass(slots=True)
 class _Project:
+    """The project files by kind: text read (counted when asked), tabular, images;
+    ``all_overrides``: every text file's count is given."""
+
     # file, content, tokens (None: not counted yet; ``counted`` counts what is asked for)
     loaded_texts: list[tuple[FileAttachment, str, int | None]]
     tabular: list[tuple[FileAttachment, str]]

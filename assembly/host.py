@@ -563,6 +563,9 @@ def document_format(path: PurePath, text: str | Rope) -> DocFormat:
 
 @dataclass(frozen=True, slots=True)
 class _Result:
+    """An analysis and the rule cache that made its findings (kept for the next run of the
+    same document)."""
+
     analysis: Analysis
     rule_cache: RuleCache
 

@@ -161,6 +161,9 @@ _FM_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?(?:\n|\Z)", re.MULTILINE)
 
 @dataclass(slots=True)
 class _FrontMatter:
+    """A template's front matter: where the body starts, the values read, the block's range
+    and tree, and what was wrong with it."""
+
     body_start: int = 0
     value: dict[str, object] = field(default_factory=dict)
     range: TextRange | None = None
@@ -240,6 +243,9 @@ _COMMENT_TAG = re.compile(r"<!--.*?-->")
 
 @dataclass(slots=True)
 class _Heading:
+    """One line (or two) that opens a section: a Markdown heading, a `====` block's title, a
+    title line or an XML-style tag."""
+
     level: int  # Markdown level; 0 for a `====` block; computed for title lines
     title: str
     start: int  # start of the heading's first line (the `====` line for "rule": the

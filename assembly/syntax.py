@@ -662,7 +662,9 @@ def yaml_loader() -> Any:
     up the tree, for path resolvers. The safe loader has none, so those steps do nothing,
     and a plain scalar's tag comes from the implicit resolvers for its first character,
     tried in PyYAML's order: here each character's list is joined with the wildcard
-    resolvers once, not on every scalar. A loader with path resolvers is used as it is.
+    resolvers once, not on every scalar; any other scalar's (quoted, block) is the string
+    tag, as PyYAML's resolver answers without path resolvers. A loader with path resolvers
+    is used as it is.
     ``tests/assembly/test_yaml_resolver.py`` compares the two on every case.
     """
     if _LOADER:
@@ -679,11 +681,12 @@ def yaml_loader() -> Any:
 
         class Loader(base):  # type: ignore[valid-type, misc]
             def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-                if kind is scalar and implicit[0]:
-                    for tag, regexp in by_first.get(value[:1], wildcard):
-                        if regexp.match(value):
-                            return tag
-                    return default
+                if kind is scalar:
+                    if implicit[0]:  # plain: the implicit resolvers decide
+                        for tag, regexp in by_first.get(value[:1], wildcard):
+                            if regexp.match(value):
+                                return tag
+                    return default  # (quoted or block: a string, with no path resolvers)
                 return base.resolve(self, kind, value, implicit)
 
             def descend_resolver(self, current_node: Any, current_index: Any) -> None:

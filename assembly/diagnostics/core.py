@@ -48,12 +48,16 @@ class Related:
 
 @dataclass(frozen=True, slots=True)
 class TextEdit:
+    """Replace ``range`` of the document with ``new_text``."""
+
     range: TextRange
     new_text: str
 
 
 @dataclass(frozen=True, slots=True)
 class Fix:
+    """A quick fix: its title and the edits that make it, applied together."""
+
     title: str
     edits: tuple[TextEdit, ...]
 
@@ -88,6 +92,9 @@ class LateFix(Fix):
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
+    """One finding: the rule's code, its severity, its message and where it is (``path``: in
+    another file), with related places and a fix."""
+
     code: str
     severity: Severity
     message: str

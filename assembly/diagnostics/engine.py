@@ -287,6 +287,8 @@ def message_text(ctx: RuleContext, m: Message) -> TextLike:
 
 @dataclass(frozen=True, slots=True)
 class _Query:
+    """An input of the rules: the function that makes it and what it reads."""
+
     fn: Callable[..., Any]
     params: tuple[type, ...]  # inputs, or a ``Source``: then it is made every run
 
@@ -413,6 +415,8 @@ class _Kept:
 
 @dataclass(slots=True)
 class _RuleState:
+    """A whole-document rule's findings, and the inputs they were made from."""
+
     verified: int  # the run at which its findings were last known current
     args: tuple[object, ...]
     found: list[_Kept]

@@ -64,6 +64,9 @@ class AnthropicRequest:
 
 @dataclass(slots=True)
 class _Turn:
+    """One message of the Anthropic request being built: its role, its content blocks and
+    the layout ids they come from."""
+
     role: str
     blocks: list[dict[str, Any]]
     ids: list[str]

@@ -253,11 +253,15 @@ def _engine_caches(command: str) -> None:
     """Install what makes importing the engine cheaper (before the engine is imported)."""
     # Every subcommand imports part of the engine, whose ~160 dataclass definitions would
     # compile their methods again on every run (a third of the engine's import time).
-    from server import codecache, settingscache
+    from server import codecache
 
     codecache.install()
     if command not in ("rule", "rules"):  # those read no settings
         # Settings values checked by earlier runs need no pydantic (40-80 ms of start-up).
+        # (Imported once the cache is in: it imports ``assembly.settings``, whose
+        # dataclasses and patterns would otherwise be compiled afresh on every run.)
+        from server import settingscache
+
         settingscache.install()
 
 

@@ -285,6 +285,7 @@ def test_kept_regular_expressions_are_the_ones_re_compiles(
     cache = tmp_path / "code.marshal"
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     monkeypatch.setattr(codecache, "_OURS", (__name__,))  # this module's patterns are kept
+    monkeypatch.setattr(codecache, "_importing", lambda: True)  # as if imported
     codecache.install(cache)
     try:
         re.purge()
@@ -333,6 +334,7 @@ def test_a_damaged_program_or_a_debug_pattern_is_compiled(
     }
     cache.write_bytes(codecache._header() + marshal.dumps(damaged))
     monkeypatch.setattr(codecache, "_OURS", (__name__,))
+    monkeypatch.setattr(codecache, "_importing", lambda: True)
     codecache.install(cache)
     try:
         re.purge()
@@ -350,3 +352,59 @@ def test_a_damaged_program_or_a_debug_pattern_is_compiled(
     finally:
         re.purge()
         codecache.uninstall()
+
+
+def test_only_the_patterns_compiled_by_an_import_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A module's pattern constants are kept; a pattern a run makes later (from a
+    # document's tool names) is compiled as usual and never written: the file every
+    # start-up reads does not grow with the documents seen.
+    cache = tmp_path / "code.marshal"
+    (tmp_path / "codecache_probe.py").write_text(
+        "import re\nCONSTANT = re.compile(r'probe-(constant)+')\n", encoding="utf-8"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(codecache, "_OURS", (__name__, "codecache_probe"))
+    codecache.install(cache)
+    try:
+        re.purge()
+        made = re.compile("(?:" + "|".join(map(re.escape, ["probe_tool", "other_tool"])) + ")")
+        import codecache_probe
+
+        assert codecache_probe.CONSTANT.match("probe-constant")
+        assert made.search("call other_tool")
+    finally:
+        re.purge()
+        sys.modules.pop("codecache_probe", None)
+        codecache.uninstall()
+    kept = {k[1] for k in codecache._read(cache) if k[0].startswith("re ")}
+    assert kept == {r"probe-(constant)+"}
+
+
+def test_linting_a_document_keeps_no_pattern_of_its_tools(tmp_path: Path) -> None:
+    doc = tmp_path / "c.conv.json"
+    tools = [{"type": "function", "function": {"name": "zeta_lookup_tool"}}]
+    system = (
+        "You are a helpful agent.\n\n# Tools\n\n## zeta_lookup_tool\n\nCall `zeta_lookup_tool`"
+        " before you answer.\n\n## omega_fetch_tool\n\nUse `omega_fetch_tool` to fetch a page.\n"
+    )
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]
+    doc.write_text(json.dumps({"tools": tools, "messages": messages}))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONPYCACHEPREFIX": str(tmp_path / "pyc")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "server.cli", "lint", str(doc)],
+        cwd=tmp_path,
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    (cache,) = (tmp_path / "pyc").rglob("codecache.*.opt*.marshal")
+    kept = codecache._read(cache)
+    patterns = [k[1] for k in kept if k[0].startswith("re ")]
+    assert len(patterns) > 50  # the engine's own
+    assert not [p for p in patterns if "mega_fetch_tool" in str(p) or "eta_lookup_tool" in str(p)]

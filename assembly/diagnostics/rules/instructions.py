@@ -386,6 +386,9 @@ def _identity(rng: TextRange) -> TextRange:
 
 @dataclass(frozen=True, slots=True)
 class _Target:
+    """The section an instruction is about, and why: what matched it, its score against its
+    own and the best unrelated section's."""
+
     section: int
     label: str  # what the instruction is about: "`web_search`", "citations", …
     words: tuple[str, ...] = ()  # the heading words (stems) the instruction shares
