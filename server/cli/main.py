@@ -19,7 +19,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    parser = _parser()
+    parser = _parser(argv[0] if argv else None)
     args, extra = parser.parse_known_args(argv)
     if extra:
         # An unknown flag after the subcommand is that subcommand's usage error.
@@ -326,17 +326,72 @@ def _record(value: str) -> int:
 _SUBPARSERS: dict[str, argparse.ArgumentParser] = {}
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: with ``command`` (a subcommand's name, the first argument),
+    that subcommand's alone, which is all its parsing, usage and help need (each
+    subcommand's parser asks gettext for its messages and makes a help formatter per
+    argument: 3-10 ms of every start-up for all of them); else every subcommand, for the
+    top-level help and an unknown name."""
     import argparse
+    import functools
 
-    parser = argparse.ArgumentParser(
-        prog="promptls",
-        description="Assemble LLM conversations and prompts the way the model receives them.",
-    )
-    parser.add_argument(
-        "--version", action=_version_action(), help="show the version of promptls and exit"
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    formatter, building = _formatter_class()
+    with building():
+        parser = argparse.ArgumentParser(
+            prog="promptls",
+            description="Assemble LLM conversations and prompts the way the model receives them.",
+            formatter_class=formatter,
+        )
+        parser.add_argument(
+            "--version", action=_version_action(), help="show the version of promptls and exit"
+        )
+        sub = parser.add_subparsers(
+            dest="command",
+            metavar="COMMAND",
+            parser_class=functools.partial(argparse.ArgumentParser, formatter_class=formatter),
+        )
+        for name, add in _COMMANDS.items():
+            if command is None or command not in _COMMANDS or name == command:
+                add(sub)
+    _SUBPARSERS.update(sub.choices)
+    return parser
+
+
+def _formatter_class() -> tuple[type[argparse.HelpFormatter], Callable[[], Any]]:
+    """argparse's help formatter, and a context in which the formatters it makes are told a
+    width. Each argument added makes one, only to check the argument's metavar; asking the
+    terminal's width imports ``shutil`` (with ``bz2`` and ``lzma``: 3-5 ms), which a
+    command that prints no help does not otherwise need. Help and usage, laid out once the
+    parser is built, ask the terminal as usual."""
+    import argparse
+    import contextlib
+
+    told: list[bool] = []
+
+    class Formatter(argparse.HelpFormatter):
+        def __init__(
+            self,
+            prog: str,
+            indent_increment: int = 2,
+            max_help_position: int = 24,
+            width: int | None = None,
+        ) -> None:
+            if width is None and told:
+                width = 80  # (never read: no help is laid out while the parser is built)
+            super().__init__(prog, indent_increment, max_help_position, width)
+
+    @contextlib.contextmanager
+    def building() -> Any:
+        told.append(True)
+        try:
+            yield
+        finally:
+            told.clear()
+
+    return Formatter, building
+
+
+def _add_assemble(sub: Any) -> None:
     p = sub.add_parser(
         "assemble",
         help="show the assembled context of a conversation document",
@@ -382,6 +437,9 @@ def _parser() -> argparse.ArgumentParser:
         help="with --format json: include the summarization request of the compression plan",
     )
     p.set_defaults(run=_assemble)
+
+
+def _add_lint(sub: Any) -> None:
     p = sub.add_parser(
         "lint",
         help="check documents and folders for problems (for CI)",
@@ -419,6 +477,9 @@ def _parser() -> argparse.ArgumentParser:
         help="worker processes (default: one per core for 16 files or more)",
     )
     p.set_defaults(run=_lint)
+
+
+def _add_diff(sub: Any) -> None:
     p = sub.add_parser(
         "diff",
         help="what a change does to the assembled context of every conversation",
@@ -454,6 +515,9 @@ def _parser() -> argparse.ArgumentParser:
         help="date for {{CURRENT_DATETIME}} on both sides as YYYY-MM-DD (default: today)",
     )
     p.set_defaults(run=_diff)
+
+
+def _add_rules(sub: Any) -> None:
     p = sub.add_parser(
         "rules",
         help="list every rule: code, default severity, fixable, summary",
@@ -463,6 +527,9 @@ def _parser() -> argparse.ArgumentParser:
         "--format", choices=("text", "json"), default="text", help="text (default) or json"
     )
     p.set_defaults(run=_rules)
+
+
+def _add_rule(sub: Any) -> None:
     p = sub.add_parser(
         "rule",
         help="show a rule's documentation",
@@ -470,6 +537,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("code", metavar="CODE", help="a rule code, as listed by `promptls rules`")
     p.set_defaults(run=_rule)
+
+
+def _add_serve(sub: Any) -> None:
     p = sub.add_parser(
         "serve",
         help="run the language server (stdio by default)",
@@ -498,8 +568,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-file", metavar="PATH", help="write the log there instead of stderr")
     p.set_defaults(run=_serve)
-    _SUBPARSERS.update(sub.choices)
-    return parser
+
+
+_COMMANDS: dict[str, Callable[[Any], None]] = {
+    "assemble": _add_assemble,
+    "lint": _add_lint,
+    "diff": _add_diff,
+    "rules": _add_rules,
+    "rule": _add_rule,
+    "serve": _add_serve,
+}
 
 
 def _version_action() -> type[argparse.Action]:

@@ -104,3 +104,19 @@ def test_a_log_level_is_taken_in_either_case() -> None:
     assert serve.parse_args(["--log-level", "debug"]).log_level == "DEBUG"
     assert serve.parse_args(["--log-level", "Info"]).log_level == "INFO"
     assert serve.parse_args([]).log_level == "WARNING"
+
+
+def test_a_subcommand_parser_is_built_alone_and_is_the_same() -> None:
+    # Start-up builds only the parser of the command named first (gettext and a help
+    # formatter per argument for each subcommand): its usage, help and parse are those of
+    # the full parser's; anything else (help, an unknown name) gets every subcommand.
+    everything = _subparsers()
+    for name, full in everything.items():
+        alone = _parser(name)
+        action = next(a for a in alone._actions if isinstance(a, argparse._SubParsersAction))
+        assert list(action.choices) == [name]
+        assert action.choices[name].format_help() == full.format_help()
+    for first in (None, "--help", "--version", "bogus", "-h"):
+        parser = _parser(first)
+        action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        assert list(action.choices) == list(everything)

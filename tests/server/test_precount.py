@@ -564,9 +564,9 @@ def test_the_command_line_forks_the_child_for_the_file_it_names_before_parsing(
         order.append("fork")
         return early
 
-    def parser(build=cli._parser):  # type: ignore[no-untyped-def]
+    def parser(*args, build=cli._parser):  # type: ignore[no-untyped-def]
         order.append("parse")
-        return build()
+        return build(*args)
 
     monkeypatch.setattr(precount, "start_early", start_early)
     monkeypatch.setattr(cli, "_parser", parser)

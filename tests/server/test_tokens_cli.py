@@ -60,6 +60,28 @@ def test_version_loads_no_tokenizer() -> None:
     assert "assembly.assemble" not in modules
     # The version is the package's own constant: no package-metadata lookup (``email``…).
     assert not {"importlib.metadata", "email"} & modules
+    # Building the parser asks the terminal's width only to lay out help: no ``shutil``
+    # (which imports ``bz2`` and ``lzma``).
+    assert not {"shutil", "bz2", "lzma"} & modules
+
+
+def test_assemble_imports_no_archive_module_and_help_still_fits_the_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = tmp_path / "c.conv.json"
+    doc.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    code, out, _, modules = _run("assemble", str(doc), "--format", "json", cwd=tmp_path)
+    assert code == 0 and json.loads(out)["messages"]
+    assert not {"shutil", "bz2", "lzma"} & modules
+    helps = {}
+    for columns in (50, 200):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        code, out, _, _ = _run("assemble", "--help", cwd=tmp_path)
+        assert code == 0 and out.startswith("usage: promptls assemble")
+        helps[columns] = out.splitlines()
+    # Laid out for the terminal's width (not the one told while the parser was built).
+    assert len(helps[50]) > len(helps[200])
+    assert max(map(len, helps[200])) > 80 > max(map(len, helps[50]))
 
 
 def test_rule_docs_load_no_tokenizer_and_no_settings_model() -> None:
