@@ -521,7 +521,10 @@ def _load_likely_encoding(text: str, fmt: str) -> None:
     load_tokenizer(asked, model=model)
 
 
-_SETTINGS_KEY = re.compile(r'"settings"\s*:\s*(?=\{)')
+# The patterns below read a large document's settings before the fork; they are compiled
+# when first used (``re``'s cache keeps them), not by every command that imports this
+# module (2-3 ms of each start-up).
+_SETTINGS_KEY = r'"settings"\s*:\s*(?=\{)'
 PEEK_CHARS = 65_536  # where a document's ``settings`` are looked for before the fork
 
 
@@ -534,7 +537,7 @@ def _peek_settings(text: str, fmt: str) -> dict[str, Any]:
     if fmt == "yaml":
         return _peek_yaml(text)
     settings: dict[str, Any] = {}
-    m = _SETTINGS_KEY.search(text, 0, PEEK_CHARS)
+    m = re.compile(_SETTINGS_KEY).search(text, 0, PEEK_CHARS)
     if m is not None:
         try:
             value = json.JSONDecoder().raw_decode(text, m.end())[0]
@@ -543,26 +546,25 @@ def _peek_settings(text: str, fmt: str) -> dict[str, Any]:
         if not isinstance(value, dict) or value.get("model") or value.get("encoding"):
             return {"settings": value}
         settings = value
-    model = _MODEL_KEY.search(text, 0, PEEK_CHARS)
+    model = re.compile(_MODEL_KEY).search(text, 0, PEEK_CHARS)
     if model is None:
         return {"settings": settings} if m is not None else {}
     return {"settings": {**settings, "model": model[1]}}
 
 
-_MODEL_KEY = re.compile(r'"model"\s*:\s*"([^"\\\n]{1,200})"')
+_MODEL_KEY = r'"model"\s*:\s*"([^"\\\n]{1,200})"'
 
 
-_YAML_FLOW_SETTINGS = re.compile(r"^settings:[ \t]*\{([^{}\[\]\n#]*)\}[ \t]*(?:#.*)?$", re.M)
-_YAML_SETTINGS = re.compile(r"^settings:[ \t]*(?:#.*)?\n((?:[ \t]+\S.*\n|[ \t]*(?:#.*)?\n)*)", re.M)
+_YAML_FLOW_SETTINGS = r"(?m)^settings:[ \t]*\{([^{}\[\]\n#]*)\}[ \t]*(?:#.*)?$"
+_YAML_SETTINGS = r"(?m)^settings:[ \t]*(?:#.*)?\n((?:[ \t]+\S.*\n|[ \t]*(?:#.*)?\n)*)"
 # ``key: value`` on one line: double-quoted without escapes, single-quoted, or plain (not
 # opening with an indicator; ``#`` opens a comment only after a space).
-_YAML_KEY = re.compile(
-    r"^([ \t]+)(encoding|model):[ \t]+"
+_YAML_KEY = (
+    r"(?m)^([ \t]+)(encoding|model):[ \t]+"
     r"(?:\"([^\"\\\n]*)\"|'((?:[^'\n]|'')*)'"
     r"|((?:[^\s#'\"\[\]{}&*!|>%@`,?:-]|[-?:](?=\S))(?:[^\s#]|(?<=\S)#)*"
     r"(?:[ \t]+[^\s#](?:[^\s#]|(?<=\S)#)*)*))"
-    r"(?:[ \t]+#.*)?[ \t]*$",
-    re.M,
+    r"(?:[ \t]+#.*)?[ \t]*$"
 )
 
 
@@ -573,12 +575,12 @@ def _peek_yaml(text: str) -> dict[str, Any]:
     one-line flow mapping (``settings: {model: gpt-4o, max_input_tokens: 4096}``) of plain
     values (PyYAML is not imported before the fork; a guess: anything else is left to the
     parse)."""
-    flow = _YAML_FLOW_SETTINGS.search(text, 0, PEEK_CHARS)
+    flow = re.compile(_YAML_FLOW_SETTINGS).search(text, 0, PEEK_CHARS)
     if flow is not None:
         pairs = (item.partition(":") for item in flow[1].split(","))
         values = {k.strip(): v.strip().strip("'\"") for k, sep, v in pairs if sep}
         return {"settings": {k: v for k, v in values.items() if k in ("model", "encoding") and v}}
-    m = _YAML_SETTINGS.search(text, 0, PEEK_CHARS)
+    m = re.compile(_YAML_SETTINGS).search(text, 0, PEEK_CHARS)
     if m is None:
         return {}
     block = m.group(1)
@@ -588,7 +590,7 @@ def _peek_yaml(text: str) -> dict[str, Any]:
         if line.strip() and not line.lstrip().startswith("#"):
             indent = line[: len(line) - len(line.lstrip())]
             break
-    for k in _YAML_KEY.finditer(block):
+    for k in re.compile(_YAML_KEY).finditer(block):
         if k.group(1) == indent:
             double, single, plain = k.group(3, 4, 5)
             value = (
