@@ -318,3 +318,19 @@ def test_the_name_search_finds_what_each_kind_of_finder_finds() -> None:
         assert any(f.search(lowered) for f in finders), text
         assert any_name.search(lowered) is not None
     assert any_name.search(_lowered("Search the web.")) is None
+
+
+def test_a_distance_of_one_token_is_one_token() -> None:
+    text = (
+        "---\ntools: [web_search]\ninstruction_distance: 0\n---\nYou are a helpful assistant.\n\n"
+        "Always call web_search before you answer a question about current events.\n"
+        "## web_search\n\nSearches the web.\n"
+    )
+    ctx = RuleContext(
+        text=text,
+        settings=Settings(instruction_distance=0, tools=("web_search",)),
+        tokenizer=TOKENIZER,
+        template=parse_prompt(text),
+    )
+    (found,) = instruction_far_from_section(ctx)
+    assert ", 1 token before `## web_search`" in found.message, found.message

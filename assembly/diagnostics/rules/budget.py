@@ -83,16 +83,17 @@ def history_truncated(t: Truncation, b: Branch) -> Iterator[Diagnostic]:
     if summary is not None:
         n -= 1  # counted apart: it is not written where the history starts
     subjects = [f"{n:,} older {'message' if n == 1 else 'messages'}"] if n else []
+    cost = f"{tokens:,} {'token' if tokens == 1 else 'tokens'}"
     if summary is not None:
         subjects.append(f"the summary `{summary.id}`")
     if subjects:
-        message = f"{' and '.join(subjects)} ({tokens:,} tokens) will not be sent: {why}"
+        message = f"{' and '.join(subjects)} ({cost}) will not be sent: {why}"
         if uploads:
             verb = "goes" if len(uploads) == 1 else "go"
             them = "it" if n + (summary is not None) == 1 else "them"
             message += f"; {the_uploads} {verb} with {them}"
     else:  # only uploads injected before a message that is still sent
-        message = f"{the_uploads} ({tokens:,} tokens) will not be sent: {why}"
+        message = f"{the_uploads} ({cost}) will not be sent: {why}"
     listed = sum(1 for fid, _, _, _ in uploads if fid in forgotten)
     if uploads and listed == len(uploads):
         message += " (listed for `read_file` among the forgotten files)"

@@ -515,7 +515,8 @@ def _far_instructions(
         yield Diagnostic(
             "instruction-far-from-section",
             severity,
-            f"instruction{about} sits {where}, {distance:,} tokens {side} `{_clip(heading)}`{kind}",
+            f"instruction{about} sits {where}, {distance:,} token{'' if distance == 1 else 's'} "
+            f"{side} `{_clip(heading)}`{kind}",
             source.range(sentence.range),
             path=source.path,
             related=(
