@@ -335,60 +335,32 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     import argparse
     import functools
 
-    formatter, building = _formatter_class()
-    with building():
-        parser = argparse.ArgumentParser(
-            prog="promptls",
-            description="Assemble LLM conversations and prompts the way the model receives them.",
-            formatter_class=formatter,
-        )
-        parser.add_argument(
-            "--version", action=_version_action(), help="show the version of promptls and exit"
-        )
-        sub = parser.add_subparsers(
-            dest="command",
-            metavar="COMMAND",
-            parser_class=functools.partial(argparse.ArgumentParser, formatter_class=formatter),
-        )
-        for name, add in _COMMANDS.items():
-            if command is None or command not in _COMMANDS or name == command:
-                add(sub)
+    # While the parser is built, argparse makes a help formatter for each argument added,
+    # only to check its metavar; asking the terminal's width there imports ``shutil``
+    # (with ``bz2`` and ``lzma``: 3-5 ms), which a command that prints no help does not
+    # otherwise need. They are told a width, never read; help and usage, laid out once
+    # the parser is built, ask the terminal as usual.
+    told = functools.partial(argparse.HelpFormatter, width=80)
+    parser = argparse.ArgumentParser(
+        prog="promptls",
+        description="Assemble LLM conversations and prompts the way the model receives them.",
+        formatter_class=told,
+    )
+    parser.add_argument(
+        "--version", action=_version_action(), help="show the version of promptls and exit"
+    )
+    sub = parser.add_subparsers(
+        dest="command",
+        metavar="COMMAND",
+        parser_class=functools.partial(argparse.ArgumentParser, formatter_class=told),
+    )
+    for name, add in _COMMANDS.items():
+        if command is None or command not in _COMMANDS or name == command:
+            add(sub)
+    for built in (parser, *sub.choices.values()):
+        built.formatter_class = argparse.HelpFormatter
     _SUBPARSERS.update(sub.choices)
     return parser
-
-
-def _formatter_class() -> tuple[type[argparse.HelpFormatter], Callable[[], Any]]:
-    """argparse's help formatter, and a context in which the formatters it makes are told a
-    width. Each argument added makes one, only to check the argument's metavar; asking the
-    terminal's width imports ``shutil`` (with ``bz2`` and ``lzma``: 3-5 ms), which a
-    command that prints no help does not otherwise need. Help and usage, laid out once the
-    parser is built, ask the terminal as usual."""
-    import argparse
-    import contextlib
-
-    told: list[bool] = []
-
-    class Formatter(argparse.HelpFormatter):
-        def __init__(
-            self,
-            prog: str,
-            indent_increment: int = 2,
-            max_help_position: int = 24,
-            width: int | None = None,
-        ) -> None:
-            if width is None and told:
-                width = 80  # (never read: no help is laid out while the parser is built)
-            super().__init__(prog, indent_increment, max_help_position, width)
-
-    @contextlib.contextmanager
-    def building() -> Any:
-        told.append(True)
-        try:
-            yield
-        finally:
-            told.clear()
-
-    return Formatter, building
 
 
 def _add_assemble(sub: Any) -> None:
