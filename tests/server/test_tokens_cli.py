@@ -73,6 +73,8 @@ def test_assemble_imports_no_archive_module_and_help_still_fits_the_terminal(
     code, out, _, modules = _run("assemble", str(doc), "--format", "json", cwd=tmp_path)
     assert code == 0 and json.loads(out)["messages"]
     assert not {"shutil", "bz2", "lzma"} & modules
+    # Nor what only an unknown placeholder's suggestion needs.
+    assert "difflib" not in modules
     helps = {}
     for columns in (50, 200):
         monkeypatch.setenv("COLUMNS", str(columns))
