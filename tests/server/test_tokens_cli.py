@@ -125,6 +125,8 @@ def test_lint_imports_only_what_the_folder_needs(tmp_path: Path) -> None:
     code, out, _, modules = _run("lint", "--format", "json", "--jobs", "1", ".", cwd=tmp_path)
     assert (code, json.loads(out)) == (0, [])
     assert not {"pathspec", "tomllib", "importlib.metadata"} & modules
+    # One worker: no process pool (``multiprocessing`` imports socket, pickle, logging…).
+    assert not {"multiprocessing", "concurrent.futures"} & modules
     assert "server.cli.lint.render_json" in modules
     assert not {"server.cli.lint.render_sarif", "server.cli.lint.render_text"} & modules
     # A .gitignore and a settings file load what reads them, and are obeyed.

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import multiprocessing
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +74,12 @@ def lint_files(
     # What the workers inherit is never scanned by their collections (nor written to by
     # them: copy-on-write pages stay shared).
     gc.freeze()
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     reports: list[FileReport] = []
     try:
-        with ProcessPoolExecutor(n_workers, mp_context=_FORK) as pool:
+        with ProcessPoolExecutor(n_workers, mp_context=_fork_context()) as pool:
             batches = [
                 pool.submit(_lint_batch, work[start:stop], opts)
                 for start, stop in _batches(len(work), n_workers)
@@ -123,12 +123,22 @@ def _lint_batch(batch: Sequence[tuple[Path, Folder]], opts: LintOptions) -> list
     return [lint_file(f, folder, opts) for f, folder in batch]
 
 
-_FORK = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+def _fork_context() -> Any:
+    """multiprocessing's "fork" context (None where there is no ``fork``), imported only
+    when workers are started: ``concurrent.futures``' process pool and ``multiprocessing``
+    import ``socket``, ``pickle``, ``logging`` and ``subprocess`` (20 ms of a small lint's
+    start-up, which forks none)."""
+    import multiprocessing
+
+    return multiprocessing.get_context("fork") if hasattr(os, "fork") else None
 
 
 def _lint_isolated(path: Path, folder: Folder, opts: LintOptions) -> FileReport:
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
-        with ProcessPoolExecutor(1, mp_context=_FORK) as pool:
+        with ProcessPoolExecutor(1, mp_context=_fork_context()) as pool:
             return pool.submit(lint_file, path, folder, opts).result()
     except BrokenProcessPool as exc:
         return _internal_error_report(path, exc, during="linting (the worker process died)")
@@ -202,13 +212,17 @@ def merge(reports: Iterable[FileReport]) -> LintResult:
 
 
 def _n_workers(n_files: int, jobs: int | None) -> int:
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return 1
     if jobs is not None:
-        return max(1, min(jobs, n_files))
-    if n_files < MIN_PARALLEL_FILES:
-        return 1
-    return max(1, min(usable_cpus(), n_files // 4))
+        wanted = min(jobs, n_files)
+    elif n_files < MIN_PARALLEL_FILES:
+        wanted = 1
+    else:
+        wanted = min(usable_cpus(), n_files // 4)
+    if wanted <= 1:
+        return 1  # (without importing multiprocessing: ``_fork_context``)
+    import multiprocessing
+
+    return wanted if "fork" in multiprocessing.get_all_start_methods() else 1
 
 
 def _with_source(objs: list[dict[str, Any]], texts: dict[str, str]) -> Iterable[Finding]:
