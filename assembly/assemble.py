@@ -93,7 +93,7 @@ from assembly.sysprompt import (
     parse_prompt_text,
     substitute_user_placeholders,
 )
-from assembly.text import Span, TextRange
+from assembly.text import Span, TextRange, plural
 from assembly.tokens import Tokenizer
 
 if TYPE_CHECKING:  # pydantic is imported when settings are first read
@@ -2067,7 +2067,7 @@ class _Pipeline:
         node = data[k]
         after = [j for j in chain[i + 1 : cut + 1] if data[j].role is not SUMMARY_ROLE]
         first = after[0] if after else chain[cut]
-        n = f"{len(after)} message{'s' if len(after) != 1 else ''}"
+        n = plural(len(after), "message")
         rng = self._at(k, node.summarizes_through_range or node.range)
         self.error(
             "summary-covers-kept-message",

@@ -39,7 +39,7 @@ from assembly.syntax import (
     SNode,
     absolute,
 )
-from assembly.text import RelRange, Span, TextRange, resolve, sub_range
+from assembly.text import RelRange, Span, TextRange, plural, resolve, sub_range
 
 MAX_DOCUMENT_CHARS = 64 * 1024 * 1024
 # Messages read from one document (the 10 MB benchmark conversation has 10,000); the rest
@@ -687,7 +687,7 @@ class Reader:
             if place is None or n <= MAX_ISSUES_PER_CODE:
                 place = _placed(*first)
             more = count - 1
-            also = f" (and on {more:,} more message{'s' if more != 1 else ''})" if more else ""
+            also = f" (and on {plural(more, 'more message')})" if more else ""
             self.unknown_key(f"unknown message key `{key}`{also}: it is ignored", place)
 
     def has_findings(self) -> bool:

@@ -1,4 +1,5 @@
-"""Text ranges and line indexes.
+"""Text ranges and line indexes, and ``plural``: a count with its noun, as every message
+writes one.
 
 Offsets here are code points (Python ``str`` indices) into the document text exactly as it
 was given (CRLF kept). Lines and columns are 0-based here; the command line prints them
@@ -258,3 +259,9 @@ class PlacedIndex:
 
     def line_col(self, offset: int) -> LineCol:
         return self.index.line_col(offset + self.base)  # type: ignore[no-any-return]
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``n`` (thousands separated) and its noun, plural unless one: ``1 token``,
+    ``1,024 tokens``; ``many``: a plural that is not ``one`` + ``s``."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"

@@ -44,7 +44,6 @@ from assembly.ide.placement import (
     ids,
     percent,
     placements,
-    plural,
     short_error,
 )
 from assembly.model import Conversation, Message, PromptTemplate, Role, Section
@@ -57,7 +56,7 @@ from assembly.sysprompt import (
     format_datetime,
     guidance_sections,
 )
-from assembly.text import TextRange
+from assembly.text import TextRange, plural
 from assembly.tokens import Tokenizer, resolve_encoding
 
 Where = Literal["system", "custom_agent", "reminder", "message", "template"]

@@ -296,10 +296,6 @@ def fmt_tokens(n: int) -> str:
     return f"{n:,}"
 
 
-def plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n:,} {one if n == 1 else (many or one + 's')}"
-
-
 def percent(part: int, whole: int) -> str:
     if whole <= 0:
         return "–"

@@ -24,7 +24,7 @@ from enum import StrEnum
 from assembly.ide._tree import path_at
 from assembly.model import Conversation, FileAttachment, Message, PromptTemplate, Role
 from assembly.syntax import Member, SNode
-from assembly.text import TextRange
+from assembly.text import TextRange, plural
 
 _NON_SPACE = re.compile(r"\S")
 NAME_WORDS = 6  # words of a message's text in its name
@@ -98,7 +98,7 @@ def record_symbol(record: Conversation, number: int, base: int) -> Symbol:
     root = record.root
     start, end = (root.range.start, root.range.end) if root is not None else (0, 0)
     n = len(record.message_data)
-    detail = f"{n} message{'' if n == 1 else 's'}"
+    detail = plural(n, "message")
     first = next((m.content for m in record.message_data if m.role is Role.USER), None)
     if first and first.strip():
         detail += f": {first_words(first)}"
@@ -216,11 +216,11 @@ def _key_symbol(conv: Conversation, member: Member) -> Symbol | None:
     elif kind is SymbolKind.FILES:
         files = [f for f in conv.project_files if rng.contains(f.range.start)]
         children = tuple(_file(conv.root, f) for f in files)
-        detail = _count(len(files), "file")
+        detail = plural(len(files), "file")
     elif kind is SymbolKind.TOOLS:
         tools = [t for t in conv.tools or () if rng.contains(t.range.start)]
         children = tuple(Symbol(t.name, SymbolKind.TOOL, t.range, t.name_range) for t in tools)
-        detail = _count(len(tools), "tool")
+        detail = plural(len(tools), "tool")
     elif kind is SymbolKind.PROMPT:
         detail = _prompt_detail(value)
     return Symbol(member.key, kind, rng, member.key_range, detail, children)
@@ -273,10 +273,6 @@ def _file(root: SNode | None, f: FileAttachment) -> Symbol:
         node = entry.get("filename") or entry.get("file_id")
         focus = node.range if node is not None else focus
     return Symbol(f.filename, SymbolKind.FILE, f.range, focus, detail=f.file_id)
-
-
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def _first_line(text: str, rng: TextRange) -> TextRange:

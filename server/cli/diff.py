@@ -30,6 +30,7 @@ from typing import Any
 from assembly.diagnostics import Severity
 from assembly.diff import diff_assembled, has_changes, positional_id
 from assembly.host import PROMPT_SUFFIX
+from assembly.text import plural
 from server import files, jsonout
 from server.cli.github import append_step_summary
 from server.cli.lint.discover import discover as lint_discover
@@ -254,7 +255,7 @@ class TemplateUse:
 
     def lens_title(self) -> str:
         """``used by 3 conversations · +312 tokens vs HEAD``."""
-        title = f"used by {_plural(len(self.conversations), 'conversation')}"
+        title = f"used by {plural(len(self.conversations), 'conversation')}"
         if self.delta is not None:
             title += f" · {_signed(self.delta)} tokens vs HEAD"
         return title
@@ -434,15 +435,11 @@ def _signed(x: int) -> str:
     return f"{x:+,}" if x else "±0"
 
 
-def _plural(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
-
-
 def headline(res: DiffResult) -> str:
     new = res.new.label + (f" ({res.new.commit[:7]})" if res.new.commit else "")
     old = res.old.label + (f" ({res.old.commit[:7]})" if res.old.commit else "")
     return (
-        f"{old} → {new}: {_plural(len(res.files), 'conversation')} changed, "
+        f"{old} → {new}: {plural(len(res.files), 'conversation')} changed, "
         f"{_n(res.unchanged)} unchanged"
     )
 
@@ -465,7 +462,7 @@ def cache_sentence(d: dict[str, Any]) -> str:
     label = " → ".join(dict.fromkeys(ids))
     where = f"message {first['message']}" + (f", `{label}`" if label else "")
     s = (
-        head + f"{_plural(c['identical_messages'], 'leading message')} byte-identical; "
+        head + f"{plural(c['identical_messages'], 'leading message')} byte-identical; "
         f"first difference at byte {_n(first['byte'])} ({where})"
     )
     if c["invalidated_tokens"]:

@@ -715,15 +715,15 @@ def _assemble(args: argparse.Namespace) -> int:
 
 def _assemble_dataset(args: argparse.Namespace, analysis: Analysis) -> int:
     """A dataset: one record (``--record N``), or every record as JSON Lines."""
-    from assembly.text import LineIndex
+    from assembly.text import LineIndex, plural
     from server.output import assembly_json, record_line, render_text
 
     n = len(analysis.records)
     if args.record is not None:
         if args.record > n:
             print(
-                f"promptls: error: --record {args.record}: {args.file} has {n} "
-                f"conversation{'s' if n != 1 else ''}",
+                f"promptls: error: --record {args.record}: {args.file} has "
+                f"{plural(n, 'conversation')}",
                 file=sys.stderr,
             )
             return EXIT_USAGE

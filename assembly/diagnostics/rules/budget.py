@@ -26,7 +26,7 @@ from assembly.diagnostics.engine import Source, query
 from assembly.diagnostics.inputs import Branch, MessageKinds
 from assembly.model import Conversation, Message
 from assembly.seq import common_ends, differing, picked
-from assembly.text import TextRange
+from assembly.text import TextRange, plural
 
 MAX_RELATED_FILES = 5
 SENT_SEGMENTS = frozenset({"history", "last_user", "this_turn"})
@@ -82,8 +82,8 @@ def history_truncated(t: Truncation, b: Branch) -> Iterator[Diagnostic]:
         )
     if summary is not None:
         n -= 1  # counted apart: it is not written where the history starts
-    subjects = [f"{n:,} older {'message' if n == 1 else 'messages'}"] if n else []
-    cost = f"{tokens:,} {'token' if tokens == 1 else 'tokens'}"
+    subjects = [plural(n, "older message")] if n else []
+    cost = plural(tokens, "token")
     if summary is not None:
         subjects.append(f"the summary `{summary.id}`")
     if subjects:

@@ -60,7 +60,7 @@ from assembly.prompts import checked_text
 from assembly.sourcemap import OffsetMap
 from assembly.syntax import SNode
 from assembly.sysprompt import guidance_sections, parse_prompt_text
-from assembly.text import TextRange
+from assembly.text import TextRange, plural
 from assembly.tokens import Tokenizer
 
 # Onyx's built-in tools: a sentence naming one of these names a tool even when the prompt
@@ -515,7 +515,7 @@ def _far_instructions(
         yield Diagnostic(
             "instruction-far-from-section",
             severity,
-            f"instruction{about} sits {where}, {distance:,} token{'' if distance == 1 else 's'} "
+            f"instruction{about} sits {where}, {plural(distance, 'token')} "
             f"{side} `{_clip(heading)}`{kind}",
             source.range(sentence.range),
             path=source.path,
@@ -3328,11 +3328,11 @@ def _read_file_listing(
         if entry.id == "$forgotten_files":
             n = len(a.forgotten_files)
             rng = _forgotten_file_range(conv, [f.file_id for f in a.forgotten_files])
-            what = f"{n} forgotten file{'s' if n != 1 else ''}"
+            what = plural(n, "forgotten file")
         elif entry.id == "$project_file_list":
             n = entry.message.text.count('\n- file_id="')
             rng = _member_key(conv, "project_files")
-            what = f"{n} project file{'s' if n != 1 else ''}"
+            what = plural(n, "project file")
         else:
             continue
         yield Diagnostic(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from assembly.diagnostics import RULES, Severity
+from assembly.text import plural
 from server.rulesdoc import suggest_codes
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -108,21 +109,21 @@ def exit_code(res: LintResult, *, fail_on: str) -> int:
 def summary(res: LintResult) -> str:
     """``Found N problems (…) in F files; M fixable`` or ``All checks passed (F files)``."""
     if not res.findings:
-        return f"All checks passed ({count_of(len(res.files), 'file')})"
+        return f"All checks passed ({plural(len(res.files), 'file')})"
     by = {s: 0 for s in Severity}
     for f in res.findings:
         by[f.severity] += 1
     parts = [
-        count_of(by[Severity.ERROR], "error"),
-        count_of(by[Severity.WARNING], "warning"),
-        count_of(by[Severity.INFO], "info"),
+        plural(by[Severity.ERROR], "error"),
+        plural(by[Severity.WARNING], "warning"),
+        plural(by[Severity.INFO], "info"),
     ]
     if by[Severity.HINT]:
-        parts.append(count_of(by[Severity.HINT], "hint"))
+        parts.append(plural(by[Severity.HINT], "hint"))
     n_files = len({f.file for f in res.findings})
     return (
-        f"Found {count_of(len(res.findings), 'problem')} ({', '.join(parts)}) in "
-        f"{count_of(n_files, 'file')}; {res.fixable} fixable"
+        f"Found {plural(len(res.findings), 'problem')} ({', '.join(parts)}) in "
+        f"{plural(n_files, 'file')}; {res.fixable} fixable"
     )
 
 
@@ -141,8 +142,3 @@ def relative_uri_path(path: str, src_root: Path) -> str:
     if p.is_absolute() and p.is_relative_to(src_root):
         return p.relative_to(src_root).as_posix()
     return path
-
-
-def count_of(n: int, noun: str) -> str:
-    """``n`` and ``noun``, plural unless one: ``3 files``."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"

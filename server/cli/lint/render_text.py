@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from assembly.diagnostics import Severity
-from server.cli.lint.model import Finding, LintResult, count_of, shown_path, summary
+from assembly.text import plural
+from server.cli.lint.model import Finding, LintResult, shown_path, summary
 from server.terminal import visible
 
 MAX_EXCERPT_WIDTH = 120
@@ -73,7 +74,7 @@ def _excerpt(f: Finding, paint: Callable[[str, str], str], caret_color: str) -> 
         res.append(f"{bar} {' ' * _cells(shown[:a])}{paint('^' * marks, caret_color)}")
     if last > shown_last:
         more = last - shown_last
-        res.append(f"{bar} … {count_of(more, 'more line')}")
+        res.append(f"{bar} … {plural(more, 'more line')}")
     res.append(bar)
     return res
 
