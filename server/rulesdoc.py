@@ -12,7 +12,6 @@ anchor is GitHub's heading slug of the rule's ``## <code>`` section.
 
 from __future__ import annotations
 
-import difflib
 import re
 import sys
 
@@ -98,7 +97,10 @@ def render_rule_doc(rule: Rule) -> str:
 
 
 def suggest_codes(code: str) -> list[str]:
-    """Return the rule codes closest to an unknown ``code``, best first."""
+    """Return the rule codes closest to an unknown ``code``, best first (``difflib``
+    is imported here: every ``lint`` imports this module, few mistype a code)."""
+    import difflib
+
     codes = [r.code for r in RULES]
     res = difflib.get_close_matches(code.lower(), codes, n=3, cutoff=0.6)
     res += [c for c in codes if code and code.lower() in c and c not in res]

@@ -127,6 +127,8 @@ def test_lint_imports_only_what_the_folder_needs(tmp_path: Path) -> None:
     assert not {"pathspec", "tomllib", "importlib.metadata"} & modules
     # One worker: no process pool (``multiprocessing`` imports socket, pickle, logging…).
     assert not {"multiprocessing", "concurrent.futures"} & modules
+    # Nor what only a mistyped rule code's suggestion needs.
+    assert "difflib" not in modules
     assert "server.cli.lint.render_json" in modules
     assert not {"server.cli.lint.render_sarif", "server.cli.lint.render_text"} & modules
     # A .gitignore and a settings file load what reads them, and are obeyed.
