@@ -2951,10 +2951,13 @@ class _Pipeline:
         for k, img in enumerate(m.images):
             if kept_images is not None and k >= kept_images:
                 break
+            label_id = _image_label_id(img.ref)
             if not self.s.vision:
-                parts.append({"type": "text", "text": texts.IMAGE_NOT_SUPPORTED.format(id=img.ref)})
+                parts.append(
+                    {"type": "text", "text": texts.IMAGE_NOT_SUPPORTED.format(id=label_id)}
+                )
                 continue
-            parts.append({"type": "text", "text": texts.IMAGE_LABEL.format(id=img.ref)})
+            parts.append({"type": "text", "text": texts.IMAGE_LABEL.format(id=label_id)})
             parts.append({"type": "image_url", "image_url": {"url": img.ref}})
         return {"role": "user", "content": parts}
 
@@ -3320,6 +3323,19 @@ def _past_tool_result(tool_name: str, content: str) -> str:
     if images:
         return json.dumps(images)
     return content if content else texts.TOOL_RESULT_PLACEHOLDER
+
+
+def _image_label_id(ref: str) -> str:
+    """The id an image's label names: its file id or URL, but for an inline image (a
+    ``data:`` URL, as logs carry them) a stand-in made from its data, ``data-<crc32>``.
+    Onyx's label names the image's file id (36 characters, never the image), and neither
+    Onyx nor this pipeline counts the label; a log's inline image has no file id, and
+    naming its data put the whole base64 text, uncounted, beside the image."""
+    if ref[:5].lower() != "data:":
+        return ref
+    import zlib
+
+    return f"data-{zlib.crc32(ref.encode('utf-8', 'surrogatepass')):08x}"
 
 
 _LLM_TOKENS = operator.attrgetter("tokens")  # ``_replay_cost`` without a marker, at C speed

@@ -585,6 +585,8 @@ class Reader:
         )
 
     def _tools(self, node: SNode) -> tuple[ToolDef, ...]:
+        if node.kind == "null":  # none offered (SDKs send every optional field, as null)
+            return ()
         if not node.is_array:
             self.error("`tools` must be an array of tool schemas", node.range)
             return ()

@@ -163,9 +163,10 @@ def _document() -> Schema:
                 "items": {"$ref": "#/$defs/project_file"},
             },
             "tools": {
-                "type": "array",
+                "type": ["array", "null"],
                 "description": "The tools offered this turn (OpenAI tool schemas, or bare "
-                "names); tool guidance for tools not offered is left out of the system prompt.",
+                "names; null: none); tool guidance for tools not offered is left out of the "
+                "system prompt.",
                 "items": {"$ref": "#/$defs/tool"},
             },
             "reminder": {
@@ -204,8 +205,8 @@ def _request_body_keys() -> Schema:
             }
         elif key == "functions":
             res[key] = {
-                "type": "array",
-                "description": "The legacy tool list; read as `tools`.",
+                "type": ["array", "null"],
+                "description": "The legacy tool list; read as `tools` (null: none).",
                 "items": {"$ref": "#/$defs/tool"},
             }
         else:

@@ -10,6 +10,7 @@ checked; the one kind of problem promptls keeps on purpose, a tool call nobody a
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,25 @@ def test_the_validator_refuses_what_providers_refuse() -> None:
         assert problems(messages, "openai"), name
     assert problems([{"role": "developer", "content": "d"}], "ollama")
     assert problems([{"role": "user", "content": None}], "ollama")
+
+
+def test_an_inline_image_is_labelled_with_a_stand_in_id_not_its_data(tmp_path: Path) -> None:
+    # A log's image is a data URL: Onyx's label names a file id (36 characters, never
+    # counted), and naming the data instead put all of it, uncounted, beside the image
+    # (openinference's recorded Anthropic request: a 133,903-character label).
+    data = "data:image/png;base64," + "iVBORw0KGgo" * 2000
+    url = "https://example.com/cat.png"
+    doc = tmp_path / "img.conv.json"
+    parts = [{"type": "text", "text": "What is this?"}]
+    parts += [{"type": "image_url", "image_url": {"url": u}} for u in (data, url, data)]
+    doc.write_text(json.dumps([{"role": "user", "content": parts}]))
+    for vision in (True, False):
+        a = analyze(doc, overrides={"vision": vision}, today=TODAY)
+        content = assembly_json(a, display_path=doc.name)["messages"][-1]["content"]
+        labels = [p["text"] for p in content if p["type"] == "text"][1:]
+        assert len(labels) == 3 and all(len(t) < 120 for t in labels), labels
+        assert not any("base64" in t for t in labels)
+        assert url in labels[1]
+        assert labels[0] == labels[2] and "file_id: data-" in labels[0]  # one image, one id
+        images = [p["image_url"]["url"] for p in content if p["type"] == "image_url"]
+        assert images == ([data, url, data] if vision else [])

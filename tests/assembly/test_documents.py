@@ -622,6 +622,22 @@ def test_log_fields_and_request_body_keys_are_read_silently() -> None:
     assert [t.name for t in conv.tools or ()] == ["f"]
 
 
+def test_null_tools_are_none_offered() -> None:
+    # Together's SDK (openllmetry's recorded request) sends every optional field, ``null``
+    # when not set: the API takes ``"tools": null`` as no tools, and so does the reader.
+    conv = check_document(
+        """\
+{"model": "m", "tools": null, "functions": null, "tool_choice": null,
+ "messages": [{"role": "user", "content": "hi"}]}
+""",
+        DocFormat.JSON,
+        """
+        message 0 user 'hi'
+        """,
+    )
+    assert not conv.tools
+
+
 def test_settings_model_wins_over_the_request_body_model() -> None:
     for text in (
         '{"model": "gpt-4.1", "settings": {"model": "o3"}, "messages": []}',
