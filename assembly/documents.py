@@ -122,7 +122,9 @@ _TOOL, _USER, _ASSISTANT, _SUMMARY = Role.TOOL, Role.USER, Role.ASSISTANT, Role.
 # completions; Ollama's ``options``, ``format``, ``keep_alive``, ``think``; the extensions
 # OpenAI-compatible providers document (Groq's ``reasoning_format``, ``search_settings``;
 # OpenRouter's ``models``, ``provider``, ``transforms``, ``reasoning``, ``usage``,
-# ``plugins``, ``preset``).
+# ``plugins``, ``preset``; Together's ``top_k``, ``min_p``, ``repetition_penalty``,
+# ``echo``, ``safety_model``, ``context_length_exceeded_behavior``, the first three
+# vLLM's and Fireworks' sampling parameters too).
 REQUEST_BODY_KEYS = frozenset(
     {
         "model",
@@ -170,6 +172,12 @@ REQUEST_BODY_KEYS = frozenset(
         "usage",
         "plugins",
         "preset",
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+        "echo",
+        "safety_model",
+        "context_length_exceeded_behavior",
     }
 )
 _IGNORE_KEY = "promptls-ignore"
@@ -354,6 +362,10 @@ class Reader:
         return tuple(res), tuple(at)
 
     def _read_object(self, root: SNode, fields: dict[str, Any]) -> tuple[tuple[Message, int], ...]:
+        converse = next((m for m in root.members if m.key in CONVERSE_KEYS), None)
+        if converse is not None:
+            self.error(f"`{converse.key}`: {_not_read(_CONVERSE)}", converse.key_range)
+            return ()
         self.top_fields(root, fields, allow_messages=True)
         node = root.get("messages")
         if node is None:
@@ -1224,6 +1236,29 @@ def all_read_alone(msgs: Sequence[Message]) -> bool:
     return not any(map(_SYNTHESIZED, chain.from_iterable(map(_CALLS, others))))
 
 
+def same_made_up_calls(new: Sequence[Message], old: Sequence[Message]) -> bool:
+    """Whether ``new``, read again in place of ``old``, reads as it would in its document
+    although some of them do not read alone: their only tie to their neighbours is calls
+    with made-up ids (no tool response without a usable id among either), and those are
+    the same calls, by id and name in order, as ``old``'s. The responses that the document's
+    pairing (``Reader._pair_unnamed_responses``) gave those ids then keep them: typing in
+    the text of an assistant message whose calls have no ``id`` (Writer's and Ollama's
+    logs) changes nothing the pairing reads."""
+    if any(map(_unnamed_response, chain(new, old))):
+        return False
+    return _made_up_calls(new) == _made_up_calls(old)
+
+
+def _made_up_calls(msgs: Sequence[Message]) -> list[tuple[str, str]]:
+    return [
+        (c.id, c.name)
+        for m in msgs
+        if m.role is _ASSISTANT
+        for c in m.tool_calls
+        if c.synthesized_id
+    ]
+
+
 _ROLE = attrgetter("role")
 _CALLS = attrgetter("tool_calls")
 _TOOL_CALL_ID = attrgetter("tool_call_id")
@@ -1305,6 +1340,23 @@ _FOREIGN_SHAPES: tuple[tuple[str, str | None, str], ...] = (
     ("contents", None, "a Gemini request (`contents` of `role`/`parts` turns)"),
     ("parts", None, "a Gemini turn (`role`/`parts`)"),
 )
+
+
+# The top-level keys only a Bedrock Converse request has (its ``messages`` hold content
+# blocks without a ``type``: ``{"text": …}``, ``{"toolUse": …}``): a request of a format
+# promptls does not read, said at the first of them.
+CONVERSE_KEYS = frozenset(
+    {
+        "inferenceConfig",
+        "toolConfig",
+        "additionalModelRequestFields",
+        "additionalModelResponseFieldPaths",
+        "guardrailConfig",
+        "promptVariables",
+        "performanceConfig",
+    }
+)
+_CONVERSE = "a Bedrock Converse request (`messages` of untyped `text`/`toolUse` blocks)"
 
 
 def foreign_shape(node: SNode) -> tuple[str, Span] | None:

@@ -55,6 +55,7 @@ from assembly.documents import (
     is_dataset,
     is_header_line,
     reads_alone,
+    same_made_up_calls,
 )
 from assembly.formats.detect import (
     NATIVE,
@@ -810,7 +811,9 @@ def _read_items(
     alone = prev._views.get("alone")
     if alone is None and len(old_msgs) > _CARRY_IDS:
         alone = prev.derived("alone", lambda c: all_read_alone(c.message_data))
-    if not all_read_alone(msgs if alone else (*msgs, *old_msgs)):
+    if not all_read_alone(msgs if alone else (*msgs, *old_msgs)) and not same_made_up_calls(
+        msgs, old_msgs
+    ):
         return None
     reader.issues.extend(_moved(e, delta) for e in kept_after)
     reader.rejected_calls.extend(

@@ -1,5 +1,6 @@
 """Formats users keep conversations in that promptls does not read (ShareGPT datasets,
-Gemini requests): one finding at the key that tells the format, naming it.
+Gemini requests, Bedrock Converse requests): one finding at the key that tells the format,
+naming it.
 
 Before, a ShareGPT record said "missing `messages`: the conversation has no message list" at
 its first character (or "message has no `role`" per record), leaving the user to guess why.
@@ -20,6 +21,9 @@ SHAREGPT = "this looks like a ShareGPT record (`conversations` of `from`/`value`
 SHAREGPT_TURN = "this looks like a ShareGPT turn (`from`/`value`)"
 GEMINI = "this looks like a Gemini request (`contents` of `role`/`parts` turns)"
 GEMINI_TURN = "this looks like a Gemini turn (`role`/`parts`)"
+CONVERSE = (
+    "this looks like a Bedrock Converse request (`messages` of untyped `text`/`toolUse` blocks)"
+)
 
 
 def _errors(path: Path, root: Path) -> list[tuple[str, str, int]]:
@@ -40,6 +44,28 @@ def test_the_real_sharegpt_dataset_is_named_at_its_conversations_key(tmp_path: P
             f"message has no `role`: {SHAREGPT}, which promptls does not read; write OpenAI "
             "chat messages (`messages` of `role`/`content`); it is left out",
             text.index('"conversations"'),
+        )
+    ]
+    assert name in (FOLDER / "MANIFEST.md").read_text(encoding="utf-8")
+
+
+def test_the_real_bedrock_converse_request_is_named_at_its_first_converse_key(
+    tmp_path: Path,
+) -> None:
+    # Its `system` made it an Anthropic request before: "unsupported content block type
+    # (none)", the user's text left out, and `inferenceConfig` an unknown key.
+    name = "openllmetry_bedrock_converse.conv.json"
+    doc = tmp_path / name
+    shutil.copy(FOLDER / name, doc)
+    text = doc.read_text(encoding="utf-8")
+    a = analyze(doc, root=tmp_path)
+    assert [(d.code, d.severity.value) for d in a.diagnostics] == [("schema-error", "error")]
+    assert _errors(doc, tmp_path) == [
+        (
+            "schema-error",
+            f"`inferenceConfig`: {CONVERSE}, which promptls does not read; write OpenAI chat "
+            "messages (`messages` of `role`/`content`)",
+            text.index('"inferenceConfig"'),
         )
     ]
     assert name in (FOLDER / "MANIFEST.md").read_text(encoding="utf-8")
@@ -84,6 +110,12 @@ def test_the_real_sharegpt_dataset_is_named_at_its_conversations_key(tmp_path: P
             '"model"',
             f"unknown role `model`: expected one of `system`, `user`, `assistant`, `tool`, "
             f"`reminder`, `summary` ({GEMINI_TURN}",
+        ),
+        (
+            "c.conv.yaml",
+            "messages:\n  - {role: user, content: [{text: Hi}]}\ntoolConfig: {tools: []}\n",
+            "toolConfig",
+            f"`toolConfig`: {CONVERSE}",
         ),
     ],
 )

@@ -68,6 +68,16 @@ _TOP_MARKS: dict[str, str] = {
     "presence_penalty": _O,
     "logit_bias": _O,
     "n": _O,
+    # Bedrock Converse's own keys: read by the promptls reader, which says it does not read
+    # that format (``documents.CONVERSE_KEYS``), rather than by the Anthropic one its
+    # ``system`` would pick, which read its untyped blocks as unsupported ones.
+    "inferenceConfig": _P,
+    "toolConfig": _P,
+    "additionalModelRequestFields": _P,
+    "additionalModelResponseFieldPaths": _P,
+    "guardrailConfig": _P,
+    "promptVariables": _P,
+    "performanceConfig": _P,
     "settings": _P,
     "system_prompt": _P,
     "custom_agent_prompt": _P,

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from assembly import incremental
 from assembly.host import AnalysisHost
 from assembly.incremental import common_prefix, common_suffix, reparse_conversation
-from assembly.model import Conversation, DocFormat
+from assembly.model import Conversation, DocFormat, Role
 from assembly.reading import parse_conversation
 from assembly.rope import Rope
 from assembly.syntax import NodeAt, SNode, absolute, iter_nodes
@@ -975,6 +975,15 @@ def test_keystrokes_in_real_logs_read_only_what_they_touch(
             continue
         key = "content: " if fmt is DocFormat.YAML else '"content": "'
         spots = [at + len(key) + 1 for at in _all_at(text, key) if text[at + len(key)] != "\\"]
+        # A tool response written without `tool_call_id` (Writer's log) takes the id of the
+        # call it answers from the whole list's pairing: typing in it reads the list again.
+        # Typing in the message of the call whose id was made up does not.
+        paired = [
+            (start + m.range.start, start + m.range.end)
+            for m, start in zip(conv.message_data, conv.starts, strict=True)
+            if m.role is Role.TOOL and m.tool_call_id_range is None
+        ]
+        spots = [at for at in spots if not any(a <= at < b for a, b in paired)]
         for at in spots[:: max(1, len(spots) // 8)][:8]:
             new_text = text[:at] + "x" + text[at:]
             res = reparse_conversation(conv, text, new_text, fmt, span=(at, at, at + 1))
@@ -1055,3 +1064,39 @@ def test_a_splice_that_removes_hundreds_of_messages_reads_as_a_whole_parse(
     assert normalise(second) == normalise(whole)
     assert second._views.get("alone") is (True if made_up is None else None)
     assert parse_conversation(text, DocFormat.JSON).messages[-1].tool_call_id == "call_119"
+
+
+def test_every_keystroke_in_a_log_whose_calls_have_no_id_reads_as_a_whole_parse() -> None:
+    """Calls written without `id` (Writer, Ollama) and legacy `function_call`s get made-up
+    ids, and responses without `tool_call_id` take them in conversation order. Typing in
+    the message of such a call is now re-read alone (its made-up ids are its own, and the
+    pairing's input is unchanged); every insertion and deletion of one character, anywhere,
+    must still read as a whole parse does."""
+    doc = [
+        {"role": "user", "content": "What is the weather?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"type": "function", "function": {"name": "w", "arguments": '{"a": 1}'}},
+                {"type": "function", "function": {"name": "t", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "content": "sunny"},
+        {"role": "assistant", "function_call": {"name": "t", "arguments": "{}"}},
+        {"role": "function", "name": "t", "content": "noon"},
+        {"role": "tool", "content": "late"},
+        {"role": "assistant", "content": "ok", "tool_calls": [{"function": {"name": "w"}}]},
+        {"role": "user", "content": "thanks"},
+    ]
+    text = json.dumps(doc, indent=1)
+    conv = parse_conversation(text, DocFormat.JSON)
+    assert sum(c.synthesized_id for m in conv.message_data for c in m.tool_calls) == 4
+    for at in range(1, len(text) - 1):
+        for new_text, span in (
+            (text[:at] + "x" + text[at:], (at, at, at + 1)),
+            (text[:at] + text[at + 1 :], (at, at + 1, at)),
+        ):
+            res = reparse_conversation(conv, text, new_text, DocFormat.JSON, span=span)
+            assert res is not None
+            assert normalise(res) == normalise(parse_conversation(new_text, DocFormat.JSON)), at
