@@ -364,7 +364,7 @@ class Reader:
     def _read_object(self, root: SNode, fields: dict[str, Any]) -> tuple[tuple[Message, int], ...]:
         converse = next((m for m in root.members if m.key in CONVERSE_KEYS), None)
         if converse is not None:
-            self.error(f"`{converse.key}`: {_not_read(_CONVERSE)}", converse.key_range)
+            self.error(f"`{converse.key}`: {not_read(_CONVERSE)}", converse.key_range)
             return ()
         self.top_fields(root, fields, allow_messages=True)
         node = root.get("messages")
@@ -372,7 +372,7 @@ class Reader:
             foreign = foreign_shape(root)
             if foreign is not None:
                 what, at = foreign
-                self.error(f"missing `messages`: {_not_read(what)}", at)
+                self.error(f"missing `messages`: {not_read(what)}", at)
                 return ()
             self.error("missing `messages`: the conversation has no message list", head(root))
             return ()
@@ -822,7 +822,7 @@ class Reader:
             foreign = foreign_shape(node)
             if foreign is not None:
                 what, at = foreign
-                self.error(f"message has no `role`: {_not_read(what)}; it is left out", at)
+                self.error(f"message has no `role`: {not_read(what)}; it is left out", at)
                 return None
             self.error("message has no `role`: it is left out", head(node))
             return None
@@ -836,7 +836,7 @@ class Reader:
         if role is None:
             roles = ", ".join(f"`{r.value}`" for r in Role)
             foreign = foreign_shape(node)
-            also = f" ({_not_read(foreign[0])})" if foreign is not None else ""
+            also = f" ({not_read(foreign[0])})" if foreign is not None else ""
             self.error(
                 f"unknown role {show(role_node)}: expected one of {roles}{also}; the message "
                 "is left out",
@@ -1373,7 +1373,8 @@ def foreign_shape(node: SNode) -> tuple[str, Span] | None:
     return None
 
 
-def _not_read(what: str) -> str:
+def not_read(what: str) -> str:
+    """What a finding says of a document in ``what``, a format promptls does not read."""
     return (
         f"this looks like {what}, which promptls does not read; write OpenAI chat messages "
         "(`messages` of `role`/`content`)"

@@ -1,6 +1,6 @@
 """Formats users keep conversations in that promptls does not read (ShareGPT datasets,
-Gemini requests, Bedrock Converse requests): one finding at the key that tells the format,
-naming it.
+Gemini requests and interactions, Bedrock Converse requests): one finding at the key that
+tells the format, naming it.
 
 Before, a ShareGPT record said "missing `messages`: the conversation has no message list" at
 its first character (or "message has no `role`" per record), leaving the user to guess why.
@@ -21,6 +21,7 @@ SHAREGPT = "this looks like a ShareGPT record (`conversations` of `from`/`value`
 SHAREGPT_TURN = "this looks like a ShareGPT turn (`from`/`value`)"
 GEMINI = "this looks like a Gemini request (`contents` of `role`/`parts` turns)"
 GEMINI_TURN = "this looks like a Gemini turn (`role`/`parts`)"
+INTERACTIONS = "this looks like a Gemini Interactions request (`input` with `generation_config`)"
 CONVERSE = (
     "this looks like a Bedrock Converse request (`messages` of untyped `text`/`toolUse` blocks)"
 )
@@ -66,6 +67,28 @@ def test_the_real_bedrock_converse_request_is_named_at_its_first_converse_key(
             f"`inferenceConfig`: {CONVERSE}, which promptls does not read; write OpenAI chat "
             "messages (`messages` of `role`/`content`)",
             text.index('"inferenceConfig"'),
+        )
+    ]
+    assert name in (FOLDER / "MANIFEST.md").read_text(encoding="utf-8")
+
+
+def test_the_real_gemini_interactions_request_is_named_at_its_generation_config(
+    tmp_path: Path,
+) -> None:
+    # Its `input` made it a Responses request: "unsupported input item type `text`" for
+    # each part, and `generation_config` an unknown key.
+    name = "openinference_gemini_interactions.conv.json"
+    doc = tmp_path / name
+    shutil.copy(FOLDER / name, doc)
+    text = doc.read_text(encoding="utf-8")
+    a = analyze(doc, root=tmp_path)
+    assert [(d.code, d.severity.value) for d in a.diagnostics] == [("schema-error", "error")]
+    assert _errors(doc, tmp_path) == [
+        (
+            "schema-error",
+            f"`generation_config`: {INTERACTIONS}, which promptls does not read; write OpenAI "
+            "chat messages (`messages` of `role`/`content`)",
+            text.index('"generation_config"'),
         )
     ]
     assert name in (FOLDER / "MANIFEST.md").read_text(encoding="utf-8")

@@ -37,7 +37,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from assembly.documents import Reader, head, show
+from assembly.documents import Reader, head, not_read, show
 from assembly.formats.detect import RESPONSES_ITEMS, SourceFormat
 from assembly.model import (
     Conversation,
@@ -50,7 +50,7 @@ from assembly.model import (
     ToolCall,
     ToolDef,
 )
-from assembly.syntax import ParsedData, SNode
+from assembly.syntax import Member, ParsedData, SNode
 from assembly.text import TextRange
 
 REQUEST_KEYS = frozenset(
@@ -122,6 +122,19 @@ def read_responses(parsed: ParsedData, fmt: DocFormat, length: int, why: str) ->
     return _ResponsesReader(fmt, length).read_doc(parsed, why)
 
 
+# A Gemini Interactions request has an ``input`` too (a string, typed parts or turns), told
+# apart by keys no Responses request has: said there, rather than each of its parts being
+# an unsupported Responses item.
+_INTERACTIONS_KEYS = frozenset(
+    {"generation_config", "system_instruction", "previous_interaction_id"}
+)
+_INTERACTIONS = "a Gemini Interactions request (`input` with `generation_config`)"
+
+
+def _interactions_key(root: SNode) -> Member | None:
+    return next((m for m in root.members if m.key in _INTERACTIONS_KEYS), None)
+
+
 class _ResponsesReader(Reader):
     def read_doc(self, parsed: ParsedData, why: str) -> Conversation:
         self.report_syntax(parsed)
@@ -133,6 +146,8 @@ class _ResponsesReader(Reader):
             pass
         elif root.is_array:
             items = list(root.items)
+        elif root.is_object and (told := _interactions_key(root)) is not None:
+            self.error(f"`{told.key}`: {not_read(_INTERACTIONS)}", told.key_range)
         elif root.is_object:
             self._request_fields(root, fields, messages)
             node = root.get("input")
