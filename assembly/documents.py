@@ -1105,8 +1105,9 @@ class Reader:
                 what = 'a tool call with `"id": ""`'
             self.info(
                 "synthesized-tool-call-id",
-                f"{what} is read as tool call `{call_id}`; the response that answers it "
-                "(in conversation order) gets the same id, and the assembled messages send it",
+                f"{what} is read as tool call `{call_id}` (an id made up here, sent in the "
+                "assembled messages); the response that answers it, if any (in conversation "
+                "order), gets the same id",
                 id_range,
             )
         return ToolCall(

@@ -568,7 +568,7 @@ def test_developer_is_a_system_message_and_function_a_tool_response() -> None:
         message 2 assistant '' calls=call_2_0:get_weather
         message 3 tool 'rain' answers=call_2_0
         message 4 assistant 'Rain.'
-        info synthesized-tool-call-id 3:58-3:59 `{`: a legacy `function_call` is read as tool call `call_2_0`; the response that answers it (in conversation order) gets the same id, and the assembled messages send it
+        info synthesized-tool-call-id 3:58-3:59 `{`: a legacy `function_call` is read as tool call `call_2_0` (an id made up here, sent in the assembled messages); the response that answers it, if any (in conversation order), gets the same id
         """,  # noqa: E501
     )
     assert conv.messages[0].written_role == "developer"
@@ -595,8 +595,8 @@ def test_empty_tool_call_ids_are_paired_in_conversation_order() -> None:
         message 2 tool 'A' answers=call_1_0
         message 3 tool 'B' answers=call_1_1
         message 4 tool 'C' answers=
-        info synthesized-tool-call-id 3:11-3:13 `""`: a tool call with `"id": ""` is read as tool call `call_1_0`; the response that answers it (in conversation order) gets the same id, and the assembled messages send it
-        info synthesized-tool-call-id 4:11-4:13 `""`: a tool call with `"id": ""` is read as tool call `call_1_1`; the response that answers it (in conversation order) gets the same id, and the assembled messages send it
+        info synthesized-tool-call-id 3:11-3:13 `""`: a tool call with `"id": ""` is read as tool call `call_1_0` (an id made up here, sent in the assembled messages); the response that answers it, if any (in conversation order), gets the same id
+        info synthesized-tool-call-id 4:11-4:13 `""`: a tool call with `"id": ""` is read as tool call `call_1_1` (an id made up here, sent in the assembled messages); the response that answers it, if any (in conversation order), gets the same id
         """,  # noqa: E501
     )
 
