@@ -848,7 +848,7 @@ class Reader:
         if id_node is not None:
             if id_node.kind == "string" and id_node.value.startswith("$"):
                 self.error(
-                    f"message id `{_clip(id_node.value)}`: ids starting with `$` are the "
+                    f"message id `{clip(id_node.value)}`: ids starting with `$` are the "
                     "pipeline's own ($system, $reminder, …); the message's index is used",
                     id_node.range,
                 )
@@ -1387,7 +1387,8 @@ def head(node: SNode) -> Span:
     return sub_range(node.range, node.range.start, min(node.range.end, node.range.start + 1))
 
 
-def _clip(s: str, n: int = 60) -> str:
+def clip(s: str, n: int = 60) -> str:
+    """``s``, cut to ``n`` characters with an ellipsis (a value quoted in a message)."""
     return s if len(s) <= n else s[: n - 1] + "…"
 
 

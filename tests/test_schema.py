@@ -213,11 +213,17 @@ def _check_valid(data: Any, *, where: str) -> None:
 
 
 def _reader_problems(text: str, fmt: DocFormat | None) -> list[str]:
-    """Return what reading the document and its settings reports."""
+    """Return what reading the document and its settings reports (its information, such as
+    a request continuing items OpenAI stored, is no problem of the document's)."""
     assert fmt is not None
     conv = parse_conversation(text, fmt)
     _, setting_issues = resolve_settings([SettingsLayer("document", conv.settings)])
-    res = [f"{i.code}: {i.message}" for r in (conv, *conv.records) for i in r.issues]
+    res = [
+        f"{i.code}: {i.message}"
+        for r in (conv, *conv.records)
+        for i in r.issues
+        if i.code != "stored-items-not-in-document"
+    ]
     return res + [f"invalid-setting: {i.message}" for i in setting_issues]
 
 

@@ -80,6 +80,7 @@ RULES: tuple[Rule, ...] = (
     Rule("schema-warning", W, reported.schema_warning),
     Rule("unknown-key", W, reported.unknown_key),
     Rule("synthesized-tool-call-id", INFO, reported.synthesized_tool_call_id),
+    Rule("stored-items-not-in-document", INFO, reported.stored_items_not_in_document),
     Rule("invalid-setting", E, reported.invalid_setting),
     Rule("file-not-found", E, reported.file_not_found),
     Rule("path-outside-workspace", E, reported.path_outside_workspace),

@@ -37,7 +37,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from assembly.documents import Reader, head, not_read, show
+from assembly.documents import Reader, clip, head, not_read, show
 from assembly.formats.detect import RESPONSES_ITEMS, SourceFormat
 from assembly.model import (
     Conversation,
@@ -135,6 +135,10 @@ def _interactions_key(root: SNode) -> Member | None:
     return next((m for m in root.members if m.key in _INTERACTIONS_KEYS), None)
 
 
+# Keys that make OpenAI send stored items before the request's ``input``.
+_STORED = ("previous_response_id", "conversation")
+
+
 class _ResponsesReader(Reader):
     def read_doc(self, parsed: ParsedData, why: str) -> Conversation:
         self.report_syntax(parsed)
@@ -191,6 +195,20 @@ class _ResponsesReader(Reader):
         def tools(value: SNode) -> None:
             fields["tools"] = self._response_tools(value)
 
+        for m in node.members:
+            if m.key in _STORED and m.value.kind != "null":
+                what = "response" if m.key == "previous_response_id" else "conversation"
+                named = m.value.get("id") if m.value.is_object else m.value  # (``{"id": …}``)
+                self.info(
+                    "stored-items-not-in-document",
+                    f"this request continues the stored {what}"
+                    + (f" `{clip(named.value)}`" if named is not None and named.is_string else "")
+                    + ": OpenAI sends its items (earlier turns, the calls that "
+                    "`function_call_output` items answer) before this `input`, and this "
+                    "document does not hold them; promptls reads, counts and assembles the "
+                    "`input` alone",
+                    m.key_range,
+                )
         settings, ranges = self._other_request_fields(
             node,
             fields,

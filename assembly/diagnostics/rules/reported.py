@@ -125,6 +125,31 @@ def synthesized_tool_call_id(ctx: RuleContext) -> Iterator[Diagnostic]:
     return _reported(ctx, "synthesized-tool-call-id")
 
 
+def stored_items_not_in_document(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """A Responses request continues items OpenAI stored, which the document does not hold.
+
+    ## What it does
+    An OpenAI Responses request with `previous_response_id` (or `conversation`) is sent
+    with the items of that stored response (or conversation) before its `input`: earlier
+    turns, and the calls its `function_call_output` items answer. The finding, at that key,
+    says so: what promptls reads, counts and assembles is the `input` alone.
+
+    ## Why is this bad?
+    It is not: this is information, the reason for what follows from it. A recorded
+    continuation (the OpenAI Agents SDK and Microsoft's Agent Framework send them) often
+    starts with tool outputs: their calls are stored, so promptls reports each as an
+    orphan, and a turn without a user message cannot be assembled. Lint the whole
+    conversation instead (its earlier requests' items and this `input`).
+
+    ## Example
+    ```json
+    {"model": "gpt-4o-mini", "previous_response_id": "resp_0401…",
+     "input": [{"type": "function_call_output", "call_id": "call_J7Yu…", "output": "72°F"}]}
+    ```
+    """
+    return _reported(ctx, "stored-items-not-in-document")
+
+
 def invalid_setting(ctx: RuleContext) -> Iterator[Diagnostic]:
     """A setting has an invalid value or an unknown name.
 
