@@ -50,12 +50,20 @@ def test_the_real_sharegpt_dataset_is_named_at_its_conversations_key(tmp_path: P
     assert name in (FOLDER / "MANIFEST.md").read_text(encoding="utf-8")
 
 
-def test_the_real_bedrock_converse_request_is_named_at_its_first_converse_key(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("name", "key", "what"),
+    [
+        # Its `system` made it an Anthropic request: "unsupported content block type
+        # (none)", the user's text left out, and `inferenceConfig` an unknown key.
+        ("openllmetry_bedrock_converse.conv.json", "inferenceConfig", CONVERSE),
+        # Its `input` made it a Responses request: "unsupported input item type `text`"
+        # for each part, and `generation_config` an unknown key.
+        ("openinference_gemini_interactions.conv.json", "generation_config", INTERACTIONS),
+    ],
+)
+def test_a_real_request_of_a_provider_format_not_read_is_one_error_at_its_key(
+    tmp_path: Path, name: str, key: str, what: str
 ) -> None:
-    # Its `system` made it an Anthropic request before: "unsupported content block type
-    # (none)", the user's text left out, and `inferenceConfig` an unknown key.
-    name = "openllmetry_bedrock_converse.conv.json"
     doc = tmp_path / name
     shutil.copy(FOLDER / name, doc)
     text = doc.read_text(encoding="utf-8")
@@ -64,31 +72,9 @@ def test_the_real_bedrock_converse_request_is_named_at_its_first_converse_key(
     assert _errors(doc, tmp_path) == [
         (
             "schema-error",
-            f"`inferenceConfig`: {CONVERSE}, which promptls does not read; write OpenAI chat "
-            "messages (`messages` of `role`/`content`)",
-            text.index('"inferenceConfig"'),
-        )
-    ]
-    assert name in (FOLDER / "MANIFEST.md").read_text(encoding="utf-8")
-
-
-def test_the_real_gemini_interactions_request_is_named_at_its_generation_config(
-    tmp_path: Path,
-) -> None:
-    # Its `input` made it a Responses request: "unsupported input item type `text`" for
-    # each part, and `generation_config` an unknown key.
-    name = "openinference_gemini_interactions.conv.json"
-    doc = tmp_path / name
-    shutil.copy(FOLDER / name, doc)
-    text = doc.read_text(encoding="utf-8")
-    a = analyze(doc, root=tmp_path)
-    assert [(d.code, d.severity.value) for d in a.diagnostics] == [("schema-error", "error")]
-    assert _errors(doc, tmp_path) == [
-        (
-            "schema-error",
-            f"`generation_config`: {INTERACTIONS}, which promptls does not read; write OpenAI "
-            "chat messages (`messages` of `role`/`content`)",
-            text.index('"generation_config"'),
+            f"`{key}`: {what}, which promptls does not read; write OpenAI chat messages "
+            "(`messages` of `role`/`content`)",
+            text.index(f'"{key}"'),
         )
     ]
     assert name in (FOLDER / "MANIFEST.md").read_text(encoding="utf-8")
