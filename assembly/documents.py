@@ -807,8 +807,24 @@ class Reader:
         # The table of the message's keys: each look-up below is the table's own, not a
         # call each, and a key it lacks is known without the helper that reads it.
         fields = node.fields()
+        get = fields.get
+        role_node = get("role")
         if not _KNOWN_MESSAGE_KEYS.issuperset(fields):
-            for m in node.members:
+            # A line of a format promptls does not read: said once, at the key that tells
+            # it, not as every key it has that a message has not; a Gemini turn of a role
+            # promptls knows (`user` and `parts`) likewise (another role, `model`, says it
+            # with the unknown role, below).
+            foreign = (
+                foreign_shape(node)
+                if role_node is None or ("parts" in fields and "content" not in fields)
+                else None
+            )
+            if foreign is not None and (role_node is None or _known_role(role_node)):
+                what, at = foreign
+                said = "message has no `role`" if role_node is None else "message has `parts`"
+                self.error(f"{said}: {not_read(what)}; it is left out", at)
+                return None
+            for m in node.members if foreign is None else ():
                 if m.key not in _KNOWN_MESSAGE_KEYS:
                     # Kept unresolved (``_placed``): only a key's first place is reported.
                     key_range = m.key_range
@@ -816,14 +832,7 @@ class Reader:
                     self.unknown_key_at(m.key, (key_range, delta))
                     if self._log is not None:
                         self._log.append((m.key, key_range, delta - self.base))
-        get = fields.get
-        role_node = get("role")
         if role_node is None:
-            foreign = foreign_shape(node)
-            if foreign is not None:
-                what, at = foreign
-                self.error(f"message has no `role`: {not_read(what)}; it is left out", at)
-                return None
             self.error("message has no `role`: it is left out", head(node))
             return None
         written_role = None
@@ -1333,13 +1342,36 @@ _HEAD_KEYS = frozenset(
 # Dataset and provider shapes users keep conversations in that promptls does not read, each
 # told by one key (and a second one for a turn): ShareGPT records (``conversations`` of
 # ``from``/``value`` turns: LLaMA-Factory, FastChat, Axolotl datasets) and Gemini
-# ``generateContent`` bodies (``contents`` of ``role``/``parts`` turns). Said at that key,
-# instead of a missing ``messages`` or ``role`` that would leave the user guessing.
-_FOREIGN_SHAPES: tuple[tuple[str, str | None, str], ...] = (
-    ("conversations", None, "a ShareGPT record (`conversations` of `from`/`value` turns)"),
-    ("from", "value", "a ShareGPT turn (`from`/`value`)"),
-    ("contents", None, "a Gemini request (`contents` of `role`/`parts` turns)"),
-    ("parts", None, "a Gemini turn (`role`/`parts`)"),
+# ``generateContent`` bodies (``contents`` of ``role``/``parts`` turns), and the session
+# transcripts coding agents keep, one event a line: Claude Code's (the message inside a
+# ``message`` object, a ``summary`` line), Codex CLI's rollouts (``type``/``payload``),
+# LangChain's message dumps. Said at that key, instead of a missing ``messages`` or ``role``
+# that would leave the user guessing (a Claude Code line has a ``role``, inside ``message``).
+# Each entry: the key, a second key it needs (None: the first is a list), the second's
+# values that tell it (None: any), the format.
+_CLAUDE_CODE = "a Claude Code session transcript (lines of `type` and `message`)"
+_FOREIGN_SHAPES: tuple[tuple[str, str | None, frozenset[str] | None, str], ...] = (
+    ("conversations", None, None, "a ShareGPT record (`conversations` of `from`/`value` turns)"),
+    ("from", "value", None, "a ShareGPT turn (`from`/`value`)"),
+    ("contents", None, None, "a Gemini request (`contents` of `role`/`parts` turns)"),
+    ("parts", None, None, "a Gemini turn (`role`/`parts`)"),
+    ("message", "type", frozenset({"user", "assistant", "system"}), _CLAUDE_CODE),
+    ("message", "sessionId", None, _CLAUDE_CODE),
+    ("leafUuid", "type", frozenset({"summary"}), _CLAUDE_CODE),
+    ("loglines", None, None, "a Claude Code web transcript (`loglines` of session lines)"),
+    (
+        "payload",
+        "type",
+        frozenset({"session_meta", "response_item", "turn_context", "event_msg", "compacted"}),
+        "a Codex CLI rollout (lines of `type` and `payload`)",
+    ),
+    (
+        "data",
+        "type",
+        frozenset({"human", "ai", "tool", "system", "chat", "function", "generic"}),
+        "a LangChain message dump (`type` and `data`)",
+    ),
+    ("kwargs", "lc", None, "a LangChain serialized message (`lc`, `kwargs`)"),
 )
 
 
@@ -1360,14 +1392,21 @@ CONVERSE_KEYS = frozenset(
 _CONVERSE = "a Bedrock Converse request (`messages` of untyped `text`/`toolUse` blocks)"
 
 
+def _known_role(node: SNode) -> bool:
+    return node.kind == "string" and (node.value in _ROLES or node.value in ROLE_ALIASES)
+
+
 def foreign_shape(node: SNode) -> tuple[str, Span] | None:
     """The format ``node`` (an object without ``messages`` or ``role``) is written in, when
     it is one promptls knows and does not read, with the place of the key that tells it."""
-    for key, second, what in _FOREIGN_SHAPES:
+    for key, second, values, what in _FOREIGN_SHAPES:
         value = node.get(key)
         if value is None or (second is None and not value.is_array):
             continue
-        if second is not None and node.get(second) is None:
+        told = node.get(second) if second is not None else None
+        if second is not None and (
+            told is None or (values is not None and not (told.is_string and told.value in values))
+        ):
             continue
         member = next(m for m in node.members if m.key == key)
         return what, member.key_range

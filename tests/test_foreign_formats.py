@@ -81,6 +81,51 @@ def test_a_real_request_of_a_provider_format_not_read_is_one_error_at_its_key(
 
 
 @pytest.mark.parametrize(
+    ("name", "keys", "what"),
+    [
+        (
+            "claude-code_cc-transcripts_sample-session.conv.jsonl",
+            ("message", "leafUuid"),
+            "a Claude Code session transcript",
+        ),
+        (
+            "codex_cc-transcripts_sample-codex-session.conv.jsonl",
+            ("payload",),
+            "a Codex CLI rollout",
+        ),
+        (
+            "langgraph-values_vercel-ai_weather.conv.json",
+            ("kwargs",),
+            "a LangChain serialized message",
+        ),
+        (
+            "gemini-cli-checkpoint_derived-from-agent-history.conv.json",
+            ("parts", "model"),
+            "a Gemini turn",
+        ),
+    ],
+)
+def test_an_agent_transcript_names_its_format_at_each_line_and_nothing_else(
+    tmp_path: Path, name: str, keys: tuple[str, ...], what: str
+) -> None:
+    # Before: a Claude Code line (its `role` inside `message`) was "message has no `role`"
+    # at its first character, with an `unknown-key` warning for each of its keys; a Gemini
+    # `user` turn of `parts` was assembled as an empty user message.
+    doc = tmp_path / name
+    shutil.copy(FOLDER / name, doc)
+    text = doc.read_text(encoding="utf-8")
+    a = analyze(doc, root=tmp_path)
+    assert a.diagnostics and {d.code for d in a.diagnostics} == {"schema-error"}
+    for d in a.diagnostics:
+        assert (
+            f"this looks like {what}" in d.message and "which promptls does not read" in d.message
+        )
+        assert any(text.startswith(f'"{key}"', d.range.start) for key in keys), d
+    assert not a.conversation.messages
+    assert name in (FOLDER / "MANIFEST.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
     ("name", "text", "key", "words"),
     [
         (

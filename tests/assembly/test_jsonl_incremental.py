@@ -376,7 +376,10 @@ def test_edits_below_a_broken_line_are_read_in_pieces() -> None:
         lines = line_starts(pristine)
         if len(lines) < 12:
             continue
-        kind = "records" if name == "generated:records" else "lines"
+        # (The dataset writes every fifth record over several lines too: an edit inside one
+        # is read whole, as in the records document; the fixtures added in session 40
+        # moved the random edits onto one.)
+        kind = "records" if name in ("generated:records", "generated:dataset") else "lines"
         for _ in range(4):
             at = rnd.choice(lines[2 : len(lines) // 3])
             stop = pristine.find("\n", at)
