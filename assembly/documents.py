@@ -1204,6 +1204,30 @@ def is_dataset(root: SNode) -> bool:
     return messages is not None and messages.is_array
 
 
+# The ``type`` of a Codex CLI rollout's lines (``~/.codex/sessions/…/rollout-….jsonl``, one
+# ``{"timestamp", "type", "payload"}`` event a line).
+CODEX_LINE_TYPES = frozenset(
+    {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
+)
+
+
+def is_codex_rollout(root: SNode) -> bool:
+    """Whether a JSON Lines document is a Codex CLI rollout: its first line is an object
+    with a rollout line's ``type`` and an object ``payload`` (read by
+    ``formats.responses.read_codex_rollout``)."""
+    first = root.items[0] if root.is_array and root.items else None
+    if first is None or not first.is_object:
+        return False
+    kind, payload = first.get("type"), first.get("payload")
+    return (
+        kind is not None
+        and kind.is_string
+        and kind.value in CODEX_LINE_TYPES
+        and payload is not None
+        and payload.is_object
+    )
+
+
 def _depends_on_neighbours(m: Message) -> bool:
     """Whether reading ``m`` takes the messages around it: a call whose id was made up, or a
     response without a usable ``tool_call_id`` (paired in conversation order)."""
@@ -1344,8 +1368,8 @@ _HEAD_KEYS = frozenset(
 # ``from``/``value`` turns: LLaMA-Factory, FastChat, Axolotl datasets) and Gemini
 # ``generateContent`` bodies (``contents`` of ``role``/``parts`` turns), and the session
 # transcripts coding agents keep, one event a line: Claude Code's (the message inside a
-# ``message`` object, a ``summary`` line), Codex CLI's rollouts (``type``/``payload``),
-# LangChain's message dumps. Said at that key, instead of a missing ``messages`` or ``role``
+# ``message`` object, a ``summary`` line), LangChain's message dumps. (Codex CLI's rollouts
+# are read: ``is_codex_rollout``.) Said at that key, instead of a missing ``messages`` or ``role``
 # that would leave the user guessing (a Claude Code line has a ``role``, inside ``message``).
 # Each entry: the key, a second key it needs (None: the first is a list), the second's
 # values that tell it (None: any), the format.
@@ -1359,12 +1383,6 @@ _FOREIGN_SHAPES: tuple[tuple[str, str | None, frozenset[str] | None, str], ...] 
     ("message", "sessionId", None, _CLAUDE_CODE),
     ("leafUuid", "type", frozenset({"summary"}), _CLAUDE_CODE),
     ("loglines", None, None, "a Claude Code web transcript (`loglines` of session lines)"),
-    (
-        "payload",
-        "type",
-        frozenset({"session_meta", "response_item", "turn_context", "event_msg", "compacted"}),
-        "a Codex CLI rollout (lines of `type` and `payload`)",
-    ),
     (
         "data",
         "type",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from assembly.documents import MAX_DOCUMENT_CHARS, Reader, is_dataset
+from assembly.documents import MAX_DOCUMENT_CHARS, Reader, is_codex_rollout, is_dataset
 from assembly.formats.anthropic import read_anthropic
 from assembly.formats.detect import (
     FOREIGN_TOP_KEYS,
@@ -22,7 +22,7 @@ from assembly.formats.detect import (
     message_marks,
     tally,
 )
-from assembly.formats.responses import read_responses
+from assembly.formats.responses import read_codex_rollout, read_responses
 from assembly.formats.yamldoc import parse_yaml_conversation
 from assembly.model import Conversation, DocFormat, Issue
 from assembly.rope import Rope
@@ -115,6 +115,8 @@ def _read_parsed(
     parsed: ParsedData, fmt: DocFormat, length: int, previous: Conversation | None
 ) -> Conversation:
     root = parsed.root
+    if fmt is DocFormat.JSONL and root is not None and is_codex_rollout(root):
+        return read_codex_rollout(parsed, fmt, length)
     if fmt is DocFormat.JSONL and root is not None and is_dataset(root):
         # A dataset: each record is read in the format its own shape says (``_records``),
         # relative to its line; a line node the previous version shares gives its record.

@@ -89,11 +89,6 @@ def test_a_real_request_of_a_provider_format_not_read_is_one_error_at_its_key(
             "a Claude Code session transcript",
         ),
         (
-            "codex_cc-transcripts_sample-codex-session.conv.jsonl",
-            ("payload",),
-            "a Codex CLI rollout",
-        ),
-        (
             "langgraph-values_vercel-ai_weather.conv.json",
             ("kwargs",),
             "a LangChain serialized message",

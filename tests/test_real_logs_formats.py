@@ -22,8 +22,16 @@ from tests.support.anthropic_validator import validate
 from tests.support.golden import check_golden
 
 DATA = Path(__file__).resolve().parent / "data" / "real-logs"
-FORMATS = {"anthropic": "anthropic-messages", "responses": "openai-responses"}
-FILES = sorted(p for folder in FORMATS for p in (DATA / folder).glob("*.conv.json"))
+_SUFFIXES = (".conv.json", ".conv.jsonl")
+# (Codex CLI's rollouts are read as the Responses request their session makes.)
+FORMATS = {
+    "anthropic": "anthropic-messages",
+    "responses": "openai-responses",
+    "codex": "openai-responses",
+}
+FILES = sorted(
+    p for folder in FORMATS for p in (DATA / folder).iterdir() if p.name.endswith(_SUFFIXES)
+)
 TODAY = "2026-07-15"
 
 
@@ -100,7 +108,7 @@ def test_real_log_reads_as_its_format_and_prints_a_valid_anthropic_request(
 def test_every_real_file_has_a_hand_checked_note() -> None:
     for folder in FORMATS:
         manifest = (DATA / folder / "MANIFEST.md").read_text(encoding="utf-8")
-        named = set(re.findall(r"`([\w.\-\[\]]+\.conv\.json)`", manifest))
-        present = {p.name for p in (DATA / folder).glob("*.conv.json")}
+        named = set(re.findall(r"`([\w.\-\[\]]+\.conv\.jsonl?)`", manifest))
+        present = {p.name for p in (DATA / folder).iterdir() if p.name.endswith(_SUFFIXES)}
         assert named == present, folder
         assert "MIT" in manifest and re.search(r"\b[0-9a-f]{40}\b", manifest)

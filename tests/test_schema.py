@@ -19,11 +19,12 @@ from typing import Any
 import jsonschema
 import pytest
 
-from assembly.documents import format_for_path
+from assembly.documents import format_for_path, is_codex_rollout
+from assembly.formats.responses import codex_request
 from assembly.model import DocFormat
 from assembly.reading import parse_conversation
 from assembly.settings import SettingsLayer, resolve_settings
-from assembly.syntax import parse_json, parse_jsonl, parse_yaml
+from assembly.syntax import absolute, parse_json, parse_jsonl, parse_yaml
 from server.schema import (
     CONVERSATION_SCHEMA_URL,
     REGENERATE_COMMAND,
@@ -238,7 +239,10 @@ def _load(path: Path) -> tuple[Any, bool]:
     assert fmt is not None
     parsed = _PARSERS[fmt](_read(path))
     data = parsed.root.to_python() if parsed.root is not None else None
-    if fmt is DocFormat.JSONL and data and isinstance(data[0], dict) and "role" not in data[0]:
+    if fmt is DocFormat.JSONL and parsed.root is not None and is_codex_rollout(parsed.root):
+        # A Codex rollout is the Responses request its session makes, as the reader reads it.
+        data = codex_request(absolute(parsed.root)).to_python()
+    elif fmt is DocFormat.JSONL and data and isinstance(data[0], dict) and "role" not in data[0]:
         if isinstance(data[0].get("messages"), list):
             data = _Dataset(data)
         else:

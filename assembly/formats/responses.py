@@ -50,7 +50,7 @@ from assembly.model import (
     ToolCall,
     ToolDef,
 )
-from assembly.syntax import Member, ParsedData, SNode
+from assembly.syntax import Member, ParsedData, SNode, absolute
 from assembly.text import TextRange
 
 REQUEST_KEYS = frozenset(
@@ -86,7 +86,9 @@ REQUEST_KEYS = frozenset(
         "context_management",
     }
 )
-_ITEM_KEYS = frozenset({"type", "id", "role", "content", "status", "promptls-ignore"})
+# (``phase``: Codex's assistant messages say whether they are commentary or the final
+# answer.)
+_ITEM_KEYS = frozenset({"type", "id", "role", "content", "status", "phase", "promptls-ignore"})
 _CALL_KEYS = frozenset({"type", "id", "call_id", "name", "arguments", "input", "status"})
 # The calls of tools the client runs (their outputs are sent back): the tool's name (its
 # type in ``tools``) and the key holding what to do.
@@ -120,6 +122,54 @@ def _type_of(node: SNode) -> str | None:
 def read_responses(parsed: ParsedData, fmt: DocFormat, length: int, why: str) -> Conversation:
     """Read a parsed Responses document; never raises on user input."""
     return _ResponsesReader(fmt, length).read_doc(parsed, why)
+
+
+CODEX_WHY = "a Codex CLI rollout: its `response_item` lines read as Responses input"
+# Codex's own items, never sent to the model (a snapshot for undo, what it could not parse).
+_CODEX_ONLY = frozenset({"ghost_snapshot", "other"})
+
+
+def read_codex_rollout(parsed: ParsedData, fmt: DocFormat, length: int) -> Conversation:
+    """Read a Codex CLI rollout (``documents.is_codex_rollout``) as the Responses request its
+    session makes (``codex_request``)."""
+    if parsed.root is None:
+        return read_responses(parsed, fmt, length, CODEX_WHY)
+    doc = codex_request(absolute(parsed.root))
+    return read_responses(ParsedData(doc, parsed.errors, parsed.lines), fmt, length, CODEX_WHY)
+
+
+def codex_request(root: SNode) -> SNode:
+    """The Responses request a Codex CLI rollout's session makes, made of the rollout's own
+    nodes (``root``: its lines, ranges absolute): the ``payload`` of each ``response_item``
+    line, in order, is an input item (what the agent sent and received); the session's
+    instructions (``session_meta``'s ``instructions``, or its ``base_instructions.text``)
+    are ``instructions``; the last ``turn_context``'s ``model`` is ``model``. The other lines
+    are not read: ``event_msg`` tells the terminal the same turns again, and a ``compacted``
+    line's summary is sent only from the next session on."""
+    items: list[SNode] = []
+    members: dict[str, Member] = {}
+    for line in root.items if root.is_array else ():
+        kind, payload = line.get("type"), line.get("payload") if line.is_object else None
+        if kind is None or not kind.is_string or payload is None or not payload.is_object:
+            continue
+        if kind.value == "response_item":
+            if _type_of(payload) not in _CODEX_ONLY:
+                items.append(payload)
+        elif kind.value == "session_meta":
+            text = payload.get("instructions")
+            base = payload.get("base_instructions")
+            if (text is None or not text.is_string) and base is not None and base.is_object:
+                text = base.get("text")
+            if text is not None and text.is_string:
+                members["instructions"] = Member("instructions", text.range, text)
+        elif kind.value == "turn_context":
+            model = payload.get("model")
+            if model is not None and model.is_string and model.value:
+                members["model"] = Member("model", model.range, model)
+    whole = SNode("array", root.range, None, tuple(items))
+    return SNode(
+        "object", root.range, None, (), (Member("input", root.range, whole), *members.values())
+    )
 
 
 # A Gemini Interactions request has an ``input`` too (a string, typed parts or turns), told
