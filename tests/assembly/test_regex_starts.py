@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from re import _compiler, _constants, _parser
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from assembly import prompts
@@ -40,6 +40,8 @@ def _skips_to_start(pattern: re.Pattern[str]) -> bool:
 
 @settings(max_examples=400, deadline=None)
 @given(words=_WORDS, text=_TEXTS, ignore_case=st.booleans(), pos=st.integers(0, 5))
+@example(words=["i"], text="İ", ignore_case=True, pos=0)  # `İ` lowers to `i` (found by CI)
+@example(words=["skip"], text="ſkip", ignore_case=True, pos=0)
 def test_a_word_at_start_is_found_as_after_a_word_boundary(
     words: list[str], text: str, ignore_case: bool, pos: int
 ) -> None:
@@ -103,3 +105,11 @@ def test_a_text_without_a_dot_before_a_letter_has_no_dotted_name(text: str) -> N
 def test_dotted_names_are_content_words() -> None:
     words = instructions._content_words("Edit config.yaml, then read AGENTS.md.")
     assert {"config.yaml", "agents.md"} <= words
+
+
+def test_the_characters_that_fold_to_ascii_letters_are_all_known() -> None:
+    """Ignoring case, the regex engine takes four characters outside ASCII for ASCII
+    letters; ``_word_at_start`` puts them in its class of first letters."""
+    letter = re.compile("(?i:[a-z])")
+    found = {chr(c) for c in range(0x80, 0x110000) if letter.fullmatch(chr(c))}
+    assert found == set(instructions._ASCII_CASE_KIN)

@@ -2174,6 +2174,11 @@ def setting_tool_names(tools: Iterable[object] | None) -> set[str]:
     return res
 
 
+# The characters outside ASCII that the regex engine, ignoring case, takes for an ASCII
+# letter (tests/assembly/test_regex_starts.py finds them among every code point).
+_ASCII_CASE_KIN = "\u0130\u0131\u017f\u212a"  # İ ı ſ K (Kelvin)
+
+
 def _word_at_start(words: Sequence[str], *, ignore_case: bool = False) -> str:
     """A regex for one of ``words`` (tried in this order) starting a word, as
     ``\\b(?:word|…)`` is, written to begin with a class of their first letters.
@@ -2182,10 +2187,18 @@ def _word_at_start(words: Sequence[str], *, ignore_case: bool = False) -> str:
     when a pattern begins with a character or a class of them (or with alternatives that
     each begin with one character); a lookahead or ``\\b`` first makes it try a whole
     match at every character. The word boundary is checked once the first letter is read
-    (``(?<!\\w\\w)``: not two word characters in a row), then which word it is."""
+    (``(?<!\\w\\w)``: not two word characters in a row), then which word it is.
+
+    With ``ignore_case`` the class holds every character that ``(?i:…)`` takes for a first
+    letter (an ASCII letter: its other case, and ``İ``, ``ı``, ``ſ`` or ``K``, which the
+    regex engine folds to ``i``, ``s`` or ``k``)."""
     firsts = {w[0] for w in words}
     if ignore_case:
+        if not all(c.isascii() for c in firsts):
+            raise ValueError("ignore_case needs words that start with an ASCII character")
+        folds = [re.compile(f"(?i:{re.escape(c)})") for c in firsts]
         firsts |= {c.swapcase() for c in firsts}
+        firsts |= {k for k in _ASCII_CASE_KIN if any(f.fullmatch(k) for f in folds)}
     alts = "|".join(f"(?<={re.escape(w[0])}){re.escape(w[1:])}" for w in words)
     flags = "i" if ignore_case else ""
     return f"[{''.join(sorted(firsts))}](?<!\\w\\w)(?{flags}:{alts})"
