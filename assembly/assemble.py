@@ -280,6 +280,15 @@ class Assembly:
     history_ids: tuple[str, ...] = ()
     history_tokens: tuple[int, ...] = ()
     history_fids: tuple[str | None, ...] = ()
+    # Whether a decision compared counts with a threshold that they did not clear: the
+    # budget cut left out a message (not the last-N filter) or the listing a file, the
+    # assembly failed, the compression trigger passed, the project files overflowed their
+    # share. When it is False, any smaller counts make the same assembly
+    # (``tokens.BoundTokenizer``).
+    decided_by_counts: bool = True
+    # The counts are bounds (``tokens.BoundTokenizer``), not counts: only the decisions
+    # are true. None of promptls' outputs shows such an assembly.
+    counts_are_bounds: bool = False
 
     @property
     def ok(self) -> bool:
@@ -393,6 +402,7 @@ class _Fixed:
     reminder: LlmMessage | None
     available: int  # the window less the safety margin
     tool_tokens: int
+    overflow: bool = False  # the project files' texts overflowed their share
 
     def budget(self, s: Settings, history_budget: int, used: int) -> Budget:
         """The budget line of an assembly built around these parts."""
@@ -916,6 +926,7 @@ class _Cut:
     orphans: list[int] = field(default_factory=list)
     forgotten: list[_FileMeta] = field(default_factory=list)
     listing: LlmMessage | None = None
+    trimmed: bool = False  # the listing left out forgotten files (or itself) to fit
 
 
 @dataclass(slots=True)
@@ -1938,6 +1949,7 @@ class _Pipeline:
             reminder,
             available,
             tool_tokens,
+            bool(project.loaded_texts) and not still_loaded,
         )
 
     def _tool_definition_tokens(self) -> int:
@@ -2618,7 +2630,9 @@ class _Pipeline:
                 start, note_in_kept = (fit, note_tokens) if fit <= q else (q + 1, 0)
 
         forgotten, listing = self._forgotten(h, lo, start)
+        trimmed = False
         if forgotten:
+            n_forgotten = len(forgotten)
             # With the image cap the cut above charged the note; the listing's eviction
             # does not.
             metadata, fids, k0 = h.metadata, sh.fids, start
@@ -2636,6 +2650,7 @@ class _Pipeline:
                     first_listing=listing,
                 )
             )
+            trimmed = listing is None or len(forgotten) < n_forgotten
             if listing is None:
                 self.error(
                     "budget-overrun",
@@ -2664,6 +2679,7 @@ class _Pipeline:
             memo.orphans[2],
             forgotten if listing is not None else [],
             listing,
+            trimmed,
         )
 
     def _forgotten(
@@ -2825,6 +2841,7 @@ class _Pipeline:
             tokens_by_id[e.id] = e.tokens
         history = tuple(hist)
         _note_patched(h, history)
+        compression = self._compression_plan(h, history, summary, fixed.reserved)
         return Assembly(
             settings=s,
             encoding=self.tok.encoding,
@@ -2838,7 +2855,7 @@ class _Pipeline:
             forgotten_files=tuple(
                 ForgottenFile(f.file_id, f.filename, f.approx_char_count) for f in cut.forgotten
             ),
-            compression=self._compression_plan(h, history, summary, fixed.reserved),
+            compression=compression,
             cache_prefix_length=cache_prefix,
             errors=tuple(self.errors),
             system_text=fixed.system_text,
@@ -2852,6 +2869,14 @@ class _Pipeline:
             history_ids=tuple(ids),
             history_tokens=tuple(h.tokens),
             history_fids=tuple(h.shape.fids),
+            decided_by_counts=(
+                not cut.ok
+                or cut.start > cut.lo
+                or cut.trimmed
+                or fixed.overflow
+                or compression.triggered
+            ),
+            counts_are_bounds=getattr(self.tok, "bounds", False),
         )
 
     def _budget_overrun(

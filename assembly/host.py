@@ -28,8 +28,9 @@ from pathlib import PurePath
 from typing import Any, Literal, Protocol
 
 from assembly import seq
-from assembly.assemble import AssembleOptions, Assembly, AssemblyCache, assemble
+from assembly.assemble import AssembleOptions, Assembly, AssemblyCache, AssemblyError, assemble
 from assembly.diagnostics import (
+    COUNTED_CODES,
     RULES,
     Diagnostic,
     Related,
@@ -50,7 +51,7 @@ from assembly.rope import Rope
 from assembly.settings import Settings, SettingsLayer, resolve_settings
 from assembly.sysprompt import parse_prompt_text
 from assembly.text import TextRange
-from assembly.tokens import Tokenizer
+from assembly.tokens import Tokenizer, bound_tokenizer
 
 DOCUMENT_SOURCE = "<document>"
 COMMAND_LINE_SOURCE = "command line"
@@ -228,6 +229,9 @@ class Inputs:
     unreadable: bool = False  # the document was not read: its empty text is not the author's
     other_texts: Mapping[str, str] = field(default_factory=dict)  # the settings file's text
     dependencies: tuple[PurePath, ...] = ()  # the files read so far (the settings file)
+    # The caller reads only the findings (``promptls lint``): the analysis' assembly may
+    # hold bounds for the counts that decide nothing (``Assembly.counts_are_bounds``).
+    findings_only: bool = False
 
 
 # --------------------------------------------------------------------------- what comes out
@@ -681,34 +685,43 @@ def _conversation(
     opts = AssembleOptions(
         today=inputs.today, system_template=template, file_contents=file_contents
     )
-    result = assemble(conv, settings, load.tokenizer, opts, cache=assemble_cache)
-    diags.extend(
-        Diagnostic(
-            e.code,
-            Severity(e.severity),
-            e.message,
-            e.range,
-            related=tuple(Related(r, m) for r, m in e.related),
+
+    def checked(counter: Tokenizer, caches: tuple[AssemblyCache, RuleCache]) -> _Checked:
+        """Assemble with ``counter`` and check the rules (which count with the tokenizer)."""
+        result = assemble(conv, settings, counter, opts, cache=caches[0])
+        reported = [*diags, *map(_pipeline_diagnostic, result.errors)]
+        ctx = RuleContext(
+            text=text,
+            settings=settings,
+            tokenizer=load.tokenizer,
+            conversation=conv,
+            assembly=result,
+            template=template,
+            template_path=str(template_path) if template_path is not None else None,
+            reported=tuple(reported),
         )
-        for e in result.errors
-    )
-    ctx = RuleContext(
-        text=text,
-        settings=settings,
-        tokenizer=load.tokenizer,
-        conversation=conv,
-        assembly=result,
-        template=template,
-        template_path=str(template_path) if template_path is not None else None,
-        reported=tuple(diags),
-    )
-    try:
-        found = check(
-            ctx, select=inputs.select, ignore=inputs.ignore, cache=rule_cache, edit=change
-        )
-    except Exception as exc:  # a bug in a rule: the assembly stands, the findings say so
-        rule_cache = RuleCache()
-        found = _with_internal_error(ctx.reported, exc, "checking the rules")
+        rules = caches[1]
+        try:
+            found = check(ctx, select=inputs.select, ignore=inputs.ignore, cache=rules, edit=change)
+        except Exception as exc:  # a bug in a rule: the assembly stands, the findings say so
+            rules = RuleCache()
+            found = _with_internal_error(ctx.reported, exc, "checking the rules")
+        return _Checked(result, found, rules)
+
+    # Only the findings are wanted: assemble with bounds for counts first, and with the
+    # counts only when a decision or a finding needs them (``tokens.BoundTokenizer``). The
+    # caches of such a run are not kept: they hold bounds.
+    bound = bound_tokenizer(load.tokenizer) if inputs.findings_only else None
+    run = None
+    if bound is not None:
+        run = checked(bound, (AssemblyCache(), RuleCache()))
+        if run.assembly.decided_by_counts or any(d.code in COUNTED_CODES for d in run.found):
+            run = None
+        else:
+            run = dataclasses.replace(run, rule_cache=RuleCache())
+    if run is None:
+        run = checked(load.tokenizer, (assemble_cache, rule_cache))
+    result, found, rule_cache = run.assembly, run.found, run.rule_cache
     analysis = Analysis(
         path=inputs.path,
         text=text,
@@ -723,6 +736,26 @@ def _conversation(
         base=base,
     )
     return _Result(analysis, rule_cache)
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """An assembly, the findings made of it and the rule cache that made them."""
+
+    assembly: Assembly
+    found: list[Diagnostic]
+    rule_cache: RuleCache
+
+
+def _pipeline_diagnostic(e: AssemblyError) -> Diagnostic:
+    """A finding of the pipeline's own (it cannot assemble, or warns)."""
+    return Diagnostic(
+        e.code,
+        Severity(e.severity),
+        e.message,
+        e.range,
+        related=tuple(Related(r, m) for r, m in e.related),
+    )
 
 
 def _with_tools(conv: Conversation, tools: tuple[ToolDef, ...]) -> Conversation:

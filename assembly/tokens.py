@@ -274,7 +274,7 @@ class CachedTokenizer:
         hit = self._cache.get(text)
         if hit is not None:
             return hit[1]
-        return len(text.encode("utf-8", "surrogatepass"))
+        return utf8_bound(text)
 
     def _count(self, text: str) -> int:
         elsewhere = self.elsewhere
@@ -333,3 +333,40 @@ class CachedTokenizer:
             weight -= len(t) + ENTRY_WEIGHT
             cache.pop(t, None)
         self._pending = weight
+
+
+def utf8_bound(text: str) -> int:
+    """The most tokens a byte-level BPE can make of ``text``: its UTF-8 length (a lone
+    surrogate, counted as U+FFFD, is three bytes either way)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+class BoundTokenizer:
+    """Counts each text as its most possible tokens, one a byte of its UTF-8
+    (``utf8_bound``), whatever was counted before: the same text, the same bound.
+
+    For a caller that uses only the decisions an assembly makes, not its figures
+    (``promptls lint``): every decision of the pipeline compares sums of counts with a
+    threshold, and the pipeline says when one was close enough for counts to matter
+    (``Assembly.decided_by_counts``). A sum of bounds that fits says what the sum of the
+    counts would; one that does not is assembled again with the counts (docs/tokens.md,
+    "Counts that decide nothing").
+    """
+
+    bounds = True  # what the pipeline tells its assembly (``Assembly.counts_are_bounds``)
+
+    def __init__(self, exact: CachedTokenizer) -> None:
+        self.encoding = exact.encoding
+
+    count = staticmethod(utf8_bound)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        return list(map(utf8_bound, texts))
+
+
+def bound_tokenizer(tokenizer: Tokenizer) -> BoundTokenizer | None:
+    """A ``BoundTokenizer`` over ``tokenizer``, or None when it promises no bound (a
+    counting function that is no byte-level BPE)."""
+    if isinstance(tokenizer, CachedTokenizer) and tokenizer.byte_level:
+        return BoundTokenizer(tokenizer)
+    return None

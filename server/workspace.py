@@ -97,6 +97,7 @@ def analyze(
     host: AnalysisHost | None = None,
     edit: Edit | None = None,
     settings_file: ConfigFile | Literal["look up"] | None = LOOK_UP,
+    findings_only: bool = False,
 ) -> Analysis:
     """Read, configure, assemble and check one conversation document.
 
@@ -111,7 +112,10 @@ def analyze(
     ``host`` holds the document's previous analysis (``AnalysisHost.apply_change``, with
     ``edit`` the change since; None: compared), else the document is analysed afresh.
     ``settings_file``: the settings file above the document, when the caller found it
-    (``find_config(path.parent, root)``); by default it is looked up.
+    (``find_config(path.parent, root)``); by default it is looked up. ``findings_only``:
+    the caller reads only the findings (``Inputs.findings_only``), not the assembly's
+    figures; a large document is assembled with its counts all the same (its counting
+    child is already under way, and its budget is rarely far from full).
     """
     path = path.absolute()
     root = (root or find_root(path)).resolve()
@@ -122,6 +126,7 @@ def analyze(
         diags.extend(read_diags)
         unreadable = any(d.code != "syntax-error" for d in read_diags)
     layers, others = _config_layers(path, root, editor_settings, diags, settings_file)
+    large = cold_cache and len(text) >= precount.MIN_DOCUMENT_CHARS
     inputs = Inputs(
         path=path,
         today=today or dt.date.today(),
@@ -133,12 +138,12 @@ def analyze(
         unreadable=unreadable,
         other_texts=others,
         dependencies=tuple(Path(p) for p in others),
+        findings_only=findings_only and not large,
     )
     # A large document is counted by a forked child while this process parses it, with the
     # tokenizer the settings known so far ask for (if the document's own settings pick
     # another encoding, those counts are simply not used). A smaller one never is: its
     # settings are not resolved for it (`promptls lint` of many small files).
-    large = cold_cache and len(text) >= precount.MIN_DOCUMENT_CHARS
     if pending is not None and pending.awaiting:  # forked as its didOpen arrived
         if large:
             guess = resolve_outside(inputs)

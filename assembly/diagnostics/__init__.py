@@ -47,6 +47,7 @@ from assembly.model import Message
 from assembly.text import LineIndex
 
 __all__ = [
+    "COUNTED_CODES",
     "RULES",
     "Diagnostic",
     "Fix",
@@ -86,15 +87,15 @@ RULES: tuple[Rule, ...] = (
     Rule("path-outside-workspace", E, reported.path_outside_workspace),
     Rule("document-too-large", E, reported.document_too_large),
     # The pipeline cannot assemble.
-    Rule("budget-overrun", E, reported.budget_overrun),
-    Rule("last-turn-over-budget", E, reported.last_turn_over_budget),
+    Rule("budget-overrun", E, reported.budget_overrun, counts=True),
+    Rule("last-turn-over-budget", E, reported.last_turn_over_budget, counts=True),
     Rule("no-user-message", E, reported.no_user_message),
     # Budget and history.
-    Rule("history-truncated", INFO, budget.history_truncated),
-    Rule("compression-due", INFO, budget.compression_due),
+    Rule("history-truncated", INFO, budget.history_truncated, counts=True),
+    Rule("compression-due", INFO, budget.compression_due, counts=True),
     # The prompt cache.
-    Rule("volatile-in-cached-prefix", INFO, cache.volatile_in_cached_prefix),
-    Rule("tool-list-changes-prefix", W, cache.tool_list_changes_prefix),
+    Rule("volatile-in-cached-prefix", INFO, cache.volatile_in_cached_prefix, counts=True),
+    Rule("tool-list-changes-prefix", W, cache.tool_list_changes_prefix, counts=True),
     # Ordering and templates.
     Rule("reminder-not-last", W, ordering.reminder_not_last),
     Rule(
@@ -170,6 +171,8 @@ RULES: tuple[Rule, ...] = (
 )
 
 _BY_CODE = {r.code: r for r in RULES}
+# The codes whose findings show the assembly's counts (``Rule.counts``).
+COUNTED_CODES = frozenset(r.code for r in RULES if r.counts)
 _IGNORE_COMMENT = re.compile(r"promptls:\s*ignore\[([A-Za-z0-9_,\s-]+)\]")
 
 

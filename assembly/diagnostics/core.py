@@ -287,6 +287,9 @@ class Rule:
     severity: Severity
     check: Callable[..., Iterable[Diagnostic]]
     fixable: bool = False
+    # Its findings show the assembly's token counts (not only its decisions): a caller
+    # that assembled with bounds (``tokens.BoundTokenizer``) assembles again with counts.
+    counts: bool = False
 
     @property
     def summary(self) -> str:

@@ -184,7 +184,14 @@ def _lint_file(path: Path, folder: Folder, opts: LintOptions) -> FileReport:
         objs = diagnostics_json(prompt, display_path=str(prompt.path))
         deps: tuple[str, ...] = ()
     else:
-        conv = analyze(path, root=root, select=select, ignore=ignore, settings_file=config)
+        conv = analyze(
+            path,
+            root=root,
+            select=select,
+            ignore=ignore,
+            settings_file=config,
+            findings_only=True,
+        )
         texts = {str(conv.path): conv.text, **conv.other_texts}
         objs = diagnostics_json(conv, display_path=str(conv.path))
         deps = tuple(str(d) for d in conv.dependencies)
