@@ -11,6 +11,7 @@ of the document is still read.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -1209,6 +1210,31 @@ def is_dataset(root: SNode) -> bool:
 CODEX_LINE_TYPES = frozenset(
     {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
 )
+
+
+# The lines a transcript's first message may come after (``summary`` lines pile up at the
+# head of a session resumed many times): the look at each version stays short.
+_CLAUDE_CODE_HEAD = 200
+
+
+def is_claude_code_transcript(root: SNode) -> bool:
+    """Whether a JSON Lines document is a Claude Code session transcript: its lines, up to
+    the first message, are objects with a string ``type`` (Claude Code writes new kinds of
+    lines as it goes: ``summary``, ``permission-mode``, ``progress``, ``attachment``…), and
+    that first message line is a ``user`` or ``assistant`` line with a ``message`` object
+    and a ``uuid`` or ``sessionId`` (read by ``formats.anthropic.read_claude_code``)."""
+    for line in itertools.islice(root.items if root.is_array else (), _CLAUDE_CODE_HEAD):
+        kind = line.get("type") if line.is_object else None
+        if kind is None or not kind.is_string or line.get("role") is not None:
+            return False  # (a Responses item has a ``type`` too, and is a message itself)
+        message = line.get("message")
+        if message is not None:
+            return (
+                kind.value in ("user", "assistant")
+                and message.is_object
+                and (line.get("uuid") is not None or line.get("sessionId") is not None)
+            )
+    return False
 
 
 def is_codex_rollout(root: SNode) -> bool:

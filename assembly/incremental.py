@@ -52,6 +52,7 @@ from assembly.documents import (
     MAX_MESSAGES,
     Reader,
     all_read_alone,
+    is_claude_code_transcript,
     is_codex_rollout,
     is_dataset,
     is_header_line,
@@ -395,8 +396,8 @@ def _lines_spliced(
         *(_moved_issue(e, delta) for e in errors if e.range.start > old_last),
     )
     parsed = ParsedData(new_root, new_errors, tokens=tokens + sub.tokens)
-    if is_codex_rollout(new_root):
-        return None  # (read as a Responses request, whole: ``formats.responses``)
+    if is_codex_rollout(new_root) or is_claude_code_transcript(new_root):
+        return None  # (read as a provider's request, whole: ``formats``)
     if is_dataset(new_root) or is_dataset(root):
         # A dataset (before or after): its lines read as a whole read reads them, each
         # line node it shares giving the record it gave (``read_parsed(previous=)``).

@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from assembly.documents import MAX_DOCUMENT_CHARS, Reader, is_codex_rollout, is_dataset
-from assembly.formats.anthropic import read_anthropic
+from assembly.documents import (
+    MAX_DOCUMENT_CHARS,
+    Reader,
+    is_claude_code_transcript,
+    is_codex_rollout,
+    is_dataset,
+)
+from assembly.formats.anthropic import read_anthropic, read_claude_code
 from assembly.formats.detect import (
     FOREIGN_TOP_KEYS,
     NATIVE,
@@ -117,6 +123,8 @@ def _read_parsed(
     root = parsed.root
     if fmt is DocFormat.JSONL and root is not None and is_codex_rollout(root):
         return read_codex_rollout(parsed, fmt, length)
+    if fmt is DocFormat.JSONL and root is not None and is_claude_code_transcript(root):
+        return read_claude_code(parsed, fmt, length)
     if fmt is DocFormat.JSONL and root is not None and is_dataset(root):
         # A dataset: each record is read in the format its own shape says (``_records``),
         # relative to its line; a line node the previous version shares gives its record.

@@ -84,11 +84,6 @@ def test_a_real_request_of_a_provider_format_not_read_is_one_error_at_its_key(
     ("name", "keys", "what"),
     [
         (
-            "claude-code_cc-transcripts_sample-session.conv.jsonl",
-            ("message", "leafUuid"),
-            "a Claude Code session transcript",
-        ),
-        (
             "langgraph-values_vercel-ai_weather.conv.json",
             ("kwargs",),
             "a LangChain serialized message",

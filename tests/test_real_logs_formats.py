@@ -23,12 +23,15 @@ from tests.support.golden import check_golden
 
 DATA = Path(__file__).resolve().parent / "data" / "real-logs"
 _SUFFIXES = (".conv.json", ".conv.jsonl")
-# (Codex CLI's rollouts are read as the Responses request their session makes.)
+# (Codex CLI's rollouts are read as the Responses request their session makes, Claude
+# Code's transcripts as the Anthropic request theirs sends next.)
 FORMATS = {
     "anthropic": "anthropic-messages",
     "responses": "openai-responses",
     "codex": "openai-responses",
+    "claude-code": "anthropic-messages",
 }
+ANTHROPIC_FOLDERS = ("anthropic", "claude-code")
 FILES = sorted(
     p for folder in FORMATS for p in (DATA / folder).iterdir() if p.name.endswith(_SUFFIXES)
 )
@@ -77,7 +80,7 @@ def test_real_log_golden(
 ) -> None:
     rc, lint = _cli(["lint", path.name], path.parent, capsys, monkeypatch)
     out = [f"$ promptls lint {path.name}", f"exit {rc}", lint.rstrip(), ""]
-    implied = "anthropic" if path.parent.name == "anthropic" else "openai"
+    implied = "anthropic" if path.parent.name in ANTHROPIC_FOLDERS else "openai"
     other = "openai" if implied == "anthropic" else "anthropic"
     rc1, d1 = _assembled(path, None, capsys, monkeypatch)
     out += _render(rc1, d1, f"promptls assemble {path.name} --format json")
@@ -97,8 +100,13 @@ def test_real_log_reads_as_its_format_and_prints_a_valid_anthropic_request(
     assert d["messages"], "nothing assembled"
     assert validate({"system": d["system"], "messages": d["messages"]}) == []
     # Message ids are the document's: an index (of `messages` / `input`), `<index>/<block>`
-    # for a tool result split from its message, an uploaded file's id, or a named part.
+    # for a tool result split from its message, an uploaded file's id, or a named part; a
+    # Claude Code message's is its first line's `uuid`.
+    text = path.read_text(encoding="utf-8")
     for e in d["layout"]:
+        if path.parent.name == "claude-code" and not e["id"].startswith("$"):
+            assert f'"uuid":"{e["id"].split("/")[0]}"' in text.replace('": "', '":"'), e
+            continue
         assert re.fullmatch(r"\d+(/\d+)?(/files/\d+)?|system|instructions|input|\$\w+", e["id"]), e
     # Every field of these files is documented by its format: no reading finding.
     reading = {"schema-error", "schema-warning", "unknown-key"}

@@ -19,7 +19,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from assembly.documents import format_for_path, is_codex_rollout
+from assembly.documents import format_for_path, is_claude_code_transcript, is_codex_rollout
+from assembly.formats.anthropic import claude_code_request
 from assembly.formats.responses import codex_request
 from assembly.model import DocFormat
 from assembly.reading import parse_conversation
@@ -242,6 +243,13 @@ def _load(path: Path) -> tuple[Any, bool]:
     if fmt is DocFormat.JSONL and parsed.root is not None and is_codex_rollout(parsed.root):
         # A Codex rollout is the Responses request its session makes, as the reader reads it.
         data = codex_request(absolute(parsed.root)).to_python()
+    elif (
+        fmt is DocFormat.JSONL
+        and parsed.root is not None
+        and is_claude_code_transcript(parsed.root)
+    ):
+        # A Claude Code transcript likewise, the Anthropic request its session sends next.
+        data = claude_code_request(absolute(parsed.root)).to_python()
     elif fmt is DocFormat.JSONL and data and isinstance(data[0], dict) and "role" not in data[0]:
         if isinstance(data[0].get("messages"), list):
             data = _Dataset(data)

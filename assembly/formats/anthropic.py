@@ -42,7 +42,7 @@ from assembly.model import (
     ToolCall,
     ToolDef,
 )
-from assembly.syntax import ParsedData, SNode
+from assembly.syntax import Member, ParsedData, SNode, absolute
 from assembly.text import TextRange
 
 # The request fields of the Messages API (and of Bedrock / Vertex bodies), read or
@@ -85,6 +85,158 @@ FORMAT_NAME = SourceFormat.ANTHROPIC.title
 def read_anthropic(parsed: ParsedData, fmt: DocFormat, length: int, why: str) -> Conversation:
     """Read a parsed Anthropic Messages document; never raises on user input."""
     return _AnthropicReader(fmt, length).read_doc(parsed, why)
+
+
+CLAUDE_CODE_WHY = (
+    "a Claude Code session transcript: the messages of its current branch read as an "
+    "Anthropic request"
+)
+
+
+def read_claude_code(parsed: ParsedData, fmt: DocFormat, length: int) -> Conversation:
+    """Read a Claude Code transcript (``documents.is_claude_code_transcript``) as the
+    Anthropic request its session sends next (``claude_code_request``)."""
+    if parsed.root is None:
+        return read_anthropic(parsed, fmt, length, CLAUDE_CODE_WHY)
+    doc = claude_code_request(absolute(parsed.root))
+    return read_anthropic(
+        ParsedData(doc, parsed.errors, parsed.lines), fmt, length, CLAUDE_CODE_WHY
+    )
+
+
+def claude_code_request(root: SNode) -> SNode:
+    """The Anthropic request a Claude Code session sends next, made of the transcript's own
+    nodes (``root``: its lines, ranges absolute).
+
+    The messages are those of the current branch: from the last message line outside a
+    subagent's sidechain (``isSidechain``), back through ``parentUuid`` (across the lines
+    that are no messages: hook progress, attachments; a compaction's boundary has none, so
+    the branch starts at the summary after it), in file order when the lines have no
+    ``parentUuid``. A transcript of sidechain lines alone (a subagent's own file) is read
+    the same way. Since Claude Code 2.1 each parallel call's result hangs off its own call's
+    line, so the branch passes through the last result only: a line of results alone whose
+    parent is on the branch, answering calls the branch has not answered, is on it too.
+    Lines that are shown, not sent (``isVisibleInTranscriptOnly``) and the errors Claude
+    Code writes in the assistant's place (``isApiErrorMessage``) are left out. The messages
+    are taken in file order; consecutive lines of one role are one message, their content
+    blocks in order, as the API takes them: Claude Code writes each block of a streamed
+    reply on a line of its own (the same ``message.id``), and each call's result on its
+    own. A message's id is its first line's ``uuid``; the last assistant message's
+    ``model`` is the ``model``. Claude Code's system prompt, its tool definitions and the
+    attachments it adds at send time are not in the transcript.
+    """
+    lines = [n for n in root.items if n.is_object] if root.is_array else []
+    said = [n for n in lines if _said(n)]
+    main = [n for n in said if not _is_true(n.get("isSidechain"))] or said
+    chain = main
+    if main and any(n.get("parentUuid") is not None for n in lines):
+        by_uuid = {u.value: n for n in lines if (u := n.get("uuid")) is not None and u.is_string}
+        on: dict[int, SNode] = {}  # id -> line, every line of the branch (messages or not)
+        node: SNode | None = main[-1]
+        while node is not None and id(node) not in on:
+            on[id(node)] = node
+            parent = node.get("parentUuid")
+            node = by_uuid.get(parent.value) if parent is not None and parent.is_string else None
+        answered = {i for n in on.values() if _said(n) for i in _results(n)}
+        chain = [n for n in on.values() if _said(n)]
+        for n in main:
+            if id(n) in on:
+                continue
+            parent = n.get("parentUuid")
+            calls = _results(n)
+            if (
+                calls
+                and parent is not None
+                and id(by_uuid.get(parent.value, n)) in on
+                and not calls & answered
+            ):
+                chain.append(n)
+                answered |= calls
+        chain.sort(key=lambda n: n.range.start)
+    messages: list[SNode] = []
+    model: SNode | None = None
+    group: list[tuple[SNode, SNode]] = []  # (line, its message) of one role
+    for line in chain:
+        message = line.get("message")
+        assert message is not None  # (``_said``)
+        role = message.get("role")
+        assert role is not None
+        if group and role.value != group[0][1].get("role").value:  # type: ignore[union-attr]
+            messages.append(_one_message(group))
+            group = []
+        group.append((line, message))
+        if role.value == "assistant" and (m := message.get("model")) is not None and m.is_string:
+            model = m
+    if group:
+        messages.append(_one_message(group))
+    members = [Member("messages", root.range, SNode("array", root.range, None, tuple(messages)))]
+    if model is not None:
+        members.append(Member("model", model.range, model))
+    return SNode("object", root.range, None, (), tuple(members))
+
+
+def _said(line: SNode) -> bool:
+    """A line of a message sent to the model: ``user`` or ``assistant``, with a ``message``
+    whose ``role`` is a string, neither shown only nor an error Claude Code wrote."""
+    kind, message = line.get("type"), line.get("message")
+    if kind is None or kind.value not in ("user", "assistant") or message is None:
+        return False
+    if not message.is_object or (role := message.get("role")) is None or not role.is_string:
+        return False
+    return not (
+        _is_true(line.get("isVisibleInTranscriptOnly")) or _is_true(line.get("isApiErrorMessage"))
+    )
+
+
+def _results(line: SNode) -> set[str]:
+    """The calls a user line answers when it holds tool results and nothing else."""
+    message = line.get("message")
+    content = message.get("content") if message is not None else None
+    if content is None or not content.is_array or not content.items:
+        return set()
+    ids = set()
+    for block in content.items:
+        kind = block.get("type") if block.is_object else None
+        call = block.get("tool_use_id") if block.is_object else None
+        if kind is None or kind.value != "tool_result" or call is None or not call.is_string:
+            return set()
+        ids.add(call.value)
+    return ids
+
+
+def _is_true(node: SNode | None) -> bool:
+    return node is not None and node.value is True
+
+
+def _one_message(group: list[tuple[SNode, SNode]]) -> SNode:
+    """One message of the request, of consecutive lines of one role (each with its
+    ``message``): its ``role``, its ``content`` (the blocks of all, a string content as a
+    text block where there are several) and its first line's ``uuid`` as its ``id``."""
+    first_line, first = group[0]
+    role = first.get("role")
+    assert role is not None
+    contents = [c for _, m in group if (c := m.get("content")) is not None]
+    content = contents[0] if len(contents) == 1 else None
+    if len(contents) > 1:
+        blocks: list[SNode] = []
+        for c in contents:
+            if c.is_string:  # (anything else not an array is the reader's to report)
+                kind = Member("type", c.range, SNode("string", c.range, "text"))
+                blocks.append(
+                    SNode("object", c.range, None, (), (kind, Member("text", c.range, c)))
+                )
+            else:
+                blocks.extend(c.items if c.is_array else (c,))
+        span = TextRange(contents[0].range.start, contents[-1].range.end)
+        content = SNode("array", span, None, tuple(blocks))
+    members = [Member("role", role.range, role)]
+    if content is not None:
+        members.append(Member("content", content.range, content))
+    uuid = first_line.get("uuid")
+    if uuid is not None and uuid.is_string and uuid.value:
+        members.append(Member("id", uuid.range, uuid))
+    span = TextRange(first.range.start, group[-1][1].range.end)
+    return SNode("object", span, None, (), tuple(members))
 
 
 class _AnthropicReader(Reader):

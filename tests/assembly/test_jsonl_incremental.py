@@ -399,6 +399,12 @@ def test_edits_below_a_broken_line_are_read_in_pieces() -> None:
                 errors = conv.syntax[0] if conv.syntax is not None else ()
                 below = any(e.range.start < text.rfind("\n", 0, edit[0]) for e in errors)
                 res, full = check(conv, text, new_text, edit)
+                if "call_" in text[edit[0] : edit[1]]:
+                    # An edit of a call's id changes which responses pair with which calls:
+                    # read whole wherever it is (the random edits reached one in session 41).
+                    counts["edits of a call id"] += 1
+                    conv, text = (res if res is not None else full), new_text
+                    continue
                 counts[f"edits below a broken line ({kind})"] += below
                 counts[f"of which in pieces ({kind})"] += below and res is not None
                 conv, text = (res if res is not None else full), new_text

@@ -49,13 +49,19 @@ async def test_random_edits_with_interleaved_requests_end_on_the_lint_result(
 
 async def test_random_edits_of_real_logs_end_on_the_lint_result(tmp_path: Path) -> None:
     """The same on logs nobody here wrote (``tests/data/real-logs``: OpenAI chat, Anthropic
-    Messages and Responses requests from public test suites, Codex CLI rollouts), a third of
-    them, a few edits each: the other providers' formats are re-read whole, an OpenAI log by
-    its messages.
+    Messages and Responses requests from public test suites, Codex CLI rollouts, Claude Code
+    transcripts), a third of them, a few edits each: the other providers' formats are re-read
+    whole, an OpenAI log by its messages.
     ``python tests/fuzz/fuzz_lsp.py --docs tests/data/real-logs`` is the longer run."""
     docs = workspace_from_folders(tmp_path / "ws", [REAL_LOGS])
     picked = docs[::3]
-    assert {p.parent.name for p in picked} == {"anthropic", "codex", "openai", "responses"}
+    assert {p.parent.name for p in picked} == {
+        "anthropic",
+        "claude-code",
+        "codex",
+        "openai",
+        "responses",
+    }
     fuzzer = Fuzzer(tmp_path / "ws", seed=SEED, log_file=tmp_path / "server.log")
     await fuzzer.start()
     try:
