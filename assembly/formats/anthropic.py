@@ -140,16 +140,10 @@ def claude_code_request(root: SNode) -> SNode:
         answered = {i for n in on.values() if _said(n) for i in _results(n)}
         chain = [n for n in on.values() if _said(n)]
         for n in main:
-            if id(n) in on:
-                continue
             parent = n.get("parentUuid")
-            calls = _results(n)
-            if (
-                calls
-                and parent is not None
-                and id(by_uuid.get(parent.value, n)) in on
-                and not calls & answered
-            ):
+            above = by_uuid.get(parent.value) if parent is not None and parent.is_string else None
+            calls = _results(n) if above is not None and id(above) in on else set()
+            if calls and id(n) not in on and not calls & answered:
                 chain.append(n)
                 answered |= calls
         chain.sort(key=lambda n: n.range.start)

@@ -129,6 +129,31 @@ def test_only_the_current_branch_is_read() -> None:
     ]
 
 
+def test_results_that_hang_off_their_own_calls_are_on_the_branch() -> None:
+    # Claude Code 2.1 parents each parallel call's result to its own call's line: the
+    # branch from the last line passes through the second result only.
+    lines = [
+        _user("u1", None, "Search twice."),
+        _assistant("c1", "u1", "msg_1", [_use("toolu_1", "WebSearch")]),
+        _assistant("c2", "c1", "msg_1", [_use("toolu_2", "WebSearch")]),
+        _user("r1", "c1", [_result("toolu_1", "one")]),
+        _user("r2", "c2", [_result("toolu_2", "two")]),
+        _assistant("a2", "r2", "msg_2", [_text("Both found.")]),
+    ]
+    _, conv = _read(lines)
+    assert [(m.id, m.tool_call_id) for m in conv.messages] == [
+        ("u1", None),
+        ("c1", None),
+        ("r1/0", "toolu_1"),
+        ("r1/1", "toolu_2"),
+        ("a2", None),
+    ]
+    # A result of a call the branch already answers is another branch's, not a second one.
+    again = _user("r1b", "c1", [_result("toolu_1", "one, again")])
+    _, conv = _read([*lines[:5], again, lines[5]])
+    assert [m.content for m in conv.messages if m.role is Role.TOOL] == ["one", "two"]
+
+
 def test_a_subagents_sidechain_is_not_the_sessions_request() -> None:
     side = [
         _user("s1", None, "Find the tests.", isSidechain=True),
