@@ -297,7 +297,8 @@ def template_use(template: Path, *, root: Path | None, today: dt.date) -> Templa
     base = (root or template.parent).resolve()
     users = []
     for rel_conv, path in _conversations(base).items():
-        if template in analyze(path, root=base, today=today).dependencies:
+        # (Only the files it read are wanted: nothing is counted that decides nothing.)
+        if template in analyze(path, root=base, today=today, findings_only=True).dependencies:
             users.append(rel_conv)
     inside = template.is_relative_to(base)
     shown = template.relative_to(base).as_posix() if inside else str(template)
