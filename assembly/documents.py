@@ -1215,6 +1215,8 @@ CODEX_LINE_TYPES = frozenset(
 # The lines a transcript's first message may come after (``summary`` lines pile up at the
 # head of a session resumed many times): the look at each version stays short.
 _CLAUDE_CODE_HEAD = 200
+# Keys only Claude Code's lines have, on lines that hold no message.
+_CLAUDE_CODE_MARKS = ("leafUuid", "messageId", "parentUuid")
 
 
 def is_claude_code_transcript(root: SNode) -> bool:
@@ -1222,7 +1224,10 @@ def is_claude_code_transcript(root: SNode) -> bool:
     the first message, are objects with a string ``type`` (Claude Code writes new kinds of
     lines as it goes: ``summary``, ``permission-mode``, ``progress``, ``attachment``…), and
     that first message line is a ``user`` or ``assistant`` line with a ``message`` object
-    and a ``uuid`` or ``sessionId`` (read by ``formats.anthropic.read_claude_code``)."""
+    and a ``uuid`` or ``sessionId``; or it has no message, and one of those lines is Claude
+    Code's own (a ``summary`` line's ``leafUuid``, a snapshot's ``messageId``, a
+    ``parentUuid``). Read by ``formats.anthropic.read_claude_code``."""
+    own = False
     for line in itertools.islice(root.items if root.is_array else (), _CLAUDE_CODE_HEAD):
         kind = line.get("type") if line.is_object else None
         if kind is None or not kind.is_string or line.get("role") is not None:
@@ -1234,7 +1239,8 @@ def is_claude_code_transcript(root: SNode) -> bool:
                 and message.is_object
                 and (line.get("uuid") is not None or line.get("sessionId") is not None)
             )
-    return False
+        own = own or any(line.get(k) is not None for k in _CLAUDE_CODE_MARKS)
+    return own
 
 
 def is_codex_rollout(root: SNode) -> bool:

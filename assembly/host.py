@@ -557,9 +557,19 @@ def resolve_outside(inputs: Inputs) -> Settings:
     return resolve_settings(layers)[0]
 
 
+# Extensions that say the format of a file named on the command line or opened in an
+# editor without a conversation's suffix (a Claude Code session, ``<id>.jsonl``, may be one
+# line long, which its first characters would take for JSON).
+_LINES_SUFFIXES = (".jsonl", ".ndjson")
+
+
 def document_format(path: PurePath, text: str | Rope) -> DocFormat:
-    """The format a document's name says, else the one its first characters say."""
-    return format_for_path(path.name) or _sniff_format(str(text))
+    """The format a document's name says (``.conv.*``; ``.jsonl`` alone), else the one its
+    first characters say."""
+    found = format_for_path(path.name)
+    if found is None and path.name.lower().endswith(_LINES_SUFFIXES):
+        return DocFormat.JSONL
+    return found or _sniff_format(str(text))
 
 
 # ------------------------------------------------------------------------------- private

@@ -11,11 +11,13 @@ own text, and an edit read as a whole read reads it.
 from __future__ import annotations
 
 import json
+from pathlib import PurePath
 from typing import Any
 
 import pytest
 
 from assembly.documents import is_claude_code_transcript
+from assembly.host import document_format
 from assembly.incremental import reparse_conversation
 from assembly.model import DocFormat, Role
 from assembly.reading import parse_conversation
@@ -243,6 +245,29 @@ def test_consecutive_user_lines_of_text_are_one_turn() -> None:
     _, conv = _read(lines)
     assert [(m.id, m.role) for m in conv.messages] == [("u1", Role.USER), ("a1", Role.ASSISTANT)]
     assert "Caveat" in conv.messages[0].content and "/status" in conv.messages[0].content
+
+
+def test_a_session_of_titles_and_snapshots_alone_is_a_transcript_with_no_message() -> None:
+    # Claude Code writes files of `summary` lines (session titles) or file snapshots only.
+    for lines in (
+        [json.dumps({"type": "summary", "summary": "Fix the build", "leafUuid": "a9"})],
+        [json.dumps({"type": "file-history-snapshot", "messageId": "u1", "snapshot": {}})],
+    ):
+        text, conv = _read(lines)
+        assert is_claude_code_transcript(parse_jsonl(text).root)  # type: ignore[arg-type]
+        assert conv.source_format == "anthropic-messages" and not conv.messages
+        assert not conv.issues
+
+
+def test_a_one_line_session_named_jsonl_is_read_as_json_lines() -> None:
+    # A subagent's warm-up file is one line: its first characters say JSON, its name says
+    # JSON Lines (Claude Code names sessions `<id>.jsonl`).
+    line = _assistant("a1", None, "msg_1", [_text("Ready.")], isSidechain=True)
+    assert document_format(PurePath("agent-3430b97e.jsonl"), line) is DocFormat.JSONL
+    assert document_format(PurePath("x.ndjson"), line) is DocFormat.JSONL
+    assert document_format(PurePath("agent-3430b97e.json"), line) is DocFormat.JSON
+    conv = parse_conversation(line + "\n", DocFormat.JSONL)
+    assert [m.id for m in conv.messages] == ["a1"]
 
 
 @pytest.mark.parametrize(
