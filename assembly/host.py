@@ -557,9 +557,9 @@ def resolve_outside(inputs: Inputs) -> Settings:
     return resolve_settings(layers)[0]
 
 
-# Extensions that say the format of a file named on the command line or opened in an
-# editor without a conversation's suffix (a Claude Code session, ``<id>.jsonl``, may be one
-# line long, which its first characters would take for JSON).
+# Extensions that say the format of a file named on the command line without a
+# conversation's suffix (a Claude Code session, ``<id>.jsonl``, may be one line long, which
+# its first characters would take for JSON).
 _LINES_SUFFIXES = (".jsonl", ".ndjson")
 
 
