@@ -137,8 +137,9 @@ def claude_code_request(root: SNode) -> SNode:
             on[id(node)] = node
             parent = node.get("parentUuid")
             node = by_uuid.get(parent.value) if parent is not None and parent.is_string else None
-        answered = {i for n in on.values() if _said(n) for i in _results(n)}
-        chain = [n for n in on.values() if _said(n)]
+        sent = {id(n) for n in said}
+        chain = [n for n in on.values() if id(n) in sent]
+        answered = {i for n in chain for i in _results(n)}
         for n in main:
             parent = n.get("parentUuid")
             above = by_uuid.get(parent.value) if parent is not None and parent.is_string else None
