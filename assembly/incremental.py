@@ -59,6 +59,7 @@ from assembly.documents import (
     reads_alone,
     same_made_up_calls,
 )
+from assembly.formats.copilot import is_copilot_session
 from assembly.formats.detect import (
     NATIVE,
     Detection,
@@ -396,7 +397,11 @@ def _lines_spliced(
         *(_moved_issue(e, delta) for e in errors if e.range.start > old_last),
     )
     parsed = ParsedData(new_root, new_errors, tokens=tokens + sub.tokens)
-    if is_codex_rollout(new_root) or is_claude_code_transcript(new_root):
+    if (
+        is_codex_rollout(new_root)
+        or is_claude_code_transcript(new_root)
+        or is_copilot_session(new_root)
+    ):
         return None  # (read as a provider's request, whole: ``formats``)
     if is_dataset(new_root) or is_dataset(root):
         # A dataset (before or after): its lines read as a whole read reads them, each

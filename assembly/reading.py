@@ -3,9 +3,11 @@
 ``parse_conversation`` is the front door: it parses the text (``syntax.py``) and hands the
 tree to ``read_parsed``, which tells the format by the document's shape (``formats.detect``)
 and reads it with promptls' own reader (``documents.Reader``) or an Anthropic or Responses
-reader (``formats/``), which build on it. A dataset (one conversation per JSON Lines line)
-has each line read the same way. Kept apart from ``documents.py`` so that the format
-readers can build on its ``Reader`` without an import circle.
+reader (``formats/``), which build on it; a coding agent's session file (Codex CLI, Claude
+Code, Copilot CLI) is read as the request its session sends, by those readers. A dataset
+(one conversation per JSON Lines line) has each line read the same way. Kept apart from
+``documents.py`` so that the format readers can build on its ``Reader`` without an import
+circle.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from assembly.documents import (
     is_dataset,
 )
 from assembly.formats.anthropic import read_anthropic, read_claude_code
+from assembly.formats.copilot import is_copilot_session, read_copilot_session
 from assembly.formats.detect import (
     FOREIGN_TOP_KEYS,
     NATIVE,
@@ -89,7 +92,13 @@ def read_parsed(
     node gave is taken from it, not read again. The result is the same either way.
     """
     conv = _read_parsed(parsed, fmt, length, previous)
-    if parsed.tokens and (conv.source_format in NATIVE or conv.records):
+    # (Kept for an incremental re-read of this parse's tree: not of a tree made from it, as
+    # a Copilot CLI session's request is, read whole on every change.)
+    if (
+        parsed.tokens
+        and conv.tree is parsed.root
+        and (conv.source_format in NATIVE or conv.records)
+    ):
         object.__setattr__(conv, "syntax", (parsed.errors, parsed.tokens))
     return conv
 
@@ -125,6 +134,8 @@ def _read_parsed(
         return read_codex_rollout(parsed, fmt, length)
     if fmt is DocFormat.JSONL and root is not None and is_claude_code_transcript(root):
         return read_claude_code(parsed, fmt, length)
+    if fmt is DocFormat.JSONL and root is not None and is_copilot_session(root):
+        return read_copilot_session(parsed, length)
     if fmt is DocFormat.JSONL and root is not None and is_dataset(root):
         # A dataset: each record is read in the format its own shape says (``_records``),
         # relative to its line; a line node the previous version shares gives its record.

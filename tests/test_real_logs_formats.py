@@ -24,12 +24,14 @@ from tests.support.golden import check_golden
 DATA = Path(__file__).resolve().parent / "data" / "real-logs"
 _SUFFIXES = (".conv.json", ".conv.jsonl")
 # (Codex CLI's rollouts are read as the Responses request their session makes, Claude
-# Code's transcripts as the Anthropic request theirs sends next.)
+# Code's transcripts as the Anthropic request theirs sends next, Copilot CLI's sessions as
+# the chat-completions request theirs sends next.)
 FORMATS = {
     "anthropic": "anthropic-messages",
     "responses": "openai-responses",
     "codex": "openai-responses",
     "claude-code": "anthropic-messages",
+    "copilot": "openai-chat",
 }
 ANTHROPIC_FOLDERS = ("anthropic", "claude-code")
 FILES = sorted(
@@ -101,11 +103,13 @@ def test_real_log_reads_as_its_format_and_prints_a_valid_anthropic_request(
     assert validate({"system": d["system"], "messages": d["messages"]}) == []
     # Message ids are the document's: an index (of `messages` / `input`), `<index>/<block>`
     # for a tool result split from its message, an uploaded file's id, or a named part; a
-    # Claude Code message's is its first line's `uuid`.
+    # Claude Code message's is its first line's `uuid`, a Copilot CLI message's its event's
+    # `id`.
     text = path.read_text(encoding="utf-8")
+    own = {"claude-code": "uuid", "copilot": "id"}.get(path.parent.name)
     for e in d["layout"]:
-        if path.parent.name == "claude-code" and not e["id"].startswith("$"):
-            assert f'"uuid":"{e["id"].split("/")[0]}"' in text.replace('": "', '":"'), e
+        if own is not None and not e["id"].startswith("$"):
+            assert f'"{own}":"{e["id"].split("/")[0]}"' in text.replace('": "', '":"'), e
             continue
         assert re.fullmatch(r"\d+(/\d+)?(/files/\d+)?|system|instructions|input|\$\w+", e["id"]), e
     # Every field of these files is documented by its format: no reading finding.

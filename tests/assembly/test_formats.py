@@ -565,15 +565,21 @@ def test_validator_refuses_what_the_api_refuses() -> None:
 
 # ------------------------------------------------------------------------------ editor
 
-REAL = sorted((ROOT / "tests" / "data" / "real-logs").glob("*/*.conv.json"))
-REAL = [p for p in REAL if p.parent.name in ("anthropic", "responses")]
+REAL = sorted((ROOT / "tests" / "data" / "real-logs").glob("*/*.conv.json*"))
+REAL = [
+    p
+    for p in REAL
+    if p.parent.name in ("anthropic", "responses", "codex", "claude-code", "copilot")
+    and p.suffix != ".expected"
+]
 
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_editor_feature_answers_on_real_foreign_documents(path: Path) -> None:
     """Hover, inlay hints, lens, symbols, folds, navigation and completion over a real
-    Anthropic or Responses document: answers inside the document, hovers on messages name
-    the message under the cursor, and no feature raises."""
+    Anthropic or Responses document, or an agent's session read as a request (Codex CLI,
+    Claude Code, Copilot CLI): answers inside the document, hovers on messages name the
+    message under the cursor, and no feature raises."""
     today = dt.date(2026, 7, 15)
     doc = analyze(path, root=path.parent, today=today)
     text, conv = str(doc.text), doc.conversation
