@@ -30,6 +30,7 @@ CORPORA = [
     "prompts-heldout16",
     "prompts-heldout17",
     "prompts-heldout18",
+    "prompts-heldout19",
 ]
 # ISC is permissive (like MIT). CC-BY only as itself: share-alike (-SA), non-commercial (-NC)
 # and no-derivatives (-ND) are not permissive.
@@ -91,6 +92,7 @@ NO_SHARED_LINES = [
     "prompts-heldout16",
     "prompts-heldout17",
     "prompts-heldout18",
+    "prompts-heldout19",
 ]
 
 

@@ -30,7 +30,7 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
     python tests/bench/eval_instructions.py
         [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|heldout9|
                   heldout10|heldout11|heldout12|heldout13|heldout14|heldout15|heldout16|
-                  heldout17|heldout18|seen]
+                  heldout17|heldout18|heldout19|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30] [--declared-tools] [--preview]
@@ -119,6 +119,10 @@ HELDOUT17 = ROOT / "tests" / "data" / "prompts-heldout17"
 # The eighteenth, gathered and labelled (with declared tools) by another engineer (branch
 # heldout18) before the rule ever ran on it: held out; never run, listed or read while tuning.
 HELDOUT18 = ROOT / "tests" / "data" / "prompts-heldout18"
+# The nineteenth, gathered and labelled (with declared tools) by another engineer in session
+# 42, while no round tuned, before the rule ever ran on it: held out for the round after the
+# one that runs heldout18; never run, listed or read while tuning.
+HELDOUT19 = ROOT / "tests" / "data" / "prompts-heldout19"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
@@ -138,6 +142,7 @@ CORPORA = {
     "heldout16": HELDOUT16,
     "heldout17": HELDOUT17,
     "heldout18": HELDOUT18,
+    "heldout19": HELDOUT19,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
