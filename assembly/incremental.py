@@ -71,6 +71,7 @@ from assembly.formats.detect import (
     tally,
     top_marks,
 )
+from assembly.formats.gemini_cli import is_gemini_cli_session
 from assembly.formats.yamldoc import reread_yaml
 from assembly.model import Conversation, DocFormat, Issue, Message, RejectedCall
 from assembly.reading import MarksMemo, read_parsed
@@ -177,6 +178,8 @@ def reparse_conversation(
                 res = _reparse_head(prev, prev_text, new_text, p, old_end, lb - la)
         elif res is None:
             res = _reparse_lines(prev, new_text, p, old_end, new_end, lb - la)
+    if res is not None and res.tree is not None and is_gemini_cli_session(res.tree, fmt):
+        return None  # (an edit made it a Gemini CLI session, read whole: ``formats``)
     if res is not None and res is not prev:
         # The views of the messages that did not move are the previous version's.
         views = prev._views.get("messages") or prev._views.get("prior_views")

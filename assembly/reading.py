@@ -4,7 +4,7 @@
 tree to ``read_parsed``, which tells the format by the document's shape (``formats.detect``)
 and reads it with promptls' own reader (``documents.Reader``) or an Anthropic or Responses
 reader (``formats/``), which build on it; a coding agent's session file (Codex CLI, Claude
-Code, Copilot CLI) is read as the request its session sends, by those readers. A dataset
+Code, Copilot CLI, Gemini CLI) is read as the request its session sends, by those readers. A dataset
 (one conversation per JSON Lines line) has each line read the same way. Kept apart from
 ``documents.py`` so that the format readers can build on its ``Reader`` without an import
 circle.
@@ -31,6 +31,7 @@ from assembly.formats.detect import (
     message_marks,
     tally,
 )
+from assembly.formats.gemini_cli import is_gemini_cli_session, read_gemini_cli_session
 from assembly.formats.responses import read_codex_rollout, read_responses
 from assembly.formats.yamldoc import parse_yaml_conversation
 from assembly.model import Conversation, DocFormat, Issue
@@ -136,6 +137,8 @@ def _read_parsed(
         return read_claude_code(parsed, fmt, length)
     if fmt is DocFormat.JSONL and root is not None and is_copilot_session(root):
         return read_copilot_session(parsed, length)
+    if root is not None and is_gemini_cli_session(root, fmt):
+        return read_gemini_cli_session(parsed, fmt, length)
     if fmt is DocFormat.JSONL and root is not None and is_dataset(root):
         # A dataset: each record is read in the format its own shape says (``_records``),
         # relative to its line; a line node the previous version shares gives its record.

@@ -28,13 +28,9 @@ reasoning the model's provider may be sent back. A message's id is its event's `
 
 from __future__ import annotations
 
-import dataclasses
-import json
-
-from assembly.documents import Reader
-from assembly.formats.detect import SourceFormat
+from assembly.formats.sessions import made, read_as_chat, request_of, string_at, tool_call
 from assembly.model import Conversation, DocFormat
-from assembly.syntax import Member, ParsedData, SNode, absolute
+from assembly.syntax import Member, ParsedData, SNode
 
 COPILOT_WHY = (
     "a GitHub Copilot CLI session: its events read as the chat-completions request it sends next"
@@ -44,7 +40,6 @@ COPILOT_WHY = (
 _FAMILIES = frozenset(
     {"session", "user", "assistant", "tool", "system", "subagent", "hook", "skill"}
 )
-
 # The events that name the session's model, and the key that does.
 _MODEL_KEYS = {
     "session.start": "selectedModel",
@@ -70,40 +65,26 @@ def is_copilot_session(root: SNode) -> bool:
 def read_copilot_session(parsed: ParsedData, length: int) -> Conversation:
     """Read a Copilot CLI session (``is_copilot_session``) as the chat-completions request
     it sends next (``copilot_request``)."""
-    reader = Reader(DocFormat.JSON, length)
-    if parsed.root is None:
-        conv = reader.read(parsed)
-    else:
-        doc = copilot_request(absolute(parsed.root))
-        conv = reader.read(ParsedData(doc, parsed.errors, parsed.lines))
-    # (Read as the JSON request it stands for; the document is JSON Lines: a fix removes
-    # an event's line.)
-    return dataclasses.replace(
-        conv,
-        format=DocFormat.JSONL,
-        source_format=SourceFormat.OPENAI_CHAT.value,
-        source_format_why=COPILOT_WHY,
-    )
+    return read_as_chat(parsed, DocFormat.JSONL, length, copilot_request, COPILOT_WHY)
 
 
 def copilot_request(root: SNode) -> SNode:
     """The chat-completions request a Copilot CLI session sends next (see the module's
     docstring), made of the session's own nodes (``root``: its lines, ranges absolute)."""
-    events = _current(root.items if root.is_array else ())
     system: SNode | None = None
     model: SNode | None = None
     messages: list[SNode] = []
-    for line, kind, data in events:
-        if _string(data, "parentToolCallId") is not None:
+    for line, kind, data in _current(root.items if root.is_array else ()):
+        if string_at(data, "parentToolCallId") is not None:
             continue  # a subagent's own conversation
         if kind == "system.message":
-            content = _string(data, "content")
+            content = string_at(data, "content")
             if content is not None:
-                role = _string(data, "role")
+                role = string_at(data, "role")
                 system = _message(line, role.value if role is not None else "system", content)
         elif kind == "user.message":
-            content = _string(data, "transformedContent")
-            content = content if content is not None else _string(data, "content")
+            content = string_at(data, "transformedContent")
+            content = content if content is not None else string_at(data, "content")
             if content is not None:
                 messages.append(_message(line, "user", content))
         elif kind == "assistant.message":
@@ -115,20 +96,17 @@ def copilot_request(root: SNode) -> SNode:
             if answer is not None:
                 messages.append(answer)
         elif kind == "session.compaction_complete":
-            summary = _string(data, "summaryContent")
+            summary = string_at(data, "summaryContent")
             done = data.get("success")
             if summary is not None and (done is None or done.value is True):
                 messages = [_message(line, "user", summary)]
         elif kind in _MODEL_KEYS:
-            name = _string(data, _MODEL_KEYS[kind])
+            name = string_at(data, _MODEL_KEYS[kind])
             if name is not None and name.value:
                 model = name
     if system is not None:
         messages.insert(0, system)
-    members = [Member("messages", root.range, SNode("array", root.range, None, tuple(messages)))]
-    if model is not None:
-        members.append(Member("model", model.range, model))
-    return SNode("object", root.range, None, (), tuple(members))
+    return request_of(messages, model, root)
 
 
 def _current(lines: tuple[SNode, ...]) -> list[tuple[SNode, str, SNode]]:
@@ -141,7 +119,7 @@ def _current(lines: tuple[SNode, ...]) -> list[tuple[SNode, str, SNode]]:
         if kind is None or not kind.is_string or data is None or not data.is_object:
             continue
         if kind.value == "session.snapshot_rewind":
-            to = _string(data, "upToEventId")
+            to = string_at(data, "upToEventId")
             at = next(
                 (i for i in reversed(range(len(events))) if _is_event(events[i][0], to)), None
             )
@@ -153,23 +131,24 @@ def _current(lines: tuple[SNode, ...]) -> list[tuple[SNode, str, SNode]]:
 
 
 def _is_event(line: SNode, event_id: SNode | None) -> bool:
-    own = _string(line, "id")
+    own = string_at(line, "id")
     return event_id is not None and own is not None and own.value == event_id.value
 
 
 def _assistant(line: SNode, data: SNode) -> SNode | None:
     """An assistant message of an ``assistant.message`` event: its text and tool calls
     (None when it has neither)."""
-    content = _string(data, "content")
+    content = string_at(data, "content")
     calls: list[SNode] = []
     requests = data.get("toolRequests")
     for request in requests.items if requests is not None and requests.is_array else ():
-        call = _call(request) if request.is_object else None
-        if call is not None:
-            calls.append(call)
+        call_id = string_at(request, "toolCallId") if request.is_object else None
+        name = string_at(request, "name") if request.is_object else None
+        if call_id is not None and name is not None:
+            calls.append(tool_call(call_id, name, request.get("arguments"), request))
     if not calls and (content is None or not content.value):
         return None
-    members = [_text("role", line, "assistant")]
+    members = [made("role", line, "assistant")]
     if content is not None and (content.value or not calls):
         members.append(Member("content", content.range, content))
     if calls:
@@ -178,55 +157,22 @@ def _assistant(line: SNode, data: SNode) -> SNode | None:
     return _with_id(line, members)
 
 
-def _call(request: SNode) -> SNode | None:
-    """A chat-completions tool call of one of Copilot's ``toolRequests``."""
-    call_id, name = _string(request, "toolCallId"), _string(request, "name")
-    if call_id is None or name is None:
-        return None
-    args = request.get("arguments")
-    if args is None:
-        text = SNode("string", request.range, "{}")
-    elif args.is_string:
-        text = args
-    else:  # the JSON text the API carries (as JavaScript's JSON.stringify writes it)
-        value = json.dumps(args.to_python(), ensure_ascii=False, separators=(",", ":"))
-        text = SNode("string", args.range, value)
-    function = SNode(
-        "object",
-        request.range,
-        None,
-        (),
-        (Member("name", name.range, name), Member("arguments", text.range, text)),
-    )
-    return SNode(
-        "object",
-        request.range,
-        None,
-        (),
-        (
-            Member("id", call_id.range, call_id),
-            _text("type", request, "function"),
-            Member("function", request.range, function),
-        ),
-    )
-
-
 def _tool(line: SNode, data: SNode) -> SNode | None:
     """The tool message of a ``tool.execution_complete`` event (None: it holds no
     result)."""
-    call_id = _string(data, "toolCallId")
+    call_id = string_at(data, "toolCallId")
     result, error = data.get("result"), data.get("error")
     content = None
     if result is not None and result.is_object:
-        content = _string(result, "content")
+        content = string_at(result, "content")
     if content is None and error is not None and error.is_object:
-        content = _string(error, "message")
+        content = string_at(error, "message")
     if call_id is None or content is None:
         return None
     return _with_id(
         line,
         [
-            _text("role", line, "tool"),
+            made("role", line, "tool"),
             Member("tool_call_id", call_id.range, call_id),
             Member("content", content.range, content),
         ],
@@ -234,21 +180,11 @@ def _tool(line: SNode, data: SNode) -> SNode | None:
 
 
 def _message(line: SNode, role: str, content: SNode) -> SNode:
-    return _with_id(line, [_text("role", line, role), Member("content", content.range, content)])
+    return _with_id(line, [made("role", line, role), Member("content", content.range, content)])
 
 
 def _with_id(line: SNode, members: list[Member]) -> SNode:
-    event_id = _string(line, "id")
+    event_id = string_at(line, "id")
     if event_id is not None and event_id.value:
         members.append(Member("id", event_id.range, event_id))
     return SNode("object", line.range, None, (), tuple(members))
-
-
-def _text(key: str, at: SNode, value: str) -> Member:
-    """A member made here (its value is not written in the session), placed at ``at``."""
-    return Member(key, at.range, SNode("string", at.range, value))
-
-
-def _string(node: SNode, key: str) -> SNode | None:
-    value = node.get(key)
-    return value if value is not None and value.is_string else None

@@ -569,7 +569,7 @@ REAL = sorted((ROOT / "tests" / "data" / "real-logs").glob("*/*.conv.json*"))
 REAL = [
     p
     for p in REAL
-    if p.parent.name in ("anthropic", "responses", "codex", "claude-code", "copilot")
+    if p.parent.name in ("anthropic", "responses", "codex", "claude-code", "copilot", "gemini-cli")
     and p.suffix != ".expected"
 ]
 
@@ -578,8 +578,8 @@ REAL = [
 def test_every_editor_feature_answers_on_real_foreign_documents(path: Path) -> None:
     """Hover, inlay hints, lens, symbols, folds, navigation and completion over a real
     Anthropic or Responses document, or an agent's session read as a request (Codex CLI,
-    Claude Code, Copilot CLI): answers inside the document, hovers on messages name the
-    message under the cursor, and no feature raises."""
+    Claude Code, Copilot CLI, Gemini CLI): answers inside the document, hovers on messages
+    name the message under the cursor, and no feature raises."""
     today = dt.date(2026, 7, 15)
     doc = analyze(path, root=path.parent, today=today)
     text, conv = str(doc.text), doc.conversation
@@ -593,9 +593,11 @@ def test_every_editor_feature_answers_on_real_foreign_documents(path: Path) -> N
     for offset in range(0, n, max(1, n // 97)):
         hover = conversation_hover(doc, offset, today=today)
         assert hover is not None and hover.range.start <= offset <= hover.range.end
-        for m in conv.messages:
-            if m.range.start <= offset < m.range.end and "message `" in hover.markdown[:40]:
-                assert f"message `{m.id}`" in hover.markdown
+        # (The innermost message: a Gemini CLI reply holds its calls' results.)
+        under = [m for m in conv.messages if m.range.start <= offset < m.range.end]
+        if under and "message `" in hover.markdown[:40]:
+            m = min(under, key=lambda m: m.range.end - m.range.start)
+            assert f"message `{m.id}`" in hover.markdown
         definition(conv, text, offset)
         references(conv, text, offset, include_declaration=True)
         conversation_completions(conv, text, offset)

@@ -50,9 +50,9 @@ async def test_random_edits_with_interleaved_requests_end_on_the_lint_result(
 async def test_random_edits_of_real_logs_end_on_the_lint_result(tmp_path: Path) -> None:
     """The same on logs nobody here wrote (``tests/data/real-logs``: OpenAI chat, Anthropic
     Messages and Responses requests from public test suites, Codex CLI rollouts, Claude Code
-    transcripts, Copilot CLI sessions), a third of them and one of each folder, a few edits
-    each: the other providers' formats and the agents' sessions are re-read whole, an OpenAI
-    log by its messages.
+    transcripts, Copilot and Gemini CLI sessions), a third of them and one of each folder, a
+    few edits each: the other providers' formats and the agents' sessions are re-read whole,
+    an OpenAI log by its messages.
     ``python tests/fuzz/fuzz_lsp.py --docs tests/data/real-logs`` is the longer run."""
     docs = workspace_from_folders(tmp_path / "ws", [REAL_LOGS])
     picked = docs[::3]
@@ -66,6 +66,7 @@ async def test_random_edits_of_real_logs_end_on_the_lint_result(tmp_path: Path) 
         "claude-code",
         "codex",
         "copilot",
+        "gemini-cli",
         "openai",
         "responses",
     }

@@ -1,0 +1,89 @@
+"""What the readers of coding agents' session files share (``copilot``, ``gemini_cli``).
+
+Such a session is read as the chat-completions request it sends next: a request tree made
+of the session's own nodes (so that every range points at the text it came from, and a
+value made here, such as a role, sits at the node it stands for), which promptls' own
+reader then reads as it reads any chat-completions request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+
+from assembly.documents import Reader
+from assembly.formats.detect import SourceFormat
+from assembly.model import Conversation, DocFormat
+from assembly.syntax import Member, ParsedData, SNode, absolute
+
+
+def read_as_chat(
+    parsed: ParsedData, fmt: DocFormat, length: int, request: Callable[[SNode], SNode], why: str
+) -> Conversation:
+    """Read a session as the chat-completions request ``request`` makes of its tree (with
+    ranges absolute), shown as ``openai-chat`` for the reason ``why``. The conversation
+    keeps the document's syntax ``fmt`` (a fix removes a line of a JSON Lines session);
+    its tree is the request's, read whole on every change."""
+    reader = Reader(DocFormat.JSON, length)
+    if parsed.root is None:
+        conv = reader.read(parsed)
+    else:
+        conv = reader.read(ParsedData(request(absolute(parsed.root)), parsed.errors, parsed.lines))
+    return dataclasses.replace(
+        conv, format=fmt, source_format=SourceFormat.OPENAI_CHAT.value, source_format_why=why
+    )
+
+
+def request_of(messages: list[SNode], model: SNode | None, at: SNode) -> SNode:
+    """The request object: ``messages``, and ``model`` when the session names one."""
+    members = [Member("messages", at.range, SNode("array", at.range, None, tuple(messages)))]
+    if model is not None:
+        members.append(Member("model", model.range, model))
+    return SNode("object", at.range, None, (), tuple(members))
+
+
+def tool_call(call_id: SNode, name: SNode, args: SNode | None, at: SNode) -> SNode:
+    """A chat-completions tool call (``at``: the node it is made of): its ``arguments`` are
+    the JSON text the API carries, as JavaScript's ``JSON.stringify`` writes an object;
+    a string is taken as written."""
+    if args is None:
+        text = SNode("string", at.range, "{}")
+    elif args.is_string:
+        text = args
+    else:
+        text = SNode("string", args.range, json_text(args))
+    function = SNode(
+        "object",
+        at.range,
+        None,
+        (),
+        (Member("name", name.range, name), Member("arguments", text.range, text)),
+    )
+    return SNode(
+        "object",
+        at.range,
+        None,
+        (),
+        (
+            Member("id", call_id.range, call_id),
+            made("type", at, "function"),
+            Member("function", at.range, function),
+        ),
+    )
+
+
+def json_text(node: SNode) -> str:
+    """A value as compact JSON text."""
+    return json.dumps(node.to_python(), ensure_ascii=False, separators=(",", ":"))
+
+
+def made(key: str, at: SNode, value: str) -> Member:
+    """A member made here (its value is not written in the session), placed at ``at``."""
+    return Member(key, at.range, SNode("string", at.range, value))
+
+
+def string_at(node: SNode, key: str) -> SNode | None:
+    """``node``'s string value at ``key`` (None: absent, or not a string)."""
+    value = node.get(key)
+    return value if value is not None and value.is_string else None
