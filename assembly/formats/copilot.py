@@ -28,7 +28,15 @@ reasoning the model's provider may be sent back. A message's id is its event's `
 
 from __future__ import annotations
 
-from assembly.formats.sessions import made, read_as_chat, request_of, string_at, tool_call
+from assembly.formats.sessions import (
+    answer,
+    made,
+    read_as_chat,
+    reply,
+    request_of,
+    string_at,
+    tool_call,
+)
 from assembly.model import Conversation, DocFormat
 from assembly.syntax import Member, ParsedData, SNode
 
@@ -146,15 +154,8 @@ def _assistant(line: SNode, data: SNode) -> SNode | None:
         name = string_at(request, "name") if request.is_object else None
         if call_id is not None and name is not None:
             calls.append(tool_call(call_id, name, request.get("arguments"), request))
-    if not calls and (content is None or not content.value):
-        return None
-    members = [made("role", line, "assistant")]
-    if content is not None and (content.value or not calls):
-        members.append(Member("content", content.range, content))
-    if calls:
-        span = requests.range  # type: ignore[union-attr]
-        members.append(Member("tool_calls", span, SNode("array", span, None, tuple(calls))))
-    return _with_id(line, members)
+    members = reply(line, content, calls, requests)
+    return None if members is None else _with_id(line, members)
 
 
 def _tool(line: SNode, data: SNode) -> SNode | None:
@@ -169,14 +170,7 @@ def _tool(line: SNode, data: SNode) -> SNode | None:
         content = string_at(error, "message")
     if call_id is None or content is None:
         return None
-    return _with_id(
-        line,
-        [
-            made("role", line, "tool"),
-            Member("tool_call_id", call_id.range, call_id),
-            Member("content", content.range, content),
-        ],
-    )
+    return _with_id(line, answer(line, call_id, content))
 
 
 def _message(line: SNode, role: str, content: SNode) -> SNode:

@@ -29,9 +29,11 @@ id is its record's ``id``; a call's result is ``<record id>/<n>``, its ``n``-th.
 from __future__ import annotations
 
 from assembly.formats.sessions import (
+    answer,
     json_text,
     made,
     read_as_chat,
+    reply,
     request_of,
     string_at,
     tool_call,
@@ -136,21 +138,12 @@ def _turn(record: SNode) -> list[SNode]:
             continue
         calls.append(tool_call(call_id, name, call.get("args"), call))
         result = call.get("result")
-        for answer in _answers(result) if result is not None else ():
-            members = [
-                made("role", call, "tool"),
-                Member("tool_call_id", call_id.range, call_id),
-                Member("content", answer.range, answer),
-            ]
-            answers.append(_with_id(record, f"/{len(answers)}", members, answer.range))
-    if not calls and (content is None or not content.value):
+        for said in _answers(result) if result is not None else ():
+            members = answer(call, call_id, said)
+            answers.append(_with_id(record, f"/{len(answers)}", members, said.range))
+    members = reply(record, content, calls, listed)
+    if members is None:
         return answers
-    members = [made("role", record, "assistant")]
-    if content is not None and (content.value or not calls):
-        members.append(Member("content", content.range, content))
-    if calls:
-        span = listed.range  # type: ignore[union-attr]
-        members.append(Member("tool_calls", span, SNode("array", span, None, tuple(calls))))
     return [_with_id(record, "", members, record.range), *answers]
 
 

@@ -43,6 +43,31 @@ def request_of(messages: list[SNode], model: SNode | None, at: SNode) -> SNode:
     return SNode("object", at.range, None, (), tuple(members))
 
 
+def reply(
+    at: SNode, content: SNode | None, calls: list[SNode], listed: SNode | None
+) -> list[Member] | None:
+    """The members of an assistant message (``at``: the node it is made of): its text and
+    its tool calls (``listed``: the node that lists them); None when it has neither."""
+    if not calls and (content is None or not content.value):
+        return None
+    members = [made("role", at, "assistant")]
+    if content is not None and (content.value or not calls):
+        members.append(Member("content", content.range, content))
+    if calls and listed is not None:
+        array = SNode("array", listed.range, None, tuple(calls))
+        members.append(Member("tool_calls", listed.range, array))
+    return members
+
+
+def answer(at: SNode, call_id: SNode, content: SNode) -> list[Member]:
+    """The members of the tool message answering ``call_id`` with ``content``."""
+    return [
+        made("role", at, "tool"),
+        Member("tool_call_id", call_id.range, call_id),
+        Member("content", content.range, content),
+    ]
+
+
 def tool_call(call_id: SNode, name: SNode, args: SNode | None, at: SNode) -> SNode:
     """A chat-completions tool call (``at``: the node it is made of): its ``arguments`` are
     the JSON text the API carries, as JavaScript's ``JSON.stringify`` writes an object;

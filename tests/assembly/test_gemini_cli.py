@@ -22,6 +22,7 @@ from assembly.incremental import reparse_conversation
 from assembly.model import DocFormat, Role
 from assembly.reading import parse_conversation
 from assembly.syntax import parse_json, parse_jsonl
+from tests.support.rereads import whole_reads_of_small_edits
 
 META = {"sessionId": "s-1", "projectHash": "9da8b3", "startTime": "2026-04-23T12:52:52Z"}
 
@@ -168,22 +169,7 @@ def test_other_json_lines_are_no_gemini_cli_session(first: str) -> None:
 @pytest.mark.parametrize("fmt", [DocFormat.JSONL, DocFormat.JSON])
 def test_every_one_character_edit_reads_as_a_whole_read(fmt: DocFormat) -> None:
     text = _jsonl(RECORDS) if fmt is DocFormat.JSONL else json.dumps({**META, "messages": RECORDS})
-    whole = parse_conversation(text, fmt)
-    whole_reads = 0
-    for at in range(0, len(text), 5):
-        for new, span in (
-            (text[:at] + "x" + text[at:], (at, at, at + 1)),
-            (text[:at] + text[at + 1 :], (at, at + 1, at)),
-        ):
-            again = reparse_conversation(whole, text, new, fmt, span=span)
-            fresh = parse_conversation(new, fmt)
-            if again is None:  # read whole, as a session is
-                whole_reads += 1
-                continue
-            assert [(m.id, m.role, m.content) for m in again.messages] == [
-                (m.id, m.role, m.content) for m in fresh.messages
-            ], at
-    assert whole_reads
+    assert whole_reads_of_small_edits(text, fmt, step=5)
 
 
 def test_a_chat_document_becomes_a_session_when_its_keys_say_so() -> None:
