@@ -118,7 +118,8 @@ def _check(text: str, fmt: DocFormat) -> None:
     n = len(text)
     for m in conv.messages:
         assert 0 <= m.range.start <= m.range.end <= n
-        assert 0 <= m.content_range.start <= m.content_range.end <= n
+        if m.content_range is not None:  # (None: no content, a reply of calls alone)
+            assert 0 <= m.content_range.start <= m.content_range.end <= n
     # An edit at the middle reads as a whole read reads it.
     at = n // 2
     new = text[:at] + " " + text[at:]
