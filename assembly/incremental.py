@@ -178,14 +178,24 @@ def reparse_conversation(
                 res = _reparse_head(prev, prev_text, new_text, p, old_end, lb - la)
         elif res is None:
             res = _reparse_lines(prev, new_text, p, old_end, new_end, lb - la)
-    if res is not None and res.tree is not None and is_gemini_cli_session(res.tree, fmt):
-        return None  # (an edit made it a Gemini CLI session, read whole: ``formats``)
+    if res is not None and res.tree is not None and agent_session(res.tree, fmt):
+        return None  # (an edit made it an agent's session, read whole: ``formats``)
     if res is not None and res is not prev:
         # The views of the messages that did not move are the previous version's.
         views = prev._views.get("messages") or prev._views.get("prior_views")
         if views is not None:
             res._views["prior_views"] = views
     return res
+
+
+def agent_session(root: SNode, fmt: DocFormat) -> bool:
+    """Whether a parsed document is a coding agent's session file, read as the request its
+    session sends (whole, on every change: ``reading.read_parsed``)."""
+    if fmt is DocFormat.JSONL and (
+        is_codex_rollout(root) or is_claude_code_transcript(root) or is_copilot_session(root)
+    ):
+        return True
+    return is_gemini_cli_session(root, fmt)
 
 
 def _reparse_lines(
@@ -400,11 +410,7 @@ def _lines_spliced(
         *(_moved_issue(e, delta) for e in errors if e.range.start > old_last),
     )
     parsed = ParsedData(new_root, new_errors, tokens=tokens + sub.tokens)
-    if (
-        is_codex_rollout(new_root)
-        or is_claude_code_transcript(new_root)
-        or is_copilot_session(new_root)
-    ):
+    if agent_session(new_root, DocFormat.JSONL):
         return None  # (read as a provider's request, whole: ``formats``)
     if is_dataset(new_root) or is_dataset(root):
         # A dataset (before or after): its lines read as a whole read reads them, each
