@@ -5,8 +5,8 @@ the order they happened. It is read as the chat-completions request the session 
 next (the Copilot API takes OpenAI's chat format, whatever the model), made of the events'
 own nodes, so that every range points at the line it came from:
 
-- the system prompt is the last ``system.message`` (its ``role``, ``system`` or
-  ``developer``, is kept): the CLI writes it again before each prompt, as it sends it;
+- the system prompt is the last ``system.message`` (a ``developer`` role is a system
+  message, as OpenAI's is): the CLI writes it again before each prompt, as it sends it;
 - a ``user.message`` is a user message: its ``transformedContent`` (the prompt as sent,
   with the context the CLI adds, such as the date) or else its ``content``;
 - an ``assistant.message`` is an assistant message: its ``content`` and its
@@ -100,9 +100,9 @@ def copilot_request(root: SNode) -> SNode:
             if said is not None:
                 messages.append(said)
         elif kind == "tool.execution_complete":
-            answer = _tool(line, data)
-            if answer is not None:
-                messages.append(answer)
+            result = _tool(line, data)
+            if result is not None:
+                messages.append(result)
         elif kind == "session.compaction_complete":
             summary = string_at(data, "summaryContent")
             done = data.get("success")
@@ -119,8 +119,12 @@ def copilot_request(root: SNode) -> SNode:
 
 def _current(lines: tuple[SNode, ...]) -> list[tuple[SNode, str, SNode]]:
     """The session's events as ``(line, type, data)``, in order, without those a rewind
-    took back (from the event after the one it names up to the rewind itself)."""
+    took back (from the event after the one it names up to the rewind itself; a rewind
+    naming no event takes nothing back). Each event is taken back at most once: linear
+    in the lines, however many rewinds a file holds."""
     events: list[tuple[SNode, str, SNode]] = []
+    ids: list[str | None] = []  # each event's id
+    last: dict[str, int] = {}  # an id's last event
     for line in lines:
         kind = line.get("type") if line.is_object else None
         data = line.get("data") if line.is_object else None
@@ -128,19 +132,19 @@ def _current(lines: tuple[SNode, ...]) -> list[tuple[SNode, str, SNode]]:
             continue
         if kind.value == "session.snapshot_rewind":
             to = string_at(data, "upToEventId")
-            at = next(
-                (i for i in reversed(range(len(events))) if _is_event(events[i][0], to)), None
-            )
+            at = last.get(to.value) if to is not None else None
             if at is not None:
-                del events[at + 1 :]
+                for gone in ids[at + 1 :]:
+                    if gone is not None and last.get(gone, -1) > at:
+                        del last[gone]
+                del events[at + 1 :], ids[at + 1 :]
             continue
+        own = string_at(line, "id")
+        ids.append(own.value if own is not None else None)
+        if own is not None:
+            last[own.value] = len(events)
         events.append((line, kind.value, data))
     return events
-
-
-def _is_event(line: SNode, event_id: SNode | None) -> bool:
-    own = string_at(line, "id")
-    return event_id is not None and own is not None and own.value == event_id.value
 
 
 def _assistant(line: SNode, data: SNode) -> SNode | None:

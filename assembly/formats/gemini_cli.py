@@ -102,26 +102,34 @@ def gemini_cli_request(root: SNode) -> SNode:
 
 def _records(root: SNode) -> list[SNode]:
     """The session's message records, in order: the last version of each ``id`` in the
-    place of its first, without those a rewind took back."""
+    place of its first, without those a rewind took back (the record it names, and every
+    one after it)."""
     if root.is_object:
         listed = root.get("messages")
         lines = listed.items if listed is not None and listed.is_array else ()
     else:
         lines = root.items if root.is_array else ()
-    records: dict[str, SNode] = {}
+    records: dict[str, SNode] = {}  # by id, in the order of their first lines
+    order: list[str] = []
+    place: dict[str, int] = {}  # an id's place in ``order``
     for line in lines:
         if not line.is_object:
             continue
         rewind = string_at(line, "$rewindTo")
         if rewind is not None:
-            ids = list(records)
-            kept = ids[: ids.index(rewind.value)] if rewind.value in records else []
-            records = {i: records[i] for i in kept}
+            # (As Gemini CLI does: a rewind to an id it does not hold takes back all.)
+            at = place.get(rewind.value, 0)
+            for gone in order[at:]:  # each record taken back once: linear in the lines
+                del records[gone], place[gone]
+            del order[at:]
             continue
         record_id = string_at(line, "id")
         if record_id is not None:
+            if record_id.value not in records:
+                place[record_id.value] = len(order)
+                order.append(record_id.value)
             records[record_id.value] = line
-    return list(records.values())
+    return [records[i] for i in order]
 
 
 def _turn(record: SNode) -> list[SNode]:

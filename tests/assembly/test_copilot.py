@@ -189,6 +189,9 @@ def test_a_rewind_takes_back_the_events_after_the_one_it_names() -> None:
     ]
     _, conv = _read(lines)
     assert [m.id for m in conv.messages] == ["u1", "a1", "u3", "a3"]
+    # A rewind naming no event takes nothing back.
+    _, conv = _read([*lines, _event("session.snapshot_rewind", {"upToEventId": "zz"})])
+    assert [m.id for m in conv.messages] == ["u1", "a1", "u3", "a3"]
 
 
 def test_a_compaction_sends_its_summary_in_place_of_what_it_summarised() -> None:

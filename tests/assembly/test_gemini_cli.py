@@ -142,6 +142,12 @@ def test_a_rewind_takes_back_the_record_it_names_and_those_after() -> None:
     ]
     conv = parse_conversation(_jsonl(records), DocFormat.JSONL)
     assert [m.id for m in conv.messages] == ["u1", "g1", "u3", "g3"]
+    # A rewind to an id the session does not hold takes back every record before it (as
+    # Gemini CLI's own loader does).
+    conv = parse_conversation(
+        _jsonl([*records, {"$rewindTo": "zz"}, _user("u4", "Again")]), DocFormat.JSONL
+    )
+    assert [m.id for m in conv.messages] == ["u4"]
 
 
 @pytest.mark.parametrize(
