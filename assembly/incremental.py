@@ -72,6 +72,7 @@ from assembly.formats.detect import (
     top_marks,
 )
 from assembly.formats.gemini_cli import is_gemini_cli_session
+from assembly.formats.pi import is_pi_session
 from assembly.formats.yamldoc import reread_yaml
 from assembly.model import Conversation, DocFormat, Issue, Message, RejectedCall
 from assembly.reading import MarksMemo, read_parsed
@@ -192,7 +193,10 @@ def agent_session(root: SNode, fmt: DocFormat) -> bool:
     """Whether a parsed document is a coding agent's session file, read as the request its
     session sends (whole, on every change: ``reading.read_parsed``)."""
     if fmt is DocFormat.JSONL and (
-        is_codex_rollout(root) or is_claude_code_transcript(root) or is_copilot_session(root)
+        is_codex_rollout(root)
+        or is_claude_code_transcript(root)
+        or is_copilot_session(root)
+        or is_pi_session(root)
     ):
         return True
     return is_gemini_cli_session(root, fmt)

@@ -4,10 +4,10 @@
 tree to ``read_parsed``, which tells the format by the document's shape (``formats.detect``)
 and reads it with promptls' own reader (``documents.Reader``) or an Anthropic or Responses
 reader (``formats/``), which build on it; a coding agent's session file (Codex CLI, Claude
-Code, Copilot CLI, Gemini CLI) is read as the request its session sends, by those readers. A dataset
-(one conversation per JSON Lines line) has each line read the same way. Kept apart from
-``documents.py`` so that the format readers can build on its ``Reader`` without an import
-circle.
+Code, Copilot CLI, Gemini CLI, pi) is read as the request its session sends, by those
+readers. A dataset (one conversation per JSON Lines line) has each line read the same way.
+Kept apart from ``documents.py`` so that the format readers can build on its ``Reader``
+without an import circle.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from assembly.formats.detect import (
     tally,
 )
 from assembly.formats.gemini_cli import is_gemini_cli_session, read_gemini_cli_session
+from assembly.formats.pi import is_pi_session, read_pi_session
 from assembly.formats.responses import read_codex_rollout, read_responses
 from assembly.formats.yamldoc import parse_yaml_conversation
 from assembly.model import Conversation, DocFormat, Issue
@@ -137,6 +138,8 @@ def _read_parsed(
         return read_claude_code(parsed, fmt, length)
     if fmt is DocFormat.JSONL and root is not None and is_copilot_session(root):
         return read_copilot_session(parsed, length)
+    if fmt is DocFormat.JSONL and root is not None and is_pi_session(root):
+        return read_pi_session(parsed, length)
     if root is not None and is_gemini_cli_session(root, fmt):
         return read_gemini_cli_session(parsed, fmt, length)
     if fmt is DocFormat.JSONL and root is not None and is_dataset(root):

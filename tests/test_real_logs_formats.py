@@ -24,8 +24,8 @@ from tests.support.golden import check_golden
 DATA = Path(__file__).resolve().parent / "data" / "real-logs"
 _SUFFIXES = (".conv.json", ".conv.jsonl")
 # (Codex CLI's rollouts are read as the Responses request their session makes, Claude
-# Code's transcripts as the Anthropic request theirs sends next, Copilot CLI's and Gemini
-# CLI's sessions as the chat-completions request theirs sends next.)
+# Code's transcripts as the Anthropic request theirs sends next, Copilot CLI's, Gemini
+# CLI's and pi's sessions as the chat-completions request theirs sends next.)
 FORMATS = {
     "anthropic": "anthropic-messages",
     "responses": "openai-responses",
@@ -33,6 +33,7 @@ FORMATS = {
     "claude-code": "anthropic-messages",
     "copilot": "openai-chat",
     "gemini-cli": "openai-chat",
+    "pi": "openai-chat",
 }
 ANTHROPIC_FOLDERS = ("anthropic", "claude-code")
 FILES = sorted(
@@ -105,10 +106,15 @@ def test_real_log_reads_as_its_format_and_prints_a_valid_anthropic_request(
     # Message ids are the document's: an index (of `messages` / `input`), `<index>/<block>`
     # for a tool result split from its message, an uploaded file's id, or a named part; a
     # Claude Code message's is its first line's `uuid`, a Copilot CLI message's its event's
-    # `id`, a Gemini CLI message's its record's (a call's result: `<id>/<n>`).
+    # `id`, a Gemini CLI message's its record's (a call's result: `<id>/<n>`), a pi
+    # message's its entry's, or its line's index.
     text = path.read_text(encoding="utf-8")
     own = {"claude-code": "uuid", "copilot": "id", "gemini-cli": "id"}.get(path.parent.name)
     for e in d["layout"]:
+        if path.parent.name == "pi" and not e["id"].startswith("$"):
+            # (A first-version pi session's entries have no id: a message's is its line's.)
+            assert int(e["id"]) < len(text.splitlines()), e
+            continue
         if own is not None and not e["id"].startswith("$"):
             assert f'"{own}":"{e["id"].split("/")[0]}"' in text.replace('": "', '":"'), e
             continue

@@ -23,6 +23,7 @@ from assembly.documents import format_for_path, is_claude_code_transcript, is_co
 from assembly.formats.anthropic import claude_code_request
 from assembly.formats.copilot import copilot_request, is_copilot_session
 from assembly.formats.gemini_cli import gemini_cli_request, is_gemini_cli_session
+from assembly.formats.pi import is_pi_session, pi_request
 from assembly.formats.responses import codex_request
 from assembly.model import DocFormat
 from assembly.reading import parse_conversation
@@ -255,6 +256,9 @@ def _load(path: Path) -> tuple[Any, bool]:
     elif fmt is DocFormat.JSONL and parsed.root is not None and is_copilot_session(parsed.root):
         # A Copilot CLI session likewise, the chat-completions request it sends next.
         data = copilot_request(absolute(parsed.root)).to_python()
+    elif fmt is DocFormat.JSONL and parsed.root is not None and is_pi_session(parsed.root):
+        # A pi session likewise.
+        data = pi_request(absolute(parsed.root)).to_python()
     elif parsed.root is not None and is_gemini_cli_session(parsed.root, fmt):
         # A Gemini CLI session likewise.
         data = gemini_cli_request(absolute(parsed.root)).to_python()

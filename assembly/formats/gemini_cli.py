@@ -36,6 +36,7 @@ from assembly.formats.sessions import (
     reply,
     request_of,
     string_at,
+    text_content,
     tool_call,
 )
 from assembly.model import Conversation, DocFormat
@@ -88,7 +89,7 @@ def gemini_cli_request(root: SNode) -> SNode:
             continue
         if kind.value == "user":
             content = _text_of(record.get("content"))
-            said = content.value.strip() if content is not None else ""
+            said = _plain(content).strip() if content is not None else ""
             if content is not None and said and not said.startswith(_NOT_SENT):
                 members = [made("role", record, "user"), Member("content", content.range, content)]
                 messages.append(_with_id(record, "", members, record.range))
@@ -175,17 +176,20 @@ def _answers(result: SNode) -> list[SNode]:
 
 def _text_of(content: SNode | None) -> SNode | None:
     """The text of a record's ``content``: a string, or the ``text`` of its parts (one
-    part's own node; several joined, at the parts' place)."""
+    part's own node; several, text parts)."""
     if content is None or content.is_string:
         return content
     if not content.is_array:
         return None
     texts = [t for p in content.items if p.is_object and (t := string_at(p, "text")) is not None]
-    if len(texts) == 1:
-        return texts[0]
-    if not texts:
-        return None
-    return SNode("string", content.range, "".join(t.value for t in texts))
+    return text_content(texts, content)
+
+
+def _plain(content: SNode) -> str:
+    """The text of a content (a string, or text parts), as Gemini CLI reads a prompt's."""
+    if content.is_string:
+        return str(content.value)
+    return "".join(str(t.value) for p in content.items if (t := p.get("text")) is not None)
 
 
 def _with_id(record: SNode, suffix: str, members: list[Member], span: TextRange) -> SNode:

@@ -48,15 +48,28 @@ def reply(
 ) -> list[Member] | None:
     """The members of an assistant message (``at``: the node it is made of): its text and
     its tool calls (``listed``: the node that lists them); None when it has neither."""
-    if not calls and (content is None or not content.value):
+    said = content is not None and (not content.is_string or bool(content.value))
+    if not calls and not said:
         return None
     members = [made("role", at, "assistant")]
-    if content is not None and (content.value or not calls):
+    if content is not None and (said or not calls):
         members.append(Member("content", content.range, content))
     if calls and listed is not None:
         array = SNode("array", listed.range, None, tuple(calls))
         members.append(Member("tool_calls", listed.range, array))
     return members
+
+
+def text_content(texts: list[SNode], at: SNode) -> SNode | None:
+    """A message's content of text nodes: the one node, or an array of text parts (each
+    at its node; ``at``: the node that held them), as the API takes several; None for none."""
+    if len(texts) < 2:
+        return texts[0] if texts else None
+    parts = tuple(
+        SNode("object", t.range, None, (), (made("type", t, "text"), Member("text", t.range, t)))
+        for t in texts
+    )
+    return SNode("array", at.range, None, parts)
 
 
 def answer(at: SNode, call_id: SNode, content: SNode) -> list[Member]:

@@ -1,11 +1,12 @@
 """Hostile agent session files are read without an exception, and ranges stay in the text.
 
-Copilot CLI and Gemini CLI sessions are read by building a request of the session's own
-nodes (``formats/copilot.py``, ``formats/gemini_cli.py``): every value found where the
-reader looks may have any JSON type, any id may repeat or be missing, a rewind may name
-nothing. Hypothesis writes such sessions from each format's own keys with values of any
-type; each must read (``parse_conversation`` never raises) into messages whose ranges, and
-whose content ranges, lie in the text, and an edit must read as a whole read reads it.
+Copilot CLI, Gemini CLI and pi sessions are read by building a request of the session's
+own nodes (``formats/copilot.py``, ``formats/gemini_cli.py``, ``formats/pi.py``): every
+value found where the reader looks may have any JSON type, any id may repeat or be
+missing, a rewind may name nothing. Hypothesis writes such sessions from each format's own
+keys with values of any type; each must read (``parse_conversation`` never raises) into
+messages whose ranges, and whose content ranges, lie in the text, and an edit must read as
+a whole read reads it.
 """
 
 from __future__ import annotations
@@ -109,6 +110,52 @@ GEMINI_RECORD = st.one_of(
 )
 
 
+PI_MESSAGE = _maybe(
+    {
+        "role": st.sampled_from(["user", "assistant", "toolResult", "bashExecution", "custom"])
+        | ANY,
+        "content": st.text(max_size=8)
+        | st.lists(
+            _maybe(
+                {
+                    "type": st.sampled_from(["text", "toolCall", "thinking"]) | ANY,
+                    "text": ANY,
+                    "id": IDS,
+                    "name": ANY,
+                    "arguments": ANY,
+                }
+            ),
+            max_size=3,
+        )
+        | ANY,
+        "toolCallId": IDS,
+        "stopReason": st.sampled_from(["stop", "aborted"]) | ANY,
+        "command": ANY,
+        "output": ANY,
+        "exitCode": ANY,
+        "model": ANY,
+    }
+)
+PI_ENTRY = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(
+            ["message", "compaction", "model_change", "custom_message", "branch_summary"]
+        )
+        | ANY
+    },
+    optional={
+        "id": IDS,
+        "parentId": IDS,
+        "message": PI_MESSAGE | ANY,
+        "summary": ANY,
+        "firstKeptEntryId": IDS,
+        "firstKeptEntryIndex": ANY,
+        "modelId": ANY,
+        "content": ANY,
+    },
+)
+
+
 def _lines(first: dict[str, Any], rest: list[Any]) -> str:
     return "".join(json.dumps(x) + "\n" for x in [first, *rest])
 
@@ -151,3 +198,11 @@ def test_any_gemini_cli_session_reads(records: list[dict[str, Any]]) -> None:
     legacy = json.dumps({**meta, "messages": records})
     assert "Gemini CLI" in parse_conversation(legacy, DocFormat.JSON).source_format_why
     _check(legacy, DocFormat.JSON)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(PI_ENTRY, max_size=8))
+def test_any_pi_session_reads(entries: list[dict[str, Any]]) -> None:
+    text = _lines({"type": "session", "id": "s", "version": 3}, entries)
+    assert "pi coding-agent" in parse_conversation(text, DocFormat.JSONL).source_format_why
+    _check(text, DocFormat.JSONL)

@@ -569,7 +569,8 @@ REAL = sorted((ROOT / "tests" / "data" / "real-logs").glob("*/*.conv.json*"))
 REAL = [
     p
     for p in REAL
-    if p.parent.name in ("anthropic", "responses", "codex", "claude-code", "copilot", "gemini-cli")
+    if p.parent.name
+    in ("anthropic", "responses", "codex", "claude-code", "copilot", "gemini-cli", "pi")
     and p.suffix != ".expected"
 ]
 
@@ -578,7 +579,7 @@ REAL = [
 def test_every_editor_feature_answers_on_real_foreign_documents(path: Path) -> None:
     """Hover, inlay hints, lens, symbols, folds, navigation and completion over a real
     Anthropic or Responses document, or an agent's session read as a request (Codex CLI,
-    Claude Code, Copilot CLI, Gemini CLI): answers inside the document, hovers on messages
+    Claude Code, Copilot CLI, Gemini CLI, pi): answers inside the document, hovers on messages
     name the message under the cursor, and no feature raises."""
     today = dt.date(2026, 7, 15)
     doc = analyze(path, root=path.parent, today=today)

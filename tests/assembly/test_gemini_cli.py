@@ -97,7 +97,8 @@ def test_a_session_is_read_as_gemini_cli_rebuilds_it() -> None:
         (Role.TOOL, "g1/3"),
         (Role.ASSISTANT, "g2"),
     ]
-    assert msgs[0].content == "Read the README and list files."
+    # (Two text parts, as the request sends them: read as any message's parts are.)
+    assert msgs[0].content == "Read the README\n and list files."
     # The reply's last version: its calls, each answered; thoughts are not sent as text.
     assert [(c.id, c.name, c.arguments) for c in msgs[1].tool_calls] == [
         ("c1", "read_file", {"file_path": "README.md"}),

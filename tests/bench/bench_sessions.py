@@ -1,7 +1,7 @@
 """Benchmark: coding agents' session files at size (run on demand).
 
 For each agent whose sessions promptls reads (Codex CLI, Claude Code, Copilot CLI, Gemini
-CLI) it builds a session of about ``--mb`` MB from the real one committed in
+CLI, pi) it builds a session of about ``--mb`` MB from the real one committed in
 ``tests/data/real-logs/<agent>/``: the session's lines after its first, repeated with every
 id made new on each repetition (so calls still pair with their results, and no record
 replaces another; a Claude Code session's branch then runs through its last repetition
@@ -38,6 +38,7 @@ SOURCES = {
     "claude-code": "claude-code/claude-code_dkv-orchestrator-sidechain.conv.jsonl",
     "copilot": "copilot/copilot_vibecodingtracker_session.conv.jsonl",
     "gemini-cli": "gemini-cli/gemini-cli_vibecodingtracker_session.conv.jsonl",
+    "pi": "pi/pi_pi-mono_before-compaction.conv.jsonl",
 }
 # The values made new on each repetition: ids of events, records, messages and calls.
 _ID_KEYS = re.compile(

@@ -50,7 +50,7 @@ async def test_random_edits_with_interleaved_requests_end_on_the_lint_result(
 async def test_random_edits_of_real_logs_end_on_the_lint_result(tmp_path: Path) -> None:
     """The same on logs nobody here wrote (``tests/data/real-logs``: OpenAI chat, Anthropic
     Messages and Responses requests from public test suites, Codex CLI rollouts, Claude Code
-    transcripts, Copilot and Gemini CLI sessions), a third of them and one of each folder, a
+    transcripts, Copilot CLI, Gemini CLI and pi sessions), a third of them and one of each folder, a
     few edits each: the other providers' formats and the agents' sessions are re-read whole,
     an OpenAI log by its messages.
     ``python tests/fuzz/fuzz_lsp.py --docs tests/data/real-logs`` is the longer run."""
@@ -68,6 +68,7 @@ async def test_random_edits_of_real_logs_end_on_the_lint_result(tmp_path: Path) 
         "copilot",
         "gemini-cli",
         "openai",
+        "pi",
         "responses",
     }
     fuzzer = Fuzzer(tmp_path / "ws", seed=SEED, log_file=tmp_path / "server.log")
