@@ -22,10 +22,11 @@ its context, made of the entries' own nodes so that every range points at its te
 - the model: the last ``model_change``'s ``modelId`` or assistant message's ``model`` on
   the path (the header's ``modelId`` in a version 1 file).
 
-Only text is counted: images are not read. Not in the session, so not read: the system
-prompt and the tool definitions. (When it sends, pi also answers a call left without a
-result with "No result provided"; promptls reports such a call as unanswered instead.)
-A message's id is its entry's ``id``, else its line's index in the file.
+A call left without a result when the next user or assistant message comes is answered
+as pi answers it when it sends, "No result provided" (a tool message made at the call, id
+``<call id>/result``). Only text is counted: images are not read. Not in the session, so
+not read: the system prompt and the tool definitions. A message's id is its entry's ``id``,
+else its line's index in the file.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ _COMPACTED = (
     "\n\n<summary>\n",
     "\n</summary>",
 )
+_NO_RESULT = "No result provided"
 _BRANCHED = (
     "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n",
     "</summary>",
@@ -112,7 +114,36 @@ def pi_request(root: SNode) -> SNode:
             messages.extend(_messages(n, kept))
         for n, after in path[compaction + 1 :]:
             messages.extend(_messages(n, after))
-    return request_of(messages, model, root)
+    return request_of(_answered(messages), model, root)
+
+
+def _answered(messages: list[SNode]) -> list[SNode]:
+    """``messages`` with the answer pi sends for each call left without a result when the
+    next user or assistant message comes: a tool message "No result provided" (an error),
+    made at the call."""
+    res: list[SNode] = []
+    pending: list[SNode] = []  # the last assistant message's calls not answered yet
+    for message in messages:
+        role = message.get("role")
+        if role is not None and role.value in ("user", "assistant"):
+            for call in pending:
+                call_id = call.get("id")
+                assert call_id is not None  # (``tool_call``)
+                text = SNode("string", call.range, _NO_RESULT)
+                res.append(_with_id(-1, call, answer(call, call_id, text), suffix="/result"))
+            calls = message.get("tool_calls") if role.value == "assistant" else None
+            pending = list(calls.items) if calls is not None else []
+        elif role is not None and role.value == "tool":
+            answered = string_at(message, "tool_call_id")
+            if answered is not None:
+                pending = [c for c in pending if not _calls(c, answered.value)]
+        res.append(message)
+    return res
+
+
+def _calls(call: SNode, call_id: str) -> bool:
+    own = string_at(call, "id")
+    return own is not None and own.value == call_id
 
 
 def _path(entries: list[tuple[int, SNode]]) -> list[tuple[int, SNode]]:
@@ -234,11 +265,13 @@ def _message(n: int, entry: SNode, role: str, content: SNode) -> SNode:
     return _with_id(n, entry, members)
 
 
-def _with_id(n: int, entry: SNode, members: list[Member]) -> SNode:
-    """A message with its entry's ``id``, else its line's index, as its id."""
+def _with_id(n: int, entry: SNode, members: list[Member], suffix: str = "") -> SNode:
+    """A message with its entry's ``id`` (and ``suffix``), else its line's index, as its
+    id."""
     own = string_at(entry, "id")
-    value = own if own is not None and own.value else SNode("string", entry.range, str(n))
-    members.append(Member("id", value.range, value))
+    name = own.value if own is not None and own.value else str(n)
+    where = own if own is not None and own.value else entry
+    members.append(Member("id", where.range, SNode("string", where.range, name + suffix)))
     return SNode("object", entry.range, None, (), tuple(members))
 
 

@@ -184,6 +184,29 @@ def test_a_command_the_user_ran_is_sent_in_pis_words() -> None:
     assert "summary of a branch" in conv.messages[3].content
 
 
+def test_a_call_left_without_a_result_is_answered_as_pi_answers_it() -> None:
+    # A compaction came between the call and its result: pi answers the call when the
+    # next message comes. A call still running at the end of the file is unanswered.
+    entries = [
+        _user("e1", None, "Build it"),
+        _assistant("e2", "e1", _call("c1")),
+        _user("e3", "e2", "Go on"),
+        _assistant("e4", "e3", _call("c2")),
+    ]
+    _, conv = _read(entries)
+    assert [(m.role, m.id) for m in conv.messages] == [
+        (Role.USER, "e1"),
+        (Role.ASSISTANT, "e2"),
+        (Role.TOOL, "c1/result"),
+        (Role.USER, "e3"),
+        (Role.ASSISTANT, "e4"),
+    ]
+    assert (conv.messages[2].tool_call_id, conv.messages[2].content) == (
+        "c1",
+        "No result provided",
+    )
+
+
 @pytest.mark.parametrize(
     "first",
     [
