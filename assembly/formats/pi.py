@@ -63,7 +63,7 @@ _BRANCHED = (
 
 def is_pi_session(root: SNode) -> bool:
     """Whether a JSON Lines document is a pi session: its first line is a header,
-    ``{"type": "session", "id": …}`` with no ``role`` or ``data``."""
+    ``{"type": "session", "id": …}`` with no ``role``."""
     first = root.items[0] if root.is_array and root.items else None
     if first is None or not first.is_object or first.get("role") is not None:
         return False
