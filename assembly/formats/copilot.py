@@ -12,14 +12,18 @@ own nodes, so that every range points at the line it came from:
 - an ``assistant.message`` is an assistant message: its ``content`` and its
   ``toolRequests`` as tool calls (``arguments`` as the JSON text the API carries);
 - a ``tool.execution_complete`` is the tool message answering its call: its
-  ``result.content``, or its ``error.message`` when the tool failed; one without either
-  answers nothing (the session does not say what the model read);
+  ``result.content`` (or a ``result`` string), or its ``error.message`` when the tool
+  failed; one without either answers nothing (the session does not say what the model
+  read);
 - the events of a subagent (those with a ``parentToolCallId``) are its own conversation,
-  not this one's;
+  not this one's, and so is its opening prompt: the ``user.message`` after its
+  ``subagent.started`` whose content is the ``prompt`` its ``task`` call gave it (that one
+  event carries no ``parentToolCallId``);
 - a ``session.snapshot_rewind`` takes back the events after the one it names;
 - a successful ``session.compaction_complete`` replaces the messages before it by its
   ``summaryContent``, read as a user message;
-- ``session.start``'s ``selectedModel``, ``session.model_change``'s ``newModel`` and
+- ``session.start``'s ``selectedModel``, ``session.model_change``'s ``newModel``, a reply's
+  ``model`` (in ``auto`` mode the change says "auto", the reply the model used) and
   ``session.shutdown``'s ``currentModel`` set the model (the last one wins).
 
 Not in the session, so not read: the tool definitions, the attachments' contents, the
@@ -53,6 +57,8 @@ _MODEL_KEYS = {
     "session.start": "selectedModel",
     "session.model_change": "newModel",
     "session.shutdown": "currentModel",
+    # (In ``auto`` mode the model change says "auto"; the reply names the model used.)
+    "assistant.message": "model",
 }
 
 
@@ -82,9 +88,19 @@ def copilot_request(root: SNode) -> SNode:
     system: SNode | None = None
     model: SNode | None = None
     messages: list[SNode] = []
+    prompts: dict[str, str] = {}  # a call's ``prompt`` argument (a subagent's task), by id
+    opening: list[str] = []  # the prompts of the subagents started and not yet prompted
     for line, kind, data in _current(root.items if root.is_array else ()):
         if string_at(data, "parentToolCallId") is not None:
             continue  # a subagent's own conversation
+        if kind in ("tool.execution_start", "assistant.message"):
+            prompts.update(_prompts(data))
+        if kind == "subagent.started":
+            call_id = string_at(data, "toolCallId")
+            if call_id is not None and call_id.value in prompts:
+                opening.append(prompts[call_id.value])
+        elif kind == "user.message" and _opens(data, opening):
+            continue  # a subagent's opening prompt (it carries no ``parentToolCallId``)
         if kind == "system.message":
             content = string_at(data, "content")
             if content is not None:
@@ -108,7 +124,7 @@ def copilot_request(root: SNode) -> SNode:
             done = data.get("success")
             if summary is not None and (done is None or done.value is True):
                 messages = [_message(line, "user", summary)]
-        elif kind in _MODEL_KEYS:
+        if kind in _MODEL_KEYS:
             name = string_at(data, _MODEL_KEYS[kind])
             if name is not None and name.value:
                 model = name
@@ -162,12 +178,37 @@ def _assistant(line: SNode, data: SNode) -> SNode | None:
     return None if members is None else _with_id(line, members)
 
 
+def _prompts(data: SNode) -> dict[str, str]:
+    """The ``prompt`` argument of each call an event makes or starts, by call id (what a
+    ``task`` call asks its subagent)."""
+    requests = data.get("toolRequests")
+    calls = requests.items if requests is not None and requests.is_array else (data,)
+    found = {}
+    for call in calls:
+        call_id = string_at(call, "toolCallId") if call.is_object else None
+        args = call.get("arguments") if call.is_object else None
+        prompt = string_at(args, "prompt") if args is not None and args.is_object else None
+        if call_id is not None and prompt is not None:
+            found[call_id.value] = prompt.value
+    return found
+
+
+def _opens(data: SNode, opening: list[str]) -> bool:
+    """Whether a ``user.message`` is a started subagent's opening prompt (its ``content``
+    is the task's prompt); each prompt opens one subagent."""
+    content = string_at(data, "content")
+    if content is None or content.value not in opening:
+        return False
+    opening.remove(content.value)
+    return True
+
+
 def _tool(line: SNode, data: SNode) -> SNode | None:
     """The tool message of a ``tool.execution_complete`` event (None: it holds no
     result)."""
     call_id = string_at(data, "toolCallId")
     result, error = data.get("result"), data.get("error")
-    content = None
+    content = result if result is not None and result.is_string else None
     if result is not None and result.is_object:
         content = string_at(result, "content")
     if content is None and error is not None and error.is_object:

@@ -147,11 +147,17 @@ def test_a_developer_message_is_the_system_prompt() -> None:
 
 
 def test_a_subagents_events_are_not_the_sessions_request() -> None:
+    # As Copilot CLI 1.0.8x writes a `task` run: the subagent's events carry
+    # `parentToolCallId`, its opening prompt (a `user.message`) does not; in the background
+    # the user may go on talking to the session meanwhile.
     lines = [
         _start(),
         _user("Explore", "u1"),
         _assistant("a1", "", [("task_1", "task", {"prompt": "look around"})]),
+        _event("tool.execution_start", {"toolCallId": "task_1", "toolName": "task"}),
         _event("subagent.started", {"toolCallId": "task_1", "agentName": "explore"}),
+        _user("look around", "sp"),
+        _user("meanwhile, what time is it?", "u2"),
         _assistant("s1", "", [("sub_1", "grep", {"q": "x"})], parentToolCallId="task_1"),
         _done("sub_1", "sr1", out="found", parentToolCallId="task_1"),
         _assistant("s2", "Found x.", parentToolCallId="task_1"),
@@ -159,8 +165,28 @@ def test_a_subagents_events_are_not_the_sessions_request() -> None:
         _assistant("a2", "x is in a.py."),
     ]
     _, conv = _read(lines)
-    assert [m.id for m in conv.messages] == ["u1", "a1", "r1", "a2"]
-    assert not conv.issues
+    assert [m.id for m in conv.messages] == ["u1", "a1", "u2", "r1", "a2"]
+
+
+def test_a_result_may_be_a_string_and_the_reply_names_the_model_in_auto_mode() -> None:
+    lines = [
+        _start(),
+        _event("session.model_change", {"newModel": "auto"}),
+        _user("Start it", "u1"),
+        _assistant(
+            "a1", "", [("c1", "task", {"prompt": "p", "mode": "background"})], model="mai-1"
+        ),
+        _event(
+            "tool.execution_complete",
+            {"toolCallId": "c1", "success": True, "result": "Agent started in background."},
+            "r1",
+        ),
+    ]
+    _, conv = _read(lines)
+    assert [(m.id, m.content) for m in conv.messages][2:] == [
+        ("r1", "Agent started in background.")
+    ]
+    assert conv.settings["model"] == "mai-1"
 
 
 def test_a_result_the_session_does_not_hold_answers_nothing() -> None:
