@@ -1,4 +1,4 @@
-"""What the readers of coding agents' session files share (``copilot``, ``gemini_cli``).
+"""What the readers of coding agents' session files share (``copilot``, ``gemini_cli``, ``pi``).
 
 Such a session is read as the chat-completions request it sends next: a request tree made
 of the session's own nodes (so that every range points at the text it came from, and a
