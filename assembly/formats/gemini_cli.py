@@ -4,8 +4,9 @@ The session is a JSON Lines log of records: a first line of metadata (``sessionI
 ``projectHash``…), then message records (``id``, ``type``, ``content``…), metadata updates
 (``$set``) and rewinds (``$rewindTo``). A message record written again with the same ``id``
 replaces the earlier one, in its place; a rewind takes back the message it names and every
-one after it. Gemini CLI's earlier sessions are one JSON document, the metadata with
-``messages`` (``session-….json``); both are read alike.
+one after it; a ``$set`` of ``messages`` states the whole list. Gemini CLI's earlier
+sessions are one JSON document, the metadata with ``messages`` (``session-….json``); both
+are read alike.
 
 It is read as the chat-completions request the session sends next, as Gemini CLI rebuilds
 its history when a session is resumed, made of the records' own nodes so that every range
@@ -15,11 +16,11 @@ points at the text it came from:
 - a ``user`` record is a user message: the text of its ``content`` (a string, or parts with
   ``text``); one that is empty, a slash command (``/…``, ``?…``) or the CLI's own context
   (``<session_context>``, ``<hook_context>``) is not sent;
-- a ``gemini`` record is an assistant message: the text of its ``content`` (its thoughts
-  are not counted) and its ``toolCalls`` as tool calls (``id``, ``name``, ``args`` as the
-  JSON text of the arguments); then each call's ``result`` (``functionResponse`` parts, or
-  a string) is a tool message answering it: the response's ``output`` (or ``error``) when
-  it is text, else the response as JSON text;
+- a ``gemini`` record is an assistant message: the text of its ``content`` (its thoughts,
+  and parts marked ``thought``, are not counted) and its ``toolCalls`` as tool calls
+  (``id``, ``name``, ``args`` as the JSON text of the arguments); then each call's
+  ``result`` (``functionResponse`` parts, or a string) is a tool message answering it: the
+  response's ``output`` (or ``error``) when it is text, else the response as JSON text;
 - the last ``gemini`` record's ``model`` is the model.
 
 Not in the session, so not read: the system prompt and the tool definitions. A message's
@@ -104,7 +105,8 @@ def gemini_cli_request(root: SNode) -> SNode:
 def _records(root: SNode) -> list[SNode]:
     """The session's message records, in order: the last version of each ``id`` in the
     place of its first, without those a rewind took back (the record it names, and every
-    one after it)."""
+    one after it); or, when a ``$set`` line states the ``messages`` (the last that does),
+    those."""
     if root.is_object:
         listed = root.get("messages")
         lines = listed.items if listed is not None and listed.is_array else ()
@@ -113,9 +115,14 @@ def _records(root: SNode) -> list[SNode]:
     records: dict[str, SNode] = {}  # by id, in the order of their first lines
     order: list[str] = []
     place: dict[str, int] = {}  # an id's place in ``order``
+    stated: tuple[SNode, ...] = ()  # the messages the last ``$set`` of them states
     for line in lines:
         if not line.is_object:
             continue
+        update = line.get("$set")
+        listed = update.get("messages") if update is not None and update.is_object else None
+        if listed is not None and listed.is_array:
+            stated = listed.items
         rewind = string_at(line, "$rewindTo")
         if rewind is not None:
             # (As Gemini CLI does: a rewind to an id it does not hold takes back all.)
@@ -130,6 +137,8 @@ def _records(root: SNode) -> list[SNode]:
                 place[record_id.value] = len(order)
                 order.append(record_id.value)
             records[record_id.value] = line
+    if stated:  # (as Gemini CLI loads it: a list of messages set is the list)
+        return [m for m in stated if m.is_object]
     return [records[i] for i in order]
 
 
@@ -175,14 +184,24 @@ def _answers(result: SNode) -> list[SNode]:
 
 
 def _text_of(content: SNode | None) -> SNode | None:
-    """The text of a record's ``content``: a string, or the ``text`` of its parts (one
-    part's own node; several, text parts)."""
+    """The text of a record's ``content``: a string, or the ``text`` of its parts but its
+    thoughts (one part's own node; several, text parts)."""
     if content is None or content.is_string:
         return content
     if not content.is_array:
         return None
-    texts = [t for p in content.items if p.is_object and (t := string_at(p, "text")) is not None]
+    texts = [
+        t
+        for p in content.items
+        if p.is_object and (t := string_at(p, "text")) is not None and not _thought(p)
+    ]
     return text_content(texts, content)
+
+
+def _thought(part: SNode) -> bool:
+    """Whether a part is a thought (``"thought": true``), which is not counted."""
+    flag = part.get("thought")
+    return flag is not None and flag.value is True
 
 
 def _plain(content: SNode) -> str:

@@ -151,6 +151,22 @@ def test_a_rewind_takes_back_the_record_it_names_and_those_after() -> None:
     assert [m.id for m in conv.messages] == ["u4"]
 
 
+def test_a_set_of_the_messages_is_the_list_and_thoughts_are_not_counted() -> None:
+    # As Gemini CLI writes them: a `$set` may state the whole message list (its loader then
+    # takes that list), and a reply's parts may hold its thoughts (`"thought": true`).
+    stated = [
+        _user("u1", [{"text": "Explain it"}]),
+        {
+            "id": "g1",
+            "type": "gemini",
+            "content": [{"text": "Thinking about it", "thought": True}, {"text": "It moves."}],
+        },
+    ]
+    records = [_user("old", "Gone"), {"$set": {"messages": stated, "lastUpdated": "t"}}]
+    conv = parse_conversation(_jsonl(records), DocFormat.JSONL)
+    assert [(m.id, m.content) for m in conv.messages] == [("u1", "Explain it"), ("g1", "It moves.")]
+
+
 @pytest.mark.parametrize(
     "content", ["", "   ", "/compress", "?", "<session_context>cwd: /repo</session_context>"]
 )
