@@ -21,7 +21,7 @@ own nodes, so that every range points at the line it came from:
   event carries no ``parentToolCallId``);
 - a ``session.snapshot_rewind`` takes back the events after the one it names;
 - a successful ``session.compaction_complete`` replaces the messages before it by its
-  ``summaryContent``, read as a user message;
+  ``summaryContent``, read as a user message (by nothing when the log does not hold it);
 - ``session.start``'s ``selectedModel``, ``session.model_change``'s ``newModel``, a reply's
   ``model`` (in ``auto`` mode the change says "auto", the reply the model used) and
   ``session.shutdown``'s ``currentModel`` set the model (the last one wins).
@@ -122,8 +122,10 @@ def copilot_request(root: SNode) -> SNode:
         elif kind == "session.compaction_complete":
             summary = string_at(data, "summaryContent")
             done = data.get("success")
-            if summary is not None and (done is None or done.value is True):
-                messages = [_message(line, "user", summary)]
+            if done is None or done.value is True:
+                # (Without its summary the log cannot say what replaced them: the CLI may
+                # keep it in the session's checkpoint file.)
+                messages = [] if summary is None else [_message(line, "user", summary)]
         if kind in _MODEL_KEYS:
             name = string_at(data, _MODEL_KEYS[kind])
             if name is not None and name.value:

@@ -242,6 +242,11 @@ def test_a_compaction_sends_its_summary_in_place_of_what_it_summarised() -> None
         (Role.USER, "u2"),
     ]
     assert conv.messages[1].content == "We discussed an old question."
+    # A compaction whose summary the log does not hold (the CLI keeps it in a checkpoint
+    # file): what it replaced is still not sent.
+    lines.insert(6, _event("session.compaction_complete", {"success": True}, "c0"))
+    _, conv = _read(lines)
+    assert [m.id for m in conv.messages] == ["sys", "u2"]
 
 
 def test_a_session_without_a_prompt_has_no_turn() -> None:
