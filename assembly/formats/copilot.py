@@ -15,8 +15,9 @@ own nodes, so that every range points at the line it came from:
   ``result.content`` (or a ``result`` string), or its ``error.message`` when the tool
   failed; one without either answers nothing (the session does not say what the model
   read);
-- the events of a subagent (those with a ``parentToolCallId``) are its own conversation,
-  not this one's, and so is its opening prompt: the ``user.message`` after its
+- the events of a subagent (those with a ``parentToolCallId`` in their ``data``, or an
+  ``agentId`` of their own) are its own conversation, not this one's, and so is its
+  opening prompt: the ``user.message`` after its
   ``subagent.started`` whose content is the ``prompt`` its ``task`` call gave it (that one
   event carries no ``parentToolCallId``);
 - a ``session.snapshot_rewind`` takes back the events after the one it names;
@@ -91,15 +92,16 @@ def copilot_request(root: SNode) -> SNode:
     prompts: dict[str, str] = {}  # a call's ``prompt`` argument (a subagent's task), by id
     opening: list[str] = []  # the prompts of the subagents started and not yet prompted
     for line, kind, data in _current(root.items if root.is_array else ()):
-        if string_at(data, "parentToolCallId") is not None:
-            continue  # a subagent's own conversation
-        if kind in ("tool.execution_start", "assistant.message"):
-            prompts.update(_prompts(data))
         if kind == "subagent.started":
             call_id = string_at(data, "toolCallId")
             if call_id is not None and call_id.value in prompts:
                 opening.append(prompts[call_id.value])
-        elif kind == "user.message" and _opens(data, opening):
+            continue
+        if string_at(data, "parentToolCallId") is not None or string_at(line, "agentId"):
+            continue  # a subagent's own conversation
+        if kind in ("tool.execution_start", "assistant.message"):
+            prompts.update(_prompts(data))
+        if kind == "user.message" and _opens(data, opening):
             continue  # a subagent's opening prompt (it carries no ``parentToolCallId``)
         if kind == "system.message":
             content = string_at(data, "content")

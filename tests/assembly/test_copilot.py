@@ -166,6 +166,11 @@ def test_a_subagents_events_are_not_the_sessions_request() -> None:
     ]
     _, conv = _read(lines)
     assert [m.id for m in conv.messages] == ["u1", "a1", "u2", "r1", "a2"]
+    # Newer sessions mark a subagent's events with an `agentId` of their own.
+    marked = json.loads(_user("Found it: a.py", "sp2"))
+    marked["agentId"] = "task_1"
+    _, conv = _read([*lines, json.dumps(marked)])
+    assert [m.id for m in conv.messages] == ["u1", "a1", "u2", "r1", "a2"]
 
 
 def test_a_result_may_be_a_string_and_the_reply_names_the_model_in_auto_mode() -> None:
