@@ -55,6 +55,8 @@ _COMPACTED = (
     "\n</summary>",
 )
 _NO_RESULT = "No result provided"
+# The ``title`` lines a session may start with, before its header, looked at.
+_TITLES = 8
 _BRANCHED = (
     "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n",
     "</summary>",
@@ -63,12 +65,22 @@ _BRANCHED = (
 
 def is_pi_session(root: SNode) -> bool:
     """Whether a JSON Lines document is a pi session: its first line is a header,
-    ``{"type": "session", "id": …}`` with no ``role``."""
-    first = root.items[0] if root.is_array and root.items else None
-    if first is None or not first.is_object or first.get("role") is not None:
-        return False
-    kind = string_at(first, "type")
-    return kind is not None and kind.value == "session" and string_at(first, "id") is not None
+    ``{"type": "session", "id": …}`` with no ``role`` (after the ``title`` lines some
+    versions write first)."""
+    return _header(root) is not None
+
+
+def _header(root: SNode) -> int | None:
+    """The index of a pi session's header line, None when the document is no session."""
+    for n, line in enumerate(root.items[:_TITLES] if root.is_array else ()):
+        kind = string_at(line, "type") if line.is_object else None
+        if kind is None or line.get("role") is not None:
+            return None
+        if kind.value == "session":
+            return n if string_at(line, "id") is not None else None
+        if kind.value != "title":
+            return None
+    return None
 
 
 def read_pi_session(parsed: ParsedData, length: int) -> Conversation:
@@ -81,8 +93,10 @@ def pi_request(root: SNode) -> SNode:
     """The chat-completions request a pi session sends next (see the module's docstring),
     made of the session's own nodes (``root``: its lines, ranges absolute)."""
     lines = root.items if root.is_array else ()
-    header = lines[0] if lines and lines[0].is_object else None
-    entries = [(n, line) for n, line in enumerate(lines) if n and line.is_object]
+    at = _header(root)
+    header = lines[at] if at is not None else None
+    start = at + 1 if at is not None else 1
+    entries = [(n, line) for n, line in enumerate(lines[start:], start) if line.is_object]
     path = _path(entries)
     model = string_at(header, "modelId") if header is not None else None
     compaction = None

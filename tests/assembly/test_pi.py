@@ -207,6 +207,15 @@ def test_a_call_left_without_a_result_is_answered_as_pi_answers_it() -> None:
     )
 
 
+def test_title_lines_may_come_before_the_header() -> None:
+    # Some versions write the session's title first (`{"type": "title", "v": 1, …}`).
+    title = {"type": "title", "v": 1, "title": "A question"}
+    text = "".join(json.dumps(e) + "\n" for e in [title, HEADER, *BASE[:4]])
+    conv = parse_conversation(text, DocFormat.JSONL)
+    assert "pi coding-agent" in conv.source_format_why
+    assert [m.id for m in conv.messages] == ["e1", "e2", "e3", "e4"]
+
+
 @pytest.mark.parametrize(
     "first",
     [
@@ -214,6 +223,7 @@ def test_a_call_left_without_a_result_is_answered_as_pi_answers_it() -> None:
         '{"type": "session_meta", "payload": {"id": "x"}}',  # a Codex CLI rollout
         '{"type": "session.start", "data": {}, "id": "x"}',  # a Copilot CLI session
         '{"type": "session", "id": "x", "role": "user", "content": "Hi"}',
+        '{"type": "title", "title": "t"}\n{"role": "user", "content": "Hi"}',
     ],
 )
 def test_other_json_lines_are_no_pi_session(first: str) -> None:
