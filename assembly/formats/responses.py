@@ -143,9 +143,13 @@ def codex_request(root: SNode) -> SNode:
     nodes (``root``: its lines, ranges absolute): the ``payload`` of each ``response_item``
     line, in order, is an input item (what the agent sent and received); the session's
     instructions (``session_meta``'s ``instructions``, or its ``base_instructions.text``)
-    are ``instructions``; the last ``turn_context``'s ``model`` is ``model``. The other lines
-    are not read: ``event_msg`` tells the terminal the same turns again, and a ``compacted``
-    line's summary is sent only from the next session on."""
+    are ``instructions``; the last ``turn_context``'s ``model`` is ``model``. A ``compacted``
+    line replaces the items before it, as Codex rebuilds its history: by its
+    ``replacement_history`` when it has one; else by the user messages so far (Codex's
+    context and the user's words; earlier summaries left out) and its ``message``, the
+    summary, as a user message after Codex's own words for it (``SUMMARY_PREFIX``; the cap
+    Codex puts on the user messages kept is not applied). ``event_msg`` lines, which tell
+    the terminal the same turns again, are not read."""
     items: list[SNode] = []
     members: dict[str, Member] = {}
     for line in root.items if root.is_array else ():
@@ -155,6 +159,8 @@ def codex_request(root: SNode) -> SNode:
         if kind.value == "response_item":
             if _type_of(payload) not in _CODEX_ONLY:
                 items.append(payload)
+        elif kind.value == "compacted":
+            items = _compacted(payload, items)
         elif kind.value == "session_meta":
             text = payload.get("instructions")
             base = payload.get("base_instructions")
@@ -170,6 +176,68 @@ def codex_request(root: SNode) -> SNode:
     return SNode(
         "object", root.range, None, (), (Member("input", root.range, whole), *members.values())
     )
+
+
+# Codex's words before a compaction's summary (``codex-rs/core/templates/compact/
+# summary_prefix.md``), and the line it then starts.
+_SUMMARY_PREFIX = (
+    "Another language model started to solve this problem and produced a summary of its "
+    "thinking process. You also have access to the state of the tools that were used by that "
+    "language model. Use this to build on the work that has already been done and avoid "
+    "duplicating work. Here is the summary produced by the other language model, use the "
+    "information in this summary to  assist with your own analysis:"
+)
+
+
+def _compacted(payload: SNode, items: list[SNode]) -> list[SNode]:
+    """The items after a ``compacted`` line (see ``codex_request``)."""
+    replacement = payload.get("replacement_history")
+    if replacement is not None and replacement.is_array:
+        return [i for i in replacement.items if i.is_object and _type_of(i) not in _CODEX_ONLY]
+    summary = payload.get("message")
+    if summary is None or not summary.is_string:
+        return items
+    kept = [i for i in items if _user_words(i) is not None and not _is_summary(i)]
+    text = SNode("string", summary.range, f"{_SUMMARY_PREFIX}\n{summary.value}")
+    part = SNode(
+        "object",
+        summary.range,
+        None,
+        (),
+        (
+            Member("type", summary.range, SNode("string", summary.range, "input_text")),
+            Member("text", summary.range, text),
+        ),
+    )
+    said = SNode(
+        "object",
+        payload.range,
+        None,
+        (),
+        (
+            Member("type", payload.range, SNode("string", payload.range, "message")),
+            Member("role", payload.range, SNode("string", payload.range, "user")),
+            Member("content", summary.range, SNode("array", summary.range, None, (part,))),
+        ),
+    )
+    return [*kept, said]
+
+
+def _user_words(item: SNode) -> str | None:
+    """The text of a user ``message`` item (None: another item)."""
+    role = item.get("role")
+    if _type_of(item) not in (None, "message") or role is None or role.value != "user":
+        return None
+    content = item.get("content")
+    if content is not None and content.is_string:
+        return str(content.value)
+    parts = content.items if content is not None and content.is_array else ()
+    return "".join(str(t.value) for p in parts if (t := p.get("text")) is not None and t.is_string)
+
+
+def _is_summary(item: SNode) -> bool:
+    words = _user_words(item)
+    return words is not None and words.startswith(_SUMMARY_PREFIX + "\n")
 
 
 # A Gemini Interactions request has an ``input`` too (a string, typed parts or turns), told
