@@ -37,7 +37,7 @@ from assembly.formats.sessions import (
     reply,
     request_of,
     string_at,
-    text_content,
+    text_of,
     tool_call,
 )
 from assembly.model import Conversation, DocFormat
@@ -185,17 +185,8 @@ def _answers(result: SNode) -> list[SNode]:
 
 def _text_of(content: SNode | None) -> SNode | None:
     """The text of a record's ``content``: a string, or the ``text`` of its parts but its
-    thoughts (one part's own node; several, text parts)."""
-    if content is None or content.is_string:
-        return content
-    if not content.is_array:
-        return None
-    texts = [
-        t
-        for p in content.items
-        if p.is_object and (t := string_at(p, "text")) is not None and not _thought(p)
-    ]
-    return text_content(texts, content)
+    thoughts."""
+    return text_of(content, lambda part: not _thought(part))
 
 
 def _thought(part: SNode) -> bool:

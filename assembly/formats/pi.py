@@ -38,7 +38,7 @@ from assembly.formats.sessions import (
     reply,
     request_of,
     string_at,
-    text_content,
+    text_of,
     tool_call,
 )
 from assembly.model import Conversation, DocFormat
@@ -255,18 +255,8 @@ def _ran(said: SNode) -> str:
 
 
 def _text(content: SNode | None) -> SNode | None:
-    """A content's text: a string, or its ``text`` blocks (one block's own node; several,
-    text parts); None when it has none."""
-    if content is None or content.is_string:
-        return content
-    if not content.is_array:
-        return None
-    texts = [
-        t
-        for block in content.items
-        if _kind(block) == "text" and (t := string_at(block, "text")) is not None
-    ]
-    return text_content(texts, content)
+    """A content's text: a string, or its ``text`` blocks; None when it has none."""
+    return text_of(content, lambda block: _kind(block) == "text")
 
 
 def _wrapped(n: int, entry: SNode, summary: SNode, words: tuple[str, str]) -> SNode:

@@ -60,6 +60,21 @@ def reply(
     return members
 
 
+def text_of(content: SNode | None, keep: Callable[[SNode], bool]) -> SNode | None:
+    """A message's text: ``content`` when it is a string, else the ``text`` of those of its
+    parts ``keep`` keeps (``text_content``); None when it has none."""
+    if content is None or content.is_string:
+        return content
+    if not content.is_array:
+        return None
+    texts = [
+        t
+        for p in content.items
+        if p.is_object and keep(p) and (t := string_at(p, "text")) is not None
+    ]
+    return text_content(texts, content)
+
+
 def text_content(texts: list[SNode], at: SNode) -> SNode | None:
     """A message's content of text nodes: the one node, or an array of text parts (each
     at its node; ``at``: the node that held them), as the API takes several; None for none."""
