@@ -460,7 +460,8 @@ def test_default_findings_are_the_default_kinds_of_the_preview_findings(path: Pa
     text, default = findings(path.name, instruction_preview=False)
     _, preview = findings(path.name)
     template = parse_prompt(text)
-    # The default kinds, and a known tool's `tool-home` or `tools` match at the opening.
+    # The default kinds; a known tool's `tool-home` or `tools` match at the opening; a
+    # heading-word match at the opening that reads as a stray there (round 16).
     matches = {d.range.start: explain_instruction(template, d.range.start) for d in preview}
     assert [d.range for d in default] == [
         d.range
@@ -469,7 +470,10 @@ def test_default_findings_are_the_default_kinds_of_the_preview_findings(path: Pa
     ]
     for m in matches.values():
         assert m is not None
-        if m.kind not in ("tool-home", "tools"):  # those: by where they sit (below)
+        if m.kind in ("topic", "phrase"):  # the opening: before any section, or the title's
+            own = next(s.section for s in template.sentences if s.range == m.range)
+            assert not m.default or own is None or own == 0
+        elif m.kind not in ("tool-home", "tools"):  # those: by where they sit (below)
             assert m.default == (m.kind in ("tool", "general"))
 
 
@@ -771,7 +775,8 @@ def test_tools_in_general_at_the_opening_need_only_beat_the_other_sections() -> 
 def test_a_phrase_the_section_uses_too_is_its_own_preview_kind() -> None:
     # Round 11: evidence beyond heading words. A topic match whose instruction shares two
     # words in a row with another sentence of the section (not both words of its heading)
-    # is of the kind `phrase`, reported only in preview like `topic`.
+    # is of the kind `phrase`, reported only in preview like `topic` (at the opening,
+    # round 16: by default when it reads as a stray there, below).
     text = (
         "Always cite the source URL after every claim you make in the answer.\n\n"
         "# Role\nYou answer research questions for analysts in plain prose.\n\n"
@@ -783,7 +788,13 @@ def test_a_phrase_the_section_uses_too_is_its_own_preview_kind() -> None:
     m = explain_instruction(template, 0, preview=True)
     assert m is not None and m.reported and m.kind == "phrase"
     assert template.sections[m.section].title == "Citations"
-    default = explain_instruction(template, 0)
+    # Away from the opening, the same match is a preview finding.
+    inside = text.replace("# Style\n", "# Style\n" + text.split("\n\n", 1)[0] + "\n", 1)
+    inside = inside.split("\n\n", 1)[1]
+    at = inside.index("Always cite")
+    default = explain_instruction(parse_prompt(inside), at)
+    preview = explain_instruction(parse_prompt(inside), at, preview=True)
+    assert preview is not None and preview.reported and preview.kind == "phrase"
     assert default is not None and not default.reported
     # Without the phrase in the section's text the same match is `topic`.
     plain = text.replace("names the source URL of one claim", "names where one claim came from")
@@ -1235,3 +1246,37 @@ def test_a_step_of_a_procedure_that_uses_a_tool_is_in_place() -> None:
     )
     starts = [d.range.start for d in instruction_far_from_section(ctx)]
     assert 0 in starts
+
+
+def test_a_heading_word_match_at_the_opening_is_reported_by_default_when_stray() -> None:
+    # Round 16: at the opening, a `topic` or `phrase` match is reported by default when a
+    # word of it besides the heading's is used in the section's prose, and no other
+    # sentence of the opening uses one: it reads as a sentence of that section.
+    text = (
+        "You answer research questions for analysts.\n"
+        "Always cite the source URL after every claim you make.\n\n"
+        "# Role\nYou answer in plain prose and keep paragraphs short.\n\n"
+        "# Citations\nEach citation gives the source URL of one claim.\n"
+        "Citations go at the end of the sentence they support.\n\n"
+        "# Style\nUse plain words throughout.\n"
+    )
+    at = text.index("Always cite")
+    m = explain_instruction(parse_prompt(text), at)
+    assert m is not None and m.reported and m.default
+    assert parse_prompt(text).sections[m.section].title == "Citations"
+    # The opening's own statement of the work: it shares a word ("claim") with another
+    # sentence of the opening, so it stays a preview finding.
+    summary = text.replace("for analysts.", "for analysts, claim by claim.")
+    # Only the heading's word in common with the section: preview too.
+    bare = text.replace("the source URL after every claim you make", "everything you state")
+    for variant, why in (
+        (summary, "its words (“claim”) are the opening's own too"),
+        (bare, "it shares no word but the heading's with that section's text"),
+    ):
+        at = variant.index("Always cite")
+        m = explain_instruction(parse_prompt(variant), at)
+        assert m is not None and not m.reported and not m.default
+        assert m.reason.endswith(f"at the opening, {why}")  # the hover says why
+        m = explain_instruction(parse_prompt(variant), at, preview=True)
+        assert m is not None and m.reported
+        assert parse_prompt(variant).sections[m.section].title == "Citations"

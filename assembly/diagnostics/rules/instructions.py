@@ -178,28 +178,30 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     section it was matched to and why (the
     words, the scores, and the best unrelated section).
 
-    Reported by default: an instruction that names one tool whose section is titled by
-    the tool's name (`## web_search`, `<done_usage>`, `3. FORMATTING RESEARCH RESPONSE`),
-    the tool being known from more than that title (offered, called, set, named as a tool
-    or called in the prose, or titling a part of the tools section), and an instruction at
-    the opening that directs the use of tools in general ("If you need more information,
-    keep calling tools"), sent to the tools section: the placement Onyx measured; and, at
-    the opening too, one that names one known tool, sent to the section that describes
-    the tool (`tool-home`) or to the tools section when the tool has no section of its
-    own (`tools`). On the real prompts seen while tuning these were right but once, the
-    others mostly wrong, so, as ruff does with rules not yet precise enough, the
-    other kinds are reported only with `instruction_preview = true`, their message ending
-    in "(preview: …)": a sentence matched by heading words (`topic`), by heading words
-    and a phrase the section's own text uses too, two words in a row (`phrase`), a
-    `tool-home` or `tools` match away from the opening, or a match by a name only a title
-    calls a tool (`tool-title`). At the opening, a tool's titled section is judged by the
-    tool alone; elsewhere it must beat every unrelated section, as the tools section must
-    for tools in general (other matches: twice); the section describing a known tool
-    (defining it, or naming it twice or more) is the place of its rule at the opening
-    whatever heading words another shares. A tools section (`TOOLS USAGE GUIDE`) is a
-    part of the prompt however much of it it holds. A line of a list of tools
-    (`- fetch_url — fetch a public URL`) defines its tool and is no
-    rule. The hover says which kind a match is.
+    Reported by default: an instruction that names one tool whose section is titled by the
+    tool's name (`## web_search`, `<done_usage>`, `3. FORMATTING RESEARCH RESPONSE`), the
+    tool being known from more than that title (offered, called, set, named as a tool or
+    called in the prose, or titling a part of the tools section), and an instruction at the
+    opening that directs the use of tools in general ("If you need more information, keep
+    calling tools"), sent to the tools section: the placement Onyx measured; and, at the
+    opening too, one that names one known tool, sent to the section that describes the tool
+    (`tool-home`) or to the tools section when the tool has no section of its own (`tools`);
+    and, at the opening again, a sentence matched by heading words that reads as a stray
+    there: a word of it besides the heading's is used in that section's text, and none in
+    the opening's other sentences (round 16). On the real prompts seen while tuning these
+    were right but once, the others mostly wrong, so, as ruff does with rules not yet
+    precise enough, the other kinds are reported only with `instruction_preview = true`,
+    their message ending in "(preview: …)": a sentence matched by heading words (`topic`),
+    by heading words and a phrase the section's own text uses too, two words in a row
+    (`phrase`), elsewhere or when its words are the opening's own too, a `tool-home` or
+    `tools` match away from the opening, or a match by a name only a title calls a tool
+    (`tool-title`). At the opening, a tool's titled section is judged by the tool alone;
+    elsewhere it must beat every unrelated section, as the tools section must for tools in
+    general (other matches: twice); the section describing a known tool (defining it, or
+    naming it twice or more) is the place of its rule at the opening whatever heading words
+    another shares. A tools section (`TOOLS USAGE GUIDE`) is a part of the prompt however
+    much of it it holds. A line of a list of tools (`- fetch_url — fetch a public URL`)
+    defines its tool and is no rule. The hover says which kind a match is.
 
     Otherwise the finding says where the instruction sits and how many tokens from its
     section: a warning at the top of the prompt, at its end (after its last block), or in
@@ -423,6 +425,10 @@ DEFAULT_KINDS = frozenset({"tool", "general"})
 # section, is the placement Onyx measured (tool guidance moved out of the Tools section to
 # the top). Elsewhere these kinds stay in preview.
 OPENING_KINDS = frozenset({"tool-home", "tools"})
+# Kinds reported by default at the opening when the sentence reads as a stray there
+# (round 16, ``_Topics._stray_at_opening``): its words are the section's, not the
+# opening's. Elsewhere, and at the opening otherwise, they stay in preview.
+STRAY_KINDS = frozenset({"topic", "phrase"})
 # What a preview finding's message adds: how it was matched.
 _KIND_NOTE = {
     "tool-title": "matched by a name only a title calls a tool",
@@ -589,6 +595,8 @@ def explain_instruction(
         found, rejected = None, why
     elif found is not None and not preview and not topics.by_default(k, found):
         found, rejected = None, _PREVIEW_ONLY
+        if match.kind in STRAY_KINDS and topics.opening(k):
+            rejected += f"; at the opening, {topics.not_stray(k, match.section)}"
     if match is None:
         return InstructionMatch(rng, None, (), (), None, 0.0, 0.0, 0.0, False, topics.rejected)
     title = template.sections[match.section].title
@@ -1370,11 +1378,53 @@ class _Topics:
 
     def by_default(self, k: int, target: _Target) -> bool:
         """Whether the rule reports instruction ``k``'s ``target`` without
-        `instruction_preview`: a kind of ``DEFAULT_KINDS``, or of ``OPENING_KINDS`` for a
-        known tool at the prompt's opening."""
-        return target.kind in DEFAULT_KINDS or (
-            target.kind in OPENING_KINDS and self._opening(k) and target.tool in self.known_tools
+        `instruction_preview`: a kind of ``DEFAULT_KINDS``; of ``OPENING_KINDS`` for a
+        known tool at the prompt's opening; or, at the opening too, a heading-word match
+        (``topic``, ``phrase``) that reads as a stray (``_stray_at_opening``)."""
+        if target.kind in DEFAULT_KINDS:
+            return True
+        if not self._opening(k):
+            return False
+        if target.kind in OPENING_KINDS:
+            return target.tool in self.known_tools
+        return target.kind in STRAY_KINDS and self._stray_at_opening(k, target.section)
+
+    def _stray_at_opening(self, k: int, best: int) -> bool:
+        """Whether instruction ``k``, at the opening and matched to section ``best`` by
+        heading words, reads as a sentence of that section rather than of the opening
+        (round 16): ``not_stray`` finds nothing against it."""
+        return not self.not_stray(k, best)
+
+    def not_stray(self, k: int, best: int) -> str:
+        """Why instruction ``k`` at the opening, matched to section ``best`` by heading
+        words, reads as the opening's own sentence, or "" when it reads as a stray: a
+        word of it besides the heading's must be used in the section's own prose (its
+        subtree), and none by another sentence of the opening. The opening's own
+        statement of the work a later section details ("Write comprehensive failing tests
+        following TDD red phase principles:" over `## Test Generation Process`) shares
+        words with the opening around it, or only the heading's words with the section."""
+        mine = self.sentence_words[k] - self.strong[best]
+        if not any(not mine.isdisjoint(self.body[i]) for i in range(best, self.subtree_end[best])):
+            return "it shares no word but the heading's with that section's text"
+        opening = chain(
+            self.by_section.get(None, ()),
+            () if self.title_intro is None else self.by_section.get(self.title_intro, ()),
         )
+        shared = {w for j in opening if j != k for w in mine & self.sentence_words[j]}
+        if not shared:
+            return ""
+        written = dict.fromkeys(
+            w
+            for w in _WORDS.findall(self.template.sentences[k].text)
+            if shared & set(_word_stems(w))
+        )
+        return "its words ({}) are the opening's own too".format(
+            ", ".join(f"“{w}”" for w in list(written)[:3])
+        )
+
+    def opening(self, k: int) -> bool:
+        """Whether sentence ``k`` is at the prompt's opening (``_opening``)."""
+        return self._opening(k)
 
     def _kind(self, best: int, tool: str | None, general: bool, k: int) -> str:
         """Which of ``KINDS`` sent instruction ``k`` to section ``best``."""
