@@ -1264,19 +1264,59 @@ def test_a_heading_word_match_at_the_opening_is_reported_by_default_when_stray()
     m = explain_instruction(parse_prompt(text), at)
     assert m is not None and m.reported and m.default
     assert parse_prompt(text).sections[m.section].title == "Citations"
-    # The opening's own statement of the work: it shares a word ("claim") with another
-    # sentence of the opening, so it stays a preview finding.
-    summary = text.replace("for analysts.", "for analysts, claim by claim.")
-    # Only the heading's word in common with the section: preview too.
+    # Only the heading's word in common with the section: a preview finding.
     bare = text.replace("the source URL after every claim you make", "everything you state")
-    for variant, why in (
-        (summary, "its words (“claim”) are the opening's own too"),
-        (bare, "it shares no word but the heading's with that section's text"),
-    ):
+    at = bare.index("Always cite")
+    m = explain_instruction(parse_prompt(bare), at)
+    assert m is not None and not m.reported and not m.default
+    assert m.reason.endswith(  # the hover says why
+        "at the opening, it shares one word of the heading, and none of that section's text"
+    )
+    m = explain_instruction(parse_prompt(bare), at, preview=True)
+    assert m is not None and m.reported
+    assert parse_prompt(bare).sections[m.section].title == "Citations"
+
+
+def test_a_stray_at_the_opening_may_share_one_word_with_it_but_not_two() -> None:
+    # Rounds 16 and 17: the opening's own statement of the work shares its words with the
+    # opening; one shared word is outweighed by two more of the section's ("source",
+    # "URL", "claim"), two are not. The words used everywhere ("briefly", "plainly") add
+    # nothing to the opening's own claim on the sentence.
+    text = (
+        "You answer research questions for analysts.\n"
+        "Always cite the source URL after every claim you make, briefly and plainly.\n\n"
+        "# Role\nYou answer in prose, briefly and plainly, and keep paragraphs short.\n\n"
+        "# Citations\nEach citation gives the source URL of one claim, briefly and plainly.\n"
+        "Citations go at the end of the sentence they support.\n\n"
+        "# Style\nUse simple words throughout, briefly and plainly.\n"
+    )
+    one = text.replace("for analysts.", "for analysts, briefly.")
+    two = text.replace("for analysts.", "for analysts, briefly and plainly.")
+    for variant, default in ((text, True), (one, True), (two, False)):
         at = variant.index("Always cite")
         m = explain_instruction(parse_prompt(variant), at)
-        assert m is not None and not m.reported and not m.default
-        assert m.reason.endswith(f"at the opening, {why}")  # the hover says why
-        m = explain_instruction(parse_prompt(variant), at, preview=True)
-        assert m is not None and m.reported
+        assert m is not None and m.default == default and m.reported == default
         assert parse_prompt(variant).sections[m.section].title == "Citations"
+    assert m.reason.endswith(
+        "at the opening, its words (“briefly”, “plainly”) are the opening's own too"
+    )
+
+
+def test_a_stray_at_the_opening_may_name_the_heading_in_full() -> None:
+    # Round 17: two of the heading's words back the match without a word of its text.
+    text = (
+        "You help analysts with research questions.\n"
+        "Always cite primary sources for every claim.\n\n"
+        "# Role\nYou answer in plain prose and keep paragraphs short.\n\n"
+        "# Primary sources\nA primary source is a record made at the time.\n"
+        "Archives and registers are where such records are kept.\n\n"
+        "# Style\nUse plain words throughout.\n"
+    )
+    m = explain_instruction(parse_prompt(text), text.index("Always cite"))
+    assert m is not None and m.reported and m.default
+    assert parse_prompt(text).sections[m.section].title == "Primary sources"
+    # One heading word only ("sources"): left to the preview.
+    one = text.replace("# Primary sources", "# Sources").replace("A primary source", "A source")
+    m = explain_instruction(parse_prompt(one), one.index("Always cite"))
+    assert m is not None and not m.default
+    assert m.reason.endswith("it shares one word of the heading, and none of that section's text")

@@ -187,21 +187,23 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     opening too, one that names one known tool, sent to the section that describes the tool
     (`tool-home`) or to the tools section when the tool has no section of its own (`tools`);
     and, at the opening again, a sentence matched by heading words that reads as a stray
-    there: a word of it besides the heading's is used in that section's text, and none in
-    the opening's other sentences (round 16). On the real prompts seen while tuning these
-    were right but once, the others mostly wrong, so, as ruff does with rules not yet
-    precise enough, the other kinds are reported only with `instruction_preview = true`,
-    their message ending in "(preview: …)": a sentence matched by heading words (`topic`),
-    by heading words and a phrase the section's own text uses too, two words in a row
-    (`phrase`), elsewhere or when its words are the opening's own too, a `tool-home` or
-    `tools` match away from the opening, or a match by a name only a title calls a tool
-    (`tool-title`). At the opening, a tool's titled section is judged by the tool alone;
-    elsewhere it must beat every unrelated section, as the tools section must for tools in
-    general (other matches: twice); the section describing a known tool (defining it, or
-    naming it twice or more) is the place of its rule at the opening whatever heading words
-    another shares. A tools section (`TOOLS USAGE GUIDE`) is a part of the prompt however
-    much of it it holds. A line of a list of tools (`- fetch_url — fetch a public URL`)
-    defines its tool and is no rule. The hover says which kind a match is.
+    there: backed by that section (a word of it besides the heading's is used in the
+    section's text, or it shares two of the heading's words) and apart from the opening (no
+    such word is used by the opening's other sentences, or one only when two more are the
+    section's; rounds 16 and 17). On the real prompts seen while tuning these were right but
+    once, the others mostly wrong, so, as ruff does with rules not yet precise enough, the
+    other kinds are reported only with `instruction_preview = true`, their message ending in
+    "(preview: …)": a sentence matched by heading words (`topic`), by heading words and a
+    phrase the section's own text uses too, two words in a row (`phrase`), elsewhere or when
+    its words are the opening's own too, a `tool-home` or `tools` match away from the
+    opening, or a match by a name only a title calls a tool (`tool-title`). At the opening,
+    a tool's titled section is judged by the tool alone; elsewhere it must beat every
+    unrelated section, as the tools section must for tools in general (other matches:
+    twice); the section describing a known tool (defining it, or naming it twice or more) is
+    the place of its rule at the opening whatever heading words another shares. A tools
+    section (`TOOLS USAGE GUIDE`) is a part of the prompt however much of it it holds. A
+    line of a list of tools (`- fetch_url — fetch a public URL`) defines its tool and is no
+    rule. The hover says which kind a match is.
 
     Otherwise the finding says where the instruction sits and how many tokens from its
     section: a warning at the top of the prompt, at its end (after its last block), or in
@@ -426,7 +428,7 @@ DEFAULT_KINDS = frozenset({"tool", "general"})
 # the top). Elsewhere these kinds stay in preview.
 OPENING_KINDS = frozenset({"tool-home", "tools"})
 # Kinds reported by default at the opening when the sentence reads as a stray there
-# (round 16, ``_Topics._stray_at_opening``): its words are the section's, not the
+# (rounds 16 and 17, ``_Topics.not_stray``): its words are the section's, not the
 # opening's. Elsewhere, and at the opening otherwise, they stay in preview.
 STRAY_KINDS = frozenset({"topic", "phrase"})
 # What a preview finding's message adds: how it was matched.
@@ -1397,21 +1399,29 @@ class _Topics:
 
     def not_stray(self, k: int, best: int) -> str:
         """Why instruction ``k`` at the opening, matched to section ``best`` by heading
-        words, reads as the opening's own sentence, or "" when it reads as a stray: a
-        word of it besides the heading's must be used in the section's own prose (its
-        subtree), and none by another sentence of the opening. The opening's own
+        words, reads as the opening's own sentence, or "" when it reads as a stray (rounds
+        16 and 17). It must be backed by the section: a word of it besides the heading's is
+        used in the section's own prose (its subtree), or it shares two of the heading's
+        words (`**Symbolic editing**`: it names the section's topic in full). And it must
+        stand apart from the opening: no word of it besides the heading's is used by
+        another sentence of the opening, or one only, when two more of its words are the
+        section's (the balance of its words is the section's). The opening's own
         statement of the work a later section details ("Write comprehensive failing tests
         following TDD red phase principles:" over `## Test Generation Process`) shares
-        words with the opening around it, or only the heading's words with the section."""
+        words with the opening around it, or only one of the heading's words with the
+        section."""
         mine = self.sentence_words[k] - self.strong[best]
-        if not any(not mine.isdisjoint(self.body[i]) for i in range(best, self.subtree_end[best])):
-            return "it shares no word but the heading's with that section's text"
+        backing = {
+            w for i in range(best, self.subtree_end[best]) for w in mine & self.body[i].keys()
+        }
+        if not backing and len(self.sentence_words[k] & self.strong[best]) < 2:
+            return "it shares one word of the heading, and none of that section's text"
         opening = chain(
             self.by_section.get(None, ()),
             () if self.title_intro is None else self.by_section.get(self.title_intro, ()),
         )
         shared = {w for j in opening if j != k for w in mine & self.sentence_words[j]}
-        if not shared:
+        if not shared or (len(shared) == 1 and len(backing - shared) >= 2):
             return ""
         written = dict.fromkeys(
             w
