@@ -31,6 +31,7 @@ CORPORA = [
     "prompts-heldout17",
     "prompts-heldout18",
     "prompts-heldout19",
+    "prompts-heldout20",
 ]
 # ISC is permissive (like MIT). CC-BY only as itself: share-alike (-SA), non-commercial (-NC)
 # and no-derivatives (-ND) are not permissive.
@@ -93,6 +94,7 @@ NO_SHARED_LINES = [
     "prompts-heldout17",
     "prompts-heldout18",
     "prompts-heldout19",
+    "prompts-heldout20",
 ]
 
 
