@@ -1320,3 +1320,31 @@ def test_a_stray_at_the_opening_may_name_the_heading_in_full() -> None:
     m = explain_instruction(parse_prompt(one), one.index("Always cite"))
     assert m is not None and not m.default
     assert m.reason.endswith("it shares one word of the heading, and none of that section's text")
+
+
+def test_a_sentence_that_says_who_the_agent_is_is_the_openings_own() -> None:
+    # Round 18, from Onlook's ask mode (prompts-heldout19, judged once, then seen): "Your
+    # role in ASK MODE is to be a knowledgeable consultant and advisor, not a code editor."
+    # was sent to `## When Code is Helpful:` by default. Who the agent is belongs to the
+    # opening; the same rule written as a directive stays a stray.
+    text = (
+        "You are the assistant of a web studio, here to help users with their projects.\n\n"
+        "Your role in ASK MODE is to be a consultant and advisor, not a code editor.\n\n"
+        "## Communication\n- Be conversational and approachable.\n- Answer in short paragraphs.\n\n"
+        "## When Code is Helpful\n"
+        "- Show code as an advisor would: a short snippet, not a code editor's patch.\n"
+        "- Explain what each code snippet changes.\n\n"
+        "## Limits\n- Do not promise deadlines.\n"
+    )
+    directive = text.replace("Your role in ASK MODE is to be", "In ASK MODE, act as")
+    for variant, at, default in (
+        (text, text.index("Your role"), False),
+        (directive, directive.index("In ASK MODE"), True),
+    ):
+        m = explain_instruction(parse_prompt(variant), at)
+        assert m is not None and m.default == default and m.reported == default
+        assert parse_prompt(variant).sections[m.section].title == "When Code is Helpful"
+        preview = explain_instruction(parse_prompt(variant), at, preview=True)
+        assert preview is not None and preview.reported
+    m = explain_instruction(parse_prompt(text), text.index("Your role"))
+    assert m is not None and m.reason.endswith("it says who the agent is, as the opening does")

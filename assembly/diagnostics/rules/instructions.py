@@ -190,20 +190,21 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     there: backed by that section (a word of it besides the heading's is used in the
     section's text, or it shares two of the heading's words) and apart from the opening (no
     such word is used by the opening's other sentences, or one only when two more are the
-    section's; rounds 16 and 17). On the real prompts seen while tuning these were right but
-    once, the others mostly wrong, so, as ruff does with rules not yet precise enough, the
-    other kinds are reported only with `instruction_preview = true`, their message ending in
-    "(preview: …)": a sentence matched by heading words (`topic`), by heading words and a
-    phrase the section's own text uses too, two words in a row (`phrase`), elsewhere or when
-    its words are the opening's own too, a `tool-home` or `tools` match away from the
-    opening, or a match by a name only a title calls a tool (`tool-title`). At the opening,
-    a tool's titled section is judged by the tool alone; elsewhere it must beat every
-    unrelated section, as the tools section must for tools in general (other matches:
-    twice); the section describing a known tool (defining it, or naming it twice or more) is
-    the place of its rule at the opening whatever heading words another shares. A tools
-    section (`TOOLS USAGE GUIDE`) is a part of the prompt however much of it it holds. A
-    line of a list of tools (`- fetch_url — fetch a public URL`) defines its tool and is no
-    rule. The hover says which kind a match is.
+    section's; rounds 16 and 17), and not a sentence that says who the agent is ("Your role
+    … is", round 18). On the real prompts seen while tuning these were right but once, the
+    others mostly wrong, so, as ruff does with rules not yet precise enough, the other kinds
+    are reported only with `instruction_preview = true`, their message ending in "(preview:
+    …)": a sentence matched by heading words (`topic`), by heading words and a phrase the
+    section's own text uses too, two words in a row (`phrase`), elsewhere or when its words
+    are the opening's own too, a `tool-home` or `tools` match away from the opening, or a
+    match by a name only a title calls a tool (`tool-title`). At the opening, a tool's
+    titled section is judged by the tool alone; elsewhere it must beat every unrelated
+    section, as the tools section must for tools in general (other matches: twice); the
+    section describing a known tool (defining it, or naming it twice or more) is the place
+    of its rule at the opening whatever heading words another shares. A tools section
+    (`TOOLS USAGE GUIDE`) is a part of the prompt however much of it it holds. A line of a
+    list of tools (`- fetch_url — fetch a public URL`) defines its tool and is no rule. The
+    hover says which kind a match is.
 
     Otherwise the finding says where the instruction sits and how many tokens from its
     section: a warning at the top of the prompt, at its end (after its last block), or in
@@ -1409,7 +1410,10 @@ class _Topics:
         statement of the work a later section details ("Write comprehensive failing tests
         following TDD red phase principles:" over `## Test Generation Process`) shares
         words with the opening around it, or only one of the heading's words with the
-        section."""
+        section. A sentence that says who the agent is ("Your role in ASK MODE is to be a
+        knowledgeable consultant …") is the opening's own (round 18)."""
+        if _SELF.match(self.template.sentences[k].text):
+            return "it says who the agent is, as the opening does"
         mine = self.sentence_words[k] - self.strong[best]
         backing = {
             w for i in range(best, self.subtree_end[best]) for w in mine & self.body[i].keys()
@@ -2095,6 +2099,13 @@ _CAPITALS_WORD = re.compile(r"\b[A-Z]{2,}\b")
 
 
 _IDENTITY = re.compile(r"[\s*_>#]*(?:you\s+are|you['’]re)\b", re.I)
+# A sentence that says who the agent is or what it is for ("You are …", "Your role in ASK
+# MODE is to be a knowledgeable consultant …"): the opening's own, never a stray there.
+_SELF = re.compile(
+    r"[\s*_>#]*(?:you\s+are|you['’]re|your\s+(?:role|job|task|goal|purpose|mission)\b"
+    r"[^.!?\n]{0,60}?\bis)\b",
+    re.I,
+)
 
 
 def _in_identity(template: PromptTemplate, k: int) -> bool:
