@@ -1348,3 +1348,29 @@ def test_a_sentence_that_says_who_the_agent_is_is_the_openings_own() -> None:
         assert preview is not None and preview.reported
     m = explain_instruction(parse_prompt(text), text.index("Your role"))
     assert m is not None and m.reason.endswith("it says who the agent is, as the opening does")
+
+
+def test_the_title_over_the_opening_names_the_openings_own_words() -> None:
+    # Round 19, from Anthropic's knowledge-work plugins (prompts-heldout20, judged once,
+    # then seen): the intro under `# /validate-data - Validate Analysis Before Sharing`
+    # restates the title; its words are the opening's, not a stray's from a later step.
+    text = (
+        "# Validate Analysis Before Sharing\n\n"
+        "Review the analysis for accuracy and bias before sharing it with stakeholders.\n\n"
+        "## Usage\nRun the command with the analysis to check.\n\n"
+        "## Workflow\n\n"
+        "### 1. Review Methodology\n"
+        "- Check that the analysis answers the question asked, with sound methodology.\n"
+        "- Look for bias in how the data was chosen.\n\n"
+        "### 2. Check the numbers\n- Recompute the totals.\n"
+    )
+    at = text.index("Review the analysis")
+    m = explain_instruction(parse_prompt(text), at, preview=True)
+    assert m is not None and m.reported
+    assert parse_prompt(text).sections[m.section].title == "1. Review Methodology"
+    m = explain_instruction(parse_prompt(text), at)
+    assert m is not None and not m.default and "are the opening's own too" in m.reason
+    # Under a title that names something else, the same sentence reads as a stray.
+    other = text.replace("# Validate Analysis Before Sharing", "# Data desk")
+    m = explain_instruction(parse_prompt(other), other.index("Review the analysis"))
+    assert m is not None and m.default and m.reported

@@ -189,22 +189,22 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     and, at the opening again, a sentence matched by heading words that reads as a stray
     there: backed by that section (a word of it besides the heading's is used in the
     section's text, or it shares two of the heading's words) and apart from the opening (no
-    such word is used by the opening's other sentences, or one only when two more are the
-    section's; rounds 16 and 17), and not a sentence that says who the agent is ("Your role
-    … is", round 18). On the real prompts seen while tuning these were right but once, the
-    others mostly wrong, so, as ruff does with rules not yet precise enough, the other kinds
-    are reported only with `instruction_preview = true`, their message ending in "(preview:
-    …)": a sentence matched by heading words (`topic`), by heading words and a phrase the
-    section's own text uses too, two words in a row (`phrase`), elsewhere or when its words
-    are the opening's own too, a `tool-home` or `tools` match away from the opening, or a
-    match by a name only a title calls a tool (`tool-title`). At the opening, a tool's
-    titled section is judged by the tool alone; elsewhere it must beat every unrelated
-    section, as the tools section must for tools in general (other matches: twice); the
-    section describing a known tool (defining it, or naming it twice or more) is the place
-    of its rule at the opening whatever heading words another shares. A tools section
-    (`TOOLS USAGE GUIDE`) is a part of the prompt however much of it it holds. A line of a
-    list of tools (`- fetch_url — fetch a public URL`) defines its tool and is no rule. The
-    hover says which kind a match is.
+    such word is used by the opening's other sentences or its title, or one only when two
+    more are the section's; rounds 16, 17 and 19), and not a sentence that says who the
+    agent is ("Your role … is", round 18). On the real prompts seen while tuning these were
+    right but once, the others mostly wrong, so, as ruff does with rules not yet precise
+    enough, the other kinds are reported only with `instruction_preview = true`, their
+    message ending in "(preview: …)": a sentence matched by heading words (`topic`), by
+    heading words and a phrase the section's own text uses too, two words in a row
+    (`phrase`), elsewhere or when its words are the opening's own too, a `tool-home` or
+    `tools` match away from the opening, or a match by a name only a title calls a tool
+    (`tool-title`). At the opening, a tool's titled section is judged by the tool alone;
+    elsewhere it must beat every unrelated section, as the tools section must for tools in
+    general (other matches: twice); the section describing a known tool (defining it, or
+    naming it twice or more) is the place of its rule at the opening whatever heading words
+    another shares. A tools section (`TOOLS USAGE GUIDE`) is a part of the prompt however
+    much of it it holds. A line of a list of tools (`- fetch_url — fetch a public URL`)
+    defines its tool and is no rule. The hover says which kind a match is.
 
     Otherwise the finding says where the instruction sits and how many tokens from its
     section: a warning at the top of the prompt, at its end (after its last block), or in
@@ -1411,7 +1411,10 @@ class _Topics:
         following TDD red phase principles:" over `## Test Generation Process`) shares
         words with the opening around it, or only one of the heading's words with the
         section. A sentence that says who the agent is ("Your role in ASK MODE is to be a
-        knowledgeable consultant …") is the opening's own (round 18)."""
+        knowledgeable consultant …") is the opening's own (round 18), and the words of the
+        title over the opening are the opening's too (round 19: "Review an analysis for
+        accuracy … before sharing …" under `# /validate-data - Validate Analysis Before
+        Sharing`)."""
         if _SELF.match(self.template.sentences[k].text):
             return "it says who the agent is, as the opening does"
         mine = self.sentence_words[k] - self.strong[best]
@@ -1425,6 +1428,8 @@ class _Topics:
             () if self.title_intro is None else self.by_section.get(self.title_intro, ()),
         )
         shared = {w for j in opening if j != k for w in mine & self.sentence_words[j]}
+        if self.title_intro is not None:  # the title over the opening names its topic
+            shared |= mine & self.strong[self.title_intro]
         if not shared or (len(shared) == 1 and len(backing - shared) >= 2):
             return ""
         written = dict.fromkeys(
