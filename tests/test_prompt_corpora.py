@@ -32,6 +32,7 @@ CORPORA = [
     "prompts-heldout18",
     "prompts-heldout19",
     "prompts-heldout20",
+    "prompts-heldout21",
 ]
 # ISC is permissive (like MIT). CC-BY only as itself: share-alike (-SA), non-commercial (-NC)
 # and no-derivatives (-ND) are not permissive.
@@ -95,6 +96,7 @@ NO_SHARED_LINES = [
     "prompts-heldout18",
     "prompts-heldout19",
     "prompts-heldout20",
+    "prompts-heldout21",
 ]
 
 
