@@ -13,8 +13,10 @@ the value, the checking code and pydantic's version, which key the memo).
 Sources are merged in order, later wins: built-in defaults < ``[tool.promptls]`` in the
 nearest ``pyproject.toml`` or a ``promptls.toml`` < editor settings < the document's own
 ``settings``. Finding and reading those files is the caller's IO; this module only takes
-their values as ``SettingsLayer``s. An invalid value is reported at its exact place in the
-layer that set it and the value from the layers below (ultimately the default) is used.
+their values as ``SettingsLayer``s. A window (``max_input_tokens``) no source sets is the
+model's, as litellm's table lists it (``assembly/windows.py``), else the default. An invalid
+value is reported at its exact place in the layer that set it and the value from the layers
+below (ultimately the default) is used.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Literal
 
 from assembly.settings_table import DEFAULT_SECTION_TOPICS, SETTING_NAMES, Settings
 from assembly.text import TextRange
+from assembly.tokens import DEFAULT_MODEL
 
 __all__ = [
     "DEFAULT_SECTION_TOPICS",
@@ -87,6 +90,12 @@ def resolve_settings(
             if key == "rules" and result and rule_codes:
                 issues += _unknown_rule_codes(layer.source, result, where, rule_codes)
             merged[key] = result
+    if "max_input_tokens" not in merged:  # the model's own window, when its table has one
+        from assembly.windows import model_window
+
+        window = model_window(merged.get("model", DEFAULT_MODEL))
+        if window is not None:
+            merged["max_input_tokens"] = window
     return Settings(**merged), issues
 
 

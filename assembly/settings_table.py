@@ -47,7 +47,12 @@ class Settings:
         ),
     )
     max_input_tokens: int = field(
-        default=128000, metadata=_about(gt=0, description="The model's input window.")
+        default=128000,
+        metadata=_about(
+            gt=0,
+            description="The model's input window; default: the model's, from litellm's "
+            "model table (as Onyx reads it), else 128000.",
+        ),
     )
     safety_margin: float = field(
         default=0.05,

@@ -354,7 +354,11 @@ def test_a_million_spaces_before_a_word_are_counted_not_a_traceback(tmp_path: Pa
     content = " " * 1_100_000 + "x"
     doc.write_text(
         json.dumps(
-            {"settings": {"model": "gpt-4"}, "messages": [{"role": "user", "content": content}]}
+            {
+                # gpt-4's own window is 8,192 tokens: one wide enough for the message
+                "settings": {"model": "gpt-4", "max_input_tokens": 2_000_000},
+                "messages": [{"role": "user", "content": content}],
+            }
         )
     )
     code, out, err, _ = _run("assemble", str(doc), "--format", "json", "--today", "2026-01-01")

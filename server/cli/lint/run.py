@@ -71,6 +71,9 @@ def lint_files(
     # code cache, ``server.codecache``).
     if any(f.suffix.lower() in _YAML_READERS for f, _ in work):
         yaml_loader()
+    # The models' windows, which settings read where no source sets one (``resolve_settings``).
+    import assembly.windows  # noqa: F401
+
     # What the workers inherit is never scanned by their collections (nor written to by
     # them: copy-on-write pages stay shared).
     gc.freeze()
