@@ -8,7 +8,6 @@ import pytest
 from assembly.settings import SettingsLayer, resolve_settings
 from assembly.windows import model_window
 from assembly.windows_table import LITELLM_VERSION, WINDOWS
-from server.windowtable import windows
 
 
 @pytest.mark.parametrize(
@@ -44,28 +43,6 @@ def test_the_table_is_one_line_a_name() -> None:
     assert all(len(r) == 2 and r[0] and int(r[1]) > 0 for r in rows)
     assert len({name for name, _ in rows}) == len(rows) > 3000
     assert LITELLM_VERSION.count(".") == 2
-
-
-def test_the_generator_reads_the_table_as_onyx_does() -> None:
-    table = {
-        "sample_spec": {"mode": "one of: chat, …", "max_input_tokens": "…"},
-        "gpt-x": {"mode": "chat", "max_input_tokens": 1000, "max_tokens": 10},
-        "old-model": {"mode": "completion", "max_tokens": 4096},  # no max_input_tokens
-        "an-embedder": {"mode": "embedding", "max_input_tokens": 8191},
-        "prov/gpt-x": {"mode": "chat", "max_input_tokens": 5},  # `gpt-x` is a name of its own
-        "a/shared": {"mode": "chat", "max_input_tokens": 100},
-        "b/shared": {"mode": "chat", "max_input_tokens": 200, "supports_vision": True},
-        "c/shared": {"mode": "chat", "max_input_tokens": 300},  # as detailed as `a/`: not it
-    }
-    assert windows(table) == {
-        "a/shared": 100,
-        "b/shared": 200,
-        "c/shared": 300,
-        "gpt-x": 1000,
-        "old-model": 4096,
-        "prov/gpt-x": 5,
-        "shared": 200,  # the entry that describes the most fields
-    }
 
 
 def _resolve(*layers: dict[str, object]) -> int:
