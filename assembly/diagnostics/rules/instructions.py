@@ -429,7 +429,7 @@ DEFAULT_KINDS = frozenset({"tool", "general"})
 # the top). Elsewhere these kinds stay in preview.
 OPENING_KINDS = frozenset({"tool-home", "tools"})
 # Kinds reported by default at the opening when the sentence reads as a stray there
-# (rounds 16 and 17, ``_Topics.not_stray``): its words are the section's, not the
+# (rounds 16 to 19, ``_Topics.not_stray``): its words are the section's, not the
 # opening's. Elsewhere, and at the opening otherwise, they stay in preview.
 STRAY_KINDS = frozenset({"topic", "phrase"})
 # What a preview finding's message adds: how it was matched.
@@ -1437,8 +1437,9 @@ class _Topics:
             for w in _WORDS.findall(self.template.sentences[k].text)
             if shared & set(_word_stems(w))
         )
+        shown = list(written) or sorted(shared)  # (a dotted name is found whole)
         return "its words ({}) are the opening's own too".format(
-            ", ".join(f"“{w}”" for w in list(written)[:3])
+            ", ".join(f"“{w}”" for w in shown[:3])
         )
 
     def opening(self, k: int) -> bool:
