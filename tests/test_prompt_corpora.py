@@ -33,6 +33,7 @@ CORPORA = [
     "prompts-heldout19",
     "prompts-heldout20",
     "prompts-heldout21",
+    "prompts-heldout22",
 ]
 # ISC is permissive (like MIT). CC-BY only as itself: share-alike (-SA), non-commercial (-NC)
 # and no-derivatives (-ND) are not permissive.
@@ -97,6 +98,7 @@ NO_SHARED_LINES = [
     "prompts-heldout19",
     "prompts-heldout20",
     "prompts-heldout21",
+    "prompts-heldout22",
 ]
 
 
