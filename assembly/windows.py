@@ -17,9 +17,12 @@ Pure: the table is a module.
 
 from __future__ import annotations
 
+import functools
+
 from assembly.windows_table import WINDOWS
 
 
+@functools.lru_cache(maxsize=256)  # settings are resolved on every analysis (a keystroke)
 def model_window(model: str) -> int | None:
     """The input window litellm's table gives ``model``, or None when it has none."""
     stripped = model.split("/")[1] if "/" in model else model
