@@ -1383,20 +1383,14 @@ class _Topics:
         """Whether the rule reports instruction ``k``'s ``target`` without
         `instruction_preview`: a kind of ``DEFAULT_KINDS``; of ``OPENING_KINDS`` for a
         known tool at the prompt's opening; or, at the opening too, a heading-word match
-        (``topic``, ``phrase``) that reads as a stray (``_stray_at_opening``)."""
+        (``topic``, ``phrase``) that reads as a stray (``not_stray``)."""
         if target.kind in DEFAULT_KINDS:
             return True
         if not self._opening(k):
             return False
         if target.kind in OPENING_KINDS:
             return target.tool in self.known_tools
-        return target.kind in STRAY_KINDS and self._stray_at_opening(k, target.section)
-
-    def _stray_at_opening(self, k: int, best: int) -> bool:
-        """Whether instruction ``k``, at the opening and matched to section ``best`` by
-        heading words, reads as a sentence of that section rather than of the opening
-        (round 16): ``not_stray`` finds nothing against it."""
-        return not self.not_stray(k, best)
+        return target.kind in STRAY_KINDS and not self.not_stray(k, target.section)
 
     def not_stray(self, k: int, best: int) -> str:
         """Why instruction ``k`` at the opening, matched to section ``best`` by heading
