@@ -440,8 +440,13 @@ class Rope:
         if len(piece) < small and hi <= last:
             piece += chunks[hi].text
             hi += 1
-        # Never leave a "\r\n" cut between two chunks.
-        while lo > 0 and piece.startswith("\n") and chunks[lo - 1].ends_with_cr():
+        # Never leave a "\r\n" cut between two chunks: the piece's own ends, or, when the
+        # edit leaves no piece, the two chunks it brings together ("\r" | "\n").
+        while (
+            lo > 0
+            and chunks[lo - 1].ends_with_cr()
+            and (piece.startswith("\n") if piece else hi <= last and chunks[hi].starts_with_lf())
+        ):
             lo -= 1
             piece = chunks[lo].text + piece
         while hi <= last and piece.endswith("\r") and chunks[hi].starts_with_lf():

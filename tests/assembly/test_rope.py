@@ -349,6 +349,25 @@ def test_a_crlf_is_never_cut_between_chunks() -> None:
     check_rope(rope, text)
 
 
+@pytest.mark.parametrize("chunk_size", [1, 2, 3])
+def test_a_deletion_that_brings_a_cr_to_an_lf_joins_their_chunks(chunk_size: int) -> None:
+    # "\r" | "\r\n" | "\n" with the middle chunk deleted whole: no piece is left to test,
+    # and the two chunks it brings together make one "\r\n" (a hypothesis run of
+    # test_convert found it: the rope counted 3 lines in "\r\n" and carried LSP
+    # positions one line too far).
+    rope = Rope.from_str("\r\n", chunk_size=chunk_size).edit(1, 1, "\r\n")
+    rope = rope.edit(1, 3, "")
+    assert str(rope) == "\r\n"
+    assert rope.line_count == 2
+    check_rope(rope, "\r\n")
+    text = "ab\r" + "x" * 7 + "\nc"
+    rope = Rope.from_str("ab\r", chunk_size=chunk_size)
+    rope = rope.edit(3, 3, "x" * 7).edit(10, 10, "\nc").edit(3, 10, "")
+    assert str(rope) == text[:3] + text[10:]
+    assert rope.line_count == 2
+    check_rope(rope, text[:3] + text[10:])
+
+
 def test_lone_cr_and_line_separators_as_lsp_defines_lines() -> None:
     text = "a\rb\r\nc\nd\u2028e\u2029f\x85g\r"
     rope, index = Rope.from_str(text, chunk_size=2), LineIndex(text)
