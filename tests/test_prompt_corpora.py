@@ -34,6 +34,7 @@ CORPORA = [
     "prompts-heldout20",
     "prompts-heldout21",
     "prompts-heldout22",
+    "prompts-heldout23",
 ]
 # ISC is permissive (like MIT). CC-BY only as itself: share-alike (-SA), non-commercial (-NC)
 # and no-derivatives (-ND) are not permissive.
@@ -99,6 +100,7 @@ NO_SHARED_LINES = [
     "prompts-heldout20",
     "prompts-heldout21",
     "prompts-heldout22",
+    "prompts-heldout23",
 ]
 
 
