@@ -444,12 +444,16 @@ def test_evaluation_gives_the_rule_a_prompts_declared_tools(tmp_path: Path) -> N
 
 
 def test_only_a_tool_whose_section_is_titled_by_it_is_reported_by_default() -> None:
-    # A topic match (a bold label's topic word) is a preview finding: on the seen corpora
-    # such findings were almost all wrong. A tool instruction sent to the section titled by
-    # the tool (`<codebase_search>`) is reported by default, and says nothing of preview.
-    _, diags = findings("bold-label-topic-word.prompt.md", instruction_preview=False)
+    # A topic match (a bold label's topic word) is a preview finding unless it reads as a
+    # stray (at the opening, round 21: "headers" is the label's topic word, used only
+    # under it): on the seen corpora such findings were almost all wrong. A tool
+    # instruction sent to the section titled by the tool (`<codebase_search>`) is reported
+    # by default, and says nothing of preview.
+    (d,) = findings("bold-label-topic-word.prompt.md", instruction_preview=False)[1]
+    assert "preview" not in d.message
+    _, diags = findings("bold-label-topic-word-in-section.prompt.md", instruction_preview=False)
     assert diags == []
-    (d,) = findings("bold-label-topic-word.prompt.md")[1]
+    (d,) = findings("bold-label-topic-word-in-section.prompt.md")[1]
     assert d.message.endswith("(preview: matched by heading words)")
     (d,) = findings("xml-blocks.prompt.md", instruction_preview=False)[1]
     assert "`codebase_search`" in d.message and "preview" not in d.message
@@ -478,9 +482,9 @@ def test_default_findings_are_the_default_kinds_of_the_preview_findings(path: Pa
 
 
 def test_the_hover_says_a_preview_match_is_not_reported_by_default() -> None:
-    text = (DATA / "bold-label-topic-word.prompt.md").read_text(encoding="utf-8")
+    text = (DATA / "bold-label-topic-word-in-section.prompt.md").read_text(encoding="utf-8")
     template = parse_prompt(text)
-    at = next(d.range.start for d in findings("bold-label-topic-word.prompt.md")[1])
+    at = next(d.range.start for d in findings("bold-label-topic-word-in-section.prompt.md")[1])
     m = explain_instruction(template, at)
     assert m is not None and m.kind == "topic" and not m.reported
     assert "instruction_preview" in m.reason
@@ -1264,17 +1268,27 @@ def test_a_heading_word_match_at_the_opening_is_reported_by_default_when_stray()
     m = explain_instruction(parse_prompt(text), at)
     assert m is not None and m.reported and m.default
     assert parse_prompt(text).sections[m.section].title == "Citations"
-    # Only the heading's word in common with the section: a preview finding.
+    # Only the heading's word in common with the section: reported when that section holds
+    # half of the prompt's uses of it, the section's topic word (round 21); else a preview
+    # finding.
     bare = text.replace("the source URL after every claim you make", "everything you state")
-    at = bare.index("Always cite")
-    m = explain_instruction(parse_prompt(bare), at)
+    m = explain_instruction(parse_prompt(bare), bare.index("Always cite"))
+    assert m is not None and m.reported and m.default
+    spread = bare.replace(
+        "# Style\nUse plain words throughout.\n",
+        "# Style\nUse plain words throughout, in citations too.\n"
+        "Number the citations.\nKeep citations short.\nNever merge two citations.\n",
+    )
+    at = spread.index("Always cite")
+    m = explain_instruction(parse_prompt(spread), at)
     assert m is not None and not m.reported and not m.default
     assert m.reason.endswith(  # the hover says why
-        "at the opening, it shares one word of the heading, and none of that section's text"
+        "at the opening, it shares one word of the heading, one the prompt uses elsewhere "
+        "too, and none of that section's text"
     )
-    m = explain_instruction(parse_prompt(bare), at, preview=True)
+    m = explain_instruction(parse_prompt(spread), at, preview=True)
     assert m is not None and m.reported
-    assert parse_prompt(bare).sections[m.section].title == "Citations"
+    assert parse_prompt(spread).sections[m.section].title == "Citations"
 
 
 def test_a_stray_at_the_opening_may_share_one_word_with_it_but_not_two() -> None:
@@ -1315,11 +1329,16 @@ def test_a_stray_at_the_opening_may_name_the_heading_in_full() -> None:
     m = explain_instruction(parse_prompt(text), text.index("Always cite"))
     assert m is not None and m.reported and m.default
     assert parse_prompt(text).sections[m.section].title == "Primary sources"
-    # One heading word only ("sources"): left to the preview.
+    # One heading word only ("sources"), which the prompt uses elsewhere as much: left to
+    # the preview.
     one = text.replace("# Primary sources", "# Sources").replace("A primary source", "A source")
+    one = one.replace(
+        "# Style\nUse plain words throughout.\n",
+        "# Style\nName your sources plainly.\nList sources last.\nCheck each source twice.\n",
+    )
     m = explain_instruction(parse_prompt(one), one.index("Always cite"))
     assert m is not None and not m.default
-    assert m.reason.endswith("it shares one word of the heading, and none of that section's text")
+    assert m.reason.endswith("uses elsewhere too, and none of that section's text")
 
 
 def test_a_sentence_that_says_who_the_agent_is_is_the_openings_own() -> None:

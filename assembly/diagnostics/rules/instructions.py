@@ -188,7 +188,8 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     (`tool-home`) or to the tools section when the tool has no section of its own (`tools`);
     and, at the opening again, a sentence matched by heading words that reads as a stray
     there: backed by that section (a word of it besides the heading's is used in the
-    section's text, or it shares two of the heading's words) and apart from the opening (no
+    section's text, it shares two of the heading's words, or one the section holds half of
+    the prompt's uses of, round 21) and apart from the opening (no
     such word is used by the opening's other sentences or its title, or one only when two
     more are the section's; rounds 16, 17 and 19), and not a sentence that says who the
     agent is ("Your role … is", round 18); and such a stray in a section that speaks for a
@@ -1454,6 +1455,11 @@ class _Topics:
         accuracy … before sharing …" under `# /validate-data - Validate Analysis Before
         Sharing`).
 
+        A heading word the section holds half of the prompt's uses of (its topic word,
+        used nowhere much else: "Do NOT include any text before or after the JSON." for
+        `STRUCTURED JSON OUTPUT FORMAT`) backs the match as a word of its text does (round
+        21); a word the whole prompt uses ("task", "answer") does not.
+
         In a section (round 20) the same test is asked of the section's own sentences and
         heading, when the section can tell a stray (``stray_host``), the section it is
         about is not a neighbour, and ``STRAY_BACKING`` words of the sentence besides the
@@ -1468,8 +1474,20 @@ class _Topics:
         backing = {
             w for i in range(best, self.subtree_end[best]) for w in mine & self.body[i].keys()
         }
-        if opening and not backing and len(self.sentence_words[k] & self.strong[best]) < 2:
-            return "it shares one word of the heading, and none of that section's text"
+        heading = self.sentence_words[k] & self.strong[best]
+        if (
+            opening
+            and not backing
+            and len(heading) < 2
+            and not any(
+                self.title_df[w] == 1 and self._concentrated(w, best, k, self.TOPIC_SHARE)
+                for w in heading
+            )
+        ):
+            return (
+                "it shares one word of the heading, one the prompt uses elsewhere too, "
+                "and none of that section's text"
+            )
         if not opening and (why := self._not_stray_in_section(k, best, len(backing))):
             return why
         if opening:
