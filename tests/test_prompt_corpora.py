@@ -35,6 +35,7 @@ CORPORA = [
     "prompts-heldout21",
     "prompts-heldout22",
     "prompts-heldout23",
+    "prompts-heldout24",
 ]
 # ISC is permissive (like MIT). CC-BY only as itself: share-alike (-SA), non-commercial (-NC)
 # and no-derivatives (-ND) are not permissive.
@@ -101,6 +102,7 @@ NO_SHARED_LINES = [
     "prompts-heldout21",
     "prompts-heldout22",
     "prompts-heldout23",
+    "prompts-heldout24",
 ]
 
 
