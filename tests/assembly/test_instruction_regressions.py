@@ -1395,11 +1395,10 @@ def test_the_title_over_the_opening_names_the_openings_own_words() -> None:
     assert m is not None and m.default and m.reported
 
 
-def test_a_stray_in_a_section_that_speaks_for_its_own_topic_is_reported_by_default() -> None:
-    # Round 20: in a section, a `topic` or `phrase` match is reported by default when the
-    # section can tell a stray (four sentences at least, no `Notes`-like gathering of
-    # rules, no numbered step), the section it is about is no neighbour, three of its
-    # words besides the heading's are that section's, and none is its own section's.
+def test_a_stray_in_a_section_stays_a_preview_finding() -> None:
+    # Round 20 reported a heading-word stray in a section that speaks for its own topic by
+    # default; on the held-out sets it found 2 of 118 unrelated moves and made a wrong
+    # finding, so it was reverted: only the opening tells a stray by default.
     text = (
         "# Research assistant\nYou answer research questions for analysts.\n\n"
         "## Citations\nEach citation gives the source URL and page of one claim.\n"
@@ -1412,37 +1411,7 @@ def test_a_stray_in_a_section_that_speaks_for_its_own_topic_is_reported_by_defau
     )
     at = text.index("Always cite")
     m = explain_instruction(parse_prompt(text), at)
-    assert m is not None and m.reported and m.default
+    assert m is not None and not m.reported and not m.default
+    m = explain_instruction(parse_prompt(text), at, preview=True)
+    assert m is not None and m.reported
     assert parse_prompt(text).sections[m.section].title == "Citations"
-
-    def reason(variant: str) -> str:
-        m = explain_instruction(parse_prompt(variant), variant.index("Always cite"))
-        assert m is not None and not m.reported and not m.default
-        assert parse_prompt(variant).sections[m.section].title == "Citations"
-        return m.reason
-
-    # Its own section uses one of its words ("page"): outweighed by three more of the
-    # other section's, as at the opening; two ("page", "URL") are its section's claim.
-    one = text.replace("Quote the query you ran.", "Quote the page you ran.")
-    m = explain_instruction(parse_prompt(one), one.index("Always cite"))
-    assert m is not None and m.reported and m.default
-    two = text.replace("Quote the query you ran.", "Quote the page and URL you ran.")
-    m = explain_instruction(parse_prompt(two), two.index("Always cite"))
-    assert m is not None and not m.reported
-    # A section of three sentences, a gathering of rules, a numbered step: none can tell.
-    short = text.replace("Keep the number of searches small.\n", "")
-    assert reason(short).endswith("too few sentences to speak for a topic of its own")
-    notes = text.replace("## Search\n", "## Notes\n")
-    assert reason(notes).endswith("its section gathers rules of every kind")
-    step = text.replace("## Search\n", "## 2. Search\n")
-    assert reason(step).endswith("which uses what other sections describe")
-    # Two of its words besides the heading's are the section's ("source", "claim"): too few.
-    fewer = text.replace("source URL and page of each", "source of each")
-    assert reason(fewer).endswith(
-        "fewer than 3 words besides the heading's with that section's text"
-    )
-    # In the neighbour of the section it is about.
-    near = text.replace(
-        "## Tone\nWrite calmly.\nPrefer short paragraphs.\nAvoid jargon in every answer.\n\n", ""
-    )
-    assert reason(near).endswith("that section is a neighbour, which a rule may lead into")

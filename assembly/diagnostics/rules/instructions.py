@@ -192,16 +192,12 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     the prompt's uses of, round 21) and apart from the opening (no
     such word is used by the opening's other sentences or its title, or one only when two
     more are the section's; rounds 16, 17 and 19), and not a sentence that says who the
-    agent is ("Your role … is", round 18); and such a stray in a section that speaks for a
-    topic of its own (four sentences or more, not a `Notes` or `Guidelines` gathering of
-    rules, not a numbered step), sent to a section that is no neighbour and uses three of
-    its words besides the heading's, none of them its own section's (round 20). On the
-    real prompts seen while tuning these were right but once, the others mostly wrong, so,
-    as ruff does with rules not yet precise enough, the other kinds are reported only with
-    `instruction_preview = true`, their message ending in "(preview: …)": a sentence
-    matched by heading words (`topic`), by heading words and a phrase the section's own
-    text uses too, two words in a row (`phrase`), when it does not read as a stray, a
-    `tool-home` or
+    agent is ("Your role … is", round 18). On the real prompts seen while tuning these were
+    right but once, the others mostly wrong, so, as ruff does with rules not yet precise
+    enough, the other kinds are reported only with `instruction_preview = true`, their
+    message ending in "(preview: …)": a sentence matched by heading words (`topic`), by
+    heading words and a phrase the section's own text uses too, two words in a row
+    (`phrase`), elsewhere or when its words are the opening's own too, a `tool-home` or
     `tools` match away from the opening, or a match by a name only a title calls a tool
     (`tool-title`). At the opening, a tool's titled section is judged by the tool alone;
     elsewhere it must beat every unrelated section, as the tools section must for tools in
@@ -433,17 +429,10 @@ DEFAULT_KINDS = frozenset({"tool", "general"})
 # section, is the placement Onyx measured (tool guidance moved out of the Tools section to
 # the top). Elsewhere these kinds stay in preview.
 OPENING_KINDS = frozenset({"tool-home", "tools"})
-# Kinds reported by default when the sentence reads as a stray where it sits
-# (``_Topics.not_stray``): its words are the section's, not the opening's (rounds 16 to
-# 19) or its own section's (round 20, a section that can tell: ``stray_host``).
-# Otherwise they stay in preview.
+# Kinds reported by default at the opening when the sentence reads as a stray there
+# (rounds 16 to 19, ``_Topics.not_stray``): its words are the section's, not the
+# opening's. Elsewhere, and at the opening otherwise, they stay in preview.
 STRAY_KINDS = frozenset({"topic", "phrase"})
-# The sentences a section needs (the instruction's own included) for a stray in it to be
-# told: fewer speak for no topic of their own (round 20, on the tune half).
-STRAY_HOST_SENTENCES = 4
-# The words of an instruction in a section, besides the heading's, that the section it is
-# about must use for a stray to be told (round 20; at the opening one is enough).
-STRAY_BACKING = 3
 # What a preview finding's message adds: how it was matched.
 _KIND_NOTE = {
     "tool-title": "matched by a name only a title calls a tool",
@@ -610,9 +599,8 @@ def explain_instruction(
         found, rejected = None, why
     elif found is not None and not preview and not topics.by_default(k, found):
         found, rejected = None, _PREVIEW_ONLY
-        if match.kind in STRAY_KINDS:
-            where = "at the opening, " if topics.opening(k) else ""
-            rejected += f"; {where}{topics.not_stray(k, match.section)}"
+        if match.kind in STRAY_KINDS and topics.opening(k):
+            rejected += f"; at the opening, {topics.not_stray(k, match.section)}"
     if match is None:
         return InstructionMatch(rng, None, (), (), None, 0.0, 0.0, 0.0, False, topics.rejected)
     title = template.sections[match.section].title
@@ -984,7 +972,7 @@ class _Topics:
         res = []
         for k, s in enumerate(self.template.sentences):
             if (
-                (self.sentence_tools[k] or not self.stray_host(s.section))
+                (self.sentence_tools[k] or self._opening(k))
                 and is_instruction(s.text)
                 and not self.settled_by_tool(k)
             ):
@@ -1395,47 +1383,15 @@ class _Topics:
     def by_default(self, k: int, target: _Target) -> bool:
         """Whether the rule reports instruction ``k``'s ``target`` without
         `instruction_preview`: a kind of ``DEFAULT_KINDS``; of ``OPENING_KINDS`` for a
-        known tool at the prompt's opening; or a heading-word match (``topic``,
-        ``phrase``) that reads as a stray (``not_stray``) where it sits."""
+        known tool at the prompt's opening; or, at the opening too, a heading-word match
+        (``topic``, ``phrase``) that reads as a stray (``not_stray``)."""
         if target.kind in DEFAULT_KINDS:
             return True
-        if target.kind in OPENING_KINDS and self._opening(k):
+        if not self._opening(k):
+            return False
+        if target.kind in OPENING_KINDS:
             return target.tool in self.known_tools
         return target.kind in STRAY_KINDS and not self.not_stray(k, target.section)
-
-    def _not_stray_in_section(self, k: int, best: int, backing: int) -> str:
-        """Why instruction ``k``, in a section and matched to section ``best`` with
-        ``backing`` words of that section's text, is not told a stray before its words are
-        weighed, or ""."""
-        if why := self.stray_host(self.template.sentences[k].section):
-            return why
-        if backing < STRAY_BACKING:
-            return (
-                f"it shares fewer than {STRAY_BACKING} words besides the heading's "
-                "with that section's text"
-            )
-        if _placement(self.template, self.template.sentences[k], best)[1] is not Severity.WARNING:
-            return "that section is a neighbour, which a rule may lead into"
-        return ""
-
-    def stray_host(self, own: int | None) -> str:
-        """Why a stray cannot be told in section ``own`` (an instruction there that shares
-        none of its words may well belong there), or "" (round 20). The opening always
-        can; a section, when it speaks for a topic of its own: three more sentences at
-        least, not a section that gathers rules of every kind (`# Notes`, `## Important
-        Guidelines`, `## CRITICAL RULES`: a third of the wrong findings a stray test made
-        in sections on the tune half sat in one), and not a numbered step."""
-        if own is None or own == self.title_intro:
-            return ""
-        if _GATHERING.search(self.template.sections[own].title.replace("_", " ")):
-            return "its section gathers rules of every kind"
-        if len(self.by_section.get(own, ())) < STRAY_HOST_SENTENCES:
-            return "its section has too few sentences to speak for a topic of its own"
-        if _NUMBERING.match(self.template.sections[own].title.strip(" *_`#")):
-            # A numbered step of a procedure does its work where the step comes, naming
-            # what other sections describe (round 15's reading of a step, for a section).
-            return "its section is a step of a procedure, which uses what other sections describe"
-        return ""
 
     def not_stray(self, k: int, best: int) -> str:
         """Why instruction ``k`` at the opening, matched to section ``best`` by heading
@@ -1458,26 +1414,16 @@ class _Topics:
         A heading word the section holds half of the prompt's uses of (its topic word,
         used nowhere much else: "Do NOT include any text before or after the JSON." for
         `STRUCTURED JSON OUTPUT FORMAT`) backs the match as a word of its text does (round
-        21); a word the whole prompt uses ("task", "answer") does not.
-
-        In a section (round 20) the same test is asked of the section's own sentences and
-        heading, when the section can tell a stray (``stray_host``), the section it is
-        about is not a neighbour, and ``STRAY_BACKING`` words of the sentence besides the
-        heading's are that section's: the opening states the work and is where Onyx
-        measured the drop; a section is one topic among others, and a word or two in
-        common with another section's text is chance there."""
-        own = self.template.sentences[k].section
-        opening = own is None or own == self.title_intro
+        21); a word the whole prompt uses ("task", "answer") does not."""
         if _SELF.match(self.template.sentences[k].text):
-            return "it says who the agent is" + (", as the opening does" if opening else "")
+            return "it says who the agent is, as the opening does"
         mine = self.sentence_words[k] - self.strong[best]
         backing = {
             w for i in range(best, self.subtree_end[best]) for w in mine & self.body[i].keys()
         }
         heading = self.sentence_words[k] & self.strong[best]
         if (
-            opening
-            and not backing
+            not backing
             and len(heading) < 2
             and not any(
                 self.title_df[w] == 1 and self._concentrated(w, best, k, self.TOPIC_SHARE)
@@ -1488,19 +1434,13 @@ class _Topics:
                 "it shares one word of the heading, one the prompt uses elsewhere too, "
                 "and none of that section's text"
             )
-        if not opening and (why := self._not_stray_in_section(k, best, len(backing))):
-            return why
-        if opening:
-            host = chain(
-                self.by_section.get(None, ()),
-                () if self.title_intro is None else self.by_section.get(self.title_intro, ()),
-            )
-            title = self.title_intro  # the title over the opening names its topic
-        else:
-            host, title = iter(self.by_section.get(own, ())), own
-        shared = {w for j in host if j != k for w in mine & self.sentence_words[j]}
-        if title is not None:
-            shared |= mine & self.strong[title]
+        opening = chain(
+            self.by_section.get(None, ()),
+            () if self.title_intro is None else self.by_section.get(self.title_intro, ()),
+        )
+        shared = {w for j in opening if j != k for w in mine & self.sentence_words[j]}
+        if self.title_intro is not None:  # the title over the opening names its topic
+            shared |= mine & self.strong[self.title_intro]
         if not shared or (len(shared) == 1 and len(backing - shared) >= 2):
             return ""
         written = dict.fromkeys(
@@ -1509,8 +1449,8 @@ class _Topics:
             if shared & set(_word_stems(w))
         )
         shown = list(written) or sorted(shared)  # (a dotted name is found whole)
-        return "its words ({}) are {} own too".format(
-            ", ".join(f"“{w}”" for w in shown[:3]), "the opening's" if opening else "its section's"
+        return "its words ({}) are the opening's own too".format(
+            ", ".join(f"“{w}”" for w in shown[:3])
         )
 
     def opening(self, k: int) -> bool:
@@ -2176,12 +2116,6 @@ _CAPITALS_WORD = re.compile(r"\b[A-Z]{2,}\b")
 
 
 _IDENTITY = re.compile(r"[\s*_>#]*(?:you\s+are|you['’]re)\b", re.I)
-# A section that gathers rules of every kind: a stray cannot be told in it (round 20).
-_GATHERING = re.compile(
-    r"\b(?:notes?|guidelines?|rules?|restrictions?|constraints?|important|critical|key|"
-    r"reminders?|tips|best\s+practices|principles|requirements?|considerations?)\b",
-    re.I,
-)
 # A sentence that says who the agent is or what it is for ("You are …", "Your role in ASK
 # MODE is to be a knowledgeable consultant …"): the opening's own, never a stray there.
 _SELF = re.compile(
