@@ -36,6 +36,7 @@ CORPORA = [
     "prompts-heldout22",
     "prompts-heldout23",
     "prompts-heldout24",
+    "prompts-heldout25",
 ]
 # ISC is permissive (like MIT). CC-BY only as itself: share-alike (-SA), non-commercial (-NC)
 # and no-derivatives (-ND) are not permissive.
@@ -103,6 +104,7 @@ NO_SHARED_LINES = [
     "prompts-heldout22",
     "prompts-heldout23",
     "prompts-heldout24",
+    "prompts-heldout25",
 ]
 
 

@@ -31,7 +31,7 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
         [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|heldout9|
                   heldout10|heldout11|heldout12|heldout13|heldout14|heldout15|heldout16|
                   heldout17|heldout18|heldout19|heldout20|heldout21|heldout22|heldout23|
-                  heldout24|seen]
+                  heldout24|heldout25|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30] [--declared-tools] [--preview]
@@ -139,6 +139,9 @@ HELDOUT23 = ROOT / "tests" / "data" / "prompts-heldout23"
 # The twenty-fourth, gathered and labelled (with declared tools) by another engineer before the
 # rule ever ran on it: held out; never run, listed or read while tuning.
 HELDOUT24 = ROOT / "tests" / "data" / "prompts-heldout24"
+# The twenty-fifth, gathered and labelled (with declared tools) by another engineer before the
+# rule ever ran on it: held out; never run, listed or read while tuning.
+HELDOUT25 = ROOT / "tests" / "data" / "prompts-heldout25"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
@@ -164,6 +167,7 @@ CORPORA = {
     "heldout22": HELDOUT22,
     "heldout23": HELDOUT23,
     "heldout24": HELDOUT24,
+    "heldout25": HELDOUT25,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
