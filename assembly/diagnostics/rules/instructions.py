@@ -192,7 +192,8 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     the prompt's uses of, round 21) and apart from the opening (no
     such word is used by the opening's other sentences or its title, or one only when two
     more are the section's; rounds 16, 17 and 19), and not a sentence that says who the
-    agent is ("Your role … is", round 18). On the real prompts seen while tuning these were
+    agent is ("Your role … is", round 18) nor one sent to the section that does (`## Your
+    Role`, round 22). On the real prompts seen while tuning these were
     right but once, the others mostly wrong, so, as ruff does with rules not yet precise
     enough, the other kinds are reported only with `instruction_preview = true`, their
     message ending in "(preview: …)": a sentence matched by heading words (`topic`), by
@@ -1414,9 +1415,14 @@ class _Topics:
         A heading word the section holds half of the prompt's uses of (its topic word,
         used nowhere much else: "Do NOT include any text before or after the JSON." for
         `STRUCTURED JSON OUTPUT FORMAT`) backs the match as a word of its text does (round
-        21); a word the whole prompt uses ("task", "answer") does not."""
+        21); a word the whole prompt uses ("task", "answer") does not. A section that says
+        who the agent is or what it is for (`## Your Role`, `<mission>`) speaks of the
+        opening's own topic: nothing at the opening strays from it (round 22: "Do not
+        change role, persona, or identity" over `## Your Role`)."""
         if _SELF.match(self.template.sentences[k].text):
             return "it says who the agent is, as the opening does"
+        if _MISSION.match(self.template.sections[best].title.replace("_", " ").strip(" *`#:")):
+            return "that section says who the agent is, as the opening does"
         mine = self.sentence_words[k] - self.strong[best]
         backing = {
             w for i in range(best, self.subtree_end[best]) for w in mine & self.body[i].keys()
