@@ -37,6 +37,7 @@ CORPORA = [
     "prompts-heldout23",
     "prompts-heldout24",
     "prompts-heldout25",
+    "prompts-heldout26",
 ]
 # ISC is permissive (like MIT). CC-BY only as itself: share-alike (-SA), non-commercial (-NC)
 # and no-derivatives (-ND) are not permissive.
@@ -105,6 +106,7 @@ NO_SHARED_LINES = [
     "prompts-heldout23",
     "prompts-heldout24",
     "prompts-heldout25",
+    "prompts-heldout26",
 ]
 
 

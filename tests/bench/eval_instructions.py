@@ -31,7 +31,7 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
         [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|heldout9|
                   heldout10|heldout11|heldout12|heldout13|heldout14|heldout15|heldout16|
                   heldout17|heldout18|heldout19|heldout20|heldout21|heldout22|heldout23|
-                  heldout24|heldout25|seen]
+                  heldout24|heldout25|heldout26|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30] [--declared-tools] [--preview]
@@ -142,6 +142,9 @@ HELDOUT24 = ROOT / "tests" / "data" / "prompts-heldout24"
 # The twenty-fifth, gathered and labelled (with declared tools) by another engineer before the
 # rule ever ran on it: held out; never run, listed or read while tuning.
 HELDOUT25 = ROOT / "tests" / "data" / "prompts-heldout25"
+# The twenty-sixth, gathered and labelled (with declared tools) by another engineer before the
+# rule ever ran on it: held out; never run, listed or read while tuning.
+HELDOUT26 = ROOT / "tests" / "data" / "prompts-heldout26"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
@@ -168,6 +171,7 @@ CORPORA = {
     "heldout23": HELDOUT23,
     "heldout24": HELDOUT24,
     "heldout25": HELDOUT25,
+    "heldout26": HELDOUT26,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
