@@ -1421,7 +1421,7 @@ class _Topics:
         change role, persona, or identity" over `## Your Role`)."""
         if _SELF.match(self.template.sentences[k].text):
             return "it says who the agent is, as the opening does"
-        if _MISSION.match(self.template.sections[best].title.replace("_", " ").strip(" *`#:")):
+        if self._mission(best):
             return "that section says who the agent is, as the opening does"
         mine = self.sentence_words[k] - self.strong[best]
         backing = {
@@ -1457,6 +1457,14 @@ class _Topics:
         shown = list(written) or sorted(shared)  # (a dotted name is found whole)
         return "its words ({}) are the opening's own too".format(
             ", ".join(f"“{w}”" for w in shown[:3])
+        )
+
+    def _mission(self, i: int) -> bool:
+        """Whether section ``i`` says who the agent is or what it is for (`## Your Role`,
+        `<mission>`, `**Core Identity**`): its title is a mission title."""
+        return (
+            _MISSION.match(self.template.sections[i].title.replace("_", " ").strip(" *`#:"))
+            is not None
         )
 
     def opening(self, k: int) -> bool:
@@ -1545,11 +1553,7 @@ class _Topics:
             # sharing one word with a heading: workflow phases and sibling checklists
             # share their vocabulary; it is no evidence the task belongs there.
             return "it is a task in a list of tasks that shares one heading word with that section"
-        if (
-            own is not None
-            and _MISSION.match(self.template.sections[own].title.replace("_", " ").strip(" *`#:"))
-            and _in_identity(self.template, k)
-        ):
+        if own is not None and self._mission(own) and _in_identity(self.template, k):
             # `<role>` "You are a Senior Research Analyst … You must use the search
             # tools": in the role section, the paragraph that says who the agent is names
             # the prompt's themes, rules words and all.
@@ -1558,7 +1562,7 @@ class _Topics:
             own is not None
             and "`" not in text
             and not _RULE_WORDS.search(text)
-            and _MISSION.match(self.template.sections[own].title.replace("_", " ").strip(" *`#:"))
+            and self._mission(own)
         ):
             return "it sits in the prompt's mission, which states the work later sections detail"
         return None
