@@ -22,6 +22,8 @@ from assembly.diagnostics.rules.instructions import (
     explain_instruction,
     instruction_far_from_section,
     is_instruction,
+    stem,
+    text_tool_names,
 )
 from assembly.prompts import parse_prompt
 from assembly.settings import Settings
@@ -1436,3 +1438,96 @@ def test_nothing_at_the_opening_strays_from_the_section_that_says_who_the_agent_
     other = text.replace("## Your Role", "## Persona rules")
     m = explain_instruction(parse_prompt(other), other.index("Never drop"))
     assert m is not None and m.default and m.reported
+
+
+def test_a_redirect_to_another_tool_at_the_opening_is_the_openings_own() -> None:
+    # Round 23, from querychat's visualize tool (prompts-heldout17, seen): "… For
+    # single-value answers …, use `querychat_query` instead." at the opening of the tool's
+    # description was sent to `**Key constraints:**`, which falls back to that tool once.
+    # It says what the prompt's own subject is not for. So does W&B's "For LLM traces or
+    # Weave evaluations, use query_weave_traces_tool instead." (prompts-heldout21).
+    text = (DATA.parent / "prompts-heldout17" / "querychat--tool_visualize.prompt.md").read_text(
+        encoding="utf-8"
+    )
+    assert _default(text) == []
+    m = explain_instruction(parse_prompt(text), text.index("**When to use:**"), preview=True)
+    assert m is not None and not m.reported and m.kind == "tool-home"
+    assert m.reason.startswith("it sends the reader to another tool instead")
+    # Without "instead" it is a rule about that tool, away from where the tool is spoken of.
+    plain = text.replace("use `querychat_query` instead", "use `querychat_query`")
+    assert [s[:16] for s in _default(plain)] == ["**When to use:**"]
+    wandb = (DATA.parent / "prompts-heldout21" / "wandb-mcp--query_wandb_gql.prompt.md").read_text(
+        encoding="utf-8"
+    )
+    assert not any(s.startswith("For LLM traces") for s in _default(wandb))
+    # Where the prompt documents the other tool in a section titled by its name, the
+    # redirect is a rule of the tools' sections (prompts-heldout26's tool reference: "Do
+    # not use this tool if you need to fetch more than one document; use
+    # `batch_get_documents` instead", moved to the top).
+    tools = (
+        "You answer questions from the product documentation.\n"
+        "Do not use this tool for several documents; use `batch_get_documents` instead.\n\n"
+        "## search_documents\nFinds documents by keywords. Call it first.\n\n"
+        "## get_document\nFetches one document by its name.\n"
+        "Pass the exact name that search returned.\n\n"
+        "## batch_get_documents\nFetches several documents at once.\nPass up to twenty names.\n"
+    )
+    assert [s[:22] for s in _default(tools)] == ["Do not use this tool f"]
+    # "Use links … instead of" and a file to read instead are no other tool.
+    for line in (
+        "Use links instead of copying the text.",
+        "If it is missing, use `CHANGELOG` instead.",
+    ):
+        assert not _redirects(line)
+
+
+def _redirects(line: str) -> bool:
+    from assembly.diagnostics.rules import instructions
+
+    return instructions._REDIRECT.search(line) is not None
+
+
+def test_a_block_pointed_at_with_an_at_sign_is_no_tool() -> None:
+    # Round 23, from OpenAgents' agent (prompts-heldout21, seen): `@critical_context_requirement`
+    # points at the prompt's `<critical_context_requirement>` block, eight times; counted as a
+    # tool's name, it titled that block as the tool's section, and "@critical_context_requirement
+    # (Tier 1) ALWAYS overrides minimal overhead (Tier 3)" became a default finding.
+    text = (DATA.parent / "prompts-heldout21" / "openagents--openagent.prompt.md").read_text(
+        encoding="utf-8"
+    )
+    assert "critical_context_requirement" not in text_tool_names(parse_prompt(text))
+    assert not any(s.lstrip().startswith("@critical_context_requirement") for s in _default(text))
+    # Written bare three times in the prose, the same name is a tool's.
+    bare = text.replace("@critical_context_requirement", "critical_context_requirement")
+    assert "critical_context_requirement" in text_tool_names(parse_prompt(bare))
+
+
+def test_an_adjective_of_a_heading_shares_the_stem_of_its_noun() -> None:
+    # Round 23, from goose's system prompts (prompts-heldout15, seen): "Test actual operation
+    # with realistic inputs.", moved from `<operational-principles>` to the top, shared no
+    # heading word with any section ("operational" and "operation" had two stems).
+    for adjective, noun in (
+        ("operational", "operation"),
+        ("symbolic", "symbols"),
+        ("logical", "logic"),
+        ("retrieval", "retrieve"),
+        ("optional", "options"),
+    ):
+        assert stem(adjective) == stem(noun), (adjective, noun)
+    # Adjectives whose noun is another word keep their own stem.
+    for adjective, other in (("general", "generate"), ("terminal", "terminate")):
+        assert stem(adjective) != stem(other), adjective
+    bench = _bench()
+    text = (DATA.parent / "prompts-heldout15" / "goose--system.prompt.md").read_text(
+        encoding="utf-8"
+    )
+    (c,) = [
+        c
+        for c in bench.candidates(text, bench.oracle_sections(text), frozenset())
+        if c.sentence.startswith("Test actual operation")
+    ]
+    new, a, *_ = bench.move_top(text, c)
+    template = parse_prompt(new)
+    m = explain_instruction(template, a)
+    assert m is not None and m.reported
+    assert template.sections[m.section].title == "operational-principles"

@@ -127,8 +127,9 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
       the paragraph under it, needs two), or the section's *topic word*: a heading word
       no other heading has that the section's own prose uses twice more and that holds
       half of the prompt's uses (a third under a bold label), whatever the title's
-      length (`**Section Headers**` for "Keep headers short"). Words are stemmed;
-      `snake_case` and dotted names (`AGENTS.md`) are one word, and a capitals name in
+      length (`**Section Headers**` for "Keep headers short"). Words are stemmed (an
+      adjective in -al or -ic with its noun: `<operational-principles>` for "operation",
+      round 23); `snake_case` and dotted names (`AGENTS.md`) are one word, and a capitals name in
       prose (`TASK_TRACKING`) gives its parts too; a heading word shared by a section and
       one inside it counts once. A one-word bold label (`**Monospace**`) is matched by
       its word. Words in an aside (a parenthesis, "e.g. …", a trailing "when/unless …"
@@ -174,7 +175,11 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     theme: "You are a citations agent" does not make it the place for citation rules);
     an instruction on the line just before its section (under 15 tokens away) unless it
     names a tool; the prompt's last sentence, after its last block, ending with a colon
-    (it leads in to what is sent after the prompt). Hover an instruction to see the
+    (it leads in to what is sent after the prompt); at the opening, a sentence that sends
+    the reader to another tool instead ("For exact values, use `querychat_query` instead":
+    what the prompt's own subject is not for), unless the prompt documents that tool in a
+    section titled by its name (round 23). A name the prompt writes `@name` points at one
+    of its blocks (`@critical_context_requirement`): it is no tool's name. Hover an instruction to see the
     section it was matched to and why (the
     words, the scores, and the best unrelated section).
 
@@ -1537,6 +1542,18 @@ class _Topics:
             # a list ("You must use …", "Always …", "When …, use …", "Only use …") is
             # still judged.
             return "it is a step of a procedure, which uses the tool where the step comes"
+        if self._opening(k) and target.kind != "tool" and _REDIRECT.search(text) is not None:
+            # Round 23: "For single-value answers …, use `querychat_query` instead" at the
+            # opening of a tool's description says what the prompt's own subject is not
+            # for: the opening's topic, not a rule strayed from the other tool's section.
+            # Where the prompt documents that tool in a section titled by its name ("Do
+            # not use this tool …; use `batch_get_documents` instead" at the top of a prompt
+            # with a `batch_get_documents` section), choosing between the two is the
+            # tools' sections' business.
+            return (
+                "it sends the reader to another tool instead: the limits of the prompt's "
+                "own subject"
+            )
         if target.tool is not None or target.general:
             return None  # a tool's instruction is the placement Onyx measured
         if self._sibling_steps(target.section, self.template.sentences[k].section):
@@ -2128,6 +2145,13 @@ _CAPITALS_WORD = re.compile(r"\b[A-Z]{2,}\b")
 _IDENTITY = re.compile(r"[\s*_>#]*(?:you\s+are|you['’]re)\b", re.I)
 # A sentence that says who the agent is or what it is for ("You are …", "Your role in ASK
 # MODE is to be a knowledgeable consultant …"): the opening's own, never a stray there.
+# "use `querychat_query` instead", "use query_weave_traces_tool instead" (not "use links
+# instead of …", nor a file: "use `CHANGELOG` instead"): a tool's name, `snake_case` or
+# `camelCase`, in code or not, the alternative to what the prompt covers.
+_REDIRECT = re.compile(
+    r"\buse\s+(?:the\s+)?`?(?:[A-Za-z]\w*_\w+|[a-z]+[A-Z]\w*)`?(?:\s+(?:tool|function))?"
+    r"\s+instead\b(?!\s+of)"
+)
 _SELF = re.compile(
     r"[\s*_>#]*(?:you\s+are|you['’]re|your\s+(?:role|job|task|goal|purpose|mission)\b"
     r"[^.!?\n]{0,60}?\bis)\b",
@@ -2422,8 +2446,10 @@ def _text_tool_names(template: PromptTemplate) -> set[str]:
         j = bisect.bisect_right(starts, at) - 1
         if j < 0 or at + len(name) > sentences[j].range.end:
             continue  # outside the prose: headings, code
-        if at > starts[j] and text[at - 1] in "</":
-            continue  # `<reasoning_rules>` names a block of the prompt, not a tool
+        if at > starts[j] and text[at - 1] in "</@":
+            # `<reasoning_rules>` names a block of the prompt, not a tool; so does
+            # `@critical_context_requirement` (round 23: OpenAgents points at its blocks so)
+            continue
         name = name.lower()
         if _is_identifier(name) and "_" in name and not _FILE_LIKE.search(name):
             counts[name] += 1
@@ -3023,6 +3049,10 @@ _SUFFIXES = (
     ("s", ""),
 )
 _KEEP_S = ("ss", "us", "is", "ous")
+# Adjectives in -al whose noun is another word (a terminal is no termination).
+_ADJECTIVE_KEEP = frozenset(
+    {"general", "functional", "terminal", "journal", "original", "interval"}
+)
 # Stems of one word family that suffix stripping does not join.
 _SAME_STEM = {"respons": "respond", "analys": "analyz", "summar": "summariz", "verific": "verify"}
 
@@ -3036,6 +3066,13 @@ def stem(word: str) -> str:
     w = word.lower()
     if not w.isalpha():
         return w
+    if w not in _ADJECTIVE_KEEP:
+        if w.endswith("ical"):
+            w = w[:-2]  # logical -> logic
+        if w.endswith("ic") and len(w) >= 7:
+            w = w[:-2]  # symbolic -> symbol
+        elif w.endswith("al") and len(w) >= 7:
+            w = w[:-2]  # operational -> operation, retrieval -> retriev(e)
     for suffix, repl in _SUFFIXES:
         if w.endswith(suffix) and len(w) - len(suffix) >= 3:
             if suffix == "s" and w.endswith(_KEEP_S):
