@@ -1531,3 +1531,31 @@ def test_an_adjective_of_a_heading_shares_the_stem_of_its_noun() -> None:
     m = explain_instruction(template, a)
     assert m is not None and m.reported
     assert template.sections[m.section].title == "operational-principles"
+
+
+def test_at_the_opening_one_heading_word_of_a_long_title_backed_by_the_prose_is_enough() -> None:
+    # Round 24, from cc-sdd's implementation validator (prompts-heldout20, seen): "Read each
+    # file from glob results", moved from `### Step 0: Expand File Patterns
+    # (Subagent-specific)` to the top, shares one of that title's five words ("file"); the
+    # step's own lines say "glob" and "read" too.
+    bench = _bench()
+    text = (DATA.parent / "prompts-heldout20" / "cc-sdd--validate_impl_agent.prompt.md").read_text(
+        encoding="utf-8"
+    )
+    (c,) = [
+        c
+        for c in bench.candidates(text, bench.oracle_sections(text), frozenset())
+        if c.sentence.startswith("Read each file")
+    ]
+    new, a, *_ = bench.move_top(text, c)
+    template = parse_prompt(new)
+    m = explain_instruction(template, a)
+    assert m is not None and m.reported and m.default
+    assert template.sections[m.section].title.startswith("Step 0: Expand File Patterns")
+    # Without that backing, one word of a long title is still too few.
+    bare = new.replace(
+        "Use Glob tool to expand file patterns, then read all files:", "Expand the patterns first:"
+    ).replace("Read other specified file patterns", "Check the other patterns")
+    m = explain_instruction(parse_prompt(bare), bare.index("Read each file"))
+    assert m is not None and not m.reported
+    assert m.reason == "it shares too few of that section's heading words"

@@ -121,7 +121,8 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
       and that the prompt uses mostly there (more than a third of its uses), or two
       heading words, or one with support from the section's prose (a heading of three or
       more topic words needs half of them, two at most, except at the prompt's opening,
-      where one no other heading has and half of whose uses lie there is enough, and
+      where one no other heading has and half of whose uses lie there is enough, or one
+      backed by two more of its words in the section's prose (round 24), and
       need not be used mostly there when the section's prose repeats it: the opening
       holds no topic of its own; a bold title line, which labels
       the paragraph under it, needs two), or the section's *topic word*: a heading word
@@ -179,8 +180,8 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     the reader to another tool instead ("For exact values, use `querychat_query` instead":
     what the prompt's own subject is not for), unless the prompt documents that tool in a
     section titled by its name (round 23). A name the prompt writes `@name` points at one
-    of its blocks (`@critical_context_requirement`): it is no tool's name. Hover an instruction to see the
-    section it was matched to and why (the
+    of its blocks (`@critical_context_requirement`): it is no tool's name. Hover an
+    instruction to see the section it was matched to and why (the
     words, the scores, and the best unrelated section).
 
     Reported by default: an instruction that names one tool whose section is titled by the
@@ -1218,6 +1219,11 @@ class _Topics:
                     for w in title_words[best]
                 )
             )
+            # Round 24: nor does one heading word the section's prose backs with two more
+            # of the sentence's words ("Read each file from glob results" at the opening,
+            # `### Step 0: Expand File Patterns (Subagent-specific)`, whose steps say "glob"
+            # and "read").
+            and not (self._opening(k) and len(set(evidence.get(best, ()))) >= 2)
         ):
             return self._no("it shares too few of that section's heading words")
         if tool_target != best and not any(
