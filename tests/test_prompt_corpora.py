@@ -39,6 +39,7 @@ CORPORA = [
     "prompts-heldout25",
     "prompts-heldout26",
     "prompts-heldout27",
+    "prompts-heldout28",
 ]
 # ISC is permissive (like MIT). CC-BY only as itself: share-alike (-SA), non-commercial (-NC)
 # and no-derivatives (-ND) are not permissive.
