@@ -1559,3 +1559,23 @@ def test_at_the_opening_one_heading_word_of_a_long_title_backed_by_the_prose_is_
     m = explain_instruction(parse_prompt(bare), bare.index("Read each file"))
     assert m is not None and not m.reported
     assert m.reason == "it shares too few of that section's heading words"
+
+
+def test_a_modal_in_a_clause_about_another_subject_leaves_a_step_bare() -> None:
+    # Round 25, from Code Puppy's planning agent (prompts-heldout28, seen): its opening
+    # lists its duties as a numbered list of bold labels; "**Coordinate with Other
+    # Agents**: Recommend which agents should handle specific tasks" read as a rule (its
+    # "should") rather than a step of that list, and was sent to `### Step 4: Agent
+    # Coordination`.
+    text = (DATA.parent / "prompts-heldout28" / "code-puppy--planning_agent.prompt.md").read_text(
+        encoding="utf-8"
+    )
+    assert not any(s.startswith("**Coordinate with Other Agents**") for s in _default(text))
+    m = explain_instruction(parse_prompt(text), text.index("**Coordinate with Other Agents**"))
+    assert m is not None and not m.reported
+    assert m.reason.startswith("it is a step of a procedure")
+    # The model's own "should" still makes a rule of it.
+    ruled = text.replace(
+        "Recommend which agents should handle", "You should recommend which agents handle"
+    )
+    assert any(s.startswith("**Coordinate with Other Agents**") for s in _default(ruled))

@@ -169,7 +169,9 @@ def instruction_far_from_section(ctx: PromptContext) -> Iterator[Diagnostic]:
     list whose items each open with a bold label, three items or more: "2. Use the
     list_clusters tool to discover available clusters" under `## Getting Started`,
     "- **Inform**: Gather relevant information using appropriate tools" in the working
-    loop at the opening; a rule in such a list, "You must call …", is judged). The text
+    loop at the opening; a rule in such a list, "You must call …", is judged; a modal
+    in a clause about another subject, "Recommend which agents should handle …", makes
+    no rule, round 25). The text
     before the first heading is on
     an instruction's topic only when two more of its sentences use the topic word and
     it uses it as often as the section titled by it does (an opening names the prompt's
@@ -2178,11 +2180,23 @@ def _in_identity(template: PromptTemplate, k: int) -> bool:
     return para < start and _IDENTITY.match(text, para, start) is not None
 
 
+# A modal in a clause that says which one ("Recommend which agents should handle specific
+# tasks"): it speaks of another subject, not to the model (round 25).
+_RELATIVE_MODAL = re.compile(
+    r"\b(?:which|who|whom|whose)\b(?:\s+[\w'’-]+){0,3}?\s+(?:should|must|shall|need\s+to|needs\s+to)\b",
+    re.I,
+)
+
+
 def _statement_of_work(text: str) -> bool:
     """A bare imperative: no modal, no prohibition ("avoid"), no emphasis (capitals), no
     scope word, no condition ("Remove unnecessary dependencies", "Find knowledge
     boundaries")."""
-    if _DIRECTIVE.search(text) or _SHOUT.match(text) or _FORCE.search(text):
+    if (
+        _DIRECTIVE.search(_RELATIVE_MODAL.sub(" ", text))
+        or _SHOUT.match(text)
+        or _FORCE.search(text)
+    ):
         return False
     words = _WORDS.findall(text, 0, 400)
     if len(_CAPITALS_WORD.findall(text, 0, 400)) * 2 > len(words):
