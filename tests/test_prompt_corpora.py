@@ -40,6 +40,7 @@ CORPORA = [
     "prompts-heldout26",
     "prompts-heldout27",
     "prompts-heldout28",
+    "prompts-heldout29",
 ]
 # ISC is permissive (like MIT). CC-BY only as itself: share-alike (-SA), non-commercial (-NC)
 # and no-derivatives (-ND) are not permissive.
