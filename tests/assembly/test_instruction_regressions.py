@@ -249,15 +249,18 @@ def _bench():  # type: ignore[no-untyped-def]
     return module
 
 
-def _moved_to_top(corpus: str, name: str, prefix: str) -> tuple[str, Any, str, int]:
+def _moved_to_top(
+    corpus: str, name: str, prefix: str, picker: str = "home_candidates"
+) -> tuple[str, Any, str, int]:
     """A seen prompt's text, its candidate sentence starting with ``prefix`` (found as the
-    evaluation finds it), the prompt with that sentence moved to the top, and where it
-    now starts."""
+    evaluation's ``picker`` finds it: ``home_candidates``, or ``candidates`` for the
+    instructions bound to their own section), the prompt with that sentence moved to the
+    top, and where it now starts."""
     bench = _bench()
     text = (DATA.parent / corpus / name).read_text(encoding="utf-8")
     (c,) = [
         c
-        for c in bench.home_candidates(text, bench.oracle_sections(text))
+        for c in getattr(bench, picker)(text, bench.oracle_sections(text))
         if c.sentence.startswith(prefix)
     ]
     new, a, *_ = bench.move_top(text, c)
@@ -1517,16 +1520,9 @@ def test_an_adjective_of_a_heading_shares_the_stem_of_its_noun() -> None:
     # Adjectives whose noun is another word keep their own stem.
     for adjective, other in (("general", "generate"), ("terminal", "terminate")):
         assert stem(adjective) != stem(other), adjective
-    bench = _bench()
-    text = (DATA.parent / "prompts-heldout15" / "goose--system.prompt.md").read_text(
-        encoding="utf-8"
+    *_, new, a = _moved_to_top(
+        "prompts-heldout15", "goose--system.prompt.md", "Test actual operation", "candidates"
     )
-    (c,) = [
-        c
-        for c in bench.candidates(text, bench.oracle_sections(text), frozenset())
-        if c.sentence.startswith("Test actual operation")
-    ]
-    new, a, *_ = bench.move_top(text, c)
     template = parse_prompt(new)
     m = explain_instruction(template, a)
     assert m is not None and m.reported
@@ -1538,16 +1534,9 @@ def test_at_the_opening_one_heading_word_of_a_long_title_backed_by_the_prose_is_
     # file from glob results", moved from `### Step 0: Expand File Patterns
     # (Subagent-specific)` to the top, shares one of that title's five words ("file"); the
     # step's own lines say "glob" and "read" too.
-    bench = _bench()
-    text = (DATA.parent / "prompts-heldout20" / "cc-sdd--validate_impl_agent.prompt.md").read_text(
-        encoding="utf-8"
+    *_, new, a = _moved_to_top(
+        "prompts-heldout20", "cc-sdd--validate_impl_agent.prompt.md", "Read each file", "candidates"
     )
-    (c,) = [
-        c
-        for c in bench.candidates(text, bench.oracle_sections(text), frozenset())
-        if c.sentence.startswith("Read each file")
-    ]
-    new, a, *_ = bench.move_top(text, c)
     template = parse_prompt(new)
     m = explain_instruction(template, a)
     assert m is not None and m.reported and m.default
