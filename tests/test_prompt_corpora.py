@@ -41,6 +41,7 @@ CORPORA = [
     "prompts-heldout27",
     "prompts-heldout28",
     "prompts-heldout29",
+    "prompts-heldout30",
 ]
 # ISC is permissive (like MIT). CC-BY only as itself: share-alike (-SA), non-commercial (-NC)
 # and no-derivatives (-ND) are not permissive.
