@@ -43,6 +43,7 @@ CORPORA = [
     "prompts-heldout29",
     "prompts-heldout30",
     "prompts-heldout31",
+    "prompts-heldout32",
 ]
 # ISC is permissive (like MIT). CC-BY only as itself: share-alike (-SA), non-commercial (-NC)
 # and no-derivatives (-ND) are not permissive.

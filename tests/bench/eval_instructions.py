@@ -31,7 +31,8 @@ labelled before the rule ran on it and run once. Three measurements, each per ha
         [--corpus real|fresh|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|heldout9|
                   heldout10|heldout11|heldout12|heldout13|heldout14|heldout15|heldout16|
                   heldout17|heldout18|heldout19|heldout20|heldout21|heldout22|heldout23|
-                  heldout24|heldout25|heldout26|heldout27|heldout28|heldout29|heldout30|heldout31|seen]
+                  heldout24|heldout25|heldout26|heldout27|heldout28|heldout29|heldout30|heldout31|
+                  heldout32|seen]
         [--split tune|heldout|check|all]
         [--show-misses]
         [--show-findings] [--repeat 30] [--declared-tools] [--preview]
@@ -152,6 +153,7 @@ HELDOUT28 = ROOT / "tests" / "data" / "prompts-heldout28"
 HELDOUT29 = ROOT / "tests" / "data" / "prompts-heldout29"
 HELDOUT30 = ROOT / "tests" / "data" / "prompts-heldout30"
 HELDOUT31 = ROOT / "tests" / "data" / "prompts-heldout31"
+HELDOUT32 = ROOT / "tests" / "data" / "prompts-heldout32"
 CORPORA = {
     "real": CORPUS,
     "fresh": FRESH,
@@ -184,6 +186,7 @@ CORPORA = {
     "heldout29": HELDOUT29,
     "heldout30": HELDOUT30,
     "heldout31": HELDOUT31,
+    "heldout32": HELDOUT32,
 }
 # ``--corpus seen``: the four corpora looked at while tuning, split by project (the name
 # before ``--`` in a file's name; CRC-32 even: tune, odd: check). The split was fixed
