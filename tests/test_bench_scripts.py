@@ -26,7 +26,14 @@ GEN = BENCH / "gen_conversation.py"
 SHARED_GEN = REPO.parent / "shared" / "bench" / "gen_conversation.py"
 # sha256 of the shared generator this copy reproduces.
 GEN_SHA256 = "0dfa273045de4a4b5b6a89e15cdf89b2a443505ef7f23fd84fb3214a563ddd2c"
-SCRIPTS = sorted(BENCH.glob("bench_*.py"))
+# The timing benchmarks and the two evaluations of `instruction-far-from-section`.
+SCRIPTS = sorted(
+    [
+        *BENCH.glob("bench_*.py"),
+        BENCH / "eval_instructions.py",
+        BENCH / "separability_instructions.py",
+    ]
+)
 
 
 def test_the_generator_is_the_shared_one_byte_for_byte() -> None:

@@ -18,7 +18,7 @@ and judged on the other, says how well they separate the two. Reported on the ju
 Features: the match's kind, the rule's own decision (reported by default, in the preview,
 or the reason that keeps it), where it sits (the opening, the severity of the placement),
 the matched section's kind and level, the scores (matched, own, best unrelated) and their
-ratios, the heading and topic words shared, whether a tool decided it, its length, its best
+ratios, the heading and topic words in common, whether a tool decided it, its length, its best
 overlap with a sentence of the matched section (a restatement), its overlap with the
 sentences next to it (local coherence), and whether its own section gathers rules of every
 kind by title. None tells how the evaluation inserted a moved sentence: last in a section or
@@ -53,7 +53,8 @@ from assembly.model import PromptTemplate
 from assembly.prompts import parse_prompt
 from assembly.settings import Settings
 
-# The seen sets (``--corpus seen`` and every held-out set judged before this script).
+# The seen sets when this bench was written (``--corpus seen`` and `prompts-heldout5` …
+# `prompts-heldout29`); `prompts-heldout30` and `prompts-heldout31` were judged with ``--judge``.
 SEEN_SETS = (*ev.SEEN, *(f"heldout{i}" for i in range(5, 30)))
 # A section that gathers rules of every kind, by its title.
 _GATHERING = re.compile(
