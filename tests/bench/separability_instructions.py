@@ -255,6 +255,9 @@ def main() -> None:
         print(f"\n{name}: {len(half)} candidates, {moves['top']} + {moves['unrelated']} moves")
         for label, pick in picks:
             print(f"  {label:30} {table(half, moves, pick)}")
+        print(
+            f"  AUC, what the preview reports: unrelated moves vs wrong findings {_auc(half):.2f}"
+        )
     _compare(train)
     named = zip(model.w[1:], model.names + model.nums, strict=True)
     weights = sorted(named, key=lambda x: -abs(x[0]))
@@ -280,6 +283,16 @@ def _compare(rows: list[dict]) -> None:
     for c, _ in cats.most_common(16):
         a, b = (sum(c in r["cat"] for r in rs) / len(rs) for rs in (moved, wrong))
         print(f"  {c:30} share  {a:6.0%} | {b:6.0%}")
+
+
+def _auc(rows: list[dict]) -> float:
+    """How often the model ranks an unrelated move the preview reports above a wrong
+    finding of the preview on the originals (0.5 is chance)."""
+    reported = {"rule=default", "rule=preview"}
+    moved = [r["p"] for r in rows if r["src"] == "unrelated" and r["y"] and reported & r["cat"]]
+    wrong = [r["p"] for r in rows if r["src"] == "orig" and not r["y"] and reported & r["cat"]]
+    pairs = sum((a > b) + 0.5 * (a == b) for a in moved for b in wrong)
+    return pairs / max(1, len(moved) * len(wrong))
 
 
 def _threshold_for_precision(rows: list[dict], want: float) -> float:
