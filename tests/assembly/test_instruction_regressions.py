@@ -35,6 +35,11 @@ MARKER = "<!-- expect: instruction-far-from-section -->"
 TOKENIZER = loaded("cl100k_base").tokenizer
 
 
+def _real(corpus: str, name: str) -> str:
+    """A real prompt of the evaluation corpus ``tests/data/prompts-<corpus>/``."""
+    return (DATA.parent / f"prompts-{corpus}" / name).read_text(encoding="utf-8")
+
+
 def findings(name: str, **settings: object):  # type: ignore[no-untyped-def]
     """The rule's findings on fixture ``name``, with the preview findings (the fixtures
     describe the whole matcher) unless ``instruction_preview=False`` is given."""
@@ -612,14 +617,23 @@ def _reported_alone(text: str, rule: str, **explain: Any) -> tuple[Any, Any]:
     return template, m
 
 
+def _preview_only(text: str, at: int) -> tuple[Any, str]:
+    """The rule's default reading of the instruction at ``at``, which it must not report
+    (a preview kind), and the title of the section the preview reports it to."""
+    template = parse_prompt(text)
+    m = explain_instruction(template, at)
+    assert m is not None and not m.reported and not m.default
+    shown = explain_instruction(template, at, preview=True)
+    assert shown is not None and shown.reported
+    return m, template.sections[shown.section].title
+
+
 def test_a_sentence_in_another_tools_section_is_that_tools_guidance() -> None:
     # avante's agentic prompt (prompts-heldout11, seen since its one run): under
     # `# write_to_file` > `## Important Considerations`, "If you only need to make small
     # changes …, consider using str_replace instead" says when not to write the whole file;
     # it was sent 27 tokens down to `# str_replace`, a false default finding.
-    text = (DATA.parent / "prompts-heldout11" / "avante--agentic.prompt.md").read_text(
-        encoding="utf-8"
-    )
+    text = _real("heldout11", "avante--agentic.prompt.md")
     stray = "If you only need to make small changes to an existing file"
     assert not any(s.startswith(stray) for s in _default(text))
     m = explain_instruction(parse_prompt(text), text.index(stray), preview=True)
@@ -641,9 +655,7 @@ def test_a_tool_call_written_in_cdata_is_no_tools_home() -> None:
     # `<![CDATA[ … ]]>` (`<apply_diff>` over `<path>` and `<diff>`); the first one was taken
     # for `apply_diff`'s section and "Use apply_diff with precise search blocks", a step of
     # `<error_handling>`, was sent to it: a false default finding.
-    text = (DATA.parent / "prompts-heldout11" / "roo-code--merge_resolver.prompt.md").read_text(
-        encoding="utf-8"
-    )
+    text = _real("heldout11", "roo-code--merge_resolver.prompt.md")
     assert not any(s.startswith("Use apply_diff with precise") for s in _default(text))
     small = (
         "Always call apply_diff with one search block per change.\n\n"
@@ -664,9 +676,7 @@ def test_a_known_tools_titled_section_is_judged_by_the_tool_wherever_it_sits() -
     # tool …" in `RULES`, labelled misplaced (its section is `# str_replace`), was kept by
     # its own section sharing "code" and "users" (round 9 judged by the tool alone only at
     # the opening).
-    text = (DATA.parent / "prompts-heldout11" / "avante--agentic.prompt.md").read_text(
-        encoding="utf-8"
-    )
+    text = _real("heldout11", "avante--agentic.prompt.md")
     (found,) = [s for s in _default(text) if "str_replace" in s]
     assert found.startswith("Don't just provide code suggestions, use the `str_replace` tool")
     # Another sentence of its own section naming the tool still keeps it there.
@@ -769,9 +779,7 @@ def test_tools_in_general_at_the_opening_need_only_beat_the_other_sections() -> 
     # a single response …", moved from `## Tool Usage` to the top (seen corpus, round 11's
     # general moves): `### Human-in-the-Loop Tool Approval` speaks of tool calls too and
     # scored 20.9 against 33.0; the margin of twice muted Onyx's own placement.
-    text = (DATA.parent / "prompts-real" / "deepagents--system_prompt.prompt.md").read_text(
-        encoding="utf-8"
-    )
+    text = _real("real", "deepagents--system_prompt.prompt.md")
     sentence = "When performing multiple independent operations, make all tool calls in a single"
     at = text.index(sentence)
     end = text.index("\n", at)
@@ -1284,16 +1292,12 @@ def test_a_heading_word_match_at_the_opening_is_reported_by_default_when_stray()
         "# Style\nUse plain words throughout, in citations too.\n"
         "Number the citations.\nKeep citations short.\nNever merge two citations.\n",
     )
-    at = spread.index("Always cite")
-    m = explain_instruction(parse_prompt(spread), at)
-    assert m is not None and not m.reported and not m.default
+    m, title = _preview_only(spread, spread.index("Always cite"))
     assert m.reason.endswith(  # the hover says why
         "at the opening, it shares one word of the heading, one the prompt uses elsewhere "
         "too, and none of that section's text"
     )
-    m = explain_instruction(parse_prompt(spread), at, preview=True)
-    assert m is not None and m.reported
-    assert parse_prompt(spread).sections[m.section].title == "Citations"
+    assert title == "Citations"
 
 
 def test_a_stray_at_the_opening_may_share_one_word_with_it_but_not_two() -> None:
@@ -1414,12 +1418,8 @@ def test_a_stray_in_a_section_stays_a_preview_finding() -> None:
         "Always cite the source URL and page of each claim.\n\n"
         "## Delivery\nSend the answer as plain text.\n"
     )
-    at = text.index("Always cite")
-    m = explain_instruction(parse_prompt(text), at)
-    assert m is not None and not m.reported and not m.default
-    m = explain_instruction(parse_prompt(text), at, preview=True)
-    assert m is not None and m.reported
-    assert parse_prompt(text).sections[m.section].title == "Citations"
+    _, title = _preview_only(text, text.index("Always cite"))
+    assert title == "Citations"
 
 
 def test_nothing_at_the_opening_strays_from_the_section_that_says_who_the_agent_is() -> None:
@@ -1449,9 +1449,7 @@ def test_a_redirect_to_another_tool_at_the_opening_is_the_openings_own() -> None
     # description was sent to `**Key constraints:**`, which falls back to that tool once.
     # It says what the prompt's own subject is not for. So does W&B's "For LLM traces or
     # Weave evaluations, use query_weave_traces_tool instead." (prompts-heldout21).
-    text = (DATA.parent / "prompts-heldout17" / "querychat--tool_visualize.prompt.md").read_text(
-        encoding="utf-8"
-    )
+    text = _real("heldout17", "querychat--tool_visualize.prompt.md")
     assert _default(text) == []
     m = explain_instruction(parse_prompt(text), text.index("**When to use:**"), preview=True)
     assert m is not None and not m.reported and m.kind == "tool-home"
@@ -1459,9 +1457,7 @@ def test_a_redirect_to_another_tool_at_the_opening_is_the_openings_own() -> None
     # Without "instead" it is a rule about that tool, away from where the tool is spoken of.
     plain = text.replace("use `querychat_query` instead", "use `querychat_query`")
     assert [s[:16] for s in _default(plain)] == ["**When to use:**"]
-    wandb = (DATA.parent / "prompts-heldout21" / "wandb-mcp--query_wandb_gql.prompt.md").read_text(
-        encoding="utf-8"
-    )
+    wandb = _real("heldout21", "wandb-mcp--query_wandb_gql.prompt.md")
     assert not any(s.startswith("For LLM traces") for s in _default(wandb))
     # Where the prompt documents the other tool in a section titled by its name, the
     # redirect is a rule of the tools' sections (prompts-heldout26's tool reference: "Do
@@ -1495,9 +1491,7 @@ def test_a_block_pointed_at_with_an_at_sign_is_no_tool() -> None:
     # points at the prompt's `<critical_context_requirement>` block, eight times; counted as a
     # tool's name, it titled that block as the tool's section, and "@critical_context_requirement
     # (Tier 1) ALWAYS overrides minimal overhead (Tier 3)" became a default finding.
-    text = (DATA.parent / "prompts-heldout21" / "openagents--openagent.prompt.md").read_text(
-        encoding="utf-8"
-    )
+    text = _real("heldout21", "openagents--openagent.prompt.md")
     assert "critical_context_requirement" not in text_tool_names(parse_prompt(text))
     assert not any(s.lstrip().startswith("@critical_context_requirement") for s in _default(text))
     # Written bare three times in the prose, the same name is a tool's.
@@ -1556,9 +1550,7 @@ def test_a_modal_in_a_clause_about_another_subject_leaves_a_step_bare() -> None:
     # Agents**: Recommend which agents should handle specific tasks" read as a rule (its
     # "should") rather than a step of that list, and was sent to `### Step 4: Agent
     # Coordination`.
-    text = (DATA.parent / "prompts-heldout28" / "code-puppy--planning_agent.prompt.md").read_text(
-        encoding="utf-8"
-    )
+    text = _real("heldout28", "code-puppy--planning_agent.prompt.md")
     assert not any(s.startswith("**Coordinate with Other Agents**") for s in _default(text))
     m = explain_instruction(parse_prompt(text), text.index("**Coordinate with Other Agents**"))
     assert m is not None and not m.reported
